@@ -1,0 +1,32 @@
+#!/bin/sh
+# Install the Debian packages hutch needs to build, test and benchmark, when
+# they are missing. Safe to run again; does nothing when all are present.
+set -eu
+
+# build: compiler, meson, static libraries for the agent
+build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev"
+# tests: pytest, the i386 toolchain for the 32-bit syscall probe, iproute2
+test="python3 python3-pytest gcc-multilib iproute2 util-linux"
+# bench: the peers hutch is measured against
+bench="bubblewrap"
+
+want="$build $test"
+case "${1:-}" in
+  --bench) want="$want $bench" ;;
+esac
+
+missing=""
+for p in $want; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing$missing" >&2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: need root to install:$missing" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,21 @@
+/* What host and agent agree on about the inside of a sandbox. */
+#ifndef HUTCH_LAYOUT_H
+#define HUTCH_LAYOUT_H
+
+/* Ids inside the sandbox's user namespace. Root (0) is the agent; workloads
+ * run as the user, as in E2B's sandboxes. */
+#define HUTCH_USER_UID 1000
+#define HUTCH_USER_GID 1000
+#define HUTCH_USER_NAME "user"
+#define HUTCH_USER_HOME "/home/user"
+#define HUTCH_TTY_GID 5
+/* Each sandbox maps this many ids onto its own host range. */
+#define HUTCH_ID_RANGE 65536
+
+/* Descriptors the agent is started with. */
+#define HUTCH_AGENT_CONN_FD 3
+#define HUTCH_AGENT_CG_FD 4 /* first of the sandbox cgroup's fds */
+
+#define HUTCH_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#endif

@@ -1,0 +1,154 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+static void *oom(void) {
+  static const char msg[] = "hutch: out of memory\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  abort();
+}
+
+void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  return p ? p : oom();
+}
+
+void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  return p ? p : oom();
+}
+
+void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  return q ? q : oom();
+}
+
+char *xstrdup(const char *s) {
+  char *p = strdup(s);
+  return p ? p : oom();
+}
+
+char *xasprintf(const char *fmt, ...) {
+  char *p;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vasprintf(&p, fmt, ap);
+  va_end(ap);
+  return n < 0 ? oom() : p;
+}
+
+int write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+ssize_t read_all(int fd, void *buf, size_t n) {
+  char *p = buf;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (r == 0)
+      break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *err) {
+  _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open %s", name);
+  if (write_all(fd, s, strlen(s)) < 0)
+    return hutch_err_set(err, errno, "write '%s' to %s", s, name);
+  return 0;
+}
+
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
+                     struct hutch_err *err) {
+  _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open %s", name);
+  ssize_t n = read_all(fd, buf, size - 1);
+  if (n < 0)
+    return hutch_err_set(err, errno, "read %s", name);
+  buf[n] = '\0';
+  return n;
+}
+
+bool parse_u64(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  if (!s || !*s)
+    return false;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9')
+      return false;
+    unsigned d = (unsigned)(*s - '0');
+    if (v > (UINT64_MAX - d) / 10)
+      return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+bool parse_milli(const char *s, uint64_t *out) {
+  char whole[32];
+  const char *dot = strchr(s, '.');
+  size_t wl = dot ? (size_t)(dot - s) : strlen(s);
+  uint64_t w, frac = 0;
+  if (wl == 0 || wl >= sizeof whole)
+    return false;
+  memcpy(whole, s, wl);
+  whole[wl] = '\0';
+  if (!parse_u64(whole, &w) || w > UINT64_MAX / 1000)
+    return false;
+  if (dot) {
+    const char *f = dot + 1;
+    size_t fl = strlen(f);
+    if (fl == 0 || fl > 3)
+      return false;
+    for (size_t i = 0; i < 3; i++) {
+      if (i < fl && (f[i] < '0' || f[i] > '9'))
+        return false;
+      frac = frac * 10 + (i < fl ? (uint64_t)(f[i] - '0') : 0);
+    }
+  }
+  *out = w * 1000 + frac;
+  return true;
+}
+
+void str_copy(char *dst, size_t size, const char *src) {
+  size_t n = strnlen(src, size - 1);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,43 @@
+/* Small helpers shared by the host side and the agent: allocation that
+ * aborts on failure, whole-buffer I/O, strict number parsing. */
+#ifndef HUTCH_UTIL_H
+#define HUTCH_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Write or read all of buf, retrying on EINTR and short transfers.
+ * read_all returns the bytes read (less than n only at end of file). */
+int write_all(int fd, const void *buf, size_t n);
+ssize_t read_all(int fd, void *buf, size_t n);
+
+/* Write a short string to dirfd/name (a cgroup or proc control file). */
+int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *err);
+/* Read at most size-1 bytes of dirfd/name into buf, NUL-terminated. */
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
+                     struct hutch_err *err);
+
+/* Strict decimal parsing: the whole string, no sign, no overflow. */
+bool parse_u64(const char *s, uint64_t *out);
+/* A non-negative decimal with an optional fraction ("1.5"), as thousandths. */
+bool parse_milli(const char *s, uint64_t *out);
+
+/* Copy src into dst[size], cut short if need be, always terminated. */
+void str_copy(char *dst, size_t size, const char *src);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+
+#endif
