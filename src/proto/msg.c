@@ -1,0 +1,164 @@
+#include "msg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const status_names[] = {
+    [HUTCH_ST_OK] = "ok",
+    [HUTCH_ST_NONZERO] = "nonzero",
+    [HUTCH_ST_SIGNALED] = "signaled",
+    [HUTCH_ST_TIMEOUT] = "timeout",
+    [HUTCH_ST_OOM] = "oom",
+    [HUTCH_ST_OUTPUT_LIMIT] = "output_limit",
+    [HUTCH_ST_SANDBOX_ERROR] = "sandbox_error",
+};
+
+const char *hutch_status_name(enum hutch_status s) {
+  return (unsigned)s < ARRAY_SIZE(status_names) ? status_names[s] : "sandbox_error";
+}
+
+json_t *hutch_verdict_to_json(const struct hutch_verdict *v) {
+  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:s}", "status", hutch_status_name(v->status),
+                   "exit_code", v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(),
+                   "signal", v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms",
+                   v->wall_ms, "cpu_ms", v->cpu_ms, "peak_memory_kb",
+                   (json_int_t)v->peak_memory_kb, "message", v->message);
+}
+
+int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err *err) {
+  const char *status = NULL, *message = "";
+  json_t *code = NULL, *sig = NULL;
+  json_int_t peak = 0;
+  json_error_t je;
+  memset(v, 0, sizeof *v);
+  if (json_unpack_ex(j, &je, 0, "{s:s, s:o, s:o, s:F, s:F, s:I, s?s}", "status", &status,
+                     "exit_code", &code, "signal", &sig, "wall_ms", &v->wall_ms, "cpu_ms",
+                     &v->cpu_ms, "peak_memory_kb", &peak, "message", &message) < 0)
+    return hutch_err_set(err, 0, "bad verdict from agent: %s", je.text);
+  v->status = HUTCH_ST_SANDBOX_ERROR;
+  for (size_t i = 0; i < ARRAY_SIZE(status_names); i++)
+    if (strcmp(status, status_names[i]) == 0)
+      v->status = (enum hutch_status)i;
+  v->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+  v->signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0;
+  v->peak_memory_kb = peak > 0 ? (uint64_t)peak : 0;
+  snprintf(v->message, sizeof v->message, "%s", message);
+  return 0;
+}
+
+static json_t *strv_to_json(char **v) {
+  json_t *a = json_array();
+  for (; v && *v; v++)
+    json_array_append_new(a, json_string(*v));
+  return a;
+}
+
+json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r) {
+  json_t *env = json_object();
+  for (char **e = r->env; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    if (!eq)
+      continue;
+    char *k = xasprintf("%.*s", (int)(eq - *e), *e);
+    json_object_set_new(env, k, json_string(eq + 1));
+    free(k);
+  }
+  json_t *j = json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv",
+                        strv_to_json(r->argv), "env", env, "stdin", r->stdin_open,
+                        "timeout_ms", (json_int_t)r->timeout_ms, "cpu_ms",
+                        (json_int_t)r->cpu_ms, "output_limit", (json_int_t)r->output_limit);
+  if (r->cwd)
+    json_object_set_new(j, "cwd", json_string(r->cwd));
+  if (r->user)
+    json_object_set_new(j, "user", json_string(r->user));
+  if (r->pty)
+    json_object_set_new(j, "pty", json_pack("{s:i, s:i}", "rows", r->rows, "cols", r->cols));
+  return j;
+}
+
+static bool valid_string(const char *s) { return s && strlen(s) < 65536; }
+
+int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err) {
+  json_t *argv = NULL, *env = NULL, *pty = NULL;
+  const char *cwd = NULL, *user = NULL;
+  int stdin_open = 0;
+  json_int_t timeout = 0, cpu = 0, outlim = 0;
+  json_error_t je;
+  memset(r, 0, sizeof *r);
+  if (json_unpack_ex(j, &je, 0, "{s:o, s?o, s?s, s?s, s?b, s?o, s?I, s?I, s?I}", "argv", &argv,
+                     "env", &env, "cwd", &cwd, "user", &user, "stdin", &stdin_open, "pty", &pty,
+                     "timeout_ms", &timeout, "cpu_ms", &cpu, "output_limit", &outlim) < 0)
+    return hutch_err_invalid(err, "bad exec request: %s", je.text);
+  if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 65536)
+    return hutch_err_invalid(err, "bad exec request: argv must be a non-empty array");
+  if (env && !json_is_object(env))
+    return hutch_err_invalid(err, "bad exec request: env must be an object");
+  if (user && strcmp(user, "user") != 0 && strcmp(user, "root") != 0)
+    return hutch_err_invalid(err, "bad exec request: user must be \"user\" or \"root\"");
+  if (timeout < 0 || cpu < 0 || outlim < 0)
+    return hutch_err_invalid(err, "bad exec request: limits must not be negative");
+
+  r->argv = xcalloc(json_array_size(argv) + 1, sizeof(char *));
+  size_t i;
+  json_t *v;
+  json_array_foreach(argv, i, v) {
+    if (!json_is_string(v) || !valid_string(json_string_value(v)) ||
+        (i == 0 && json_string_length(v) == 0)) {
+      hutch_exec_req_free(r);
+      return hutch_err_invalid(err, "bad exec request: argv[%zu] is not a usable string", i);
+    }
+    r->argv[i] = xstrdup(json_string_value(v));
+  }
+  r->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
+  const char *k;
+  i = 0;
+  json_object_foreach(env, k, v) {
+    if (!json_is_string(v) || !*k || strchr(k, '=') || !valid_string(json_string_value(v))) {
+      hutch_exec_req_free(r);
+      return hutch_err_invalid(err, "bad exec request: env entry '%s' is not usable", k);
+    }
+    r->env[i++] = xasprintf("%s=%s", k, json_string_value(v));
+  }
+  if (cwd)
+    r->cwd = xstrdup(cwd);
+  if (user)
+    r->user = xstrdup(user);
+  r->stdin_open = stdin_open;
+  r->timeout_ms = (uint64_t)timeout;
+  r->cpu_ms = (uint64_t)cpu;
+  r->output_limit = (uint64_t)outlim;
+  if (pty) {
+    int rows = 24, cols = 80;
+    if (json_unpack_ex(pty, &je, 0, "{s?i, s?i}", "rows", &rows, "cols", &cols) < 0 ||
+        rows <= 0 || cols <= 0 || rows > 10000 || cols > 10000) {
+      hutch_exec_req_free(r);
+      return hutch_err_invalid(err, "bad exec request: pty size");
+    }
+    r->pty = true;
+    r->rows = (uint16_t)rows;
+    r->cols = (uint16_t)cols;
+  }
+  return 0;
+}
+
+void hutch_exec_req_free(struct hutch_exec_req *r) {
+  for (char **p = r->argv; p && *p; p++)
+    free(*p);
+  for (char **p = r->env; p && *p; p++)
+    free(*p);
+  free(r->argv);
+  free(r->env);
+  free(r->cwd);
+  free(r->user);
+  memset(r, 0, sizeof *r);
+}
+
+char *hutch_json_dump(json_t *j, size_t *len) {
+  char *s = json_dumps(j, JSON_COMPACT);
+  if (!s)
+    s = xstrdup("null");
+  *len = strlen(s);
+  return s;
+}
