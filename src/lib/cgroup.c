@@ -1,0 +1,266 @@
+/* Finding the host's cgroup controllers, and what v1 and v2 share. */
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "util.h"
+
+static const char *const ctl_names[CG_NCTL] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+#define HUTCH_CG_DIR "hutch"
+
+void hutch_cgroup_close(struct hutch_cgroup *cg) {
+  for (int i = 0; i < cg->nfd; i++)
+    if (cg->fd[i] >= 0)
+      close(cg->fd[i]);
+  cg->nfd = 0;
+}
+
+static bool has_option(const char *opts, const char *want) {
+  size_t n = strlen(want);
+  for (const char *p = opts; p && *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == n && strncmp(p, want, n) == 0)
+      return true;
+    p = c ? c + 1 : NULL;
+  }
+  return false;
+}
+
+/* One line of /proc/self/mountinfo: mount point and, after " - ", the
+ * filesystem type and super options. Mount points with spaces are escaped as
+ * \040 by the kernel, and cgroup mount points never need them. */
+static bool mountinfo_fields(char *line, char **mnt, char **fstype, char **opts) {
+  char *save = NULL, *tok = strtok_r(line, " ", &save);
+  for (int i = 1; tok && i < 5; i++)
+    tok = strtok_r(NULL, " ", &save);
+  *mnt = tok;
+  while (tok && strcmp(tok, "-") != 0)
+    tok = strtok_r(NULL, " ", &save);
+  *fstype = tok ? strtok_r(NULL, " ", &save) : NULL;
+  if (*fstype)
+    strtok_r(NULL, " ", &save); /* source */
+  *opts = *fstype ? strtok_r(NULL, " \n", &save) : NULL;
+  return *mnt && *fstype && *opts;
+}
+
+static int open_hutch_dir(const char *mnt, struct hutch_err *err) {
+  _cleanup_close_ int top = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top < 0)
+    return hutch_err_set(err, errno, "open cgroup hierarchy %s", mnt);
+  if (mkdirat(top, HUTCH_CG_DIR, 0755) < 0 && errno != EEXIST)
+    return hutch_err_set(err, errno, "create cgroup %s/" HUTCH_CG_DIR, mnt);
+  int fd = openat(top, HUTCH_CG_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open cgroup %s/" HUTCH_CG_DIR, mnt);
+  return fd;
+}
+
+static int open_root_v2(const char *mnt, struct hutch_cgroup *root, struct hutch_err *err) {
+  char have[512];
+  _cleanup_close_ int top = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top < 0 || read_file_at(top, "cgroup.controllers", have, sizeof have, err) < 0)
+    return hutch_err_set(err, errno, "read %s/cgroup.controllers", mnt);
+  for (const char *c = "memory pids cpu", *p = c; *p;) {
+    char want[16];
+    size_t n = strcspn(p, " ");
+    snprintf(want, sizeof want, "%.*s", (int)n, p);
+    char *hit = strstr(have, want);
+    if (!hit || (hit[n] != ' ' && hit[n] != '\n' && hit[n] != '\0'))
+      return hutch_err_set(err, 0, "cgroup v2 at %s lacks the %s controller", mnt, want);
+    p += n + (p[n] == ' ');
+  }
+  /* Enabling a controller that is already on is a no-op; failing here (a
+   * nested, non-delegated root) shows up as missing files further down. */
+  struct hutch_err ignored;
+  write_file_at(top, "cgroup.subtree_control", "+memory +pids +cpu", &ignored);
+  int fd = open_hutch_dir(mnt, err);
+  if (fd < 0)
+    return -1;
+  root->ops = &hutch_cgroup_v2_ops;
+  root->nfd = 1;
+  root->fd[0] = fd;
+  return hutch_cgroup_v2_ops.enable_children(root, err);
+}
+
+int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
+  _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+  _cleanup_free_ char *line = NULL, *v2mnt = NULL;
+  char *v1mnt[CG_NCTL] = {0};
+  size_t cap = 0;
+  if (!f)
+    return hutch_err_set(err, errno, "open /proc/self/mountinfo");
+  while (getline(&line, &cap, f) > 0) {
+    char *mnt, *fstype, *opts;
+    if (!mountinfo_fields(line, &mnt, &fstype, &opts))
+      continue;
+    if (strcmp(fstype, "cgroup2") == 0 && !v2mnt)
+      v2mnt = xstrdup(mnt);
+    else if (strcmp(fstype, "cgroup") == 0)
+      for (int c = 0; c < CG_NCTL; c++)
+        if (!v1mnt[c] && has_option(opts, ctl_names[c]))
+          v1mnt[c] = xstrdup(mnt);
+  }
+  memset(root, 0, sizeof *root);
+  int ret = -1;
+  bool v1_complete = true;
+  for (int c = 0; c < CG_NCTL; c++)
+    v1_complete &= v1mnt[c] != NULL;
+
+  if (!v1mnt[CG_MEMORY] && v2mnt) {
+    ret = open_root_v2(v2mnt, root, err);
+  } else if (v1_complete) {
+    /* Controllers co-mounted on one hierarchy (cpu,cpuacct) share an fd. */
+    root->ops = &hutch_cgroup_v1_ops;
+    ret = 0;
+    for (int c = 0; c < CG_NCTL && ret == 0; c++) {
+      int same = -1;
+      for (int d = 0; d < c; d++)
+        if (strcmp(v1mnt[c], v1mnt[d]) == 0)
+          same = root->ctl[d];
+      if (same >= 0) {
+        root->ctl[c] = (int8_t)same;
+        continue;
+      }
+      int fd = open_hutch_dir(v1mnt[c], err);
+      if (fd < 0) {
+        ret = -1;
+        break;
+      }
+      root->ctl[c] = (int8_t)root->nfd;
+      root->fd[root->nfd++] = fd;
+    }
+    if (ret < 0)
+      hutch_cgroup_close(root);
+  } else {
+    for (int c = 0; c < CG_NCTL; c++)
+      if (!v1mnt[c]) {
+        hutch_err_set(err, 0, "no cgroup v2 hierarchy and no cgroup v1 %s controller mounted",
+                      ctl_names[c]);
+        break;
+      }
+  }
+  for (int c = 0; c < CG_NCTL; c++)
+    free(v1mnt[c]);
+  return ret;
+}
+
+void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size) {
+  if (cg->ops == &hutch_cgroup_v2_ops) {
+    snprintf(buf, size, "2:%d", cg->fd[0]);
+    return;
+  }
+  int n = snprintf(buf, size, "1:");
+  for (int c = 0; c < CG_NCTL && n > 0 && (size_t)n < size; c++)
+    n += snprintf(buf + n, size - (size_t)n, "%s%d", c ? "," : "", cg->fd[cg->ctl[c]]);
+}
+
+int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
+  memset(cg, 0, sizeof *cg);
+  if (strncmp(spec, "2:", 2) == 0) {
+    uint64_t fd;
+    if (!parse_u64(spec + 2, &fd) || fd > 1024)
+      return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+    cg->ops = &hutch_cgroup_v2_ops;
+    cg->nfd = 1;
+    cg->fd[0] = (int)fd;
+    return 0;
+  }
+  if (strncmp(spec, "1:", 2) != 0)
+    return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+  cg->ops = &hutch_cgroup_v1_ops;
+  const char *p = spec + 2;
+  for (int c = 0; c < CG_NCTL; c++) {
+    char num[16];
+    size_t n = strcspn(p, ",");
+    uint64_t fd;
+    snprintf(num, sizeof num, "%.*s", (int)(n < 15 ? n : 15), p);
+    if (!parse_u64(num, &fd) || fd > 1024 || (c < CG_NCTL - 1 && p[n] != ','))
+      return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+    int same = -1;
+    for (int i = 0; i < cg->nfd; i++)
+      if (cg->fd[i] == (int)fd)
+        same = i;
+    if (same < 0) {
+      same = cg->nfd++;
+      cg->fd[same] = (int)fd;
+    }
+    cg->ctl[c] = (int8_t)same;
+    p += n + 1;
+  }
+  return 0;
+}
+
+int hutch_cg_read_u64(int dirfd, const char *file, const char *key, uint64_t *out,
+                      struct hutch_err *err) {
+  char buf[4096];
+  if (read_file_at(dirfd, file, buf, sizeof buf, err) < 0)
+    return -1;
+  char *p = buf;
+  if (key) {
+    size_t kl = strlen(key);
+    char *line = buf;
+    for (p = NULL; !p;) {
+      if (strncmp(line, key, kl) == 0 && line[kl] == ' ')
+        p = line + kl + 1;
+      else if (!(line = strchr(line, '\n')) || !*++line)
+        return hutch_err_set(err, 0, "%s has no '%s'", file, key);
+    }
+  }
+  if (strncmp(p, "max", 3) == 0) {
+    *out = UINT64_MAX;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (errno || end == p)
+    return hutch_err_set(err, 0, "%s: not a number", file);
+  *out = v;
+  return 0;
+}
+
+/* SIGKILL every pid listed in dirfd/cgroup.procs. */
+int hutch_cg_kill_procs(int dirfd, bool *any, struct hutch_err *err) {
+  int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open cgroup.procs");
+  _cleanup_fclose_ FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return hutch_err_set(err, errno, "fdopen cgroup.procs");
+  }
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    *any = true;
+    if (pid > 1)
+      kill((pid_t)pid, SIGKILL);
+  }
+  return 0;
+}
+
+bool hutch_cg_has_procs(int dirfd) {
+  char buf[16];
+  struct hutch_err ignored;
+  return read_file_at(dirfd, "cgroup.procs", buf, sizeof buf, &ignored) > 0;
+}
+
+int hutch_cg_rmdir(int parentfd, const char *name, struct hutch_err *err) {
+  /* The last tasks of a killed cgroup may still be on their way out. */
+  for (int tries = 0;; tries++) {
+    if (unlinkat(parentfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+      return 0;
+    if (errno != EBUSY || tries >= 2000)
+      return hutch_err_set(err, errno, "remove cgroup %s", name);
+    usleep(tries < 100 ? 100 : 1000);
+  }
+}

@@ -1,0 +1,82 @@
+/* Cgroups behind one ops table: v2 (unified) and v1/hybrid, where each
+ * controller lives on its own hierarchy. A struct hutch_cgroup is one cgroup,
+ * held as directory fds (one per hierarchy), so that nothing here resolves a
+ * path after the cgroup has been opened. libc only: the agent links this.
+ *
+ * Layout (docs/security.md): <root>/hutch/<slot>/ is a sandbox, with the
+ * agent in <slot>/agent and each exec in its own leaf <slot>/e<N>. */
+#ifndef HUTCH_CGROUP_H
+#define HUTCH_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+enum hutch_cg_ctl { CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG_NCTL };
+#define HUTCH_CG_MAXH CG_NCTL
+
+struct hutch_cgroup {
+  const struct hutch_cgroup_ops *ops;
+  int nfd;
+  int fd[HUTCH_CG_MAXH]; /* a directory fd per hierarchy; v2 uses fd[0] */
+  int8_t ctl[CG_NCTL];   /* v1: which fd holds each controller */
+};
+
+struct hutch_cg_limits {
+  uint64_t memory_bytes; /* 0 = unlimited; swap is always off */
+  uint64_t pids;         /* 0 = unlimited */
+  uint64_t cpu_milli;    /* CPUs x 1000; 0 = unlimited */
+};
+
+/* What a verdict reports of a finished exec's cgroup. */
+struct hutch_cg_stats {
+  uint64_t cpu_ns;
+  uint64_t memory_peak; /* bytes, since the cgroup was created */
+  uint64_t oom_kills;
+};
+
+struct hutch_cgroup_ops {
+  const char *name;
+  int (*mkchild)(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
+                 struct hutch_err *err);
+  /* Open an existing child. */
+  int (*open)(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
+              struct hutch_err *err);
+  int (*rmchild)(const struct hutch_cgroup *parent, const char *name, struct hutch_err *err);
+  int (*set_limits)(const struct hutch_cgroup *cg, const struct hutch_cg_limits *l,
+                    struct hutch_err *err);
+  /* Let children of cg have their own controllers (v2 subtree_control). */
+  int (*enable_children)(const struct hutch_cgroup *cg, struct hutch_err *err);
+  /* Move pid (0: the caller) into cg. */
+  int (*enter)(const struct hutch_cgroup *cg, pid_t pid, struct hutch_err *err);
+  int (*stats)(const struct hutch_cgroup *cg, struct hutch_cg_stats *s, struct hutch_err *err);
+  /* SIGKILL every process in cg and its descendants, leaving none able to fork. */
+  int (*kill_all)(const struct hutch_cgroup *cg, struct hutch_err *err);
+  bool (*populated)(const struct hutch_cgroup *cg);
+  /* Hand cg to uid:gid so it can make children and move its own processes. */
+  int (*delegate)(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err);
+};
+
+extern const struct hutch_cgroup_ops hutch_cgroup_v1_ops;
+extern const struct hutch_cgroup_ops hutch_cgroup_v2_ops;
+
+/* Find the host's controllers and open (creating if needed) the hutch root
+ * cgroup under them: <hierarchy>/hutch. */
+int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err);
+void hutch_cgroup_close(struct hutch_cgroup *cg);
+
+/* The fds of a cgroup as text, to pass across exec ("1:4,5,6,6,7" or "2:4"),
+ * and back. The spec names fd numbers in controller order. */
+void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size);
+int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err);
+
+/* Helpers shared by the two ops tables. */
+int hutch_cg_read_u64(int dirfd, const char *file, const char *key, uint64_t *out,
+                      struct hutch_err *err);
+int hutch_cg_kill_procs(int dirfd, bool *any, struct hutch_err *err);
+bool hutch_cg_has_procs(int dirfd);
+int hutch_cg_rmdir(int parentfd, const char *name, struct hutch_err *err);
+
+#endif

@@ -1,0 +1,222 @@
+/* cgroup v1 (and hybrid hosts): each controller on its own hierarchy, so a
+ * cgroup is a directory in every one of them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "util.h"
+
+#define FD(cg, c) ((cg)->fd[(cg)->ctl[c]])
+
+static int v1_open(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
+                   struct hutch_err *err) {
+  memset(child, 0, sizeof *child);
+  child->ops = parent->ops;
+  memcpy(child->ctl, parent->ctl, sizeof child->ctl);
+  for (int i = 0; i < parent->nfd; i++) {
+    int fd = openat(parent->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      int e = errno;
+      hutch_cgroup_close(child);
+      if (e == ENOENT)
+        return hutch_err_not_found(err, "cgroup %s", name);
+      return hutch_err_set(err, e, "open cgroup %s", name);
+    }
+    child->fd[child->nfd++] = fd;
+  }
+  return 0;
+}
+
+static int v1_mkchild(const struct hutch_cgroup *parent, const char *name,
+                      struct hutch_cgroup *child, struct hutch_err *err) {
+  for (int i = 0; i < parent->nfd; i++)
+    if (mkdirat(parent->fd[i], name, 0755) < 0) {
+      int e = errno;
+      for (int j = 0; j < i; j++)
+        unlinkat(parent->fd[j], name, AT_REMOVEDIR);
+      return hutch_err_set(err, e, "create cgroup %s", name);
+    }
+  if (v1_open(parent, name, child, err) < 0) {
+    for (int i = 0; i < parent->nfd; i++)
+      unlinkat(parent->fd[i], name, AT_REMOVEDIR);
+    return -1;
+  }
+  return 0;
+}
+
+static int v1_rmchild(const struct hutch_cgroup *parent, const char *name,
+                      struct hutch_err *err) {
+  int ret = 0;
+  for (int i = 0; i < parent->nfd; i++)
+    if (hutch_cg_rmdir(parent->fd[i], name, err) < 0)
+      ret = -1;
+  return ret;
+}
+
+static int v1_set_limits(const struct hutch_cgroup *cg, const struct hutch_cg_limits *l,
+                         struct hutch_err *err) {
+  char v[32];
+  if (l->memory_bytes) {
+    snprintf(v, sizeof v, "%llu", (unsigned long long)l->memory_bytes);
+    if (write_file_at(FD(cg, CG_MEMORY), "memory.limit_in_bytes", v, err) < 0)
+      return -1;
+    /* Swap off: memory+swap may not exceed memory. Hosts booted without
+     * swap accounting have no memsw file and no swap to turn off. */
+    if (faccessat(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", F_OK, 0) == 0 &&
+        write_file_at(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", v, err) < 0)
+      return -1;
+  }
+  if (write_file_at(FD(cg, CG_MEMORY), "memory.swappiness", "0", err) < 0)
+    return -1;
+  if (l->pids) {
+    snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
+    if (write_file_at(FD(cg, CG_PIDS), "pids.max", v, err) < 0)
+      return -1;
+  }
+  if (l->cpu_milli) {
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(l->cpu_milli * 100));
+    if (write_file_at(FD(cg, CG_CPU), "cpu.cfs_period_us", "100000", err) < 0 ||
+        write_file_at(FD(cg, CG_CPU), "cpu.cfs_quota_us", v, err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+static int v1_enable_children(const struct hutch_cgroup *cg, struct hutch_err *err) {
+  (void)cg, (void)err; /* v1 hierarchies nest without being asked */
+  return 0;
+}
+
+static int v1_enter(const struct hutch_cgroup *cg, pid_t pid, struct hutch_err *err) {
+  char v[16];
+  snprintf(v, sizeof v, "%d", (int)pid);
+  for (int i = 0; i < cg->nfd; i++)
+    if (write_file_at(cg->fd[i], "cgroup.procs", v, err) < 0)
+      return -1;
+  return 0;
+}
+
+static int v1_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
+                    struct hutch_err *err) {
+  memset(s, 0, sizeof *s);
+  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &s->cpu_ns, err) < 0 ||
+      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", NULL, &s->memory_peak,
+                        err) < 0)
+    return -1;
+  /* oom_kill appeared in 4.13; an older kernel reports OOM only as SIGKILL. */
+  struct hutch_err ignored;
+  hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.oom_control", "oom_kill", &s->oom_kills, &ignored);
+  return 0;
+}
+
+static bool freezer_is(int fd, const char *state) {
+  char buf[32];
+  struct hutch_err ignored;
+  return read_file_at(fd, "freezer.state", buf, sizeof buf, &ignored) > 0 &&
+         strncmp(buf, state, strlen(state)) == 0;
+}
+
+/* Kill the processes of dirfd and of every cgroup below it. */
+static int kill_tree(int dirfd, bool *any, int depth, struct hutch_err *err) {
+  if (hutch_cg_kill_procs(dirfd, any, err) < 0)
+    return -1;
+  if (depth > 8)
+    return 0;
+  int dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+  if (!d) {
+    if (dup >= 0)
+      close(dup);
+    return hutch_err_set(err, errno, "list cgroup");
+  }
+  int ret = 0;
+  for (struct dirent *e; ret == 0 && (e = readdir(d));) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.')
+      continue;
+    _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sub >= 0)
+      ret = kill_tree(sub, any, depth + 1, err);
+  }
+  closedir(d);
+  return ret;
+}
+
+/* Freeze so that nothing can fork while we look, SIGKILL everything, thaw so
+ * the kills are delivered, and repeat until no process is left. */
+static int v1_kill_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
+  int fz = FD(cg, CG_FREEZER);
+  for (int round = 0; round < 100; round++) {
+    bool any = false;
+    if (write_file_at(fz, "freezer.state", "FROZEN", err) < 0)
+      return -1;
+    for (int i = 0; i < 1000 && !freezer_is(fz, "FROZEN"); i++)
+      usleep(100);
+    int ret = kill_tree(fz, &any, 0, err);
+    if (write_file_at(fz, "freezer.state", "THAWED", err) < 0 || ret < 0)
+      return -1;
+    if (!any)
+      return 0;
+    usleep(round < 10 ? 200 : 2000);
+  }
+  return hutch_err_set(err, 0, "processes survive SIGKILL in cgroup");
+}
+
+static bool populated_tree(int dirfd, int depth) {
+  if (hutch_cg_has_procs(dirfd))
+    return true;
+  int dup = depth < 8 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+  if (!d) {
+    if (dup >= 0)
+      close(dup);
+    return false;
+  }
+  bool found = false;
+  for (struct dirent *e; !found && (e = readdir(d));) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.')
+      continue;
+    _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    found = sub >= 0 && populated_tree(sub, depth + 1);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Whether any process is in cg or below it (v1 has no cgroup.events). */
+static bool v1_populated(const struct hutch_cgroup *cg) {
+  for (int i = 0; i < cg->nfd; i++)
+    if (populated_tree(cg->fd[i], 0))
+      return true;
+  return false;
+}
+
+static int v1_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
+                       struct hutch_err *err) {
+  /* Only the directories: the owner may then make child cgroups (and set
+   * limits on those, which the kernel caps at ours), but the limit files of
+   * this cgroup stay root's. */
+  for (int i = 0; i < cg->nfd; i++)
+    if (fchown(cg->fd[i], uid, gid) < 0)
+      return hutch_err_set(err, errno, "delegate cgroup");
+  return 0;
+}
+
+const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
+    .name = "v1",
+    .mkchild = v1_mkchild,
+    .open = v1_open,
+    .rmchild = v1_rmchild,
+    .set_limits = v1_set_limits,
+    .enable_children = v1_enable_children,
+    .enter = v1_enter,
+    .stats = v1_stats,
+    .kill_all = v1_kill_all,
+    .populated = v1_populated,
+    .delegate = v1_delegate,
+};
