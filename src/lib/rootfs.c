@@ -1,0 +1,394 @@
+/* The sandbox's root filesystem, step by step (ARCHITECTURE.md). Every
+ * mount happens in the sandbox's own mount namespace, which belongs to the
+ * host's user namespace: nothing inside the sandbox, whatever it becomes
+ * root of, can unmount, remount or add to any of it. */
+#include "rootfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layout.h"
+#include "template.h"
+#include "util.h"
+
+#define FDPATH(buf, fd) (snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd), buf)
+
+/* Resolve path inside the new root, refusing any symlink on the way: a
+ * template (or a bind destination) must not be able to point a mount at a
+ * place of its choosing, inside the root or out of it. Missing directories
+ * are created when create is set; the last one as a file if !dir. */
+static int open_in_root(int root, const char *path, bool dir, bool create, struct hutch_err *err) {
+  struct open_how how = {
+      .flags = O_PATH | O_CLOEXEC,
+      .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+  };
+  while (*path == '/')
+    path++;
+  int fd = (int)syscall(SYS_openat2, root, *path ? path : ".", &how, sizeof how);
+  if (fd >= 0 || errno != ENOENT || !create) {
+    if (fd < 0 && errno == ELOOP)
+      return hutch_err_invalid(err, "/%s is or passes through a symlink: refusing to mount there",
+                               path);
+    if (fd < 0 && errno == EXDEV)
+      return hutch_err_invalid(err, "/%s crosses a mount point: refusing to mount there", path);
+    if (fd < 0)
+      return hutch_err_set(err, errno, "/%s", path);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode) == dir) {
+      close(fd);
+      return hutch_err_invalid(err, "/%s is %s a directory", path, dir ? "not" : "");
+    }
+    return fd;
+  }
+  /* Create the last component in its (safely resolved) parent. */
+  _cleanup_free_ char *parent = xstrdup(path);
+  char *slash = strrchr(parent, '/');
+  const char *name = slash ? slash + 1 : path;
+  if (slash)
+    *slash = '\0';
+  _cleanup_close_ int pfd = open_in_root(root, slash ? parent : "", true, true, err);
+  if (pfd < 0)
+    return -1;
+  char p[64];
+  _cleanup_close_ int pdir = open(FDPATH(p, pfd), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (pdir < 0)
+    return hutch_err_set(err, errno, "/%s", parent);
+  int r = dir ? mkdirat(pdir, name, 0755) : mknodat(pdir, name, S_IFREG | 0644, 0);
+  if (r < 0 && errno != EEXIST)
+    return hutch_err_set(err, errno, "create mount point /%s", path);
+  return open_in_root(root, path, dir, false, err);
+}
+
+/* The root of what was just mounted on dir: the one crossing of a mount
+ * point open_in_root() refuses, and still no symlink. */
+static int open_mounted(int root, const char *dir, struct hutch_err *err) {
+  struct open_how how = {
+      .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+      .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+  };
+  int fd = (int)syscall(SYS_openat2, root, dir, &how, sizeof how);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open /%s", dir);
+  return fd;
+}
+
+static int mount_at(const char *src, int target, const char *type, unsigned long flags,
+                    const char *data, struct hutch_err *err) {
+  char t[64];
+  if (mount(src, FDPATH(t, target), type, flags, data) < 0)
+    return hutch_err_set(err, errno, "mount %s", type ? type : src);
+  return 0;
+}
+
+/* Bind tree (an open_tree() clone) onto target with attributes set before it
+ * becomes visible, so it is never reachable writable or with setuid bits. */
+static int attach_tree(int tree, int target, uint64_t attrs, int userns, struct hutch_err *err) {
+  struct mount_attr a = {.attr_set = attrs, .userns_fd = (uint64_t)(userns >= 0 ? userns : 0)};
+  if (userns >= 0)
+    a.attr_set |= MOUNT_ATTR_IDMAP;
+  if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
+    /* Filesystems without idmap support are bound with their own ids. */
+    if (userns < 0 || errno != EINVAL)
+      return hutch_err_set(err, errno, "set mount attributes");
+    a.attr_set &= ~(uint64_t)MOUNT_ATTR_IDMAP;
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+      return hutch_err_set(err, errno, "set mount attributes");
+  }
+  if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    return hutch_err_set(err, errno, "move mount");
+  return 0;
+}
+
+static int bind_ro(const char *src, int root, const char *dst, bool dir, struct hutch_err *err) {
+  _cleanup_close_ int tree = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (tree < 0)
+    return hutch_err_set(err, errno, "bind %s", src);
+  _cleanup_close_ int target = open_in_root(root, dst, dir, true, err);
+  if (target < 0)
+    return hutch_err_wrap(err, "bind %s", src);
+  if (attach_tree(tree, target,
+                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err) < 0)
+    return hutch_err_wrap(err, "bind %s on %s", src, dst);
+  return 0;
+}
+
+static int mkdir_owned(int dirfd, const char *name, mode_t mode, uid_t uid, struct hutch_err *err) {
+  if (mkdirat(dirfd, name, mode) < 0 || fchmodat(dirfd, name, mode, 0) < 0 ||
+      fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
+  return 0;
+}
+
+static int write_owned(int dirfd, const char *name, const char *s, uid_t uid, struct hutch_err *err) {
+  _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || write_all(fd, s, strlen(s)) < 0 || fchown(fd, uid, uid) < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
+  return 0;
+}
+
+/* The upper layer starts with what differs per sandbox: ownership by the
+ * sandbox's own ids (the shared lower layer belongs to host root and shows as
+ * nobody), the user's home, and the hostname. */
+static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err *err) {
+  uid_t root = r->uid_base, user = r->uid_base + HUTCH_USER_UID;
+  char hosts[512];
+  snprintf(hosts, sizeof hosts,
+           "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+           r->hostname);
+  char hostname[80];
+  snprintf(hostname, sizeof hostname, "%s\n", r->hostname);
+  if (mkdir_owned(st, "upper", 0755, root, err) < 0 || mkdir_owned(st, "upper/etc", 0755, root, err) < 0 ||
+      mkdir_owned(st, "upper/home", 0755, root, err) < 0 ||
+      mkdir_owned(st, "upper/home/user", 0755, user, err) < 0 ||
+      mkdir_owned(st, "upper/root", 0700, root, err) < 0 ||
+      mkdir_owned(st, "upper/tmp", 01777, root, err) < 0 ||
+      write_owned(st, "upper/etc/hostname", hostname, root, err) < 0 ||
+      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0)
+    return -1;
+  if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0)
+    return hutch_err_set(err, errno, "storage: work dirs");
+  return 0;
+}
+
+/* The sandbox's storage: a tmpfs of the disk quota's size holding the
+ * overlay's upper layer, and the overlay (template below) as the new root.
+ * Returns an O_PATH fd of the new root. */
+static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
+  char opts[128];
+  uint64_t inodes = r->cfg->disk_bytes / 4096;
+  snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0755",
+           (unsigned long long)r->cfg->disk_bytes,
+           (unsigned long long)(inodes < 4096 ? 4096 : inodes));
+  if (mount("hutch", HUTCH_STAGING_DIR, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+    return hutch_err_set(err, errno, "mount storage tmpfs");
+  _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (st < 0)
+    return hutch_err_set(err, errno, "open storage");
+  if (storage_upper(r, st, err) < 0)
+    return -1;
+
+  /* The agent binary, read-only: its /proc/1/exe can never be opened for
+   * writing, whatever the sandbox becomes (runc CVE-2019-5736). */
+  _cleanup_close_ int agent = openat(st, "agent", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
+  _cleanup_close_ int tree = open_tree(AT_FDCWD, r->agent_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (agent < 0 || tree < 0)
+    return hutch_err_set(err, errno, "agent binary %s", r->agent_path);
+  _cleanup_close_ int agent_target = openat(st, "agent", O_PATH | O_CLOEXEC);
+  if (attach_tree(tree, agent_target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                  -1, err) < 0)
+    return hutch_err_wrap(err, "agent binary");
+  r->agent_fd = openat(st, "agent", O_PATH | O_CLOEXEC);
+  if (r->agent_fd < 0)
+    return hutch_err_set(err, errno, "open agent binary");
+
+  char ovl[PATH_MAX + 128];
+  snprintf(ovl, sizeof ovl, "lowerdir=%s,upperdir=" HUTCH_STAGING_DIR "/upper,workdir=" HUTCH_STAGING_DIR "/work",
+           r->template_dir);
+  if (mount("overlay", HUTCH_STAGING_DIR "/root", "overlay", MS_NOSUID | MS_NODEV, ovl) < 0)
+    return hutch_err_set(err, errno, "mount overlay on template %s", r->template_dir);
+  int root = open(HUTCH_STAGING_DIR "/root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0)
+    return hutch_err_set(err, errno, "open new root");
+  return root;
+}
+
+/* The `host` template: the host's /usr (and top-level directories that are
+ * not links into it) and a few /etc entries, read-only, nosuid. */
+static int mount_host_template(int root, struct hutch_err *err) {
+  for (const char *const *d = hutch_host_dirs; *d; d++) {
+    char host[64];
+    struct stat st;
+    snprintf(host, sizeof host, "/%s", *d);
+    if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+      continue;
+    if (bind_ro(host, root, *d, true, err) < 0)
+      return -1;
+  }
+  for (const char *const *e = hutch_host_etc; *e; e++) {
+    char host[64];
+    struct stat st;
+    snprintf(host, sizeof host, "/%s", *e);
+    if (stat(host, &st) < 0)
+      continue;
+    if (bind_ro(host, root, *e, S_ISDIR(st.st_mode), err) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* /proc of the sandbox's pid namespace, with Docker's masked paths hidden
+ * (files under /dev/null, directories under an empty read-only tmpfs) and
+ * the kernel-tuning paths read-only. */
+static const char *const proc_masked[] = {"kcore",     "keys",        "latency_stats",
+                                          "timer_list", "timer_stats", "sched_debug",
+                                          "interrupts", "acpi",        "asound",
+                                          "scsi",       NULL};
+static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger", NULL};
+static const char *const sys_masked[] = {"firmware", "devices/virtual/powercap", NULL};
+
+static int mask_path(int dirfd, const char *name, struct hutch_err *err) {
+  struct stat st;
+  _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return 0; /* not on this kernel */
+  if (fstat(fd, &st) < 0)
+    return hutch_err_set(err, errno, "mask %s", name);
+  if (S_ISDIR(st.st_mode))
+    return mount_at("hutch-masked", fd, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    "size=4k,nr_inodes=1,mode=0555", err);
+  return mount_at("/dev/null", fd, NULL, MS_BIND, NULL, err);
+}
+
+static int readonly_path(int dirfd, const char *name, struct hutch_err *err) {
+  _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  _cleanup_close_ int tree =
+      open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (tree < 0 ||
+      attach_tree(tree, fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                  -1, err) < 0)
+    return tree < 0 ? hutch_err_set(err, errno, "read-only /proc/%s", name)
+                    : hutch_err_wrap(err, "read-only /proc/%s", name);
+  return 0;
+}
+
+static int mount_fresh(int root, const char *dir, const char *type, unsigned long flags,
+                       const char *data, const char *const *masked, struct hutch_err *err) {
+  _cleanup_close_ int target = open_in_root(root, dir, true, true, err);
+  if (target < 0 || mount_at(type, target, type, flags, data, err) < 0)
+    return hutch_err_wrap(err, "/%s", dir);
+  _cleanup_close_ int mnt = open_mounted(root, dir, err);
+  if (mnt < 0)
+    return -1;
+  for (const char *const *m = masked; *m; m++)
+    if (mask_path(mnt, *m, err) < 0)
+      return hutch_err_wrap(err, "/%s", dir);
+  if (strcmp(type, "proc") == 0)
+    for (const char *const *m = proc_readonly; *m; m++)
+      if (readonly_path(mnt, *m, err) < 0)
+        return -1;
+  return 0;
+}
+
+/* A minimal /dev: the usual character devices, a private devpts instance
+ * whose ttys belong to the sandbox's tty group, and /dev/shm. The tmpfs is
+ * nosuid and noexec; nothing in the sandbox owns it. */
+static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+  static const struct {
+    const char *name;
+    unsigned maj, min;
+  } devs[] = {{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+              {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+  static const struct {
+    const char *name, *target;
+  } links[] = {{"fd", "/proc/self/fd"},        {"stdin", "/proc/self/fd/0"},
+               {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+               {"ptmx", "pts/ptmx"}};
+  _cleanup_close_ int target = open_in_root(root, "dev", true, true, err);
+  if (target < 0 || mount_at("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC,
+                             "size=64k,nr_inodes=64,mode=0755", err) < 0)
+    return hutch_err_wrap(err, "/dev");
+  _cleanup_close_ int dev = open_mounted(root, "dev", err);
+  if (dev < 0)
+    return -1;
+  for (size_t i = 0; i < ARRAY_SIZE(devs); i++)
+    if (mknodat(dev, devs[i].name, S_IFCHR | 0666, makedev(devs[i].maj, devs[i].min)) < 0)
+      return hutch_err_set(err, errno, "/dev/%s", devs[i].name);
+  for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+    if (symlinkat(links[i].target, dev, links[i].name) < 0)
+      return hutch_err_set(err, errno, "/dev/%s", links[i].name);
+  if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
+    return hutch_err_set(err, errno, "/dev mount points");
+  char opts[96];
+  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,gid=%u",
+           (unsigned)(r->uid_base + HUTCH_TTY_GID));
+  _cleanup_close_ int pts = openat(dev, "pts", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  _cleanup_close_ int shm = openat(dev, "shm", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  if (pts < 0 || shm < 0)
+    return hutch_err_set(err, errno, "/dev mount points");
+  if (mount_at("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, opts, err) < 0 ||
+      mount_at("shm", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777", err) < 0)
+    return hutch_err_wrap(err, "/dev");
+  return 0;
+}
+
+/* The caller's --bind-ro/--bind-rw: the host path, as an idmapped mount where
+ * the filesystem allows, so that its owner is the sandbox user inside and
+ * what the sandbox writes belongs to that owner on the host. */
+static int mount_user_binds(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+  for (size_t i = 0; i < r->cfg->nbinds; i++) {
+    const struct hutch_bind *b = &r->cfg->binds[i];
+    struct stat st;
+    _cleanup_close_ int tree =
+        open_tree(AT_FDCWD, b->src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0 || fstat(tree, &st) < 0)
+      return hutch_err_set(err, errno, "bind source %s", b->src);
+    _cleanup_close_ int target = open_in_root(root, b->dst, S_ISDIR(st.st_mode), true, err);
+    if (target < 0)
+      return hutch_err_wrap(err, "bind destination %s", b->dst);
+    uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->rw ? 0 : MOUNT_ATTR_RDONLY);
+    if (attach_tree(tree, target, attrs, r->bind_userns[i], err) < 0)
+      return hutch_err_wrap(err, "bind %s on %s", b->src, b->dst);
+  }
+  return 0;
+}
+
+/* Enter the new root and drop every reference to the host's: after this, the
+ * host's filesystem is not reachable by any path. */
+static int pivot(int root, struct hutch_err *err) {
+  if (fchdir(root) < 0)
+    return hutch_err_set(err, errno, "chdir to new root");
+  if (syscall(SYS_pivot_root, ".", ".") < 0)
+    return hutch_err_set(err, errno, "pivot_root");
+  if (umount2(".", MNT_DETACH) < 0)
+    return hutch_err_set(err, errno, "detach old root");
+  if (chdir("/") < 0)
+    return hutch_err_set(err, errno, "chdir /");
+  return 0;
+}
+
+static int loopback_up(struct hutch_err *err) {
+  _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr = {0};
+  strcpy(ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+    return hutch_err_set(err, errno, "loopback");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+    return hutch_err_set(err, errno, "bring up loopback");
+  return 0;
+}
+
+int hutch_rootfs_setup(struct hutch_rootfs *r, struct hutch_err *err) {
+  /* Nothing done below may propagate back to the host's mounts. */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return hutch_err_set(err, errno, "make mounts private");
+  _cleanup_close_ int root = mount_storage(r, err);
+  if (root < 0)
+    return -1;
+  if (!r->cfg->rootfs && mount_host_template(root, err) < 0)
+    return hutch_err_wrap(err, "host template");
+  if (mount_fresh(root, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, proc_masked,
+                  err) < 0 ||
+      mount_fresh(root, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                  sys_masked, err) < 0 ||
+      mount_dev(r, root, err) < 0 || mount_user_binds(r, root, err) < 0 || pivot(root, err) < 0)
+    return -1;
+  if (sethostname(r->hostname, strlen(r->hostname)) < 0)
+    return hutch_err_set(err, errno, "sethostname");
+  return loopback_up(err);
+}

@@ -1,0 +1,29 @@
+/* Building a sandbox's filesystem view: runs in the sandbox's first process,
+ * as host root, in its new (private) mount namespace, before the user
+ * namespace is entered. Ends with the process inside its new root. */
+#ifndef HUTCH_ROOTFS_H
+#define HUTCH_ROOTFS_H
+
+#include <sys/types.h>
+
+#include "err.h"
+#include "sandbox.h"
+
+/* Where the sandbox's storage is mounted while it is being set up. The mount
+ * exists only in the sandbox's own mount namespace; on the host the
+ * directory stays empty. */
+#define HUTCH_STAGING_DIR "/run/hutch/mnt"
+
+struct hutch_rootfs {
+  const struct hutch_sandbox_config *cfg;
+  const char *template_dir; /* lower layer */
+  const char *agent_path;   /* host path of hutch-agent */
+  const char *hostname;
+  uid_t uid_base;
+  const int *bind_userns; /* per bind: a user namespace fd for its idmap, or -1 */
+  int agent_fd;           /* out: the agent binary, on a read-only mount */
+};
+
+int hutch_rootfs_setup(struct hutch_rootfs *r, struct hutch_err *err);
+
+#endif

@@ -1,0 +1,270 @@
+/* Creating and destroying a sandbox: limits, slot and cgroup, then the
+ * agent (spawn.c), and teardown that leaves nothing behind. */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layout.h"
+#include "rootfs.h"
+#include "slot.h"
+#include "spawn.h"
+#include "template.h"
+#include "util.h"
+
+const char *hutch_default_state_dir(void) {
+  const char *d = getenv("HUTCH_STATE_DIR");
+  return d && *d ? d : "/var/lib/hutch";
+}
+
+static uint64_t host_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+}
+
+/* The overlay's mount options are a comma-separated list. */
+static bool usable_path(const char *p) { return strpbrk(p, ",:\\\n") == NULL; }
+
+static bool has_dotdot(const char *path) {
+  for (const char *p = path; (p = strstr(p, "..")); p += 2)
+    if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+      return true;
+  return false;
+}
+
+static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  static const char *const reserved[] = {"/proc", "/sys", "/dev"};
+  for (size_t i = 0; i < cfg->nbinds; i++) {
+    const struct hutch_bind *b = &cfg->binds[i];
+    struct stat st;
+    if (stat(b->src, &st) < 0)
+      return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
+                             : hutch_err_invalid(err, "bind source %s: %s", b->src, strerror(errno));
+    if (access(b->src, R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) < 0)
+      return hutch_err_invalid(err, "bind source %s is not readable", b->src);
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+      return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
+    if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
+      return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
+    for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
+      size_t n = strlen(reserved[r]);
+      if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
+        return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
+    }
+  }
+  return 0;
+}
+
+int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  uint64_t mem = host_memory();
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!cfg->state_dir)
+    cfg->state_dir = hutch_default_state_dir();
+  if (!cfg->memory_bytes)
+    cfg->memory_bytes = HUTCH_DEFAULT_MEMORY < mem ? HUTCH_DEFAULT_MEMORY : mem;
+  if (!cfg->disk_bytes)
+    cfg->disk_bytes = HUTCH_DEFAULT_DISK;
+  if (!cfg->pids)
+    cfg->pids = HUTCH_DEFAULT_PIDS;
+  if (cfg->memory_bytes < HUTCH_MIN_MEMORY)
+    return hutch_err_invalid(err, "memory limit must be at least %llu MiB",
+                             HUTCH_MIN_MEMORY >> 20);
+  if (cfg->memory_bytes > mem)
+    return hutch_err_invalid(err, "memory limit %llu MiB exceeds the host's %llu MiB",
+                             (unsigned long long)(cfg->memory_bytes >> 20),
+                             (unsigned long long)(mem >> 20));
+  /* The disk is a tmpfs: it lives in memory. */
+  if (cfg->disk_bytes < HUTCH_MIN_DISK || cfg->disk_bytes > mem)
+    return hutch_err_invalid(err, "disk limit must be between 1 MiB and the host's %llu MiB",
+                             (unsigned long long)(mem >> 20));
+  if (cfg->pids > HUTCH_MAX_PIDS)
+    return hutch_err_invalid(err, "pids limit must be between 1 and %d", HUTCH_MAX_PIDS);
+  if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
+    return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
+  if (cfg->rootfs) {
+    struct stat st;
+    if (stat(cfg->rootfs, &st) < 0)
+      return hutch_err_not_found(err, "rootfs %s: %s", cfg->rootfs, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+      return hutch_err_invalid(err, "rootfs %s is not a directory", cfg->rootfs);
+    if (cfg->rootfs[0] != '/' || !usable_path(cfg->rootfs))
+      return hutch_err_invalid(err, "rootfs %s: need an absolute path without , : or \\",
+                               cfg->rootfs);
+  }
+  if (!usable_path(cfg->state_dir) || cfg->state_dir[0] != '/')
+    return hutch_err_invalid(err, "state directory %s: need an absolute path without , : or \\",
+                             cfg->state_dir);
+  return check_binds(cfg, err);
+}
+
+static char *agent_path(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  char self[PATH_MAX];
+  if (cfg->agent)
+    return xstrdup(cfg->agent);
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) {
+    hutch_err_set(err, errno, "readlink /proc/self/exe");
+    return NULL;
+  }
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  *slash = '\0';
+  char *p = xasprintf("%s/hutch-agent", self);
+  if (access(p, X_OK) < 0) {
+    hutch_err_set(err, errno, "agent %s", p);
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void new_id(char id[17]) {
+  uint8_t b[8];
+  if (getrandom(b, sizeof b, 0) != sizeof b) {
+    uint64_t t = now_ns() ^ (uint64_t)getpid() << 32;
+    memcpy(b, &t, sizeof b);
+  }
+  for (int i = 0; i < 8; i++)
+    snprintf(id + 2 * i, 3, "%02x", b[i]);
+}
+
+/* The sandbox cgroup, limited, with the agent's leaf below it, delegated to
+ * the sandbox's root so the agent can make one leaf per exec. */
+static int make_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                       struct hutch_cgroup *agent_cg, struct hutch_err *err) {
+  const struct hutch_cgroup_ops *ops;
+  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids, cfg->cpu_milli};
+  if (hutch_cgroup_open_root(&sb->root, err) < 0)
+    return -1;
+  ops = sb->root.ops;
+  hutch_gc(&sb->root);
+  sb->lock_fd = hutch_slot_claim(&sb->root, &sb->slot, &sb->cg, err);
+  if (sb->lock_fd < 0)
+    return -1;
+  sb->uid_base = HUTCH_UID_BASE + sb->slot * HUTCH_ID_RANGE;
+  if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->mkchild(&sb->cg, "agent", agent_cg, err) < 0)
+    return hutch_err_wrap(err, "sandbox cgroup");
+  if (ops->enable_children(&sb->cg, err) < 0 ||
+      ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0) {
+    hutch_cgroup_close(agent_cg);
+    return hutch_err_wrap(err, "sandbox cgroup");
+  }
+  return 0;
+}
+
+static int mkdir_p(const char *path) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return -1;
+      *s = '/';
+    }
+  return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void close_fds(int *fds, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+}
+
+static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                       const struct hutch_cgroup *agent_cg, struct hutch_err *err) {
+  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_template_host(cfg->state_dir, err);
+  _cleanup_free_ char *agent = agent_path(cfg, err);
+  if (!tpl || !agent)
+    return -1;
+  if (mkdir_p(HUTCH_STAGING_DIR) < 0)
+    return hutch_err_set(err, errno, "create %s", HUTCH_STAGING_DIR);
+  _cleanup_free_ int *userns = xcalloc(cfg->nbinds, sizeof(int));
+  for (size_t i = 0; i < cfg->nbinds; i++)
+    userns[i] = -1;
+  for (size_t i = 0; i < cfg->nbinds; i++) {
+    struct stat st;
+    if (stat(cfg->binds[i].src, &st) < 0 ||
+        (userns[i] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID, err)) < 0) {
+      close_fds(userns, cfg->nbinds);
+      return hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
+    }
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+    close_fds(userns, cfg->nbinds);
+    return hutch_err_set(err, errno, "socketpair");
+  }
+  struct hutch_spawn s = {
+      .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
+                 .uid_base = sb->uid_base, .bind_userns = userns, .agent_fd = -1},
+      .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1],
+  };
+  int r = hutch_spawn_agent(&s, err);
+  close(sv[1]);
+  close_fds(userns, cfg->nbinds);
+  if (r < 0) {
+    close(sv[0]);
+    return -1;
+  }
+  sb->pid = s.pid;
+  sb->pidfd = s.pidfd;
+  sb->conn_fd = sv[0];
+  return 0;
+}
+
+int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
+                         struct hutch_err *err) {
+  struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
+  struct hutch_cgroup agent_cg = {0};
+  sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
+  new_id(sb->id);
+  if (make_cgroup(cfg, sb, &agent_cg, err) < 0 || start_agent(cfg, sb, &agent_cg, err) < 0) {
+    struct hutch_err ignored;
+    hutch_cgroup_close(&agent_cg);
+    hutch_sandbox_destroy(sb, &ignored);
+    return -1;
+  }
+  hutch_cgroup_close(&agent_cg);
+  *out = sb;
+  return 0;
+}
+
+int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
+  int ret = 0;
+  if (sb->conn_fd >= 0)
+    close(sb->conn_fd);
+  /* PID 1 of the sandbox dying takes every process of its pid namespace with
+   * it, and the kernel reaps them before the wait returns. */
+  if (sb->pidfd >= 0) {
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    close(sb->pidfd);
+  }
+  if (sb->cg.ops) {
+    if (sb->cg.ops->populated(&sb->cg) && sb->cg.ops->kill_all(&sb->cg, err) < 0)
+      ret = -1;
+    hutch_cgroup_close(&sb->cg);
+    if (hutch_slot_remove(&sb->root, sb->slot, err) < 0)
+      ret = -1;
+  }
+  if (sb->lock_fd >= 0)
+    close(sb->lock_fd);
+  if (sb->root.ops)
+    hutch_cgroup_close(&sb->root);
+  free(sb);
+  return ret;
+}

@@ -1,0 +1,64 @@
+/* libhutch: create and destroy a sandbox (ARCHITECTURE.md, "A sandbox, step
+ * by step"). A created sandbox is a running hutch-agent, PID 1 of its own
+ * namespaces, reachable over the returned protocol connection. */
+#ifndef HUTCH_SANDBOX_H
+#define HUTCH_SANDBOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "err.h"
+
+struct hutch_bind {
+  char *src; /* host path */
+  char *dst; /* absolute path inside the sandbox */
+  bool rw;
+};
+
+struct hutch_sandbox_config {
+  const char *state_dir; /* templates live here */
+  const char *rootfs;    /* a directory used as the template; NULL: `host` */
+  const char *agent;     /* path of hutch-agent; NULL: beside this program */
+  uint64_t memory_bytes, pids, cpu_milli, disk_bytes;
+  const struct hutch_bind *binds;
+  size_t nbinds;
+  bool die_with_parent; /* the sandbox dies if the creating process does */
+};
+
+/* Defaults and bounds shared by every front end. */
+#define HUTCH_DEFAULT_MEMORY (1024ull << 20)
+#define HUTCH_DEFAULT_PIDS 512
+#define HUTCH_DEFAULT_DISK (1024ull << 20)
+#define HUTCH_MIN_MEMORY (16ull << 20)
+#define HUTCH_MIN_DISK (1ull << 20)
+#define HUTCH_MAX_PIDS 65536
+
+struct hutch_sandbox {
+  char id[17];
+  unsigned slot;
+  uid_t uid_base; /* host uid of the sandbox's root; the user is +1000 */
+  pid_t pid;      /* host pid of the agent */
+  int pidfd;
+  int conn_fd;    /* our end of the agent protocol connection */
+  struct hutch_cgroup root, cg;
+  int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
+};
+
+const char *hutch_default_state_dir(void);
+
+/* Fill in defaults and check every limit against the host. */
+int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err);
+
+int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
+                         struct hutch_err *err);
+/* Kill every process of the sandbox, wait for them, remove its cgroups and
+ * release its id range. Frees sb. */
+int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err);
+
+/* Remove what crashed hutch processes left behind: sandbox cgroups nobody
+ * holds that have no process left. */
+void hutch_gc(const struct hutch_cgroup *root);
+
+#endif

@@ -1,0 +1,256 @@
+/* The sandbox's first process, from clone to the agent's exec.
+ *
+ * Order matters for what the sandbox can reach:
+ *  1. clone into new mount, pid, net, ipc and uts namespaces, still as host
+ *     root in the host's user namespace: those namespaces belong to the host
+ *     user namespace, so nothing inside can ever mount, change the network
+ *     or the hostname, whatever capabilities it later holds in its own;
+ *  2. build the root filesystem and pivot into it (rootfs.c);
+ *  3. unshare a user namespace, which the parent maps onto this sandbox's
+ *     own host id range: from here on, even "root" inside is an
+ *     unprivileged host uid no other sandbox shares;
+ *  4. exec the agent from a read-only mount, with only the fds it needs.
+ * The agent runs in the sandbox cgroup from its first instruction: v2 clones
+ * straight into it; v1 moves the child before letting it exec. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layout.h"
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* Messages on the sync socket (SOCK_SEQPACKET: one message per send). */
+#define SYNC_USERNS 'U' /* child -> parent: user namespace made, map it */
+#define SYNC_GO 'G'     /* parent -> child: mapped and in the cgroup */
+#define SYNC_ERROR 'E'  /* child -> parent: kind byte, then the message */
+
+static pid_t clone3_pidfd(uint64_t flags, int cgroup_fd, int *pidfd) {
+  struct clone_args args = {
+      .flags = flags | CLONE_PIDFD,
+      .pidfd = (uint64_t)(uintptr_t)pidfd,
+      .exit_signal = SIGCHLD,
+  };
+  if (cgroup_fd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = (uint64_t)cgroup_fd;
+  }
+  return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+}
+
+static void __attribute__((noreturn)) child_fail(int sync, const struct hutch_err *err) {
+  char msg[sizeof err->msg + 2];
+  msg[0] = SYNC_ERROR;
+  msg[1] = (char)('0' + err->kind);
+  size_t n = strlen(err->msg);
+  memcpy(msg + 2, err->msg, n);
+  (void)!send(sync, msg, n + 2, MSG_NOSIGNAL);
+  _exit(125);
+}
+
+/* Put the agent's fds in place: 0-2 /dev/null, the connection, the sandbox
+ * cgroup's directories. Every other fd is closed at exec. */
+static int child_fds(struct hutch_spawn *s, int *sync, struct hutch_err *err) {
+  int want[2 + HUTCH_CG_MAXH], n = 0;
+  want[n++] = s->conn_fd;
+  for (int i = 0; i < s->cg->nfd; i++)
+    want[n++] = s->cg->fd[i];
+  /* Lift everything above the targets first so no dup2 clobbers a source. */
+  int high[2 + HUTCH_CG_MAXH];
+  for (int i = 0; i < n; i++)
+    if ((high[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 64)) < 0)
+      return hutch_err_set(err, errno, "dup");
+  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0)
+    return hutch_err_set(err, errno, "dup");
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0)
+    return hutch_err_set(err, errno, "open /dev/null");
+  for (int fd = 0; fd < 3; fd++)
+    if (dup2(null, fd) < 0)
+      return hutch_err_set(err, errno, "dup2");
+  for (int i = 0; i < n; i++)
+    if (dup2(high[i], HUTCH_AGENT_CONN_FD + i) < 0)
+      return hutch_err_set(err, errno, "dup2");
+  if (syscall(SYS_close_range, HUTCH_AGENT_CONN_FD + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "close_range");
+  return 0;
+}
+
+static int child_userns(int sync, struct hutch_err *err) {
+  char c;
+  if (unshare(CLONE_NEWUSER) < 0)
+    return hutch_err_set(err, errno, "unshare user namespace");
+  c = SYNC_USERNS;
+  if (send(sync, &c, 1, MSG_NOSIGNAL) != 1 || recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
+    _exit(125); /* the parent is gone */
+  if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    return hutch_err_set(err, errno, "become the sandbox's root");
+  return 0;
+}
+
+static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
+  struct hutch_err err = {0};
+  umask(0);
+  /* Host root's supplementary groups must not follow it in. */
+  if (setgroups(0, NULL) < 0) {
+    hutch_err_set(&err, errno, "setgroups");
+    child_fail(sync, &err);
+  }
+  if (hutch_rootfs_setup(&s->rootfs, &err) < 0 || child_userns(sync, &err) < 0)
+    child_fail(sync, &err);
+  /* Set after the uid change, which clears it; the sync socket tells us the
+   * parent was still there when it was set. */
+  if (s->rootfs.cfg->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+    hutch_err_set(&err, errno, "PR_SET_PDEATHSIG");
+    child_fail(sync, &err);
+  }
+  if (child_fds(s, &sync, &err) < 0)
+    child_fail(sync, &err);
+  umask(022);
+  char spec[64];
+  /* Re-number the spec for the fds as the agent will see them. */
+  struct hutch_cgroup moved = *s->cg;
+  for (int i = 0; i < moved.nfd; i++)
+    moved.fd[i] = HUTCH_AGENT_CG_FD + i;
+  hutch_cgroup_spec(&moved, spec, sizeof spec);
+  char *argv[] = {"hutch-agent", "--cgroup", spec, NULL};
+  char *envp[] = {NULL};
+  syscall(SYS_execveat, s->rootfs.agent_fd, "", argv, envp, AT_EMPTY_PATH);
+  hutch_err_set(&err, errno, "exec hutch-agent");
+  child_fail(sync, &err);
+}
+
+static int write_map(pid_t pid, const char *file, unsigned base, struct hutch_err *err) {
+  char path[64], map[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+  snprintf(map, sizeof map, "0 %u %u\n", base, HUTCH_ID_RANGE);
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write_all(fd, map, strlen(map)) < 0)
+    return hutch_err_set(err, errno, "write %s", path);
+  return 0;
+}
+
+/* What the child said on the sync socket: 1 for the expected byte, 0 for end
+ * of stream, -1 with err set for an error report or a broken socket. */
+static int parent_recv(int sync, char expect, struct hutch_err *err) {
+  char msg[sizeof err->msg + 2];
+  ssize_t n = recv(sync, msg, sizeof msg - 1, 0);
+  if (n == 0)
+    return 0;
+  if (n < 0)
+    return hutch_err_set(err, errno, "sandbox setup");
+  if (n == 1 && msg[0] == expect)
+    return 1;
+  if (n >= 2 && msg[0] == SYNC_ERROR) {
+    msg[n] = '\0';
+    err->kind = (enum hutch_errkind)(msg[1] - '0');
+    err->errnum = 0;
+    snprintf(err->msg, sizeof err->msg, "%s", msg + 2);
+    return -1;
+  }
+  return hutch_err_set(err, EPROTO, "sandbox setup: unexpected message");
+}
+
+static int parent_side(struct hutch_spawn *s, int sync, struct hutch_err *err) {
+  uid_t base = s->rootfs.uid_base;
+  /* v1 has no CLONE_INTO_CGROUP: move the child before it may exec. */
+  if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter(s->agent_cg, s->pid, err) < 0)
+    return -1;
+  int r = parent_recv(sync, SYNC_USERNS, err);
+  if (r <= 0)
+    return r < 0 ? -1 : hutch_err_set(err, 0, "sandbox setup: child exited");
+  if (write_map(s->pid, "uid_map", base, err) < 0 || write_map(s->pid, "gid_map", base, err) < 0)
+    return -1;
+  char go = SYNC_GO;
+  if (send(sync, &go, 1, MSG_NOSIGNAL) != 1)
+    return hutch_err_set(err, errno, "sandbox setup");
+  /* The sync socket is close-on-exec: end of stream means the agent runs. */
+  r = parent_recv(sync, 0, err);
+  return r == 0 ? 0 : -1;
+}
+
+int hutch_spawn_agent(struct hutch_spawn *s, struct hutch_err *err) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return hutch_err_set(err, errno, "socketpair");
+  int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
+  s->pidfd = -1;
+  s->pid = clone3_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
+                        cgfd, &s->pidfd);
+  if (s->pid == 0) {
+    close(sv[0]);
+    child_main(s, sv[1]);
+  }
+  close(sv[1]);
+  if (s->pid < 0) {
+    close(sv[0]);
+    return hutch_err_set(err, errno, "clone sandbox");
+  }
+  int r = parent_side(s, sv[0], err);
+  close(sv[0]);
+  if (r < 0) {
+    syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+    waitpid(s->pid, NULL, 0);
+    close(s->pidfd);
+    s->pidfd = -1;
+    return -1;
+  }
+  return 0;
+}
+
+int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_err *err) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "pipe");
+  int pidfd = -1;
+  pid_t pid = clone3_pidfd(CLONE_NEWUSER, -1, &pidfd);
+  if (pid == 0) {
+    char c;
+    close(p[1]);
+    (void)!read(p[0], &c, 1); /* until the parent has what it needs */
+    _exit(0);
+  }
+  close(p[0]);
+  if (pid < 0) {
+    close(p[1]);
+    return hutch_err_set(err, errno, "clone for idmap");
+  }
+  char path[64], map[64];
+  int fd = -1, ok = 1;
+  const char *files[] = {"uid_map", "gid_map"};
+  unsigned from[] = {from_uid, from_gid};
+  for (int i = 0; i < 2 && ok; i++) {
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+    snprintf(map, sizeof map, "%u %u 1\n", from[i], (unsigned)to);
+    _cleanup_close_ int m = open(path, O_WRONLY | O_CLOEXEC);
+    ok = m >= 0 && write_all(m, map, strlen(map)) == 0;
+  }
+  if (ok) {
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  int e = errno;
+  close(p[1]);
+  waitpid(pid, NULL, 0);
+  close(pidfd);
+  if (fd < 0)
+    return hutch_err_set(err, e, "idmap user namespace");
+  return fd;
+}

@@ -1,0 +1,25 @@
+/* Starting a sandbox's first process: clone into new namespaces, build the
+ * root filesystem, enter the sandbox's user namespace, exec the agent. */
+#ifndef HUTCH_SPAWN_H
+#define HUTCH_SPAWN_H
+
+#include "err.h"
+#include "rootfs.h"
+#include "sandbox.h"
+
+struct hutch_spawn {
+  struct hutch_rootfs rootfs;
+  const struct hutch_cgroup *cg;       /* the sandbox cgroup, handed to the agent */
+  const struct hutch_cgroup *agent_cg; /* where the agent runs */
+  int conn_fd;                         /* the agent's end of the connection */
+  /* out */
+  pid_t pid;
+  int pidfd;
+};
+
+int hutch_spawn_agent(struct hutch_spawn *s, struct hutch_err *err);
+
+/* A user namespace mapping one host uid/gid to another, for idmapped binds. */
+int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_err *err);
+
+#endif
