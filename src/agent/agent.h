@@ -1,0 +1,121 @@
+/* hutch-agent: PID 1 of a sandbox. One event loop (epoll) serves the
+ * protocol connection, the workloads' pipes, timers and SIGCHLD. */
+#ifndef HUTCH_AGENT_H
+#define HUTCH_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "conn.h"
+#include "msg.h"
+
+struct agent;
+
+/* Anything registered with epoll: its fd and what to do when it is ready. */
+struct watch {
+  int fd;
+  uint32_t events; /* the interest currently registered, 0 when not */
+  void (*ready)(struct agent *a, struct watch *w, uint32_t events);
+};
+
+void agent_watch(struct agent *a, struct watch *w, uint32_t events);
+void agent_unwatch(struct agent *a, struct watch *w);
+void agent_close_watch(struct agent *a, struct watch *w);
+
+enum job_kind { JOB_EXEC, JOB_FILE };
+
+/* An output pipe of a job, forwarded as STDOUT or STDERR frames. */
+struct outpipe {
+  struct watch w;
+  struct job *job;
+  uint8_t frame_type;
+  bool eof;
+};
+
+/* One stream: an exec, or a file operation run by a worker process. */
+struct job {
+  struct job *next;
+  uint32_t id;
+  enum job_kind kind;
+  pid_t pid;            /* 0 once reaped */
+  int status;           /* wait status of pid */
+  uint64_t started_ns, exited_ns;
+
+  struct outpipe out, err; /* err unused for a file job or a PTY */
+  struct watch in;         /* write end of the workload's stdin */
+  uint8_t *inbuf;          /* stdin bytes not yet written */
+  size_t inlen;
+  bool in_eof;             /* the client sent EOF: close once inbuf drains */
+  bool pty;
+
+  struct watch result;     /* file job: the worker's result JSON */
+  char *resbuf;
+  size_t reslen;
+  bool result_eof;
+
+  struct watch exec_err;   /* exec job: why exec failed, if it did */
+  char exec_msg[256];
+
+  struct hutch_cgroup leaf; /* exec job: its own cgroup */
+  char leaf_name[16];
+  struct watch timer;       /* exec job: wall and CPU limits */
+  uint64_t timeout_ms, cpu_ms, output_limit, output_bytes;
+  enum hutch_status forced; /* set when the agent ended it: timeout, output_limit */
+  char forced_msg[128];
+
+  uint32_t send_window;     /* bytes we may still send on this stream */
+  bool closed;              /* the client abandoned the stream */
+  bool reaped;
+  bool done;                /* final frame sent; freed after this loop turn */
+};
+
+struct agent {
+  int epfd;
+  struct hutch_conn conn;
+  struct watch conn_w, sig_w;
+  struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
+  struct job *jobs;
+  unsigned next_leaf;
+  long ncpu;
+};
+
+struct job *agent_find_job(struct agent *a, uint32_t id);
+void agent_send(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, const void *p,
+                size_t n);
+void agent_send_json(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, json_t *j);
+void agent_send_error(struct agent *a, uint32_t stream, const char *code, const char *msg);
+/* Whether output may be read now: the connection is not backed up. */
+bool agent_can_send(const struct agent *a);
+
+/* job.c */
+int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *err);
+int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *err);
+void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool eof);
+void job_control(struct agent *a, struct job *j, json_t *ctl);
+void job_window(struct agent *a, struct job *j, uint32_t more);
+void job_close(struct agent *a, struct job *j);
+void job_reaped(struct agent *a, struct job *j, int status);
+/* Re-arm output pipes whose reading was paused by flow control. */
+void job_update_interest(struct agent *a, struct job *j);
+void job_free(struct agent *a, struct job *j);
+
+/* child.c: runs in the forked child, never returns. */
+struct child_plan {
+  enum job_kind kind;
+  const struct hutch_exec_req *req; /* exec */
+  json_t *file_req;                 /* file */
+  uid_t uid;
+  gid_t gid;
+  const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
+  int stdin_fd, stdout_fd, stderr_fd;
+  int pty_slave;  /* -1 without a PTY */
+  int report_fd;  /* exec failure reason, or the file worker's result */
+};
+void __attribute__((noreturn)) child_run(const struct child_plan *p);
+
+/* files.c: the file operations, in the worker (as the sandbox user). */
+int files_run(json_t *req, int out_fd, int in_fd, int result_fd);
+
+#endif

@@ -1,0 +1,192 @@
+/* The forked child of a job, from fork to exec (or to the file operation).
+ *
+ * Every workload gets, in this order: its own cgroup leaf and cgroup
+ * namespace; its own session (and a controlling PTY when asked); core dumps
+ * off and a bounded number of fds; an empty capability bounding set and
+ * securebits that keep uid 0 from ever regaining capabilities; the sandbox
+ * user's ids with no supplementary groups; no capabilities at all;
+ * no_new_privs; and last the seccomp filter, so that nothing above has to
+ * be allowed by it. Every fd of the agent is closed at exec. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "layout.h"
+#include "seccomp.h"
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+static void __attribute__((noreturn)) fail(const struct child_plan *p, int code, const char *fmt,
+                                           const char *arg) {
+  char msg[256];
+  int e = errno;
+  int n = snprintf(msg, sizeof msg, fmt, arg);
+  if (e && n > 0 && (size_t)n < sizeof msg)
+    snprintf(msg + n, sizeof msg - (size_t)n, ": %s", strerror(e));
+  if (p->kind == JOB_FILE) {
+    /* The worker reports through its result, as JSON. */
+    json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", "sandbox_error", "message", msg);
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s)
+      (void)!write(p->report_fd, s, strlen(s));
+  } else {
+    (void)!write(p->report_fd, msg, strlen(msg));
+  }
+  _exit(code);
+}
+
+static void stdio(const struct child_plan *p) {
+  if (p->pty_slave >= 0) {
+    if (ioctl(p->pty_slave, TIOCSCTTY, 0) < 0 ||
+        fchown(p->pty_slave, p->uid, HUTCH_TTY_GID) < 0)
+      fail(p, 125, "%s", "set up the PTY");
+    for (int fd = 0; fd < 3; fd++)
+      if (dup2(p->pty_slave, fd) < 0)
+        fail(p, 125, "%s", "dup2");
+    return;
+  }
+  int in = p->stdin_fd >= 0 ? p->stdin_fd : open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int err = p->stderr_fd >= 0 ? p->stderr_fd : open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (in < 0 || err < 0 || dup2(in, 0) < 0 || dup2(p->stdout_fd, 1) < 0 || dup2(err, 2) < 0)
+    fail(p, 125, "%s", "set up stdio");
+}
+
+static void limits(const struct child_plan *p) {
+  struct rlimit core = {0, 0}, nofile = {1024, 65536}, cur;
+  if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile.rlim_max)
+    nofile.rlim_max = cur.rlim_max;
+  if (nofile.rlim_cur > nofile.rlim_max)
+    nofile.rlim_cur = nofile.rlim_max;
+  if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+    fail(p, 125, "%s", "set rlimits");
+  /* A workload, not the agent, is what the OOM killer should pick. */
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!write(fd, "500", 3);
+    close(fd);
+  }
+}
+
+static void drop_privileges(const struct child_plan *p) {
+  for (int cap = 0; cap <= 63; cap++)
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+      fail(p, 125, "%s", "drop the bounding set");
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+            0, 0, 0) < 0)
+    fail(p, 125, "%s", "set securebits");
+  if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
+      setresuid(p->uid, p->uid, p->uid) < 0)
+    fail(p, 125, "%s", "set the sandbox user's ids");
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {{0}};
+  if (syscall(SYS_capset, &h, d) < 0)
+    fail(p, 125, "%s", "drop capabilities");
+}
+
+static char **workload_env(const struct child_plan *p) {
+  const struct hutch_exec_req *r = p->req;
+  bool root = p->uid == 0;
+  char *defaults[] = {
+      "PATH=" HUTCH_DEFAULT_PATH,
+      root ? "HOME=/root" : "HOME=" HUTCH_USER_HOME,
+      root ? "USER=root" : "USER=" HUTCH_USER_NAME,
+      root ? "LOGNAME=root" : "LOGNAME=" HUTCH_USER_NAME,
+      "SHELL=/bin/bash",
+      "LANG=C.UTF-8",
+      r->pty ? "TERM=xterm-256color" : "TERM=dumb",
+  };
+  size_t nreq = 0;
+  while (r->env && r->env[nreq])
+    nreq++;
+  char **env = xcalloc(ARRAY_SIZE(defaults) + nreq + 1, sizeof(char *));
+  size_t n = 0;
+  for (size_t i = 0; i < ARRAY_SIZE(defaults); i++) {
+    size_t klen = strcspn(defaults[i], "=") + 1;
+    bool overridden = false;
+    for (size_t k = 0; k < nreq; k++)
+      overridden |= strncmp(r->env[k], defaults[i], klen) == 0;
+    if (!overridden)
+      env[n++] = defaults[i];
+  }
+  for (size_t k = 0; k < nreq; k++)
+    env[n++] = r->env[k];
+  return env;
+}
+
+/* execvpe() searches the agent's PATH; a workload's own PATH is what counts. */
+static void __attribute__((noreturn)) exec_in_path(const struct child_plan *p, char **env) {
+  const char *file = p->req->argv[0], *path = HUTCH_DEFAULT_PATH;
+  if (strchr(file, '/')) {
+    execve(file, p->req->argv, env);
+    fail(p, errno == ENOENT ? 127 : 126, "exec %s", file);
+  }
+  for (char **e = env; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0)
+      path = *e + 5;
+  int denied = 0;
+  for (const char *d = path; *d;) {
+    size_t n = strcspn(d, ":");
+    char full[4096];
+    snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? d : ".", file);
+    execve(full, p->req->argv, env);
+    if (errno == EACCES)
+      denied = EACCES;
+    else if (errno != ENOENT && errno != ENOTDIR)
+      fail(p, 126, "exec %s", full);
+    d += n + (d[n] == ':');
+  }
+  errno = denied ? EACCES : ENOENT;
+  fail(p, denied ? 126 : 127, "exec %s", file);
+}
+
+void child_run(const struct child_plan *p) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  errno = 0;
+  if (p->kind == JOB_EXEC) {
+    struct hutch_err err;
+    if (p->leaf && p->leaf->ops->enter(p->leaf, getpid(), &err) < 0)
+      fail(p, 125, "%s", err.msg);
+    if (unshare(CLONE_NEWCGROUP) < 0)
+      fail(p, 125, "%s", "cgroup namespace");
+  }
+  if (setsid() < 0)
+    fail(p, 125, "%s", "setsid");
+  stdio(p);
+  limits(p);
+  drop_privileges(p);
+  const char *cwd = p->kind == JOB_EXEC && p->req->cwd ? p->req->cwd
+                    : p->uid == 0                      ? "/root"
+                                                       : HUTCH_USER_HOME;
+  if (chdir(cwd) < 0)
+    fail(p, 126, "cannot change to directory %s", cwd);
+  umask(022);
+  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (agent_seccomp_apply() < 0)
+    fail(p, 125, "%s", "install the seccomp filter");
+  if (p->kind == JOB_FILE)
+    _exit(files_run(p->file_req, 1, 0, p->report_fd) == 0 ? 0 : 1);
+  exec_in_path(p, workload_env(p));
+}

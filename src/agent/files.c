@@ -1,0 +1,280 @@
+/* File operations, run in a worker process that is the sandbox user under
+ * the workload seccomp filter (child.c): a path resolves exactly as it
+ * would for the user's own programs, symlinks included, and can reach
+ * nothing they could not. Data goes out on out_fd, comes in on in_fd; the
+ * outcome is one JSON object on result_fd: {"ok": {...}} or
+ * {"error": {"code", "message"}}. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+#define LIST_MAX_DEPTH 64
+
+static int result(int fd, json_t *j) {
+  char *s = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
+  int r = s ? write_all(fd, s, strlen(s)) : -1;
+  free(s);
+  return r;
+}
+
+static const char *errno_code(int e) {
+  switch (e) {
+  case ENOENT: return "not_found";
+  case EACCES: case EPERM: case EROFS: return "permission_denied";
+  case EEXIST: return "exists";
+  case ENOTDIR: return "not_a_directory";
+  case EISDIR: return "is_a_directory";
+  case ENOTEMPTY: return "not_empty";
+  case ENOSPC: case EDQUOT: case EFBIG: return "no_space";
+  case EINVAL: case ENAMETOOLONG: case ELOOP: case EXDEV: return "invalid";
+  default: return "io";
+  }
+}
+
+static int fail(int fd, int e, const char *what, const char *path) {
+  char msg[PATH_MAX + 128];
+  snprintf(msg, sizeof msg, "%s %s: %s", what, path, strerror(e));
+  result(fd, json_pack("{s:{s:s, s:s}}", "error", "code", errno_code(e), "message", msg));
+  return -1;
+}
+
+static const char *type_name(mode_t m) {
+  return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+static json_t *entry(const char *path, const char *name, const struct stat *st, int at) {
+  json_t *e = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f}", "name", name, "path", path,
+                        "type", type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode",
+                        (int)(st->st_mode & 07777), "uid", (int)st->st_uid, "gid",
+                        (int)st->st_gid, "mtime",
+                        (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
+  if (S_ISLNK(st->st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, target, sizeof target - 1);
+    if (n >= 0) {
+      target[n] = '\0';
+      json_object_set_new(e, "target", json_string(target));
+    }
+  }
+  return e;
+}
+
+static int copy(int from, int to, uint64_t *total) {
+  static char buf[64 << 10];
+  for (;;) {
+    ssize_t r = read(from, buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return (int)r;
+    if (write_all(to, buf, (size_t)r) < 0)
+      return -1;
+    *total += (uint64_t)r;
+  }
+}
+
+/* Only regular files are read or written: a FIFO or a device would block
+ * the worker forever or act on something that is not a file. */
+static int open_regular(const char *path, int flags, mode_t mode, int res) {
+  int fd = open(path, flags | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, mode);
+  if (fd < 0)
+    return fail(res, errno, "open", path);
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    close(fd);
+    return fail(res, e, "not a regular file:", path);
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+static int op_read(json_t *req, const char *path, int out, int in, int res) {
+  (void)req, (void)in;
+  uint64_t n = 0;
+  int fd = open_regular(path, O_RDONLY, 0, res);
+  if (fd < 0)
+    return -1;
+  int r = copy(fd, out, &n);
+  close(fd);
+  if (r < 0)
+    return fail(res, errno, "read", path);
+  return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
+}
+
+static int mkdir_parents(char *path, mode_t mode) {
+  for (char *s = path + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    int r = mkdir(path, mode);
+    *s = '/';
+    if (r < 0 && errno != EEXIST)
+      return -1;
+  }
+  return 0;
+}
+
+static int op_write(json_t *req, const char *path, int out, int in, int res) {
+  (void)out;
+  json_int_t mode = json_is_integer(json_object_get(req, "mode"))
+                        ? json_integer_value(json_object_get(req, "mode"))
+                        : 0644;
+  bool append = json_is_true(json_object_get(req, "append"));
+  if (json_is_true(json_object_get(req, "parents"))) {
+    char *p = xstrdup(path);
+    int r = mkdir_parents(p, 0755);
+    free(p);
+    if (r < 0)
+      return fail(res, errno, "create parents of", path);
+  }
+  int fd = open_regular(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
+                        (mode_t)(mode & 07777), res);
+  if (fd < 0)
+    return -1;
+  uint64_t n = 0;
+  int r = copy(in, fd, &n);
+  int e = errno;
+  if (close(fd) < 0 && r == 0) {
+    r = -1;
+    e = errno;
+  }
+  if (r < 0)
+    return fail(res, e, "write", path);
+  return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
+}
+
+static int list_dir(int fd, const char *path, int depth, int out, uint64_t *count) {
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return -1;
+  }
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+      continue; /* gone since readdir */
+    char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", de->d_name);
+    char *line = json_dumps(entry(child, de->d_name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
+    int r = line ? write_all(out, line, strlen(line)) : -1;
+    if (r == 0)
+      r = write_all(out, "\n", 1);
+    free(line);
+    (*count)++;
+    if (r == 0 && S_ISDIR(st.st_mode) && depth > 1) {
+      int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0)
+        list_dir(sub, child, depth - 1, out, count);
+    }
+    free(child);
+    if (r < 0) {
+      closedir(d);
+      return -1;
+    }
+  }
+  closedir(d);
+  return 0;
+}
+
+static int op_list(json_t *req, const char *path, int out, int in, int res) {
+  (void)in;
+  json_int_t depth = json_is_integer(json_object_get(req, "depth"))
+                         ? json_integer_value(json_object_get(req, "depth"))
+                         : 1;
+  if (depth < 1 || depth > LIST_MAX_DEPTH)
+    return fail(res, EINVAL, "depth out of range for", path);
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(res, errno, "list", path);
+  uint64_t count = 0;
+  if (list_dir(fd, path, (int)depth, out, &count) < 0)
+    return fail(res, errno, "list", path);
+  return result(res, json_pack("{s:{s:I}}", "ok", "count", (json_int_t)count));
+}
+
+static int op_stat(json_t *req, const char *path, int out, int in, int res) {
+  (void)req, (void)out, (void)in;
+  struct stat st;
+  if (lstat(path, &st) < 0)
+    return fail(res, errno, "stat", path);
+  const char *slash = strrchr(path, '/');
+  const char *name = slash && slash[1] ? slash + 1 : path;
+  return result(res, json_pack("{s:o}", "ok", entry(path, name, &st, AT_FDCWD)));
+}
+
+static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {
+  (void)out, (void)in;
+  if (json_is_true(json_object_get(req, "parents"))) {
+    char *p = xstrdup(path);
+    int r = mkdir_parents(p, 0755);
+    free(p);
+    if (r < 0)
+      return fail(res, errno, "mkdir", path);
+  }
+  bool created = mkdir(path, 0755) == 0;
+  struct stat st;
+  if (!created && (errno != EEXIST || stat(path, &st) < 0 || !S_ISDIR(st.st_mode)))
+    return fail(res, errno == EEXIST ? EEXIST : errno, "mkdir", path);
+  return result(res, json_pack("{s:{s:b}}", "ok", "created", created));
+}
+
+static int remove_entry(const char *p, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st, (void)ftw;
+  return (type == FTW_DP ? rmdir(p) : unlink(p)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int op_remove(json_t *req, const char *path, int out, int in, int res) {
+  (void)out, (void)in;
+  struct stat st;
+  if (lstat(path, &st) < 0)
+    return fail(res, errno, "remove", path);
+  int r;
+  if (!S_ISDIR(st.st_mode))
+    r = unlink(path);
+  else if (json_is_true(json_object_get(req, "recursive")))
+    r = nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+  else
+    r = rmdir(path);
+  if (r < 0)
+    return fail(res, errno, "remove", path);
+  return result(res, json_pack("{s:{}}", "ok"));
+}
+
+static int op_move(json_t *req, const char *path, int out, int in, int res) {
+  (void)out, (void)in;
+  const char *to = json_string_value(json_object_get(req, "to"));
+  if (!to || !*to)
+    return fail(res, EINVAL, "move: no destination for", path);
+  if (rename(path, to) < 0)
+    return fail(res, errno, "move", path);
+  return result(res, json_pack("{s:{}}", "ok"));
+}
+
+int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
+  static const struct {
+    const char *op;
+    int (*run)(json_t *, const char *, int, int, int);
+  } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
+             {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move}};
+  const char *op = json_string_value(json_object_get(req, "op"));
+  const char *path = json_string_value(json_object_get(req, "path"));
+  if (!path || !*path || strlen(path) >= PATH_MAX)
+    return fail(result_fd, EINVAL, "request:", "a non-empty \"path\" is required");
+  for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+    if (op && strcmp(op, ops[i].op) == 0)
+      return ops[i].run(req, path, out_fd, in_fd, result_fd);
+  return fail(result_fd, EINVAL, "unknown file operation", op ? op : "(none)");
+}

@@ -1,0 +1,536 @@
+/* Jobs: execs and file operations, each a child process whose output is
+ * forwarded on its stream under flow control, and whose end is reported
+ * once: a verdict for an exec, a result for a file operation. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "layout.h"
+#include "util.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+/* Read at most this much of one job's output per turn, for fairness. */
+#define TURN_BUDGET (4 * HUTCH_DATA_CHUNK)
+#define RESULT_MAX (64u << 10)
+
+static void maybe_finish(struct agent *a, struct job *j);
+
+static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+static struct job *job_new(struct agent *a, uint32_t id, enum job_kind kind) {
+  struct job *j = xcalloc(1, sizeof *j);
+  j->id = id;
+  j->kind = kind;
+  j->out.w.fd = j->err.w.fd = j->in.fd = j->result.fd = j->exec_err.fd = j->timer.fd = -1;
+  j->out.job = j->err.job = j;
+  j->out.frame_type = HUTCH_F_STDOUT;
+  j->err.frame_type = HUTCH_F_STDERR;
+  j->send_window = HUTCH_WINDOW_INITIAL;
+  j->next = a->jobs;
+  a->jobs = j;
+  return j;
+}
+
+void job_free(struct agent *a, struct job *j) {
+  agent_close_watch(a, &j->out.w);
+  agent_close_watch(a, &j->err.w);
+  agent_close_watch(a, &j->in);
+  agent_close_watch(a, &j->result);
+  agent_close_watch(a, &j->exec_err);
+  agent_close_watch(a, &j->timer);
+  if (j->leaf.ops) {
+    hutch_cgroup_close(&j->leaf);
+    /* A leaf still holding background processes stays until sandbox end. */
+    for (int i = 0; i < a->cg.nfd; i++)
+      unlinkat(a->cg.fd[i], j->leaf_name, AT_REMOVEDIR);
+  }
+  free(j->inbuf);
+  free(j->resbuf);
+  free(j);
+}
+
+/* End the job's processes: the whole leaf cgroup, so nothing that left the
+ * process group or the session survives. */
+static void kill_job(struct job *j) {
+  struct hutch_err ignored;
+  if (j->kind == JOB_EXEC && j->leaf.ops)
+    j->leaf.ops->kill_all(&j->leaf, &ignored);
+  else if (j->pid > 0)
+    kill(j->pid, SIGKILL);
+}
+
+static void force_end(struct agent *a, struct job *j, enum hutch_status st, const char *fmt,
+                      double v) {
+  if (j->forced == HUTCH_ST_OK) {
+    j->forced = st;
+    snprintf(j->forced_msg, sizeof j->forced_msg, fmt, v);
+  }
+  agent_close_watch(a, &j->timer);
+  kill_job(j);
+}
+
+/* Forward what an output pipe has, within the stream's window, the output
+ * limit and a per-turn budget. */
+static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
+  static uint8_t buf[HUTCH_DATA_CHUNK];
+  size_t budget = TURN_BUDGET;
+  /* An abandoned stream's output is read and dropped, window or not. */
+  while (op->w.fd >= 0 && budget > 0 && (j->closed || (j->send_window > 0 && agent_can_send(a)))) {
+    size_t n = j->closed || sizeof buf < j->send_window ? sizeof buf : j->send_window;
+    ssize_t r = read(op->w.fd, buf, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && errno == EAGAIN) {
+      if (j->reaped) /* drained after exit: what comes later has no reader */
+        agent_close_watch(a, &op->w);
+      break;
+    }
+    if (r <= 0) { /* end of file, or EIO from a PTY whose slave is gone */
+      agent_close_watch(a, &op->w);
+      break;
+    }
+    size_t send = (size_t)r;
+    bool over = false;
+    if (j->output_limit && j->output_bytes + send > j->output_limit) {
+      send = (size_t)(j->output_limit - j->output_bytes);
+      over = true;
+    }
+    if (send > 0 && !j->closed) {
+      agent_send(a, op->frame_type, 0, j->id, buf, send);
+      j->send_window -= (uint32_t)send;
+    }
+    j->output_bytes += send;
+    budget -= send < budget ? send : budget;
+    if (over) {
+      force_end(a, j, HUTCH_ST_OUTPUT_LIMIT, "output limit of %.0f bytes exceeded",
+                (double)j->output_limit);
+      agent_close_watch(a, &j->out.w);
+      agent_close_watch(a, &j->err.w);
+    }
+  }
+  maybe_finish(a, j);
+}
+
+static void on_output(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  struct outpipe *op = container_of(w, struct outpipe, w);
+  pump_output(a, op->job, op);
+}
+
+void job_update_interest(struct agent *a, struct job *j) {
+  bool readable = j->closed || (j->send_window > 0 && agent_can_send(a));
+  struct outpipe *pipes[] = {&j->out, &j->err};
+  for (size_t i = 0; i < ARRAY_SIZE(pipes); i++) {
+    if (pipes[i]->w.fd < 0)
+      continue;
+    agent_watch(a, &pipes[i]->w, readable ? EPOLLIN : 0);
+    /* After exit, a paused pipe is drained as soon as it may be. */
+    if (readable && j->reaped)
+      pump_output(a, j, pipes[i]);
+  }
+}
+
+static void flush_stdin(struct agent *a, struct job *j) {
+  uint32_t granted = 0;
+  while (j->inlen > 0 && j->in.fd >= 0) {
+    ssize_t w = write(j->in.fd, j->inbuf, j->inlen);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && errno == EAGAIN)
+      break;
+    if (w < 0) { /* the workload closed its stdin: the rest has no reader */
+      granted += (uint32_t)j->inlen;
+      j->inlen = 0;
+      agent_close_watch(a, &j->in);
+      break;
+    }
+    memmove(j->inbuf, j->inbuf + w, j->inlen - (size_t)w);
+    j->inlen -= (size_t)w;
+    granted += (uint32_t)w;
+  }
+  if (granted)
+    hutch_conn_send_window(&a->conn, j->id, granted);
+  if (j->in.fd < 0)
+    return;
+  if (j->inlen == 0 && j->in_eof) {
+    if (j->pty) {
+      static const char eot = 4; /* a terminal's end of input is ^D */
+      (void)!write(j->in.fd, &eot, 1);
+    }
+    agent_close_watch(a, &j->in);
+    return;
+  }
+  agent_watch(a, &j->in, j->inlen ? EPOLLOUT : 0);
+}
+
+static void on_stdin_writable(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  flush_stdin(a, container_of(w, struct job, in));
+}
+
+void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool eof) {
+  if (j->in.fd < 0) {
+    if (n) /* nobody reads it; keep the sender's window open anyway */
+      hutch_conn_send_window(&a->conn, j->id, (uint32_t)n);
+    return;
+  }
+  if (j->inlen + n > 2 * HUTCH_WINDOW_INITIAL) {
+    /* More than the window allows: the client is broken. */
+    a->conn.eof = true;
+    return;
+  }
+  j->inbuf = xrealloc(j->inbuf, j->inlen + n);
+  memcpy(j->inbuf + j->inlen, p, n);
+  j->inlen += n;
+  j->in_eof |= eof;
+  flush_stdin(a, j);
+}
+
+void job_window(struct agent *a, struct job *j, uint32_t more) {
+  (void)a;
+  uint64_t w = (uint64_t)j->send_window + more;
+  j->send_window = w > INT32_MAX ? INT32_MAX : (uint32_t)w;
+}
+
+void job_control(struct agent *a, struct job *j, json_t *ctl) {
+  json_t *sig = json_object_get(ctl, "signal"), *resize = json_object_get(ctl, "resize");
+  if (json_is_integer(sig) && j->pid > 0) {
+    json_int_t s = json_integer_value(sig);
+    /* To the process group, as a terminal would: the shell and its children. */
+    if (s >= 1 && s <= 64 && kill(-j->pid, (int)s) < 0 && errno == ESRCH)
+      kill(j->pid, (int)s);
+  }
+  if (json_is_object(resize) && j->pty && j->out.w.fd >= 0) {
+    json_int_t rows = json_integer_value(json_object_get(resize, "rows"));
+    json_int_t cols = json_integer_value(json_object_get(resize, "cols"));
+    if (rows > 0 && cols > 0 && rows <= 10000 && cols <= 10000) {
+      struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+      ioctl(j->out.w.fd, TIOCSWINSZ, &ws);
+    }
+  }
+  if (json_is_true(json_object_get(ctl, "kill")))
+    kill_job(j);
+  (void)a;
+}
+
+void job_close(struct agent *a, struct job *j) {
+  j->closed = true;
+  kill_job(j);
+  agent_close_watch(a, &j->in);
+  j->inlen = 0;
+}
+
+/* Wall and CPU limits: one timer per exec, armed for whichever limit could
+ * be reached first. CPU time is the leaf cgroup's, so it counts every
+ * process the exec started, and it cannot be spent faster than on every CPU
+ * at once: the next look is (limit - used) / CPUs away. */
+static void arm_timer(struct agent *a, struct job *j) {
+  uint64_t now = now_ns(), next = UINT64_MAX;
+  if (j->timeout_ms) {
+    uint64_t end = j->started_ns + j->timeout_ms * 1000000;
+    next = end > now ? end - now : 1;
+  }
+  if (j->cpu_ms) {
+    struct hutch_cg_stats st = {0};
+    struct hutch_err ignored;
+    j->leaf.ops->stats(&j->leaf, &st, &ignored);
+    uint64_t limit = j->cpu_ms * 1000000, left = st.cpu_ns < limit ? limit - st.cpu_ns : 0;
+    uint64_t wait = left / (uint64_t)(a->ncpu > 0 ? a->ncpu : 1);
+    if (wait < 2000000)
+      wait = 2000000; /* the cgroup's counter lags a tick behind */
+    if (wait < next)
+      next = wait;
+  }
+  struct itimerspec its = {.it_value = {(time_t)(next / 1000000000), (long)(next % 1000000000)}};
+  timerfd_settime(j->timer.fd, 0, &its, NULL);
+}
+
+static void on_timer(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  struct job *j = container_of(w, struct job, timer);
+  uint64_t expirations;
+  (void)!read(w->fd, &expirations, sizeof expirations);
+  if (j->reaped)
+    return;
+  if (j->timeout_ms && now_ns() - j->started_ns >= j->timeout_ms * 1000000) {
+    force_end(a, j, HUTCH_ST_TIMEOUT, "wall clock limit of %g s exceeded", j->timeout_ms / 1e3);
+    return;
+  }
+  if (j->cpu_ms) {
+    struct hutch_cg_stats st = {0};
+    struct hutch_err ignored;
+    if (j->leaf.ops->stats(&j->leaf, &st, &ignored) == 0 && st.cpu_ns >= j->cpu_ms * 1000000) {
+      force_end(a, j, HUTCH_ST_TIMEOUT, "CPU time limit of %g s exceeded", j->cpu_ms / 1e3);
+      return;
+    }
+  }
+  arm_timer(a, j);
+}
+
+static void read_all_nonblock(int fd, char **buf, size_t *len, size_t max, bool *eof) {
+  char tmp[4096];
+  for (;;) {
+    ssize_t r = read(fd, tmp, sizeof tmp);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      *eof = r == 0 || errno != EAGAIN;
+      return;
+    }
+    if (*len + (size_t)r > max)
+      r = (ssize_t)(max - *len);
+    *buf = xrealloc(*buf, *len + (size_t)r + 1);
+    memcpy(*buf + *len, tmp, (size_t)r);
+    *len += (size_t)r;
+    (*buf)[*len] = '\0';
+  }
+}
+
+static void on_result(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  struct job *j = container_of(w, struct job, result);
+  read_all_nonblock(w->fd, &j->resbuf, &j->reslen, RESULT_MAX, &j->result_eof);
+  if (j->result_eof)
+    agent_close_watch(a, w);
+  maybe_finish(a, j);
+}
+
+static struct hutch_verdict exec_verdict(struct job *j) {
+  struct hutch_verdict v = {.exit_code = -1};
+  struct hutch_cg_stats st = {0};
+  struct hutch_err ignored;
+  j->leaf.ops->stats(&j->leaf, &st, &ignored);
+  v.wall_ms = (double)(j->exited_ns - j->started_ns) / 1e6;
+  v.cpu_ms = (double)st.cpu_ns / 1e6;
+  v.peak_memory_kb = st.memory_peak / 1024;
+  if (WIFEXITED(j->status))
+    v.exit_code = WEXITSTATUS(j->status);
+  else if (WIFSIGNALED(j->status))
+    v.signal = WTERMSIG(j->status);
+  if (j->forced != HUTCH_ST_OK) {
+    v.status = j->forced;
+    snprintf(v.message, sizeof v.message, "%s", j->forced_msg);
+  } else if (st.oom_kills > 0) {
+    v.status = HUTCH_ST_OOM;
+    snprintf(v.message, sizeof v.message, "out of memory: %llu process(es) killed at the limit",
+             (unsigned long long)st.oom_kills);
+  } else if (j->exec_msg[0]) {
+    /* 125 is the child's own setup failing, 126/127 the command. */
+    v.status = v.exit_code == 125 ? HUTCH_ST_SANDBOX_ERROR : HUTCH_ST_NONZERO;
+    snprintf(v.message, sizeof v.message, "%s", j->exec_msg);
+  } else if (v.signal) {
+    v.status = HUTCH_ST_SIGNALED;
+    snprintf(v.message, sizeof v.message, "killed by signal %d (%s)", v.signal, strsignal(v.signal));
+  } else {
+    v.status = v.exit_code == 0 ? HUTCH_ST_OK : HUTCH_ST_NONZERO;
+  }
+  return v;
+}
+
+static void finish_file(struct agent *a, struct job *j) {
+  json_t *res = j->resbuf ? json_loadb(j->resbuf, j->reslen, 0, NULL) : NULL;
+  json_t *ok = json_object_get(res, "ok"), *error = json_object_get(res, "error");
+  if (json_is_object(ok)) {
+    json_object_set_new(ok, "event", json_string("done"));
+    agent_send_json(a, HUTCH_F_EVENT, HUTCH_FL_END, j->id, json_incref(ok));
+  } else if (json_is_object(error)) {
+    agent_send_json(a, HUTCH_F_ERROR, HUTCH_FL_END, j->id, json_incref(error));
+  } else {
+    char msg[128];
+    snprintf(msg, sizeof msg, "file operation worker ended without a result (status %d)",
+             j->status);
+    agent_send_error(a, j->id, "sandbox_error", msg);
+  }
+  json_decref(res);
+}
+
+/* A job ends once its process is reaped and its pipes are read out. */
+static void maybe_finish(struct agent *a, struct job *j) {
+  if (j->done || !j->reaped || j->out.w.fd >= 0 || j->err.w.fd >= 0 || j->result.fd >= 0)
+    return;
+  j->done = true;
+  agent_close_watch(a, &j->in);
+  agent_close_watch(a, &j->timer);
+  if (j->kind == JOB_FILE) {
+    finish_file(a, j);
+    return;
+  }
+  struct hutch_verdict v = exec_verdict(j);
+  json_t *ev = hutch_verdict_to_json(&v);
+  json_object_set_new(ev, "event", json_string("exit"));
+  agent_send_json(a, HUTCH_F_EVENT, HUTCH_FL_END, j->id, ev);
+}
+
+void job_reaped(struct agent *a, struct job *j, int status) {
+  j->status = status;
+  j->pid = 0;
+  j->reaped = true;
+  j->exited_ns = now_ns();
+  if (j->exec_err.fd >= 0) { /* its writer is gone: this read does not block */
+    char *msg = NULL;
+    size_t len = 0;
+    bool eof = false;
+    read_all_nonblock(j->exec_err.fd, &msg, &len, sizeof j->exec_msg - 1, &eof);
+    if (msg)
+      snprintf(j->exec_msg, sizeof j->exec_msg, "%s", msg);
+    free(msg);
+    agent_close_watch(a, &j->exec_err);
+  }
+  if (j->result.fd >= 0)
+    on_result(a, &j->result, EPOLLIN);
+  pump_output(a, j, &j->out);
+  pump_output(a, j, &j->err);
+  maybe_finish(a, j);
+}
+
+static uid_t plan_user(const char *user, gid_t *gid) {
+  bool root = user && strcmp(user, "root") == 0;
+  *gid = root ? 0 : HUTCH_USER_GID;
+  return root ? 0 : HUTCH_USER_UID;
+}
+
+/* Fork the job's process. On cgroup v2 it is born in its leaf; on v1 the
+ * child moves itself there before anything else (child_run). */
+static pid_t spawn(const struct child_plan *plan, const struct hutch_cgroup *leaf) {
+  struct clone_args args = {.exit_signal = SIGCHLD};
+  if (leaf && leaf->ops == &hutch_cgroup_v2_ops) {
+    args.flags = CLONE_INTO_CGROUP;
+    args.cgroup = (uint64_t)leaf->fd[0];
+  }
+  pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  if (pid == 0)
+    child_run(plan);
+  return pid;
+}
+
+static void close_fds(const int *fds, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+}
+
+/* The exec's stdio: pipes, or a PTY whose peer (slave) end is opened from
+ * the master, never by path. */
+static int exec_stdio(struct job *j, const struct hutch_exec_req *req, int in[2], int out[2],
+                      int err[2], int *slave, struct hutch_err *e) {
+  if (req->pty) {
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
+    if (m < 0 || unlockpt(m) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
+        (*slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+      if (m >= 0)
+        close(m);
+      return hutch_err_set(e, errno, "allocate a PTY");
+    }
+    out[0] = m;
+    in[1] = fcntl(m, F_DUPFD_CLOEXEC, 0);
+    j->pty = true;
+    return in[1] < 0 ? hutch_err_set(e, errno, "dup") : 0;
+  }
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+      (req->stdin_open && pipe2(in, O_CLOEXEC) < 0))
+    return hutch_err_set(e, errno, "pipe");
+  return 0;
+}
+
+static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int err, int report) {
+  struct { struct watch *w; int fd; void (*ready)(struct agent *, struct watch *, uint32_t); } fds[] = {
+      {&j->out.w, out, on_output}, {&j->err.w, err, on_output},
+      {&j->in, in, on_stdin_writable}, {report == -1 ? NULL : j->kind == JOB_FILE ? &j->result : &j->exec_err, report, on_result},
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+    if (!fds[i].w || fds[i].fd < 0)
+      continue;
+    set_nonblock(fds[i].fd);
+    fds[i].w->fd = fds[i].fd;
+    fds[i].w->ready = fds[i].ready;
+  }
+  agent_watch(a, &j->out.w, EPOLLIN);
+  agent_watch(a, &j->err.w, EPOLLIN);
+  agent_watch(a, &j->result, EPOLLIN);
+}
+
+int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *e) {
+  struct job *j = job_new(a, id, JOB_EXEC);
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1}, slave = -1;
+  snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
+  if (a->cg.ops->mkchild(&a->cg, j->leaf_name, &j->leaf, e) < 0) {
+    j->done = true;
+    return hutch_err_wrap(e, "exec cgroup");
+  }
+  int r = exec_stdio(j, req, in, out, err, &slave, e);
+  if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)
+    r = hutch_err_set(e, errno, "pipe");
+  if (r < 0) {
+    close_fds((int[]){in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], slave}, 9);
+    j->done = true;
+    return -1;
+  }
+  struct child_plan plan = {
+      .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
+      .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
+      .report_fd = rep[1],
+  };
+  plan.uid = plan_user(req->user, &plan.gid);
+  j->started_ns = now_ns();
+  j->pid = spawn(&plan, &j->leaf);
+  int spawn_errno = errno;
+  close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
+  if (j->pid < 0) {
+    close_fds((int[]){in[1], out[0], err[0], rep[0]}, 4);
+    j->done = true;
+    return hutch_err_set(e, spawn_errno, "fork");
+  }
+  watch_job_fds(a, j, in[1], out[0], err[0], rep[0]);
+  j->timeout_ms = req->timeout_ms;
+  j->cpu_ms = req->cpu_ms;
+  j->output_limit = req->output_limit;
+  if (j->timeout_ms || j->cpu_ms) {
+    j->timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    j->timer.ready = on_timer;
+    agent_watch(a, &j->timer, EPOLLIN);
+    arm_timer(a, j);
+  }
+  agent_send_json(a, HUTCH_F_EVENT, 0, id, json_pack("{s:s, s:i}", "event", "started", "pid", j->pid));
+  return 0;
+}
+
+int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *e) {
+  struct job *j = job_new(a, id, JOB_FILE);
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, res[2] = {-1, -1};
+  bool writes = strcmp(json_string_value(json_object_get(req, "op")), "write") == 0;
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0 || (writes && pipe2(in, O_CLOEXEC) < 0)) {
+    hutch_err_set(e, errno, "pipe");
+    close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);
+    j->done = true;
+    return -1;
+  }
+  struct child_plan plan = {
+      .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
+      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1],
+  };
+  plan.uid = plan_user(json_string_value(json_object_get(req, "user")), &plan.gid);
+  j->started_ns = now_ns();
+  j->pid = spawn(&plan, NULL);
+  int spawn_errno = errno;
+  close_fds((int[]){in[0], out[1], res[1]}, 3);
+  if (j->pid < 0) {
+    close_fds((int[]){in[1], out[0], res[0]}, 3);
+    j->done = true;
+    return hutch_err_set(e, spawn_errno, "fork");
+  }
+  watch_job_fds(a, j, in[1], out[0], -1, res[0]);
+  return 0;
+}

@@ -1,0 +1,283 @@
+/* hutch-agent: PID 1 of a sandbox (ARCHITECTURE.md, "The agent protocol").
+ *
+ * It runs as root of the sandbox's user namespace, which owns none of the
+ * sandbox's other namespaces: its capabilities reach no mount, network or
+ * host object. Workloads run as another uid with no capabilities at all, so
+ * they can neither signal nor trace it; it is also not dumpable, which keeps
+ * its /proc entries closed to them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "layout.h"
+#include "seccomp.h"
+#include "util.h"
+
+#define AGENT_VERSION "0.1.0"
+/* Stop reading workload output while this much waits to be sent. */
+#define CONN_HIGH_WATER (1u << 20)
+
+void agent_watch(struct agent *a, struct watch *w, uint32_t events) {
+  if (w->fd < 0 || w->events == events)
+    return;
+  struct epoll_event ev = {.events = events, .data.ptr = w};
+  int op = w->events ? (events ? EPOLL_CTL_MOD : EPOLL_CTL_DEL) : EPOLL_CTL_ADD;
+  if (epoll_ctl(a->epfd, op, w->fd, &ev) == 0)
+    w->events = events;
+}
+
+void agent_unwatch(struct agent *a, struct watch *w) { agent_watch(a, w, 0); }
+
+void agent_close_watch(struct agent *a, struct watch *w) {
+  if (w->fd < 0)
+    return;
+  agent_unwatch(a, w);
+  close(w->fd);
+  w->fd = -1;
+}
+
+struct job *agent_find_job(struct agent *a, uint32_t id) {
+  for (struct job *j = a->jobs; j; j = j->next)
+    if (j->id == id && !j->done)
+      return j;
+  return NULL;
+}
+
+void agent_send(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, const void *p,
+                size_t n) {
+  hutch_conn_send(&a->conn, type, flags, stream, p, n);
+}
+
+void agent_send_json(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, json_t *j) {
+  size_t n;
+  char *s = hutch_json_dump(j, &n);
+  agent_send(a, type, flags, stream, s, n);
+  free(s);
+  json_decref(j);
+}
+
+void agent_send_error(struct agent *a, uint32_t stream, const char *code, const char *msg) {
+  agent_send_json(a, HUTCH_F_ERROR, HUTCH_FL_END, stream,
+                  json_pack("{s:s, s:s}", "code", code, "message", msg));
+}
+
+bool agent_can_send(const struct agent *a) { return hutch_conn_queued(&a->conn) < CONN_HIGH_WATER; }
+
+static const char *const file_ops[] = {"read", "write", "list", "stat", "mkdir", "remove", "move",
+                                       NULL};
+
+static void on_open(struct agent *a, const struct hutch_frame *f) {
+  struct hutch_err err = {0};
+  if (f->stream == 0 || agent_find_job(a, f->stream)) {
+    /* No END: the stream that has this id goes on. */
+    agent_send_json(a, HUTCH_F_ERROR, 0, f->stream,
+                    json_pack("{s:s, s:s}", "code", "protocol", "message", "stream id in use"));
+    return;
+  }
+  json_error_t je;
+  json_t *req = json_loadb((const char *)f->payload, f->len, 0, &je);
+  const char *op = req ? json_string_value(json_object_get(req, "op")) : NULL;
+  int r = -1;
+  if (!op) {
+    hutch_err_invalid(&err, "request is not a JSON object with an \"op\"");
+  } else if (strcmp(op, "exec") == 0) {
+    struct hutch_exec_req er;
+    if (hutch_exec_req_from_json(req, &er, &err) == 0) {
+      r = job_start_exec(a, f->stream, &er, &err);
+      hutch_exec_req_free(&er);
+    }
+  } else {
+    bool known = false;
+    for (const char *const *o = file_ops; *o; o++)
+      known |= strcmp(op, *o) == 0;
+    if (known)
+      r = job_start_file(a, f->stream, req, &err);
+    else
+      hutch_err_invalid(&err, "unknown op '%s'", op);
+  }
+  json_decref(req);
+  if (r < 0)
+    agent_send_error(a, f->stream, err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
+                     err.msg);
+}
+
+static void on_frame(struct agent *a, const struct hutch_frame *f) {
+  if (f->type == HUTCH_F_OPEN) {
+    on_open(a, f);
+    return;
+  }
+  struct job *j = agent_find_job(a, f->stream);
+  if (!j)
+    return; /* the stream has ended; frames in flight are dropped */
+  switch (f->type) {
+  case HUTCH_F_STDIN:
+    job_stdin(a, j, f->payload, f->len, f->flags & HUTCH_FL_EOF);
+    break;
+  case HUTCH_F_CONTROL: {
+    json_t *ctl = json_loadb((const char *)f->payload, f->len, 0, NULL);
+    if (ctl)
+      job_control(a, j, ctl);
+    json_decref(ctl);
+    break;
+  }
+  case HUTCH_F_WINDOW:
+    job_window(a, j, hutch_window_increment(f));
+    break;
+  case HUTCH_F_CLOSE:
+    job_close(a, j);
+    break;
+  default:
+    break;
+  }
+}
+
+static void on_conn(struct agent *a, struct watch *w, uint32_t events) {
+  (void)w;
+  struct hutch_err err = {0};
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    if (hutch_conn_fill(&a->conn, &err) < 0) {
+      a->conn.eof = true;
+      return;
+    }
+    struct hutch_frame f;
+    int r;
+    while ((r = hutch_conn_next(&a->conn, &f, &err)) > 0)
+      on_frame(a, &f);
+    if (r < 0)
+      a->conn.eof = true; /* a peer that breaks framing is not one to serve */
+  }
+}
+
+static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  struct signalfd_siginfo si;
+  while (read(w->fd, &si, sizeof si) == sizeof si)
+    ;
+  /* As PID 1 we reap every orphan of the sandbox as well as our jobs. */
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0)
+      break;
+    for (struct job *j = a->jobs; j; j = j->next)
+      if (j->pid == pid) {
+        job_reaped(a, j, status);
+        break;
+      }
+  }
+}
+
+/* Keep only what the agent itself uses: setting workload ids, chowning a
+ * PTY to its user, signalling workloads, giving each its cgroup namespace,
+ * and dropping capabilities in children. */
+static int drop_capabilities(void) {
+  static const int keep[] = {CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP,
+                             CAP_SYS_ADMIN};
+  uint64_t mask = 0;
+  for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+    mask |= 1ull << keep[i];
+  for (int cap = 0; cap <= 63; cap++)
+    if (!(mask & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+      return -1;
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {
+      {(uint32_t)mask, (uint32_t)mask, 0},
+      {(uint32_t)(mask >> 32), (uint32_t)(mask >> 32), 0},
+  };
+  return (int)syscall(SYS_capset, &h, d);
+}
+
+static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) {
+  if (argc != 3 || strcmp(argv[1], "--cgroup") != 0)
+    return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC (started by hutch)");
+  if (hutch_cgroup_from_spec(argv[2], &a->cg, err) < 0)
+    return -1;
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities() < 0 || agent_seccomp_self() < 0)
+    return hutch_err_set(err, errno, "drop privileges");
+  a->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+    return hutch_err_set(err, errno, "sigprocmask");
+  a->epfd = epoll_create1(EPOLL_CLOEXEC);
+  a->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (a->epfd < 0 || a->sig_w.fd < 0)
+    return hutch_err_set(err, errno, "event loop");
+  a->sig_w.ready = on_signal;
+  agent_watch(a, &a->sig_w, EPOLLIN);
+  int fl = fcntl(HUTCH_AGENT_CONN_FD, F_GETFL);
+  if (fl < 0 || fcntl(HUTCH_AGENT_CONN_FD, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      fcntl(HUTCH_AGENT_CONN_FD, F_SETFD, FD_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "connection fd");
+  for (int i = 0; i < a->cg.nfd; i++)
+    fcntl(a->cg.fd[i], F_SETFD, FD_CLOEXEC);
+  hutch_conn_init(&a->conn, HUTCH_AGENT_CONN_FD);
+  a->conn_w.fd = HUTCH_AGENT_CONN_FD;
+  a->conn_w.ready = on_conn;
+  agent_watch(a, &a->conn_w, EPOLLIN);
+  return 0;
+}
+
+static void reap_done(struct agent *a) {
+  for (struct job **p = &a->jobs; *p;) {
+    struct job *j = *p;
+    if (j->done) {
+      *p = j->next;
+      job_free(a, j);
+    } else {
+      p = &j->next;
+    }
+  }
+}
+
+static void update_interest(struct agent *a) {
+  for (struct job *j = a->jobs; j; j = j->next)
+    if (!j->done)
+      job_update_interest(a, j);
+}
+
+int main(int argc, char **argv) {
+  struct agent a = {.epfd = -1};
+  struct hutch_err err = {0};
+  if (setup(&a, argc, argv, &err) < 0) {
+    fprintf(stderr, "hutch-agent: %s\n", err.msg);
+    return 125;
+  }
+  agent_send_json(&a, HUTCH_F_HELLO, 0, 0,
+                  json_pack("{s:i, s:s, s:s}", "protocol", HUTCH_PROTOCOL_VERSION, "agent",
+                            "hutch-agent", "version", AGENT_VERSION));
+  while (!a.conn.eof) {
+    if (hutch_conn_flush(&a.conn, &err) < 0)
+      break;
+    /* Ended jobs are freed after their last frame is on its way (freeing
+     * removes their cgroup, which is slow on v1), and never inside a
+     * callback that might still use them. */
+    reap_done(&a);
+    agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
+    struct epoll_event ev[32];
+    int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), -1);
+    if (n < 0 && errno != EINTR)
+      break;
+    for (int i = 0; i < n; i++) {
+      struct watch *w = ev[i].data.ptr;
+      if (w->fd >= 0) /* closed by an earlier callback of this turn */
+        w->ready(&a, w, ev[i].events);
+    }
+    update_interest(&a);
+  }
+  /* The connection is gone: as PID 1, exiting ends the whole sandbox. */
+  return 0;
+}
