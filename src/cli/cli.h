@@ -1,0 +1,35 @@
+/* The hutch command: one function per verb. */
+#ifndef HUTCH_CLI_H
+#define HUTCH_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msg.h"
+#include "sandbox.h"
+
+/* Exit codes of hutch itself (docs/cli.md), as in docker run and env(1). */
+#define EXIT_HUTCH 125     /* hutch failed, or was asked something impossible */
+#define EXIT_CANNOT_RUN 126 /* the command exists but cannot be executed */
+#define EXIT_NOT_FOUND 127  /* the command does not exist */
+
+struct run_opts {
+  struct hutch_sandbox_config cfg;
+  struct hutch_bind *binds;
+  struct hutch_exec_req req;
+  size_t nenv;
+  const char *stdin_path;   /* "-" for hutch's own stdin */
+  const char *verdict_path;
+  bool quiet;
+};
+
+int cmd_run(int argc, char **argv);
+int run_parse(int argc, char **argv, struct run_opts *o);
+void run_opts_free(struct run_opts *o);
+
+/* Drive one exec on a fresh sandbox's connection: stream its output to our
+ * stdout/stderr, feed it stdin_fd (-1: none), forward signals. Fills v. */
+int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
+               struct hutch_verdict *v, struct hutch_err *err);
+
+#endif

@@ -1,0 +1,33 @@
+/* hutch: the command. Each verb lives in its own file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "frame.h"
+
+#define HUTCH_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: hutch COMMAND [ARGS...]\n\n"
+    "  run [OPTIONS] -- CMD [ARGS...]   run CMD in a fresh sandbox (see hutch run --help)\n"
+    "  version                          print the version\n";
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return EXIT_HUTCH;
+  }
+  const char *verb = argv[1];
+  if (strcmp(verb, "run") == 0)
+    return cmd_run(argc - 1, argv + 1);
+  if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
+    printf("hutch %s (agent protocol %d)\n", HUTCH_VERSION, HUTCH_PROTOCOL_VERSION);
+    return 0;
+  }
+  if (strcmp(verb, "help") == 0 || strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  fprintf(stderr, "hutch: unknown command '%s'\n%s", verb, usage);
+  return EXIT_HUTCH;
+}
