@@ -1,0 +1,141 @@
+"""Fixtures for hutch's integration tests: real sandboxes, driven through
+the hutch command (and the agent bridge), checked from inside and outside.
+
+Tests that need something this machine lacks skip with a reason; with
+HUTCH_MUST_WORK=1 (CI) such a skip is a failure instead.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("HUTCH_BUILD", ROOT / "build")).resolve()
+ASAN_BUILD = os.environ.get("HUTCH_ASAN_BUILD")
+UID_BASE = 0x70000000
+
+
+def require(condition, reason):
+    """Skip when condition is false, or fail under HUTCH_MUST_WORK."""
+    if condition:
+        return
+    if os.environ.get("HUTCH_MUST_WORK") == "1":
+        pytest.fail(f"required but unavailable (HUTCH_MUST_WORK=1): {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("state")
+    os.environ["HUTCH_STATE_DIR"] = str(d)
+    return d
+
+
+class Run:
+    def __init__(self, proc, verdict):
+        self.code = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.verdict = verdict
+
+    @property
+    def out(self):
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def err(self):
+        return self.stderr.decode(errors="replace")
+
+    def __repr__(self):
+        return f"Run(code={self.code}, verdict={self.verdict}, stderr={self.err[-500:]!r})"
+
+
+def hutch_run(binary, args, tmp_path, input=None, timeout=120, verdict=True):
+    cmd = [str(binary), "run"]
+    vpath = tmp_path / f"verdict-{time.monotonic_ns()}.json"
+    if verdict:
+        cmd += ["--verdict-json", str(vpath)]
+    cmd += args
+    proc = subprocess.run(cmd, input=input, capture_output=True, timeout=timeout)
+    v = None
+    if verdict and vpath.exists() and vpath.stat().st_size:
+        v = json.loads(vpath.read_text())
+    return Run(proc, v)
+
+
+@pytest.fixture
+def run(tmp_path):
+    """run([...hutch run args...], input=b"") -> Run, against the normal build."""
+    return lambda args, **kw: hutch_run(BUILD / "hutch", args, tmp_path, **kw)
+
+
+@pytest.fixture(params=["build", "asan"])
+def any_run(request, tmp_path):
+    """The same, once against each build (sanitizers catch what tests miss)."""
+    if request.param == "asan":
+        require(ASAN_BUILD, "HUTCH_ASAN_BUILD is not set (make test sets it)")
+        binary = pathlib.Path(ASAN_BUILD).resolve() / "hutch"
+    else:
+        binary = BUILD / "hutch"
+    return lambda args, **kw: hutch_run(binary, args, tmp_path, **kw)
+
+
+@pytest.fixture
+def bridge():
+    return str(BUILD / "tests" / "bridge")
+
+
+@pytest.fixture
+def probe():
+    """Paths of the static syscall probes (64-bit, 32-bit)."""
+    return BUILD / "tests" / "try-syscall", BUILD / "tests" / "try-syscall-32"
+
+
+def cgroup_roots():
+    roots = []
+    for line in open("/proc/self/mountinfo"):
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        if fstype in ("cgroup", "cgroup2"):
+            roots.append(pathlib.Path(fields[4]))
+    return roots
+
+
+def leftovers():
+    """What hutch could leave on the host: sandbox cgroups, mounts of its
+    storage, processes in its id range, staged files."""
+    found = []
+    for root in cgroup_roots():
+        d = root / "hutch"
+        if d.is_dir():
+            found += [f"cgroup {p}" for p in d.iterdir() if p.is_dir()]
+    for line in open("/proc/self/mountinfo"):
+        if "/run/hutch" in line.split()[4]:
+            found.append(f"mount {line.split()[4]}")
+    for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = int(next(l for l in status.read_text().splitlines() if l.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if uid >= UID_BASE:
+            found.append(f"process {status.parent.name} uid {uid}")
+    staging = pathlib.Path("/run/hutch/mnt")
+    if staging.is_dir() and any(staging.iterdir()):
+        found.append("files in /run/hutch/mnt")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    before = set(leftovers())
+    yield
+    deadline = time.monotonic() + 10
+    while True:
+        new = set(leftovers()) - before
+        if not new or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not new, f"left behind on the host: {sorted(new)}"

@@ -1,0 +1,143 @@
+"""Hostile workloads: each gets its verdict, and the host and a neighbour
+sandbox are unharmed. (The autouse fixture checks nothing is left behind.)"""
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import BUILD, cgroup_roots
+
+
+class Neighbour:
+    """A sandbox doing steady, checkable work while another one misbehaves."""
+
+    def __init__(self):
+        code = "import time\nt=time.time()\nn=0\nwhile time.time()-t<2.5:\n n+=sum(range(1000))\nprint('ok', n>0)"
+        self.proc = subprocess.Popen([BUILD / "hutch", "run", "--timeout", "60", "--", "python3", "-c", code],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def check(self):
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0 and out == b"ok True\n", (out, err)
+
+
+def host_still_works(tmp_path):
+    subprocess.run(["true"], check=True, timeout=10)
+    f = tmp_path / "host-write"
+    f.write_bytes(b"x" * 4096)
+    assert f.read_bytes() == b"x" * 4096
+    block = bytearray(64 << 20)
+    assert len(block) == 64 << 20
+
+
+def pids_current_max():
+    worst = 0
+    for root in cgroup_roots():
+        for d in (root / "hutch").glob("*"):
+            f = d / "pids.current"
+            if f.exists():
+                worst = max(worst, int(f.read_text()))
+    return worst
+
+
+def test_fork_bomb_is_contained(run, tmp_path):
+    n = Neighbour()
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append(pids_current_max())
+            time.sleep(0.05)
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        bomb = "import os\nwhile True:\n try: os.fork()\n except OSError: pass"
+        r = run(["--pids", "64", "--timeout", "3", "--", "python3", "-c", bomb])
+        host_still_works(tmp_path)
+    finally:
+        stop.set()
+        t.join()
+    assert r.verdict["status"] == "timeout", r
+    assert r.code == 137
+    assert max(samples) <= 64 and max(samples) > 10, max(samples)
+    n.check()
+
+
+def test_memory_bomb_is_oom(run, tmp_path):
+    n = Neighbour()
+    r = run(["--memory", "64", "--", "python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))"])
+    assert r.verdict["status"] == "oom", r
+    assert r.code == 137 and r.verdict["signal"] == 9
+    assert 40 * 1024 < r.verdict["peak_memory_kb"] <= 64 * 1024 + 1024, r.verdict
+    assert "out of memory" in r.err
+    host_still_works(tmp_path)
+    n.check()
+
+
+def test_disk_fill_stops_at_quota(run, tmp_path):
+    r = run(["--disk", "16", "--", "sh", "-c",
+             "dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1 | head -n1; du -m /tmp/fill | cut -f1"])
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert "No space left on device" in lines[0], r.out
+    assert 12 <= int(lines[1]) <= 16, r.out
+    host_still_works(tmp_path)
+
+
+def test_output_flood_hits_limit(run):
+    r = run(["--output-limit", "1000000", "--", "yes"])
+    assert r.verdict["status"] == "output_limit", r
+    assert len(r.stdout) == 1000000 and set(r.stdout) == {ord("y"), ord("\n")}
+    assert r.code == 137
+
+
+def test_output_flood_keeps_memory_flat():
+    # A fresh parent, so that the peak covers only this hutch, its agent and
+    # the workload (every process it waited for, directly or not).
+    wrapper = ("import resource, subprocess, sys\n"
+               "p = subprocess.run([sys.argv[1], 'run', '--', 'sh', '-c', 'head -c 2000000000 /dev/zero'],"
+               " stdout=subprocess.DEVNULL)\n"
+               "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run(["/usr/bin/python3", "-c", wrapper, BUILD / "hutch"], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert out[0] == "0", out
+    assert int(out[1]) < 40 * 1024, f"peak RSS {out[1]} KiB while 2 GB streamed"
+
+
+def test_cpu_spin_honours_cpu_limit_and_times_out(run):
+    spin = "import multiprocessing as m\ndef s():\n while True: pass\n[m.Process(target=s).start() for _ in range(4)]\ns()"
+    r = run(["--cpus", "0.5", "--timeout", "2", "--", "python3", "-c", spin])
+    assert r.verdict["status"] == "timeout" and "wall clock" in r.verdict["message"], r
+    assert 1900 <= r.verdict["wall_ms"] <= 4000
+    assert r.verdict["cpu_ms"] <= 0.5 * r.verdict["wall_ms"] * 1.25, r.verdict
+
+
+def test_cpu_time_limit_counts_all_processes(run):
+    spin = "import multiprocessing as m\ndef s():\n while True: pass\n[m.Process(target=s).start() for _ in range(2)]\ns()"
+    r = run(["--cpu-time", "1", "--timeout", "30", "--", "python3", "-c", spin])
+    assert r.verdict["status"] == "timeout" and "CPU time" in r.verdict["message"], r
+    assert 1000 <= r.verdict["cpu_ms"] <= 1600, r.verdict
+    assert r.verdict["wall_ms"] < 1000, r.verdict  # 3 spinners on 2 CPUs use a second of CPU fast
+
+
+def test_sleep_forever_times_out_on_wall_clock(run):
+    r = run(["--timeout", "0.5", "--", "sleep", "1000"])
+    assert r.verdict["status"] == "timeout", r
+    assert 450 <= r.verdict["wall_ms"] <= 2000 and r.verdict["cpu_ms"] < 100
+
+
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_kill_everything_from_inside(run, user):
+    r = run(["--user", user, "--", "sh", "-c", "sleep 100 & sleep 0.1; kill -9 -1; wait; echo survived"])
+    assert r.code == 0 and r.out == "survived\n", r
+
+
+def test_daemon_left_running_is_killed_at_teardown(run):
+    t = time.monotonic()
+    r = run(["--", "sh", "-c", "(setsid sh -c 'sleep 1000' >/dev/null 2>&1 &); "
+                               "(setsid sleep 1000 &); echo started"])
+    assert r.code == 0 and r.out == "started\n", r
+    assert time.monotonic() - t < 10
+    # no_leftovers (autouse) asserts no process of the sandbox survives.

@@ -1,0 +1,203 @@
+"""hutch run: its options, exit codes and verdicts, and every kind of bad
+input getting one clear line on stderr and exit 125."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from conftest import BUILD
+
+VERDICT_KEYS = {"status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb", "message"}
+
+
+def test_output_and_ok_verdict(any_run):
+    r = any_run(["--", "sh", "-c", "echo out; echo err >&2"])
+    assert r.code == 0, r
+    assert r.out == "out\n" and r.err == "err\n"
+    assert set(r.verdict) == VERDICT_KEYS
+    assert r.verdict["status"] == "ok" and r.verdict["exit_code"] == 0 and r.verdict["signal"] is None
+    assert r.verdict["wall_ms"] > 0 and r.verdict["cpu_ms"] >= 0 and r.verdict["peak_memory_kb"] > 0
+
+
+def test_exit_code_passes_through(run):
+    r = run(["--", "sh", "-c", "exit 42"])
+    assert r.code == 42
+    assert r.verdict["status"] == "nonzero" and r.verdict["exit_code"] == 42
+
+
+def test_signal_is_128_plus_n(run):
+    r = run(["--", "sh", "-c", "kill -TERM $$"])
+    assert r.code == 128 + 15, r
+    assert r.verdict["status"] == "signaled" and r.verdict["signal"] == 15
+
+
+def test_command_not_found_is_127(any_run):
+    r = any_run(["--", "no-such-command-xyz"])
+    assert r.code == 127, r
+    assert r.verdict["status"] == "nonzero" and r.verdict["exit_code"] == 127
+    assert "no-such-command-xyz" in r.verdict["message"]
+    assert r.err.count("\n") == 1 and "No such file" in r.err
+
+
+def test_not_executable_is_126(run):
+    r = run(["--", "/etc/passwd"])
+    assert r.code == 126, r
+    assert "Permission denied" in r.verdict["message"]
+
+
+def test_absolute_missing_path_is_127(run):
+    assert run(["--", "/usr/bin/definitely-missing"]).code == 127
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--bogus", "--", "true"], "unknown option --bogus"),
+    (["-z", "--", "true"], "unknown option -z"),
+    ([], "missing command"),
+    (["--"], "missing command"),
+    (["--memory"], "needs a value"),
+    (["--memory", "0", "--", "true"], "greater than 0"),
+    (["--memory", "-5", "--", "true"], "not a whole"),
+    (["--memory", "12abc", "--", "true"], "not a whole"),
+    (["--memory", "99999999999999999999", "--", "true"], "not a whole"),
+    (["--memory", "18446744073709", "--", "true"], "too large"),
+    (["--memory", "4", "--", "true"], "at least 16 MiB"),
+    (["--memory", "100000000", "--", "true"], "exceeds the host"),
+    (["--disk", "100000000", "--", "true"], "disk limit"),
+    (["--pids", "0", "--", "true"], "greater than 0"),
+    (["--pids", "10000000", "--", "true"], "pids limit"),
+    (["--cpus", "0", "--", "true"], "positive number of CPUs"),
+    (["--cpus", "0.001", "--", "true"], "cpus must be between 0.01"),
+    (["--cpus", "0.0001", "--", "true"], "not a positive number"),
+    (["--cpus", "1000", "--", "true"], "cpus must be between"),
+    (["--cpus", "abc", "--", "true"], "positive number"),
+    (["--timeout", "-1", "--", "true"], "not a number of seconds"),
+    (["--timeout", "0", "--", "true"], "greater than 0"),
+    (["--timeout", "1e9", "--", "true"], "not a number of seconds"),
+    (["--timeout", "99999999", "--", "true"], "longer than a week"),
+    (["--cpu-time", "x", "--", "true"], "not a number of seconds"),
+    (["--output-limit", "0", "--", "true"], "greater than 0"),
+    (["--env", "NOEQUALS", "--", "true"], "expected K=V"),
+    (["--env", "=v", "--", "true"], "expected K=V"),
+    (["--cwd", "relative", "--", "true"], "absolute path"),
+    (["--bind-ro", "/tmp", "--", "true"], "HOST:PATH"),
+    (["--bind-ro", "/tmp:rel", "--", "true"], "HOST:PATH"),
+    (["--bind-ro", "/no/such/dir:/x", "--", "true"], "does not exist"),
+    (["--bind-rw", "/tmp:/proc/x", "--", "true"], "inside /proc"),
+    (["--bind-rw", "/tmp:/a/../b", "--", "true"], "absolute path below /"),
+    (["--stdin", "/no/such/file", "--", "true"], "--stdin /no/such/file"),
+    (["--user", "admin", "--", "true"], "'user' or 'root'"),
+    (["--rootfs", "/no/such/root", "--", "true"], "rootfs"),
+    (["--rootfs", "/etc/passwd", "--", "true"], "not a directory"),
+    (["--rootfs", "relative/dir", "--", "true"], "rootfs"),
+    (["--verdict-json", "/no/such/dir/v.json", "--", "true"], "--verdict-json"),
+    (["--", ""], "empty string"),
+])
+def test_bad_input_is_one_line_and_125(any_run, args, says):
+    r = any_run(args, verdict=False)
+    assert r.code == 125, r
+    assert says in r.err, r
+    assert r.err.count("\n") == 1, r
+    assert r.out == ""
+
+
+def test_unreadable_bind_source(run, tmp_path):
+    secret = tmp_path / "secret"
+    secret.mkdir(mode=0o000)
+    # Root reads everything; only a non-root caller would be refused. What
+    # matters here is that an unreadable *kind* of source is refused clearly.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = run(["--bind-ro", f"{fifo}:/x", "--", "true"], verdict=False)
+    assert r.code == 125 and "not a file or directory" in r.err, r
+
+
+def test_help_and_version():
+    h = subprocess.run([BUILD / "hutch", "run", "--help"], capture_output=True, text=True)
+    assert h.returncode == 0 and "--memory MB" in h.stdout
+    v = subprocess.run([BUILD / "hutch", "version"], capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.startswith("hutch ")
+    u = subprocess.run([BUILD / "hutch", "frobnicate"], capture_output=True, text=True)
+    assert u.returncode == 125 and "unknown command" in u.stderr
+
+
+def test_env_cwd_user(run):
+    r = run(["--env", "GREETING=hi there", "--env", "PATH=/usr/bin:/bin", "--cwd", "/tmp", "--",
+             "sh", "-c", 'echo "$GREETING|$PATH|$(pwd)|$(id -u)|$HOME"'])
+    assert r.out == "hi there|/usr/bin:/bin|/tmp|1000|/home/user\n", r
+    r = run(["--user", "root", "--", "sh", "-c", 'echo "$(id -u)|$HOME|$(pwd)"'])
+    assert r.out == "0|/root|/root\n", r
+
+
+def test_missing_cwd_is_126(run):
+    r = run(["--cwd", "/does/not/exist", "--", "true"])
+    assert r.code == 126, r
+    assert "cannot change to directory /does/not/exist" in r.verdict["message"]
+
+
+def test_stdin_from_file_and_pipe(run, tmp_path):
+    f = tmp_path / "in.txt"
+    data = os.urandom(3 << 20)
+    f.write_bytes(data)
+    r = run(["--stdin", str(f), "--", "sha256sum"])
+    import hashlib
+    assert r.out.split()[0] == hashlib.sha256(data).hexdigest(), r
+    r = run(["-i", "--", "tr", "a-z", "A-Z"], input=b"hello\n")
+    assert r.out == "HELLO\n"
+    # Without --stdin the workload reads end of file at once.
+    r = run(["--", "cat"], input=b"ignored")
+    assert r.code == 0 and r.out == ""
+
+
+def test_large_output_streams_intact(run):
+    r = run(["--", "sh", "-c", "head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo done >&2"])
+    assert r.code == 0
+    assert len(r.stdout) == 50_000_001 and r.stdout.count(b"x") == 50_000_000
+    assert r.err == "done\n"
+
+
+def test_bind_ro_and_rw(run, tmp_path):
+    src = tmp_path / "data"
+    src.mkdir()
+    (src / "in.txt").write_text("from the host\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chown(out, 1234, 1234)
+    r = run(["--bind-ro", f"{src}:/data", "--bind-rw", f"{out}:/home/user/out", "--", "sh", "-c",
+             "cat /data/in.txt; touch /data/x 2>&1 | sed 's/.*: //'; echo made > /home/user/out/new; "
+             "stat -c '%u %U' /home/user/out"])
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[0] == "from the host"
+    assert "Read-only file system" in lines[1]
+    assert lines[2] == "1000 user"  # the bind's owner is the sandbox user inside
+    made = out / "new"
+    assert made.read_text() == "made\n"
+    assert (made.stat().st_uid, made.stat().st_gid) == (1234, 1234)  # and the owner outside
+
+
+def test_tty(run):
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(str(BUILD / "hutch"), [str(BUILD / "hutch"), "run", "-i", "-t", "--", "sh", "-c",
+                                          "tty; stty size; read x; echo got:$x"])
+    out = b""
+    os.write(fd, b"abc\n")
+    while True:
+        ready, _, _ = select.select([fd], [], [], 20)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "/dev/pts/0" in text and "got:abc" in text, text

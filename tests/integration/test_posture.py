@@ -1,0 +1,163 @@
+"""Isolation posture, read from inside the sandbox and from the host (as
+gVisor's posture tests do): every workload thread filtered, unprivileged,
+alone in its namespaces, seeing nothing of the host it should not."""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, UID_BASE, cgroup_roots
+
+INSIDE = r'''
+import json, os, socket, threading
+threading.Thread(target=lambda: __import__("time").sleep(0.5), daemon=True).start()
+def status(path):
+    d = {}
+    for line in open(path):
+        k, _, v = line.partition(":")
+        d[k] = v.strip()
+    return d
+threads = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            s = status(f"/proc/{pid}/task/{tid}/status")
+            threads.append({k: s[k] for k in ("Name", "Uid", "Seccomp", "NoNewPrivs", "CapEff", "CapPrm", "CapBnd", "CapAmb")})
+    except OSError:
+        pass
+def reads(p):
+    try:
+        return open(p, "rb").read()
+    except OSError as e:
+        return "error: " + e.strerror
+def writes(p):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        return "written"
+    except OSError as e:
+        return e.strerror
+print(json.dumps({
+    "threads": threads,
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "pid1": open("/proc/1/comm").read().strip(),
+    "interfaces": sorted(n for _, n in socket.if_nameindex()),
+    "hostname": socket.gethostname(),
+    "root": sorted(os.listdir("/")),
+    "shadow": os.path.exists("/etc/shadow"),
+    "passwd": open("/etc/passwd").read(),
+    "marker": os.path.exists(os.environ["MARKER"]),
+    "masked": {p: reads(p).decode() if isinstance(reads(p), bytes) else reads(p) for p in ("/proc/keys", "/proc/timer_list", "/proc/interrupts", "/proc/kcore", "/proc/sched_debug")},
+    "writes": {p: writes(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper", "/sys/class/net/lo/mtu", "/usr/bin/env", "/etc/passwd")},
+    "fds": sorted(os.listdir("/proc/self/fd")),
+    "cgroup": open("/proc/self/cgroup").read(),
+}))
+'''
+
+
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_posture_inside(run, tmp_path, user):
+    marker = tmp_path / "host-marker"
+    marker.write_text("host only")
+    r = run(["--user", user, "--env", f"MARKER={marker}", "--", "python3", "-c", INSIDE])
+    assert r.code == 0, r
+    got = json.loads(r.out)
+    workload = [t for t in got["threads"] if t["Name"] != "hutch-agent"]
+    assert len(workload) >= 2  # python and its thread
+    for t in workload:
+        assert t["Seccomp"] == "2" and t["NoNewPrivs"] == "1", t
+        assert t["CapEff"] == t["CapPrm"] == t["CapBnd"] == t["CapAmb"] == "0000000000000000", t
+        assert t["Uid"].split()[0] == ("0" if user == "root" else "1000")
+    assert got["pid1"] == "hutch-agent"
+    assert got["pids"][0] == 1 and len(got["pids"]) <= 4, got["pids"]
+    assert got["interfaces"] == ["lo"]
+    assert got["hostname"] != socket.gethostname()
+    assert not got["shadow"] and not got["marker"]
+    assert "root:x:0:0" in got["passwd"] and os.uname().nodename not in got["passwd"]
+    assert not {"work", "farm", "old_root", "boot"} & set(got["root"])
+    for path, content in got["masked"].items():
+        assert content == "" or content.startswith("error:"), (path, content)
+    for path, result in got["writes"].items():
+        assert result != "written", path
+    assert got["fds"] == ["0", "1", "2", "3"]  # 3: the listing itself
+    assert all(line.endswith(":/") for line in got["cgroup"].split()), got["cgroup"]
+
+
+def sandbox_cgroup_procs():
+    """Host pids in sandbox cgroups, by leaf: {"agent": [...], "e0": [...]}."""
+    found = {}
+    for root in cgroup_roots():
+        for leaf in (root / "hutch").glob("*/*"):
+            if leaf.is_dir():
+                pids = [int(p) for p in (leaf / "cgroup.procs").read_text().split()]
+                found.setdefault(leaf.name, set()).update(pids)
+    return found
+
+
+def status_of(pid):
+    s = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        s[k] = v.strip()
+    return s
+
+
+def test_posture_outside():
+    p = subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "sh", "-c", "echo ready; cat"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        leaves = sandbox_cgroup_procs()
+        agent = leaves.get("agent", set())
+        workload = set().union(*(v for k, v in leaves.items() if k.startswith("e")))
+        assert len(agent) == 1 and workload, leaves
+        (agent_pid,) = agent
+        a = status_of(agent_pid)
+        base = int(a["Uid"].split()[0])
+        assert base >= UID_BASE and base % 65536 == 0
+        assert a["NoNewPrivs"] == "1" and a["Seccomp"] == "2", a
+        for pid in workload:
+            for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+                s = status_of(f"{pid}/task/{task.name}")
+                assert s["Seccomp"] == "2" and s["NoNewPrivs"] == "1", s
+                assert s["CapEff"] == "0000000000000000" and s["CapBnd"] == "0000000000000000", s
+                assert int(s["Uid"].split()[0]) == base + 1000
+            # Its own namespaces, every one of them.
+            for ns in ("mnt", "pid", "net", "ipc", "uts", "user", "cgroup"):
+                assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
+            # Nothing open but its stdio: no host file, no agent socket.
+            fds = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            assert set(fds) == {"0", "1", "2"}, fds
+            assert all(t.startswith("pipe:") or t == "/dev/null" for t in fds.values()), fds
+        # The agent holds its connection and cgroup directories, nothing of the host's files.
+        for fd in os.listdir(f"/proc/{agent_pid}/fd"):
+            target = os.readlink(f"/proc/{agent_pid}/fd/{fd}")
+            assert target.startswith(("socket:", "pipe:", "anon_inode:", "/dev/null", "/sys/fs/cgroup/")), target
+        # The agent cannot rewrite its own binary: it runs from a read-only mount.
+        with pytest.raises(OSError):
+            open(f"/proc/{agent_pid}/exe", "r+b")
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    assert p.returncode == 0
+
+
+def test_sandboxes_get_distinct_ids(tmp_path):
+    procs = [subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "sh", "-c", "id -u; cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(3)]
+    try:
+        for p in procs:
+            assert p.stdout.readline() == b"1000\n"
+        leaves = sandbox_cgroup_procs()
+        uids = {int(status_of(pid)["Uid"].split()[0]) for pid in leaves.get("agent", ())}
+        assert len(uids) == 3 and all(u >= UID_BASE for u in uids), uids
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(timeout=30)
