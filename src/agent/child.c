@@ -42,7 +42,8 @@ static void __attribute__((noreturn)) fail(const struct child_plan *p, int code,
     snprintf(msg + n, sizeof msg - (size_t)n, ": %s", strerror(e));
   if (p->kind == JOB_FILE) {
     /* The worker reports through its result, as JSON. */
-    json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", "sandbox_error", "message", msg);
+    json_t *j = json_pack("{s:{s:s, s:o}}", "error", "code", "sandbox_error", "message",
+                          hutch_json_text(msg));
     char *s = json_dumps(j, JSON_COMPACT);
     if (s)
       (void)!write(p->report_fd, s, strlen(s));
@@ -159,7 +160,22 @@ static void __attribute__((noreturn)) exec_in_path(const struct child_plan *p, c
   fail(p, denied ? 126 : 127, "exec %s", file);
 }
 
-void child_run(const struct child_plan *p) {
+/* A worker never execs, so close-on-exec does not apply: it closes every fd
+ * of the agent's itself (other streams' pipes among them, which would
+ * otherwise never see end of file), keeping stdio and its result pipe. */
+static void close_agent_fds(struct child_plan *p) {
+  if (p->kind == JOB_EXEC) {
+    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    return;
+  }
+  if (p->report_fd != 3 && dup2(p->report_fd, 3) < 0)
+    fail(p, 125, "%s", "dup2");
+  p->report_fd = 3;
+  syscall(SYS_close_range, 4, ~0U, 0);
+}
+
+void child_run(const struct child_plan *plan) {
+  struct child_plan copy = *plan, *p = &copy;
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -167,7 +183,7 @@ void child_run(const struct child_plan *p) {
   errno = 0;
   if (p->kind == JOB_EXEC) {
     struct hutch_err err;
-    if (p->leaf && p->leaf->ops->enter(p->leaf, getpid(), &err) < 0)
+    if (p->leaf && p->leaf->ops->enter_self(p->leaf, &err) < 0)
       fail(p, 125, "%s", err.msg);
     if (unshare(CLONE_NEWCGROUP) < 0)
       fail(p, 125, "%s", "cgroup namespace");
@@ -183,7 +199,7 @@ void child_run(const struct child_plan *p) {
   if (chdir(cwd) < 0)
     fail(p, 126, "cannot change to directory %s", cwd);
   umask(022);
-  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  close_agent_fds(p);
   if (agent_seccomp_apply() < 0)
     fail(p, 125, "%s", "install the seccomp filter");
   if (p->kind == JOB_FILE)

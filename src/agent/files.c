@@ -45,7 +45,8 @@ static const char *errno_code(int e) {
 static int fail(int fd, int e, const char *what, const char *path) {
   char msg[PATH_MAX + 128];
   snprintf(msg, sizeof msg, "%s %s: %s", what, path, strerror(e));
-  result(fd, json_pack("{s:{s:s, s:s}}", "error", "code", errno_code(e), "message", msg));
+  result(fd, json_pack("{s:{s:s, s:o}}", "error", "code", errno_code(e), "message",
+                       hutch_json_text(msg)));
   return -1;
 }
 
@@ -53,8 +54,11 @@ static const char *type_name(mode_t m) {
   return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
+/* Names come from the file system, where a workload may have made them any
+ * bytes: they are reported lossily rather than not at all. */
 static json_t *entry(const char *path, const char *name, const struct stat *st, int at) {
-  json_t *e = json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f}", "name", name, "path", path,
+  json_t *e = json_pack("{s:o, s:o, s:s, s:I, s:i, s:i, s:i, s:f}", "name", hutch_json_text(name),
+                        "path", hutch_json_text(path),
                         "type", type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode",
                         (int)(st->st_mode & 07777), "uid", (int)st->st_uid, "gid",
                         (int)st->st_gid, "mtime",
@@ -64,7 +68,7 @@ static json_t *entry(const char *path, const char *name, const struct stat *st, 
     ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, target, sizeof target - 1);
     if (n >= 0) {
       target[n] = '\0';
-      json_object_set_new(e, "target", json_string(target));
+      json_object_set_new(e, "target", hutch_json_text(target));
     }
   }
   return e;
@@ -245,7 +249,7 @@ static int op_remove(json_t *req, const char *path, int out, int in, int res) {
   if (!S_ISDIR(st.st_mode))
     r = unlink(path);
   else if (json_is_true(json_object_get(req, "recursive")))
-    r = nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    r = nftw(path, remove_entry, 32, FTW_DEPTH | FTW_PHYS);
   else
     r = rmdir(path);
   if (r < 0)

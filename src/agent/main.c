@@ -69,7 +69,7 @@ void agent_send_json(struct agent *a, uint8_t type, uint8_t flags, uint32_t stre
 
 void agent_send_error(struct agent *a, uint32_t stream, const char *code, const char *msg) {
   agent_send_json(a, HUTCH_F_ERROR, HUTCH_FL_END, stream,
-                  json_pack("{s:s, s:s}", "code", code, "message", msg));
+                  json_pack("{s:s, s:o}", "code", code, "message", hutch_json_text(msg)));
 }
 
 bool agent_can_send(const struct agent *a) { return hutch_conn_queued(&a->conn) < CONN_HIGH_WATER; }

@@ -28,7 +28,8 @@ int run_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 
 /* Drive one exec on a fresh sandbox's connection: stream its output to our
- * stdout/stderr, feed it stdin_fd (-1: none), forward signals. Fills v. */
+ * stdout/stderr, feed it stdin_fd (-1: none), forward signals. Fills v.
+ * Takes conn_fd: it is closed when this returns, whatever happened. */
 int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err);
 

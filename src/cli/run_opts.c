@@ -119,7 +119,10 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
   case OPT_MEMORY: return count(name, v, 1 << 20, &o->cfg.memory_bytes);
   case OPT_DISK: return count(name, v, 1 << 20, &o->cfg.disk_bytes);
   case OPT_PIDS: return count(name, v, 1, &o->cfg.pids);
-  case OPT_OUTPUT_LIMIT: return count(name, v, 1, &o->req.output_limit);
+  case OPT_OUTPUT_LIMIT:
+    if (count(name, v, 1, &o->req.output_limit) < 0)
+      return -1;
+    return o->req.output_limit > (1ull << 40) ? bad(name, v, "more than 1 TiB") : 0;
   case OPT_CPUS:
     if (!parse_milli(v, &o->cfg.cpu_milli) || o->cfg.cpu_milli == 0)
       return bad(name, v, "not a positive number of CPUs (e.g. 1 or 0.5)");

@@ -149,7 +149,6 @@ static int loop(struct client *c, int sfd, struct hutch_err *err) {
 int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err) {
   struct client c = {.req = req, .v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
-  hutch_conn_init(&c.conn, conn_fd);
   struct hutch_exec_req r = *req;
   struct winsize ws;
   if (r.pty) {
@@ -157,7 +156,23 @@ int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
     if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
       r.rows = ws.ws_row, r.cols = ws.ws_col;
   }
-  send_json(&c, HUTCH_F_OPEN, hutch_exec_req_to_json(&r));
+  json_t *open = hutch_exec_req_to_json(&r, err);
+  if (!open) {
+    close(conn_fd);
+    return -1;
+  }
+  size_t len;
+  char *payload = hutch_json_dump(open, &len);
+  json_decref(open);
+  if (len > HUTCH_FRAME_MAX) {
+    free(payload);
+    close(conn_fd);
+    return hutch_err_invalid(err, "the command and its environment exceed %u bytes",
+                             HUTCH_FRAME_MAX);
+  }
+  hutch_conn_init(&c.conn, conn_fd);
+  hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, EXEC_STREAM, payload, len);
+  free(payload);
 
   static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
   sigset_t set, old;

@@ -89,6 +89,8 @@ int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *
 
 ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
                      struct hutch_err *err) {
+  if (size == 0)
+    return hutch_err_invalid(err, "read %s: no room", name);
   _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     return hutch_err_set(err, errno, "open %s", name);
@@ -137,11 +139,15 @@ bool parse_milli(const char *s, uint64_t *out) {
       frac = frac * 10 + (i < fl ? (uint64_t)(f[i] - '0') : 0);
     }
   }
+  if (w > (UINT64_MAX - frac) / 1000)
+    return false;
   *out = w * 1000 + frac;
   return true;
 }
 
 void str_copy(char *dst, size_t size, const char *src) {
+  if (size == 0)
+    return;
   size_t n = strnlen(src, size - 1);
   memcpy(dst, src, n);
   dst[n] = '\0';

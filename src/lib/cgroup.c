@@ -183,8 +183,11 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
     char num[16];
     size_t n = strcspn(p, ",");
     uint64_t fd;
-    snprintf(num, sizeof num, "%.*s", (int)(n < 15 ? n : 15), p);
-    if (!parse_u64(num, &fd) || fd > 1024 || (c < CG_NCTL - 1 && p[n] != ','))
+    bool last = c == CG_NCTL - 1;
+    if (n >= sizeof num || (last ? p[n] != '\0' : p[n] != ','))
+      return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+    snprintf(num, sizeof num, "%.*s", (int)n, p);
+    if (!parse_u64(num, &fd) || fd > 1024)
       return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
     int same = -1;
     for (int i = 0; i < cg->nfd; i++)
@@ -195,7 +198,7 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
       cg->fd[same] = (int)fd;
     }
     cg->ctl[c] = (int8_t)same;
-    p += n + 1;
+    p += n + !last;
   }
   return 0;
 }

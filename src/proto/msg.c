@@ -19,12 +19,42 @@ const char *hutch_status_name(enum hutch_status s) {
   return (unsigned)s < ARRAY_SIZE(status_names) ? status_names[s] : "sandbox_error";
 }
 
+/* Length of the valid UTF-8 sequence at s, 0 if there is none. */
+static size_t utf8_seq(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || /* overlong, surrogate */
+      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))    /* overlong, > U+10FFFF */
+    return 0;
+  return n;
+}
+
+json_t *hutch_json_text(const char *s) {
+  json_t *j = json_string(s);
+  if (j)
+    return j;
+  char *copy = xstrdup(s);
+  for (unsigned char *p = (unsigned char *)copy; *p;) {
+    size_t n = utf8_seq(p);
+    if (n == 0)
+      *p = '?', n = 1;
+    p += n;
+  }
+  j = json_string(copy);
+  free(copy);
+  return j;
+}
+
 json_t *hutch_verdict_to_json(const struct hutch_verdict *v) {
-  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:s}", "status", hutch_status_name(v->status),
+  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:o}", "status", hutch_status_name(v->status),
                    "exit_code", v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(),
                    "signal", v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms",
                    v->wall_ms, "cpu_ms", v->cpu_ms, "peak_memory_kb",
-                   (json_int_t)v->peak_memory_kb, "message", v->message);
+                   (json_int_t)v->peak_memory_kb, "message", hutch_json_text(v->message));
 }
 
 int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err *err) {
@@ -48,29 +78,63 @@ int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err
   return 0;
 }
 
-static json_t *strv_to_json(char **v) {
+static json_t *utf8_string(const char *s, const char *what, struct hutch_err *err) {
+  json_t *j = json_string(s);
+  if (!j)
+    hutch_err_invalid(err, "%s is not valid UTF-8", what);
+  return j;
+}
+
+static json_t *strv_to_json(char **v, struct hutch_err *err) {
   json_t *a = json_array();
-  for (; v && *v; v++)
-    json_array_append_new(a, json_string(*v));
+  for (size_t i = 0; v && v[i]; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "argument %zu", i);
+    json_t *s = utf8_string(v[i], what, err);
+    if (!s) {
+      json_decref(a);
+      return NULL;
+    }
+    json_array_append_new(a, s);
+  }
   return a;
 }
 
-json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r) {
-  json_t *env = json_object();
-  for (char **e = r->env; e && *e; e++) {
+static json_t *env_to_json(char **env, struct hutch_err *err) {
+  json_t *o = json_object();
+  for (char **e = env; e && *e; e++) {
     const char *eq = strchr(*e, '=');
     if (!eq)
       continue;
     char *k = xasprintf("%.*s", (int)(eq - *e), *e);
-    json_object_set_new(env, k, json_string(eq + 1));
+    json_t *v = utf8_string(eq + 1, "an environment value", err);
+    int r = v ? json_object_set_new(o, k, v) : -1;
+    if (v && r < 0)
+      hutch_err_invalid(err, "environment variable %s: name is not valid UTF-8", k);
     free(k);
+    if (r < 0) {
+      json_decref(o);
+      return NULL;
+    }
   }
-  json_t *j = json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv",
-                        strv_to_json(r->argv), "env", env, "stdin", r->stdin_open,
-                        "timeout_ms", (json_int_t)r->timeout_ms, "cpu_ms",
-                        (json_int_t)r->cpu_ms, "output_limit", (json_int_t)r->output_limit);
-  if (r->cwd)
-    json_object_set_new(j, "cwd", json_string(r->cwd));
+  return o;
+}
+
+json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err) {
+  json_t *argv = strv_to_json(r->argv, err);
+  json_t *env = argv ? env_to_json(r->env, err) : NULL;
+  json_t *cwd = env && r->cwd ? utf8_string(r->cwd, "the working directory", err) : NULL;
+  if (!argv || !env || (r->cwd && !cwd)) {
+    json_decref(argv);
+    json_decref(env);
+    return NULL;
+  }
+  json_t *j = json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv", argv, "env",
+                        env, "stdin", r->stdin_open, "timeout_ms", (json_int_t)r->timeout_ms,
+                        "cpu_ms", (json_int_t)r->cpu_ms, "output_limit",
+                        (json_int_t)r->output_limit);
+  if (cwd)
+    json_object_set_new(j, "cwd", cwd);
   if (r->user)
     json_object_set_new(j, "user", json_string(r->user));
   if (r->pty)

@@ -45,9 +45,15 @@ struct hutch_exec_req {
   uint64_t timeout_ms, cpu_ms, output_limit; /* 0 = no limit */
 };
 
-json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r);
+/* NULL with err set when a string is not valid UTF-8: JSON cannot carry it,
+ * and dropping it would run another command. */
+json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err);
 int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err);
 void hutch_exec_req_free(struct hutch_exec_req *r);
+
+/* A JSON string of text that may not be valid UTF-8 (a message cut short,
+ * a file name a workload chose): invalid bytes become '?'. */
+json_t *hutch_json_text(const char *s);
 
 /* Serialize compactly into a malloc'd string (for a frame payload). */
 char *hutch_json_dump(json_t *j, size_t *len);
