@@ -49,8 +49,8 @@ struct hutch_cgroup_ops {
                     struct hutch_err *err);
   /* Let children of cg have their own controllers (v2 subtree_control). */
   int (*enable_children)(const struct hutch_cgroup *cg, struct hutch_err *err);
-  /* Move pid (0: the caller) into cg. */
-  int (*enter)(const struct hutch_cgroup *cg, pid_t pid, struct hutch_err *err);
+  /* Move the calling process, which must be single-threaded, into cg. */
+  int (*enter_self)(const struct hutch_cgroup *cg, struct hutch_err *err);
   int (*stats)(const struct hutch_cgroup *cg, struct hutch_cg_stats *s, struct hutch_err *err);
   /* SIGKILL every process in cg and its descendants, leaving none able to fork. */
   int (*kill_all)(const struct hutch_cgroup *cg, struct hutch_err *err);

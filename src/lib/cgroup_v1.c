@@ -93,11 +93,14 @@ static int v1_enable_children(const struct hutch_cgroup *cg, struct hutch_err *e
   return 0;
 }
 
-static int v1_enter(const struct hutch_cgroup *cg, pid_t pid, struct hutch_err *err) {
-  char v[16];
-  snprintf(v, sizeof v, "%d", (int)pid);
+/* A thread moving itself through `tasks` is the one migration the kernel
+ * does without taking cgroup_threadgroup_rwsem for writing, which waits for
+ * an RCU grace period (5-15 ms on an idle machine) whenever the lock has
+ * not been write-locked recently. For a single-threaded process, moving its
+ * one thread is moving the process. */
+static int v1_enter_self(const struct hutch_cgroup *cg, struct hutch_err *err) {
   for (int i = 0; i < cg->nfd; i++)
-    if (write_file_at(cg->fd[i], "cgroup.procs", v, err) < 0)
+    if (write_file_at(cg->fd[i], "tasks", "0", err) < 0)
       return -1;
   return 0;
 }
@@ -214,7 +217,7 @@ const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .rmchild = v1_rmchild,
     .set_limits = v1_set_limits,
     .enable_children = v1_enable_children,
-    .enter = v1_enter,
+    .enter_self = v1_enter_self,
     .stats = v1_stats,
     .kill_all = v1_kill_all,
     .populated = v1_populated,

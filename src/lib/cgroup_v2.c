@@ -71,10 +71,10 @@ static int v2_enable_children(const struct hutch_cgroup *cg, struct hutch_err *e
   return write_file_at(cg->fd[0], "cgroup.subtree_control", "+memory +pids +cpu", err);
 }
 
-static int v2_enter(const struct hutch_cgroup *cg, pid_t pid, struct hutch_err *err) {
-  char v[16];
-  snprintf(v, sizeof v, "%d", (int)pid);
-  return write_file_at(cg->fd[0], "cgroup.procs", v, err);
+/* hutch clones into the cgroup instead where it can (CLONE_INTO_CGROUP),
+ * which avoids the write lock a migration takes. */
+static int v2_enter_self(const struct hutch_cgroup *cg, struct hutch_err *err) {
+  return write_file_at(cg->fd[0], "cgroup.procs", "0", err);
 }
 
 static int v2_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
@@ -144,7 +144,7 @@ const struct hutch_cgroup_ops hutch_cgroup_v2_ops = {
     .rmchild = v2_rmchild,
     .set_limits = v2_set_limits,
     .enable_children = v2_enable_children,
-    .enter = v2_enter,
+    .enter_self = v2_enter_self,
     .stats = v2_stats,
     .kill_all = v2_kill_all,
     .populated = v2_populated,

@@ -11,7 +11,7 @@
  *     unprivileged host uid no other sandbox shares;
  *  4. exec the agent from a read-only mount, with only the fds it needs.
  * The agent runs in the sandbox cgroup from its first instruction: v2 clones
- * straight into it; v1 moves the child before letting it exec. */
+ * straight into it; on v1 the child moves itself there before anything else. */
 #include "spawn.h"
 
 #include <errno.h>
@@ -113,6 +113,9 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "setgroups");
     child_fail(sync, &err);
   }
+  /* v1 has no CLONE_INTO_CGROUP: the child moves itself, first thing. */
+  if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
+    child_fail(sync, &err);
   if (hutch_rootfs_setup(&s->rootfs, &err) < 0 || child_userns(sync, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
@@ -170,9 +173,6 @@ static int parent_recv(int sync, char expect, struct hutch_err *err) {
 
 static int parent_side(struct hutch_spawn *s, int sync, struct hutch_err *err) {
   uid_t base = s->rootfs.uid_base;
-  /* v1 has no CLONE_INTO_CGROUP: move the child before it may exec. */
-  if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter(s->agent_cg, s->pid, err) < 0)
-    return -1;
   int r = parent_recv(sync, SYNC_USERNS, err);
   if (r <= 0)
     return r < 0 ? -1 : hutch_err_set(err, 0, "sandbox setup: child exited");
