@@ -62,13 +62,16 @@ void job_free(struct agent *a, struct job *j) {
 }
 
 /* End the job's processes: the whole leaf cgroup, so nothing that left the
- * process group or the session survives. */
+ * process group or the session survives. The job's own process may not be
+ * in the leaf yet (on v1 it moves itself there after the fork), but then it
+ * has not run the workload either, so it cannot have children: killing it
+ * by pid covers that moment. */
 static void kill_job(struct job *j) {
   struct hutch_err ignored;
+  if (j->pid > 0)
+    kill(j->pid, SIGKILL);
   if (j->kind == JOB_EXEC && j->leaf.ops)
     j->leaf.ops->kill_all(&j->leaf, &ignored);
-  else if (j->pid > 0)
-    kill(j->pid, SIGKILL);
 }
 
 static void force_end(struct agent *a, struct job *j, enum hutch_status st, const char *fmt,
