@@ -1,7 +1,8 @@
 /* Test helper: create a sandbox and relay its agent connection over
  * stdin/stdout, so a test can speak the protocol itself. The sandbox is
- * destroyed when stdin ends. Usage: bridge [--memory MB] [--pids N]
- * [--disk MB]. Prints nothing but the agent's bytes; errors on stderr. */
+ * destroyed when stdin ends. Usage: bridge --agent PATH [--memory MB]
+ * [--pids N] [--disk MB]. Prints nothing but the agent's bytes; errors on
+ * stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,6 +28,10 @@ int main(int argc, char **argv) {
   struct hutch_sandbox_config cfg = {.die_with_parent = true};
   for (int i = 1; i + 1 < argc; i += 2) {
     uint64_t v;
+    if (strcmp(argv[i], "--agent") == 0) {
+      cfg.agent = argv[i + 1];
+      continue;
+    }
     if (!parse_u64(argv[i + 1], &v)) {
       fprintf(stderr, "bridge: bad value %s\n", argv[i + 1]);
       return 2;

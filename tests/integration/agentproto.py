@@ -30,7 +30,7 @@ class Frame:
 
 class Agent:
     def __init__(self, bridge, *args, auto_window=True):
-        self.proc = subprocess.Popen([bridge, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([*bridge, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.auto_window = auto_window
         self.queues = {}

@@ -85,7 +85,8 @@ def any_run(request, tmp_path):
 
 @pytest.fixture
 def bridge():
-    return str(BUILD / "tests" / "bridge")
+    """The command that starts a sandbox and relays its agent connection."""
+    return [str(BUILD / "tests" / "bridge"), "--agent", str(BUILD / "hutch-agent")]
 
 
 @pytest.fixture

@@ -93,6 +93,9 @@ def test_absolute_missing_path_is_127(run):
     (["--rootfs", "relative/dir", "--", "true"], "rootfs"),
     (["--verdict-json", "/no/such/dir/v.json", "--", "true"], "--verdict-json"),
     (["--", ""], "empty string"),
+    (["--", "echo", os.fsdecode(b"caf\xe9")], "argument 1 is not valid UTF-8"),
+    (["--env", os.fsdecode(b"X=\xff"), "--", "true"], "not valid UTF-8"),
+    (["--output-limit", "9999999999999999", "--", "true"], "more than 1 TiB"),
 ])
 def test_bad_input_is_one_line_and_125(any_run, args, says):
     r = any_run(args, verdict=False)
