@@ -469,7 +469,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
   struct job *j = job_new(a, id, JOB_EXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1}, slave = -1;
   snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
-  if (a->cg.ops->mkchild(&a->cg, j->leaf_name, &j->leaf, e) < 0) {
+  if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
     j->done = true;
     return hutch_err_wrap(e, "exec cgroup");
   }

@@ -17,6 +17,10 @@
 static const char *const ctl_names[CG_NCTL] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 #define HUTCH_CG_DIR "hutch"
 
+int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c) {
+  return cg->ctl[c] < 0 ? -1 : cg->fd[cg->ctl[c]];
+}
+
 void hutch_cgroup_close(struct hutch_cgroup *cg) {
   for (int i = 0; i < cg->nfd; i++)
     if (cg->fd[i] >= 0)
@@ -160,8 +164,11 @@ void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size) {
     return;
   }
   int n = snprintf(buf, size, "1:");
-  for (int c = 0; c < CG_NCTL && n > 0 && (size_t)n < size; c++)
-    n += snprintf(buf + n, size - (size_t)n, "%s%d", c ? "," : "", cg->fd[cg->ctl[c]]);
+  for (int c = 0; c < CG_NCTL && n > 0 && (size_t)n < size; c++) {
+    int fd = hutch_cg_fd(cg, c);
+    n += fd < 0 ? snprintf(buf + n, size - (size_t)n, "%s-", c ? "," : "")
+                : snprintf(buf + n, size - (size_t)n, "%s%d", c ? "," : "", fd);
+  }
 }
 
 int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
@@ -187,6 +194,11 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
     if (n >= sizeof num || (last ? p[n] != '\0' : p[n] != ','))
       return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
     snprintf(num, sizeof num, "%.*s", (int)n, p);
+    if (strcmp(num, "-") == 0 && c != CG_MEMORY) {
+      cg->ctl[c] = -1;
+      p += n + !last;
+      continue;
+    }
     if (!parse_u64(num, &fd) || fd > 1024)
       return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
     int same = -1;

@@ -3,8 +3,11 @@
  * held as directory fds (one per hierarchy), so that nothing here resolves a
  * path after the cgroup has been opened. libc only: the agent links this.
  *
- * Layout (docs/security.md): <root>/hutch/<slot>/ is a sandbox, with the
- * agent in <slot>/agent and each exec in its own leaf <slot>/e<N>. */
+ * Layout (docs/security.md): <root>/hutch/<slot>/ is a sandbox and each exec
+ * runs in its own leaf <slot>/e<N>. The agent runs in the sandbox cgroup on
+ * v1, and in a leaf <slot>/agent on v2, where only leaves hold processes.
+ * On v1 a cgroup exists only in the hierarchies of the controllers it is
+ * made for: every directory costs a mkdir, a migration and an rmdir. */
 #ifndef HUTCH_CGROUP_H
 #define HUTCH_CGROUP_H
 
@@ -16,12 +19,15 @@
 
 enum hutch_cg_ctl { CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG_NCTL };
 #define HUTCH_CG_MAXH CG_NCTL
+#define CG_BIT(c) (1u << (c))
+/* What an exec's leaf is for: its memory, its CPU time, stopping it. */
+#define CG_LEAF_CTLS (CG_BIT(CG_MEMORY) | CG_BIT(CG_CPUACCT) | CG_BIT(CG_FREEZER))
 
 struct hutch_cgroup {
   const struct hutch_cgroup_ops *ops;
   int nfd;
   int fd[HUTCH_CG_MAXH]; /* a directory fd per hierarchy; v2 uses fd[0] */
-  int8_t ctl[CG_NCTL];   /* v1: which fd holds each controller */
+  int8_t ctl[CG_NCTL];   /* which fd holds each controller, -1 when absent */
 };
 
 struct hutch_cg_limits {
@@ -39,9 +45,12 @@ struct hutch_cg_stats {
 
 struct hutch_cgroup_ops {
   const char *name;
-  int (*mkchild)(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
-                 struct hutch_err *err);
-  /* Open an existing child. */
+  bool leaves_only; /* processes may live only in leaf cgroups (v2) */
+  /* Create a child for the controllers in ctls (a CG_BIT mask; v2 has them
+   * all). It fails with EEXIST if the name is taken. */
+  int (*mkchild)(const struct hutch_cgroup *parent, const char *name, unsigned ctls,
+                 struct hutch_cgroup *child, struct hutch_err *err);
+  /* Open an existing child where it exists; its memory controller must. */
   int (*open)(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
               struct hutch_err *err);
   int (*rmchild)(const struct hutch_cgroup *parent, const char *name, struct hutch_err *err);
@@ -54,6 +63,7 @@ struct hutch_cgroup_ops {
   int (*stats)(const struct hutch_cgroup *cg, struct hutch_cg_stats *s, struct hutch_err *err);
   /* SIGKILL every process in cg and its descendants, leaving none able to fork. */
   int (*kill_all)(const struct hutch_cgroup *cg, struct hutch_err *err);
+  /* Whether any process is in cg or below it. */
   bool (*populated)(const struct hutch_cgroup *cg);
   /* Hand cg to uid:gid so it can make children and move its own processes. */
   int (*delegate)(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err);
@@ -66,9 +76,11 @@ extern const struct hutch_cgroup_ops hutch_cgroup_v2_ops;
  * cgroup under them: <hierarchy>/hutch. */
 int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err);
 void hutch_cgroup_close(struct hutch_cgroup *cg);
+/* The fd of the hierarchy holding controller c, -1 when cg lacks it. */
+int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c);
 
-/* The fds of a cgroup as text, to pass across exec ("1:4,5,6,6,7" or "2:4"),
- * and back. The spec names fd numbers in controller order. */
+/* The fds of a cgroup as text, to pass across exec ("1:4,5,-,6,7" or "2:4"),
+ * and back. The spec names fd numbers in controller order, "-" for absent. */
 void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size);
 int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err);
 

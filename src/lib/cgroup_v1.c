@@ -12,39 +12,63 @@
 #include "cleanup.h"
 #include "util.h"
 
-#define FD(cg, c) ((cg)->fd[(cg)->ctl[c]])
+#define FD(cg, c) hutch_cg_fd(cg, c)
 
-static int v1_open(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
-                   struct hutch_err *err) {
+/* Open dirfd/name in every hierarchy of parent where want(i) holds and the
+ * directory exists; a controller's index is -1 where it was not opened. */
+static int open_where(const struct hutch_cgroup *parent, const char *name, const bool *want,
+                      struct hutch_cgroup *child, struct hutch_err *err) {
   memset(child, 0, sizeof *child);
   child->ops = parent->ops;
-  memcpy(child->ctl, parent->ctl, sizeof child->ctl);
+  int8_t index[HUTCH_CG_MAXH];
   for (int i = 0; i < parent->nfd; i++) {
+    index[i] = -1;
+    if (!want[i])
+      continue;
     int fd = openat(parent->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+      continue;
     if (fd < 0) {
       int e = errno;
       hutch_cgroup_close(child);
-      if (e == ENOENT)
-        return hutch_err_not_found(err, "cgroup %s", name);
       return hutch_err_set(err, e, "open cgroup %s", name);
     }
+    index[i] = (int8_t)child->nfd;
     child->fd[child->nfd++] = fd;
+  }
+  for (int c = 0; c < CG_NCTL; c++)
+    child->ctl[c] = parent->ctl[c] < 0 ? -1 : index[parent->ctl[c]];
+  if (child->ctl[CG_MEMORY] < 0) {
+    hutch_cgroup_close(child);
+    return hutch_err_not_found(err, "cgroup %s", name);
   }
   return 0;
 }
 
-static int v1_mkchild(const struct hutch_cgroup *parent, const char *name,
+static int v1_open(const struct hutch_cgroup *parent, const char *name, struct hutch_cgroup *child,
+                   struct hutch_err *err) {
+  bool all[HUTCH_CG_MAXH] = {true, true, true, true, true};
+  return open_where(parent, name, all, child, err);
+}
+
+static int v1_mkchild(const struct hutch_cgroup *parent, const char *name, unsigned ctls,
                       struct hutch_cgroup *child, struct hutch_err *err) {
+  bool want[HUTCH_CG_MAXH] = {false};
+  for (int c = 0; c < CG_NCTL; c++)
+    if ((ctls & CG_BIT(c)) && parent->ctl[c] >= 0)
+      want[parent->ctl[c]] = true;
   for (int i = 0; i < parent->nfd; i++)
-    if (mkdirat(parent->fd[i], name, 0755) < 0) {
+    if (want[i] && mkdirat(parent->fd[i], name, 0755) < 0) {
       int e = errno;
       for (int j = 0; j < i; j++)
-        unlinkat(parent->fd[j], name, AT_REMOVEDIR);
+        if (want[j])
+          unlinkat(parent->fd[j], name, AT_REMOVEDIR);
       return hutch_err_set(err, e, "create cgroup %s", name);
     }
-  if (v1_open(parent, name, child, err) < 0) {
+  if (open_where(parent, name, want, child, err) < 0) {
     for (int i = 0; i < parent->nfd; i++)
-      unlinkat(parent->fd[i], name, AT_REMOVEDIR);
+      if (want[i])
+        unlinkat(parent->fd[i], name, AT_REMOVEDIR);
     return -1;
   }
   return 0;
@@ -80,6 +104,8 @@ static int v1_set_limits(const struct hutch_cgroup *cg, const struct hutch_cg_li
       return -1;
   }
   if (l->cpu_milli) {
+    if (FD(cg, CG_CPU) < 0)
+      return hutch_err_set(err, 0, "cgroup made without the cpu controller");
     snprintf(v, sizeof v, "%llu", (unsigned long long)(l->cpu_milli * 100));
     if (write_file_at(FD(cg, CG_CPU), "cpu.cfs_period_us", "100000", err) < 0 ||
         write_file_at(FD(cg, CG_CPU), "cpu.cfs_quota_us", v, err) < 0)
@@ -212,6 +238,7 @@ static int v1_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
 
 const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .name = "v1",
+    .leaves_only = false,
     .mkchild = v1_mkchild,
     .open = v1_open,
     .rmchild = v1_rmchild,

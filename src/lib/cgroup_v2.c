@@ -22,11 +22,13 @@ static int v2_open(const struct hutch_cgroup *parent, const char *name, struct h
   }
   child->fd[0] = fd;
   child->nfd = 1;
+  memset(child->ctl, 0, sizeof child->ctl);
   return 0;
 }
 
-static int v2_mkchild(const struct hutch_cgroup *parent, const char *name,
+static int v2_mkchild(const struct hutch_cgroup *parent, const char *name, unsigned ctls,
                       struct hutch_cgroup *child, struct hutch_err *err) {
+  (void)ctls; /* one hierarchy holds them all */
   if (mkdirat(parent->fd[0], name, 0755) < 0)
     return hutch_err_set(err, errno, "create cgroup %s", name);
   if (v2_open(parent, name, child, err) < 0) {
@@ -139,6 +141,7 @@ static int v2_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
 
 const struct hutch_cgroup_ops hutch_cgroup_v2_ops = {
     .name = "v2",
+    .leaves_only = true,
     .mkchild = v2_mkchild,
     .open = v2_open,
     .rmchild = v2_rmchild,

@@ -373,21 +373,30 @@ static int loopback_up(struct hutch_err *err) {
   return 0;
 }
 
-int hutch_rootfs_setup(struct hutch_rootfs *r, struct hutch_err *err) {
+int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
   /* Nothing done below may propagate back to the host's mounts. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     return hutch_err_set(err, errno, "make mounts private");
-  _cleanup_close_ int root = mount_storage(r, err);
-  if (root < 0)
+  r->root_fd = mount_storage(r, err);
+  if (r->root_fd < 0)
     return -1;
-  if (!r->cfg->rootfs && mount_host_template(root, err) < 0)
+  if (!r->cfg->rootfs && mount_host_template(r->root_fd, err) < 0)
     return hutch_err_wrap(err, "host template");
-  if (mount_fresh(root, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, proc_masked,
-                  err) < 0 ||
-      mount_fresh(root, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-                  sys_masked, err) < 0 ||
-      mount_dev(r, root, err) < 0 || mount_user_binds(r, root, err) < 0 || pivot(root, err) < 0)
+  if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                  proc_masked, err) < 0 ||
+      mount_dev(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0)
     return -1;
+  return 0;
+}
+
+int hutch_rootfs_enter(struct hutch_rootfs *r, struct hutch_err *err) {
+  /* sysfs shows the network devices of the namespace it is mounted from. */
+  if (mount_fresh(r->root_fd, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                  sys_masked, err) < 0 ||
+      pivot(r->root_fd, err) < 0)
+    return -1;
+  close(r->root_fd);
+  r->root_fd = -1;
   if (sethostname(r->hostname, strlen(r->hostname)) < 0)
     return hutch_err_set(err, errno, "sethostname");
   return loopback_up(err);

@@ -22,8 +22,14 @@ struct hutch_rootfs {
   uid_t uid_base;
   const int *bind_userns; /* per bind: a user namespace fd for its idmap, or -1 */
   int agent_fd;           /* out: the agent binary, on a read-only mount */
+  int root_fd;            /* the new root, between prepare and enter */
 };
 
-int hutch_rootfs_setup(struct hutch_rootfs *r, struct hutch_err *err);
+/* Everything that does not depend on the network namespace: storage, the
+ * template, /proc, /dev, the caller's binds. */
+int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err);
+/* In the sandbox's network namespace: /sys, the pivot into the new root,
+ * the hostname, loopback up. */
+int hutch_rootfs_enter(struct hutch_rootfs *r, struct hutch_err *err);
 
 #endif

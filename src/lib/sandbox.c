@@ -140,27 +140,35 @@ static void new_id(char id[17]) {
     snprintf(id + 2 * i, 3, "%02x", b[i]);
 }
 
-/* The sandbox cgroup, limited, with the agent's leaf below it, delegated to
- * the sandbox's root so the agent can make one leaf per exec. */
-static int make_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
-                       struct hutch_cgroup *agent_cg, struct hutch_err *err) {
-  const struct hutch_cgroup_ops *ops;
-  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids, cfg->cpu_milli};
+/* Before the clone: a slot, its cgroup for the controllers this sandbox
+ * needs (cpu only with a CPU limit), and on v2 the agent's leaf, which the
+ * agent is cloned into. On v1 the agent lives in the sandbox cgroup. */
+static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                        struct hutch_cgroup *agent_cg, struct hutch_err *err) {
+  unsigned ctls = CG_BIT(CG_MEMORY) | CG_BIT(CG_PIDS) | CG_BIT(CG_CPUACCT) | CG_BIT(CG_FREEZER) |
+                  (cfg->cpu_milli ? CG_BIT(CG_CPU) : 0);
   if (hutch_cgroup_open_root(&sb->root, err) < 0)
     return -1;
-  ops = sb->root.ops;
-  hutch_gc(&sb->root);
-  sb->lock_fd = hutch_slot_claim(&sb->root, &sb->slot, &sb->cg, err);
+  sb->lock_fd = hutch_slot_claim(&sb->root, ctls, &sb->slot, &sb->cg, err);
   if (sb->lock_fd < 0)
     return -1;
   sb->uid_base = HUTCH_UID_BASE + sb->slot * HUTCH_ID_RANGE;
-  if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->mkchild(&sb->cg, "agent", agent_cg, err) < 0)
+  if (sb->root.ops->leaves_only && sb->root.ops->mkchild(&sb->cg, "agent", ctls, agent_cg, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
-  if (ops->enable_children(&sb->cg, err) < 0 ||
-      ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0) {
-    hutch_cgroup_close(agent_cg);
+  return 0;
+}
+
+/* While the sandbox's first process builds its root (it cannot exec the
+ * agent before hutch_spawn_finish): the limits, the delegation that lets the
+ * agent make a leaf per exec, and collecting what crashed runs left. */
+static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                         struct hutch_err *err) {
+  const struct hutch_cgroup_ops *ops = sb->cg.ops;
+  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids, cfg->cpu_milli};
+  if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->enable_children(&sb->cg, err) < 0 ||
+      ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
-  }
+  hutch_gc(&sb->root);
   return 0;
 }
 
@@ -212,7 +220,13 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
                  .uid_base = sb->uid_base, .bind_userns = userns, .agent_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1],
   };
-  int r = hutch_spawn_agent(&s, err);
+  int r = hutch_spawn_start(&s, err);
+  if (r == 0 && finish_cgroup(cfg, sb, err) < 0) {
+    hutch_spawn_abort(&s);
+    r = -1;
+  } else if (r == 0) {
+    r = hutch_spawn_finish(&s, err);
+  }
   close(sv[1]);
   close_fds(userns, cfg->nbinds);
   if (r < 0) {
@@ -228,16 +242,18 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
 int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                          struct hutch_err *err) {
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
-  struct hutch_cgroup agent_cg = {0};
+  struct hutch_cgroup leaf = {0};
   sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
   new_id(sb->id);
-  if (make_cgroup(cfg, sb, &agent_cg, err) < 0 || start_agent(cfg, sb, &agent_cg, err) < 0) {
+  int r = claim_cgroup(cfg, sb, &leaf, err);
+  if (r == 0)
+    r = start_agent(cfg, sb, leaf.ops ? &leaf : &sb->cg, err);
+  hutch_cgroup_close(&leaf);
+  if (r < 0) {
     struct hutch_err ignored;
-    hutch_cgroup_close(&agent_cg);
     hutch_sandbox_destroy(sb, &ignored);
     return -1;
   }
-  hutch_cgroup_close(&agent_cg);
   *out = sb;
   return 0;
 }
@@ -254,9 +270,8 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
       ;
     close(sb->pidfd);
   }
+  /* No process is left: they were all in the agent's pid namespace. */
   if (sb->cg.ops) {
-    if (sb->cg.ops->populated(&sb->cg) && sb->cg.ops->kill_all(&sb->cg, err) < 0)
-      ret = -1;
     hutch_cgroup_close(&sb->cg);
     if (hutch_slot_remove(&sb->root, sb->slot, err) < 0)
       ret = -1;

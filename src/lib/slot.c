@@ -19,8 +19,8 @@
  * taken the lock yet. */
 #define GC_MIN_AGE_S 10
 
-int hutch_slot_claim(const struct hutch_cgroup *root, unsigned *slot, struct hutch_cgroup *cg,
-                     struct hutch_err *err) {
+int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *slot,
+                     struct hutch_cgroup *cg, struct hutch_err *err) {
   unsigned start = 0;
   if (getrandom(&start, sizeof start, 0) < 0)
     start = (unsigned)now_ns();
@@ -28,13 +28,13 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned *slot, struct hut
     unsigned s = (start + i) % HUTCH_SLOTS;
     char name[16];
     snprintf(name, sizeof name, "%u", s);
-    if (root->ops->mkchild(root, name, cg, err) < 0) {
+    if (root->ops->mkchild(root, name, ctls, cg, err) < 0) {
       memset(cg, 0, sizeof *cg);
       if (err->errnum == EEXIST)
         continue;
       return -1;
     }
-    int lock = openat(cg->fd[0], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int lock = openat(hutch_cg_fd(cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0) {
       /* Only the collector locks a fresh cgroup, and it skips fresh ones. */
       hutch_err_set(err, errno, "lock sandbox cgroup %s", name);
@@ -82,19 +82,19 @@ static bool collectable(const struct hutch_cgroup *root, const char *name) {
   struct stat st;
   struct hutch_cgroup cg;
   struct hutch_err ignored;
-  if (fstatat(root->fd[0], name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+  if (fstatat(hutch_cg_fd(root, CG_MEMORY), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
       st.st_mtime > time(NULL) - GC_MIN_AGE_S)
     return false;
   if (root->ops->open(root, name, &cg, &ignored) < 0)
     return true; /* half-made: missing from a hierarchy */
-  _cleanup_close_ int lock = openat(cg.fd[0], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int lock = openat(hutch_cg_fd(&cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   bool free = lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0 && !root->ops->populated(&cg);
   hutch_cgroup_close(&cg);
   return free;
 }
 
 void hutch_gc(const struct hutch_cgroup *root) {
-  int dup = openat(root->fd[0], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dup = openat(hutch_cg_fd(root, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
   if (!d) {
     if (dup >= 0)

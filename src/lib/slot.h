@@ -13,9 +13,10 @@
 #define HUTCH_UID_BASE 0x70000000u
 #define HUTCH_SLOTS 4000u
 
-/* Create a free slot's cgroup under root and lock it. Returns the locked fd. */
-int hutch_slot_claim(const struct hutch_cgroup *root, unsigned *slot, struct hutch_cgroup *cg,
-                     struct hutch_err *err);
+/* Create a free slot's cgroup under root, for the controllers in ctls, and
+ * lock it. Returns the locked fd. */
+int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *slot,
+                     struct hutch_cgroup *cg, struct hutch_err *err);
 /* Remove the slot's cgroup and everything below it (all must be empty). */
 int hutch_slot_remove(const struct hutch_cgroup *root, unsigned slot, struct hutch_err *err);
 

@@ -1,10 +1,12 @@
 /* The sandbox's first process, from clone to the agent's exec.
  *
  * Order matters for what the sandbox can reach:
- *  1. clone into new mount, pid, net, ipc and uts namespaces, still as host
- *     root in the host's user namespace: those namespaces belong to the host
- *     user namespace, so nothing inside can ever mount, change the network
- *     or the hostname, whatever capabilities it later holds in its own;
+ *  1. clone into new mount, pid, ipc and uts namespaces, and join a
+ *     network namespace the parent makes meanwhile (the costliest to make),
+ *     all as host root in the host's user namespace: those namespaces
+ *     belong to the host user namespace, so nothing inside can ever mount,
+ *     change the network or the hostname, whatever capabilities it later
+ *     holds in its own;
  *  2. build the root filesystem and pivot into it (rootfs.c);
  *  3. unshare a user namespace, which the parent maps onto this sandbox's
  *     own host id range: from here on, even "root" inside is an
@@ -38,6 +40,7 @@
 #endif
 
 /* Messages on the sync socket (SOCK_SEQPACKET: one message per send). */
+#define SYNC_NETNS 'N'  /* parent -> child: the network namespace, as an fd */
 #define SYNC_USERNS 'U' /* child -> parent: user namespace made, map it */
 #define SYNC_GO 'G'     /* parent -> child: mapped and in the cgroup */
 #define SYNC_ERROR 'E'  /* child -> parent: kind byte, then the message */
@@ -93,6 +96,29 @@ static int child_fds(struct hutch_spawn *s, int *sync, struct hutch_err *err) {
   return 0;
 }
 
+static int child_join_netns(int sync, struct hutch_err *err) {
+  char c = 0;
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = {&c, 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                     .msg_controllen = sizeof u.buf};
+  if (recvmsg(sync, &m, MSG_CMSG_CLOEXEC) != 1 || c != SYNC_NETNS)
+    _exit(125); /* the parent is gone, or failed and will say why */
+  struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+  if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+    return hutch_err_set(err, EPROTO, "no network namespace from the parent");
+  int fd;
+  memcpy(&fd, CMSG_DATA(h), sizeof fd);
+  int r = setns(fd, CLONE_NEWNET);
+  close(fd);
+  if (r < 0)
+    return hutch_err_set(err, errno, "join the network namespace");
+  return 0;
+}
+
 static int child_userns(int sync, struct hutch_err *err) {
   char c;
   if (unshare(CLONE_NEWUSER) < 0)
@@ -116,7 +142,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   /* v1 has no CLONE_INTO_CGROUP: the child moves itself, first thing. */
   if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
-  if (hutch_rootfs_setup(&s->rootfs, &err) < 0 || child_userns(sync, &err) < 0)
+  if (hutch_rootfs_prepare(&s->rootfs, &err) < 0 || child_join_netns(sync, &err) < 0 ||
+      hutch_rootfs_enter(&s->rootfs, &err) < 0 || child_userns(sync, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
    * parent was still there when it was set. */
@@ -171,29 +198,54 @@ static int parent_recv(int sync, char expect, struct hutch_err *err) {
   return hutch_err_set(err, EPROTO, "sandbox setup: unexpected message");
 }
 
-static int parent_side(struct hutch_spawn *s, int sync, struct hutch_err *err) {
-  uid_t base = s->rootfs.uid_base;
-  int r = parent_recv(sync, SYNC_USERNS, err);
-  if (r <= 0)
-    return r < 0 ? -1 : hutch_err_set(err, 0, "sandbox setup: child exited");
-  if (write_map(s->pid, "uid_map", base, err) < 0 || write_map(s->pid, "gid_map", base, err) < 0)
-    return -1;
-  char go = SYNC_GO;
-  if (send(sync, &go, 1, MSG_NOSIGNAL) != 1)
-    return hutch_err_set(err, errno, "sandbox setup");
-  /* The sync socket is close-on-exec: end of stream means the agent runs. */
-  r = parent_recv(sync, 0, err);
-  return r == 0 ? 0 : -1;
+/* The network namespace is made by a thread of the parent, on the CPU the
+ * child is not using, while the child builds its root. A thread because
+ * unshare(CLONE_NEWNET) moves only the calling thread, and a short-lived
+ * one so that no thread of hutch stays in it. */
+static void *make_netns(void *arg) {
+  struct hutch_spawn *s = arg;
+  if (unshare(CLONE_NEWNET) < 0 ||
+      (s->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+    s->netns_errno = errno;
+  return NULL;
 }
 
-int hutch_spawn_agent(struct hutch_spawn *s, struct hutch_err *err) {
+static void join_netns(struct hutch_spawn *s) {
+  if (s->netns_running)
+    pthread_join(s->netns_thread, NULL);
+  s->netns_running = false;
+}
+
+static int send_netns(struct hutch_spawn *s, struct hutch_err *err) {
+  join_netns(s);
+  if (s->netns_fd < 0)
+    return hutch_err_set(err, s->netns_errno, "make the network namespace");
+  char c = SYNC_NETNS;
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u = {0};
+  struct iovec iov = {&c, 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                     .msg_controllen = sizeof u.buf};
+  struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+  h->cmsg_level = SOL_SOCKET;
+  h->cmsg_type = SCM_RIGHTS;
+  h->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(h), &s->netns_fd, sizeof(int));
+  ssize_t n = sendmsg(s->sync_fd, &m, MSG_NOSIGNAL);
+  close(s->netns_fd);
+  s->netns_fd = -1;
+  return n == 1 ? 0 : hutch_err_set(err, errno, "send the network namespace");
+}
+
+int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return hutch_err_set(err, errno, "socketpair");
   int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
   s->pidfd = -1;
-  s->pid = clone3_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS,
-                        cgfd, &s->pidfd);
+  s->pid = clone3_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd, &s->pidfd);
   if (s->pid == 0) {
     close(sv[0]);
     child_main(s, sv[1]);
@@ -203,15 +255,59 @@ int hutch_spawn_agent(struct hutch_spawn *s, struct hutch_err *err) {
     close(sv[0]);
     return hutch_err_set(err, errno, "clone sandbox");
   }
-  int r = parent_side(s, sv[0], err);
-  close(sv[0]);
+  s->sync_fd = sv[0];
+  s->netns_fd = -1;
+  int e = pthread_create(&s->netns_thread, NULL, make_netns, s);
+  if (e != 0) {
+    hutch_spawn_abort(s);
+    return hutch_err_set(err, e, "start the network namespace thread");
+  }
+  s->netns_running = true;
+  return 0;
+}
+
+void hutch_spawn_abort(struct hutch_spawn *s) {
+  join_netns(s);
+  if (s->netns_fd >= 0)
+    close(s->netns_fd);
+  s->netns_fd = -1;
+  syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+  waitpid(s->pid, NULL, 0);
+  close(s->pidfd);
+  close(s->sync_fd);
+  s->pidfd = s->sync_fd = -1;
+}
+
+int hutch_spawn_finish(struct hutch_spawn *s, struct hutch_err *err) {
+  uid_t base = s->rootfs.uid_base;
+  struct hutch_err send_err = {0};
+  int r;
+  if (send_netns(s, &send_err) < 0) {
+    /* The child may have failed first: then its reason is the one to give. */
+    r = parent_recv(s->sync_fd, SYNC_USERNS, err);
+    if (r >= 0) {
+      *err = send_err;
+      r = -1;
+    }
+  } else {
+    r = parent_recv(s->sync_fd, SYNC_USERNS, err);
+  }
+  if (r == 0)
+    r = hutch_err_set(err, 0, "sandbox setup: child exited");
+  if (r > 0 && (write_map(s->pid, "uid_map", base, err) < 0 || write_map(s->pid, "gid_map", base, err) < 0))
+    r = -1;
+  char go = SYNC_GO;
+  if (r > 0 && send(s->sync_fd, &go, 1, MSG_NOSIGNAL) != 1)
+    r = hutch_err_set(err, errno, "sandbox setup");
+  /* The sync socket is close-on-exec: end of stream means the agent runs. */
+  if (r > 0)
+    r = parent_recv(s->sync_fd, 0, err) == 0 ? 0 : -1;
   if (r < 0) {
-    syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
-    waitpid(s->pid, NULL, 0);
-    close(s->pidfd);
-    s->pidfd = -1;
+    hutch_spawn_abort(s);
     return -1;
   }
+  close(s->sync_fd);
+  s->sync_fd = -1;
   return 0;
 }
 

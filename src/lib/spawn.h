@@ -3,6 +3,9 @@
 #ifndef HUTCH_SPAWN_H
 #define HUTCH_SPAWN_H
 
+#include <pthread.h>
+#include <stdbool.h>
+
 #include "err.h"
 #include "rootfs.h"
 #include "sandbox.h"
@@ -15,9 +18,20 @@ struct hutch_spawn {
   /* out */
   pid_t pid;
   int pidfd;
+  /* between start and finish */
+  int sync_fd;
+  pthread_t netns_thread;
+  bool netns_running;
+  int netns_fd, netns_errno;
 };
 
-int hutch_spawn_agent(struct hutch_spawn *s, struct hutch_err *err);
+/* Clone the sandbox's first process, which starts building the sandbox at
+ * once. The caller may work meanwhile (on another CPU), then must call
+ * hutch_spawn_finish (or hutch_spawn_abort) to map its user namespace and
+ * let it exec the agent. */
+int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err);
+int hutch_spawn_finish(struct hutch_spawn *s, struct hutch_err *err);
+void hutch_spawn_abort(struct hutch_spawn *s);
 
 /* A user namespace mapping one host uid/gid to another, for idmapped binds. */
 int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_err *err);

@@ -4,6 +4,7 @@ user, flow control, and a client that misbehaves."""
 import hashlib
 import json
 import os
+import queue
 import struct
 import threading
 import time
@@ -162,7 +163,7 @@ def test_flow_control_blocks_the_writer_not_the_agent(bridge):
         while True:
             try:
                 f = a.next_frame(1, timeout=0.5)
-            except Exception:
+            except queue.Empty:
                 break
             got += len(f.payload) if f.type == STDOUT else 0
         assert got <= WINDOW_INITIAL, got  # never more than the window

@@ -89,15 +89,14 @@ def test_posture_inside(run, tmp_path, user):
     assert all(line.endswith(":/") for line in got["cgroup"].split()), got["cgroup"]
 
 
-def sandbox_cgroup_procs():
-    """Host pids in sandbox cgroups, by leaf: {"agent": [...], "e0": [...]}."""
-    found = {}
+def sandbox_processes():
+    """Host pids of every process in a sandbox cgroup: (agents, workloads)."""
+    pids = set()
     for root in cgroup_roots():
-        for leaf in (root / "hutch").glob("*/*"):
-            if leaf.is_dir():
-                pids = [int(p) for p in (leaf / "cgroup.procs").read_text().split()]
-                found.setdefault(leaf.name, set()).update(pids)
-    return found
+        for procs in (root / "hutch").glob("*/**/cgroup.procs"):
+            pids.update(int(p) for p in procs.read_text().split())
+    agents = {p for p in pids if pathlib.Path(f"/proc/{p}/comm").read_text().strip() == "hutch-agent"}
+    return agents, pids - agents
 
 
 def status_of(pid):
@@ -113,10 +112,8 @@ def test_posture_outside():
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert p.stdout.readline() == b"ready\n"
-        leaves = sandbox_cgroup_procs()
-        agent = leaves.get("agent", set())
-        workload = set().union(*(v for k, v in leaves.items() if k.startswith("e")))
-        assert len(agent) == 1 and workload, leaves
+        agent, workload = sandbox_processes()
+        assert len(agent) == 1 and workload, (agent, workload)
         (agent_pid,) = agent
         a = status_of(agent_pid)
         base = int(a["Uid"].split()[0])
@@ -154,8 +151,8 @@ def test_sandboxes_get_distinct_ids(tmp_path):
     try:
         for p in procs:
             assert p.stdout.readline() == b"1000\n"
-        leaves = sandbox_cgroup_procs()
-        uids = {int(status_of(pid)["Uid"].split()[0]) for pid in leaves.get("agent", ())}
+        agents, _ = sandbox_processes()
+        uids = {int(status_of(pid)["Uid"].split()[0]) for pid in agents}
         assert len(uids) == 3 and all(u >= UID_BASE for u in uids), uids
     finally:
         for p in procs:
