@@ -26,7 +26,7 @@
 
 #include "agent.h"
 #include "layout.h"
-#include "seccomp.h"
+#include "seccomp_install.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -200,7 +200,7 @@ void child_run(const struct child_plan *plan) {
     fail(p, 126, "cannot change to directory %s", cwd);
   umask(022);
   close_agent_fds(p);
-  if (agent_seccomp_apply() < 0)
+  if (hutch_seccomp_install_workload() < 0)
     fail(p, 125, "%s", "install the seccomp filter");
   if (p->kind == JOB_FILE)
     _exit(files_run(p->file_req, 1, 0, p->report_fd) == 0 ? 0 : 1);

@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "netns.h"
 #include "rootfs.h"
 #include "slot.h"
 #include "spawn.h"
@@ -192,7 +193,8 @@ static void close_fds(int *fds, size_t n) {
 }
 
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
-                       const struct hutch_cgroup *agent_cg, struct hutch_err *err) {
+                       const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
+                       struct hutch_err *err) {
   _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_template_host(cfg->state_dir, err);
   _cleanup_free_ char *agent = agent_path(cfg, err);
   if (!tpl || !agent)
@@ -220,13 +222,15 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
                  .uid_base = sb->uid_base, .bind_userns = userns, .agent_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1],
   };
-  int r = hutch_spawn_start(&s, err);
-  if (r == 0 && finish_cgroup(cfg, sb, err) < 0) {
+  int r = hutch_spawn_start(&s, err), netns = -1;
+  if (r == 0 && (finish_cgroup(cfg, sb, err) < 0 || (netns = hutch_netns_take(net, err)) < 0)) {
     hutch_spawn_abort(&s);
     r = -1;
   } else if (r == 0) {
-    r = hutch_spawn_finish(&s, err);
+    r = hutch_spawn_finish(&s, netns, err);
   }
+  if (netns >= 0)
+    close(netns);
   close(sv[1]);
   close_fds(userns, cfg->nbinds);
   if (r < 0) {
@@ -243,12 +247,15 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
                          struct hutch_err *err) {
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
   struct hutch_cgroup leaf = {0};
+  struct hutch_netns net;
   sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
   new_id(sb->id);
-  int r = claim_cgroup(cfg, sb, &leaf, err);
-  if (r == 0)
-    r = start_agent(cfg, sb, leaf.ops ? &leaf : &sb->cg, err);
+  /* First, so that the kernel makes it while everything else is prepared. */
+  int r = hutch_netns_begin(&net, err);
+  if (r == 0 && (r = claim_cgroup(cfg, sb, &leaf, err)) == 0)
+    r = start_agent(cfg, sb, leaf.ops ? &leaf : &sb->cg, &net, err);
   hutch_cgroup_close(&leaf);
+  hutch_netns_reap(&net);
   if (r < 0) {
     struct hutch_err ignored;
     hutch_sandbox_destroy(sb, &ignored);

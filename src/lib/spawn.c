@@ -33,6 +33,7 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "seccomp_install.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -124,8 +125,14 @@ static int child_userns(int sync, struct hutch_err *err) {
   if (unshare(CLONE_NEWUSER) < 0)
     return hutch_err_set(err, errno, "unshare user namespace");
   c = SYNC_USERNS;
-  if (send(sync, &c, 1, MSG_NOSIGNAL) != 1 || recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
+  if (send(sync, &c, 1, MSG_NOSIGNAL) != 1)
     _exit(125); /* the parent is gone */
+  /* The agent's filter, while the parent writes the id maps: it stays on
+   * through the exec, and every workload inherits it under its own. */
+  if (hutch_seccomp_install_agent() < 0)
+    return hutch_err_set(err, errno, "install the agent's seccomp filter");
+  if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
+    _exit(125);
   if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
     return hutch_err_set(err, errno, "become the sandbox's root");
   return 0;
@@ -198,28 +205,8 @@ static int parent_recv(int sync, char expect, struct hutch_err *err) {
   return hutch_err_set(err, EPROTO, "sandbox setup: unexpected message");
 }
 
-/* The network namespace is made by a thread of the parent, on the CPU the
- * child is not using, while the child builds its root. A thread because
- * unshare(CLONE_NEWNET) moves only the calling thread, and a short-lived
- * one so that no thread of hutch stays in it. */
-static void *make_netns(void *arg) {
-  struct hutch_spawn *s = arg;
-  if (unshare(CLONE_NEWNET) < 0 ||
-      (s->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-    s->netns_errno = errno;
-  return NULL;
-}
-
-static void join_netns(struct hutch_spawn *s) {
-  if (s->netns_running)
-    pthread_join(s->netns_thread, NULL);
-  s->netns_running = false;
-}
-
-static int send_netns(struct hutch_spawn *s, struct hutch_err *err) {
-  join_netns(s);
-  if (s->netns_fd < 0)
-    return hutch_err_set(err, s->netns_errno, "make the network namespace");
+/* The network namespace travels to the child as an fd (netns.c made it). */
+static int send_netns(struct hutch_spawn *s, int fd, struct hutch_err *err) {
   char c = SYNC_NETNS;
   union {
     struct cmsghdr h;
@@ -232,10 +219,8 @@ static int send_netns(struct hutch_spawn *s, struct hutch_err *err) {
   h->cmsg_level = SOL_SOCKET;
   h->cmsg_type = SCM_RIGHTS;
   h->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(h), &s->netns_fd, sizeof(int));
+  memcpy(CMSG_DATA(h), &fd, sizeof(int));
   ssize_t n = sendmsg(s->sync_fd, &m, MSG_NOSIGNAL);
-  close(s->netns_fd);
-  s->netns_fd = -1;
   return n == 1 ? 0 : hutch_err_set(err, errno, "send the network namespace");
 }
 
@@ -256,21 +241,10 @@ int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err) {
     return hutch_err_set(err, errno, "clone sandbox");
   }
   s->sync_fd = sv[0];
-  s->netns_fd = -1;
-  int e = pthread_create(&s->netns_thread, NULL, make_netns, s);
-  if (e != 0) {
-    hutch_spawn_abort(s);
-    return hutch_err_set(err, e, "start the network namespace thread");
-  }
-  s->netns_running = true;
   return 0;
 }
 
 void hutch_spawn_abort(struct hutch_spawn *s) {
-  join_netns(s);
-  if (s->netns_fd >= 0)
-    close(s->netns_fd);
-  s->netns_fd = -1;
   syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
   waitpid(s->pid, NULL, 0);
   close(s->pidfd);
@@ -278,11 +252,11 @@ void hutch_spawn_abort(struct hutch_spawn *s) {
   s->pidfd = s->sync_fd = -1;
 }
 
-int hutch_spawn_finish(struct hutch_spawn *s, struct hutch_err *err) {
+int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err) {
   uid_t base = s->rootfs.uid_base;
   struct hutch_err send_err = {0};
   int r;
-  if (send_netns(s, &send_err) < 0) {
+  if (send_netns(s, netns_fd, &send_err) < 0) {
     /* The child may have failed first: then its reason is the one to give. */
     r = parent_recv(s->sync_fd, SYNC_USERNS, err);
     if (r >= 0) {

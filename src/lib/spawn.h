@@ -3,9 +3,6 @@
 #ifndef HUTCH_SPAWN_H
 #define HUTCH_SPAWN_H
 
-#include <pthread.h>
-#include <stdbool.h>
-
 #include "err.h"
 #include "rootfs.h"
 #include "sandbox.h"
@@ -18,19 +15,15 @@ struct hutch_spawn {
   /* out */
   pid_t pid;
   int pidfd;
-  /* between start and finish */
-  int sync_fd;
-  pthread_t netns_thread;
-  bool netns_running;
-  int netns_fd, netns_errno;
+  int sync_fd; /* ours, between start and finish */
 };
 
 /* Clone the sandbox's first process, which starts building the sandbox at
  * once. The caller may work meanwhile (on another CPU), then must call
- * hutch_spawn_finish (or hutch_spawn_abort) to map its user namespace and
- * let it exec the agent. */
+ * hutch_spawn_finish (or hutch_spawn_abort) to hand it its network
+ * namespace, map its user namespace and let it exec the agent. */
 int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err);
-int hutch_spawn_finish(struct hutch_spawn *s, struct hutch_err *err);
+int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err);
 void hutch_spawn_abort(struct hutch_spawn *s);
 
 /* A user namespace mapping one host uid/gid to another, for idmapped binds. */

@@ -1,4 +1,4 @@
-#include "seccomp.h"
+#include "seccomp_install.h"
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -23,8 +23,8 @@ static int install(const struct sock_filter *filter, unsigned short len) {
   return 0;
 }
 
-int agent_seccomp_apply(void) { return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN); }
+int hutch_seccomp_install_workload(void) { return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN); }
 
-int agent_seccomp_self(void) {
+int hutch_seccomp_install_agent(void) {
   return install(hutch_agent_seccomp_filter, HUTCH_AGENT_SECCOMP_FILTER_LEN);
 }
