@@ -382,8 +382,12 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
     return -1;
   if (!r->cfg->rootfs && mount_host_template(r->root_fd, err) < 0)
     return hutch_err_wrap(err, "host template");
-  if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-                  proc_masked, err) < 0 ||
+  /* hidepid=invisible: a process a workload may not trace (the agent, not
+   * dumpable) does not even appear in its /proc, which would otherwise let
+   * the sandbox's root list the agent's fds (the /proc files of a
+   * non-dumpable process belong to root of its user namespace). */
+  if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "hidepid=invisible", proc_masked, err) < 0 ||
       mount_dev(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0)
     return -1;
   return 0;

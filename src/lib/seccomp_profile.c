@@ -394,19 +394,19 @@ scmp_filter_ctx hutch_seccomp_profile(struct hutch_err *err) {
  * sandbox that keeps capabilities (in the sandbox's user namespace, which
  * owns nothing else). It allows by default, since the agent is hutch's own
  * code, and refuses the kernel attack surface the agent never uses: the
- * workload profile's refusals, tracing other processes, and any new
- * namespace but the cgroup namespace each workload gets. clone3 stays
+ * workload profile's refusals and any new namespace but the cgroup
+ * namespace each workload gets. Workloads inherit it, so it refuses nothing
+ * they may do: ptrace stays (the agent itself is not dumpable, and has no
+ * CAP_SYS_PTRACE, so no workload can trace it). clone3 stays
  * allowed: on cgroup v2 the agent clones workloads into their cgroup with
  * it, and its flags cannot be inspected. Workloads inherit this filter and
  * stack their own on it; the strictest answer wins. */
 scmp_filter_ctx hutch_seccomp_agent_profile(struct hutch_err *err) {
   static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
-  static const char *const tracing[] = {"ptrace", "process_vm_readv", "process_vm_writev"};
   scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, arches, ARRAY_SIZE(arches), err);
   if (!ctx)
     return NULL;
   if (add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 ||
-      add_names(ctx, REFUSE, tracing, ARRAY_SIZE(tracing), err) < 0 ||
       refuse_ns_flags(ctx, "clone", 0, err) < 0 ||
       refuse_ns_flags(ctx, "unshare", CLONE_NEWCGROUP, err) < 0) {
     seccomp_release(ctx);

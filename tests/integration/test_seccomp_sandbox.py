@@ -1,0 +1,64 @@
+"""The seccomp profile where it matters: in a real sandbox, under both
+filters, with no capabilities and in a user namespace, through the x86_64
+and the i386 ABI (the probe is bound in read-only)."""
+import pytest
+
+from conftest import require
+
+REFUSED = """keyctl add_key request_key bpf perf_event_open userfaultfd io_uring_setup
+io_uring_enter io_uring_register mount umount2 pivot_root chroot fsopen fsconfig fsmount fspick
+move_mount open_tree mount_setattr unshare setns clone-newuser clone-newns clone-newpid
+clone-newnet clone-newipc clone-newuts clone-newcgroup clone-newtime kexec_load kexec_file_load
+init_module finit_module delete_module open_by_handle_at name_to_handle_at ioctl-tiocsti
+ioctl-tiocsti-hi ioctl-tioclinux socket-alg socket-alg-hi socket-vsock socketpair-alg kcmp
+pidfd_getfd process_madvise personality-aslr acct swapon swapoff reboot settimeofday
+clock_settime syslog quotactl sethostname setdomainname iopl ioperm uselib ustat sysfs
+fanotify_init""".split()
+# Allowed calls with arguments that make them fail harmlessly (or succeed).
+ALLOWED = {"getpid": "OK", "ioctl-tcgets": "EBADF", "listen": "EBADF", "ptrace": "ESRCH",
+           "personality-query": "OK", "clone-thread": "EINVAL"}
+
+
+def probe_in_sandbox(run, binary):
+    r = run(["--bind-ro", f"{binary}:/probe", "--", "/probe", "all"])
+    assert r.code == 0, r
+    return dict(line.split(" ", 1) for line in r.out.splitlines())
+
+
+@pytest.mark.parametrize("abi", ["x86_64", "i386"])
+def test_refused_syscalls_get_the_filters_errno(run, probe, abi):
+    binary = probe[0] if abi == "x86_64" else probe[1]
+    require(binary.exists(), f"the {abi} probe was not built (no -m32 toolchain)")
+    got = probe_in_sandbox(run, binary)
+    assert got["seccomp-mode"] == "2"
+    for name in REFUSED:
+        if got.get(name) == "NA":  # not on this ABI
+            continue
+        assert got.get(name) == "EPERM", (abi, name, got.get(name))
+    assert got["clone3"] == "ENOSYS"
+    for name, want in ALLOWED.items():
+        assert got.get(name) == want, (abi, name, got.get(name))
+    if abi == "x86_64":
+        assert got["socket-unix"] == "OK" and got["socketpair-unix"] == "OK"
+    else:  # socketcall's arguments cannot be inspected: refused (docs/seccomp.md)
+        assert got["socketcall-socket"] == "EPERM" and got["socket-unix"] == "EPERM"
+
+
+def test_gdb_style_tracing_of_own_children_works(run):
+    # Debuggers work on the workload's own processes (the agent is another
+    # matter: test_agent_cannot_be_touched).
+    r = run(["--", "python3", "-c", """
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, 0, 0)  # PTRACE_TRACEME
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(7)
+_, status = os.waitpid(pid, 0)
+assert os.WIFSTOPPED(status)
+libc.ptrace(7, pid, 0, 0)  # PTRACE_CONT
+_, status = os.waitpid(pid, 0)
+print(os.WEXITSTATUS(status))
+"""])
+    assert r.code == 0 and r.out == "7\n", r
