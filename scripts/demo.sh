@@ -26,3 +26,12 @@ code=$?
 set -e
 echo "exit status: $code"
 echo "verdict: $(cat "$verdict")"
+
+echo
+echo "\$ $hutch run --timeout 1 --verdict-json V -- python3 -c 'while True: pass'"
+set +e
+"$hutch" run --timeout 1 --verdict-json "$verdict" -- python3 -c 'while True: pass'
+code=$?
+set -e
+echo "exit status: $code"
+echo "verdict: $(cat "$verdict")"
