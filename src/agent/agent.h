@@ -78,7 +78,7 @@ struct agent {
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
-  long ncpu;
+  long ncpu; /* read when a CPU-time limit first needs it */
 };
 
 struct job *agent_find_job(struct agent *a, uint32_t id);

@@ -250,6 +250,8 @@ static void arm_timer(struct agent *a, struct job *j) {
     struct hutch_err ignored;
     j->leaf.ops->stats(&j->leaf, &st, &ignored);
     uint64_t limit = j->cpu_ms * 1000000, left = st.cpu_ns < limit ? limit - st.cpu_ns : 0;
+    if (a->ncpu <= 0)
+      a->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t wait = left / (uint64_t)(a->ncpu > 0 ? a->ncpu : 1);
     if (wait < 2000000)
       wait = 2000000; /* the cgroup's counter lags a tick behind */

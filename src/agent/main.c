@@ -204,7 +204,6 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     return -1;
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities() < 0)
     return hutch_err_set(err, errno, "drop privileges");
-  a->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
