@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -120,8 +121,31 @@ static int child_join_netns(int sync, struct hutch_err *err) {
   return 0;
 }
 
-static int child_userns(int sync, struct hutch_err *err) {
+/* Become the sandbox's root host id before making the user namespace, so
+ * that the namespace is owned by that id, not by host root: the kernel
+ * charges per-user quotas (inotify instances and watches, message queues,
+ * user namespaces, pending signals) up the chain of namespace owners, and a
+ * namespace owned by host root would let one sandbox use up root's quota for
+ * the whole host. Capabilities are kept through the id change so that
+ * making the namespace does not depend on unprivileged user namespaces
+ * being allowed; the new namespace grants its own set anyway. */
+static int child_become_owner(uid_t base, struct hutch_err *err) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0 ||
+      setresgid(base, base, base) < 0 || setresuid(base, base, base) < 0)
+    return hutch_err_set(err, errno, "become the sandbox's host id %u", (unsigned)base);
+  d[0].effective = d[0].permitted;
+  d[1].effective = d[1].permitted;
+  if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
+    return hutch_err_set(err, errno, "keep capabilities as host id %u", (unsigned)base);
+  return 0;
+}
+
+static int child_userns(uid_t base, int sync, struct hutch_err *err) {
   char c;
+  if (child_become_owner(base, err) < 0)
+    return -1;
   if (unshare(CLONE_NEWUSER) < 0)
     return hutch_err_set(err, errno, "unshare user namespace");
   c = SYNC_USERNS;
@@ -150,7 +174,7 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
   if (hutch_rootfs_prepare(&s->rootfs, &err) < 0 || child_join_netns(sync, &err) < 0 ||
-      hutch_rootfs_enter(&s->rootfs, &err) < 0 || child_userns(sync, &err) < 0)
+      hutch_rootfs_enter(&s->rootfs, &err) < 0 || child_userns(s->rootfs.uid_base, sync, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
    * parent was still there when it was set. */
