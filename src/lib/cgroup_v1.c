@@ -51,6 +51,18 @@ static int v1_open(const struct hutch_cgroup *parent, const char *name, struct h
   return open_where(parent, name, all, child, err);
 }
 
+/* v1 charges TCP buffers to a counter of their own, and only in a cgroup
+ * where that counter was ever given a limit: without one, a workload
+ * queueing data on loopback sockets it never reads holds host memory far
+ * past its limit. Every hutch cgroup turns the counting on; the sandbox's
+ * caps it (v2 charges socket memory to memory.max itself). */
+static int v1_account_tcp(const struct hutch_cgroup *cg, const char *limit, struct hutch_err *err) {
+  if (FD(cg, CG_MEMORY) < 0 ||
+      faccessat(FD(cg, CG_MEMORY), "memory.kmem.tcp.limit_in_bytes", F_OK, 0) < 0)
+    return 0;
+  return write_file_at(FD(cg, CG_MEMORY), "memory.kmem.tcp.limit_in_bytes", limit, err);
+}
+
 static int v1_mkchild(const struct hutch_cgroup *parent, const char *name, unsigned ctls,
                       struct hutch_cgroup *child, struct hutch_err *err) {
   bool want[HUTCH_CG_MAXH] = {false};
@@ -65,7 +77,8 @@ static int v1_mkchild(const struct hutch_cgroup *parent, const char *name, unsig
           unlinkat(parent->fd[j], name, AT_REMOVEDIR);
       return hutch_err_set(err, e, "create cgroup %s", name);
     }
-  if (open_where(parent, name, want, child, err) < 0) {
+  if (open_where(parent, name, want, child, err) < 0 || v1_account_tcp(child, "-1", err) < 0) {
+    hutch_cgroup_close(child);
     for (int i = 0; i < parent->nfd; i++)
       if (want[i])
         unlinkat(parent->fd[i], name, AT_REMOVEDIR);
@@ -94,6 +107,8 @@ static int v1_set_limits(const struct hutch_cgroup *cg, const struct hutch_cg_li
      * swap accounting have no memsw file and no swap to turn off. */
     if (faccessat(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", F_OK, 0) == 0 &&
         write_file_at(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", v, err) < 0)
+      return -1;
+    if (v1_account_tcp(cg, v, err) < 0)
       return -1;
   }
   if (write_file_at(FD(cg, CG_MEMORY), "memory.swappiness", "0", err) < 0)

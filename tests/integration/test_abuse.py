@@ -1,5 +1,7 @@
 """Hostile workloads: each gets its verdict, and the host and a neighbour
 sandbox are unharmed. (The autouse fixture checks nothing is left behind.)"""
+import ctypes
+import os
 import subprocess
 import threading
 import time
@@ -153,3 +155,62 @@ def test_daemon_left_running_is_killed_at_teardown(run):
     assert r.code == 0 and r.out == "started\n", r
     assert time.monotonic() - t < 10
     # no_leftovers (autouse) asserts no process of the sandbox survives.
+
+
+INOTIFY_HOG = ("import ctypes, sys\n"
+               "libc = ctypes.CDLL(None)\n"
+               "print(sum(libc.inotify_init1(0) >= 0 for _ in range(1000)), flush=True)\n"
+               "sys.stdin.read()")
+
+
+def inotify_works():
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    if fd >= 0:
+        os.close(fd)
+    return fd >= 0
+
+
+def test_per_user_kernel_quotas_are_the_sandboxs_own(run):
+    """inotify instances are counted per user, up the chain of user namespace
+    owners: a sandbox that takes all it may must not take host root's, nor
+    leave a neighbour sandbox without any."""
+    hog = subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "python3", "-c", INOTIFY_HOG],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        taken = int(hog.stdout.readline())
+        assert 0 < taken < 1000  # the per-user limit stopped it
+        assert inotify_works(), "host root lost its inotify instances to a sandbox"
+        r = run(["--", "python3", "-c", "import ctypes; print(ctypes.CDLL(None).inotify_init1(0) >= 0)"])
+        assert r.out == "True\n", r
+    finally:
+        hog.stdin.close()
+        hog.wait(timeout=30)
+    assert hog.returncode == 0
+
+
+TCP_HOG = """
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(64)
+queued, conns, chunk = 0, [], b"x" * 65536
+while queued < (512 << 20) and len(conns) < 400:
+    c = socket.create_connection(srv.getsockname()); a, _ = srv.accept()
+    conns += [c, a]
+    c.setblocking(False)
+    try:
+        while queued < (512 << 20):
+            queued += c.send(chunk)
+    except OSError:
+        pass
+print(queued >> 20, flush=True)
+"""
+
+
+def test_unread_socket_buffers_count_against_memory(run):
+    """Data queued on loopback connections nobody reads is kernel memory the
+    sandbox holds: it must not grow past the memory limit's order (cgroup v1
+    keeps TCP buffers on a counter of their own, capped at the same figure)."""
+    r = run(["--memory", "64", "--", "python3", "-c", TCP_HOG])
+    assert r.verdict["status"] in ("ok", "oom"), r
+    if r.verdict["status"] == "ok":
+        assert int(r.out) <= 2 * 64 + 16, f"{r.out.strip()} MiB queued with a 64 MiB limit"
