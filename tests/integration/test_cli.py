@@ -116,6 +116,21 @@ def test_unreadable_bind_source(run, tmp_path):
     assert r.code == 125 and "not a file or directory" in r.err, r
 
 
+@pytest.mark.parametrize("owner", [(0, 0), (1234, 0), (0, 1234)])
+def test_root_owned_bind_rw_source_is_refused(run, tmp_path, owner):
+    # Files the sandbox creates in a writable bind belong to its owner on
+    # the host: a root-owned one would let it plant setuid-root programs.
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chown(out, *owner)
+    r = run(["--bind-rw", f"{out}:/out", "--", "sh", "-c", "cp /bin/sh /out/sh && chmod 4755 /out/sh"],
+            verdict=False)
+    assert r.code == 125 and "belongs to root" in r.err and r.err.count("\n") == 1, r
+    assert not (out / "sh").exists()
+    r = run(["--bind-ro", f"{out}:/out", "--", "true"])
+    assert r.code == 0, r
+
+
 def test_help_and_version():
     h = subprocess.run([BUILD / "hutch", "run", "--help"], capture_output=True, text=True)
     assert h.returncode == 0 and "--memory MB" in h.stdout
