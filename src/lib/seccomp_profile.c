@@ -72,7 +72,7 @@ static const char *const allowed[] = {
     "sched_setparam", "sched_getscheduler", "sched_setscheduler",
     "sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval",
     "sched_rr_get_interval_time64", "sched_getattr", "sched_setattr", "getpriority",
-    "setpriority", "ioprio_get", "ioprio_set", "getrlimit", "setrlimit", "prlimit64",
+    "setpriority", "ioprio_get", "ioprio_set", "getrlimit", "setrlimit",
     "ugetrlimit",
     /* file descriptors and I/O */
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
@@ -326,6 +326,16 @@ static int add_sockets_i386(scmp_filter_ctx ctx, struct hutch_err *err) {
   return add_rule(ctx, REFUSE, "socketpair", 0, NULL, err);
 }
 
+/* prlimit64 on the calling process only (pid 0, which is what glibc's
+ * getrlimit and setrlimit pass). A workload running as the sandbox's root
+ * has the agent's uid, and the kernel lets a process set the limits of any
+ * process of its own uid: lowering the agent's open-file limit would leave
+ * it unable to enforce a timeout. The pid is an int, hence the 32-bit test. */
+static int add_prlimit(scmp_filter_ctx ctx, struct hutch_err *err) {
+  static const uint32_t self[] = {0};
+  return add_split(ctx, "prlimit64", 0, self, ARRAY_SIZE(self), SCMP_ACT_ALLOW, REFUSE, err);
+}
+
 static scmp_filter_ctx new_ctx(uint32_t def_action, const uint32_t *arches, size_t n,
                                struct hutch_err *err) {
   scmp_filter_ctx ctx = seccomp_init(def_action);
@@ -357,7 +367,7 @@ static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct
   if (add_names(ctx, SCMP_ACT_ALLOW, allowed, ARRAY_SIZE(allowed), err) < 0 ||
       add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 ||
       add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0 || add_clone(ctx, err) < 0 ||
-      add_ioctl(ctx, err) < 0 || add_personality(ctx, err) < 0 ||
+      add_ioctl(ctx, err) < 0 || add_personality(ctx, err) < 0 || add_prlimit(ctx, err) < 0 ||
       (i386 ? add_sockets_i386(ctx, err) : add_sockets(ctx, err)) < 0) {
     seccomp_release(ctx);
     return NULL;

@@ -1,10 +1,12 @@
 """Isolation posture, read from inside the sandbox and from the host (as
 gVisor's posture tests do): every workload thread filtered, unprivileged,
 alone in its namespaces, seeing nothing of the host it should not."""
+import fcntl
 import json
 import os
 import pathlib
 import socket
+import struct
 import subprocess
 import time
 
@@ -109,6 +111,17 @@ def status_of(pid):
     return s
 
 
+def userns_owner(pid):
+    NS_GET_OWNER_UID = 0xB704
+    fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        buf = bytearray(4)
+        fcntl.ioctl(fd, NS_GET_OWNER_UID, buf)
+        return struct.unpack("I", buf)[0]
+    finally:
+        os.close(fd)
+
+
 def test_posture_outside():
     # cat echoing a line back is past its dynamic loader (which holds libc
     # open for a moment) and settled in its read loop: its fds are final.
@@ -126,6 +139,9 @@ def test_posture_outside():
         base = int(a["Uid"].split()[0])
         assert base >= UID_BASE and base % 65536 == 0
         assert a["NoNewPrivs"] == "1" and a["Seccomp"] == "2", a
+        # Its user namespace belongs to the sandbox's own host id, not to
+        # host root: per-user kernel quotas are charged up to that owner.
+        assert userns_owner(agent_pid) == base
         for pid in workload:
             for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
                 s = status_of(f"{pid}/task/{task.name}")
@@ -185,6 +201,7 @@ attempt("mem", lambda: open("/proc/1/mem", "rb").read(1) and None)
 attempt("fds", lambda: os.listdir("/proc/1/fd") and None)
 attempt("exe-write", lambda: open("/proc/1/exe", "r+b") and None)
 attempt("exe-path-write", lambda: open(os.readlink("/proc/1/exe"), "r+b") and None)
+attempt("prlimit", lambda: __import__("resource").prlimit(1, __import__("resource").RLIMIT_NOFILE, (0, 0)) and None)
 attempt("alive", lambda: open("/proc/1/status").read() and None)
 '''
 
@@ -198,7 +215,7 @@ def test_agent_cannot_be_touched(run, user):
     # when it has no handler (root, same uid, may send them; they do nothing).
     for sig in ("kill-9", "kill-term", "kill-stop"):
         assert got[sig] == ("refused 1" if user == "user" else "done"), (sig, got[sig])
-    for what in ("ptrace", "environ", "mem", "fds", "exe-write", "exe-path-write"):
+    for what in ("ptrace", "environ", "mem", "fds", "exe-write", "exe-path-write", "prlimit"):
         assert got[what] != "done", (what, got[what])
     assert got["alive"].startswith("refused"), got["alive"]  # not even visible
     assert r.verdict["status"] == "ok"  # the agent reported the end: it survived
