@@ -57,6 +57,13 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
       return hutch_err_invalid(err, "bind source %s is not readable", b->src);
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
       return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
+    if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
+      return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
+    for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
+      size_t n = strlen(reserved[r]);
+      if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
+        return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
+    }
     /* A writable bind is id-mapped: what the sandbox user creates there
      * belongs to the source's owner on the host, setuid and setgid bits
      * included (nosuid holds only inside). Host root owning it would make a
@@ -65,13 +72,6 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
       return hutch_err_invalid(err, "--bind-rw source %s belongs to root (uid or gid 0): what the "
                                "sandbox writes there would be root's on the host; chown it to an "
                                "unprivileged user, or bind it read-only", b->src);
-    if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
-      return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
-    for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
-      size_t n = strlen(reserved[r]);
-      if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
-        return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
-    }
   }
   return 0;
 }
