@@ -112,19 +112,6 @@ static int attach_tree(int tree, int target, uint64_t attrs, int userns, struct 
   return 0;
 }
 
-static int bind_ro(const char *src, int root, const char *dst, bool dir, struct hutch_err *err) {
-  _cleanup_close_ int tree = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-  if (tree < 0)
-    return hutch_err_set(err, errno, "bind %s", src);
-  _cleanup_close_ int target = open_in_root(root, dst, dir, true, err);
-  if (target < 0)
-    return hutch_err_wrap(err, "bind %s", src);
-  if (attach_tree(tree, target,
-                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, err) < 0)
-    return hutch_err_wrap(err, "bind %s on %s", src, dst);
-  return 0;
-}
-
 static int mkdir_owned(int dirfd, const char *name, mode_t mode, uid_t uid, struct hutch_err *err) {
   if (mkdirat(dirfd, name, mode) < 0 || fchmodat(dirfd, name, mode, 0) < 0 ||
       fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
@@ -137,6 +124,25 @@ static int write_owned(int dirfd, const char *name, const char *s, uid_t uid, st
   if (fd < 0 || write_all(fd, s, strlen(s)) < 0 || fchown(fd, uid, uid) < 0)
     return hutch_err_set(err, errno, "storage: %s", name);
   return 0;
+}
+
+/* The dynamic linker's cache, copied rather than bound: every dynamic
+ * program the host or another sandbox starts opens the host's, and a
+ * shared file would let an inotify watch see each of those starts. */
+static int copy_ld_cache(int st, uid_t root, struct hutch_err *err) {
+  _cleanup_close_ int in = open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC);
+  if (in < 0)
+    return errno == ENOENT ? 0 : hutch_err_set(err, errno, "/etc/ld.so.cache");
+  _cleanup_close_ int out =
+      openat(st, "upper/etc/ld.so.cache", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (out < 0 || fchown(out, root, root) < 0)
+    return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(in, buf, sizeof buf)) > 0)
+    if (write_all(out, buf, (size_t)n) < 0)
+      return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
+  return n < 0 ? hutch_err_set(err, errno, "read /etc/ld.so.cache") : 0;
 }
 
 /* The upper layer starts with what differs per sandbox: ownership by the
@@ -156,12 +162,14 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
       mkdir_owned(st, "upper/root", 0700, root, err) < 0 ||
       mkdir_owned(st, "upper/tmp", 01777, root, err) < 0 ||
       write_owned(st, "upper/etc/hostname", hostname, root, err) < 0 ||
-      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0)
+      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0 || copy_ld_cache(st, root, err) < 0)
     return -1;
-  if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0)
+  if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0 ||
+      mkdirat(st, "empty", 0755) < 0)
     return hutch_err_set(err, errno, "storage: work dirs");
   return 0;
 }
+
 
 /* The sandbox's storage: a tmpfs of the disk quota's size holding the
  * overlay's upper layer, and the overlay (template below) as the new root.
@@ -205,27 +213,36 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
   return root;
 }
 
+/* A host directory as a read-only overlay of its own, not a bind: a bind
+ * shares the host's inodes, so an inotify watch on it would see every file
+ * the host and the other sandboxes open there (which programs run, which
+ * libraries load). An overlay has inodes of its own and reports only what
+ * happens through it. An overlay without an upper layer needs two lower
+ * ones; the second is an empty directory of the sandbox's storage. */
+static int view_ro(const char *host, int root, const char *dst, struct hutch_err *err) {
+  char opts[128];
+  snprintf(opts, sizeof opts, "lowerdir=%s:" HUTCH_STAGING_DIR "/empty", host);
+  _cleanup_close_ int target = open_in_root(root, dst, true, true, err);
+  if (target < 0 ||
+      mount_at("overlay", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts, err) < 0)
+    return hutch_err_wrap(err, "%s", host);
+  return 0;
+}
+
 /* The `host` template: the host's /usr (and top-level directories that are
  * not links into it) and a few /etc entries, read-only, nosuid. */
 static int mount_host_template(int root, struct hutch_err *err) {
-  for (const char *const *d = hutch_host_dirs; *d; d++) {
-    char host[64];
-    struct stat st;
-    snprintf(host, sizeof host, "/%s", *d);
-    if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
-      continue;
-    if (bind_ro(host, root, *d, true, err) < 0)
-      return -1;
-  }
-  for (const char *const *e = hutch_host_etc; *e; e++) {
-    char host[64];
-    struct stat st;
-    snprintf(host, sizeof host, "/%s", *e);
-    if (stat(host, &st) < 0)
-      continue;
-    if (bind_ro(host, root, *e, S_ISDIR(st.st_mode), err) < 0)
-      return -1;
-  }
+  const char *const *lists[] = {hutch_host_dirs, hutch_host_etc};
+  for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+    for (const char *const *d = lists[l]; *d; d++) {
+      char host[64];
+      struct stat st;
+      snprintf(host, sizeof host, "/%s", *d);
+      if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+        continue;
+      if (view_ro(host, root, *d, err) < 0)
+        return -1;
+    }
   return 0;
 }
 

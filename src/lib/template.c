@@ -16,11 +16,11 @@
 
 /* Bump when the skeleton's content changes: a new name is built beside the
  * old one instead of reusing it. */
-#define HOST_TEMPLATE "host-1"
+#define HOST_TEMPLATE "host-2"
 
 const char *const hutch_host_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
                                        NULL};
-const char *const hutch_host_etc[] = {"etc/alternatives", "etc/ssl", "etc/ld.so.cache", NULL};
+const char *const hutch_host_etc[] = {"etc/alternatives", "etc/ssl", NULL};
 
 static const struct skel_file {
   const char *path, *content;
@@ -65,7 +65,7 @@ static int skel_write(int dirfd, const char *path, const char *content, struct h
 }
 
 /* Top-level host directories: a merged-/usr link is copied as a link; a real
- * directory becomes a mount point for a read-only bind. */
+ * directory becomes a mount point for a read-only view (rootfs.c). */
 static int skel_host_dirs(int dirfd, struct hutch_err *err) {
   for (const char *const *d = hutch_host_dirs; *d; d++) {
     char host[64], target[PATH_MAX];

@@ -1,6 +1,6 @@
 /* Templates: the read-only lower layer of a sandbox's root. The default
  * template `host` is a small skeleton of links, mount points and a
- * synthesized /etc, completed at sandbox creation by read-only binds of the
+ * synthesized /etc, completed at sandbox creation by read-only views of the
  * host's /usr (and /bin, /lib... where they are not links into /usr). */
 #ifndef HUTCH_TEMPLATE_H
 #define HUTCH_TEMPLATE_H
@@ -8,9 +8,9 @@
 #include "err.h"
 
 /* The host's top-level directories a `host` template shows. Each is either
- * replicated as a symlink (merged /usr) or bound read-only. */
+ * replicated as a symlink (merged /usr) or shown read-only. */
 extern const char *const hutch_host_dirs[];
-/* Host files and directories under /etc bound read-only. */
+/* Host files and directories under /etc shown read-only. */
 extern const char *const hutch_host_etc[];
 
 /* Path of the `host` template skeleton under state_dir, built on first use.

@@ -219,3 +219,40 @@ def test_agent_cannot_be_touched(run, user):
         assert got[what] != "done", (what, got[what])
     assert got["alive"].startswith("refused"), got["alive"]  # not even visible
     assert r.verdict["status"] == "ok"  # the agent reported the end: it survived
+
+
+WATCHER = r'''
+import ctypes, os, select, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+IN_ACCESS, IN_OPEN = 0x1, 0x20
+for path in (b"/usr/bin", b"/etc/ld.so.cache"):
+    assert libc.inotify_add_watch(fd, path, IN_ACCESS | IN_OPEN) >= 0, path
+print("watching", flush=True)
+sys.stdin.readline()
+seen = select.select([fd], [], [], 0.2)[0]
+print("events" if seen else "quiet", flush=True)
+open("/usr/bin/env", "rb").close()
+seen = select.select([fd], [], [], 1)[0]
+print("own events" if seen else "no own events", flush=True)
+'''
+
+
+def test_host_file_activity_is_invisible():
+    """The host's directories are shown through overlays of the sandbox's
+    own: an inotify watch inside sees what the sandbox does there, not which
+    programs the host or a neighbour sandbox runs and which files they open."""
+    p = subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "python3", "-c", WATCHER],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"watching\n"
+        subprocess.run(["/usr/bin/true"], check=True)
+        subprocess.run([BUILD / "hutch", "run", "--", "/usr/bin/true"], check=True)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"quiet\n"
+        assert p.stdout.readline() == b"own events\n"  # the watch itself works
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    assert p.returncode == 0
