@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 
 #include "util.h"
@@ -411,6 +412,18 @@ scmp_filter_ctx hutch_seccomp_profile(struct hutch_err *err) {
  * allowed: on cgroup v2 the agent clones workloads into their cgroup with
  * it, and its flags cannot be inspected. Workloads inherit this filter and
  * stack their own on it; the strictest answer wins. */
+/* The kernel sends its device events (uevents) to every network namespace
+ * owned by the host's user namespace, which a sandbox's is (spawn.c): a
+ * NETLINK_KOBJECT_UEVENT socket would tell a workload about the host's
+ * disks, USB devices and network interfaces coming and going. Nothing in a
+ * sandbox manages devices. (On i386, whose sockets are made through
+ * socketcall with the arguments in memory, the workload filter refuses
+ * socket creation outright.) */
+static int refuse_uevents(scmp_filter_ctx ctx, struct hutch_err *err) {
+  struct scmp_arg_cmp uevent[] = {ARG_IS(0, AF_NETLINK), ARG_IS(2, NETLINK_KOBJECT_UEVENT)};
+  return add_rule(ctx, REFUSE, "socket", ARRAY_SIZE(uevent), uevent, err);
+}
+
 scmp_filter_ctx hutch_seccomp_agent_profile(struct hutch_err *err) {
   static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
   scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, arches, ARRAY_SIZE(arches), err);
@@ -418,7 +431,7 @@ scmp_filter_ctx hutch_seccomp_agent_profile(struct hutch_err *err) {
     return NULL;
   if (add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 ||
       refuse_ns_flags(ctx, "clone", 0, err) < 0 ||
-      refuse_ns_flags(ctx, "unshare", CLONE_NEWCGROUP, err) < 0) {
+      refuse_ns_flags(ctx, "unshare", CLONE_NEWCGROUP, err) < 0 || refuse_uevents(ctx, err) < 0) {
     seccomp_release(ctx);
     return NULL;
   }

@@ -62,3 +62,20 @@ _, status = os.waitpid(pid, 0)
 print(os.WEXITSTATUS(status))
 """])
     assert r.code == 0 and r.out == "7\n", r
+
+
+def test_host_device_events_are_refused(run):
+    """The sandbox's network namespace belongs to the host's user namespace,
+    which the kernel sends its device events to: that netlink family is
+    refused, while the sandbox's own routing netlink keeps working."""
+    code = ("import errno, socket\n"
+            "try:\n"
+            "    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 15)\n"
+            "    print('uevent open')\n"
+            "except OSError as e:\n"
+            "    print('uevent', errno.errorcode[e.errno])\n"
+            "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()\n"
+            "print('route ok')\n")
+    for user in ("user", "root"):
+        r = run(["--user", user, "--", "python3", "-c", code])
+        assert r.out == "uevent EPERM\nroute ok\n", r
