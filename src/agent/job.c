@@ -207,6 +207,23 @@ void job_window(struct agent *a, struct job *j, uint32_t more) {
   j->send_window = w > INT32_MAX ? INT32_MAX : (uint32_t)w;
 }
 
+/* The client's reader of stdout or stderr went away: close our read end, so
+ * that the workload's next write there fails as it would on a pipe whose
+ * reader is gone. A terminal carries both, so it hangs up instead. */
+static void close_output(struct agent *a, struct job *j, const char *which) {
+  if (!which)
+    return;
+  if (j->pty) {
+    agent_close_watch(a, &j->in);
+    agent_close_watch(a, &j->out.w);
+  } else if (strcmp(which, "stdout") == 0) {
+    agent_close_watch(a, &j->out.w);
+  } else if (strcmp(which, "stderr") == 0) {
+    agent_close_watch(a, &j->err.w);
+  }
+  maybe_finish(a, j);
+}
+
 void job_control(struct agent *a, struct job *j, json_t *ctl) {
   json_t *sig = json_object_get(ctl, "signal"), *resize = json_object_get(ctl, "resize");
   if (json_is_integer(sig) && j->pid > 0) {
@@ -225,7 +242,7 @@ void job_control(struct agent *a, struct job *j, json_t *ctl) {
   }
   if (json_is_true(json_object_get(ctl, "kill")))
     kill_job(j);
-  (void)a;
+  close_output(a, j, json_string_value(json_object_get(ctl, "close")));
 }
 
 void job_close(struct agent *a, struct job *j) {

@@ -1,4 +1,5 @@
 /* hutch: the command. Each verb lives in its own file. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,8 +14,11 @@ static const char usage[] =
     "  version                          print the version\n";
 
 int main(int argc, char **argv) {
+  /* A reader of our output that goes away is an EPIPE to handle (the
+   * sandbox must still be torn down), not a signal that ends us. */
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
-    fputs(usage, stderr);
+    fprintf(stderr, "hutch: no command given (see hutch --help)\n");
     return EXIT_HUTCH;
   }
   const char *verb = argv[1];
@@ -28,6 +32,6 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return 0;
   }
-  fprintf(stderr, "hutch: unknown command '%s'\n%s", verb, usage);
+  fprintf(stderr, "hutch: unknown command '%s' (see hutch --help)\n", verb);
   return EXIT_HUTCH;
 }

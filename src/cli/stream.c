@@ -21,11 +21,11 @@
 
 struct client {
   struct hutch_conn conn;
-  const struct hutch_exec_req *req;
   struct hutch_verdict *v;
   int in_fd;
   uint32_t in_window;
   bool got_hello, done;
+  bool out_gone[2]; /* our stdout, stderr: their reader went away */
   int interrupts;
 };
 
@@ -35,6 +35,22 @@ static void send_json(struct client *c, uint8_t type, json_t *j) {
   hutch_conn_send(&c->conn, type, 0, EXEC_STREAM, s, n);
   free(s);
   json_decref(j);
+}
+
+/* Output to our stdout or stderr. When its reader goes away (`hutch run ...
+ * | head`), the workload's own pipe is closed in the sandbox, so its next
+ * write fails as it would have outside: SIGPIPE, or EPIPE where ignored. */
+static int forward_output(struct client *c, int fd, const struct hutch_frame *f,
+                          struct hutch_err *err) {
+  bool *gone = &c->out_gone[fd - 1];
+  if (!*gone && write_all(fd, f->payload, f->len) < 0) {
+    if (errno != EPIPE)
+      return hutch_err_set(err, errno, "write output");
+    *gone = true;
+    send_json(c, HUTCH_F_CONTROL, json_pack("{s:s}", "close", fd == 1 ? "stdout" : "stderr"));
+  }
+  hutch_conn_send_window(&c->conn, EXEC_STREAM, f->len);
+  return 0;
 }
 
 static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_err *err) {
@@ -53,9 +69,7 @@ static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_
     break;
   case HUTCH_F_STDOUT:
   case HUTCH_F_STDERR:
-    if (write_all(f->type == HUTCH_F_STDOUT ? 1 : 2, f->payload, f->len) < 0 && errno != EPIPE)
-      r = hutch_err_set(err, errno, "write output");
-    hutch_conn_send_window(&c->conn, EXEC_STREAM, f->len);
+    r = forward_output(c, f->type == HUTCH_F_STDOUT ? 1 : 2, f, err);
     break;
   case HUTCH_F_WINDOW:
     c->in_window += hutch_window_increment(f);
@@ -146,9 +160,20 @@ static int loop(struct client *c, int sfd, struct hutch_err *err) {
   return 0;
 }
 
-int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
-               struct hutch_verdict *v, struct hutch_err *err) {
-  struct client c = {.req = req, .v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
+/* What the kernel would refuse at execve, or the agent as a frame. */
+static int check_request(const struct hutch_exec_req *r, struct hutch_err *err) {
+  for (char **e = r->env; e && *e; e++)
+    if (strlen(*e) >= HUTCH_STRING_MAX)
+      return hutch_err_invalid(err, "--env %.20s...: longer than %u bytes", *e,
+                               HUTCH_STRING_MAX - 1);
+  for (size_t i = 0; r->argv[i]; i++)
+    if (strlen(r->argv[i]) >= HUTCH_STRING_MAX)
+      return hutch_err_invalid(err, "argument %zu of the command is longer than %u bytes", i,
+                               HUTCH_STRING_MAX - 1);
+  return 0;
+}
+
+char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err) {
   struct hutch_exec_req r = *req;
   struct winsize ws;
   if (r.pty) {
@@ -156,23 +181,24 @@ int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
     if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
       r.rows = ws.ws_row, r.cols = ws.ws_col;
   }
-  json_t *open = hutch_exec_req_to_json(&r, err);
-  if (!open) {
-    close(conn_fd);
-    return -1;
-  }
-  size_t len;
-  char *payload = hutch_json_dump(open, &len);
+  json_t *open = check_request(&r, err) < 0 ? NULL : hutch_exec_req_to_json(&r, err);
+  if (!open)
+    return NULL;
+  char *payload = hutch_json_dump(open, len);
   json_decref(open);
-  if (len > HUTCH_FRAME_MAX) {
+  if (*len > HUTCH_FRAME_MAX) {
     free(payload);
-    close(conn_fd);
-    return hutch_err_invalid(err, "the command and its environment exceed %u bytes",
-                             HUTCH_FRAME_MAX);
+    hutch_err_invalid(err, "the command and its environment exceed %u bytes", HUTCH_FRAME_MAX);
+    return NULL;
   }
+  return payload;
+}
+
+int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
+               struct hutch_verdict *v, struct hutch_err *err) {
+  struct client c = {.v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
   hutch_conn_init(&c.conn, conn_fd);
-  hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, EXEC_STREAM, payload, len);
-  free(payload);
+  hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, EXEC_STREAM, request, len);
 
   static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
   sigset_t set, old;
@@ -182,8 +208,10 @@ int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
   sigprocmask(SIG_BLOCK, &set, &old);
   int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 
+  /* Raw mode only while this terminal's keys go to the workload: with -t
+   * alone, ^C must stay an interrupt for us to forward. */
   struct termios saved;
-  bool raw = r.pty && isatty(0) && tcgetattr(0, &saved) == 0;
+  bool raw = pty && stdin_fd == 0 && isatty(0) && tcgetattr(0, &saved) == 0;
   if (raw) {
     struct termios t = saved;
     cfmakeraw(&t);
