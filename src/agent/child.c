@@ -179,7 +179,11 @@ void child_run(const struct child_plan *plan) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGPIPE, SIG_DFL);
+  /* Every disposition back to its default: ignored signals survive exec,
+   * and whatever hutch's caller ignored (a shell's background job ignores
+   * SIGINT) must not make the workload deaf to it. */
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL);
   errno = 0;
   if (p->kind == JOB_EXEC) {
     struct hutch_err err;
