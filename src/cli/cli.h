@@ -27,10 +27,15 @@ int cmd_run(int argc, char **argv);
 int run_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 
-/* Drive one exec on a fresh sandbox's connection: stream its output to our
- * stdout/stderr, feed it stdin_fd (-1: none), forward signals. Fills v.
- * Takes conn_fd: it is closed when this returns, whatever happened. */
-int run_stream(int conn_fd, const struct hutch_exec_req *req, int stdin_fd,
+/* The exec request as the agent gets it (a terminal's size filled in), or
+ * NULL with err set when it cannot be sent: checked before any sandbox is
+ * made. */
+char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err);
+/* Drive one exec on a fresh sandbox's connection: send the request, stream
+ * its output to our stdout/stderr, feed it stdin_fd (-1: none), forward
+ * signals. Fills v. Takes conn_fd: it is closed when this returns, whatever
+ * happened. */
+int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err);
 
 #endif

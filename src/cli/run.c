@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -17,6 +18,12 @@ static int exit_code(const struct hutch_verdict *v) {
     return 0;
   case HUTCH_ST_SANDBOX_ERROR:
     return EXIT_HUTCH;
+  case HUTCH_ST_TIMEOUT:
+  case HUTCH_ST_OOM:
+  case HUTCH_ST_OUTPUT_LIMIT:
+    /* hutch's limits kill with SIGKILL. The command may have exited by
+     * itself an instant before the kill landed; it was still cut short. */
+    return 128 + SIGKILL;
   default:
     if (v->signal > 0)
       return 128 + v->signal;
@@ -24,15 +31,17 @@ static int exit_code(const struct hutch_verdict *v) {
   }
 }
 
-static void write_verdict(int fd, const struct hutch_verdict *v) {
+static int write_verdict(int fd, const struct hutch_verdict *v) {
   if (fd < 0)
-    return;
+    return 0;
   json_t *j = hutch_verdict_to_json(v);
   char *s = json_dumps(j, JSON_COMPACT);
   json_decref(j);
-  if (s && (write_all(fd, s, strlen(s)) < 0 || write_all(fd, "\n", 1) < 0))
+  int r = s && write_all(fd, s, strlen(s)) == 0 && write_all(fd, "\n", 1) == 0 ? 0 : -1;
+  if (r < 0)
     fprintf(stderr, "hutch run: --verdict-json: %s\n", strerror(errno));
   free(s);
+  return r;
 }
 
 /* Say why hutch ended the workload, or why it could not start: the
@@ -46,52 +55,46 @@ static void explain(const struct run_opts *o, const struct hutch_verdict *v) {
     fprintf(stderr, "hutch: %s: %s\n", hutch_status_name(v->status), v->message);
 }
 
-static int open_inputs(const struct run_opts *o, int *in, int *verdict) {
-  *in = *verdict = -1;
-  if (o->stdin_path && strcmp(o->stdin_path, "-") == 0) {
-    *in = 0;
-  } else if (o->stdin_path && (*in = open(o->stdin_path, O_RDONLY | O_CLOEXEC)) < 0) {
-    fprintf(stderr, "hutch run: --stdin %s: %s\n", o->stdin_path, strerror(errno));
-    return -1;
-  }
+/* Opened (and emptied) first: a verdict left by an earlier run must not
+ * stand for this one if it fails to start. */
+static int open_verdict(const struct run_opts *o, int *fd) {
+  *fd = -1;
   if (o->verdict_path &&
-      (*verdict = open(o->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+      (*fd = open(o->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
     fprintf(stderr, "hutch run: --verdict-json %s: %s\n", o->verdict_path, strerror(errno));
-    if (*in > 0)
-      close(*in);
     return -1;
   }
   return 0;
 }
 
-int cmd_run(int argc, char **argv) {
-  struct run_opts o;
-  int r = run_parse(argc, argv, &o);
-  if (r != 0) {
-    run_opts_free(&o);
-    return r > 0 ? 0 : EXIT_HUTCH;
+static int open_stdin(const struct run_opts *o, int *fd) {
+  struct stat st;
+  *fd = -1;
+  if (!o->stdin_path)
+    return 0;
+  if (strcmp(o->stdin_path, "-") == 0) {
+    *fd = 0;
+    return 0;
   }
+  if ((*fd = open(o->stdin_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(*fd, &st) < 0) {
+    fprintf(stderr, "hutch run: --stdin %s: %s\n", o->stdin_path, strerror(errno));
+    return -1;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "hutch run: --stdin %s: is a directory\n", o->stdin_path);
+    return -1;
+  }
+  return 0;
+}
+
+static int run_sandbox(struct run_opts *o, const char *request, size_t len, int in, int vfd) {
   struct hutch_err err = {0};
   struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};
-  int in, vfd;
-  if (geteuid() != 0) {
-    fprintf(stderr, "hutch run: must run as root: it creates namespaces, cgroups and "
-                    "id-mapped users\n");
-    run_opts_free(&o);
-    return EXIT_HUTCH;
-  }
-  if (hutch_config_check(&o.cfg, &err) < 0 || open_inputs(&o, &in, &vfd) < 0) {
-    if (err.msg[0])
-      fprintf(stderr, "hutch run: %s\n", err.msg);
-    run_opts_free(&o);
-    return EXIT_HUTCH;
-  }
-  o.req.stdin_open = in >= 0;
   struct hutch_sandbox *sb = NULL;
-  if (hutch_sandbox_create(&o.cfg, &sb, &err) < 0) {
+  if (hutch_sandbox_create(&o->cfg, &sb, &err) < 0) {
     fprintf(stderr, "hutch run: %s\n", err.msg);
-    o.quiet = true; /* said */
-  } else if (run_stream(sb->conn_fd, &o.req, in, &v, &err) < 0) {
+    o->quiet = true; /* said */
+  } else if (run_stream(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
     v.status = HUTCH_ST_SANDBOX_ERROR;
   }
   if (v.status == HUTCH_ST_SANDBOX_ERROR && !v.message[0])
@@ -105,12 +108,47 @@ int cmd_run(int argc, char **argv) {
       str_copy(v.message, sizeof v.message, derr.msg);
     }
   }
-  explain(&o, &v);
-  write_verdict(vfd, &v);
+  explain(o, &v);
+  return write_verdict(vfd, &v) < 0 ? EXIT_HUTCH : exit_code(&v);
+}
+
+/* Everything that can be refused before a sandbox exists; the request to
+ * send, or NULL when something was (and has been said on stderr). */
+static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
+  struct hutch_err err = {0};
+  if (open_verdict(o, vfd) < 0 || open_stdin(o, in) < 0)
+    return NULL;
+  if (geteuid() != 0) {
+    fprintf(stderr, "hutch run: must run as root: it creates namespaces, cgroups and "
+                    "id-mapped users\n");
+    return NULL;
+  }
+  o->req.stdin_open = *in >= 0;
+  char *request = NULL;
+  if (hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
+    fprintf(stderr, "hutch run: %s\n", err.msg);
+  return request;
+}
+
+int cmd_run(int argc, char **argv) {
+  struct run_opts o;
+  int code = EXIT_HUTCH, in = -1, vfd = -1;
+  int r = run_parse(argc, argv, &o);
+  if (r != 0) {
+    if (r < 0 && open_verdict(&o, &vfd) == 0 && vfd >= 0) /* given before the bad option */
+      close(vfd);
+    run_opts_free(&o);
+    return r > 0 ? 0 : EXIT_HUTCH;
+  }
+  size_t len = 0;
+  char *request = prepare(&o, &in, &vfd, &len);
+  if (request)
+    code = run_sandbox(&o, request, len, in, vfd);
+  free(request);
   if (vfd >= 0)
     close(vfd);
   if (in > 0)
     close(in);
   run_opts_free(&o);
-  return exit_code(&v);
+  return code;
 }

@@ -142,7 +142,7 @@ json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err 
   return j;
 }
 
-static bool valid_string(const char *s) { return s && strlen(s) < 65536; }
+static bool valid_string(const char *s) { return s && strlen(s) < HUTCH_STRING_MAX; }
 
 int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err) {
   json_t *argv = NULL, *env = NULL, *pty = NULL;

@@ -47,6 +47,10 @@ struct hutch_exec_req {
 
 /* NULL with err set when a string is not valid UTF-8: JSON cannot carry it,
  * and dropping it would run another command. */
+/* Longest argument or environment string: the kernel's own limit for one
+ * execve string (MAX_ARG_STRLEN, 32 pages), terminating NUL included. */
+#define HUTCH_STRING_MAX (128u << 10)
+
 json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err);
 int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err);
 void hutch_exec_req_free(struct hutch_exec_req *r);
