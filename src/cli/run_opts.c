@@ -1,5 +1,6 @@
 /* hutch run's options: every value checked here, with one clear line for
  * what is wrong. Limits are checked against the host by libhutch. */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@ static const char usage[] =
     "usage: hutch run [OPTIONS] [--] CMD [ARGS...]\n"
     "Run CMD in a fresh sandbox, stream its output, and destroy the sandbox.\n\n"
     "  --memory MB          memory limit, swap off (default 1024)\n"
-    "  --pids N             process limit (default 512)\n"
+    "  --pids N             processes CMD may run at once (default 512)\n"
     "  --cpus F             CPU limit in CPUs, e.g. 0.5 (default: none)\n"
     "  --timeout SECONDS    wall clock limit (default: none)\n"
     "  --cpu-time SECONDS   CPU time limit, all processes together (default: none)\n"
@@ -60,7 +61,7 @@ static const char usage[] =
     "  --verdict-json FILE  write the verdict there as JSON\n"
     "  -q, --quiet          do not explain hutch-imposed ends on stderr\n"
     "Exit status: CMD's own; 125 hutch failed; 126 cannot execute; 127 not found;\n"
-    "128+N killed by signal N (including hutch's limits).\n";
+    "128+N killed by signal N; 137 when a limit of hutch's ended it.\n";
 
 static int bad(const char *opt, const char *val, const char *why) {
   fprintf(stderr, "hutch run: %s %s: %s\n", opt, val, why);
@@ -95,6 +96,9 @@ static int add_bind(struct run_opts *o, const char *opt, const char *val, bool r
   const char *colon = strrchr(val, ':');
   if (!colon || colon == val || colon[1] != '/')
     return bad(opt, val, "expected HOST:PATH with an absolute sandbox PATH");
+  for (size_t i = 0; i < o->cfg.nbinds; i++)
+    if (strcmp(o->binds[i].dst, colon + 1) == 0)
+      return bad(opt, val, "a bind to this sandbox path is already given");
   o->binds = xrealloc(o->binds, (o->cfg.nbinds + 1) * sizeof *o->binds);
   struct hutch_bind *b = &o->binds[o->cfg.nbinds++];
   b->src = xasprintf("%.*s", (int)(colon - val), val);
@@ -164,8 +168,13 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
   int c, idx;
   while ((c = getopt_long(argc, argv, "+:itq", long_opts, &idx)) != -1) {
     if (c == '?') {
-      const char *opt = optopt ? (char[]){'-', (char)optopt, 0} : argv[optind - 1];
-      fprintf(stderr, "hutch run: unknown option %s (see hutch run --help)\n", opt);
+      /* getopt_long says '?' for an unknown short option (optopt names it),
+       * an unknown long one, and a value given to a flag ("--tty=1"). */
+      if (optopt > 0 && optopt < 128 && isgraph(optopt) && !strchr("itq", optopt))
+        fprintf(stderr, "hutch run: unknown option -%c (see hutch run --help)\n", optopt);
+      else
+        fprintf(stderr, "hutch run: %s: unknown option, or one that takes no value (see hutch "
+                        "run --help)\n", argv[optind - 1]);
       return -1;
     }
     if (c == ':') {

@@ -122,10 +122,12 @@ bool parse_milli(const char *s, uint64_t *out) {
   const char *dot = strchr(s, '.');
   size_t wl = dot ? (size_t)(dot - s) : strlen(s);
   uint64_t w, frac = 0;
-  if (wl == 0 || wl >= sizeof whole)
+  if ((wl == 0 && !dot) || wl >= sizeof whole)
     return false;
   memcpy(whole, s, wl);
   whole[wl] = '\0';
+  if (wl == 0) /* ".5" */
+    strcpy(whole, "0");
   if (!parse_u64(whole, &w) || w > UINT64_MAX / 1000)
     return false;
   if (dot) {

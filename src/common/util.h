@@ -31,7 +31,7 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
 
 /* Strict decimal parsing: the whole string, no sign, no overflow. */
 bool parse_u64(const char *s, uint64_t *out);
-/* A non-negative decimal with an optional fraction ("1.5"), as thousandths. */
+/* A non-negative decimal with an optional fraction ("1.5", ".5"), as thousandths. */
 bool parse_milli(const char *s, uint64_t *out);
 
 /* Copy src into dst[size], cut short if need be, always terminated. */

@@ -96,7 +96,8 @@ static void test_parse_milli(void) {
   milli_ok("18446744073709551", 18446744073709551000ull);
   milli_ok("18446744073709551.615", UINT64_MAX);
   milli_bad("1.2345");
-  milli_bad(".5");
+  milli_ok(".5", 500);
+  milli_ok(".05", 50);
   milli_bad("1.");
   milli_bad(".");
   milli_bad("");
