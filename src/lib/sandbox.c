@@ -53,8 +53,12 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
     if (stat(b->src, &st) < 0)
       return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
                              : hutch_err_invalid(err, "bind source %s: %s", b->src, strerror(errno));
-    if (access(b->src, R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) < 0)
-      return hutch_err_invalid(err, "bind source %s is not readable", b->src);
+    /* Inside, the source's owner is the sandbox user: its owner bits are
+     * what the workload gets (root reads anything, so access() says little). */
+    mode_t need = S_IRUSR | (S_ISDIR(st.st_mode) ? S_IXUSR : 0);
+    if (access(b->src, R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) < 0 || (st.st_mode & need) != need)
+      return hutch_err_invalid(err, "bind source %s is not readable by its owner, whom the sandbox "
+                               "user stands for", b->src);
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
       return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
     if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
@@ -173,7 +177,8 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
 static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                          struct hutch_err *err) {
   const struct hutch_cgroup_ops *ops = sb->cg.ops;
-  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids, cfg->cpu_milli};
+  /* The agent is one of the cgroup's processes; the limit is the workload's. */
+  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids + 1, cfg->cpu_milli};
   if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->enable_children(&sb->cg, err) < 0 ||
       ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");

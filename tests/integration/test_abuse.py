@@ -80,7 +80,7 @@ def test_fork_bomb_is_contained(run, tmp_path):
         t.join()
     assert r.verdict["status"] == "timeout", r
     assert r.code == 137
-    assert max(samples) <= 64 and max(samples) > 10, max(samples)
+    assert 10 < max(samples) <= 64 + 1, max(samples)  # the command's 64 and the agent
 
 
 def test_memory_bomb_is_oom(run, tmp_path):
