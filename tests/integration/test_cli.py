@@ -3,7 +3,10 @@ input getting one clear line on stderr and exit 125."""
 import json
 import os
 import pathlib
+import select
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -52,7 +55,9 @@ def test_absolute_missing_path_is_127(run):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--bogus", "--", "true"], "unknown option --bogus"),
+    (["--bogus", "--", "true"], "--bogus: unknown option"),
+    (["--help=1", "--", "true"], "--help=1: unknown option, or one that takes no value"),
+    (["--tty=1", "--", "true"], "--tty=1: unknown option, or one that takes no value"),
     (["-z", "--", "true"], "unknown option -z"),
     ([], "missing command"),
     (["--"], "missing command"),
@@ -87,6 +92,8 @@ def test_absolute_missing_path_is_127(run):
     (["--bind-rw", "/tmp:/proc/x", "--", "true"], "inside /proc"),
     (["--bind-rw", "/tmp:/a/../b", "--", "true"], "absolute path below /"),
     (["--stdin", "/no/such/file", "--", "true"], "--stdin /no/such/file"),
+    (["--stdin", "/", "--", "true"], "--stdin /: is a directory"),
+    (["--bind-ro", "/tmp:/x", "--bind-ro", "/usr:/x", "--", "true"], "already given"),
     (["--user", "admin", "--", "true"], "'user' or 'root'"),
     (["--rootfs", "/no/such/root", "--", "true"], "rootfs"),
     (["--rootfs", "/etc/passwd", "--", "true"], "not a directory"),
@@ -219,3 +226,110 @@ def test_tty(run):
     text = out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert "/dev/pts/0" in text and "got:abc" in text, text
+
+
+def test_bad_command_line_of_hutch_itself():
+    for args, says in (([], "no command given"), (["frobnicate"], "unknown command 'frobnicate'")):
+        r = subprocess.run([BUILD / "hutch", *args], capture_output=True, text=True)
+        assert r.returncode == 125 and says in r.stderr and r.stderr.count("\n") == 1, r
+
+
+def test_bind_source_its_owner_cannot_read(run, tmp_path):
+    # Inside, the source's owner is the sandbox user: root may read a mode
+    # 000 file on the host, the workload would not.
+    for mode, kind in ((0o000, "file"), (0o600, "dir")):
+        src = tmp_path / f"src-{kind}"
+        src.mkdir() if kind == "dir" else src.write_text("x")
+        src.chmod(mode)
+        r = run(["--bind-ro", f"{src}:/src", "--", "true"], verdict=False)
+        assert r.code == 125 and "not readable by its owner" in r.err and r.err.count("\n") == 1, r
+
+
+def test_stale_verdict_file_is_emptied_by_bad_input(run, tmp_path):
+    v = tmp_path / "v.json"
+    v.write_text('{"status": "ok"}')
+    r = subprocess.run([BUILD / "hutch", "run", "--verdict-json", v, "--output-limit", "x", "--", "true"],
+                       capture_output=True)
+    assert r.returncode == 125 and v.read_text() == ""
+
+
+def test_unwritable_verdict_is_hutchs_failure():
+    r = subprocess.run([BUILD / "hutch", "run", "--verdict-json", "/dev/full", "--", "true"],
+                       capture_output=True, text=True)
+    assert r.returncode == 125 and "--verdict-json" in r.stderr and r.stderr.count("\n") == 1, r
+
+
+def test_long_arguments_up_to_the_kernels_limit(run):
+    r = run(["--env", "BIG=" + "b" * 100000, "--", "sh", "-c", 'echo ${#1} ${#BIG}', "sh", "a" * 100000])
+    assert r.code == 0 and r.out == "100000 100000\n", r
+
+
+def test_cpus_as_a_bare_fraction(run):
+    r = run(["--cpus", ".5", "--", "true"])
+    assert r.code == 0, r
+
+
+def test_a_limit_that_ends_the_command_exits_137(run):
+    # echo has exited by itself by the time the agent acts on the limit:
+    # it was cut short all the same.
+    for _ in range(5):
+        r = run(["--output-limit", "5", "--", "echo", "hello, world"])
+        assert r.verdict["status"] == "output_limit" and r.code == 137, r
+        assert r.out == "hello"
+
+
+def test_pids_limit_counts_only_the_commands_processes(run):
+    assert run(["--pids", "1", "--", "true"]).code == 0
+    r = run(["--pids", "2", "--", "sh", "-c", "/bin/true && echo ok"])
+    assert r.out == "ok\n", r
+
+
+def test_closed_output_ends_the_writer_and_the_sandbox(tmp_path):
+    # hutch run ... | head: yes must meet a closed pipe as it would outside
+    # (SIGPIPE), hutch must not die of it, and the sandbox must go away.
+    v = tmp_path / "v.json"
+    p = subprocess.Popen([BUILD / "hutch", "run", "--verdict-json", v, "--", "yes"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(5) == b"y\ny\ny"
+    p.stdout.close()
+    assert p.wait(timeout=30) == 128 + signal.SIGPIPE, p.stderr.read()
+    verdict = json.loads(v.read_text())
+    assert verdict["status"] == "signaled" and verdict["signal"] == signal.SIGPIPE, verdict
+
+
+def test_signals_ignored_by_hutchs_caller_are_not_the_workloads(tmp_path):
+    # A shell's background job ignores SIGINT; the workload must not inherit that.
+    r = subprocess.run(["sh", "-c", f"trap '' INT QUIT; {BUILD / 'hutch'} run -- grep SigIgn /proc/self/status"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.split() == ["SigIgn:", "0000000000000000"], r
+
+
+def test_tty_without_stdin_leaves_interrupt_to_the_terminal():
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(str(BUILD / "hutch"), [str(BUILD / "hutch"), "run", "-t", "--", "sh", "-c",
+                                          "echo ready; exec sleep 100"])
+    out = b""
+    deadline = time.monotonic() + 20
+    while b"ready" not in out and time.monotonic() < deadline:
+        if select.select([fd], [], [], 1)[0]:
+            out += os.read(fd, 4096)
+    assert b"ready" in out, out
+    os.write(fd, b"\x03")  # ^C, read by the terminal's line discipline: SIGINT to hutch
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                os.read(fd, 4096)
+            except OSError:
+                pass
+    os.close(fd)
+    if status is None or not os.WIFEXITED(status):
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("hutch run -t did not stop on ^C")
+    assert os.WEXITSTATUS(status) == 130
