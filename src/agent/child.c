@@ -181,9 +181,16 @@ void child_run(const struct child_plan *plan) {
   sigprocmask(SIG_SETMASK, &none, NULL);
   /* Every disposition back to its default: ignored signals survive exec,
    * and whatever hutch's caller ignored (a shell's background job ignores
-   * SIGINT) must not make the workload deaf to it. */
+   * SIGINT) must not make the workload deaf to it. The raw call reaches
+   * the two signals libc keeps for itself (32, 33) as well. */
+  struct {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    uint64_t mask;
+  } dfl = {SIG_DFL, 0, NULL, 0};
   for (int s = 1; s < NSIG; s++)
-    signal(s, SIG_DFL);
+    syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
   errno = 0;
   if (p->kind == JOB_EXEC) {
     struct hutch_err err;
