@@ -198,16 +198,16 @@ static void test_exec_rejected(void) {
   struct hutch_err err;
   is_int(hutch_exec_req_from_json(NULL, &r, &err), -1, "NULL JSON: rejected");
 
-  /* Strings are bounded at 64 KiB. */
-  char *big = malloc(65537);
-  memset(big, 'a', 65536);
-  big[65536] = '\0';
+  /* Strings are bounded as the kernel bounds one execve string (NUL included). */
+  char *big = malloc(HUTCH_STRING_MAX + 1);
+  memset(big, 'a', HUTCH_STRING_MAX);
+  big[HUTCH_STRING_MAX] = '\0';
   json_t *j = json_pack("{s:[s, s]}", "argv", "echo", big);
-  is_int(hutch_exec_req_from_json(j, &r, &err), -1, "a 65536-byte argument: rejected");
+  is_int(hutch_exec_req_from_json(j, &r, &err), -1, "a %u-byte argument: rejected", HUTCH_STRING_MAX);
   json_decref(j);
-  big[65535] = '\0';
+  big[HUTCH_STRING_MAX - 1] = '\0';
   j = json_pack("{s:[s, s]}", "argv", "echo", big);
-  is_int(hutch_exec_req_from_json(j, &r, &err), 0, "a 65535-byte argument: accepted");
+  is_int(hutch_exec_req_from_json(j, &r, &err), 0, "a %u-byte argument: accepted", HUTCH_STRING_MAX - 1);
   hutch_exec_req_free(&r);
   json_decref(j);
   free(big);
