@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -130,19 +131,20 @@ static int write_owned(int dirfd, const char *name, const char *s, uid_t uid, st
  * program the host or another sandbox starts opens the host's, and a
  * shared file would let an inotify watch see each of those starts. */
 static int copy_ld_cache(int st, uid_t root, struct hutch_err *err) {
+  struct stat sb;
   _cleanup_close_ int in = open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC);
   if (in < 0)
     return errno == ENOENT ? 0 : hutch_err_set(err, errno, "/etc/ld.so.cache");
   _cleanup_close_ int out =
       openat(st, "upper/etc/ld.so.cache", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (out < 0 || fchown(out, root, root) < 0)
+  if (out < 0 || fchown(out, root, root) < 0 || fstat(in, &sb) < 0)
     return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
-  char buf[16384];
-  ssize_t n;
-  while ((n = read(in, buf, sizeof buf)) > 0)
-    if (write_all(out, buf, (size_t)n) < 0)
-      return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
-  return n < 0 ? hutch_err_set(err, errno, "read /etc/ld.so.cache") : 0;
+  for (off_t done = 0; done < sb.st_size;) {
+    ssize_t n = sendfile(out, in, &done, (size_t)(sb.st_size - done));
+    if (n <= 0)
+      return hutch_err_set(err, n < 0 ? errno : EIO, "copy /etc/ld.so.cache");
+  }
+  return 0;
 }
 
 /* The upper layer starts with what differs per sandbox: ownership by the
