@@ -135,8 +135,8 @@ int cmd_run(int argc, char **argv) {
   int code = EXIT_HUTCH, in = -1, vfd = -1;
   int r = run_parse(argc, argv, &o);
   if (r != 0) {
-    if (r < 0 && open_verdict(&o, &vfd) == 0 && vfd >= 0) /* given before the bad option */
-      close(vfd);
+    if (r < 0 && o.verdict_path) /* given before the bad option: no stale verdict */
+      (void)!truncate(o.verdict_path, 0);
     run_opts_free(&o);
     return r > 0 ? 0 : EXIT_HUTCH;
   }
