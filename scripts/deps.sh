@@ -5,8 +5,9 @@ set -eu
 
 # build: compiler, meson, static libraries for the agent
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev"
-# tests: pytest, the i386 toolchain for the 32-bit syscall probe, iproute2
-test="python3 python3-pytest gcc-multilib iproute2 util-linux"
+# tests: pytest, the i386 toolchain for the 32-bit syscall probe, iproute2,
+# and QEMU with busybox for the cgroup v2 guest (tests/vm/run-v2)
+test="python3 python3-pytest gcc-multilib iproute2 util-linux qemu-system-x86 busybox-static"
 # bench: the peers hutch is measured against
 bench="bubblewrap"
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # make test: unit tests (TAP, under meson) in the normal and the sanitizer
-# build, then the integration suite (pytest) against real sandboxes. Ends
-# with one "N passed, N failed" line.
+# build, then the integration suite (pytest) against real sandboxes, on this
+# host and again on a cgroup v2 guest (tests/vm/run-v2). Ends with one
+# "N passed, N failed" line.
 set -u
 build=${1:-build}
 asan=${2:-build-asan}
@@ -24,10 +25,37 @@ HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
   $py -m pytest -q -rs -p no:cacheprovider tests/integration 2>&1 | tee "$log/pytest"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
+# The same suite where the kernel runs cgroup v2, as most hosts do now; the
+# development and CI machines are v1 (hybrid). Left out there:
+# test_bind_ro_and_rw, whose id-mapped bind needs tmpfs id-mapping (Linux
+# 6.3), newer than the guest's Debian 12 kernel; hutch then binds with the
+# source's own ids, as docs/security.md says.
+echo "== the integration suite again, on a cgroup v2 guest (tests/vm/run-v2) =="
+tests/vm/run-v2 --workdir "$PWD" -- env HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
+  HUTCH_MUST_WORK="${HUTCH_MUST_WORK:-}" PYTHONDONTWRITEBYTECODE=1 \
+  $py -m pytest -q -rs -p no:cacheprovider -k "not test_bind_ro_and_rw" tests/integration \
+  2>&1 | tee "$log/v2"
+vm=${PIPESTATUS[0]}
+if ! grep -qE '[0-9]+ (passed|failed)' "$log/v2"; then
+  if [ "${HUTCH_MUST_WORK:-}" = 1 ]; then
+    echo "cgroup v2 guest: required but unavailable (HUTCH_MUST_WORK=1)"
+    echo "guest: 0 passed, 1 failed" >"$log/v2"
+    fail=1
+  else
+    echo "cgroup v2 guest: unavailable, skipped (see the line above)"
+  fi
+elif [ "$vm" != 0 ]; then
+  fail=1
+fi
+
 count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1; }
 upass=$(( $(count Ok "$log/unit") + $(count Ok "$log/asan") ))
 ufail=$(( $(count Fail "$log/unit") + $(count Fail "$log/asan") ))
-ppass=$(grep -oE '[0-9]+ passed' "$log/pytest" | tail -n 1 | cut -d' ' -f1)
-pfail=$(grep -oE '[0-9]+ failed' "$log/pytest" | tail -n 1 | cut -d' ' -f1)
-echo "$(( upass + ${ppass:-0} )) passed, $(( ufail + ${pfail:-0} )) failed"
+# pytest's closing line: "N passed", "N failed", "N error(s)", each optional.
+summary() { grep -oE "[0-9]+ $2" "$1" | tail -n 1 | cut -d' ' -f1; }
+passed() { local p; p=$(summary "$1" passed); echo "${p:-0}"; }
+failed() { local f e; f=$(summary "$1" failed); e=$(summary "$1" 'errors?'); echo $(( ${f:-0} + ${e:-0} )); }
+ppass=$(( $(passed "$log/pytest") + $(passed "$log/v2") ))
+pfail=$(( $(failed "$log/pytest") + $(failed "$log/v2") ))
+echo "$(( upass + ppass )) passed, $(( ufail + pfail )) failed"
 exit $fail

@@ -87,7 +87,10 @@ def test_memory_bomb_is_oom(run, tmp_path):
     r = run(["--memory", "64", "--", "python3", "-c", "b = []\nwhile True: b.append(bytearray(8 << 20))"])
     assert r.verdict["status"] == "oom", r
     assert r.code == 137 and r.verdict["signal"] == 9
-    assert 40 * 1024 < r.verdict["peak_memory_kb"] <= 64 * 1024 + 1024, r.verdict
+    # cgroup v2 records the exec cgroup's high-water mark before its parent,
+    # which holds the limit, refuses a charge: the peak may pass the limit by
+    # the charge that was refused.
+    assert 40 * 1024 < r.verdict["peak_memory_kb"] <= 64 * 1024 + 4096, r.verdict
     assert "out of memory" in r.err
 
 

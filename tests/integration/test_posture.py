@@ -95,12 +95,16 @@ def test_posture_inside(run, tmp_path, user):
 
 def sandbox_processes():
     """Host pids of every process in a sandbox cgroup: (agents, workloads)."""
-    pids = set()
+    comms = {}
     for root in cgroup_roots():
         for procs in (root / "hutch").glob("*/**/cgroup.procs"):
-            pids.update(int(p) for p in procs.read_text().split())
-    agents = {p for p in pids if pathlib.Path(f"/proc/{p}/comm").read_text().strip() == "hutch-agent"}
-    return agents, pids - agents
+            for pid in map(int, procs.read_text().split()):
+                try:
+                    comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+                except FileNotFoundError:
+                    pass  # exited since the listing (a shell's short-lived child)
+    agents = {p for p, comm in comms.items() if comm == "hutch-agent"}
+    return agents, set(comms) - agents
 
 
 def status_of(pid):
