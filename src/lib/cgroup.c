@@ -28,14 +28,16 @@ void hutch_cgroup_close(struct hutch_cgroup *cg) {
   cg->nfd = 0;
 }
 
-static bool has_option(const char *opts, const char *want) {
+/* Whether want is one of the words of list, as separated by any of seps
+ * (mount options by commas, cgroup.controllers by spaces): "cpu" is not
+ * "cpuset". */
+static bool has_word(const char *list, const char *seps, const char *want) {
   size_t n = strlen(want);
-  for (const char *p = opts; p && *p;) {
-    const char *c = strchr(p, ',');
-    size_t len = c ? (size_t)(c - p) : strlen(p);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, seps);
     if (len == n && strncmp(p, want, n) == 0)
       return true;
-    p = c ? c + 1 : NULL;
+    p += len + (p[len] != '\0');
   }
   return false;
 }
@@ -74,15 +76,10 @@ static int open_root_v2(const char *mnt, struct hutch_cgroup *root, struct hutch
   _cleanup_close_ int top = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (top < 0 || read_file_at(top, "cgroup.controllers", have, sizeof have, err) < 0)
     return hutch_err_set(err, errno, "read %s/cgroup.controllers", mnt);
-  for (const char *c = "memory pids cpu", *p = c; *p;) {
-    char want[16];
-    size_t n = strcspn(p, " ");
-    snprintf(want, sizeof want, "%.*s", (int)n, p);
-    char *hit = strstr(have, want);
-    if (!hit || (hit[n] != ' ' && hit[n] != '\n' && hit[n] != '\0'))
-      return hutch_err_set(err, 0, "cgroup v2 at %s lacks the %s controller", mnt, want);
-    p += n + (p[n] == ' ');
-  }
+  static const char *const needed[] = {"memory", "pids", "cpu"};
+  for (size_t i = 0; i < ARRAY_SIZE(needed); i++)
+    if (!has_word(have, " \n", needed[i]))
+      return hutch_err_set(err, 0, "cgroup v2 at %s lacks the %s controller", mnt, needed[i]);
   /* Enabling a controller that is already on is a no-op; failing here (a
    * nested, non-delegated root) shows up as missing files further down. */
   struct hutch_err ignored;
@@ -111,7 +108,7 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
       v2mnt = xstrdup(mnt);
     else if (strcmp(fstype, "cgroup") == 0)
       for (int c = 0; c < CG_NCTL; c++)
-        if (!v1mnt[c] && has_option(opts, ctl_names[c]))
+        if (!v1mnt[c] && has_word(opts, ",", ctl_names[c]))
           v1mnt[c] = xstrdup(mnt);
   }
   memset(root, 0, sizeof *root);
