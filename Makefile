@@ -9,8 +9,10 @@ PY    ?= /usr/bin/python3
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# The packages each goal needs (scripts/deps.sh); a goal's choice holds for
+# the `deps` it depends on through `all`.
 deps:
-	@./scripts/deps.sh
+	@./scripts/deps.sh $(DEPS)
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) >/dev/null
@@ -21,12 +23,13 @@ $(ASAN)/build.ninja:
 run: all
 	@./scripts/demo.sh $(BUILD)
 
+test: DEPS = --test
 test: all $(ASAN)/build.ninja
 	ninja -C $(ASAN)
 	./scripts/test.sh $(BUILD) $(ASAN)
 
+bench: DEPS = --bench
 bench: all
-	@./scripts/deps.sh --bench
 	$(PY) bench/startup --hutch $(BUILD)/hutch
 
 clean:

@@ -1,18 +1,22 @@
 #!/bin/sh
-# Install the Debian packages hutch needs to build, test and benchmark, when
-# they are missing. Safe to run again; does nothing when all are present.
+# Install the Debian packages hutch needs to build (no option), test
+# (--test) or benchmark (--bench), when they are missing. Safe to run again;
+# does nothing when all are present.
 set -eu
 
-# build: compiler, meson, static libraries for the agent
-build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev"
-# tests: pytest, the i386 toolchain for the 32-bit syscall probe, iproute2,
-# and QEMU with busybox for the cgroup v2 guest (tests/vm/run-v2)
-test="python3 python3-pytest gcc-multilib iproute2 util-linux qemu-system-x86 busybox-static"
+# build: compiler, meson, static libraries for the agent, the i386 toolchain
+# for the 32-bit syscall probe (meson looks for it when it configures), and
+# the python3 that `make run` shows at work in a sandbox
+build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
+# tests: pytest, iproute2, and QEMU with busybox for the cgroup v2 guest
+# (tests/vm/run-v2)
+test="python3 python3-pytest iproute2 util-linux qemu-system-x86 busybox-static"
 # bench: the peers hutch is measured against
 bench="bubblewrap"
 
-want="$build $test"
+want="$build"
 case "${1:-}" in
+  --test) want="$want $test" ;;
   --bench) want="$want $bench" ;;
 esac
 
