@@ -172,7 +172,6 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
   return 0;
 }
 
-
 /* The sandbox's storage: a tmpfs of the disk quota's size holding the
  * overlay's upper layer, and the overlay (template below) as the new root.
  * Returns an O_PATH fd of the new root. */
