@@ -97,7 +97,10 @@ static int mount_at(const char *src, int target, const char *type, unsigned long
 /* Bind tree (an open_tree() clone) onto target with attributes set before it
  * becomes visible, so it is never reachable writable or with setuid bits. */
 static int attach_tree(int tree, int target, uint64_t attrs, int userns, struct hutch_err *err) {
-  struct mount_attr a = {.attr_set = attrs, .userns_fd = (uint64_t)(userns >= 0 ? userns : 0)};
+  /* Private, so that no mount made later beside the source (on the host)
+   * propagates into the sandbox, whatever the source's propagation. */
+  struct mount_attr a = {.attr_set = attrs, .propagation = MS_PRIVATE,
+                         .userns_fd = (uint64_t)(userns >= 0 ? userns : 0)};
   if (userns >= 0)
     a.attr_set |= MOUNT_ATTR_IDMAP;
   if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
@@ -351,15 +354,15 @@ static int mount_user_binds(const struct hutch_rootfs *r, int root, struct hutch
   for (size_t i = 0; i < r->cfg->nbinds; i++) {
     const struct hutch_bind *b = &r->cfg->binds[i];
     struct stat st;
-    _cleanup_close_ int tree =
-        open_tree(AT_FDCWD, b->src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (tree < 0 || fstat(tree, &st) < 0)
+    /* The source as hutch opened and checked it, never its path again. */
+    int tree = r->bind_fds[2 * i];
+    if (fstat(tree, &st) < 0)
       return hutch_err_set(err, errno, "bind source %s", b->src);
     _cleanup_close_ int target = open_in_root(root, b->dst, S_ISDIR(st.st_mode), true, err);
     if (target < 0)
       return hutch_err_wrap(err, "bind destination %s", b->dst);
     uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->rw ? 0 : MOUNT_ATTR_RDONLY);
-    if (attach_tree(tree, target, attrs, r->bind_userns[i], err) < 0)
+    if (attach_tree(tree, target, attrs, r->bind_fds[2 * i + 1], err) < 0)
       return hutch_err_wrap(err, "bind %s on %s", b->src, b->dst);
   }
   return 0;

@@ -20,7 +20,8 @@ struct hutch_rootfs {
   const char *agent_path;   /* host path of hutch-agent */
   const char *hostname;
   uid_t uid_base;
-  const int *bind_userns; /* per bind: a user namespace fd for its idmap, or -1 */
+  const int *bind_fds;    /* per bind i: [2i] a detached copy of its source's mount
+                           * tree, [2i+1] the user namespace of its id map */
   int agent_fd;           /* out: the agent binary, on a read-only mount */
   int root_fd;            /* the new root, between prepare and enter */
 };

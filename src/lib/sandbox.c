@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,22 +46,60 @@ static bool has_dotdot(const char *path) {
   return false;
 }
 
+/* What a bind source must be, judged on one stat of it. Callers take that
+ * stat on the same fd they then id-map and mount (start_agent): a path
+ * looked up again could by then lead somewhere else. */
+static int check_bind_source(const struct hutch_bind *b, const struct stat *st,
+                             struct hutch_err *err) {
+  if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode))
+    return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
+  /* Inside, the source's owner is the sandbox user: its owner bits are what
+   * the workload gets (root, which hutch runs as, reads anything). */
+  mode_t need = S_IRUSR | (S_ISDIR(st->st_mode) ? S_IXUSR : 0);
+  if ((st->st_mode & need) != need)
+    return hutch_err_invalid(err, "bind source %s is not readable by its owner, whom the sandbox "
+                             "user stands for", b->src);
+  /* A writable bind is id-mapped: what the sandbox user creates there
+   * belongs to the source's owner on the host, setuid and setgid bits
+   * included (nosuid holds only inside). Host root owning it would make a
+   * workload able to leave setuid-root programs on the host. */
+  if (b->rw && (st->st_uid == 0 || st->st_gid == 0))
+    return hutch_err_invalid(err, "--bind-rw source %s belongs to root (uid or gid 0): what the "
+                             "sandbox writes there would be root's on the host; chown it to an "
+                             "unprivileged user, or bind it read-only", b->src);
+  return 0;
+}
+
+/* Look a bind source up once, for good: the fd is what is checked and
+ * id-mapped, and what the mount is cloned from. */
+static int open_bind_source(const struct hutch_bind *b, struct stat *st, struct hutch_err *err) {
+  int fd = open(b->src, O_PATH | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
+                           : hutch_err_invalid(err, "bind source %s: %s", b->src, strerror(errno));
+  if (fstat(fd, st) < 0) {
+    int e = errno;
+    close(fd);
+    return hutch_err_set(err, e, "bind source %s", b->src);
+  }
+  if (check_bind_source(b, st, err) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Early, for a clear error before anything is made; start_agent checks the
+ * sources again on the fds it mounts. */
 static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   static const char *const reserved[] = {"/proc", "/sys", "/dev"};
   for (size_t i = 0; i < cfg->nbinds; i++) {
     const struct hutch_bind *b = &cfg->binds[i];
     struct stat st;
-    if (stat(b->src, &st) < 0)
-      return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
-                             : hutch_err_invalid(err, "bind source %s: %s", b->src, strerror(errno));
-    /* Inside, the source's owner is the sandbox user: its owner bits are
-     * what the workload gets (root reads anything, so access() says little). */
-    mode_t need = S_IRUSR | (S_ISDIR(st.st_mode) ? S_IXUSR : 0);
-    if (access(b->src, R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) < 0 || (st.st_mode & need) != need)
-      return hutch_err_invalid(err, "bind source %s is not readable by its owner, whom the sandbox "
-                               "user stands for", b->src);
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-      return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
+    int fd = open_bind_source(b, &st, err);
+    if (fd < 0)
+      return -1;
+    close(fd);
     if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
       return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
     for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
@@ -68,14 +107,6 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
       if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
         return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
     }
-    /* A writable bind is id-mapped: what the sandbox user creates there
-     * belongs to the source's owner on the host, setuid and setgid bits
-     * included (nosuid holds only inside). Host root owning it would make a
-     * workload able to leave setuid-root programs on the host. */
-    if (b->rw && (st.st_uid == 0 || st.st_gid == 0))
-      return hutch_err_invalid(err, "--bind-rw source %s belongs to root (uid or gid 0): what the "
-                               "sandbox writes there would be root's on the host; chown it to an "
-                               "unprivileged user, or bind it read-only", b->src);
   }
   return 0;
 }
@@ -214,25 +245,37 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
     return -1;
   if (mkdir_p(HUTCH_STAGING_DIR) < 0)
     return hutch_err_set(err, errno, "create %s", HUTCH_STAGING_DIR);
-  _cleanup_free_ int *userns = xcalloc(cfg->nbinds, sizeof(int));
-  for (size_t i = 0; i < cfg->nbinds; i++)
-    userns[i] = -1;
+  /* Per bind, [2i] a detached copy of the source's mount tree (made here:
+   * the child's mount namespace cannot clone the host's mounts by fd) and
+   * [2i+1] the user namespace of its id map. */
+  size_t nfds = 2 * cfg->nbinds;
+  _cleanup_free_ int *fds = xcalloc(nfds + 1, sizeof(int));
+  for (size_t i = 0; i < nfds; i++)
+    fds[i] = -1;
   for (size_t i = 0; i < cfg->nbinds; i++) {
     struct stat st;
-    if (stat(cfg->binds[i].src, &st) < 0 ||
-        (userns[i] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID, err)) < 0) {
-      close_fds(userns, cfg->nbinds);
-      return hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
+    int src = open_bind_source(&cfg->binds[i], &st, err);
+    if (src >= 0) {
+      fds[2 * i] = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+      if (fds[2 * i] < 0)
+        hutch_err_set(err, errno, "bind source %s", cfg->binds[i].src);
+      close(src);
+    }
+    if (fds[2 * i] < 0 ||
+        (fds[2 * i + 1] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID,
+                                             err)) < 0) {
+      close_fds(fds, nfds);
+      return fds[2 * i] < 0 ? -1 : hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
     }
   }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
-    close_fds(userns, cfg->nbinds);
+    close_fds(fds, nfds);
     return hutch_err_set(err, errno, "socketpair");
   }
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
-                 .uid_base = sb->uid_base, .bind_userns = userns, .agent_fd = -1},
+                 .uid_base = sb->uid_base, .bind_fds = fds, .agent_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1],
   };
   int r = hutch_spawn_start(&s, err), netns = -1;
@@ -245,7 +288,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   if (netns >= 0)
     close(netns);
   close(sv[1]);
-  close_fds(userns, cfg->nbinds);
+  close_fds(fds, nfds);
   if (r < 0) {
     close(sv[0]);
     return -1;

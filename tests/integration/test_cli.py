@@ -6,6 +6,7 @@ import pathlib
 import select
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -136,6 +137,35 @@ def test_root_owned_bind_rw_source_is_refused(run, tmp_path, owner):
     assert not (out / "sh").exists()
     r = run(["--bind-ro", f"{out}:/out", "--", "true"])
     assert r.code == 0, r
+
+
+def test_bind_source_swapped_during_creation_is_not_root_owned(run, tmp_path):
+    # The path is looked up once: the fd checked for its owner is the one
+    # id-mapped and mounted, so swapping a symlink between a user's directory
+    # and root's while sandboxes are made never lands a write in root's.
+    mine, roots = tmp_path / "mine", tmp_path / "roots"
+    mine.mkdir()
+    roots.mkdir()
+    os.chown(mine, 1234, 1234)
+    link = tmp_path / "out"
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            for target in (mine, roots):
+                tmp = tmp_path / "out.new"
+                tmp.symlink_to(target)
+                os.replace(tmp, link)
+    t = threading.Thread(target=swap)
+    t.start()
+    try:
+        for _ in range(60):
+            run(["--bind-rw", f"{link}:/out", "--", "sh", "-c", "touch /out/planted"], verdict=False)
+    finally:
+        stop.set()
+        t.join()
+    assert not (roots / "planted").exists()
+    assert (mine / "planted").exists()  # some runs did get the user's directory
 
 
 def test_help_and_version():
