@@ -167,7 +167,8 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
       mkdir_owned(st, "upper/root", 0700, root, err) < 0 ||
       mkdir_owned(st, "upper/tmp", 01777, root, err) < 0 ||
       write_owned(st, "upper/etc/hostname", hostname, root, err) < 0 ||
-      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0 || copy_ld_cache(st, root, err) < 0)
+      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0 ||
+      (!r->cfg->rootfs && copy_ld_cache(st, root, err) < 0)) /* a --rootfs has its own */
     return -1;
   if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0 ||
       mkdirat(st, "empty", 0755) < 0)

@@ -76,6 +76,15 @@ def test_custom_rootfs_runs_static_binary(run, tmp_path, probe):
     assert not (root / "proc").exists()  # mount points are made in the upper layer
 
 
+def test_custom_rootfs_keeps_its_own_files(run, tmp_path, probe):
+    # Only the host template gets the host's /etc/ld.so.cache.
+    root = make_rootfs(tmp_path / "root", probe[0])
+    (root / "etc" / "ld.so.cache").write_text("MINE\n")
+    shutil.copy("/bin/busybox", root / "bin" / "busybox")
+    r = run(["--rootfs", str(root), "--", "/bin/busybox", "cat", "/etc/ld.so.cache"])
+    assert r.code == 0 and r.out == "MINE\n", r
+
+
 def test_writes_stay_in_the_sandbox(run):
     r = run(["--", "sh", "-c", "echo x > /tmp/f && echo y > /home/user/g"])
     assert r.code == 0, r
