@@ -36,25 +36,32 @@ tests/vm/run-v2 --workdir "$PWD" -- env HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$
   $py -m pytest -q -rs -p no:cacheprovider -k "not test_bind_ro_and_rw" tests/integration \
   2>&1 | tee "$log/v2"
 vm=${PIPESTATUS[0]}
-if ! grep -qE '[0-9]+ (passed|failed)' "$log/v2"; then
+
+# pytest's closing line: "N passed", "N failed", "N error(s)", each optional.
+summary() { grep -oE "[0-9]+ $2" "$1" | tail -n 1 | cut -d' ' -f1; }
+passed() { local p; p=$(summary "$1" passed); echo "${p:-0}"; }
+failed() { local f e; f=$(summary "$1" failed); e=$(summary "$1" 'errors?'); echo $(( ${f:-0} + ${e:-0} )); }
+
+if [ "$vm" = 125 ]; then
+  # run-v2 could not make the guest (QEMU, busybox or the kernel package
+  # missing) and said why above: nothing ran.
   if [ "${HUTCH_MUST_WORK:-}" = 1 ]; then
     echo "cgroup v2 guest: required but unavailable (HUTCH_MUST_WORK=1)"
     echo "guest: 0 passed, 1 failed" >"$log/v2"
     fail=1
   else
-    echo "cgroup v2 guest: unavailable, skipped (see the line above)"
+    echo "cgroup v2 guest: unavailable, not run (see the line above)"
   fi
 elif [ "$vm" != 0 ]; then
+  # A failing suite, or one cut short (a crash, a hang past the timeout)
+  # that never printed its count: a failure either way.
   fail=1
+  [ "$(failed "$log/v2")" -gt 0 ] || echo "guest: 0 passed, 1 failed" >>"$log/v2"
 fi
 
 count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1; }
 upass=$(( $(count Ok "$log/unit") + $(count Ok "$log/asan") ))
 ufail=$(( $(count Fail "$log/unit") + $(count Fail "$log/asan") ))
-# pytest's closing line: "N passed", "N failed", "N error(s)", each optional.
-summary() { grep -oE "[0-9]+ $2" "$1" | tail -n 1 | cut -d' ' -f1; }
-passed() { local p; p=$(summary "$1" passed); echo "${p:-0}"; }
-failed() { local f e; f=$(summary "$1" failed); e=$(summary "$1" 'errors?'); echo $(( ${f:-0} + ${e:-0} )); }
 ppass=$(( $(passed "$log/pytest") + $(passed "$log/v2") ))
 pfail=$(( $(failed "$log/pytest") + $(failed "$log/v2") ))
 echo "$(( upass + ppass )) passed, $(( ufail + pfail )) failed"

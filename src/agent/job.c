@@ -211,15 +211,17 @@ void job_window(struct agent *a, struct job *j, uint32_t more) {
  * that the workload's next write there fails as it would on a pipe whose
  * reader is gone. A terminal carries both, so it hangs up instead. */
 static void close_output(struct agent *a, struct job *j, const char *which) {
-  if (!which)
-    return;
-  if (j->pty) {
+  bool out = which && strcmp(which, "stdout") == 0, err = which && strcmp(which, "stderr") == 0;
+  if (j->pty && out) { /* the terminal carries stdin too: what waits for it has no reader */
+    if (j->inlen)
+      hutch_conn_send_window(&a->conn, j->id, (uint32_t)j->inlen);
+    j->inlen = 0;
     agent_close_watch(a, &j->in);
     agent_close_watch(a, &j->out.w);
-  } else if (strcmp(which, "stdout") == 0) {
-    agent_close_watch(a, &j->out.w);
-  } else if (strcmp(which, "stderr") == 0) {
-    agent_close_watch(a, &j->err.w);
+  } else if (!j->pty && (out || err)) {
+    agent_close_watch(a, out ? &j->out.w : &j->err.w);
+  } else {
+    return;
   }
   maybe_finish(a, j);
 }

@@ -95,11 +95,6 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
   static const char *const reserved[] = {"/proc", "/sys", "/dev"};
   for (size_t i = 0; i < cfg->nbinds; i++) {
     const struct hutch_bind *b = &cfg->binds[i];
-    struct stat st;
-    int fd = open_bind_source(b, &st, err);
-    if (fd < 0)
-      return -1;
-    close(fd);
     if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
       return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
     for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
@@ -107,6 +102,11 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
       if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
         return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
     }
+    struct stat st;
+    int fd = open_bind_source(b, &st, err);
+    if (fd < 0)
+      return -1;
+    close(fd);
   }
   return 0;
 }

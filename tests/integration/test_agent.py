@@ -79,6 +79,27 @@ def test_kill_control_and_close(agent):
     assert frames[-1].json()["event"] == "exit"
 
 
+def test_close_output_control(agent):
+    # An unknown stream name changes nothing; closing stdout makes the
+    # workload's next write meet a pipe with no reader (SIGPIPE), with or
+    # without a terminal (which hangs up: SIGHUP for the shell).
+    agent.send(OPEN, 1, {"op": "exec", "argv": ["sh", "-c", "echo ready; read x; yes"], "stdin": True})
+    agent.next_frame(1)
+    assert agent.next_frame(1).payload == b"ready\n"
+    agent.send(CONTROL, 1, {"close": "bogus"})
+    agent.send(CONTROL, 1, {"close": "stdout"})
+    agent.send_stdin(1, b"go\n")
+    ev = agent.collect(1)[-1].json()
+    assert ev["event"] == "exit" and ev["exit_code"] == 128 + 13, ev  # sh reports yes's SIGPIPE
+    agent.send(OPEN, 2, {"op": "exec", "argv": ["sh", "-c", "echo ready; read x"], "pty": {"rows": 24, "cols": 80},
+                         "stdin": True})
+    agent.next_frame(2)
+    agent.send(CONTROL, 2, {"close": "stdout"})
+    agent.send(CONTROL, 2, {"close": "stdout"})  # twice: no harm
+    ev = agent.collect(2)[-1].json()
+    assert ev["event"] == "exit" and ev["signal"] == 1, ev
+
+
 def test_pty_and_resize(agent):
     agent.send(OPEN, 1, {"op": "exec", "argv": ["sh", "-c", "stty size; read x; stty size; echo x=$x"],
                          "pty": {"rows": 30, "cols": 100}, "stdin": True})
