@@ -264,6 +264,9 @@ int main(int argc, char **argv) {
      * removes their cgroup, which is slow on v1), and never inside a
      * callback that might still use them. */
     reap_done(&a);
+    /* After the flush: output paused while the connection was backed up
+     * reads again once it has drained, and nothing else would wake us. */
+    update_interest(&a);
     agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];
     int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), -1);
@@ -274,7 +277,6 @@ int main(int argc, char **argv) {
       if (w->fd >= 0) /* closed by an earlier callback of this turn */
         w->ready(&a, w, ev[i].events);
     }
-    update_interest(&a);
   }
   /* The connection is gone: as PID 1, exiting ends the whole sandbox. */
   return 0;
