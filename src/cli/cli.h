@@ -24,6 +24,8 @@ struct run_opts {
 };
 
 int cmd_run(int argc, char **argv);
+/* Runs hutch-serve, the server, from beside this program. */
+int cmd_serve(int argc, char **argv);
 int run_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 

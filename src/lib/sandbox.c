@@ -321,6 +321,15 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
   return 0;
 }
 
+void hutch_gc_host(void) {
+  struct hutch_cgroup root = {0};
+  struct hutch_err ignored;
+  if (hutch_cgroup_open_root(&root, &ignored) < 0)
+    return;
+  hutch_gc(&root);
+  hutch_cgroup_close(&root);
+}
+
 int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   int ret = 0;
   if (sb->conn_fd >= 0)

@@ -60,5 +60,7 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err);
 /* Remove what crashed hutch processes left behind: sandbox cgroups nobody
  * holds that have no process left. */
 void hutch_gc(const struct hutch_cgroup *root);
+/* The same, opening the cgroup root itself (a server's periodic sweep). */
+void hutch_gc_host(void);
 
 #endif

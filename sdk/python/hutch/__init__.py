@@ -1,0 +1,16 @@
+"""The Python SDK of hutch: sandboxes for AI agents on your own machine.
+
+    from hutch import Sandbox
+    with Sandbox.create() as sbx:
+        print(sbx.commands.run("python3 -c 'print(6 * 7)'").stdout)
+
+It speaks hutch serve's native API (docs/openapi.yaml) with the standard
+library only. HUTCH_API_URL (default http://127.0.0.1:7420) and
+HUTCH_API_KEY say where and as whom.
+"""
+from .errors import (AuthError, CommandExitError, HutchError, InvalidArgument, NotFound,
+                     RateLimited, Timeout)
+from .sandbox import CommandResult, Sandbox
+
+__all__ = ["Sandbox", "CommandResult", "HutchError", "AuthError", "NotFound",
+           "InvalidArgument", "RateLimited", "Timeout", "CommandExitError"]

@@ -1,0 +1,164 @@
+"""Sandbox: create, connect, list, run commands, set the timeout, kill."""
+import base64
+import os
+import urllib.parse
+
+from ._http import Client
+from .errors import CommandExitError, NotFound, Timeout
+
+DEFAULT_URL = "http://127.0.0.1:7420"
+
+
+def _client(api_url, api_key, request_timeout):
+    url = api_url or os.environ.get("HUTCH_API_URL") or DEFAULT_URL
+    key = api_key or os.environ.get("HUTCH_API_KEY")
+    return Client(url, key, request_timeout)
+
+
+class CommandResult:
+    """How a command ended: its output and hutch's verdict."""
+
+    def __init__(self, stdout, stderr, verdict, pid):
+        self.stdout, self.stderr, self.pid = stdout, stderr, pid
+        self.verdict = verdict
+        self.status = verdict.get("status")
+        self.exit_code = verdict.get("exit_code")
+        self.signal = verdict.get("signal")
+        self.wall_ms = verdict.get("wall_ms")
+        self.cpu_ms = verdict.get("cpu_ms")
+        self.peak_memory_kb = verdict.get("peak_memory_kb")
+        self.message = verdict.get("message", "")
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    def __repr__(self):
+        return (f"CommandResult(status={self.status!r}, exit_code={self.exit_code}, "
+                f"stdout={self.stdout[-200:]!r}, stderr={self.stderr[-200:]!r})")
+
+
+def _piece(line):
+    if "data" in line:
+        return line["data"].encode()
+    return base64.b64decode(line.get("data_b64", ""))
+
+
+class Commands:
+    def __init__(self, sandbox):
+        self._sbx = sandbox
+
+    def run(self, cmd, *, on_stdout=None, on_stderr=None, envs=None, cwd=None, user=None,
+            stdin=None, timeout=None, check=False, background=False):
+        """Run cmd (a shell string, or an argv list) and wait for it.
+
+        on_stdout/on_stderr get each piece of output as text as it comes.
+        timeout (seconds) ends the command with status "timeout" (raises
+        Timeout). check=True raises CommandExitError unless it succeeded.
+        """
+        if background:
+            raise NotImplementedError("background commands are not served by hutch yet")
+        body = {"cmd": list(cmd)} if isinstance(cmd, (list, tuple)) else {"shell": cmd}
+        if envs:
+            body["env"] = dict(envs)
+        if cwd:
+            body["cwd"] = cwd
+        if user:
+            body["user"] = user
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout:
+            body["timeout_s"] = timeout
+        out, err, verdict, pid = [], [], {}, None
+        path = f"/v1/sandboxes/{self._sbx.id}/exec"
+        # The stream may be silent as long as the command is: no socket
+        # timeout unless the command has one.
+        wait = timeout + 30 if timeout else None
+        for line in self._sbx._client.stream("POST", path, body, wait):
+            kind = line.get("type")
+            if kind == "start":
+                pid = line.get("pid")
+            elif kind in ("stdout", "stderr"):
+                text = _piece(line).decode(errors="replace")
+                (out if kind == "stdout" else err).append(text)
+                cb = on_stdout if kind == "stdout" else on_stderr
+                if cb:
+                    cb(text)
+            elif kind == "exit":
+                verdict = line
+        result = CommandResult("".join(out), "".join(err), verdict, pid)
+        if result.status == "timeout":
+            raise Timeout(f"command timed out: {result.message}", code="timeout")
+        if check and not result.ok:
+            raise CommandExitError(result)
+        return result
+
+
+class Sandbox:
+    """A sandbox on a hutch server. Use Sandbox.create() or Sandbox.connect()."""
+
+    def __init__(self, info, client):
+        self._client = client
+        self._info = info
+        self.commands = Commands(self)
+
+    @property
+    def id(self):
+        return self._info["id"]
+
+    @property
+    def info(self):
+        return dict(self._info)
+
+    @classmethod
+    def create(cls, template="host", *, timeout=None, memory_mb=None, cpus=None, pids=None,
+               disk_mb=None, envs=None, metadata=None, api_url=None, api_key=None,
+               request_timeout=60):
+        """A new sandbox; timeout is its life in seconds (default 300)."""
+        body = {"template": template}
+        for k, v in (("timeout_s", timeout), ("memory_mb", memory_mb), ("cpus", cpus),
+                     ("pids", pids), ("disk_mb", disk_mb), ("env", envs),
+                     ("metadata", metadata)):
+            if v is not None:
+                body[k] = v
+        client = _client(api_url, api_key, request_timeout)
+        return cls(client.call("POST", "/v1/sandboxes", body), client)
+
+    @classmethod
+    def connect(cls, sandbox_id, *, api_url=None, api_key=None, request_timeout=60):
+        """A sandbox made earlier (by this program or another)."""
+        client = _client(api_url, api_key, request_timeout)
+        sid = urllib.parse.quote(sandbox_id, safe="")
+        return cls(client.call("GET", f"/v1/sandboxes/{sid}"), client)
+
+    @staticmethod
+    def list(*, metadata=None, api_url=None, api_key=None, request_timeout=60):
+        """The caller's running sandboxes (as dicts), filtered by metadata."""
+        client = _client(api_url, api_key, request_timeout)
+        query = urllib.parse.urlencode({f"metadata.{k}": v for k, v in (metadata or {}).items()})
+        return client.call("GET", "/v1/sandboxes" + (f"?{query}" if query else ""))["sandboxes"]
+
+    def refresh(self):
+        self._info = self._client.call("GET", f"/v1/sandboxes/{self.id}")
+        return self.info
+
+    def set_timeout(self, timeout):
+        """Live timeout more seconds from now."""
+        self._info = self._client.call("POST", f"/v1/sandboxes/{self.id}/timeout",
+                                       {"timeout_s": timeout})
+
+    def kill(self):
+        """Destroy the sandbox and everything in it."""
+        self._client.call("DELETE", f"/v1/sandboxes/{self.id}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.kill()
+        except NotFound:
+            pass  # already gone (its timeout, or killed inside the block)
+
+    def __repr__(self):
+        return f"Sandbox(id={self.id!r})"

@@ -1,0 +1,66 @@
+/* The server's end of one sandbox's agent connection (docs/protocol.md):
+ * frames in and out on the event loop, and the streams open on it, each
+ * with the callback its frames go to. */
+#ifndef HUTCH_AGENTC_H
+#define HUTCH_AGENTC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "conn.h"
+
+struct agentc;
+struct astream;
+
+/* A frame for a stream. f is valid only during the call. After a frame
+ * with HUTCH_FL_END, or with f NULL (the connection is gone), the stream
+ * is freed once the callback returns. */
+typedef void (*astream_cb)(struct astream *s, const struct hutch_frame *f);
+
+struct astream {
+  struct astream *next;
+  struct agentc *ac;
+  uint32_t id;
+  astream_cb cb;
+  void *ctx;
+  uint32_t window;    /* STDIN bytes the agent accepts now */
+  uint8_t *pending;   /* STDIN bytes waiting for window */
+  size_t npending;
+  bool pending_eof;   /* send EOF once pending is out */
+};
+
+struct agentc {
+  uv_poll_t poll;
+  struct hutch_conn conn;
+  struct astream *streams;
+  uint32_t next_id;
+  bool dead;
+  /* The connection failed or the agent is gone. */
+  void (*on_dead)(struct agentc *ac);
+  void (*on_closed)(struct agentc *ac); /* agentc_close is done */
+};
+
+int agentc_init(struct agentc *ac, uv_loop_t *loop, int fd);
+/* Close the connection; every stream hears f NULL, then on_closed is
+ * called from the loop: ac's memory may be freed from then on. */
+void agentc_close(struct agentc *ac, void (*on_closed)(struct agentc *ac));
+
+/* Open a stream with request req (a reference is taken). NULL when the
+ * connection is gone. */
+struct astream *agentc_open(struct agentc *ac, json_t *req, astream_cb cb, void *ctx);
+void agentc_send(struct astream *s, uint8_t type, uint8_t flags, const void *p, size_t n);
+void agentc_send_json(struct astream *s, uint8_t type, json_t *j);
+/* Send input on s (exec stdin, file content), as the agent's window
+ * allows; the rest waits for WINDOW frames. eof ends the input. */
+void agentc_stdin(struct astream *s, const void *p, size_t n, bool eof);
+/* STDIN bytes still waiting for window on s. */
+size_t agentc_stdin_pending(const struct astream *s);
+/* Give the agent n more bytes of window on s (we consumed them). */
+void agentc_window(struct astream *s, uint32_t n);
+/* Abandon s: the agent kills its processes. The callback is not called
+ * again; s is freed. */
+void agentc_abandon(struct astream *s);
+
+#endif

@@ -1,0 +1,218 @@
+/* /v1/sandboxes: create, list, get, delete, and set a sandbox's timeout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+#include "store.h"
+#include "util.h"
+
+#define MAX_MAP_ENTRIES 256 /* env and metadata */
+
+struct create_req {
+  const char *template;
+  double timeout_s;
+  uint64_t memory_mb, pids, disk_mb;
+  double cpus;
+  json_t *env, *metadata;
+};
+
+static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
+  static const char *const known[] = {"template", "timeout_s", "memory_mb", "cpus", "pids",
+                                      "disk_mb",  "env",       "metadata",  NULL};
+  r->template = "host";
+  r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
+  if (body_only(c, o, known) < 0 || body_string(c, o, "template", 63, &r->template) < 0 ||
+      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
+      body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
+      body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0 ||
+      body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0 ||
+      body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
+      body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
+      body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0)
+    return -1;
+  if (strcmp(r->template, "host") != 0) {
+    http_error(c, 404, "template_not_found", "no template '%s' (this server has: host)",
+               r->template);
+    return -1;
+  }
+  if (r->env) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(r->env, k, v) if (strchr(k, '=')) {
+      http_error(c, 400, "invalid_argument", "env: name '%s' contains '='", k);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The tenant's quota and the server's capacity, before anything is made. */
+static int check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb) {
+  struct server *srv = c->srv;
+  struct hutch_err err = {0};
+  struct tenant_quota q;
+  if (store_tenant_get(srv->store, p->tenant, &q, &err) < 0) {
+    http_error(c, 500, "internal", "%s", err.msg);
+    return -1;
+  }
+  uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
+  uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
+  uint64_t n = 0, mem = 0;
+  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    if (strcmp(sb->tenant, p->tenant) == 0) {
+      n++;
+      mem += sb->memory_mb;
+    }
+  if (n + 1 > max_sbx) {
+    http_error(c, 429, "quota_exceeded", "tenant %s may run at most %llu sandboxes", p->tenant,
+               (unsigned long long)max_sbx);
+    return -1;
+  }
+  if (mem + memory_mb > max_mem) {
+    http_error(c, 429, "quota_exceeded",
+               "tenant %s may use at most %llu MiB of sandbox memory (%llu in use)", p->tenant,
+               (unsigned long long)max_mem, (unsigned long long)mem);
+    return -1;
+  }
+  if (srv->nsandboxes >= srv->cfg.max_sandboxes) {
+    http_error(c, 503, "at_capacity", "the server runs its maximum of %u sandboxes",
+               srv->cfg.max_sandboxes);
+    return -1;
+  }
+  return 0;
+}
+
+void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
+  struct server *srv = c->srv;
+  uint64_t t0 = now_ns();
+  struct create_req r = {0};
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir, .die_with_parent = true};
+  struct hutch_err err = {0};
+  if (parse_create(c, o, &r) < 0)
+    goto out;
+  cfg.memory_bytes = r.memory_mb << 20;
+  cfg.disk_bytes = r.disk_mb << 20;
+  cfg.pids = r.pids;
+  cfg.cpu_milli = (uint64_t)(r.cpus * 1000 + 0.5);
+  if (hutch_config_check(&cfg, &err) < 0) {
+    http_error(c, 400, "invalid_argument", "%s", err.msg);
+    goto out;
+  }
+  if (check_room(c, p, cfg.memory_bytes >> 20) < 0)
+    goto out;
+  struct sbx *sb = xcalloc(1, sizeof *sb);
+  if (hutch_sandbox_create(&cfg, &sb->hs, &err) < 0) {
+    free(sb);
+    http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
+    goto out;
+  }
+  sb->srv = srv;
+  memcpy(sb->id, sb->hs->id, sizeof sb->id);
+  str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
+  str_copy(sb->template, sizeof sb->template, r.template);
+  sb->metadata = r.metadata ? json_deep_copy(r.metadata) : json_object();
+  sb->env = r.env ? json_deep_copy(r.env) : json_object();
+  sb->memory_mb = cfg.memory_bytes >> 20;
+  sb->disk_mb = cfg.disk_bytes >> 20;
+  sb->pids = cfg.pids;
+  sb->cpu_milli = cfg.cpu_milli;
+  sb->created_ms = wall_ms();
+  sb->expires_ms = sb->created_ms + (int64_t)(r.timeout_s * 1000);
+  sb->next = srv->sandboxes;
+  srv->sandboxes = sb;
+  srv->nsandboxes++;
+  if (agentc_init(&sb->ac, srv->loop, sb->hs->conn_fd) < 0) {
+    http_error(c, 500, "sandbox_error", "watching the agent connection failed");
+    sbx_destroy(sb);
+    goto out;
+  }
+  sb->ac.on_dead = sbx_agent_dead;
+  if (store_sandbox_put(srv->store, sb, &err) < 0) {
+    http_error(c, 500, "internal", "%s", err.msg);
+    sbx_destroy(sb);
+    goto out;
+  }
+  srv->metrics.creates++;
+  metrics_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
+                  (double)(now_ns() - t0) / 1e9);
+  str_copy(c->sandbox, sizeof c->sandbox, sb->id);
+  http_json(c, 201, sbx_json(sb));
+out:
+  json_decref(o);
+}
+
+/* ?state=running and ?metadata.KEY=VALUE (all must match). */
+static bool listed(const struct sbx *sb, const struct http_req *req) {
+  bool ok = true;
+  for (const char *q = req->query; ok && q && *q;) {
+    char *key = NULL, *value = NULL;
+    q = http_query_next(q, &key, &value);
+    if (key && strcmp(key, "state") == 0)
+      ok = value && strcmp(value, "running") == 0;
+    else if (key && strncmp(key, "metadata.", 9) == 0) {
+      json_t *v = json_object_get(sb->metadata, key + 9);
+      ok = v && value && strcmp(json_string_value(v), value) == 0;
+    }
+    free(key);
+    free(value);
+  }
+  return ok;
+}
+
+void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
+  json_t *a = json_array();
+  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
+    if (strcmp(sb->tenant, p->tenant) == 0 && listed(sb, &c->req))
+      json_array_append_new(a, sbx_json(sb));
+  http_json(c, 200, json_pack("{s:o}", "sandboxes", a));
+}
+
+static struct sbx *lookup(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_find(c->srv, p, c->req.params[0]);
+  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
+  if (!sb)
+    http_error(c, 404, "not_found", "no sandbox %s", c->req.params[0]);
+  return sb;
+}
+
+void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = lookup(c, p);
+  if (sb)
+    http_json(c, 200, sbx_json(sb));
+}
+
+void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = lookup(c, p);
+  if (!sb)
+    return;
+  sbx_destroy(sb);
+  http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+/* A new timeout, counted from now (as E2B's setTimeout). */
+void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"timeout_s", NULL};
+  struct sbx *sb = lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  if (!o)
+    return;
+  double t = -1;
+  struct hutch_err err = {0};
+  if (body_only(c, o, known) < 0 ||
+      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
+    goto out;
+  if (t < 0) {
+    http_error(c, 400, "invalid_argument", "timeout_s is required");
+    goto out;
+  }
+  sb->expires_ms = wall_ms() + (int64_t)(t * 1000);
+  if (store_sandbox_expiry(c->srv->store, sb->id, sb->expires_ms, &err) < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+  http_json(c, 200, sbx_json(sb));
+out:
+  json_decref(o);
+}

@@ -1,0 +1,568 @@
+/* HTTP/1.1 connections: reading requests with http-parser, writing
+ * responses through libuv (http.h). */
+#include "http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "serve.h"
+#include "util.h"
+
+struct wreq {
+  uv_write_t w;
+  struct http_conn *c;
+  size_t len;
+  char data[];
+};
+
+static void conn_closed(uv_handle_t *h);
+static void start_reading(struct http_conn *c);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* ---- request state ---- */
+
+static void req_free(struct http_req *r) {
+  free(r->target);
+  free(r->path);
+  free(r->query);
+  free(r->pbuf);
+  for (size_t i = 0; i < r->nheaders; i++) {
+    free(r->headers[i].name);
+    free(r->headers[i].value);
+  }
+  free(r->headers);
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
+static int append(char **s, const char *at, size_t n) {
+  size_t old = *s ? strlen(*s) : 0;
+  *s = xrealloc(*s, old + n + 1);
+  memcpy(*s + old, at, n);
+  (*s)[old + n] = '\0';
+  return 0;
+}
+
+static struct http_conn *conn_of(http_parser *p) { return p->data; }
+
+/* Request line and headers together may not exceed HTTP_HEADER_MAX. */
+static int count_header(struct http_conn *c, size_t n) {
+  c->header_bytes += n;
+  if (c->header_bytes > HTTP_HEADER_MAX) {
+    c->fail_status = 431;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_begin(http_parser *p) {
+  struct http_conn *c = conn_of(p);
+  req_free(&c->req);
+  c->req.started_ns = now_ns();
+  c->header_bytes = 0;
+  c->in_value = false;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n) {
+  struct http_conn *c = conn_of(p);
+  return count_header(c, n) < 0 ? -1 : append(&c->req.target, at, n);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n) {
+  struct http_conn *c = conn_of(p);
+  struct http_req *r = &c->req;
+  if (count_header(c, n) < 0)
+    return -1;
+  if (r->nheaders == 0 || c->in_value) {
+    if (r->nheaders >= 100) {
+      c->fail_status = 431;
+      return -1;
+    }
+    r->headers = xrealloc(r->headers, (r->nheaders + 1) * sizeof *r->headers);
+    r->headers[r->nheaders++] = (struct http_header){xstrdup(""), xstrdup("")};
+    c->in_value = false;
+  }
+  return append(&r->headers[r->nheaders - 1].name, at, n);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n) {
+  struct http_conn *c = conn_of(p);
+  if (count_header(c, n) < 0 || c->req.nheaders == 0)
+    return -1;
+  c->in_value = true;
+  return append(&c->req.headers[c->req.nheaders - 1].value, at, n);
+}
+
+static int on_headers_complete(http_parser *p) {
+  struct http_conn *c = conn_of(p);
+  struct http_req *r = &c->req;
+  r->method = p->method;
+  if (!r->target || r->target[0] != '/') {
+    c->fail_status = 400;
+    return -1;
+  }
+  const char *q = strchr(r->target, '?');
+  r->path = q ? strndup(r->target, (size_t)(q - r->target)) : xstrdup(r->target);
+  r->query = q ? xstrdup(q + 1) : NULL;
+  if (!r->path)
+    abort();
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length > HTTP_BODY_MAX) {
+    c->fail_status = 413;
+    return -1;
+  }
+  uv_timer_start(&c->timer, c->timer.timer_cb, HTTP_BODY_TIMEOUT_MS, 0);
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n) {
+  struct http_conn *c = conn_of(p);
+  struct http_req *r = &c->req;
+  if (r->body_len + n > HTTP_BODY_MAX) {
+    c->fail_status = 413;
+    return -1;
+  }
+  r->body = xrealloc(r->body, r->body_len + n + 1);
+  memcpy(r->body + r->body_len, at, n);
+  r->body_len += n;
+  r->body[r->body_len] = '\0';
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  struct http_conn *c = conn_of(p);
+  c->complete = true;
+  c->keep_alive = http_should_keep_alive(p);
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- connection lifetime ---- */
+
+static void conn_close(struct http_conn *c) {
+  if (c->state == HC_CLOSING)
+    return;
+  bool owned = c->state == HC_STREAMING && c->ops && c->ops->abort;
+  c->state = HC_CLOSING;
+  if (owned)
+    c->ops->abort(c->ctx);
+  c->ops = NULL;
+  uv_timer_stop(&c->timer);
+  uv_close((uv_handle_t *)&c->timer, NULL);
+  uv_close((uv_handle_t *)&c->tcp, conn_closed);
+}
+
+static void conn_closed(uv_handle_t *h) {
+  struct http_conn *c = h->data;
+  struct server *srv = c->srv;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    srv->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  srv->nconns--;
+  req_free(&c->req);
+  free(c->leftover);
+  free(c);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  struct http_conn *c = t->data;
+  if (c->state != HC_READING)
+    return;
+  /* Mid-request: say why; idle between requests: just close. */
+  if (c->req.started_ns && !c->complete)
+    http_error(c, 408, "timeout", "the request was not sent in time");
+  else
+    conn_close(c);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  struct http_conn *c = h->data;
+  /* One buffer for the whole server: every read is consumed (or its rest
+   * copied) before the next one can happen. */
+  *buf = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
+}
+
+static void dispatch_ready(struct http_conn *c) {
+  c->complete = false;
+  c->state = HC_HANDLING;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_timer_stop(&c->timer);
+  serve_dispatch(c->srv, c);
+}
+
+static void parse(struct http_conn *c, const char *data, size_t n) {
+  size_t used = http_parser_execute(&c->parser, &settings, data, n);
+  enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+  if (c->complete) {
+    if (used < n) {
+      free(c->leftover);
+      c->leftover = xmalloc(n - used);
+      memcpy(c->leftover, data + used, n - used);
+      c->leftover_len = n - used;
+    }
+    dispatch_ready(c);
+    return;
+  }
+  if (e != HPE_OK && e != HPE_PAUSED) {
+    if (c->fail_status == 431)
+      http_error(c, 431, "headers_too_large", "request line and headers exceed %u bytes",
+                 HTTP_HEADER_MAX);
+    else if (c->fail_status == 413)
+      http_error(c, 413, "body_too_large", "request body exceeds %u bytes", HTTP_BODY_MAX);
+    else
+      http_error(c, 400, "bad_request", "malformed HTTP request: %s", http_errno_name(e));
+  }
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct http_conn *c = s->data;
+  if (n < 0) {
+    conn_close(c);
+    return;
+  }
+  if (n == 0)
+    return;
+  if (c->state == HC_STREAMING) {
+    /* Read while streaming only to learn that the client went away; what
+     * it sent meanwhile waits for the end of this response. */
+    if (c->leftover_len + (size_t)n > HTTP_HEADER_MAX) {
+      conn_close(c);
+      return;
+    }
+    c->leftover = xrealloc(c->leftover, c->leftover_len + (size_t)n);
+    memcpy(c->leftover + c->leftover_len, buf->base, (size_t)n);
+    c->leftover_len += (size_t)n;
+    return;
+  }
+  if (c->state != HC_READING)
+    return;
+  if (!c->req.started_ns && !c->header_bytes) /* first bytes of a request */
+    uv_timer_start(&c->timer, on_timeout, HTTP_HEADER_TIMEOUT_MS, 0);
+  parse(c, buf->base, (size_t)n);
+}
+
+static void start_reading(struct http_conn *c) {
+  c->state = HC_READING;
+  memset(&c->req, 0, sizeof c->req);
+  c->fail_status = 0;
+  http_parser_pause(&c->parser, 0);
+  uv_timer_start(&c->timer, on_timeout, HTTP_IDLE_TIMEOUT_MS, 0);
+  if (c->leftover) {
+    char *rest = c->leftover;
+    size_t n = c->leftover_len;
+    c->leftover = NULL;
+    c->leftover_len = 0;
+    uv_timer_start(&c->timer, on_timeout, HTTP_HEADER_TIMEOUT_MS, 0);
+    parse(c, rest, n);
+    free(rest);
+    if (c->state != HC_READING)
+      return;
+  }
+  uv_read_stop((uv_stream_t *)&c->tcp); /* it may still read from a stream */
+  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
+    conn_close(c);
+}
+
+void http_accept(struct server *srv, uv_stream_t *listener) {
+  struct http_conn *c = xcalloc(1, sizeof *c);
+  c->srv = srv;
+  uv_tcp_init(srv->loop, &c->tcp);
+  uv_timer_init(srv->loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  c->next = srv->conns;
+  if (srv->conns)
+    srv->conns->prev = c;
+  srv->conns = c;
+  srv->nconns++;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+    conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  http_parser_init(&c->parser, HTTP_REQUEST);
+  c->parser.data = c;
+  c->timer.timer_cb = on_timeout;
+  if (srv->nconns > srv->cfg.max_conns) {
+    /* At capacity: answer at once rather than hold the client. */
+    c->state = HC_HANDLING;
+    c->keep_alive = false;
+    http_error(c, 503, "overloaded", "too many connections; try again");
+    return;
+  }
+  start_reading(c);
+}
+
+void http_close_all(struct server *srv) {
+  for (struct http_conn *c = srv->conns; c; c = c->next)
+    conn_close(c);
+}
+
+/* ---- writing ---- */
+
+static void write_done(uv_write_t *w, int status) {
+  struct wreq *r = (struct wreq *)w;
+  struct http_conn *c = r->c;
+  c->queued -= r->len;
+  free(r);
+  if (status < 0) {
+    conn_close(c);
+    return;
+  }
+  if (c->above_high && c->queued < HTTP_STREAM_HIGH / 2) {
+    c->above_high = false;
+    if (c->state == HC_STREAMING && c->ops && c->ops->drain)
+      c->ops->drain(c->ctx);
+  }
+}
+
+static void send_raw(struct http_conn *c, const void *data, size_t len) {
+  if (c->state == HC_CLOSING || len == 0)
+    return;
+  struct wreq *r = xmalloc(sizeof *r + len);
+  r->c = c;
+  r->len = len;
+  memcpy(r->data, data, len);
+  uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
+  c->queued += len;
+  if (c->queued >= HTTP_STREAM_HIGH)
+    c->above_high = true;
+  if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
+    c->queued -= len;
+    free(r);
+    conn_close(c);
+  }
+}
+
+static void shutdown_done(uv_shutdown_t *s, int status) {
+  (void)status;
+  struct http_conn *c = s->data;
+  free(s);
+  conn_close(c);
+}
+
+/* The response is complete: read the next request, or close. */
+static void finish(struct http_conn *c) {
+  if (c->state == HC_CLOSING)
+    return;
+  c->ops = NULL;
+  c->ctx = NULL;
+  serve_request_done(c->srv, c);
+  c->last_error = NULL;
+  req_free(&c->req);
+  if (c->keep_alive && !c->srv->stopping) {
+    start_reading(c);
+    return;
+  }
+  /* Close once what is queued has been written. */
+  c->state = HC_HANDLING;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_shutdown_t *s = xmalloc(sizeof *s);
+  s->data = c;
+  if (uv_shutdown(s, (uv_stream_t *)&c->tcp, shutdown_done) < 0) {
+    free(s);
+    conn_close(c);
+  }
+}
+
+static void head(struct http_conn *c, int status, const char *ctype, const char *length,
+                 const char *extra) {
+  char *h = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\n%s%sConnection: %s\r\n\r\n", status,
+                      http_status_text(status), ctype, length, extra ? extra : "",
+                      c->keep_alive ? "keep-alive" : "close");
+  send_raw(c, h, strlen(h));
+  free(h);
+}
+
+void http_respond(struct http_conn *c, int status, const char *ctype, const void *body,
+                  size_t len, const char *extra) {
+  if (c->state == HC_CLOSING)
+    return;
+  if (c->state == HC_READING) { /* refused while reading: the rest cannot be parsed */
+    c->keep_alive = false;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_timer_stop(&c->timer);
+  }
+  c->last_status = status;
+  char length[48];
+  snprintf(length, sizeof length, "Content-Length: %zu\r\n", len);
+  head(c, status, ctype, length, extra);
+  send_raw(c, body, len);
+  finish(c);
+}
+
+char *http_json_line(json_t *j, size_t *len) {
+  char *s = json_dumps(j, SERVE_JSON_FLAGS);
+  json_decref(j);
+  if (!s)
+    abort(); /* out of memory: json_pack's arguments are ours */
+  size_t n = strlen(s);
+  s = xrealloc(s, n + 2);
+  s[n++] = '\n';
+  s[n] = '\0';
+  *len = n;
+  return s;
+}
+
+void http_json(struct http_conn *c, int status, json_t *j) {
+  size_t n;
+  char *s = http_json_line(j, &n);
+  http_respond(c, status, "application/json", s, n, NULL);
+  free(s);
+}
+
+void http_error(struct http_conn *c, int status, const char *code, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->last_error = code;
+  const char *extra = status == 429 || status == 503 ? "Retry-After: 1\r\n" : NULL;
+  size_t n;
+  char *s = http_json_line(
+      json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg)), &n);
+  http_respond(c, status, "application/json", s, n, extra);
+  free(s);
+}
+
+void http_stream_start(struct http_conn *c, int status, const char *ctype,
+                       const struct http_stream_ops *ops, void *ctx) {
+  c->last_status = status;
+  head(c, status, ctype, "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n", NULL);
+  if (c->state == HC_CLOSING)
+    return;
+  c->state = HC_STREAMING;
+  c->ops = ops;
+  c->ctx = ctx;
+  /* A client that closes its connection abandons the stream. */
+  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
+    conn_close(c);
+}
+
+void http_stream_send(struct http_conn *c, const void *data, size_t len) {
+  if (c->state != HC_STREAMING || len == 0)
+    return;
+  char size[24];
+  snprintf(size, sizeof size, "%zx\r\n", len);
+  /* One write per chunk: size line, data and CRLF together. */
+  size_t sl = strlen(size);
+  char *buf = xmalloc(sl + len + 2);
+  memcpy(buf, size, sl);
+  memcpy(buf + sl, data, len);
+  memcpy(buf + sl + len, "\r\n", 2);
+  send_raw(c, buf, sl + len + 2);
+  free(buf);
+}
+
+void http_stream_end(struct http_conn *c) {
+  if (c->state != HC_STREAMING)
+    return;
+  send_raw(c, "0\r\n\r\n", 5);
+  finish(c);
+}
+
+size_t http_queued(const struct http_conn *c) { return c->queued; }
+
+/* ---- request accessors ---- */
+
+const char *http_header(const struct http_req *req, const char *name) {
+  for (size_t i = 0; i < req->nheaders; i++)
+    if (strcasecmp(req->headers[i].name, name) == 0)
+      return req->headers[i].value;
+  return NULL;
+}
+
+static int hexval(char ch) {
+  if (ch >= '0' && ch <= '9')
+    return ch - '0';
+  if (ch >= 'a' && ch <= 'f')
+    return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F')
+    return ch - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decoding, '+' as a space; NULL when an escape is broken or it
+ * decodes to a NUL. */
+static char *decode(const char *s, size_t n) {
+  char *out = xmalloc(n + 1), *o = out;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%') {
+      int hi = i + 1 < n ? hexval(s[i + 1]) : -1;
+      int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+      if (hi < 0 || lo < 0 || (hi | lo) == 0) {
+        free(out);
+        return NULL;
+      }
+      *o++ = (char)(hi << 4 | lo);
+      i += 2;
+      continue;
+    }
+    *o++ = s[i] == '+' ? ' ' : s[i];
+  }
+  *o = '\0';
+  return out;
+}
+
+const char *http_query_next(const char *q, char **key, char **value) {
+  const char *end = strchr(q, '&');
+  size_t len = end ? (size_t)(end - q) : strlen(q);
+  const char *eq = memchr(q, '=', len);
+  size_t klen = eq ? (size_t)(eq - q) : len;
+  *key = decode(q, klen);
+  *value = eq ? decode(eq + 1, len - klen - 1) : xstrdup("");
+  return end ? end + 1 : NULL;
+}
+
+char *http_query(const struct http_req *req, const char *name) {
+  for (const char *q = req->query; q && *q;) {
+    char *key, *value;
+    q = http_query_next(q, &key, &value);
+    bool match = key && strcmp(key, name) == 0;
+    free(key);
+    if (match)
+      return value;
+    free(value);
+  }
+  return NULL;
+}
+
+const char *http_status_text(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 201: return "Created";
+  case 204: return "No Content";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 413: return "Content Too Large";
+  case 415: return "Unsupported Media Type";
+  case 422: return "Unprocessable Content";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Unknown";
+  }
+}

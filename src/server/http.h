@@ -1,0 +1,121 @@
+/* HTTP/1.1 connections of hutch serve: libuv moves the bytes, http-parser
+ * parses the requests, this file holds one connection's state between them
+ * and writes responses (whole, or streamed in chunks).
+ *
+ * One request at a time per connection: after a request is read the
+ * connection stops reading until its response has ended, then reads the
+ * next (keep-alive) or closes. */
+#ifndef HUTCH_HTTP_H
+#define HUTCH_HTTP_H
+
+#include <http_parser.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
+#define HTTP_BODY_MAX (1u << 20)         /* a request body held in memory */
+#define HTTP_HEADER_TIMEOUT_MS 10000     /* to send the request line and headers */
+#define HTTP_BODY_TIMEOUT_MS 30000       /* to send the rest of a held body */
+#define HTTP_IDLE_TIMEOUT_MS 60000       /* between requests on a kept-alive connection */
+#define HTTP_MAX_PARAMS 4
+#define HTTP_STREAM_HIGH (256u << 10)    /* queued bytes above which a stream waits */
+
+struct server;
+struct http_conn;
+
+struct http_header {
+  char *name, *value;
+};
+
+struct http_req {
+  enum http_method method;
+  char *target;      /* as sent: path and query */
+  char *path;        /* the path part (not decoded: routes match it as is) */
+  char *query;       /* the query part without '?', or NULL */
+  struct http_header *headers;
+  size_t nheaders;
+  char *body;
+  size_t body_len;
+  char *pbuf;        /* a copy of path the params point into */
+  const char *params[HTTP_MAX_PARAMS]; /* {name} segments the route matched */
+  size_t nparams;
+  uint64_t started_ns;
+};
+
+/* What a streaming handler hears from its connection. */
+struct http_stream_ops {
+  /* The client went away or the connection failed: the handler drops its
+   * reference to the connection, which is freed after this returns. */
+  void (*abort)(void *ctx);
+  /* Queued output fell below HTTP_STREAM_HIGH after being above it. */
+  void (*drain)(void *ctx);
+};
+
+enum http_conn_state { HC_READING, HC_HANDLING, HC_STREAMING, HC_CLOSING };
+
+struct http_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  struct server *srv;
+  struct http_conn *prev, *next; /* the server's list of connections */
+  http_parser parser;
+  struct http_req req;
+  enum http_conn_state state;
+  size_t header_bytes;
+  bool in_value;    /* http-parser: the last piece was a header value */
+  bool complete;    /* a whole request has been read */
+  int fail_status;  /* a parse callback refused the request with this status */
+  char *leftover;   /* bytes read after the request, parsed after the response */
+  size_t leftover_len;
+  bool keep_alive;
+  size_t queued;    /* bytes handed to libuv not yet written */
+  bool above_high;
+  const struct http_stream_ops *ops;
+  void *ctx;
+  /* For the audit log: the response's status and error code, and what the
+   * request was (set by the router and the handler). */
+  int last_status;
+  const char *last_error;
+  const char *action;
+  char tenant[65];
+  char sandbox[17];
+};
+
+/* Accept a connection from the listening socket and start reading it. */
+void http_accept(struct server *srv, uv_stream_t *listener);
+/* Close every connection (the server is stopping). */
+void http_close_all(struct server *srv);
+
+const char *http_header(const struct http_req *req, const char *name);
+/* The value of a query parameter, percent-decoded (malloc'd), or NULL. */
+char *http_query(const struct http_req *req, const char *name);
+/* Walk a query string: the next parameter's decoded key and value (either
+ * NULL when undecodable), and where the one after starts (NULL at the end). */
+const char *http_query_next(const char *q, char **key, char **value);
+
+/* Whole responses; each ends the request. extra: more header lines, each
+ * ending in CRLF, or NULL. */
+void http_respond(struct http_conn *c, int status, const char *ctype, const void *body,
+                  size_t len, const char *extra);
+/* Takes a reference of j. */
+void http_json(struct http_conn *c, int status, json_t *j);
+/* j as one line of JSON ending in a newline (malloc'd); takes its reference. */
+char *http_json_line(json_t *j, size_t *len);
+void http_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Streamed responses (chunked): start, send any number of pieces, end.
+ * The handler owns the connection until http_stream_end or ops->abort. */
+void http_stream_start(struct http_conn *c, int status, const char *ctype,
+                       const struct http_stream_ops *ops, void *ctx);
+void http_stream_send(struct http_conn *c, const void *data, size_t len);
+void http_stream_end(struct http_conn *c);
+/* Output queued for the client (flow control for the stream's source). */
+size_t http_queued(const struct http_conn *c);
+
+const char *http_status_text(int status);
+
+#endif

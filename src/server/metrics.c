@@ -1,0 +1,79 @@
+/* GET /metrics: the server's counters in Prometheus' text format. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+#include "util.h"
+
+/* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
+static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define NBUCKETS (ARRAY_SIZE(bounds) + 1)
+_Static_assert(NBUCKETS <= 16, "struct metrics holds 16 buckets");
+
+void metrics_observe(uint64_t hist[16], double *sum, double seconds) {
+  size_t i = 0;
+  while (i < ARRAY_SIZE(bounds) && seconds > bounds[i])
+    i++;
+  hist[i]++;
+  *sum += seconds;
+}
+
+static void histogram(FILE *f, const char *name, const char *help, const uint64_t hist[16],
+                      double sum) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < NBUCKETS; i++) {
+    cum += hist[i];
+    if (i < ARRAY_SIZE(bounds))
+      fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+    else
+      fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+  }
+  fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)cum);
+}
+
+void api_metrics(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  const struct server *srv = c->srv;
+  const struct metrics *m = &srv->metrics;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    abort();
+  fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
+  fprintf(f, "hutch_sandboxes{state=\"running\"} %u\n", srv->nsandboxes);
+  fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
+             "# TYPE hutch_sandboxes_created_total counter\n"
+             "hutch_sandboxes_created_total %llu\n",
+          (unsigned long long)m->creates);
+  fprintf(f, "# HELP hutch_sandboxes_destroyed_total Sandboxes destroyed (expired ones too).\n"
+             "# TYPE hutch_sandboxes_destroyed_total counter\n"
+             "hutch_sandboxes_destroyed_total %llu\n",
+          (unsigned long long)m->destroys);
+  fprintf(f, "# HELP hutch_sandboxes_expired_total Sandboxes ended by their timeout.\n"
+             "# TYPE hutch_sandboxes_expired_total counter\n"
+             "hutch_sandboxes_expired_total %llu\n",
+          (unsigned long long)m->expired);
+  histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
+            m->create_hist, m->create_sum_s);
+  histogram(f, "hutch_exec_start_seconds", "Time from an exec request to its process running.",
+            m->exec_hist, m->exec_sum_s);
+  fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
+             "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
+          srv->nconns);
+  fprintf(f, "# HELP hutch_http_requests_total HTTP requests dispatched.\n"
+             "# TYPE hutch_http_requests_total counter\nhutch_http_requests_total %llu\n",
+          (unsigned long long)m->requests);
+  fprintf(f, "# HELP hutch_http_errors_total Error responses by status.\n"
+             "# TYPE hutch_http_errors_total counter\n");
+  for (int s = 400; s < 600; s++)
+    if (m->errors_by_status[s])
+      fprintf(f, "hutch_http_errors_total{status=\"%d\"} %llu\n", s,
+              (unsigned long long)m->errors_by_status[s]);
+  fclose(f);
+  http_respond(c, 200, "text/plain; version=0.0.4", text, len, NULL);
+  free(text);
+}

@@ -1,0 +1,143 @@
+/* hutch serve: the server's state and the parts that share it. Everything
+ * lives in one struct server owned by serve_main: there are no globals. */
+#ifndef HUTCH_SERVE_H
+#define HUTCH_SERVE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "agentc.h"
+#include "http.h"
+#include "sandbox.h"
+
+#define SERVE_DEFAULT_PORT 7420
+#define SERVE_DEFAULT_TIMEOUT_S 300      /* a sandbox's life when the request names none */
+#define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
+#define SERVE_TENANT_LEN 64
+#define SERVE_KEY_ID_LEN 16
+
+struct store;
+
+struct serve_config {
+  char *host;
+  int port;
+  char *state_dir;
+  unsigned max_conns;        /* open HTTP connections */
+  unsigned max_sandboxes;    /* on the whole server */
+  unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
+  uint64_t tenant_memory_mb;
+};
+
+/* Who a request speaks for. */
+struct principal {
+  char tenant[SERVE_TENANT_LEN + 1];
+  char key_id[SERVE_KEY_ID_LEN + 1];
+  bool admin;
+};
+
+struct sbx {
+  struct sbx *next;
+  struct server *srv;
+  char id[17];
+  char tenant[SERVE_TENANT_LEN + 1];
+  char template[64];
+  struct hutch_sandbox *hs;
+  struct agentc ac;
+  json_t *metadata; /* object of strings */
+  json_t *env;      /* object of strings, given to every exec */
+  uint64_t memory_mb, pids, cpu_milli, disk_mb;
+  int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
+  bool dying;
+};
+
+struct metrics {
+  uint64_t requests, errors_by_status[600];
+  uint64_t creates, destroys, expired, execs;
+  uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
+  double create_sum_s, exec_sum_s;
+};
+
+struct server {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  uv_signal_t sigterm, sigint;
+  uv_timer_t reaper;
+  unsigned reaper_ticks;
+  struct serve_config cfg;
+  struct store *store;
+  FILE *audit;
+  struct http_conn *conns;
+  unsigned nconns;
+  struct sbx *sandboxes;
+  unsigned nsandboxes;
+  struct metrics metrics;
+  bool stopping;
+  char rbuf[64 << 10]; /* every connection reads into this, one at a time */
+};
+
+int serve_main(int argc, char **argv);
+
+/* routes.c: find the route, check the caller's key, call the handler. */
+void serve_dispatch(struct server *srv, struct http_conn *c);
+/* Called when a response has ended: audit line and metrics. */
+void serve_request_done(struct server *srv, struct http_conn *c);
+/* `hutch serve --routes`: every route served, one "METHOD PATH" a line. */
+void serve_print_routes(FILE *out);
+
+/* How every JSON body and line is written: compact, and numbers with at
+ * most 10 significant digits (timings in ms). */
+#define SERVE_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(10))
+
+/* A JSON string of text that may not be valid UTF-8. */
+json_t *serve_json_text(const char *s);
+
+/* body.c: the request body as a JSON object; on failure a 400 has been sent
+ * and NULL is returned. */
+json_t *body_object(struct http_conn *c);
+/* Optional typed fields of a request object. Each returns 0 when absent
+ * (leaving *out as it was), 1 when present and right, -1 after sending 400. */
+int body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uint64_t max,
+              uint64_t *out);
+int body_number(struct http_conn *c, json_t *o, const char *key, double min, double max,
+                double *out);
+int body_string(struct http_conn *c, json_t *o, const char *key, size_t max, const char **out);
+int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_entries,
+                    json_t **out);
+/* Fields other than those named: 400. NULL-terminated list. */
+int body_only(struct http_conn *c, json_t *o, const char *const *known);
+
+/* keys.c: API keys and tenants. */
+int keys_bootstrap(struct server *srv, struct hutch_err *err);
+/* 1 and *p filled when the request carries a valid key, 0 otherwise. */
+int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
+void api_keys_create(struct http_conn *c, const struct principal *p);
+void api_keys_delete(struct http_conn *c, const struct principal *p);
+
+/* sbx.c: the registry of live sandboxes. */
+struct sbx *sbx_find(struct server *srv, const struct principal *p, const char *id);
+void sbx_destroy(struct sbx *sb);
+/* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
+void sbx_agent_dead(struct agentc *ac);
+void sbx_reaper_start(struct server *srv);
+void sbx_destroy_all(struct server *srv);
+int64_t wall_ms(void);
+/* ms since the epoch as "2026-01-02T03:04:05.678Z". */
+void iso8601(int64_t ms, char out[32]);
+json_t *sbx_json(const struct sbx *sb);
+
+/* api_sandboxes.c and api_exec.c: the handlers of /v1/sandboxes. */
+void api_sandboxes_create(struct http_conn *c, const struct principal *p);
+void api_sandboxes_list(struct http_conn *c, const struct principal *p);
+void api_sandboxes_get(struct http_conn *c, const struct principal *p);
+void api_sandboxes_delete(struct http_conn *c, const struct principal *p);
+void api_sandboxes_timeout(struct http_conn *c, const struct principal *p);
+void api_exec(struct http_conn *c, const struct principal *p);
+
+/* metrics.c */
+void metrics_observe(uint64_t hist[16], double *sum, double seconds);
+void api_metrics(struct http_conn *c, const struct principal *p);
+
+#endif

@@ -1,0 +1,212 @@
+/* SQLite state of hutch serve (store.h). Every statement is prepared with
+ * bound parameters: no value is ever pasted into SQL. */
+#include "store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct store {
+  sqlite3 *db;
+};
+
+static const char schema[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE IF NOT EXISTS tenants ("
+    "  name TEXT PRIMARY KEY, max_sandboxes INTEGER, max_memory_mb INTEGER);"
+    "CREATE TABLE IF NOT EXISTS keys ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,"
+    "  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sandboxes ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, template TEXT NOT NULL,"
+    "  spec TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+    "  pid INTEGER NOT NULL);";
+
+static int fail(struct store *st, struct hutch_err *err, const char *what) {
+  return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+int store_open(const char *path, struct store **out, struct hutch_err *err) {
+  struct store *st = xcalloc(1, sizeof *st);
+  if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+      SQLITE_OK) {
+    hutch_err_set(err, 0, "state store %s: %s", path,
+                  st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    store_close(st);
+    return -1;
+  }
+  sqlite3_busy_timeout(st->db, 2000);
+  char *msg = NULL;
+  if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+    hutch_err_set(err, 0, "state store %s: %s", path, msg ? msg : "schema");
+    sqlite3_free(msg);
+    store_close(st);
+    return -1;
+  }
+  *out = st;
+  return 0;
+}
+
+void store_close(struct store *st) {
+  if (!st)
+    return;
+  sqlite3_close(st->db);
+  free(st);
+}
+
+/* A prepared statement, or NULL with err set. */
+static sqlite3_stmt *prep(struct store *st, const char *sql, struct hutch_err *err) {
+  sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+    fail(st, err, "prepare");
+    return NULL;
+  }
+  return s;
+}
+
+static int step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
+  int r = sqlite3_step(s);
+  sqlite3_finalize(s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "write");
+}
+
+int store_key_find(struct store *st, const char *hash, struct principal *p,
+                   struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "SELECT id, tenant, admin FROM keys WHERE hash = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    str_copy(p->key_id, sizeof p->key_id, (const char *)sqlite3_column_text(s, 0));
+    str_copy(p->tenant, sizeof p->tenant, (const char *)sqlite3_column_text(s, 1));
+    p->admin = sqlite3_column_int(s, 2) != 0;
+  }
+  sqlite3_finalize(s);
+  if (r == SQLITE_ROW)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read key");
+}
+
+int store_key_add(struct store *st, const char *id, const char *tenant, const char *hash,
+                  bool admin, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO keys (id, tenant, hash, admin, created_at) "
+                         "VALUES (?, ?, ?, ?, strftime('%s','now'))",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 4, admin);
+  return step_done(st, s, err);
+}
+
+int store_key_delete(struct store *st, const char *id, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM keys WHERE id = ? AND admin = 0", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  if (step_done(st, s, err) < 0)
+    return -1;
+  return sqlite3_changes(st->db) > 0;
+}
+
+int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM keys WHERE admin = 1 AND hash != ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
+                     struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO tenants (name, max_sandboxes, max_memory_mb) VALUES (?, ?, ?) "
+                         "ON CONFLICT(name) DO UPDATE SET max_sandboxes = excluded.max_sandboxes,"
+                         " max_memory_mb = excluded.max_memory_mb",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, q->max_sandboxes);
+  sqlite3_bind_int64(s, 3, q->max_memory_mb);
+  return step_done(st, s, err);
+}
+
+int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
+                     struct hutch_err *err) {
+  q->max_sandboxes = q->max_memory_mb = -1;
+  sqlite3_stmt *s =
+      prep(st, "SELECT max_sandboxes, max_memory_mb FROM tenants WHERE name = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    q->max_sandboxes = sqlite3_column_int64(s, 0);
+    q->max_memory_mb = sqlite3_column_int64(s, 1);
+  }
+  sqlite3_finalize(s);
+  if (r == SQLITE_ROW)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
+}
+
+int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
+  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I}", "metadata", sb->metadata, "env", sb->env,
+                           "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
+                           "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb",
+                           (json_int_t)sb->disk_mb);
+  char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+  json_decref(spec);
+  sqlite3_stmt *s = text ? prep(st,
+                                "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
+                                " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                err)
+                         : NULL;
+  if (!s) {
+    free(text);
+    return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
+  }
+  sqlite3_bind_text(s, 1, sb->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, sb->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, sb->template, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, text, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 5, sb->created_ms);
+  sqlite3_bind_int64(s, 6, sb->expires_ms);
+  sqlite3_bind_int64(s, 7, sb->hs->pid);
+  int r = step_done(st, s, err);
+  free(text);
+  return r;
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM sandboxes WHERE id = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
+                         struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "UPDATE sandboxes SET expires_at = ? WHERE id = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_int64(s, 1, expires_ms);
+  sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_sandbox_clear(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM sandboxes", err);
+  if (!s || step_done(st, s, err) < 0)
+    return -1;
+  return sqlite3_changes(st->db);
+}

@@ -1,0 +1,45 @@
+/* The server's state in SQLite (state_dir/hutch.db): tenants, hashed API
+ * keys, and the sandboxes the server runs. */
+#ifndef HUTCH_STORE_H
+#define HUTCH_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "serve.h"
+
+struct store;
+
+int store_open(const char *path, struct store **out, struct hutch_err *err);
+void store_close(struct store *st);
+
+/* A key by the hash of its secret: 1 found (tenant, id, admin filled),
+ * 0 not found, -1 error. */
+int store_key_find(struct store *st, const char *hash, struct principal *p,
+                   struct hutch_err *err);
+int store_key_add(struct store *st, const char *id, const char *tenant, const char *hash,
+                  bool admin, struct hutch_err *err);
+/* 1 removed, 0 no such key (or it is an admin key, which stays), -1 error. */
+int store_key_delete(struct store *st, const char *id, struct hutch_err *err);
+/* Remove every admin key but the one with this hash. */
+int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err);
+
+struct tenant_quota {
+  int64_t max_sandboxes, max_memory_mb; /* -1: the server's default */
+};
+int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
+                     struct hutch_err *err);
+/* 1 found, 0 none (q set to defaults), -1 error. */
+int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
+                     struct hutch_err *err);
+
+int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err);
+int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err);
+int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
+                         struct hutch_err *err);
+/* Forget every sandbox (at start: none survived the last server). The
+ * number forgotten, or -1. */
+int store_sandbox_clear(struct store *st, struct hutch_err *err);
+
+#endif

@@ -1,0 +1,133 @@
+"""A small client of hutch serve's HTTP API for the tests (standard
+library only), and a fixture-friendly way to run a server."""
+import http.client
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """hutch serve on 127.0.0.1 with its own state dir."""
+
+    def __init__(self, binary, state_dir, *args):
+        self.binary = pathlib.Path(binary)
+        self.state_dir = pathlib.Path(state_dir)
+        self.args = list(args)
+        self.port = free_port()
+        self.proc = None
+        self.log = self.state_dir.parent / f"serve-{self.port}.log"
+
+    def start(self):
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(self.binary), "--listen", f"127.0.0.1:{self.port}",
+                 "--state-dir", str(self.state_dir), *self.args],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hutch serve exited {self.proc.returncode}: {self.log_text()}")
+            try:
+                if self.api(None).get("/healthz").status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"hutch serve did not answer: {self.log_text()}")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        return self.proc.returncode
+
+    def log_text(self):
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    @property
+    def admin_key(self):
+        return (self.state_dir / "admin.key").read_text().strip()
+
+    def api(self, key="admin"):
+        return Api(self.port, self.admin_key if key == "admin" else key)
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.raw = status, headers, body
+
+    @property
+    def json(self):
+        return json.loads(self.raw)
+
+    def __repr__(self):
+        return f"Response({self.status}, {self.raw[:300]!r})"
+
+
+class Api:
+    def __init__(self, port, key):
+        self.port, self.key = port, key
+
+    def headers(self, extra=None):
+        h = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        h.update(extra or {})
+        return h
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        conn.request(method, path, body=data, headers=self.headers(headers))
+        r = conn.getresponse()
+        out = Response(r.status, dict(r.getheaders()), r.read())
+        conn.close()
+        return out
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body if body is not None else {}, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def create(self, **spec):
+        r = self.post("/v1/sandboxes", spec)
+        assert r.status == 201, r
+        return r.json
+
+    def exec_stream(self, sid, body, timeout=60):
+        """(HTTP connection, response) of an exec: read lines from it."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.request("POST", f"/v1/sandboxes/{sid}/exec", body=json.dumps(body),
+                     headers=self.headers())
+        return conn, conn.getresponse()
+
+    def exec(self, sid, body, timeout=60):
+        """Every NDJSON line of an exec, parsed."""
+        conn, r = self.exec_stream(sid, body, timeout)
+        assert r.status == 200, (r.status, r.read())
+        assert r.getheader("Content-Type") == "application/x-ndjson"
+        lines = [json.loads(l) for l in r.read().splitlines()]
+        conn.close()
+        return lines
+
+
+def output(lines, kind="stdout"):
+    import base64
+    out = b""
+    for l in lines:
+        if l["type"] == kind:
+            out += l["data"].encode() if "data" in l else base64.b64decode(l["data_b64"])
+    return out

@@ -1,0 +1,77 @@
+"""The Python SDK (sdk/python/hutch) against a real server, and the
+example agent script."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BUILD, ROOT
+from serveapi import Server
+
+sys.path.insert(0, str(ROOT / "sdk" / "python"))
+import hutch  # noqa: E402
+from hutch import Sandbox  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("sdk") / "state").start()
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture
+def env(server, monkeypatch):
+    monkeypatch.setenv("HUTCH_API_URL", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("HUTCH_API_KEY", server.admin_key)
+    return server
+
+
+def test_create_run_kill(env):
+    with Sandbox.create(timeout=60, memory_mb=256, envs={"GREETING": "hi"},
+                        metadata={"suite": "sdk"}) as sbx:
+        seen = []
+        r = sbx.commands.run("echo $GREETING; echo oops >&2; exit 4", on_stdout=seen.append)
+        assert (r.stdout, r.stderr, r.exit_code, r.status) == ("hi\n", "oops\n", 4, "nonzero")
+        assert "".join(seen) == "hi\n" and not r.ok
+        r = sbx.commands.run(["python3", "-c", "import os; print(os.getcwd())"], cwd="/tmp")
+        assert r.ok and r.stdout == "/tmp\n" and r.wall_ms > 0
+        assert sbx.commands.run("cat", stdin="piped").stdout == "piped"
+        assert [s["id"] for s in Sandbox.list(metadata={"suite": "sdk"})] == [sbx.id]
+        assert Sandbox.connect(sbx.id).id == sbx.id
+        before = sbx.info["expires_at"]
+        sbx.set_timeout(3600)
+        assert sbx.info["expires_at"] > before
+        sid = sbx.id
+    with pytest.raises(hutch.NotFound):
+        Sandbox.connect(sid)
+
+
+def test_typed_errors(env, server):
+    with pytest.raises(hutch.AuthError):
+        Sandbox.create(api_key="hk_" + "1" * 40)
+    with pytest.raises(hutch.InvalidArgument):
+        Sandbox.create(memory_mb=1)
+    with pytest.raises(hutch.NotFound):
+        Sandbox.create(template="nope")
+    key = server.api().post("/v1/keys", {"tenant": "sdk-quota", "max_sandboxes": 0}).json["key"]
+    with pytest.raises(hutch.RateLimited) as e:
+        Sandbox.create(api_key=key)
+    assert e.value.retry_after == 1 and e.value.code == "quota_exceeded"
+    with Sandbox.create() as sbx:
+        with pytest.raises(hutch.Timeout):
+            sbx.commands.run("sleep 30", timeout=0.3)
+        with pytest.raises(hutch.CommandExitError) as e:
+            sbx.commands.run("exit 3", check=True)
+        assert e.value.result.exit_code == 3
+        sbx.kill()  # killed inside the block: leaving it is still fine
+
+
+def test_example_agent(env):
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "agent.py")],
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "sdk" / "python")},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r
+    assert "attempt 1: nonzero (exit 1): NameError" in r.stdout
+    assert "attempt 2: ok" in r.stdout and "answer 2.5" in r.stdout
