@@ -64,6 +64,12 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
   fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
              "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
           srv->nconns);
+  size_t queued = 0;
+  for (const struct http_conn *k = srv->conns; k; k = k->next)
+    queued += http_queued(k);
+  fprintf(f, "# HELP hutch_http_queued_bytes Response bytes waiting for slow clients.\n"
+             "# TYPE hutch_http_queued_bytes gauge\nhutch_http_queued_bytes %zu\n",
+          queued);
   fprintf(f, "# HELP hutch_http_requests_total HTTP requests dispatched.\n"
              "# TYPE hutch_http_requests_total counter\nhutch_http_requests_total %llu\n",
           (unsigned long long)m->requests);

@@ -25,6 +25,7 @@ class Server:
         self.args = list(args)
         self.port = free_port()
         self.proc = None
+        self.sanitized = False  # set for a server built with ASan/UBSan
         self.log = self.state_dir.parent / f"serve-{self.port}.log"
 
     def start(self):
