@@ -21,13 +21,16 @@ def main():
     with Sandbox.create(timeout=120, memory_mb=512, metadata={"example": "agent"}) as sbx:
         print(f"sandbox {sbx.id}")
         for n, code in enumerate(ATTEMPTS, 1):
-            sbx.commands.run("cat > solution.py", stdin=code, check=True)
+            sbx.files.write("solution.py", code)
             r = sbx.commands.run("python3 solution.py", timeout=30,
                                  on_stdout=lambda s: print("  out:", s, end=""))
             if r.ok:
                 print(f"attempt {n}: ok in {r.wall_ms:.1f} ms, answer {r.stdout.strip()}")
+                kept = [e["name"] for e in sbx.files.list("failures")]
+                print(f"kept for the next prompt: {kept}")
                 return 0
             last = r.stderr.strip().splitlines()[-1]
+            sbx.files.write(f"failures/attempt-{n}.txt", r.stderr)
             print(f"attempt {n}: {r.status} (exit {r.exit_code}): {last}")
     return 1
 

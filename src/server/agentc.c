@@ -50,6 +50,8 @@ static void go_dead(struct agentc *ac) {
 }
 
 static void pump_stdin(struct astream *s) {
+  if (s->npending == 0 && !s->pending_eof)
+    return;
   size_t n = s->npending < s->window ? s->npending : s->window;
   size_t off = 0;
   while (off < n) {
@@ -58,7 +60,8 @@ static void pump_stdin(struct astream *s) {
     off += chunk;
   }
   s->window -= (uint32_t)n;
-  memmove(s->pending, s->pending + n, s->npending - n);
+  if (n)
+    memmove(s->pending, s->pending + n, s->npending - n);
   s->npending -= n;
   if (s->npending == 0 && s->pending_eof) {
     s->pending_eof = false;
@@ -73,7 +76,10 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
   if (f->type == HUTCH_F_WINDOW) {
     uint32_t more = hutch_window_increment(f);
     s->window = s->window + more < s->window ? UINT32_MAX : s->window + more;
+    bool held = s->npending > 0;
     pump_stdin(s);
+    if (held && s->npending == 0 && s->stdin_drained)
+      s->stdin_drained(s);
     return;
   }
   uint32_t id = s->id;
@@ -188,9 +194,11 @@ void agentc_send_json(struct astream *s, uint8_t type, json_t *j) {
 void agentc_stdin(struct astream *s, const void *p, size_t n, bool eof) {
   if (s->ac->dead)
     return;
-  s->pending = xrealloc(s->pending, s->npending + n + 1);
-  memcpy(s->pending + s->npending, p, n);
-  s->npending += n;
+  if (n) {
+    s->pending = xrealloc(s->pending, s->npending + n);
+    memcpy(s->pending + s->npending, p, n);
+    s->npending += n;
+  }
   s->pending_eof |= eof;
   pump_stdin(s);
   update_poll(s->ac);

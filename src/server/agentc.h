@@ -29,6 +29,8 @@ struct astream {
   uint8_t *pending;   /* STDIN bytes waiting for window */
   size_t npending;
   bool pending_eof;   /* send EOF once pending is out */
+  /* Called when pending STDIN has all gone out (after being held back). */
+  void (*stdin_drained)(struct astream *s);
 };
 
 struct agentc {

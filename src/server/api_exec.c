@@ -234,13 +234,8 @@ static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *
 }
 
 void api_exec(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_find(c->srv, p, c->req.params[0]);
-  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
-  if (!sb) {
-    http_error(c, 404, "not_found", "no sandbox %s", c->req.params[0]);
-    return;
-  }
-  json_t *o = body_object(c);
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
   if (!o)
     return;
   const char *in = NULL;

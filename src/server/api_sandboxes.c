@@ -171,22 +171,14 @@ void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, json_pack("{s:o}", "sandboxes", a));
 }
 
-static struct sbx *lookup(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_find(c->srv, p, c->req.params[0]);
-  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
-  if (!sb)
-    http_error(c, 404, "not_found", "no sandbox %s", c->req.params[0]);
-  return sb;
-}
-
 void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = lookup(c, p);
+  struct sbx *sb = sbx_lookup(c, p);
   if (sb)
     http_json(c, 200, sbx_json(sb));
 }
 
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = lookup(c, p);
+  struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
   sbx_destroy(sb);
@@ -196,7 +188,7 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
 /* A new timeout, counted from now (as E2B's setTimeout). */
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"timeout_s", NULL};
-  struct sbx *sb = lookup(c, p);
+  struct sbx *sb = sbx_lookup(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   if (!o)
     return;

@@ -110,6 +110,12 @@ static int on_headers_complete(http_parser *p) {
   r->query = q ? xstrdup(q + 1) : NULL;
   if (!r->path)
     abort();
+  if (serve_streams_body(c->srv, r)) {
+    /* The handler takes the body as it comes: stop here and dispatch. */
+    c->headers_done = true;
+    http_parser_pause(p, 1);
+    return 0;
+  }
   if ((p->flags & F_CONTENTLENGTH) && p->content_length > HTTP_BODY_MAX) {
     c->fail_status = 413;
     return -1;
@@ -121,6 +127,12 @@ static int on_headers_complete(http_parser *p) {
 static int on_body(http_parser *p, const char *at, size_t n) {
   struct http_conn *c = conn_of(p);
   struct http_req *r = &c->req;
+  if (c->headers_done) {
+    if (c->state != HC_BODY)
+      return -1; /* the handler answered already: the rest is not wanted */
+    c->ops->body(c->ctx, at, n);
+    return 0;
+  }
   if (r->body_len + n > HTTP_BODY_MAX) {
     c->fail_status = 413;
     return -1;
@@ -155,7 +167,7 @@ static const http_parser_settings settings = {
 static void conn_close(struct http_conn *c) {
   if (c->state == HC_CLOSING)
     return;
-  bool owned = c->state == HC_STREAMING && c->ops && c->ops->abort;
+  bool owned = c->ops && c->ops->abort;
   c->state = HC_CLOSING;
   if (owned)
     c->ops->abort(c->ctx);
@@ -182,6 +194,10 @@ static void conn_closed(uv_handle_t *h) {
 
 static void on_timeout(uv_timer_t *t) {
   struct http_conn *c = t->data;
+  if (c->state == HC_BODY || c->state == HC_DRAINING) { /* a body stopped coming; or enough */
+    conn_close(c);
+    return;
+  }
   if (c->state != HC_READING)
     return;
   /* Mid-request: say why; idle between requests: just close. */
@@ -207,16 +223,42 @@ static void dispatch_ready(struct http_conn *c) {
   serve_dispatch(c->srv, c);
 }
 
+/* Keep what the parser did not take, for when it goes on. */
+static void stash(struct http_conn *c, const char *rest, size_t n) {
+  char *buf = xmalloc(n + c->leftover_len + 1);
+  memcpy(buf, rest, n);
+  if (c->leftover_len)
+    memcpy(buf + n, c->leftover, c->leftover_len);
+  free(c->leftover);
+  c->leftover = buf;
+  c->leftover_len += n;
+}
+
 static void parse(struct http_conn *c, const char *data, size_t n) {
   size_t used = http_parser_execute(&c->parser, &settings, data, n);
   enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-  if (c->complete) {
-    if (used < n) {
-      free(c->leftover);
-      c->leftover = xmalloc(n - used);
-      memcpy(c->leftover, data + used, n - used);
-      c->leftover_len = n - used;
+  if (c->state == HC_CLOSING)
+    return;
+  if (used < n && e == HPE_PAUSED)
+    stash(c, data + used, n - used);
+  if (c->state == HC_BODY) {
+    if (c->complete) { /* the whole streamed body has been handed over */
+      c->state = HC_HANDLING;
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      uv_timer_stop(&c->timer);
+      c->ops->body_end(c->ctx);
+    } else if (e == HPE_PAUSED) { /* the handler cannot take more yet */
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      uv_timer_stop(&c->timer);
     }
+    return;
+  }
+  if (c->complete) {
+    dispatch_ready(c);
+    return;
+  }
+  if (c->headers_done && e == HPE_PAUSED && c->state == HC_READING) {
+    c->keep_alive = false; /* unless the handler takes the whole body */
     dispatch_ready(c);
     return;
   }
@@ -237,8 +279,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     conn_close(c);
     return;
   }
-  if (n == 0)
-    return;
+  if (n == 0 || c->state == HC_DRAINING)
+    return; /* draining: dropped */
   if (c->state == HC_STREAMING) {
     /* Read while streaming only to learn that the client went away; what
      * it sent meanwhile waits for the end of this response. */
@@ -249,6 +291,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     c->leftover = xrealloc(c->leftover, c->leftover_len + (size_t)n);
     memcpy(c->leftover + c->leftover_len, buf->base, (size_t)n);
     c->leftover_len += (size_t)n;
+    return;
+  }
+  if (c->state == HC_BODY) {
+    uv_timer_start(&c->timer, on_timeout, HTTP_BODY_TIMEOUT_MS, 0);
+    parse(c, buf->base, (size_t)n);
     return;
   }
   if (c->state != HC_READING)
@@ -262,6 +309,8 @@ static void start_reading(struct http_conn *c) {
   c->state = HC_READING;
   memset(&c->req, 0, sizeof c->req);
   c->fail_status = 0;
+  c->headers_done = false;
+  c->complete = false;
   http_parser_pause(&c->parser, 0);
   uv_timer_start(&c->timer, on_timeout, HTTP_IDLE_TIMEOUT_MS, 0);
   if (c->leftover) {
@@ -314,6 +363,50 @@ void http_close_all(struct server *srv) {
     conn_close(c);
 }
 
+/* ---- handlers that own a request ---- */
+
+void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
+  c->ops = ops;
+  c->ctx = ctx;
+}
+
+/* Feed what was read after the headers, then read on (unless the handler
+ * paused again meanwhile). */
+static void body_go_on(struct http_conn *c) {
+  http_parser_pause(&c->parser, 0);
+  if (c->leftover) {
+    char *rest = c->leftover;
+    size_t n = c->leftover_len;
+    c->leftover = NULL;
+    c->leftover_len = 0;
+    parse(c, rest, n);
+    free(rest);
+  }
+  if (c->state != HC_BODY || HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
+    return;
+  uv_timer_start(&c->timer, on_timeout, HTTP_BODY_TIMEOUT_MS, 0);
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
+    conn_close(c);
+}
+
+void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
+  http_own(c, ops, ctx);
+  c->state = HC_BODY;
+  c->keep_alive = http_should_keep_alive(&c->parser);
+  body_go_on(c);
+}
+
+void http_body_pause(struct http_conn *c) {
+  if (c->state == HC_BODY)
+    http_parser_pause(&c->parser, 1);
+}
+
+void http_body_resume(struct http_conn *c) {
+  if (c->state == HC_BODY && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
+    body_go_on(c);
+}
+
 /* ---- writing ---- */
 
 static void write_done(uv_write_t *w, int status) {
@@ -351,10 +444,11 @@ static void send_raw(struct http_conn *c, const void *data, size_t len) {
 }
 
 static void shutdown_done(uv_shutdown_t *s, int status) {
-  (void)status;
   struct http_conn *c = s->data;
   free(s);
-  conn_close(c);
+  /* Draining: the client's EOF (or the timer) closes, not our own. */
+  if (status < 0 || c->state != HC_DRAINING)
+    conn_close(c);
 }
 
 /* The response is complete: read the next request, or close. */
@@ -370,9 +464,18 @@ static void finish(struct http_conn *c) {
     start_reading(c);
     return;
   }
-  /* Close once what is queued has been written. */
-  c->state = HC_HANDLING;
+  /* Close once what is queued has been written. A client still sending a
+   * request we answered early would get a reset instead of our answer if
+   * we closed at once: read and drop what it sends, for a while. */
+  c->state = c->linger ? HC_DRAINING : HC_HANDLING;
   uv_read_stop((uv_stream_t *)&c->tcp);
+  if (c->linger) {
+    uv_timer_start(&c->timer, on_timeout, HTTP_LINGER_MS, 0);
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0) {
+      conn_close(c);
+      return;
+    }
+  }
   uv_shutdown_t *s = xmalloc(sizeof *s);
   s->data = c;
   if (uv_shutdown(s, (uv_stream_t *)&c->tcp, shutdown_done) < 0) {
@@ -394,8 +497,11 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const void
                   size_t len, const char *extra) {
   if (c->state == HC_CLOSING)
     return;
-  if (c->state == HC_READING) { /* refused while reading: the rest cannot be parsed */
+  if (c->state == HC_READING || c->state == HC_BODY || (c->headers_done && !c->complete)) {
+    /* Answered before the whole request was read: the rest cannot be
+     * parsed, so the connection ends with this response. */
     c->keep_alive = false;
+    c->linger = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_timer_stop(&c->timer);
   }
@@ -479,6 +585,8 @@ void http_stream_end(struct http_conn *c) {
 }
 
 size_t http_queued(const struct http_conn *c) { return c->queued; }
+
+void http_abort(struct http_conn *c) { conn_close(c); }
 
 /* ---- request accessors ---- */
 

@@ -20,6 +20,7 @@
 #define HTTP_HEADER_TIMEOUT_MS 10000     /* to send the request line and headers */
 #define HTTP_BODY_TIMEOUT_MS 30000       /* to send the rest of a held body */
 #define HTTP_IDLE_TIMEOUT_MS 60000       /* between requests on a kept-alive connection */
+#define HTTP_LINGER_MS 5000              /* reading what follows a request answered early */
 #define HTTP_MAX_PARAMS 4
 #define HTTP_STREAM_HIGH (256u << 10)    /* queued bytes above which a stream waits */
 
@@ -45,16 +46,26 @@ struct http_req {
   uint64_t started_ns;
 };
 
-/* What a streaming handler hears from its connection. */
+/* What a handler that owns its request past its own return hears. */
 struct http_stream_ops {
   /* The client went away or the connection failed: the handler drops its
    * reference to the connection, which is freed after this returns. */
   void (*abort)(void *ctx);
   /* Queued output fell below HTTP_STREAM_HIGH after being above it. */
   void (*drain)(void *ctx);
+  /* A streamed request body (http_body_start): the next piece; the end. */
+  void (*body)(void *ctx, const char *data, size_t n);
+  void (*body_end)(void *ctx);
 };
 
-enum http_conn_state { HC_READING, HC_HANDLING, HC_STREAMING, HC_CLOSING };
+enum http_conn_state {
+  HC_READING,   /* reading a request */
+  HC_BODY,      /* a handler takes the request body as it comes */
+  HC_HANDLING,  /* the request is read; its handler has it */
+  HC_STREAMING, /* the response is being streamed */
+  HC_DRAINING,  /* answered early: dropping the rest of the request, then closing */
+  HC_CLOSING,
+};
 
 struct http_conn {
   uv_tcp_t tcp;
@@ -66,11 +77,13 @@ struct http_conn {
   enum http_conn_state state;
   size_t header_bytes;
   bool in_value;    /* http-parser: the last piece was a header value */
+  bool headers_done; /* a route that streams its body was found */
   bool complete;    /* a whole request has been read */
   int fail_status;  /* a parse callback refused the request with this status */
   char *leftover;   /* bytes read after the request, parsed after the response */
   size_t leftover_len;
   bool keep_alive;
+  bool linger;      /* answered before the request was read whole */
   size_t queued;    /* bytes handed to libuv not yet written */
   bool above_high;
   const struct http_stream_ops *ops;
@@ -107,12 +120,27 @@ char *http_json_line(json_t *j, size_t *len);
 void http_error(struct http_conn *c, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A handler keeps the request after it returns (it waits for a sandbox):
+ * ops->abort tells it that the connection is gone. */
+void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
+
+/* Routes that stream their request body (serve_streams_body) are
+ * dispatched once the headers are read; the handler calls http_body_start
+ * to take the body piece by piece (ops->body, then ops->body_end), or
+ * answers at once to refuse it. Pausing stops reading from the client. */
+void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
+void http_body_pause(struct http_conn *c);
+void http_body_resume(struct http_conn *c);
+
 /* Streamed responses (chunked): start, send any number of pieces, end.
  * The handler owns the connection until http_stream_end or ops->abort. */
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx);
 void http_stream_send(struct http_conn *c, const void *data, size_t len);
 void http_stream_end(struct http_conn *c);
+/* End a response that cannot be finished (its source failed mid-way):
+ * the connection is closed, so the client sees it cut short. */
+void http_abort(struct http_conn *c);
 /* Output queued for the client (flow control for the stream's source). */
 size_t http_queued(const struct http_conn *c);
 

@@ -19,6 +19,7 @@ struct route {
   enum access access;
   const char *action;  /* as written in the audit log */
   void (*handler)(struct http_conn *c, const struct principal *p);
+  bool stream_body;    /* dispatched after the headers; takes the body as it comes */
 };
 
 static void healthz(struct http_conn *c, const struct principal *p) {
@@ -37,6 +38,13 @@ static const struct route routes[] = {
     {HTTP_DELETE, "/v1/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},
     {HTTP_POST, "/v1/sandboxes/{id}/exec", TENANT, "sandbox.exec", api_exec},
+    {HTTP_PUT, "/v1/sandboxes/{id}/files", TENANT, "file.write", api_files_write, true},
+    {HTTP_GET, "/v1/sandboxes/{id}/files", TENANT, NULL, api_files_read},
+    {HTTP_DELETE, "/v1/sandboxes/{id}/files", TENANT, "file.remove", api_files_delete},
+    {HTTP_GET, "/v1/sandboxes/{id}/files/list", TENANT, NULL, api_files_list},
+    {HTTP_GET, "/v1/sandboxes/{id}/files/stat", TENANT, NULL, api_files_stat},
+    {HTTP_POST, "/v1/sandboxes/{id}/files/mkdir", TENANT, "file.mkdir", api_files_mkdir},
+    {HTTP_POST, "/v1/sandboxes/{id}/files/move", TENANT, "file.move", api_files_move},
 };
 
 /* Match path against pattern; fills req->params. Both start with '/'. */
@@ -68,6 +76,16 @@ static void cut_params(struct http_req *req) {
     if (end)
       *end = '\0';
   }
+}
+
+bool serve_streams_body(struct server *srv, const struct http_req *req) {
+  (void)srv;
+  struct http_req scratch = {0};
+  for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+    if (routes[i].stream_body && routes[i].method == req->method &&
+        match(routes[i].pattern, req->path, &scratch))
+      return true;
+  return false;
 }
 
 void serve_dispatch(struct server *srv, struct http_conn *c) {

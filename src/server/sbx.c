@@ -18,11 +18,19 @@ int64_t wall_ms(void) {
 
 /* Another tenant's sandbox is not found, exactly as one that never was:
  * ids must not be a way to learn about other tenants. */
-struct sbx *sbx_find(struct server *srv, const struct principal *p, const char *id) {
+static struct sbx *sbx_find(struct server *srv, const struct principal *p, const char *id) {
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
     if (!sb->dying && strcmp(sb->id, id) == 0 && strcmp(sb->tenant, p->tenant) == 0)
       return sb;
   return NULL;
+}
+
+struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_find(c->srv, p, c->req.params[0]);
+  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
+  if (!sb)
+    http_error(c, 404, "not_found", "no sandbox %s", c->req.params[0]);
+  return sb;
 }
 
 void iso8601(int64_t ms, char out[32]) {

@@ -82,6 +82,8 @@ int serve_main(int argc, char **argv);
 
 /* routes.c: find the route, check the caller's key, call the handler. */
 void serve_dispatch(struct server *srv, struct http_conn *c);
+/* Whether the route for req takes its body streamed (file uploads). */
+bool serve_streams_body(struct server *srv, const struct http_req *req);
 /* Called when a response has ended: audit line and metrics. */
 void serve_request_done(struct server *srv, struct http_conn *c);
 /* `hutch serve --routes`: every route served, one "METHOD PATH" a line. */
@@ -117,7 +119,8 @@ void api_keys_create(struct http_conn *c, const struct principal *p);
 void api_keys_delete(struct http_conn *c, const struct principal *p);
 
 /* sbx.c: the registry of live sandboxes. */
-struct sbx *sbx_find(struct server *srv, const struct principal *p, const char *id);
+/* The sandbox the route's {id} names, for the caller; NULL after a 404. */
+struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
 void sbx_destroy(struct sbx *sb);
 /* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
 void sbx_agent_dead(struct agentc *ac);
@@ -135,6 +138,15 @@ void api_sandboxes_get(struct http_conn *c, const struct principal *p);
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p);
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void api_exec(struct http_conn *c, const struct principal *p);
+
+/* api_files.c: /v1/sandboxes/{id}/files… */
+void api_files_write(struct http_conn *c, const struct principal *p);
+void api_files_read(struct http_conn *c, const struct principal *p);
+void api_files_delete(struct http_conn *c, const struct principal *p);
+void api_files_list(struct http_conn *c, const struct principal *p);
+void api_files_stat(struct http_conn *c, const struct principal *p);
+void api_files_mkdir(struct http_conn *c, const struct principal *p);
+void api_files_move(struct http_conn *c, const struct principal *p);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);

@@ -68,6 +68,33 @@ def test_typed_errors(env, server):
         sbx.kill()  # killed inside the block: leaving it is still fine
 
 
+def test_files(env, tmp_path):
+    with Sandbox.create() as sbx:
+        f = sbx.files
+        assert f.write("notes/a.txt", "caf\u00e9") == {"path": "notes/a.txt", "size": 5}
+        assert f.read("notes/a.txt") == "caf\u00e9"
+        big = tmp_path / "big"
+        big.write_bytes(bytes(range(256)) * 40000)
+        with open(big, "rb") as src:
+            assert f.write("/tmp/big", src)["size"] == big.stat().st_size
+        assert b"".join(f.read("/tmp/big", format="stream")) == big.read_bytes()
+        assert f.read("/tmp/big", format="bytes") == big.read_bytes()
+        assert f.make_dir("/tmp/d/e") is True and f.make_dir("/tmp/d/e") is False
+        f.rename("notes/a.txt", "/tmp/d/b.txt")
+        assert sorted(e["name"] for e in f.list("/tmp/d")) == ["b.txt", "e"]
+        assert f.exists("/tmp/d/b.txt") and not f.exists("notes/a.txt")
+        assert f.get_info("/tmp/d/b.txt")["size"] == 5
+        with pytest.raises(hutch.HutchError) as e:
+            f.remove("/tmp/d")
+        assert e.value.code == "not_empty"
+        f.remove("/tmp/d", recursive=True)
+        assert not f.exists("/tmp/d")
+        with pytest.raises(hutch.NotFound):
+            f.read("/nope")
+        with pytest.raises(hutch.PermissionDenied):
+            f.write("/etc/passwd", "x")
+
+
 def test_example_agent(env):
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "agent.py")],
                        env={**os.environ, "PYTHONPATH": str(ROOT / "sdk" / "python")},
@@ -75,3 +102,4 @@ def test_example_agent(env):
     assert r.returncode == 0, r
     assert "attempt 1: nonzero (exit 1): NameError" in r.stdout
     assert "attempt 2: ok" in r.stdout and "answer 2.5" in r.stdout
+    assert "kept for the next prompt: ['attempt-1.txt']" in r.stdout

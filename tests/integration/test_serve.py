@@ -214,6 +214,131 @@ def test_slow_reader_slows_the_workload_not_the_server(server, api, sandbox):
     conn.close()
 
 
+# ---- files ----
+
+def test_files_round_trip(api, sandbox):
+    base = f"/v1/sandboxes/{sandbox['id']}/files"
+    r = api.request("PUT", base + "?path=/tmp/d/%C3%A9t%C3%A9.txt", body=b"caf\xc3\xa9\n")
+    assert r.status == 200 and r.json == {"path": "/tmp/d/été.txt", "size": 6}
+    r = api.get(base + "?path=/tmp/d/%C3%A9t%C3%A9.txt")
+    assert r.status == 200 and r.raw == "café\n".encode()
+    assert r.headers["Content-Type"] == "application/octet-stream"
+    st = api.get(base + "/stat?path=/tmp/d/%C3%A9t%C3%A9.txt").json
+    assert (st["type"], st["size"], st["uid"]) == ("file", 6, 1000)
+    # the sandbox's own commands see it, and what they write is readable
+    lines = api.exec(sandbox["id"], {"shell": "cat /tmp/d/*.txt; echo made > ~/made"})
+    assert output(lines) == "café\n".encode()
+    assert api.get(base + "?path=made").raw == b"made\n"  # relative to /home/user
+    assert api.get(base + "?path=/tmp/empty").status == 404
+    assert api.request("PUT", base + "?path=/tmp/empty", body=b"").json["size"] == 0
+    r = api.get(base + "?path=/tmp/empty")
+    assert r.status == 200 and r.raw == b""
+
+
+def test_files_list_mkdir_move_delete(api, sandbox):
+    base = f"/v1/sandboxes/{sandbox['id']}/files"
+    assert api.post(base + "/mkdir", {"path": "/tmp/t/a/b", "parents": True}).json == \
+        {"created": True}
+    assert api.post(base + "/mkdir", {"path": "/tmp/t/a/b"}).json == {"created": False}
+    api.request("PUT", base + "?path=/tmp/t/a/f", body=b"x")
+    names = lambda q: sorted(e["path"] for e in api.get(base + "/list?path=/tmp/t" + q)
+                             .json["entries"])
+    assert names("") == ["/tmp/t/a"]
+    assert names("&depth=3") == ["/tmp/t/a", "/tmp/t/a/b", "/tmp/t/a/f"]
+    assert api.post(base + "/move", {"path": "/tmp/t/a/f", "to": "/tmp/t/g"}).status == 204
+    assert names("&depth=3") == ["/tmp/t/a", "/tmp/t/a/b", "/tmp/t/g"]
+    r = api.delete(base + "?path=/tmp/t")
+    assert r.status == 409 and error_of(r) == "not_empty"
+    assert api.delete(base + "?path=/tmp/t&recursive=true").status == 204
+    assert api.get(base + "/stat?path=/tmp/t").status == 404
+
+
+@pytest.mark.parametrize("method,suffix,body,status,code", [
+    ("GET", "?path=/etc/shadow", None, 404, "not_found"),
+    ("GET", "?path=/proc/1/environ", None, 404, "not_found"),  # the agent is invisible
+    ("DELETE", "?path=/etc/passwd", None, 403, "permission_denied"),
+    ("PUT", "?path=/usr/bin/evil", b"x", 403, "permission_denied"),
+    ("GET", "?path=/tmp", None, 400, "is_a_directory"),
+    ("GET", "?path=/dev/zero", None, 400, "invalid"),
+    ("GET", "", None, 400, "invalid_argument"),
+    ("GET", "?path=", None, 400, "invalid_argument"),
+    ("GET", "?path=%zz", None, 400, "invalid_argument"),
+    ("GET", "?path=/tmp&user=admin", None, 400, "invalid_argument"),
+    ("GET", "/list?path=/tmp&depth=0", None, 400, "invalid_argument"),
+    ("GET", "/list?path=/tmp&depth=65", None, 400, "invalid_argument"),
+    ("POST", "/mkdir", b"{}", 400, "invalid_argument"),
+    ("POST", "/move", b'{"path": "/tmp/x"}', 400, "invalid_argument"),
+    ("POST", "/move", b'{"path": "/nope", "to": "/tmp/y"}', 404, "not_found"),
+])
+def test_files_refuse(api, sandbox, method, suffix, body, status, code):
+    r = api.request(method, f"/v1/sandboxes/{sandbox['id']}/files{suffix}", body=body)
+    assert r.status == status and error_of(r) == code, r
+
+
+def test_files_quota_is_enforced(api):
+    sb = api.create(disk_mb=4)
+    try:
+        r = api.request("PUT", f"/v1/sandboxes/{sb['id']}/files?path=/tmp/big",
+                        body=b"x" * (8 << 20))
+        assert r.status == 507 and error_of(r) == "no_space", r
+        assert output(api.exec(sb["id"], {"cmd": ["echo", "alive"]})) == b"alive\n"
+    finally:
+        api.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+@pytest.fixture(scope="module")
+def plain_server(tmp_path_factory):
+    """A server of the normal build only (for what takes too long under ASan)."""
+    s = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("plain") / "state").start()
+    yield s
+    assert s.stop() == 0
+
+
+def test_files_one_gib_round_trip_in_bounded_memory(plain_server):
+    import hashlib
+    import http.client
+    server = plain_server
+    api = server.api()
+    sb = api.create(memory_mb=1600, disk_mb=1100)
+    path = f"/v1/sandboxes/{sb['id']}/files?path=/tmp/big"
+    block = hashlib.sha256(b"hutch").digest() * 2048  # 64 KiB
+    n = (1 << 30) // len(block)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        conn.request("PUT", path, body=(block for _ in range(n)), encode_chunked=True,
+                     headers=api.headers({"Transfer-Encoding": "chunked"}))
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["size"] == 1 << 30
+        conn.close()
+        want = hashlib.sha256(block * 16).hexdigest()  # per MiB
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        conn.request("GET", path, headers=api.headers())
+        r = conn.getresponse()
+        assert r.status == 200
+        total = 0
+        while chunk := r.read(1 << 20):
+            if len(chunk) == 1 << 20:
+                assert hashlib.sha256(chunk).hexdigest() == want
+            total += len(chunk)
+        conn.close()
+        assert total == 1 << 30
+        hwm = int(next(l for l in open(f"/proc/{server.proc.pid}/status")
+                       if l.startswith("VmHWM:")).split()[1])
+        assert hwm < 64 << 10, f"server peak RSS {hwm} KiB for a 1 GiB round trip"
+    finally:
+        api.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def test_upload_cut_short_leaves_the_server_serving(server, api, sandbox):
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(f"PUT /v1/sandboxes/{sandbox['id']}/files?path=/tmp/part HTTP/1.1\r\n"
+                  f"Authorization: Bearer {server.admin_key}\r\n"
+                  "Content-Length: 10000000\r\n\r\n".encode() + b"x" * 100000)
+    time.sleep(0.2)
+    assert api.get("/healthz").status == 200
+    assert output(api.exec(sandbox["id"], {"cmd": ["echo", "fine"]})) == b"fine\n"
+
+
 # ---- timeouts ----
 
 def test_timeout_reaper_and_extension(server, api):
@@ -341,12 +466,16 @@ def test_routes_methods_and_ids(api):
     assert api.post("/v1/sandboxes/x/exec", {"cmd": ["true"]}).status == 404
 
 
-def raw_exchange(port, data, timeout=10):
+def raw_exchange(port, data, timeout=10, until=None):
+    """Send data, then read until the server closes (or until the bytes
+    read end with `until`; without it we half-close: a streamed response
+    takes that as the client leaving)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
+        if until is None:
+            s.shutdown(socket.SHUT_WR)
         out = b""
-        while chunk := s.recv(65536):
+        while not (until and out.endswith(until)) and (chunk := s.recv(65536)):
             out += chunk
         return out
 
@@ -368,6 +497,22 @@ def test_keep_alive_pipelining(server):
     req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
     out = raw_exchange(server.port, req * 3)
     assert out.count(b"HTTP/1.1 200 OK") == 3
+
+
+def test_keep_alive_after_a_streamed_upload(server, sandbox):
+    auth = f"Authorization: Bearer {server.admin_key}\r\n".encode()
+    base = f"/v1/sandboxes/{sandbox['id']}/files?path=/tmp/ka".encode()
+    put = b"PUT " + base + b" HTTP/1.1\r\n" + auth + b"Content-Length: 5\r\n\r\nhello"
+    get = b"GET " + base + b" HTTP/1.1\r\n" + auth + b"\r\n"
+    out = raw_exchange(server.port, put + get, until=b"\r\n0\r\n\r\n")
+    assert out.count(b"HTTP/1.1 200 OK") == 2 and b"\r\n5\r\nhello\r\n" in out, out
+
+
+def test_early_answer_to_an_upload_is_read_by_the_client(server, api):
+    # refused before the body is read (no such sandbox): the client still
+    # gets the answer, not a reset, while it sends a large body
+    r = api.request("PUT", "/v1/sandboxes/0000000000000000/files?path=/x", body=b"x" * (16 << 20))
+    assert r.status == 404 and error_of(r) == "not_found"
 
 
 def test_audit_log_records_actions(server, api):

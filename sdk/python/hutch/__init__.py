@@ -9,8 +9,9 @@ library only. HUTCH_API_URL (default http://127.0.0.1:7420) and
 HUTCH_API_KEY say where and as whom.
 """
 from .errors import (AuthError, CommandExitError, HutchError, InvalidArgument, NotFound,
-                     RateLimited, Timeout)
+                     PermissionDenied, RateLimited, Timeout)
 from .sandbox import CommandResult, Sandbox
 
 __all__ = ["Sandbox", "CommandResult", "HutchError", "AuthError", "NotFound",
-           "InvalidArgument", "RateLimited", "Timeout", "CommandExitError"]
+           "InvalidArgument", "PermissionDenied", "RateLimited", "Timeout",
+           "CommandExitError"]

@@ -13,6 +13,10 @@ class AuthError(HutchError):
     """The key is missing, unknown or not allowed to do this (401, 403)."""
 
 
+class PermissionDenied(HutchError):
+    """The sandbox user may not do this to that file (403, code permission_denied)."""
+
+
 class NotFound(HutchError):
     """No such sandbox (or it belongs to another tenant), template or key (404)."""
 

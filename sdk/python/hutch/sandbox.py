@@ -5,6 +5,7 @@ import urllib.parse
 
 from ._http import Client
 from .errors import CommandExitError, NotFound, Timeout
+from .files import Files
 
 DEFAULT_URL = "http://127.0.0.1:7420"
 
@@ -101,6 +102,7 @@ class Sandbox:
         self._client = client
         self._info = info
         self.commands = Commands(self)
+        self.files = Files(self)
 
     @property
     def id(self):
