@@ -63,6 +63,9 @@ struct hutch_cgroup_ops {
   int (*stats)(const struct hutch_cgroup *cg, struct hutch_cg_stats *s, struct hutch_err *err);
   /* SIGKILL every process in cg and its descendants, leaving none able to fork. */
   int (*kill_all)(const struct hutch_cgroup *cg, struct hutch_err *err);
+  /* Thaw cg and every cgroup below it, so that SIGKILLed processes there
+   * can die; NULL where a frozen process dies of SIGKILL anyway (v2). */
+  int (*thaw_all)(const struct hutch_cgroup *cg, struct hutch_err *err);
   /* Whether any process is in cg or below it. */
   bool (*populated)(const struct hutch_cgroup *cg);
   /* Hand cg to uid:gid so it can make children and move its own processes. */

@@ -166,29 +166,48 @@ static bool freezer_is(int fd, const char *state) {
          strncmp(buf, state, strlen(state)) == 0;
 }
 
-/* Kill the processes of dirfd and of every cgroup below it. */
-static int kill_tree(int dirfd, bool *any, int depth, struct hutch_err *err) {
-  if (hutch_cg_kill_procs(dirfd, any, err) < 0)
-    return -1;
-  if (depth > 8)
-    return 0;
+/* Call visit on dirfd, then on every cgroup below it (8 levels at most:
+ * hutch's own tree is 3 deep), until one returns nonzero. */
+static int walk(int dirfd, int depth, int (*visit)(int fd, void *arg), void *arg) {
+  int ret = visit(dirfd, arg);
+  if (ret != 0 || depth >= 8)
+    return ret;
   int dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
   if (!d) {
     if (dup >= 0)
       close(dup);
-    return hutch_err_set(err, errno, "list cgroup");
+    return 0; /* gone meanwhile: nothing below it */
   }
-  int ret = 0;
   for (struct dirent *e; ret == 0 && (e = readdir(d));) {
     if (e->d_type != DT_DIR || e->d_name[0] == '.')
       continue;
     _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sub >= 0)
-      ret = kill_tree(sub, any, depth + 1, err);
+      ret = walk(sub, depth + 1, visit, arg);
   }
   closedir(d);
   return ret;
+}
+
+struct kill_state {
+  bool any;
+  struct hutch_err *err;
+};
+
+static int kill_one(int fd, void *arg) {
+  struct kill_state *k = arg;
+  return hutch_cg_kill_procs(fd, &k->any, k->err);
+}
+
+/* A cgroup frozen by itself stays frozen when its parent thaws, and its
+ * processes cannot die while it is: an agent killed between freezing an
+ * exec's leaf and thawing it leaves such a leaf, which would hold its
+ * sandbox's teardown forever. So thawing is always of the whole tree. */
+static int thaw_one(int fd, void *arg) { return write_file_at(fd, "freezer.state", "THAWED", arg); }
+
+static int v1_thaw_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
+  return walk(FD(cg, CG_FREEZER), 0, thaw_one, err);
 }
 
 /* Freeze so that nothing can fork while we look, SIGKILL everything, thaw so
@@ -196,46 +215,30 @@ static int kill_tree(int dirfd, bool *any, int depth, struct hutch_err *err) {
 static int v1_kill_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
   int fz = FD(cg, CG_FREEZER);
   for (int round = 0; round < 100; round++) {
-    bool any = false;
     if (write_file_at(fz, "freezer.state", "FROZEN", err) < 0)
       return -1;
     for (int i = 0; i < 1000 && !freezer_is(fz, "FROZEN"); i++)
       usleep(100);
-    int ret = kill_tree(fz, &any, 0, err);
-    if (write_file_at(fz, "freezer.state", "THAWED", err) < 0 || ret < 0)
+    struct kill_state k = {false, err};
+    int ret = walk(fz, 0, kill_one, &k);
+    if (v1_thaw_all(cg, err) < 0 || ret < 0)
       return -1;
-    if (!any)
+    if (!k.any)
       return 0;
     usleep(round < 10 ? 200 : 2000);
   }
   return hutch_err_set(err, 0, "processes survive SIGKILL in cgroup");
 }
 
-static bool populated_tree(int dirfd, int depth) {
-  if (hutch_cg_has_procs(dirfd))
-    return true;
-  int dup = depth < 8 ? openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
-  if (!d) {
-    if (dup >= 0)
-      close(dup);
-    return false;
-  }
-  bool found = false;
-  for (struct dirent *e; !found && (e = readdir(d));) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.')
-      continue;
-    _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    found = sub >= 0 && populated_tree(sub, depth + 1);
-  }
-  closedir(d);
-  return found;
+static int has_procs(int fd, void *arg) {
+  (void)arg;
+  return hutch_cg_has_procs(fd);
 }
 
 /* Whether any process is in cg or below it (v1 has no cgroup.events). */
 static bool v1_populated(const struct hutch_cgroup *cg) {
   for (int i = 0; i < cg->nfd; i++)
-    if (populated_tree(cg->fd[i], 0))
+    if (walk(cg->fd[i], 0, has_procs, NULL))
       return true;
   return false;
 }
@@ -262,6 +265,7 @@ const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .enter_self = v1_enter_self,
     .stats = v1_stats,
     .kill_all = v1_kill_all,
+    .thaw_all = v1_thaw_all,
     .populated = v1_populated,
     .delegate = v1_delegate,
 };

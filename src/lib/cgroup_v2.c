@@ -150,6 +150,7 @@ const struct hutch_cgroup_ops hutch_cgroup_v2_ops = {
     .enter_self = v2_enter_self,
     .stats = v2_stats,
     .kill_all = v2_kill_all,
+    .thaw_all = NULL, /* a fatal signal reaches frozen processes on v2 */
     .populated = v2_populated,
     .delegate = v2_delegate,
 };

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -338,6 +339,17 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
    * it, and the kernel reaps them before the wait returns. */
   if (sb->pidfd >= 0) {
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    /* The dying agent waits for every process of its pid namespace. One
+     * frozen in a leaf it was killing (v1) cannot die until thawed: thaw
+     * until the agent is gone (the agent may finish one last write of
+     * FROZEN after our first thaw; it runs no code after that). */
+    struct pollfd pfd = {.fd = sb->pidfd, .events = POLLIN};
+    while (sb->cg.ops && sb->cg.ops->thaw_all) {
+      struct hutch_err ignored;
+      sb->cg.ops->thaw_all(&sb->cg, &ignored);
+      if (poll(&pfd, 1, 50) != 0 && (pfd.revents || errno != EINTR))
+        break;
+    }
     while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
       ;
     close(sb->pidfd);

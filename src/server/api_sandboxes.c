@@ -104,33 +104,20 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
   }
   if (check_room(c, p, cfg.memory_bytes >> 20) < 0)
     goto out;
-  struct sbx *sb = xcalloc(1, sizeof *sb);
-  if (hutch_sandbox_create(&cfg, &sb->hs, &err) < 0) {
-    free(sb);
+  /* A warm one if a pool holds one made just so, else a new one. */
+  struct sbx *sb = pool_take(srv, &cfg, r.template);
+  if (!sb && !(sb = sbx_new(srv, &cfg, r.template, &err))) {
     http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
     goto out;
   }
-  sb->srv = srv;
-  memcpy(sb->id, sb->hs->id, sizeof sb->id);
   str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
-  str_copy(sb->template, sizeof sb->template, r.template);
-  sb->metadata = r.metadata ? json_deep_copy(r.metadata) : json_object();
-  sb->env = r.env ? json_deep_copy(r.env) : json_object();
-  sb->memory_mb = cfg.memory_bytes >> 20;
-  sb->disk_mb = cfg.disk_bytes >> 20;
-  sb->pids = cfg.pids;
-  sb->cpu_milli = cfg.cpu_milli;
+  if (r.metadata)
+    json_object_update(sb->metadata, r.metadata);
+  if (r.env)
+    json_object_update(sb->env, r.env);
   sb->created_ms = wall_ms();
   sb->expires_ms = sb->created_ms + (int64_t)(r.timeout_s * 1000);
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
-  srv->nsandboxes++;
-  if (agentc_init(&sb->ac, srv->loop, sb->hs->conn_fd) < 0) {
-    http_error(c, 500, "sandbox_error", "watching the agent connection failed");
-    sbx_destroy(sb);
-    goto out;
-  }
-  sb->ac.on_dead = sbx_agent_dead;
+  sbx_register(srv, sb);
   if (store_sandbox_put(srv->store, sb, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
     sbx_destroy(sb);

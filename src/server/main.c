@@ -28,6 +28,9 @@ static const char usage[] =
     "  --max-connections N       open HTTP connections (default 1024)\n"
     "  --tenant-sandboxes N      default per-tenant quota of sandboxes (default 100)\n"
     "  --tenant-memory-mb N      default per-tenant quota of sandbox memory (default 65536)\n"
+    "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
+    "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
+    "                            (default host=2; --pool host=0 keeps none)\n"
     "  --routes                  print every route served and exit\n";
 
 static int parse_listen(const char *s, struct serve_config *cfg) {
@@ -55,7 +58,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_ROUTES, O_HELP };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -63,6 +66,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"max-connections", required_argument, NULL, O_MAXCONN},
       {"tenant-sandboxes", required_argument, NULL, O_TSBX},
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
+      {"pool", required_argument, NULL, O_POOL},
       {"routes", no_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
       {0},
@@ -104,6 +108,19 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
         return -1;
       cfg->tenant_memory_mb = v;
       break;
+    case O_POOL: {
+      size_t n = 0;
+      while (cfg->pool_specs && cfg->pool_specs[n])
+        n++;
+      if (n == 64) {
+        fprintf(stderr, "hutch serve: at most 64 --pool options\n");
+        return -1;
+      }
+      cfg->pool_specs = xrealloc(cfg->pool_specs, (n + 2) * sizeof *cfg->pool_specs);
+      cfg->pool_specs[n] = xstrdup(optarg);
+      cfg->pool_specs[n + 1] = NULL;
+      break;
+    }
     case O_ROUTES:
       serve_print_routes(stdout);
       return 1;
@@ -198,6 +215,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   fprintf(stderr, "hutch serve: stopping: destroying %u sandboxes\n", srv->nsandboxes);
   uv_close((uv_handle_t *)&srv->listener, NULL);
   uv_close((uv_handle_t *)&srv->reaper, NULL);
+  pool_destroy_all(srv);
   sbx_destroy_all(srv);
   http_close_all(srv);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
@@ -212,7 +230,8 @@ static void close_handle(uv_handle_t *h, void *arg) {
 
 static int serve(struct server *srv) {
   struct hutch_err err = {0};
-  if (open_state(srv, &err) < 0 || start_listening(srv, &err) < 0) {
+  if (open_state(srv, &err) < 0 || start_listening(srv, &err) < 0 ||
+      pool_configure(srv, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;
   }
@@ -260,6 +279,10 @@ int serve_main(int argc, char **argv) {
     uv_loop_close(srv->loop);
     free(srv->loop);
   }
+  pool_free(srv);
+  for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
+    free(srv->cfg.pool_specs[i]);
+  free(srv->cfg.pool_specs);
   store_close(srv->store);
   if (srv->audit)
     fclose(srv->audit);

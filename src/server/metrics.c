@@ -57,6 +57,7 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
              "# TYPE hutch_sandboxes_expired_total counter\n"
              "hutch_sandboxes_expired_total %llu\n",
           (unsigned long long)m->expired);
+  pool_metrics(f, srv);
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);
   histogram(f, "hutch_exec_start_seconds", "Time from an exec request to its process running.",

@@ -68,21 +68,60 @@ void sbx_agent_dead(struct agentc *ac) {
   sbx_destroy(sb);
 }
 
+struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
+                    const char *template, struct hutch_err *err) {
+  struct sbx *sb = xcalloc(1, sizeof *sb);
+  if (hutch_sandbox_create(cfg, &sb->hs, err) < 0) {
+    free(sb);
+    return NULL;
+  }
+  sb->srv = srv;
+  memcpy(sb->id, sb->hs->id, sizeof sb->id);
+  str_copy(sb->template, sizeof sb->template, template);
+  sb->metadata = json_object();
+  sb->env = json_object();
+  sb->memory_mb = cfg->memory_bytes >> 20;
+  sb->disk_mb = cfg->disk_bytes >> 20;
+  sb->pids = cfg->pids;
+  sb->cpu_milli = cfg->cpu_milli;
+  if (agentc_init(&sb->ac, srv->loop, sb->hs->conn_fd) < 0) {
+    struct hutch_err ignored;
+    hutch_sandbox_destroy(sb->hs, &ignored);
+    json_decref(sb->metadata);
+    json_decref(sb->env);
+    free(sb);
+    hutch_err_set(err, 0, "watching the agent connection failed");
+    return NULL;
+  }
+  sb->ac.on_dead = sbx_agent_dead;
+  return sb;
+}
+
+void sbx_register(struct server *srv, struct sbx *sb) {
+  sb->next = srv->sandboxes;
+  srv->sandboxes = sb;
+  srv->nsandboxes++;
+}
+
 void sbx_destroy(struct sbx *sb) {
   struct server *srv = sb->srv;
   if (sb->dying)
     return;
   sb->dying = true;
-  for (struct sbx **p = &srv->sandboxes; *p; p = &(*p)->next)
-    if (*p == sb) {
-      *p = sb->next;
-      break;
-    }
-  srv->nsandboxes--;
-  srv->metrics.destroys++;
   struct hutch_err err = {0};
-  if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
+  if (sb->pool) {
+    pool_unlink(sb);
+  } else {
+    for (struct sbx **p = &srv->sandboxes; *p; p = &(*p)->next)
+      if (*p == sb) {
+        *p = sb->next;
+        break;
+      }
+    srv->nsandboxes--;
+    srv->metrics.destroys++;
+    if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
+      fprintf(stderr, "hutch serve: %s\n", err.msg);
+  }
   /* Streams hear the end first (their clients get a last line), then the
    * sandbox goes. The fd belongs to the connection. */
   sb->hs->conn_fd = -1;

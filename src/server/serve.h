@@ -29,6 +29,7 @@ struct serve_config {
   unsigned max_sandboxes;    /* on the whole server */
   unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
   uint64_t tenant_memory_mb;
+  char **pool_specs; /* --pool arguments, NULL-terminated */
 };
 
 /* Who a request speaks for. */
@@ -38,9 +39,12 @@ struct principal {
   bool admin;
 };
 
+struct pool;
+
 struct sbx {
   struct sbx *next;
   struct server *srv;
+  struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
   char id[17];
   char tenant[SERVE_TENANT_LEN + 1];
   char template[64];
@@ -71,8 +75,10 @@ struct server {
   FILE *audit;
   struct http_conn *conns;
   unsigned nconns;
-  struct sbx *sandboxes;
+  struct sbx *sandboxes; /* tenants' sandboxes */
   unsigned nsandboxes;
+  struct pool *pools;
+  uv_timer_t refill;
   struct metrics metrics;
   bool stopping;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
@@ -118,7 +124,12 @@ int keys_authenticate(struct server *srv, const struct http_req *req, struct pri
 void api_keys_create(struct http_conn *c, const struct principal *p);
 void api_keys_delete(struct http_conn *c, const struct principal *p);
 
-/* sbx.c: the registry of live sandboxes. */
+/* sbx.c: the registry of live sandboxes. A sandbox is made (sbx_new),
+ * waits in a pool or goes straight to a tenant (sbx_register), and is
+ * destroyed by request, by its timeout, or when its agent is lost. */
+struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
+                    const char *template, struct hutch_err *err);
+void sbx_register(struct server *srv, struct sbx *sb);
 /* The sandbox the route's {id} names, for the caller; NULL after a 404. */
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
 void sbx_destroy(struct sbx *sb);
@@ -147,6 +158,17 @@ void api_files_list(struct http_conn *c, const struct principal *p);
 void api_files_stat(struct http_conn *c, const struct principal *p);
 void api_files_mkdir(struct http_conn *c, const struct principal *p);
 void api_files_move(struct http_conn *c, const struct principal *p);
+
+/* pool.c: warm pools, per template and limits (--pool SPEC=N). */
+int pool_configure(struct server *srv, struct hutch_err *err);
+/* A ready sandbox made with exactly cfg and template, or NULL. */
+struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg,
+                      const char *template);
+void pool_unlink(struct sbx *sb);
+/* At stop: the ready sandboxes go; pool_free after the loop has ended. */
+void pool_destroy_all(struct server *srv);
+void pool_free(struct server *srv);
+void pool_metrics(FILE *f, const struct server *srv);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);

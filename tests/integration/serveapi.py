@@ -17,12 +17,14 @@ def free_port():
 
 
 class Server:
-    """hutch serve on 127.0.0.1 with its own state dir."""
+    """hutch serve on 127.0.0.1 with its own state dir. No warm pool unless
+    args give one: a pool's sandboxes live as long as the server, across
+    tests, and the host check after each test would count them."""
 
     def __init__(self, binary, state_dir, *args):
         self.binary = pathlib.Path(binary)
         self.state_dir = pathlib.Path(state_dir)
-        self.args = list(args)
+        self.args = list(args) if "--pool" in args else ["--pool", "host=0", *args]
         self.port = free_port()
         self.proc = None
         self.sanitized = False  # set for a server built with ASan/UBSan

@@ -197,6 +197,12 @@ def metric(server, name):
     return float(next(l.split()[1] for l in text.splitlines() if l.startswith(name + " ")))
 
 
+def metric_labeled(server, name, pool):
+    text = server.api(None).get("/metrics").raw.decode()
+    return float(next(l.split()[1] for l in text.splitlines()
+                      if l.startswith(f'{name}{{pool="{pool}"}} ')))
+
+
 def test_slow_reader_slows_the_workload_not_the_server(server, api, sandbox):
     sid = sandbox["id"]
     conn, r = api.exec_stream(sid, {"shell": "head -c 100000000 /dev/zero"})
@@ -337,6 +343,40 @@ def test_upload_cut_short_leaves_the_server_serving(server, api, sandbox):
     time.sleep(0.2)
     assert api.get("/healthz").status == 200
     assert output(api.exec(sandbox["id"], {"cmd": ["echo", "fine"]})) == b"fine\n"
+
+
+def host_pid_of(cmdline):
+    for d in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            if (d / "cmdline").read_bytes() == cmdline:
+                return int(d.name)
+        except OSError:
+            pass
+    return None
+
+
+def test_destroy_with_a_frozen_exec(server, api):
+    """An agent killed while it had an exec's cgroup frozen (to kill it)
+    leaves it frozen; destroying the sandbox must still end everything."""
+    sb = api.create()
+    conn, r = api.exec_stream(sb["id"], {"shell": "exec sleep 4343"})
+    assert json.loads(r.readline())["type"] == "start"
+    wait_for(lambda: host_pid_of(b"sleep\x004343\x00"))
+    pid = host_pid_of(b"sleep\x004343\x00")
+    for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if ctls == "freezer":
+            (pathlib.Path("/sys/fs/cgroup/freezer") / path.lstrip("/") / "freezer.state") \
+                .write_text("FROZEN")
+        elif ctls == "" and pathlib.Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            (pathlib.Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.freeze").write_text("1")
+    wait_for(lambda: "State:\tD" in pathlib.Path(f"/proc/{pid}/status").read_text() or
+             "State:\tS" in pathlib.Path(f"/proc/{pid}/status").read_text())
+    started = time.monotonic()
+    assert api.delete(f"/v1/sandboxes/{sb['id']}").status == 204
+    assert time.monotonic() - started < 10
+    assert not pathlib.Path(f"/proc/{pid}").exists()
+    conn.close()
 
 
 # ---- timeouts ----
@@ -564,6 +604,49 @@ def test_capacity_answers_503(tmp_path):
         assert api.delete(f"/v1/sandboxes/{sb['id']}").status == 204
     finally:
         s.stop()
+
+
+def test_warm_pools(tmp_path):
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--pool", "host=2",
+               "--pool", "host,memory_mb=256,pids=64=1").start()
+    try:
+        ready = lambda spec: metric_labeled(s, "hutch_pool_ready", spec)
+        wait_for(lambda: ready("host") == 2 and ready("host,memory_mb=256,pids=64") == 1)
+        api = s.api()
+        taken = lambda spec: metric_labeled(s, "hutch_pool_taken_total", spec)
+        pooled = api.create(metadata={"k": "v"}, env={"E": "1"}, timeout_s=30)
+        assert taken("host") == 1  # taken from the pool ...
+        wait_for(lambda: ready("host") == 2)  # ... which refills
+        small = api.create(memory_mb=256, pids=64)
+        assert taken("host,memory_mb=256,pids=64") == 1
+        other = api.create(memory_mb=300)  # no pool matches: made on demand
+        assert taken("host") == 1 and taken("host,memory_mb=256,pids=64") == 1
+        # a pooled sandbox is a tenant's like any other
+        assert pooled["metadata"] == {"k": "v"} and pooled["memory_mb"] == 1024
+        assert output(api.exec(pooled["id"], {"shell": "echo $E"})) == b"1\n"
+        assert (small["memory_mb"], small["pids"]) == (256, 64)
+        lines = api.exec(small["id"], {"shell": "python3 -c 'b = bytearray(400 << 20)'"})
+        assert lines[-1]["status"] == "oom"
+        ids = {x["id"] for x in api.get("/v1/sandboxes").json["sandboxes"]}
+        assert ids == {pooled["id"], small["id"], other["id"]}
+        # another tenant never gets a sandbox someone used
+        k = api.post("/v1/keys", {"tenant": "t2"}).json["key"]
+        fresh = s.api(k).create()
+        assert fresh["id"] not in ids
+        assert output(s.api(k).exec(fresh["id"], {"shell": "ls /tmp | wc -l"})) == b"0\n"
+    finally:
+        assert s.stop() == 0
+
+
+def test_bad_pool_options(tmp_path):
+    import subprocess
+    for spec in ["host", "host=x", "host=1000", "nope=1", "host,memory_mb=1=1",
+                 "host,bogus=1=1", "host,cpus=x=1", "host,memory_mb=999999999=1"]:
+        r = subprocess.run([str(BUILD / "hutch"), "serve", "--state-dir", str(tmp_path / "s"),
+                            "--listen", "127.0.0.1:1", "--pool", spec],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 125 and r.stderr.count("\n") == 1, (spec, r.stderr)
+        assert "--pool" in r.stderr, (spec, r.stderr)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
