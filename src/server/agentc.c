@@ -187,6 +187,7 @@ void agentc_send(struct astream *s, uint8_t type, uint8_t flags, const void *p, 
 void agentc_send_json(struct astream *s, uint8_t type, json_t *j) {
   size_t len = 0;
   char *p = hutch_json_dump(j, &len);
+  json_decref(j);
   agentc_send(s, type, 0, p, len);
   free(p);
 }

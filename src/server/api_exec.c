@@ -8,14 +8,14 @@
  *
  * The HTTP client's pace sets the workload's: the agent gets more window
  * only as the client takes what was sent. A client that goes away kills
- * the command (a background exec, which outlives its request, comes with
- * the next step of this API). */
-#include <openssl/evp.h>
+ * the command. With "background": true the answer is 201 {pid} once it
+ * runs, and the process outlives the request (procs.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "frame.h"
 #include "msg.h"
+#include "outlines.h"
 #include "serve.h"
 #include "util.h"
 
@@ -27,8 +27,7 @@ struct exec {
   struct server *srv;
   uint64_t t0;
   uint32_t owed;           /* window to give back once the client drains */
-  uint8_t carry[2][4];     /* a UTF-8 sequence cut by the chunk's end */
-  size_t ncarry[2];
+  struct outlines out;
   bool started;
 };
 
@@ -44,47 +43,18 @@ static void send_line(struct exec *x, json_t *j) {
   free(s);
 }
 
-/* Where a UTF-8 sequence that the buffer's end cuts short begins (n when
- * none is cut). */
-static size_t cut_point(const uint8_t *p, size_t n) {
-  for (size_t back = 1; back <= 3 && back <= n; back++) {
-    uint8_t b = p[n - back];
-    if ((b & 0xc0) == 0x80)
-      continue; /* a continuation byte: look further back */
-    size_t need = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 1;
-    return need > back ? n - back : n;
-  }
-  return n;
-}
-
 static void send_output(struct exec *x, int which, const uint8_t *data, size_t len, bool last) {
-  size_t n = x->ncarry[which] + len;
-  uint8_t *buf = xmalloc(n + 1);
-  memcpy(buf, x->carry[which], x->ncarry[which]);
-  memcpy(buf + x->ncarry[which], data, len);
-  size_t cut = last ? n : cut_point(buf, n);
-  x->ncarry[which] = n - cut;
-  memcpy(x->carry[which], buf + cut, n - cut);
-  if (cut > 0) {
-    const char *type = which ? "stderr" : "stdout";
-    json_t *text = json_stringn((const char *)buf, cut);
-    if (text) {
-      send_line(x, json_pack("{s:s,s:o}", "type", type, "data", text));
-    } else {
-      char *b64 = xmalloc(4 * ((cut + 2) / 3) + 1);
-      EVP_EncodeBlock((unsigned char *)b64, buf, (int)cut);
-      send_line(x, json_pack("{s:s,s:s}", "type", type, "data_b64", b64));
-      free(b64);
-    }
-  }
-  free(buf);
+  size_t n;
+  char *line = outlines_next(&x->out, which, data, len, last, &n);
+  if (line)
+    http_stream_send(x->c, line, n);
+  free(line);
 }
 
 static void finish(struct exec *x, json_t *exit_line) {
   if (x->c) {
     for (int i = 0; i < 2; i++)
-      if (x->ncarry[i])
-        send_output(x, i, NULL, 0, true);
+      send_output(x, i, NULL, 0, true);
     send_line(x, exit_line);
     http_stream_end(x->c);
     x->c = NULL;
@@ -97,8 +67,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
   struct exec *x = s->ctx;
   if (!f) { /* the sandbox went away under the exec */
     x->s = NULL;
-    finish(x, json_pack("{s:s,s:s,s:n,s:n,s:s}", "type", "exit", "status", "sandbox_error",
-                        "exit_code", "signal", "message", "the sandbox ended during the exec"));
+    finish(x, outlines_exit_gone("the sandbox ended during the exec"));
     exec_maybe_free(x);
     return;
   }
@@ -123,19 +92,8 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
                       (double)(now_ns() - x->t0) / 1e9);
       send_line(x, json_pack("{s:s,s:O}", "type", "start", "pid", json_object_get(j, "pid")));
     } else if (f->flags & HUTCH_FL_END) {
-      json_t *line;
-      if (f->type == HUTCH_F_EVENT && json_is_object(j)) {
-        line = json_deep_copy(j);
-        json_object_del(line, "event");
-        json_object_set_new(line, "type", json_string("exit"));
-      } else { /* the agent refused the request */
-        const char *msg = json_string_value(json_object_get(j, "message"));
-        line = json_pack("{s:s,s:s,s:n,s:n,s:o}", "type", "exit", "status", "sandbox_error",
-                         "exit_code", "signal", "message",
-                         serve_json_text(msg ? msg : "the agent refused the exec"));
-      }
       x->s = NULL;
-      finish(x, line);
+      finish(x, outlines_exit(f->type, j));
     }
     json_decref(j);
     break;
@@ -169,8 +127,8 @@ static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_d
 /* The agent's exec request from the HTTP one, or NULL after a 400. */
 static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *o,
                              const char **in) {
-  static const char *const known[] = {"cmd", "shell", "env", "cwd", "stdin", "timeout_s", "user",
-                                      "background", NULL};
+  static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
+                                      "timeout_s", "user", "background", "keep_stdin", NULL};
   const char *shell = NULL, *cwd = NULL, *user = "user";
   json_t *env = NULL, *cmd = json_object_get(o, "cmd");
   double timeout = 0;
@@ -180,9 +138,13 @@ static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *
       body_string_map(c, o, "env", 1024, &env) < 0 ||
       body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
     return NULL;
-  json_t *bg = json_object_get(o, "background");
-  if (bg && !json_is_false(bg) && !json_is_null(bg)) {
-    http_error(c, 400, "unsupported", "background execs are not served yet");
+  json_t *bg = json_object_get(o, "background"), *ks = json_object_get(o, "keep_stdin");
+  if ((bg && !json_is_boolean(bg)) || (ks && !json_is_boolean(ks))) {
+    http_error(c, 400, "invalid_argument", "background and keep_stdin are true or false");
+    return NULL;
+  }
+  if (json_is_true(ks) && !json_is_true(bg)) {
+    http_error(c, 400, "invalid_argument", "keep_stdin is for background processes");
     return NULL;
   }
   if (!!cmd == !!shell) {
@@ -241,6 +203,12 @@ void api_exec(struct http_conn *c, const struct principal *p) {
   const char *in = NULL;
   json_t *req = agent_request(c, sb, o, &in);
   if (!req) {
+    json_decref(o);
+    return;
+  }
+  if (json_is_true(json_object_get(o, "background"))) {
+    procs_start(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
+    json_decref(req);
     json_decref(o);
     return;
   }

@@ -3,8 +3,12 @@
  * `--pool SPEC=N`: SPEC is a template, then optional limits as a create
  * request gives them (`host,memory_mb=256,cpus=0.5`). A create whose
  * template and limits (defaults filled in) equal a pool's takes one of its
- * sandboxes; the pool refills in the background, one sandbox per loop
- * turn, so that requests are served between the makings. */
+ * sandboxes; the pool refills in the background.
+ *
+ * Making a sandbox takes the event loop for a few milliseconds, so a
+ * refill waits for a quiet moment: REFILL_QUIET_MS without a request (a
+ * client that just got a sandbox usually sends its first exec at once),
+ * but never more than REFILL_MAX_WAIT_MS, and one sandbox per turn. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,8 @@
 
 #define POOL_MAX 256 /* sandboxes kept ready in one pool */
 #define REFILL_RETRY_MS 1000
+#define REFILL_QUIET_MS 20
+#define REFILL_MAX_WAIT_MS 500
 
 struct pool {
   struct pool *next;
@@ -93,8 +99,18 @@ fail:
 static void refill(uv_timer_t *t);
 
 static void schedule(struct server *srv, uint64_t delay_ms) {
-  if (!srv->stopping && !uv_is_active((uv_handle_t *)&srv->refill))
-    uv_timer_start(&srv->refill, refill, delay_ms, 0);
+  if (srv->stopping || uv_is_active((uv_handle_t *)&srv->refill))
+    return;
+  srv->refill_due = uv_now(srv->loop) + REFILL_MAX_WAIT_MS;
+  uv_timer_start(&srv->refill, refill, delay_ms, 0);
+}
+
+void pool_defer(struct server *srv) {
+  if (srv->stopping || !uv_is_active((uv_handle_t *)&srv->refill))
+    return;
+  uint64_t now = uv_now(srv->loop);
+  if (now + REFILL_QUIET_MS <= srv->refill_due)
+    uv_timer_start(&srv->refill, refill, REFILL_QUIET_MS, 0);
 }
 
 /* Make one sandbox for the first pool short of its target. */
@@ -114,7 +130,7 @@ static void refill(uv_timer_t *t) {
     sb->next = p->ready;
     p->ready = sb;
     p->nready++;
-    schedule(srv, 0);
+    schedule(srv, REFILL_QUIET_MS);
     return;
   }
 }
@@ -147,7 +163,7 @@ struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg
     struct sbx *sb = p->ready;
     pool_unlink(sb);
     p->taken++;
-    schedule(srv, 0);
+    schedule(srv, REFILL_QUIET_MS);
     return sb;
   }
   return NULL;

@@ -38,6 +38,13 @@ static const struct route routes[] = {
     {HTTP_DELETE, "/v1/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},
     {HTTP_POST, "/v1/sandboxes/{id}/exec", TENANT, "sandbox.exec", api_exec},
+    {HTTP_GET, "/v1/sandboxes/{id}/processes", TENANT, NULL, api_procs_list},
+    {HTTP_GET, "/v1/sandboxes/{id}/processes/{pid}/output", TENANT, NULL, api_procs_output},
+    {HTTP_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", TENANT, "process.signal",
+     api_procs_signal},
+    {HTTP_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", TENANT, "process.stdin",
+     api_procs_stdin},
+    {HTTP_DELETE, "/v1/sandboxes/{id}/processes/{pid}", TENANT, "process.kill", api_procs_kill},
     {HTTP_PUT, "/v1/sandboxes/{id}/files", TENANT, "file.write", api_files_write, true},
     {HTTP_GET, "/v1/sandboxes/{id}/files", TENANT, NULL, api_files_read},
     {HTTP_DELETE, "/v1/sandboxes/{id}/files", TENANT, "file.remove", api_files_delete},
@@ -91,6 +98,7 @@ bool serve_streams_body(struct server *srv, const struct http_req *req) {
 void serve_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
+  pool_defer(srv);
   const struct route *found = NULL;
   bool path_known = false;
   for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {

@@ -56,6 +56,7 @@ json_t *sbx_json(const struct sbx *sb) {
 
 static void sbx_free(struct agentc *ac) {
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
+  procs_free(sb);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);

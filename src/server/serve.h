@@ -40,6 +40,7 @@ struct principal {
 };
 
 struct pool;
+struct proc;
 
 struct sbx {
   struct sbx *next;
@@ -52,6 +53,7 @@ struct sbx {
   struct agentc ac;
   json_t *metadata; /* object of strings */
   json_t *env;      /* object of strings, given to every exec */
+  struct proc *procs; /* background processes, newest first */
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
   bool dying;
@@ -79,6 +81,7 @@ struct server {
   unsigned nsandboxes;
   struct pool *pools;
   uv_timer_t refill;
+  uint64_t refill_due; /* loop time by which a deferred refill runs */
   struct metrics metrics;
   bool stopping;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
@@ -150,6 +153,16 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p);
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void api_exec(struct http_conn *c, const struct principal *p);
 
+/* procs.c: background processes (an exec with "background": true). */
+int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
+                bool keep_stdin);
+void procs_free(struct sbx *sb);
+void api_procs_list(struct http_conn *c, const struct principal *p);
+void api_procs_output(struct http_conn *c, const struct principal *p);
+void api_procs_signal(struct http_conn *c, const struct principal *p);
+void api_procs_stdin(struct http_conn *c, const struct principal *p);
+void api_procs_kill(struct http_conn *c, const struct principal *p);
+
 /* api_files.c: /v1/sandboxes/{id}/files… */
 void api_files_write(struct http_conn *c, const struct principal *p);
 void api_files_read(struct http_conn *c, const struct principal *p);
@@ -165,6 +178,8 @@ int pool_configure(struct server *srv, struct hutch_err *err);
 struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg,
                       const char *template);
 void pool_unlink(struct sbx *sb);
+/* A request came: push a pending refill back to a quieter moment. */
+void pool_defer(struct server *srv);
 /* At stop: the ready sandboxes go; pool_free after the loop has ended. */
 void pool_destroy_all(struct server *srv);
 void pool_free(struct server *srv);

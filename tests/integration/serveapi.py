@@ -110,6 +110,13 @@ class Api:
         assert r.status == 201, r
         return r.json
 
+    def request_stream(self, method, path, body=None, timeout=60):
+        """(HTTP connection, response) to read from as it comes."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers=self.headers())
+        return conn, conn.getresponse()
+
     def exec_stream(self, sid, body, timeout=60):
         """(HTTP connection, response) of an exec: read lines from it."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

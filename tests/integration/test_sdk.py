@@ -68,6 +68,25 @@ def test_typed_errors(env, server):
         sbx.kill()  # killed inside the block: leaving it is still fine
 
 
+def test_background_commands(env):
+    with Sandbox.create() as sbx:
+        h = sbx.commands.run("echo up; cat; echo down", background=True, keep_stdin=True)
+        assert h.pid > 0
+        assert [p["pid"] for p in sbx.commands.list() if p["running"]] == [h.pid]
+        h.send_stdin("ping\n", eof=True)
+        seen = []
+        r = sbx.commands.connect(h.pid).wait(on_stdout=seen.append)
+        assert r.stdout == "up\nping\ndown\n" and r.ok and "".join(seen) == r.stdout
+        h2 = sbx.commands.run(["sleep", "100"], background=True)
+        h2.kill()
+        assert (h2.wait().status, h2.wait().signal) == ("signaled", 9)
+        with pytest.raises(hutch.HutchError) as e:
+            h2.send_stdin("x")
+        assert e.value.status == 409
+        with pytest.raises(hutch.NotFound):
+            sbx.commands.connect(99999).wait()
+
+
 def test_files(env, tmp_path):
     with Sandbox.create() as sbx:
         f = sbx.files

@@ -220,6 +220,117 @@ def test_slow_reader_slows_the_workload_not_the_server(server, api, sandbox):
     conn.close()
 
 
+# ---- background processes ----
+
+def start_bg(api, sid, **body):
+    r = api.post(f"/v1/sandboxes/{sid}/exec", {"background": True, **body})
+    assert r.status == 201 and r.json["background"] is True, r
+    return r.json["pid"]
+
+
+def attach(api, sid, pid):
+    r = api.get(f"/v1/sandboxes/{sid}/processes/{pid}/output")
+    assert r.status == 200 and r.headers["Content-Type"] == "application/x-ndjson", r
+    return [json.loads(l) for l in r.raw.splitlines()]
+
+
+def test_background_process_outlives_its_request(api, sandbox):
+    sid = sandbox["id"]
+    pid = start_bg(api, sid, shell="echo early; sleep 0.5; echo late >&2; exit 7")
+    procs = api.get(f"/v1/sandboxes/{sid}/processes").json["processes"]
+    assert [(p["pid"], p["running"]) for p in procs] == [(pid, True)]
+    assert procs[0]["cmd"][-1].startswith("echo early")
+    lines = attach(api, sid, pid)  # from the start, though attached late
+    assert output(lines) == b"early\n" and output(lines, "stderr") == b"late\n"
+    assert lines[-1]["type"] == "exit" and lines[-1]["exit_code"] == 7
+    # attaching again after the end replays it
+    assert attach(api, sid, pid) == lines
+    (p,) = api.get(f"/v1/sandboxes/{sid}/processes").json["processes"]
+    assert p["running"] is False and p["exit"]["exit_code"] == 7
+
+
+def test_background_stdin_signal_kill(api, sandbox):
+    sid = sandbox["id"]
+    base = f"/v1/sandboxes/{sid}/processes"
+    pid = start_bg(api, sid, cmd=["sh", "-c", "cat; echo done"], keep_stdin=True)
+    assert api.post(f"{base}/{pid}/stdin", {"data": "one\n"}).status == 204
+    assert api.post(f"{base}/{pid}/stdin", {"data": "two\n", "eof": True}).status == 204
+    lines = attach(api, sid, pid)
+    assert output(lines) == b"one\ntwo\ndone\n" and lines[-1]["status"] == "ok"
+    r = api.post(f"{base}/{pid}/stdin", {"data": "late"})
+    assert r.status == 409 and error_of(r) == "stdin_closed"
+    r = api.post(f"{base}/{pid}/signal", {"signal": 15})
+    assert r.status == 409 and error_of(r) == "not_running"
+
+    pid = start_bg(api, sid, shell="trap 'echo got TERM; exit 3' TERM; echo ready; "
+                                   "while :; do sleep 0.05; done")
+    conn, r = api.request_stream("GET", f"{base}/{pid}/output")
+    assert json.loads(r.readline())["data"] == "ready\n"
+    assert api.post(f"{base}/{pid}/signal", {"signal": 15}).status == 204
+    rest = [json.loads(l) for l in r.read().splitlines()]
+    conn.close()
+    assert output(rest) == b"got TERM\n" and rest[-1]["exit_code"] == 3
+
+    pid = start_bg(api, sid, cmd=["sleep", "1000"])
+    r = api.post(f"{base}/{pid}/stdin", {"data": "x"})
+    assert r.status == 409  # started without keep_stdin
+    assert api.delete(f"{base}/{pid}").status == 204
+    last = attach(api, sid, pid)[-1]
+    assert (last["status"], last["signal"]) == ("signaled", 9), last
+
+
+def test_background_many_readers_and_a_sandbox_that_goes(api):
+    sb = api.create()
+    sid = sb["id"]
+    pid = start_bg(api, sid, shell="echo one; sleep 30")
+    readers = [api.request_stream("GET", f"/v1/sandboxes/{sid}/processes/{pid}/output")
+               for _ in range(3)]
+    for conn, r in readers:
+        assert json.loads(r.readline())["data"] == "one\n"
+    assert api.delete(f"/v1/sandboxes/{sid}").status == 204
+    for conn, r in readers:
+        last = json.loads(r.readline())
+        conn.close()
+        assert last["type"] == "exit" and last["status"] == "sandbox_error"
+
+
+def test_background_output_kept_is_the_latest(api, sandbox):
+    sid = sandbox["id"]
+    pid = start_bg(api, sid, shell="seq 1 400000")  # about 2.7 MB, more than is kept
+    wait_for(lambda: not api.get(f"/v1/sandboxes/{sid}/processes").json["processes"][0]["running"])
+    out = output(attach(api, sid, pid))
+    assert out.endswith(b"\n399999\n400000\n") and (512 << 10) < len(out) <= (1 << 20)
+    first = out.split(b"\n")[0]
+    assert int(first) > 1  # whole lines: the oldest were dropped
+
+
+@pytest.mark.parametrize("suffix,method,body,status", [
+    ("/processes/999/output", "GET", None, 404),
+    ("/processes/abc/output", "GET", None, 404),
+    ("/processes/-1", "DELETE", None, 404),
+    ("/processes/999/signal", "POST", {"signal": 9}, 404),
+])
+def test_background_refusals(api, sandbox, suffix, method, body, status):
+    r = api.request(method, f"/v1/sandboxes/{sandbox['id']}{suffix}",
+                    body=json.dumps(body) if body else None)
+    assert r.status == status and error_of(r), r
+
+
+def test_background_bad_requests(api, sandbox):
+    sid = sandbox["id"]
+    pid = start_bg(api, sid, cmd=["sleep", "100"])
+    base = f"/v1/sandboxes/{sid}"
+    for path, body in [(f"/processes/{pid}/signal", {}), (f"/processes/{pid}/signal", {"signal": 0}),
+                       (f"/processes/{pid}/signal", {"signal": 65}),
+                       (f"/processes/{pid}/signal", {"signal": "TERM"}),
+                       (f"/processes/{pid}/stdin", {"data": 5}),
+                       ("/exec", {"cmd": ["true"], "keep_stdin": True}),
+                       ("/exec", {"cmd": ["true"], "background": "yes"})]:
+        r = api.post(base + path, body)
+        assert r.status == 400 and error_of(r) == "invalid_argument", (path, body, r)
+    api.delete(f"{base}/processes/{pid}")
+
+
 # ---- files ----
 
 def test_files_round_trip(api, sandbox):
@@ -487,7 +598,7 @@ def test_unknown_template(api):
     {}, {"cmd": []}, {"cmd": "ls"}, {"cmd": ["ls", 1]}, {"cmd": ["ls"], "shell": "ls"},
     {"shell": "true", "user": "admin"}, {"shell": "true", "timeout_s": -1},
     {"shell": "true", "env": {"A": None}}, {"shell": "true", "nope": 1},
-    {"shell": "true", "background": True},
+    {"shell": "true", "keep_stdin": True},
 ])
 def test_exec_refuses_bad_input(api, sandbox, body):
     r = api.post(f"/v1/sandboxes/{sandbox['id']}/exec", body)

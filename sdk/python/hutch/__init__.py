@@ -10,8 +10,8 @@ HUTCH_API_KEY say where and as whom.
 """
 from .errors import (AuthError, CommandExitError, HutchError, InvalidArgument, NotFound,
                      PermissionDenied, RateLimited, Timeout)
-from .sandbox import CommandResult, Sandbox
+from .sandbox import CommandHandle, CommandResult, Sandbox
 
-__all__ = ["Sandbox", "CommandResult", "HutchError", "AuthError", "NotFound",
+__all__ = ["Sandbox", "CommandResult", "CommandHandle", "HutchError", "AuthError", "NotFound",
            "InvalidArgument", "PermissionDenied", "RateLimited", "Timeout",
            "CommandExitError"]

@@ -45,20 +45,87 @@ def _piece(line):
     return base64.b64decode(line.get("data_b64", ""))
 
 
+def _collect(lines, on_stdout, on_stderr):
+    """Output and verdict from an exec's NDJSON lines; pid from its start line."""
+    out, err, verdict, pid = [], [], {}, None
+    for line in lines:
+        kind = line.get("type")
+        if kind == "start":
+            pid = line.get("pid")
+        elif kind in ("stdout", "stderr"):
+            text = _piece(line).decode(errors="replace")
+            (out if kind == "stdout" else err).append(text)
+            cb = on_stdout if kind == "stdout" else on_stderr
+            if cb:
+                cb(text)
+        elif kind == "exit":
+            verdict = line
+    return "".join(out), "".join(err), verdict, pid
+
+
+def _result(out, err, verdict, pid, check):
+    result = CommandResult(out, err, verdict, pid)
+    if result.status == "timeout":
+        raise Timeout(f"command timed out: {result.message}", code="timeout")
+    if check and not result.ok:
+        raise CommandExitError(result)
+    return result
+
+
+class CommandHandle:
+    """A background process: it runs on whether or not anyone reads it."""
+
+    def __init__(self, sandbox, pid):
+        self._sbx, self.pid = sandbox, pid
+
+    def _path(self, suffix=""):
+        return f"/v1/sandboxes/{self._sbx.id}/processes/{self.pid}{suffix}"
+
+    def wait(self, *, on_stdout=None, on_stderr=None, check=False):
+        """Its output from the start (the last MiB of it), as it comes, and
+        its verdict once it ends."""
+        lines = self._sbx._client.stream("GET", self._path("/output"), None, None)
+        out, err, verdict, _ = _collect(lines, on_stdout, on_stderr)
+        return _result(out, err, verdict, self.pid, check)
+
+    def send_stdin(self, data, *, eof=False):
+        """Write to its stdin (it must have been started with keep_stdin=True)."""
+        self._sbx._client.call("POST", self._path("/stdin"), {"data": data, "eof": eof})
+
+    def signal(self, signum):
+        self._sbx._client.call("POST", self._path("/signal"), {"signal": int(signum)})
+
+    def kill(self):
+        """SIGKILL it and everything it started."""
+        self._sbx._client.call("DELETE", self._path())
+
+    def __repr__(self):
+        return f"CommandHandle(pid={self.pid})"
+
+
 class Commands:
     def __init__(self, sandbox):
         self._sbx = sandbox
 
+    def list(self):
+        """Background processes, running and ended (dicts: pid, cmd, running, exit)."""
+        return self._sbx._client.call("GET", f"/v1/sandboxes/{self._sbx.id}/processes")[
+            "processes"]
+
+    def connect(self, pid):
+        """A handle on a background process started earlier (by anyone)."""
+        return CommandHandle(self._sbx, pid)
+
     def run(self, cmd, *, on_stdout=None, on_stderr=None, envs=None, cwd=None, user=None,
-            stdin=None, timeout=None, check=False, background=False):
+            stdin=None, timeout=None, check=False, background=False, keep_stdin=False):
         """Run cmd (a shell string, or an argv list) and wait for it.
 
         on_stdout/on_stderr get each piece of output as text as it comes.
         timeout (seconds) ends the command with status "timeout" (raises
         Timeout). check=True raises CommandExitError unless it succeeded.
+        background=True returns a CommandHandle at once instead; with
+        keep_stdin=True its stdin stays open for handle.send_stdin().
         """
-        if background:
-            raise NotImplementedError("background commands are not served by hutch yet")
         body = {"cmd": list(cmd)} if isinstance(cmd, (list, tuple)) else {"shell": cmd}
         if envs:
             body["env"] = dict(envs)
@@ -70,29 +137,17 @@ class Commands:
             body["stdin"] = stdin
         if timeout:
             body["timeout_s"] = timeout
-        out, err, verdict, pid = [], [], {}, None
         path = f"/v1/sandboxes/{self._sbx.id}/exec"
+        if background:
+            body["background"] = True
+            if keep_stdin:
+                body["keep_stdin"] = True
+            return CommandHandle(self._sbx, self._sbx._client.call("POST", path, body)["pid"])
         # The stream may be silent as long as the command is: no socket
         # timeout unless the command has one.
         wait = timeout + 30 if timeout else None
-        for line in self._sbx._client.stream("POST", path, body, wait):
-            kind = line.get("type")
-            if kind == "start":
-                pid = line.get("pid")
-            elif kind in ("stdout", "stderr"):
-                text = _piece(line).decode(errors="replace")
-                (out if kind == "stdout" else err).append(text)
-                cb = on_stdout if kind == "stdout" else on_stderr
-                if cb:
-                    cb(text)
-            elif kind == "exit":
-                verdict = line
-        result = CommandResult("".join(out), "".join(err), verdict, pid)
-        if result.status == "timeout":
-            raise Timeout(f"command timed out: {result.message}", code="timeout")
-        if check and not result.ok:
-            raise CommandExitError(result)
-        return result
+        lines = self._sbx._client.stream("POST", path, body, wait)
+        return _result(*_collect(lines, on_stdout, on_stderr), check)
 
 
 class Sandbox:
