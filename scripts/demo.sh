@@ -3,7 +3,7 @@
 # 127.0.0.1:7420 with its state in $HUTCH_STATE_DIR (else /var/lib/hutch).
 # Once it answers, the example agent (examples/agent.py, through the Python
 # SDK) shows a sandbox at work; then the server goes on until Ctrl-C, which
-# stops it and its sandboxes.
+# stops it and its sandboxes (SIGTERM would leave them for the next start).
 set -eu
 build=${1:-build}
 state=${HUTCH_STATE_DIR:-/var/lib/hutch}
@@ -15,9 +15,9 @@ fi
 
 "$build/hutch" serve --state-dir "$state" &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server' INT TERM
+trap 'kill -INT $server 2>/dev/null; wait $server' INT TERM
 
-python3 - "$url" <<'PY' || { kill -TERM $server 2>/dev/null; wait $server; exit 1; }
+python3 - "$url" <<'PY' || { kill -INT $server 2>/dev/null; wait $server; exit 1; }
 import sys, time, urllib.request
 for _ in range(200):
     try:

@@ -75,6 +75,10 @@ struct agent {
   int epfd;
   struct hutch_conn conn;
   struct watch conn_w, sig_w;
+  /* The socket a client that went away comes back through (a restarted
+   * server); fd -1 without one: then losing the connection ends the agent. */
+  struct watch listen_w;
+  bool detached; /* no client: wait on listen_w */
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
@@ -86,6 +90,8 @@ void agent_send(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, c
                 size_t n);
 void agent_send_json(struct agent *a, uint8_t type, uint8_t flags, uint32_t stream, json_t *j);
 void agent_send_error(struct agent *a, uint32_t stream, const char *code, const char *msg);
+/* Whole frames, already encoded. */
+void agent_send_raw(struct agent *a, const void *p, size_t n);
 /* Whether output may be read now: the connection is not backed up. */
 bool agent_can_send(const struct agent *a);
 

@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,12 +67,25 @@ void agent_send_json(struct agent *a, uint8_t type, uint8_t flags, uint32_t stre
   json_decref(j);
 }
 
+void agent_send_raw(struct agent *a, const void *p, size_t n) {
+  struct hutch_buf *b = &a->conn.out;
+  if (b->cap - b->end < n) {
+    b->data = xrealloc(b->data, b->end + n);
+    b->cap = b->end + n;
+  }
+  memcpy(b->data + b->end, p, n);
+  b->end += n;
+}
+
 void agent_send_error(struct agent *a, uint32_t stream, const char *code, const char *msg) {
   agent_send_json(a, HUTCH_F_ERROR, HUTCH_FL_END, stream,
                   json_pack("{s:s, s:o}", "code", code, "message", hutch_json_text(msg)));
 }
 
-bool agent_can_send(const struct agent *a) { return hutch_conn_queued(&a->conn) < CONN_HIGH_WATER; }
+/* Detached, nothing goes out: output waits in the workloads' pipes. */
+bool agent_can_send(const struct agent *a) {
+  return !a->detached && hutch_conn_queued(&a->conn) < CONN_HIGH_WATER;
+}
 
 static const char *const file_ops[] = {"read", "write", "list", "stat", "mkdir", "remove", "move",
                                        NULL};
@@ -197,9 +211,53 @@ static int drop_capabilities(void) {
   return (int)syscall(SYS_capset, &h, d);
 }
 
+static void hello(struct agent *a, int fd);
+
+/* The client went away. Execs go on (their output waits in their pipes,
+ * their limits still hold); file operations, which only a client can use,
+ * are abandoned. Frames the jobs send meanwhile (an exit) are kept for
+ * the next client, after its HELLO. */
+static void detach(struct agent *a) {
+  agent_unwatch(a, &a->conn_w);
+  hutch_conn_free(&a->conn); /* closes the fd, drops what was half sent */
+  hutch_conn_init(&a->conn, -1);
+  a->conn_w.fd = -1;
+  a->conn_w.events = 0;
+  a->detached = true;
+  for (struct job *j = a->jobs; j; j = j->next)
+    if (!j->done && j->kind == JOB_FILE)
+      job_close(a, j);
+  agent_watch(a, &a->listen_w, EPOLLIN);
+}
+
+static void on_listen(struct agent *a, struct watch *w, uint32_t events) {
+  (void)events;
+  int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0 || !a->detached) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  agent_unwatch(a, &a->listen_w); /* one client at a time */
+  hello(a, fd);
+}
+
 static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) {
-  if (argc != 3 || strcmp(argv[1], "--cgroup") != 0)
-    return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC (started by hutch)");
+  uint64_t lfd = 0;
+  a->listen_w.fd = -1;
+  if ((argc != 3 && argc != 5) || strcmp(argv[1], "--cgroup") != 0 ||
+      (argc == 5 && (strcmp(argv[3], "--listen") != 0 || !parse_u64(argv[4], &lfd) ||
+                     lfd > 1024)))
+    return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC [--listen FD] (started by "
+                                  "hutch)");
+  if (argc == 5) {
+    a->listen_w.fd = (int)lfd;
+    a->listen_w.ready = on_listen;
+    int fl = fcntl(a->listen_w.fd, F_GETFL);
+    if (fl < 0 || fcntl(a->listen_w.fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        fcntl(a->listen_w.fd, F_SETFD, FD_CLOEXEC) < 0)
+      return hutch_err_set(err, errno, "listening socket");
+  }
   if (hutch_cgroup_from_spec(argv[2], &a->cg, err) < 0)
     return -1;
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities() < 0)
@@ -222,11 +280,36 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     return hutch_err_set(err, errno, "connection fd");
   for (int i = 0; i < a->cg.nfd; i++)
     fcntl(a->cg.fd[i], F_SETFD, FD_CLOEXEC);
-  hutch_conn_init(&a->conn, HUTCH_AGENT_CONN_FD);
-  a->conn_w.fd = HUTCH_AGENT_CONN_FD;
   a->conn_w.ready = on_conn;
-  agent_watch(a, &a->conn_w, EPOLLIN);
   return 0;
+}
+
+/* Start serving a client on fd: HELLO first, with the execs still going
+ * (their stream ids, which the client takes up again with fresh windows),
+ * then what the jobs sent while there was none. */
+static void hello(struct agent *a, int fd) {
+  struct hutch_conn old = a->conn;
+  hutch_conn_init(&a->conn, fd);
+  json_t *jobs = json_array();
+  for (struct job *j = a->jobs; j; j = j->next) {
+    if (j->done || j->closed || j->kind != JOB_EXEC)
+      continue;
+    j->send_window = HUTCH_WINDOW_INITIAL;
+    json_array_append_new(jobs, json_pack("{s:I,s:i,s:b}", "stream", (json_int_t)j->id, "pid",
+                                          j->pid ? j->pid : -1, "stdin", j->in.fd >= 0));
+  }
+  agent_send_json(a, HUTCH_F_HELLO, 0, 0,
+                  json_pack("{s:i, s:s, s:s, s:o}", "protocol", HUTCH_PROTOCOL_VERSION, "agent",
+                            "hutch-agent", "version", AGENT_VERSION, "jobs", jobs));
+  size_t kept = old.out.end - old.out.start;
+  if (kept)
+    agent_send_raw(a, old.out.data + old.out.start, kept);
+  old.fd = -1;
+  hutch_conn_free(&old);
+  a->conn_w.fd = fd;
+  a->conn_w.events = 0;
+  a->detached = false;
+  agent_watch(a, &a->conn_w, EPOLLIN);
 }
 
 static void reap_done(struct agent *a) {
@@ -254,12 +337,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hutch-agent: %s\n", err.msg);
     return 125;
   }
-  agent_send_json(&a, HUTCH_F_HELLO, 0, 0,
-                  json_pack("{s:i, s:s, s:s}", "protocol", HUTCH_PROTOCOL_VERSION, "agent",
-                            "hutch-agent", "version", AGENT_VERSION));
-  while (!a.conn.eof) {
-    if (hutch_conn_flush(&a.conn, &err) < 0)
-      break;
+  hello(&a, HUTCH_AGENT_CONN_FD);
+  for (;;) {
+    if (!a.detached && (a.conn.eof || hutch_conn_flush(&a.conn, &err) < 0)) {
+      /* The client is gone. As PID 1, exiting ends the whole sandbox:
+       * unless a client can come back, that is what happens. */
+      if (a.listen_w.fd < 0)
+        break;
+      detach(&a);
+    }
     /* Ended jobs are freed after their last frame is on its way (freeing
      * removes their cgroup, which is slow on v1), and never inside a
      * callback that might still use them. */
@@ -267,7 +353,8 @@ int main(int argc, char **argv) {
     /* After the flush: output paused while the connection was backed up
      * reads again once it has drained, and nothing else would wake us. */
     update_interest(&a);
-    agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
+    if (!a.detached)
+      agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];
     int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), -1);
     if (n < 0 && errno != EINTR)
@@ -278,6 +365,5 @@ int main(int argc, char **argv) {
         w->ready(&a, w, ev[i].events);
     }
   }
-  /* The connection is gone: as PID 1, exiting ends the whole sandbox. */
   return 0;
 }

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
@@ -237,6 +239,32 @@ static void close_fds(int *fds, size_t n) {
       close(fds[i]);
 }
 
+/* The agent's listening socket, at DIR/<id>.sock. Only host root may use
+ * it: the directory is made 0700, the socket 0600, and nothing inside the
+ * sandbox sees the host's filesystem; the agent holds only the fd. */
+static int listen_socket(const char *dir, struct hutch_sandbox *sb, struct hutch_err *err) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int n = snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", dir, sb->id);
+  if (n < 0 || (size_t)n >= sizeof sb->listen_path || (size_t)n >= sizeof sa.sun_path) {
+    sb->listen_path[0] = '\0';
+    return hutch_err_invalid(err, "agent socket directory %s: path too long", dir);
+  }
+  memcpy(sa.sun_path, sb->listen_path, (size_t)n + 1);
+  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || chmod(dir, 0700) < 0)
+    return hutch_err_set(err, errno, "agent socket directory %s", dir);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "socket");
+  unlink(sb->listen_path);
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(sb->listen_path, 0600) < 0 ||
+      listen(fd, 4) < 0) {
+    hutch_err_set(err, errno, "agent socket %s", sb->listen_path);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                        const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
                        struct hutch_err *err) {
@@ -270,6 +298,11 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
     }
   }
   int sv[2];
+  _cleanup_close_ int lfd = -1;
+  if (cfg->listen_dir && (lfd = listen_socket(cfg->listen_dir, sb, err)) < 0) {
+    close_fds(fds, nfds);
+    return -1;
+  }
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
     close_fds(fds, nfds);
     return hutch_err_set(err, errno, "socketpair");
@@ -277,7 +310,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
                  .uid_base = sb->uid_base, .bind_fds = fds, .agent_fd = -1},
-      .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1],
+      .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
   };
   int r = hutch_spawn_start(&s, err), netns = -1;
   if (r == 0 && (finish_cgroup(cfg, sb, err) < 0 || (netns = hutch_netns_take(net, err)) < 0)) {
@@ -322,6 +355,101 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
   return 0;
 }
 
+/* Whether pid is the agent of the sandbox in slot: PID 1 of its own pid
+ * namespace, running as the slot's host id, in the slot's cgroup. */
+static bool is_agent_of(pid_t pid, unsigned slot, uid_t base) {
+  char path[64], buf[4096];
+  struct hutch_err ignored;
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  ssize_t n = read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored);
+  if (n <= 0)
+    return false;
+  const char *uid = strstr(buf, "\nUid:\t"), *nspid = strstr(buf, "\nNSpid:");
+  if (!uid || strtoul(uid + 6, NULL, 10) != base || !nspid)
+    return false;
+  const char *eol = strchr(nspid + 1, '\n');
+  const char *last = eol ? eol : nspid + strlen(nspid);
+  while (last > nspid && last[-1] != '\t' && last[-1] != ' ')
+    last--;
+  if (strtol(last, NULL, 10) != 1)
+    return false;
+  char want[32];
+  snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+  snprintf(want, sizeof want, "/hutch/%u", slot);
+  if (read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored) <= 0)
+    return false;
+  const char *p = strstr(buf, want);
+  return p && (p[strlen(want)] == '\n' || p[strlen(want)] == '/');
+}
+
+int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
+                        struct hutch_sandbox **out, struct hutch_err *err) {
+  if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
+    return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
+  struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
+  sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
+  memcpy(sb->id, id, sizeof sb->id);
+  sb->slot = slot;
+  sb->uid_base = HUTCH_UID_BASE + slot * HUTCH_ID_RANGE;
+  sb->pid = pid;
+  char name[16];
+  snprintf(name, sizeof name, "%u", slot);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int r = -1;
+  /* The pidfd first, then the checks: a pid checked and then opened
+   * could be another process by the time it is opened. */
+  if ((sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0 || !is_agent_of(pid, slot, sb->uid_base))
+    hutch_err_not_found(err, "sandbox %s: its agent (pid %d) is gone", id, pid);
+  else if (hutch_cgroup_open_root(&sb->root, err) < 0 ||
+           sb->root.ops->open(&sb->root, name, &sb->cg, err) < 0)
+    hutch_err_wrap(err, "sandbox %s", id);
+  else if ((sb->lock_fd = openat(hutch_cg_fd(&sb->cg, CG_MEMORY), ".",
+                                 O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+           flock(sb->lock_fd, LOCK_EX | LOCK_NB) < 0)
+    hutch_err_set(err, errno, "sandbox %s: its cgroup is someone else's", id);
+  else if (snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", listen_dir, id) >=
+               (int)sizeof sa.sun_path)
+    hutch_err_invalid(err, "agent socket directory %s: path too long", listen_dir);
+  else if ((sb->conn_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+    hutch_err_set(err, errno, "socket");
+  else if (memcpy(sa.sun_path, sb->listen_path, strlen(sb->listen_path) + 1),
+           connect(sb->conn_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+    hutch_err_set(err, errno, "sandbox %s: connecting to its agent", id);
+  else if (fcntl(sb->conn_fd, F_SETFL, O_NONBLOCK) < 0)
+    hutch_err_set(err, errno, "agent connection");
+  else
+    r = 0;
+  if (r < 0) {
+    /* Not ours after all: leave it as it is (gone, or someone else's). */
+    sb->listen_path[0] = '\0';
+    if (sb->pidfd >= 0)
+      close(sb->pidfd);
+    sb->pidfd = -1;
+    if (sb->cg.ops)
+      hutch_cgroup_close(&sb->cg);
+    memset(&sb->cg, 0, sizeof sb->cg);
+    struct hutch_err ignored;
+    hutch_sandbox_destroy(sb, &ignored);
+    return -1;
+  }
+  *out = sb;
+  return 0;
+}
+
+void hutch_sandbox_release(struct hutch_sandbox *sb) {
+  if (sb->conn_fd >= 0)
+    close(sb->conn_fd);
+  if (sb->pidfd >= 0)
+    close(sb->pidfd);
+  if (sb->lock_fd >= 0)
+    close(sb->lock_fd);
+  if (sb->cg.ops)
+    hutch_cgroup_close(&sb->cg);
+  if (sb->root.ops)
+    hutch_cgroup_close(&sb->root);
+  free(sb);
+}
+
 void hutch_gc_host(void) {
   struct hutch_cgroup root = {0};
   struct hutch_err ignored;
@@ -342,11 +470,13 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
     /* The dying agent waits for every process of its pid namespace. One
      * frozen in a leaf it was killing (v1) cannot die until thawed: thaw
      * until the agent is gone (the agent may finish one last write of
-     * FROZEN after our first thaw; it runs no code after that). */
+     * FROZEN after our first thaw; it runs no code after that). An adopted
+     * agent is not our child: its pidfd says when it is gone. */
     struct pollfd pfd = {.fd = sb->pidfd, .events = POLLIN};
-    while (sb->cg.ops && sb->cg.ops->thaw_all) {
+    for (;;) {
       struct hutch_err ignored;
-      sb->cg.ops->thaw_all(&sb->cg, &ignored);
+      if (sb->cg.ops && sb->cg.ops->thaw_all)
+        sb->cg.ops->thaw_all(&sb->cg, &ignored);
       if (poll(&pfd, 1, 50) != 0 && (pfd.revents || errno != EINTR))
         break;
     }
@@ -354,6 +484,8 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
       ;
     close(sb->pidfd);
   }
+  if (sb->listen_path[0])
+    unlink(sb->listen_path);
   /* No process is left: they were all in the agent's pid namespace. */
   if (sb->cg.ops) {
     hutch_cgroup_close(&sb->cg);

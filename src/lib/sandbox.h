@@ -25,6 +25,10 @@ struct hutch_sandbox_config {
   const struct hutch_bind *binds;
   size_t nbinds;
   bool die_with_parent; /* the sandbox dies if the creating process does */
+  /* Where the agent listens for a client that comes back (a restarted
+   * server): DIR/<id>.sock, in a directory only root may enter. NULL: the
+   * agent ends, and with it the sandbox, when its first connection does. */
+  const char *listen_dir;
 };
 
 /* Defaults and bounds shared by every front end. */
@@ -44,6 +48,7 @@ struct hutch_sandbox {
   int conn_fd;    /* our end of the agent protocol connection */
   struct hutch_cgroup root, cg;
   int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
+  char listen_path[108]; /* the agent's socket, "" when it has none */
 };
 
 const char *hutch_default_state_dir(void);
@@ -53,9 +58,19 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err);
 
 int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                          struct hutch_err *err);
+/* Take over a sandbox made by another process that has gone (a server that
+ * restarted): check that pid is still that sandbox's agent, own its cgroup
+ * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone. */
+int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
+                        struct hutch_sandbox **out, struct hutch_err *err);
+
 /* Kill every process of the sandbox, wait for them, remove its cgroups and
  * release its id range. Frees sb. */
 int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err);
+
+/* Let go of a sandbox without ending it (its agent has a listening socket
+ * for whoever adopts it next). Frees sb. */
+void hutch_sandbox_release(struct hutch_sandbox *sb);
 
 /* Remove what crashed hutch processes left behind: sandbox cgroups nobody
  * holds that have no process left. */

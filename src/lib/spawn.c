@@ -71,12 +71,18 @@ static void __attribute__((noreturn)) child_fail(int sync, const struct hutch_er
 }
 
 /* Put the agent's fds in place: 0-2 /dev/null, the connection, the sandbox
- * cgroup's directories. Every other fd is closed at exec. */
-static int child_fds(struct hutch_spawn *s, int *sync, struct hutch_err *err) {
+ * cgroup's directories, the listening socket if any (its number in
+ * *listen). Every other fd is closed at exec. */
+static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch_err *err) {
   int want[2 + HUTCH_CG_MAXH], n = 0;
   want[n++] = s->conn_fd;
   for (int i = 0; i < s->cg->nfd; i++)
     want[n++] = s->cg->fd[i];
+  *listen = -1;
+  if (s->listen_fd >= 0) {
+    *listen = HUTCH_AGENT_CONN_FD + n;
+    want[n++] = s->listen_fd;
+  }
   /* Lift everything above the targets first so no dup2 clobbers a source. */
   int high[2 + HUTCH_CG_MAXH];
   for (int i = 0; i < n; i++)
@@ -182,7 +188,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "PR_SET_PDEATHSIG");
     child_fail(sync, &err);
   }
-  if (child_fds(s, &sync, &err) < 0)
+  int listen_fd;
+  if (child_fds(s, &sync, &listen_fd, &err) < 0)
     child_fail(sync, &err);
   umask(022);
   char spec[64];
@@ -191,7 +198,9 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   for (int i = 0; i < moved.nfd; i++)
     moved.fd[i] = HUTCH_AGENT_CG_FD + i;
   hutch_cgroup_spec(&moved, spec, sizeof spec);
-  char *argv[] = {"hutch-agent", "--cgroup", spec, NULL};
+  char lfd[16];
+  snprintf(lfd, sizeof lfd, "%d", listen_fd);
+  char *argv[] = {"hutch-agent", "--cgroup", spec, listen_fd >= 0 ? "--listen" : NULL, lfd, NULL};
   char *envp[] = {NULL};
   syscall(SYS_execveat, s->rootfs.agent_fd, "", argv, envp, AT_EMPTY_PATH);
   hutch_err_set(&err, errno, "exec hutch-agent");

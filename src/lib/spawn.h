@@ -12,6 +12,7 @@ struct hutch_spawn {
   const struct hutch_cgroup *cg;       /* the sandbox cgroup, handed to the agent */
   const struct hutch_cgroup *agent_cg; /* where the agent runs */
   int conn_fd;                         /* the agent's end of the connection */
+  int listen_fd;                       /* its listening socket, -1 for none */
   /* out */
   pid_t pid;
   int pidfd;

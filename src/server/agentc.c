@@ -1,6 +1,7 @@
 /* The server's end of an agent connection (agentc.h). */
 #include "agentc.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,7 +107,7 @@ static void on_poll(uv_poll_t *p, int status, int events) {
       return;
     }
     struct hutch_frame f;
-    int r;
+    int r = 0;
     while (!ac->dead && (r = hutch_conn_next(&ac->conn, &f, &err)) > 0)
       handle(ac, &f);
     if (ac->dead)
@@ -156,19 +157,59 @@ void agentc_close(struct agentc *ac, void (*on_closed)(struct agentc *ac)) {
   uv_close((uv_handle_t *)&ac->poll, poll_closed);
 }
 
-struct astream *agentc_open(struct agentc *ac, json_t *req, astream_cb cb, void *ctx) {
-  if (ac->dead)
-    return NULL;
+struct astream *agentc_attach(struct agentc *ac, uint32_t id, astream_cb cb, void *ctx) {
   struct astream *s = xcalloc(1, sizeof *s);
   s->ac = ac;
   s->cb = cb;
   s->ctx = ctx;
   s->window = HUTCH_WINDOW_INITIAL;
-  do /* ids wrap after 4 billion streams; skip 0 and those in use */
-    s->id = ac->next_id++;
-  while (s->id == 0 || find(ac, s->id));
+  s->id = id;
   s->next = ac->streams;
   ac->streams = s;
+  if (id >= ac->next_id)
+    ac->next_id = id + 1;
+  return s;
+}
+
+int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
+                 void (*on_jobs)(struct agentc *ac, json_t *jobs, void *arg), void *arg) {
+  if (agentc_init(ac, loop, fd) < 0)
+    return -1;
+  uv_poll_stop(&ac->poll);
+  struct hutch_err err = {0};
+  struct hutch_frame f;
+  uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+  int r;
+  while ((r = hutch_conn_next(&ac->conn, &f, &err)) == 0) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    uint64_t now = now_ns();
+    if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000) + 1) < 0 ||
+        hutch_conn_fill(&ac->conn, &err) < 0 || ac->conn.eof)
+      return -1;
+  }
+  if (r < 0 || f.type != HUTCH_F_HELLO)
+    return -1;
+  json_t *hello = json_loadb((const char *)f.payload, f.len, 0, NULL);
+  json_t *jobs = json_object_get(hello, "jobs");
+  on_jobs(ac, json_is_array(jobs) ? jobs : NULL, arg);
+  json_decref(hello);
+  /* What came after the HELLO (output kept while no one was connected). */
+  while (!ac->dead && (r = hutch_conn_next(&ac->conn, &f, &err)) > 0)
+    handle(ac, &f);
+  if (r < 0)
+    return -1;
+  update_poll(ac);
+  return 0;
+}
+
+struct astream *agentc_open(struct agentc *ac, json_t *req, astream_cb cb, void *ctx) {
+  if (ac->dead)
+    return NULL;
+  uint32_t id;
+  do /* ids wrap after 4 billion streams; skip 0 and those in use */
+    id = ac->next_id++;
+  while (id == 0 || find(ac, id));
+  struct astream *s = agentc_attach(ac, id, cb, ctx);
   size_t len = 0;
   char *p = hutch_json_dump(req, &len);
   hutch_conn_send(&ac->conn, HUTCH_F_OPEN, 0, s->id, p, len);

@@ -45,6 +45,14 @@ struct agentc {
 };
 
 int agentc_init(struct agentc *ac, uv_loop_t *loop, int fd);
+/* The same for an agent taken over from a server that went away: wait (up
+ * to timeout_ms) for its HELLO and hand its "jobs" (execs still going, see
+ * docs/protocol.md) to on_jobs, which takes each up with agentc_attach,
+ * before any other frame is read. -1 when no HELLO came. */
+int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
+                 void (*on_jobs)(struct agentc *ac, json_t *jobs, void *arg), void *arg);
+/* A stream the agent already has open (an exec started before a restart). */
+struct astream *agentc_attach(struct agentc *ac, uint32_t id, astream_cb cb, void *ctx);
 /* Close the connection; every stream hears f NULL, then on_closed is
  * called from the loop: ac's memory may be freed from then on. */
 void agentc_close(struct agentc *ac, void (*on_closed)(struct agentc *ac));

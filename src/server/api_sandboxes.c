@@ -90,7 +90,7 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *o = body_object(c);
   if (!o)
     return;
-  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir, .die_with_parent = true};
+  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir};
   struct hutch_err err = {0};
   if (parse_create(c, o, &r) < 0)
     goto out;

@@ -31,7 +31,9 @@ static const char usage[] =
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
-    "  --routes                  print every route served and exit\n";
+    "  --routes                  print every route served and exit\n\n"
+    "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
+    "over. SIGINT (Ctrl-C) stops it and destroys them.\n";
 
 static int parse_listen(const char *s, struct serve_config *cfg) {
   const char *colon = strrchr(s, ':');
@@ -164,15 +166,9 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   _cleanup_free_ char *audit = xasprintf("%s/audit.jsonl", dir);
   if (store_open(db, &srv->store, err) < 0)
     return -1;
-  /* A server that stopped took its sandboxes with it: none is left to
-   * adopt, and what they left on the host is collected at the next create
-   * (hutch_gc). */
-  int gone = store_sandbox_clear(srv->store, err);
-  if (gone < 0)
-    return -1;
-  if (gone > 0)
-    fprintf(stderr, "hutch serve: %d sandboxes of the previous server are gone\n", gone);
-  if (keys_bootstrap(srv, err) < 0)
+  srv->agents_dir = xasprintf("%s/agents", dir);
+  /* The sandboxes a server that went away left running are ours now. */
+  if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
     return -1;
   int fd = open(audit, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 || !(srv->audit = fdopen(fd, "a"))) {
@@ -206,17 +202,25 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
   return 0;
 }
 
+/* SIGTERM (a service manager's stop or restart): the tenants' sandboxes go
+ * on, and the next start takes them over. SIGINT (Ctrl-C at a terminal):
+ * they end with the server. Warm pools' sandboxes end either way. */
 static void on_signal(uv_signal_t *s, int signum) {
   struct server *srv = s->data;
-  (void)signum;
   if (srv->stopping)
     return;
   srv->stopping = true;
-  fprintf(stderr, "hutch serve: stopping: destroying %u sandboxes\n", srv->nsandboxes);
   uv_close((uv_handle_t *)&srv->listener, NULL);
   uv_close((uv_handle_t *)&srv->reaper, NULL);
   pool_destroy_all(srv);
-  sbx_destroy_all(srv);
+  if (signum == SIGINT) {
+    fprintf(stderr, "hutch serve: stopping: destroying %u sandboxes\n", srv->nsandboxes);
+    sbx_destroy_all(srv);
+  } else {
+    fprintf(stderr, "hutch serve: stopping: %u sandboxes go on for the next start\n",
+            srv->nsandboxes);
+    sbx_release_all(srv);
+  }
   http_close_all(srv);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->sigint, NULL);
@@ -286,6 +290,7 @@ int serve_main(int argc, char **argv) {
   store_close(srv->store);
   if (srv->audit)
     fclose(srv->audit);
+  free(srv->agents_dir);
   free(srv->cfg.host);
   free(srv->cfg.state_dir);
   free(srv);

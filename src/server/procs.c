@@ -206,6 +206,26 @@ int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in
   return 0;
 }
 
+void procs_adopt(struct sbx *sb, json_t *jobs) {
+  size_t i;
+  json_t *job;
+  json_array_foreach(jobs, i, job) {
+    json_t *stream = json_object_get(job, "stream"), *pid = json_object_get(job, "pid");
+    if (!json_is_integer(stream) || json_integer_value(stream) <= 0 ||
+        json_integer_value(stream) > UINT32_MAX || !json_is_integer(pid))
+      continue;
+    struct proc *pr = xcalloc(1, sizeof *pr);
+    pr->sb = sb;
+    pr->pid = (int)json_integer_value(pid);
+    pr->cmd = json_array(); /* the agent does not keep it */
+    pr->started_ms = wall_ms();
+    pr->stdin_open = json_is_true(json_object_get(job, "stdin"));
+    pr->s = agentc_attach(&sb->ac, (uint32_t)json_integer_value(stream), on_frame, pr);
+    pr->next = sb->procs;
+    sb->procs = pr;
+  }
+}
+
 void procs_free(struct sbx *sb) {
   while (sb->procs) {
     struct proc *pr = sb->procs;

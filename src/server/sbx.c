@@ -72,7 +72,12 @@ void sbx_agent_dead(struct agentc *ac) {
 struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
                     const char *template, struct hutch_err *err) {
   struct sbx *sb = xcalloc(1, sizeof *sb);
-  if (hutch_sandbox_create(cfg, &sb->hs, err) < 0) {
+  /* The server's sandboxes outlive it, to be taken over when it starts
+   * again (sbx_adopt_all): their agents listen for it. */
+  struct hutch_sandbox_config c = *cfg;
+  c.die_with_parent = false;
+  c.listen_dir = srv->agents_dir;
+  if (hutch_sandbox_create(&c, &sb->hs, err) < 0) {
     free(sb);
     return NULL;
   }
@@ -137,6 +142,21 @@ void sbx_destroy_all(struct server *srv) {
     sbx_destroy(srv->sandboxes);
 }
 
+/* Let go of every sandbox without ending it: its agent, losing us, waits
+ * for the next server (sbx_adopt_all). */
+void sbx_release_all(struct server *srv) {
+  while (srv->sandboxes) {
+    struct sbx *sb = srv->sandboxes;
+    srv->sandboxes = sb->next;
+    srv->nsandboxes--;
+    sb->dying = true;
+    sb->hs->conn_fd = -1; /* the connection's to close */
+    hutch_sandbox_release(sb->hs);
+    sb->hs = NULL;
+    agentc_close(&sb->ac, sbx_free);
+  }
+}
+
 static void reap(uv_timer_t *t) {
   struct server *srv = t->data;
   int64_t now = wall_ms();
@@ -168,4 +188,75 @@ void sbx_reaper_start(struct server *srv) {
   uv_timer_init(srv->loop, &srv->reaper);
   srv->reaper.data = srv;
   uv_timer_start(&srv->reaper, reap, 0, 100);
+}
+
+/* ---- taking sandboxes over after a restart ---- */
+
+struct adopt_ctx {
+  struct server *srv;
+  int64_t now;
+  unsigned adopted, ended;
+};
+
+static void adopt_jobs(struct agentc *ac, json_t *jobs, void *arg) {
+  (void)arg;
+  struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
+  procs_adopt(sb, jobs);
+}
+
+/* One row of the store: take it over, or end it if it expired meanwhile,
+ * or forget it if its agent is gone (its cgroups are collected later). */
+static void adopt_one(const struct store_sandbox *row, void *arg) {
+  struct adopt_ctx *ctx = arg;
+  struct server *srv = ctx->srv;
+  struct hutch_err err = {0};
+  json_t *slot = json_object_get(row->spec, "slot");
+  struct sbx *sb = xcalloc(1, sizeof *sb);
+  if (!json_is_integer(slot) ||
+      hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
+                          srv->agents_dir, &sb->hs, &err) < 0) {
+    fprintf(stderr, "hutch serve: sandbox %s: not taken over: %s\n", row->id,
+            json_is_integer(slot) ? err.msg : "no slot recorded");
+    free(sb);
+    store_sandbox_delete(srv->store, row->id, &err);
+    ctx->ended++;
+    return;
+  }
+  sb->srv = srv;
+  memcpy(sb->id, row->id, sizeof sb->id);
+  str_copy(sb->tenant, sizeof sb->tenant, row->tenant);
+  str_copy(sb->template, sizeof sb->template, row->template);
+  json_t *md = json_object_get(row->spec, "metadata"), *env = json_object_get(row->spec, "env");
+  sb->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+  sb->env = json_is_object(env) ? json_deep_copy(env) : json_object();
+  sb->memory_mb = (uint64_t)json_integer_value(json_object_get(row->spec, "memory_mb"));
+  sb->pids = (uint64_t)json_integer_value(json_object_get(row->spec, "pids"));
+  sb->cpu_milli = (uint64_t)json_integer_value(json_object_get(row->spec, "cpu_milli"));
+  sb->disk_mb = (uint64_t)json_integer_value(json_object_get(row->spec, "disk_mb"));
+  sb->created_ms = row->created_ms;
+  sb->expires_ms = row->expires_ms;
+  sbx_register(srv, sb);
+  if (agentc_adopt(&sb->ac, srv->loop, sb->hs->conn_fd, 2000, adopt_jobs, NULL) < 0) {
+    fprintf(stderr, "hutch serve: sandbox %s: its agent did not answer; destroying it\n", sb->id);
+    sbx_destroy(sb);
+    ctx->ended++;
+    return;
+  }
+  sb->ac.on_dead = sbx_agent_dead;
+  if (sb->expires_ms <= ctx->now) { /* expired while no server watched */
+    sbx_destroy(sb);
+    ctx->ended++;
+    return;
+  }
+  ctx->adopted++;
+}
+
+int sbx_adopt_all(struct server *srv, struct hutch_err *err) {
+  struct adopt_ctx ctx = {srv, wall_ms(), 0, 0};
+  if (store_sandbox_each(srv->store, adopt_one, &ctx, err) < 0)
+    return -1;
+  if (ctx.adopted || ctx.ended)
+    fprintf(stderr, "hutch serve: took over %u sandboxes; %u had ended or expired\n",
+            ctx.adopted, ctx.ended);
+  return 0;
 }

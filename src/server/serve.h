@@ -74,6 +74,7 @@ struct server {
   unsigned reaper_ticks;
   struct serve_config cfg;
   struct store *store;
+  char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   FILE *audit;
   struct http_conn *conns;
   unsigned nconns;
@@ -133,6 +134,8 @@ void api_keys_delete(struct http_conn *c, const struct principal *p);
 struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
                     const char *template, struct hutch_err *err);
 void sbx_register(struct server *srv, struct sbx *sb);
+/* At start: take over the sandboxes the last server left running. */
+int sbx_adopt_all(struct server *srv, struct hutch_err *err);
 /* The sandbox the route's {id} names, for the caller; NULL after a 404. */
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
 void sbx_destroy(struct sbx *sb);
@@ -140,6 +143,7 @@ void sbx_destroy(struct sbx *sb);
 void sbx_agent_dead(struct agentc *ac);
 void sbx_reaper_start(struct server *srv);
 void sbx_destroy_all(struct server *srv);
+void sbx_release_all(struct server *srv);
 int64_t wall_ms(void);
 /* ms since the epoch as "2026-01-02T03:04:05.678Z". */
 void iso8601(int64_t ms, char out[32]);
@@ -157,6 +161,9 @@ void api_exec(struct http_conn *c, const struct principal *p);
 int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
                 bool keep_stdin);
 void procs_free(struct sbx *sb);
+/* After a restart: the execs the agent still runs become background
+ * processes (output from now on; what was kept went with the old server). */
+void procs_adopt(struct sbx *sb, json_t *jobs);
 void api_procs_list(struct http_conn *c, const struct principal *p);
 void api_procs_output(struct http_conn *c, const struct principal *p);
 void api_procs_signal(struct http_conn *c, const struct principal *p);

@@ -159,10 +159,11 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
 }
 
 int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I}", "metadata", sb->metadata, "env", sb->env,
-                           "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
-                           "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb",
-                           (json_int_t)sb->disk_mb);
+  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I,s:I}", "metadata", sb->metadata, "env",
+                           sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids",
+                           (json_int_t)sb->pids, "cpu_milli", (json_int_t)sb->cpu_milli,
+                           "disk_mb", (json_int_t)sb->disk_mb, "slot",
+                           (json_int_t)sb->hs->slot);
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   sqlite3_stmt *s = text ? prep(st,
@@ -204,9 +205,45 @@ int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
   return step_done(st, s, err);
 }
 
-int store_sandbox_clear(struct store *st, struct hutch_err *err) {
-  sqlite3_stmt *s = prep(st, "DELETE FROM sandboxes", err);
-  if (!s || step_done(st, s, err) < 0)
+int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
+                       void *arg, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "SELECT id, tenant, template, spec, created_at, expires_at, pid "
+                         "FROM sandboxes",
+                         err);
+  if (!s)
     return -1;
-  return sqlite3_changes(st->db);
+  /* Read them all first: fn may write to the table. */
+  struct row {
+    char *id, *tenant, *template;
+    json_t *spec;
+    int64_t created, expires, pid;
+  } *rows = NULL;
+  size_t n = 0;
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    rows = xrealloc(rows, (n + 1) * sizeof *rows);
+    rows[n++] = (struct row){
+        xstrdup((const char *)sqlite3_column_text(s, 0)),
+        xstrdup((const char *)sqlite3_column_text(s, 1)),
+        xstrdup((const char *)sqlite3_column_text(s, 2)),
+        json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
+        sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6)};
+  }
+  sqlite3_finalize(s);
+  int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
+  for (size_t i = 0; i < n; i++) {
+    if (ret == 0) {
+      struct store_sandbox row = {rows[i].id,      rows[i].tenant,  rows[i].template,
+                                  rows[i].spec,    rows[i].created, rows[i].expires,
+                                  rows[i].pid};
+      fn(&row, arg);
+    }
+    free(rows[i].id);
+    free(rows[i].tenant);
+    free(rows[i].template);
+    json_decref(rows[i].spec);
+  }
+  free(rows);
+  return ret;
 }

@@ -38,8 +38,13 @@ int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *
 int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err);
 int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
                          struct hutch_err *err);
-/* Forget every sandbox (at start: none survived the last server). The
- * number forgotten, or -1. */
-int store_sandbox_clear(struct store *st, struct hutch_err *err);
+struct store_sandbox {
+  const char *id, *tenant, *template;
+  json_t *spec; /* metadata, env, limits, slot */
+  int64_t created_ms, expires_ms, pid;
+};
+/* Call fn for every sandbox recorded (fn may delete rows). */
+int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
+                       void *arg, struct hutch_err *err);
 
 #endif

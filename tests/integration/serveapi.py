@@ -49,7 +49,9 @@ class Server:
             time.sleep(0.02)
         raise RuntimeError(f"hutch serve did not answer: {self.log_text()}")
 
-    def stop(self, sig=signal.SIGTERM):
+    def stop(self, sig=signal.SIGINT):
+        """SIGINT (the default) destroys the server's sandboxes; SIGTERM
+        leaves them for the next start; SIGKILL, for the next start too."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=30)

@@ -761,34 +761,64 @@ def test_bad_pool_options(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_server_stop_leaves_nothing(tmp_path, sig):
-    """no_leftovers checks the host after the second server stops."""
+def test_restart_takes_sandboxes_over(tmp_path, sig):
+    """A server stopped by SIGTERM or killed leaves its sandboxes running;
+    the next start takes them over with their files and processes, and
+    ends those that expired meanwhile."""
     before = set(leftovers())
     s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
     api = s.api()
     key = s.admin_key
-    tenant_key = api.post("/v1/keys", {"tenant": "t"}).json["key"]
-    sb = api.create()
-    api.exec(sb["id"], {"shell": "sleep 1000 >/dev/null 2>&1 &"})
-    code = s.stop(sig)
-    assert code == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
-    # The sandboxes went with the server (re-adoption is not there yet).
-    deadline = time.monotonic() + 10
-    while [l for l in leftovers() if l.startswith("process")] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    tenant = s.api(api.post("/v1/keys", {"tenant": "t"}).json["key"])
+    sb = tenant.create(metadata={"k": "v"}, env={"E": "e"}, timeout_s=120)
+    sid = sb["id"]
+    short = tenant.create(timeout_s=1)
+    assert tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/kept",
+                          body=b"kept").status == 200
+    ticker = start_bg(tenant, sid, shell="i=0; while :; do echo tick $i; i=$((i+1)); "
+                                         "sleep 0.05; done")
+    reader = start_bg(tenant, sid, cmd=["sh", "-c", "cat; echo fin"], keep_stdin=True)
+    assert s.stop(sig) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
+    time.sleep(1.5)  # `short` expires while no server runs
+    assert [l for l in set(leftovers()) - before if l.startswith("process")]  # still running
     s.start()
     try:
         assert s.admin_key == key
-        assert s.api(tenant_key).get("/v1/sandboxes").status == 200
-        assert api.get(f"/v1/sandboxes/{sb['id']}").status == 404
-        # what a killed server left (empty cgroups) is swept once it is
-        # old enough not to be a sandbox being made (10 s)
-        deadline = time.monotonic() + 30
-        while set(leftovers()) - before and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not set(leftovers()) - before
+        got = tenant.get(f"/v1/sandboxes/{sid}")
+        assert got.status == 200 and got.json == sb
+        assert tenant.get(f"/v1/sandboxes/{short['id']}").status == 404
+        assert tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/kept").raw == b"kept"
+        procs = {p["pid"]: p for p in tenant.get(f"/v1/sandboxes/{sid}/processes")
+                 .json["processes"]}
+        assert procs[ticker]["running"] and procs[reader]["running"]
+        # the ticker went on (or waited for us): its output comes again
+        conn, r = tenant.request_stream("GET", f"/v1/sandboxes/{sid}/processes/{ticker}/output")
+        assert json.loads(r.readline())["data"].startswith("tick ")
+        conn.close()
+        assert tenant.post(f"/v1/sandboxes/{sid}/processes/{reader}/stdin",
+                           {"data": "again\n", "eof": True}).status == 204
+        lines = attach(tenant, sid, reader)
+        assert output(lines) == b"again\nfin\n" and lines[-1]["status"] == "ok"
+        assert tenant.delete(f"/v1/sandboxes/{sid}/processes/{ticker}").status == 204
+        # new execs, and the sandbox's env, as before
+        assert output(tenant.exec(sid, {"shell": "echo $E"})) == b"e\n"
+        assert tenant.delete(f"/v1/sandboxes/{sid}").status == 204
     finally:
         assert s.stop() == 0
+    wait_for(lambda: not set(leftovers()) - before, 30)
+
+
+def test_sigint_ends_the_sandboxes(tmp_path):
+    before = set(leftovers())
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    sid = s.api().create()["id"]
+    assert s.stop(signal.SIGINT) == 0
+    wait_for(lambda: not set(leftovers()) - before, 30)
+    s.start()
+    try:
+        assert s.api().get(f"/v1/sandboxes/{sid}").status == 404
+    finally:
+        s.stop()
 
 
 def test_bad_options(tmp_path):
