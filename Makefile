@@ -2,6 +2,7 @@
 # `make test` runs every test, `make bench` measures against peers.
 BUILD ?= build
 ASAN  ?= build-asan
+FUZZ  ?= build-fuzz
 PY    ?= /usr/bin/python3
 
 .PHONY: all deps run test unit integration bench clean
@@ -20,17 +21,21 @@ $(BUILD)/build.ninja:
 $(ASAN)/build.ninja:
 	meson setup $(ASAN) -Dsanitize=true >/dev/null
 
+$(FUZZ)/build.ninja:
+	CC=clang meson setup $(FUZZ) -Dfuzz=true >/dev/null
+
 run: all
 	@./scripts/demo.sh $(BUILD)
 
 test: DEPS = --test
-test: all $(ASAN)/build.ninja
+test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja
 	ninja -C $(ASAN)
-	./scripts/test.sh $(BUILD) $(ASAN)
+	ninja -C $(FUZZ) tests/fuzz_request
+	./scripts/test.sh $(BUILD) $(ASAN) $(FUZZ)
 
 bench: DEPS = --bench
 bench: all
 	$(PY) bench/startup --hutch $(BUILD)/hutch
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(FUZZ)

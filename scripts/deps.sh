@@ -8,11 +8,13 @@ set -eu
 # for the 32-bit syscall probe (meson looks for it when it configures), and
 # the python3 that `make run` shows at work in a sandbox
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
-# the server: event loop, HTTP parser, database, hashing of API keys
-build="$build libuv1-dev libhttp-parser-dev libsqlite3-dev libssl-dev"
+# the server: event loop, HTTP parser, WebSocket frames, database, hashing
+build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev"
 # tests: pytest, iproute2, and QEMU with busybox for the cgroup v2 guest
 # (tests/vm/run-v2)
 test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
+# the request fuzzer (tests/fuzz): clang with libFuzzer
+test="$test clang libclang-rt-dev"
 # bench: the peers hutch is measured against
 bench="bubblewrap"
 

@@ -128,7 +128,8 @@ static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_d
 static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *o,
                              const char **in) {
   static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
-                                      "timeout_s", "user", "background", "keep_stdin", NULL};
+                                      "timeout_s", "user", "background", "keep_stdin", "pty",
+                                      NULL};
   const char *shell = NULL, *cwd = NULL, *user = "user";
   json_t *env = NULL, *cmd = json_object_get(o, "cmd");
   double timeout = 0;
@@ -192,6 +193,18 @@ static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *
                         user, "stdin", *in != NULL, "timeout_ms", (json_int_t)(timeout * 1000));
   if (cwd)
     json_object_set_new(r, "cwd", json_string(cwd));
+  json_t *pty = json_object_get(o, "pty");
+  if (pty && !json_is_null(pty)) {
+    json_int_t rows = json_integer_value(json_object_get(pty, "rows"));
+    json_int_t cols = json_integer_value(json_object_get(pty, "cols"));
+    if (!json_is_object(pty) || json_object_size(pty) != 2 || rows < 1 || rows > 9999 ||
+        cols < 1 || cols > 9999) {
+      http_error(c, 400, "invalid_argument", "pty is {\"rows\": R, \"cols\": C}, 1 to 9999");
+      json_decref(r);
+      return NULL;
+    }
+    json_object_set_new(r, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
+  }
   return r;
 }
 

@@ -281,6 +281,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (n == 0 || c->state == HC_DRAINING)
     return; /* draining: dropped */
+  if (c->state == HC_RAW) {
+    c->ops->raw(c->ctx, buf->base, (size_t)n);
+    return;
+  }
   if (c->state == HC_STREAMING) {
     /* Read while streaming only to learn that the client went away; what
      * it sent meanwhile waits for the end of this response. */
@@ -585,6 +589,32 @@ void http_stream_end(struct http_conn *c) {
 }
 
 size_t http_queued(const struct http_conn *c) { return c->queued; }
+
+void http_raw_send(struct http_conn *c, const void *data, size_t n) { send_raw(c, data, n); }
+
+void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
+  if (c->state == HC_CLOSING)
+    return;
+  c->last_status = 101;
+  serve_request_done(c->srv, c); /* the request's part ends here */
+  c->state = HC_RAW;
+  c->ops = ops;
+  c->ctx = ctx;
+  uv_timer_stop(&c->timer);
+  if (c->leftover) { /* sent right after the request */
+    char *rest = c->leftover;
+    size_t n = c->leftover_len;
+    c->leftover = NULL;
+    c->leftover_len = 0;
+    ops->raw(ctx, rest, n);
+    free(rest);
+    if (c->state != HC_RAW)
+      return;
+  }
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
+    conn_close(c);
+}
 
 void http_abort(struct http_conn *c) { conn_close(c); }
 

@@ -56,6 +56,8 @@ struct http_stream_ops {
   /* A streamed request body (http_body_start): the next piece; the end. */
   void (*body)(void *ctx, const char *data, size_t n);
   void (*body_end)(void *ctx);
+  /* After http_raw_start: bytes the client sent. */
+  void (*raw)(void *ctx, const char *data, size_t n);
 };
 
 enum http_conn_state {
@@ -64,6 +66,7 @@ enum http_conn_state {
   HC_HANDLING,  /* the request is read; its handler has it */
   HC_STREAMING, /* the response is being streamed */
   HC_DRAINING,  /* answered early: dropping the rest of the request, then closing */
+  HC_RAW,       /* switched protocols (WebSocket): bytes both ways, no HTTP */
   HC_CLOSING,
 };
 
@@ -138,6 +141,13 @@ void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx);
 void http_stream_send(struct http_conn *c, const void *data, size_t len);
 void http_stream_end(struct http_conn *c);
+/* Switch the connection to another protocol after the request (the
+ * handler has sent its 101 with http_raw_send): from now on what the client
+ * sends goes to ops->raw, and the handler writes with http_raw_send until
+ * it closes with http_abort (or the client goes: ops->abort). */
+void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
+void http_raw_send(struct http_conn *c, const void *data, size_t n);
+
 /* End a response that cannot be finished (its source failed mid-way):
  * the connection is closed, so the client sees it cut short. */
 void http_abort(struct http_conn *c);

@@ -17,12 +17,6 @@
 #define PROC_MAX 256          /* processes remembered per sandbox, ended ones included */
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
 
-struct sub {
-  struct sub *next;
-  struct proc *pr;
-  struct http_conn *c;
-};
-
 struct proc {
   struct proc *next;
   struct sbx *sb;
@@ -55,7 +49,7 @@ static void keep(struct proc *pr, const char *line, size_t n) {
   pr->kept_len -= drop;
 }
 
-static void sub_free(struct sub *u) {
+void procs_unsubscribe(struct sub *u) {
   struct proc *pr = u->pr;
   for (struct sub **p = &pr->subs; *p; p = &(*p)->next)
     if (*p == u) {
@@ -69,9 +63,7 @@ static void broadcast(struct proc *pr, const char *line, size_t n) {
   struct sub *next;
   for (struct sub *u = pr->subs; u; u = next) {
     next = u->next;
-    http_stream_send(u->c, line, n);
-    if (http_queued(u->c) > SUB_BACKLOG) /* a reader this slow is dropped */
-      http_abort(u->c); /* its abort (sub_gone) frees u */
+    u->line(u, line, n); /* may unsubscribe u */
   }
 }
 
@@ -107,10 +99,9 @@ static void ended(struct proc *pr, json_t *exit_line) {
   char *line = http_json_line(json_incref(exit_line), &n);
   while (pr->subs) {
     struct sub *u = pr->subs;
-    struct http_conn *c = u->c;
-    sub_free(u);
-    http_stream_send(c, line, n);
-    http_stream_end(c);
+    pr->subs = u->next;
+    u->next = NULL;
+    u->end(u, line, n); /* frees u */
   }
   free(line);
   answer_creator(pr);
@@ -271,9 +262,38 @@ void api_procs_list(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, json_pack("{s:o}", "processes", a));
 }
 
-static void sub_gone(void *ctx) { sub_free(ctx); }
+struct sub *procs_subscribe(struct proc *pr,
+                            void (*line)(struct sub *u, const char *line, size_t n),
+                            void (*end)(struct sub *u, const char *line, size_t n), void *ctx) {
+  struct sub *u = xcalloc(1, sizeof *u);
+  u->pr = pr;
+  u->line = line;
+  u->end = end;
+  u->ctx = ctx;
+  u->next = pr->subs;
+  pr->subs = u;
+  return u;
+}
+
+/* ---- an NDJSON reader ---- */
+
+static void sub_gone(void *ctx) { procs_unsubscribe(ctx); }
 
 static const struct http_stream_ops sub_ops = {.abort = sub_gone};
+
+static void ndjson_line(struct sub *u, const char *line, size_t n) {
+  struct http_conn *c = u->ctx;
+  http_stream_send(c, line, n);
+  if (http_queued(c) > SUB_BACKLOG) /* a reader this slow is dropped */
+    http_abort(c);                  /* its abort (sub_gone) frees u */
+}
+
+static void ndjson_end(struct sub *u, const char *line, size_t n) {
+  struct http_conn *c = u->ctx;
+  free(u); /* already unlinked */
+  http_stream_send(c, line, n);
+  http_stream_end(c);
+}
 
 void api_procs_output(struct http_conn *c, const struct principal *p) {
   struct sbx *sb;
@@ -292,13 +312,40 @@ void api_procs_output(struct http_conn *c, const struct principal *p) {
   }
   /* Subscribed before anything is sent: a send that fails closes the
    * connection, whose abort unsubscribes (and frees) u. */
-  struct sub *u = xcalloc(1, sizeof *u);
-  u->pr = pr;
-  u->c = c;
-  u->next = pr->subs;
-  pr->subs = u;
+  struct sub *u = procs_subscribe(pr, ndjson_line, ndjson_end, c);
   http_stream_start(c, 200, "application/x-ndjson", &sub_ops, u);
   http_stream_send(c, pr->kept, pr->kept_len);
+}
+
+/* ---- for ws.c ---- */
+
+struct proc *procs_find(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb;
+  return find(c, &sb, p);
+}
+
+const char *procs_kept(const struct proc *pr, size_t *n) {
+  *n = pr->kept_len;
+  return pr->kept;
+}
+
+json_t *procs_exit_line(const struct proc *pr) { return pr->exit; }
+
+bool procs_stdin(struct proc *pr, const void *data, size_t n, bool eof) {
+  if (!pr->s || !pr->stdin_open)
+    return false;
+  agentc_stdin(pr->s, data, n, eof);
+  pr->stdin_open = !eof;
+  return true;
+}
+
+bool procs_control(struct proc *pr, json_t *ctl) {
+  if (!pr->s) {
+    json_decref(ctl);
+    return false;
+  }
+  agentc_send_json(pr->s, HUTCH_F_CONTROL, ctl);
+  return true;
 }
 
 void api_procs_signal(struct http_conn *c, const struct principal *p) {
@@ -313,12 +360,10 @@ void api_procs_signal(struct http_conn *c, const struct principal *p) {
     goto out;
   if (!sig)
     http_error(c, 400, "invalid_argument", "signal is required (a number, 1 to 64)");
-  else if (!pr->s)
+  else if (!procs_control(pr, json_pack("{s:I}", "signal", (json_int_t)sig)))
     http_error(c, 409, "not_running", "process %d has ended", pr->pid);
-  else {
-    agentc_send_json(pr->s, HUTCH_F_CONTROL, json_pack("{s:I}", "signal", (json_int_t)sig));
+  else
     http_respond(c, 204, "application/json", "", 0, NULL);
-  }
 out:
   json_decref(o);
 }
@@ -334,15 +379,12 @@ void api_procs_stdin(struct http_conn *c, const struct principal *p) {
   if (body_only(c, o, known) < 0 || body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
     goto out;
   bool eof = json_is_true(json_object_get(o, "eof"));
-  if (!pr->s || !pr->stdin_open) {
+  if (!procs_stdin(pr, data, strlen(data), eof))
     http_error(c, 409, "stdin_closed",
                "process %d takes no more input (started without keep_stdin, ended, or sent eof)",
                pr->pid);
-  } else {
-    agentc_stdin(pr->s, data, strlen(data), eof);
-    pr->stdin_open = !eof;
+  else
     http_respond(c, 204, "application/json", "", 0, NULL);
-  }
 out:
   json_decref(o);
 }
@@ -352,7 +394,6 @@ void api_procs_kill(struct http_conn *c, const struct principal *p) {
   struct proc *pr = find(c, &sb, p);
   if (!pr)
     return;
-  if (pr->s)
-    agentc_send_json(pr->s, HUTCH_F_CONTROL, json_pack("{s:b}", "kill", 1));
+  procs_control(pr, json_pack("{s:b}", "kill", 1));
   http_respond(c, 204, "application/json", "", 0, NULL);
 }

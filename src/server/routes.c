@@ -45,6 +45,7 @@ static const struct route routes[] = {
     {HTTP_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", TENANT, "process.stdin",
      api_procs_stdin},
     {HTTP_DELETE, "/v1/sandboxes/{id}/processes/{pid}", TENANT, "process.kill", api_procs_kill},
+    {HTTP_GET, "/v1/sandboxes/{id}/exec/{pid}/ws", TENANT, "process.attach", api_procs_ws},
     {HTTP_PUT, "/v1/sandboxes/{id}/files", TENANT, "file.write", api_files_write, true},
     {HTTP_GET, "/v1/sandboxes/{id}/files", TENANT, NULL, api_files_read},
     {HTTP_DELETE, "/v1/sandboxes/{id}/files", TENANT, "file.remove", api_files_delete},

@@ -90,6 +90,12 @@ struct server {
 
 int serve_main(int argc, char **argv);
 
+/* server.c: a server with the defaults; open its state, listening socket
+ * and pools (cfg.port 0: any free port, written back); free it all. */
+struct server *server_new(void);
+int server_open(struct server *srv, struct hutch_err *err);
+void server_free(struct server *srv);
+
 /* routes.c: find the route, check the caller's key, call the handler. */
 void serve_dispatch(struct server *srv, struct http_conn *c);
 /* Whether the route for req takes its body streamed (file uploads). */
@@ -169,6 +175,26 @@ void api_procs_output(struct http_conn *c, const struct principal *p);
 void api_procs_signal(struct http_conn *c, const struct principal *p);
 void api_procs_stdin(struct http_conn *c, const struct principal *p);
 void api_procs_kill(struct http_conn *c, const struct principal *p);
+/* For other readers and writers of a process (ws.c). A reader gets each
+ * output line by line(), then the exit line by end(), which owns u (it is
+ * unlinked then); one that goes away first calls procs_unsubscribe. */
+struct sub {
+  struct sub *next;
+  struct proc *pr;
+  void (*line)(struct sub *u, const char *line, size_t n);
+  void (*end)(struct sub *u, const char *line, size_t n);
+  void *ctx;
+};
+struct proc *procs_find(struct http_conn *c, const struct principal *p); /* NULL after 404 */
+struct sub *procs_subscribe(struct proc *pr,
+                            void (*line)(struct sub *u, const char *line, size_t n),
+                            void (*end)(struct sub *u, const char *line, size_t n), void *ctx);
+void procs_unsubscribe(struct sub *u);
+const char *procs_kept(const struct proc *pr, size_t *n);
+json_t *procs_exit_line(const struct proc *pr); /* NULL while it runs */
+bool procs_stdin(struct proc *pr, const void *data, size_t n, bool eof); /* false: closed */
+bool procs_control(struct proc *pr, json_t *ctl); /* takes ctl; false: ended */
+void api_procs_ws(struct http_conn *c, const struct principal *p);
 
 /* api_files.c: /v1/sandboxes/{id}/files… */
 void api_files_write(struct http_conn *c, const struct principal *p);

@@ -143,3 +143,82 @@ def output(lines, kind="stdout"):
         if l["type"] == kind:
             out += l["data"].encode() if "data" in l else base64.b64decode(l["data_b64"])
     return out
+
+
+class WebSocket:
+    """The smallest WebSocket client the tests need (RFC 6455): handshake,
+    masked frames out, frames in."""
+
+    def __init__(self, port, path, key):
+        import base64
+        import hashlib
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        nonce = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\n"
+                           f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {key}\r\n\r\n")
+                          .encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                break
+            self.buf += chunk
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        self.status = int(head.split()[1])
+        want = base64.b64encode(hashlib.sha1(
+            (nonce + "258EAFA5-E914-47DA-95CA-C5AB0DC11B65").encode()).digest())
+        self.accepted = want in head
+        self.head = head
+
+    def send(self, payload, opcode=1):
+        if isinstance(payload, str):
+            payload = payload.encode()
+        mask = os.urandom(4)
+        n = len(payload)
+        hdr = bytes([0x80 | opcode])
+        if n < 126:
+            hdr += bytes([0x80 | n])
+        elif n < 65536:
+            hdr += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            hdr += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+        body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(hdr + mask + body)
+
+    def send_json(self, obj):
+        self.send(json.dumps(obj))
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("the server closed the connection")
+            self.buf += chunk
+
+    def recv(self):
+        """(opcode, payload) of the next frame."""
+        self._need(2)
+        opcode, n = self.buf[0] & 0x0F, self.buf[1] & 0x7F
+        off = 2
+        if n == 126:
+            self._need(4)
+            n, off = int.from_bytes(self.buf[2:4], "big"), 4
+        elif n == 127:
+            self._need(10)
+            n, off = int.from_bytes(self.buf[2:10], "big"), 10
+        self._need(off + n)
+        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
+        return opcode, payload
+
+    def messages(self):
+        """JSON messages until the server's close frame."""
+        while True:
+            opcode, payload = self.recv()
+            if opcode == 8:
+                return
+            if opcode == 1:
+                yield json.loads(payload)
+
+    def close(self):
+        self.sock.close()

@@ -144,7 +144,10 @@ def test_cpu_time_limit_counts_all_processes(run):
 def test_sleep_forever_times_out_on_wall_clock(run):
     r = run(["--timeout", "0.5", "--", "sleep", "1000"])
     assert r.verdict["status"] == "timeout", r
-    assert 450 <= r.verdict["wall_ms"] <= 2000 and r.verdict["cpu_ms"] < 100
+    # sleeping, not spinning: its CPU time is a small part of its wall time
+    # (not an absolute bound: the cgroup v2 guest emulates its CPU, slowly)
+    assert 450 <= r.verdict["wall_ms"] <= 2000
+    assert r.verdict["cpu_ms"] < r.verdict["wall_ms"] / 2, r.verdict
 
 
 @pytest.mark.parametrize("user", ["user", "root"])

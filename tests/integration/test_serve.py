@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import ASAN_BUILD, BUILD, leftovers, require
-from serveapi import Server, output
+from serveapi import Server, WebSocket, output
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
@@ -299,9 +299,9 @@ def test_background_output_kept_is_the_latest(api, sandbox):
     pid = start_bg(api, sid, shell="seq 1 400000")  # about 2.7 MB, more than is kept
     wait_for(lambda: not api.get(f"/v1/sandboxes/{sid}/processes").json["processes"][0]["running"])
     out = output(attach(api, sid, pid))
-    assert out.endswith(b"\n399999\n400000\n") and (512 << 10) < len(out) <= (1 << 20)
-    first = out.split(b"\n")[0]
-    assert int(first) > 1  # whole lines: the oldest were dropped
+    everything = "".join(f"{i}\n" for i in range(1, 400001)).encode()
+    # the latest output (whole NDJSON lines of it: about 1 MiB of JSON)
+    assert everything.endswith(out) and (512 << 10) < len(out) <= (1 << 20), len(out)
 
 
 @pytest.mark.parametrize("suffix,method,body,status", [
@@ -329,6 +329,54 @@ def test_background_bad_requests(api, sandbox):
         r = api.post(base + path, body)
         assert r.status == 400 and error_of(r) == "invalid_argument", (path, body, r)
     api.delete(f"{base}/processes/{pid}")
+
+
+def test_websocket_pty_session(server, api, sandbox):
+    sid = sandbox["id"]
+    pid = start_bg(api, sid, cmd=["bash", "--norc", "-i"], pty={"rows": 24, "cols": 80},
+                   keep_stdin=True)
+    ws = WebSocket(server.port, f"/v1/sandboxes/{sid}/exec/{pid}/ws", server.admin_key)
+    assert ws.status == 101 and ws.accepted, ws.head
+    ws.send_json({"type": "resize", "rows": 50, "cols": 132})
+    ws.send(b"stty size; tty; echo $((6*7))\n", opcode=2)  # binary frame: raw input
+    seen = ""
+    msgs = ws.messages()
+    while "42" not in seen or "50 132" not in seen:
+        m = next(msgs)
+        assert m["type"] in ("stdout", "stderr"), m
+        seen += m.get("data", "")
+    assert "/dev/pts/" in seen
+    ws.send_json({"type": "stdin", "data": "exit 5\n"})
+    rest = list(msgs)  # up to the close frame
+    assert rest[-1]["type"] == "exit" and rest[-1]["exit_code"] == 5, rest[-3:]
+    ws.close()
+
+
+def test_websocket_refusals(server, api, sandbox):
+    sid = sandbox["id"]
+    pid = start_bg(api, sid, cmd=["sleep", "30"])
+    ws = WebSocket(server.port, f"/v1/sandboxes/{sid}/exec/{pid}/ws", server.admin_key)
+    assert ws.status == 101
+    for cmd, code in [({"type": "stdin", "data": "x"}, "stdin_closed"),
+                      ({"type": "resize", "rows": 0, "cols": 5}, "invalid_argument"),
+                      ({"type": "dance"}, "invalid_argument"), ({"nope": 1}, "invalid_argument")]:
+        ws.send_json(cmd)
+        m = next(ws.messages())
+        assert m["type"] == "error" and m["code"] == code, (cmd, m)
+    ws.send("not json")
+    assert next(ws.messages())["code"] == "invalid_argument"
+    ws.send_json({"type": "signal", "signal": 9})
+    last = list(ws.messages())[-1]
+    assert (last["type"], last["signal"]) == ("exit", 9)
+    ws.close()
+    # not a handshake; no such process; another tenant
+    r = api.get(f"/v1/sandboxes/{sid}/exec/{pid}/ws")
+    assert r.status == 400 and error_of(r) == "invalid_argument"
+    assert WebSocket(server.port, f"/v1/sandboxes/{sid}/exec/99999/ws",
+                     server.admin_key).status == 404
+    other = api.post("/v1/keys", {"tenant": "ws-other"}).json["key"]
+    assert WebSocket(server.port, f"/v1/sandboxes/{sid}/exec/{pid}/ws", other).status == 404
+    assert WebSocket(server.port, f"/v1/sandboxes/{sid}/exec/{pid}/ws", "hk_x").status == 401
 
 
 # ---- files ----

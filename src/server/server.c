@@ -1,0 +1,129 @@
+/* The server's life apart from its command line: defaults, opening the
+ * state dir and the listening socket, and freeing it all. hutch-serve's
+ * main and the request fuzzer (tests/fuzz/) both start a server so. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "serve.h"
+#include "store.h"
+#include "util.h"
+
+struct server *server_new(void) {
+  struct server *srv = xcalloc(1, sizeof *srv);
+  srv->cfg = (struct serve_config){
+      .port = SERVE_DEFAULT_PORT,
+      .max_conns = 1024,
+      .max_sandboxes = 1000,
+      .tenant_sandboxes = 100,
+      .tenant_memory_mb = 65536,
+  };
+  srv->cfg.host = xstrdup("127.0.0.1");
+  srv->cfg.state_dir = xstrdup(hutch_default_state_dir());
+  srv->loop = xmalloc(sizeof *srv->loop);
+  uv_loop_init(srv->loop);
+  return srv;
+}
+
+static int mkdir_p(const char *path, mode_t mode) {
+  char buf[PATH_MAX];
+  str_copy(buf, sizeof buf, path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -1;
+      *p = '/';
+    }
+  return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int open_state(struct server *srv, struct hutch_err *err) {
+  const char *dir = srv->cfg.state_dir;
+  if (dir[0] != '/')
+    return hutch_err_invalid(err, "--state-dir %s: need an absolute path", dir);
+  if (mkdir_p(dir, 0700) < 0)
+    return hutch_err_set(err, errno, "state directory %s", dir);
+  _cleanup_free_ char *db = xasprintf("%s/hutch.db", dir);
+  _cleanup_free_ char *audit = xasprintf("%s/audit.jsonl", dir);
+  if (store_open(db, &srv->store, err) < 0)
+    return -1;
+  srv->agents_dir = xasprintf("%s/agents", dir);
+  /* The sandboxes a server that went away left running are ours now. */
+  if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
+    return -1;
+  int fd = open(audit, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || !(srv->audit = fdopen(fd, "a"))) {
+    if (fd >= 0)
+      close(fd);
+    return hutch_err_set(err, errno, "audit log %s", audit);
+  }
+  return 0;
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+  struct server *srv = l->data;
+  if (status < 0 || srv->stopping)
+    return;
+  http_accept(srv, l);
+}
+
+static int start_listening(struct server *srv, struct hutch_err *err) {
+  struct sockaddr_storage ss;
+  int r = strchr(srv->cfg.host, ':')
+              ? uv_ip6_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in6 *)&ss)
+              : uv_ip4_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in *)&ss);
+  if (r < 0)
+    return hutch_err_invalid(err, "--listen: '%s' is not an IP address", srv->cfg.host);
+  uv_tcp_init(srv->loop, &srv->listener);
+  srv->listener.data = srv;
+  if ((r = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0)) < 0 ||
+      (r = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection)) < 0)
+    return hutch_err_set(err, 0, "listening on %s:%d: %s", srv->cfg.host, srv->cfg.port,
+                         uv_strerror(r));
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) == 0)
+    srv->cfg.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                   : ((struct sockaddr_in *)&ss)->sin_port);
+  return 0;
+}
+
+int server_open(struct server *srv, struct hutch_err *err) {
+  if (open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
+    return -1;
+  sbx_reaper_start(srv);
+  return 0;
+}
+
+static void close_handle(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+void server_free(struct server *srv) {
+  /* What is still open (after a failed start) closes first. */
+  srv->stopping = true;
+  uv_walk(srv->loop, close_handle, NULL);
+  uv_run(srv->loop, UV_RUN_DEFAULT);
+  uv_loop_close(srv->loop);
+  free(srv->loop);
+  pool_free(srv);
+  for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
+    free(srv->cfg.pool_specs[i]);
+  free(srv->cfg.pool_specs);
+  store_close(srv->store);
+  if (srv->audit)
+    fclose(srv->audit);
+  free(srv->agents_dir);
+  free(srv->cfg.host);
+  free(srv->cfg.state_dir);
+  free(srv);
+}
