@@ -123,5 +123,9 @@ void __attribute__((noreturn)) child_run(const struct child_plan *p);
 
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);
+/* Report errno e as the operation's result; -1. */
+int files_fail(int fd, int e, const char *what, const char *path);
+/* watch.c: the "watch" operation. */
+int files_watch(json_t *req, const char *path, int out, int in, int res);
 
 #endif

@@ -42,7 +42,7 @@ static const char *errno_code(int e) {
   }
 }
 
-static int fail(int fd, int e, const char *what, const char *path) {
+int files_fail(int fd, int e, const char *what, const char *path) {
   char msg[PATH_MAX + 128];
   snprintf(msg, sizeof msg, "%s %s: %s", what, path, strerror(e));
   result(fd, json_pack("{s:{s:s, s:o}}", "error", "code", errno_code(e), "message",
@@ -93,12 +93,12 @@ static int copy(int from, int to, uint64_t *total) {
 static int open_regular(const char *path, int flags, mode_t mode, int res) {
   int fd = open(path, flags | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, mode);
   if (fd < 0)
-    return fail(res, errno, "open", path);
+    return files_fail(res, errno, "open", path);
   struct stat st;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
     close(fd);
-    return fail(res, e, "not a regular file:", path);
+    return files_fail(res, e, "not a regular file:", path);
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
@@ -113,7 +113,7 @@ static int op_read(json_t *req, const char *path, int out, int in, int res) {
   int r = copy(fd, out, &n);
   close(fd);
   if (r < 0)
-    return fail(res, errno, "read", path);
+    return files_fail(res, errno, "read", path);
   return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
 }
 
@@ -141,7 +141,7 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
     int r = mkdir_parents(p, 0755);
     free(p);
     if (r < 0)
-      return fail(res, errno, "create parents of", path);
+      return files_fail(res, errno, "create parents of", path);
   }
   int fd = open_regular(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
                         (mode_t)(mode & 07777), res);
@@ -155,7 +155,7 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
     e = errno;
   }
   if (r < 0)
-    return fail(res, e, "write", path);
+    return files_fail(res, e, "write", path);
   return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
 }
 
@@ -199,13 +199,13 @@ static int op_list(json_t *req, const char *path, int out, int in, int res) {
                          ? json_integer_value(json_object_get(req, "depth"))
                          : 1;
   if (depth < 1 || depth > LIST_MAX_DEPTH)
-    return fail(res, EINVAL, "depth out of range for", path);
+    return files_fail(res, EINVAL, "depth out of range for", path);
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return fail(res, errno, "list", path);
+    return files_fail(res, errno, "list", path);
   uint64_t count = 0;
   if (list_dir(fd, path, (int)depth, out, &count) < 0)
-    return fail(res, errno, "list", path);
+    return files_fail(res, errno, "list", path);
   return result(res, json_pack("{s:{s:I}}", "ok", "count", (json_int_t)count));
 }
 
@@ -213,7 +213,7 @@ static int op_stat(json_t *req, const char *path, int out, int in, int res) {
   (void)req, (void)out, (void)in;
   struct stat st;
   if (lstat(path, &st) < 0)
-    return fail(res, errno, "stat", path);
+    return files_fail(res, errno, "stat", path);
   const char *slash = strrchr(path, '/');
   const char *name = slash && slash[1] ? slash + 1 : path;
   return result(res, json_pack("{s:o}", "ok", entry(path, name, &st, AT_FDCWD)));
@@ -226,12 +226,12 @@ static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {
     int r = mkdir_parents(p, 0755);
     free(p);
     if (r < 0)
-      return fail(res, errno, "mkdir", path);
+      return files_fail(res, errno, "mkdir", path);
   }
   bool created = mkdir(path, 0755) == 0;
   struct stat st;
   if (!created && (errno != EEXIST || stat(path, &st) < 0 || !S_ISDIR(st.st_mode)))
-    return fail(res, errno == EEXIST ? EEXIST : errno, "mkdir", path);
+    return files_fail(res, errno == EEXIST ? EEXIST : errno, "mkdir", path);
   return result(res, json_pack("{s:{s:b}}", "ok", "created", created));
 }
 
@@ -244,7 +244,7 @@ static int op_remove(json_t *req, const char *path, int out, int in, int res) {
   (void)out, (void)in;
   struct stat st;
   if (lstat(path, &st) < 0)
-    return fail(res, errno, "remove", path);
+    return files_fail(res, errno, "remove", path);
   int r;
   if (!S_ISDIR(st.st_mode))
     r = unlink(path);
@@ -253,7 +253,7 @@ static int op_remove(json_t *req, const char *path, int out, int in, int res) {
   else
     r = rmdir(path);
   if (r < 0)
-    return fail(res, errno, "remove", path);
+    return files_fail(res, errno, "remove", path);
   return result(res, json_pack("{s:{}}", "ok"));
 }
 
@@ -261,9 +261,9 @@ static int op_move(json_t *req, const char *path, int out, int in, int res) {
   (void)out, (void)in;
   const char *to = json_string_value(json_object_get(req, "to"));
   if (!to || !*to)
-    return fail(res, EINVAL, "move: no destination for", path);
+    return files_fail(res, EINVAL, "move: no destination for", path);
   if (rename(path, to) < 0)
-    return fail(res, errno, "move", path);
+    return files_fail(res, errno, "move", path);
   return result(res, json_pack("{s:{}}", "ok"));
 }
 
@@ -272,13 +272,14 @@ int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
     const char *op;
     int (*run)(json_t *, const char *, int, int, int);
   } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
-             {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move}};
+             {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move},
+             {"watch", files_watch}};
   const char *op = json_string_value(json_object_get(req, "op"));
   const char *path = json_string_value(json_object_get(req, "path"));
   if (!path || !*path || strlen(path) >= PATH_MAX)
-    return fail(result_fd, EINVAL, "request:", "a non-empty \"path\" is required");
+    return files_fail(result_fd, EINVAL, "request:", "a non-empty \"path\" is required");
   for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
     if (op && strcmp(op, ops[i].op) == 0)
       return ops[i].run(req, path, out_fd, in_fd, result_fd);
-  return fail(result_fd, EINVAL, "unknown file operation", op ? op : "(none)");
+  return files_fail(result_fd, EINVAL, "unknown file operation", op ? op : "(none)");
 }

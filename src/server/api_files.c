@@ -20,17 +20,18 @@
 struct fileop {
   struct http_conn *c; /* NULL once the client is gone or answered */
   struct astream *s;   /* NULL once the agent's stream has ended */
-  enum { OP_READ, OP_WRITE, OP_OTHER } kind;
+  enum { OP_READ, OP_WATCH, OP_WRITE, OP_OTHER } kind;
   void (*answer)(struct fileop *f, json_t *done); /* OP_OTHER: the response */
   char *path;
   char *out; /* OP_OTHER: STDOUT collected (a listing) */
   size_t nout;
   uint32_t owed;
   bool streaming;
+  bool busy; /* in on_frame: an abort it causes must not free f under it */
 };
 
 static void fileop_maybe_free(struct fileop *f) {
-  if (f->c || f->s)
+  if (f->c || f->s || f->busy)
     return;
   free(f->path);
   free(f->out);
@@ -102,10 +103,12 @@ static const struct http_stream_ops file_ops = {
     .abort = on_abort, .drain = on_drain, .body = on_body, .body_end = on_body_end};
 
 static void on_output(struct fileop *f, const struct hutch_frame *fr) {
-  if (f->kind == OP_READ) {
-    if (!f->streaming) {
+  if (f->kind == OP_READ || f->kind == OP_WATCH) {
+    if (!f->streaming) { /* the first bytes: it worked, answer 200 */
       f->streaming = true;
-      http_stream_start(f->c, 200, "application/octet-stream", &file_ops, f);
+      http_stream_start(f->c, 200,
+                        f->kind == OP_READ ? "application/octet-stream" : "application/x-ndjson",
+                        &file_ops, f);
     }
     http_stream_send(f->c, fr->payload, fr->len);
     if (http_queued(f->c) < HTTP_STREAM_HIGH)
@@ -138,7 +141,7 @@ static void on_end(struct fileop *f, const struct hutch_frame *fr) {
     http_abort(c); /* a download failed after it began: cut it short */
   } else if (fr->type == HUTCH_F_ERROR || !json_is_object(j)) {
     answer_error(c, j);
-  } else if (f->kind == OP_READ) {
+  } else if (f->kind == OP_READ || f->kind == OP_WATCH) {
     if (f->streaming)
       http_stream_end(c);
     else
@@ -156,6 +159,7 @@ static void on_end(struct fileop *f, const struct hutch_frame *fr) {
 
 static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   struct fileop *f = s->ctx;
+  f->busy = true;
   if (!fr) { /* the sandbox went away */
     f->s = NULL;
     if (f->c) {
@@ -173,6 +177,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   } else if (fr->flags & HUTCH_FL_END) {
     f->s = NULL;
   }
+  f->busy = false;
   fileop_maybe_free(f);
 }
 
@@ -229,6 +234,24 @@ void api_files_read(struct http_conn *c, const struct principal *p) {
     return;
   struct fileop *f = start(c, sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user",
                                             user), path, OP_READ);
+  if (f)
+    http_own(c, &file_ops, f);
+}
+
+/* Changes under a directory as NDJSON, until the client goes (the agent
+ * then kills the watcher). */
+void api_files_watch(struct http_conn *c, const struct principal *p) {
+  char *path, *rec = http_query(&c->req, "recursive");
+  const char *user;
+  struct sbx *sb = file_target(c, p, &path, &user);
+  bool recursive = rec && strcmp(rec, "true") == 0;
+  free(rec);
+  if (!sb)
+    return;
+  struct fileop *f = start(c, sb,
+                           json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path, "user",
+                                     user, "recursive", recursive),
+                           path, OP_WATCH);
   if (f)
     http_own(c, &file_ops, f);
 }

@@ -53,6 +53,7 @@ static const struct route routes[] = {
     {HTTP_GET, "/v1/sandboxes/{id}/files/stat", TENANT, NULL, api_files_stat},
     {HTTP_POST, "/v1/sandboxes/{id}/files/mkdir", TENANT, "file.mkdir", api_files_mkdir},
     {HTTP_POST, "/v1/sandboxes/{id}/files/move", TENANT, "file.move", api_files_move},
+    {HTTP_GET, "/v1/sandboxes/{id}/files/watch", TENANT, NULL, api_files_watch},
 };
 
 /* Match path against pattern; fills req->params. Both start with '/'. */

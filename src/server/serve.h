@@ -204,6 +204,7 @@ void api_files_list(struct http_conn *c, const struct principal *p);
 void api_files_stat(struct http_conn *c, const struct principal *p);
 void api_files_mkdir(struct http_conn *c, const struct principal *p);
 void api_files_move(struct http_conn *c, const struct principal *p);
+void api_files_watch(struct http_conn *c, const struct principal *p);
 
 /* pool.c: warm pools, per template and limits (--pool SPEC=N). */
 int pool_configure(struct server *srv, struct hutch_err *err);

@@ -114,6 +114,16 @@ def test_files(env, tmp_path):
             f.write("/etc/passwd", "x")
 
 
+def test_files_watch(env):
+    with Sandbox.create() as sbx:
+        sbx.files.make_dir("/tmp/obs")
+        events = sbx.files.watch("/tmp/obs", recursive=True)  # watching from here on
+        sbx.commands.run(["touch", "/tmp/obs/new"])
+        ev = next(events)
+        assert (ev["type"], ev["path"], ev["dir"]) == ("create", "/tmp/obs/new", False)
+        events.close()
+
+
 def test_example_agent(env):
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "agent.py")],
                        env={**os.environ, "PYTHONPATH": str(ROOT / "sdk" / "python")},

@@ -1,6 +1,7 @@
 """hutch serve, driven over HTTP: sandbox lifecycle, streamed exec, keys and
 tenants, the timeout reaper, the audit log, overload and bad input. Each
 test runs against the normal and the sanitizer build of the server."""
+import http.client
 import json
 import os
 import pathlib
@@ -438,6 +439,53 @@ def test_files_list_mkdir_move_delete(api, sandbox):
 def test_files_refuse(api, sandbox, method, suffix, body, status, code):
     r = api.request(method, f"/v1/sandboxes/{sandbox['id']}/files{suffix}", body=body)
     assert r.status == status and error_of(r) == code, r
+
+
+def test_files_watch(api, sandbox):
+    sid = sandbox["id"]
+    base = f"/v1/sandboxes/{sid}/files"
+    api.post(base + "/mkdir", {"path": "/tmp/w/sub", "parents": True})
+    conn, r = api.request_stream("GET", base + "/watch?path=/tmp/w&recursive=true")
+    assert r.status == 200 and r.getheader("Content-Type") == "application/x-ndjson"
+    assert json.loads(r.readline()) == {"type": "ready"}
+    api.exec(sid, {"shell": "echo a > /tmp/w/f; mkdir /tmp/w/new; echo b > /tmp/w/new/g; "
+                            "echo c > /tmp/w/sub/h; mv /tmp/w/f /tmp/w/f2; rm /tmp/w/sub/h"})
+    want = [("create", "/tmp/w/f"), ("write", "/tmp/w/f"), ("create", "/tmp/w/new"),
+            ("create", "/tmp/w/new/g"), ("write", "/tmp/w/new/g"), ("create", "/tmp/w/sub/h"),
+            ("write", "/tmp/w/sub/h"),
+            ("rename", "/tmp/w/f"), ("create", "/tmp/w/f2"), ("remove", "/tmp/w/sub/h")]
+    got = []
+    while len(got) < len(want):
+        ev = json.loads(r.readline())
+        if (ev["type"], ev["path"]) not in got:  # writes may come more than once
+            got.append((ev["type"], ev["path"]))
+    conn.close()
+    assert sorted(got) == sorted(want), got
+    assert got.index(("rename", "/tmp/w/f")) < got.index(("create", "/tmp/w/f2"))
+    # not recursive: only the directory itself
+    conn, r = api.request_stream("GET", base + "/watch?path=/tmp/w")
+    assert json.loads(r.readline())["type"] == "ready"
+    api.exec(sid, {"shell": "echo x > /tmp/w/sub/deep; echo y > /tmp/w/top"})
+    assert json.loads(r.readline())["path"] == "/tmp/w/top"
+    conn.close()
+    r = api.get(base + "/watch?path=/nope")
+    assert r.status == 404 and error_of(r) == "not_found"
+    # a sandbox that goes while its files are watched and read: the streams
+    # end early (cut short), the server goes on
+    sb = api.create()
+    api.request("PUT", f"/v1/sandboxes/{sb['id']}/files?path=/tmp/big", body=b"z" * (8 << 20))
+    watch, wr = api.request_stream("GET", f"/v1/sandboxes/{sb['id']}/files/watch?path=/tmp")
+    read, rr = api.request_stream("GET", f"/v1/sandboxes/{sb['id']}/files?path=/tmp/big")
+    assert json.loads(wr.readline())["type"] == "ready" and rr.read(10) == b"z" * 10
+    assert api.delete(f"/v1/sandboxes/{sb['id']}").status == 204
+    for r in (rr, wr):
+        with pytest.raises(http.client.IncompleteRead):
+            r.read()
+    watch.close()
+    read.close()
+    assert api.get("/healthz").status == 200
+    r = api.get(base + "/watch?path=/etc/passwd")
+    assert r.status == 400 and error_of(r) == "not_a_directory"
 
 
 def test_files_quota_is_enforced(api):

@@ -61,6 +61,19 @@ class Files:
         return self._sbx._client.call("POST", f"/v1/sandboxes/{self._sbx.id}/files/mkdir",
                                       body)["created"]
 
+    def watch(self, path, *, recursive=False, user=None):
+        """An iterator of the changes under the directory path, as dicts:
+        {"type": "create", "write", "remove", "rename" (the old name) or
+        "overflow", "path", "dir"}. The watch is in place when this returns;
+        it lasts until the iterator is closed (or the sandbox ends)."""
+        lines = self._sbx._client.stream("GET", self._url(
+            "/watch", path, user, recursive="true" if recursive else None), None, None)
+        first = next(lines)  # sends the request; the server answers once it watches
+        if first.get("type") != "ready":
+            lines.close()
+            raise ValueError(f"unexpected first watch event {first!r}")
+        return lines
+
     def rename(self, path, to, *, user=None):
         body = {"path": path, "to": to, **({"user": user} if user else {})}
         self._sbx._client.call("POST", f"/v1/sandboxes/{self._sbx.id}/files/move", body)

@@ -1,0 +1,124 @@
+/* The "watch" file operation: changes under a path, as JSON lines on the
+ * worker's output, until the client closes the stream (which kills the
+ * worker). It runs in the file worker, as the sandbox user under the
+ * workload filter, so it watches only what that user can read.
+ *
+ *   {"type":"create"|"write"|"remove"|"rename","path":"…","dir":bool}
+ *   {"type":"ready"}      first: the watches are in place
+ *   {"type":"overflow"}   events were lost (the kernel's queue filled)
+ *
+ * "rename" is the old name; the new one comes as "create". With
+ * "recursive", directories below are watched too, new ones as they come
+ * (at most WATCH_MAX directories). */
+#include <errno.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+#define WATCH_MAX 8192
+#define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
+                    IN_DELETE_SELF | IN_ONLYDIR)
+
+struct watches {
+  int fd;
+  char *path[WATCH_MAX]; /* by watch descriptor, for those below WATCH_MAX */
+  size_t n;
+  bool recursive;
+};
+
+static void add(struct watches *w, const char *dir, int depth) {
+  if (w->n >= WATCH_MAX)
+    return;
+  int wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
+  if (wd < 0 || wd >= WATCH_MAX)
+    return;
+  if (!w->path[wd]) {
+    w->path[wd] = xstrdup(dir);
+    w->n++;
+  }
+  if (!w->recursive || depth >= 64)
+    return;
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    char *sub = xasprintf("%s/%s", dir, e->d_name);
+    add(w, sub, depth + 1);
+    free(sub);
+  }
+  closedir(d);
+}
+
+static int emit(int out, const char *type, const char *path, bool dir) {
+  json_t *j = path ? json_pack("{s:s,s:o,s:b}", "type", type, "path", hutch_json_text(path),
+                               "dir", dir)
+                   : json_pack("{s:s}", "type", type);
+  char *s = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
+  int r = s ? write_all(out, s, strlen(s)) : -1;
+  if (r == 0)
+    r = write_all(out, "\n", 1);
+  free(s);
+  return r;
+}
+
+int files_watch(json_t *req, const char *path, int out, int in, int res) {
+  (void)in;
+  struct stat st;
+  if (stat(path, &st) < 0)
+    return files_fail(res, errno, "watch", path);
+  if (!S_ISDIR(st.st_mode))
+    return files_fail(res, ENOTDIR, "watch", path);
+  struct watches *w = xcalloc(1, sizeof *w);
+  w->recursive = json_is_true(json_object_get(req, "recursive"));
+  if ((w->fd = inotify_init1(IN_CLOEXEC)) < 0)
+    return files_fail(res, errno, "watch", path);
+  add(w, path, 0);
+  if (w->n == 0)
+    return files_fail(res, errno ? errno : EACCES, "watch", path);
+  if (emit(out, "ready", NULL, false) < 0)
+    return 0;
+  char buf[64 << 10] __attribute__((aligned(__alignof__(struct inotify_event))));
+  for (;;) {
+    ssize_t n = read(w->fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return files_fail(res, errno, "watch", path);
+    for (char *p = buf; p < buf + n;) {
+      struct inotify_event *ev = (struct inotify_event *)p;
+      p += sizeof *ev + ev->len;
+      if (ev->mask & IN_Q_OVERFLOW) {
+        if (emit(out, "overflow", NULL, false) < 0)
+          return 0; /* the reader has gone */
+        continue;
+      }
+      const char *dir = ev->wd >= 0 && ev->wd < WATCH_MAX ? w->path[ev->wd] : NULL;
+      if (!dir || !ev->len)
+        continue;
+      char *full = xasprintf("%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", ev->name);
+      bool is_dir = ev->mask & IN_ISDIR;
+      const char *type = ev->mask & (IN_CREATE | IN_MOVED_TO) ? "create"
+                         : ev->mask & IN_MODIFY                ? "write"
+                         : ev->mask & IN_DELETE                ? "remove"
+                         : ev->mask & IN_MOVED_FROM            ? "rename"
+                                                               : NULL;
+      if (type && !strcmp(type, "create") && is_dir && w->recursive)
+        add(w, full, 1);
+      int r = type ? emit(out, type, full, is_dir) : 0;
+      free(full);
+      if (r < 0)
+        return 0;
+    }
+  }
+}
