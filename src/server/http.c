@@ -173,13 +173,18 @@ static void conn_close(struct http_conn *c) {
     c->ops->abort(c->ctx);
   c->ops = NULL;
   uv_timer_stop(&c->timer);
-  uv_close((uv_handle_t *)&c->timer, NULL);
+  /* Both handles live in c: it is freed when the second has closed (libuv
+   * calls close callbacks in no order to rely on). */
+  c->open_handles = 2;
+  uv_close((uv_handle_t *)&c->timer, conn_closed);
   uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
 static void conn_closed(uv_handle_t *h) {
   struct http_conn *c = h->data;
   struct server *srv = c->srv;
+  if (--c->open_handles > 0)
+    return;
   if (c->prev)
     c->prev->next = c->next;
   else

@@ -78,6 +78,7 @@ struct http_conn {
   http_parser parser;
   struct http_req req;
   enum http_conn_state state;
+  int open_handles; /* while closing: tcp and timer not yet closed */
   size_t header_bytes;
   bool in_value;    /* http-parser: the last piece was a header value */
   bool headers_done; /* a route that streams its body was found */

@@ -20,6 +20,17 @@ void metrics_observe(uint64_t hist[16], double *sum, double seconds) {
   *sum += seconds;
 }
 
+void metrics_error_code(struct metrics *m, const char *code) {
+  for (size_t i = 0; i < METRICS_CODES; i++) {
+    if (!m->errors_by_code[i].code)
+      m->errors_by_code[i].code = code;
+    if (strcmp(m->errors_by_code[i].code, code) == 0) {
+      m->errors_by_code[i].n++;
+      return;
+    }
+  }
+}
+
 static void histogram(FILE *f, const char *name, const char *help, const uint64_t hist[16],
                       double sum) {
   fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
@@ -80,6 +91,11 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
     if (m->errors_by_status[s])
       fprintf(f, "hutch_http_errors_total{status=\"%d\"} %llu\n", s,
               (unsigned long long)m->errors_by_status[s]);
+  fprintf(f, "# HELP hutch_errors_by_code_total Error answers by their error code.\n"
+             "# TYPE hutch_errors_by_code_total counter\n");
+  for (size_t i = 0; i < METRICS_CODES && m->errors_by_code[i].code; i++)
+    fprintf(f, "hutch_errors_by_code_total{code=\"%s\"} %llu\n", m->errors_by_code[i].code,
+            (unsigned long long)m->errors_by_code[i].n);
   fclose(f);
   http_respond(c, 200, "text/plain; version=0.0.4", text, len, NULL);
   free(text);

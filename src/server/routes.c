@@ -145,6 +145,8 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
   if (status >= 400 && status < 600)
     srv->metrics.errors_by_status[status]++;
+  if (c->last_error)
+    metrics_error_code(&srv->metrics, c->last_error);
   if (!c->action || !srv->audit)
     return;
   /* One JSON line per API action: when, who, what, on which sandbox, how

@@ -59,8 +59,14 @@ struct sbx {
   bool dying;
 };
 
+#define METRICS_CODES 48
+
 struct metrics {
   uint64_t requests, errors_by_status[600];
+  struct {
+    const char *code; /* a string literal: each is counted once */
+    uint64_t n;
+  } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;
   uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
   double create_sum_s, exec_sum_s;
@@ -221,6 +227,7 @@ void pool_metrics(FILE *f, const struct server *srv);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);
+void metrics_error_code(struct metrics *m, const char *code);
 void api_metrics(struct http_conn *c, const struct principal *p);
 
 #endif

@@ -783,6 +783,10 @@ def test_metrics(server, api, sandbox):
     count = int(next(l.split()[1] for l in text.splitlines()
                      if l.startswith("hutch_exec_start_seconds_count")))
     assert count >= 1
+    api.post("/v1/sandboxes", "{")
+    before = metric(server, 'hutch_errors_by_code_total{code="invalid_json"}')
+    api.post("/v1/sandboxes", "{")
+    assert metric(server, 'hutch_errors_by_code_total{code="invalid_json"}') == before + 1
 
 
 # ---- capacity and restarts (own servers) ----
