@@ -466,7 +466,6 @@ static void finish(struct http_conn *c) {
     return;
   c->ops = NULL;
   c->ctx = NULL;
-  serve_request_done(c->srv, c);
   c->last_error = NULL;
   req_free(&c->req);
   if (c->keep_alive && !c->srv->stopping) {
@@ -515,6 +514,9 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const void
     uv_timer_stop(&c->timer);
   }
   c->last_status = status;
+  /* Recorded before the client can see the answer: a client that reads
+   * the audit log next finds the line there. */
+  serve_request_done(c->srv, c);
   char length[48];
   snprintf(length, sizeof length, "Content-Length: %zu\r\n", len);
   head(c, status, ctype, length, extra);
@@ -589,6 +591,7 @@ void http_stream_send(struct http_conn *c, const void *data, size_t len) {
 void http_stream_end(struct http_conn *c) {
   if (c->state != HC_STREAMING)
     return;
+  serve_request_done(c->srv, c);
   send_raw(c, "0\r\n\r\n", 5);
   finish(c);
 }
