@@ -364,22 +364,37 @@ static bool is_agent_of(pid_t pid, unsigned slot, uid_t base) {
   ssize_t n = read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored);
   if (n <= 0)
     return false;
-  const char *uid = strstr(buf, "\nUid:\t"), *nspid = strstr(buf, "\nNSpid:");
+  const char *uid = strstr(buf, "\nUid:\t"), *nspid = strstr(buf, "\nNSpid:\t");
   if (!uid || strtoul(uid + 6, NULL, 10) != base || !nspid)
     return false;
-  const char *eol = strchr(nspid + 1, '\n');
-  const char *last = eol ? eol : nspid + strlen(nspid);
-  while (last > nspid && last[-1] != '\t' && last[-1] != ' ')
-    last--;
-  if (strtol(last, NULL, 10) != 1)
+  /* Exactly two pids: ours, and 1 in the sandbox's own namespace. */
+  char *after;
+  strtol(nspid + 8, &after, 10);
+  if (*after != '\t' || strtol(after + 1, &after, 10) != 1 || *after != '\n')
     return false;
+  /* Of the lines "ID:CONTROLLERS:PATH", those of hutch's hierarchies (v1:
+   * the controllers it uses; v2: the one) are in the slot's cgroup, and none
+   * is in another sandbox's. */
   char want[32];
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
-  snprintf(want, sizeof want, "/hutch/%u", slot);
+  int wn = snprintf(want, sizeof want, "/hutch/%u", slot);
   if (read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored) <= 0)
     return false;
-  const char *p = strstr(buf, want);
-  return p && (p[strlen(want)] == '\n' || p[strlen(want)] == '/');
+  bool found = false;
+  for (char *line = buf, *end; *line; line = end + 1) {
+    end = strchr(line, '\n');
+    if (!end)
+      break;
+    *end = '\0';
+    char *colon = strchr(line, ':');
+    char *p = colon ? strchr(colon + 1, ':') : NULL;
+    if (!p || strncmp(p + 1, "/hutch/", 7) != 0)
+      continue; /* a hierarchy hutch does not use */
+    if (strncmp(p + 1, want, (size_t)wn) != 0 || (p[1 + wn] && p[1 + wn] != '/'))
+      return false;
+    found = true;
+  }
+  return found;
 }
 
 int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
@@ -480,7 +495,10 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
       if (poll(&pfd, 1, 50) != 0 && (pfd.revents || errno != EINTR))
         break;
     }
-    while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+    /* Reaped by its pidfd, never by pid: an adopted agent is not our child,
+     * and its pid may since name one that is. */
+    siginfo_t si;
+    while (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED) < 0 && errno == EINTR)
       ;
     close(sb->pidfd);
   }

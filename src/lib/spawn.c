@@ -222,6 +222,11 @@ static int write_map(pid_t pid, const char *file, unsigned base, struct hutch_er
 static int parent_recv(int sync, char expect, struct hutch_err *err) {
   char msg[sizeof err->msg + 2];
   ssize_t n = recv(sync, msg, sizeof msg - 1, 0);
+  /* A child that failed and exited before reading what we sent it resets
+   * the socket; the error is reported once, ahead of its last message,
+   * which a second read still gets. */
+  if (n < 0 && errno == ECONNRESET)
+    n = recv(sync, msg, sizeof msg - 1, 0);
   if (n == 0)
     return 0;
   if (n < 0)

@@ -125,10 +125,10 @@ static void update_poll(struct agentc *ac) {
   if (ac->dead)
     return;
   struct hutch_err err = {0};
-  if (hutch_conn_queued(&ac->conn) && hutch_conn_flush(&ac->conn, &err) < 0) {
-    go_dead(ac);
-    return;
-  }
+  /* A failed flush is not acted on here, inside whoever sent: the frames
+   * stay queued, and the poll callback finds the error and ends it all. */
+  if (hutch_conn_queued(&ac->conn))
+    hutch_conn_flush(&ac->conn, &err);
   int events = UV_READABLE | (hutch_conn_queued(&ac->conn) ? UV_WRITABLE : 0);
   uv_poll_start(&ac->poll, events, on_poll);
 }

@@ -90,7 +90,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
       x->srv->metrics.execs++;
       metrics_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                       (double)(now_ns() - x->t0) / 1e9);
-      send_line(x, json_pack("{s:s,s:O}", "type", "start", "pid", json_object_get(j, "pid")));
+      send_line(x, json_pack("{s:s,s:O?}", "type", "start", "pid", json_object_get(j, "pid")));
     } else if (f->flags & HUTCH_FL_END) {
       x->s = NULL;
       finish(x, outlines_exit(f->type, j));

@@ -27,7 +27,7 @@ struct fileop {
   size_t nout;
   uint32_t owed;
   bool streaming;
-  bool busy; /* in on_frame: an abort it causes must not free f under it */
+  int busy; /* calls under way: an abort they cause must not free f under them */
 };
 
 static void fileop_maybe_free(struct fileop *f) {
@@ -83,7 +83,7 @@ static void on_body(void *ctx, const char *data, size_t n) {
   if (!f->s)
     return;
   agentc_stdin(f->s, data, n, false);
-  if (agentc_stdin_pending(f->s) > UPLOAD_HELD)
+  if (f->s && f->c && agentc_stdin_pending(f->s) > UPLOAD_HELD)
     http_body_pause(f->c);
 }
 
@@ -159,7 +159,7 @@ static void on_end(struct fileop *f, const struct hutch_frame *fr) {
 
 static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   struct fileop *f = s->ctx;
-  f->busy = true;
+  f->busy++;
   if (!fr) { /* the sandbox went away */
     f->s = NULL;
     if (f->c) {
@@ -177,7 +177,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   } else if (fr->flags & HUTCH_FL_END) {
     f->s = NULL;
   }
-  f->busy = false;
+  f->busy--;
   fileop_maybe_free(f);
 }
 

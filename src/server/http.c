@@ -20,6 +20,8 @@ struct wreq {
 
 static void conn_closed(uv_handle_t *h);
 static void start_reading(struct http_conn *c);
+static void next_request(uv_timer_t *t);
+static void close_later(uv_timer_t *t);
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
 /* ---- request state ---- */
@@ -247,6 +249,10 @@ static void parse(struct http_conn *c, const char *data, size_t n) {
   if (used < n && e == HPE_PAUSED)
     stash(c, data + used, n - used);
   if (c->state == HC_BODY) {
+    if (e != HPE_OK && e != HPE_PAUSED) { /* a malformed body: its handler hears abort */
+      conn_close(c);
+      return;
+    }
     if (c->complete) { /* the whole streamed body has been handed over */
       c->state = HC_HANDLING;
       uv_read_stop((uv_stream_t *)&c->tcp);
@@ -358,9 +364,11 @@ void http_accept(struct server *srv, uv_stream_t *listener) {
   c->parser.data = c;
   c->timer.timer_cb = on_timeout;
   if (srv->nconns > srv->cfg.max_conns) {
-    /* At capacity: answer at once rather than hold the client. */
+    /* At capacity: answer at once rather than hold the client (and read
+     * what it sent before closing, or its kernel may drop the answer). */
     c->state = HC_HANDLING;
     c->keep_alive = false;
+    c->linger = true;
     http_error(c, 503, "overloaded", "too many connections; try again");
     return;
   }
@@ -427,6 +435,10 @@ static void write_done(uv_write_t *w, int status) {
     conn_close(c);
     return;
   }
+  if (c->wait_drain && c->queued < HTTP_STREAM_HIGH / 2 && c->state == HC_HANDLING) {
+    c->wait_drain = false;
+    uv_timer_start(&c->timer, next_request, 0, 0);
+  }
   if (c->above_high && c->queued < HTTP_STREAM_HIGH / 2) {
     c->above_high = false;
     if (c->state == HC_STREAMING && c->ops && c->ops->drain)
@@ -435,7 +447,7 @@ static void write_done(uv_write_t *w, int status) {
 }
 
 static void send_raw(struct http_conn *c, const void *data, size_t len) {
-  if (c->state == HC_CLOSING || len == 0)
+  if (c->state == HC_CLOSING || c->failed || len == 0)
     return;
   struct wreq *r = xmalloc(sizeof *r + len);
   r->c = c;
@@ -448,7 +460,8 @@ static void send_raw(struct http_conn *c, const void *data, size_t len) {
   if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
     c->queued -= len;
     free(r);
-    conn_close(c);
+    c->failed = true;
+    uv_timer_start(&c->timer, close_later, 0, 0);
   }
 }
 
@@ -460,6 +473,26 @@ static void shutdown_done(uv_shutdown_t *s, int status) {
     conn_close(c);
 }
 
+/* The next request of a kept-alive connection is read on the next turn of
+ * the loop, never from inside the handler that just answered (a pipelined
+ * request would otherwise run within its predecessor's callbacks), and
+ * only once the client has taken most of what it was sent. */
+static void next_request(uv_timer_t *t) {
+  struct http_conn *c = t->data;
+  if (c->state != HC_HANDLING || !c->want_next)
+    return;
+  if (c->queued >= HTTP_STREAM_HIGH) {
+    c->wait_drain = true; /* write_done comes back here */
+    return;
+  }
+  c->want_next = false;
+  start_reading(c);
+}
+
+/* A write that failed at once closes the connection on the next turn, not
+ * inside the handler that wrote. */
+static void close_later(uv_timer_t *t) { conn_close(t->data); }
+
 /* The response is complete: read the next request, or close. */
 static void finish(struct http_conn *c) {
   if (c->state == HC_CLOSING)
@@ -468,8 +501,10 @@ static void finish(struct http_conn *c) {
   c->ctx = NULL;
   c->last_error = NULL;
   req_free(&c->req);
-  if (c->keep_alive && !c->srv->stopping) {
-    start_reading(c);
+  if (c->keep_alive && !c->srv->stopping && !c->failed) {
+    c->state = HC_HANDLING;
+    c->want_next = true;
+    uv_timer_start(&c->timer, next_request, 0, 0);
     return;
   }
   /* Close once what is queued has been written. A client still sending a
@@ -562,12 +597,12 @@ void http_error(struct http_conn *c, int status, const char *code, const char *f
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx) {
   c->last_status = status;
+  c->ops = ops;
+  c->ctx = ctx;
   head(c, status, ctype, "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n", NULL);
   if (c->state == HC_CLOSING)
     return;
   c->state = HC_STREAMING;
-  c->ops = ops;
-  c->ctx = ctx;
   /* A client that closes its connection abandons the stream. */
   if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
     conn_close(c);

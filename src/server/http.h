@@ -88,6 +88,9 @@ struct http_conn {
   size_t leftover_len;
   bool keep_alive;
   bool linger;      /* answered before the request was read whole */
+  bool want_next;   /* kept alive: read the next request on the next turn */
+  bool wait_drain;  /* ... once the client has taken what it was sent */
+  bool failed;      /* a write failed: closing on the next turn */
   size_t queued;    /* bytes handed to libuv not yet written */
   bool above_high;
   const struct http_stream_ops *ops;

@@ -16,6 +16,7 @@
 #define PROC_KEEP (1u << 20)  /* output kept for clients that attach later */
 #define PROC_MAX 256          /* processes remembered per sandbox, ended ones included */
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
+#define STDIN_HELD (4u << 20)  /* input queued for a process that does not read it */
 
 struct proc {
   struct proc *next;
@@ -331,12 +332,14 @@ const char *procs_kept(const struct proc *pr, size_t *n) {
 
 json_t *procs_exit_line(const struct proc *pr) { return pr->exit; }
 
-bool procs_stdin(struct proc *pr, const void *data, size_t n, bool eof) {
+int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof) {
   if (!pr->s || !pr->stdin_open)
-    return false;
+    return -1;
+  if (agentc_stdin_pending(pr->s) + n > STDIN_HELD)
+    return -2;
   agentc_stdin(pr->s, data, n, eof);
   pr->stdin_open = !eof;
-  return true;
+  return 0;
 }
 
 bool procs_control(struct proc *pr, json_t *ctl) {
@@ -379,7 +382,11 @@ void api_procs_stdin(struct http_conn *c, const struct principal *p) {
   if (body_only(c, o, known) < 0 || body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
     goto out;
   bool eof = json_is_true(json_object_get(o, "eof"));
-  if (!procs_stdin(pr, data, strlen(data), eof))
+  int r = procs_stdin(pr, data, strlen(data), eof);
+  if (r == -2)
+    http_error(c, 429, "stdin_full", "process %d has %u bytes of input it has not read yet",
+               pr->pid, STDIN_HELD);
+  else if (r < 0)
     http_error(c, 409, "stdin_closed",
                "process %d takes no more input (started without keep_stdin, ended, or sent eof)",
                pr->pid);

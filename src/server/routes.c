@@ -147,8 +147,10 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
     srv->metrics.errors_by_status[status]++;
   if (c->last_error)
     metrics_error_code(&srv->metrics, c->last_error);
-  if (!c->action || !srv->audit)
+  if (!c->action || !srv->audit) {
+    c->sandbox[0] = '\0';
     return;
+  }
   /* One JSON line per API action: when, who, what, on which sandbox, how
    * it ended and how long it took. Reads (GET) are not actions. */
   char when[32];

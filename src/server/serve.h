@@ -198,7 +198,8 @@ struct sub *procs_subscribe(struct proc *pr,
 void procs_unsubscribe(struct sub *u);
 const char *procs_kept(const struct proc *pr, size_t *n);
 json_t *procs_exit_line(const struct proc *pr); /* NULL while it runs */
-bool procs_stdin(struct proc *pr, const void *data, size_t n, bool eof); /* false: closed */
+/* 0, or -1 when its stdin is closed, -2 when too much waits unread. */
+int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof);
 bool procs_control(struct proc *pr, json_t *ctl); /* takes ctl; false: ended */
 void api_procs_ws(struct http_conn *c, const struct principal *p);
 

@@ -31,7 +31,7 @@ struct ws {
   size_t in_len;
   bool ending;             /* close once the queued messages are out */
   bool closing;            /* the close frame is queued: end after it */
-  bool busy;               /* in a call that may lose the connection: free after */
+  int busy;                /* calls under way that may lose the connection: free after */
 };
 
 static void ws_free(struct ws *w) {
@@ -110,8 +110,8 @@ static void command(struct ws *w, const uint8_t *msg, size_t len) {
     bool eof = strcmp(type, "eof") == 0;
     if (!eof && !data)
       reply_error(w, "invalid_argument", "stdin needs \"data\", a string");
-    else if (!procs_stdin(w->pr, data ? data : "", data ? strlen(data) : 0, eof))
-      reply_error(w, "stdin_closed", "the process takes no more input");
+    else if (procs_stdin(w->pr, data ? data : "", data ? strlen(data) : 0, eof) < 0)
+      reply_error(w, "stdin_closed", "the process takes no more input, or not that much yet");
   } else if (strcmp(type, "resize") == 0 || strcmp(type, "signal") == 0) {
     json_int_t rows = json_integer_value(json_object_get(j, "rows"));
     json_int_t cols = json_integer_value(json_object_get(j, "cols"));
@@ -137,8 +137,10 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
   (void)ctx;
   struct ws *w = user;
   if (arg->opcode == WSLAY_BINARY_FRAME) {
-    if (!procs_stdin(w->pr, arg->msg, arg->msg_length, false))
-      reply_error(w, "stdin_closed", "the process takes no more input");
+    int r = procs_stdin(w->pr, arg->msg, arg->msg_length, false);
+    if (r < 0)
+      reply_error(w, r == -2 ? "stdin_full" : "stdin_closed",
+                  r == -2 ? "the process is not reading its input" : "the process takes no more input");
   } else if (arg->opcode == WSLAY_TEXT_FRAME) {
     command(w, arg->msg, arg->msg_length);
   }
@@ -169,7 +171,7 @@ static void on_end(struct sub *u, const char *line, size_t n) {
 
 static void on_raw(void *ctx, const char *data, size_t n) {
   struct ws *w = ctx;
-  w->busy = true;
+  w->busy++;
   w->in = data;
   w->in_len = n;
   if (wslay_event_recv(w->ctx) != 0) { /* a client that breaks the protocol */
@@ -181,8 +183,7 @@ static void on_raw(void *ctx, const char *data, size_t n) {
       w->closing = true;
     pump(w);
   }
-  w->busy = false;
-  if (!w->c)
+  if (--w->busy == 0 && !w->c)
     ws_free(w);
 }
 
@@ -239,7 +240,7 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
   char *head = xasprintf("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                          "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
                          accept);
-  w->busy = true;
+  w->busy++;
   http_own(c, &ws_ops, w);
   http_raw_send(c, head, strlen(head));
   free(head);
@@ -263,7 +264,6 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
   pump(w);
   if (w->c)
     http_raw_start(c, &ws_ops, w); /* may read what the client sent already */
-  w->busy = false;
-  if (!w->c)
+  if (--w->busy == 0 && !w->c)
     ws_free(w);
 }

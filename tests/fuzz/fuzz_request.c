@@ -33,8 +33,21 @@ static void exchange(const char *req, size_t n, char **out) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg.port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+  /* libFuzzer's -timeout rings SIGALRM every second: a connect it
+   * interrupts goes on by itself; wait for it. */
+  int r = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof sa);
+  if (r < 0 && (errno == EINTR || errno == EINPROGRESS)) {
+    struct pollfd w = {.fd = fd, .events = POLLOUT};
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    while (poll(&w, 1, 1000) < 0 && errno == EINTR)
+      ;
+    r = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0 ? 0 : -1;
+  }
+  if (r < 0) {
+    fprintf(stderr, "fuzz: cannot reach the server: %s\n", strerror(errno));
     abort();
+  }
   size_t sent = 0, got = 0;
   char *buf = NULL;
   uint64_t deadline = now_ns() + 2000000000ull;
@@ -45,7 +58,7 @@ static void exchange(const char *req, size_t n, char **out) {
       ssize_t w = send(fd, req + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (w > 0)
         sent += (size_t)w;
-      else if (w < 0 && errno != EAGAIN)
+      else if (w < 0 && errno != EAGAIN && errno != EINTR)
         break;
     } else if (!shut) {
       shutdown(fd, SHUT_WR);
@@ -54,13 +67,13 @@ static void exchange(const char *req, size_t n, char **out) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 0) > 0) {
       char chunk[4096];
-      ssize_t r = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN))
+      ssize_t got_now = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (got_now == 0 || (got_now < 0 && errno != EAGAIN && errno != EINTR))
         break;
-      if (r > 0 && out) {
-        buf = xrealloc(buf, got + (size_t)r + 1);
-        memcpy(buf + got, chunk, (size_t)r);
-        got += (size_t)r;
+      if (got_now > 0 && out) {
+        buf = xrealloc(buf, got + (size_t)got_now + 1);
+        memcpy(buf + got, chunk, (size_t)got_now);
+        got += (size_t)got_now;
         buf[got] = '\0';
       }
     }
