@@ -488,12 +488,12 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
      * FROZEN after our first thaw; it runs no code after that). An adopted
      * agent is not our child: its pidfd says when it is gone. */
     struct pollfd pfd = {.fd = sb->pidfd, .events = POLLIN};
-    for (;;) {
+    for (int wait_ms = 10;; wait_ms = 50) { /* thaw only if it is slow to go */
+      if (poll(&pfd, 1, wait_ms) != 0 && (pfd.revents || errno != EINTR))
+        break;
       struct hutch_err ignored;
       if (sb->cg.ops && sb->cg.ops->thaw_all)
         sb->cg.ops->thaw_all(&sb->cg, &ignored);
-      if (poll(&pfd, 1, 50) != 0 && (pfd.revents || errno != EINTR))
-        break;
     }
     /* Reaped by its pidfd, never by pid: an adopted agent is not our child,
      * and its pid may since name one that is. */
