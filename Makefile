@@ -36,6 +36,7 @@ test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja
 bench: DEPS = --bench
 bench: all
 	$(PY) bench/startup --hutch $(BUILD)/hutch
+	$(PY) bench/serve --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)

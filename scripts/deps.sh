@@ -15,8 +15,8 @@ build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-d
 test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
-# bench: the peers hutch is measured against
-bench="bubblewrap"
+# bench: the peers hutch is measured against, and a load generator
+bench="bubblewrap wrk"
 
 want="$build"
 case "${1:-}" in
