@@ -218,7 +218,7 @@ struct astream *agentc_open(struct agentc *ac, json_t *req, astream_cb cb, void 
   return s;
 }
 
-void agentc_send(struct astream *s, uint8_t type, uint8_t flags, const void *p, size_t n) {
+static void send_frame(struct astream *s, uint8_t type, uint8_t flags, const void *p, size_t n) {
   if (s->ac->dead)
     return;
   hutch_conn_send(&s->ac->conn, type, flags, s->id, p, n);
@@ -229,7 +229,7 @@ void agentc_send_json(struct astream *s, uint8_t type, json_t *j) {
   size_t len = 0;
   char *p = hutch_json_dump(j, &len);
   json_decref(j);
-  agentc_send(s, type, 0, p, len);
+  send_frame(s, type, 0, p, len);
   free(p);
 }
 

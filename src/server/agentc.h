@@ -60,7 +60,6 @@ void agentc_close(struct agentc *ac, void (*on_closed)(struct agentc *ac));
 /* Open a stream with request req (a reference is taken). NULL when the
  * connection is gone. */
 struct astream *agentc_open(struct agentc *ac, json_t *req, astream_cb cb, void *ctx);
-void agentc_send(struct astream *s, uint8_t type, uint8_t flags, const void *p, size_t n);
 /* A JSON payload (CONTROL); takes j's reference. */
 void agentc_send_json(struct astream *s, uint8_t type, json_t *j);
 /* Send input on s (exec stdin, file content), as the agent's window

@@ -10,12 +10,14 @@
  * made, so a run needs no more than the server itself. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "serve.h"
@@ -26,6 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct server *srv;
 static char key[128];
+static char state_root[] = "/tmp/hutch-fuzz-XXXXXX"; /* mkdtemp's template */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path) < 0 ? -1 : 0;
+}
+
+/* libFuzzer ends with exit(): the state dir goes with it. */
+static void remove_state(void) { nftw(state_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Send req, run the loop until the server closes or the time is up; what
  * it answered (malloc'd) in *out when out is not NULL. */
@@ -91,13 +102,13 @@ static void exchange(const char *req, size_t n, char **out) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  char dir[] = "/tmp/hutch-fuzz-XXXXXX";
   struct hutch_err err = {0};
-  if (!mkdtemp(dir))
+  if (!mkdtemp(state_root))
     abort();
+  atexit(remove_state);
   srv = server_new();
   free(srv->cfg.state_dir);
-  srv->cfg.state_dir = xasprintf("%s/state", dir);
+  srv->cfg.state_dir = xasprintf("%s/state", state_root);
   srv->cfg.port = 0;
   srv->cfg.pool_specs = xcalloc(2, sizeof(char *));
   srv->cfg.pool_specs[0] = xstrdup("host=0");
