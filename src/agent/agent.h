@@ -71,6 +71,17 @@ struct job {
   bool done;                /* final frame sent; freed after this loop turn */
 };
 
+/* A process forked ahead of the next exec (spare.c): in its own leaf, as
+ * the sandbox user, every step of child_run() done but the command's own
+ * (stdio, cwd, env, exec), waiting for it on sock. */
+struct spare {
+  pid_t pid; /* 0 when there is none */
+  int sock;
+  bool ready; /* it said so: its setup went through */
+  struct hutch_cgroup leaf;
+  char leaf_name[16];
+};
+
 struct agent {
   int epfd;
   struct hutch_conn conn;
@@ -82,6 +93,9 @@ struct agent {
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
+  struct spare spare;
+  bool spare_off; /* a spare died untaken: make no more */
+  unsigned spares_made;
   long ncpu; /* read when a CPU-time limit first needs it */
 };
 
@@ -106,6 +120,8 @@ void job_reaped(struct agent *a, struct job *j, int status);
 /* Re-arm output pipes whose reading was paused by flow control. */
 void job_update_interest(struct agent *a, struct job *j);
 void job_free(struct agent *a, struct job *j);
+/* fork(), the child born in leaf on cgroup v2 (NULL: where the agent is). */
+pid_t agent_fork(const struct hutch_cgroup *leaf);
 
 /* child.c: runs in the forked child, never returns. */
 struct child_plan {
@@ -120,6 +136,28 @@ struct child_plan {
   int report_fd;  /* exec failure reason, or the file worker's result */
 };
 void __attribute__((noreturn)) child_run(const struct child_plan *p);
+/* The spare's side: set up, say "R" on sock, then wait for one command. */
+void __attribute__((noreturn)) child_spare(const struct child_plan *p, int sock);
+
+/* spare.c. A command for the spare is one SOCK_SEQPACKET message: this
+ * header, then cwd ("" for the user's home), argv and env as NUL-terminated
+ * strings, with four fds: stdin (anything when !has_stdin), stdout, stderr
+ * and the report pipe. A command too big for one message is run the slow
+ * way. */
+#define SPARE_MSG_MAX (60u << 10)
+struct spare_msg {
+  uint32_t has_stdin, argc, envc;
+};
+/* Fork a spare when the sandbox is idle and has none. */
+void spare_keep(struct agent *a);
+/* Hand the command to the spare: its pid, now the job's (with the leaf),
+ * or -1 when there is no spare that can run it. */
+pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
+                 int out, int err, int report);
+/* Whether pid was the spare (then it is forgotten). */
+bool spare_reaped(struct agent *a, pid_t pid);
+/* End the spare now, to free its pid for another process. */
+void spare_drop(struct agent *a);
 
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);

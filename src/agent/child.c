@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -174,15 +175,14 @@ static void close_agent_fds(struct child_plan *p) {
   syscall(SYS_close_range, 4, ~0U, 0);
 }
 
-void child_run(const struct child_plan *plan) {
-  struct child_plan copy = *plan, *p = &copy;
+/* Every disposition back to its default: ignored signals survive exec,
+ * and whatever hutch's caller ignored (a shell's background job ignores
+ * SIGINT) must not make the workload deaf to it. The raw call reaches
+ * the two signals libc keeps for itself (32, 33) as well. */
+static void reset_signals(void) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  /* Every disposition back to its default: ignored signals survive exec,
-   * and whatever hutch's caller ignored (a shell's background job ignores
-   * SIGINT) must not make the workload deaf to it. The raw call reaches
-   * the two signals libc keeps for itself (32, 33) as well. */
   struct {
     void *handler;
     unsigned long flags;
@@ -191,22 +191,34 @@ void child_run(const struct child_plan *plan) {
   } dfl = {SIG_DFL, 0, NULL, 0};
   for (int s = 1; s < NSIG; s++)
     syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
+}
+
+static void join_leaf(const struct child_plan *p) {
+  struct hutch_err err;
+  if (p->leaf && p->leaf->ops->enter_self(p->leaf, &err) < 0)
+    fail(p, 125, "%s", err.msg);
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    fail(p, 125, "%s", "cgroup namespace");
+}
+
+static const char *workload_cwd(const struct child_plan *p) {
+  if (p->kind == JOB_EXEC && p->req->cwd)
+    return p->req->cwd;
+  return p->uid == 0 ? "/root" : HUTCH_USER_HOME;
+}
+
+void child_run(const struct child_plan *plan) {
+  struct child_plan copy = *plan, *p = &copy;
+  reset_signals();
   errno = 0;
-  if (p->kind == JOB_EXEC) {
-    struct hutch_err err;
-    if (p->leaf && p->leaf->ops->enter_self(p->leaf, &err) < 0)
-      fail(p, 125, "%s", err.msg);
-    if (unshare(CLONE_NEWCGROUP) < 0)
-      fail(p, 125, "%s", "cgroup namespace");
-  }
+  if (p->kind == JOB_EXEC)
+    join_leaf(p);
   if (setsid() < 0)
     fail(p, 125, "%s", "setsid");
   stdio(p);
   limits(p);
   drop_privileges(p);
-  const char *cwd = p->kind == JOB_EXEC && p->req->cwd ? p->req->cwd
-                    : p->uid == 0                      ? "/root"
-                                                       : HUTCH_USER_HOME;
+  const char *cwd = workload_cwd(p);
   if (chdir(cwd) < 0)
     fail(p, 126, "cannot change to directory %s", cwd);
   umask(022);
@@ -215,5 +227,89 @@ void child_run(const struct child_plan *plan) {
     fail(p, 125, "%s", "install the seccomp filter");
   if (p->kind == JOB_FILE)
     _exit(files_run(p->file_req, 1, 0, p->report_fd) == 0 ? 0 : 1);
+  exec_in_path(p, workload_env(p));
+}
+
+/* The command, as spare_send() wrote it: the header, then cwd (empty for
+ * the user's home), argv and env, each string NUL-terminated. Anything
+ * that does not add up ends the spare; the agent then reports its death. */
+static int spare_parse(char *buf, size_t len, struct hutch_exec_req *req, char **ptrs,
+                       size_t nptrs) {
+  struct spare_msg h;
+  if (len < sizeof h)
+    return -1;
+  memcpy(&h, buf, sizeof h);
+  if ((size_t)h.argc + h.envc + 3 > nptrs || h.argc == 0)
+    return -1;
+  char *s = buf + sizeof h, *end = buf + len;
+  size_t want = 1 + (size_t)h.argc + h.envc, n = 0;
+  for (char *q = s; q < end && n < want; n++) {
+    ptrs[n] = q;
+    char *nul = memchr(q, '\0', (size_t)(end - q));
+    if (!nul)
+      return -1;
+    q = nul + 1;
+  }
+  if (n != want)
+    return -1;
+  req->cwd = *ptrs[0] ? ptrs[0] : NULL;
+  req->argv = ptrs + 1;
+  req->env = ptrs + 1 + h.argc + 1;
+  memmove(req->env, ptrs + 1 + h.argc, h.envc * sizeof *ptrs);
+  req->argv[h.argc] = NULL;
+  req->env[h.envc] = NULL;
+  req->stdin_open = h.has_stdin;
+  return 0;
+}
+
+void child_spare(const struct child_plan *plan, int sock) {
+  static char buf[SPARE_MSG_MAX];
+  static char *ptrs[SPARE_MSG_MAX / 2 + 2];
+  struct child_plan copy = *plan, *p = &copy;
+  reset_signals();
+  errno = 0;
+  join_leaf(p);
+  if (setsid() < 0)
+    _exit(125);
+  limits(p);
+  drop_privileges(p);
+  umask(022);
+  /* Nothing of the agent's but the socket to it: not its connection, not
+   * another stream's pipe (whose reader would never see end of file). */
+  if ((sock != 3 && dup3(sock, 3, O_CLOEXEC) < 0) || syscall(SYS_close_range, 4, ~0U, 0) < 0)
+    _exit(125);
+  if (hutch_seccomp_install_workload() < 0)
+    _exit(125);
+  static const char ready = 'R';
+  if (write(3, &ready, 1) != 1)
+    _exit(125);
+
+  int fds[4];
+  char cbuf[CMSG_SPACE(sizeof fds)];
+  struct iovec iov = {buf, sizeof buf};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                      .msg_controllen = sizeof cbuf};
+  ssize_t n;
+  do
+    n = recvmsg(3, &mh, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  if (n <= 0 || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !c || c->cmsg_level != SOL_SOCKET ||
+      c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof fds))
+    _exit(125);
+  memcpy(fds, CMSG_DATA(c), sizeof fds);
+  struct hutch_exec_req req = {0};
+  p->report_fd = fds[3];
+  if (spare_parse(buf, (size_t)n, &req, ptrs, ARRAY_SIZE(ptrs)) < 0)
+    fail(p, 125, "%s", "malformed command from the agent");
+  p->req = &req;
+  p->stdin_fd = req.stdin_open ? fds[0] : -1;
+  p->stdout_fd = fds[1];
+  p->stderr_fd = fds[2];
+  p->pty_slave = -1;
+  stdio(p);
+  const char *cwd = workload_cwd(p);
+  if (chdir(cwd) < 0)
+    fail(p, 126, "cannot change to directory %s", cwd);
   exec_in_path(p, workload_env(p));
 }

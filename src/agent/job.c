@@ -425,15 +425,25 @@ static uid_t plan_user(const char *user, gid_t *gid) {
   return root ? 0 : HUTCH_USER_UID;
 }
 
-/* Fork the job's process. On cgroup v2 it is born in its leaf; on v1 the
- * child moves itself there before anything else (child_run). */
-static pid_t spawn(const struct child_plan *plan, const struct hutch_cgroup *leaf) {
+pid_t agent_fork(const struct hutch_cgroup *leaf) {
   struct clone_args args = {.exit_signal = SIGCHLD};
   if (leaf && leaf->ops == &hutch_cgroup_v2_ops) {
     args.flags = CLONE_INTO_CGROUP;
     args.cgroup = (uint64_t)leaf->fd[0];
   }
-  pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+}
+
+/* Fork the job's process. On cgroup v2 it is born in its leaf; on v1 the
+ * child moves itself there before anything else (child_run). A spare
+ * holding the pid the sandbox's limit has left goes first. */
+static pid_t spawn(struct agent *a, const struct child_plan *plan,
+                   const struct hutch_cgroup *leaf) {
+  pid_t pid = agent_fork(leaf);
+  if (pid < 0 && errno == EAGAIN && a->spare.pid > 0) {
+    spare_drop(a);
+    pid = agent_fork(leaf);
+  }
   if (pid == 0)
     child_run(plan);
   return pid;
@@ -489,11 +499,6 @@ static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int e
 int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *e) {
   struct job *j = job_new(a, id, JOB_EXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1}, slave = -1;
-  snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
-  if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
-    j->done = true;
-    return hutch_err_wrap(e, "exec cgroup");
-  }
   int r = exec_stdio(j, req, in, out, err, &slave, e);
   if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)
     r = hutch_err_set(e, errno, "pipe");
@@ -502,14 +507,24 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
     j->done = true;
     return -1;
   }
-  struct child_plan plan = {
-      .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
-      .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
-      .report_fd = rep[1],
-  };
-  plan.uid = plan_user(req->user, &plan.gid);
   j->started_ns = now_ns();
-  j->pid = spawn(&plan, &j->leaf);
+  j->pid = spare_take(a, j, req, in[0], out[1], err[1], rep[1]);
+  if (j->pid < 0) {
+    snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
+    if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
+      close_fds((int[]){in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], slave}, 9);
+      j->done = true;
+      return hutch_err_wrap(e, "exec cgroup");
+    }
+    struct child_plan plan = {
+        .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
+        .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
+        .report_fd = rep[1],
+    };
+    plan.uid = plan_user(req->user, &plan.gid);
+    j->started_ns = now_ns();
+    j->pid = spawn(a, &plan, &j->leaf);
+  }
   int spawn_errno = errno;
   close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
   if (j->pid < 0) {
@@ -547,7 +562,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   };
   plan.uid = plan_user(json_string_value(json_object_get(req, "user")), &plan.gid);
   j->started_ns = now_ns();
-  j->pid = spawn(&plan, NULL);
+  j->pid = spawn(a, &plan, NULL);
   int spawn_errno = errno;
   close_fds((int[]){in[0], out[1], res[1]}, 3);
   if (j->pid < 0) {

@@ -183,6 +183,8 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0)
       break;
+    if (spare_reaped(a, pid))
+      continue;
     for (struct job *j = a->jobs; j; j = j->next)
       if (j->pid == pid) {
         job_reaped(a, j, status);
@@ -331,7 +333,7 @@ static void update_interest(struct agent *a) {
 }
 
 int main(int argc, char **argv) {
-  struct agent a = {.epfd = -1};
+  struct agent a = {.epfd = -1, .spare.sock = -1};
   struct hutch_err err = {0};
   if (setup(&a, argc, argv, &err) < 0) {
     fprintf(stderr, "hutch-agent: %s\n", err.msg);
@@ -353,6 +355,7 @@ int main(int argc, char **argv) {
     /* After the flush: output paused while the connection was backed up
      * reads again once it has drained, and nothing else would wake us. */
     update_interest(&a);
+    spare_keep(&a);
     if (!a.detached)
       agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];

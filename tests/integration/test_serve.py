@@ -106,6 +106,32 @@ def test_sandbox_env_under_exec_env(api):
 
 # ---- exec ----
 
+def test_tight_pids_limit_with_execs_files_and_root(api):
+    # pids=1: one workload process at a time. Execs as the user (the way of
+    # the spare the agent forks ahead of an exec, spare.c) and as root (the
+    # slow way), and file operations in between, all fit, and pids=2 is two
+    # processes of the command's own: nothing forked ahead of time takes a
+    # pid the limit gives the workload.
+    sb = api.create(pids=1)
+    try:
+        sid = sb["id"]
+        for user in ["user", "root", "user", "user"]:
+            lines = api.exec(sid, {"cmd": ["id", "-un"], "user": user})
+            assert lines[-1]["status"] == "ok" and output(lines) == f"{user}\n".encode(), lines
+            r = api.get(f"/v1/sandboxes/{sid}/files/stat?path=/tmp")
+            assert r.status == 200, r
+        lines = api.exec(sid, {"shell": "/bin/true && echo ok"})
+        assert lines[-1]["status"] == "nonzero", lines  # sh and its child: two pids
+        sb2 = api.create(pids=2)
+        try:
+            lines = api.exec(sb2["id"], {"shell": "/bin/true && echo ok"})
+            assert output(lines) == b"ok\n", lines
+        finally:
+            api.delete(f"/v1/sandboxes/{sb2['id']}")
+    finally:
+        api.delete(f"/v1/sandboxes/{sid}")
+
+
 def test_exec_stream_shape(api, sandbox):
     lines = api.exec(sandbox["id"], {"shell": "echo out; echo err >&2; exit 3"})
     assert lines[0]["type"] == "start" and isinstance(lines[0]["pid"], int)

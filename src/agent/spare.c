@@ -1,0 +1,185 @@
+/* The spare: one process forked ahead of the next exec, so that an exec in
+ * an idle sandbox costs a message and an execve instead of a leaf cgroup,
+ * a fork, the move into the leaf, the drop to the sandbox user and the
+ * seccomp filter (more than half of an exec's cost in the agent).
+ *
+ * Its bounds. It exists only while the sandbox is idle: no job, and no
+ * process but the agent (pids.current of the sandbox is 1). So it never
+ * takes a pid or memory that a workload's limits count on: the exec that
+ * takes it is the process it stood in for, and any other process the agent
+ * must start while it waits (a file worker, an exec the spare cannot run)
+ * makes it go first. It is set up exactly as child_run() sets up an exec
+ * (same leaf, ids, bounding set, securebits, rlimits, filter) and runs as
+ * the sandbox user, never root: an exec as root is run the slow way. It
+ * changed uid after the fork, so it is not dumpable: no workload can trace
+ * it or open its /proc files, and it holds no fd of the agent's but its
+ * socket. A workload can kill it (same uid), which costs only that
+ * workload's own sandbox a slower exec. A spare that dies before it is
+ * taken turns spares off for the agent's life, so that a setup that cannot
+ * work is not retried on every loop turn.
+ *
+ * A sandbox that can outlive its client (a server's, whose agent listens
+ * for the next one) gets a new spare each time it falls idle; a one-shot
+ * sandbox (hutch run) only the first, which overlaps its setup with the
+ * client's first request: a second would only slow the teardown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "layout.h"
+#include "util.h"
+
+/* How long an exec waits for a spare still setting up (normally well under
+ * a millisecond) before it ends it and forks its own process. */
+#define SPARE_READY_WAIT_MS 100
+
+static bool sandbox_idle(struct agent *a) {
+  for (struct job *j = a->jobs; j; j = j->next)
+    if (!j->done)
+      return false;
+  struct hutch_err ignored;
+  uint64_t n = 0;
+  int fd = hutch_cg_fd(&a->cg, CG_PIDS);
+  return fd >= 0 && hutch_cg_read_u64(fd, "pids.current", NULL, &n, &ignored) == 0 && n == 1;
+}
+
+static void forget(struct agent *a) {
+  struct spare *s = &a->spare;
+  close(s->sock);
+  hutch_cgroup_close(&s->leaf);
+  for (int i = 0; i < a->cg.nfd; i++)
+    unlinkat(a->cg.fd[i], s->leaf_name, AT_REMOVEDIR);
+  *s = (struct spare){.sock = -1};
+}
+
+void spare_keep(struct agent *a) {
+  struct spare *s = &a->spare;
+  if (s->pid > 0 || a->spare_off || (a->spares_made > 0 && a->listen_w.fd < 0) ||
+      !sandbox_idle(a))
+    return;
+  a->spares_made++;
+  struct hutch_err err;
+  snprintf(s->leaf_name, sizeof s->leaf_name, "e%u", a->next_leaf++);
+  int sv[2];
+  if (a->cg.ops->mkchild(&a->cg, s->leaf_name, CG_LEAF_CTLS, &s->leaf, &err) < 0) {
+    a->spare_off = true;
+    return;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+    s->sock = -1;
+    forget(a);
+    a->spare_off = true;
+    return;
+  }
+  struct child_plan plan = {
+      .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID,
+      .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf : NULL,
+      .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
+  };
+  pid_t pid = agent_fork(&s->leaf);
+  if (pid == 0)
+    child_spare(&plan, sv[1]);
+  close(sv[1]);
+  s->sock = sv[0];
+  if (pid < 0) {
+    forget(a);
+    a->spare_off = true;
+    return;
+  }
+  s->pid = pid;
+}
+
+/* Wait for the spare's "R": it is set up, its filter installed. */
+static bool wait_ready(struct spare *s) {
+  if (s->ready)
+    return true;
+  struct pollfd p = {s->sock, POLLIN, 0};
+  char c = 0;
+  int r;
+  do
+    r = poll(&p, 1, SPARE_READY_WAIT_MS);
+  while (r < 0 && errno == EINTR);
+  s->ready = r == 1 && read(s->sock, &c, 1) == 1 && c == 'R';
+  return s->ready;
+}
+
+static size_t encode(const struct hutch_exec_req *req, char *buf) {
+  struct spare_msg h = {.has_stdin = req->stdin_open};
+  size_t n = sizeof h;
+  const char *cwd = req->cwd ? req->cwd : "";
+  size_t len = strlen(cwd) + 1;
+  if (n + len > SPARE_MSG_MAX)
+    return 0;
+  memcpy(buf + n, cwd, len);
+  n += len;
+  char **lists[] = {req->argv, req->env};
+  uint32_t *counts[] = {&h.argc, &h.envc};
+  for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+    for (char **p = lists[l]; p && *p; p++) {
+      len = strlen(*p) + 1;
+      if (n + len > SPARE_MSG_MAX)
+        return 0;
+      memcpy(buf + n, *p, len);
+      n += len;
+      (*counts[l])++;
+    }
+  memcpy(buf, &h, sizeof h);
+  return n;
+}
+
+pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
+                 int out, int err, int report) {
+  static char buf[SPARE_MSG_MAX];
+  struct spare *s = &a->spare;
+  if (s->pid <= 0)
+    return -1;
+  size_t n = req->pty || (req->user && strcmp(req->user, "root") == 0) ? 0 : encode(req, buf);
+  if (n == 0 || !wait_ready(s)) {
+    spare_drop(a);
+    return -1;
+  }
+  int fds[4] = {in >= 0 ? in : out, out, err, report};
+  char cbuf[CMSG_SPACE(sizeof fds)] = {0};
+  struct iovec iov = {buf, n};
+  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                      .msg_controllen = sizeof cbuf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (sendmsg(s->sock, &mh, MSG_NOSIGNAL) != (ssize_t)n) {
+    spare_drop(a);
+    return -1;
+  }
+  pid_t pid = s->pid;
+  j->leaf = s->leaf;
+  memcpy(j->leaf_name, s->leaf_name, sizeof j->leaf_name);
+  close(s->sock);
+  *s = (struct spare){.sock = -1};
+  return pid;
+}
+
+bool spare_reaped(struct agent *a, pid_t pid) {
+  if (pid <= 0 || pid != a->spare.pid)
+    return false;
+  forget(a);
+  a->spare_off = true;
+  return true;
+}
+
+void spare_drop(struct agent *a) {
+  struct spare *s = &a->spare;
+  if (s->pid <= 0)
+    return;
+  kill(s->pid, SIGKILL);
+  while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  forget(a);
+}
