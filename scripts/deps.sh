@@ -15,6 +15,8 @@ build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-d
 test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
+# the code interpreter's kernels at work: charts, tables, JavaScript
+test="$test python3-matplotlib python3-pandas nodejs"
 # bench: the peers hutch is measured against, and a load generator
 bench="bubblewrap wrk"
 

@@ -21,7 +21,7 @@
 #define KEY_LEN (sizeof KEY_PREFIX - 1 + KEY_HEX)
 #define HASH_HEX 64
 
-static void random_hex(char *out, size_t nhex) {
+void serve_random_hex(char *out, size_t nhex) {
   unsigned char raw[64];
   size_t n = (nhex + 1) / 2;
   size_t got = 0;
@@ -54,7 +54,7 @@ static bool well_formed(const char *key) {
 
 static void new_key(char key[KEY_LEN + 1]) {
   memcpy(key, KEY_PREFIX, sizeof KEY_PREFIX - 1);
-  random_hex(key + sizeof KEY_PREFIX - 1, KEY_HEX);
+  serve_random_hex(key + sizeof KEY_PREFIX - 1, KEY_HEX);
 }
 
 /* The admin key in admin.key if it is there and well formed, else a new
@@ -84,7 +84,7 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
     hash_key(key, hash);
   }
   char id[SERVE_KEY_ID_LEN + 1];
-  random_hex(id, SERVE_KEY_ID_LEN);
+  serve_random_hex(id, SERVE_KEY_ID_LEN);
   if (store_key_add(srv->store, id, "admin", hash, true, err) < 0 ||
       store_admin_keep_only(srv->store, hash, err) < 0)
     return -1;
@@ -155,7 +155,7 @@ void api_keys_create(struct http_conn *c, const struct principal *p) {
   char key[KEY_LEN + 1], hash[HASH_HEX + 1], id[SERVE_KEY_ID_LEN + 1];
   new_key(key);
   hash_key(key, hash);
-  random_hex(id, SERVE_KEY_ID_LEN);
+  serve_random_hex(id, SERVE_KEY_ID_LEN);
   if (store_tenant_put(c->srv->store, tenant, &q, &err) < 0 ||
       store_key_add(c->srv->store, id, tenant, hash, false, &err) < 0)
     goto fail;

@@ -24,6 +24,8 @@ static const char usage[] =
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
+    "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
+    "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
     "  --routes                  print every route served and exit\n\n"
     "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
     "over. SIGINT (Ctrl-C) stops it and destroys them.\n";
@@ -53,7 +55,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_KERNELS, O_ROUTES, O_HELP };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -62,6 +64,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"tenant-sandboxes", required_argument, NULL, O_TSBX},
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
       {"pool", required_argument, NULL, O_POOL},
+      {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"routes", no_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
       {0},
@@ -116,6 +119,10 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       cfg->pool_specs[n + 1] = NULL;
       break;
     }
+    case O_KERNELS:
+      free(cfg->kernels_dir);
+      cfg->kernels_dir = xstrdup(optarg);
+      break;
     case O_ROUTES:
       serve_print_routes(stdout);
       return 1;

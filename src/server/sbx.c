@@ -57,6 +57,7 @@ json_t *sbx_json(const struct sbx *sb) {
 static void sbx_free(struct agentc *ac) {
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   procs_free(sb);
+  contexts_free(sb);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);
@@ -77,6 +78,12 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
   struct hutch_sandbox_config c = *cfg;
   c.die_with_parent = false;
   c.listen_dir = srv->agents_dir;
+  /* The code contexts' kernels (contexts.c), read-only. */
+  struct hutch_bind kernels = {srv->kernels_dir, SERVE_KERNELS_PATH, false};
+  if (srv->kernels_dir) {
+    c.binds = &kernels;
+    c.nbinds = 1;
+  }
   if (hutch_sandbox_create(&c, &sb->hs, err) < 0) {
     free(sb);
     return NULL;

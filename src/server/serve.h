@@ -18,6 +18,8 @@
 #define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
 #define SERVE_TENANT_LEN 64
 #define SERVE_KEY_ID_LEN 16
+/* Where every sandbox of the server sees share/kernels, read-only. */
+#define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
 struct store;
 
@@ -30,6 +32,7 @@ struct serve_config {
   unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
   uint64_t tenant_memory_mb;
   char **pool_specs; /* --pool arguments, NULL-terminated */
+  char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
 };
 
 /* Who a request speaks for. */
@@ -41,6 +44,7 @@ struct principal {
 
 struct pool;
 struct proc;
+struct context;
 
 struct sbx {
   struct sbx *next;
@@ -54,6 +58,8 @@ struct sbx {
   json_t *metadata; /* object of strings */
   json_t *env;      /* object of strings, given to every exec */
   struct proc *procs; /* background processes, newest first */
+  struct context *contexts; /* code contexts (contexts.c) */
+  unsigned ncontexts;
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
   bool dying;
@@ -81,6 +87,7 @@ struct server {
   struct serve_config cfg;
   struct store *store;
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
+  char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
   FILE *audit;
   struct http_conn *conns;
   unsigned nconns;
@@ -134,6 +141,8 @@ int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_
 int body_only(struct http_conn *c, json_t *o, const char *const *known);
 
 /* keys.c: API keys and tenants. */
+/* nhex random hex digits and a NUL. */
+void serve_random_hex(char *out, size_t nhex);
 int keys_bootstrap(struct server *srv, struct hutch_err *err);
 /* 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
@@ -202,6 +211,15 @@ json_t *procs_exit_line(const struct proc *pr); /* NULL while it runs */
 int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof);
 bool procs_control(struct proc *pr, json_t *ctl); /* takes ctl; false: ended */
 void api_procs_ws(struct http_conn *c, const struct principal *p);
+
+/* contexts.c: code contexts, their kernels, and /code. */
+void contexts_free(struct sbx *sb);
+void api_contexts_create(struct http_conn *c, const struct principal *p);
+void api_contexts_list(struct http_conn *c, const struct principal *p);
+void api_contexts_delete(struct http_conn *c, const struct principal *p);
+void api_contexts_restart(struct http_conn *c, const struct principal *p);
+void api_contexts_interrupt(struct http_conn *c, const struct principal *p);
+void api_code(struct http_conn *c, const struct principal *p);
 
 /* api_files.c: /v1/sandboxes/{id}/files… */
 void api_files_write(struct http_conn *c, const struct principal *p);

@@ -95,8 +95,40 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
   return 0;
 }
 
+static bool has_kernel(const char *dir) {
+  _cleanup_free_ char *k = xasprintf("%s/kernel.py", dir);
+  return dir[0] == '/' && access(k, R_OK) == 0;
+}
+
+/* The kernels of code contexts: --kernels-dir, else share/kernels beside
+ * the build (build/hutch-serve → share/kernels), else where a package puts
+ * them. None found: contexts answer 503, everything else works. */
+static int find_kernels(struct server *srv, struct hutch_err *err) {
+  if (srv->cfg.kernels_dir) {
+    if (!has_kernel(srv->cfg.kernels_dir))
+      return hutch_err_invalid(err, "--kernels-dir %s: no kernel.py there (an absolute path?)",
+                               srv->cfg.kernels_dir);
+    srv->kernels_dir = realpath(srv->cfg.kernels_dir, NULL);
+    return srv->kernels_dir ? 0 : hutch_err_set(err, errno, "%s", srv->cfg.kernels_dir);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+      *slash = '\0';
+    _cleanup_free_ char *beside = xasprintf("%s/../share/kernels", exe);
+    if (has_kernel(beside))
+      srv->kernels_dir = realpath(beside, NULL);
+  }
+  if (!srv->kernels_dir && has_kernel("/usr/share/hutch/kernels"))
+    srv->kernels_dir = xstrdup("/usr/share/hutch/kernels");
+  return 0;
+}
+
 int server_open(struct server *srv, struct hutch_err *err) {
-  if (open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
+  if (find_kernels(srv, err) < 0 || open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
   return 0;
@@ -123,6 +155,8 @@ void server_free(struct server *srv) {
   if (srv->audit)
     fclose(srv->audit);
   free(srv->agents_dir);
+  free(srv->kernels_dir);
+  free(srv->cfg.kernels_dir);
   free(srv->cfg.host);
   free(srv->cfg.state_dir);
   free(srv);

@@ -72,15 +72,33 @@ def run(tmp_path):
     return lambda args, **kw: hutch_run(BUILD / "hutch", args, tmp_path, **kw)
 
 
+def build_binary(param, name):
+    """The program name of the build a ("build" or "asan") fixture param names."""
+    if param == "asan":
+        require(ASAN_BUILD, "HUTCH_ASAN_BUILD is not set (make test sets it)")
+        return pathlib.Path(ASAN_BUILD).resolve() / name
+    return BUILD / name
+
+
 @pytest.fixture(params=["build", "asan"])
 def any_run(request, tmp_path):
     """The same, once against each build (sanitizers catch what tests miss)."""
-    if request.param == "asan":
-        require(ASAN_BUILD, "HUTCH_ASAN_BUILD is not set (make test sets it)")
-        binary = pathlib.Path(ASAN_BUILD).resolve() / "hutch"
-    else:
-        binary = BUILD / "hutch"
+    binary = build_binary(request.param, "hutch")
     return lambda args, **kw: hutch_run(binary, args, tmp_path, **kw)
+
+
+def serve_each_build(request, tmp_path_factory):
+    """For a module fixture with params ["build", "asan"]: yields a started
+    hutch serve of that build, and checks at the end that it stopped
+    cleanly and that the sanitizers found nothing."""
+    from serveapi import Server
+    binary = build_binary(request.param, "hutch-serve")
+    s = Server(binary, tmp_path_factory.mktemp("serve") / "state").start()
+    s.sanitized = request.param == "asan"
+    yield s
+    code = s.stop()
+    assert code == 0, s.log_text()
+    assert "Sanitizer" not in s.log_text() and "runtime error" not in s.log_text()
 
 
 @pytest.fixture

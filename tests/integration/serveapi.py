@@ -136,6 +136,18 @@ class Api:
         return lines
 
 
+    def code(self, sid, body, timeout=60):
+        """Every NDJSON line of a /code request, parsed; the last must be
+        end_of_execution."""
+        conn, r = self.request_stream("POST", f"/v1/sandboxes/{sid}/code", body, timeout)
+        assert r.status == 200, (r.status, r.read())
+        assert r.getheader("Content-Type") == "application/x-ndjson"
+        lines = [json.loads(l) for l in r.read().splitlines()]
+        conn.close()
+        assert lines and lines[-1] == {"type": "end_of_execution"}, lines
+        return lines
+
+
 def output(lines, kind="stdout"):
     import base64
     out = b""

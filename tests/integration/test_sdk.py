@@ -132,3 +132,27 @@ def test_example_agent(env):
     assert "attempt 1: nonzero (exit 1): NameError" in r.stdout
     assert "attempt 2: ok" in r.stdout and "answer 2.5" in r.stdout
     assert "kept for the next prompt: ['attempt-1.txt']" in r.stdout
+
+
+def test_run_code_and_contexts(env):
+    with Sandbox.create() as sbx:
+        out = []
+        ex = sbx.run_code("x = 6\nprint('side')\nx * 7", on_stdout=out.append)
+        assert ex.text == "42" and ex.logs.stdout == ["side\n"] == out and ex.error is None
+        assert ex.execution_count == 1
+        ex = sbx.run_code("import pandas as pd\npd.DataFrame({'a': [1]})")
+        assert "<table" in ex.results[0].html and ex.results[0].is_main_result
+        ex = sbx.run_code("1 / 0")
+        assert ex.error.name == "ZeroDivisionError" and "1 / 0" in ex.error.traceback
+        ex = sbx.run_code("import time\ntime.sleep(30)", timeout=0.5)
+        assert ex.error.name == "TimeoutError"
+        assert sbx.run_code("x").text == "6"
+        js = sbx.create_code_context(language="javascript")
+        assert sbx.run_code("let y = 2; y + 1", context=js).text == "3"
+        assert sbx.run_code("y * 10", context=js.id).text == "20"
+        assert js.id in [c.id for c in sbx.list_code_contexts()]
+        sbx.restart_code_context(js)
+        assert sbx.run_code("typeof y", context=js).text == "'undefined'"
+        sbx.remove_code_context(js)
+        with pytest.raises(hutch.NotFound):
+            sbx.run_code("1", context=js)

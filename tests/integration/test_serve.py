@@ -11,23 +11,13 @@ import time
 
 import pytest
 
-from conftest import ASAN_BUILD, BUILD, leftovers, require
+from conftest import BUILD, leftovers, serve_each_build
 from serveapi import Server, WebSocket, output
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
 def server(request, tmp_path_factory):
-    if request.param == "asan":
-        require(ASAN_BUILD, "HUTCH_ASAN_BUILD is not set (make test sets it)")
-        binary = pathlib.Path(ASAN_BUILD).resolve() / "hutch-serve"
-    else:
-        binary = BUILD / "hutch-serve"
-    s = Server(binary, tmp_path_factory.mktemp("serve") / "state").start()
-    s.sanitized = request.param == "asan"
-    yield s
-    code = s.stop()
-    assert code == 0, s.log_text()
-    assert "Sanitizer" not in s.log_text() and "runtime error" not in s.log_text()
+    yield from serve_each_build(request, tmp_path_factory)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
     from hutch import Sandbox
     with Sandbox.create() as sbx:
         print(sbx.commands.run("python3 -c 'print(6 * 7)'").stdout)
+        print(sbx.run_code("x = 6\nx * 7").text)
 
 It speaks hutch serve's native API (docs/openapi.yaml) with the standard
 library only. HUTCH_API_URL (default http://127.0.0.1:7420) and
@@ -10,8 +11,9 @@ HUTCH_API_KEY say where and as whom.
 """
 from .errors import (AuthError, CommandExitError, HutchError, InvalidArgument, NotFound,
                      PermissionDenied, RateLimited, Timeout)
+from .code import Context, Execution, ExecutionError, Result
 from .sandbox import CommandHandle, CommandResult, Sandbox
 
 __all__ = ["Sandbox", "CommandResult", "CommandHandle", "HutchError", "AuthError", "NotFound",
            "InvalidArgument", "PermissionDenied", "RateLimited", "Timeout",
-           "CommandExitError"]
+           "CommandExitError", "Execution", "ExecutionError", "Result", "Context"]

@@ -3,6 +3,7 @@ import base64
 import os
 import urllib.parse
 
+from . import code as _code
 from ._http import Client
 from .errors import CommandExitError, NotFound, Timeout
 from .files import Files
@@ -194,6 +195,38 @@ class Sandbox:
         client = _client(api_url, api_key, request_timeout)
         query = urllib.parse.urlencode({f"metadata.{k}": v for k, v in (metadata or {}).items()})
         return client.call("GET", "/v1/sandboxes" + (f"?{query}" if query else ""))["sandboxes"]
+
+    def run_code(self, code, *, language=None, context=None, on_stdout=None, on_stderr=None,
+                 on_result=None, on_error=None, envs=None, timeout=None):
+        """Run a cell of code (Python unless language or context says
+        otherwise) in a persistent kernel: state is kept from cell to cell.
+        Returns an Execution; .text is the trailing expression's value.
+        A cell past timeout seconds is interrupted (its error is a
+        TimeoutError) and the context keeps its state."""
+        return _code.run(self, code, language, context, on_stdout, on_stderr, on_result,
+                         on_error, envs, timeout)
+
+    def create_code_context(self, *, language="python", cwd=None, envs=None):
+        """A new code context (python, javascript or bash), its own kernel."""
+        body = {"language": language}
+        if cwd:
+            body["cwd"] = cwd
+        if envs:
+            body["env"] = dict(envs)
+        return _code.Context(self._client.call("POST", f"/v1/sandboxes/{self.id}/contexts", body))
+
+    def list_code_contexts(self):
+        return [_code.Context(c) for c in
+                self._client.call("GET", f"/v1/sandboxes/{self.id}/contexts")["contexts"]]
+
+    def restart_code_context(self, context):
+        cid = context.id if isinstance(context, _code.Context) else context
+        return _code.Context(
+            self._client.call("POST", f"/v1/sandboxes/{self.id}/contexts/{cid}/restart"))
+
+    def remove_code_context(self, context):
+        cid = context.id if isinstance(context, _code.Context) else context
+        self._client.call("DELETE", f"/v1/sandboxes/{self.id}/contexts/{cid}")
 
     def refresh(self):
         self._info = self._client.call("GET", f"/v1/sandboxes/{self.id}")

@@ -1,0 +1,416 @@
+"""hutch's code-interpreter kernel: one process per code context, started
+by the server inside the sandbox with the sandbox's own python3
+(docs/kernels.md has the protocol).
+
+    python3 kernel.py python|javascript|bash
+
+Requests come one JSON object a line on stdin, events go one JSON object a
+line to the kernel's original stdout. The code's own output, Python's and
+any child process's, is caught where it is written (fds 1 and 2 are pipes
+this process reads) and sent as "stdout" / "stderr" events while the cell
+runs; a sync mark written into each pipe after the cell makes sure all of
+it is out before the cell's results and its "end_of_execution".
+
+Python runs here, in the main thread. JavaScript runs in a node child
+(js_kernel.mjs) and bash in a bash child; this process relays for them.
+SIGINT (the server's interrupt) stops the running cell: the whole process
+group gets it, so the cell's child processes do too."""
+import ast
+import base64
+import builtins
+import codecs
+import io
+import json
+import linecache
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SYNC = b"\x00\x1bhutch-kernel-sync\x00"
+
+
+class Channel:
+    """The events out, whole lines from any thread."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.cell = None  # id of the cell running, output belongs to it
+
+    def send(self, obj):
+        data = (json.dumps(obj, default=repr, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        with self.lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+    def event(self, kind, **fields):
+        self.send({"id": self.cell, "type": kind, **fields})
+
+
+class Capture:
+    """One of fds 1 and 2: a pipe whose reader thread forwards it."""
+
+    def __init__(self, ch, fd, kind):
+        self.ch, self.kind = ch, kind
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        self.w = os.dup(w)  # for the sync mark, also when fd is a child's
+        os.close(w)
+        self.r = r
+        self.synced = threading.Event()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        threading.Thread(target=self.pump, daemon=True).start()
+
+    def forward(self, data, final=False):
+        text = self.decoder.decode(data, final)
+        if text:
+            self.ch.event(self.kind, text=text)
+
+    def pump(self):
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(self.r, 65536)
+            except InterruptedError:
+                continue
+            if not chunk:
+                return
+            pending += chunk
+            while (i := pending.find(SYNC)) >= 0:
+                self.forward(pending[:i], final=True)
+                pending = pending[i + len(SYNC):]
+                self.synced.set()
+            keep = next((k for k in range(min(len(SYNC) - 1, len(pending)), 0, -1)
+                         if SYNC.startswith(pending[-k:])), 0)
+            self.forward(pending[:len(pending) - keep])
+            pending = pending[len(pending) - keep:]
+
+    def sync(self):
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass
+        self.synced.clear()
+        os.write(self.w, SYNC)
+        self.synced.wait(5)
+
+
+# ---- rich results --------------------------------------------------------
+
+FORMATS = [("html", "_repr_html_"), ("markdown", "_repr_markdown_"), ("svg", "_repr_svg_"),
+           ("png", "_repr_png_"), ("jpeg", "_repr_jpeg_"), ("pdf", "_repr_pdf_"),
+           ("latex", "_repr_latex_"), ("json", "_repr_json_"),
+           ("javascript", "_repr_javascript_")]
+MIME = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
+        "image/svg+xml": "svg", "image/png": "png", "image/jpeg": "jpeg",
+        "application/pdf": "pdf", "text/latex": "latex", "application/json": "json",
+        "application/javascript": "javascript"}
+BINARY = {"png", "jpeg", "pdf"}
+
+
+def figure_png(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def formats(obj):
+    """The formats an object shows itself in, as E2B's results carry them."""
+    out = {}
+    try:
+        out["text"] = repr(obj)
+    except Exception as e:  # a broken __repr__ still leaves the others
+        out["text"] = f"<repr failed: {type(e).__name__}: {e}>"
+    if isinstance(obj, type):
+        return out
+    bundle = getattr(obj, "_repr_mimebundle_", None)
+    if callable(bundle):
+        try:
+            data = bundle()
+            data = data[0] if isinstance(data, tuple) else data
+            for mime, value in (data or {}).items():
+                if mime in MIME:
+                    out[MIME[mime]] = value
+        except Exception:
+            pass
+    for key, name in FORMATS:
+        method = getattr(obj, name, None)
+        if key in out or not callable(method):
+            continue
+        try:
+            value = method()
+        except Exception:
+            continue
+        value = value[0] if isinstance(value, tuple) else value
+        if value is not None:
+            out[key] = value
+    if type(obj).__name__ == "Figure" and type(obj).__module__.startswith("matplotlib"):
+        out["png"] = figure_png(obj)
+    for key in BINARY & out.keys():
+        if isinstance(out[key], (bytes, bytearray)):
+            out[key] = base64.b64encode(out[key]).decode()
+    return out
+
+
+# ---- Python ---------------------------------------------------------------
+
+class Python:
+    language = "python"
+
+    def __init__(self, ch, captures):
+        self.ch, self.captures = ch, captures
+        self.ns = {"__name__": "__main__", "__builtins__": builtins}
+        self.running = False
+        self.count = 0
+        builtins.display = self.display
+        # Figures render off screen; plt.show() and the end of a cell send
+        # them as PNG results (hutch_mpl.py is the backend).
+        os.environ.setdefault("MPLBACKEND", "module://hutch_mpl")
+        # Debian's matplotlib reads /etc/matplotlibrc, which the sandbox's
+        # /etc does not have: the same file from its data directory.
+        rc = "/usr/share/matplotlib/mpl-data/matplotlibrc"
+        if not os.path.exists("/etc/matplotlibrc") and os.path.exists(rc):
+            os.environ.setdefault("MATPLOTLIBRC", rc)
+        sys.path.insert(0, HERE)
+        builtins.__hutch_show_figures__ = self.show_figures
+        signal.signal(signal.SIGINT, self.on_sigint)
+
+    def on_sigint(self, signum, frame):
+        if self.running:
+            raise KeyboardInterrupt
+
+    def display(self, *objs, **kwargs):
+        for obj in objs:
+            self.ch.event("result", is_main_result=False, **formats(obj))
+
+    def show_figures(self):
+        plt = sys.modules.get("matplotlib.pyplot")
+        if not plt:
+            return
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            self.ch.event("result", is_main_result=False, text=repr(fig), png=figure_png(fig))
+        plt.close("all")
+
+    def error(self, e):
+        """The cell's exception, its traceback without the kernel's frames."""
+        tb = traceback.TracebackException(type(e), e, e.__traceback__)
+        mine = os.path.abspath(__file__)
+        tb.stack = traceback.StackSummary.from_list(
+            [f for f in tb.stack if os.path.abspath(f.filename) != mine])
+        self.ch.event("error", name=type(e).__name__, value=str(e), traceback="".join(tb.format()))
+
+    def unsupported(self, code, e):
+        line = code.splitlines()[e.lineno - 1].lstrip() if e.lineno and e.text is not None else ""
+        if line.startswith(("!", "%")):
+            self.ch.event("error", name="NotSupportedError",
+                          value="`!shell` lines and `%magic` commands are not supported: use "
+                                "subprocess.run() in Python, or a bash context",
+                          traceback=f"{line}\nNotSupportedError: not Python")
+            return True
+        return False
+
+    def run(self, code):
+        self.count += 1
+        name = f"<cell-{self.count}>"
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        try:
+            tree = ast.parse(code, name, "exec")
+        except SyntaxError as e:
+            if not self.unsupported(code, e):
+                self.error(e)
+            return
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        value = None
+        self.running = True
+        try:
+            for part, mode in ((tree, "exec"), (last, "eval")):
+                if part is None:
+                    continue
+                compiled = compile(part, name, mode, flags=flags)
+                result = eval(compiled, self.ns)
+                if compiled.co_flags & 0x80:  # CO_COROUTINE: the cell awaits
+                    import asyncio
+                    result = asyncio.get_event_loop_policy().get_event_loop().run_until_complete(
+                        result)
+                if mode == "eval":
+                    value = result
+        except BaseException as e:  # the cell's own exception, KeyboardInterrupt and SystemExit too
+            self.running = False
+            self.error(e)
+            return
+        finally:
+            self.running = False
+            for c in self.captures:
+                c.sync()
+        self.show_figures()
+        if value is not None:
+            self.ns["_"] = value
+            self.ch.event("result", is_main_result=True, **formats(value))
+
+
+# ---- JavaScript and bash, in a child process ---------------------------
+
+class Child:
+    """A language run by a child process, told each cell on its stdin (bash)
+    or fd 3 (node), answering when it is done on fd 3 (bash) or fd 4."""
+
+    def __init__(self, ch, captures, language):
+        self.ch, self.captures, self.language = ch, captures, language
+        self.count = 0
+        cmd_r, cmd_w = os.pipe()
+        ev_r, ev_w = os.pipe()
+        if language == "javascript":
+            argv, fds = ["node", os.path.join(HERE, "js_kernel.mjs")], {3: cmd_r, 4: ev_w}
+        else:
+            argv, fds = ["bash", "--noprofile", "--norc"], {0: cmd_r, 3: ev_w}
+            self.dir = tempfile.mkdtemp(prefix="hutch-bash-")
+        def setup():
+            if language == "javascript":  # interrupts reach node from us only: on_sigint
+                os.setpgid(0, 0)
+            for fd, src in fds.items():
+                os.dup2(src, fd)
+            if 0 not in fds:
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+        self.proc = subprocess.Popen(argv, preexec_fn=setup, close_fds=False)
+        for fd in (cmd_r, ev_w):
+            os.close(fd)
+        self.cmd = os.fdopen(cmd_w, "w", buffering=1, encoding="utf-8")
+        self.events = os.fdopen(ev_r, "r", encoding="utf-8", errors="replace")
+        if language == "bash":
+            # A SIGINT returns from the cell (and only it) with status 130.
+            self.cmd.write('trap "return 130 2>/dev/null" INT\n')
+        self.running = False
+        signal.signal(signal.SIGINT, self.on_sigint)
+
+    def on_sigint(self, signum, frame):
+        """bash is in our process group and has had the SIGINT already.
+        node is not: a SIGINT kills it unless it is inside a synchronous
+        evaluation, where node's watchdog turns it into the cell's error.
+        So node first hears an interrupt line, which ends a cell waiting
+        on a promise; a cell still running 100 ms later is stuck in
+        synchronous code, and gets the signal."""
+        if self.language != "javascript" or not self.running:
+            return
+        try:
+            self.cmd.write('{"interrupt":true}\n')
+            self.cmd.flush()
+        except (OSError, ValueError):
+            return
+        count = self.count
+        def escalate():
+            if self.running and self.count == count:
+                try:
+                    os.kill(self.proc.pid, signal.SIGINT)
+                except OSError:
+                    pass
+        threading.Timer(0.1, escalate).start()
+
+    def run(self, code, env):
+        self.count += 1
+        if self.language == "javascript":
+            self.cmd.write(json.dumps({"code": code, "env": env}) + "\n")
+        else:
+            path = os.path.join(self.dir, "cell")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(code + "\n")
+            # The cell's env holds for the cell only: each name's old
+            # declaration (if any) comes back after it.
+            names = [k for k in env if k.isidentifier() and k.isascii()]
+            pre = "".join(f"__hutch_saved_{k}=$(declare -p {k} 2>/dev/null); "
+                          f"export {k}={shlex_quote(env[k])}\n" for k in names)
+            post = "".join(f"unset {k}; eval \"$__hutch_saved_{k}\"; unset __hutch_saved_{k}\n"
+                           for k in names)
+            self.cmd.write(f"{pre}. {path} </dev/null; __hutch_status=$?\n{post}"
+                           f"printf '%s\\n' \"$__hutch_status\" >&3\n")
+        self.running = True
+        try:
+            self.cmd.flush()
+        except OSError:
+            pass
+        line = self.events.readline()
+        self.running = False
+        for c in self.captures:
+            c.sync()
+        if not line:
+            self.ch.event("error", name="KernelDied",
+                          value=f"the {self.language} process ended (status {self.proc.wait()})",
+                          traceback="")
+            sys.exit(1)
+        if self.language == "bash":
+            status = int(line.strip() or 0)
+            if status == 130:
+                self.ch.event("error", name="KeyboardInterrupt", value="interrupted",
+                              traceback="")
+            elif status:
+                self.ch.event("error", name="ExitCode", value=f"exit status {status}",
+                              traceback=f"the cell's last command exited with status {status}")
+            return
+        for ev in json.loads(line):
+            self.ch.event(ev.pop("type"), **ev)
+
+
+def shlex_quote(s):
+    return "'" + str(s).replace("'", "'\\''") + "'"
+
+
+def main():
+    language = sys.argv[1] if len(sys.argv) > 1 else "python"
+    if language not in ("python", "javascript", "bash"):
+        print(f"kernel.py: unknown language {language!r}", file=sys.stderr)
+        return 2
+    # The protocol keeps the original stdin and stdout; the code gets
+    # /dev/null for input and pipes for output.
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8", errors="replace")
+    ch = Channel(os.dup(1))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    captures = [Capture(ch, 1, "stdout"), Capture(ch, 2, "stderr")]
+    # Line by line, as a terminal would; the rest at the cell's end.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    runner = Python(ch, captures) if language == "python" else Child(ch, captures, language)
+    ch.send({"type": "ready", "language": language, "pid": os.getpid()})
+    for line in requests:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        ch.cell = req.get("id")
+        env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+        if language == "python":
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                runner.run(str(req.get("code", "")))
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+        else:
+            runner.run(str(req.get("code", "")), env)
+        ch.event("number_of_executions", execution_count=runner.count)
+        ch.event("end_of_execution")
+        ch.cell = None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

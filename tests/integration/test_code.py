@@ -1,0 +1,207 @@
+"""The code interpreter: code contexts and their kernels (share/kernels),
+through hutch serve's /contexts and /code routes."""
+import base64
+import threading
+import time
+
+import pytest
+
+from conftest import serve_each_build
+
+
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory):
+    yield from serve_each_build(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    return server.api()
+
+
+@pytest.fixture
+def sid(api):
+    sb = api.create()
+    yield sb["id"]
+    api.delete(f"/v1/sandboxes/{sb['id']}")
+
+
+def of(lines, kind):
+    return [l for l in lines if l["type"] == kind]
+
+
+def text(lines, kind="stdout"):
+    return "".join(l["text"] for l in of(lines, kind))
+
+
+def main_result(lines):
+    found = [l for l in of(lines, "result") if l["is_main_result"]]
+    assert len(found) == 1, lines
+    return found[0]
+
+
+def test_python_state_persists_and_the_trailing_expression_is_the_result(api, sid):
+    lines = api.code(sid, {"code": "x = 41\nprint('hi')\nx + 1"})
+    assert text(lines) == "hi\n"
+    assert main_result(lines)["text"] == "42"
+    assert of(lines, "number_of_executions") == [{"type": "number_of_executions",
+                                                  "execution_count": 1}]
+    lines = api.code(sid, {"code": "x"})
+    assert main_result(lines)["text"] == "41"
+    assert of(lines, "number_of_executions")[0]["execution_count"] == 2
+    # Output of child processes is caught too, in order with Python's.
+    lines = api.code(sid, {"code": "import os\nprint('a', flush=True)\nos.system('echo b; echo c >&2')\nNone"})
+    assert text(lines) == "a\nb\n" and text(lines, "stderr") == "c\n"
+    assert not of(lines, "result")
+
+
+def test_rich_results(api, sid):
+    lines = api.code(sid, {"code": "class A:\n    def _repr_html_(self): return '<b>A</b>'\n"
+                                   "    def _repr_markdown_(self): return '**A**'\n"
+                                   "display(A())\n{'k': 1}"})
+    shown = [l for l in of(lines, "result") if not l["is_main_result"]]
+    assert len(shown) == 1 and shown[0]["html"] == "<b>A</b>" and shown[0]["markdown"] == "**A**"
+    assert main_result(lines)["text"] == "{'k': 1}"
+
+
+def test_matplotlib_chart_arrives_as_png(api, sid):
+    lines = api.code(sid, {"code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\n"
+                                   "plt.title('t')\nplt.show()"})
+    pngs = [l["png"] for l in of(lines, "result") if "png" in l]
+    assert len(pngs) == 1, lines
+    data = base64.b64decode(pngs[0])
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+    # Without show(): the figure still comes back at the cell's end.
+    lines = api.code(sid, {"code": "plt.figure(); plt.bar([1, 2], [2, 3]); None"})
+    assert len([l for l in of(lines, "result") if "png" in l]) == 1, lines
+
+
+def test_dataframe_as_html(api, sid):
+    lines = api.code(sid, {"code": "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})"})
+    r = main_result(lines)
+    assert "<table" in r["html"] and "<td>x</td>" in r["html"]
+    assert "a" in r["text"] and "b" in r["text"]
+
+
+def test_exception_with_traceback_and_unsupported_magics(api, sid):
+    lines = api.code(sid, {"code": "def f():\n    raise ValueError('bad')\nf()"})
+    (err,) = of(lines, "error")
+    assert err["name"] == "ValueError" and err["value"] == "bad"
+    assert "line 2, in f" in err["traceback"] and "kernel.py" not in err["traceback"]
+    (err,) = of(api.code(sid, {"code": "!ls"}), "error")
+    assert err["name"] == "NotSupportedError" and "subprocess" in err["value"]
+    (err,) = of(api.code(sid, {"code": "x = ("}), "error")
+    assert err["name"] == "SyntaxError"
+
+
+def test_timeout_interrupts_the_cell_and_keeps_the_context(api, sid):
+    api.code(sid, {"code": "kept = 'yes'"})
+    t = time.monotonic()
+    lines = api.code(sid, {"code": "import time\nprint('started', flush=True)\ntime.sleep(60)",
+                           "timeout_s": 0.5})
+    assert time.monotonic() - t < 20
+    assert text(lines) == "started\n"
+    (err,) = of(lines, "error")
+    assert err["name"] == "TimeoutError" and "keeps its state" in err["value"]
+    assert main_result(api.code(sid, {"code": "kept"}))["text"] == "'yes'"
+
+
+def test_interrupt_route_and_a_cell_queued_behind(api, sid):
+    r = api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "python"})
+    assert r.status == 201, r
+    cid = r.json["id"]
+    got = {}
+    def slow():
+        got["lines"] = api.code(sid, {"code": "import time\ntime.sleep(60)", "context_id": cid})
+    th = threading.Thread(target=slow)
+    th.start()
+    time.sleep(1)
+    assert api.post(f"/v1/sandboxes/{sid}/contexts/{cid}/interrupt").status == 204
+    th.join(20)
+    assert of(got["lines"], "error")[0]["name"] == "KeyboardInterrupt"
+    assert main_result(api.code(sid, {"code": "1 + 1", "context_id": cid}))["text"] == "2"
+
+
+def test_javascript_context(api, sid):
+    r = api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "javascript"})
+    assert r.status == 201 and r.json["language"] == "javascript", r
+    cid = r.json["id"]
+    lines = api.code(sid, {"code": "const x = 41; console.log('hi'); x + 1", "context_id": cid})
+    assert text(lines) == "hi\n" and main_result(lines)["text"] == "42"
+    lines = api.code(sid, {"code": "await new Promise(r => setTimeout(r, 10)); x * 2",
+                           "context_id": cid})
+    assert main_result(lines)["text"] == "82"
+    (err,) = of(api.code(sid, {"code": "throw new TypeError('boom')", "context_id": cid}), "error")
+    assert err["name"] == "TypeError" and err["value"] == "boom"
+    lines = api.code(sid, {"code": "while (true) {}", "context_id": cid, "timeout_s": 0.5})
+    assert of(lines, "error")[0]["name"] == "TimeoutError"
+    assert main_result(api.code(sid, {"code": "x", "context_id": cid}))["text"] == "41"
+    # The default context of a language, by name.
+    assert main_result(api.code(sid, {"code": "typeof x", "language": "js"}))["text"] == "'undefined'"
+
+
+def test_bash_context_keeps_cwd_and_variables(api, sid):
+    r = api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "bash", "cwd": "/tmp"})
+    cid = r.json["id"]
+    api.code(sid, {"code": "V=kept; mkdir -p d && cd d", "context_id": cid})
+    lines = api.code(sid, {"code": "echo $V $(pwd) $E", "context_id": cid, "env": {"E": "cell"}})
+    assert text(lines) == "kept /tmp/d cell\n"
+    assert text(api.code(sid, {"code": "echo \"[$E]\"", "context_id": cid})) == "[]\n"
+    (err,) = of(api.code(sid, {"code": "false", "context_id": cid}), "error")
+    assert err["value"] == "exit status 1"
+
+
+def test_two_contexts_are_isolated(api, sid):
+    a = api.post(f"/v1/sandboxes/{sid}/contexts", {}).json["id"]
+    b = api.post(f"/v1/sandboxes/{sid}/contexts", {}).json["id"]
+    api.code(sid, {"code": "v = 'a'", "context_id": a})
+    (err,) = of(api.code(sid, {"code": "v", "context_id": b}), "error")
+    assert err["name"] == "NameError"
+    listed = {c["id"]: c for c in api.get(f"/v1/sandboxes/{sid}/contexts").json["contexts"]}
+    assert listed[a]["state"] == "ready" and listed[a]["language"] == "python"
+    assert api.delete(f"/v1/sandboxes/{sid}/contexts/{a}").status == 204
+    assert api.post(f"/v1/sandboxes/{sid}/code", {"code": "1", "context_id": a}).status == 404
+
+
+def test_a_crashed_kernel_is_reported_and_restartable(api, sid):
+    cid = api.post(f"/v1/sandboxes/{sid}/contexts", {}).json["id"]
+    api.code(sid, {"code": "v = 1", "context_id": cid})
+    (err,) = of(api.code(sid, {"code": "import os\nos._exit(3)", "context_id": cid}), "error")
+    assert err["name"] == "KernelDied" and "exit status 3" in err["value"]
+    r = api.post(f"/v1/sandboxes/{sid}/code", {"code": "1", "context_id": cid})
+    assert r.status == 409 and r.json["error"]["code"] == "context_dead", r
+    r = api.post(f"/v1/sandboxes/{sid}/contexts/{cid}/restart")
+    assert r.status == 200 and r.json["id"] == cid, r
+    (err,) = of(api.code(sid, {"code": "v", "context_id": cid}), "error")
+    assert err["name"] == "NameError"  # a new kernel: state starts over
+    # The default context is made again after it dies.
+    api.code(sid, {"code": "import os\nos._exit(1)"})
+    assert main_result(api.code(sid, {"code": "2 * 3"}))["text"] == "6"
+
+
+@pytest.mark.parametrize("body, code", [
+    ('{"code": 5}', "invalid_argument"),
+    ('{}', "invalid_argument"),
+    ('{"code": "1", "language": "cobol"}', "invalid_argument"),
+    ('{"code": "1", "language": "python", "context_id": "x"}', "invalid_argument"),
+    ('{"code": "1", "timeout_s": -1}', "invalid_argument"),
+    ('{"code": "1", "env": {"A=B": "c"}}', "invalid_argument"),
+    ('{"code": "1", "bogus": 1}', "invalid_argument"),
+    ('not json', "invalid_json"),
+])
+def test_bad_code_requests(api, sid, body, code):
+    r = api.request("POST", f"/v1/sandboxes/{sid}/code", body)
+    assert r.status == 400 and r.json["error"]["code"] == code, r
+    assert main_result(api.code(sid, {"code": "'still serving'"}))["text"] == "'still serving'"
+
+
+def test_context_routes_refuse_what_they_do_not_know(api, sid):
+    assert api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "cobol"}).status == 400
+    assert api.post(f"/v1/sandboxes/{sid}/contexts/nope/restart").status == 404
+    assert api.post(f"/v1/sandboxes/{sid}/contexts/nope/interrupt").status == 404
+    assert api.delete(f"/v1/sandboxes/{sid}/contexts/nope").status == 404
+    assert api.post("/v1/sandboxes/nope/code", {"code": "1"}).status == 404
+    for _ in range(16 - len(api.get(f"/v1/sandboxes/{sid}/contexts").json["contexts"])):
+        assert api.post(f"/v1/sandboxes/{sid}/contexts", {}).status == 201
+    r = api.post(f"/v1/sandboxes/{sid}/contexts", {})
+    assert r.status == 429 and r.json["error"]["code"] == "too_many_contexts", r
