@@ -23,6 +23,7 @@ import io
 import json
 import linecache
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -329,7 +330,7 @@ class Child:
             # declaration (if any) comes back after it.
             names = [k for k in env if k.isidentifier() and k.isascii()]
             pre = "".join(f"__hutch_saved_{k}=$(declare -p {k} 2>/dev/null); "
-                          f"export {k}={shlex_quote(env[k])}\n" for k in names)
+                          f"export {k}={shlex.quote(env[k])}\n" for k in names)
             post = "".join(f"unset {k}; eval \"$__hutch_saved_{k}\"; unset __hutch_saved_{k}\n"
                            for k in names)
             self.cmd.write(f"{pre}. {path} </dev/null; __hutch_status=$?\n{post}"
@@ -359,10 +360,6 @@ class Child:
             return
         for ev in json.loads(line):
             self.ch.event(ev.pop("type"), **ev)
-
-
-def shlex_quote(s):
-    return "'" + str(s).replace("'", "'\\''") + "'"
 
 
 def main():

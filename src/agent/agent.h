@@ -96,6 +96,9 @@ struct agent {
   struct spare spare;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
+  /* Something ended (a job, an orphan): the sandbox may be idle now, and
+   * worth a look for a spare. Not looked at on every loop turn. */
+  bool maybe_idle;
   long ncpu; /* read when a CPU-time limit first needs it */
 };
 
@@ -120,6 +123,9 @@ void job_reaped(struct agent *a, struct job *j, int status);
 /* Re-arm output pipes whose reading was paused by flow control. */
 void job_update_interest(struct agent *a, struct job *j);
 void job_free(struct agent *a, struct job *j);
+/* Close an exec leaf and remove it (a leaf still holding processes stays
+ * until the sandbox ends). */
+void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name);
 /* fork(), the child born in leaf on cgroup v2 (NULL: where the agent is). */
 pid_t agent_fork(const struct hutch_cgroup *leaf);
 

@@ -50,12 +50,8 @@ void job_free(struct agent *a, struct job *j) {
   agent_close_watch(a, &j->result);
   agent_close_watch(a, &j->exec_err);
   agent_close_watch(a, &j->timer);
-  if (j->leaf.ops) {
-    hutch_cgroup_close(&j->leaf);
-    /* A leaf still holding background processes stays until sandbox end. */
-    for (int i = 0; i < a->cg.nfd; i++)
-      unlinkat(a->cg.fd[i], j->leaf_name, AT_REMOVEDIR);
-  }
+  if (j->leaf.ops)
+    agent_remove_leaf(a, &j->leaf, j->leaf_name);
   free(j->inbuf);
   free(j->resbuf);
   free(j);
@@ -423,6 +419,12 @@ static uid_t plan_user(const char *user, gid_t *gid) {
   bool root = user && strcmp(user, "root") == 0;
   *gid = root ? 0 : HUTCH_USER_GID;
   return root ? 0 : HUTCH_USER_UID;
+}
+
+void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name) {
+  hutch_cgroup_close(leaf);
+  for (int i = 0; i < a->cg.nfd; i++)
+    unlinkat(a->cg.fd[i], name, AT_REMOVEDIR);
 }
 
 pid_t agent_fork(const struct hutch_cgroup *leaf) {

@@ -183,6 +183,7 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0)
       break;
+    a->maybe_idle = true;
     if (spare_reaped(a, pid))
       continue;
     for (struct job *j = a->jobs; j; j = j->next)
@@ -320,6 +321,7 @@ static void reap_done(struct agent *a) {
     if (j->done) {
       *p = j->next;
       job_free(a, j);
+      a->maybe_idle = true;
     } else {
       p = &j->next;
     }
@@ -333,7 +335,7 @@ static void update_interest(struct agent *a) {
 }
 
 int main(int argc, char **argv) {
-  struct agent a = {.epfd = -1, .spare.sock = -1};
+  struct agent a = {.epfd = -1, .spare.sock = -1, .maybe_idle = true};
   struct hutch_err err = {0};
   if (setup(&a, argc, argv, &err) < 0) {
     fprintf(stderr, "hutch-agent: %s\n", err.msg);

@@ -23,7 +23,6 @@
  * sandbox (hutch run) only the first, which overlaps its setup with the
  * client's first request: a second would only slow the teardown. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -52,16 +51,17 @@ static bool sandbox_idle(struct agent *a) {
 static void forget(struct agent *a) {
   struct spare *s = &a->spare;
   close(s->sock);
-  hutch_cgroup_close(&s->leaf);
-  for (int i = 0; i < a->cg.nfd; i++)
-    unlinkat(a->cg.fd[i], s->leaf_name, AT_REMOVEDIR);
+  agent_remove_leaf(a, &s->leaf, s->leaf_name);
   *s = (struct spare){.sock = -1};
 }
 
 void spare_keep(struct agent *a) {
   struct spare *s = &a->spare;
-  if (s->pid > 0 || a->spare_off || (a->spares_made > 0 && a->listen_w.fd < 0) ||
-      !sandbox_idle(a))
+  if (s->pid > 0 || !a->maybe_idle || a->spare_off ||
+      (a->spares_made > 0 && a->listen_w.fd < 0))
+    return;
+  a->maybe_idle = false; /* until the next job or orphan ends */
+  if (!sandbox_idle(a))
     return;
   a->spares_made++;
   struct hutch_err err;

@@ -442,6 +442,12 @@ static struct context *context_find(struct http_conn *c, struct sbx *sb, const c
   return NULL;
 }
 
+/* The context the route's {id} and {cid} name; NULL after a 404. */
+static struct context *route_context(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  return sb ? context_find(c, sb, c->req.params[1]) : NULL;
+}
+
 void api_contexts_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"language", "cwd", "env", NULL};
   struct sbx *sb = sbx_lookup(c, p);
@@ -476,8 +482,7 @@ void api_contexts_list(struct http_conn *c, const struct principal *p) {
 }
 
 void api_contexts_delete(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  struct context *cx = sb ? context_find(c, sb, c->req.params[1]) : NULL;
+  struct context *cx = route_context(c, p);
   if (!cx)
     return;
   context_stop(cx, "the context was deleted");
@@ -486,8 +491,7 @@ void api_contexts_delete(struct http_conn *c, const struct principal *p) {
 }
 
 void api_contexts_restart(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  struct context *cx = sb ? context_find(c, sb, c->req.params[1]) : NULL;
+  struct context *cx = route_context(c, p);
   if (!cx)
     return;
   context_stop(cx, "the context was restarted");
@@ -499,8 +503,7 @@ void api_contexts_restart(struct http_conn *c, const struct principal *p) {
 }
 
 void api_contexts_interrupt(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  struct context *cx = sb ? context_find(c, sb, c->req.params[1]) : NULL;
+  struct context *cx = route_context(c, p);
   if (!cx)
     return;
   if (cx->sent)
