@@ -15,7 +15,8 @@ build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-d
 test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
-# the code interpreter's kernels at work: charts, tables, JavaScript
+# the code interpreter's kernels at work: charts, tables, JavaScript; npm
+# for E2B's SDKs (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
 # bench: the peers hutch is measured against, and a load generator
 bench="bubblewrap wrk"
@@ -30,6 +31,9 @@ missing=""
 for p in $want; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing="$missing $p"
 done
+if [ "${1:-}" = --test ] && ! command -v npm >/dev/null 2>&1; then
+  missing="$missing npm"
+fi
 [ -z "$missing" ] && exit 0
 
 echo "deps: installing$missing" >&2

@@ -1,8 +1,9 @@
 #!/bin/bash
 # make test: unit tests (TAP, under meson) in the normal and the sanitizer
 # build, the request fuzzer for a while, then the integration suite
-# (pytest) against real sandboxes, on this host and again on a cgroup v2
-# guest (tests/vm/run-v2). Ends with one "N passed, N failed" line.
+# (pytest) against real sandboxes, E2B's SDKs against the server
+# (tests/e2b), and the integration suite again on a cgroup v2 guest
+# (tests/vm/run-v2). Ends with one "N passed, N failed" line.
 set -u
 build=${1:-build}
 asan=${2:-build-asan}
@@ -49,6 +50,19 @@ HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
   $py -m pytest -q -rs -p no:cacheprovider tests/integration 2>&1 | tee "$log/pytest"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 
+# E2B's official SDKs against hutch serve (tests/e2b/run: node's runner, TAP).
+echo "== E2B's SDKs against hutch serve (tests/e2b) =="
+HUTCH_BUILD="$build" tests/e2b/run >"$log/e2b" 2>&1 || fail=1
+grep -E "^not ok|^# (tests|pass|fail)" "$log/e2b"
+epass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log/e2b" | tail -n 1)
+efail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log/e2b" | tail -n 1)
+if [ -z "$epass" ]; then # it never ran its tests (no npm registry, no node): say why
+  tail -n 20 "$log/e2b"
+  epass=0 efail=1 fail=1
+elif [ "${efail:-0}" != 0 ]; then
+  grep -A 30 "not ok" "$log/e2b" | head -n 120
+fi
+
 # The same suite where the kernel runs cgroup v2, as most hosts do now; the
 # development and CI machines are v1 (hybrid). Left out there:
 # test_bind_ro_and_rw, whose id-mapped bind needs tmpfs id-mapping (Linux
@@ -88,5 +102,5 @@ upass=$(( $(count Ok "$log/unit") + $(count Ok "$log/asan") ))
 ufail=$(( $(count Fail "$log/unit") + $(count Fail "$log/asan") ))
 ppass=$(( $(passed "$log/pytest") + $(passed "$log/v2") ))
 pfail=$(( $(failed "$log/pytest") + $(failed "$log/v2") ))
-echo "$(( upass + ppass + fpass )) passed, $(( ufail + pfail + ffail )) failed"
+echo "$(( upass + ppass + fpass + epass )) passed, $(( ufail + pfail + ffail + efail )) failed"
 exit $fail

@@ -124,9 +124,7 @@ static void on_drain(void *ctx) {
 
 static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_drain};
 
-/* The agent's exec request from the HTTP one, or NULL after a 400. */
-static json_t *agent_request(struct http_conn *c, const struct sbx *sb, json_t *o,
-                             const char **in) {
+json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in) {
   static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
                                       "timeout_s", "user", "background", "keep_stdin", "pty",
                                       NULL};
@@ -214,7 +212,7 @@ void api_exec(struct http_conn *c, const struct principal *p) {
   if (!o)
     return;
   const char *in = NULL;
-  json_t *req = agent_request(c, sb, o, &in);
+  json_t *req = exec_request(c, sb, o, &in);
   if (!req) {
     json_decref(o);
     return;

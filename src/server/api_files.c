@@ -21,7 +21,8 @@ struct fileop {
   struct http_conn *c; /* NULL once the client is gone or answered */
   struct astream *s;   /* NULL once the agent's stream has ended */
   enum { OP_READ, OP_WATCH, OP_WRITE, OP_OTHER } kind;
-  void (*answer)(struct fileop *f, json_t *done); /* OP_OTHER: the response */
+  files_answer_fn answer; /* OP_OTHER and OP_WRITE: the response */
+  void *arg;
   char *path;
   char *out; /* OP_OTHER: STDOUT collected (a listing) */
   size_t nout;
@@ -38,8 +39,7 @@ static void fileop_maybe_free(struct fileop *f) {
   free(f);
 }
 
-/* An agent error code as an HTTP answer. */
-static void answer_error(struct http_conn *c, json_t *err) {
+void files_error(struct http_conn *c, json_t *err) {
   const char *code = json_string_value(json_object_get(err, "code"));
   const char *msg = json_string_value(json_object_get(err, "message"));
   static const struct {
@@ -139,20 +139,18 @@ static void on_end(struct fileop *f, const struct hutch_frame *fr) {
   f->s = NULL;
   if (fr->type == HUTCH_F_ERROR && f->streaming) {
     http_abort(c); /* a download failed after it began: cut it short */
-  } else if (fr->type == HUTCH_F_ERROR || !json_is_object(j)) {
-    answer_error(c, j);
   } else if (f->kind == OP_READ || f->kind == OP_WATCH) {
-    if (f->streaming)
+    if (fr->type == HUTCH_F_ERROR || !json_is_object(j))
+      files_error(c, j);
+    else if (f->streaming)
       http_stream_end(c);
     else
       http_respond(c, 200, "application/octet-stream", "", 0, NULL);
-  } else if (f->kind == OP_WRITE) {
-    http_json(c, 200, json_pack("{s:s,s:O?}", "path", f->path, "size",
-                                json_object_get(j, "size")));
   } else {
-    f->c = c;
-    f->answer(f, j);
-    f->c = NULL;
+    bool failed = fr->type == HUTCH_F_ERROR || !json_is_object(j);
+    struct files_result r = {failed ? NULL : j, failed ? j : NULL, f->out, f->nout, f->path,
+                             f->arg};
+    f->answer(c, &r);
   }
   json_decref(j);
 }
@@ -184,7 +182,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
 /* ---- requests ---- */
 
 /* The sandbox, the path and the user of a file request, or NULL after
- * an error answer. *path and *user are malloc'd. */
+ * an error answer. *path is malloc'd. */
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
                                const char **user) {
   struct sbx *sb = sbx_lookup(c, p);
@@ -197,15 +195,21 @@ static struct sbx *file_target(struct http_conn *c, const struct principal *p, c
   *path = http_query(&c->req, "path");
   if (!*user) {
     http_error(c, 400, "invalid_argument", "user must be user or root");
-  } else if (!*path || !**path || strlen(*path) > PATH_MAX_LEN) {
-    http_error(c, 400, "invalid_argument", "path= is required (at most %d bytes, percent-encoded)",
-               PATH_MAX_LEN);
+  } else if (!files_path_ok(c, *path)) {
   } else {
     return sb;
   }
   free(*path);
   *path = NULL;
   return NULL;
+}
+
+bool files_path_ok(struct http_conn *c, const char *path) {
+  if (path && *path && strlen(path) <= PATH_MAX_LEN)
+    return true;
+  http_error(c, 400, "invalid_argument", "path is required (at most %d bytes, percent-encoded)",
+             PATH_MAX_LEN);
+  return false;
 }
 
 /* Open the agent stream for req (a reference taken); NULL after a 503. */
@@ -226,16 +230,19 @@ static struct fileop *start(struct http_conn *c, struct sbx *sb, json_t *req, ch
   return f;
 }
 
-void api_files_read(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = file_target(c, p, &path, &user);
-  if (!sb)
-    return;
+void files_read(struct http_conn *c, struct sbx *sb, char *path, const char *user) {
   struct fileop *f = start(c, sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user",
                                             user), path, OP_READ);
   if (f)
     http_own(c, &file_ops, f);
+}
+
+void api_files_read(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = file_target(c, p, &path, &user);
+  if (sb)
+    files_read(c, sb, path, user);
 }
 
 /* Changes under a directory as NDJSON, until the client goes (the agent
@@ -256,54 +263,80 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
     http_own(c, &file_ops, f);
 }
 
-void api_files_write(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = file_target(c, p, &path, &user);
-  if (!sb)
-    return;
+void files_write(struct http_conn *c, struct sbx *sb, char *path, const char *user,
+                 files_answer_fn answer, void *arg) {
   struct fileop *f = start(c, sb,
                            json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", path, "user",
                                      user, "parents", 1),
                            path, OP_WRITE);
   if (!f)
     return;
+  f->answer = answer;
+  f->arg = arg;
   f->s->stdin_drained = on_stdin_drained;
   http_body_start(c, &file_ops, f);
 }
 
-static void answer_empty(struct fileop *f, json_t *done) {
-  (void)done;
-  http_respond(f->c, 204, "application/json", "", 0, NULL);
+static void answer_written(struct http_conn *c, const struct files_result *r) {
+  if (r->err)
+    files_error(c, r->err);
+  else
+    http_json(c, 200,
+              json_pack("{s:s,s:O?}", "path", r->path, "size", json_object_get(r->done, "size")));
 }
 
-static void answer_done(struct fileop *f, json_t *done) {
-  json_t *j = json_deep_copy(done);
+void api_files_write(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = file_target(c, p, &path, &user);
+  if (sb)
+    files_write(c, sb, path, user, answer_written, NULL);
+}
+
+static void answer_empty(struct http_conn *c, const struct files_result *r) {
+  if (r->err)
+    files_error(c, r->err);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+static void answer_done(struct http_conn *c, const struct files_result *r) {
+  if (r->err) {
+    files_error(c, r->err);
+    return;
+  }
+  json_t *j = json_deep_copy(r->done);
   json_object_del(j, "event");
-  http_json(f->c, 200, j);
+  http_json(c, 200, j);
 }
 
-static void answer_list(struct fileop *f, json_t *done) {
-  (void)done;
+json_t *files_entries(const char *out, size_t nout) {
   json_t *entries = json_array();
-  for (char *line = f->out, *end; line && line < f->out + f->nout; line = end + 1) {
-    end = memchr(line, '\n', (size_t)(f->out + f->nout - line));
+  for (const char *line = out, *end; line && line < out + nout; line = end + 1) {
+    end = memchr(line, '\n', (size_t)(out + nout - line));
     if (!end)
       break;
     json_t *e = json_loadb(line, (size_t)(end - line), 0, NULL);
     if (e)
       json_array_append_new(entries, e);
   }
-  http_json(f->c, 200, json_pack("{s:o}", "entries", entries));
+  return entries;
 }
 
-/* A request answered from the agent's done event. */
-static void simple(struct http_conn *c, struct sbx *sb, json_t *req,
-                   void (*answer)(struct fileop *, json_t *)) {
-  struct fileop *f = start(c, sb, req, NULL, OP_OTHER);
+static void answer_list(struct http_conn *c, const struct files_result *r) {
+  if (r->err)
+    files_error(c, r->err);
+  else
+    http_json(c, 200, json_pack("{s:o}", "entries", files_entries(r->out, r->nout)));
+}
+
+void files_call(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
+                files_answer_fn answer, void *arg) {
+  struct fileop *f = start(c, sb, req, path, OP_OTHER);
   if (!f)
     return;
   f->answer = answer;
+  f->arg = arg;
   http_own(c, &file_ops, f);
 }
 
@@ -314,10 +347,10 @@ void api_files_delete(struct http_conn *c, const struct principal *p) {
   bool recursive = rec && strcmp(rec, "true") == 0;
   free(rec);
   if (sb)
-    simple(c, sb,
+    files_call(c, sb,
            json_pack("{s:s,s:s,s:s,s:b}", "op", "remove", "path", path, "user", user, "recursive",
                      recursive),
-           answer_empty);
+           NULL, answer_empty, NULL);
   free(path);
 }
 
@@ -326,8 +359,8 @@ void api_files_stat(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    simple(c, sb, json_pack("{s:s,s:s,s:s}", "op", "stat", "path", path, "user", user),
-           answer_done);
+    files_call(c, sb, json_pack("{s:s,s:s,s:s}", "op", "stat", "path", path, "user", user),
+           NULL, answer_done, NULL);
   free(path);
 }
 
@@ -339,10 +372,10 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
   if (sb && d && (!parse_u64(d, &depth) || depth < 1 || depth > 64))
     http_error(c, 400, "invalid_argument", "depth must be from 1 to 64");
   else if (sb)
-    simple(c, sb,
+    files_call(c, sb,
            json_pack("{s:s,s:s,s:s,s:I}", "op", "list", "path", path, "user", user, "depth",
                      (json_int_t)depth),
-           answer_list);
+           NULL, answer_list, NULL);
   free(d);
   free(path);
 }
@@ -376,10 +409,10 @@ void api_files_mkdir(struct http_conn *c, const struct principal *p) {
   const char *path, *user;
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
   if (sb)
-    simple(c, sb,
+    files_call(c, sb,
            json_pack("{s:s,s:s,s:s,s:b}", "op", "mkdir", "path", path, "user", user, "parents",
                      json_is_true(json_object_get(o, "parents"))),
-           answer_done);
+           NULL, answer_done, NULL);
   json_decref(o);
 }
 
@@ -392,8 +425,8 @@ void api_files_move(struct http_conn *c, const struct principal *p) {
   if (r == 0 || (r == 1 && !*to))
     http_error(c, 400, "invalid_argument", "to is required");
   else if (r == 1)
-    simple(c, sb,
+    files_call(c, sb,
            json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", path, "user", user, "to", to),
-           answer_empty);
+           NULL, answer_empty, NULL);
   json_decref(o);
 }

@@ -83,32 +83,29 @@ static int check_room(struct http_conn *c, const struct principal *p, uint64_t m
   return 0;
 }
 
-void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
+struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o) {
   struct server *srv = c->srv;
   uint64_t t0 = now_ns();
   struct create_req r = {0};
-  json_t *o = body_object(c);
-  if (!o)
-    return;
   struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir};
   struct hutch_err err = {0};
   if (parse_create(c, o, &r) < 0)
-    goto out;
+    return NULL;
   cfg.memory_bytes = r.memory_mb << 20;
   cfg.disk_bytes = r.disk_mb << 20;
   cfg.pids = r.pids;
   cfg.cpu_milli = (uint64_t)(r.cpus * 1000 + 0.5);
   if (hutch_config_check(&cfg, &err) < 0) {
     http_error(c, 400, "invalid_argument", "%s", err.msg);
-    goto out;
+    return NULL;
   }
   if (check_room(c, p, cfg.memory_bytes >> 20) < 0)
-    goto out;
+    return NULL;
   /* A warm one if a pool holds one made just so, else a new one. */
   struct sbx *sb = pool_take(srv, &cfg, r.template);
   if (!sb && !(sb = sbx_new(srv, &cfg, r.template, &err))) {
     http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
-    goto out;
+    return NULL;
   }
   str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
   if (r.metadata)
@@ -121,14 +118,20 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
   if (store_sandbox_put(srv->store, sb, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
     sbx_destroy(sb);
-    goto out;
+    return NULL;
   }
   srv->metrics.creates++;
   metrics_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
                   (double)(now_ns() - t0) / 1e9);
   str_copy(c->sandbox, sizeof c->sandbox, sb->id);
-  http_json(c, 201, sbx_json(sb));
-out:
+  return sb;
+}
+
+void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
+  json_t *o = body_object(c);
+  struct sbx *sb = o ? sandboxes_create(c, p, o) : NULL;
+  if (sb)
+    http_json(c, 201, sbx_json(sb));
   json_decref(o);
 }
 
@@ -172,6 +175,13 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
+void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms) {
+  struct hutch_err err = {0};
+  sb->expires_ms = expires_ms;
+  if (store_sandbox_expiry(sb->srv->store, sb->id, sb->expires_ms, &err) < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+}
+
 /* A new timeout, counted from now (as E2B's setTimeout). */
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"timeout_s", NULL};
@@ -180,7 +190,6 @@ void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   if (!o)
     return;
   double t = -1;
-  struct hutch_err err = {0};
   if (body_only(c, o, known) < 0 ||
       body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
     goto out;
@@ -188,9 +197,7 @@ void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
     http_error(c, 400, "invalid_argument", "timeout_s is required");
     goto out;
   }
-  sb->expires_ms = wall_ms() + (int64_t)(t * 1000);
-  if (store_sandbox_expiry(c->srv->store, sb->id, sb->expires_ms, &err) < 0)
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
+  sandboxes_set_expiry(sb, wall_ms() + (int64_t)(t * 1000));
   http_json(c, 200, sbx_json(sb));
 out:
   json_decref(o);

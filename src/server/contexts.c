@@ -17,7 +17,9 @@
  * process group) and, if it does not stop within INTERRUPT_GRACE_MS, the
  * kernel is killed: the context is then dead until restarted. A default
  * context per language is made on first use, and made again if it died.
- * A client that goes away leaves its cell running; its output is dropped. */
+ * A client that goes away takes its cell with it, as E2B's interpreter
+ * does: a running cell is interrupted (the context keeps its state), a
+ * waiting one is dropped. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,9 +86,15 @@ static void cell_send(struct cell *ce, json_t *j) {
     json_decref(j);
     return;
   }
-  size_t n;
-  char *s = http_json_line(j, &n);
-  http_stream_send(ce->c, s, n);
+  /* ASCII: E2B's JS SDK decodes each chunk it reads on its own, which
+   * would cut a character that a chunk boundary splits. */
+  char *s = json_dumps(j, SERVE_JSON_FLAGS | JSON_ENSURE_ASCII);
+  json_decref(j);
+  if (!s)
+    abort(); /* out of memory */
+  size_t n = strlen(s);
+  s[n] = '\n'; /* over the NUL: sent by length */
+  http_stream_send(ce->c, s, n + 1);
   free(s);
 }
 
@@ -100,12 +108,26 @@ static void cell_fail(struct cell *ce, const char *name, const char *value) {
   ce->c = NULL;
 }
 
+static void kernel_signal(struct context *cx, int sig);
+
 static void cell_abort(void *ctx) {
   struct cell *ce = ctx;
+  struct context *cx = ce->cx;
   ce->c = NULL;
-  if (ce->owed && ce->cx->s) /* nobody reads it now: never hold the kernel back */
-    agentc_window(ce->cx->s, ce->owed);
+  if (ce->owed && cx->s) /* nobody reads it now: never hold the kernel back */
+    agentc_window(cx->s, ce->owed);
   ce->owed = 0;
+  if (ce == cx->cells && cx->sent) {
+    kernel_signal(cx, SIGINT); /* it ends as an interrupted cell, unread */
+    return;
+  }
+  for (struct cell **p = &cx->cells; *p; p = &(*p)->next)
+    if (*p == ce) { /* it never ran: it never will */
+      *p = ce->next;
+      cx->ncells--;
+      cell_free(ce);
+      return;
+    }
 }
 
 static void cell_drain(void *ctx) {
@@ -378,7 +400,7 @@ void contexts_free(struct sbx *sb) {
   }
 }
 
-static json_t *context_json(const struct context *cx) {
+json_t *contexts_json(const struct context *cx) {
   static const char *const states[] = {"starting", "ready", "dead"};
   json_t *j = json_pack("{s:s,s:s,s:O,s:s}", "id", cx->id, "language", cx->language, "cwd",
                         cx->cwd, "state", states[cx->state]);
@@ -399,6 +421,8 @@ static bool env_ok(struct http_conn *c, json_t *env) {
 }
 
 static const char *language_of(const char *name) {
+  if (!name)
+    return "python";
   if (strcmp(name, "js") == 0)
     return "javascript";
   for (const char *const *l = languages; *l; l++)
@@ -427,14 +451,16 @@ static struct context *context_new(struct http_conn *c, struct sbx *sb, const ch
   cx->env = env ? json_deep_copy(env) : json_object();
   uv_timer_init(c->srv->loop, &cx->timer);
   cx->timer.data = cx;
-  cx->next = sb->contexts;
-  sb->contexts = cx;
+  struct context **tail = &sb->contexts; /* in the order they were made */
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = cx;
   sb->ncontexts++;
   kernel_start(cx);
   return cx;
 }
 
-static struct context *context_find(struct http_conn *c, struct sbx *sb, const char *id) {
+struct context *contexts_find(struct http_conn *c, struct sbx *sb, const char *id) {
   for (struct context *cx = sb->contexts; cx; cx = cx->next)
     if (strcmp(cx->id, id) == 0)
       return cx;
@@ -445,29 +471,34 @@ static struct context *context_find(struct http_conn *c, struct sbx *sb, const c
 /* The context the route's {id} and {cid} name; NULL after a 404. */
 static struct context *route_context(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
-  return sb ? context_find(c, sb, c->req.params[1]) : NULL;
+  return sb ? contexts_find(c, sb, c->req.params[1]) : NULL;
+}
+
+struct context *contexts_create(struct http_conn *c, struct sbx *sb, const char *language,
+                                const char *cwd, json_t *env) {
+  const char *lang = language_of(language);
+  if (env && !env_ok(c, env))
+    return NULL;
+  if (!lang) {
+    http_error(c, 400, "invalid_argument", "language must be python, javascript (js) or bash");
+    return NULL;
+  }
+  return context_new(c, sb, lang, cwd, env);
 }
 
 void api_contexts_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"language", "cwd", "env", NULL};
   struct sbx *sb = sbx_lookup(c, p);
   json_t *o = sb ? body_object(c) : NULL, *env = NULL;
-  const char *lang = "python", *cwd = NULL, *language;
+  const char *lang = "python", *cwd = NULL;
   if (!o)
     return;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "language", 15, &lang) < 0 ||
-      body_string(c, o, "cwd", 4095, &cwd) < 0 || body_string_map(c, o, "env", 1024, &env) < 0 ||
-      (env && !env_ok(c, env))) {
-    json_decref(o);
-    return;
-  }
-  if (!(language = language_of(lang))) {
-    http_error(c, 400, "invalid_argument", "language must be python, javascript (js) or bash");
-  } else {
-    struct context *cx = context_new(c, sb, language, cwd, env);
-    if (cx)
-      http_json(c, 201, context_json(cx));
-  }
+  struct context *cx = NULL;
+  if (body_only(c, o, known) >= 0 && body_string(c, o, "language", 15, &lang) >= 0 &&
+      body_string(c, o, "cwd", 4095, &cwd) >= 0 && body_string_map(c, o, "env", 1024, &env) >= 0)
+    cx = contexts_create(c, sb, lang, cwd, env);
+  if (cx)
+    http_json(c, 201, contexts_json(cx));
   json_decref(o);
 }
 
@@ -477,29 +508,40 @@ void api_contexts_list(struct http_conn *c, const struct principal *p) {
     return;
   json_t *a = json_array();
   for (struct context *cx = sb->contexts; cx; cx = cx->next)
-    json_array_append_new(a, context_json(cx));
+    json_array_append_new(a, contexts_json(cx));
   http_json(c, 200, json_pack("{s:o}", "contexts", a));
+}
+
+void contexts_delete(struct context *cx) {
+  context_stop(cx, "the context was deleted");
+  context_unlink(cx);
+}
+
+int contexts_restart(struct http_conn *c, struct context *cx) {
+  context_stop(cx, "the context was restarted");
+  if (kernel_start(cx) < 0) {
+    http_error(c, 503, "sandbox_error", "%s", cx->died);
+    return -1;
+  }
+  return 0;
+}
+
+struct context *contexts_next(struct sbx *sb, struct context *prev) {
+  return prev ? prev->next : sb->contexts;
 }
 
 void api_contexts_delete(struct http_conn *c, const struct principal *p) {
   struct context *cx = route_context(c, p);
   if (!cx)
     return;
-  context_stop(cx, "the context was deleted");
-  context_unlink(cx);
+  contexts_delete(cx);
   http_respond(c, 204, NULL, NULL, 0, NULL);
 }
 
 void api_contexts_restart(struct http_conn *c, const struct principal *p) {
   struct context *cx = route_context(c, p);
-  if (!cx)
-    return;
-  context_stop(cx, "the context was restarted");
-  if (kernel_start(cx) < 0) {
-    http_error(c, 503, "sandbox_error", "%s", cx->died);
-    return;
-  }
-  http_json(c, 200, context_json(cx));
+  if (cx && contexts_restart(c, cx) == 0)
+    http_json(c, 200, contexts_json(cx));
 }
 
 void api_contexts_interrupt(struct http_conn *c, const struct principal *p) {
@@ -522,17 +564,21 @@ static struct context *code_context(struct http_conn *c, struct sbx *sb, json_t 
     return NULL;
   }
   if (cid) {
-    struct context *cx = context_find(c, sb, cid);
+    struct context *cx = contexts_find(c, sb, cid);
     if (cx && cx->state == CX_DEAD) {
       http_error(c, 409, "context_dead", "%s", cx->died);
       return NULL;
     }
     return cx;
   }
-  if (!(language = language_of(lang ? lang : "python"))) {
+  if (!(language = language_of(lang))) {
     http_error(c, 400, "invalid_argument", "language must be python, javascript (js) or bash");
     return NULL;
   }
+  return contexts_default(c, sb, language);
+}
+
+struct context *contexts_default(struct http_conn *c, struct sbx *sb, const char *language) {
   for (struct context *cx = sb->contexts; cx; cx = cx->next) {
     if (!cx->is_default || strcmp(cx->language, language) != 0)
       continue;
@@ -547,34 +593,25 @@ static struct context *code_context(struct http_conn *c, struct sbx *sb, json_t 
   return cx;
 }
 
-void api_code(struct http_conn *c, const struct principal *p) {
+void contexts_run(struct http_conn *c, struct sbx *sb, json_t *o) {
   static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL, *env = NULL;
+  json_t *env = NULL;
   const char *code = NULL;
   double timeout = CELL_DEFAULT_TIMEOUT_S;
-  if (!o)
-    return;
   if (body_only(c, o, known) < 0 || body_string(c, o, "code", CODE_MAX, &code) < 0 ||
       body_string_map(c, o, "env", 1024, &env) < 0 || (env && !env_ok(c, env)) ||
-      body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &timeout) < 0) {
-    json_decref(o);
+      body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
     return;
-  }
   if (!code) {
     http_error(c, 400, "invalid_argument", "code (a string) is required");
-    json_decref(o);
     return;
   }
   struct context *cx = code_context(c, sb, o);
-  if (!cx) {
-    json_decref(o);
+  if (!cx)
     return;
-  }
   if (cx->ncells >= CELLS_QUEUED_MAX) {
     http_error(c, 429, "context_busy", "%d cells already wait in context %s", CELLS_QUEUED_MAX,
                cx->id);
-    json_decref(o);
     return;
   }
   struct cell *ce = xcalloc(1, sizeof *ce);
@@ -583,7 +620,6 @@ void api_code(struct http_conn *c, const struct principal *p) {
   ce->timeout_s = timeout;
   ce->line = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)ce->id, "code", code, "env",
                        env ? json_deep_copy(env) : json_object());
-  json_decref(o);
   struct cell **tail = &cx->cells;
   while (*tail)
     tail = &(*tail)->next;
@@ -592,4 +628,12 @@ void api_code(struct http_conn *c, const struct principal *p) {
   ce->c = c;
   http_stream_start(c, 200, "application/x-ndjson", &cell_ops, ce);
   send_next(cx);
+}
+
+void api_code(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  if (o)
+    contexts_run(c, sb, o);
+  json_decref(o);
 }

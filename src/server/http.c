@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "connect.h"
 #include "serve.h"
 #include "util.h"
 
@@ -500,6 +501,7 @@ static void finish(struct http_conn *c) {
   c->ops = NULL;
   c->ctx = NULL;
   c->last_error = NULL;
+  c->dialect = DIALECT_HUTCH;
   req_free(&c->req);
   if (c->keep_alive && !c->srv->stopping && !c->failed) {
     c->state = HC_HANDLING;
@@ -579,6 +581,39 @@ void http_json(struct http_conn *c, int status, json_t *j) {
   free(s);
 }
 
+/* The Connect code for an error (connectrpc.com/docs/protocol, "Error
+ * codes"): by hutch's code where it says more than the status. */
+static const char *connect_code(int status, const char *code) {
+  if (strcmp(code, "exists") == 0)
+    return "already_exists";
+  switch (status) {
+  case 400:
+  case 413:
+  case 431:
+    return "invalid_argument";
+  case 401:
+    return "unauthenticated";
+  case 403:
+    return "permission_denied";
+  case 404:
+    return "not_found";
+  case 408:
+    return "deadline_exceeded";
+  case 409:
+    return "failed_precondition";
+  case 429:
+  case 507:
+    return "resource_exhausted";
+  case 501:
+    return "unimplemented";
+  case 502:
+  case 503:
+    return "unavailable";
+  default:
+    return "internal";
+  }
+}
+
 void http_error(struct http_conn *c, int status, const char *code, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -587,9 +622,35 @@ void http_error(struct http_conn *c, int status, const char *code, const char *f
   va_end(ap);
   c->last_error = code;
   const char *extra = status == 429 || status == 503 ? "Retry-After: 1\r\n" : NULL;
+  json_t *j;
+  switch (c->dialect) {
+  case DIALECT_TEXT:
+    http_respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), extra);
+    return;
+  case DIALECT_E2B:
+    j = json_pack("{s:i,s:o}", "code", status, "message", serve_json_text(msg));
+    break;
+  case DIALECT_CONNECT:
+    j = json_pack("{s:s,s:o}", "code", connect_code(status, code), "message", serve_json_text(msg));
+    break;
+  case DIALECT_CONNECT_STREAM: {
+    /* A stream's error is its end-of-stream message; the status is 200. */
+    size_t n;
+    char *env = connect_envelope(CONNECT_END_STREAM,
+                                 json_pack("{s:{s:s,s:o}}", "error", "code",
+                                           connect_code(status, code), "message",
+                                           serve_json_text(msg)),
+                                 &n);
+    http_respond(c, 200, "application/connect+json", env, n, NULL);
+    free(env);
+    return;
+  }
+  default:
+    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg));
+    break;
+  }
   size_t n;
-  char *s = http_json_line(
-      json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg)), &n);
+  char *s = http_json_line(j, &n);
   http_respond(c, status, "application/json", s, n, extra);
   free(s);
 }
@@ -701,6 +762,8 @@ static char *decode(const char *s, size_t n) {
   *o = '\0';
   return out;
 }
+
+char *http_unescape(const char *s) { return decode(s, strlen(s)); }
 
 const char *http_query_next(const char *q, char **key, char **value) {
   const char *end = strchr(q, '&');

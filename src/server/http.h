@@ -60,6 +60,16 @@ struct http_stream_ops {
   void (*raw)(void *ctx, const char *data, size_t n);
 };
 
+/* How http_error writes an error: the API the request came in by decides
+ * (routes.c sets it before the handler runs). */
+enum http_dialect {
+  DIALECT_HUTCH,   /* {"error":{"code","message"}} */
+  DIALECT_E2B,     /* E2B's REST API and envd's HTTP routes: {"code":STATUS,"message"} */
+  DIALECT_CONNECT, /* Connect RPC, unary: {"code":"not_found","message"} */
+  DIALECT_CONNECT_STREAM, /* Connect RPC, server stream: 200 and an end-of-stream error */
+  DIALECT_TEXT,    /* E2B's code interpreter: the message as text/plain */
+};
+
 enum http_conn_state {
   HC_READING,   /* reading a request */
   HC_BODY,      /* a handler takes the request body as it comes */
@@ -99,6 +109,7 @@ struct http_conn {
    * request was (set by the router and the handler). */
   int last_status;
   const char *last_error;
+  enum http_dialect dialect;
   const char *action;
   char tenant[65];
   char sandbox[17];
@@ -112,6 +123,8 @@ void http_close_all(struct server *srv);
 const char *http_header(const struct http_req *req, const char *name);
 /* The value of a query parameter, percent-decoded (malloc'd), or NULL. */
 char *http_query(const struct http_req *req, const char *name);
+/* s percent-decoded ('+' as a space; malloc'd), or NULL when malformed. */
+char *http_unescape(const char *s);
 /* Walk a query string: the next parameter's decoded key and value (either
  * NULL when undecodable), and where the one after starts (NULL at the end). */
 const char *http_query_next(const char *q, char **key, char **value);

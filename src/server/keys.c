@@ -1,5 +1,6 @@
 /* API keys and tenants. A key is "hk_" and 40 random hex digits; only its
- * SHA-256 is stored, so the database alone lets no one in. The admin key
+ * SHA-256 is stored, so the database alone lets no one in. E2B's SDKs may
+ * check for their own prefix: "e2b_" and the same digits is the same key. The admin key
  * is written to STATE_DIR/admin.key (0600) on first start and kept there. */
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +105,11 @@ int keys_authenticate(struct server *srv, const struct http_req *req, struct pri
   const char *auth = http_header(req, "Authorization");
   if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
     key = auth + 7;
+  char as_hutch[KEY_LEN + 1];
+  if (key && strncmp(key, "e2b_", 4) == 0 && strlen(key) == KEY_LEN + 1) {
+    snprintf(as_hutch, sizeof as_hutch, "%s%s", KEY_PREFIX, key + 4);
+    key = as_hutch;
+  }
   if (!key || !well_formed(key))
     return 0;
   char hash[HASH_HEX + 1];

@@ -14,7 +14,8 @@
 
 static const char usage[] =
     "usage: hutch serve [OPTIONS]\n\n"
-    "  --listen ADDR:PORT        where to listen (default 127.0.0.1:7420; [::1]:PORT for IPv6)\n"
+    "  --listen ADDR:PORT        where to listen (default 127.0.0.1:7420; [::1]:PORT for IPv6;\n"
+    "                            port 0: any free one, printed at start)\n"
     "  --state-dir DIR           state: database, admin key, audit log, templates\n"
     "                            (default $HUTCH_STATE_DIR, else /var/lib/hutch)\n"
     "  --max-sandboxes N         sandboxes on the whole server (default 1000)\n"
@@ -26,14 +27,15 @@ static const char usage[] =
     "                            (default host=2; --pool host=0 keeps none)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
-    "  --routes                  print every route served and exit\n\n"
+    "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
+    "                            e2b (E2B's REST API), envd, interpreter (docs/e2b.md)\n\n"
     "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
     "over. SIGINT (Ctrl-C) stops it and destroys them.\n";
 
 static int parse_listen(const char *s, struct serve_config *cfg) {
   const char *colon = strrchr(s, ':');
   uint64_t port;
-  if (!colon || !parse_u64(colon + 1, &port) || port == 0 || port > 65535)
+  if (!colon || !parse_u64(colon + 1, &port) || port > 65535) /* 0: any free port */
     return -1;
   size_t n = (size_t)(colon - s);
   if (n >= 2 && s[0] == '[' && s[n - 1] == ']')
@@ -65,7 +67,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
       {"pool", required_argument, NULL, O_POOL},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
-      {"routes", no_argument, NULL, O_ROUTES},
+      {"routes", optional_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
@@ -124,7 +126,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       cfg->kernels_dir = xstrdup(optarg);
       break;
     case O_ROUTES:
-      serve_print_routes(stdout);
+      if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {
+        fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",
+                optarg);
+        return -1;
+      }
       return 1;
     case 'h':
     case O_HELP:

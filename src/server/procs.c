@@ -128,6 +128,12 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
   if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0) {
     pr->pid = (int)json_integer_value(json_object_get(j, "pid"));
     pr->sb->srv->metrics.execs++;
+    struct sub *next;
+    for (struct sub *u = pr->subs; u; u = next) {
+      next = u->next;
+      if (u->start)
+        u->start(u, pr->pid); /* may unsubscribe u */
+    }
     answer_creator(pr);
   } else if (f->flags & HUTCH_FL_END) {
     ended(pr, outlines_exit(f->type, j));
@@ -165,7 +171,8 @@ static void creator_gone(void *ctx) {
 
 static const struct http_stream_ops creator_ops = {.abort = creator_gone};
 
-int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in, bool keep_stdin) {
+struct proc *procs_spawn(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
+                         bool keep_stdin) {
   prune(sb);
   size_t n = 0;
   for (struct proc *p = sb->procs; p; p = p->next)
@@ -173,7 +180,7 @@ int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in
   if (n >= PROC_MAX) {
     http_error(c, 429, "too_many_processes",
                "the sandbox has %d background processes; wait for some to end", PROC_MAX);
-    return -1;
+    return NULL;
   }
   struct proc *pr = xcalloc(1, sizeof *pr);
   pr->sb = sb;
@@ -187,12 +194,19 @@ int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in
     json_decref(pr->cmd);
     free(pr);
     http_error(c, 503, "sandbox_error", "the sandbox's agent is not reachable");
-    return -1;
+    return NULL;
   }
   if (in)
     agentc_stdin(pr->s, in, strlen(in), !keep_stdin);
   pr->next = sb->procs;
   sb->procs = pr;
+  return pr;
+}
+
+int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in, bool keep_stdin) {
+  struct proc *pr = procs_spawn(c, sb, req, in, keep_stdin);
+  if (!pr)
+    return -1;
   pr->creator = c;
   http_own(c, &creator_ops, pr);
   return 0;
@@ -233,13 +247,12 @@ void procs_free(struct sbx *sb) {
 static struct proc *find(struct http_conn *c, struct sbx **sbp, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   uint64_t pid;
+  struct proc *pr;
   *sbp = sb;
   if (!sb)
     return NULL;
-  if (parse_u64(c->req.params[1], &pid))
-    for (struct proc *pr = sb->procs; pr; pr = pr->next)
-      if (pr->pid > 0 && (uint64_t)pr->pid == pid)
-        return pr; /* the newest first: a pid used again names the live one */
+  if (parse_u64(c->req.params[1], &pid) && pid <= INT32_MAX && (pr = procs_by_pid(sb, (int)pid)))
+    return pr;
   http_error(c, 404, "not_found", "no background process %s in sandbox %s", c->req.params[1],
              sb->id);
   return NULL;
@@ -318,7 +331,25 @@ void api_procs_output(struct http_conn *c, const struct principal *p) {
   http_stream_send(c, pr->kept, pr->kept_len);
 }
 
-/* ---- for ws.c ---- */
+/* ---- for ws.c and e2b_process.c ---- */
+
+struct proc *procs_next(struct sbx *sb, struct proc *prev) {
+  for (struct proc *pr = prev ? prev->next : sb->procs; pr; pr = pr->next)
+    if (pr->pid > 0)
+      return pr;
+  return NULL;
+}
+
+struct proc *procs_by_pid(struct sbx *sb, int pid) {
+  for (struct proc *pr = sb->procs; pr; pr = pr->next)
+    if (pid > 0 && pr->pid == pid)
+      return pr; /* the newest first: a pid used again names the live one */
+  return NULL;
+}
+
+int procs_pid(const struct proc *pr) { return pr->pid; }
+
+json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
 
 struct proc *procs_find(struct http_conn *c, const struct principal *p) {
   struct sbx *sb;

@@ -1,8 +1,18 @@
-/* The route table of hutch serve: every route the server answers, the key
- * it needs, and the handler. docs/openapi.yaml describes the same table;
- * tests/integration/test_openapi.py checks that the two agree. */
+/* The route tables of hutch serve: every route the server answers, the key
+ * it needs, and the handler. docs/openapi.yaml describes the native table
+ * and docs/e2b.md the E2B-compatible ones; tests/integration/test_openapi.py
+ * checks that each agrees with what the server serves.
+ *
+ * E2B clients reach a sandbox's own services (envd on port 49983, the code
+ * interpreter on 49999) at one URL (E2B_SANDBOX_URL) and name the sandbox
+ * and the port in the E2b-Sandbox-Id and E2b-Sandbox-Port headers: a
+ * request with those is routed by the port's table and authenticated by
+ * the sandbox's access token, not by an API key. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
 
 #include "serve.h"
 #include "util.h"
@@ -11,6 +21,8 @@ enum access {
   PUBLIC, /* no key */
   TENANT, /* any valid key; acts as the key's tenant */
   ADMIN,  /* the admin key only */
+  SANDBOX, /* the sandbox the headers name, with its access token */
+  SANDBOX_ANY, /* the sandbox the headers name, without a token (health) */
 };
 
 struct route {
@@ -20,6 +32,13 @@ struct route {
   const char *action;  /* as written in the audit log */
   void (*handler)(struct http_conn *c, const struct principal *p);
   bool stream_body;    /* dispatched after the headers; takes the body as it comes */
+  enum http_dialect dialect; /* how its errors are written */
+};
+
+struct table {
+  const char *name; /* for --routes */
+  const struct route *routes;
+  size_t n;
 };
 
 static void healthz(struct http_conn *c, const struct principal *p) {
@@ -27,7 +46,7 @@ static void healthz(struct http_conn *c, const struct principal *p) {
   http_respond(c, 200, "application/json", "{\"status\":\"ok\"}\n", 16, NULL);
 }
 
-static const struct route routes[] = {
+static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
     {HTTP_GET, "/metrics", PUBLIC, NULL, api_metrics},
     {HTTP_POST, "/v1/keys", ADMIN, "key.create", api_keys_create},
@@ -65,6 +84,75 @@ static const struct route routes[] = {
     {HTTP_GET, "/v1/sandboxes/{id}/files/watch", TENANT, NULL, api_files_watch},
 };
 
+/* E2B's REST API (its spec/openapi.yml), by X-API-Key as the native one. */
+static const struct route e2b_api[] = {
+    {HTTP_POST, "/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false, DIALECT_E2B},
+    {HTTP_POST, "/v2/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false,
+     DIALECT_E2B},
+    {HTTP_GET, "/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
+    {HTTP_GET, "/v2/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
+    {HTTP_GET, "/sandboxes/{id}", TENANT, NULL, e2b_sandboxes_get, false, DIALECT_E2B},
+    {HTTP_DELETE, "/sandboxes/{id}", TENANT, "sandbox.delete", e2b_sandboxes_delete, false,
+     DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", e2b_sandboxes_timeout, false,
+     DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/pause", TENANT, "sandbox.pause", e2b_sandboxes_pause, false,
+     DIALECT_E2B},
+    {HTTP_POST, "/v2/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect,
+     false, DIALECT_E2B},
+    {HTTP_GET, "/sandboxes/{id}/metrics", TENANT, NULL, e2b_sandboxes_metrics, false, DIALECT_E2B},
+};
+
+/* envd: Connect RPC (unary and server streams) and its HTTP file routes. */
+#define RPC(name, handler, action) \
+  {HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT}
+#define STREAM(name, handler, action) \
+  {HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT_STREAM}
+static const struct route e2b_envd[] = {
+    {HTTP_GET, "/health", SANDBOX_ANY, NULL, e2b_envd_health, false, DIALECT_E2B},
+    {HTTP_GET, "/files", SANDBOX, NULL, e2b_files_read, false, DIALECT_E2B},
+    {HTTP_POST, "/files", SANDBOX, "file.write", e2b_files_write, true, DIALECT_E2B},
+    STREAM("/process.Process/Start", e2b_process_start, "sandbox.exec"),
+    STREAM("/process.Process/Connect", e2b_process_connect, "process.attach"),
+    RPC("/process.Process/List", e2b_process_list, NULL),
+    RPC("/process.Process/SendInput", e2b_process_input, "process.stdin"),
+    RPC("/process.Process/CloseStdin", e2b_process_close_stdin, "process.stdin"),
+    RPC("/process.Process/SendSignal", e2b_process_signal, "process.signal"),
+    RPC("/process.Process/Update", e2b_process_update, "process.resize"),
+    RPC("/filesystem.Filesystem/Stat", e2b_fs_stat, NULL),
+    RPC("/filesystem.Filesystem/ListDir", e2b_fs_list, NULL),
+    RPC("/filesystem.Filesystem/MakeDir", e2b_fs_mkdir, "file.mkdir"),
+    RPC("/filesystem.Filesystem/Move", e2b_fs_move, "file.move"),
+    RPC("/filesystem.Filesystem/Remove", e2b_fs_remove, "file.remove"),
+    STREAM("/filesystem.Filesystem/WatchDir", e2b_fs_watch, NULL),
+    RPC("/filesystem.Filesystem/CreateWatcher", e2b_fs_watcher_create, NULL),
+    RPC("/filesystem.Filesystem/GetWatcherEvents", e2b_fs_watcher_events, NULL),
+    RPC("/filesystem.Filesystem/RemoveWatcher", e2b_fs_watcher_remove, NULL),
+};
+#undef RPC
+#undef STREAM
+
+/* The code interpreter (E2B's code-interpreter template server). */
+static const struct route e2b_interp[] = {
+    {HTTP_GET, "/health", SANDBOX_ANY, NULL, e2b_interp_health, false, DIALECT_TEXT},
+    {HTTP_POST, "/execute", SANDBOX, "sandbox.code", e2b_execute, false, DIALECT_TEXT},
+    {HTTP_POST, "/contexts", SANDBOX, "context.create", e2b_contexts_create, false, DIALECT_TEXT},
+    {HTTP_GET, "/contexts", SANDBOX, NULL, e2b_contexts_list, false, DIALECT_TEXT},
+    {HTTP_DELETE, "/contexts/{cid}", SANDBOX, "context.delete", e2b_contexts_delete, false,
+     DIALECT_TEXT},
+    {HTTP_POST, "/contexts/{cid}/restart", SANDBOX, "context.restart", e2b_contexts_restart, false,
+     DIALECT_TEXT},
+};
+
+#define TABLE(name, t) {name, t, ARRAY_SIZE(t)}
+static const struct table tables[] = {
+    TABLE("native", native),
+    TABLE("e2b", e2b_api),
+    TABLE("envd", e2b_envd),
+    TABLE("interpreter", e2b_interp),
+};
+#undef TABLE
+
 /* Match path against pattern; fills req->params. Both start with '/'. */
 static bool match(const char *pattern, const char *path, struct http_req *req) {
   req->nparams = 0;
@@ -96,46 +184,117 @@ static void cut_params(struct http_req *req) {
   }
 }
 
+/* The table a request is for: a sandbox port's by the E2B headers, else
+ * the API's (native and E2B's REST API share one path space). NULL: the
+ * headers name a port nothing serves. */
+static const struct table *table_for(const struct http_req *req, size_t *ntables) {
+  const char *port = http_header(req, "E2b-Sandbox-Port");
+  *ntables = 1;
+  if (!http_header(req, "E2b-Sandbox-Id")) {
+    *ntables = 2; /* native and E2B's REST API */
+    return &tables[0];
+  }
+  if (port && strcmp(port, E2B_ENVD_PORT) == 0)
+    return &tables[2];
+  if (port && strcmp(port, E2B_INTERPRETER_PORT) == 0)
+    return &tables[3];
+  return NULL;
+}
+
+static const struct route *find(const struct http_req *req, bool *path_known) {
+  size_t n;
+  const struct table *t = table_for(req, &n);
+  struct http_req scratch = *req;
+  *path_known = false;
+  for (size_t k = 0; t && k < n; k++)
+    for (size_t i = 0; i < t[k].n; i++) {
+      if (!match(t[k].routes[i].pattern, req->path, &scratch))
+        continue;
+      *path_known = true;
+      if (t[k].routes[i].method == req->method)
+        return &t[k].routes[i];
+    }
+  return NULL;
+}
+
 bool serve_streams_body(struct server *srv, const struct http_req *req) {
   (void)srv;
-  struct http_req scratch = {0};
-  for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-    if (routes[i].stream_body && routes[i].method == req->method &&
-        match(routes[i].pattern, req->path, &scratch))
-      return true;
-  return false;
+  bool known;
+  const struct route *r = find(req, &known);
+  return r && r->stream_body;
+}
+
+/* The sandbox a data-plane request names, checked: its access token,
+ * compared in constant time. Answers (502 for a sandbox that is not
+ * there, as E2B's proxy does, 401 for a wrong token) and returns NULL
+ * otherwise. */
+static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
+  const char *id = http_header(&c->req, "E2b-Sandbox-Id");
+  struct sbx *sb = NULL;
+  for (struct sbx *s = c->srv->sandboxes; s && id; s = s->next)
+    if (!s->dying && strcmp(s->id, id) == 0)
+      sb = s;
+  if (!sb) {
+    http_error(c, 502, "sandbox_not_found", "no sandbox %.32s on this server (it ended, or never was)",
+               id ? id : "");
+    return NULL;
+  }
+  if (access == SANDBOX_ANY)
+    return sb;
+  const char *tok = http_header(&c->req, "X-Access-Token");
+  if (!tok)
+    tok = http_header(&c->req, "E2B-Traffic-Access-Token");
+  if (!tok || strlen(tok) != SERVE_TOKEN_LEN ||
+      CRYPTO_memcmp(tok, sb->token, SERVE_TOKEN_LEN) != 0) {
+    http_error(c, 401, "unauthorized",
+               "the sandbox's access token is required (X-Access-Token: envdAccessToken)");
+    return NULL;
+  }
+  return sb;
 }
 
 void serve_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
   pool_defer(srv);
-  const struct route *found = NULL;
-  bool path_known = false;
-  for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-    if (!match(routes[i].pattern, req->path, req))
-      continue;
-    path_known = true;
-    if (routes[i].method == req->method) {
-      found = &routes[i];
-      break;
-    }
-  }
+  bool path_known;
+  const struct route *found = find(req, &path_known);
   if (!found) {
-    if (path_known)
+    size_t n;
+    if (!table_for(req, &n))
+      http_error(c, 502, "port_not_served", "nothing serves port %.16s of a sandbox here",
+                 http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
+    else if (path_known)
       http_error(c, 405, "method_not_allowed", "%s is not allowed on %s",
                  http_method_str(req->method), req->path);
     else
       http_error(c, 404, "not_found", "no route %s", req->path);
     return;
   }
-  /* The params point into a copy of the path, cut at the slashes. */
-  req->pbuf = xstrdup(req->path);
-  match(found->pattern, req->pbuf, req);
-  cut_params(req);
+  c->dialect = found->dialect;
   struct principal p = {0};
-  if (found->access != PUBLIC) {
-    if (!keys_authenticate(srv, req, &p)) {
+  if (found->access == SANDBOX || found->access == SANDBOX_ANY) {
+    struct sbx *sb = sandbox_of(c, found->access);
+    if (!sb)
+      return;
+    /* The handlers find the sandbox as a native route's: params[0] is its
+     * id (kept after the path in pbuf), the route's own follow. */
+    size_t plen = strlen(req->path);
+    req->pbuf = xmalloc(plen + 1 + sizeof sb->id);
+    memcpy(req->pbuf, req->path, plen + 1);
+    memcpy(req->pbuf + plen + 1, sb->id, sizeof sb->id);
+    match(found->pattern, req->pbuf, req);
+    cut_params(req);
+    memmove(req->params + 1, req->params, req->nparams * sizeof *req->params);
+    req->params[0] = req->pbuf + plen + 1;
+    req->nparams++;
+    str_copy(p.tenant, sizeof p.tenant, sb->tenant);
+  } else {
+    /* The params point into a copy of the path, cut at the slashes. */
+    req->pbuf = xstrdup(req->path);
+    match(found->pattern, req->pbuf, req);
+    cut_params(req);
+    if (found->access != PUBLIC && !keys_authenticate(srv, req, &p)) {
       http_error(c, 401, "unauthorized",
                  "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
       return;
@@ -149,7 +308,6 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }
-
 void serve_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
   if (status >= 400 && status < 600)
@@ -181,7 +339,14 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   c->tenant[0] = '\0';
 }
 
-void serve_print_routes(FILE *out) {
-  for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-    fprintf(out, "%s %s\n", http_method_str(routes[i].method), routes[i].pattern);
+int serve_print_routes(FILE *out, const char *table) {
+  for (size_t k = 0; k < ARRAY_SIZE(tables); k++) {
+    if (strcmp(tables[k].name, table) != 0)
+      continue;
+    for (size_t i = 0; i < tables[k].n; i++)
+      fprintf(out, "%s %s\n", http_method_str(tables[k].routes[i].method),
+              tables[k].routes[i].pattern);
+    return 0;
+  }
+  return -1;
 }

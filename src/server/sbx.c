@@ -58,6 +58,7 @@ static void sbx_free(struct agentc *ac) {
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   procs_free(sb);
   contexts_free(sb);
+  e2b_watches_free(sb);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);
@@ -90,6 +91,7 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
   }
   sb->srv = srv;
   memcpy(sb->id, sb->hs->id, sizeof sb->id);
+  serve_random_hex(sb->token, SERVE_TOKEN_LEN);
   str_copy(sb->template, sizeof sb->template, template);
   sb->metadata = json_object();
   sb->env = json_object();
@@ -240,6 +242,11 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->pids = (uint64_t)json_integer_value(json_object_get(row->spec, "pids"));
   sb->cpu_milli = (uint64_t)json_integer_value(json_object_get(row->spec, "cpu_milli"));
   sb->disk_mb = (uint64_t)json_integer_value(json_object_get(row->spec, "disk_mb"));
+  const char *token = json_string_value(json_object_get(row->spec, "token"));
+  if (token && strlen(token) == SERVE_TOKEN_LEN)
+    memcpy(sb->token, token, sizeof sb->token);
+  else /* stored by a server that gave none */
+    serve_random_hex(sb->token, SERVE_TOKEN_LEN);
   sb->created_ms = row->created_ms;
   sb->expires_ms = row->expires_ms;
   sbx_register(srv, sb);

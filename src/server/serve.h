@@ -18,6 +18,7 @@
 #define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
 #define SERVE_TENANT_LEN 64
 #define SERVE_KEY_ID_LEN 16
+#define SERVE_TOKEN_LEN 40
 /* Where every sandbox of the server sees share/kernels, read-only. */
 #define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
@@ -45,6 +46,7 @@ struct principal {
 struct pool;
 struct proc;
 struct context;
+struct watch;
 
 struct sbx {
   struct sbx *next;
@@ -53,12 +55,16 @@ struct sbx {
   char id[17];
   char tenant[SERVE_TENANT_LEN + 1];
   char template[64];
+  /* The secret of the sandbox's E2B-compatible routes (envd and the code
+   * interpreter, e2b_routes): E2B clients send it as X-Access-Token. */
+  char token[SERVE_TOKEN_LEN + 1];
   struct hutch_sandbox *hs;
   struct agentc ac;
   json_t *metadata; /* object of strings */
   json_t *env;      /* object of strings, given to every exec */
   struct proc *procs; /* background processes, newest first */
   struct context *contexts; /* code contexts (contexts.c) */
+  struct watch *watches; /* E2B's polled watchers (e2b_fs.c) */
   unsigned ncontexts;
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
@@ -115,8 +121,9 @@ void serve_dispatch(struct server *srv, struct http_conn *c);
 bool serve_streams_body(struct server *srv, const struct http_req *req);
 /* Called when a response has ended: audit line and metrics. */
 void serve_request_done(struct server *srv, struct http_conn *c);
-/* `hutch serve --routes`: every route served, one "METHOD PATH" a line. */
-void serve_print_routes(FILE *out);
+/* `hutch serve --routes=TABLE`: the table's routes, one "METHOD PATH" a
+ * line; -1 when there is no such table. */
+int serve_print_routes(FILE *out, const char *table);
 
 /* How every JSON body and line is written: compact, and numbers with at
  * most 10 significant digits (timings in ms). */
@@ -177,8 +184,20 @@ void api_sandboxes_get(struct http_conn *c, const struct principal *p);
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p);
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void api_exec(struct http_conn *c, const struct principal *p);
+/* The agent's exec request from a native exec body o, or NULL after a
+ * 400; *in: the stdin it gives, if any. */
+json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in);
 
-/* procs.c: background processes (an exec with "background": true). */
+/* The core of a create, shared by both APIs: o is a native request body.
+ * NULL after an error answer. */
+struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o);
+void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
+
+/* procs.c: background processes (an exec with "background": true). A
+ * process from the agent request req (exec_request); NULL after an error
+ * answer. procs_start also answers c with 201 {pid} once it runs. */
+struct proc *procs_spawn(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
+                         bool keep_stdin);
 int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
                 bool keep_stdin);
 void procs_free(struct sbx *sb);
@@ -196,6 +215,7 @@ void api_procs_kill(struct http_conn *c, const struct principal *p);
 struct sub {
   struct sub *next;
   struct proc *pr;
+  void (*start)(struct sub *u, int pid); /* optional: it started */
   void (*line)(struct sub *u, const char *line, size_t n);
   void (*end)(struct sub *u, const char *line, size_t n);
   void *ctx;
@@ -207,13 +227,30 @@ struct sub *procs_subscribe(struct proc *pr,
 void procs_unsubscribe(struct sub *u);
 const char *procs_kept(const struct proc *pr, size_t *n);
 json_t *procs_exit_line(const struct proc *pr); /* NULL while it runs */
+/* A sandbox's processes that started, newest first (prev NULL: the first). */
+struct proc *procs_next(struct sbx *sb, struct proc *prev);
+struct proc *procs_by_pid(struct sbx *sb, int pid); /* NULL: none */
+int procs_pid(const struct proc *pr);
+json_t *procs_cmd(const struct proc *pr); /* the argv; borrowed */
 /* 0, or -1 when its stdin is closed, -2 when too much waits unread. */
 int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof);
 bool procs_control(struct proc *pr, json_t *ctl); /* takes ctl; false: ended */
 void api_procs_ws(struct http_conn *c, const struct principal *p);
 
-/* contexts.c: code contexts, their kernels, and /code. */
+/* contexts.c: code contexts, their kernels, and /code. The core, shared
+ * by both APIs; each returns NULL (or -1) after an error answer. */
 void contexts_free(struct sbx *sb);
+struct context *contexts_create(struct http_conn *c, struct sbx *sb, const char *language,
+                                const char *cwd, json_t *env);
+struct context *contexts_find(struct http_conn *c, struct sbx *sb, const char *id);
+/* The default context of a language (made, or made again if it died). */
+struct context *contexts_default(struct http_conn *c, struct sbx *sb, const char *language);
+struct context *contexts_next(struct sbx *sb, struct context *prev); /* in order made */
+json_t *contexts_json(const struct context *cx); /* {id, language, cwd, state, error?} */
+void contexts_delete(struct context *cx);
+int contexts_restart(struct http_conn *c, struct context *cx);
+/* Run a cell: o is a native /code body; the answer streams. */
+void contexts_run(struct http_conn *c, struct sbx *sb, json_t *o);
 void api_contexts_create(struct http_conn *c, const struct principal *p);
 void api_contexts_list(struct http_conn *c, const struct principal *p);
 void api_contexts_delete(struct http_conn *c, const struct principal *p);
@@ -221,7 +258,32 @@ void api_contexts_restart(struct http_conn *c, const struct principal *p);
 void api_contexts_interrupt(struct http_conn *c, const struct principal *p);
 void api_code(struct http_conn *c, const struct principal *p);
 
-/* api_files.c: /v1/sandboxes/{id}/files… */
+/* api_files.c: the agent's file operations for a request, and the
+ * /v1/sandboxes/{id}/files… routes on them. An answer hears how the
+ * operation ended and answers c. */
+struct files_result {
+  json_t *done, *err;  /* the agent's done event, or its error */
+  const char *out;     /* a listing: the lines the agent sent */
+  size_t nout;
+  const char *path;    /* the path given to the call */
+  void *arg;
+};
+typedef void (*files_answer_fn)(struct http_conn *c, const struct files_result *r);
+/* req: the agent request (taken); path: malloc'd, freed with the call, or
+ * NULL. */
+void files_call(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
+                files_answer_fn answer, void *arg);
+/* Stream the file at path (taken) to c. */
+void files_read(struct http_conn *c, struct sbx *sb, char *path, const char *user);
+/* Write the request body, as it comes, to path (taken). */
+void files_write(struct http_conn *c, struct sbx *sb, char *path, const char *user,
+                 files_answer_fn answer, void *arg);
+/* An agent error as the HTTP answer its code means. */
+void files_error(struct http_conn *c, json_t *err);
+/* The entries of a listing's lines (a new array). */
+json_t *files_entries(const char *out, size_t nout);
+/* A usable path, or false after a 400. */
+bool files_path_ok(struct http_conn *c, const char *path);
 void api_files_write(struct http_conn *c, const struct principal *p);
 void api_files_read(struct http_conn *c, const struct principal *p);
 void api_files_delete(struct http_conn *c, const struct principal *p);
@@ -243,6 +305,66 @@ void pool_defer(struct server *srv);
 void pool_destroy_all(struct server *srv);
 void pool_free(struct server *srv);
 void pool_metrics(FILE *f, const struct server *srv);
+
+/* The E2B-compatible API (docs/e2b.md): E2B's REST API beside the native
+ * one, and, by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, each
+ * sandbox's envd and code interpreter. Each handler turns the E2B request
+ * into the native core's and its answer back. */
+#define E2B_ENVD_PORT "49983"
+#define E2B_INTERPRETER_PORT "49999"
+/* What envd version hutch answers as: the E2B SDKs switch features by it
+ * (docs/e2b.md says which this one gives). */
+#define E2B_ENVD_VERSION "0.5.2"
+
+/* e2b_api.c: /sandboxes, /v2/sandboxes */
+void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
+/* The sandbox of a data-plane request (routes.c checked it), or NULL once
+ * it is gone. */
+struct sbx *e2b_sandbox(struct http_conn *c);
+/* The user a data-plane request acts as (Authorization: Basic, or the
+ * username query): "user" or "root"; NULL after a 400. */
+const char *e2b_user(struct http_conn *c);
+/* An envd path: absolute as given, else under the user's home (malloc'd). */
+char *e2b_path(const char *path, const char *user);
+
+/* e2b_process.c: process.Process */
+void e2b_envd_health(struct http_conn *c, const struct principal *p);
+void e2b_process_start(struct http_conn *c, const struct principal *p);
+void e2b_process_connect(struct http_conn *c, const struct principal *p);
+void e2b_process_list(struct http_conn *c, const struct principal *p);
+void e2b_process_input(struct http_conn *c, const struct principal *p);
+void e2b_process_close_stdin(struct http_conn *c, const struct principal *p);
+void e2b_process_signal(struct http_conn *c, const struct principal *p);
+void e2b_process_update(struct http_conn *c, const struct principal *p);
+
+/* e2b_fs.c: filesystem.Filesystem, GET and POST /files */
+void e2b_fs_stat(struct http_conn *c, const struct principal *p);
+void e2b_fs_list(struct http_conn *c, const struct principal *p);
+void e2b_fs_mkdir(struct http_conn *c, const struct principal *p);
+void e2b_fs_move(struct http_conn *c, const struct principal *p);
+void e2b_fs_remove(struct http_conn *c, const struct principal *p);
+void e2b_fs_watch(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_events(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_remove(struct http_conn *c, const struct principal *p);
+void e2b_files_read(struct http_conn *c, const struct principal *p);
+void e2b_files_write(struct http_conn *c, const struct principal *p);
+void e2b_watches_free(struct sbx *sb);
+
+/* e2b_interp.c: the code interpreter */
+void e2b_interp_health(struct http_conn *c, const struct principal *p);
+void e2b_execute(struct http_conn *c, const struct principal *p);
+void e2b_contexts_create(struct http_conn *c, const struct principal *p);
+void e2b_contexts_list(struct http_conn *c, const struct principal *p);
+void e2b_contexts_delete(struct http_conn *c, const struct principal *p);
+void e2b_contexts_restart(struct http_conn *c, const struct principal *p);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);

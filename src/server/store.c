@@ -159,11 +159,11 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
 }
 
 int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I,s:I}", "metadata", sb->metadata, "env",
+  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s}", "metadata", sb->metadata, "env",
                            sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids",
                            (json_int_t)sb->pids, "cpu_milli", (json_int_t)sb->cpu_milli,
                            "disk_mb", (json_int_t)sb->disk_mb, "slot",
-                           (json_int_t)sb->hs->slot);
+                           (json_int_t)sb->hs->slot, "token", sb->token);
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   sqlite3_stmt *s = text ? prep(st,

@@ -1,6 +1,7 @@
 """docs/openapi.yaml and the server agree: every route the server serves is
 in the spec and every route in the spec is served; every error code the
-server can send is listed there."""
+server can send is listed there. docs/e2b.md and the E2B-compatible route
+tables agree the same way."""
 import re
 import subprocess
 
@@ -35,3 +36,16 @@ def test_error_codes_are_documented():
         used |= set(re.findall(r'\\"code\\":\\"([a-z_]+)\\"', f.read_text()))
     assert used, "found no error codes in src/server"
     assert used - listed == set(), "error codes missing from docs/openapi.yaml"
+
+
+def test_e2b_tables_match_docs():
+    doc = (ROOT / "docs" / "e2b.md").read_text()
+    for table in ("e2b", "envd", "interpreter"):
+        served = subprocess.run([str(BUILD / "hutch-serve"), f"--routes={table}"],
+                                capture_output=True, text=True, check=True, timeout=30).stdout
+        served = {l for l in served.split("\n") if l}
+        # The section whose heading names the table's --routes.
+        section = doc.split(f"--routes={table}`)", 1)[1].split("\n## ", 1)[0]
+        documented = set(re.findall(r"^\| `([A-Z]+ /[^`]*)`", section, re.M))
+        assert served, table
+        assert served == documented, (table, served ^ documented)

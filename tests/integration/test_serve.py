@@ -939,7 +939,7 @@ def test_sigint_ends_the_sandboxes(tmp_path):
 
 def test_bad_options(tmp_path):
     import subprocess
-    for args in (["--listen", "nope"], ["--listen", "127.0.0.1:0"], ["--max-sandboxes", "-1"],
+    for args in (["--listen", "nope"], ["--listen", "127.0.0.1:65536"], ["--max-sandboxes", "-1"],
                  ["--bogus"], ["extra"], ["--state-dir", "relative/dir"],
                  ["--listen", "256.1.1.1:80"]):
         r = subprocess.run([str(BUILD / "hutch"), "serve", "--state-dir", str(tmp_path / "s"),

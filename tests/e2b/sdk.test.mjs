@@ -1,0 +1,223 @@
+// E2B's official JS SDKs (pinned in package.json) against a real hutch
+// serve, configured only by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY:
+// the same client code as against E2B's cloud.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { Sandbox } from '@e2b/code-interpreter';
+import { CommandExitError, NotFoundError, Sandbox as BaseSandbox } from 'e2b';
+
+import { startServer } from './server.mjs';
+
+const T = { timeout: 120000 };
+let server;
+let sbx;
+
+before(async () => {
+  server = await startServer('--pool', 'host=1');
+  sbx = await Sandbox.create({ metadata: { suite: 'e2b' } });
+}, T);
+
+after(async () => {
+  await server?.stop();
+});
+
+describe('sandboxes', () => {
+  it('are created, listed by metadata, given a timeout and killed', T, async () => {
+    const other = await BaseSandbox.create({ metadata: { suite: 'e2b', who: 'other' }, timeoutMs: 60000 });
+    const mine = await Sandbox.list({ query: { metadata: { who: 'other' } } }).nextItems();
+    assert.deepEqual(mine.map((s) => s.sandboxId), [other.sandboxId]);
+    const all = await Sandbox.list({ query: { metadata: { suite: 'e2b' } } }).nextItems();
+    assert.deepEqual(new Set(all.map((s) => s.sandboxId)), new Set([sbx.sandboxId, other.sandboxId]));
+
+    const before = (await other.getInfo()).endAt.getTime();
+    await other.setTimeout(600000);
+    const info = await other.getInfo();
+    assert.ok(info.endAt.getTime() > before + 400000, 'setTimeout moved the end');
+    assert.equal(info.state, 'running');
+
+    const again = await Sandbox.connect(other.sandboxId);
+    assert.equal((await again.commands.run('echo connected')).stdout, 'connected\n');
+
+    assert.equal(await other.kill(), true);
+    assert.equal(await Sandbox.kill(other.sandboxId), false, 'a second kill finds nothing');
+    assert.equal(await other.isRunning(), false);
+    await assert.rejects(other.commands.run('true'));
+  });
+
+  it('pages the list with the next token', T, async () => {
+    const extra = await Promise.all([1, 2].map(() => BaseSandbox.create({ metadata: { page: 'yes' } })));
+    const pager = Sandbox.list({ query: { metadata: { page: 'yes' } }, limit: 1 });
+    const seen = [];
+    while (pager.hasNext) seen.push(...(await pager.nextItems()).map((s) => s.sandboxId));
+    assert.deepEqual(new Set(seen), new Set(extra.map((s) => s.sandboxId)));
+    assert.equal(seen.length, 2);
+    await Promise.all(extra.map((s) => s.kill()));
+  });
+});
+
+describe('commands', () => {
+  it('stream stdout and stderr and report the exit', T, async () => {
+    const out = [];
+    const r = await sbx.commands.run('for i in 1 2 3; do echo line$i; done; echo oops >&2; id -un',
+      { onStdout: (d) => out.push(d) });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, 'line1\nline2\nline3\nuser\n');
+    assert.equal(r.stderr, 'oops\n');
+    assert.equal(out.join(''), r.stdout);
+    const env = await sbx.commands.run('echo $GREETING from $PWD', { envs: { GREETING: 'hi' }, cwd: '/tmp' });
+    assert.equal(env.stdout, 'hi from /tmp\n');
+    assert.equal((await sbx.commands.run('id -un', { user: 'root' })).stdout, 'root\n');
+  });
+
+  it('throw CommandExitError for a non-zero exit', T, async () => {
+    await assert.rejects(sbx.commands.run('echo partial; exit 3'), (e) => {
+      assert.ok(e instanceof CommandExitError);
+      assert.equal(e.exitCode, 3);
+      assert.equal(e.stdout, 'partial\n');
+      return true;
+    });
+  });
+
+  it('run in the background, are listed, take stdin and are killed', T, async () => {
+    const bg = await sbx.commands.run('sleep 300', { background: true });
+    assert.ok(bg.pid > 0);
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid && p.args.includes('sleep 300')));
+    assert.equal(await sbx.commands.kill(bg.pid), true);
+    await assert.rejects(bg.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1);
+    assert.equal(await sbx.commands.kill(bg.pid), false, 'killed already');
+
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+    await sbx.commands.sendStdin(cat.pid, 'to cat\n');
+    await sbx.commands.closeStdin(cat.pid).catch(async () => { await sbx.commands.kill(cat.pid); });
+    const r = await cat.wait().catch((e) => e);
+    assert.equal(r.stdout, 'to cat\n');
+  });
+
+  it('reconnect to a running process', T, async () => {
+    const bg = await sbx.commands.run('sleep 1; echo later', { background: true });
+    const seen = [];
+    const again = await sbx.commands.connect(bg.pid, { onStdout: (d) => seen.push(d) });
+    const r = await again.wait();
+    assert.equal(r.exitCode, 0);
+    assert.equal(seen.join(''), 'later\n');
+  });
+});
+
+describe('files', () => {
+  it('write, read, list, rename and remove', T, async () => {
+    const info = await sbx.files.write('/home/user/notes/a.txt', 'first\nsecond\n');
+    assert.equal(info.path, '/home/user/notes/a.txt');
+    assert.equal(await sbx.files.read('/home/user/notes/a.txt'), 'first\nsecond\n');
+    const bytes = new Uint8Array([0, 1, 2, 255, 254]);
+    await sbx.files.write('notes/b.bin', bytes.buffer);
+    assert.deepEqual(await sbx.files.read('/home/user/notes/b.bin', { format: 'bytes' }), bytes);
+    const many = await sbx.files.write([{ path: 'notes/c.txt', data: 'c' }, { path: '/tmp/d.txt', data: 'd' }]);
+    assert.deepEqual(many.map((w) => w.path).sort(), ['/home/user/notes/c.txt', '/tmp/d.txt']);
+
+    const list = await sbx.files.list('/home/user/notes');
+    assert.deepEqual(list.map((e) => e.name).sort(), ['a.txt', 'b.bin', 'c.txt']);
+    const a = list.find((e) => e.name === 'a.txt');
+    assert.equal(a.type, 'file');
+    assert.equal(a.size, 13);
+    assert.equal(a.owner, 'user');
+
+    assert.equal(await sbx.files.makeDir('/home/user/notes/sub'), true);
+    assert.equal(await sbx.files.makeDir('/home/user/notes/sub'), false, 'it exists');
+    const moved = await sbx.files.rename('/home/user/notes/c.txt', '/home/user/notes/sub/c.txt');
+    assert.equal(moved.path, '/home/user/notes/sub/c.txt');
+    assert.equal((await sbx.files.getInfo('/home/user/notes/sub')).type, 'dir');
+
+    await sbx.files.remove('/home/user/notes');
+    assert.equal(await sbx.files.exists('/home/user/notes'), false);
+    await assert.rejects(sbx.files.read('/home/user/notes/a.txt'), NotFoundError);
+  });
+
+  it('refuse what the sandbox user may not touch', T, async () => {
+    await assert.rejects(sbx.files.write('/etc/passwd', 'x'));
+    await assert.rejects(sbx.files.read('/root/secret'));
+  });
+
+  it('watch a directory', T, async () => {
+    await sbx.files.makeDir('/home/user/watched');
+    const events = [];
+    const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e));
+    await sbx.files.write('/home/user/watched/new.txt', 'hello');
+    await sbx.files.remove('/home/user/watched/new.txt');
+    const deadline = Date.now() + 10000;
+    while (Date.now() < deadline && !events.some((e) => e.type === 'remove')) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await w.stop();
+    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'create'), JSON.stringify(events));
+    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'write'), JSON.stringify(events));
+    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'remove'), JSON.stringify(events));
+  });
+});
+
+describe('code interpreter', () => {
+  it('keeps state across cells and returns the trailing expression', T, async () => {
+    await sbx.runCode('x = 41');
+    const ex = await sbx.runCode('print("computing")\nx + 1');
+    assert.equal(ex.text, '42');
+    assert.deepEqual(ex.logs.stdout, ['computing\n']);
+    assert.equal(ex.error, undefined);
+  });
+
+  it('returns a matplotlib chart as PNG', T, async () => {
+    const ex = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4, 1, 9])\nplt.show()');
+    const png = ex.results.find((r) => r.png);
+    assert.ok(png, JSON.stringify(ex.results.map((r) => r.formats())));
+    const raw = Buffer.from(png.png, 'base64');
+    assert.deepEqual([...raw.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  });
+
+  it('returns a DataFrame as HTML', T, async () => {
+    const ex = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})');
+    const main = ex.results.find((r) => r.isMainResult);
+    assert.match(main.html, /<table/);
+    assert.ok(main.formats().includes('html'));
+  });
+
+  it('reports an exception with its traceback, and the context goes on', T, async () => {
+    const errors = [];
+    const ex = await sbx.runCode('def f():\n    raise ValueError("bad value")\nf()', { onError: (e) => errors.push(e) });
+    assert.equal(ex.error.name, 'ValueError');
+    assert.equal(ex.error.value, 'bad value');
+    assert.match(ex.error.traceback, /in f/);
+    assert.equal(errors.length, 1);
+    assert.equal((await sbx.runCode('x')).text, '41');
+  });
+
+  it('runs JavaScript and bash, each in its own context', T, async () => {
+    const js = await sbx.runCode('const a = [1, 2, 3]; a.map((v) => v * 2)', { language: 'js' });
+    assert.equal(js.error, undefined);
+    assert.match(js.text, /2,\s*4,\s*6/);
+    const ctx = await sbx.createCodeContext({ language: 'bash', cwd: '/tmp' });
+    await sbx.runCode('export V=kept; cd /', { context: ctx });
+    const sh = await sbx.runCode('echo $V $PWD', { context: ctx });
+    assert.deepEqual(sh.logs.stdout.join(''), 'kept /\n');
+    const langs = (await sbx.listCodeContexts()).map((c) => c.language);
+    assert.ok(langs.includes('python') && langs.includes('javascript') && langs.includes('bash'), langs);
+    await sbx.removeCodeContext(ctx);
+    // (short timeouts: the SDK leaves its timers running after an error)
+    await assert.rejects(sbx.runCode('echo gone', { context: ctx, timeoutMs: 2000, requestTimeoutMs: 2000 }),
+      NotFoundError);
+  });
+
+  it('restarts a context, losing its state', T, async () => {
+    const ctx = await sbx.createCodeContext();
+    await sbx.runCode('y = 1', { context: ctx });
+    await sbx.restartCodeContext(ctx);
+    const ex = await sbx.runCode('y', { context: ctx });
+    assert.equal(ex.error.name, 'NameError');
+  });
+
+  it('interrupts a cell whose client gave up, keeping the context', T, async () => {
+    const ctx = await sbx.createCodeContext();
+    await sbx.runCode('z = 7', { context: ctx });
+    await assert.rejects(sbx.runCode('import time\ntime.sleep(60)', { context: ctx, timeoutMs: 1500 }));
+    const ex = await sbx.runCode('z * 6', { context: ctx, timeoutMs: 30000 });
+    assert.equal(ex.text, '42');
+  });
+});

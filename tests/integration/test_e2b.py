@@ -1,0 +1,210 @@
+"""The E2B-compatible API at the wire: what E2B's SDKs never send. Bad
+tokens, sandboxes that are not there, malformed Connect messages and
+multipart bodies get E2B's error shapes and leave the server serving (the
+SDKs' own behaviour is tests/e2b). Against both builds: the sanitizers
+watch the parsers."""
+import base64
+import json
+import struct
+
+import pytest
+
+from conftest import serve_each_build
+
+E2B_ERROR_SHAPE = {"code", "message"}
+
+
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory):
+    yield from serve_each_build(request, tmp_path_factory)
+
+
+@pytest.fixture
+def sbx(server):
+    api = server.api()
+    r = api.post("/v2/sandboxes", {"templateID": "base", "metadata": {"t": "wire"}},
+                 headers={"X-API-Key": server.admin_key})
+    assert r.status == 201, r
+    yield r.json
+    api.delete(f"/sandboxes/{r.json['sandboxID']}")
+
+
+def envd(server, sbx, path, body=b"", token=True, port="49983", extra=None, method="POST"):
+    h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": port}
+    if token:
+        h["X-Access-Token"] = sbx["envdAccessToken"]
+    h.update(extra or {})
+    return server.api(None).request(method, path, body, headers=h)
+
+
+def envelope(obj, flags=0):
+    data = json.dumps(obj).encode()
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def frames(raw):
+    out = []
+    while raw:
+        flags, n = struct.unpack(">BI", raw[:5])
+        out.append((flags, json.loads(raw[5:5 + n])))
+        raw = raw[5 + n:]
+    return out
+
+
+def test_create_answers_what_the_sdks_read(server, sbx):
+    assert sbx["envdVersion"].count(".") == 2
+    assert len(sbx["envdAccessToken"]) == 40 and sbx["trafficAccessToken"] == sbx["envdAccessToken"]
+    api = server.api()
+    got = api.get(f"/sandboxes/{sbx['sandboxID']}").json
+    assert got["sandboxID"] == sbx["sandboxID"] and got["state"] == "running"
+    assert got["metadata"] == {"t": "wire"}
+    # The same sandbox through the native API.
+    assert api.get(f"/v1/sandboxes/{sbx['sandboxID']}").json["metadata"] == {"t": "wire"}
+
+
+@pytest.mark.parametrize("body,status", [
+    ({}, 400),
+    ({"templateID": "nope"}, 404),
+    ({"templateID": "base", "timeout": 0}, 400),
+    ({"templateID": "base", "autoPause": True}, 400),
+    ({"templateID": "base", "allow_internet_access": True}, 400),
+    ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/v"}]}, 400),
+    ({"templateID": "base", "bogus": 1}, 400),
+    ({"templateID": "base", "envVars": {"A": 1}}, 400),
+])
+def test_bad_creates_get_e2b_errors(server, body, status):
+    r = server.api().post("/v2/sandboxes", body)
+    assert r.status == status, r
+    assert set(r.json) == E2B_ERROR_SHAPE and r.json["code"] == status
+
+
+def test_control_plane_errors(server, sbx):
+    api = server.api()
+    r = api.delete("/sandboxes/0123456789abcdef")
+    assert (r.status, r.json["code"]) == (404, 404)
+    r = server.api("e2b_" + "0" * 40).get("/v2/sandboxes")
+    assert (r.status, r.json["code"]) == (401, 401)
+    assert api.get("/v2/sandboxes?limit=0").status == 400
+    assert api.get("/v2/sandboxes?metadata=%25zz").status == 400
+    r = api.post(f"/sandboxes/{sbx['sandboxID']}/pause")
+    assert (r.status, r.json["code"]) == (501, 501) and "pausing" in r.json["message"]
+    r = api.post(f"/sandboxes/{sbx['sandboxID']}/timeout", {"timeout": -5})
+    assert r.status == 400
+
+
+def test_e2b_form_of_a_key_is_accepted(server):
+    key = server.admin_key
+    r = server.api(None).get("/v2/sandboxes", headers={"X-API-KEY": "e2b_" + key[3:]})
+    assert r.status == 200, r
+
+
+def test_data_plane_wants_the_sandbox_token(server, sbx):
+    r = envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}), token=False,
+             extra={"Content-Type": "application/json"})
+    assert r.status == 401 and r.json["code"] == "unauthenticated"
+    other = dict(sbx, envdAccessToken="0" * 40)
+    r = envd(server, other, "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}))
+    assert r.status == 401
+    # An API key is not a sandbox token.
+    r = envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}), token=False,
+             extra={"X-API-Key": server.admin_key})
+    assert r.status == 401
+    # Health needs none; a sandbox that is not there is a 502, as at E2B.
+    assert envd(server, sbx, "/health", None, token=False, method="GET").status == 204
+    gone = dict(sbx, sandboxID="0123456789abcdef")
+    assert envd(server, gone, "/health", None, method="GET").status == 502
+    assert envd(server, sbx, "/health", None, port="1234", method="GET").status == 502
+
+
+def test_connect_unary_errors_are_connect_json(server, sbx):
+    r = envd(server, sbx, "/filesystem.Filesystem/Stat", "not json")
+    assert r.status == 400 and r.json["code"] == "invalid_argument"
+    r = envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": "/no/such"}))
+    assert r.status == 404 and r.json == {"code": "not_found", "message": r.json["message"]}
+    r = envd(server, sbx, "/filesystem.Filesystem/MakeDir", json.dumps({"path": "/home/user"}))
+    assert r.json["code"] == "already_exists"
+    r = envd(server, sbx, "/process.Process/SendSignal",
+             json.dumps({"process": {"pid": 99999}, "signal": "SIGNAL_SIGKILL"}))
+    assert r.json["code"] == "not_found"
+    r = envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": "/"}),
+             extra={"Authorization": "Basic " + base64.b64encode(b"mallory:").decode()})
+    assert r.json["code"] == "invalid_argument"
+
+
+@pytest.mark.parametrize("body", [
+    b"",
+    b"\x00\x00\x00",
+    b"\x00\x00\x00\x00\x10{}",            # a length longer than the body
+    b"\x01" + envelope({"process": {"cmd": "true"}})[1:],  # compressed
+    envelope({"process": {"cmd": 5}}),
+    envelope({"process": {"cmd": "true", "args": [1]}}),
+    envelope(["not", "an", "object"]),
+])
+def test_malformed_stream_requests_end_the_stream_with_an_error(server, sbx, body):
+    r = envd(server, sbx, "/process.Process/Start", body,
+             extra={"Content-Type": "application/connect+json"})
+    assert r.status == 200 and r.headers["Content-Type"] == "application/connect+json"
+    (flags, end), = frames(r.raw)
+    assert flags == 2 and end["error"]["code"] == "invalid_argument", end
+
+
+def test_a_process_stream_is_start_data_end(server, sbx):
+    r = envd(server, sbx, "/process.Process/Start",
+             envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "printf 'a\\377'; exit 4"]}}))
+    got = frames(r.raw)
+    assert got[0][1]["event"]["start"]["pid"] > 0
+    data = b"".join(base64.b64decode(m["event"]["data"]["stdout"]) for _, m in got
+                    if "data" in m.get("event", {}))
+    assert data == b"a\xff"  # bytes, not text
+    assert got[-2][1]["event"]["end"]["exitCode"] == 4
+    assert got[-1] == (2, {})
+
+
+def test_uploads(server, sbx):
+    def upload(body, ctype, query="", extra=None):
+        return envd(server, sbx, "/files" + query, body,
+                    extra={"Content-Type": ctype, **(extra or {})})
+
+    b = "XyZ"
+    form = (f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"up/one.txt\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\nline\r\n--{b}--\r\n")
+    r = upload(form, f"multipart/form-data; boundary={b}")
+    assert r.status == 200 and r.json == [{"name": "one.txt", "type": "file",
+                                           "path": "/home/user/up/one.txt"}], r
+    r = envd(server, sbx, "/files?path=up/one.txt", None, method="GET")
+    assert r.raw == b"line"
+    r = upload(b"raw bytes", "application/octet-stream", "?path=%2Ftmp%2Fraw")
+    assert r.json[0]["path"] == "/tmp/raw"
+    for bad in (form[:30], f"--{b}\r\nno-end-of-headers", "no boundary at all"):
+        r = upload(bad, f"multipart/form-data; boundary={b}")
+        assert r.status == 400 and r.json["code"] == 400, (bad, r)
+    assert upload(form, "multipart/form-data").status == 400  # no boundary
+    assert upload(b"x", "application/octet-stream").status == 400  # no path
+    r = upload(b"x", "application/octet-stream", "?path=/etc/passwd")
+    assert r.status == 403, r
+    r = upload(b"x", "application/octet-stream", "?path=/tmp/z",
+               {"Content-Encoding": "gzip"})
+    assert r.status == 415
+    # The server still serves, and the sandbox is whole.
+    r = envd(server, sbx, "/files?path=/tmp/raw", None, method="GET")
+    assert r.raw == b"raw bytes"
+
+
+def test_interpreter_routes(server, sbx):
+    def interp(path, body=None, method="POST"):
+        return envd(server, sbx, path, None if body is None else json.dumps(body),
+                    port="49999", method=method)
+    assert interp("/health", method="GET").status == 200
+    r = interp("/execute", {"code": "1 + 1", "context_id": None, "language": None,
+                            "env_vars": None})
+    lines = [json.loads(l) for l in r.raw.splitlines()]
+    assert {"type": "result", "is_main_result": True, "text": "2"}.items() <= lines[0].items()
+    assert lines[-1] == {"type": "end_of_execution"}
+    r = interp("/execute", {"code": "print('é')"})
+    assert r.raw.isascii() and "é" in json.loads(r.raw.splitlines()[0])["text"]
+    assert interp("/execute", {"code": "1", "context_id": "x", "language": "python"}).status == 400
+    r = interp("/execute", {"code": "1", "context_id": "nope"})
+    assert r.status == 404 and r.headers["Content-Type"].startswith("text/plain")
+    assert interp("/contexts/nope", method="DELETE").status == 404
+    ctxs = interp("/contexts", method="GET").json
+    assert [c["language"] for c in ctxs][:2] == ["python", "javascript"]
