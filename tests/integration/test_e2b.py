@@ -6,6 +6,7 @@ watch the parsers."""
 import base64
 import json
 import struct
+import time
 
 import pytest
 
@@ -208,3 +209,28 @@ def test_interpreter_routes(server, sbx):
     assert interp("/contexts/nope", method="DELETE").status == 404
     ctxs = interp("/contexts", method="GET").json
     assert [c["language"] for c in ctxs][:2] == ["python", "javascript"]
+
+
+def test_polled_watcher(server, sbx):
+    def rpc(method, body):
+        r = envd(server, sbx, f"/filesystem.Filesystem/{method}", json.dumps(body))
+        return r.status, r.json
+
+    status, got = rpc("CreateWatcher", {"path": "/tmp"})
+    assert status == 200, got
+    wid = got["watcherId"]
+    r = envd(server, sbx, "/files?path=/tmp/seen.txt", b"x",
+             extra={"Content-Type": "application/octet-stream"})
+    assert r.status == 200, r
+    events = []
+    for _ in range(100):
+        status, got = rpc("GetWatcherEvents", {"watcherId": wid})
+        assert status == 200, got
+        events += got["events"]
+        if any(e["type"] == "EVENT_TYPE_WRITE" for e in events):
+            break
+        time.sleep(0.05)
+    assert {"name": "seen.txt", "type": "EVENT_TYPE_CREATE"} in events, events
+    assert rpc("RemoveWatcher", {"watcherId": wid})[0] == 200
+    assert rpc("GetWatcherEvents", {"watcherId": wid})[1]["code"] == "not_found"
+    assert rpc("CreateWatcher", {"path": "/no/such/dir"})[1]["code"] == "not_found"
