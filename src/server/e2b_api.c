@@ -277,44 +277,47 @@ void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
+/* The sandbox and the body's "timeout" (seconds; 0 when absent) of a
+ * request whose body has only the fields known; NULL after an error. */
+static struct sbx *timeout_body(struct http_conn *c, const struct principal *p,
+                                const char *const *known, uint64_t *t) {
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  *t = 0;
+  bool ok = o && body_only(c, o, known) >= 0 &&
+            body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  json_decref(o);
+  return ok ? sb : NULL;
+}
+
 /* {timeout}: the sandbox ends that many seconds from now, sooner or later
  * than it would have (E2B's setTimeout). */
 void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"timeout", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
-  uint64_t t = 0;
-  if (!o)
+  uint64_t t;
+  struct sbx *sb = timeout_body(c, p, known, &t);
+  if (!sb)
     return;
-  if (body_only(c, o, known) < 0 || body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
-    goto out;
   if (!t) {
     http_error(c, 400, "invalid_argument", "timeout (seconds, from 1) is required");
-    goto out;
+    return;
   }
   sandboxes_set_expiry(sb, wall_ms() + (int64_t)t * 1000);
   http_respond(c, 204, "application/json", "", 0, NULL);
-out:
-  json_decref(o);
 }
 
 /* Connecting to a running sandbox: its details again, and a timeout that
  * is only ever extended. A paused one would be resumed here. */
 void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"timeout", "memory", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
-  uint64_t t = 0;
-  if (!o)
+  uint64_t t;
+  struct sbx *sb = timeout_body(c, p, known, &t);
+  if (!sb)
     return;
-  if (body_only(c, o, known) < 0 || body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
-    goto out;
   int64_t until = wall_ms() + (int64_t)t * 1000;
   if (t && until > sb->expires_ms)
     sandboxes_set_expiry(sb, until);
   http_json(c, 200, sandbox_json(sb));
-out:
-  json_decref(o);
 }
 
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
