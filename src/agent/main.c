@@ -263,6 +263,9 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   }
   if (hutch_cgroup_from_spec(argv[2], &a->cg, err) < 0)
     return -1;
+  /* Held for the host, never used here (layout.h); no workload inherits it. */
+  if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
+    return hutch_err_set(err, errno, "storage fd");
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities() < 0)
     return hutch_err_set(err, errno, "drop privileges");
   signal(SIGPIPE, SIG_IGN);

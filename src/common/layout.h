@@ -15,6 +15,10 @@
 /* Descriptors the agent is started with. */
 #define HUTCH_AGENT_CONN_FD 3
 #define HUTCH_AGENT_CG_FD 4 /* first of the sandbox cgroup's fds */
+/* The sandbox's storage (the tmpfs under its root's upper layer), which the
+ * agent holds and never uses: the one way to it after the pivot, for the
+ * host (pidfd_getfd) to measure and snapshot it. Above the others. */
+#define HUTCH_AGENT_STORAGE_FD 16
 
 #define HUTCH_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -36,6 +36,14 @@ struct hutch_cg_limits {
   uint64_t cpu_milli;    /* CPUs x 1000; 0 = unlimited */
 };
 
+/* What a sandbox uses now (its metrics). */
+struct hutch_cg_usage {
+  uint64_t cpu_ns;       /* CPU time since the cgroup was created */
+  uint64_t memory_bytes; /* in use, page cache included */
+  uint64_t memory_cache; /* of which page cache (file-backed) */
+  uint64_t pids;
+};
+
 /* What a verdict reports of a finished exec's cgroup. */
 struct hutch_cg_stats {
   uint64_t cpu_ns;
@@ -66,6 +74,12 @@ struct hutch_cgroup_ops {
   /* Thaw cg and every cgroup below it, so that SIGKILLed processes there
    * can die; NULL where a frozen process dies of SIGKILL anyway (v2). */
   int (*thaw_all)(const struct hutch_cgroup *cg, struct hutch_err *err);
+  int (*usage)(const struct hutch_cgroup *cg, struct hutch_cg_usage *u, struct hutch_err *err);
+  /* Freeze every process in cg and below it, returning once all are
+   * frozen (or failing, thawed again, if they are not within timeout_ms);
+   * or thaw them. Only cg's own state changes: a child frozen by itself
+   * stays so. */
+  int (*freeze)(const struct hutch_cgroup *cg, bool frozen, int timeout_ms, struct hutch_err *err);
   /* Whether any process is in cg or below it. */
   bool (*populated)(const struct hutch_cgroup *cg);
   /* Hand cg to uid:gid so it can make children and move its own processes. */

@@ -166,6 +166,39 @@ static bool freezer_is(int fd, const char *state) {
          strncmp(buf, state, strlen(state)) == 0;
 }
 
+static int v1_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
+                    struct hutch_err *err) {
+  memset(u, 0, sizeof *u);
+  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &u->cpu_ns, err) < 0 ||
+      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &u->memory_bytes,
+                        err) < 0 ||
+      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.stat", "total_cache", &u->memory_cache,
+                        err) < 0 ||
+      hutch_cg_read_u64(FD(cg, CG_PIDS), "pids.current", NULL, &u->pids, err) < 0)
+    return -1;
+  return 0;
+}
+
+/* Reading freezer.state also moves a FREEZING cgroup on towards FROZEN. */
+static int v1_freeze(const struct hutch_cgroup *cg, bool frozen, int timeout_ms,
+                     struct hutch_err *err) {
+  int fz = FD(cg, CG_FREEZER);
+  if (write_file_at(fz, "freezer.state", frozen ? "FROZEN" : "THAWED", err) < 0)
+    return -1;
+  if (!frozen)
+    return 0;
+  uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+  for (unsigned spin = 0; !freezer_is(fz, "FROZEN"); spin++) {
+    if (now_ns() >= deadline) {
+      struct hutch_err ignored;
+      write_file_at(fz, "freezer.state", "THAWED", &ignored);
+      return hutch_err_set(err, EBUSY, "processes did not freeze within %d ms", timeout_ms);
+    }
+    usleep(spin < 20 ? 10 : 1000);
+  }
+  return 0;
+}
+
 /* Call visit on dirfd, then on every cgroup below it (8 levels at most:
  * hutch's own tree is 3 deep), until one returns nonzero. */
 static int walk(int dirfd, int depth, int (*visit)(int fd, void *arg), void *arg) {
@@ -266,6 +299,8 @@ const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .stats = v1_stats,
     .kill_all = v1_kill_all,
     .thaw_all = v1_thaw_all,
+    .usage = v1_usage,
+    .freeze = v1_freeze,
     .populated = v1_populated,
     .delegate = v1_delegate,
 };

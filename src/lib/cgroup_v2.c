@@ -97,6 +97,46 @@ static int v2_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
   return 0;
 }
 
+static int v2_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
+                    struct hutch_err *err) {
+  uint64_t usec = 0;
+  int fd = cg->fd[0];
+  memset(u, 0, sizeof *u);
+  if (hutch_cg_read_u64(fd, "cpu.stat", "usage_usec", &usec, err) < 0 ||
+      hutch_cg_read_u64(fd, "memory.current", NULL, &u->memory_bytes, err) < 0 ||
+      hutch_cg_read_u64(fd, "memory.stat", "file", &u->memory_cache, err) < 0 ||
+      hutch_cg_read_u64(fd, "pids.current", NULL, &u->pids, err) < 0)
+    return -1;
+  u->cpu_ns = usec * 1000;
+  return 0;
+}
+
+/* cgroup.events says "frozen 1" once every process below is frozen. */
+static int v2_freeze(const struct hutch_cgroup *cg, bool frozen, int timeout_ms,
+                     struct hutch_err *err) {
+  int fd = cg->fd[0];
+  if (write_file_at(fd, "cgroup.freeze", frozen ? "1" : "0", err) < 0)
+    return -1;
+  if (!frozen)
+    return 0;
+  uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+  for (unsigned spin = 0;; spin++) {
+    char buf[256];
+    if (read_file_at(fd, "cgroup.events", buf, sizeof buf, err) < 0)
+      break;
+    if (strstr(buf, "\nfrozen 1") || strncmp(buf, "frozen 1", 8) == 0)
+      return 0;
+    if (now_ns() >= deadline) {
+      hutch_err_set(err, EBUSY, "processes did not freeze within %d ms", timeout_ms);
+      break;
+    }
+    usleep(spin < 20 ? 10 : 1000);
+  }
+  struct hutch_err ignored;
+  write_file_at(fd, "cgroup.freeze", "0", &ignored);
+  return -1;
+}
+
 static int v2_kill_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
   int fd = cg->fd[0];
   if (faccessat(fd, "cgroup.kill", F_OK, 0) == 0)
@@ -151,6 +191,8 @@ const struct hutch_cgroup_ops hutch_cgroup_v2_ops = {
     .stats = v2_stats,
     .kill_all = v2_kill_all,
     .thaw_all = NULL, /* a fatal signal reaches frozen processes on v2 */
+    .usage = v2_usage,
+    .freeze = v2_freeze,
     .populated = v2_populated,
     .delegate = v2_delegate,
 };

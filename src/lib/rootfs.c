@@ -188,7 +188,8 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
   if (mount("hutch", HUTCH_STAGING_DIR, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     return hutch_err_set(err, errno, "mount storage tmpfs");
   _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (st < 0)
+  r->storage_fd = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (st < 0 || r->storage_fd < 0)
     return hutch_err_set(err, errno, "open storage");
   if (storage_upper(r, st, err) < 0)
     return -1;
@@ -207,9 +208,30 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
   if (r->agent_fd < 0)
     return hutch_err_set(err, errno, "open agent binary");
 
-  char ovl[PATH_MAX + 128];
-  snprintf(ovl, sizeof ovl, "lowerdir=%s,upperdir=" HUTCH_STAGING_DIR "/upper,workdir=" HUTCH_STAGING_DIR "/work",
-           r->template_dir);
+  /* Snapshot layers above the template, each id-mapped onto this
+   * sandbox's range and read-only, in the storage where nothing else sees
+   * them. Overlay's options fit in a page. */
+  char ovl[4096];
+  size_t n = (size_t)snprintf(ovl, sizeof ovl, "lowerdir=");
+  for (size_t i = 0; i < r->cfg->nlayers && n < sizeof ovl; i++) {
+    char name[24];
+    snprintf(name, sizeof name, "l%zu", i);
+    if (mkdirat(st, name, 0700) < 0)
+      return hutch_err_set(err, errno, "storage: %s", name);
+    _cleanup_close_ int target = openat(st, name, O_PATH | O_CLOEXEC);
+    if (target < 0 || attach_tree(r->layer_fds[i], target,
+                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                                  r->layer_userns, err) < 0)
+      return target < 0 ? hutch_err_set(err, errno, "layer %s", r->cfg->layers[i])
+                        : hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
+    n += (size_t)snprintf(ovl + n, sizeof ovl - n, HUTCH_STAGING_DIR "/%s:", name);
+  }
+  if (n < sizeof ovl)
+    n += (size_t)snprintf(ovl + n, sizeof ovl - n,
+                          "%s,upperdir=" HUTCH_STAGING_DIR "/upper,workdir=" HUTCH_STAGING_DIR "/work",
+                          r->template_dir);
+  if (n >= sizeof ovl)
+    return hutch_err_invalid(err, "overlay options too long (%zu layers)", r->cfg->nlayers);
   if (mount("overlay", HUTCH_STAGING_DIR "/root", "overlay", MS_NOSUID | MS_NODEV, ovl) < 0)
     return hutch_err_set(err, errno, "mount overlay on template %s", r->template_dir);
   int root = open(HUTCH_STAGING_DIR "/root", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,6 +24,7 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "layer.h"
 #include "netns.h"
 #include "rootfs.h"
 #include "slot.h"
@@ -150,6 +153,16 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
       return hutch_err_invalid(err, "rootfs %s: need an absolute path without , : or \\",
                                cfg->rootfs);
   }
+  if (cfg->nlayers > HUTCH_MAX_LAYERS)
+    return hutch_err_invalid(err, "at most %d layers", HUTCH_MAX_LAYERS);
+  for (size_t i = 0; i < cfg->nlayers; i++) {
+    struct stat st;
+    if (cfg->layers[i][0] != '/' || !usable_path(cfg->layers[i]))
+      return hutch_err_invalid(err, "layer %s: need an absolute path without , : or \\",
+                               cfg->layers[i]);
+    if (stat(cfg->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
+      return hutch_err_not_found(err, "layer %s is not a directory", cfg->layers[i]);
+  }
   if (!usable_path(cfg->state_dir) || cfg->state_dir[0] != '/')
     return hutch_err_invalid(err, "state directory %s: need an absolute path without , : or \\",
                              cfg->state_dir);
@@ -265,6 +278,19 @@ static int listen_socket(const char *dir, struct hutch_sandbox *sb, struct hutch
   return fd;
 }
 
+/* The storage the agent holds for us (layout.h). Host root may take an fd
+ * of any process; an agent that does not hold one (made by an older hutch)
+ * leaves the sandbox's disk unmeasured, nothing worse. */
+static int storage_of(int pidfd) {
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, HUTCH_AGENT_STORAGE_FD, 0);
+  struct statfs st;
+  if (fd >= 0 && (fstatfs(fd, &st) < 0 || st.f_type != TMPFS_MAGIC)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                        const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
                        struct hutch_err *err) {
@@ -276,8 +302,10 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
     return hutch_err_set(err, errno, "create %s", HUTCH_STAGING_DIR);
   /* Per bind, [2i] a detached copy of the source's mount tree (made here:
    * the child's mount namespace cannot clone the host's mounts by fd) and
-   * [2i+1] the user namespace of its id map. */
-  size_t nfds = 2 * cfg->nbinds;
+   * [2i+1] the user namespace of its id map. After them, per layer a
+   * detached copy of its directory, then the one id map of the layers:
+   * their ids from 0 onto this sandbox's range. */
+  size_t nbind_fds = 2 * cfg->nbinds, nfds = nbind_fds + cfg->nlayers + 1;
   _cleanup_free_ int *fds = xcalloc(nfds + 1, sizeof(int));
   for (size_t i = 0; i < nfds; i++)
     fds[i] = -1;
@@ -292,10 +320,22 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
     }
     if (fds[2 * i] < 0 ||
         (fds[2 * i + 1] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID,
-                                             err)) < 0) {
+                                             1, err)) < 0) {
       close_fds(fds, nfds);
       return fds[2 * i] < 0 ? -1 : hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
     }
+  }
+  int *layer_fds = fds + nbind_fds, *layer_userns = layer_fds + cfg->nlayers;
+  for (size_t i = 0; i < cfg->nlayers; i++)
+    if ((layer_fds[i] = open_tree(AT_FDCWD, cfg->layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) {
+      hutch_err_set(err, errno, "layer %s", cfg->layers[i]);
+      close_fds(fds, nfds);
+      return -1;
+    }
+  if (cfg->nlayers &&
+      (*layer_userns = hutch_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err)) < 0) {
+    close_fds(fds, nfds);
+    return hutch_err_wrap(err, "layers");
   }
   int sv[2];
   _cleanup_close_ int lfd = -1;
@@ -309,7 +349,8 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   }
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
-                 .uid_base = sb->uid_base, .bind_fds = fds, .agent_fd = -1},
+                 .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
+                 .layer_userns = *layer_userns, .agent_fd = -1, .storage_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
   };
   int r = hutch_spawn_start(&s, err), netns = -1;
@@ -330,6 +371,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   sb->pid = s.pid;
   sb->pidfd = s.pidfd;
   sb->conn_fd = sv[0];
+  sb->storage_fd = storage_of(sb->pidfd);
   return 0;
 }
 
@@ -338,7 +380,7 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
   struct hutch_cgroup leaf = {0};
   struct hutch_netns net;
-  sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
+  sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   new_id(sb->id);
   /* First, so that the kernel makes it while everything else is prepared. */
   int r = hutch_netns_begin(&net, err);
@@ -402,7 +444,7 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
     return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
-  sb->lock_fd = sb->pidfd = sb->conn_fd = -1;
+  sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   memcpy(sb->id, id, sizeof sb->id);
   sb->slot = slot;
   sb->uid_base = HUTCH_UID_BASE + slot * HUTCH_ID_RANGE;
@@ -434,6 +476,8 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
     hutch_err_set(err, errno, "agent connection");
   else
     r = 0;
+  if (r == 0)
+    sb->storage_fd = storage_of(sb->pidfd);
   if (r < 0) {
     /* Not ours after all: leave it as it is (gone, or someone else's). */
     sb->listen_path[0] = '\0';
@@ -451,7 +495,32 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   return 0;
 }
 
+int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err) {
+  /* Half a second is long for a freeze, which takes microseconds: what
+   * does not freeze by then (a process stuck in the kernel) keeps the
+   * sandbox running, and the caller hears so. */
+  return sb->cg.ops->freeze(&sb->cg, frozen, 500, err);
+}
+
+int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+                        struct hutch_err *err) {
+  struct statfs st;
+  memset(u, 0, sizeof *u);
+  if (sb->storage_fd >= 0 && fstatfs(sb->storage_fd, &st) == 0) {
+    u->disk_total = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
+    u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+  }
+  return sb->cg.ops->usage(&sb->cg, &u->cg, err);
+}
+
+static void close_storage(struct hutch_sandbox *sb) {
+  if (sb->storage_fd >= 0)
+    close(sb->storage_fd);
+  sb->storage_fd = -1;
+}
+
 void hutch_sandbox_release(struct hutch_sandbox *sb) {
+  close_storage(sb);
   if (sb->conn_fd >= 0)
     close(sb->conn_fd);
   if (sb->pidfd >= 0)
@@ -476,6 +545,7 @@ void hutch_gc_host(void) {
 
 int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   int ret = 0;
+  close_storage(sb);
   if (sb->conn_fd >= 0)
     close(sb->conn_fd);
   /* PID 1 of the sandbox dying takes every process of its pid namespace with

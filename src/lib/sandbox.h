@@ -24,6 +24,10 @@ struct hutch_sandbox_config {
   uint64_t memory_bytes, pids, cpu_milli, disk_bytes;
   const struct hutch_bind *binds;
   size_t nbinds;
+  /* Layers stacked above the template, topmost first: snapshots, host
+   * directories written by hutch_layer_capture (layer.h). */
+  const char *const *layers;
+  size_t nlayers;
   bool die_with_parent; /* the sandbox dies if the creating process does */
   /* Where the agent listens for a client that comes back (a restarted
    * server): DIR/<id>.sock, in a directory only root may enter. NULL: the
@@ -48,6 +52,7 @@ struct hutch_sandbox {
   int conn_fd;    /* our end of the agent protocol connection */
   struct hutch_cgroup root, cg;
   int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
+  int storage_fd; /* the sandbox's storage tmpfs (O_PATH), -1 when not reached */
   char listen_path[108]; /* the agent's socket, "" when it has none */
 };
 
@@ -71,6 +76,17 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err);
 /* Let go of a sandbox without ending it (its agent has a listening socket
  * for whoever adopts it next). Frees sb. */
 void hutch_sandbox_release(struct hutch_sandbox *sb);
+
+/* Freeze every process of the sandbox (its agent too), returning once
+ * they all are; or thaw them. */
+int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
+
+struct hutch_sandbox_usage {
+  struct hutch_cg_usage cg;
+  uint64_t disk_used, disk_total; /* bytes of its storage; 0 when unknown */
+};
+int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+                        struct hutch_err *err);
 
 /* Remove what crashed hutch processes left behind: sandbox cgroups nobody
  * holds that have no process left. */

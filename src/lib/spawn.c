@@ -72,7 +72,8 @@ static void __attribute__((noreturn)) child_fail(int sync, const struct hutch_er
 
 /* Put the agent's fds in place: 0-2 /dev/null, the connection, the sandbox
  * cgroup's directories, the listening socket if any (its number in
- * *listen). Every other fd is closed at exec. */
+ * *listen), and the storage at HUTCH_AGENT_STORAGE_FD. Every other fd is
+ * closed at exec. */
 static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch_err *err) {
   int want[2 + HUTCH_CG_MAXH], n = 0;
   want[n++] = s->conn_fd;
@@ -101,6 +102,8 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch
       return hutch_err_set(err, errno, "dup2");
   if (syscall(SYS_close_range, HUTCH_AGENT_CONN_FD + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "close_range");
+  if (dup2(s->rootfs.storage_fd, HUTCH_AGENT_STORAGE_FD) < 0)
+    return hutch_err_set(err, errno, "dup2");
   return 0;
 }
 
@@ -323,7 +326,8 @@ int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *er
   return 0;
 }
 
-int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_err *err) {
+int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
+                       struct hutch_err *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
@@ -346,7 +350,7 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_er
   unsigned from[] = {from_uid, from_gid};
   for (int i = 0; i < 2 && ok; i++) {
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
-    snprintf(map, sizeof map, "%u %u 1\n", from[i], (unsigned)to);
+    snprintf(map, sizeof map, "%u %u %u\n", from[i], (unsigned)to, count);
     _cleanup_close_ int m = open(path, O_WRONLY | O_CLOEXEC);
     ok = m >= 0 && write_all(m, map, strlen(map)) == 0;
   }

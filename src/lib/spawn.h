@@ -27,7 +27,9 @@ int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err);
 int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err);
 void hutch_spawn_abort(struct hutch_spawn *s);
 
-/* A user namespace mapping one host uid/gid to another, for idmapped binds. */
-int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, struct hutch_err *err);
+/* A user namespace mapping count host uids/gids from from_uid/from_gid to
+ * to (both), for id-mapped mounts. */
+int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
+                       struct hutch_err *err);
 
 #endif

@@ -207,7 +207,7 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
 }
 
 void api_exec(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   if (!o)
     return;

@@ -185,7 +185,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
  * an error answer. *path is malloc'd. */
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   *path = NULL;
   if (!sb)
     return NULL;
@@ -384,7 +384,7 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
 static struct sbx *json_target(struct http_conn *c, const struct principal *p,
                                const char *const *known, json_t **o, const char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   *path = NULL;
   *user = "user";
   if (!sb || !(*o = body_object(c)))

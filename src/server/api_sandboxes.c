@@ -15,13 +15,25 @@ struct create_req {
   uint64_t memory_mb, pids, disk_mb;
   double cpus;
   json_t *env, *metadata;
+  const char *on_timeout;
+  int auto_resume; /* -1: not said */
 };
 
 static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
-  static const char *const known[] = {"template", "timeout_s", "memory_mb", "cpus", "pids",
-                                      "disk_mb",  "env",       "metadata",  NULL};
+  static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
+                                      "pids",     "disk_mb",   "env",        "metadata",
+                                      "on_timeout", "auto_resume", NULL};
   r->template = "host";
   r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
+  r->on_timeout = "kill";
+  json_t *ar = json_object_get(o, "auto_resume");
+  r->auto_resume = -1;
+  if (ar && !json_is_boolean(ar)) {
+    http_error(c, 400, "invalid_argument", "auto_resume must be true or false");
+    return -1;
+  }
+  if (ar)
+    r->auto_resume = json_is_true(ar);
   if (body_only(c, o, known) < 0 || body_string(c, o, "template", 63, &r->template) < 0 ||
       body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
       body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
@@ -29,8 +41,13 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
       body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0 ||
       body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
       body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
-      body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0)
+      body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
+      body_string(c, o, "on_timeout", 8, &r->on_timeout) < 0)
     return -1;
+  if (strcmp(r->on_timeout, "kill") != 0 && strcmp(r->on_timeout, "pause") != 0) {
+    http_error(c, 400, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
+    return -1;
+  }
   if (strcmp(r->template, "host") != 0) {
     http_error(c, 404, "template_not_found", "no template '%s' (this server has: host)",
                r->template);
@@ -113,7 +130,11 @@ struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, jso
   if (r.env)
     json_object_update(sb->env, r.env);
   sb->created_ms = wall_ms();
-  sb->expires_ms = sb->created_ms + (int64_t)(r.timeout_s * 1000);
+  sb->timeout_ms = (int64_t)(r.timeout_s * 1000);
+  sb->expires_ms = sb->created_ms + sb->timeout_ms;
+  sb->pause_on_timeout = strcmp(r.on_timeout, "pause") == 0;
+  /* Resumed by the next request that needs it, unless asked otherwise. */
+  sb->auto_resume = r.auto_resume != 0;
   sbx_register(srv, sb);
   if (store_sandbox_put(srv->store, sb, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
@@ -142,7 +163,7 @@ static bool listed(const struct sbx *sb, const struct http_req *req) {
     char *key = NULL, *value = NULL;
     q = http_query_next(q, &key, &value);
     if (key && strcmp(key, "state") == 0)
-      ok = value && strcmp(value, "running") == 0;
+      ok = value && strcmp(value, sb->paused ? "paused" : "running") == 0;
     else if (key && strncmp(key, "metadata.", 9) == 0) {
       json_t *v = json_object_get(sb->metadata, key + 9);
       ok = v && value && strcmp(json_string_value(v), value) == 0;
@@ -177,28 +198,40 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
 
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms) {
   struct hutch_err err = {0};
+  int64_t now = wall_ms();
+  sb->timeout_ms = expires_ms > now ? expires_ms - now : 0;
+  if (sb->paused) { /* the clock stands: what is left when it resumes */
+    sb->left_ms = sb->timeout_ms;
+    if (store_sandbox_update(sb->srv->store, sb, &err) < 0)
+      fprintf(stderr, "hutch serve: %s\n", err.msg);
+    return;
+  }
   sb->expires_ms = expires_ms;
   if (store_sandbox_expiry(sb->srv->store, sb->id, sb->expires_ms, &err) < 0)
     fprintf(stderr, "hutch serve: %s\n", err.msg);
 }
 
-/* A new timeout, counted from now (as E2B's setTimeout). */
-void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
+struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
   static const char *const known[] = {"timeout_s", NULL};
   struct sbx *sb = sbx_lookup(c, p);
   json_t *o = sb ? body_object(c) : NULL;
-  if (!o)
+  *t = -1;
+  bool ok = o && body_only(c, o, known) >= 0 &&
+            body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  json_decref(o);
+  return ok ? sb : NULL;
+}
+
+/* A new timeout, counted from now (as E2B's setTimeout). */
+void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
+  double t;
+  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  if (!sb)
     return;
-  double t = -1;
-  if (body_only(c, o, known) < 0 ||
-      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
-    goto out;
   if (t < 0) {
     http_error(c, 400, "invalid_argument", "timeout_s is required");
-    goto out;
+    return;
   }
   sandboxes_set_expiry(sb, wall_ms() + (int64_t)(t * 1000));
   http_json(c, 200, sbx_json(sb));
-out:
-  json_decref(o);
 }

@@ -470,7 +470,7 @@ struct context *contexts_find(struct http_conn *c, struct sbx *sb, const char *i
 
 /* The context the route's {id} and {cid} name; NULL after a 404. */
 static struct context *route_context(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   return sb ? contexts_find(c, sb, c->req.params[1]) : NULL;
 }
 
@@ -488,7 +488,7 @@ struct context *contexts_create(struct http_conn *c, struct sbx *sb, const char 
 
 void api_contexts_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"language", "cwd", "env", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL, *env = NULL;
   const char *lang = "python", *cwd = NULL;
   if (!o)
@@ -631,7 +631,7 @@ void contexts_run(struct http_conn *c, struct sbx *sb, json_t *o) {
 }
 
 void api_code(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   if (o)
     contexts_run(c, sb, o);

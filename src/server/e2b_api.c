@@ -38,12 +38,14 @@ static json_t *sandbox_json(const struct sbx *sb) {
 static json_t *listed_json(const struct sbx *sb) {
   char started[32], ends[32];
   iso8601(sb->created_ms, started);
-  iso8601(sb->expires_ms, ends);
+  /* Paused: it ends when its retention does. */
+  iso8601(sb->paused ? sb->paused_ms + sb->srv->cfg.paused_retention_ms : sb->expires_ms, ends);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   json_int_t cpus = sb->cpu_milli ? (json_int_t)((sb->cpu_milli + 999) / 1000) : ncpu;
   return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:[]}", "sandboxID", sb->id,
                    "templateID", sb->template, "alias", sb->template, "clientID", "hutch",
-                   "startedAt", started, "endAt", ends, "state", "running", "cpuCount", cpus,
+                   "startedAt", started, "endAt", ends, "state", sb->paused ? "paused" : "running",
+                   "cpuCount", cpus,
                    "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB", (json_int_t)sb->disk_mb,
                    "metadata", sb->metadata, "envdVersion", E2B_ENVD_VERSION, "volumeMounts");
 }
@@ -70,15 +72,10 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *metadata = NULL, *env = NULL;
   json_t *auto_resume = json_object_get(o, "autoResume");
   json_t *vols = json_object_get(o, "volumeMounts");
-  const char *pause_why = "pausing is not available in hutch yet";
   if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", 63, &tmpl) < 0 ||
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
       body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
       body_string_map(c, o, "envVars", 256, &env) < 0 ||
-      refuse_if(c, "autoPause", json_is_true(json_object_get(o, "autoPause")), pause_why) < 0 ||
-      refuse_if(c, "autoResume",
-                json_is_true(json_object_get(auto_resume, "enabled")) || json_is_true(auto_resume),
-                pause_why) < 0 ||
       refuse_if(c, "allow_internet_access",
                 json_is_true(json_object_get(o, "allow_internet_access")),
                 "hutch sandboxes have no network egress yet (only loopback)") < 0 ||
@@ -94,6 +91,12 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     http_error(c, 400, "invalid_argument", "templateID is required");
     goto out;
   }
+  json_t *enabled = json_is_object(auto_resume) ? json_object_get(auto_resume, "enabled") : auto_resume;
+  if ((auto_resume && !json_is_boolean(enabled)) ||
+      (json_object_get(o, "autoPause") && !json_is_boolean(json_object_get(o, "autoPause")))) {
+    http_error(c, 400, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
+    goto out;
+  }
   bool known_template = false;
   for (const char *const *a = host_aliases; *a; a++)
     known_template |= strcmp(tmpl, *a) == 0;
@@ -105,7 +108,12 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     goto out;
   }
   /* The native create, from the same fields. */
-  json_t *req = json_pack("{s:s,s:I}", "template", "host", "timeout_s", (json_int_t)timeout);
+  /* autoPauseMemory false asks for a pause that keeps only the files:
+   * hutch's pause keeps memory always, which loses nothing. */
+  json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", "host", "timeout_s",
+                          (json_int_t)timeout, "on_timeout",
+                          json_is_true(json_object_get(o, "autoPause")) ? "pause" : "kill",
+                          "auto_resume", json_is_true(enabled));
   if (metadata)
     json_object_set(req, "metadata", metadata);
   if (env)
@@ -168,7 +176,7 @@ static int newer_first(const void *a, const void *b) {
 
 void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
   json_t *want = NULL;
-  bool running = true, asc = false, bad = false;
+  bool running = true, paused = true, asc = false, bad = false;
   uint64_t limit = LIST_DEFAULT;
   char *after = NULL, *tmpl = NULL;
   for (const char *q = c->req.query; q && *q && !bad;) {
@@ -187,10 +195,11 @@ void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
         return;
       }
     } else if (strcmp(key, "state") == 0) {
-      /* Running and paused; hutch has no paused sandboxes (yet). */
-      running = false;
-      for (char *st = value, *save = NULL, *tok; (tok = strtok_r(st, ",", &save)); st = NULL)
+      running = paused = false;
+      for (char *st = value, *save = NULL, *tok; (tok = strtok_r(st, ",", &save)); st = NULL) {
         running |= strcmp(tok, "running") == 0;
+        paused |= strcmp(tok, "paused") == 0;
+      }
     } else if (strcmp(key, "limit") == 0) {
       bad = !parse_u64(value, &limit) || limit < 1 || limit > LIST_MAX;
     } else if (strcmp(key, "order") == 0) {
@@ -217,7 +226,7 @@ void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
   struct sbx **all = xcalloc(n + 1, sizeof *all);
   n = 0;
   for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    if (running && strcmp(sb->tenant, p->tenant) == 0 && (!want || metadata_match(sb, want)) &&
+    if ((sb->paused ? paused : running) && strcmp(sb->tenant, p->tenant) == 0 && (!want || metadata_match(sb, want)) &&
         (!tmpl || strcmp(tmpl, sb->template) == 0 ||
          (strcmp(sb->template, "host") == 0 &&
           (strcmp(tmpl, "base") == 0 || strncmp(tmpl, "code-interpreter", 16) == 0))))
@@ -265,7 +274,8 @@ void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
   json_object_set_new(j, "domain", json_null());
   json_object_set_new(j, "allowInternetAccess", json_false());
   json_object_set_new(j, "lifecycle",
-                      json_pack("{s:s,s:b}", "onTimeout", "kill", "autoResume", 0));
+                      json_pack("{s:s,s:b}", "onTimeout", sb->pause_on_timeout ? "pause" : "kill",
+                                "autoResume", sb->auto_resume));
   http_json(c, 200, j);
 }
 
@@ -306,29 +316,69 @@ void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
-/* Connecting to a running sandbox: its details again, and a timeout that
- * is only ever extended. A paused one would be resumed here. */
+/* Connecting: a paused sandbox is resumed (201) with the timeout given,
+ * else the default; a running one (200) gets a timeout that is only ever
+ * extended. */
 void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"timeout", "memory", NULL};
   uint64_t t;
   struct sbx *sb = timeout_body(c, p, known, &t);
   if (!sb)
     return;
+  if (sb->paused) {
+    struct hutch_err err = {0};
+    if (sbx_resume(sb, (int64_t)(t ? t : SERVE_DEFAULT_TIMEOUT_S) * 1000, &err) < 0)
+      http_error(c, 500, "sandbox_error", "resuming sandbox %s: %s", sb->id, err.msg);
+    else
+      http_json(c, 201, sandbox_json(sb));
+    return;
+  }
   int64_t until = wall_ms() + (int64_t)t * 1000;
   if (t && until > sb->expires_ms)
     sandboxes_set_expiry(sb, until);
   http_json(c, 200, sandbox_json(sb));
 }
 
+/* {memory}: false would keep only the files; hutch keeps memory too. 409
+ * when it is paused already (the SDK's pause() then answers false). */
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
-  if (sbx_lookup(c, p))
-    http_error(c, 501, "not_implemented",
-               "pausing is not available in hutch yet; the sandbox keeps running");
+  static const char *const known[] = {"memory", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
+  if (!sb || (c->req.body_len && (!o || body_only(c, o, known) < 0))) {
+    json_decref(o);
+    return;
+  }
+  json_decref(o);
+  struct hutch_err err = {0};
+  if (sb->paused)
+    http_error(c, 409, "already_paused", "sandbox %s is already paused", sb->id);
+  else if (sbx_pause(sb, &err) < 0)
+    http_error(c, 500, "sandbox_error", "pausing sandbox %s: %s", sb->id, err.msg);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+static void e2b_point(const struct usage_point *pt, void *arg) {
+  char t[32];
+  iso8601(pt->ms, t);
+  json_array_append_new(
+      arg, json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
+                     (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct",
+                     pt->cpu_pct, "memUsed", (json_int_t)pt->memory_used, "memTotal",
+                     (json_int_t)pt->memory_limit, "memCache", (json_int_t)pt->memory_cache,
+                     "diskUsed", (json_int_t)pt->disk_used, "diskTotal",
+                     (json_int_t)pt->disk_limit));
 }
 
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  if (sbx_lookup(c, p))
-    http_error(c, 501, "not_implemented", "sandbox metrics are not available in hutch yet");
+  struct sbx *sb = sbx_lookup(c, p);
+  int64_t start, end;
+  if (!sb || usage_range(c, &start, &end) < 0)
+    return;
+  json_t *a = json_array();
+  usage_points(sb, start, end, e2b_point, a);
+  http_json(c, 200, a);
 }
 
 struct sbx *e2b_sandbox(struct http_conn *c) {

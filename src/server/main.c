@@ -25,6 +25,7 @@ static const char usage[] =
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
+    "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
@@ -57,7 +58,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_KERNELS, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_ROUTES, O_HELP };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -66,6 +67,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"tenant-sandboxes", required_argument, NULL, O_TSBX},
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
       {"pool", required_argument, NULL, O_POOL},
+      {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"routes", optional_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
@@ -121,6 +123,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       cfg->pool_specs[n + 1] = NULL;
       break;
     }
+    case O_RETENTION:
+      if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
+        return -1;
+      cfg->paused_retention_ms = (int64_t)v * 1000;
+      break;
     case O_KERNELS:
       free(cfg->kernels_dir);
       cfg->kernels_dir = xstrdup(optarg);

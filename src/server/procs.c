@@ -245,7 +245,7 @@ void procs_free(struct sbx *sb) {
 
 /* The process the route's {pid} names; NULL after a 404. */
 static struct proc *find(struct http_conn *c, struct sbx **sbp, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = sbx_lookup_live(c, p);
   uint64_t pid;
   struct proc *pr;
   *sbp = sb;

@@ -56,6 +56,10 @@ static const struct route native[] = {
     {HTTP_GET, "/v1/sandboxes/{id}", TENANT, NULL, api_sandboxes_get},
     {HTTP_DELETE, "/v1/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},
+    {HTTP_POST, "/v1/sandboxes/{id}/pause", TENANT, "sandbox.pause", api_sandboxes_pause},
+    {HTTP_POST, "/v1/sandboxes/{id}/resume", TENANT, "sandbox.resume", api_sandboxes_resume},
+    {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
+    {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
     {HTTP_POST, "/v1/sandboxes/{id}/exec", TENANT, "sandbox.exec", api_exec},
     {HTTP_GET, "/v1/sandboxes/{id}/processes", TENANT, NULL, api_procs_list},
     {HTTP_GET, "/v1/sandboxes/{id}/processes/{pid}/output", TENANT, NULL, api_procs_output},
@@ -250,7 +254,9 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
                "the sandbox's access token is required (X-Access-Token: envdAccessToken)");
     return NULL;
   }
-  return sb;
+  /* Traffic to a paused sandbox resumes it, if it was made so (E2B's
+   * autoResume); else 409. */
+  return sbx_wake(c, sb) ? sb : NULL;
 }
 
 void serve_dispatch(struct server *srv, struct http_conn *c) {

@@ -46,22 +46,40 @@ json_t *sbx_json(const struct sbx *sb) {
   iso8601(sb->created_ms, created);
   iso8601(sb->expires_ms, expires);
   /* cpus is null when the sandbox may use every CPU. */
-  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:I,s:O}", "id", sb->id, "state", "running",
-                   "template", sb->template, "created_at", created, "expires_at", expires,
-                   "memory_mb", (json_int_t)sb->memory_mb, "cpus",
-                   sb->cpu_milli ? json_real((double)sb->cpu_milli / 1000) : json_null(), "pids",
-                   (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb, "metadata",
-                   sb->metadata);
+  json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:I,s:O,s:s,s:b}", "id", sb->id,
+                        "state", sb->paused ? "paused" : "running", "template", sb->template,
+                        "created_at", created, "expires_at", expires, "memory_mb",
+                        (json_int_t)sb->memory_mb, "cpus",
+                        sb->cpu_milli ? json_real((double)sb->cpu_milli / 1000) : json_null(),
+                        "pids", (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb,
+                        "metadata", sb->metadata, "on_timeout",
+                        sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  /* While paused the timeout's clock stands: no expiry, but what is left
+   * of it and when the paused sandbox itself goes. */
+  if (sb->paused) {
+    char paused[32], deleted[32];
+    iso8601(sb->paused_ms, paused);
+    iso8601(sb->paused_ms + sb->srv->cfg.paused_retention_ms, deleted);
+    json_object_set_new(j, "expires_at", json_null());
+    json_object_set_new(j, "paused_at", json_string(paused));
+    json_object_set_new(j, "deleted_at", json_string(deleted));
+    json_object_set_new(j, "timeout_left_s", json_real((double)sb->left_ms / 1000));
+  }
+  return j;
 }
 
-static void sbx_free(struct agentc *ac) {
-  struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
+static void sbx_free_now(struct sbx *sb) {
   procs_free(sb);
   contexts_free(sb);
   e2b_watches_free(sb);
+  usage_free(sb);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);
+}
+
+static void sbx_free(struct agentc *ac) {
+  sbx_free_now((struct sbx *)((char *)ac - offsetof(struct sbx, ac)));
 }
 
 /* The agent connection failed: the sandbox is of no more use. */
@@ -134,16 +152,22 @@ void sbx_destroy(struct sbx *sb) {
       }
     srv->nsandboxes--;
     srv->metrics.destroys++;
+    usage_final(sb);
     if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
       fprintf(stderr, "hutch serve: %s\n", err.msg);
   }
   /* Streams hear the end first (their clients get a last line), then the
-   * sandbox goes. The fd belongs to the connection. */
-  sb->hs->conn_fd = -1;
-  agentc_close(&sb->ac, sbx_free);
+   * sandbox goes. The fd belongs to the connection, if there is one yet. */
+  bool connected = !sb->agent_pending;
+  if (connected) {
+    sb->hs->conn_fd = -1;
+    agentc_close(&sb->ac, sbx_free);
+  }
   if (hutch_sandbox_destroy(sb->hs, &err) < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", sb->id, err.msg);
   sb->hs = NULL;
+  if (!connected)
+    sbx_free_now(sb);
 }
 
 void sbx_destroy_all(struct server *srv) {
@@ -159,13 +183,33 @@ void sbx_release_all(struct server *srv) {
     srv->sandboxes = sb->next;
     srv->nsandboxes--;
     sb->dying = true;
-    sb->hs->conn_fd = -1; /* the connection's to close */
+    usage_final(sb);
+    bool connected = !sb->agent_pending;
+    if (connected)
+      sb->hs->conn_fd = -1; /* the connection's to close */
     hutch_sandbox_release(sb->hs);
     sb->hs = NULL;
-    agentc_close(&sb->ac, sbx_free);
+    if (connected)
+      agentc_close(&sb->ac, sbx_free);
+    else
+      sbx_free_now(sb);
   }
 }
 
+static void audit_reaped(struct server *srv, const struct sbx *sb, const char *action) {
+  if (!srv->audit)
+    return;
+  char when[32];
+  iso8601(wall_ms(), when);
+  fprintf(srv->audit,
+          "{\"time\":\"%s\",\"tenant\":\"%s\",\"action\":\"%s\","
+          "\"sandbox\":\"%s\",\"status\":200,\"error\":null,\"duration_ms\":0}\n",
+          when, sb->tenant, action, sb->id);
+  fflush(srv->audit);
+}
+
+/* A running sandbox past its timeout ends, or is paused if it asked to be
+ * (then it has no timeout left); a paused one ends after the retention. */
 static void reap(uv_timer_t *t) {
   struct server *srv = t->data;
   int64_t now = wall_ms();
@@ -175,20 +219,27 @@ static void reap(uv_timer_t *t) {
   struct sbx *next;
   for (struct sbx *sb = srv->sandboxes; sb; sb = next) {
     next = sb->next;
-    if (sb->expires_ms <= now) {
-      srv->metrics.expired++;
-      if (srv->audit) {
-        char when[32];
-        iso8601(now, when);
-        fprintf(srv->audit,
-                "{\"time\":\"%s\",\"tenant\":\"%s\",\"action\":\"sandbox.expire\","
-                "\"sandbox\":\"%s\",\"status\":200,\"error\":null,\"duration_ms\":0}\n",
-                when, sb->tenant, sb->id);
-        fflush(srv->audit);
+    struct hutch_err err = {0};
+    if (sb->paused) {
+      if (sb->paused_ms + srv->cfg.paused_retention_ms <= now) {
+        srv->metrics.expired++;
+        audit_reaped(srv, sb, "sandbox.expire");
+        sbx_destroy(sb);
       }
+    } else if (sb->expires_ms <= now) {
+      if (sb->pause_on_timeout && sbx_pause(sb, &err) == 0) {
+        audit_reaped(srv, sb, "sandbox.pause");
+        continue;
+      }
+      if (sb->pause_on_timeout)
+        fprintf(stderr, "hutch serve: sandbox %s: pausing at its timeout: %s; ending it\n",
+                sb->id, err.msg);
+      srv->metrics.expired++;
+      audit_reaped(srv, sb, "sandbox.expire");
       sbx_destroy(sb);
     }
   }
+  usage_sample_all(srv);
 }
 
 /* Every 100 ms (the first at once): a sandbox outlives its timeout by at most that, plus its
@@ -211,6 +262,19 @@ static void adopt_jobs(struct agentc *ac, json_t *jobs, void *arg) {
   (void)arg;
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   procs_adopt(sb, jobs);
+}
+
+int sbx_connect_agent(struct sbx *sb) {
+  sb->agent_pending = false;
+  if (agentc_adopt(&sb->ac, sb->srv->loop, sb->hs->conn_fd, 2000, adopt_jobs, NULL) < 0)
+    return -1;
+  sb->ac.on_dead = sbx_agent_dead;
+  return 0;
+}
+
+static int64_t spec_int(json_t *spec, const char *key, int64_t dflt) {
+  json_t *v = json_object_get(spec, key);
+  return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
 }
 
 /* One row of the store: take it over, or end it if it expired meanwhile,
@@ -249,14 +313,26 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     serve_random_hex(sb->token, SERVE_TOKEN_LEN);
   sb->created_ms = row->created_ms;
   sb->expires_ms = row->expires_ms;
+  sb->timeout_ms = spec_int(row->spec, "timeout_ms", row->expires_ms - row->created_ms);
+  sb->auto_resume = json_is_true(json_object_get(row->spec, "auto_resume"));
+  sb->pause_on_timeout = json_is_true(json_object_get(row->spec, "pause_on_timeout"));
+  sb->paused = json_is_true(json_object_get(row->spec, "paused"));
+  sb->paused_ms = spec_int(row->spec, "paused_ms", 0);
+  sb->left_ms = spec_int(row->spec, "left_ms", 0);
   sbx_register(srv, sb);
-  if (agentc_adopt(&sb->ac, srv->loop, sb->hs->conn_fd, 2000, adopt_jobs, NULL) < 0) {
+  /* A paused agent cannot answer: it is taken over when it is resumed,
+   * and its retention is the reaper's to watch. */
+  if (sb->paused) {
+    sb->agent_pending = true;
+    ctx->adopted++;
+    return;
+  }
+  if (sbx_connect_agent(sb) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: its agent did not answer; destroying it\n", sb->id);
     sbx_destroy(sb);
     ctx->ended++;
     return;
   }
-  sb->ac.on_dead = sbx_agent_dead;
   if (sb->expires_ms <= ctx->now) { /* expired while no server watched */
     sbx_destroy(sb);
     ctx->ended++;

@@ -34,6 +34,7 @@ struct serve_config {
   uint64_t tenant_memory_mb;
   char **pool_specs; /* --pool arguments, NULL-terminated */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
+  int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
 };
 
 /* Who a request speaks for. */
@@ -45,6 +46,7 @@ struct principal {
 
 struct pool;
 struct proc;
+struct samples;
 struct context;
 struct watch;
 
@@ -68,6 +70,15 @@ struct sbx {
   unsigned ncontexts;
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
+  /* Pause (lifecycle.c): every process frozen, the timeout's clock
+   * stopped with left_ms to go; kept until paused_ms + --paused-retention. */
+  bool paused;
+  bool auto_resume;      /* a request that needs it running resumes it; else 409 */
+  bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
+  bool agent_pending;    /* paused when taken over: its agent is, on resume */
+  int64_t paused_ms, left_ms;
+  int64_t timeout_ms; /* the length of its timeout, as last set */
+  struct samples *samples; /* its usage over time (usage.c) */
   bool dying;
 };
 
@@ -162,10 +173,16 @@ void api_keys_delete(struct http_conn *c, const struct principal *p);
 struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
                     const char *template, struct hutch_err *err);
 void sbx_register(struct server *srv, struct sbx *sb);
+/* Connect to the agent of a sandbox taken over (agent_pending): its
+ * HELLO, then the execs it still runs. -1 when it does not answer. */
+int sbx_connect_agent(struct sbx *sb);
 /* At start: take over the sandboxes the last server left running. */
 int sbx_adopt_all(struct server *srv, struct hutch_err *err);
 /* The sandbox the route's {id} names, for the caller; NULL after a 404. */
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
+/* The same for a request that needs it running: a paused sandbox is
+ * resumed (auto_resume) or NULL after a 409. */
+struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
 void sbx_destroy(struct sbx *sb);
 /* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
 void sbx_agent_dead(struct agentc *ac);
@@ -192,6 +209,9 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
  * NULL after an error answer. */
 struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o);
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
+/* The sandbox and the optional {timeout_s} of its request body (t < 0
+ * when absent); NULL after an error answer. */
+struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);
 
 /* procs.c: background processes (an exec with "background": true). A
  * process from the agent request req (exec_request); NULL after an error
@@ -365,6 +385,40 @@ void e2b_contexts_create(struct http_conn *c, const struct principal *p);
 void e2b_contexts_list(struct http_conn *c, const struct principal *p);
 void e2b_contexts_delete(struct http_conn *c, const struct principal *p);
 void e2b_contexts_restart(struct http_conn *c, const struct principal *p);
+
+/* lifecycle.c: pause and resume. */
+int sbx_pause(struct sbx *sb, struct hutch_err *err);
+/* timeout_ms < 0: what was left of its timeout when it was paused. */
+int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
+/* A paused sandbox a request needs running: resumed, or false after an
+ * answer (409 when it may not be resumed by traffic). */
+bool sbx_wake(struct http_conn *c, struct sbx *sb);
+void api_sandboxes_pause(struct http_conn *c, const struct principal *p);
+void api_sandboxes_resume(struct http_conn *c, const struct principal *p);
+
+/* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
+void usage_sample_all(struct server *srv);
+/* Take one sample now (before a pause and a resume, so each is counted
+ * to the moment). */
+void usage_sample(struct sbx *sb);
+/* A sandbox's last use is counted before it goes. */
+void usage_final(struct sbx *sb);
+void usage_free(struct sbx *sb);
+void api_sandboxes_metrics(struct http_conn *c, const struct principal *p);
+void api_usage(struct http_conn *c, const struct principal *p);
+/* The samples from start to end (ms since the epoch), oldest first, with
+ * one taken now at the end, each passed to fn. */
+struct usage_point {
+  int64_t ms;
+  double cpu_pct; /* of the CPUs it may use */
+  unsigned cpus;
+  uint64_t memory_used, memory_cache, memory_limit, disk_used, disk_limit, pids;
+};
+void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
+                  void (*fn)(const struct usage_point *pt, void *arg), void *arg);
+/* A metrics request's ?start=&end= (seconds since the epoch, as E2B's) in
+ * ms; -1 after a 400. */
+int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);

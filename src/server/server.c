@@ -24,6 +24,7 @@ struct server *server_new(void) {
       .max_sandboxes = 1000,
       .tenant_sandboxes = 100,
       .tenant_memory_mb = 65536,
+      .paused_retention_ms = 86400 * 1000,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.state_dir = xstrdup(hutch_default_state_dir());

@@ -23,7 +23,10 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS sandboxes ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, template TEXT NOT NULL,"
     "  spec TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-    "  pid INTEGER NOT NULL);";
+    "  pid INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS usage ("
+    "  tenant TEXT PRIMARY KEY, cpu_s REAL NOT NULL, memory_gb_s REAL NOT NULL,"
+    "  sandbox_s REAL NOT NULL);";
 
 static int fail(struct store *st, struct hutch_err *err, const char *what) {
   return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
@@ -158,14 +161,22 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
   return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
 }
 
-int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  json_t *spec = json_pack("{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s}", "metadata", sb->metadata, "env",
-                           sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids",
-                           (json_int_t)sb->pids, "cpu_milli", (json_int_t)sb->cpu_milli,
-                           "disk_mb", (json_int_t)sb->disk_mb, "slot",
-                           (json_int_t)sb->hs->slot, "token", sb->token);
+/* What a sandbox is beyond its columns, as JSON text (malloc'd). */
+static char *spec_text(const struct sbx *sb) {
+  json_t *spec = json_pack(
+      "{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:b,s:b,s:b,s:I,s:I}", "metadata", sb->metadata,
+      "env", sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
+      "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb", (json_int_t)sb->disk_mb, "slot",
+      (json_int_t)sb->hs->slot, "token", sb->token, "timeout_ms", (json_int_t)sb->timeout_ms,
+      "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
+      sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms);
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
+  return text;
+}
+
+int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
+  char *text = spec_text(sb);
   sqlite3_stmt *s = text ? prep(st,
                                 "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
                                 " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -185,6 +196,57 @@ int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *
   int r = step_done(st, s, err);
   free(text);
   return r;
+}
+
+int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err) {
+  char *text = spec_text(sb);
+  sqlite3_stmt *s =
+      text ? prep(st, "UPDATE sandboxes SET spec = ?, expires_at = ? WHERE id = ?", err) : NULL;
+  if (!s) {
+    free(text);
+    return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
+  }
+  sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, sb->expires_ms);
+  sqlite3_bind_text(s, 3, sb->id, -1, SQLITE_STATIC);
+  int r = step_done(st, s, err);
+  free(text);
+  return r;
+}
+
+int store_usage_add(struct store *st, const char *tenant, const struct usage_delta *d,
+                    struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO usage (tenant, cpu_s, memory_gb_s, sandbox_s)"
+                         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(tenant) DO UPDATE SET"
+                         " cpu_s = cpu_s + ?2, memory_gb_s = memory_gb_s + ?3,"
+                         " sandbox_s = sandbox_s + ?4",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 2, d->cpu_s);
+  sqlite3_bind_double(s, 3, d->memory_gb_s);
+  sqlite3_bind_double(s, 4, d->sandbox_s);
+  return step_done(st, s, err);
+}
+
+int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
+                    struct hutch_err *err) {
+  sqlite3_stmt *s =
+      prep(st, "SELECT cpu_s, memory_gb_s, sandbox_s FROM usage WHERE tenant = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  memset(d, 0, sizeof *d);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    d->cpu_s = sqlite3_column_double(s, 0);
+    d->memory_gb_s = sqlite3_column_double(s, 1);
+    d->sandbox_s = sqlite3_column_double(s, 2);
+  }
+  sqlite3_finalize(s);
+  return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : fail(st, err, "read usage");
 }
 
 int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err) {

@@ -35,12 +35,24 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
                      struct hutch_err *err);
 
 int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err);
+/* Its spec (pause state included) and expiry again. */
+int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err);
 int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err);
 int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
                          struct hutch_err *err);
+/* What a tenant's sandboxes used while they ran (usage.c). */
+struct usage_delta {
+  double cpu_s, memory_gb_s, sandbox_s;
+};
+int store_usage_add(struct store *st, const char *tenant, const struct usage_delta *d,
+                    struct hutch_err *err);
+/* Zeros for a tenant with none. */
+int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
+                    struct hutch_err *err);
+
 struct store_sandbox {
   const char *id, *tenant, *template;
-  json_t *spec; /* metadata, env, limits, slot */
+  json_t *spec; /* metadata, env, limits, slot, token, lifecycle */
   int64_t created_ms, expires_ms, pid;
 };
 /* Call fn for every sandbox recorded (fn may delete rows). */

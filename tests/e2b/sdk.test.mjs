@@ -45,6 +45,30 @@ describe('sandboxes', () => {
     await assert.rejects(other.commands.run('true'));
   });
 
+  it('are paused, resumed by connect, and measured', T, async () => {
+    const box = await BaseSandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: false }, timeoutMs: 60000 });
+    try {
+      await box.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done', { background: true });
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await box.pause(), true);
+      assert.equal(await box.pause(), false, 'a second pause finds it paused');
+      const info = await box.getInfo();
+      assert.equal(info.state, 'paused');
+      assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: false });
+      const before = Number(await (await BaseSandbox.connect(box.sandboxId)).files.read('/tmp/n'));
+      assert.equal((await box.getInfo()).state, 'running', 'connect resumed it');
+      await new Promise((r) => setTimeout(r, 600));
+      assert.ok(Number(await box.files.read('/tmp/n')) > before, 'the loop goes on');
+      const metrics = await box.getMetrics();
+      assert.ok(metrics.length >= 1);
+      const last = metrics[metrics.length - 1];
+      assert.ok(last.timestamp instanceof Date && last.memTotal === 1024 * 1024 * 1024, JSON.stringify(last));
+      assert.ok(last.memUsed > 0 && last.diskTotal > 0 && last.cpuCount >= 1);
+    } finally {
+      await box.kill();
+    }
+  });
+
   it('pages the list with the next token', T, async () => {
     const extra = await Promise.all([1, 2].map(() => BaseSandbox.create({ metadata: { page: 'yes' } })));
     const pager = Sandbox.list({ query: { metadata: { page: 'yes' } }, limit: 1 });

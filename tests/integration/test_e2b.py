@@ -67,7 +67,7 @@ def test_create_answers_what_the_sdks_read(server, sbx):
     ({}, 400),
     ({"templateID": "nope"}, 404),
     ({"templateID": "base", "timeout": 0}, 400),
-    ({"templateID": "base", "autoPause": True}, 400),
+    ({"templateID": "base", "autoResume": "yes"}, 400),
     ({"templateID": "base", "allow_internet_access": True}, 400),
     ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/v"}]}, 400),
     ({"templateID": "base", "bogus": 1}, 400),
@@ -87,8 +87,10 @@ def test_control_plane_errors(server, sbx):
     assert (r.status, r.json["code"]) == (401, 401)
     assert api.get("/v2/sandboxes?limit=0").status == 400
     assert api.get("/v2/sandboxes?metadata=%25zz").status == 400
-    r = api.post(f"/sandboxes/{sbx['sandboxID']}/pause")
-    assert (r.status, r.json["code"]) == (501, 501) and "pausing" in r.json["message"]
+    r = api.post("/sandboxes/0123456789abcdef/pause")
+    assert (r.status, r.json["code"]) == (404, 404)
+    assert api.get("/sandboxes/0123456789abcdef/metrics").json["code"] == 404
+    assert api.get(f"/sandboxes/{sbx['sandboxID']}/metrics?start=x").json["code"] == 400
     r = api.post(f"/sandboxes/{sbx['sandboxID']}/timeout", {"timeout": -5})
     assert r.status == 400
 

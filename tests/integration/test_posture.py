@@ -159,9 +159,15 @@ def test_posture_outside():
             fds = {fd: os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
             assert set(fds) == {"0", "1", "2"}, fds
             assert all(t.startswith("pipe:") or t == "/dev/null" for t in fds.values()), fds
-        # The agent holds its connection and cgroup directories, nothing of the host's files.
+        # The agent holds its connection and cgroup directories, and at fd
+        # 16 its sandbox's own storage (the tmpfs of the disk quota, held
+        # for the host's metrics and snapshots): nothing of the host's files.
         for fd in os.listdir(f"/proc/{agent_pid}/fd"):
             target = os.readlink(f"/proc/{agent_pid}/fd/{fd}")
+            if fd == "16":
+                st = os.statvfs(f"/proc/{agent_pid}/fd/16")
+                assert target == "/" and st.f_blocks * st.f_frsize == 1024 << 20, (target, st)
+                continue
             assert target.startswith(("socket:", "pipe:", "anon_inode:", "/dev/null", "/sys/fs/cgroup/")), target
         # The agent cannot rewrite its own binary: it runs from a read-only mount.
         with pytest.raises(OSError):

@@ -48,6 +48,21 @@ def test_create_run_kill(env):
         Sandbox.connect(sid)
 
 
+def test_pause_resume_metrics_usage(env):
+    with Sandbox.create(timeout=60, auto_resume=False) as sbx:
+        sbx.commands.run("sleep 600", background=True)
+        assert sbx.pause()["state"] == "paused" and sbx.info["state"] == "paused"
+        with pytest.raises(hutch.HutchError) as e:
+            sbx.commands.run("true")
+        assert e.value.status == 409 and e.value.code == "sandbox_paused"
+        assert [s["state"] for s in Sandbox.list() if s["id"] == sbx.id] == ["paused"]
+        assert sbx.resume(timeout=120)["state"] == "running"
+        assert sbx.commands.run("echo on").stdout == "on\n"
+        m = sbx.get_metrics()
+        assert m["current"]["memory_limit_bytes"] == 1024 << 20 and m["current"]["pids"] >= 2
+    assert Sandbox.usage()["sandbox_seconds"] > 0
+
+
 def test_typed_errors(env, server):
     with pytest.raises(hutch.AuthError):
         Sandbox.create(api_key="hk_" + "1" * 40)

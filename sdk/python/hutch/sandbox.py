@@ -170,13 +170,18 @@ class Sandbox:
 
     @classmethod
     def create(cls, template="host", *, timeout=None, memory_mb=None, cpus=None, pids=None,
-               disk_mb=None, envs=None, metadata=None, api_url=None, api_key=None,
-               request_timeout=60):
-        """A new sandbox; timeout is its life in seconds (default 300)."""
+               disk_mb=None, envs=None, metadata=None, on_timeout=None, auto_resume=None,
+               api_url=None, api_key=None, request_timeout=60):
+        """A new sandbox; timeout is its life in seconds (default 300).
+
+        on_timeout="pause" pauses it at its timeout instead of killing it;
+        auto_resume=False makes requests to it while paused fail (409)
+        instead of resuming it."""
         body = {"template": template}
         for k, v in (("timeout_s", timeout), ("memory_mb", memory_mb), ("cpus", cpus),
                      ("pids", pids), ("disk_mb", disk_mb), ("env", envs),
-                     ("metadata", metadata)):
+                     ("metadata", metadata), ("on_timeout", on_timeout),
+                     ("auto_resume", auto_resume)):
             if v is not None:
                 body[k] = v
         client = _client(api_url, api_key, request_timeout)
@@ -191,7 +196,8 @@ class Sandbox:
 
     @staticmethod
     def list(*, metadata=None, api_url=None, api_key=None, request_timeout=60):
-        """The caller's running sandboxes (as dicts), filtered by metadata."""
+        """The caller's sandboxes (as dicts), running and paused, filtered
+        by metadata."""
         client = _client(api_url, api_key, request_timeout)
         query = urllib.parse.urlencode({f"metadata.{k}": v for k, v in (metadata or {}).items()})
         return client.call("GET", "/v1/sandboxes" + (f"?{query}" if query else ""))["sandboxes"]
@@ -236,6 +242,36 @@ class Sandbox:
         """Live timeout more seconds from now."""
         self._info = self._client.call("POST", f"/v1/sandboxes/{self.id}/timeout",
                                        {"timeout_s": timeout})
+
+    def pause(self):
+        """Freeze every process of the sandbox, keeping its memory and
+        files; its timeout stops until resume()."""
+        self._info = self._client.call("POST", f"/v1/sandboxes/{self.id}/pause")
+        return self.info
+
+    def resume(self, *, timeout=None):
+        """Go on where pause() stopped; timeout (seconds from now) or what
+        was left of the old one."""
+        body = {"timeout_s": timeout} if timeout is not None else {}
+        self._info = self._client.call("POST", f"/v1/sandboxes/{self.id}/resume", body)
+        return self.info
+
+    def get_metrics(self, *, start=None, end=None):
+        """{"current": {...}, "samples": [...]}: CPU %, memory, disk and
+        processes over the last minutes (start/end: seconds since the
+        epoch)."""
+        query = urllib.parse.urlencode({k: int(v) for k, v in (("start", start), ("end", end))
+                                        if v is not None})
+        return self._client.call("GET", f"/v1/sandboxes/{self.id}/metrics" +
+                                 (f"?{query}" if query else ""))
+
+    @staticmethod
+    def usage(*, tenant=None, api_url=None, api_key=None, request_timeout=60):
+        """What the caller's tenant used: CPU-seconds, memory GB-seconds and
+        sandbox-seconds while running (paused time is not counted)."""
+        client = _client(api_url, api_key, request_timeout)
+        query = f"?tenant={urllib.parse.quote(tenant)}" if tenant else ""
+        return client.call("GET", "/v1/usage" + query)
 
     def kill(self):
         """Destroy the sandbox and everything in it."""

@@ -1,0 +1,268 @@
+/* Capturing a sandbox's writable layer (layer.h). What is read is the
+ * sandbox's own, written by a hostile workload: every name is opened
+ * relative to its parent's fd and never followed (O_NOFOLLOW, lstat-like
+ * fstatat), symlinks are copied as links, sparse files stay sparse (the
+ * disk quota counts blocks, and a copy that filled holes could write
+ * terabytes to the host's disk), only regular files, directories, links,
+ * fifos and overlay whiteouts are copied, and setuid and setgid bits are
+ * dropped: the copy lies on the host's disk. */
+#include "layer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layout.h"
+#include "util.h"
+
+struct capture {
+  uid_t base;
+  struct hutch_layer_stats *stats;
+  struct hutch_err *err;
+};
+
+/* An id of the sandbox's, from 0; any other as the id no sandbox maps. */
+static uid_t shift(uid_t id, uid_t base) {
+  return id >= base && id - base < HUTCH_ID_RANGE ? id - base : HUTCH_ID_RANGE;
+}
+
+/* The names in a directory, read before anything below it is opened, so
+ * that a level of the walk holds two fds and no directory stream. */
+static char **names_of(int dirfd, size_t *n, struct hutch_err *err) {
+  int dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+  if (!d) {
+    hutch_err_set(err, errno, "read directory");
+    if (dup >= 0)
+      close(dup);
+    return NULL;
+  }
+  char **v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (*n + 1 >= cap)
+      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+    v[(*n)++] = xstrdup(e->d_name);
+  }
+  closedir(d);
+  if (!v)
+    v = xcalloc(1, sizeof *v);
+  return v;
+}
+
+static void free_names(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
+/* Overlay's opaque-directory mark, and the user's own attributes. */
+static bool xattr_kept(const char *name) {
+  return strcmp(name, "trusted.overlay.opaque") == 0 || strncmp(name, "user.", 5) == 0;
+}
+
+static int copy_xattrs(int in, int out, const char *what, struct hutch_err *err) {
+  char names[8192];
+  ssize_t n = flistxattr(in, names, sizeof names);
+  if (n < 0)
+    return errno == ENOTSUP ? 0 : hutch_err_set(err, errno, "%s: list attributes", what);
+  _cleanup_free_ char *value = xmalloc(XATTR_SIZE_MAX);
+  for (char *name = names; name < names + n; name += strlen(name) + 1) {
+    if (!xattr_kept(name))
+      continue;
+    ssize_t len = fgetxattr(in, name, value, XATTR_SIZE_MAX);
+    if (len < 0 || fsetxattr(out, name, value, (size_t)len, 0) < 0)
+      return hutch_err_set(err, errno, "%s: attribute %s", what, name);
+  }
+  return 0;
+}
+
+/* The data of in, extent by extent: holes stay holes. */
+static int copy_data(int in, int out, off_t size, struct capture *cap, const char *name) {
+  for (off_t pos = 0; pos < size;) {
+    off_t data = lseek(in, pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO)
+      break; /* only a hole is left */
+    off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
+    if (hole < 0)
+      return hutch_err_set(cap->err, errno, "%s: find data", name);
+    for (off_t off = data; off < hole;) {
+      loff_t from = off, to = off;
+      ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(hole - off), 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
+        /* Across filesystems: sendfile writes at out's own offset. */
+        from = off;
+        n = lseek(out, off, SEEK_SET) < 0 ? -1 : sendfile(out, in, &from, (size_t)(hole - off));
+      }
+      if (n <= 0)
+        return hutch_err_set(cap->err, n < 0 ? errno : EIO, "%s: copy", name);
+      off += n;
+      cap->stats->bytes += (uint64_t)n;
+    }
+    pos = hole;
+  }
+  if (ftruncate(out, size) < 0)
+    return hutch_err_set(cap->err, errno, "%s: size", name);
+  return 0;
+}
+
+static int copy_file(int sdir, int ddir, const char *name, const struct stat *st,
+                     struct capture *cap) {
+  _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  _cleanup_close_ int out =
+      openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (in < 0 || out < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  if (copy_data(in, out, st->st_size, cap, name) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
+    return -1;
+  if (fchown(out, shift(st->st_uid, cap->base), shift(st->st_gid, cap->base)) < 0 ||
+      fchmod(out, st->st_mode & 01777) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  return 0;
+}
+
+static int copy_dir(int sdir, int ddir, int depth, struct capture *cap);
+
+static int copy_entry(int sdir, int ddir, const char *name, int depth, struct capture *cap) {
+  struct stat st;
+  if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  uid_t uid = shift(st.st_uid, cap->base), gid = shift(st.st_gid, cap->base);
+  int r = 0;
+  switch (st.st_mode & S_IFMT) {
+  case S_IFREG:
+    r = copy_file(sdir, ddir, name, &st, cap);
+    break;
+  case S_IFDIR: {
+    if (depth >= HUTCH_LAYER_MAX_DEPTH)
+      return hutch_err_invalid(cap->err, "directories nest deeper than %d levels",
+                               HUTCH_LAYER_MAX_DEPTH);
+    if (mkdirat(ddir, name, 0700) < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int out = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (in < 0 || out < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    if (copy_dir(in, out, depth + 1, cap) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
+      return hutch_err_wrap(cap->err, "%s", name);
+    if (fchown(out, uid, gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
+      return hutch_err_set(cap->err, errno, "%s: owner", name);
+    break;
+  }
+  case S_IFLNK: {
+    char target[PATH_MAX + 1];
+    ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
+    if (n < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    target[n] = '\0';
+    if (symlinkat(target, ddir, name) < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    break;
+  }
+  case S_IFCHR:
+    /* An overlay whiteout (0:0): what the sandbox deleted stays deleted.
+     * No other device can be made in a sandbox; none is copied. */
+    if (st.st_rdev != makedev(0, 0))
+      return 0;
+    if (mknodat(ddir, name, S_IFCHR | 0600, makedev(0, 0)) < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    break;
+  case S_IFIFO:
+    if (mkfifoat(ddir, name, st.st_mode & 0777) < 0)
+      return hutch_err_set(cap->err, errno, "%s", name);
+    break;
+  default: /* sockets and devices are not data */
+    return 0;
+  }
+  if (r < 0)
+    return -1;
+  cap->stats->files++;
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+      utimensat(ddir, name, times, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  return 0;
+}
+
+static int copy_dir(int sdir, int ddir, int depth, struct capture *cap) {
+  size_t n;
+  char **names = names_of(sdir, &n, cap->err);
+  if (!names)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = copy_entry(sdir, ddir, names[i], depth, cap);
+  free_names(names, n);
+  return r;
+}
+
+int hutch_layer_capture(int storage_fd, uid_t uid_base, const char *dest,
+                        struct hutch_layer_stats *stats, struct hutch_err *err) {
+  struct capture cap = {uid_base, stats, err};
+  memset(stats, 0, sizeof *stats);
+  _cleanup_close_ int in =
+      openat(storage_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0)
+    return hutch_err_set(err, errno, "the sandbox's writable layer");
+  if (mkdir(dest, 0755) < 0)
+    return hutch_err_set(err, errno, "layer %s", dest);
+  _cleanup_close_ int out = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (out < 0 || copy_dir(in, out, 0, &cap) < 0 || copy_xattrs(in, out, "/", err) < 0) {
+    if (out < 0)
+      hutch_err_set(err, errno, "layer %s", dest);
+    struct hutch_err ignored;
+    hutch_layer_remove(dest, &ignored);
+    return -1;
+  }
+  return 0;
+}
+
+static int remove_below(int dirfd, int depth, struct hutch_err *err) {
+  size_t n;
+  char **names = names_of(dirfd, &n, err);
+  if (!names)
+    return -1;
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    struct stat st;
+    if (fstatat(dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      r = hutch_err_set(err, errno, "%s", names[i]);
+    } else if (S_ISDIR(st.st_mode)) {
+      int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) {
+        r = hutch_err_set(err, errno, "%s", names[i]);
+      } else {
+        r = depth > HUTCH_LAYER_MAX_DEPTH ? hutch_err_invalid(err, "%s: too deep", names[i])
+                                          : remove_below(sub, depth + 1, err);
+        close(sub);
+      }
+      if (r == 0 && unlinkat(dirfd, names[i], AT_REMOVEDIR) < 0)
+        r = hutch_err_set(err, errno, "%s", names[i]);
+    } else if (unlinkat(dirfd, names[i], 0) < 0) {
+      r = hutch_err_set(err, errno, "%s", names[i]);
+    }
+  }
+  free_names(names, n);
+  return r;
+}
+
+int hutch_layer_remove(const char *dir, struct hutch_err *err) {
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : hutch_err_set(err, errno, "%s", dir);
+  if (remove_below(fd, 0, err) < 0 || rmdir(dir) < 0)
+    return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", dir);
+  return 0;
+}
