@@ -156,7 +156,7 @@ static int copy_entry(int sdir, int ddir, const char *name, int depth, struct ca
     if (in < 0 || out < 0)
       return hutch_err_set(cap->err, errno, "%s", name);
     if (copy_dir(in, out, depth + 1, cap) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
-      return hutch_err_wrap(cap->err, "%s", name);
+      return -1;
     if (fchown(out, uid, gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
       return hutch_err_set(cap->err, errno, "%s: owner", name);
     break;

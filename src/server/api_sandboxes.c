@@ -48,11 +48,6 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
     http_error(c, 400, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
     return -1;
   }
-  if (strcmp(r->template, "host") != 0) {
-    http_error(c, 404, "template_not_found", "no template '%s' (this server has: host)",
-               r->template);
-    return -1;
-  }
   if (r->env) {
     const char *k;
     json_t *v;
@@ -64,8 +59,8 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   return 0;
 }
 
-/* The tenant's quota and the server's capacity, before anything is made. */
-static int check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb) {
+int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,
+                         unsigned count) {
   struct server *srv = c->srv;
   struct hutch_err err = {0};
   struct tenant_quota q;
@@ -81,18 +76,18 @@ static int check_room(struct http_conn *c, const struct principal *p, uint64_t m
       n++;
       mem += sb->memory_mb;
     }
-  if (n + 1 > max_sbx) {
+  if (n + count > max_sbx) {
     http_error(c, 429, "quota_exceeded", "tenant %s may run at most %llu sandboxes", p->tenant,
                (unsigned long long)max_sbx);
     return -1;
   }
-  if (mem + memory_mb > max_mem) {
+  if (mem + memory_mb * count > max_mem) {
     http_error(c, 429, "quota_exceeded",
                "tenant %s may use at most %llu MiB of sandbox memory (%llu in use)", p->tenant,
                (unsigned long long)max_mem, (unsigned long long)mem);
     return -1;
   }
-  if (srv->nsandboxes >= srv->cfg.max_sandboxes) {
+  if (srv->nsandboxes + count > srv->cfg.max_sandboxes) {
     http_error(c, 503, "at_capacity", "the server runs its maximum of %u sandboxes",
                srv->cfg.max_sandboxes);
     return -1;
@@ -100,41 +95,41 @@ static int check_room(struct http_conn *c, const struct principal *p, uint64_t m
   return 0;
 }
 
-struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o) {
+/* The sandbox r asks for, on layers (NULL for the `host` template). */
+static struct sbx *create(struct http_conn *c, const struct principal *p,
+                          const struct create_req *r, struct hutch_sandbox_config *cfg,
+                          json_t *layers) {
   struct server *srv = c->srv;
   uint64_t t0 = now_ns();
-  struct create_req r = {0};
-  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir};
   struct hutch_err err = {0};
-  if (parse_create(c, o, &r) < 0)
-    return NULL;
-  cfg.memory_bytes = r.memory_mb << 20;
-  cfg.disk_bytes = r.disk_mb << 20;
-  cfg.pids = r.pids;
-  cfg.cpu_milli = (uint64_t)(r.cpus * 1000 + 0.5);
-  if (hutch_config_check(&cfg, &err) < 0) {
+  cfg->memory_bytes = r->memory_mb << 20;
+  cfg->disk_bytes = r->disk_mb << 20;
+  cfg->pids = r->pids;
+  cfg->cpu_milli = (uint64_t)(r->cpus * 1000 + 0.5);
+  if (hutch_config_check(cfg, &err) < 0) {
     http_error(c, 400, "invalid_argument", "%s", err.msg);
     return NULL;
   }
-  if (check_room(c, p, cfg.memory_bytes >> 20) < 0)
+  if (sandboxes_check_room(c, p, cfg->memory_bytes >> 20, 1) < 0)
     return NULL;
   /* A warm one if a pool holds one made just so, else a new one. */
-  struct sbx *sb = pool_take(srv, &cfg, r.template);
-  if (!sb && !(sb = sbx_new(srv, &cfg, r.template, &err))) {
+  struct sbx *sb = layers ? NULL : pool_take(srv, cfg, r->template);
+  if (!sb && !(sb = sbx_new(srv, cfg, r->template, &err))) {
     http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
     return NULL;
   }
   str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
-  if (r.metadata)
-    json_object_update(sb->metadata, r.metadata);
-  if (r.env)
-    json_object_update(sb->env, r.env);
+  sb->layers = json_incref(layers);
+  if (r->metadata)
+    json_object_update(sb->metadata, r->metadata);
+  if (r->env)
+    json_object_update(sb->env, r->env);
   sb->created_ms = wall_ms();
-  sb->timeout_ms = (int64_t)(r.timeout_s * 1000);
+  sb->timeout_ms = (int64_t)(r->timeout_s * 1000);
   sb->expires_ms = sb->created_ms + sb->timeout_ms;
-  sb->pause_on_timeout = strcmp(r.on_timeout, "pause") == 0;
+  sb->pause_on_timeout = strcmp(r->on_timeout, "pause") == 0;
   /* Resumed by the next request that needs it, unless asked otherwise. */
-  sb->auto_resume = r.auto_resume != 0;
+  sb->auto_resume = r->auto_resume != 0;
   sbx_register(srv, sb);
   if (store_sandbox_put(srv->store, sb, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
@@ -145,6 +140,30 @@ struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, jso
   metrics_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
                   (double)(now_ns() - t0) / 1e9);
   str_copy(c->sandbox, sizeof c->sandbox, sb->id);
+  return sb;
+}
+
+struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o) {
+  struct server *srv = c->srv;
+  struct create_req r = {0};
+  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir};
+  if (parse_create(c, o, &r) < 0)
+    return NULL;
+  /* A template is `host`, or one of the tenant's snapshots: its layers. */
+  json_t *snap = NULL;
+  if (strcmp(r.template, "host") != 0 && !(snap = snapshots_get(srv, p->tenant, r.template))) {
+    http_error(c, 404, "template_not_found",
+               "no template '%s' (this server has host, and your snapshots)", r.template);
+    return NULL;
+  }
+  json_t *layers = json_object_get(snap, "layers");
+  size_t n = 0;
+  char **paths = layers ? snapshots_layer_paths(srv, layers, &n) : NULL;
+  cfg.layers = (const char *const *)paths;
+  cfg.nlayers = n;
+  struct sbx *sb = create(c, p, &r, &cfg, layers);
+  snapshots_free_paths(paths, n);
+  json_decref(snap);
   return sb;
 }
 

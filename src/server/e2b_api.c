@@ -97,20 +97,20 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     http_error(c, 400, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
     goto out;
   }
-  bool known_template = false;
+  bool host = false;
   for (const char *const *a = host_aliases; *a; a++)
-    known_template |= strcmp(tmpl, *a) == 0;
-  if (!known_template) {
+    host |= strcmp(tmpl, *a) == 0;
+  if (!host && strncmp(tmpl, "snap_", 5) != 0) {
     http_error(c, 404, "template_not_found",
                "no template '%s' (this server has: host, also known as base and "
-               "code-interpreter-v1)",
+               "code-interpreter-v1, and your snapshots)",
                tmpl);
     goto out;
   }
-  /* The native create, from the same fields. */
-  /* autoPauseMemory false asks for a pause that keeps only the files:
-   * hutch's pause keeps memory always, which loses nothing. */
-  json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", "host", "timeout_s",
+  /* The native create, from the same fields (a snapshot's id is a native
+   * template). autoPauseMemory false asks for a pause that keeps only the
+   * files: hutch's pause keeps memory always, which loses nothing. */
+  json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", host ? "host" : tmpl, "timeout_s",
                           (json_int_t)timeout, "on_timeout",
                           json_is_true(json_object_get(o, "autoPause")) ? "pause" : "kill",
                           "auto_resume", json_is_true(enabled));
@@ -422,4 +422,69 @@ char *e2b_path(const char *path, const char *user) {
   if (!path || !*path)
     return xstrdup(home);
   return xasprintf("%s/%s", home, path);
+}
+
+/* Snapshots: {name?} -> {snapshotID, names}. */
+void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  const char *name = NULL;
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0) {
+    json_t *snap = snapshots_capture(c, sb, name, false);
+    if (snap)
+      http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
+                                  name && *name ? json_pack("[s]", name) : json_array()));
+    json_decref(snap);
+  }
+  json_decref(o);
+}
+
+/* ?sandboxID= filters by the sandbox a snapshot was taken of. */
+void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
+  char *of = http_query(&c->req, "sandboxID");
+  json_t *all = snapshots_list(c->srv, p->tenant), *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    const char *name = json_string_value(json_object_get(v, "name"));
+    if (json_is_true(json_object_get(v, "ephemeral")) ||
+        (of && strcmp(of, json_string_value(json_object_get(v, "sandbox"))) != 0))
+      continue;
+    json_array_append_new(out, json_pack("{s:O,s:o}", "snapshotID", json_object_get(v, "id"),
+                                         "names", *name ? json_pack("[s]", name) : json_array()));
+  }
+  json_decref(all);
+  free(of);
+  http_json(c, 200, out);
+}
+
+/* DELETE /templates/{id}: E2B's SDK deletes a snapshot as a template. */
+void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
+  if (snapshots_delete(c, p, c->req.params[0]) == 0)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+/* {count, timeout}: [{sandbox: {...}}] per fork. Forks hold the files,
+ * not the memory (docs/e2b.md). */
+void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"count", "timeout", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  uint64_t count = 1, t = 0;
+  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
+      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0) {
+    json_t *made = snapshots_fork(c, p, sb, count, t ? (double)t : -1);
+    if (made) {
+      json_t *out = json_array(), *v;
+      size_t i;
+      json_array_foreach(json_object_get(made, "sandboxes"), i, v) {
+        struct sbx *f = sbx_find_own(c->srv, p, json_string_value(json_object_get(v, "id")));
+        if (f)
+          json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
+      }
+      json_decref(made);
+      http_json(c, 201, out);
+    }
+  }
+  json_decref(o);
 }

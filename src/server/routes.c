@@ -60,6 +60,11 @@ static const struct route native[] = {
     {HTTP_POST, "/v1/sandboxes/{id}/resume", TENANT, "sandbox.resume", api_sandboxes_resume},
     {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
     {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
+    {HTTP_POST, "/v1/sandboxes/{id}/snapshots", TENANT, "snapshot.create", api_snapshots_create},
+    {HTTP_POST, "/v1/sandboxes/{id}/fork", TENANT, "sandbox.fork", api_sandboxes_fork},
+    {HTTP_GET, "/v1/snapshots", TENANT, NULL, api_snapshots_list},
+    {HTTP_GET, "/v1/snapshots/{id}", TENANT, NULL, api_snapshots_get},
+    {HTTP_DELETE, "/v1/snapshots/{id}", TENANT, "snapshot.delete", api_snapshots_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/exec", TENANT, "sandbox.exec", api_exec},
     {HTTP_GET, "/v1/sandboxes/{id}/processes", TENANT, NULL, api_procs_list},
     {HTTP_GET, "/v1/sandboxes/{id}/processes/{pid}/output", TENANT, NULL, api_procs_output},
@@ -105,6 +110,13 @@ static const struct route e2b_api[] = {
     {HTTP_POST, "/v2/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect,
      false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}/metrics", TENANT, NULL, e2b_sandboxes_metrics, false, DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/fork", TENANT, "sandbox.fork", e2b_sandboxes_fork, false,
+     DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/snapshots", TENANT, "snapshot.create", e2b_snapshots_create,
+     false, DIALECT_E2B},
+    {HTTP_GET, "/snapshots", TENANT, NULL, e2b_snapshots_list, false, DIALECT_E2B},
+    {HTTP_DELETE, "/templates/{id}", TENANT, "snapshot.delete", e2b_templates_delete, false,
+     DIALECT_E2B},
 };
 
 /* envd: Connect RPC (unary and server streams) and its HTTP file routes. */

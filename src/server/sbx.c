@@ -18,7 +18,7 @@ int64_t wall_ms(void) {
 
 /* Another tenant's sandbox is not found, exactly as one that never was:
  * ids must not be a way to learn about other tenants. */
-static struct sbx *sbx_find(struct server *srv, const struct principal *p, const char *id) {
+struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id) {
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
     if (!sb->dying && strcmp(sb->id, id) == 0 && strcmp(sb->tenant, p->tenant) == 0)
       return sb;
@@ -26,7 +26,7 @@ static struct sbx *sbx_find(struct server *srv, const struct principal *p, const
 }
 
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_find(c->srv, p, c->req.params[0]);
+  struct sbx *sb = sbx_find_own(c->srv, p, c->req.params[0]);
   str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
   if (!sb)
     http_error(c, 404, "not_found", "no sandbox %s", c->req.params[0]);
@@ -73,6 +73,7 @@ static void sbx_free_now(struct sbx *sb) {
   contexts_free(sb);
   e2b_watches_free(sb);
   usage_free(sb);
+  json_decref(sb->layers);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);
@@ -166,6 +167,8 @@ void sbx_destroy(struct sbx *sb) {
   if (hutch_sandbox_destroy(sb->hs, &err) < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", sb->id, err.msg);
   sb->hs = NULL;
+  if (sb->layers && !sb->pool)
+    snapshots_release(srv, sb->layers);
   if (!connected)
     sbx_free_now(sb);
 }
@@ -319,6 +322,8 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->paused = json_is_true(json_object_get(row->spec, "paused"));
   sb->paused_ms = spec_int(row->spec, "paused_ms", 0);
   sb->left_ms = spec_int(row->spec, "left_ms", 0);
+  json_t *layers = json_object_get(row->spec, "layers");
+  sb->layers = json_is_array(layers) ? json_incref(layers) : NULL;
   sbx_register(srv, sb);
   /* A paused agent cannot answer: it is taken over when it is resumed,
    * and its retention is the reaper's to watch. */

@@ -79,6 +79,7 @@ struct sbx {
   int64_t paused_ms, left_ms;
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
+  json_t *layers; /* the snapshot it was made from: its layers' ids; NULL: none */
   bool dying;
 };
 
@@ -178,6 +179,8 @@ void sbx_register(struct server *srv, struct sbx *sb);
 int sbx_connect_agent(struct sbx *sb);
 /* At start: take over the sandboxes the last server left running. */
 int sbx_adopt_all(struct server *srv, struct hutch_err *err);
+/* The caller's sandbox id, or NULL (another tenant's too). */
+struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id);
 /* The sandbox the route's {id} names, for the caller; NULL after a 404. */
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
 /* The same for a request that needs it running: a paused sandbox is
@@ -209,6 +212,10 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
  * NULL after an error answer. */
 struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o);
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
+/* Room for count more sandboxes of memory_mb each: the tenant's quota and
+ * the server's capacity; -1 after a 429 or 503. */
+int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,
+                         unsigned count);
 /* The sandbox and the optional {timeout_s} of its request body (t < 0
  * when absent); NULL after an error answer. */
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);
@@ -345,6 +352,10 @@ void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p);
+void e2b_snapshots_create(struct http_conn *c, const struct principal *p);
+void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
+void e2b_templates_delete(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);
@@ -395,6 +406,37 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
 bool sbx_wake(struct http_conn *c, struct sbx *sb);
 void api_sandboxes_pause(struct http_conn *c, const struct principal *p);
 void api_sandboxes_resume(struct http_conn *c, const struct principal *p);
+
+/* snapshots.c: snapshots (a sandbox's files as layers on disk) and forks. */
+char *snapshots_dir(const struct server *srv, const char *id);
+/* Every snapshot (of tenant; NULL: all), oldest first, as JSON; NULL on a
+ * store error (said on stderr). */
+json_t *snapshots_list(struct server *srv, const char *tenant);
+/* Capture sb's files as a new snapshot of its tenant's. The sandbox is
+ * frozen for the copy (a paused one stays paused). The snapshot's JSON, or
+ * NULL after an error answer. */
+json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name, bool ephemeral);
+/* The tenant's snapshot id as JSON {id, layers, …}, or NULL. */
+json_t *snapshots_get(struct server *srv, const char *tenant, const char *id);
+/* The directories of layers (ids), for a sandbox config; and their end. */
+char **snapshots_layer_paths(const struct server *srv, json_t *layers, size_t *n);
+void snapshots_free_paths(char **paths, size_t n);
+/* A sandbox that stacked layers is gone: a fork's snapshot goes with its
+ * last user. */
+void snapshots_release(struct server *srv, json_t *layers);
+/* At start: forks' snapshots nothing stacks any more go. */
+void snapshots_gc(struct server *srv);
+/* 0, or -1 after an error answer (404, 409 snapshot_in_use). */
+int snapshots_delete(struct http_conn *c, const struct principal *p, const char *id);
+/* count sandboxes holding sb's files: {snapshot_id, sandboxes: [...]},
+ * or NULL after an error answer. */
+json_t *snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                       uint64_t count, double timeout_s);
+void api_snapshots_create(struct http_conn *c, const struct principal *p);
+void api_snapshots_list(struct http_conn *c, const struct principal *p);
+void api_snapshots_get(struct http_conn *c, const struct principal *p);
+void api_snapshots_delete(struct http_conn *c, const struct principal *p);
+void api_sandboxes_fork(struct http_conn *c, const struct principal *p);
 
 /* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
 void usage_sample_all(struct server *srv);

@@ -60,6 +60,7 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   /* The sandboxes a server that went away left running are ours now. */
   if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
     return -1;
+  snapshots_gc(srv); /* forks' snapshots whose forks ended meanwhile */
   int fd = open(audit, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 || !(srv->audit = fdopen(fd, "a"))) {
     if (fd >= 0)

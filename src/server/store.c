@@ -26,7 +26,11 @@ static const char schema[] =
     "  pid INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS usage ("
     "  tenant TEXT PRIMARY KEY, cpu_s REAL NOT NULL, memory_gb_s REAL NOT NULL,"
-    "  sandbox_s REAL NOT NULL);";
+    "  sandbox_s REAL NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS snapshots ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,"
+    "  layers TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL);";
 
 static int fail(struct store *st, struct hutch_err *err, const char *what) {
   return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
@@ -170,6 +174,8 @@ static char *spec_text(const struct sbx *sb) {
       (json_int_t)sb->hs->slot, "token", sb->token, "timeout_ms", (json_int_t)sb->timeout_ms,
       "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
       sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms);
+  if (spec && sb->layers)
+    json_object_set(spec, "layers", sb->layers);
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   return text;
@@ -308,4 +314,66 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
   }
   free(rows);
   return ret;
+}
+
+int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct hutch_err *err) {
+  char *layers = json_dumps(sn->layers, JSON_COMPACT);
+  sqlite3_stmt *s = layers ? prep(st,
+                                  "INSERT INTO snapshots (id, tenant, name, source, layers,"
+                                  " created_at, bytes, files, ephemeral)"
+                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  err)
+                           : NULL;
+  if (!s) {
+    free(layers);
+    return layers ? -1 : hutch_err_set(err, 0, "state store: encoding a snapshot");
+  }
+  sqlite3_bind_text(s, 1, sn->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, sn->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, sn->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, sn->source, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 5, layers, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 6, sn->created_ms);
+  sqlite3_bind_int64(s, 7, (sqlite3_int64)sn->bytes);
+  sqlite3_bind_int64(s, 8, (sqlite3_int64)sn->files);
+  sqlite3_bind_int(s, 9, sn->ephemeral);
+  int r = step_done(st, s, err);
+  free(layers);
+  return r;
+}
+
+int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM snapshots WHERE id = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_snapshot_each(struct store *st, const char *tenant,
+                        void (*fn)(const struct store_snapshot *, void *), void *arg,
+                        struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
+                         " ephemeral FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
+                         " ORDER BY created_at, id",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    json_t *layers = json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL);
+    struct store_snapshot sn = {
+        (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+        (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3),
+        json_is_array(layers) ? layers : NULL,   sqlite3_column_int64(s, 5),
+        (uint64_t)sqlite3_column_int64(s, 6),    (uint64_t)sqlite3_column_int64(s, 7),
+        sqlite3_column_int(s, 8) != 0};
+    if (sn.layers)
+      fn(&sn, arg);
+    json_decref(layers);
+  }
+  sqlite3_finalize(s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read snapshots");
 }

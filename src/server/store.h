@@ -50,6 +50,21 @@ int store_usage_add(struct store *st, const char *tenant, const struct usage_del
 int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
                     struct hutch_err *err);
 
+/* Snapshots (snapshots.c): a sandbox's files as layers on disk. */
+struct store_snapshot {
+  const char *id, *tenant, *name, *source;
+  json_t *layers; /* ids of the layers it stacks, its own first */
+  int64_t created_ms;
+  uint64_t bytes, files;
+  bool ephemeral; /* made for a fork: it goes when its last fork does */
+};
+int store_snapshot_put(struct store *st, const struct store_snapshot *s, struct hutch_err *err);
+int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err);
+/* Call fn for each snapshot (of tenant; NULL: every tenant's). */
+int store_snapshot_each(struct store *st, const char *tenant,
+                        void (*fn)(const struct store_snapshot *, void *), void *arg,
+                        struct hutch_err *err);
+
 struct store_sandbox {
   const char *id, *tenant, *template;
   json_t *spec; /* metadata, env, limits, slot, token, lifecycle */

@@ -69,6 +69,38 @@ describe('sandboxes', () => {
     }
   });
 
+  it('are snapshotted and forked, files and all', T, async () => {
+    const box = await BaseSandbox.create({ timeoutMs: 60000 });
+    const made = [];
+    try {
+      await box.files.write('/home/user/state.txt', 'before');
+      const snap = await box.createSnapshot({ name: 'e2b-snap' });
+      assert.ok(snap.snapshotId.startsWith('snap_'));
+      assert.deepEqual(snap.names, ['e2b-snap']);
+      const listed = await BaseSandbox.listSnapshots({ sandboxId: box.sandboxId }).nextItems();
+      assert.deepEqual(listed.map((s) => s.snapshotId), [snap.snapshotId]);
+      const copy = await BaseSandbox.create(snap.snapshotId, { timeoutMs: 60000 });
+      made.push(copy);
+      assert.equal(await copy.files.read('/home/user/state.txt'), 'before');
+      const forks = await box.fork({ count: 2 });
+      assert.equal(forks.length, 2);
+      for (const f of forks) {
+        assert.ok(!(f instanceof Error), String(f));
+        made.push(f);
+        assert.equal(await f.files.read('/home/user/state.txt'), 'before');
+      }
+      await forks[0].files.write('/home/user/state.txt', 'fork 0');
+      assert.equal(await forks[1].files.read('/home/user/state.txt'), 'before');
+      assert.equal(await box.files.read('/home/user/state.txt'), 'before');
+      await copy.kill();
+      made.shift();
+      assert.equal(await BaseSandbox.deleteSnapshot(snap.snapshotId), true);
+      assert.equal(await BaseSandbox.deleteSnapshot(snap.snapshotId), false);
+    } finally {
+      await Promise.all([box, ...made].map((s) => s.kill()));
+    }
+  });
+
   it('pages the list with the next token', T, async () => {
     const extra = await Promise.all([1, 2].map(() => BaseSandbox.create({ metadata: { page: 'yes' } })));
     const pager = Sandbox.list({ query: { metadata: { page: 'yes' } }, limit: 1 });

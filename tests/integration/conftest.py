@@ -102,6 +102,20 @@ def serve_each_build(request, tmp_path_factory):
 
 
 @pytest.fixture
+def tenant(server):
+    """For a module with a `server` fixture: the Api of a tenant of the
+    test's own, so that listings, quotas and usage see only its sandboxes;
+    they and its snapshots go after the test."""
+    t = server.api(server.api().post("/v1/keys", {"tenant": f"t{time.monotonic_ns()}"})
+                   .json["key"])
+    yield t
+    for sb in t.get("/v1/sandboxes").json["sandboxes"]:
+        t.delete(f"/v1/sandboxes/{sb['id']}")
+    for sn in t.get("/v1/snapshots").json["snapshots"]:
+        t.delete(f"/v1/snapshots/{sn['id']}")
+
+
+@pytest.fixture
 def bridge():
     """The command that starts a sandbox and relays its agent connection."""
     return [str(BUILD / "tests" / "bridge"), "--agent", str(BUILD / "hutch-agent")]

@@ -148,6 +148,13 @@ class Api:
         return lines
 
 
+def error_of(r):
+    """The code of an error answer, which must have the error shape."""
+    body = r.json
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    return body["error"]["code"]
+
+
 def output(lines, kind="stdout"):
     import base64
     out = b""

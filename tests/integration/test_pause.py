@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, output
+from serveapi import Server, error_of, output
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; "
            "sleep 0.1; done")
@@ -17,21 +17,6 @@ COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tm
 @pytest.fixture(scope="module", params=["build", "asan"])
 def server(request, tmp_path_factory):
     yield from serve_each_build(request, tmp_path_factory)
-
-
-@pytest.fixture
-def tenant(server):
-    """A tenant of its own: usage and listings see only this test's."""
-    api = server.api()
-    t = server.api(api.post("/v1/keys", {"tenant": f"p{time.monotonic_ns()}"}).json["key"])
-    yield t
-    for sb in t.get("/v1/sandboxes").json["sandboxes"]:
-        t.delete(f"/v1/sandboxes/{sb['id']}")
-
-
-def error_of(r):
-    assert set(r.json) == {"error"}, r
-    return r.json["error"]["code"]
 
 
 def background(api, sid, shell):

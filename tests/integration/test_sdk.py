@@ -63,6 +63,25 @@ def test_pause_resume_metrics_usage(env):
     assert Sandbox.usage()["sandbox_seconds"] > 0
 
 
+def test_snapshot_fork(env):
+    with Sandbox.create(timeout=60, envs={"K": "v"}) as sbx:
+        sbx.files.write("/home/user/x", "1")
+        snap = sbx.snapshot(name="sdk")
+        assert snap["name"] == "sdk" and snap["id"] in [s["id"] for s in Sandbox.list_snapshots()]
+        with Sandbox.create(template=snap["id"], timeout=60) as copy:
+            assert copy.files.read("/home/user/x") == "1"
+        forks = sbx.fork(2)
+        try:
+            assert [f.commands.run("cat /home/user/x; echo $K").stdout for f in forks] == \
+                ["1v\n", "1v\n"]
+        finally:
+            for f in forks:
+                f.kill()
+        Sandbox.delete_snapshot(snap["id"])
+        with pytest.raises(hutch.NotFound):
+            Sandbox.delete_snapshot(snap["id"])
+
+
 def test_typed_errors(env, server):
     with pytest.raises(hutch.AuthError):
         Sandbox.create(api_key="hk_" + "1" * 40)

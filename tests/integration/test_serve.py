@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, WebSocket, output
+from serveapi import Server, WebSocket, error_of, output
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
@@ -31,12 +31,6 @@ def sandbox(api):
     sb = api.create()
     yield sb
     api.delete(f"/v1/sandboxes/{sb['id']}")
-
-
-def error_of(r):
-    body = r.json
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
-    return body["error"]["code"]
 
 
 # ---- lifecycle ----

@@ -1,0 +1,322 @@
+/* Snapshots and forks. A snapshot is a sandbox's writable layer captured
+ * (with the sandbox frozen for the copy) as a read-only layer in
+ * STATE/snapshots/<id>, stacked on the layers the sandbox itself was made
+ * from. It is a template: sandboxes made from it stack its layers under a
+ * writable layer of their own, so layers are shared, never copied per
+ * sandbox. A fork is a snapshot (kept only while its forks live) and N
+ * sandboxes made from it. Process memory is not carried: the namespace
+ * tier has no way to move it between sandboxes (docs/lifecycle.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cleanup.h"
+#include "layer.h"
+#include "serve.h"
+#include "store.h"
+#include "util.h"
+
+#define MAX_FORKS 32 /* sandboxes one fork request makes */
+
+char *snapshots_dir(const struct server *srv, const char *id) {
+  return xasprintf("%s/snapshots/%s", srv->cfg.state_dir, id);
+}
+
+static json_t *row_json(const struct store_snapshot *sn) {
+  char created[32];
+  iso8601(sn->created_ms, created);
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:O,s:I,s:I,s:b}", "id", sn->id, "tenant", sn->tenant,
+                   "name", sn->name, "sandbox", sn->source, "created_at", created, "layers",
+                   sn->layers, "size_bytes", (json_int_t)sn->bytes, "files",
+                   (json_int_t)sn->files, "ephemeral", sn->ephemeral);
+}
+
+static void collect(const struct store_snapshot *sn, void *arg) {
+  json_array_append_new(arg, row_json(sn));
+}
+
+json_t *snapshots_list(struct server *srv, const char *tenant) {
+  struct hutch_err err = {0};
+  json_t *a = json_array();
+  if (store_snapshot_each(srv->store, tenant, collect, a, &err) < 0) {
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+    json_decref(a);
+    return NULL;
+  }
+  return a;
+}
+
+json_t *snapshots_get(struct server *srv, const char *tenant, const char *id) {
+  json_t *a = snapshots_list(srv, tenant), *found = NULL, *v;
+  size_t i;
+  json_array_foreach(a, i, v) if (strcmp(json_string_value(json_object_get(v, "id")), id) == 0)
+      found = json_incref(v);
+  json_decref(a);
+  return found;
+}
+
+static bool has_layer(json_t *layers, const char *id) {
+  json_t *v;
+  size_t i;
+  json_array_foreach(layers, i, v) if (strcmp(json_string_value(v), id) == 0) return true;
+  return false;
+}
+
+/* Who stacks snapshot id: live sandboxes and other snapshots. */
+static unsigned users_of(struct server *srv, json_t *all, const char *id, unsigned *snaps) {
+  unsigned n = 0;
+  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    n += sb->layers && has_layer(sb->layers, id);
+  *snaps = 0;
+  json_t *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "id")), id) != 0)
+      *snaps += has_layer(json_object_get(v, "layers"), id);
+  }
+  return n;
+}
+
+static int remove_snapshot(struct server *srv, const char *id, struct hutch_err *err) {
+  _cleanup_free_ char *dir = snapshots_dir(srv, id);
+  if (hutch_layer_remove(dir, err) < 0)
+    return -1;
+  return store_snapshot_delete(srv->store, id, err);
+}
+
+/* A fork's snapshot goes with the last sandbox that stacks it. */
+void snapshots_release(struct server *srv, json_t *layers) {
+  const char *top = json_string_value(json_array_get(layers, 0));
+  json_t *all = top ? snapshots_list(srv, NULL) : NULL, *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    unsigned snaps;
+    const char *id = json_string_value(json_object_get(v, "id"));
+    if (strcmp(id, top) == 0 && json_is_true(json_object_get(v, "ephemeral")) &&
+        users_of(srv, all, id, &snaps) == 0 && snaps == 0) {
+      struct hutch_err err = {0};
+      if (remove_snapshot(srv, id, &err) < 0)
+        fprintf(stderr, "hutch serve: snapshot %s: %s\n", id, err.msg);
+    }
+  }
+  json_decref(all);
+}
+
+void snapshots_gc(struct server *srv) {
+  json_t *all = snapshots_list(srv, NULL), *v;
+  size_t i;
+  json_array_foreach(all, i, v) if (json_is_true(json_object_get(v, "ephemeral"))) {
+    json_t *one = json_pack("[O]", json_object_get(v, "id"));
+    snapshots_release(srv, one);
+    json_decref(one);
+  }
+  json_decref(all);
+}
+
+char **snapshots_layer_paths(const struct server *srv, json_t *layers, size_t *n) {
+  *n = json_array_size(layers);
+  char **paths = xcalloc(*n + 1, sizeof *paths);
+  for (size_t i = 0; i < *n; i++)
+    paths[i] = snapshots_dir(srv, json_string_value(json_array_get(layers, i)));
+  return paths;
+}
+
+void snapshots_free_paths(char **paths, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
+}
+
+json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name, bool ephemeral) {
+  struct server *srv = c->srv;
+  struct hutch_err err = {0};
+  size_t depth = json_array_size(sb->layers);
+  if (depth + 1 > HUTCH_MAX_LAYERS) {
+    http_error(c, 409, "too_many_layers",
+               "sandbox %s stacks %zu snapshots already: a snapshot of it would pass the "
+               "limit of %d",
+               sb->id, depth, HUTCH_MAX_LAYERS);
+    return NULL;
+  }
+  if (sb->hs->storage_fd < 0) {
+    http_error(c, 409, "unsupported",
+               "sandbox %s was made by an older hutch whose agent does not hold its storage",
+               sb->id);
+    return NULL;
+  }
+  _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
+  if (mkdir(top, 0700) < 0 && errno != EEXIST) {
+    http_error(c, 500, "internal", "%s: %s", top, strerror(errno));
+    return NULL;
+  }
+  char id[22] = "snap_";
+  serve_random_hex(id + 5, 16);
+  _cleanup_free_ char *dir = snapshots_dir(srv, id);
+  uint64_t t0 = now_ns();
+  bool frozen = !sb->paused;
+  if (frozen && hutch_sandbox_freeze(sb->hs, true, &err) < 0) {
+    http_error(c, 409, "not_frozen", "sandbox %s: %s", sb->id, err.msg);
+    return NULL;
+  }
+  struct hutch_layer_stats stats;
+  int r = hutch_layer_capture(sb->hs->storage_fd, sb->hs->uid_base, dir, &stats, &err);
+  struct hutch_err thaw_err = {0};
+  if (frozen && hutch_sandbox_freeze(sb->hs, false, &thaw_err) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, thaw_err.msg);
+  double took_ms = (double)(now_ns() - t0) / 1e6;
+  if (r < 0) {
+    http_error(c, err.kind == HUTCH_ERR_INVALID ? 422 : 500,
+               err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
+               "snapshot of sandbox %s: %s", sb->id, err.msg);
+    return NULL;
+  }
+  json_t *layers = json_pack("[s]", id);
+  if (sb->layers)
+    json_array_extend(layers, sb->layers);
+  struct store_snapshot sn = {id,     sb->tenant, name ? name : "", sb->id, layers, wall_ms(),
+                              stats.bytes, stats.files, ephemeral};
+  if (store_snapshot_put(srv->store, &sn, &err) < 0) {
+    struct hutch_err ignored;
+    hutch_layer_remove(dir, &ignored);
+    json_decref(layers);
+    http_error(c, 500, "internal", "%s", err.msg);
+    return NULL;
+  }
+  json_t *j = row_json(&sn);
+  json_object_set_new(j, "took_ms", json_real(took_ms));
+  json_decref(layers);
+  return j;
+}
+
+void api_snapshots_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  const char *name = NULL;
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0) {
+    json_t *j = snapshots_capture(c, sb, name, false);
+    if (j)
+      http_json(c, 201, j);
+  }
+  json_decref(o);
+}
+
+void api_snapshots_list(struct http_conn *c, const struct principal *p) {
+  json_t *a = snapshots_list(c->srv, p->tenant), *v;
+  size_t i;
+  if (!a) {
+    http_error(c, 500, "internal", "reading snapshots failed");
+    return;
+  }
+  json_array_foreach(a, i, v) json_object_del(v, "tenant");
+  http_json(c, 200, json_pack("{s:o}", "snapshots", a));
+}
+
+static json_t *route_snapshot(struct http_conn *c, const struct principal *p) {
+  json_t *s = snapshots_get(c->srv, p->tenant, c->req.params[0]);
+  if (!s)
+    http_error(c, 404, "not_found", "no snapshot %s", c->req.params[0]);
+  else
+    json_object_del(s, "tenant");
+  return s;
+}
+
+void api_snapshots_get(struct http_conn *c, const struct principal *p) {
+  json_t *s = route_snapshot(c, p);
+  if (s)
+    http_json(c, 200, s);
+}
+
+int snapshots_delete(struct http_conn *c, const struct principal *p, const char *id) {
+  struct server *srv = c->srv;
+  json_t *s = snapshots_get(srv, p->tenant, id);
+  if (!s) {
+    http_error(c, 404, "not_found", "no snapshot %s", id);
+    return -1;
+  }
+  json_decref(s);
+  json_t *all = snapshots_list(srv, NULL);
+  unsigned snaps, n = users_of(srv, all, id, &snaps);
+  json_decref(all);
+  struct hutch_err err = {0};
+  if (n || snaps) {
+    http_error(c, 409, "snapshot_in_use",
+               "snapshot %s is stacked by %u running sandboxes and %u snapshots: delete them "
+               "first",
+               id, n, snaps);
+    return -1;
+  }
+  if (remove_snapshot(srv, id, &err) < 0) {
+    http_error(c, 500, "internal", "snapshot %s: %s", id, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+void api_snapshots_delete(struct http_conn *c, const struct principal *p) {
+  if (snapshots_delete(c, p, c->req.params[0]) == 0)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+json_t *snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                       uint64_t count, double timeout_s) {
+  if (count < 1 || count > MAX_FORKS) {
+    http_error(c, 400, "invalid_argument", "count must be from 1 to %d", MAX_FORKS);
+    return NULL;
+  }
+  if (sandboxes_check_room(c, p, sb->memory_mb, (unsigned)count) < 0)
+    return NULL;
+  json_t *snap = snapshots_capture(c, sb, "", true);
+  if (!snap)
+    return NULL;
+  /* Each a sandbox as its parent was made: limits, env, metadata, life. */
+  json_t *req = json_pack("{s:O,s:I,s:I,s:I,s:O,s:O,s:f,s:s,s:b}", "template",
+                          json_object_get(snap, "id"), "memory_mb", (json_int_t)sb->memory_mb,
+                          "disk_mb", (json_int_t)sb->disk_mb, "pids", (json_int_t)sb->pids,
+                          "env", sb->env, "metadata", sb->metadata, "timeout_s",
+                          timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000, "on_timeout",
+                          sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  if (sb->cpu_milli)
+    json_object_set_new(req, "cpus", json_real((double)sb->cpu_milli / 1000));
+  struct sbx **made = xcalloc(count, sizeof *made);
+  json_t *out = json_array();
+  for (uint64_t i = 0; out && i < count; i++) {
+    made[i] = sandboxes_create(c, p, req);
+    if (made[i]) {
+      json_array_append_new(out, sbx_json(made[i]));
+      continue;
+    }
+    /* Answered: the forks made so far go, and the snapshot with them. */
+    for (uint64_t j = 0; j < i; j++)
+      sbx_destroy(made[j]);
+    json_t *layers = json_pack("[O]", json_object_get(snap, "id"));
+    snapshots_release(c->srv, layers);
+    json_decref(layers);
+    json_decref(out);
+    out = NULL;
+  }
+  free(made);
+  json_decref(req);
+  if (out)
+    out = json_pack("{s:O,s:o}", "snapshot_id", json_object_get(snap, "id"), "sandboxes", out);
+  json_decref(snap);
+  return out;
+}
+
+/* {count, timeout_s?}: count new sandboxes holding the sandbox's files. */
+void api_sandboxes_fork(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"count", "timeout_s", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  uint64_t count = 0;
+  double t = -1;
+  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
+      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0) {
+    json_t *j = snapshots_fork(c, p, sb, count, t);
+    if (j)
+      http_json(c, 201, j);
+  }
+  json_decref(o);
+}
