@@ -37,6 +37,7 @@ bench: DEPS = --bench
 bench: all
 	$(PY) bench/startup --hutch $(BUILD)/hutch
 	$(PY) bench/serve --build $(BUILD)
+	$(PY) bench/lifecycle --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)
