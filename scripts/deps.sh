@@ -10,9 +10,10 @@ set -eu
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
 # the server: event loop, HTTP parser, WebSocket frames, database, hashing
 build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev"
-# tests: pytest, iproute2, and QEMU with busybox for the cgroup v2 guest
-# (tests/vm/run-v2)
+# tests: pytest, iproute2, and QEMU with busybox and an ext4 disk for the
+# cgroup v2 guest (tests/vm/run-v2)
 test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
+test="$test e2fsprogs"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
 # the code interpreter's kernels at work: charts, tables, JavaScript; npm

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -22,6 +23,8 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "slot.h"
+#include "spawn.h"
 #include "util.h"
 
 struct capture {
@@ -265,4 +268,12 @@ int hutch_layer_remove(const char *dir, struct hutch_err *err) {
   if (remove_below(fd, 0, err) < 0 || rmdir(dir) < 0)
     return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", dir);
   return 0;
+}
+
+bool hutch_layer_dir_usable(const char *dir) {
+  struct hutch_err err = {0};
+  _cleanup_close_ int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  _cleanup_close_ int userns = tree < 0 ? -1 : hutch_idmap_userns(0, 0, HUTCH_UID_BASE, 1, &err);
+  struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+  return userns >= 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) == 0;
 }

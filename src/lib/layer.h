@@ -6,6 +6,7 @@
 #ifndef HUTCH_LAYER_H
 #define HUTCH_LAYER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,6 +27,11 @@ struct hutch_layer_stats {
  * failure nothing is left at dest. */
 int hutch_layer_capture(int storage_fd, uid_t uid_base, const char *dest,
                         struct hutch_layer_stats *stats, struct hutch_err *err);
+
+/* Whether dir's filesystem can be id-mapped, as sandboxes need to stack
+ * layers stored there (tmpfs can from Linux 6.3, ext4, xfs and btrfs since
+ * 5.12-5.15). */
+bool hutch_layer_dir_usable(const char *dir);
 
 /* Remove a layer directory and everything in it, following no link. */
 int hutch_layer_remove(const char *dir, struct hutch_err *err);

@@ -95,17 +95,24 @@ static int mount_at(const char *src, int target, const char *type, unsigned long
 }
 
 /* Bind tree (an open_tree() clone) onto target with attributes set before it
- * becomes visible, so it is never reachable writable or with setuid bits. */
-static int attach_tree(int tree, int target, uint64_t attrs, int userns, struct hutch_err *err) {
+ * becomes visible, so it is never reachable writable or with setuid bits.
+ * With userns, id-mapped: where the filesystem cannot be (tmpfs before
+ * Linux 6.3), a bind (IDMAP_MAY) keeps its own ids, and a layer
+ * (MUST), whose ids mean nothing unmapped, fails. */
+enum idmap { IDMAP_NONE, IDMAP_MAY, IDMAP_MUST };
+
+static int attach_tree(int tree, int target, uint64_t attrs, int userns, enum idmap idmap,
+                       struct hutch_err *err) {
   /* Private, so that no mount made later beside the source (on the host)
    * propagates into the sandbox, whatever the source's propagation. */
   struct mount_attr a = {.attr_set = attrs, .propagation = MS_PRIVATE,
-                         .userns_fd = (uint64_t)(userns >= 0 ? userns : 0)};
-  if (userns >= 0)
+                         .userns_fd = (uint64_t)(idmap != IDMAP_NONE ? userns : 0)};
+  if (idmap != IDMAP_NONE)
     a.attr_set |= MOUNT_ATTR_IDMAP;
   if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0) {
-    /* Filesystems without idmap support are bound with their own ids. */
-    if (userns < 0 || errno != EINVAL)
+    if (idmap == IDMAP_MUST && errno == EINVAL)
+      return hutch_err_invalid(err, "its filesystem cannot be id-mapped (tmpfs needs Linux 6.3)");
+    if (idmap != IDMAP_MAY || errno != EINVAL)
       return hutch_err_set(err, errno, "set mount attributes");
     a.attr_set &= ~(uint64_t)MOUNT_ATTR_IDMAP;
     if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
@@ -202,7 +209,7 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
     return hutch_err_set(err, errno, "agent binary %s", r->agent_path);
   _cleanup_close_ int agent_target = openat(st, "agent", O_PATH | O_CLOEXEC);
   if (attach_tree(tree, agent_target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                  -1, err) < 0)
+                  -1, IDMAP_NONE, err) < 0)
     return hutch_err_wrap(err, "agent binary");
   r->agent_fd = openat(st, "agent", O_PATH | O_CLOEXEC);
   if (r->agent_fd < 0)
@@ -221,7 +228,7 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
     _cleanup_close_ int target = openat(st, name, O_PATH | O_CLOEXEC);
     if (target < 0 || attach_tree(r->layer_fds[i], target,
                                   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                                  r->layer_userns, err) < 0)
+                                  r->range_userns, IDMAP_MUST, err) < 0)
       return target < 0 ? hutch_err_set(err, errno, "layer %s", r->cfg->layers[i])
                         : hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
     n += (size_t)snprintf(ovl + n, sizeof ovl - n, HUTCH_STAGING_DIR "/%s:", name);
@@ -304,7 +311,7 @@ static int readonly_path(int dirfd, const char *name, struct hutch_err *err) {
       open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
   if (tree < 0 ||
       attach_tree(tree, fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                  -1, err) < 0)
+                  -1, IDMAP_NONE, err) < 0)
     return tree < 0 ? hutch_err_set(err, errno, "read-only /proc/%s", name)
                     : hutch_err_wrap(err, "read-only /proc/%s", name);
   return 0;
@@ -385,8 +392,30 @@ static int mount_user_binds(const struct hutch_rootfs *r, int root, struct hutch
     if (target < 0)
       return hutch_err_wrap(err, "bind destination %s", b->dst);
     uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->rw ? 0 : MOUNT_ATTR_RDONLY);
-    if (attach_tree(tree, target, attrs, r->bind_fds[2 * i + 1], err) < 0)
+    if (attach_tree(tree, target, attrs, r->bind_fds[2 * i + 1], IDMAP_MAY, err) < 0)
       return hutch_err_wrap(err, "bind %s on %s", b->src, b->dst);
+  }
+  return 0;
+}
+
+/* The volumes: each device's ext4 mounted afresh here (one superblock
+ * however many sandboxes mount it), id-mapped, nosuid and nodev. Its
+ * filesystem was made by hutch and is only ever written through the
+ * kernel's ext4, by sandboxes: never parsed or walked by the host. */
+static int mount_volumes(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+  for (size_t i = 0; i < r->cfg->nvolumes; i++) {
+    const struct hutch_volume *v = &r->cfg->volumes[i];
+    _cleanup_close_ int fs = fsopen("ext4", FSOPEN_CLOEXEC);
+    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", v->device, 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+      return hutch_err_set(err, errno, "volume on %s", v->device);
+    _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+    _cleanup_close_ int target = mnt < 0 ? -1 : open_in_root(root, v->dst, true, true, err);
+    if (mnt < 0)
+      return hutch_err_set(err, errno, "volume on %s", v->device);
+    uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->ro ? MOUNT_ATTR_RDONLY : 0);
+    if (target < 0 || attach_tree(mnt, target, attrs, r->range_userns, IDMAP_MUST, err) < 0)
+      return hutch_err_wrap(err, "volume at %s", v->dst);
   }
   return 0;
 }
@@ -432,7 +461,8 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
    * non-dumpable process belong to root of its user namespace). */
   if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "hidepid=invisible", proc_masked, err) < 0 ||
-      mount_dev(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0)
+      mount_dev(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
+      mount_volumes(r, r->root_fd, err) < 0)
     return -1;
   return 0;
 }

@@ -23,7 +23,7 @@ struct hutch_rootfs {
   const int *bind_fds;    /* per bind i: [2i] a detached copy of its source's mount
                            * tree, [2i+1] the user namespace of its id map */
   const int *layer_fds;   /* per cfg->layers[i], a detached copy of its mount */
-  int layer_userns;       /* the id map the layers are seen through */
+  int range_userns;       /* the id map of layers and volumes: 0.. onto the sandbox's ids */
   int agent_fd;           /* out: the agent binary, on a read-only mount */
   int storage_fd;         /* out: the storage tmpfs (O_PATH), for the agent to hold */
   int root_fd;            /* the new root, between prepare and enter */

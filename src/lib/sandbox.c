@@ -95,19 +95,29 @@ static int open_bind_source(const struct hutch_bind *b, struct stat *st, struct 
   return fd;
 }
 
+/* Where a bind or a volume may go: below /, but not in what hutch mounts. */
+static int check_dst(const char *what, const char *dst, struct hutch_err *err) {
+  static const char *const reserved[] = {"/proc", "/sys", "/dev"};
+  if (dst[0] != '/' || strcmp(dst, "/") == 0 || has_dotdot(dst))
+    return hutch_err_invalid(err, "%s destination '%s' must be an absolute path below /", what, dst);
+  for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
+    size_t n = strlen(reserved[r]);
+    if (strncmp(dst, reserved[r], n) == 0 && (dst[n] == '/' || dst[n] == '\0'))
+      return hutch_err_invalid(err, "%s destination %s is inside %s", what, dst, reserved[r]);
+  }
+  return 0;
+}
+
 /* Early, for a clear error before anything is made; start_agent checks the
  * sources again on the fds it mounts. */
 static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  static const char *const reserved[] = {"/proc", "/sys", "/dev"};
+  for (size_t i = 0; i < cfg->nvolumes; i++)
+    if (check_dst("volume", cfg->volumes[i].dst, err) < 0)
+      return -1;
   for (size_t i = 0; i < cfg->nbinds; i++) {
     const struct hutch_bind *b = &cfg->binds[i];
-    if (b->dst[0] != '/' || strcmp(b->dst, "/") == 0 || has_dotdot(b->dst))
-      return hutch_err_invalid(err, "bind destination '%s' must be an absolute path below /", b->dst);
-    for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
-      size_t n = strlen(reserved[r]);
-      if (strncmp(b->dst, reserved[r], n) == 0 && (b->dst[n] == '/' || b->dst[n] == '\0'))
-        return hutch_err_invalid(err, "bind destination %s is inside %s", b->dst, reserved[r]);
-    }
+    if (check_dst("bind", b->dst, err) < 0)
+      return -1;
     struct stat st;
     int fd = open_bind_source(b, &st, err);
     if (fd < 0)
@@ -303,8 +313,8 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   /* Per bind, [2i] a detached copy of the source's mount tree (made here:
    * the child's mount namespace cannot clone the host's mounts by fd) and
    * [2i+1] the user namespace of its id map. After them, per layer a
-   * detached copy of its directory, then the one id map of the layers:
-   * their ids from 0 onto this sandbox's range. */
+   * detached copy of its directory, then the one id map of layers and
+   * volumes: their ids from 0 onto this sandbox's range. */
   size_t nbind_fds = 2 * cfg->nbinds, nfds = nbind_fds + cfg->nlayers + 1;
   _cleanup_free_ int *fds = xcalloc(nfds + 1, sizeof(int));
   for (size_t i = 0; i < nfds; i++)
@@ -325,17 +335,17 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
       return fds[2 * i] < 0 ? -1 : hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
     }
   }
-  int *layer_fds = fds + nbind_fds, *layer_userns = layer_fds + cfg->nlayers;
+  int *layer_fds = fds + nbind_fds, *range_userns = layer_fds + cfg->nlayers;
   for (size_t i = 0; i < cfg->nlayers; i++)
     if ((layer_fds[i] = open_tree(AT_FDCWD, cfg->layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) {
       hutch_err_set(err, errno, "layer %s", cfg->layers[i]);
       close_fds(fds, nfds);
       return -1;
     }
-  if (cfg->nlayers &&
-      (*layer_userns = hutch_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err)) < 0) {
+  if ((cfg->nlayers || cfg->nvolumes) &&
+      (*range_userns = hutch_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err)) < 0) {
     close_fds(fds, nfds);
-    return hutch_err_wrap(err, "layers");
+    return hutch_err_wrap(err, "layers and volumes");
   }
   int sv[2];
   _cleanup_close_ int lfd = -1;
@@ -350,7 +360,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
                  .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
-                 .layer_userns = *layer_userns, .agent_fd = -1, .storage_fd = -1},
+                 .range_userns = *range_userns, .agent_fd = -1, .storage_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
   };
   int r = hutch_spawn_start(&s, err), netns = -1;

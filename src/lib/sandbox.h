@@ -17,6 +17,15 @@ struct hutch_bind {
   bool rw;
 };
 
+/* A volume: an ext4 filesystem on a block device (a loop device of the
+ * volume's image), mounted in the sandbox with its ids 0..65535 mapped onto
+ * the sandbox's range. */
+struct hutch_volume {
+  const char *device;
+  const char *dst; /* absolute path inside the sandbox */
+  bool ro;
+};
+
 struct hutch_sandbox_config {
   const char *state_dir; /* templates live here */
   const char *rootfs;    /* a directory used as the template; NULL: `host` */
@@ -28,6 +37,8 @@ struct hutch_sandbox_config {
    * directories written by hutch_layer_capture (layer.h). */
   const char *const *layers;
   size_t nlayers;
+  const struct hutch_volume *volumes;
+  size_t nvolumes;
   bool die_with_parent; /* the sandbox dies if the creating process does */
   /* Where the agent listens for a client that comes back (a restarted
    * server): DIR/<id>.sock, in a directory only root may enter. NULL: the

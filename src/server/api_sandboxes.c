@@ -14,7 +14,7 @@ struct create_req {
   double timeout_s;
   uint64_t memory_mb, pids, disk_mb;
   double cpus;
-  json_t *env, *metadata;
+  json_t *env, *metadata, *volumes;
   const char *on_timeout;
   int auto_resume; /* -1: not said */
 };
@@ -22,10 +22,11 @@ struct create_req {
 static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
                                       "pids",     "disk_mb",   "env",        "metadata",
-                                      "on_timeout", "auto_resume", NULL};
+                                      "on_timeout", "auto_resume", "volumes",    NULL};
   r->template = "host";
   r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
   r->on_timeout = "kill";
+  r->volumes = json_object_get(o, "volumes");
   json_t *ar = json_object_get(o, "auto_resume");
   r->auto_resume = -1;
   if (ar && !json_is_boolean(ar)) {
@@ -98,7 +99,7 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
 /* The sandbox r asks for, on layers (NULL for the `host` template). */
 static struct sbx *create(struct http_conn *c, const struct principal *p,
                           const struct create_req *r, struct hutch_sandbox_config *cfg,
-                          json_t *layers) {
+                          json_t *layers, json_t *volumes) {
   struct server *srv = c->srv;
   uint64_t t0 = now_ns();
   struct hutch_err err = {0};
@@ -113,13 +114,14 @@ static struct sbx *create(struct http_conn *c, const struct principal *p,
   if (sandboxes_check_room(c, p, cfg->memory_bytes >> 20, 1) < 0)
     return NULL;
   /* A warm one if a pool holds one made just so, else a new one. */
-  struct sbx *sb = layers ? NULL : pool_take(srv, cfg, r->template);
+  struct sbx *sb = layers || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
   if (!sb && !(sb = sbx_new(srv, cfg, r->template, &err))) {
     http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
     return NULL;
   }
   str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
   sb->layers = json_incref(layers);
+  sb->volumes = json_array_size(volumes) ? json_incref(volumes) : NULL;
   if (r->metadata)
     json_object_update(sb->metadata, r->metadata);
   if (r->env)
@@ -161,7 +163,14 @@ struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, jso
   char **paths = layers ? snapshots_layer_paths(srv, layers, &n) : NULL;
   cfg.layers = (const char *const *)paths;
   cfg.nlayers = n;
-  struct sbx *sb = create(c, p, &r, &cfg, layers);
+  struct volume_mounts vm;
+  struct sbx *sb = NULL;
+  if (volumes_prepare(c, p, r.volumes, &vm) == 0) {
+    cfg.volumes = vm.v;
+    cfg.nvolumes = vm.n;
+    sb = create(c, p, &r, &cfg, layers, vm.used);
+  }
+  volumes_release(&vm);
   snapshots_free_paths(paths, n);
   json_decref(snap);
   return sb;

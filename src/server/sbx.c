@@ -54,6 +54,7 @@ json_t *sbx_json(const struct sbx *sb) {
                         "pids", (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb,
                         "metadata", sb->metadata, "on_timeout",
                         sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  json_object_set_new(j, "volumes", sb->volumes ? json_deep_copy(sb->volumes) : json_array());
   /* While paused the timeout's clock stands: no expiry, but what is left
    * of it and when the paused sandbox itself goes. */
   if (sb->paused) {
@@ -74,6 +75,7 @@ static void sbx_free_now(struct sbx *sb) {
   e2b_watches_free(sb);
   usage_free(sb);
   json_decref(sb->layers);
+  json_decref(sb->volumes);
   json_decref(sb->metadata);
   json_decref(sb->env);
   free(sb);
@@ -324,6 +326,8 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->left_ms = spec_int(row->spec, "left_ms", 0);
   json_t *layers = json_object_get(row->spec, "layers");
   sb->layers = json_is_array(layers) ? json_incref(layers) : NULL;
+  json_t *volumes = json_object_get(row->spec, "volumes");
+  sb->volumes = json_is_array(volumes) ? json_incref(volumes) : NULL;
   sbx_register(srv, sb);
   /* A paused agent cannot answer: it is taken over when it is resumed,
    * and its retention is the reaper's to watch. */

@@ -80,6 +80,7 @@ struct sbx {
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
   json_t *layers; /* the snapshot it was made from: its layers' ids; NULL: none */
+  json_t *volumes; /* [{id, path, read_only}] it mounts; NULL: none */
   bool dying;
 };
 
@@ -115,6 +116,7 @@ struct server {
   uv_timer_t refill;
   uint64_t refill_due; /* loop time by which a deferred refill runs */
   struct metrics metrics;
+  bool layers_checked, layers_usable; /* can the state dir hold snapshots (snapshots.c) */
   bool stopping;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
 };
@@ -437,6 +439,27 @@ void api_snapshots_list(struct http_conn *c, const struct principal *p);
 void api_snapshots_get(struct http_conn *c, const struct principal *p);
 void api_snapshots_delete(struct http_conn *c, const struct principal *p);
 void api_sandboxes_fork(struct http_conn *c, const struct principal *p);
+
+/* volumes.c: volumes, ext4 images that outlive sandboxes. */
+void api_volumes_create(struct http_conn *c, const struct principal *p);
+void api_volumes_list(struct http_conn *c, const struct principal *p);
+void api_volumes_get(struct http_conn *c, const struct principal *p);
+void api_volumes_delete(struct http_conn *c, const struct principal *p);
+/* The tenant's volume by id or name, as JSON, or NULL. */
+json_t *volumes_find(struct server *srv, const char *tenant, const char *id_or_name);
+/* What a create's "volumes" ask for, ready to mount: loop devices held open
+ * until volumes_release, after the sandbox is made. */
+struct volume_mounts {
+  struct hutch_volume *v;
+  size_t n;
+  int *fds;
+  char **devs;
+  json_t *used; /* [{id, path, read_only}], for the sandbox */
+};
+/* mounts: the request's list, or NULL. -1 after an error answer. */
+int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *mounts,
+                    struct volume_mounts *out);
+void volumes_release(struct volume_mounts *m);
 
 /* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
 void usage_sample_all(struct server *srv);

@@ -151,6 +151,19 @@ json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name,
     http_error(c, 500, "internal", "%s: %s", top, strerror(errno));
     return NULL;
   }
+  /* Sandboxes see a layer through an id-mapped mount: a state dir whose
+   * filesystem has none could keep snapshots no sandbox can use. */
+  if (!srv->layers_checked) {
+    srv->layers_usable = hutch_layer_dir_usable(top);
+    srv->layers_checked = true;
+  }
+  if (!srv->layers_usable) {
+    http_error(c, 409, "unsupported",
+               "snapshots need a state dir whose filesystem can be id-mapped (ext4, xfs, btrfs; "
+               "tmpfs from Linux 6.3): %s cannot",
+               top);
+    return NULL;
+  }
   char id[22] = "snap_";
   serve_random_hex(id + 5, 16);
   _cleanup_free_ char *dir = snapshots_dir(srv, id);

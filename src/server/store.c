@@ -30,7 +30,10 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS snapshots ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,"
     "  layers TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL,"
-    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL);";
+    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS volumes ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL,"
+    "  size_mb INTEGER NOT NULL, created_at INTEGER NOT NULL, UNIQUE (tenant, name));";
 
 static int fail(struct store *st, struct hutch_err *err, const char *what) {
   return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
@@ -78,6 +81,21 @@ static int step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
   int r = sqlite3_step(s);
   sqlite3_finalize(s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "write");
+}
+
+/* A statement with one text parameter (NULL: SQL's NULL), prepared. */
+static sqlite3_stmt *prep_text(struct store *st, const char *sql, const char *text,
+                               struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, sql, err);
+  if (s)
+    sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+  return s;
+}
+
+/* Run a write with one text parameter. */
+static int with_text(struct store *st, const char *sql, const char *text, struct hutch_err *err) {
+  sqlite3_stmt *s = prep_text(st, sql, text, err);
+  return s ? step_done(st, s, err) : -1;
 }
 
 int store_key_find(struct store *st, const char *hash, struct principal *p,
@@ -176,6 +194,8 @@ static char *spec_text(const struct sbx *sb) {
       sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms);
   if (spec && sb->layers)
     json_object_set(spec, "layers", sb->layers);
+  if (spec && sb->volumes)
+    json_object_set(spec, "volumes", sb->volumes);
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   return text;
@@ -256,11 +276,7 @@ int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
 }
 
 int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err) {
-  sqlite3_stmt *s = prep(st, "DELETE FROM sandboxes WHERE id = ?", err);
-  if (!s)
-    return -1;
-  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-  return step_done(st, s, err);
+  return with_text(st, "DELETE FROM sandboxes WHERE id = ?", id, err);
 }
 
 int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
@@ -343,24 +359,19 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct
 }
 
 int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err) {
-  sqlite3_stmt *s = prep(st, "DELETE FROM snapshots WHERE id = ?", err);
-  if (!s)
-    return -1;
-  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-  return step_done(st, s, err);
+  return with_text(st, "DELETE FROM snapshots WHERE id = ?", id, err);
 }
 
 int store_snapshot_each(struct store *st, const char *tenant,
                         void (*fn)(const struct store_snapshot *, void *), void *arg,
                         struct hutch_err *err) {
-  sqlite3_stmt *s = prep(st,
-                         "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
-                         " ephemeral FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
-                         " ORDER BY created_at, id",
-                         err);
+  sqlite3_stmt *s = prep_text(st,
+                              "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
+                              " ephemeral FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
+                              " ORDER BY created_at, id",
+                              tenant, err);
   if (!s)
     return -1;
-  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
   int r;
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
     json_t *layers = json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL);
@@ -376,4 +387,48 @@ int store_snapshot_each(struct store *st, const char *tenant,
   }
   sqlite3_finalize(s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read snapshots");
+}
+
+int store_volume_put(struct store *st, const struct store_volume *v, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO volumes (id, tenant, name, size_mb, created_at)"
+                         " VALUES (?, ?, ?, ?, ?)",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, v->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, v->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, v->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)v->size_mb);
+  sqlite3_bind_int64(s, 5, v->created_ms);
+  int r = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (r == SQLITE_CONSTRAINT)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "write");
+}
+
+int store_volume_delete(struct store *st, const char *id, struct hutch_err *err) {
+  return with_text(st, "DELETE FROM volumes WHERE id = ?", id, err);
+}
+
+int store_volume_each(struct store *st, const char *tenant,
+                      void (*fn)(const struct store_volume *, void *), void *arg,
+                      struct hutch_err *err) {
+  sqlite3_stmt *s = prep_text(st,
+                              "SELECT id, tenant, name, size_mb, created_at FROM volumes"
+                              " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at, id",
+                              tenant, err);
+  if (!s)
+    return -1;
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    struct store_volume v = {(const char *)sqlite3_column_text(s, 0),
+                             (const char *)sqlite3_column_text(s, 1),
+                             (const char *)sqlite3_column_text(s, 2),
+                             (uint64_t)sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)};
+    fn(&v, arg);
+  }
+  sqlite3_finalize(s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read volumes");
 }

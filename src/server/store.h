@@ -65,6 +65,19 @@ int store_snapshot_each(struct store *st, const char *tenant,
                         void (*fn)(const struct store_snapshot *, void *), void *arg,
                         struct hutch_err *err);
 
+/* Volumes (volumes.c): ext4 images in STATE/volumes, per tenant. */
+struct store_volume {
+  const char *id, *tenant, *name;
+  uint64_t size_mb;
+  int64_t created_ms;
+};
+/* 0, 1 when the tenant has a volume of that name already, -1 error. */
+int store_volume_put(struct store *st, const struct store_volume *v, struct hutch_err *err);
+int store_volume_delete(struct store *st, const char *id, struct hutch_err *err);
+int store_volume_each(struct store *st, const char *tenant,
+                      void (*fn)(const struct store_volume *, void *), void *arg,
+                      struct hutch_err *err);
+
 struct store_sandbox {
   const char *id, *tenant, *template;
   json_t *spec; /* metadata, env, limits, slot, token, lifecycle */

@@ -82,6 +82,18 @@ def test_snapshot_fork(env):
             Sandbox.delete_snapshot(snap["id"])
 
 
+def test_volumes(env):
+    Sandbox.create_volume("sdk-vol", 16)
+    with Sandbox.create(timeout=60, volumes={"/data": "sdk-vol"}) as sbx:
+        sbx.files.write("/data/x", "kept")
+    with Sandbox.create(timeout=60, volumes=[{"name": "sdk-vol", "path": "/v",
+                                              "read_only": True}]) as sbx:
+        assert sbx.files.read("/v/x") == "kept"
+    assert [v["name"] for v in Sandbox.list_volumes()] == ["sdk-vol"]
+    Sandbox.delete_volume("sdk-vol")
+    assert Sandbox.list_volumes() == []
+
+
 def test_typed_errors(env, server):
     with pytest.raises(hutch.AuthError):
         Sandbox.create(api_key="hk_" + "1" * 40)

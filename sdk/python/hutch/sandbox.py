@@ -171,12 +171,13 @@ class Sandbox:
     @classmethod
     def create(cls, template="host", *, timeout=None, memory_mb=None, cpus=None, pids=None,
                disk_mb=None, envs=None, metadata=None, on_timeout=None, auto_resume=None,
-               api_url=None, api_key=None, request_timeout=60):
+               volumes=None, api_url=None, api_key=None, request_timeout=60):
         """A new sandbox; timeout is its life in seconds (default 300).
 
         on_timeout="pause" pauses it at its timeout instead of killing it;
         auto_resume=False makes requests to it while paused fail (409)
-        instead of resuming it."""
+        instead of resuming it. volumes: {path: name} or a list of
+        {"name", "path", "read_only"} (see create_volume)."""
         body = {"template": template}
         for k, v in (("timeout_s", timeout), ("memory_mb", memory_mb), ("cpus", cpus),
                      ("pids", pids), ("disk_mb", disk_mb), ("env", envs),
@@ -184,6 +185,10 @@ class Sandbox:
                      ("auto_resume", auto_resume)):
             if v is not None:
                 body[k] = v
+        if isinstance(volumes, dict):
+            volumes = [{"name": n, "path": p} for p, n in volumes.items()]
+        if volumes is not None:
+            body["volumes"] = list(volumes)
         client = _client(api_url, api_key, request_timeout)
         return cls(client.call("POST", "/v1/sandboxes", body), client)
 
@@ -290,6 +295,24 @@ class Sandbox:
         """Refused (409) while sandboxes or other snapshots stack it."""
         client = _client(api_url, api_key, request_timeout)
         client.call("DELETE", f"/v1/snapshots/{urllib.parse.quote(snapshot_id, safe='')}")
+
+    @staticmethod
+    def create_volume(name, size_mb, *, api_url=None, api_key=None, request_timeout=60):
+        """A volume: storage of size_mb that outlives sandboxes; mount it
+        with Sandbox.create(volumes={"/data": name})."""
+        client = _client(api_url, api_key, request_timeout)
+        return client.call("POST", "/v1/volumes", {"name": name, "size_mb": size_mb})
+
+    @staticmethod
+    def list_volumes(*, api_url=None, api_key=None, request_timeout=60):
+        client = _client(api_url, api_key, request_timeout)
+        return client.call("GET", "/v1/volumes")["volumes"]
+
+    @staticmethod
+    def delete_volume(volume, *, api_url=None, api_key=None, request_timeout=60):
+        """volume: its name or id. Refused (409) while a sandbox mounts it."""
+        client = _client(api_url, api_key, request_timeout)
+        client.call("DELETE", f"/v1/volumes/{urllib.parse.quote(volume, safe='')}")
 
     @staticmethod
     def usage(*, tenant=None, api_url=None, api_key=None, request_timeout=60):
