@@ -3,6 +3,7 @@ by the server inside the sandbox with the sandbox's own python3
 (docs/kernels.md has the protocol).
 
     python3 kernel.py python|javascript|bash
+    python3 kernel.py fork TOKEN        (the exec of a forked Python context)
 
 Requests come one JSON object a line on stdin, events go one JSON object a
 line to the kernel's original stdout. The code's own output, Python's and
@@ -24,7 +25,10 @@ import json
 import linecache
 import os
 import shlex
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -260,6 +264,84 @@ class Python:
             self.ch.event("result", is_main_result=True, **formats(value))
 
 
+    def fork(self, token):
+        """Fork into the context whose exec waits at token (receive()):
+        the copy keeps every variable and goes on with that context's
+        stdin and stdout, in a session of its own. Returns the copy's new
+        request stream in the copy, None here."""
+        # No reader thread may be halfway through a line in the copy, which
+        # has none of the threads, and a fork of a fork leaves the copy to
+        # the sandbox's PID 1 to reap.
+        with self.ch.lock:
+            pid = os.fork()
+            if pid == 0 and os.fork():
+                os._exit(0)
+        if pid:
+            os.waitpid(pid, 0)
+            return None
+        try:
+            os.setsid()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect("\0hutch-fork-" + token)
+            _, fds, _, _ = socket.recv_fds(sock, 1, 4)
+            sock.close()
+            requests_fd, out_fd, err_fd, life = fds
+            os.dup2(out_fd, self.ch.fd)
+            for fd in (out_fd, err_fd):
+                os.close(fd)
+            for c in self.captures:  # the parent's pipes: this copy's own instead
+                os.close(c.r)
+                os.close(c.w)
+            self.captures[:] = [Capture(self.ch, 1, "stdout"), Capture(self.ch, 2, "stderr")]
+            # The new context's exec holds the other end: when it ends, so does this copy.
+            threading.Thread(target=lambda: (os.read(life, 1), os._exit(0)), daemon=True).start()
+            return os.fdopen(requests_fd, "r", encoding="utf-8", errors="replace")
+        except Exception as e:
+            print(f"kernel.py: fork: {e}", file=sys.__stderr__)
+            os._exit(1)
+
+
+def receive(token):
+    """The exec of a forked context: it hands its stdin and stdout (the
+    server's protocol) and stderr to the kernel that forks into it, then
+    stands in for that copy, which is not its child: interrupts go on to
+    it, and each ends when the other does."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0hutch-fork-" + token)  # the sandbox's own network namespace
+    listener.listen(1)
+    listener.settimeout(30)
+    os.write(1, b'{"type": "fork_listening"}\n')
+    try:
+        conn, _ = listener.accept()
+    except socket.timeout:
+        print("kernel.py: no kernel forked into this context within 30 s", file=sys.stderr)
+        return 1
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    if uid != os.getuid():
+        print("kernel.py: a process of another user connected", file=sys.stderr)
+        return 1
+    life_r, life_w = os.pipe()
+    socket.send_fds(conn, [b"k"], [0, 1, 2, life_r])
+    for fd in (life_r, conn.detach(), listener.detach()):
+        os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    pidfd = os.pidfd_open(pid)
+
+    def relay(signum, frame):
+        try:
+            os.killpg(pid, signum)  # the copy leads its own process group
+        except OSError:
+            pass
+        if signum != signal.SIGINT:
+            os._exit(0)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, relay)
+    select.select([pidfd], [], [])
+    return 0
+
+
 # ---- JavaScript and bash, in a child process ---------------------------
 
 class Child:
@@ -364,6 +446,8 @@ class Child:
 
 def main():
     language = sys.argv[1] if len(sys.argv) > 1 else "python"
+    if language == "fork" and len(sys.argv) == 3:
+        return receive(sys.argv[2])
     if language not in ("python", "javascript", "bash"):
         print(f"kernel.py: unknown language {language!r}", file=sys.stderr)
         return 2
@@ -383,12 +467,22 @@ def main():
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     runner = Python(ch, captures) if language == "python" else Child(ch, captures, language)
     ch.send({"type": "ready", "language": language, "pid": os.getpid()})
-    for line in requests:
+    while line := requests.readline():
         try:
             req = json.loads(line)
         except ValueError:
             continue
         ch.cell = req.get("id")
+        if "fork" in req:
+            copy = runner.fork(str(req["fork"])) if language == "python" else None
+            if copy:  # this is the copy, of another context now
+                requests.close()
+                requests, ch.cell = copy, None
+                ch.send({"type": "ready", "language": language, "pid": os.getpid()})
+                continue
+            ch.event("end_of_execution")
+            ch.cell = None
+            continue
         env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
         if language == "python":
             saved = {k: os.environ.get(k) for k in env}

@@ -6,6 +6,7 @@
  *   DELETE /v1/sandboxes/{id}/contexts/{cid}                  → 204
  *   POST   /v1/sandboxes/{id}/contexts/{cid}/restart          → 200 context
  *   POST   /v1/sandboxes/{id}/contexts/{cid}/interrupt        → 204
+ *   POST   /v1/sandboxes/{id}/contexts/{cid}/fork             → 201 context (a copy)
  *   POST   /v1/sandboxes/{id}/code {code, language | context_id, timeout_s, env}
  *          → NDJSON, the lines E2B's code interpreter sends: stdout, stderr,
  *            result, error, number_of_executions, end_of_execution (last).
@@ -19,7 +20,12 @@
  * context per language is made on first use, and made again if it died.
  * A client that goes away takes its cell with it, as E2B's interpreter
  * does: a running cell is interrupted (the context keeps its state), a
- * waiting one is dropped. */
+ * waiting one is dropped.
+ *
+ * A Python context forks: its copy is a new context whose exec (kernel.py
+ * fork TOKEN) waits on an abstract socket; when it says it is listening,
+ * a fork request goes to the parent kernel as a cell, and the kernel's
+ * copy takes the new exec's stdin and stdout over (docs/kernels.md). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +42,7 @@
 #define INTERRUPT_GRACE_MS 2000   /* from the timeout's SIGINT to the kill */
 #define KERNEL_LINE_MAX (64u << 20) /* one event (a large image, say) */
 #define KERNEL_ERR_KEEP 2048      /* the kernel's own stderr, for its death message */
+#define FORK_TIMEOUT_S 30         /* a fork request, as a cell of the parent */
 
 enum cx_state { CX_STARTING, CX_READY, CX_DEAD };
 
@@ -57,6 +64,7 @@ struct context {
   char language[16];
   json_t *cwd, *env;   /* as created: a restart starts the same kernel */
   bool is_default;
+  char fork_of[17];    /* the context it is a copy of, until the copy is made */
   enum cx_state state;
   char died[256];
   struct astream *s;   /* the kernel's exec stream, NULL when it has none */
@@ -195,6 +203,30 @@ static void on_timer(uv_timer_t *t) {
     agentc_send_json(cx->s, HUTCH_F_CONTROL, json_pack("{s:b}", "kill", 1));
 }
 
+/* The exec of a copy listens: the parent forks into it, in its turn. */
+static void fork_into(struct context *cx) {
+  struct context *parent = NULL;
+  for (struct context *x = cx->sb->contexts; x; x = x->next)
+    if (strcmp(x->id, cx->fork_of) == 0)
+      parent = x;
+  if (!parent || parent->state == CX_DEAD) {
+    snprintf(cx->died, sizeof cx->died, "the context %s it was to copy is gone", cx->fork_of);
+    agentc_send_json(cx->s, HUTCH_F_CONTROL, json_pack("{s:b}", "kill", 1));
+    return;
+  }
+  struct cell *ce = xcalloc(1, sizeof *ce);
+  ce->cx = parent;
+  ce->id = ++parent->next_cell;
+  ce->timeout_s = FORK_TIMEOUT_S;
+  ce->line = json_pack("{s:I,s:s}", "id", (json_int_t)ce->id, "fork", cx->id);
+  struct cell **tail = &parent->cells;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = ce;
+  parent->ncells++;
+  send_next(parent);
+}
+
 /* One line of the kernel protocol. */
 static void kernel_line(struct context *cx, const char *p, size_t n) {
   json_t *j = json_loadb(p, n, 0, NULL);
@@ -207,6 +239,11 @@ static void kernel_line(struct context *cx, const char *p, size_t n) {
   if (strcmp(type, "ready") == 0) {
     cx->state = CX_READY;
     send_next(cx);
+    json_decref(j);
+    return;
+  }
+  if (strcmp(type, "fork_listening") == 0 && cx->fork_of[0] && cx->state == CX_STARTING) {
+    fork_into(cx);
     json_decref(j);
     return;
   }
@@ -342,9 +379,12 @@ static int kernel_start(struct context *cx) {
   json_t *env = json_deep_copy(sb->env);
   json_object_update(env, cx->env);
   json_object_set_new(env, "PYTHONDONTWRITEBYTECODE", json_string("1"));
-  json_t *req = json_pack("{s:s,s:[s,s,s],s:o,s:s,s:b,s:I}", "op", "exec", "argv", "python3",
-                          SERVE_KERNELS_PATH "/kernel.py", cx->language, "env", env, "user", "user",
-                          "stdin", 1, "timeout_ms", (json_int_t)0);
+  json_t *argv = cx->fork_of[0] ? json_pack("[s,s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py",
+                                             "fork", cx->id)
+                               : json_pack("[s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py",
+                                           cx->language);
+  json_t *req = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "exec", "argv", argv, "env", env,
+                          "user", "user", "stdin", 1, "timeout_ms", (json_int_t)0);
   if (json_is_string(cx->cwd))
     json_object_set(req, "cwd", cx->cwd);
   cx->state = CX_STARTING;
@@ -406,6 +446,8 @@ json_t *contexts_json(const struct context *cx) {
                         cx->cwd, "state", states[cx->state]);
   if (cx->state == CX_DEAD)
     json_object_set_new(j, "error", serve_json_text(cx->died));
+  if (cx->fork_of[0])
+    json_object_set_new(j, "forked_from", json_string(cx->fork_of));
   return j;
 }
 
@@ -432,7 +474,7 @@ static const char *language_of(const char *name) {
 }
 
 static struct context *context_new(struct http_conn *c, struct sbx *sb, const char *language,
-                                   const char *cwd, json_t *env) {
+                                   json_t *cwd, json_t *env, const char *fork_of) {
   if (!c->srv->kernels_dir) {
     http_error(c, 503, "kernels_unavailable",
                "this server has no kernels directory (share/kernels): code contexts are off");
@@ -447,7 +489,8 @@ static struct context *context_new(struct http_conn *c, struct sbx *sb, const ch
   cx->sb = sb;
   serve_random_hex(cx->id, sizeof cx->id - 1);
   str_copy(cx->language, sizeof cx->language, language);
-  cx->cwd = cwd ? json_string(cwd) : json_null();
+  cx->cwd = cwd ? json_incref(cwd) : json_null();
+  str_copy(cx->fork_of, sizeof cx->fork_of, fork_of ? fork_of : "");
   cx->env = env ? json_deep_copy(env) : json_object();
   uv_timer_init(c->srv->loop, &cx->timer);
   cx->timer.data = cx;
@@ -483,7 +526,10 @@ struct context *contexts_create(struct http_conn *c, struct sbx *sb, const char 
     http_error(c, 400, "invalid_argument", "language must be python, javascript (js) or bash");
     return NULL;
   }
-  return context_new(c, sb, lang, cwd, env);
+  json_t *dir = cwd ? json_string(cwd) : NULL;
+  struct context *cx = context_new(c, sb, lang, dir, env, NULL);
+  json_decref(dir);
+  return cx;
 }
 
 void api_contexts_create(struct http_conn *c, const struct principal *p) {
@@ -519,6 +565,7 @@ void contexts_delete(struct context *cx) {
 
 int contexts_restart(struct http_conn *c, struct context *cx) {
   context_stop(cx, "the context was restarted");
+  cx->fork_of[0] = '\0'; /* a copy restarts as a kernel of its own */
   if (kernel_start(cx) < 0) {
     http_error(c, 503, "sandbox_error", "%s", cx->died);
     return -1;
@@ -587,7 +634,7 @@ struct context *contexts_default(struct http_conn *c, struct sbx *sb, const char
     context_unlink(cx); /* it died: a new default takes its place */
     break;
   }
-  struct context *cx = context_new(c, sb, language, NULL, NULL);
+  struct context *cx = context_new(c, sb, language, NULL, NULL, NULL);
   if (cx)
     cx->is_default = true;
   return cx;
@@ -636,4 +683,27 @@ void api_code(struct http_conn *c, const struct principal *p) {
   if (o)
     contexts_run(c, sb, o);
   json_decref(o);
+}
+
+/* A copy of a Python context: its variables, imports and cwd as they are
+ * once the cells before this request have run; the copy then goes its own
+ * way. It lives in the parent's exec (the fork's cgroup): deleting or
+ * restarting the parent ends its copies. */
+void api_contexts_fork(struct http_conn *c, const struct principal *p) {
+  struct context *parent = route_context(c, p);
+  if (!parent)
+    return;
+  if (strcmp(parent->language, "python") != 0) {
+    http_error(c, 400, "not_supported",
+               "only Python contexts fork (a %s kernel's state lives in a child process)",
+               parent->language);
+    return;
+  }
+  if (parent->state == CX_DEAD) {
+    http_error(c, 409, "context_dead", "context %s is dead: %s", parent->id, parent->died);
+    return;
+  }
+  struct context *cx = context_new(c, parent->sb, "python", parent->cwd, parent->env, parent->id);
+  if (cx)
+    http_json(c, 201, contexts_json(cx));
 }

@@ -87,6 +87,8 @@ static const struct route native[] = {
      api_contexts_restart},
     {HTTP_POST, "/v1/sandboxes/{id}/contexts/{cid}/interrupt", TENANT, "context.interrupt",
      api_contexts_interrupt},
+    {HTTP_POST, "/v1/sandboxes/{id}/contexts/{cid}/fork", TENANT, "context.fork",
+     api_contexts_fork},
     {HTTP_PUT, "/v1/sandboxes/{id}/files", TENANT, "file.write", api_files_write, true},
     {HTTP_GET, "/v1/sandboxes/{id}/files", TENANT, NULL, api_files_read},
     {HTTP_DELETE, "/v1/sandboxes/{id}/files", TENANT, "file.remove", api_files_delete},

@@ -285,6 +285,7 @@ void api_contexts_list(struct http_conn *c, const struct principal *p);
 void api_contexts_delete(struct http_conn *c, const struct principal *p);
 void api_contexts_restart(struct http_conn *c, const struct principal *p);
 void api_contexts_interrupt(struct http_conn *c, const struct principal *p);
+void api_contexts_fork(struct http_conn *c, const struct principal *p);
 void api_code(struct http_conn *c, const struct principal *p);
 
 /* api_files.c: the agent's file operations for a request, and the

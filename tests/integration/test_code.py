@@ -126,6 +126,76 @@ def test_interrupt_route_stops_the_running_cell(api, sid):
     assert main_result(api.code(sid, {"code": "1 + 1", "context_id": cid}))["text"] == "2"
 
 
+def pids_of(api, sid, pattern):
+    lines = api.exec(sid, {"shell": f"pgrep -f '{pattern}' || true"})
+    return sorted(int(x) for x in "".join(l.get("data", "") for l in lines
+                                          if l["type"] == "stdout").split())
+
+
+def test_a_python_context_forks(api, sid):
+    cid = api.post(f"/v1/sandboxes/{sid}/contexts", {"env": {"WHO": "parent"}}).json["id"]
+    lines = api.code(sid, {"code": "import os, threading\nx = [41]\npid = os.getpid()\n"
+                                   "def bump(): x.append(1); return len(x)", "context_id": cid})
+    assert not of(lines, "error"), lines
+    r = api.post(f"/v1/sandboxes/{sid}/contexts/{cid}/fork")
+    assert r.status == 201 and r.json["forked_from"] == cid, r
+    fid = r.json["id"]
+    # the copy has the parent's variables and functions, in a process of its own
+    lines = api.code(sid, {"code": "print(os.environ['WHO'])\nbump(), x[0], os.getpid() != pid",
+                           "context_id": fid})
+    assert text(lines) == "parent\n" and main_result(lines)["text"] == "(2, 41, True)", lines
+    # and they diverge
+    assert main_result(api.code(sid, {"code": "len(x)", "context_id": cid}))["text"] == "1"
+    assert main_result(api.code(sid, {"code": "bump()", "context_id": fid}))["text"] == "3"
+    listed = {c["id"]: c for c in api.get(f"/v1/sandboxes/{sid}/contexts").json["contexts"]}
+    assert listed[fid]["state"] == "ready" and listed[fid]["forked_from"] == cid
+    # its own interrupt stops its own cell, not the parent's
+    conn, resp = api.request_stream("POST", f"/v1/sandboxes/{sid}/code", {
+        "code": "import time\nprint('running', flush=True)\ntime.sleep(60)", "context_id": fid})
+    out = []
+    for raw in resp:
+        out.append(json.loads(raw))
+        if out[-1] == {"type": "stdout", "text": "running\n"}:
+            assert api.post(f"/v1/sandboxes/{sid}/contexts/{fid}/interrupt").status == 204
+    conn.close()
+    assert of(out, "error")[0]["name"] == "KeyboardInterrupt", out
+    assert main_result(api.code(sid, {"code": "len(x)", "context_id": fid}))["text"] == "3"
+    # a fork of the fork, then the copy deleted: its process goes with it
+    ffid = api.post(f"/v1/sandboxes/{sid}/contexts/{fid}/fork").json["id"]
+    assert main_result(api.code(sid, {"code": "len(x)", "context_id": ffid}))["text"] == "3"
+    copy_pid = int(main_result(api.code(sid, {"code": "os.getpid()", "context_id": fid}))["text"])
+    assert api.delete(f"/v1/sandboxes/{sid}/contexts/{fid}").status == 204
+    deadline = time.monotonic() + 10
+    while copy_pid in pids_of(api, sid, "kernel.py"):
+        assert time.monotonic() < deadline, "the deleted copy's kernel runs on"
+        time.sleep(0.1)
+    assert main_result(api.code(sid, {"code": "len(x)", "context_id": ffid}))["text"] == "3"
+    # restarting a copy gives a kernel of its own, with nothing in it
+    r = api.post(f"/v1/sandboxes/{sid}/contexts/{ffid}/restart")
+    assert r.status == 200 and "forked_from" not in r.json
+    lines = api.code(sid, {"code": "x", "context_id": ffid})
+    assert of(lines, "error")[0]["name"] == "NameError"
+
+
+def test_fork_refusals(api, sid):
+    js = api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "javascript"}).json["id"]
+    r = api.post(f"/v1/sandboxes/{sid}/contexts/{js}/fork")
+    assert r.status == 400 and r.json["error"]["code"] == "not_supported"
+    assert api.post(f"/v1/sandboxes/{sid}/contexts/nope/fork").status == 404
+    assert api.post("/v1/sandboxes/0123456789abcdef/contexts/x/fork").status == 404
+    # a copy lives in its parent's exec: it ends with it (docs/kernels.md)
+    cid = api.post(f"/v1/sandboxes/{sid}/contexts", {}).json["id"]
+    fid = api.post(f"/v1/sandboxes/{sid}/contexts/{cid}/fork").json["id"]
+    assert api.delete(f"/v1/sandboxes/{sid}/contexts/{cid}").status == 204
+    deadline = time.monotonic() + 10
+    while {c["id"]: c["state"] for c in api.get(f"/v1/sandboxes/{sid}/contexts").json[
+            "contexts"]}[fid] != "dead":
+        assert time.monotonic() < deadline, "the copy outlived its parent"
+        time.sleep(0.05)
+    r = api.post(f"/v1/sandboxes/{sid}/code", {"code": "1", "context_id": fid})
+    assert r.status == 409 and r.json["error"]["code"] == "context_dead", r
+
+
 def test_javascript_context(api, sid):
     r = api.post(f"/v1/sandboxes/{sid}/contexts", {"language": "javascript"})
     assert r.status == 201 and r.json["language"] == "javascript", r

@@ -202,3 +202,8 @@ def test_run_code_and_contexts(env):
         sbx.remove_code_context(js)
         with pytest.raises(hutch.NotFound):
             sbx.run_code("1", context=js)
+        py = sbx.create_code_context()
+        sbx.run_code("v = [1]", context=py)
+        copy = sbx.fork_code_context(py)
+        assert sbx.run_code("v.append(2); v", context=copy).text == "[1, 2]"
+        assert sbx.run_code("v", context=py).text == "[1]"

@@ -230,6 +230,13 @@ class Sandbox:
         return [_code.Context(c) for c in
                 self._client.call("GET", f"/v1/sandboxes/{self.id}/contexts")["contexts"]]
 
+    def fork_code_context(self, context):
+        """A new Python context that is a copy of context: its variables
+        and all, from then on its own."""
+        cid = context.id if isinstance(context, _code.Context) else context
+        return _code.Context(
+            self._client.call("POST", f"/v1/sandboxes/{self.id}/contexts/{cid}/fork"))
+
     def restart_code_context(self, context):
         cid = context.id if isinstance(context, _code.Context) else context
         return _code.Context(
