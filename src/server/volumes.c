@@ -66,10 +66,12 @@ json_t *volumes_find(struct server *srv, const char *tenant, const char *id_or_n
   return found;
 }
 
+/* A name is looked up beside ids: it may not look like one. */
 static bool name_ok(const char *s) {
   size_t n = strlen(s);
   return n >= 1 && n <= 63 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789._-") == n && s[0] != '.';
+                                        "0123456789._-") == n && s[0] != '.' &&
+         strncmp(s, "vol_", 4) != 0;
 }
 
 /* mkfs.ext4 on the image: no reserved blocks, the root the sandbox user's
@@ -156,8 +158,8 @@ void api_volumes_create(struct http_conn *c, const struct principal *p) {
       make_volume(c, p, name, size_mb);
     else
       http_error(c, 400, "invalid_argument",
-                 "name (1-63 of letters, digits, . _ -, not first .) and size_mb (%d to %llu) "
-                 "are required",
+                 "name (1-63 of letters, digits, . _ -; not starting with . or vol_) and "
+                 "size_mb (%d to %llu) are required",
                  VOLUME_MIN_MB, VOLUME_MAX_MB);
   }
   json_decref(o);

@@ -97,7 +97,8 @@ def test_the_size_is_the_volumes_enospc(tenant):
 
 @pytest.mark.parametrize("body", [
     {"name": "x"}, {"size_mb": 32}, {"name": "", "size_mb": 32}, {"name": "a/b", "size_mb": 32},
-    {"name": ".hidden", "size_mb": 32}, {"name": "x", "size_mb": 1},
+    {"name": ".hidden", "size_mb": 32}, {"name": "vol_0123", "size_mb": 32},
+    {"name": "x", "size_mb": 1},
     {"name": "x", "size_mb": 1 << 30}, {"name": "x", "size_mb": "32"}, {"name": "x" * 64,
                                                                          "size_mb": 32},
     {"name": "x", "size_mb": 32, "other": 1}])
