@@ -424,19 +424,23 @@ char *e2b_path(const char *path, const char *user) {
   return xasprintf("%s/%s", home, path);
 }
 
+static void e2b_snapshot_made(struct http_conn *c, const struct principal *p, json_t *snap,
+                              void *arg) {
+  (void)p, (void)arg;
+  const char *name = json_string_value(json_object_get(snap, "name"));
+  if (c && snap)
+    http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
+                                name && *name ? json_pack("[s]", name) : json_array()));
+}
+
 /* Snapshots: {name?} -> {snapshotID, names}. */
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", NULL};
   struct sbx *sb = sbx_lookup(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0) {
-    json_t *snap = snapshots_capture(c, sb, name, false);
-    if (snap)
-      http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
-                                  name && *name ? json_pack("[s]", name) : json_array()));
-    json_decref(snap);
-  }
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
+    snapshots_capture(c, p, sb, name, false, e2b_snapshot_made, NULL);
   json_decref(o);
 }
 
@@ -464,6 +468,18 @@ void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
     http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
+static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {
+  (void)snapshot_id;
+  json_t *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(made, i, v) {
+    for (struct sbx *f = c->srv->sandboxes; f; f = f->next)
+      if (strcmp(f->id, json_string_value(json_object_get(v, "id"))) == 0)
+        json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
+  }
+  http_json(c, 201, out);
+}
+
 /* {count, timeout}: [{sandbox: {...}}] per fork. Forks hold the files,
  * not the memory (docs/e2b.md). */
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
@@ -472,19 +488,7 @@ void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   json_t *o = sb ? body_object(c) : NULL;
   uint64_t count = 1, t = 0;
   if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
-      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0) {
-    json_t *made = snapshots_fork(c, p, sb, count, t ? (double)t : -1);
-    if (made) {
-      json_t *out = json_array(), *v;
-      size_t i;
-      json_array_foreach(json_object_get(made, "sandboxes"), i, v) {
-        struct sbx *f = sbx_find_own(c->srv, p, json_string_value(json_object_get(v, "id")));
-        if (f)
-          json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
-      }
-      json_decref(made);
-      http_json(c, 201, out);
-    }
-  }
+      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
+    snapshots_fork(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
   json_decref(o);
 }

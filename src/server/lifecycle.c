@@ -19,7 +19,7 @@ static void save(struct sbx *sb) {
 
 int sbx_pause(struct sbx *sb, struct hutch_err *err) {
   usage_sample(sb); /* its running time is counted up to now */
-  if (hutch_sandbox_freeze(sb->hs, true, err) < 0)
+  if (!sb->captures && hutch_sandbox_freeze(sb->hs, true, err) < 0)
     return -1;
   int64_t now = wall_ms();
   sb->paused = true;
@@ -33,7 +33,8 @@ int sbx_pause(struct sbx *sb, struct hutch_err *err) {
 
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
   usage_sample(sb); /* the paused time is not */
-  if (hutch_sandbox_freeze(sb->hs, false, err) < 0)
+  /* A snapshot being copied keeps it frozen: its end thaws it. */
+  if (!sb->captures && hutch_sandbox_freeze(sb->hs, false, err) < 0)
     return -1;
   /* Taken over while paused: its agent can answer only now. */
   if (sb->agent_pending && sbx_connect_agent(sb) < 0) {

@@ -55,7 +55,11 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
   if (!f)
     abort();
   fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
-  fprintf(f, "hutch_sandboxes{state=\"running\"} %u\n", srv->nsandboxes);
+  unsigned paused = 0;
+  for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    paused += sb->paused;
+  fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
+          srv->nsandboxes - paused, paused);
   fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
              "# TYPE hutch_sandboxes_created_total counter\n"
              "hutch_sandboxes_created_total %llu\n",

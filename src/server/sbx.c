@@ -189,6 +189,10 @@ void sbx_release_all(struct server *srv) {
     srv->nsandboxes--;
     sb->dying = true;
     usage_final(sb);
+    /* Frozen only for a snapshot's copy, which will not finish: it runs on. */
+    struct hutch_err err = {0};
+    if (sb->captures && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
+      fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
     bool connected = !sb->agent_pending;
     if (connected)
       sb->hs->conn_fd = -1; /* the connection's to close */

@@ -76,6 +76,7 @@ struct sbx {
   bool auto_resume;      /* a request that needs it running resumes it; else 409 */
   bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
   bool agent_pending;    /* paused when taken over: its agent is, on resume */
+  unsigned captures;     /* snapshots being copied: frozen until the last is done */
   int64_t paused_ms, left_ms;
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
@@ -415,10 +416,15 @@ char *snapshots_dir(const struct server *srv, const char *id);
 /* Every snapshot (of tenant; NULL: all), oldest first, as JSON; NULL on a
  * store error (said on stderr). */
 json_t *snapshots_list(struct server *srv, const char *tenant);
-/* Capture sb's files as a new snapshot of its tenant's. The sandbox is
- * frozen for the copy (a paused one stays paused). The snapshot's JSON, or
- * NULL after an error answer. */
-json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name, bool ephemeral);
+/* Capture sb's files as a new snapshot of its tenant's, the copy on the
+ * thread pool, with the sandbox frozen for it (a paused one stays paused).
+ * -1 after an error answer; else done is called on the loop with the
+ * request's connection (NULL when the client left) and the snapshot's JSON
+ * (NULL when it failed: answered). */
+typedef void (*snapshot_done_fn)(struct http_conn *c, const struct principal *p, json_t *snap,
+                                 void *arg);
+int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                      const char *name, bool ephemeral, snapshot_done_fn done, void *arg);
 /* The tenant's snapshot id as JSON {id, layers, …}, or NULL. */
 json_t *snapshots_get(struct server *srv, const char *tenant, const char *id);
 /* The directories of layers (ids), for a sandbox config; and their end. */
@@ -431,10 +437,11 @@ void snapshots_release(struct server *srv, json_t *layers);
 void snapshots_gc(struct server *srv);
 /* 0, or -1 after an error answer (404, 409 snapshot_in_use). */
 int snapshots_delete(struct http_conn *c, const struct principal *p, const char *id);
-/* count sandboxes holding sb's files: {snapshot_id, sandboxes: [...]},
- * or NULL after an error answer. */
-json_t *snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                       uint64_t count, double timeout_s);
+/* count sandboxes holding sb's files; answer gets the snapshot's id and
+ * the forks' sbx_json. -1 after an error answer. */
+typedef void (*fork_answer_fn)(struct http_conn *c, json_t *snapshot_id, json_t *made);
+int snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                   uint64_t count, double timeout_s, fork_answer_fn answer);
 void api_snapshots_create(struct http_conn *c, const struct principal *p);
 void api_snapshots_list(struct http_conn *c, const struct principal *p);
 void api_snapshots_get(struct http_conn *c, const struct principal *p);

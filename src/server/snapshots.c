@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
 
 #include "cleanup.h"
 #include "layer.h"
@@ -129,7 +131,90 @@ void snapshots_free_paths(char **paths, size_t n) {
   free(paths);
 }
 
-json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name, bool ephemeral) {
+/* A capture under way: the copy runs on libuv's thread pool (it reads
+ * up to the sandbox's disk quota), the rest on the loop. */
+struct capture {
+  uv_work_t work;
+  struct server *srv;
+  struct http_conn *c; /* NULL once the client has gone */
+  struct principal p;
+  char sandbox[17];
+  char id[22];
+  char *dir, *name;
+  json_t *layers; /* its own first, then the sandbox's */
+  bool ephemeral;
+  int storage_fd; /* a copy: the sandbox may go meanwhile */
+  uid_t uid_base;
+  uint64_t t0;
+  struct hutch_layer_stats stats;
+  struct hutch_err err;
+  int r;
+  snapshot_done_fn done;
+  void *arg;
+};
+
+static void capture_abort(void *ctx) {
+  struct capture *cap = ctx;
+  cap->c = NULL;
+}
+
+static const struct http_stream_ops capture_ops = {.abort = capture_abort};
+
+static void capture_work(uv_work_t *w) {
+  struct capture *cap = w->data;
+  cap->r = hutch_layer_capture(cap->storage_fd, cap->uid_base, cap->dir, &cap->stats, &cap->err);
+}
+
+static void capture_after(uv_work_t *w, int status) {
+  (void)status;
+  struct capture *cap = w->data;
+  struct server *srv = cap->srv;
+  struct http_conn *c = cap->c;
+  struct hutch_err err = {0};
+  json_t *snap = NULL;
+  close(cap->storage_fd);
+  /* The sandbox runs on, unless it was paused meanwhile or another capture
+   * still reads it. */
+  struct sbx *sb = NULL;
+  for (struct sbx *x = srv->sandboxes; x; x = x->next)
+    if (!x->dying && strcmp(x->id, cap->sandbox) == 0)
+      sb = x;
+  if (sb && --sb->captures == 0 && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
+  if (c)
+    http_own(c, NULL, NULL);
+  if (cap->r < 0) {
+    if (c)
+      http_error(c, cap->err.kind == HUTCH_ERR_INVALID ? 422 : 500,
+                 cap->err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
+                 "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
+  } else if (srv->stopping || (!c && cap->ephemeral)) {
+    /* Nobody will use it: a server going away released the sandbox mid-copy,
+     * or the client of a fork left. */
+    hutch_layer_remove(cap->dir, &err);
+  } else {
+    struct store_snapshot sn = {cap->id,          cap->p.tenant, cap->name, cap->sandbox,
+                                cap->layers,      wall_ms(),     cap->stats.bytes,
+                                cap->stats.files, cap->ephemeral};
+    if (store_snapshot_put(srv->store, &sn, &err) < 0) {
+      hutch_layer_remove(cap->dir, &err);
+      if (c)
+        http_error(c, 500, "internal", "%s", err.msg);
+    } else {
+      snap = row_json(&sn);
+      json_object_set_new(snap, "took_ms", json_real((double)(now_ns() - cap->t0) / 1e6));
+    }
+  }
+  cap->done(c, &cap->p, snap, cap->arg);
+  json_decref(snap);
+  json_decref(cap->layers);
+  free(cap->dir);
+  free(cap->name);
+  free(cap);
+}
+
+int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                      const char *name, bool ephemeral, snapshot_done_fn done, void *arg) {
   struct server *srv = c->srv;
   struct hutch_err err = {0};
   size_t depth = json_array_size(sb->layers);
@@ -138,18 +223,18 @@ json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name,
                "sandbox %s stacks %zu snapshots already: a snapshot of it would pass the "
                "limit of %d",
                sb->id, depth, HUTCH_MAX_LAYERS);
-    return NULL;
+    return -1;
   }
   if (sb->hs->storage_fd < 0) {
     http_error(c, 409, "unsupported",
                "sandbox %s was made by an older hutch whose agent does not hold its storage",
                sb->id);
-    return NULL;
+    return -1;
   }
   _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
   if (mkdir(top, 0700) < 0 && errno != EEXIST) {
     http_error(c, 500, "internal", "%s: %s", top, strerror(errno));
-    return NULL;
+    return -1;
   }
   /* Sandboxes see a layer through an id-mapped mount: a state dir whose
    * filesystem has none could keep snapshots no sandbox can use. */
@@ -162,45 +247,50 @@ json_t *snapshots_capture(struct http_conn *c, struct sbx *sb, const char *name,
                "snapshots need a state dir whose filesystem can be id-mapped (ext4, xfs, btrfs; "
                "tmpfs from Linux 6.3): %s cannot",
                top);
-    return NULL;
+    return -1;
   }
-  char id[22] = "snap_";
-  serve_random_hex(id + 5, 16);
-  _cleanup_free_ char *dir = snapshots_dir(srv, id);
-  uint64_t t0 = now_ns();
-  bool frozen = !sb->paused;
-  if (frozen && hutch_sandbox_freeze(sb->hs, true, &err) < 0) {
+  int fd = fcntl(sb->hs->storage_fd, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) {
+    http_error(c, 500, "internal", "dup: %s", strerror(errno));
+    return -1;
+  }
+  /* Frozen for the copy: a paused one is already, and a second capture
+   * finds it so. */
+  if (!sb->paused && !sb->captures && hutch_sandbox_freeze(sb->hs, true, &err) < 0) {
+    close(fd);
     http_error(c, 409, "not_frozen", "sandbox %s: %s", sb->id, err.msg);
-    return NULL;
+    return -1;
   }
-  struct hutch_layer_stats stats;
-  int r = hutch_layer_capture(sb->hs->storage_fd, sb->hs->uid_base, dir, &stats, &err);
-  struct hutch_err thaw_err = {0};
-  if (frozen && hutch_sandbox_freeze(sb->hs, false, &thaw_err) < 0)
-    fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, thaw_err.msg);
-  double took_ms = (double)(now_ns() - t0) / 1e6;
-  if (r < 0) {
-    http_error(c, err.kind == HUTCH_ERR_INVALID ? 422 : 500,
-               err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
-               "snapshot of sandbox %s: %s", sb->id, err.msg);
-    return NULL;
-  }
-  json_t *layers = json_pack("[s]", id);
+  sb->captures++;
+  struct capture *cap = xcalloc(1, sizeof *cap);
+  cap->work.data = cap;
+  cap->srv = srv;
+  cap->c = c;
+  cap->p = *p;
+  memcpy(cap->sandbox, sb->id, sizeof cap->sandbox);
+  memcpy(cap->id, "snap_", 5);
+  serve_random_hex(cap->id + 5, 16);
+  cap->dir = snapshots_dir(srv, cap->id);
+  cap->name = xstrdup(name ? name : "");
+  cap->layers = json_pack("[s]", cap->id);
   if (sb->layers)
-    json_array_extend(layers, sb->layers);
-  struct store_snapshot sn = {id,     sb->tenant, name ? name : "", sb->id, layers, wall_ms(),
-                              stats.bytes, stats.files, ephemeral};
-  if (store_snapshot_put(srv->store, &sn, &err) < 0) {
-    struct hutch_err ignored;
-    hutch_layer_remove(dir, &ignored);
-    json_decref(layers);
-    http_error(c, 500, "internal", "%s", err.msg);
-    return NULL;
-  }
-  json_t *j = row_json(&sn);
-  json_object_set_new(j, "took_ms", json_real(took_ms));
-  json_decref(layers);
-  return j;
+    json_array_extend(cap->layers, sb->layers);
+  cap->ephemeral = ephemeral;
+  cap->storage_fd = fd;
+  cap->uid_base = sb->hs->uid_base;
+  cap->t0 = now_ns();
+  cap->done = done;
+  cap->arg = arg;
+  http_own(c, &capture_ops, cap);
+  uv_queue_work(srv->loop, &cap->work, capture_work, capture_after);
+  return 0;
+}
+
+static void answer_snapshot(struct http_conn *c, const struct principal *p, json_t *snap,
+                            void *arg) {
+  (void)p, (void)arg;
+  if (c && snap)
+    http_json(c, 201, json_incref(snap));
 }
 
 void api_snapshots_create(struct http_conn *c, const struct principal *p) {
@@ -208,11 +298,8 @@ void api_snapshots_create(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0) {
-    json_t *j = snapshots_capture(c, sb, name, false);
-    if (j)
-      http_json(c, 201, j);
-  }
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
+    snapshots_capture(c, p, sb, name, false, answer_snapshot, NULL);
   json_decref(o);
 }
 
@@ -273,49 +360,73 @@ void api_snapshots_delete(struct http_conn *c, const struct principal *p) {
     http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
-json_t *snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                       uint64_t count, double timeout_s) {
+/* A fork's plan: the request each copy is made by, once the snapshot is. */
+struct fork_plan {
+  json_t *req;
+  uint64_t count;
+  fork_answer_fn answer;
+};
+
+static void make_forks(struct http_conn *c, const struct principal *p, json_t *snap, void *arg) {
+  struct fork_plan *plan = arg;
+  if (c && snap) {
+    json_object_set(plan->req, "template", json_object_get(snap, "id"));
+    struct sbx **made = xcalloc(plan->count, sizeof *made);
+    json_t *out = json_array();
+    for (uint64_t i = 0; out && i < plan->count; i++) {
+      made[i] = sandboxes_create(c, p, plan->req);
+      if (made[i]) {
+        json_array_append_new(out, sbx_json(made[i]));
+        continue;
+      }
+      /* Answered: the forks made so far go, and the snapshot with them. */
+      for (uint64_t j = 0; j < i; j++)
+        sbx_destroy(made[j]);
+      json_t *layers = json_pack("[O]", json_object_get(snap, "id"));
+      snapshots_release(c->srv, layers);
+      json_decref(layers);
+      json_decref(out);
+      out = NULL;
+    }
+    free(made);
+    if (out)
+      plan->answer(c, json_object_get(snap, "id"), out);
+    json_decref(out);
+  } /* (a fork whose client left has no snapshot: capture_after removed it) */
+  json_decref(plan->req);
+  free(plan);
+}
+
+int snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                   uint64_t count, double timeout_s, fork_answer_fn answer) {
   if (count < 1 || count > MAX_FORKS) {
     http_error(c, 400, "invalid_argument", "count must be from 1 to %d", MAX_FORKS);
-    return NULL;
+    return -1;
   }
   if (sandboxes_check_room(c, p, sb->memory_mb, (unsigned)count) < 0)
-    return NULL;
-  json_t *snap = snapshots_capture(c, sb, "", true);
-  if (!snap)
-    return NULL;
+    return -1;
   /* Each a sandbox as its parent was made: limits, env, metadata, life. */
-  json_t *req = json_pack("{s:O,s:I,s:I,s:I,s:O,s:O,s:f,s:s,s:b}", "template",
-                          json_object_get(snap, "id"), "memory_mb", (json_int_t)sb->memory_mb,
-                          "disk_mb", (json_int_t)sb->disk_mb, "pids", (json_int_t)sb->pids,
-                          "env", sb->env, "metadata", sb->metadata, "timeout_s",
-                          timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000, "on_timeout",
-                          sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  struct fork_plan *plan = xcalloc(1, sizeof *plan);
+  plan->req = json_pack("{s:I,s:I,s:I,s:O,s:O,s:f,s:s,s:b}", "memory_mb",
+                        (json_int_t)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb, "pids",
+                        (json_int_t)sb->pids, "env", sb->env, "metadata", sb->metadata,
+                        "timeout_s", timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000,
+                        "on_timeout", sb->pause_on_timeout ? "pause" : "kill", "auto_resume",
+                        sb->auto_resume);
   if (sb->cpu_milli)
-    json_object_set_new(req, "cpus", json_real((double)sb->cpu_milli / 1000));
-  struct sbx **made = xcalloc(count, sizeof *made);
-  json_t *out = json_array();
-  for (uint64_t i = 0; out && i < count; i++) {
-    made[i] = sandboxes_create(c, p, req);
-    if (made[i]) {
-      json_array_append_new(out, sbx_json(made[i]));
-      continue;
-    }
-    /* Answered: the forks made so far go, and the snapshot with them. */
-    for (uint64_t j = 0; j < i; j++)
-      sbx_destroy(made[j]);
-    json_t *layers = json_pack("[O]", json_object_get(snap, "id"));
-    snapshots_release(c->srv, layers);
-    json_decref(layers);
-    json_decref(out);
-    out = NULL;
+    json_object_set_new(plan->req, "cpus", json_real((double)sb->cpu_milli / 1000));
+  plan->count = count;
+  plan->answer = answer;
+  if (snapshots_capture(c, p, sb, "", true, make_forks, plan) < 0) {
+    json_decref(plan->req);
+    free(plan);
+    return -1;
   }
-  free(made);
-  json_decref(req);
-  if (out)
-    out = json_pack("{s:O,s:o}", "snapshot_id", json_object_get(snap, "id"), "sandboxes", out);
-  json_decref(snap);
-  return out;
+  return 0;
+}
+
+static void answer_forks(struct http_conn *c, json_t *snapshot_id, json_t *made) {
+  http_json(c, 201, json_pack("{s:O,s:O}", "snapshot_id", snapshot_id, "sandboxes", made));
 }
 
 /* {count, timeout_s?}: count new sandboxes holding the sandbox's files. */
@@ -327,9 +438,7 @@ void api_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   double t = -1;
   if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
       body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0) {
-    json_t *j = snapshots_fork(c, p, sb, count, t);
-    if (j)
-      http_json(c, 201, j);
+    snapshots_fork(c, p, sb, count, t, answer_forks);
   }
   json_decref(o);
 }

@@ -51,6 +51,9 @@ def test_pause_stops_the_processes_and_resume_goes_on(tenant):
     listed = tenant.get("/v1/sandboxes?state=paused").json["sandboxes"]
     assert [s["id"] for s in listed] == [sid]
     assert tenant.get("/v1/sandboxes?state=running").json["sandboxes"] == []
+    text = tenant.get("/metrics").raw.decode()
+    assert 'hutch_sandboxes{state="paused"} ' in text and \
+        'hutch_sandboxes{state="paused"} 0' not in text
     time.sleep(1.5)  # 15 ticks, were it running
     # auto_resume false: work on it is refused, not done
     assert error_of(tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c")) == "sandbox_paused"

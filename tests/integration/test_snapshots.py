@@ -240,3 +240,47 @@ def test_snapshots_survive_a_restart(tmp_path):
         time.sleep(0.1)
     # the server's sandboxes went with SIGINT; the named snapshot stays on disk
     assert (tmp_path / "state" / "snapshots" / sn["id"]).is_dir()
+
+
+def test_snapshots_pause_and_delete_at_once(tenant):
+    """A snapshot is copied off the server's loop: other requests for the
+    same sandbox come meanwhile. However they interleave, the sandbox ends
+    in the state the last request asked for, and nothing is lost."""
+    import concurrent.futures
+    sid = tenant.create(disk_mb=512)["id"]
+    sh(tenant, sid, "head -c 150000000 /dev/urandom > /tmp/big")
+    r = tenant.post(f"/v1/sandboxes/{sid}/exec", {
+        "shell": "i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; "
+                 "sleep 0.02; done", "background": True})
+    assert r.status == 201
+    pool = concurrent.futures.ThreadPoolExecutor(4)
+    # two snapshots at once: both made, and the sandbox runs on after both
+    a, b = (pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots") for _ in range(2))
+    assert a.result().status == 201 and b.result().status == 201
+    assert a.result().json["size_bytes"] >= 150000000 and a.result().json["id"] != b.result().json["id"]
+    n = int(sh(tenant, sid, "cat /tmp/n"))
+    time.sleep(0.2)
+    assert int(sh(tenant, sid, "cat /tmp/n")) > n
+    # a pause while a snapshot is copied: paused it stays
+    snap = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots")
+    assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    assert snap.result().status == 201
+    assert tenant.get(f"/v1/sandboxes/{sid}").json["state"] == "paused"
+    # a resume while a snapshot of the paused sandbox is copied: it runs after
+    snap = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots")
+    assert tenant.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    assert snap.result().status == 201
+    n = int(sh(tenant, sid, "cat /tmp/n"))
+    time.sleep(0.2)
+    assert int(sh(tenant, sid, "cat /tmp/n")) > n
+    # a delete while a snapshot is copied: the snapshot is whole, or never began
+    snap = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots")
+    assert tenant.delete(f"/v1/sandboxes/{sid}").status == 204
+    r = snap.result()
+    assert r.status in (201, 404), r
+    ids = [s["id"] for s in tenant.get("/v1/snapshots").json["snapshots"]]
+    assert len(ids) == (5 if r.status == 201 else 4)
+    if r.status == 201:
+        copy = tenant.create(template=r.json["id"], disk_mb=512)["id"]
+        assert sh(tenant, copy, "stat -c %s /tmp/big") == "150000000\n"
+    pool.shutdown()
