@@ -253,6 +253,7 @@ def test_snapshots_pause_and_delete_at_once(tenant):
         "shell": "i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; "
                  "sleep 0.02; done", "background": True})
     assert r.status == 201
+    sh(tenant, sid, "while [ ! -e /tmp/n ]; do sleep 0.01; done")  # the loop has begun
     pool = concurrent.futures.ThreadPoolExecutor(4)
     # two snapshots at once: both made, and the sandbox runs on after both
     a, b = (pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots") for _ in range(2))
