@@ -17,6 +17,7 @@
 #include <sys/sendfile.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -27,11 +28,52 @@
 #include "spawn.h"
 #include "util.h"
 
+/* Files with more than one link, by inode: where the first was copied, so
+ * that each further link is a link again. Copied apart, 1 GiB linked 260000
+ * times (an inode each, no data) would be 260 TB on the host. */
+struct link {
+  ino_t ino;
+  char *path; /* under the layer's root; NULL: a free slot */
+};
+
 struct capture {
   uid_t base;
   struct hutch_layer_stats *stats;
   struct hutch_err *err;
+  int root;            /* the layer's root */
+  char *path;          /* the directory being copied, under root ("" at the top) */
+  size_t path_len;
+  struct link *links;  /* open addressing, a power of two */
+  size_t nlinks, links_cap;
+  uint64_t max_bytes;  /* the storage's size: more is no copy of it */
 };
+
+static struct link *link_slot(struct capture *cap, ino_t ino) {
+  size_t mask = cap->links_cap - 1, i = (size_t)(ino * 0x9E3779B97F4A7C15ull) & mask;
+  while (cap->links[i].path && cap->links[i].ino != ino)
+    i = (i + 1) & mask;
+  return &cap->links[i];
+}
+
+static void link_add(struct capture *cap, ino_t ino, char *path) {
+  if (2 * (cap->nlinks + 1) > cap->links_cap) {
+    struct link *old = cap->links;
+    size_t n = cap->links_cap;
+    cap->links_cap = n ? 2 * n : 64;
+    cap->links = xcalloc(cap->links_cap, sizeof *cap->links);
+    for (size_t i = 0; i < n; i++)
+      if (old[i].path)
+        *link_slot(cap, old[i].ino) = old[i];
+    free(old);
+  }
+  *link_slot(cap, ino) = (struct link){ino, path};
+  cap->nlinks++;
+}
+
+/* name's path under the layer's root (malloc'd). */
+static char *path_of(const struct capture *cap, const char *name) {
+  return cap->path_len ? xasprintf("%s/%s", cap->path, name) : xstrdup(name);
+}
 
 /* An id of the sandbox's, from 0; any other as the id no sandbox maps. */
 static uid_t shift(uid_t id, uid_t base) {
@@ -77,10 +119,13 @@ static bool xattr_kept(const char *name) {
 }
 
 static int copy_xattrs(int in, int out, const char *what, struct hutch_err *err) {
-  char names[8192];
-  ssize_t n = flistxattr(in, names, sizeof names);
+  ssize_t size = flistxattr(in, NULL, 0);
+  if (size <= 0)
+    return size == 0 || errno == ENOTSUP ? 0 : hutch_err_set(err, errno, "%s: list attributes", what);
+  _cleanup_free_ char *names = xmalloc((size_t)size);
+  ssize_t n = flistxattr(in, names, (size_t)size);
   if (n < 0)
-    return errno == ENOTSUP ? 0 : hutch_err_set(err, errno, "%s: list attributes", what);
+    return hutch_err_set(err, errno, "%s: list attributes", what);
   _cleanup_free_ char *value = xmalloc(XATTR_SIZE_MAX);
   for (char *name = names; name < names + n; name += strlen(name) + 1) {
     if (!xattr_kept(name))
@@ -113,6 +158,9 @@ static int copy_data(int in, int out, off_t size, struct capture *cap, const cha
         return hutch_err_set(cap->err, n < 0 ? errno : EIO, "%s: copy", name);
       off += n;
       cap->stats->bytes += (uint64_t)n;
+      if (cap->stats->bytes > cap->max_bytes)
+        return hutch_err_invalid(cap->err, "more data than its storage holds: it changed "
+                                           "while being copied");
     }
     pos = hole;
   }
@@ -123,11 +171,28 @@ static int copy_data(int in, int out, off_t size, struct capture *cap, const cha
 
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st,
                      struct capture *cap) {
-  _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+  /* A further link of a file copied already: a link again. */
+  struct link *l = st->st_nlink > 1 && cap->links_cap ? link_slot(cap, st->st_ino) : NULL;
+  if (l && l->path) {
+    if (linkat(cap->root, l->path, ddir, name, 0) < 0)
+      return hutch_err_set(cap->err, errno, "%s: link", name);
+    return 0;
+  }
+  /* Non-blocking and checked against what was seen: a file swapped for a
+   * fifo meanwhile (only if the sandbox were thawed) cannot hang the copy. */
+  struct stat now;
+  _cleanup_close_ int in =
+      openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (in < 0 || fstat(in, &now) < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  if (!S_ISREG(now.st_mode) || now.st_ino != st->st_ino || now.st_dev != st->st_dev)
+    return hutch_err_invalid(cap->err, "%s changed while being copied", name);
   _cleanup_close_ int out =
       openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (in < 0 || out < 0)
+  if (out < 0)
     return hutch_err_set(cap->err, errno, "%s", name);
+  if (st->st_nlink > 1)
+    link_add(cap, st->st_ino, path_of(cap, name));
   if (copy_data(in, out, st->st_size, cap, name) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
     return -1;
   if (fchown(out, shift(st->st_uid, cap->base), shift(st->st_gid, cap->base)) < 0 ||
@@ -158,7 +223,15 @@ static int copy_entry(int sdir, int ddir, const char *name, int depth, struct ca
     _cleanup_close_ int out = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (in < 0 || out < 0)
       return hutch_err_set(cap->err, errno, "%s", name);
-    if (copy_dir(in, out, depth + 1, cap) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
+    size_t len = cap->path_len;
+    char *here = path_of(cap, name);
+    free(cap->path);
+    cap->path = here;
+    cap->path_len = strlen(here);
+    int sub = copy_dir(in, out, depth + 1, cap);
+    cap->path_len = len; /* back to the parent's path */
+    cap->path[len] = '\0';
+    if (sub < 0 || copy_xattrs(in, out, name, cap->err) < 0)
       return -1;
     if (fchown(out, uid, gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
       return hutch_err_set(cap->err, errno, "%s: owner", name);
@@ -213,23 +286,35 @@ static int copy_dir(int sdir, int ddir, int depth, struct capture *cap) {
 
 int hutch_layer_capture(int storage_fd, uid_t uid_base, const char *dest,
                         struct hutch_layer_stats *stats, struct hutch_err *err) {
-  struct capture cap = {uid_base, stats, err};
+  struct capture cap = {.base = uid_base, .stats = stats, .err = err, .path = xstrdup("")};
+  struct statfs sfs;
   memset(stats, 0, sizeof *stats);
   _cleanup_close_ int in =
       openat(storage_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0)
+  if (in < 0 || fstatfs(storage_fd, &sfs) < 0) {
+    free(cap.path);
     return hutch_err_set(err, errno, "the sandbox's writable layer");
-  if (mkdir(dest, 0755) < 0)
-    return hutch_err_set(err, errno, "layer %s", dest);
-  _cleanup_close_ int out = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (out < 0 || copy_dir(in, out, 0, &cap) < 0 || copy_xattrs(in, out, "/", err) < 0) {
-    if (out < 0)
-      hutch_err_set(err, errno, "layer %s", dest);
-    struct hutch_err ignored;
-    hutch_layer_remove(dest, &ignored);
-    return -1;
   }
-  return 0;
+  cap.max_bytes = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize;
+  if (mkdir(dest, 0755) < 0) {
+    free(cap.path);
+    return hutch_err_set(err, errno, "layer %s", dest);
+  }
+  cap.root = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int r = cap.root < 0 ? hutch_err_set(err, errno, "layer %s", dest)
+          : copy_dir(in, cap.root, 0, &cap) < 0 || copy_xattrs(in, cap.root, "/", err) < 0 ? -1
+                                                                                         : 0;
+  if (cap.root >= 0)
+    close(cap.root);
+  for (size_t i = 0; i < cap.links_cap; i++)
+    free(cap.links[i].path);
+  free(cap.links);
+  free(cap.path);
+  if (r < 0) {
+    struct hutch_err ignored = {0};
+    hutch_layer_remove(dest, &ignored);
+  }
+  return r;
 }
 
 static int remove_below(int dirfd, int depth, struct hutch_err *err) {
@@ -265,8 +350,10 @@ int hutch_layer_remove(const char *dir, struct hutch_err *err) {
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return errno == ENOENT ? 0 : hutch_err_set(err, errno, "%s", dir);
-  if (remove_below(fd, 0, err) < 0 || rmdir(dir) < 0)
-    return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", dir);
+  if (remove_below(fd, 0, err) < 0)
+    return -1;
+  if (rmdir(dir) < 0)
+    return hutch_err_set(err, errno, "%s", dir);
   return 0;
 }
 

@@ -32,6 +32,10 @@ int sbx_pause(struct sbx *sb, struct hutch_err *err) {
 }
 
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
+  /* Taken over paused, its agent answers only once thawed, which a copy
+   * under way does not allow yet. */
+  if (sb->agent_pending && sb->captures)
+    return hutch_err_set(err, EBUSY, "a snapshot of it is being copied: resume it in a moment");
   usage_sample(sb); /* the paused time is not */
   /* A snapshot being copied keeps it frozen: its end thaws it. */
   if (!sb->captures && hutch_sandbox_freeze(sb->hs, false, err) < 0)
@@ -58,7 +62,8 @@ bool sbx_wake(struct http_conn *c, struct sbx *sb) {
   }
   struct hutch_err err = {0};
   if (sbx_resume(sb, -1, &err) < 0) {
-    http_error(c, 500, "sandbox_error", "resuming sandbox %s: %s", sb->id, err.msg);
+    http_error(c, err.errnum == EBUSY ? 409 : 500, err.errnum == EBUSY ? "busy" : "sandbox_error",
+               "resuming sandbox %s: %s", sb->id, err.msg);
     return false;
   }
   return true;
@@ -94,7 +99,8 @@ void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
   if (!sb->paused)
     http_error(c, 409, "not_paused", "sandbox %s is running, not paused", sb->id);
   else if (sbx_resume(sb, t < 0 ? -1 : (int64_t)(t * 1000), &err) < 0)
-    http_error(c, 500, "sandbox_error", "resuming sandbox %s: %s", sb->id, err.msg);
+    http_error(c, err.errnum == EBUSY ? 409 : 500, err.errnum == EBUSY ? "busy" : "sandbox_error",
+               "resuming sandbox %s: %s", sb->id, err.msg);
   else
     http_json(c, 200, sbx_json(sb));
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "serve.h"
@@ -200,6 +201,13 @@ static int serve(struct server *srv) {
 
 int serve_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
+  /* Connections, agents and snapshot copies (two fds a directory level)
+   * all take fds: as many as the hard limit allows. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   struct server *srv = server_new();
   int r = parse(argc, argv, &srv->cfg);
   if (r == 0 && geteuid() != 0) {

@@ -340,6 +340,10 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     ctx->adopted++;
     return;
   }
+  /* Running, as the store says: a server that died while copying a
+   * snapshot of it left it frozen. */
+  if (hutch_sandbox_freeze(sb->hs, false, &err) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
   if (sbx_connect_agent(sb) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: its agent did not answer; destroying it\n", sb->id);
     sbx_destroy(sb);

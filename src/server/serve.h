@@ -118,6 +118,7 @@ struct server {
   uint64_t refill_due; /* loop time by which a deferred refill runs */
   struct metrics metrics;
   bool layers_checked, layers_usable; /* can the state dir hold snapshots (snapshots.c) */
+  unsigned captures; /* snapshot copies under way */
   bool stopping;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
 };

@@ -6,6 +6,7 @@
  * sandbox. A fork is a snapshot (kept only while its forks live) and N
  * sandboxes made from it. Process memory is not carried: the namespace
  * tier has no way to move it between sandboxes (docs/lifecycle.md). */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,9 @@
 #include "util.h"
 
 #define MAX_FORKS 32 /* sandboxes one fork request makes */
+/* Copies under way on the whole server: each holds its sandbox frozen, so
+ * one waiting for a thread of the pool would keep it frozen for nothing. */
+#define MAX_CAPTURES 4
 
 char *snapshots_dir(const struct server *srv, const char *id) {
   return xasprintf("%s/snapshots/%s", srv->cfg.state_dir, id);
@@ -115,6 +119,25 @@ void snapshots_gc(struct server *srv) {
     json_decref(one);
   }
   json_decref(all);
+  /* Copies a server that died mid-way left: a directory the store has no
+   * row for. */
+  _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
+  DIR *d = opendir(top);
+  all = d ? snapshots_list(srv, NULL) : NULL;
+  for (struct dirent *e; all && (e = readdir(d));) {
+    bool known = e->d_name[0] == '.';
+    json_array_foreach(all, i, v) known |=
+        strcmp(json_string_value(json_object_get(v, "id")), e->d_name) == 0;
+    if (!known) {
+      _cleanup_free_ char *dir = snapshots_dir(srv, e->d_name);
+      struct hutch_err err = {0};
+      if (hutch_layer_remove(dir, &err) < 0)
+        fprintf(stderr, "hutch serve: %s: %s\n", dir, err.msg);
+    }
+  }
+  json_decref(all);
+  if (d)
+    closedir(d);
 }
 
 char **snapshots_layer_paths(const struct server *srv, json_t *layers, size_t *n) {
@@ -165,6 +188,18 @@ static void capture_work(uv_work_t *w) {
   cap->r = hutch_layer_capture(cap->storage_fd, cap->uid_base, cap->dir, &cap->stats, &cap->err);
 }
 
+/* Whether every layer but the first (the new one) is still a snapshot. */
+static bool layers_exist(struct server *srv, json_t *layers) {
+  json_t *all = snapshots_list(srv, NULL), *v;
+  size_t i, found = 0;
+  json_array_foreach(all, i, v) {
+    const char *id = json_string_value(json_object_get(v, "id"));
+    found += has_layer(layers, id) && strcmp(id, json_string_value(json_array_get(layers, 0))) != 0;
+  }
+  json_decref(all);
+  return all && found + 1 == json_array_size(layers);
+}
+
 static void capture_after(uv_work_t *w, int status) {
   (void)status;
   struct capture *cap = w->data;
@@ -173,6 +208,7 @@ static void capture_after(uv_work_t *w, int status) {
   struct hutch_err err = {0};
   json_t *snap = NULL;
   close(cap->storage_fd);
+  srv->captures--;
   /* The sandbox runs on, unless it was paused meanwhile or another capture
    * still reads it. */
   struct sbx *sb = NULL;
@@ -192,6 +228,14 @@ static void capture_after(uv_work_t *w, int status) {
     /* Nobody will use it: a server going away released the sandbox mid-copy,
      * or the client of a fork left. */
     hutch_layer_remove(cap->dir, &err);
+  } else if (!layers_exist(srv, cap->layers)) {
+    /* A snapshot it stacks went while it was copied (its sandbox, the last
+     * to stack it, was destroyed): on its own it is of no use. */
+    hutch_layer_remove(cap->dir, &err);
+    if (c)
+      http_error(c, 409, "snapshot_in_use",
+                 "a snapshot sandbox %s was made from was deleted during the copy",
+                 cap->sandbox);
   } else {
     struct store_snapshot sn = {cap->id,          cap->p.tenant, cap->name, cap->sandbox,
                                 cap->layers,      wall_ms(),     cap->stats.bytes,
@@ -249,6 +293,11 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
                top);
     return -1;
   }
+  if (srv->captures >= MAX_CAPTURES) {
+    http_error(c, 429, "busy", "%d snapshots are being copied: try again in a moment",
+               MAX_CAPTURES);
+    return -1;
+  }
   int fd = fcntl(sb->hs->storage_fd, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) {
     http_error(c, 500, "internal", "dup: %s", strerror(errno));
@@ -262,6 +311,7 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
     return -1;
   }
   sb->captures++;
+  srv->captures++;
   struct capture *cap = xcalloc(1, sizeof *cap);
   cap->work.data = cap;
   cap->srv = srv;
@@ -336,22 +386,29 @@ int snapshots_delete(struct http_conn *c, const struct principal *p, const char 
     http_error(c, 404, "not_found", "no snapshot %s", id);
     return -1;
   }
-  json_decref(s);
   json_t *all = snapshots_list(srv, NULL);
   unsigned snaps, n = users_of(srv, all, id, &snaps);
   json_decref(all);
   struct hutch_err err = {0};
   if (n || snaps) {
+    json_decref(s);
     http_error(c, 409, "snapshot_in_use",
                "snapshot %s is stacked by %u running sandboxes and %u snapshots: delete them "
                "first",
                id, n, snaps);
     return -1;
   }
+  json_t *layers = json_deep_copy(json_object_get(s, "layers"));
+  json_decref(s);
   if (remove_snapshot(srv, id, &err) < 0) {
+    json_decref(layers);
     http_error(c, 500, "internal", "snapshot %s: %s", id, err.msg);
     return -1;
   }
+  /* The fork snapshot it stacked may have nothing left stacking it. */
+  json_array_remove(layers, 0);
+  snapshots_release(srv, layers);
+  json_decref(layers);
   return 0;
 }
 

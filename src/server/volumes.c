@@ -75,9 +75,10 @@ static bool name_ok(const char *s) {
 }
 
 /* mkfs.ext4 on the image: no reserved blocks, the root the sandbox user's
- * (1000, which each sandbox's id map turns into its own user). */
+ * (1000, which each sandbox's id map turns into its own user), and no
+ * discard, which on a file punches holes: the image stays allocated. */
 static int make_fs(const char *image, struct hutch_err *err) {
-  char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=1000:1000",
+  char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=1000:1000,nodiscard",
                   (char *)image, NULL};
   pid_t pid = fork();
   if (pid == 0) {

@@ -3,6 +3,7 @@ sandboxes made from it (files, owners, links, holes and deletions as they
 were), forks that diverge, snapshots that outlive the server and are kept
 while anything stacks them, and what a hostile sandbox can put in its
 files. Against both builds of the server."""
+import pathlib
 import signal
 import time
 
@@ -28,6 +29,13 @@ SETUP = ("mkdir -p /home/user/proj/deep/er /home/user/empty && cd /home/user/pro
 @pytest.fixture(scope="module", params=["build", "asan"])
 def server(request, tmp_path_factory):
     yield from serve_each_build(request, tmp_path_factory)
+
+
+def nothing_left_since(before):
+    deadline = time.monotonic() + 30
+    while set(leftovers()) - before:
+        assert time.monotonic() < deadline, set(leftovers()) - before
+        time.sleep(0.1)
 
 
 def sh(api, sid, script, user=None):
@@ -201,13 +209,19 @@ def test_hostile_files_are_refused_or_copied_as_data(server, tenant):
     assert sorted(p.name for p in (server.state_dir / "snapshots").glob("*")) == before
     assert tenant.get("/v1/snapshots").json["snapshots"] == []
     assert sh(tenant, sid, "echo still") == "still\n"  # thawed after the refusal
-    # odd names, setuid bits, a socket: copied as data, never as privilege
+    # odd names, setuid bits, a socket: copied as data, never as privilege;
+    # a file linked 2000 times is one file on the host, not 2000
     sh(tenant, sid, "rm -rf /tmp/d; cd /home/user && printf x > \"$(printf 'new\\nline')\" && "
                     "cp /bin/true suid && chmod 4755 suid && "
-                    "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"")
+                    "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && "
+                    "mkdir /tmp/l && head -c 4000000 /dev/urandom > /tmp/l/0 && "
+                    "for i in $(seq 1 2000); do ln /tmp/l/0 /tmp/l/$i; done")
     sn = snapshot(tenant, sid)
+    assert 4000000 <= sn["size_bytes"] < 5000000, sn
     copy = tenant.create(template=sn["id"])["id"]
     assert sh(tenant, copy, "cd /home/user; ls -b; stat -c %a suid") == "new\\nline\nsuid\n755\n"
+    assert sh(tenant, copy, "stat -c %h /tmp/l/0; cmp /tmp/l/0 /tmp/l/2000 && echo same") == \
+        "2001\nsame\n"
     layer = server.state_dir / "snapshots" / sn["id"]
     assert not any(p.stat().st_mode & 0o6000 for p in layer.rglob("*") if p.is_file() and
                    not p.is_symlink())
@@ -234,10 +248,7 @@ def test_snapshots_survive_a_restart(tmp_path):
         assert api.get(f"/v1/snapshots/{fork['snapshot_id']}").status == 404
     finally:
         assert s.stop() == 0
-    deadline = time.monotonic() + 30
-    while set(leftovers()) - before:
-        assert time.monotonic() < deadline, set(leftovers()) - before
-        time.sleep(0.1)
+    nothing_left_since(before)
     # the server's sandboxes went with SIGINT; the named snapshot stays on disk
     assert (tmp_path / "state" / "snapshots" / sn["id"]).is_dir()
 
@@ -285,3 +296,38 @@ def test_snapshots_pause_and_delete_at_once(tenant):
         copy = tenant.create(template=r.json["id"], disk_mb=512)["id"]
         assert sh(tenant, copy, "stat -c %s /tmp/big") == "150000000\n"
     pool.shutdown()
+
+
+def test_a_sandbox_a_dead_server_left_frozen_runs_again(tmp_path):
+    """A server killed while it copied a snapshot leaves the sandbox frozen
+    (and the copy half made): the next start thaws it, takes it over, and
+    removes the half copy."""
+    import sqlite3
+    before = set(leftovers())
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    api = s.api()
+    sid = api.create()["id"]
+    sh(api, sid, "echo alive > /tmp/a")
+    slot = json_slot(tmp_path / "state" / "hutch.db", sid, sqlite3)
+    v2 = pathlib.Path("/sys/fs/cgroup/cgroup.controllers").exists()
+    freeze = (pathlib.Path(f"/sys/fs/cgroup/hutch/{slot}/cgroup.freeze") if v2 else
+              pathlib.Path(f"/sys/fs/cgroup/freezer/hutch/{slot}/freezer.state"))
+    assert s.stop(signal.SIGKILL) == -signal.SIGKILL
+    freeze.write_text("1" if v2 else "FROZEN")
+    half = tmp_path / "state" / "snapshots" / "snap_0123456789abcdef"
+    half.mkdir(parents=True)
+    (half / "partial").write_text("x")
+    s.start()
+    try:
+        assert sh(api, sid, "cat /tmp/a") == "alive\n"
+        assert not half.exists()
+    finally:
+        assert s.stop() == 0
+    nothing_left_since(before)
+
+
+def json_slot(db, sid, sqlite3):
+    import json
+    with sqlite3.connect(db) as con:
+        (spec,) = con.execute("SELECT spec FROM sandboxes WHERE id = ?", (sid,)).fetchone()
+    return json.loads(spec)["slot"]

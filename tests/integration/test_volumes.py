@@ -69,6 +69,7 @@ def test_a_volume_outlives_its_sandbox(server, tenant):
         "kept\nd\nf\nlost+found\n"
     assert tenant.delete(f"/v1/sandboxes/{b['id']}").status == 204
     image = server.state_dir / "volumes" / f"{v['id']}.img"
+    assert image.stat().st_blocks * 512 >= 32 << 20  # allocated in full, no holes
     wait_for(lambda: not attached(image))  # the loop device goes with its last mount
     assert tenant.delete(f"/v1/volumes/{v['id']}").status == 204
     assert not image.exists() and tenant.get(f"/v1/volumes/{v['id']}").status == 404
