@@ -405,8 +405,12 @@ static int mount_user_binds(const struct hutch_rootfs *r, int root, struct hutch
 static int mount_volumes(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
   for (size_t i = 0; i < r->cfg->nvolumes; i++) {
     const struct hutch_volume *v = &r->cfg->volumes[i];
+    /* noinit_itable: the inode tables mkfs left to be zeroed later stay as
+     * they are (marked unused); zeroing them through a loop device would
+     * punch holes in the image, which must stay allocated. */
     _cleanup_close_ int fs = fsopen("ext4", FSOPEN_CLOEXEC);
     if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", v->device, 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
         fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
       return hutch_err_set(err, errno, "volume on %s", v->device);
     _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
