@@ -148,6 +148,14 @@ class Api:
         return lines
 
 
+def wait_for(cond, seconds=10):
+    """Poll cond until it holds; fail after seconds."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
 def error_of(r):
     """The code of an error answer, which must have the error shape."""
     body = r.json

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, error_of, output
+from serveapi import Server, error_of, output, wait_for
 
 COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/c.new; mv /tmp/c.new /tmp/c; "
            "sleep 0.1; done")
@@ -29,13 +29,6 @@ def counter(api, sid):
     r = api.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c")
     assert r.status == 200, r
     return int(r.raw)
-
-
-def wait_for(cond, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_pause_stops_the_processes_and_resume_goes_on(tenant):

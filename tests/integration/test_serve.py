@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, WebSocket, error_of, output
+from serveapi import Server, WebSocket, error_of, output, wait_for
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
@@ -194,13 +194,6 @@ def test_client_gone_kills_the_exec(api, sandbox):
     conn.sock.shutdown(socket.SHUT_RDWR)
     conn.close()
     wait_for(lambda: processes_matching(api, sid, "sleep 4242") == 0)
-
-
-def wait_for(cond, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def metric(server, name):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, error_of, output
+from serveapi import Server, error_of, output, wait_for
 
 # Everything a sandbox can make in its files, listed in a form that is the
 # same wherever the files are: path, type, mode, owner, size, content hash.
@@ -32,10 +32,7 @@ def server(request, tmp_path_factory):
 
 
 def nothing_left_since(before):
-    deadline = time.monotonic() + 30
-    while set(leftovers()) - before:
-        assert time.monotonic() < deadline, set(leftovers()) - before
-        time.sleep(0.1)
+    wait_for(lambda: not set(leftovers()) - before, 30)
 
 
 def sh(api, sid, script, user=None):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import BUILD, leftovers, serve_each_build
-from serveapi import Server, error_of, output
+from serveapi import Server, error_of, output, wait_for
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
@@ -42,13 +42,6 @@ def attached(image):
     return out
 
 
-def wait_for(cond, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_volume_outlives_its_sandbox(server, tenant):
     v = volume(tenant, "data")
     assert v["id"].startswith("vol_") and v["name"] == "data" and v["size_mb"] == 32
@@ -70,7 +63,7 @@ def test_a_volume_outlives_its_sandbox(server, tenant):
     assert tenant.delete(f"/v1/sandboxes/{b['id']}").status == 204
     image = server.state_dir / "volumes" / f"{v['id']}.img"
     assert image.stat().st_blocks * 512 >= 32 << 20  # allocated in full, no holes
-    wait_for(lambda: not attached(image))  # the loop device goes with its last mount
+    wait_for(lambda: not attached(image), 20)  # the loop device goes with its last mount
     assert tenant.delete(f"/v1/volumes/{v['id']}").status == 204
     assert not image.exists() and tenant.get(f"/v1/volumes/{v['id']}").status == 404
 
@@ -154,7 +147,7 @@ def test_volumes_survive_a_restart(tmp_path):
         assert len(attached(image)) == 1
     finally:
         assert s.stop() == 0
-    wait_for(lambda: not attached(image))
+    wait_for(lambda: not attached(image), 20)
     wait_for(lambda: not set(leftovers()) - before, 30)
     s.start()
     try:
