@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -521,6 +522,25 @@ int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usa
     u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
   }
   return sb->cg.ops->usage(&sb->cg, &u->cg, err);
+}
+
+/* The calling thread enters the sandbox's network namespace only for the
+ * socket(2) call: a socket belongs to the namespace it was made in for
+ * its whole life, so the server can listen and connect inside a sandbox
+ * (egress proxy, port forwarding) while the sandbox gets no route out.
+ * Failing to return to our own namespace would leave every later socket
+ * of this thread inside a sandbox: that is not survivable, so it aborts. */
+int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
+                         struct hutch_err *err) {
+  if (setns(sb->pidfd, CLONE_NEWNET) < 0)
+    return hutch_err_set(err, errno, "enter the network namespace of sandbox %s", sb->id);
+  int fd = socket(domain, type | SOCK_CLOEXEC, 0);
+  int e = errno;
+  if (setns(own_netns, CLONE_NEWNET) < 0)
+    abort();
+  if (fd < 0)
+    return hutch_err_set(err, e, "socket in sandbox %s", sb->id);
+  return fd;
 }
 
 static void close_storage(struct hutch_sandbox *sb) {

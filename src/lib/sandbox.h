@@ -92,6 +92,13 @@ void hutch_sandbox_release(struct hutch_sandbox *sb);
  * they all are; or thaw them. */
 int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
 
+/* A socket (socket(2)'s domain and type; close-on-exec) made in the
+ * sandbox's network namespace, for the caller to bind or connect there.
+ * own_netns: an fd of the calling thread's own network namespace, where
+ * it returns (opened once: /proc/thread-self/ns/net). */
+int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
+                         struct hutch_err *err);
+
 struct hutch_sandbox_usage {
   struct hutch_cg_usage cg;
   uint64_t disk_used, disk_total; /* bytes of its storage; 0 when unknown */
