@@ -1,0 +1,95 @@
+/* A sandbox's egress policy: which hosts and ports its proxy (egress.c)
+ * lets it reach, and what counts as an address it may never reach by
+ * name. Pure functions, no I/O: tests/unit/test_netpolicy.c covers them.
+ *
+ * An allow-list entry is one of (each with an optional ":PORT"; without
+ * one, any port):
+ *   pypi.org        that name exactly
+ *   *.github.com    any name under github.com (not github.com itself)
+ *   *               any name (public addresses only)
+ *   10.1.2.3        that address; 10.0.0.0/8 the block
+ *   [::1] [fd00::/8]  IPv6, in brackets
+ * docs/network.md says which addresses a name may resolve to. */
+#ifndef HUTCH_NETPOLICY_H
+#define HUTCH_NETPOLICY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define NETPOLICY_MAX_ENTRIES 256
+#define NETPOLICY_MAX_SECRETS 32
+#define NETPOLICY_HOST_MAX 253
+
+enum np_kind {
+  NP_NAME,   /* exact name */
+  NP_SUFFIX, /* "*.suffix": name holds ".suffix" */
+  NP_ANY,    /* "*" */
+  NP_ADDR,   /* address block */
+};
+
+struct np_entry {
+  enum np_kind kind;
+  char name[NETPOLICY_HOST_MAX + 2]; /* NP_NAME: the name; NP_SUFFIX: ".suffix" */
+  int family;                        /* NP_ADDR: AF_INET or AF_INET6 */
+  unsigned char addr[16];
+  unsigned prefix;
+  uint16_t port; /* 0: any */
+};
+
+struct np_secret {
+  char host[NETPOLICY_HOST_MAX + 1];
+  char *header, *value;
+};
+
+struct netpolicy {
+  bool allowlist; /* false: mode "none", nothing passes */
+  struct np_entry *entries;
+  size_t n;
+  struct np_secret *secrets;
+  size_t nsecrets;
+};
+
+/* What a host let through, and so which addresses it may go on to. */
+enum np_match {
+  NP_DENIED,
+  NP_BY_PATTERN, /* a wildcard: public addresses only */
+  NP_BY_NAME,    /* named exactly: private ones too */
+  NP_BY_ADDR,    /* an address literal within a listed block */
+};
+
+/* The policy a request's "network" object {mode, allow} and "secrets"
+ * list ask for (either may be NULL: mode none, no secrets). -1 with why
+ * filled when one is malformed. */
+int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, char *why,
+                    size_t whylen);
+void netpolicy_free(struct netpolicy *p);
+/* The normalised allow-list as given back to clients: a new array. */
+json_t *netpolicy_allow_json(const struct netpolicy *p);
+
+/* host: as the client named it (a name, or an address; lower-cased,
+ * without brackets); port: its port. */
+enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, uint16_t port);
+/* Whether host, let through as m, may be reached at address sa. why gets
+ * the reason when not. */
+bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const struct sockaddr *sa,
+                          uint16_t port, char *why, size_t whylen);
+
+/* Addresses by what they are: the public Internet; private networks and
+ * loopback; and the rest (link-local, cloud metadata, multicast,
+ * unspecified, reserved), never reached by name. */
+enum np_class { NP_PUBLIC, NP_PRIVATE, NP_SPECIAL };
+enum np_class netpolicy_classify(int family, const unsigned char *addr);
+
+/* A host as a client may name it, made canonical in out (lower case, no
+ * trailing dot, an address without brackets): false when it is no valid
+ * name or address. */
+bool netpolicy_host_ok(const char *host, char out[NETPOLICY_HOST_MAX + 1]);
+
+/* The secrets for a host (exact name), in order; prev NULL for the first. */
+const struct np_secret *netpolicy_next_secret(const struct netpolicy *p, const char *host,
+                                              const struct np_secret *prev);
+
+#endif
