@@ -14,7 +14,7 @@ struct create_req {
   double timeout_s;
   uint64_t memory_mb, pids, disk_mb;
   double cpus;
-  json_t *env, *metadata, *volumes;
+  json_t *env, *metadata, *volumes, *network, *secrets;
   const char *on_timeout;
   int auto_resume; /* -1: not said */
 };
@@ -22,11 +22,14 @@ struct create_req {
 static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
                                       "pids",     "disk_mb",   "env",        "metadata",
-                                      "on_timeout", "auto_resume", "volumes",    NULL};
+                                      "on_timeout", "auto_resume", "volumes",    "network",
+                                      "secrets",  NULL};
   r->template = "host";
   r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
   r->on_timeout = "kill";
   r->volumes = json_object_get(o, "volumes");
+  r->network = json_object_get(o, "network");
+  r->secrets = json_object_get(o, "secrets");
   json_t *ar = json_object_get(o, "auto_resume");
   r->auto_resume = -1;
   if (ar && !json_is_boolean(ar)) {
@@ -44,6 +47,8 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
       body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
       body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
       body_string(c, o, "on_timeout", 8, &r->on_timeout) < 0)
+    return -1;
+  if (network_check(c, r->network, r->secrets) < 0)
     return -1;
   if (strcmp(r->on_timeout, "kill") != 0 && strcmp(r->on_timeout, "pause") != 0) {
     http_error(c, 400, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
@@ -133,6 +138,10 @@ static struct sbx *create(struct http_conn *c, const struct principal *p,
   /* Resumed by the next request that needs it, unless asked otherwise. */
   sb->auto_resume = r->auto_resume != 0;
   sbx_register(srv, sb);
+  if (network_set(c, sb, r->network, r->secrets) < 0) { /* checked already: cannot fail */
+    sbx_destroy(sb);
+    return NULL;
+  }
   if (store_sandbox_put(srv->store, sb, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
     sbx_destroy(sb);

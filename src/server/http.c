@@ -2,6 +2,7 @@
  * responses through libuv (http.h). */
 #include "http.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -722,6 +723,24 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
 
 void http_abort(struct http_conn *c) { conn_close(c); }
 
+int http_detach(struct http_conn *c, char **rest, size_t *nrest) {
+  uv_os_fd_t fd;
+  int dup_fd = -1;
+  if (c->state != HC_CLOSING && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  *rest = c->leftover;
+  *nrest = c->leftover_len;
+  /* Paused at the end of the head, the parser left the head's last LF. */
+  if (c->headers_done && *nrest && (*rest)[0] == '\n')
+    memmove(*rest, *rest + 1, --*nrest);
+  c->leftover = NULL;
+  c->leftover_len = 0;
+  c->ops = NULL;
+  c->action = NULL;
+  conn_close(c);
+  return dup_fd;
+}
+
 /* ---- request accessors ---- */
 
 const char *http_header(const struct http_req *req, const char *name) {
@@ -806,7 +825,9 @@ const char *http_status_text(int status) {
   case 429: return "Too Many Requests";
   case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
+  case 502: return "Bad Gateway";
   case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
   default: return "Unknown";
   }
 }

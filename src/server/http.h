@@ -165,6 +165,11 @@ void http_stream_end(struct http_conn *c);
 void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
 void http_raw_send(struct http_conn *c, const void *data, size_t n);
 
+/* Hand the connection's socket over (a relay takes it, ports.c): a
+ * duplicate of it, and in *rest what the client sent after the request's
+ * head (malloc'd). The connection itself is closed. -1 when it failed. */
+int http_detach(struct http_conn *c, char **rest, size_t *nrest);
+
 /* End a response that cannot be finished (its source failed mid-way):
  * the connection is closed, so the client sees it cut short. */
 void http_abort(struct http_conn *c);

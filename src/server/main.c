@@ -27,6 +27,8 @@ static const char usage[] =
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
+    "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
+    "                            the Host header (default localhost)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
@@ -59,7 +61,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_ROUTES, O_HELP };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -70,6 +72,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
+      {"domain", required_argument, NULL, O_DOMAIN},
       {"routes", optional_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
       {0},
@@ -133,6 +136,16 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       free(cfg->kernels_dir);
       cfg->kernels_dir = xstrdup(optarg);
       break;
+    case O_DOMAIN: {
+      char canon[NETPOLICY_HOST_MAX + 1];
+      if (!netpolicy_host_ok(optarg, canon) || strchr(canon, ':')) {
+        fprintf(stderr, "hutch serve: --domain wants a DNS name, not '%s'\n", optarg);
+        return -1;
+      }
+      free(cfg->domain);
+      cfg->domain = xstrdup(canon);
+      break;
+    }
     case O_ROUTES:
       if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {
         fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",

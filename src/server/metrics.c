@@ -72,6 +72,11 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
              "# TYPE hutch_sandboxes_expired_total counter\n"
              "hutch_sandboxes_expired_total %llu\n",
           (unsigned long long)m->expired);
+  fprintf(f, "# HELP hutch_egress_connections_total Connections through egress proxies.\n"
+             "# TYPE hutch_egress_connections_total counter\n"
+             "hutch_egress_connections_total{verdict=\"allowed\"} %llu\n"
+             "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
+          (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
   pool_metrics(f, srv);
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);

@@ -46,6 +46,11 @@ static void healthz(struct http_conn *c, const struct principal *p) {
   http_respond(c, 200, "application/json", "{\"status\":\"ok\"}\n", 16, NULL);
 }
 
+/* A sandbox's port (ports.c): any method, the rest of the path passed on
+ * ({path} matches it whole, slashes and all, or nothing); the handler
+ * checks the caller itself, as a port may be public. */
+#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true}
+
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
     {HTTP_GET, "/metrics", PUBLIC, NULL, api_metrics},
@@ -58,6 +63,9 @@ static const struct route native[] = {
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},
     {HTTP_POST, "/v1/sandboxes/{id}/pause", TENANT, "sandbox.pause", api_sandboxes_pause},
     {HTTP_POST, "/v1/sandboxes/{id}/resume", TENANT, "sandbox.resume", api_sandboxes_resume},
+    {HTTP_PATCH, "/v1/sandboxes/{id}/network", TENANT, "sandbox.network", api_sandboxes_network},
+    PORT(HTTP_GET), PORT(HTTP_HEAD), PORT(HTTP_POST), PORT(HTTP_PUT), PORT(HTTP_PATCH),
+    PORT(HTTP_DELETE), PORT(HTTP_OPTIONS),
     {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
     {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
     {HTTP_POST, "/v1/sandboxes/{id}/snapshots", TENANT, "snapshot.create", api_snapshots_create},
@@ -153,6 +161,7 @@ static const struct route e2b_envd[] = {
 };
 #undef RPC
 #undef STREAM
+#undef PORT
 
 /* The code interpreter (E2B's code-interpreter template server). */
 static const struct route e2b_interp[] = {
@@ -181,6 +190,8 @@ static bool match(const char *pattern, const char *path, struct http_req *req) {
   const char *p = pattern;
   const char *s = path;
   while (*p && *s) {
+    if (strcmp(p, "/{path}") == 0)
+      return true; /* the rest of the path, whatever it holds */
     if (*p != '/' || *s != '/')
       return false;
     p++, s++;
@@ -195,7 +206,7 @@ static bool match(const char *pattern, const char *path, struct http_req *req) {
     }
     p = pend, s = send;
   }
-  return *p == '\0' && *s == '\0';
+  return (*p == '\0' || strcmp(p, "/{path}") == 0) && *s == '\0';
 }
 
 static void cut_params(struct http_req *req) {
@@ -240,7 +251,8 @@ static const struct route *find(const struct http_req *req, bool *path_known) {
 }
 
 bool serve_streams_body(struct server *srv, const struct http_req *req) {
-  (void)srv;
+  if (ports_routed_by_host(srv, req))
+    return true;
   bool known;
   const struct route *r = find(req, &known);
   return r && r->stream_body;
@@ -281,6 +293,10 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
   pool_defer(srv);
+  if (ports_routed_by_host(srv, req)) { /* {port}-{id}.DOMAIN: a sandbox's port */
+    ports_forward(c, NULL);
+    return;
+  }
   bool path_known;
   const struct route *found = find(req, &path_known);
   if (!found) {
@@ -332,6 +348,23 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }
+void serve_audit(struct server *srv, json_t *j) {
+  if (!j)
+    return;
+  if (srv->audit) {
+    char when[32];
+    iso8601(wall_ms(), when);
+    /* "time" first: a reader sees when before what. */
+    json_t *line = json_pack("{s:s}", "time", when);
+    json_object_update(line, j);
+    json_dumpf(line, srv->audit, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
+    fputc('\n', srv->audit);
+    fflush(srv->audit);
+    json_decref(line);
+  }
+  json_decref(j);
+}
+
 void serve_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
   if (status >= 400 && status < 600)
@@ -344,20 +377,13 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   }
   /* One JSON line per API action: when, who, what, on which sandbox, how
    * it ended and how long it took. Reads (GET) are not actions. */
-  char when[32];
-  iso8601(wall_ms(), when);
   double ms = (double)(now_ns() - c->req.started_ns) / 1e6;
-  json_t *j = json_pack("{s:s,s:s,s:s,s:o,s:i,s:o,s:f}", "time", when, "tenant", c->tenant,
-                        "action", c->action, "sandbox",
-                        c->sandbox[0] ? json_string(c->sandbox) : json_null(), "status", status,
-                        "error", c->last_error ? json_string(c->last_error) : json_null(),
-                        "duration_ms", ms);
-  if (j) {
-    json_dumpf(j, srv->audit, SERVE_JSON_FLAGS);
-    fputc('\n', srv->audit);
-    fflush(srv->audit);
-    json_decref(j);
-  }
+  serve_audit(srv, json_pack("{s:s,s:s,s:o,s:i,s:o,s:f}", "tenant", c->tenant, "action",
+                             c->action, "sandbox",
+                             c->sandbox[0] ? json_string(c->sandbox) : json_null(), "status",
+                             status, "error",
+                             c->last_error ? json_string(c->last_error) : json_null(),
+                             "duration_ms", ms));
   c->action = NULL;
   c->sandbox[0] = '\0';
   c->tenant[0] = '\0';

@@ -55,6 +55,9 @@ json_t *sbx_json(const struct sbx *sb) {
                         "metadata", sb->metadata, "on_timeout",
                         sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
   json_object_set_new(j, "volumes", sb->volumes ? json_deep_copy(sb->volumes) : json_array());
+  json_object_set_new(j, "network", json_deep_copy(sb->network));
+  json_object_set_new(j, "traffic_token", json_string(sb->traffic_token));
+  json_object_set_new(j, "domain", json_string(sb->srv->cfg.domain));
   /* While paused the timeout's clock stands: no expiry, but what is left
    * of it and when the paused sandbox itself goes. */
   if (sb->paused) {
@@ -78,6 +81,7 @@ static void sbx_free_now(struct sbx *sb) {
   json_decref(sb->volumes);
   json_decref(sb->metadata);
   json_decref(sb->env);
+  network_free(sb);
   free(sb);
 }
 
@@ -90,6 +94,13 @@ void sbx_agent_dead(struct agentc *ac) {
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   fprintf(stderr, "hutch serve: sandbox %s: agent connection lost; destroying it\n", sb->id);
   sbx_destroy(sb);
+}
+
+/* A sandbox without its proxy still runs, with no way out: said, not fatal. */
+static void open_egress(struct sbx *sb) {
+  struct hutch_err err = {0};
+  if (egress_open(sb, &err) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: no egress proxy: %s\n", sb->id, err.msg);
 }
 
 struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
@@ -130,6 +141,9 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
     return NULL;
   }
   sb->ac.on_dead = sbx_agent_dead;
+  serve_random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
+  network_restore(sb, NULL, NULL, err); /* mode none, no secrets: cannot fail */
+  open_egress(sb);
   return sb;
 }
 
@@ -159,6 +173,8 @@ void sbx_destroy(struct sbx *sb) {
     if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
       fprintf(stderr, "hutch serve: %s\n", err.msg);
   }
+  egress_close(sb);
+  ports_close_all(sb);
   /* Streams hear the end first (their clients get a last line), then the
    * sandbox goes. The fd belongs to the connection, if there is one yet. */
   bool connected = !sb->agent_pending;
@@ -189,6 +205,8 @@ void sbx_release_all(struct server *srv) {
     srv->nsandboxes--;
     sb->dying = true;
     usage_final(sb);
+    egress_close(sb);
+    ports_close_all(sb);
     /* Frozen only for a snapshot's copy, which will not finish: it runs on. */
     struct hutch_err err = {0};
     if (sb->captures && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
@@ -332,7 +350,20 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->layers = json_is_array(layers) ? json_incref(layers) : NULL;
   json_t *volumes = json_object_get(row->spec, "volumes");
   sb->volumes = json_is_array(volumes) ? json_incref(volumes) : NULL;
+  const char *traffic = json_string_value(json_object_get(row->spec, "traffic_token"));
+  if (traffic && strlen(traffic) == SERVE_TOKEN_LEN)
+    memcpy(sb->traffic_token, traffic, sizeof sb->traffic_token);
+  else
+    serve_random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
+  if (network_restore(sb, json_object_get(row->spec, "network"),
+                      json_object_get(row->spec, "secrets"), &err) < 0) {
+    /* Never more open than it was: no way out at all. */
+    fprintf(stderr, "hutch serve: sandbox %s: %s; its network mode is now none\n", sb->id,
+            err.msg);
+    network_restore(sb, NULL, NULL, &err);
+  }
   sbx_register(srv, sb);
+  open_egress(sb);
   /* A paused agent cannot answer: it is taken over when it is resumed,
    * and its retention is the reaper's to watch. */
   if (sb->paused) {

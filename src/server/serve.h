@@ -11,6 +11,7 @@
 
 #include "agentc.h"
 #include "http.h"
+#include "netpolicy.h"
 #include "sandbox.h"
 
 #define SERVE_DEFAULT_PORT 7420
@@ -19,6 +20,8 @@
 #define SERVE_TENANT_LEN 64
 #define SERVE_KEY_ID_LEN 16
 #define SERVE_TOKEN_LEN 40
+/* Where a sandbox's egress proxy listens, in its own namespace (egress.c). */
+#define EGRESS_PORT 3128
 /* Where every sandbox of the server sees share/kernels, read-only. */
 #define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
@@ -35,6 +38,7 @@ struct serve_config {
   char **pool_specs; /* --pool arguments, NULL-terminated */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
+  char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
 };
 
 /* Who a request speaks for. */
@@ -49,6 +53,8 @@ struct proc;
 struct samples;
 struct context;
 struct watch;
+struct egress;
+struct pconn;
 
 struct sbx {
   struct sbx *next;
@@ -82,6 +88,16 @@ struct sbx {
   struct samples *samples; /* its usage over time (usage.c) */
   json_t *layers; /* the snapshot it was made from: its layers' ids; NULL: none */
   json_t *volumes; /* [{id, path, read_only}] it mounts; NULL: none */
+  /* Network (docs/network.md): the policy as clients see it ({mode, allow,
+   * public_ports}), the secrets its proxy adds (never shown), both
+   * compiled; its egress proxy; connections through its ports. */
+  json_t *network, *secrets;
+  struct netpolicy policy;
+  struct egress *egress;
+  struct pconn *ports;
+  unsigned nports;
+  /* What lets a client reach its private ports without an API key. */
+  char traffic_token[SERVE_TOKEN_LEN + 1];
   bool dying;
 };
 
@@ -94,6 +110,7 @@ struct metrics {
     uint64_t n;
   } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;
+  uint64_t egress_allowed, egress_denied; /* connections through egress proxies */
   uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
   double create_sum_s, exec_sum_s;
 };
@@ -108,6 +125,7 @@ struct server {
   struct store *store;
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
+  int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
   FILE *audit;
   struct http_conn *conns;
   unsigned nconns;
@@ -137,6 +155,8 @@ void serve_dispatch(struct server *srv, struct http_conn *c);
 bool serve_streams_body(struct server *srv, const struct http_req *req);
 /* Called when a response has ended: audit line and metrics. */
 void serve_request_done(struct server *srv, struct http_conn *c);
+/* Write one audit line (its "time" is added here); takes j's reference. */
+void serve_audit(struct server *srv, json_t *j);
 /* `hutch serve --routes=TABLE`: the table's routes, one "METHOD PATH" a
  * line; -1 when there is no such table. */
 int serve_print_routes(FILE *out, const char *table);
@@ -493,6 +513,27 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
 /* A metrics request's ?start=&end= (seconds since the epoch, as E2B's) in
  * ms; -1 after a 400. */
 int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
+
+/* network.c: a sandbox's network policy (netpolicy.h) from a create's
+ * "network" and "secrets", set on sb; -1 after a 400. And its route. */
+int network_set(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
+/* The same, checking only. */
+int network_check(struct http_conn *c, json_t *network, json_t *secrets);
+/* After a restart: the policy the store kept; -1 when it is unusable. */
+int network_restore(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err);
+void network_free(struct sbx *sb);
+void api_sandboxes_network(struct http_conn *c, const struct principal *p);
+
+/* egress.c: a sandbox's egress proxy, listening in its namespace; and its
+ * end. egress_recheck ends connections its policy no longer allows. */
+int egress_open(struct sbx *sb, struct hutch_err *err);
+void egress_close(struct sbx *sb);
+void egress_recheck(struct sbx *sb);
+
+/* ports.c: a sandbox's ports, reached through the server. */
+bool ports_routed_by_host(const struct server *srv, const struct http_req *req);
+void ports_forward(struct http_conn *c, const struct principal *p);
+void ports_close_all(struct sbx *sb);
 
 /* metrics.c */
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);

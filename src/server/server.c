@@ -27,9 +27,11 @@ struct server *server_new(void) {
       .paused_retention_ms = 86400 * 1000,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
+  srv->cfg.domain = xstrdup("localhost");
   srv->cfg.state_dir = xstrdup(hutch_default_state_dir());
   srv->loop = xmalloc(sizeof *srv->loop);
   uv_loop_init(srv->loop);
+  srv->netns_fd = -1;
   return srv;
 }
 
@@ -130,6 +132,9 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
 }
 
 int server_open(struct server *srv, struct hutch_err *err) {
+  srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (srv->netns_fd < 0)
+    return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");
   if (find_kernels(srv, err) < 0 || open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
@@ -158,8 +163,11 @@ void server_free(struct server *srv) {
     fclose(srv->audit);
   free(srv->agents_dir);
   free(srv->kernels_dir);
+  if (srv->netns_fd >= 0)
+    close(srv->netns_fd);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.host);
+  free(srv->cfg.domain);
   free(srv->cfg.state_dir);
   free(srv);
 }

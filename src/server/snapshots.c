@@ -472,6 +472,9 @@ int snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *s
                         sb->auto_resume);
   if (sb->cpu_milli)
     json_object_set_new(plan->req, "cpus", json_real((double)sb->cpu_milli / 1000));
+  json_object_set(plan->req, "network", sb->network);
+  if (sb->secrets)
+    json_object_set(plan->req, "secrets", sb->secrets);
   plan->count = count;
   plan->answer = answer;
   if (snapshots_capture(c, p, sb, "", true, make_forks, plan) < 0) {

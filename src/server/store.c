@@ -196,6 +196,12 @@ static char *spec_text(const struct sbx *sb) {
     json_object_set(spec, "layers", sb->layers);
   if (spec && sb->volumes)
     json_object_set(spec, "volumes", sb->volumes);
+  if (spec && sb->network)
+    json_object_set(spec, "network", sb->network);
+  if (spec && sb->secrets)
+    json_object_set(spec, "secrets", sb->secrets);
+  if (spec)
+    json_object_set_new(spec, "traffic_token", json_string(sb->traffic_token));
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   return text;

@@ -176,15 +176,15 @@ class WebSocket:
     """The smallest WebSocket client the tests need (RFC 6455): handshake,
     masked frames out, frames in."""
 
-    def __init__(self, port, path, key):
+    def __init__(self, port, path, key, host="x"):
         import base64
         import hashlib
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         nonce = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        auth = f"Authorization: Bearer {key}\r\n" if key else ""
+        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
                            f"Connection: Upgrade\r\nSec-WebSocket-Key: {nonce}\r\n"
-                           f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {key}\r\n\r\n")
-                          .encode())
+                           f"Sec-WebSocket-Version: 13\r\n{auth}\r\n").encode())
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
             chunk = self.sock.recv(4096)

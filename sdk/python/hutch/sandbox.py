@@ -171,18 +171,27 @@ class Sandbox:
     @classmethod
     def create(cls, template="host", *, timeout=None, memory_mb=None, cpus=None, pids=None,
                disk_mb=None, envs=None, metadata=None, on_timeout=None, auto_resume=None,
-               volumes=None, api_url=None, api_key=None, request_timeout=60):
+               volumes=None, network=None, secrets=None, api_url=None, api_key=None,
+               request_timeout=60):
         """A new sandbox; timeout is its life in seconds (default 300).
 
         on_timeout="pause" pauses it at its timeout instead of killing it;
         auto_resume=False makes requests to it while paused fail (409)
         instead of resuming it. volumes: {path: name} or a list of
-        {"name", "path", "read_only"} (see create_volume)."""
+        {"name", "path", "read_only"} (see create_volume).
+
+        network: {"mode": "none" | "allowlist", "allow": ["pypi.org",
+        "*.github.com", "10.0.0.5:8080", ...], "public_ports": [8000]};
+        by default the sandbox reaches nothing. secrets: [{"host",
+        "header", "value"}]: the egress proxy adds the header to plain-HTTP
+        requests to that host; the value never enters the sandbox
+        (docs/network.md)."""
         body = {"template": template}
         for k, v in (("timeout_s", timeout), ("memory_mb", memory_mb), ("cpus", cpus),
                      ("pids", pids), ("disk_mb", disk_mb), ("env", envs),
                      ("metadata", metadata), ("on_timeout", on_timeout),
-                     ("auto_resume", auto_resume)):
+                     ("auto_resume", auto_resume), ("network", network),
+                     ("secrets", secrets)):
             if v is not None:
                 body[k] = v
         if isinstance(volumes, dict):
@@ -254,6 +263,27 @@ class Sandbox:
         """Live timeout more seconds from now."""
         self._info = self._client.call("POST", f"/v1/sandboxes/{self.id}/timeout",
                                        {"timeout_s": timeout})
+
+    def set_network(self, *, mode=None, allow=None, public_ports=None, secrets=None):
+        """Change the network policy of the running sandbox: what is given
+        replaces what was. Connections the new policy forbids are cut."""
+        body = {k: v for k, v in (("mode", mode), ("allow", allow),
+                                  ("public_ports", public_ports), ("secrets", secrets))
+                if v is not None}
+        self._info = self._client.call("PATCH", f"/v1/sandboxes/{self.id}/network", body)
+        return self.info["network"]
+
+    def get_host(self, port):
+        """Where a client reaches the sandbox's port: {port}-{id}.{domain}
+        with the server's port (E2B's getHost). A private port wants the
+        API key or the traffic token (X-Hutch-Traffic-Token) with each
+        request."""
+        host = f"{int(port)}-{self.id}.{self._info['domain']}"
+        return host if self._client.port == 80 else f"{host}:{self._client.port}"
+
+    @property
+    def traffic_token(self):
+        return self._info["traffic_token"]
 
     def pause(self):
         """Freeze every process of the sandbox, keeping its memory and

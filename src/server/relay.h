@@ -1,0 +1,63 @@
+/* A relay: two TCP sockets joined, bytes moved both ways as they come by
+ * splice(2) through a pipe per direction (they never enter the server's
+ * memory), with flow control (a pipe that is full stops its source from
+ * being read) and half-close (one side's EOF is passed on as a shutdown of
+ * the other once the pipe has drained). The egress proxy (egress.c) and
+ * the port forwarder (ports.c) run their connections through one once
+ * they are set up.
+ *
+ * The owner embeds struct relay, initialises both sides' libuv handles
+ * with relay_init and sets them up itself (accept; or relay_adopt a
+ * socket, relay_connect),
+ * may queue bytes with relay_send, then relay_start, which moves the
+ * sockets to the relay. relay_close (or both sides' ends, or an error)
+ * closes everything; done is called once all is closed, and is where the
+ * owner frees what holds the relay. */
+#ifndef HUTCH_RELAY_H
+#define HUTCH_RELAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct relay;
+struct relay_attempt;
+typedef void (*relay_done_fn)(struct relay *r);
+
+struct relay {
+  uv_tcp_t side[2];  /* while it is set up */
+  uv_poll_t poll[2]; /* once it relays: the sockets, fd[i] */
+  int fd[2];
+  int pipe[2][2];  /* direction d (from side d): its pipe's read and write ends */
+  size_t piped[2]; /* bytes in the pipe of direction d */
+  char *pre[2];    /* relay_send's bytes for side i, sent before the rest */
+  size_t npre[2];
+  uint64_t bytes[2]; /* bytes read from side i */
+  bool eof[2];       /* side i has sent all it will */
+  bool shut[2];      /* side i has been told: nothing more comes */
+  bool started, closing;
+  struct relay_attempt *attempt; /* a connect of side 1 under way */
+  int open;                      /* handles not yet closed */
+  relay_done_fn done;
+};
+
+typedef void (*relay_connect_fn)(struct relay *r, int status);
+
+void relay_init(struct relay *r, uv_loop_t *loop, relay_done_fn done);
+/* Connect side 1 to sa on a socket of its own (a socket whose connect
+ * failed cannot try another address): fd, made by the caller (in a
+ * sandbox's namespace, say), or -1 for a new one. cb hears 0 once side 1
+ * is connected, or the error; not at all if the relay closes first. */
+void relay_connect(struct relay *r, int fd, const struct sockaddr *sa, relay_connect_fn cb);
+/* Side i is the connected socket fd (taken), not its handle's. */
+void relay_adopt(struct relay *r, int i, int fd);
+/* Queue a copy of data for side i, sent when it starts. */
+void relay_send(struct relay *r, int i, const void *data, size_t n);
+/* Relay both ways from now on. */
+void relay_start(struct relay *r);
+/* Instead of starting: write data to side i (its handle set up), then
+ * close all. */
+void relay_reply(struct relay *r, int i, const void *data, size_t n);
+void relay_close(struct relay *r);
+
+#endif

@@ -1,0 +1,410 @@
+"""Network (docs/network.md): the egress proxy and its allow-list, secrets
+the sandbox never sees, a sandbox's ports reached through the server.
+
+Only loopback is used: the hosts "out there" are HTTP servers of this test
+on the host's 127.0.0.1, which a sandbox (whose 127.0.0.1 is its own)
+reaches only through its proxy. Against both builds of the server."""
+import base64
+import hashlib
+import http.client
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import serve_each_build
+from serveapi import WebSocket, error_of, output, wait_for
+
+SECRET = "Bearer s3cr3t-" + "7f3a9c" * 4
+
+# A service a sandbox runs on a port: /headers echoes the request's
+# headers, POST /sum counts and hashes the body, /ws echoes WebSocket frames.
+SERVICE = r'''
+import base64, hashlib, json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, body, ctype="application/json"):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path.startswith("/ws"):
+            return self.ws()
+        if self.path.startswith("/headers"):
+            return self.reply(json.dumps(dict(self.headers.items())).encode())
+        self.reply(("hello from " + self.path).encode(), "text/plain")
+    def do_POST(self):
+        n = int(self.headers["Content-Length"])
+        h, left = hashlib.sha256(), n
+        while left:
+            piece = self.rfile.read(min(left, 1 << 16))
+            h.update(piece)
+            left -= len(piece)
+        self.reply(json.dumps({"len": n, "sha256": h.hexdigest()}).encode())
+    def ws(self):
+        key = self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept",
+                         base64.b64encode(hashlib.sha1(key.encode()).digest()).decode())
+        self.end_headers()
+        self.wfile.flush()
+        while True:
+            b0, b1 = self.rfile.read(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = int.from_bytes(self.rfile.read(2), "big")
+            elif n == 127:
+                n = int.from_bytes(self.rfile.read(8), "big")
+            mask = self.rfile.read(4)
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if b0 & 0x0F == 8:
+                self.wfile.write(b"\x88\x00")
+                return
+            data = b"echo:" + data
+            head = bytes([0x81, len(data)]) if len(data) < 126 else \
+                bytes([0x81, 126]) + len(data).to_bytes(2, "big")
+            self.wfile.write(head + data)
+            self.wfile.flush()
+    def log_message(self, *a):
+        pass
+
+ThreadingHTTPServer((sys.argv[2], int(sys.argv[1])), H).serve_forever()
+'''
+
+
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory):
+    yield from serve_each_build(request, tmp_path_factory)
+
+
+class Origin:
+    """An HTTP server on the host's loopback that records what it got."""
+
+    def __init__(self):
+        seen = self.seen = []
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(dict(self.headers.items()))
+                body = f"origin {self.path}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def origins():
+    made = [Origin(), Origin()]
+    yield made
+    for o in made:
+        o.close()
+
+
+def sh(api, sid, script, timeout=60):
+    """(exit code, stdout, stderr) of a shell script in the sandbox."""
+    lines = api.exec(sid, {"shell": script}, timeout=timeout)
+    return (lines[-1]["exit_code"], output(lines).decode(errors="replace"),
+            output(lines, "stderr").decode(errors="replace"))
+
+
+# The sandbox's own 127.0.0.1 is in NO_PROXY: reaching the host's goes
+# through the proxy by asking for it.
+CURL = "curl --noproxy '' -sS -m 10 -o /dev/null -w '%{http_code}'"
+
+
+def audit(server):
+    return [json.loads(l) for l in (server.state_dir / "audit.jsonl").read_text().splitlines()]
+
+
+def test_allowlist_lets_through_what_it_lists(server, tenant, origins):
+    a, b = origins
+    sb = tenant.create(network={"allow": [f"127.0.0.1:{a.port}"]})
+    assert sb["network"] == {"mode": "allowlist", "allow": [f"127.0.0.1:{a.port}"],
+                             "public_ports": []}
+    code, out, err = sh(tenant, sb["id"], f"{CURL} http://127.0.0.1:{a.port}/plain; echo; "
+                                          f"{CURL} -p http://127.0.0.1:{a.port}/tunnel; echo; "
+                                          f"{CURL} http://127.0.0.1:{b.port}/other; echo; "
+                                          f"curl --noproxy '' -sS http://127.0.0.1:{b.port}/")
+    assert code == 0, err
+    assert out.splitlines()[:3] == ["200", "200", "403"], out
+    assert "not in the sandbox's allow-list" in out
+    assert [h for h in a.seen if h.get("Host") == f"127.0.0.1:{a.port}"]
+    assert not b.seen
+    # The environment tells every workload where the proxy is.
+    code, out, _ = sh(tenant, sb["id"], "env")
+    env = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        assert env[var] == "http://127.0.0.1:3128"
+    assert "127.0.0.1" in env["NO_PROXY"] and "localhost" in env["no_proxy"]
+
+
+def test_no_route_out_but_the_proxy(server, tenant, origins):
+    sb = tenant.create()  # mode none
+    assert sb["network"]["mode"] == "none"
+    probe = r'''
+import socket
+for kind, addr in (("tcp-host", ("127.0.0.1", %d)), ("tcp-out", ("192.0.2.1", 80))):
+    s = socket.socket()
+    s.settimeout(3)
+    print(kind, s.connect_ex(addr))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"x", ("192.0.2.1", 53)); print("udp sent")
+except OSError as e:
+    print("udp", e.errno)
+try:
+    socket.getaddrinfo("example.com", 80); print("dns resolved")
+except OSError as e:
+    print("dns failed")
+''' % origins[0].port
+    code, out, err = sh(tenant, sb["id"], f"python3 - <<'EOF'\n{probe}\nEOF\n"
+                                          f"{CURL} http://127.0.0.1:{origins[0].port}/")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "tcp-host 111", lines  # its own loopback: nothing listens
+    assert lines[1] == "tcp-out 101", lines   # ENETUNREACH: there is no route
+    assert lines[2] == "udp 101" and lines[3] == "dns failed", lines
+    assert lines[4] == "403"
+    assert not origins[0].seen
+
+
+def test_names_wildcards_and_private_addresses(server, tenant, origins):
+    a = origins[0]
+    # A name listed exactly may lead to a private address (localhost is in
+    # the host's /etc/hosts); through a wildcard it may not.
+    sb = tenant.create(network={"allow": [f"localhost:{a.port}"]})
+    code, out, _ = sh(tenant, sb["id"], f"{CURL} http://localhost:{a.port}/exact")
+    assert out == "200"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["*"]})
+    assert r.status == 200 and r.json["network"]["allow"] == ["*"]
+    code, out, _ = sh(tenant, sb["id"], f"curl --noproxy '' -sS http://localhost:{a.port}/wild; "
+                                        f"{CURL} http://127.0.0.1:{a.port}/literal")
+    assert "private address 127.0.0.1" in out and out.endswith("403"), out
+    # The metadata service: never by name, nor as a literal unless listed,
+    # nor hidden in an IPv6 form.
+    code, out, _ = sh(tenant, sb["id"], f"{CURL} http://169.254.169.254/latest/meta-data/; echo; "
+                                        f"curl -sS -m 10 -p -o /dev/null -w '%{{http_connect}}' "
+                                        f"http://169.254.169.254/; echo; "
+                                        f"{CURL} 'http://[::ffff:169.254.169.254]/'")
+    assert out.split() == ["403", "403", "403"], out
+    assert [h["Host"] for h in a.seen] == [f"localhost:{a.port}"]
+
+
+def test_policy_changes_on_a_running_sandbox(server, tenant, origins):
+    a = origins[0]
+    sb = tenant.create()
+    url = f"http://127.0.0.1:{a.port}/"
+    assert sh(tenant, sb["id"], f"{CURL} {url}")[1] == "403"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network",
+                       {"mode": "allowlist", "allow": [f"127.0.0.1:{a.port}"]})
+    assert r.status == 200, r
+    assert sh(tenant, sb["id"], f"{CURL} {url}")[1] == "200"
+    # A tunnel open when the policy forbids its host again is cut.
+    holder = socket.create_server(("127.0.0.1", 0))
+    held = []
+    threading.Thread(target=lambda: held.append(holder.accept()), daemon=True).start()
+    tunnel = r'''
+import socket, sys
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n")
+print(s.recv(100).split(b"\r\n")[0].decode(), flush=True)
+print("cut" if s.recv(100) == b"" else "data", flush=True)
+''' % holder.getsockname()[1]
+    tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network",
+                   {"allow": [f"127.0.0.1:{a.port}", f"127.0.0.1:{holder.getsockname()[1]}"]})
+    conn, resp = tenant.exec_stream(sb["id"], {"cmd": ["python3", "-c", tunnel]})
+    first = json.loads(resp.readline())
+    assert first["type"] == "start"
+    line = json.loads(resp.readline())
+    assert line["data"].startswith("HTTP/1.1 200"), line
+    wait_for(lambda: held)
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network", {"mode": "none"})
+    assert r.status == 200 and r.json["network"] == {"mode": "none", "allow": [],
+                                                     "public_ports": []}
+    rest = [json.loads(l) for l in resp.read().splitlines()]
+    conn.close()
+    holder.close()
+    assert output(rest) == b"cut\n" and rest[-1]["exit_code"] == 0, rest
+    assert sh(tenant, sb["id"], f"{CURL} {url}")[1] == "403"
+
+
+def test_secrets_reach_the_host_but_never_the_sandbox(server, tenant, origins):
+    a = origins[0]
+    sb = tenant.create(network={"allow": [f"localhost:{a.port}"]},
+                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET}],
+                       env={"OTHER": "x"})
+    assert "secrets" not in sb and SECRET not in json.dumps(tenant.get(
+        f"/v1/sandboxes/{sb['id']}").json)
+    code, out, _ = sh(tenant, sb["id"],
+                      f"{CURL} -H 'Authorization: Bearer forged' http://localhost:{a.port}/api")
+    assert out == "200"
+    assert a.seen[-1]["Authorization"] == SECRET  # replaced, not added to
+    needle = SECRET.split()[1]
+    code, out, err = sh(tenant, sb["id"],
+                        f"env; cat /proc/*/environ | tr '\\0' '\\n'; "
+                        f"grep -rsl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
+                        f"--exclude-dir=dev {needle} / ; true")
+    assert needle not in out and needle not in err
+    assert "OTHER=x" in out
+
+
+def test_ports_are_reached_by_path_and_by_host(server, tenant):
+    sb = tenant.create()
+    sid = sb["id"]
+    r = tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service.py", SERVICE)
+    assert r.status in (200, 201), r
+    tenant.post(f"/v1/sandboxes/{sid}/exec",
+                {"cmd": ["python3", "/tmp/service.py", "8000", "0.0.0.0"], "background": True})
+    by_path = f"/v1/sandboxes/{sid}/ports/8000"
+    wait_for(lambda: tenant.get(f"{by_path}/").status == 200, 20)
+    r = tenant.get(f"{by_path}/a/b?c=d")
+    assert r.status == 200 and r.raw == b"hello from /a/b?c=d"
+    host = f"8000-{sid}.{sb['domain']}:{server.port}"
+    r = tenant.get("/x/y", headers={"Host": host})
+    assert r.status == 200 and r.raw == b"hello from /x/y"
+    # Private: no credential, 401; another tenant's key, 404; the traffic
+    # token, in. hutch's credentials never reach the service.
+    anon = server.api(None)
+    assert error_of(anon.get(f"{by_path}/")) == "unauthorized"
+    assert anon.get("/", headers={"Host": host}).status == 401
+    other = server.api(server.api().post("/v1/keys", {"tenant": "other-net"}).json["key"])
+    assert error_of(other.get(f"{by_path}/")) == "not_found"
+    r = anon.get("/headers", headers={"Host": host, "X-Hutch-Traffic-Token": sb["traffic_token"]})
+    assert r.status == 200
+    seen = {k.lower(): v for k, v in r.json.items()}
+    assert "x-hutch-traffic-token" not in seen
+    seen = {k.lower(): v for k, v in tenant.get(f"{by_path}/headers").json.items()}
+    assert "authorization" not in seen
+    # A body streams in, and the service's answer out.
+    body = bytes(range(256)) * (5 << 12)
+    r = tenant.request("POST", f"{by_path}/sum", body)
+    assert r.json == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    # Public on request.
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public_ports": [8000]})
+    assert r.status == 200 and r.json["network"]["public_ports"] == [8000]
+    assert anon.get(f"{by_path}/pub").raw == b"hello from /pub"
+    assert error_of(anon.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "unauthorized"
+    # Nothing listening: 502.
+    assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
+    lines = [l for l in audit(server) if l.get("action") == "sandbox.port" and
+             l.get("sandbox") == sid and "bytes_in" in l]
+    assert lines and all(l["port"] == 8000 for l in lines)
+
+
+def test_websocket_through_a_port(server, tenant):
+    sb = tenant.create()
+    sid = sb["id"]
+    tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service.py", SERVICE)
+    tenant.post(f"/v1/sandboxes/{sid}/exec",
+                {"cmd": ["python3", "/tmp/service.py", "9000", "127.0.0.1"], "background": True})
+    wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/ports/9000/").status == 200, 20)
+    for path, host, key in ((f"/v1/sandboxes/{sid}/ports/9000/ws", "x", tenant.key),
+                            ("/ws", f"9000-{sid}.{sb['domain']}", tenant.key)):
+        ws = WebSocket(server.port, path, key, host=host)
+        assert ws.status == 101 and ws.accepted, ws.head
+        for msg in ("one", "two" * 100):
+            ws.send(msg)
+            assert ws.recv() == (1, f"echo:{msg}".encode())
+        ws.send(b"", opcode=8)
+        assert ws.recv()[0] == 8
+        ws.close()
+    ws = WebSocket(server.port, f"/v1/sandboxes/{sid}/ports/9000/ws", None)
+    assert ws.status == 401
+    ws.close()
+
+
+def test_audit_lists_every_attempt(server, tenant, origins):
+    a = origins[0]
+    sb = tenant.create(network={"allow": [f"127.0.0.1:{a.port}"]})
+    sh(tenant, sb["id"], f"{CURL} http://127.0.0.1:{a.port}/audited; {CURL} http://pypi.org/")
+    lines = [l for l in audit(server) if l.get("action") == "sandbox.egress" and
+             l["sandbox"] == sb["id"]]
+    ok = [l for l in lines if l["allowed"]]
+    denied = [l for l in lines if not l["allowed"]]
+    assert len(ok) == 1 and ok[0]["host"] == "127.0.0.1" and ok[0]["port"] == a.port
+    assert ok[0]["bytes_in"] > 0 and ok[0]["bytes_out"] > 0 and ok[0]["duration_ms"] >= 0
+    assert len(denied) == 1 and denied[0]["host"] == "pypi.org" and denied[0]["status"] == 403
+    assert "allow-list" in denied[0]["reason"]
+
+
+@pytest.mark.parametrize("network,secrets,code", [
+    ({"mode": "open"}, None, "invalid_argument"),
+    ({"allow": ["exa mple.com"]}, None, "invalid_argument"),
+    ({"allow": ["pypi.org:0"]}, None, "invalid_argument"),
+    ({"allow": ["pypi.org:99999"]}, None, "invalid_argument"),
+    ({"allow": ["::1"]}, None, "invalid_argument"),
+    ({"allow": ["*.*.com"]}, None, "invalid_argument"),
+    ({"allow": ["10.0.0.0/33"]}, None, "invalid_argument"),
+    ({"allow": ["x.org"] * 257}, None, "invalid_argument"),
+    ({"allow": "pypi.org"}, None, "invalid_argument"),
+    ({"mode": "none", "allow": ["pypi.org"]}, None, "invalid_argument"),
+    ({"public_ports": [70000]}, None, "invalid_argument"),
+    ({"bogus": 1}, None, "invalid_argument"),
+    (None, [{"host": "a.org", "header": "Host", "value": "x"}], "invalid_argument"),
+    (None, [{"host": "a.org", "header": "X-Key", "value": "a\r\nb"}], "invalid_argument"),
+    (None, [{"host": "10.0.0.1", "header": "X-Key", "value": "v"}], "invalid_argument"),
+    (None, {"host": "a.org"}, "invalid_argument"),
+])
+def test_bad_policies_are_refused(server, tenant, network, secrets, code):
+    body = {k: v for k, v in (("network", network), ("secrets", secrets)) if v is not None}
+    r = tenant.post("/v1/sandboxes", body)
+    assert r.status == 400 and error_of(r) == code, r
+    assert tenant.get("/v1/sandboxes").json["sandboxes"] == []
+
+
+def test_hostile_proxy_clients_and_bad_routes(server, tenant, origins):
+    sb = tenant.create(network={"allow": [f"127.0.0.1:{origins[0].port}"]})
+    sid = sb["id"]
+    hostile = r'''
+import socket
+def ask(data):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(data)
+    out = b""
+    while chunk := s.recv(4096):
+        out += chunk
+    return out.split(b"\r\n")[0].decode()
+print(ask(b"HELLO\r\n\r\n"))
+print(ask(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+print(ask(b"GET https://127.0.0.1/ HTTP/1.1\r\n\r\n"))
+print(ask(b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n"))
+print(ask(b"CONNECT bad_host!:80 HTTP/1.1\r\n\r\n"))
+print(ask(b"CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n"))
+'''
+    code, out, err = sh(tenant, sid, f"python3 - <<'EOF'\n{hostile}\nEOF")
+    assert code == 0, err
+    statuses = [l.split()[1] for l in out.splitlines()]
+    assert statuses == ["400", "400", "400", "431", "400", "400"], out
+    # The proxy serves on.
+    assert sh(tenant, sid, f"{CURL} http://127.0.0.1:{origins[0].port}/")[1] == "200"
+    assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/0/")) == "invalid_argument"
+    assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/abc/")) == "invalid_argument"
+    assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/99999/")) == "invalid_argument"
+    assert error_of(tenant.get("/v1/sandboxes/0123456789abcdef/ports/80/")) == "not_found"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"secrets": "x"})
+    assert error_of(r) == "invalid_argument"
+    r = tenant.request("PATCH", "/v1/sandboxes/0123456789abcdef/network", {"mode": "none"})
+    assert error_of(r) == "not_found"
+    # The failed change left the policy as it was.
+    assert tenant.get(f"/v1/sandboxes/{sid}").json["network"]["allow"] == [
+        f"127.0.0.1:{origins[0].port}"]
