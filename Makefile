@@ -38,6 +38,7 @@ bench: all
 	$(PY) bench/startup --hutch $(BUILD)/hutch
 	$(PY) bench/serve --build $(BUILD)
 	$(PY) bench/lifecycle --build $(BUILD)
+	$(PY) bench/network --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)

@@ -20,7 +20,7 @@ test="$test clang libclang-rt-dev"
 # for E2B's SDKs (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
 # bench: the peers hutch is measured against, and a load generator
-bench="bubblewrap wrk"
+bench="bubblewrap wrk socat tinyproxy"
 
 want="$build"
 case "${1:-}" in
