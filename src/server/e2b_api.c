@@ -7,8 +7,9 @@
  *   DELETE /sandboxes/{id}                204
  *   POST /sandboxes/{id}/timeout          {timeout} seconds from now, 204
  *   POST /v2/sandboxes/{id}/connect       {timeout} extends only; the sandbox again
- *   POST /sandboxes/{id}/pause            501 until hutch has pause
- *   GET  /sandboxes/{id}/metrics          501 until hutch samples metrics
+ *   POST /sandboxes/{id}/pause            204
+ *   GET  /sandboxes/{id}/metrics          samples
+ *   …and snapshots, forks (docs/e2b.md); network settings in e2b_network.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
 #include <stdlib.h>
@@ -28,11 +29,17 @@
 static const char *const host_aliases[] = {"base", "code-interpreter-v1", "code-interpreter",
                                            "host", NULL};
 
+/* Where its ports are reached: {port}-{id}.DOMAIN, at the server's port
+ * (the SDKs' getHost()). */
+static json_t *domain_json(const struct sbx *sb) {
+  return json_sprintf("%s:%d", sb->srv->cfg.domain, sb->srv->cfg.port);
+}
+
 static json_t *sandbox_json(const struct sbx *sb) {
-  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", sb->id, "templateID",
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "sandboxID", sb->id, "templateID",
                    sb->template, "alias", sb->template, "clientID", "hutch", "envdVersion",
                    E2B_ENVD_VERSION, "envdAccessToken", sb->token, "trafficAccessToken",
-                   sb->token, "domain");
+                   sb->traffic_token, "domain", domain_json(sb));
 }
 
 static json_t *listed_json(const struct sbx *sb) {
@@ -76,11 +83,6 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
       body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
       body_string_map(c, o, "envVars", 256, &env) < 0 ||
-      refuse_if(c, "allow_internet_access",
-                json_is_true(json_object_get(o, "allow_internet_access")),
-                "hutch sandboxes have no network egress yet (only loopback)") < 0 ||
-      refuse_if(c, "network", json_object_get(o, "network") != NULL,
-                "egress rules are not available in hutch yet") < 0 ||
       refuse_if(c, "mcp", json_object_get(o, "mcp") != NULL,
                 "the MCP gateway is not available in hutch") < 0 ||
       refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0 ||
@@ -110,6 +112,9 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   /* The native create, from the same fields (a snapshot's id is a native
    * template). autoPauseMemory false asks for a pause that keeps only the
    * files: hutch's pause keeps memory always, which loses nothing. */
+  json_t *net = e2b_network_request(c, o);
+  if (!net)
+    goto out;
   json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", host ? "host" : tmpl, "timeout_s",
                           (json_int_t)timeout, "on_timeout",
                           json_is_true(json_object_get(o, "autoPause")) ? "pause" : "kill",
@@ -118,6 +123,8 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     json_object_set(req, "metadata", metadata);
   if (env)
     json_object_set(req, "env", env);
+  json_object_update(req, net);
+  json_decref(net);
   struct sbx *sb = sandboxes_create(c, p, req);
   json_decref(req);
   if (sb)
@@ -271,8 +278,10 @@ void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
     return;
   json_t *j = listed_json(sb);
   json_object_set_new(j, "envdAccessToken", json_string(sb->token));
-  json_object_set_new(j, "domain", json_null());
-  json_object_set_new(j, "allowInternetAccess", json_false());
+  json_object_set_new(j, "domain", domain_json(sb));
+  json_t *net = e2b_network_json(sb);
+  json_object_update(j, net);
+  json_decref(net);
   json_object_set_new(j, "lifecycle",
                       json_pack("{s:s,s:b}", "onTimeout", sb->pause_on_timeout ? "pause" : "kill",
                                 "autoResume", sb->auto_resume));

@@ -1,5 +1,6 @@
 /* A sandbox's network settings: its egress policy and secrets (netpolicy.h),
- * the ports it makes public, and PATCH /v1/sandboxes/{id}/network. */
+ * the ports it makes public (those listed, or all), and PATCH
+ * /v1/sandboxes/{id}/network. */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,9 +30,10 @@ static int check_ports(json_t *ports, char *why, size_t whylen) {
   return 0;
 }
 
-/* Apply network (a whole {mode, allow, public_ports}) and secrets to sb. */
+/* Apply network (a whole {mode, allow, public_ports, public}) and secrets
+ * to sb. */
 static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, size_t whylen) {
-  static const char *const known[] = {"mode", "allow", "public_ports", NULL};
+  static const char *const known[] = {"mode", "allow", "public_ports", "public", NULL};
   if (network && !json_is_null(network)) {
     if (!json_is_object(network)) {
       snprintf(why, whylen, "network must be an object {mode, allow, public_ports}");
@@ -50,17 +52,23 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
     }
   }
   json_t *ports = json_object_get(network, "public_ports");
+  json_t *public = json_object_get(network, "public");
   if (check_ports(ports, why, whylen) < 0)
     return -1;
+  if (public && !json_is_boolean(public)) {
+    snprintf(why, whylen, "network.public must be true or false");
+    return -1;
+  }
   struct netpolicy pol;
   if (netpolicy_parse(network, secrets, &pol, why, whylen) < 0)
     return -1;
   netpolicy_free(&sb->policy);
   sb->policy = pol;
   json_decref(sb->network);
-  sb->network = json_pack("{s:s,s:o,s:o}", "mode", pol.allowlist ? "allowlist" : "none", "allow",
-                          netpolicy_allow_json(&pol), "public_ports",
-                          json_is_array(ports) ? json_deep_copy(ports) : json_array());
+  sb->network = json_pack("{s:s,s:o,s:o,s:b}", "mode", pol.allowlist ? "allowlist" : "none",
+                          "allow", netpolicy_allow_json(&pol), "public_ports",
+                          json_is_array(ports) ? json_deep_copy(ports) : json_array(), "public",
+                          json_is_true(public));
   json_decref(sb->secrets);
   sb->secrets = json_array_size(secrets) ? json_deep_copy(secrets) : NULL;
   return 0;
@@ -96,7 +104,19 @@ void network_free(struct sbx *sb) {
   sb->network = sb->secrets = NULL;
 }
 
-/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?,
+int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets) {
+  if (network_set(c, sb, network, secrets) < 0)
+    return -1;
+  egress_recheck(sb);
+  struct hutch_err err = {0};
+  if (store_sandbox_update(c->srv->store, sb, &err) < 0) {
+    http_error(c, 500, "internal", "%s", err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?, public?,
  * secrets?}: what is given replaces what was; the rest stays. */
 void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
@@ -106,7 +126,7 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
   json_t *o = body_object(c);
   if (!o)
     return;
-  static const char *const known[] = {"mode", "allow", "public_ports", "secrets", NULL};
+  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
   if (body_only(c, o, known) < 0) {
     json_decref(o);
     return;
@@ -121,17 +141,12 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
     json_object_set_new(network, "allow", json_array());
   if (json_object_get(o, "public_ports"))
     json_object_set(network, "public_ports", json_object_get(o, "public_ports"));
+  if (json_object_get(o, "public"))
+    json_object_set(network, "public", json_object_get(o, "public"));
   json_t *secrets = json_object_get(o, "secrets");
-  int rc = network_set(c, sb, network, secrets ? secrets : sb->secrets);
+  int rc = network_change(c, sb, network, secrets ? secrets : sb->secrets);
   json_decref(network);
   json_decref(o);
-  if (rc < 0)
-    return;
-  egress_recheck(sb);
-  struct hutch_err err = {0};
-  if (store_sandbox_update(c->srv->store, sb, &err) < 0) {
-    http_error(c, 500, "internal", "%s", err.msg);
-    return;
-  }
-  http_json(c, 200, sbx_json(sb));
+  if (rc == 0)
+    http_json(c, 200, sbx_json(sb));
 }

@@ -2,7 +2,7 @@
  * server (docs/network.md). Two ways name it:
  *   /v1/sandboxes/{id}/ports/{port}/PATH   the rest of the path goes on
  *   Host: {port}-{id}.{domain}             E2B's getHost(); the path as is
- * A port is private unless the sandbox lists it public: a private one
+ * A port is private unless the sandbox makes it public: a private one
  * needs the owner's API key or the sandbox's traffic token, and the
  * credential is taken off the request before it goes in.
  *
@@ -209,10 +209,14 @@ static bool credential(struct http_conn *c, const char *name) {
 }
 
 static bool is_public(const struct sbx *sb, unsigned port) {
+  if (json_is_true(json_object_get(sb->network, "public")))
+    return true;
   size_t i;
   json_t *v;
-  json_array_foreach(json_object_get(sb->network, "public_ports"), i,
-                     v) if (json_integer_value(v) == (json_int_t)port) return true;
+  json_array_foreach(json_object_get(sb->network, "public_ports"), i, v) {
+    if (json_integer_value(v) == (json_int_t)port)
+      return true;
+  }
   return false;
 }
 

@@ -124,6 +124,8 @@ static const struct route e2b_api[] = {
     {HTTP_POST, "/v2/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect,
      false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}/metrics", TENANT, NULL, e2b_sandboxes_metrics, false, DIALECT_E2B},
+    {HTTP_PUT, "/sandboxes/{id}/network", TENANT, "sandbox.network", e2b_sandboxes_network, false,
+     DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/fork", TENANT, "sandbox.fork", e2b_sandboxes_fork, false,
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/snapshots", TENANT, "snapshot.create", e2b_snapshots_create,
@@ -258,6 +260,10 @@ bool serve_streams_body(struct server *srv, const struct http_req *req) {
   return r && r->stream_body;
 }
 
+static bool token_is(const char *given, const char *want) {
+  return strlen(given) == SERVE_TOKEN_LEN && CRYPTO_memcmp(given, want, SERVE_TOKEN_LEN) == 0;
+}
+
 /* The sandbox a data-plane request names, checked: its access token,
  * compared in constant time. Answers (502 for a sandbox that is not
  * there, as E2B's proxy does, 401 for a wrong token) and returns NULL
@@ -275,11 +281,17 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   }
   if (access == SANDBOX_ANY)
     return sb;
+  /* envd wants its access token; the code interpreter, a port of the
+   * sandbox's as any other, takes the traffic token too (E2B's SDKs send
+   * only that for contexts). */
   const char *tok = http_header(&c->req, "X-Access-Token");
-  if (!tok)
-    tok = http_header(&c->req, "E2B-Traffic-Access-Token");
-  if (!tok || strlen(tok) != SERVE_TOKEN_LEN ||
-      CRYPTO_memcmp(tok, sb->token, SERVE_TOKEN_LEN) != 0) {
+  const char *traffic = http_header(&c->req, "E2B-Traffic-Access-Token");
+  const char *port = http_header(&c->req, "E2b-Sandbox-Port");
+  bool interpreter = port && strcmp(port, E2B_INTERPRETER_PORT) == 0;
+  bool ok = tok ? token_is(tok, sb->token)
+               : traffic && (token_is(traffic, sb->token) ||
+                             (interpreter && token_is(traffic, sb->traffic_token)));
+  if (!ok) {
     http_error(c, 401, "unauthorized",
                "the sandbox's access token is required (X-Access-Token: envdAccessToken)");
     return NULL;

@@ -414,6 +414,13 @@ void e2b_files_read(struct http_conn *c, const struct principal *p);
 void e2b_files_write(struct http_conn *c, const struct principal *p);
 void e2b_watches_free(struct sbx *sb);
 
+/* e2b_network.c: E2B's network settings. A create's as hutch's {network,
+ * secrets} (NULL after a 400); a sandbox's as E2B shows them
+ * {allowInternetAccess, network}; PUT /sandboxes/{id}/network. */
+json_t *e2b_network_request(struct http_conn *c, json_t *o);
+json_t *e2b_network_json(const struct sbx *sb);
+void e2b_sandboxes_network(struct http_conn *c, const struct principal *p);
+
 /* e2b_interp.c: the code interpreter */
 void e2b_interp_health(struct http_conn *c, const struct principal *p);
 void e2b_execute(struct http_conn *c, const struct principal *p);
@@ -519,6 +526,9 @@ int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
 int network_set(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
 /* The same, checking only. */
 int network_check(struct http_conn *c, json_t *network, json_t *secrets);
+/* A running sandbox's change: set, connections rechecked, stored; -1
+ * after an error answer. */
+int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
 /* After a restart: the policy the store kept; -1 when it is unusable. */
 int network_restore(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err);
 void network_free(struct sbx *sb);

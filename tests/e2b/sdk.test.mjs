@@ -2,6 +2,7 @@
 // serve, configured only by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY:
 // the same client code as against E2B's cloud.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
 import { Sandbox } from '@e2b/code-interpreter';
@@ -109,6 +110,68 @@ describe('sandboxes', () => {
     assert.deepEqual(new Set(seen), new Set(extra.map((s) => s.sandboxId)));
     assert.equal(seen.length, 2);
     await Promise.all(extra.map((s) => s.kill()));
+  });
+});
+
+// One HTTP request to the server, as a client of a sandbox's port would
+// send it: Host names the port and the sandbox (getHost()).
+function viaHost(host, headers = {}) {
+  const port = new URL(process.env.E2B_SANDBOX_URL).port;
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/hello.txt', headers: { Host: host, ...headers } },
+      (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('network', () => {
+  it('reaches a port by getHost, privately with the traffic token', T, async () => {
+    const box = await BaseSandbox.create({ timeoutMs: 60000, network: { allowPublicTraffic: false } });
+    try {
+      assert.ok(box.trafficAccessToken && box.trafficAccessToken !== box.envdAccessToken);
+      const host = box.getHost(8000);
+      assert.match(host, new RegExp(`^8000-${box.sandboxId}\\.localhost:\\d+$`));
+      await box.files.write('/tmp/www/hello.txt', 'hi from inside');
+      await box.commands.run('python3 -m http.server 8000 --directory /tmp/www', { background: true });
+      let r;
+      for (let i = 0; i < 100; i++) {
+        r = await viaHost(host, { 'e2b-traffic-access-token': box.trafficAccessToken });
+        if (r.status === 200) break;
+        await new Promise((ok) => setTimeout(ok, 100));
+      }
+      assert.deepEqual(r, { status: 200, body: 'hi from inside' });
+      assert.equal((await viaHost(host)).status, 401);
+    } finally {
+      await box.kill();
+    }
+  });
+
+  it('goes out through the proxy as allowOut and updateNetwork say', T, async () => {
+    const origin = http.createServer((req, res) => res.end(`origin ${req.headers['x-injected'] ?? 'bare'}`));
+    await new Promise((ok) => origin.listen(0, '127.0.0.1', ok));
+    const port = origin.address().port;
+    const curl = `curl --noproxy '' -sS -m 10 http://localhost:${port}/`;
+    const box = await BaseSandbox.create({ timeoutMs: 60000 });
+    try {
+      // E2B's default, the Internet: public hosts only, not the host's loopback.
+      const denied = await box.commands.run(`${curl} -o /dev/null -w '%{http_code}'`);
+      assert.equal(denied.stdout, '403');
+      await box.updateNetwork({
+        allowOut: ['localhost'], denyOut: ({ allTraffic }) => [allTraffic],
+        rules: { localhost: [{ transform: { headers: { 'X-Injected': 'by-hutch' } } }] },
+      });
+      assert.equal((await box.commands.run(curl)).stdout, 'origin by-hutch');
+      await box.updateNetwork({ allowInternetAccess: false });
+      assert.equal((await box.commands.run(`${curl} -o /dev/null -w '%{http_code}'`)).stdout, '403');
+    } finally {
+      await box.kill();
+      origin.close();
+    }
   });
 });
 

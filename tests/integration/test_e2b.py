@@ -54,7 +54,9 @@ def frames(raw):
 
 def test_create_answers_what_the_sdks_read(server, sbx):
     assert sbx["envdVersion"].count(".") == 2
-    assert len(sbx["envdAccessToken"]) == 40 and sbx["trafficAccessToken"] == sbx["envdAccessToken"]
+    assert len(sbx["envdAccessToken"]) == 40 and len(sbx["trafficAccessToken"]) == 40
+    assert sbx["trafficAccessToken"] != sbx["envdAccessToken"]
+    assert sbx["domain"] == f"localhost:{server.port}"
     api = server.api()
     got = api.get(f"/sandboxes/{sbx['sandboxID']}").json
     assert got["sandboxID"] == sbx["sandboxID"] and got["state"] == "running"
@@ -63,12 +65,51 @@ def test_create_answers_what_the_sdks_read(server, sbx):
     assert api.get(f"/v1/sandboxes/{sbx['sandboxID']}").json["metadata"] == {"t": "wire"}
 
 
+def test_network_settings_map_onto_hutchs(server):
+    api = server.api()
+    sid = api.post("/v2/sandboxes", {"templateID": "base"}).json["sandboxID"]
+    try:
+        got = api.get(f"/sandboxes/{sid}").json
+        assert got["allowInternetAccess"] is True  # E2B's default: public hosts
+        assert got["network"] == {"allowOut": [], "denyOut": [], "allowPublicTraffic": True}
+        native = api.get(f"/v1/sandboxes/{sid}").json["network"]
+        assert native["allow"] == ["*"] and native["public"] is True
+        r = api.request("PUT", f"/sandboxes/{sid}/network",
+                        {"allowOut": ["10.1.2.3", "2001:db8::/32", "*.pypi.org"],
+                         "denyOut": ["0.0.0.0/0"],
+                         "rules": {"api.example.com": [{"transform": {"headers": {"X-K": "v"}}}]}})
+        assert r.status == 204, r
+        got = api.get(f"/sandboxes/{sid}").json
+        assert got["allowInternetAccess"] is False
+        assert got["network"]["allowOut"] == ["10.1.2.3", "2001:db8::/32", "*.pypi.org"]
+        assert "X-K" not in json.dumps(got) and '"v"' not in json.dumps(got)
+        native = api.get(f"/v1/sandboxes/{sid}").json["network"]
+        assert native["allow"] == ["10.1.2.3", "[2001:db8::/32]", "*.pypi.org"]
+        assert native["public"] is True  # the update leaves ports alone
+        r = api.request("PUT", f"/sandboxes/{sid}/network", {"denyOut": ["8.8.8.8"]})
+        assert (r.status, r.json["code"]) == (400, 400)
+        r = api.request("PUT", "/sandboxes/0123456789abcdef/network", {})
+        assert (r.status, r.json["code"]) == (404, 404)
+    finally:
+        api.delete(f"/sandboxes/{sid}")
+    sid = api.post("/v2/sandboxes", {"templateID": "base", "allow_internet_access": False,
+                                     "network": {"allowPublicTraffic": False}}).json["sandboxID"]
+    got = api.get(f"/sandboxes/{sid}").json
+    assert got["allowInternetAccess"] is False and got["network"]["allowPublicTraffic"] is False
+    assert api.get(f"/v1/sandboxes/{sid}").json["network"]["mode"] == "none"
+    api.delete(f"/sandboxes/{sid}")
+
+
 @pytest.mark.parametrize("body,status", [
     ({}, 400),
     ({"templateID": "nope"}, 404),
     ({"templateID": "base", "timeout": 0}, 400),
     ({"templateID": "base", "autoResume": "yes"}, 400),
-    ({"templateID": "base", "allow_internet_access": True}, 400),
+    ({"templateID": "base", "allow_internet_access": "yes"}, 400),
+    ({"templateID": "base", "network": {"denyOut": ["10.0.0.0/8"]}}, 400),
+    ({"templateID": "base", "network": {"egressProxy": {"address": "a:1"}}}, 400),
+    ({"templateID": "base", "network": {"allowOut": ["exa mple"]}}, 400),
+    ({"templateID": "base", "network": {"rules": {"a.org": [{"drop": True}]}}}, 400),
     ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/v"}]}, 400),
     ({"templateID": "base", "bogus": 1}, 400),
     ({"templateID": "base", "envVars": {"A": 1}}, 400),

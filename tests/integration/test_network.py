@@ -140,7 +140,7 @@ def test_allowlist_lets_through_what_it_lists(server, tenant, origins):
     a, b = origins
     sb = tenant.create(network={"allow": [f"127.0.0.1:{a.port}"]})
     assert sb["network"] == {"mode": "allowlist", "allow": [f"127.0.0.1:{a.port}"],
-                             "public_ports": []}
+                             "public_ports": [], "public": False}
     code, out, err = sh(tenant, sb["id"], f"{CURL} http://127.0.0.1:{a.port}/plain; echo; "
                                           f"{CURL} -p http://127.0.0.1:{a.port}/tunnel; echo; "
                                           f"{CURL} http://127.0.0.1:{b.port}/other; echo; "
@@ -240,7 +240,7 @@ print("cut" if s.recv(100) == b"" else "data", flush=True)
     wait_for(lambda: held)
     r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network", {"mode": "none"})
     assert r.status == 200 and r.json["network"] == {"mode": "none", "allow": [],
-                                                     "public_ports": []}
+                                                     "public_ports": [], "public": False}
     rest = [json.loads(l) for l in resp.read().splitlines()]
     conn.close()
     holder.close()
@@ -299,11 +299,14 @@ def test_ports_are_reached_by_path_and_by_host(server, tenant):
     body = bytes(range(256)) * (5 << 12)
     r = tenant.request("POST", f"{by_path}/sum", body)
     assert r.json == {"len": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-    # Public on request.
+    # Public on request: a port, or all.
     r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public_ports": [8000]})
     assert r.status == 200 and r.json["network"]["public_ports"] == [8000]
     assert anon.get(f"{by_path}/pub").raw == b"hello from /pub"
     assert error_of(anon.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "unauthorized"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public": True})
+    assert r.json["network"]["public"] is True and r.json["network"]["public_ports"] == [8000]
+    assert error_of(anon.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
     # Nothing listening: 502.
     assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
     lines = [l for l in audit(server) if l.get("action") == "sandbox.port" and
@@ -360,6 +363,7 @@ def test_audit_lists_every_attempt(server, tenant, origins):
     ({"mode": "none", "allow": ["pypi.org"]}, None, "invalid_argument"),
     ({"public_ports": [70000]}, None, "invalid_argument"),
     ({"bogus": 1}, None, "invalid_argument"),
+    ({"public": "yes"}, None, "invalid_argument"),
     (None, [{"host": "a.org", "header": "Host", "value": "x"}], "invalid_argument"),
     (None, [{"host": "a.org", "header": "X-Key", "value": "a\r\nb"}], "invalid_argument"),
     (None, [{"host": "10.0.0.1", "header": "X-Key", "value": "v"}], "invalid_argument"),
