@@ -4,18 +4,17 @@ the sandbox never sees, a sandbox's ports reached through the server.
 Only loopback is used: the hosts "out there" are HTTP servers of this test
 on the host's 127.0.0.1, which a sandbox (whose 127.0.0.1 is its own)
 reaches only through its proxy. Against both builds of the server."""
-import base64
 import hashlib
-import http.client
 import json
+import signal
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import serve_each_build
-from serveapi import WebSocket, error_of, output, wait_for
+from conftest import BUILD, leftovers, serve_each_build
+from serveapi import Server, WebSocket, error_of, output, wait_for
 
 SECRET = "Bearer s3cr3t-" + "7f3a9c" * 4
 
@@ -268,6 +267,18 @@ def test_secrets_reach_the_host_but_never_the_sandbox(server, tenant, origins):
     assert "OTHER=x" in out
 
 
+def test_forks_keep_the_network(server, tenant, origins):
+    a = origins[0]
+    sb = tenant.create(network={"allow": [f"localhost:{a.port}"]},
+                       secrets=[{"host": "localhost", "header": "X-Key", "value": "fork-k"}])
+    r = tenant.post(f"/v1/sandboxes/{sb['id']}/fork", {"count": 1})
+    assert r.status == 201, r
+    fork = r.json["sandboxes"][0]
+    assert fork["network"] == sb["network"] and fork["traffic_token"] != sb["traffic_token"]
+    assert sh(tenant, fork["id"], f"{CURL} http://localhost:{a.port}/f")[1] == "200"
+    assert a.seen[-1]["X-Key"] == "fork-k"
+
+
 def test_ports_are_reached_by_path_and_by_host(server, tenant):
     sb = tenant.create()
     sid = sb["id"]
@@ -412,3 +423,33 @@ print(ask(b"CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n"))
     # The failed change left the policy as it was.
     assert tenant.get(f"/v1/sandboxes/{sid}").json["network"]["allow"] == [
         f"127.0.0.1:{origins[0].port}"]
+
+
+def test_the_network_survives_restarts(tmp_path, origins):
+    """SIGTERM and SIGKILL: the next server keeps the policy, the secrets
+    and the traffic token, opens the proxy again, and reaches the ports."""
+    a = origins[0]
+    before = set(leftovers())
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    try:
+        api = s.api()
+        sb = api.create(network={"allow": [f"localhost:{a.port}"], "public_ports": [8000]},
+                        secrets=[{"host": "localhost", "header": "X-Key", "value": "k1"}])
+        sid = sb["id"]
+        api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service.py", SERVICE)
+        api.post(f"/v1/sandboxes/{sid}/exec",
+                 {"cmd": ["python3", "/tmp/service.py", "8000", "0.0.0.0"], "background": True})
+        port = f"/v1/sandboxes/{sid}/ports/8000/up"
+        wait_for(lambda: api.get(port).status == 200, 20)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            s.stop(sig)
+            s.start()
+            got = api.get(f"/v1/sandboxes/{sid}").json
+            assert got["network"] == sb["network"]
+            assert got["traffic_token"] == sb["traffic_token"]
+            code, out, _ = sh(api, sid, f"{CURL} http://localhost:{a.port}/again")
+            assert out == "200" and a.seen[-1]["X-Key"] == "k1"
+            assert s.api(None).get(port).raw == b"hello from /up"  # public, the same service
+    finally:
+        assert s.stop() == 0
+    wait_for(lambda: not set(leftovers()) - before, 30)
