@@ -8,8 +8,19 @@
 
 #include "util.h"
 
+/* Statements are prepared once and kept (a request that reads a key or
+ * writes a sandbox would otherwise compile its SQL each time, tens of
+ * microseconds). One in use (between prep and done) is not handed out
+ * again: a second user gets a statement of its own. */
+#define STORE_CACHE 48
+
 struct store {
   sqlite3 *db;
+  struct {
+    const char *sql;
+    sqlite3_stmt *s;
+    bool busy;
+  } cache[STORE_CACHE];
 };
 
 static const char schema[] =
@@ -63,23 +74,48 @@ int store_open(const char *path, struct store **out, struct hutch_err *err) {
 void store_close(struct store *st) {
   if (!st)
     return;
+  for (size_t i = 0; i < STORE_CACHE && st->cache[i].s; i++)
+    sqlite3_finalize(st->cache[i].s);
   sqlite3_close(st->db);
   free(st);
 }
 
 /* A prepared statement, or NULL with err set. */
 static sqlite3_stmt *prep(struct store *st, const char *sql, struct hutch_err *err) {
+  size_t i = 0;
+  for (; i < STORE_CACHE && st->cache[i].s; i++)
+    if (!st->cache[i].busy && strcmp(st->cache[i].sql, sql) == 0) {
+      st->cache[i].busy = true;
+      return st->cache[i].s;
+    }
   sqlite3_stmt *s = NULL;
-  if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+  if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
     fail(st, err, "prepare");
     return NULL;
+  }
+  if (i < STORE_CACHE) { /* else, full: it is finalized after use */
+    st->cache[i].sql = sql;
+    st->cache[i].s = s;
+    st->cache[i].busy = true;
   }
   return s;
 }
 
+/* The statement's use has ended: kept for the next, or finalized. */
+static void done(struct store *st, sqlite3_stmt *s) {
+  for (size_t i = 0; i < STORE_CACHE && st->cache[i].s; i++)
+    if (st->cache[i].s == s) {
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+      st->cache[i].busy = false;
+      return;
+    }
+  done(st, s);
+}
+
 static int step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
   int r = sqlite3_step(s);
-  sqlite3_finalize(s);
+  done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "write");
 }
 
@@ -110,7 +146,7 @@ int store_key_find(struct store *st, const char *hash, struct principal *p,
     str_copy(p->tenant, sizeof p->tenant, (const char *)sqlite3_column_text(s, 1));
     p->admin = sqlite3_column_int(s, 2) != 0;
   }
-  sqlite3_finalize(s);
+  done(st, s);
   if (r == SQLITE_ROW)
     return 1;
   return r == SQLITE_DONE ? 0 : fail(st, err, "read key");
@@ -177,7 +213,7 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
     q->max_sandboxes = sqlite3_column_int64(s, 0);
     q->max_memory_mb = sqlite3_column_int64(s, 1);
   }
-  sqlite3_finalize(s);
+  done(st, s);
   if (r == SQLITE_ROW)
     return 1;
   return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
@@ -277,7 +313,7 @@ int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
     d->memory_gb_s = sqlite3_column_double(s, 1);
     d->sandbox_s = sqlite3_column_double(s, 2);
   }
-  sqlite3_finalize(s);
+  done(st, s);
   return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : fail(st, err, "read usage");
 }
 
@@ -320,7 +356,7 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
         json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
         sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6)};
   }
-  sqlite3_finalize(s);
+  done(st, s);
   int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
   for (size_t i = 0; i < n; i++) {
     if (ret == 0) {
@@ -391,7 +427,7 @@ int store_snapshot_each(struct store *st, const char *tenant,
       fn(&sn, arg);
     json_decref(layers);
   }
-  sqlite3_finalize(s);
+  done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read snapshots");
 }
 
@@ -408,7 +444,7 @@ int store_volume_put(struct store *st, const struct store_volume *v, struct hutc
   sqlite3_bind_int64(s, 4, (sqlite3_int64)v->size_mb);
   sqlite3_bind_int64(s, 5, v->created_ms);
   int r = sqlite3_step(s);
-  sqlite3_finalize(s);
+  done(st, s);
   if (r == SQLITE_CONSTRAINT)
     return 1;
   return r == SQLITE_DONE ? 0 : fail(st, err, "write");
@@ -435,6 +471,6 @@ int store_volume_each(struct store *st, const char *tenant,
                              (uint64_t)sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)};
     fn(&v, arg);
   }
-  sqlite3_finalize(s);
+  done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read volumes");
 }
