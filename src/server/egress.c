@@ -339,13 +339,24 @@ static void decide(struct econn *e) {
     return;
   }
   uv_timer_start(&e->timer, on_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
+  if (e->match == NP_BY_ADDR) { /* an address: nothing to look up */
+    struct sockaddr_storage ss;
+    bool v6 = strchr(e->host, ':') != NULL;
+    if ((v6 ? uv_ip6_addr(e->host, e->port, (struct sockaddr_in6 *)&ss)
+            : uv_ip4_addr(e->host, e->port, (struct sockaddr_in *)&ss)) == 0) {
+      struct addrinfo one = {.ai_family = ss.ss_family, .ai_socktype = SOCK_STREAM,
+                             .ai_addr = (struct sockaddr *)&ss};
+      e->next_ai = &one;
+      try_next_address(e);
+      e->next_ai = NULL; /* one lived on this stack */
+      return;
+    }
+  }
   e->phase = E_RESOLVING;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   e->gai.data = e;
   char port[8];
   snprintf(port, sizeof port, "%u", e->port);
-  if (e->match == NP_BY_ADDR)
-    hints.ai_flags = AI_NUMERICHOST;
   e->resolving = true;
   int rc = uv_getaddrinfo(e->srv->loop, &e->gai, on_resolved, e->host, port, &hints);
   if (rc < 0) {
