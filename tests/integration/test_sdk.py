@@ -3,6 +3,7 @@ example agent script."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -92,6 +93,55 @@ def test_volumes(env):
     assert [v["name"] for v in Sandbox.list_volumes()] == ["sdk-vol"]
     Sandbox.delete_volume("sdk-vol")
     assert Sandbox.list_volumes() == []
+
+
+def test_network(env, server):
+    import http.client
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("X-Key"))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *a):
+            pass
+
+    origin = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    port = origin.server_address[1]
+    curl = f"curl --noproxy '' -sS -o /dev/null -w '%{{http_code}}' http://localhost:{port}/"
+    try:
+        with Sandbox.create(timeout=60, network={"allow": [f"localhost:{port}"]},
+                            secrets=[{"host": "localhost", "header": "X-Key", "value": "sdk"}]) as sbx:
+            assert sbx.info["network"]["allow"] == [f"localhost:{port}"]
+            assert sbx.commands.run(curl).stdout == "200" and seen == ["sdk"]
+            assert sbx.set_network(mode="none")["mode"] == "none"
+            assert sbx.commands.run(curl).stdout == "403"
+            assert sbx.get_host(8000) == f"8000-{sbx.id}.localhost:{server.port}"
+            sbx.commands.run("python3 -m http.server 8000 --directory /etc", background=True)
+            sbx.set_network(public_ports=[8000])
+            for _ in range(100):
+                c = http.client.HTTPConnection("127.0.0.1", server.port)
+                c.request("GET", "/hostname", headers={"Host": sbx.get_host(8000)})
+                r = c.getresponse()
+                body = r.read()
+                c.close()
+                if r.status == 200:
+                    break
+                time.sleep(0.05)
+            assert body.strip() and r.status == 200
+            assert len(sbx.traffic_token) == 40
+            with pytest.raises(hutch.InvalidArgument):
+                sbx.set_network(allow=["bad host"])
+    finally:
+        origin.shutdown()
+        origin.server_close()
 
 
 def test_typed_errors(env, server):
