@@ -69,8 +69,11 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
                           "allow", netpolicy_allow_json(&pol), "public_ports",
                           json_is_array(ports) ? json_deep_copy(ports) : json_array(), "public",
                           json_is_true(public));
+  /* Copied before the old goes: secrets may be sb->secrets itself (a
+   * change that leaves them as they were). */
+  json_t *kept = json_array_size(secrets) ? json_deep_copy(secrets) : NULL;
   json_decref(sb->secrets);
-  sb->secrets = json_array_size(secrets) ? json_deep_copy(secrets) : NULL;
+  sb->secrets = kept;
   return 0;
 }
 
