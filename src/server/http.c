@@ -819,6 +819,7 @@ const char *http_status_text(int status) {
   case 405: return "Method Not Allowed";
   case 408: return "Request Timeout";
   case 409: return "Conflict";
+  case 411: return "Length Required";
   case 413: return "Content Too Large";
   case 415: return "Unsupported Media Type";
   case 422: return "Unprocessable Content";

@@ -100,6 +100,18 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
   return 0;
 }
 
+bool keys_in_authorization(const char *value) {
+  if (strncasecmp(value, "Bearer ", 7) != 0)
+    return false;
+  const char *key = value + 7;
+  char as_hutch[KEY_LEN + 1];
+  if (strncmp(key, "e2b_", 4) == 0 && strlen(key) == KEY_LEN + 1) {
+    snprintf(as_hutch, sizeof as_hutch, "%s%s", KEY_PREFIX, key + 4);
+    key = as_hutch;
+  }
+  return well_formed(key);
+}
+
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
   const char *key = http_header(req, "X-API-Key");
   const char *auth = http_header(req, "Authorization");

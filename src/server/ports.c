@@ -13,7 +13,10 @@
  * connection is handed to a relay, so bodies, responses and WebSocket
  * frames stream both ways as they come. Where a second request on the
  * same connection would skip the checks above (a private port; a path
- * that must be rewritten), the head asks for Connection: close. */
+ * that must be rewritten), the head asks for Connection: close, and the
+ * client may send the one request's body and no more: a service that
+ * keeps the connection open gets no second request, with its
+ * credentials, unchecked. Such a body must come with a Content-Length. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
@@ -39,6 +42,9 @@ struct pconn {
   char tenant[SERVE_TENANT_LEN + 1], sandbox[17];
   uint16_t port;
   bool tried_v6, relayed;
+  /* One request only (see the top): its body's length, all the client
+   * may send; else UINT64_MAX. */
+  uint64_t one_body;
   char *head;
   size_t sent; /* head and what came with it: bytes in not seen by the relay */
   uint64_t started_ns;
@@ -157,6 +163,13 @@ static void on_connected(struct relay *r, int status) {
   }
   relay_adopt(&pc->relay, 0, fd);
   pc->relayed = true;
+  if (pc->one_body != UINT64_MAX) {
+    /* What follows the one request's body is another request: not passed
+     * on, and any more ends the connection. */
+    if (nrest > pc->one_body)
+      nrest = (size_t)pc->one_body;
+    relay_limit(&pc->relay, 0, pc->one_body - nrest);
+  }
   pc->sent = strlen(pc->head) + nrest;
   relay_send(&pc->relay, 1, pc->head, strlen(pc->head));
   relay_send(&pc->relay, 1, rest, nrest);
@@ -197,15 +210,13 @@ static bool may_enter(struct http_conn *c, const struct sbx *sb) {
 }
 
 /* A header that carries a credential of hutch's, never passed in: the
- * token headers, X-API-Key, and an Authorization that holds an API key
- * (any other is the service's own). */
-static bool credential(struct http_conn *c, const char *name) {
-  struct principal p;
-  if (strcasecmp(name, "X-API-Key") == 0 || strcasecmp(name, "X-Hutch-Traffic-Token") == 0 ||
-      strcasecmp(name, "E2B-Traffic-Access-Token") == 0)
-    return true;
-  return strcasecmp(name, "Authorization") == 0 && !http_header(&c->req, "X-API-Key") &&
-         keys_authenticate(c->srv, &c->req, &p);
+ * token headers, X-API-Key, and an Authorization that holds something
+ * shaped as an API key (any other is the service's own). */
+static bool credential(const struct http_header *h) {
+  return strcasecmp(h->name, "X-API-Key") == 0 ||
+         strcasecmp(h->name, "X-Hutch-Traffic-Token") == 0 ||
+         strcasecmp(h->name, "E2B-Traffic-Access-Token") == 0 ||
+         (strcasecmp(h->name, "Authorization") == 0 && keys_in_authorization(h->value));
 }
 
 static bool is_public(const struct sbx *sb, unsigned port) {
@@ -220,24 +231,22 @@ static bool is_public(const struct sbx *sb, unsigned port) {
   return false;
 }
 
-/* The head the service gets: the client's, with target as the target and
- * without the credential header. */
+/* The head the service gets: the client's, with target as the target,
+ * without hutch's credentials, and for one request only if so. */
 static char *inner_head(struct http_conn *c, const char *target, bool one_request) {
   const struct http_req *req = &c->req;
-  bool upgrade = http_header(req, "Upgrade") != NULL;
   char *head = xasprintf("%s %s HTTP/%d.%d\r\n", http_method_str(req->method), target,
                          c->parser.http_major, c->parser.http_minor);
   for (size_t i = 0; i < req->nheaders; i++) {
     const char *n = req->headers[i].name;
-    if (credential(c, n) ||
-        (one_request && !upgrade &&
-         (strcasecmp(n, "Connection") == 0 || strcasecmp(n, "Keep-Alive") == 0)))
+    if (credential(&req->headers[i]) ||
+        (one_request && (strcasecmp(n, "Connection") == 0 || strcasecmp(n, "Keep-Alive") == 0)))
       continue;
     char *more = xasprintf("%s%s: %s\r\n", head, n, req->headers[i].value);
     free(head);
     head = more;
   }
-  char *all = xasprintf("%s%s\r\n", head, one_request && !upgrade ? "Connection: close\r\n" : "");
+  char *all = xasprintf("%s%s\r\n", head, one_request ? "Connection: close\r\n" : "");
   free(head);
   return all;
 }
@@ -277,6 +286,10 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   for (struct sbx *s = srv->sandboxes; s; s = s->next)
     if (!s->dying && !s->pool && strcmp(s->id, id) == 0)
       sb = s;
+  /* A private port, or a path to rewrite: one request a connection, so that
+   * every request is checked and rewritten (an Upgrade turns it into
+   * another protocol: nothing follows in HTTP). */
+  bool one_request = sb && (!by_host || !is_public(sb, port)) && !http_header(req, "Upgrade");
   if (port == 0 || port > 65535) {
     http_error(c, 400, "invalid_argument", "the port must be a number 1..65535");
   } else if (!sb) {
@@ -298,6 +311,9 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   } else if (sb->nports >= PORTS_MAX_CONNS) {
     http_error(c, 429, "busy", "sandbox %s has %d connections through its ports already", id,
                PORTS_MAX_CONNS);
+  } else if (one_request && (c->parser.flags & F_CHUNKED)) {
+    http_error(c, 411, "length_required",
+               "a request to this port carries its body with a Content-Length (not chunked)");
   } else if (sbx_wake(c, sb)) {
     str_copy(c->tenant, sizeof c->tenant, sb->tenant);
     struct pconn *pc = xcalloc(1, sizeof *pc);
@@ -308,7 +324,10 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     pc->started_ns = req->started_ns;
     str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
     str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
-    pc->head = inner_head(c, target, !by_host || !is_public(sb, port));
+    pc->head = inner_head(c, target, one_request);
+    pc->one_body = !one_request                          ? UINT64_MAX
+                   : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length
+                                                         : 0;
     relay_init(&pc->relay, srv->loop, relay_done);
     pc->next = sb->ports;
     if (sb->ports)

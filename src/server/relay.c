@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,8 +56,10 @@ void relay_close(struct relay *r) {
   r->open++; /* held while closing them all, so that done comes last */
   for (int i = 0; i < 2; i++) {
     uv_handle_t *h = r->started ? (uv_handle_t *)&r->poll[i] : (uv_handle_t *)&r->side[i];
-    if (!uv_is_closing(h))
+    if ((!r->started || r->polled[i]) && !uv_is_closing(h))
       uv_close(h, closed);
+    else if (r->started && !r->polled[i])
+      r->open--; /* never made: nothing to close */
   }
   closed((uv_handle_t *)&r->side[0]);
 }
@@ -68,6 +71,7 @@ void relay_init(struct relay *r, uv_loop_t *loop, relay_done_fn done) {
     uv_tcp_init(loop, &r->side[i]);
     r->side[i].data = r;
     r->fd[i] = r->pipe[i][0] = r->pipe[i][1] = -1;
+    r->limit[i] = UINT64_MAX;
   }
   r->open = 2;
 }
@@ -154,6 +158,8 @@ void relay_reply(struct relay *r, int i, const void *data, size_t n) {
 
 void relay_adopt(struct relay *r, int i, int fd) { r->fd[i] = fd; }
 
+void relay_limit(struct relay *r, int i, uint64_t n) { r->limit[i] = n; }
+
 void relay_send(struct relay *r, int i, const void *data, size_t n) {
   r->pre[i] = xrealloc(r->pre[i], r->npre[i] + n + 1);
   memcpy(r->pre[i] + r->npre[i], data, n);
@@ -168,7 +174,7 @@ static void interest(struct relay *r, int i) {
   if (r->closing)
     return;
   int ev = 0;
-  if (!r->eof[i] && r->piped[i] < RELAY_PIPE)
+  if (!r->eof[i] && !r->full[i] && r->piped[i] < RELAY_PIPE)
     ev |= UV_READABLE;
   if (!r->shut[i] && (r->npre[i] || r->piped[1 - i]))
     ev |= UV_WRITABLE;
@@ -202,6 +208,7 @@ static int flush_to(struct relay *r, int t) {
       return -1;
     }
     r->piped[d] -= (size_t)n;
+    r->full[d] = false;
   }
   /* All of d's bytes have gone: its end is passed on. */
   if (r->eof[d] && !r->shut[t]) {
@@ -215,13 +222,42 @@ static int flush_to(struct relay *r, int t) {
   return 0;
 }
 
+/* Side d has reached its limit: what it sends now is more than it may
+ * (the relay ends); its end is passed on as any other. */
+static int past_limit(struct relay *r, int d) {
+  char c;
+  ssize_t n = recv(r->fd[d], &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 || (n < 0 && errno != EAGAIN)) {
+    relay_close(r);
+    return -1;
+  }
+  if (n == 0) {
+    r->eof[d] = true;
+    return flush_to(r, 1 - d);
+  }
+  return 0;
+}
+
 /* Read side d into its pipe and on to the other side, while both go. */
 static int pump(struct relay *r, int d) {
-  for (int round = 0; round < RELAY_ROUNDS && !r->eof[d] && r->piped[d] < RELAY_PIPE; round++) {
-    ssize_t n = splice(r->fd[d], NULL, r->pipe[d][1], NULL, RELAY_PIPE - r->piped[d],
-                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n < 0 && errno == EAGAIN)
+  for (int round = 0; round < RELAY_ROUNDS && !r->eof[d] && !r->full[d] && r->piped[d] < RELAY_PIPE;
+       round++) {
+    if (r->limit[d] == 0)
+      return past_limit(r, d);
+    size_t room = RELAY_PIPE - r->piped[d];
+    if (room > r->limit[d])
+      room = (size_t)r->limit[d];
+    ssize_t n =
+        splice(r->fd[d], NULL, r->pipe[d][1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n < 0 && errno == EAGAIN) {
+      /* No data, or no room: a pipe holds a chunk a slot, and small chunks
+       * fill it long before its size in bytes. With data waiting, reading
+       * waits for the pipe to drain (else the loop would spin on it). */
+      int waiting = 0;
+      if (r->piped[d] && ioctl(r->fd[d], FIONREAD, &waiting) == 0 && waiting > 0)
+        r->full[d] = true;
       break;
+    }
     if (n < 0) {
       relay_close(r);
       return -1;
@@ -230,6 +266,8 @@ static int pump(struct relay *r, int d) {
       r->eof[d] = true;
     r->piped[d] += (size_t)n;
     r->bytes[d] += (uint64_t)n;
+    if (r->limit[d] != UINT64_MAX)
+      r->limit[d] -= (uint64_t)n;
     if (flush_to(r, 1 - d) < 0)
       return -1;
   }
@@ -257,26 +295,27 @@ void relay_start(struct relay *r) {
   if (r->closing)
     return;
   /* The sockets leave libuv's stream handles (if they were in one) for
-   * poll handles: duplicated first, as closing a handle closes its socket. */
-  bool ok = true;
+   * poll handles: duplicated first, as closing a handle closes its socket.
+   * Whatever fails (out of descriptors) ends it before anything moves. */
   for (int i = 0; i < 2; i++) {
     uv_os_fd_t fd;
     if (r->fd[i] < 0 && uv_fileno((uv_handle_t *)&r->side[i], &fd) == 0)
       r->fd[i] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (r->fd[i] < 0 || pipe2(r->pipe[i], O_CLOEXEC | O_NONBLOCK) < 0)
-      ok = false;
-    else
-      fcntl(r->pipe[i][1], F_SETPIPE_SZ, RELAY_PIPE); /* else the default: slower, no worse */
+    if (r->fd[i] < 0 || pipe2(r->pipe[i], O_CLOEXEC | O_NONBLOCK) < 0) {
+      relay_close(r);
+      return;
+    }
+    fcntl(r->pipe[i][1], F_SETPIPE_SZ, RELAY_PIPE); /* else the default: slower, no worse */
   }
   for (int i = 0; i < 2; i++)
     uv_close((uv_handle_t *)&r->side[i], closed);
   r->started = true;
   r->open += 2;
   for (int i = 0; i < 2; i++) {
-    uv_poll_init(r->side[i].loop, &r->poll[i], ok ? r->fd[i] : -1);
+    r->polled[i] = uv_poll_init(r->side[i].loop, &r->poll[i], r->fd[i]) == 0;
     r->poll[i].data = r;
   }
-  if (!ok) {
+  if (!r->polled[0] || !r->polled[1]) {
     relay_close(r);
     return;
   }

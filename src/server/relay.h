@@ -33,7 +33,10 @@ struct relay {
   char *pre[2];    /* relay_send's bytes for side i, sent before the rest */
   size_t npre[2];
   uint64_t bytes[2]; /* bytes read from side i */
+  uint64_t limit[2]; /* bytes side i may still send (relay_limit); UINT64_MAX: no end */
   bool eof[2];       /* side i has sent all it will */
+  bool full[2];      /* the pipe of direction d has no room, whatever piped[d] says */
+  bool polled[2];    /* poll[i] is a handle to close */
   bool shut[2];      /* side i has been told: nothing more comes */
   bool started, closing;
   struct relay_attempt *attempt; /* a connect of side 1 under way */
@@ -51,6 +54,9 @@ void relay_init(struct relay *r, uv_loop_t *loop, relay_done_fn done);
 void relay_connect(struct relay *r, int fd, const struct sockaddr *sa, relay_connect_fn cb);
 /* Side i is the connected socket fd (taken), not its handle's. */
 void relay_adopt(struct relay *r, int i, int fd);
+/* Side i may send n bytes more, no more: one more from it ends the relay
+ * (a request on a connection that was to carry one, ports.c). */
+void relay_limit(struct relay *r, int i, uint64_t n);
 /* Queue a copy of data for side i, sent when it starts. */
 void relay_send(struct relay *r, int i, const void *data, size_t n);
 /* Relay both ways from now on. */

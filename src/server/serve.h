@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "agentc.h"
@@ -22,6 +23,10 @@
 #define SERVE_TOKEN_LEN 40
 /* Where a sandbox's egress proxy listens, in its own namespace (egress.c). */
 #define EGRESS_PORT 3128
+/* Name lookups of all egress proxies under way; libuv's thread pool is
+ * made larger than that (main.c), so snapshot copies always have threads. */
+#define SERVE_LOOKUPS 12
+#define SERVE_THREADPOOL "16"
 /* Where every sandbox of the server sees share/kernels, read-only. */
 #define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
@@ -126,6 +131,10 @@ struct server {
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
   int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
+  unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
+  struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
+  size_t nown_addrs;
+  uint64_t own_addrs_at;
   FILE *audit;
   struct http_conn *conns;
   unsigned nconns;
@@ -189,6 +198,9 @@ void serve_random_hex(char *out, size_t nhex);
 int keys_bootstrap(struct server *srv, struct hutch_err *err);
 /* 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
+/* Whether an Authorization value carries something shaped as a key of
+ * this server's (valid or not). */
+bool keys_in_authorization(const char *value);
 void api_keys_create(struct http_conn *c, const struct principal *p);
 void api_keys_delete(struct http_conn *c, const struct principal *p);
 
@@ -539,6 +551,8 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p);
 int egress_open(struct sbx *sb, struct hutch_err *err);
 void egress_close(struct sbx *sb);
 void egress_recheck(struct sbx *sb);
+/* Whether sa is an address of the server's own host. */
+bool egress_host_own(struct server *srv, const struct sockaddr *sa);
 
 /* ports.c: a sandbox's ports, reached through the server. */
 bool ports_routed_by_host(const struct server *srv, const struct http_req *req);
