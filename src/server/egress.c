@@ -19,6 +19,7 @@
  * is a line in the audit log. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,12 +37,14 @@
 #define EGRESS_HEAD_TIMEOUT_MS 10000    /* to send them */
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
 #define EGRESS_MAX_HEADERS 100
+#define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */
 
 struct egress {
   uv_tcp_t listener;
   struct sbx *sb; /* NULL once the sandbox has gone and the listener closes */
   struct econn *conns;
   unsigned nconns;
+  unsigned lookups; /* name lookups under way */
 };
 
 enum econn_phase { E_HEAD, E_RESOLVING, E_CONNECTING, E_RELAYING, E_ENDING };
@@ -134,6 +137,11 @@ static void unlink_conn(struct econn *e) {
 
 static void relay_done(struct relay *r) {
   struct econn *e = (struct econn *)r;
+  if (e->resolving) {
+    uv_cancel((uv_req_t *)&e->gai); /* if it has not started: its callback comes sooner */
+    if (e->eg)
+      e->eg->lookups--;
+  }
   unlink_conn(e);
   if (e->status)
     audit(e);
@@ -202,6 +210,8 @@ static void send_head(struct econn *e) {
 
 static void on_connected(struct relay *r, int status) {
   struct econn *e = (struct econn *)r;
+  if (e->phase == E_ENDING) /* refused meanwhile (timed out): its answer is going */
+    return;
   if (status < 0) {
     try_next_address(e);
     return;
@@ -224,7 +234,8 @@ static void try_next_address(struct econn *e) {
   const struct netpolicy *pol = e->eg ? &e->eg->sb->policy : NULL;
   for (struct addrinfo *ai = e->next_ai; ai; ai = ai->ai_next) {
     e->next_ai = ai->ai_next;
-    if (!pol || !netpolicy_check_addr(pol, e->match, ai->ai_addr, e->port, why, sizeof why))
+    if (!pol || !netpolicy_check_addr(pol, e->match, ai->ai_addr, e->port,
+                                      egress_host_own(e->srv, ai->ai_addr), why, sizeof why))
       continue;
     e->phase = E_CONNECTING;
     relay_connect(&e->relay, -1, ai->ai_addr, on_connected);
@@ -241,13 +252,16 @@ static void try_next_address(struct econn *e) {
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   struct econn *e = req->data;
   e->resolving = false;
+  e->srv->lookups--;
   if (e->relay_done) { /* it ended while the lookup ran */
     if (res)
       uv_freeaddrinfo(res);
     econn_free(e);
     return;
   }
-  if (e->relay.closing) {
+  if (e->eg)
+    e->eg->lookups--;
+  if (e->relay.closing || e->phase == E_ENDING) {
     if (res)
       uv_freeaddrinfo(res);
     return;
@@ -316,8 +330,13 @@ static void decide(struct econn *e) {
     return;
   }
   if (!e->tunnel) {
-    size_t off = (u.field_set & (1 << UF_PATH)) ? u.field_data[UF_PATH].off : 0;
-    e->target = off ? xstrdup(e->url + off) : xstrdup("/");
+    /* The path and query as sent; "/" when there is no path. */
+    size_t off = (u.field_set & (1 << UF_PATH))    ? u.field_data[UF_PATH].off
+                 : (u.field_set & (1 << UF_QUERY)) ? u.field_data[UF_QUERY].off - 1
+                                                   : 0;
+    e->target = !off                 ? xstrdup("/")
+                : e->url[off] == '?' ? xasprintf("/%s", e->url + off)
+                                     : xstrdup(e->url + off);
     char *frag = strchr(e->target, '#');
     if (frag)
       *frag = '\0';
@@ -344,13 +363,19 @@ static void decide(struct econn *e) {
     bool v6 = strchr(e->host, ':') != NULL;
     if ((v6 ? uv_ip6_addr(e->host, e->port, (struct sockaddr_in6 *)&ss)
             : uv_ip4_addr(e->host, e->port, (struct sockaddr_in *)&ss)) == 0) {
-      struct addrinfo one = {.ai_family = ss.ss_family, .ai_socktype = SOCK_STREAM,
-                             .ai_addr = (struct sockaddr *)&ss};
+      struct addrinfo one = {
+          .ai_family = ss.ss_family, .ai_socktype = SOCK_STREAM, .ai_addr = (struct sockaddr *)&ss};
       e->next_ai = &one;
       try_next_address(e);
       e->next_ai = NULL; /* one lived on this stack */
       return;
     }
+  }
+  /* Lookups run on libuv's few threads, shared with snapshot copies: a
+   * sandbox may have a few under way, and the server a few more. */
+  if (e->eg->lookups >= EGRESS_LOOKUPS || e->srv->lookups >= SERVE_LOOKUPS) {
+    refuse(e, 503, "too many name lookups under way; try again");
+    return;
   }
   e->phase = E_RESOLVING;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
@@ -358,9 +383,13 @@ static void decide(struct econn *e) {
   char port[8];
   snprintf(port, sizeof port, "%u", e->port);
   e->resolving = true;
+  e->eg->lookups++;
+  e->srv->lookups++;
   int rc = uv_getaddrinfo(e->srv->loop, &e->gai, on_resolved, e->host, port, &hints);
   if (rc < 0) {
     e->resolving = false;
+    e->eg->lookups--;
+    e->srv->lookups--;
     refuse(e, 502, "cannot resolve %s: %s", e->host, uv_strerror(rc));
   }
 }
@@ -499,6 +528,44 @@ static void on_accept(uv_stream_t *listener, int status) {
     relay_close(&e->relay);
 }
 
+/* ---- the server's own addresses ---- */
+
+/* The addresses of the host's interfaces, looked up again after 5 s: a
+ * public one of them reaches whatever listens on the host's every
+ * address (hutch's own API, if so started), so it counts as private. */
+bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
+  uint64_t now = uv_now(srv->loop);
+  if (!srv->own_addrs_at || now - srv->own_addrs_at > 5000) {
+    struct ifaddrs *all;
+    srv->nown_addrs = 0;
+    if (getifaddrs(&all) == 0) {
+      for (struct ifaddrs *i = all; i; i = i->ifa_next) {
+        if (!i->ifa_addr ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+          continue;
+        srv->own_addrs = xrealloc(srv->own_addrs, (srv->nown_addrs + 1) * sizeof *srv->own_addrs);
+        memcpy(&srv->own_addrs[srv->nown_addrs++], i->ifa_addr,
+               i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6));
+      }
+      freeifaddrs(all);
+    }
+    srv->own_addrs_at = now ? now : 1;
+  }
+  for (size_t i = 0; i < srv->nown_addrs; i++) {
+    const struct sockaddr_storage *o = &srv->own_addrs[i];
+    if (o->ss_family != sa->sa_family)
+      continue;
+    if (sa->sa_family == AF_INET && ((const struct sockaddr_in *)o)->sin_addr.s_addr ==
+                                        ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
+      return true;
+    if (sa->sa_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *)o)->sin6_addr,
+                                            &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
+      return true;
+  }
+  return false;
+}
+
 /* ---- a sandbox's proxy ---- */
 
 static void listener_closed(uv_handle_t *h) { free(h->data); }
@@ -572,10 +639,17 @@ void egress_recheck(struct sbx *sb) {
     next = e->next;
     if (e->phase != E_RELAYING && e->phase != E_CONNECTING && e->phase != E_RESOLVING)
       continue;
-    if (netpolicy_check_host(&sb->policy, e->host, e->port) != NP_DENIED)
+    /* What is still allowed goes on as the new policy lets it: an address
+     * not yet tried is checked against it. */
+    enum np_match m = netpolicy_check_host(&sb->policy, e->host, e->port);
+    if (m != NP_DENIED) {
+      e->match = m;
       continue;
+    }
     free(e->reason);
     e->reason = xstrdup("cut: the sandbox's network policy changed");
+    if (e->status != 200)
+      e->status = 403;
     relay_close(&e->relay);
   }
 }

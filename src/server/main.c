@@ -221,6 +221,9 @@ int serve_main(int argc, char **argv) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
+  /* libuv's thread pool (snapshot copies, egress lookups) is sized once,
+   * at its first use: larger than the lookups may take (SERVE_LOOKUPS). */
+  setenv("UV_THREADPOOL_SIZE", SERVE_THREADPOOL, 0);
   struct server *srv = server_new();
   int r = parse(argc, argv, &srv->cfg);
   if (r == 0 && geteuid() != 0) {

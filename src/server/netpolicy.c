@@ -41,6 +41,31 @@ static bool name_ok(const char *s, size_t n, char *out) {
   return label > 0 && s[n - 1] != '-';
 }
 
+/* IPv4 addresses carried in IPv6 ones (mapped, NAT64, 6to4) are what they
+ * carry: [::ffff:169.254.169.254] is the metadata service. */
+static const unsigned char *embedded_v4(const unsigned char *a) {
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
+  if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+    return a + 12;
+  if (a[0] == 0x20 && a[1] == 0x02)
+    return a + 2;
+  return NULL;
+}
+
+/* An IPv6 address that carries an IPv4 one becomes that: blocks of
+ * either family are matched against what is really reached. */
+static void unwrap(int *family, unsigned char a[16]) {
+  const unsigned char *v4 = *family == AF_INET6 ? embedded_v4(a) : NULL;
+  if (!v4)
+    return;
+  unsigned char b[4];
+  memcpy(b, v4, 4);
+  memset(a, 0, 16);
+  memcpy(a, b, 4);
+  *family = AF_INET;
+}
+
 static bool parse_addr(const char *s, int *family, unsigned char addr[16]) {
   memset(addr, 0, 16);
   if (inet_pton(AF_INET, s, addr) == 1) {
@@ -77,7 +102,15 @@ bool netpolicy_host_ok(const char *host, char out[NETPOLICY_HOST_MAX + 1]) {
   }
   if (n > 1 && host[n - 1] == '.')
     n--; /* the root's dot: "pypi.org." is "pypi.org" */
-  return name_ok(host, n, out);
+  if (!name_ok(host, n, out))
+    return false;
+  /* A last label of digits (or 0x…) is no name: the resolver would read
+   * "134744072" or "010.0.0.1" as an address. */
+  const char *last = strrchr(out, '.');
+  last = last ? last + 1 : out;
+  bool hex = last[0] == '0' && last[1] == 'x';
+  return strspn(last + (hex ? 2 : 0), hex ? "0123456789abcdef" : "0123456789") !=
+         strlen(last + (hex ? 2 : 0));
 }
 
 /* "HOST[:PORT]" with HOST one of the forms in netpolicy.h. */
@@ -122,15 +155,17 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
     if (!isdigit((unsigned char)slash[1]) || *end || !parse_addr(host, &e->family, e->addr) ||
         prefix > (e->family == AF_INET ? 32u : 128u))
       goto bad;
-    if (e->family == AF_INET6 && s[0] != '[')
+    if (e->family == AF_INET6 && (s[0] != '[' || embedded_v4(e->addr)))
       goto bad;
     e->kind = NP_ADDR;
     e->prefix = (unsigned)prefix;
     return 0;
   }
   if (parse_addr(host, &e->family, e->addr)) {
-    if (e->family == AF_INET6 && s[0] != '[')
-      goto bad; /* "::1:80" would be ambiguous: IPv6 goes in brackets */
+    /* "::1:80" would be ambiguous: IPv6 goes in brackets; and an IPv4
+     * address is written as one (matching unwraps them, see unwrap). */
+    if (e->family == AF_INET6 && (s[0] != '[' || embedded_v4(e->addr)))
+      goto bad;
     e->kind = NP_ADDR;
     e->prefix = e->family == AF_INET ? 32 : 128;
     return 0;
@@ -157,9 +192,8 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
   return 0;
 bad:
   snprintf(why, whylen,
-           "allow entry '%.300s' is not a name, '*.' wildcard, address or "
-           "address block "
-           "(IPv6 in brackets), with an optional :port",
+           "allow entry '%.300s' is not a name, '*.' wildcard, address or address block "
+           "(IPv6 in brackets, IPv4 as IPv4), with an optional :port",
            s);
   return -1;
 }
@@ -356,6 +390,7 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
   int family;
   unsigned char a[16];
   if (parse_addr(host, &family, a)) {
+    unwrap(&family, a);
     /* An address is reached only when a listed block holds it. */
     for (size_t i = 0; i < p->n; i++) {
       const struct np_entry *e = &p->entries[i];
@@ -379,18 +414,6 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
       best = NP_BY_PATTERN;
   }
   return best;
-}
-
-/* IPv4 addresses carried in IPv6 ones (mapped, NAT64, 6to4) are what they
- * carry: [::ffff:169.254.169.254] is the metadata service. */
-static const unsigned char *embedded_v4(const unsigned char *a) {
-  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
-  if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
-    return a + 12;
-  if (a[0] == 0x20 && a[1] == 0x02)
-    return a + 2;
-  return NULL;
 }
 
 enum np_class netpolicy_classify(int family, const unsigned char *a) {
@@ -418,7 +441,7 @@ enum np_class netpolicy_classify(int family, const unsigned char *a) {
 }
 
 bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const struct sockaddr *sa,
-                          uint16_t port, char *why, size_t whylen) {
+                          uint16_t port, bool host_own, char *why, size_t whylen) {
   int family = sa->sa_family;
   unsigned char a[16] = {0};
   if (family == AF_INET)
@@ -431,6 +454,7 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
   }
   if (m == NP_DENIED)
     return false;
+  unwrap(&family, a);
   char text[INET6_ADDRSTRLEN];
   inet_ntop(family, a, text, sizeof text);
   /* A listed block holding the address lets it through, whatever it is. */
@@ -440,23 +464,25 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
         in_block(a, e->addr, e->prefix))
       return true;
   }
-  switch (netpolicy_classify(family, a)) {
+  enum np_class class = netpolicy_classify(family, a);
+  bool own = class == NP_PUBLIC && host_own;
+  if (own)
+    class = NP_PRIVATE; /* the server's own host, at a public address */
+  switch (class) {
   case NP_PUBLIC:
     return true;
   case NP_PRIVATE:
     if (m == NP_BY_NAME)
       return true;
     snprintf(why, whylen,
-             "it resolves to the private address %s, reached only by a name "
-             "listed exactly or "
-             "by the address itself",
-             text);
+             "it resolves to %s, an address %s, reached only by a name listed exactly or by "
+             "the address itself",
+             text, own ? "of the server's own host" : "of a private network");
     return false;
   case NP_SPECIAL:
   default:
     snprintf(why, whylen,
-             "it resolves to %s (link-local, metadata or reserved), reached "
-             "only when that "
+             "it resolves to %s (link-local, metadata or reserved), reached only when that "
              "address is listed",
              text);
     return false;

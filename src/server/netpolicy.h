@@ -72,10 +72,11 @@ json_t *netpolicy_allow_json(const struct netpolicy *p);
 /* host: as the client named it (a name, or an address; lower-cased,
  * without brackets); port: its port. */
 enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, uint16_t port);
-/* Whether host, let through as m, may be reached at address sa. why gets
- * the reason when not. */
+/* Whether host, let through as m, may be reached at address sa (one of
+ * the server's own host's when host_own: then as a private one). why gets
+ * the reason when not. IPv4 carried in IPv6 is matched as IPv4. */
 bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const struct sockaddr *sa,
-                          uint16_t port, char *why, size_t whylen);
+                          uint16_t port, bool host_own, char *why, size_t whylen);
 
 /* Addresses by what they are: the public Internet; private networks and
  * loopback; and the rest (link-local, cloud metadata, multicast,

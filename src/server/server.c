@@ -165,6 +165,7 @@ void server_free(struct server *srv) {
   free(srv->kernels_dir);
   if (srv->netns_fd >= 0)
     close(srv->netns_fd);
+  free(srv->own_addrs);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.host);
   free(srv->cfg.domain);

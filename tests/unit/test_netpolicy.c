@@ -53,7 +53,7 @@ static bool addr_ok(const struct netpolicy *p, enum np_match m, const char *ip, 
     inet_pton(AF_INET, ip, &a->sin_addr);
   }
   char why[256];
-  return netpolicy_check_addr(p, m, (struct sockaddr *)&ss, (uint16_t)port, why, sizeof why);
+  return netpolicy_check_addr(p, m, (struct sockaddr *)&ss, (uint16_t)port, false, why, sizeof why);
 }
 
 static void class_is(const char *ip, enum np_class want) {
@@ -116,6 +116,30 @@ int main(void) {
   ok(addr_ok(&meta, NP_BY_ADDR, "169.254.169.254", 80), "metadata when listed as an address");
   netpolicy_free(&meta);
 
+  /* IPv4 in IPv6 is matched as IPv4: an IPv6 block lets none through. */
+  struct netpolicy v6 = policy("[\"[::/0]\", \"127.0.0.1:80\"]", NULL);
+  host_is(&v6, "::ffff:127.0.0.1", 7420, NP_DENIED);
+  host_is(&v6, "::ffff:169.254.169.254", 80, NP_DENIED);
+  host_is(&v6, "::ffff:127.0.0.1", 80, NP_BY_ADDR);
+  host_is(&v6, "2606:4700::1111", 443, NP_BY_ADDR);
+  ok(!addr_ok(&v6, NP_BY_NAME, "::ffff:169.254.169.254", 80), "mapped metadata, by a block");
+  netpolicy_free(&v6);
+
+  /* The server's own host at a public address counts as private. */
+  struct netpolicy own = policy("[\"*\", \"myhost.example\"]", NULL);
+  struct sockaddr_in pub = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "203.0.114.5", &pub.sin_addr);
+  char why[256];
+  ok(netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, false, why,
+                          sizeof why),
+     "a public address through a wildcard");
+  ok(!netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, true, why,
+                           sizeof why),
+     "... not when it is the host's own: %s", why);
+  ok(netpolicy_check_addr(&own, NP_BY_NAME, (struct sockaddr *)&pub, 80, true, why, sizeof why),
+     "... unless named exactly");
+  netpolicy_free(&own);
+
   class_is("8.8.8.8", NP_PUBLIC);
   class_is("10.0.0.1", NP_PRIVATE);
   class_is("172.16.0.1", NP_PRIVATE);
@@ -143,6 +167,10 @@ int main(void) {
   ok(!netpolicy_host_ok("-a.b", out), "label starting with -");
   ok(!netpolicy_host_ok("a b", out), "space");
   ok(!netpolicy_host_ok("", out), "empty");
+  ok(!netpolicy_host_ok("134744072", out), "a number the resolver takes for an address");
+  ok(!netpolicy_host_ok("010.0.0.1", out), "an octal address");
+  ok(!netpolicy_host_ok("a.0x1f", out), "a hex last label");
+  ok(netpolicy_host_ok("1password.com", out), "digits first in a label");
 
   /* Secrets: by exact host, in order. */
   struct netpolicy s =
@@ -168,6 +196,8 @@ int main(void) {
   refused("{\"allow\":[\"*.*.org\"]}", NULL);
   refused("{\"allow\":[\"a*.org\"]}", NULL);
   refused("{\"allow\":[\"10.0.0.0/33\"]}", NULL);
+  refused("{\"allow\":[\"[::ffff:10.0.0.1]\"]}", NULL);
+  refused("{\"allow\":[\"[2002::/16]\"]}", NULL);
   refused("{\"allow\":[\"a.org/8\"]}", NULL);
   refused("[]", NULL);
   refused(NULL, "{}");
