@@ -198,7 +198,7 @@ def test_names_wildcards_and_private_addresses(server, tenant, origins):
     assert r.status == 200 and r.json["network"]["allow"] == ["*"]
     code, out, _ = sh(tenant, sb["id"], f"curl --noproxy '' -sS http://localhost:{a.port}/wild; "
                                         f"{CURL} http://127.0.0.1:{a.port}/literal")
-    assert "private address 127.0.0.1" in out and out.endswith("403"), out
+    assert "127.0.0.1, an address of a private network" in out and out.endswith("403"), out
     # The metadata service: never by name, nor as a literal unless listed,
     # nor hidden in an IPv6 form.
     code, out, _ = sh(tenant, sb["id"], f"{CURL} http://169.254.169.254/latest/meta-data/; echo; "
@@ -325,6 +325,55 @@ def test_ports_are_reached_by_path_and_by_host(server, tenant):
     assert lines and all(l["port"] == 8000 for l in lines)
 
 
+# A service that answers every request and keeps the connection, whatever
+# it is asked: it records all it receives.
+GREEDY = r'''
+import socket
+srv = socket.create_server(("127.0.0.1", 8500))
+while True:
+    c, _ = srv.accept()
+    with open("/tmp/got", "ab") as log:
+        while data := c.recv(65536):
+            log.write(data)
+            log.flush()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
+'''
+
+
+def test_a_service_gets_one_request_a_connection(server, tenant):
+    """A private port's service that keeps the connection open gets no
+    second request on it (that would carry the caller's key unchecked)."""
+    sb = tenant.create()
+    sid = sb["id"]
+    tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/greedy.py", GREEDY)
+    tenant.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/greedy.py"],
+                                              "background": True})
+    path = f"/v1/sandboxes/{sid}/ports/8500"
+    wait_for(lambda: tenant.get(f"{path}/up").status == 200, 20)
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    auth = f"Authorization: Bearer {tenant.key}\r\nX-API-Key: {tenant.key}\r\n"
+    s.sendall(f"POST {path}/first HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5\r\n\r\nhello"
+              .encode())
+    assert s.recv(4096).startswith(b"HTTP/1.1 200")
+    s.sendall(f"GET {path}/second HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    try:
+        rest = s.recv(4096)
+    except ConnectionResetError:
+        rest = b""
+    assert rest == b""  # the connection ends instead
+    s.close()
+    got = tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/got").raw
+    assert b"/first" in got and got.endswith(b"hello") and b"/second" not in got, got
+    assert tenant.key.encode() not in got and b"Connection: close" in got
+    # A chunked body cannot be bounded without reading it: refused.
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    s.sendall(f"POST {path}/chunked HTTP/1.1\r\nHost: x\r\n{auth}"
+              "Transfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n".encode())
+    answer = s.recv(4096)
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 411") and b"length_required" in answer, answer
+
+
 def test_websocket_through_a_port(server, tenant):
     sb = tenant.create()
     sid = sb["id"]
@@ -437,9 +486,11 @@ def test_the_network_survives_restarts(tmp_path, origins):
     s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
     try:
         api = s.api()
-        sb = api.create(network={"allow": [f"localhost:{a.port}"], "public_ports": [8000]},
+        sb = api.create(network={"allow": [f"localhost:{a.port}"]},
                         secrets=[{"host": "localhost", "header": "X-Key", "value": "k1"}])
         sid = sb["id"]
+        # A change that leaves the secrets out keeps them, stored too.
+        sb = api.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public_ports": [8000]}).json
         api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service.py", SERVICE)
         api.post(f"/v1/sandboxes/{sid}/exec",
                  {"cmd": ["python3", "/tmp/service.py", "8000", "0.0.0.0"], "background": True})
