@@ -630,6 +630,18 @@ void egress_close(struct sbx *sb) {
   uv_close((uv_handle_t *)&eg->listener, listener_closed);
 }
 
+void egress_sweep(struct sbx *sb, uint64_t idle_ms) {
+  for (struct econn *e = sb->egress ? sb->egress->conns : NULL, *next; e; e = next) {
+    next = e->next;
+    if (!relay_idle(&e->relay, idle_ms))
+      continue;
+    free(e->reason);
+    e->reason =
+        xasprintf("closed: no byte either way for %llu s", (unsigned long long)(idle_ms / 1000));
+    relay_close(&e->relay);
+  }
+}
+
 void egress_recheck(struct sbx *sb) {
   struct egress *eg = sb->egress;
   if (!eg)

@@ -27,6 +27,8 @@ static const char usage[] =
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
+    "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
+    "                            no byte for this long ends (default 3600)\n"
     "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
     "                            the Host header (default localhost)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
@@ -61,7 +63,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -73,6 +75,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"domain", required_argument, NULL, O_DOMAIN},
+      {"relay-idle", required_argument, NULL, O_IDLE},
       {"routes", optional_argument, NULL, O_ROUTES},
       {"help", no_argument, NULL, O_HELP},
       {0},
@@ -135,6 +138,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
     case O_KERNELS:
       free(cfg->kernels_dir);
       cfg->kernels_dir = xstrdup(optarg);
+      break;
+    case O_IDLE:
+      if (parse_count("--relay-idle", optarg, 7 * 86400, &v) < 0)
+        return -1;
+      cfg->relay_idle_ms = v * 1000;
       break;
     case O_DOMAIN: {
       char canon[NETPOLICY_HOST_MAX + 1];

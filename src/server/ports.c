@@ -117,6 +117,14 @@ static void client_gone(void *ctx) {
 
 static const struct http_stream_ops own_ops = {.abort = client_gone};
 
+void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
+  for (struct pconn *pc = sb->ports, *next; pc; pc = next) {
+    next = pc->next;
+    if (relay_idle(&pc->relay, idle_ms))
+      relay_close(&pc->relay);
+  }
+}
+
 void ports_close_all(struct sbx *sb) {
   while (sb->ports) {
     struct pconn *pc = sb->ports;

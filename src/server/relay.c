@@ -209,6 +209,7 @@ static int flush_to(struct relay *r, int t) {
     }
     r->piped[d] -= (size_t)n;
     r->full[d] = false;
+    r->active = uv_now(r->poll[t].loop);
   }
   /* All of d's bytes have gone: its end is passed on. */
   if (r->eof[d] && !r->shut[t]) {
@@ -266,6 +267,7 @@ static int pump(struct relay *r, int d) {
       r->eof[d] = true;
     r->piped[d] += (size_t)n;
     r->bytes[d] += (uint64_t)n;
+    r->active = uv_now(r->poll[d].loop);
     if (r->limit[d] != UINT64_MAX)
       r->limit[d] -= (uint64_t)n;
     if (flush_to(r, 1 - d) < 0)
@@ -291,6 +293,10 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   interest(r, 1);
 }
 
+bool relay_idle(const struct relay *r, uint64_t ms) {
+  return r->started && !r->closing && uv_now(r->poll[0].loop) - r->active >= ms;
+}
+
 void relay_start(struct relay *r) {
   if (r->closing)
     return;
@@ -310,6 +316,7 @@ void relay_start(struct relay *r) {
   for (int i = 0; i < 2; i++)
     uv_close((uv_handle_t *)&r->side[i], closed);
   r->started = true;
+  r->active = uv_now(r->side[0].loop);
   r->open += 2;
   for (int i = 0; i < 2; i++) {
     r->polled[i] = uv_poll_init(r->side[i].loop, &r->poll[i], r->fd[i]) == 0;

@@ -39,6 +39,7 @@ struct relay {
   bool polled[2];    /* poll[i] is a handle to close */
   bool shut[2];      /* side i has been told: nothing more comes */
   bool started, closing;
+  uint64_t active;               /* loop time (ms) bytes last moved */
   struct relay_attempt *attempt; /* a connect of side 1 under way */
   int open;                      /* handles not yet closed */
   relay_done_fn done;
@@ -65,5 +66,7 @@ void relay_start(struct relay *r);
  * close all. */
 void relay_reply(struct relay *r, int i, const void *data, size_t n);
 void relay_close(struct relay *r);
+/* Whether it relays and no byte has moved for ms milliseconds. */
+bool relay_idle(const struct relay *r, uint64_t ms);
 
 #endif

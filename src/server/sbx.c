@@ -243,6 +243,12 @@ static void reap(uv_timer_t *t) {
   /* Every few seconds, what killed servers and hutch runs left behind. */
   if (++srv->reaper_ticks % 30 == 1)
     hutch_gc_host();
+  /* Every second, relayed connections idle too long (egress, ports). */
+  if (srv->reaper_ticks % 10 == 0)
+    for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
+      egress_sweep(sb, srv->cfg.relay_idle_ms);
+      ports_sweep(sb, srv->cfg.relay_idle_ms);
+    }
   struct sbx *next;
   for (struct sbx *sb = srv->sandboxes; sb; sb = next) {
     next = sb->next;

@@ -44,6 +44,7 @@ struct serve_config {
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
+  uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
 };
 
 /* Who a request speaks for. */
@@ -551,6 +552,9 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p);
 int egress_open(struct sbx *sb, struct hutch_err *err);
 void egress_close(struct sbx *sb);
 void egress_recheck(struct sbx *sb);
+/* Connections through its proxy, or its ports, idle for idle_ms end. */
+void egress_sweep(struct sbx *sb, uint64_t idle_ms);
+void ports_sweep(struct sbx *sb, uint64_t idle_ms);
 /* Whether sa is an address of the server's own host. */
 bool egress_host_own(struct server *srv, const struct sockaddr *sa);
 

@@ -25,6 +25,7 @@ struct server *server_new(void) {
       .tenant_sandboxes = 100,
       .tenant_memory_mb = 65536,
       .paused_retention_ms = 86400 * 1000,
+      .relay_idle_ms = 3600 * 1000,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");

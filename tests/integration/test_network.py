@@ -9,6 +9,7 @@ import json
 import signal
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -513,5 +514,49 @@ def test_the_network_survives_restarts(tmp_path, origins):
             assert out == "200" and a.seen[-1]["X-Key"] == "k1"
             assert s.api(None).get(port).raw == b"hello from /up"  # public, the same service
     finally:
+        assert s.stop() == 0
+    wait_for(lambda: not set(leftovers()) - before, 30)
+
+
+def test_idle_relays_end(tmp_path):
+    """--relay-idle: a tunnel through the proxy and a connection to a port
+    that move no byte for that long are closed."""
+    before = set(leftovers())
+    holder = socket.create_server(("127.0.0.1", 0))
+    held = []
+    threading.Thread(target=lambda: held.append(holder.accept()), daemon=True).start()
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--relay-idle", "1").start()
+    try:
+        api = s.api()
+        sid = api.create(network={"allow": [f"127.0.0.1:{holder.getsockname()[1]}"],
+                                  "public": True})["id"]
+        tunnel = r'''
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n")
+assert s.recv(100).startswith(b"HTTP/1.1 200")
+t = time.monotonic()
+assert s.recv(100) == b""
+print(round(time.monotonic() - t))
+''' % holder.getsockname()[1]
+        code, out, err = sh(api, sid, f"python3 - <<'EOF'\n{tunnel}\nEOF")
+        assert code == 0, err
+        assert 1 <= int(out) <= 4, out
+        line = [l for l in audit(s) if l.get("action") == "sandbox.egress"][-1]
+        assert "no byte either way" in line["reason"]
+        # A port: a connection that sends nothing after its head is closed.
+        api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/greedy.py", GREEDY)
+        api.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/greedy.py"],
+                                               "background": True})
+        wait_for(lambda: api.get(f"/v1/sandboxes/{sid}/ports/8500/up").status == 200, 20)
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(f"GET /x HTTP/1.1\r\nHost: 8500-{sid}.localhost\r\n\r\n".encode())
+        got, t = b"", time.monotonic()
+        while chunk := c.recv(4096):
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 200") and 1 <= time.monotonic() - t <= 4
+        c.close()
+    finally:
+        holder.close()
         assert s.stop() == 0
     wait_for(lambda: not set(leftovers()) - before, 30)
