@@ -360,6 +360,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }
+
 void serve_audit(struct server *srv, json_t *j) {
   if (!j)
     return;
