@@ -173,39 +173,45 @@ static void refuse(struct econn *e, int status, const char *fmt, ...) {
 
 static void try_next_address(struct econn *e);
 
+/* What of the sandbox's request does not go on: hop-by-hop and proxy
+ * headers, Host (the URI's own is sent), and the headers its host's
+ * secrets replace. */
+static bool dropped(const struct http_header *h, void *arg) {
+  struct econn *e = arg;
+  const char *n = h->name;
+  if (strcasecmp(n, "Host") == 0 || strcasecmp(n, "Proxy-Connection") == 0 ||
+      strcasecmp(n, "Proxy-Authorization") == 0 || strcasecmp(n, "Connection") == 0 ||
+      strcasecmp(n, "Keep-Alive") == 0)
+    return true;
+  for (const struct np_secret *sec = NULL;
+       (sec = netpolicy_next_secret(&e->eg->sb->policy, e->host, sec));)
+    if (strcasecmp(n, sec->header) == 0)
+      return true;
+  return false;
+}
+
 /* The plain request, rewritten for an origin server (see the top), with
  * the secrets for its host. */
 static void send_head(struct econn *e) {
-  char *head = xasprintf("%s %s HTTP/%d.%d\r\nHost: %s\r\n", e->method, e->target,
-                         e->parser.http_major, e->parser.http_minor, e->authority);
-  const struct netpolicy *pol = &e->eg->sb->policy;
-  for (size_t i = 0; i < e->nheaders; i++) {
-    const char *n = e->headers[i].name;
-    bool drop = strcasecmp(n, "Host") == 0 || strcasecmp(n, "Proxy-Connection") == 0 ||
-                strcasecmp(n, "Proxy-Authorization") == 0 || strcasecmp(n, "Connection") == 0 ||
-                strcasecmp(n, "Keep-Alive") == 0;
-    const struct np_secret *sec = NULL;
-    while (!drop && (sec = netpolicy_next_secret(pol, e->host, sec)))
-      drop = strcasecmp(n, sec->header) == 0; /* the secret replaces what was sent */
-    if (drop)
-      continue;
-    char *more = xasprintf("%s%s: %s\r\n", head, n, e->headers[i].value);
-    free(head);
-    head = more;
+  char *line = xasprintf("%s %s HTTP/%d.%d", e->method, e->target, e->parser.http_major,
+                         e->parser.http_minor);
+  char *extra =
+      xasprintf("Host: %s\r\nConnection: %s\r\n", e->authority, e->upgrade ? "Upgrade" : "close");
+  for (const struct np_secret *sec = NULL;
+       (sec = netpolicy_next_secret(&e->eg->sb->policy, e->host, sec));) {
+    char *more = xasprintf("%s%s: %s\r\n", extra, sec->header, sec->value);
+    explicit_bzero(extra, strlen(extra));
+    free(extra);
+    extra = more;
   }
-  char *more = xasprintf("%sConnection: %s\r\n", head, e->upgrade ? "Upgrade" : "close");
+  size_t len;
+  char *head = http_head_write(line, e->headers, e->nheaders, dropped, e, extra, &len);
+  relay_send(&e->relay, 1, head, len);
+  explicit_bzero(extra, strlen(extra));
+  explicit_bzero(head, len);
+  free(extra);
   free(head);
-  head = more;
-  for (const struct np_secret *sec = NULL; (sec = netpolicy_next_secret(pol, e->host, sec));) {
-    more = xasprintf("%s%s: %s\r\n", head, sec->header, sec->value);
-    explicit_bzero(head, strlen(head));
-    free(head);
-    head = more;
-  }
-  relay_send(&e->relay, 1, head, strlen(head));
-  relay_send(&e->relay, 1, "\r\n", 2);
-  explicit_bzero(head, strlen(head));
-  free(head);
+  free(line);
 }
 
 static void on_connected(struct relay *r, int status) {

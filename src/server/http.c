@@ -723,6 +723,22 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
 
 void http_abort(struct http_conn *c) { conn_close(c); }
 
+char *http_head_write(const char *line, const struct http_header *h, size_t n,
+                      bool (*drop)(const struct http_header *h, void *arg), void *arg,
+                      const char *extra, size_t *len) {
+  char *out = NULL;
+  FILE *f = open_memstream(&out, len);
+  if (!f)
+    abort();
+  fprintf(f, "%s\r\n", line);
+  for (size_t i = 0; i < n; i++)
+    if (!drop(&h[i], arg))
+      fprintf(f, "%s: %s\r\n", h[i].name, h[i].value);
+  fprintf(f, "%s\r\n", extra ? extra : "");
+  fclose(f);
+  return out;
+}
+
 int http_detach(struct http_conn *c, char **rest, size_t *nrest) {
   uv_os_fd_t fd;
   int dup_fd = -1;

@@ -165,6 +165,13 @@ void http_stream_end(struct http_conn *c);
 void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
 void http_raw_send(struct http_conn *c, const void *data, size_t n);
 
+/* A request head for another server (egress.c, ports.c): line (without
+ * its CRLF), each header drop() does not drop, extra (whole header lines,
+ * or NULL), and the blank line; malloc'd, its length in *len. */
+char *http_head_write(const char *line, const struct http_header *h, size_t n,
+                      bool (*drop)(const struct http_header *h, void *arg), void *arg,
+                      const char *extra, size_t *len);
+
 /* Hand the connection's socket over (a relay takes it, ports.c): a
  * duplicate of it, and in *rest what the client sent after the request's
  * head (malloc'd). The connection itself is closed. -1 when it failed. */

@@ -239,24 +239,22 @@ static bool is_public(const struct sbx *sb, unsigned port) {
   return false;
 }
 
-/* The head the service gets: the client's, with target as the target,
- * without hutch's credentials, and for one request only if so. */
+/* What of the client's head does not go in: hutch's credentials, and for
+ * one request only, what would keep the connection. */
+static bool dropped(const struct http_header *h, void *one_request) {
+  return credential(h) || (*(bool *)one_request && (strcasecmp(h->name, "Connection") == 0 ||
+                                                    strcasecmp(h->name, "Keep-Alive") == 0));
+}
+
+/* The head the service gets: the client's, with target as the target. */
 static char *inner_head(struct http_conn *c, const char *target, bool one_request) {
-  const struct http_req *req = &c->req;
-  char *head = xasprintf("%s %s HTTP/%d.%d\r\n", http_method_str(req->method), target,
+  char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(c->req.method), target,
                          c->parser.http_major, c->parser.http_minor);
-  for (size_t i = 0; i < req->nheaders; i++) {
-    const char *n = req->headers[i].name;
-    if (credential(&req->headers[i]) ||
-        (one_request && (strcasecmp(n, "Connection") == 0 || strcasecmp(n, "Keep-Alive") == 0)))
-      continue;
-    char *more = xasprintf("%s%s: %s\r\n", head, n, req->headers[i].value);
-    free(head);
-    head = more;
-  }
-  char *all = xasprintf("%s%s\r\n", head, one_request ? "Connection: close\r\n" : "");
-  free(head);
-  return all;
+  size_t len;
+  char *head = http_head_write(line, c->req.headers, c->req.nheaders, dropped, &one_request,
+                               one_request ? "Connection: close\r\n" : NULL, &len);
+  free(line);
+  return head;
 }
 
 void ports_forward(struct http_conn *c, const struct principal *unused) {
@@ -297,12 +295,13 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   /* A private port, or a path to rewrite: one request a connection, so that
    * every request is checked and rewritten (an Upgrade turns it into
    * another protocol: nothing follows in HTTP). */
-  bool one_request = sb && (!by_host || !is_public(sb, port)) && !http_header(req, "Upgrade");
+  bool public = sb && is_public(sb, port);
+  bool one_request = sb && (!by_host || !public) && !http_header(req, "Upgrade");
   if (port == 0 || port > 65535) {
     http_error(c, 400, "invalid_argument", "the port must be a number 1..65535");
   } else if (!sb) {
     http_error(c, 404, "not_found", "no sandbox %s", id);
-  } else if (!is_public(sb, port) && !may_enter(c, sb)) {
+  } else if (!public && !may_enter(c, sb)) {
     /* A private port of a sandbox that is not the caller's: as if absent
      * to a key of another tenant, 401 without any credential. */
     bool any = http_header(req, "Authorization") || http_header(req, "X-API-Key") ||
