@@ -103,17 +103,24 @@ int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_
   return 1;
 }
 
-int body_only(struct http_conn *c, json_t *o, const char *const *known) {
+const char *body_unknown(json_t *o, const char *const *known) {
   const char *k;
   json_t *v;
   json_object_foreach(o, k, v) {
     size_t i = 0;
     while (known[i] && strcmp(known[i], k) != 0)
       i++;
-    if (!known[i]) {
-      http_error(c, 400, "invalid_argument", "unknown field '%s'", k);
-      return -1;
-    }
+    if (!known[i])
+      return k;
+  }
+  return NULL;
+}
+
+int body_only(struct http_conn *c, json_t *o, const char *const *known) {
+  const char *k = body_unknown(o, known);
+  if (k) {
+    http_error(c, 400, "invalid_argument", "unknown field '%s'", k);
+    return -1;
   }
   return 0;
 }

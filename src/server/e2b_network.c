@@ -167,16 +167,11 @@ json_t *e2b_network_json(const struct sbx *sb) {
 void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {
       "allowOut", "denyOut", "egressProxy", "rules", "allow_internet_access", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  str_copy(c->sandbox, sizeof c->sandbox, sb->id);
-  json_t *o = body_object(c);
+  struct sbx *sb;
+  json_t *o = network_request(c, p, known, &sb);
   if (!o)
     return;
-  json_t *t = body_only(c, o, known) < 0
-                  ? NULL
-                  : translate(c, json_object_get(o, "allow_internet_access"), o, -1);
+  json_t *t = translate(c, json_object_get(o, "allow_internet_access"), o, -1);
   json_decref(o);
   if (!t)
     return;

@@ -39,16 +39,10 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
       snprintf(why, whylen, "network must be an object {mode, allow, public_ports}");
       return -1;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(network, k, v) {
-      size_t i = 0;
-      while (known[i] && strcmp(known[i], k) != 0)
-        i++;
-      if (!known[i]) {
-        snprintf(why, whylen, "network: unknown field '%.64s'", k);
-        return -1;
-      }
+    const char *k = body_unknown(network, known);
+    if (k) {
+      snprintf(why, whylen, "network: unknown field '%.64s'", k);
+      return -1;
     }
   }
   json_t *ports = json_object_get(network, "public_ports");
@@ -107,6 +101,20 @@ void network_free(struct sbx *sb) {
   sb->network = sb->secrets = NULL;
 }
 
+json_t *network_request(struct http_conn *c, const struct principal *p, const char *const *known,
+                        struct sbx **sb) {
+  *sb = sbx_lookup(c, p);
+  if (!*sb)
+    return NULL;
+  str_copy(c->sandbox, sizeof c->sandbox, (*sb)->id);
+  json_t *o = body_object(c);
+  if (o && body_only(c, o, known) < 0) {
+    json_decref(o);
+    o = NULL;
+  }
+  return o;
+}
+
 int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets) {
   if (network_set(c, sb, network, secrets) < 0)
     return -1;
@@ -122,18 +130,11 @@ int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t 
 /* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?, public?,
  * secrets?}: what is given replaces what was; the rest stays. */
 void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  str_copy(c->sandbox, sizeof c->sandbox, sb->id);
-  json_t *o = body_object(c);
+  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
+  struct sbx *sb;
+  json_t *o = network_request(c, p, known, &sb);
   if (!o)
     return;
-  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
-  if (body_only(c, o, known) < 0) {
-    json_decref(o);
-    return;
-  }
   json_t *network = json_deep_copy(sb->network);
   json_t *mode = json_object_get(o, "mode"), *allow = json_object_get(o, "allow");
   if (mode)

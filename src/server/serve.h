@@ -192,6 +192,8 @@ int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_
                     json_t **out);
 /* Fields other than those named: 400. NULL-terminated list. */
 int body_only(struct http_conn *c, json_t *o, const char *const *known);
+/* The first field of o not named, or NULL. */
+const char *body_unknown(json_t *o, const char *const *known);
 
 /* keys.c: API keys and tenants. */
 /* nhex random hex digits and a NUL. */
@@ -539,6 +541,10 @@ int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
 int network_set(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
 /* The same, checking only. */
 int network_check(struct http_conn *c, json_t *network, json_t *secrets);
+/* The sandbox and the body object of a request that changes its network
+ * (fields of known only); NULL after an error answer. */
+json_t *network_request(struct http_conn *c, const struct principal *p,
+                        const char *const *known, struct sbx **sb);
 /* A running sandbox's change: set, connections rechecked, stored; -1
  * after an error answer. */
 int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
