@@ -23,8 +23,10 @@ static int install(const struct sock_filter *filter, unsigned short len) {
   return 0;
 }
 
-int hutch_seccomp_install_workload(void) { return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN); }
+int hutch_seccomp_install_sandbox(void) {
+  return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN);
+}
 
-int hutch_seccomp_install_agent(void) {
-  return install(hutch_agent_seccomp_filter, HUTCH_AGENT_SECCOMP_FILTER_LEN);
+int hutch_seccomp_install_workload(void) {
+  return install(hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN);
 }

@@ -4,13 +4,17 @@
 #ifndef HUTCH_SECCOMP_INSTALL_H
 #define HUTCH_SECCOMP_INSTALL_H
 
-/* Sets no_new_privs and installs the filter on the calling thread. Call it
- * last before execve, in a single-threaded child: everything after it runs
- * under the filter. Returns 0, or -1 with errno set. */
-int hutch_seccomp_install_workload(void);
+/* Each sets no_new_privs and installs a filter on the calling thread, in a
+ * single-threaded process: everything after it runs under the filter.
+ * Returns 0, or -1 with errno set. */
 
-/* The agent's own, looser filter: installed on the sandbox's first process
- * before it execs the agent, and inherited by every workload under its own. */
-int hutch_seccomp_install_agent(void);
+/* The sandbox's filter: the profile, plus the agent's own calls. Installed
+ * on the sandbox's first process before it execs the agent; the agent and
+ * every workload inherit it. */
+int hutch_seccomp_install_sandbox(void);
+
+/* The workload filter, stacked on the sandbox's: installed last before a
+ * workload's execve, it takes the agent's calls back. */
+int hutch_seccomp_install_workload(void);
 
 #endif

@@ -1,8 +1,9 @@
-/* Build-time generator: compiles the workload seccomp profile to BPF and
- * writes it as a C header for the agent, which does not link libseccomp.
+/* Build-time generator: compiles the seccomp profile's two filters to BPF
+ * and writes them as a C header for hutch and the agent, which do not link
+ * libseccomp.
  *
- *   seccomp_gen OUT.h                  write the header (atomically)
- *   seccomp_gen --pfc workload|agent   print libseccomp's pseudo-code */
+ *   seccomp_gen OUT.h                    write the header (atomically)
+ *   seccomp_gen --pfc sandbox|workload   print libseccomp's pseudo-code */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -98,10 +99,10 @@ static void warn_unknown(void) {
 static int export_all(const char *path, struct hutch_err *err) {
   static struct filter filters[] = {
       {.name = "hutch_seccomp_filter", .len_macro = "HUTCH_SECCOMP_FILTER_LEN"},
-      {.name = "hutch_agent_seccomp_filter", .len_macro = "HUTCH_AGENT_SECCOMP_FILTER_LEN"},
+      {.name = "hutch_workload_seccomp_filter", .len_macro = "HUTCH_WORKLOAD_SECCOMP_FILTER_LEN"},
   };
-  scmp_filter_ctx (*const build[])(struct hutch_err *) = {hutch_seccomp_profile,
-                                                           hutch_seccomp_agent_profile};
+  scmp_filter_ctx (*const build[])(struct hutch_err *) = {hutch_seccomp_sandbox_profile,
+                                                          hutch_seccomp_workload_profile};
   for (size_t i = 0; i < ARRAY_SIZE(filters); i++) {
     scmp_filter_ctx ctx = build[i](err);
     if (!ctx)
@@ -115,15 +116,16 @@ static int export_all(const char *path, struct hutch_err *err) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 && !(argc == 3 && strcmp(argv[1], "--pfc") == 0)) {
-    fprintf(stderr, "usage: %s OUT.h | --pfc workload|agent\n", argv[0]);
+  if (argc != 2 && !(argc == 3 && strcmp(argv[1], "--pfc") == 0 &&
+                     (strcmp(argv[2], "sandbox") == 0 || strcmp(argv[2], "workload") == 0))) {
+    fprintf(stderr, "usage: %s OUT.h | --pfc sandbox|workload\n", argv[0]);
     return 2;
   }
   struct hutch_err err = {0};
   int rc;
   if (argc == 3) {
-    scmp_filter_ctx ctx = strcmp(argv[2], "agent") == 0 ? hutch_seccomp_agent_profile(&err)
-                                                        : hutch_seccomp_profile(&err);
+    scmp_filter_ctx ctx = strcmp(argv[2], "workload") == 0 ? hutch_seccomp_workload_profile(&err)
+                                                           : hutch_seccomp_sandbox_profile(&err);
     rc = ctx ? seccomp_export_pfc(ctx, STDOUT_FILENO) : -1;
     if (ctx && rc < 0)
       hutch_err_set(&err, -rc, "seccomp_export_pfc");

@@ -4,7 +4,13 @@
  * capabilities as the floor. A syscall the profile does not name fails with
  * ENOSYS, which libc reads as "this kernel is too old" and falls back from;
  * the syscalls refused on purpose fail with EPERM, so a test (or a puzzled
- * user) can tell policy from age. */
+ * user) can tell policy from age.
+ *
+ * It comes as two filters. The sandbox's filter is the profile plus the two
+ * calls only the agent makes; the sandbox's first process installs it before
+ * it execs the agent, so the agent runs under it and every process of the
+ * sandbox inherits it, compiled once. Each workload stacks the workload
+ * filter on it, a dozen instructions that take the agent's calls back. */
 #include "seccomp_profile.h"
 
 #include <errno.h>
@@ -249,12 +255,9 @@ static int add_split(scmp_filter_ctx ctx, const char *name, unsigned int arg,
 static const uint32_t ns_flags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,    CLONE_NEWUSER,
                                     CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME};
 
-/* Refuse name() when argument 0 has any namespace flag but `except`. */
-static int refuse_ns_flags(scmp_filter_ctx ctx, const char *name, uint32_t except,
-                           struct hutch_err *err) {
+/* Refuse name() when argument 0 has any namespace flag. */
+static int refuse_ns_flags(scmp_filter_ctx ctx, const char *name, struct hutch_err *err) {
   for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
-    if (ns_flags[i] == except)
-      continue;
     struct scmp_arg_cmp set = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
     if (add_rule(ctx, REFUSE, name, 1, &set, err) < 0)
       return -1;
@@ -267,7 +270,7 @@ static int add_clone(scmp_filter_ctx ctx, struct hutch_err *err) {
   for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++)
     mask |= ns_flags[i];
   struct scmp_arg_cmp none = SCMP_A0(SCMP_CMP_MASKED_EQ, mask, 0);
-  if (refuse_ns_flags(ctx, "clone", 0, err) < 0)
+  if (refuse_ns_flags(ctx, "clone", err) < 0)
     return -1;
   return add_rule(ctx, SCMP_ACT_ALLOW, "clone", 1, &none, err);
 }
@@ -361,15 +364,28 @@ static scmp_filter_ctx new_ctx(uint32_t def_action, const uint32_t *arches, size
   return ctx;
 }
 
+/* The calls only the agent makes, allowed on x86_64 in the sandbox's filter
+ * and refused again by the filter each workload stacks on it: clone3, with
+ * which it clones workloads into their cgroup on v2 (its flags are in
+ * memory, out of a filter's reach), and unshare of a cgroup namespace, which
+ * each workload gets. Any other unshare stays refused. */
+static int add_agent_calls(scmp_filter_ctx ctx, struct hutch_err *err) {
+  static const uint32_t cgroup_ns[] = {CLONE_NEWCGROUP};
+  if (add_rule(ctx, SCMP_ACT_ALLOW, "clone3", 0, NULL, err) < 0)
+    return -1;
+  return add_split(ctx, "unshare", 0, cgroup_ns, ARRAY_SIZE(cgroup_ns), SCMP_ACT_ALLOW, REFUSE,
+                   err);
+}
+
 static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct hutch_err *err) {
   scmp_filter_ctx ctx = new_ctx(DEFAULT_ACTION, arches, n, err);
   if (!ctx)
     return NULL;
   if (add_names(ctx, SCMP_ACT_ALLOW, allowed, ARRAY_SIZE(allowed), err) < 0 ||
-      add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 ||
-      add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0 || add_clone(ctx, err) < 0 ||
+      add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 || add_clone(ctx, err) < 0 ||
       add_ioctl(ctx, err) < 0 || add_personality(ctx, err) < 0 || add_prlimit(ctx, err) < 0 ||
-      (i386 ? add_sockets_i386(ctx, err) : add_sockets(ctx, err)) < 0) {
+      (i386 ? add_sockets_i386(ctx, err) < 0 || add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0
+            : add_sockets(ctx, err) < 0 || add_agent_calls(ctx, err) < 0)) {
     seccomp_release(ctx);
     return NULL;
   }
@@ -377,10 +393,11 @@ static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct
 }
 
 /* The i386 rules are built in their own context and merged, so that its
- * socket rules (above) can differ from the 64-bit ones. x32 (64-bit
+ * socket rules (above) can differ from the 64-bit ones, and so that the
+ * agent's own calls stay refused there (the agent is a 64-bit program). x32 (64-bit
  * registers, 32-bit pointers) is left out: disabled in most kernels, used
  * by next to nothing, and a third of the filter's size. */
-scmp_filter_ctx hutch_seccomp_profile(struct hutch_err *err) {
+scmp_filter_ctx hutch_seccomp_sandbox_profile(struct hutch_err *err) {
   static const uint32_t native[] = {SCMP_ARCH_X86_64};
   static const uint32_t i386[] = {SCMP_ARCH_X86};
   scmp_filter_ctx ctx = build(native, ARRAY_SIZE(native), false, err);
@@ -401,37 +418,33 @@ scmp_filter_ctx hutch_seccomp_profile(struct hutch_err *err) {
   return ctx;
 }
 
-/* The agent's own filter: defence in depth for the one process of the
- * sandbox that keeps capabilities (in the sandbox's user namespace, which
- * owns nothing else). It allows by default, since the agent is hutch's own
- * code, and refuses the kernel attack surface the agent never uses: the
- * workload profile's refusals and any new namespace but the cgroup
- * namespace each workload gets. Workloads inherit it, so it refuses nothing
- * they may do: ptrace stays (the agent itself is not dumpable, and has no
- * CAP_SYS_PTRACE, so no workload can trace it). clone3 stays
- * allowed: on cgroup v2 the agent clones workloads into their cgroup with
- * it, and its flags cannot be inspected. Workloads inherit this filter and
- * stack their own on it; the strictest answer wins. */
 /* The kernel sends its device events (uevents) to every network namespace
  * owned by the host's user namespace, which a sandbox's is (spawn.c): a
  * NETLINK_KOBJECT_UEVENT socket would tell a workload about the host's
  * disks, USB devices and network interfaces coming and going. Nothing in a
  * sandbox manages devices. (On i386, whose sockets are made through
- * socketcall with the arguments in memory, the workload filter refuses
+ * socketcall with the arguments in memory, the sandbox filter refuses
  * socket creation outright.) */
 static int refuse_uevents(scmp_filter_ctx ctx, struct hutch_err *err) {
   struct scmp_arg_cmp uevent[] = {ARG_IS(0, AF_NETLINK), ARG_IS(2, NETLINK_KOBJECT_UEVENT)};
   return add_rule(ctx, REFUSE, "socket", ARRAY_SIZE(uevent), uevent, err);
 }
 
-scmp_filter_ctx hutch_seccomp_agent_profile(struct hutch_err *err) {
+/* What each workload stacks on the sandbox's filter: it takes back the
+ * agent's own calls (add_agent_calls), with the answers the profile gives
+ * everywhere else (clone3 ENOSYS, so that glibc falls back to clone; unshare
+ * EPERM), and refuses uevent sockets. Everything else it allows: the
+ * sandbox's filter below it has already decided. The strictest answer of
+ * the two filters wins, so a workload gets exactly the profile. It is
+ * small on purpose: the kernel compiles a filter for every process that
+ * installs one, and the sandbox's is compiled once, by its first process. */
+scmp_filter_ctx hutch_seccomp_workload_profile(struct hutch_err *err) {
   static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
   scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, arches, ARRAY_SIZE(arches), err);
   if (!ctx)
     return NULL;
-  if (add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 ||
-      refuse_ns_flags(ctx, "clone", 0, err) < 0 ||
-      refuse_ns_flags(ctx, "unshare", CLONE_NEWCGROUP, err) < 0 || refuse_uevents(ctx, err) < 0) {
+  if (add_rule(ctx, DEFAULT_ACTION, "clone3", 0, NULL, err) < 0 ||
+      add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0 || refuse_uevents(ctx, err) < 0) {
     seccomp_release(ctx);
     return NULL;
   }

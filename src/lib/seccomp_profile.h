@@ -1,8 +1,10 @@
-/* The seccomp profile applied to every workload (docs/seccomp.md).
+/* The seccomp profile applied to every workload (docs/seccomp.md), as two
+ * filters: the sandbox's, which the agent runs under too, and the one each
+ * workload stacks on it.
  *
  * Only the build-time generator (seccomp_gen.c) links libseccomp: it builds
- * this profile and emits the BPF as a C header, which the static agent
- * installs just before execve. */
+ * these filters and emits their BPF as a C header, which hutch and the static
+ * agent install. */
 #ifndef HUTCH_SECCOMP_PROFILE_H
 #define HUTCH_SECCOMP_PROFILE_H
 
@@ -11,12 +13,13 @@
 
 #include "err.h"
 
-/* The profile for the x86_64, x32 and i386 ABIs, in one libseccomp context
- * that the caller releases with seccomp_release(). */
-scmp_filter_ctx hutch_seccomp_profile(struct hutch_err *err);
+/* The sandbox's filter: the profile for the x86_64, x32 and i386 ABIs, plus
+ * the agent's own calls on x86_64, in one libseccomp context that the
+ * caller releases with seccomp_release(). */
+scmp_filter_ctx hutch_seccomp_sandbox_profile(struct hutch_err *err);
 
-/* The agent's own, looser filter (see the .c file). */
-scmp_filter_ctx hutch_seccomp_agent_profile(struct hutch_err *err);
+/* The workload filter, which takes the agent's calls back (see the .c file). */
+scmp_filter_ctx hutch_seccomp_workload_profile(struct hutch_err *err);
 
 /* The syscall names the profile lists but this libseccomp does not know:
  * they get the default action (ENOSYS). Stores up to max names in out and

@@ -11,7 +11,9 @@
  *  3. unshare a user namespace, which the parent maps onto this sandbox's
  *     own host id range: from here on, even "root" inside is an
  *     unprivileged host uid no other sandbox shares;
- *  4. exec the agent from a read-only mount, with only the fds it needs.
+ *  4. install the sandbox's seccomp filter, which the agent runs under and
+ *     every workload inherits;
+ *  5. exec the agent from a read-only mount, with only the fds it needs.
  * The agent runs in the sandbox cgroup from its first instruction: v2 clones
  * straight into it; on v1 the child moves itself there before anything else. */
 #include "spawn.h"
@@ -160,10 +162,11 @@ static int child_userns(uid_t base, int sync, struct hutch_err *err) {
   c = SYNC_USERNS;
   if (send(sync, &c, 1, MSG_NOSIGNAL) != 1)
     _exit(125); /* the parent is gone */
-  /* The agent's filter, while the parent writes the id maps: it stays on
-   * through the exec, and every workload inherits it under its own. */
-  if (hutch_seccomp_install_agent() < 0)
-    return hutch_err_set(err, errno, "install the agent's seccomp filter");
+  /* The sandbox's filter, while the parent writes the id maps: it stays on
+   * through the exec, so the agent runs under it and every workload
+   * inherits it under its own. What follows up to the exec is allowed. */
+  if (hutch_seccomp_install_sandbox() < 0)
+    return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
     _exit(125);
   if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)

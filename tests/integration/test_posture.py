@@ -143,6 +143,9 @@ def test_posture_outside():
         base = int(a["Uid"].split()[0])
         assert base >= UID_BASE and base % 65536 == 0
         assert a["NoNewPrivs"] == "1" and a["Seccomp"] == "2", a
+        # The agent runs under the sandbox's filter alone; every workload
+        # stacks its own on it (docs/seccomp.md).
+        assert a["Seccomp_filters"] == "1", a
         # Its user namespace belongs to the sandbox's own host id, not to
         # host root: per-user kernel quotas are charged up to that owner.
         assert userns_owner(agent_pid) == base
@@ -150,6 +153,7 @@ def test_posture_outside():
             for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
                 s = status_of(f"{pid}/task/{task.name}")
                 assert s["Seccomp"] == "2" and s["NoNewPrivs"] == "1", s
+                assert s["Seccomp_filters"] == "2", s
                 assert s["CapEff"] == "0000000000000000" and s["CapBnd"] == "0000000000000000", s
                 assert int(s["Uid"].split()[0]) == base + 1000
             # Its own namespaces, every one of them.

@@ -7,11 +7,11 @@ from conftest import require
 
 REFUSED = """keyctl add_key request_key bpf perf_event_open userfaultfd io_uring_setup
 io_uring_enter io_uring_register mount umount2 pivot_root chroot fsopen fsconfig fsmount fspick
-move_mount open_tree mount_setattr unshare setns clone-newuser clone-newns clone-newpid
-clone-newnet clone-newipc clone-newuts clone-newcgroup clone-newtime kexec_load kexec_file_load
-init_module finit_module delete_module open_by_handle_at name_to_handle_at ioctl-tiocsti
-ioctl-tiocsti-hi ioctl-tioclinux socket-alg socket-alg-hi socket-vsock socketpair-alg kcmp
-pidfd_getfd process_madvise personality-aslr acct swapon swapoff reboot settimeofday
+move_mount open_tree mount_setattr unshare unshare-newcgroup setns clone-newuser clone-newns
+clone-newpid clone-newnet clone-newipc clone-newuts clone-newcgroup clone-newtime kexec_load
+kexec_file_load init_module finit_module delete_module open_by_handle_at name_to_handle_at
+ioctl-tiocsti ioctl-tiocsti-hi ioctl-tioclinux socket-alg socket-alg-hi socket-vsock socketpair-alg
+kcmp pidfd_getfd process_madvise personality-aslr acct swapon swapoff reboot settimeofday
 clock_settime syslog quotactl sethostname setdomainname iopl ioperm uselib ustat sysfs
 fanotify_init""".split()
 # Allowed calls with arguments that make them fail harmlessly (or succeed).

@@ -73,6 +73,9 @@ PROBE(p_mount_setattr, syscall(SYS_mount_setattr, -1, BAD_PTR, 0, BAD_PTR, 0))
 
 /* Bit 0 is an exit-signal bit, never a valid unshare() flag: EINVAL. */
 PROBE(p_unshare, syscall(SYS_unshare, CLONE_NEWUSER | 0x1))
+/* Exactly the call the sandbox's filter allows the agent and the workload
+ * filter takes back; unfiltered, it succeeds for root. */
+PROBE(p_unshare_newcgroup, syscall(SYS_unshare, CLONE_NEWCGROUP))
 PROBE(p_setns, syscall(SYS_setns, -1, 0))
 /* CLONE_THREAD without CLONE_SIGHAND is EINVAL, so an allowed clone never
  * makes a child. */
@@ -243,6 +246,7 @@ static const struct probe probes[] = {
     {"open_tree", p_open_tree, 0},
     {"mount_setattr", p_mount_setattr, 0},
     {"unshare", p_unshare, 0},
+    {"unshare-newcgroup", p_unshare_newcgroup, 0},
     {"setns", p_setns, 0},
     {"clone-newuser", p_clone_newuser, 0},
     {"clone-newns", p_clone_newns, 0},

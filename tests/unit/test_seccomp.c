@@ -3,19 +3,22 @@
  *   test_seccomp PROBE64 PROBE32     (PROBE32 "-": no i386 toolchain)
  *
  * Runs the try-syscall probes (tests/probe/try_syscall.c, built static for
- * x86_64 and i386) twice: under the filter, installed by
- * hutch_seccomp_install_workload(), and without it as a control. Under the filter every
+ * x86_64 and i386) twice: under the filters a workload has (the sandbox's,
+ * then the workload's stacked on it, each installed by the code hutch and
+ * the agent use), and without them as a control. Under the filters every
  * refused call must return exactly the policy's errno and every allowed
  * control its harmless kernel answer; without it, the calls whose unfiltered
  * answer does not depend on privileges must answer something else, which
  * shows that the errno comes from the filter. The i386 half is skipped when
  * the kernel cannot run i386 binaries, unless HUTCH_MUST_WORK is set.
  * x32, refused wholesale (and absent from most kernels, this one included),
- * is checked by running the filter's BPF here on made-up syscalls. */
+ * and what each filter alone decides (the agent runs under the sandbox's
+ * only) are checked by running the filters' BPF here on made-up syscalls. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,6 +31,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +71,7 @@ static const struct expect expects[] = {
     {"open_tree", "EPERM", NULL, false},
     {"mount_setattr", "EPERM", NULL, false},
     {"unshare", "EPERM", NULL, true},
+    {"unshare-newcgroup", "EPERM", NULL, false},
     {"setns", "EPERM", NULL, true},
     {"clone-newuser", "EPERM", NULL, true},
     {"clone-newns", "EPERM", NULL, true},
@@ -177,7 +182,8 @@ child(const char *probe, bool filtered, int outfd, int errfd) {
   int e = 0;
   if (dup2(outfd, STDOUT_FILENO) < 0)
     e = errno;
-  else if (filtered && hutch_seccomp_install_workload() < 0)
+  else if (filtered &&
+           (hutch_seccomp_install_sandbox() < 0 || hutch_seccomp_install_workload() < 0))
     e = errno;
   else {
     execl(probe, "try-syscall", "all", (char *)NULL);
@@ -278,10 +284,10 @@ static void test_abi(const char *abi, const char *probe, bool i386, bool control
 
 /* A classic BPF interpreter for the instructions libseccomp emits; anything
  * else makes the check fail rather than guess. */
-static uint32_t bpf_run(const struct seccomp_data *d) {
+static uint32_t bpf_run(const struct sock_filter *prog, size_t len, const struct seccomp_data *d) {
   uint32_t a = 0;
-  for (size_t pc = 0; pc < HUTCH_SECCOMP_FILTER_LEN; pc++) {
-    const struct sock_filter *in = &hutch_seccomp_filter[pc];
+  for (size_t pc = 0; pc < len; pc++) {
+    const struct sock_filter *in = &prog[pc];
     switch (in->code) {
     case BPF_LD | BPF_W | BPF_ABS:
       if (in->k % 4 != 0 || in->k + 4 > sizeof *d)
@@ -317,35 +323,79 @@ static uint32_t bpf_run(const struct seccomp_data *d) {
 
 #define X32(nr) (0x40000000 | (nr)) /* numbers from <asm/unistd_x32.h> */
 #define ERRNO(e) (SECCOMP_RET_ERRNO | (e))
+#define I386_UNSHARE 310 /* from <asm/unistd_32.h> */
+#define I386_CLONE3 435
+
+enum filter { SANDBOX, WORKLOAD };
 
 static const struct {
+  enum filter filter;
   const char *what;
   uint32_t arch;
   int nr;
-  uint64_t a0, a1;
+  uint64_t a0, a1, a2;
   uint32_t want;
 } simulated[] = {
     /* x32 is not a reviewed ABI: any of its calls kills the process. */
-    {"x32 read", AUDIT_ARCH_X86_64, X32(0), 0, 0, SECCOMP_RET_KILL_PROCESS},
-    {"x32 keyctl", AUDIT_ARCH_X86_64, X32(250), 0, 0, SECCOMP_RET_KILL_PROCESS},
-    {"x32 socket(AF_UNIX)", AUDIT_ARCH_X86_64, X32(41), AF_UNIX, 0, SECCOMP_RET_KILL_PROCESS},
-    {"x32 ioctl(TIOCSTI)", AUDIT_ARCH_X86_64, X32(514), 0, TIOCSTI, SECCOMP_RET_KILL_PROCESS},
-    {"x32 clone(CLONE_NEWUSER)", AUDIT_ARCH_X86_64, X32(56), CLONE_NEWUSER, 0,
+    {SANDBOX, "x32 read", AUDIT_ARCH_X86_64, X32(0), 0, 0, 0, SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "x32 keyctl", AUDIT_ARCH_X86_64, X32(250), 0, 0, 0, SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "x32 socket(AF_UNIX)", AUDIT_ARCH_X86_64, X32(41), AF_UNIX, 0, 0,
      SECCOMP_RET_KILL_PROCESS},
-    {"x32 syscall 999", AUDIT_ARCH_X86_64, X32(999), 0, 0, SECCOMP_RET_KILL_PROCESS},
-    {"aarch64 read", AUDIT_ARCH_AARCH64, 63, 0, 0, SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "x32 ioctl(TIOCSTI)", AUDIT_ARCH_X86_64, X32(514), 0, TIOCSTI, 0,
+     SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "x32 clone(CLONE_NEWUSER)", AUDIT_ARCH_X86_64, X32(56), CLONE_NEWUSER, 0, 0,
+     SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "x32 syscall 999", AUDIT_ARCH_X86_64, X32(999), 0, 0, 0, SECCOMP_RET_KILL_PROCESS},
+    {SANDBOX, "aarch64 read", AUDIT_ARCH_AARCH64, 63, 0, 0, 0, SECCOMP_RET_KILL_PROCESS},
+    /* The agent's own calls, and no more than them. */
+    {SANDBOX, "clone3", AUDIT_ARCH_X86_64, SYS_clone3, 0, 0, 0, SECCOMP_RET_ALLOW},
+    {SANDBOX, "unshare(CLONE_NEWCGROUP)", AUDIT_ARCH_X86_64, SYS_unshare, CLONE_NEWCGROUP, 0, 0,
+     SECCOMP_RET_ALLOW},
+    {SANDBOX, "unshare(CLONE_NEWCGROUP|CLONE_NEWUSER)", AUDIT_ARCH_X86_64, SYS_unshare,
+     CLONE_NEWCGROUP | CLONE_NEWUSER, 0, 0, ERRNO(EPERM)},
+    {SANDBOX, "unshare(CLONE_NEWNS)", AUDIT_ARCH_X86_64, SYS_unshare, CLONE_NEWNS, 0, 0,
+     ERRNO(EPERM)},
+    {SANDBOX, "unshare(0)", AUDIT_ARCH_X86_64, SYS_unshare, 0, 0, 0, ERRNO(EPERM)},
+    {SANDBOX, "i386 unshare(CLONE_NEWCGROUP)", AUDIT_ARCH_I386, I386_UNSHARE, CLONE_NEWCGROUP, 0, 0,
+     ERRNO(EPERM)},
+    {SANDBOX, "i386 clone3", AUDIT_ARCH_I386, I386_CLONE3, 0, 0, 0, ERRNO(ENOSYS)},
+    {SANDBOX, "keyctl", AUDIT_ARCH_X86_64, SYS_keyctl, 0, 0, 0, ERRNO(EPERM)},
+    {SANDBOX, "socket(AF_NETLINK, NETLINK_ROUTE)", AUDIT_ARCH_X86_64, SYS_socket, AF_NETLINK, 0, 0,
+     SECCOMP_RET_ALLOW},
+    /* The workload's filter takes them back, and refuses uevents. */
+    {WORKLOAD, "clone3", AUDIT_ARCH_X86_64, SYS_clone3, 0, 0, 0, ERRNO(ENOSYS)},
+    {WORKLOAD, "unshare(CLONE_NEWCGROUP)", AUDIT_ARCH_X86_64, SYS_unshare, CLONE_NEWCGROUP, 0, 0,
+     ERRNO(EPERM)},
+    {WORKLOAD, "socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", AUDIT_ARCH_X86_64, SYS_socket,
+     AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT, ERRNO(EPERM)},
+    {WORKLOAD, "socket(AF_NETLINK, NETLINK_ROUTE)", AUDIT_ARCH_X86_64, SYS_socket, AF_NETLINK,
+     SOCK_RAW, NETLINK_ROUTE, SECCOMP_RET_ALLOW},
+    {WORKLOAD, "keyctl (the sandbox's to refuse)", AUDIT_ARCH_X86_64, SYS_keyctl, 0, 0, 0,
+     SECCOMP_RET_ALLOW},
+    {WORKLOAD, "i386 read", AUDIT_ARCH_I386, 3, 0, 0, 0, SECCOMP_RET_ALLOW},
+    {WORKLOAD, "x32 read", AUDIT_ARCH_X86_64, X32(0), 0, 0, 0, SECCOMP_RET_KILL_PROCESS},
 };
 
 #define NSIMULATED (sizeof simulated / sizeof simulated[0])
 
 static void test_simulated(void) {
+  static const struct {
+    const char *name;
+    const struct sock_filter *prog;
+    size_t len;
+  } filters[] = {
+      [SANDBOX] = {"sandbox", hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN},
+      [WORKLOAD] = {"workload", hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN},
+  };
   for (size_t i = 0; i < NSIMULATED; i++) {
     struct seccomp_data d = {.nr = simulated[i].nr, .arch = simulated[i].arch};
     d.args[0] = simulated[i].a0;
     d.args[1] = simulated[i].a1;
-    uint32_t got = bpf_run(&d);
-    tap(got == simulated[i].want, "simulated: %s gives 0x%08x (got 0x%08x)", simulated[i].what,
-        simulated[i].want, got);
+    d.args[2] = simulated[i].a2;
+    const typeof(filters[0]) *f = &filters[simulated[i].filter];
+    uint32_t got = bpf_run(f->prog, f->len, &d);
+    tap(got == simulated[i].want, "simulated, %s filter: %s gives 0x%08x (got 0x%08x)", f->name,
+        simulated[i].what, simulated[i].want, got);
   }
 }
 
