@@ -10,7 +10,7 @@
  * calls only the agent makes; the sandbox's first process installs it before
  * it execs the agent, so the agent runs under it and every process of the
  * sandbox inherits it, compiled once. Each workload stacks the workload
- * filter on it, a dozen instructions that take the agent's calls back. */
+ * filter on it, a few dozen instructions that take the agent's calls back. */
 #include "seccomp_profile.h"
 
 #include <errno.h>
@@ -393,8 +393,8 @@ static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct
 }
 
 /* The i386 rules are built in their own context and merged, so that its
- * socket rules (above) can differ from the 64-bit ones, and so that the
- * agent's own calls stay refused there (the agent is a 64-bit program). x32 (64-bit
+ * socket rules (above) can differ from the 64-bit ones, and the agent's own
+ * calls stay refused there (the agent is a 64-bit program). x32 (64-bit
  * registers, 32-bit pointers) is left out: disabled in most kernels, used
  * by next to nothing, and a third of the filter's size. */
 scmp_filter_ctx hutch_seccomp_sandbox_profile(struct hutch_err *err) {
