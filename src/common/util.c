@@ -155,6 +155,13 @@ void str_copy(char *dst, size_t size, const char *src) {
   dst[n] = '\0';
 }
 
+void str_append(char **s, const char *at, size_t n) {
+  size_t old = *s ? strlen(*s) : 0;
+  *s = xrealloc(*s, old + n + 1);
+  memcpy(*s + old, at, n);
+  (*s)[old + n] = '\0';
+}
+
 uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -37,6 +37,9 @@ bool parse_milli(const char *s, uint64_t *out);
 /* Copy src into dst[size], cut short if need be, always terminated. */
 void str_copy(char *dst, size_t size, const char *src);
 
+/* Append n bytes of at to the malloc'd string *s (NULL: empty so far). */
+void str_append(char **s, const char *at, size_t n);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 

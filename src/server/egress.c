@@ -36,14 +36,12 @@
 #define EGRESS_HEAD_MAX (16u << 10)     /* request line and headers */
 #define EGRESS_HEAD_TIMEOUT_MS 10000    /* to send them */
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
-#define EGRESS_MAX_HEADERS 100
 #define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */
 
 struct egress {
   uv_tcp_t listener;
   struct sbx *sb; /* NULL once the sandbox has gone and the listener closes */
-  struct econn *conns;
-  unsigned nconns;
+  struct relay_set conns;
   unsigned lookups; /* name lookups under way */
 };
 
@@ -51,8 +49,7 @@ enum econn_phase { E_HEAD, E_RESOLVING, E_CONNECTING, E_RELAYING, E_ENDING };
 
 struct econn {
   struct relay relay; /* side 0: the sandbox's client; side 1: the host out there */
-  struct econn *prev, *next;
-  struct egress *eg; /* NULL once the sandbox has gone */
+  struct egress *eg;  /* NULL once the sandbox has gone */
   struct server *srv;
   char tenant[SERVE_TENANT_LEN + 1], sandbox[17];
   uv_timer_t timer;
@@ -62,7 +59,7 @@ struct econn {
   http_parser parser;
   size_t head_bytes, head_read; /* counted for the cap; read from the client */
   char *url;
-  struct http_header headers[EGRESS_MAX_HEADERS];
+  struct http_header *headers;
   size_t nheaders;
   bool in_value, head_done, upgrade;
   char *rest; /* what followed the head */
@@ -107,6 +104,7 @@ static void econn_free(struct econn *e) {
     free(e->headers[i].name);
     free(e->headers[i].value);
   }
+  free(e->headers);
   free(e->rest);
   free(e->target);
   free(e->reason);
@@ -123,15 +121,7 @@ static void timer_closed(uv_handle_t *h) {
 }
 
 static void unlink_conn(struct econn *e) {
-  if (!e->eg)
-    return;
-  if (e->prev)
-    e->prev->next = e->next;
-  else
-    e->eg->conns = e->next;
-  if (e->next)
-    e->next->prev = e->prev;
-  e->eg->nconns--;
+  relay_set_leave(&e->relay);
   e->eg = NULL;
 }
 
@@ -409,38 +399,26 @@ static int count(struct econn *e, size_t n) {
   return e->head_bytes > EGRESS_HEAD_MAX ? -1 : 0;
 }
 
-static int cat(char **s, const char *at, size_t n) {
-  size_t old = *s ? strlen(*s) : 0;
-  *s = xrealloc(*s, old + n + 1);
-  memcpy(*s + old, at, n);
-  (*s)[old + n] = '\0';
-  return 0;
-}
-
 static int on_url(http_parser *p, const char *at, size_t n) {
   struct econn *e = econn_of(p);
-  return count(e, n) < 0 ? -1 : cat(&e->url, at, n);
+  if (count(e, n) < 0)
+    return -1;
+  str_append(&e->url, at, n);
+  return 0;
 }
 
 static int on_field(http_parser *p, const char *at, size_t n) {
   struct econn *e = econn_of(p);
   if (count(e, n) < 0)
     return -1;
-  if (e->nheaders == 0 || e->in_value) {
-    if (e->nheaders == EGRESS_MAX_HEADERS)
-      return -1;
-    e->headers[e->nheaders++] = (struct http_header){xstrdup(""), xstrdup("")};
-    e->in_value = false;
-  }
-  return cat(&e->headers[e->nheaders - 1].name, at, n);
+  return http_header_piece(&e->headers, &e->nheaders, &e->in_value, false, at, n);
 }
 
 static int on_value(http_parser *p, const char *at, size_t n) {
   struct econn *e = econn_of(p);
-  if (count(e, n) < 0 || e->nheaders == 0)
+  if (count(e, n) < 0)
     return -1;
-  e->in_value = true;
-  return cat(&e->headers[e->nheaders - 1].value, at, n);
+  return http_header_piece(&e->headers, &e->nheaders, &e->in_value, true, at, n);
 }
 
 static int on_headers_complete(http_parser *p) {
@@ -491,9 +469,9 @@ static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   free(buf->base);
   if (err != HPE_OK) {
-    if (e->head_bytes > EGRESS_HEAD_MAX || e->nheaders == EGRESS_MAX_HEADERS)
+    if (e->head_bytes > EGRESS_HEAD_MAX || e->nheaders == HTTP_MAX_HEADERS)
       refuse(e, 431, "the request head exceeds %u bytes or %d headers", EGRESS_HEAD_MAX,
-             EGRESS_MAX_HEADERS);
+             HTTP_MAX_HEADERS);
     else
       refuse(e, 400, "malformed request: %s", http_errno_name(err));
   }
@@ -515,17 +493,13 @@ static void on_accept(uv_stream_t *listener, int status) {
   str_copy(e->tenant, sizeof e->tenant, sb->tenant);
   str_copy(e->sandbox, sizeof e->sandbox, sb->id);
   e->eg = eg;
-  e->next = eg->conns;
-  if (eg->conns)
-    eg->conns->prev = e;
-  eg->conns = e;
-  eg->nconns++;
+  relay_set_join(&eg->conns, &e->relay);
   http_parser_init(&e->parser, HTTP_REQUEST);
   if (uv_accept(listener, (uv_stream_t *)&e->relay.side[0]) < 0) {
     relay_close(&e->relay);
     return;
   }
-  if (eg->nconns > EGRESS_MAX_CONNS) {
+  if (eg->conns.n > EGRESS_MAX_CONNS) {
     refuse(e, 503, "the sandbox has %d connections through the proxy already", EGRESS_MAX_CONNS);
     return;
   }
@@ -627,8 +601,8 @@ void egress_close(struct sbx *sb) {
   if (!eg)
     return;
   sb->egress = NULL;
-  while (eg->conns) {
-    struct econn *e = eg->conns;
+  while (eg->conns.first) {
+    struct econn *e = (struct econn *)eg->conns.first;
     unlink_conn(e);
     relay_close(&e->relay);
   }
@@ -637,8 +611,9 @@ void egress_close(struct sbx *sb) {
 }
 
 void egress_sweep(struct sbx *sb, uint64_t idle_ms) {
-  for (struct econn *e = sb->egress ? sb->egress->conns : NULL, *next; e; e = next) {
-    next = e->next;
+  for (struct relay *r = sb->egress ? sb->egress->conns.first : NULL, *next; r; r = next) {
+    next = r->next;
+    struct econn *e = (struct econn *)r;
     if (!relay_idle(&e->relay, idle_ms))
       continue;
     free(e->reason);
@@ -653,8 +628,9 @@ void egress_recheck(struct sbx *sb) {
   if (!eg)
     return;
   /* Connections the new policy would not let through end now. */
-  for (struct econn *e = eg->conns, *next; e; e = next) {
-    next = e->next;
+  for (struct relay *r = eg->conns.first, *next; r; r = next) {
+    next = r->next;
+    struct econn *e = (struct econn *)r;
     if (e->phase != E_RELAYING && e->phase != E_CONNECTING && e->phase != E_RESOLVING)
       continue;
     /* What is still allowed goes on as the new policy lets it: an address

@@ -42,14 +42,6 @@ static void req_free(struct http_req *r) {
   memset(r, 0, sizeof *r);
 }
 
-static int append(char **s, const char *at, size_t n) {
-  size_t old = *s ? strlen(*s) : 0;
-  *s = xrealloc(*s, old + n + 1);
-  memcpy(*s + old, at, n);
-  (*s)[old + n] = '\0';
-  return 0;
-}
-
 static struct http_conn *conn_of(http_parser *p) { return p->data; }
 
 /* Request line and headers together may not exceed HTTP_HEADER_MAX. */
@@ -73,32 +65,43 @@ static int on_message_begin(http_parser *p) {
 
 static int on_url(http_parser *p, const char *at, size_t n) {
   struct http_conn *c = conn_of(p);
-  return count_header(c, n) < 0 ? -1 : append(&c->req.target, at, n);
+  if (count_header(c, n) < 0)
+    return -1;
+  str_append(&c->req.target, at, n);
+  return 0;
+}
+
+int http_header_piece(struct http_header **h, size_t *n, bool *in_value, bool value, const char *at,
+                      size_t len) {
+  if (!value && (*n == 0 || *in_value)) {
+    if (*n >= HTTP_MAX_HEADERS)
+      return -1;
+    *h = xrealloc(*h, (*n + 1) * sizeof **h);
+    (*h)[(*n)++] = (struct http_header){xstrdup(""), xstrdup("")};
+  }
+  if (*n == 0)
+    return -1;
+  *in_value = value;
+  str_append(value ? &(*h)[*n - 1].value : &(*h)[*n - 1].name, at, len);
+  return 0;
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t n) {
   struct http_conn *c = conn_of(p);
-  struct http_req *r = &c->req;
   if (count_header(c, n) < 0)
     return -1;
-  if (r->nheaders == 0 || c->in_value) {
-    if (r->nheaders >= 100) {
-      c->fail_status = 431;
-      return -1;
-    }
-    r->headers = xrealloc(r->headers, (r->nheaders + 1) * sizeof *r->headers);
-    r->headers[r->nheaders++] = (struct http_header){xstrdup(""), xstrdup("")};
-    c->in_value = false;
+  if (http_header_piece(&c->req.headers, &c->req.nheaders, &c->in_value, false, at, n) < 0) {
+    c->fail_status = 431;
+    return -1;
   }
-  return append(&r->headers[r->nheaders - 1].name, at, n);
+  return 0;
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t n) {
   struct http_conn *c = conn_of(p);
-  if (count_header(c, n) < 0 || c->req.nheaders == 0)
+  if (count_header(c, n) < 0)
     return -1;
-  c->in_value = true;
-  return append(&c->req.headers[c->req.nheaders - 1].value, at, n);
+  return http_header_piece(&c->req.headers, &c->req.nheaders, &c->in_value, true, at, n);
 }
 
 static int on_headers_complete(http_parser *p) {

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
+#define HTTP_MAX_HEADERS 100             /* header lines in a request */
 #define HTTP_BODY_MAX (1u << 20)         /* a request body held in memory */
 #define HTTP_HEADER_TIMEOUT_MS 10000     /* to send the request line and headers */
 #define HTTP_BODY_TIMEOUT_MS 30000       /* to send the rest of a held body */
@@ -30,6 +31,13 @@ struct http_conn;
 struct http_header {
   char *name, *value;
 };
+
+/* One piece of a header's name (value false) or value, as http_parser hands
+ * them over, added to the growing list h[*n]: a name piece after a value
+ * starts the next header (*in_value remembers the last). -1: a name would
+ * make more than HTTP_MAX_HEADERS headers, or a value comes before any. */
+int http_header_piece(struct http_header **h, size_t *n, bool *in_value, bool value, const char *at,
+                      size_t len);
 
 struct http_req {
   enum http_method method;

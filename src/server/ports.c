@@ -34,8 +34,7 @@
 #define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */
 
 struct pconn {
-  struct relay relay; /* side 0: the client; side 1: the service in the sandbox */
-  struct pconn *prev, *next;
+  struct relay relay;  /* side 0: the client; side 1: the service in the sandbox */
   struct sbx *sb;      /* NULL once the sandbox has gone */
   struct http_conn *c; /* until the service answers the connect */
   struct server *srv;
@@ -49,8 +48,6 @@ struct pconn {
   size_t sent; /* head and what came with it: bytes in not seen by the relay */
   uint64_t started_ns;
 };
-
-static const char prefix[] = "/v1/sandboxes/";
 
 /* "{port}-{id}.{domain}[:listen port]": the port and id, or false. */
 static bool host_route(const struct server *srv, const char *host, unsigned *port, char id[17]) {
@@ -82,15 +79,7 @@ bool ports_routed_by_host(const struct server *srv, const struct http_req *req) 
 /* ---- the end ---- */
 
 static void unlink_conn(struct pconn *pc) {
-  if (!pc->sb)
-    return;
-  if (pc->prev)
-    pc->prev->next = pc->next;
-  else
-    pc->sb->ports = pc->next;
-  if (pc->next)
-    pc->next->prev = pc->prev;
-  pc->sb->nports--;
+  relay_set_leave(&pc->relay);
   pc->sb = NULL;
 }
 
@@ -118,16 +107,16 @@ static void client_gone(void *ctx) {
 static const struct http_stream_ops own_ops = {.abort = client_gone};
 
 void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
-  for (struct pconn *pc = sb->ports, *next; pc; pc = next) {
-    next = pc->next;
-    if (relay_idle(&pc->relay, idle_ms))
-      relay_close(&pc->relay);
+  for (struct relay *r = sb->ports.first, *next; r; r = next) {
+    next = r->next;
+    if (relay_idle(r, idle_ms))
+      relay_close(r);
   }
 }
 
 void ports_close_all(struct sbx *sb) {
-  while (sb->ports) {
-    struct pconn *pc = sb->ports;
+  while (sb->ports.first) {
+    struct pconn *pc = (struct pconn *)sb->ports.first;
     unlink_conn(pc);
     if (pc->c) {
       struct http_conn *c = pc->c;
@@ -269,7 +258,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     target = xstrdup(req->target);
   } else {
     /* /v1/sandboxes/{id}/ports/{port}[/rest][?query] */
-    const char *s = req->target + sizeof prefix - 1;
+    const char *s = req->target + strlen("/v1/sandboxes/");
     const char *slash = strchr(s, '/');
     if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0) {
       http_error(c, 404, "not_found", "no route %s", req->path);
@@ -315,7 +304,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
                  "sandbox's "
                  "traffic token (X-Hutch-Traffic-Token)",
                  port);
-  } else if (sb->nports >= PORTS_MAX_CONNS) {
+  } else if (sb->ports.n >= PORTS_MAX_CONNS) {
     http_error(c, 429, "busy", "sandbox %s has %d connections through its ports already", id,
                PORTS_MAX_CONNS);
   } else if (one_request && (c->parser.flags & F_CHUNKED)) {
@@ -336,11 +325,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
                    : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length
                                                          : 0;
     relay_init(&pc->relay, srv->loop, relay_done);
-    pc->next = sb->ports;
-    if (sb->ports)
-      sb->ports->prev = pc;
-    sb->ports = pc;
-    sb->nports++;
+    relay_set_join(&sb->ports, &pc->relay);
     http_own(c, &own_ops, pc);
     connect_in(pc, AF_INET);
   }

@@ -76,6 +76,30 @@ void relay_init(struct relay *r, uv_loop_t *loop, relay_done_fn done) {
   r->open = 2;
 }
 
+void relay_set_join(struct relay_set *s, struct relay *r) {
+  r->set = s;
+  r->prev = NULL;
+  r->next = s->first;
+  if (s->first)
+    s->first->prev = r;
+  s->first = r;
+  s->n++;
+}
+
+void relay_set_leave(struct relay *r) {
+  struct relay_set *s = r->set;
+  if (!s)
+    return;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    s->first = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  s->n--;
+  r->set = NULL;
+}
+
 /* ---- connecting side 1 ---- */
 
 static void on_connected(uv_connect_t *req, int status) {

@@ -24,6 +24,13 @@ struct relay;
 struct relay_attempt;
 typedef void (*relay_done_fn)(struct relay *r);
 
+/* The relays one owner holds (a sandbox's connections through its egress
+ * proxy, or through its ports), linked through the relays themselves. */
+struct relay_set {
+  struct relay *first;
+  unsigned n;
+};
+
 struct relay {
   uv_tcp_t side[2];  /* while it is set up */
   uv_poll_t poll[2]; /* once it relays: the sockets, fd[i] */
@@ -43,7 +50,13 @@ struct relay {
   struct relay_attempt *attempt; /* a connect of side 1 under way */
   int open;                      /* handles not yet closed */
   relay_done_fn done;
+  struct relay_set *set; /* the set it is in, if any */
+  struct relay *prev, *next;
 };
+
+/* r joins s; relay_set_leave takes it out of its set (if in one). */
+void relay_set_join(struct relay_set *s, struct relay *r);
+void relay_set_leave(struct relay *r);
 
 typedef void (*relay_connect_fn)(struct relay *r, int status);
 

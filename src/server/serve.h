@@ -13,6 +13,7 @@
 #include "agentc.h"
 #include "http.h"
 #include "netpolicy.h"
+#include "relay.h"
 #include "sandbox.h"
 
 #define SERVE_DEFAULT_PORT 7420
@@ -60,7 +61,6 @@ struct samples;
 struct context;
 struct watch;
 struct egress;
-struct pconn;
 
 struct sbx {
   struct sbx *next;
@@ -100,8 +100,7 @@ struct sbx {
   json_t *network, *secrets;
   struct netpolicy policy;
   struct egress *egress;
-  struct pconn *ports;
-  unsigned nports;
+  struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];
   bool dying;
