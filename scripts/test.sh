@@ -12,6 +12,9 @@ py=/usr/bin/python3
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 fail=0
+# How long each stage took, printed as it ends (CI's time breakdown).
+mark=$SECONDS
+took() { echo "make test: $1 took $((SECONDS - mark)) s"; mark=$SECONDS; }
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "make test: the suite creates real sandboxes and needs root" >&2
@@ -22,6 +25,7 @@ meson test -C "$build" --print-errorlogs >"$log/unit" 2>&1 || fail=1
 tail -n 12 "$log/unit"
 meson test -C "$asan" --print-errorlogs >"$log/asan" 2>&1 || fail=1
 tail -n 12 "$log/asan"
+took "the unit tests (both builds)"
 
 # The request fuzzer (tests/fuzz/fuzz_request.c), 20 s from the seed corpus
 # (copied: what it finds stays out of the checkout). One test: it passes
@@ -45,10 +49,12 @@ elif [ "${HUTCH_MUST_WORK:-}" = 1 ]; then
 else
   echo "fuzz_request: not built (make test builds it with clang), not run"
 fi
+took "the request fuzzer"
 
 HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
   $py -m pytest -q -rs -p no:cacheprovider tests/integration 2>&1 | tee "$log/pytest"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+took "the integration suite"
 
 # E2B's official SDKs against hutch serve (tests/e2b/run: node's runner, TAP).
 echo "== E2B's SDKs against hutch serve (tests/e2b) =="
@@ -62,6 +68,7 @@ if [ -z "$epass" ]; then # it never ran its tests (no npm registry, no node): sa
 elif [ "${efail:-0}" != 0 ]; then
   grep -A 30 "not ok" "$log/e2b" | head -n 120
 fi
+took "E2B's SDKs"
 
 # The same suite where the kernel runs cgroup v2, as most hosts do now; the
 # development and CI machines are v1 (hybrid). The guest's TMPDIR and state
@@ -73,6 +80,7 @@ tests/vm/run-v2 --workdir "$PWD" -- env HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$
   $py -m pytest -q -rs -p no:cacheprovider tests/integration \
   2>&1 | tee "$log/v2"
 vm=${PIPESTATUS[0]}
+took "the cgroup v2 guest"
 
 # pytest's closing line: "N passed", "N failed", "N error(s)", each optional.
 summary() { grep -oE "[0-9]+ $2" "$1" | tail -n 1 | cut -d' ' -f1; }
