@@ -10,14 +10,24 @@ set -eu
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
 # the server: event loop, HTTP parser, WebSocket frames, database, hashing
 build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev"
-# tests: pytest, iproute2, and QEMU with busybox and an ext4 disk for the
-# cgroup v2 guest (tests/vm/run-v2)
-test="python3 python3-pytest python3-yaml iproute2 util-linux qemu-system-x86 busybox-static"
+# tests: a sandbox's userland is the host's /usr, so what a test runs in one
+# must be installed here. Beyond a minbase root (sh, bash, coreutils, grep,
+# sed, mawk, diffutils, util-linux's setsid, gzip, dpkg-deb) the tests run:
+#   pytest, yaml     the integration suite; test_openapi
+#   curl             in sandboxes: test_network's egress tests, test_sdk's
+#                    test_network, tests/e2b's network test
+#   procps           pgrep in sandboxes: test_code's forked contexts
+#   busybox-static   test_lifecycle's own rootfs; the guest's init
+#   qemu-system-x86  the cgroup v2 guest (tests/vm/run-v2)
+#   e2fsprogs        mkfs.ext4: volumes, the guest's disk (Priority required,
+#                    not Essential: a root may go without)
+test="python3 python3-pytest python3-yaml curl procps util-linux qemu-system-x86 busybox-static"
 test="$test e2fsprogs"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
-# the code interpreter's kernels at work: charts, tables, JavaScript; npm
-# for E2B's SDKs (tests/e2b), unless a node install brought its own
+# the code interpreter's kernels at work in sandboxes: charts, tables
+# (test_code, test_sdk, tests/e2b), JavaScript; npm for E2B's SDKs
+# (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
 # bench: the peers hutch is measured against, and a load generator
 bench="bubblewrap wrk socat tinyproxy"

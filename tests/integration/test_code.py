@@ -127,7 +127,10 @@ def test_interrupt_route_stops_the_running_cell(api, sid):
 
 
 def pids_of(api, sid, pattern):
-    lines = api.exec(sid, {"shell": f"pgrep -f '{pattern}' || true"})
+    # pgrep's status 1 is "none"; any other failure (127: no procps) must
+    # not read as "none", or the check that uses this cannot fail
+    lines = api.exec(sid, {"shell": f"pgrep -f '{pattern}'; [ $? -le 1 ]"})
+    assert lines[-1]["type"] == "exit" and lines[-1]["exit_code"] == 0, lines
     return sorted(int(x) for x in "".join(l.get("data", "") for l in lines
                                           if l["type"] == "stdout").split())
 
