@@ -12,6 +12,7 @@
 #define EXIT_HUTCH 125     /* hutch failed, or was asked something impossible */
 #define EXIT_CANNOT_RUN 126 /* the command exists but cannot be executed */
 #define EXIT_NOT_FOUND 127  /* the command does not exist */
+#define EXIT_DOCTOR_MISSING 1 /* hutch doctor: something hutch needs is missing */
 
 struct run_opts {
   struct hutch_sandbox_config cfg;
@@ -24,6 +25,7 @@ struct run_opts {
 };
 
 int cmd_run(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 /* Runs hutch-serve, the server, from beside this program. */
 int cmd_serve(int argc, char **argv);
 int run_parse(int argc, char **argv, struct run_opts *o);

@@ -21,6 +21,8 @@ int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c) {
   return cg->ctl[c] < 0 ? -1 : cg->fd[cg->ctl[c]];
 }
 
+const char *hutch_cg_ctl_name(enum hutch_cg_ctl c) { return ctl_names[c]; }
+
 void hutch_cgroup_close(struct hutch_cgroup *cg) {
   for (int i = 0; i < cg->nfd; i++)
     if (cg->fd[i] >= 0)

@@ -95,6 +95,8 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err);
 void hutch_cgroup_close(struct hutch_cgroup *cg);
 /* The fd of the hierarchy holding controller c, -1 when cg lacks it. */
 int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c);
+/* The controller's name, as the kernel spells it ("memory"). */
+const char *hutch_cg_ctl_name(enum hutch_cg_ctl c);
 
 /* The fds of a cgroup as text, to pass across exec ("1:4,5,-,6,7" or "2:4"),
  * and back. The spec names fd numbers in controller order, "-" for absent. */
