@@ -10,6 +10,7 @@
 
 #include "cleanup.h"
 #include "cli.h"
+#include "hostcheck.h"
 #include "util.h"
 
 static int exit_code(const struct hutch_verdict *v) {
@@ -87,12 +88,22 @@ static int open_stdin(const struct run_opts *o, int *fd) {
   return 0;
 }
 
+/* A sandbox hutch could not make: when the host is why (a chroot, a
+ * seccomp profile, a sysctl), say so in one line. Only after a failure:
+ * the checks fork, and the fast path must not pay for them. */
+static void say_host_cause(const struct run_opts *o, const struct hutch_err *err) {
+  char line[1024];
+  if (err->kind == HUTCH_ERR_SYSTEM && hutch_host_diagnose(o->cfg.state_dir, line, sizeof line))
+    fprintf(stderr, "hutch: %s\n", line);
+}
+
 static int run_sandbox(struct run_opts *o, const char *request, size_t len, int in, int vfd) {
   struct hutch_err err = {0};
   struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};
   struct hutch_sandbox *sb = NULL;
   if (hutch_sandbox_create(&o->cfg, &sb, &err) < 0) {
     fprintf(stderr, "hutch run: %s\n", err.msg);
+    say_host_cause(o, &err);
     o->quiet = true; /* said */
   } else if (run_stream(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
     v.status = HUTCH_ST_SANDBOX_ERROR;

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "hostcheck.h"
 #include "serve.h"
 #include "util.h"
 
@@ -204,6 +205,13 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 static int serve(struct server *srv) {
   struct hutch_err err = {0};
+  char why[1024];
+  /* A server that starts but can never make a sandbox would only fail
+   * each request: the host's refusal is said once, here, instead. */
+  if (hutch_host_diagnose(srv->cfg.state_dir, why, sizeof why)) {
+    fprintf(stderr, "hutch serve: %s\n", why);
+    return EXIT_SERVE;
+  }
   if (server_open(srv, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;
