@@ -123,8 +123,10 @@ def bridge():
 
 @pytest.fixture
 def probe():
-    """Paths of the static syscall probes (64-bit, 32-bit)."""
-    return BUILD / "tests" / "try-syscall", BUILD / "tests" / "try-syscall-32"
+    """Paths of the static syscall probes (64-bit, 32-bit, 64-bit making
+    i386 calls through int $0x80)."""
+    return (BUILD / "tests" / "try-syscall", BUILD / "tests" / "try-syscall-32",
+            BUILD / "tests" / "try-syscall-int80")
 
 
 def cgroup_roots():

@@ -21,15 +21,14 @@ ALLOWED = {"getpid": "OK", "ioctl-tcgets": "EBADF", "listen": "EBADF", "ptrace":
 
 def probe_in_sandbox(run, binary):
     r = run(["--bind-ro", f"{binary}:/probe", "--", "/probe", "all"])
+    if r.code == 77:
+        require(False, f"{binary.name}: int $0x80 reaches no i386 ABI on this kernel")
     assert r.code == 0, r
     return dict(line.split(" ", 1) for line in r.out.splitlines())
 
 
-@pytest.mark.parametrize("abi", ["x86_64", "i386"])
-def test_refused_syscalls_get_the_filters_errno(run, probe, abi):
-    binary = probe[0] if abi == "x86_64" else probe[1]
-    require(binary.exists(), f"the {abi} probe was not built (no -m32 toolchain)")
-    got = probe_in_sandbox(run, binary)
+def check_abi(got, i386):
+    abi = "i386" if i386 else "x86_64"
     assert got["seccomp-mode"] == "2"
     for name in REFUSED:
         if got.get(name) == "NA":  # not on this ABI
@@ -38,10 +37,30 @@ def test_refused_syscalls_get_the_filters_errno(run, probe, abi):
     assert got["clone3"] == "ENOSYS"
     for name, want in ALLOWED.items():
         assert got.get(name) == want, (abi, name, got.get(name))
-    if abi == "x86_64":
+    if not i386:
         assert got["socket-unix"] == "OK" and got["socketpair-unix"] == "OK"
     else:  # socketcall's arguments cannot be inspected: refused (docs/seccomp.md)
         assert got["socketcall-socket"] == "EPERM" and got["socket-unix"] == "EPERM"
+        assert got["socketcall-listen"] == "EBADF"  # allowed, its arguments read
+
+
+@pytest.mark.parametrize("abi", ["x86_64", "i386-int80", "i386"])
+def test_refused_syscalls_get_the_filters_errno(run, probe, abi):
+    """i386-int80: the i386 ABI from a 64-bit program (int $0x80), which the
+    kernel shows seccomp as AUDIT_ARCH_I386; i386: from a 32-bit program."""
+    binary = {"x86_64": probe[0], "i386": probe[1], "i386-int80": probe[2]}[abi]
+    require(binary.exists(), f"the {abi} probe was not built (i386: no -m32 toolchain)")
+    if abi == "i386":
+        r = run(["--bind-ro", f"{binary}:/probe", "--", "/probe", "getpid"])
+        if r.code == 126 and "Exec format error" in r.err:
+            # The kernel will not exec 32-bit programs (seen under a PVM
+            # hypervisor): int $0x80 is then the i386 ABI's one way in, and
+            # the skip stands, even under HUTCH_MUST_WORK, only once that
+            # way has met the filter.
+            check_abi(probe_in_sandbox(run, probe[2]), True)
+            pytest.skip("the kernel will not exec i386 programs (ENOEXEC); "
+                        "its i386 ABI was checked through int $0x80")
+    check_abi(probe_in_sandbox(run, binary), abi != "x86_64")
 
 
 def test_gdb_style_tracing_of_own_children_works(run):

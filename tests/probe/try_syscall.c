@@ -9,8 +9,12 @@
  * harmlessly (bad pointer: EFAULT, bad fd: EBADF, invalid flags: EINVAL)
  * before it does anything, even as root outside any sandbox: the unit test
  * runs it unfiltered as a control. A refused call returns the filter's errno
- * instead. Build it static, as is (x86_64) and with -m32 (i386, where
- * syscall() enters through the i386 ABI). */
+ * instead. Build it static, as is (x86_64), with -m32 (i386, where
+ * syscall() enters through the i386 ABI), and 64-bit with -DTRY_INT80: the
+ * i386 ABI again, from a 64-bit program, through int $0x80 with i386
+ * numbers. The kernel reports such a call to seccomp as AUDIT_ARCH_I386, so
+ * it meets the filter's i386 half even where 32-bit programs cannot run.
+ * Exits 77 when the kernel has no i386 ABI at all. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/keyctl.h>
@@ -23,6 +27,13 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#ifdef TRY_INT80
+/* SYS_* from the i386 numbers: <sys/syscall.h> takes the numbers from
+ * whichever <asm/unistd_*.h> came first. */
+#define _ASM_UNISTD_64_H
+#include <asm/unistd_32.h>
+#endif
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +50,70 @@
   static long fn(void) { return (long)(expr); }
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The ABI under test passes 64-bit arguments (not i386, nor int $0x80). */
+#if defined(__LP64__) && !defined(TRY_INT80)
+#define ABI64 1
+#endif
+
+/* Memory an i386 call can point to (below 4 GiB): its arguments are 32 bits
+ * wide, so a pointer into this program's stack would arrive cut off. */
+static void *low;
+
+#ifdef TRY_INT80
+#include <sys/mman.h>
+
+/* An i386 syscall from 64-bit code. Arguments go in ebx, ecx, edx, esi,
+ * edi, ebp (saved in r12, which the kernel keeps); the kernel clears r8-r11
+ * before Linux 4.17. Returns as syscall() does. */
+static long int80(long nr, long a0, long a1, long a2, long a3, long a4, long a5) {
+  register long r12 __asm__("r12") = a5;
+  long r = nr;
+  __asm__ volatile("xchg %%r12, %%rbp\n\tint $0x80\n\txchg %%r12, %%rbp"
+                   : "+a"(r), "+r"(r12)
+                   : "b"(a0), "c"(a1), "d"(a2), "S"(a3), "D"(a4)
+                   : "r8", "r9", "r10", "r11", "memory", "cc");
+  r = (int)r;
+  if (r < 0 && r >= -4095) {
+    errno = (int)-r;
+    return -1;
+  }
+  return r;
+}
+#define INT80_(nr, a0, a1, a2, a3, a4, a5, ...)                                                   \
+  int80(nr, (long)(a0), (long)(a1), (long)(a2), (long)(a3), (long)(a4), (long)(a5))
+#define syscall(...) INT80_(__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0)
+
+/* Whether int $0x80 reaches the i386 ABI: without IA32 emulation it faults
+ * (tried in a child, which the fault kills). */
+static int have_i386_abi(void) {
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(syscall(SYS_getpid) == getpid() ? 0 : 1);
+  int status;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+static int setup(void) {
+  low = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+  if (low == MAP_FAILED) {
+    perror("mmap MAP_32BIT");
+    return 1;
+  }
+  if (!have_i386_abi()) {
+    fprintf(stderr, "int $0x80 does not reach an i386 ABI on this kernel\n");
+    return 77;
+  }
+  return 0;
+}
+#else
+static int setup(void) {
+  static long mem[512];
+  low = mem;
+  return 0;
+}
+#endif
 
 PROBE(p_getpid, syscall(SYS_getpid))
 PROBE(p_seccomp_mode, prctl(PR_GET_SECCOMP, 0, 0, 0, 0))
@@ -108,7 +183,7 @@ PROBE(p_name_to_handle_at, syscall(SYS_name_to_handle_at, -1, BAD_PTR, BAD_PTR, 
 PROBE(p_ioctl_tiocsti, syscall(SYS_ioctl, -1, TIOCSTI, BAD_PTR))
 PROBE(p_ioctl_tioclinux, syscall(SYS_ioctl, -1, TIOCLINUX, BAD_PTR))
 PROBE(p_ioctl_tcgets, syscall(SYS_ioctl, -1, TCGETS, BAD_PTR))
-#ifdef __LP64__
+#ifdef ABI64
 /* The kernel ignores the high half of ioctl's command (CVE-2019-10063). */
 PROBE(p_ioctl_tiocsti_hi, syscall(SYS_ioctl, -1, (0x123UL << 32) | TIOCSTI, BAD_PTR))
 #else
@@ -122,7 +197,7 @@ static long p_socket_unix(void) {
   return fd;
 }
 static long p_socketpair_unix(void) {
-  int sv[2];
+  int *sv = low;
   long r = syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM, 0, sv);
   if (r == 0) {
     close(sv[0]);
@@ -133,7 +208,7 @@ static long p_socketpair_unix(void) {
 PROBE(p_socket_alg, syscall(SYS_socket, AF_ALG, SOCK_SEQPACKET | BAD_SOCK_FLAG, 0))
 PROBE(p_socket_vsock, syscall(SYS_socket, AF_VSOCK, SOCK_STREAM | BAD_SOCK_FLAG, 0))
 PROBE(p_socketpair_alg, syscall(SYS_socketpair, AF_ALG, SOCK_SEQPACKET | BAD_SOCK_FLAG, 0, BAD_PTR))
-#ifdef __LP64__
+#ifdef ABI64
 /* The kernel reads the family as an int: this is AF_ALG to it. */
 PROBE(p_socket_alg_hi, syscall(SYS_socket, (1UL << 32) | AF_ALG, SOCK_SEQPACKET | BAD_SOCK_FLAG, 0))
 #else
@@ -144,7 +219,10 @@ PROBE(p_listen, syscall(SYS_listen, -1, 0))
 #ifdef SYS_socketcall
 static long socketcall(int call, unsigned long a0, unsigned long a1, unsigned long a2,
                        unsigned long a3) {
-  unsigned long args[4] = {a0, a1, a2, a3};
+  /* i386's socketcall reads 32-bit arguments, from below 4 GiB */
+  unsigned int *args = low;
+  args[0] = (unsigned int)a0, args[1] = (unsigned int)a1;
+  args[2] = (unsigned int)a2, args[3] = (unsigned int)a3;
   return syscall(SYS_socketcall, call, args);
 }
 PROBE(p_socketcall_socket, socketcall(SYS_SOCKET, AF_UNIX, SOCK_STREAM | BAD_SOCK_FLAG, 0, 0))
@@ -165,7 +243,7 @@ PROBE(p_pidfd_getfd, syscall(SYS_pidfd_getfd, -1, 0, 0))
 PROBE(p_process_madvise, syscall(SYS_process_madvise, -1, NULL, 0, 0, 1))
 
 PROBE(p_personality_query, syscall(SYS_personality, 0xffffffffu))
-#ifdef __LP64__
+#ifdef ABI64
 /* -1 sign-extended: the kernel reads the low 32 bits, a query. */
 PROBE(p_personality_query_sx, syscall(SYS_personality, -1L))
 #else
@@ -339,7 +417,9 @@ int main(int argc, char **argv) {
   }
   /* one line at a time, so a crash cannot swallow the lines before it */
   setvbuf(stdout, NULL, _IOLBF, 0);
-  int rc = 0;
+  int rc = setup();
+  if (rc != 0)
+    return rc;
   for (int i = 1; i < argc; i++) {
     int all = strcmp(argv[i], "all") == 0, found = 0;
     for (size_t j = 0; j < ARRAY_SIZE(probes); j++)
