@@ -1,11 +1,12 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
-# `make test` runs every test, `make bench` measures against peers.
+# `make test` runs every test, `make test-fresh` runs `make test` in a
+# fresh Debian 12 root as CI does, `make bench` measures against peers.
 BUILD ?= build
 ASAN  ?= build-asan
 FUZZ  ?= build-fuzz
 PY    ?= /usr/bin/python3
 
-.PHONY: all deps run test unit integration bench clean
+.PHONY: all deps run test test-fresh bench clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -32,6 +33,10 @@ test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja
 	ninja -C $(ASAN)
 	ninja -C $(FUZZ) tests/fuzz_request
 	./scripts/test.sh $(BUILD) $(ASAN) $(FUZZ)
+
+# The committed HEAD, cloned into a fresh Debian 12 root (docs/ci.md).
+test-fresh:
+	./scripts/fresh-debian.sh
 
 bench: DEPS = --bench
 bench: all

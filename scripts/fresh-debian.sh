@@ -100,7 +100,11 @@ cleanup() {
   else
     rm -rf --one-file-system "$work"
   fi
-  [ -n "${summary:-}" ] && echo "$summary"
+  if [ -n "${summary:-}" ]; then
+    echo "$summary"
+  elif [ "$status" -ge 128 ]; then
+    echo "fresh-debian: interrupted; the root and its processes are gone"
+  fi
   exit "$status"
 }
 trap cleanup EXIT
