@@ -34,6 +34,12 @@ echo "== the example agent, through the Python SDK (examples/agent.py) =="
 HUTCH_API_URL=$url HUTCH_API_KEY=$(cat "$state/admin.key") PYTHONPATH=sdk/python \
   python3 examples/agent.py || true
 
+# The key is root's to read: a user who came in through sudo reads it
+# the same way from another terminal; root (a minimal Debian has no sudo)
+# reads it directly.
+read_key="cat $state/admin.key"
+[ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ] && read_key="sudo $read_key"
+
 cat <<MSG
 
 hutch serve is listening on $url/  (Ctrl-C stops it and its sandboxes)
@@ -41,7 +47,7 @@ hutch serve is listening on $url/  (Ctrl-C stops it and its sandboxes)
   API:        docs/openapi.yaml
 
 try, from another terminal:
-  KEY=\$(sudo cat $state/admin.key)
+  KEY=\$($read_key)
   curl -s -H "Authorization: Bearer \$KEY" -d '{"timeout_s": 600}' $url/v1/sandboxes
   curl -sN -H "Authorization: Bearer \$KEY" -d '{"shell": "python3 -c \"print(6 * 7)\""}' \\
       $url/v1/sandboxes/ID/exec
