@@ -252,7 +252,7 @@ static void check_runsc(const char *state_dir, struct hutch_check *c) {
   char path[PATH_MAX], version[160];
   if (!find_in_path("runsc", path, sizeof path)) {
     hutch_check_say(c, HUTCH_CHECK_MISSING,
-                    "apt-get install runsc (from gVisor's apt repository, gvisor.dev)",
+                    "apt-get install runsc (a Debian package)",
                     "runsc (gVisor) is not in PATH");
     return;
   }
