@@ -1,12 +1,16 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
 # `make test` runs every test, `make test-fresh` runs `make test` in a
-# fresh Debian 12 root as CI does, `make bench` measures against peers.
+# fresh Debian 12 root as CI does, `make bench` measures against peers,
+# `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md).
 BUILD ?= build
 ASAN  ?= build-asan
 FUZZ  ?= build-fuzz
 PY    ?= /usr/bin/python3
+FUZZ_SECONDS ?= 300
+FUZZ_ONLY ?=
+FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws
 
-.PHONY: all deps run test test-fresh bench clean
+.PHONY: all deps run test test-fresh fuzz bench clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -31,8 +35,14 @@ run: all
 test: DEPS = --test
 test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja
 	ninja -C $(ASAN)
-	ninja -C $(FUZZ) tests/fuzz_request
+	ninja -C $(FUZZ) $(FUZZ_EXES)
 	./scripts/test.sh $(BUILD) $(ASAN) $(FUZZ)
+
+# The long run: each target (or those FUZZ_ONLY names) for FUZZ_SECONDS.
+fuzz: DEPS = --test
+fuzz: deps $(FUZZ)/build.ninja
+	ninja -C $(FUZZ) $(FUZZ_EXES)
+	./scripts/fuzz.sh $(FUZZ) $(FUZZ_SECONDS) $(FUZZ_ONLY)
 
 # The committed HEAD, cloned into a fresh Debian 12 root (docs/ci.md).
 test-fresh:

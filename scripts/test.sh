@@ -1,6 +1,6 @@
 #!/bin/bash
 # make test: unit tests (TAP, under meson) in the normal and the sanitizer
-# build, the request fuzzer for a while, then the integration suite
+# build, the fuzz targets for a minute, then the integration suite
 # (pytest) against real sandboxes, E2B's SDKs against the server
 # (tests/e2b), and the integration suite again on a cgroup v2 guest
 # (tests/vm/run-v2). Ends with one "N passed, N failed" line.
@@ -27,29 +27,28 @@ meson test -C "$asan" --print-errorlogs >"$log/asan" 2>&1 || fail=1
 tail -n 12 "$log/asan"
 took "the unit tests (both builds)"
 
-# The request fuzzer (tests/fuzz/fuzz_request.c), 20 s from the seed corpus
-# (copied: what it finds stays out of the checkout). One test: it passes
-# when nothing crashed, leaked or hung.
+# The fuzz targets (tests/fuzz/README.md), 12 s each from their seed
+# corpora (scripts/fuzz.sh): one test per target, which passes when
+# nothing crashed, leaked or hung and it ran at least its floor of inputs.
 fpass=0 ffail=0
 if [ -x "$fuzz/tests/fuzz_request" ]; then
-  mkdir -p "$log/corpus"
-  cp tests/fuzz/corpus/* "$log/corpus/"
-  if "$fuzz/tests/fuzz_request" -max_total_time=20 -timeout=10 "$log/corpus" >"$log/fuzz" 2>&1; then
-    fpass=1
-    echo "fuzz_request: $(grep -o 'Done [0-9]* runs in [0-9]* second' "$log/fuzz")s, no failure"
-  else
-    ffail=1
-    tail -n 40 "$log/fuzz"
+  scripts/fuzz.sh "$fuzz" 12 >"$log/fuzz" 2>&1
+  frc=$?
+  cat "$log/fuzz"
+  fpass=$(grep -c '^fuzz_[a-z]*: [0-9]* runs' "$log/fuzz")
+  ffail=$(grep -c '^fuzz_[a-z]*: FAIL' "$log/fuzz")
+  if [ "$frc" != 0 ]; then
+    [ "$ffail" -gt 0 ] || ffail=1
     fail=1
   fi
 elif [ "${HUTCH_MUST_WORK:-}" = 1 ]; then
-  echo "fuzz_request: required but not built (HUTCH_MUST_WORK=1)"
+  echo "fuzz targets: required but not built (HUTCH_MUST_WORK=1)"
   ffail=1
   fail=1
 else
-  echo "fuzz_request: not built (make test builds it with clang), not run"
+  echo "fuzz targets: not built (make test builds them with clang), not run"
 fi
-took "the request fuzzer"
+took "the fuzz targets"
 
 HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
   $py -m pytest -q -rs -p no:cacheprovider tests/integration 2>&1 | tee "$log/pytest"

@@ -135,19 +135,23 @@ static void on_output(struct fileop *f, const struct hutch_frame *fr) {
 static void on_end(struct fileop *f, const struct hutch_frame *fr) {
   struct http_conn *c = f->c;
   json_t *j = json_loadb((const char *)fr->payload, fr->len, 0, NULL);
+  bool failed = fr->type == HUTCH_F_ERROR || !json_is_object(j);
+  if (!json_is_object(j)) { /* not what an agent sends: a failure, reason unknown */
+    json_decref(j);
+    j = json_object();
+  }
   f->c = NULL;
   f->s = NULL;
-  if (fr->type == HUTCH_F_ERROR && f->streaming) {
+  if (failed && f->streaming) {
     http_abort(c); /* a download failed after it began: cut it short */
   } else if (f->kind == OP_READ || f->kind == OP_WATCH) {
-    if (fr->type == HUTCH_F_ERROR || !json_is_object(j))
+    if (failed)
       files_error(c, j);
     else if (f->streaming)
       http_stream_end(c);
     else
       http_respond(c, 200, "application/octet-stream", "", 0, NULL);
   } else {
-    bool failed = fr->type == HUTCH_F_ERROR || !json_is_object(j);
     struct files_result r = {failed ? NULL : j, failed ? j : NULL, f->out, f->nout, f->path,
                              f->arg};
     f->answer(c, &r);
@@ -205,10 +209,13 @@ static struct sbx *file_target(struct http_conn *c, const struct principal *p, c
 }
 
 bool files_path_ok(struct http_conn *c, const char *path) {
-  if (path && *path && strlen(path) <= PATH_MAX_LEN)
+  /* The agent's requests are JSON: a path must be UTF-8 to go in one. */
+  json_t *utf8 = path ? json_string(path) : NULL;
+  json_decref(utf8);
+  if (utf8 && *path && strlen(path) <= PATH_MAX_LEN)
     return true;
-  http_error(c, 400, "invalid_argument", "path is required (at most %d bytes, percent-encoded)",
-             PATH_MAX_LEN);
+  http_error(c, 400, "invalid_argument",
+             "path is required (UTF-8, at most %d bytes, percent-encoded)", PATH_MAX_LEN);
   return false;
 }
 

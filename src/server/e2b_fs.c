@@ -78,7 +78,7 @@ static struct sbx *path_call(struct http_conn *c, const struct principal *p, con
       !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
     return NULL;
   json_t *v = json_object_get(*m, key);
-  if (!json_is_string(v) || !files_path_ok(c, json_string_value(v)))
+  if (!files_path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
     return NULL;
   *path = e2b_path(json_string_value(v), *user);
   return sb;
@@ -613,7 +613,8 @@ static void part_begin(struct upload *up, const char *headers) {
   free(name);
   json_t *req = json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", pt->path, "user", up->user,
                           "parents", 1);
-  pt->s = agentc_open(&up->sb->ac, req, on_part_frame, pt);
+  /* NULL when the filename is not UTF-8: no request for the agent. */
+  pt->s = req ? agentc_open(&up->sb->ac, req, on_part_frame, pt) : NULL;
   json_decref(req);
   if (!pt->s) {
     up->bad = true;

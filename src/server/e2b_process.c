@@ -85,9 +85,8 @@ static json_t *end_event(json_t *exit) {
            name ? name + 1 : "illed");
   end = json_pack("{s:i,s:s}", "exitCode", -1, "status", what);
   /* A timeout, an OOM or an output limit says so in its message. */
-  json_object_set_new(end, "error", serve_json_text(msg && *msg && strcmp(status, "signaled") != 0
-                                                        ? msg
-                                                        : what));
+  bool signaled = status && strcmp(status, "signaled") == 0;
+  json_object_set_new(end, "error", serve_json_text(msg && *msg && !signaled ? msg : what));
   return end;
 }
 

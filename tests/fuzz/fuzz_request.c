@@ -7,7 +7,9 @@
  * "@K@" in an input becomes a tenant's API key, so that inputs reach past
  * authentication. That tenant may run no sandbox (quota 0): requests are
  * parsed, routed and checked in full, and refused before any sandbox is
- * made, so a run needs no more than the server itself. */
+ * made, so a run needs no more than the server itself. What the routes
+ * behind a sandbox parse, the other targets feed to their handlers
+ * against a fake sandbox (README.md). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ftw.h>
