@@ -56,7 +56,10 @@ static json_t *entry_info(json_t *e) {
   if (!group[0])
     snprintf(group, sizeof group, "%lld", (long long)gid);
   snprintf(size, sizeof size, "%lld", (long long)json_integer_value(json_object_get(e, "size")));
-  iso8601((int64_t)(json_number_value(json_object_get(e, "mtime")) * 1000), when);
+  /* A file's time is the workload's to set: kept to what a date can say
+   * (1970 to 9999), so that it converts to ms without overflow. */
+  double mtime = json_number_value(json_object_get(e, "mtime"));
+  iso8601(mtime >= 0 && mtime < 253402300800.0 ? (int64_t)(mtime * 1000) : 0, when);
   json_t *j = json_pack("{s:O?,s:O?,s:s,s:i,s:s,s:s,s:s,s:s}", "name", json_object_get(e, "name"),
                         "path", json_object_get(e, "path"), "size", size, "mode", mode & 0777,
                         "permissions", perms, "owner", owner, "group", group, "modifiedTime", when);

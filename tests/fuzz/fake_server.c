@@ -51,6 +51,7 @@ void fake_fail(const char *what) {
 }
 
 static void reset(void) {
+  e2b_watches_free(&w.sb);
   free(w.raw);
   json_decref(w.proc.cmd);
   json_decref(w.sb.env);
@@ -59,16 +60,16 @@ static void reset(void) {
   memset(&w, 0, sizeof w);
 }
 
-struct http_conn *fake_request(const struct fake_req *r, const struct fake_script *s) {
-  reset();
-  w.script = *s;
+/* The connection's side of a request: what it sends, how it is answered. */
+static struct http_conn *begin(const struct fake_req *r) {
+  free(w.raw);
+  w.raw = NULL;
+  w.nraw = 0;
+  w.state = F_HANDLING;
+  w.status = 0;
+  w.ctype = NULL;
   w.query = r->query;
-  w.srv.sandboxes = &w.sb;
-  w.sb.srv = &w.srv;
-  memcpy(w.sb.id, FAKE_SANDBOX_ID, sizeof w.sb.id);
-  w.sb.env = json_pack("{s:s}", "LANG", "C.UTF-8");
-  w.sb.ac.next_id = 1;
-  str_copy(w.p.tenant, sizeof w.p.tenant, "fuzz");
+  memset(&w.c, 0, sizeof w.c);
   w.c.srv = &w.srv;
   w.c.dialect = r->dialect;
   w.c.req.method = HTTP_POST;
@@ -78,10 +79,24 @@ struct http_conn *fake_request(const struct fake_req *r, const struct fake_scrip
   w.c.req.nheaders = r->nheaders;
   w.c.req.params[0] = FAKE_SANDBOX_ID;
   w.c.req.nparams = 1;
-  w.proc.ended = s->proc_ended;
-  w.proc.stdin_open = true;
   return &w.c;
 }
+
+struct http_conn *fake_request(const struct fake_req *r, const struct fake_script *s) {
+  reset();
+  w.script = *s;
+  w.srv.sandboxes = &w.sb;
+  w.sb.srv = &w.srv;
+  memcpy(w.sb.id, FAKE_SANDBOX_ID, sizeof w.sb.id);
+  w.sb.env = json_pack("{s:s}", "LANG", "C.UTF-8");
+  w.sb.ac.next_id = 1;
+  str_copy(w.p.tenant, sizeof w.p.tenant, "fuzz");
+  w.proc.ended = s->proc_ended;
+  w.proc.stdin_open = true;
+  return begin(r);
+}
+
+struct http_conn *fake_request_again(const struct fake_req *r) { return begin(r); }
 
 const struct principal *fake_principal(void) { return &w.p; }
 struct sbx *fake_sandbox(void) { return &w.sb; }
@@ -588,5 +603,4 @@ void fake_finish(void) {
   }
   if (w.sb.ac.streams || w.proc.sub)
     fake_fail("streams or subscribers left after the client went");
-  e2b_watches_free(&w.sb);
 }

@@ -49,6 +49,9 @@ struct fake_script {
 /* A new request (the last one's state is gone): the connection the
  * handler gets, the principal, and the sandbox the route names. */
 struct http_conn *fake_request(const struct fake_req *r, const struct fake_script *s);
+/* The next request to the same sandbox, after fake_finish: what the
+ * last one left there (a polled watcher) is still there. */
+struct http_conn *fake_request_again(const struct fake_req *r);
 const struct principal *fake_principal(void);
 struct sbx *fake_sandbox(void);
 
@@ -64,7 +67,8 @@ void fake_feed_body(const uint8_t *body, size_t n, size_t chunk);
 /* Everything the request started ends: each open agent stream gets its
  * STDOUT and END (streams opened meanwhile too), the process ends, and a
  * handler still holding the connection hears the client go. Then checks
- * that the request was answered once (or given up). */
+ * that the request was answered once (or given up). What the sandbox
+ * keeps between requests goes with the next fake_request. */
 void fake_finish(void);
 
 /* The answer so far: its status (0: none) and what a raw (WebSocket)

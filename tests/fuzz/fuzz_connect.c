@@ -94,7 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct fake_req r = {(const char *)body, n, data[0] & 0x80 ? "username=root" : NULL, headers,
                        ARRAY_SIZE(headers),
                        rpcs[which].stream ? DIALECT_CONNECT_STREAM : DIALECT_CONNECT};
-  struct http_conn *c = fake_request(&r, &s);
+  struct http_conn *c;
+  if (rpcs[which].fn == e2b_fs_watcher_events || rpcs[which].fn == e2b_fs_watcher_remove) {
+    /* A watcher to poll first: the agent's output makes it ready (or not). */
+    static const char create[] = "{\"path\":\"/home/user\",\"recursive\":true}";
+    struct fake_req first = {create, sizeof create - 1, NULL, headers, 1, DIALECT_CONNECT};
+    e2b_fs_watcher_create(fake_request(&first, &s), fake_principal());
+    fake_finish();
+    c = fake_request_again(&r);
+  } else {
+    c = fake_request(&r, &s);
+  }
   rpcs[which].fn(c, fake_principal());
   fake_finish();
   envelope_round_trip(body, n);
