@@ -50,7 +50,7 @@ if [ "${1:-}" = --enter ]; then
     HOME=/root LANG=C.UTF-8 TERM=dumb HUTCH_MUST_WORK=1 CI="${CI:-}" \
     /bin/bash -c '
       cd /ci/main || exit 125
-      t() { local s=$SECONDS; "$@"; local r=$?; echo "fresh-debian: $* took $((SECONDS - s)) s"; return $r; }
+      t() { local s=$SECONDS; "$@"; local r=$?; echo "fresh-debian: $* took $((SECONDS - s)) s" >&2; return $r; }
       t ./scripts/deps.sh --test || exit 125
       t make >/dev/null || exit 125
       t make test'
