@@ -12,12 +12,13 @@
 enum {
   OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_CPU_TIME, OPT_DISK, OPT_OUTPUT_LIMIT,
   OPT_ENV, OPT_CWD, OPT_BIND_RO, OPT_BIND_RW, OPT_STDIN, OPT_VERDICT, OPT_USER, OPT_ROOTFS,
-  OPT_STATE_DIR, OPT_HELP,
+  OPT_STATE_DIR, OPT_PTYS, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
     {"memory", required_argument, 0, OPT_MEMORY},
     {"pids", required_argument, 0, OPT_PIDS},
+    {"ptys", required_argument, 0, OPT_PTYS},
     {"cpus", required_argument, 0, OPT_CPUS},
     {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"cpu-time", required_argument, 0, OPT_CPU_TIME},
@@ -44,6 +45,7 @@ static const char usage[] =
     "Run CMD in a fresh sandbox, stream its output, and destroy the sandbox.\n\n"
     "  --memory MB          memory limit, swap off (default 1024)\n"
     "  --pids N             processes CMD may run at once (default 512)\n"
+    "  --ptys N             terminals the sandbox may hold at once (default 64)\n"
     "  --cpus F             CPU limit in CPUs, e.g. 0.5 (default: none)\n"
     "  --timeout SECONDS    wall clock limit (default: none)\n"
     "  --cpu-time SECONDS   CPU time limit, all processes together (default: none)\n"
@@ -123,6 +125,15 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
   case OPT_MEMORY: return count(name, v, 1 << 20, &o->cfg.memory_bytes);
   case OPT_DISK: return count(name, v, 1 << 20, &o->cfg.disk_bytes);
   case OPT_PIDS: return count(name, v, 1, &o->cfg.pids);
+  case OPT_PTYS: {
+    uint64_t n;
+    if (count(name, v, 1, &n) < 0)
+      return -1;
+    if (n > HUTCH_MAX_PTYS)
+      return bad(name, v, "more than 4096");
+    o->cfg.ptys = (unsigned)n;
+    return 0;
+  }
   case OPT_OUTPUT_LIMIT:
     if (count(name, v, 1, &o->req.output_limit) < 0)
       return -1;

@@ -364,9 +364,13 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
       return hutch_err_set(err, errno, "/dev/%s", links[i].name);
   if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
     return hutch_err_set(err, errno, "/dev mount points");
-  char opts[96];
-  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,gid=%u",
-           (unsigned)(r->uid_base + HUTCH_TTY_GID));
+  /* max=: without it one sandbox could take every pty the kernel lets
+   * devpts instances share (kernel.pty.max − reserve) and leave the other
+   * sandboxes without a terminal. */
+  char opts[128];
+  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,gid=%u,max=%u",
+           (unsigned)(r->uid_base + HUTCH_TTY_GID),
+           r->cfg->ptys ? r->cfg->ptys : HUTCH_DEFAULT_PTYS);
   _cleanup_close_ int pts = openat(dev, "pts", O_PATH | O_CLOEXEC | O_NOFOLLOW);
   _cleanup_close_ int shm = openat(dev, "shm", O_PATH | O_CLOEXEC | O_NOFOLLOW);
   if (pts < 0 || shm < 0)

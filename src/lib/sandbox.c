@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "hostlimits.h"
 #include "layout.h"
 #include "layer.h"
 #include "netns.h"
@@ -128,6 +129,24 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
   return 0;
 }
 
+/* Every devpts instance but the host's draws on one pool of
+ * kernel.pty.max − kernel.pty.reserve terminals: a sandbox may not be
+ * promised more than the whole pool. */
+static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  struct hutch_host_ptys hp;
+  if (!cfg->ptys)
+    cfg->ptys = HUTCH_DEFAULT_PTYS;
+  if (cfg->ptys > HUTCH_MAX_PTYS)
+    return hutch_err_invalid(err, "ptys must be between 1 and %d", HUTCH_MAX_PTYS);
+  if (hutch_host_ptys(&hp) == 0 && cfg->ptys > hutch_ptys_shared(&hp))
+    return hutch_err_invalid(err,
+                             "ptys %u exceed the %llu the host lets sandboxes share "
+                             "(kernel.pty.max %llu - kernel.pty.reserve %llu)",
+                             cfg->ptys, (unsigned long long)hutch_ptys_shared(&hp),
+                             (unsigned long long)hp.max, (unsigned long long)hp.reserve);
+  return 0;
+}
+
 int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   uint64_t mem = host_memory();
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -152,6 +171,8 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
                              (unsigned long long)(mem >> 20));
   if (cfg->pids > HUTCH_MAX_PIDS)
     return hutch_err_invalid(err, "pids limit must be between 1 and %d", HUTCH_MAX_PIDS);
+  if (check_ptys(cfg, err) < 0)
+    return -1;
   if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
     return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
   if (cfg->rootfs) {

@@ -31,6 +31,7 @@ struct hutch_sandbox_config {
   const char *rootfs;    /* a directory used as the template; NULL: `host` */
   const char *agent;     /* path of hutch-agent; NULL: beside this program */
   uint64_t memory_bytes, pids, cpu_milli, disk_bytes;
+  unsigned ptys; /* terminals its devpts may hold at once */
   const struct hutch_bind *binds;
   size_t nbinds;
   /* Layers stacked above the template, topmost first: snapshots, host
@@ -53,6 +54,8 @@ struct hutch_sandbox_config {
 #define HUTCH_MIN_MEMORY (16ull << 20)
 #define HUTCH_MIN_DISK (1ull << 20)
 #define HUTCH_MAX_PIDS 65536
+#define HUTCH_DEFAULT_PTYS 64
+#define HUTCH_MAX_PTYS 4096
 
 struct hutch_sandbox {
   char id[17];

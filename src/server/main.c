@@ -10,6 +10,7 @@
 
 #include "hostcheck.h"
 #include "serve.h"
+#include "hostlimits.h"
 #include "util.h"
 
 #define EXIT_SERVE 125 /* as hutch run: the server itself failed */
@@ -24,6 +25,7 @@ static const char usage[] =
     "  --max-connections N       open HTTP connections (default 1024)\n"
     "  --tenant-sandboxes N      default per-tenant quota of sandboxes (default 100)\n"
     "  --tenant-memory-mb N      default per-tenant quota of sandbox memory (default 65536)\n"
+    "  --sandbox-ptys N          terminals each sandbox may hold at once (default 64)\n"
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
@@ -64,7 +66,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -72,6 +74,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"max-connections", required_argument, NULL, O_MAXCONN},
       {"tenant-sandboxes", required_argument, NULL, O_TSBX},
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
+      {"sandbox-ptys", required_argument, NULL, O_PTYS},
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
@@ -117,6 +120,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--tenant-memory-mb", optarg, 1ull << 30, &v) < 0)
         return -1;
       cfg->tenant_memory_mb = v;
+      break;
+    case O_PTYS:
+      if (parse_count("--sandbox-ptys", optarg, HUTCH_MAX_PTYS, &v) < 0)
+        return -1;
+      cfg->sandbox_ptys = (unsigned)v;
       break;
     case O_POOL: {
       size_t n = 0;
@@ -203,6 +211,26 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&srv->sigint, NULL);
 }
 
+/* Sandboxes' terminals come from one kernel pool (kernel.pty.max −
+ * kernel.pty.reserve); each sandbox's devpts holds at most its own share,
+ * so a full server could still drain the pool for the host's neighbours.
+ * Said once, with the sysctl that fixes it. */
+static void warn_ptys(const struct serve_config *cfg) {
+  struct hutch_host_ptys hp;
+  if (hutch_host_ptys(&hp) < 0)
+    return;
+  uint64_t want = (uint64_t)cfg->max_sandboxes * cfg->sandbox_ptys;
+  uint64_t shared = hutch_ptys_shared(&hp);
+  if (want > shared)
+    fprintf(stderr,
+            "hutch serve: warning: %u sandboxes x %u ptys = %llu terminals, but the host lets "
+            "sandboxes share %llu (%llu in use); to fix: sysctl kernel.pty.max=%llu, or lower "
+            "--max-sandboxes or --sandbox-ptys\n",
+            cfg->max_sandboxes, cfg->sandbox_ptys, (unsigned long long)want,
+            (unsigned long long)shared, (unsigned long long)hp.nr,
+            (unsigned long long)(want + hp.reserve));
+}
+
 static int serve(struct server *srv) {
   struct hutch_err err = {0};
   char why[1024];
@@ -212,6 +240,7 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
+  warn_ptys(&srv->cfg);
   if (server_open(srv, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;

@@ -110,6 +110,8 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
    * again (sbx_adopt_all): their agents listen for it. */
   struct hutch_sandbox_config c = *cfg;
   c.die_with_parent = false;
+  if (!c.ptys)
+    c.ptys = srv->cfg.sandbox_ptys;
   c.listen_dir = srv->agents_dir;
   /* The code contexts' kernels (contexts.c), read-only. */
   struct hutch_bind kernels = {srv->kernels_dir, SERVE_KERNELS_PATH, false};

@@ -41,6 +41,7 @@ struct serve_config {
   unsigned max_sandboxes;    /* on the whole server */
   unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
   uint64_t tenant_memory_mb;
+  unsigned sandbox_ptys;      /* --sandbox-ptys: each sandbox's devpts max= */
   char **pool_specs; /* --pool arguments, NULL-terminated */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */

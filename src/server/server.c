@@ -24,6 +24,7 @@ struct server *server_new(void) {
       .max_sandboxes = 1000,
       .tenant_sandboxes = 100,
       .tenant_memory_mb = 65536,
+      .sandbox_ptys = HUTCH_DEFAULT_PTYS,
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
   };

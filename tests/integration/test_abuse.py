@@ -222,3 +222,40 @@ def test_unread_socket_buffers_count_against_memory(run):
     assert r.verdict["status"] in ("ok", "oom"), r
     if r.verdict["status"] == "ok":
         assert int(r.out) <= 2 * 64 + 16, f"{r.out.strip()} MiB queued with a 64 MiB limit"
+
+
+PTY_HOG = ("import os, sys, time\n"
+           "fds = []\n"
+           "try:\n"
+           "    while len(fds) < 5000: fds.append(os.openpty())\n"
+           "except OSError as e: print(len(fds), e.errno, flush=True)\n"
+           "sys.stdin.read()")
+
+
+def test_pty_hog_leaves_other_sandboxes_their_terminals():
+    """A sandbox opening terminals until refused gets its own share (64 by
+    default; the kernel's pool is shared by every sandbox) and no more: a
+    second sandbox still gets a terminal while the first holds them all."""
+    hog = subprocess.Popen([BUILD / "hutch", "run", "-i", "--timeout", "40", "--", "python3", "-c", PTY_HOG],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        count, errno_ = hog.stdout.readline().split()
+        assert (int(count), int(errno_)) == (64, 28)  # ENOSPC at devpts' max=
+        small = subprocess.run([BUILD / "hutch", "run", "--ptys", "3", "--", "python3", "-c", PTY_HOG],
+                               input=b"", capture_output=True, timeout=30)
+        assert small.stdout.split() == [b"3", b"28"], small
+        t = subprocess.run([BUILD / "hutch", "run", "-t", "--", "tty"], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30)
+        assert t.returncode == 0 and t.stdout.strip().startswith(b"/dev/pts/"), t
+    finally:
+        hog.stdin.close()
+        assert hog.wait(timeout=30) == 0
+
+
+def test_ptys_beyond_the_hosts_pool_are_refused(run):
+    with open("/proc/sys/kernel/pty/max") as f_max, open("/proc/sys/kernel/pty/reserve") as f_res:
+        shared = int(f_max.read()) - int(f_res.read())
+    if shared >= 4096:
+        pytest.skip(f"the host's pty pool ({shared}) is larger than hutch's own bound")
+    r = run(["--ptys", str(shared + 1), "--", "true"])
+    assert r.code == 125 and b"kernel.pty.max" in r.stderr, r.err
