@@ -26,8 +26,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -174,9 +176,32 @@ static int child_userns(uid_t base, int sync, struct hutch_err *err) {
   return 0;
 }
 
+/* The agent's descriptors are its sandbox's, not its creator's: a server
+ * started with few (or a tenant's load on it) must not leave each agent
+ * unable to make an exec's pipes. As many as a workload may have (65536,
+ * within the kernel's fs.nr_open). */
+static int agent_nofile(struct hutch_err *err) {
+  struct rlimit nofile = {65536, 65536};
+  char buf[24] = "";
+  int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!read(fd, buf, sizeof buf - 1);
+    close(fd);
+  }
+  unsigned long nr_open = strtoul(buf, NULL, 10);
+  if (nr_open && nr_open < nofile.rlim_max)
+    nofile.rlim_cur = nofile.rlim_max = nr_open;
+  /* Without CAP_SYS_RESOURCE (root of a container) it keeps the server's. */
+  if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 && errno != EPERM)
+    return hutch_err_set(err, errno, "RLIMIT_NOFILE");
+  return 0;
+}
+
 static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
   struct hutch_err err = {0};
   umask(0);
+  if (agent_nofile(&err) < 0)
+    child_fail(sync, &err);
   /* Host root's supplementary groups must not follow it in. */
   if (setgroups(0, NULL) < 0) {
     hutch_err_set(&err, errno, "setgroups");

@@ -1,4 +1,5 @@
 /* /v1/sandboxes: create, list, get, delete, and set a sandbox's timeout. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +121,15 @@ static struct sbx *create(struct http_conn *c, const struct principal *p,
     return NULL;
   /* A warm one if a pool holds one made just so, else a new one. */
   struct sbx *sb = layers || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
+  if (!sb && fds_check_sandbox(srv)) {
+    http_error(c, 503, "overloaded", "the server holds as many descriptors as it can; try again");
+    return NULL;
+  }
   if (!sb && !(sb = sbx_new(srv, cfg, r->template, &err))) {
-    http_error(c, 500, "sandbox_error", "creating the sandbox: %s", err.msg);
+    /* Out of descriptors or processes is the server's load, not a fault. */
+    bool load = err.errnum == EMFILE || err.errnum == ENFILE || err.errnum == EAGAIN;
+    http_error(c, load ? 503 : 500, load ? "overloaded" : "sandbox_error",
+               "creating the sandbox: %s", err.msg);
     return NULL;
   }
   str_copy(sb->tenant, sizeof sb->tenant, p->tenant);

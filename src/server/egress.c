@@ -503,6 +503,14 @@ static void on_accept(uv_stream_t *listener, int status) {
     refuse(e, 503, "the sandbox has %d connections through the proxy already", EGRESS_MAX_CONNS);
     return;
   }
+  /* This one is counted already (want 0): within the sandbox's, its
+   * tenant's and the server's descriptor budgets (fds.c). */
+  char why[160];
+  int full = fds_check(sb->srv, sb->tenant, sb, 0, why, sizeof why);
+  if (full) {
+    refuse(e, full, "%s", why);
+    return;
+  }
   uv_timer_start(&e->timer, on_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);
   if (uv_read_start((uv_stream_t *)&e->relay.side[0], head_alloc, head_read) < 0)
     relay_close(&e->relay);
@@ -595,6 +603,8 @@ int egress_open(struct sbx *sb, struct hutch_err *err) {
   sb->egress = eg;
   return 0;
 }
+
+unsigned egress_conns(const struct sbx *sb) { return sb->egress ? sb->egress->conns.n : 0; }
 
 void egress_close(struct sbx *sb) {
   struct egress *eg = sb->egress;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "connect.h"
 #include "serve.h"
@@ -349,7 +350,7 @@ static void start_reading(struct http_conn *c) {
     conn_close(c);
 }
 
-void http_accept(struct server *srv, uv_stream_t *listener) {
+void http_accept(struct server *srv, int fd) {
   struct http_conn *c = xcalloc(1, sizeof *c);
   c->srv = srv;
   uv_tcp_init(srv->loop, &c->tcp);
@@ -360,7 +361,8 @@ void http_accept(struct server *srv, uv_stream_t *listener) {
     srv->conns->prev = c;
   srv->conns = c;
   srv->nconns++;
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+  if (uv_tcp_open(&c->tcp, fd) < 0) {
+    close(fd);
     conn_close(c);
     return;
   }
@@ -368,7 +370,9 @@ void http_accept(struct server *srv, uv_stream_t *listener) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   c->timer.timer_cb = on_timeout;
-  if (srv->nconns > srv->cfg.max_conns) {
+  /* Past max_conns, or with no descriptors to spare for the requests a
+   * connection makes (fds.c), the client hears so at once. */
+  if (srv->nconns > srv->cfg.max_conns || fds_server_used(srv) > fds_pool(srv)) {
     /* At capacity: answer at once rather than hold the client (and read
      * what it sent before closing, or its kernel may drop the answer). */
     c->state = HC_HANDLING;

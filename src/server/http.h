@@ -124,7 +124,7 @@ struct http_conn {
 };
 
 /* Accept a connection from the listening socket and start reading it. */
-void http_accept(struct server *srv, uv_stream_t *listener);
+void http_accept(struct server *srv, int fd);
 /* Close every connection (the server is stopping). */
 void http_close_all(struct server *srv);
 

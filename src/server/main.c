@@ -195,7 +195,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   if (srv->stopping)
     return;
   srv->stopping = true;
-  uv_close((uv_handle_t *)&srv->listener, NULL);
+  accept_stop(srv);
   uv_close((uv_handle_t *)&srv->reaper, NULL);
   pool_destroy_all(srv);
   if (signum == SIGINT) {
@@ -240,11 +240,11 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
-  warn_ptys(&srv->cfg);
   if (server_open(srv, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;
   }
+  warn_ptys(&srv->cfg);
   uv_signal_init(srv->loop, &srv->sigterm);
   uv_signal_init(srv->loop, &srv->sigint);
   srv->sigterm.data = srv->sigint.data = srv;

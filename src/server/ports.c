@@ -285,6 +285,8 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
    * every request is checked and rewritten (an Upgrade turns it into
    * another protocol: nothing follows in HTTP). */
   bool public = sb && is_public(sb, port);
+  char why[160];
+  int full;
   bool one_request = sb && (!by_host || !public) && !http_header(req, "Upgrade");
   if (port == 0 || port > 65535) {
     http_error(c, 400, "invalid_argument", "the port must be a number 1..65535");
@@ -307,6 +309,8 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   } else if (sb->ports.n >= PORTS_MAX_CONNS) {
     http_error(c, 429, "busy", "sandbox %s has %d connections through its ports already", id,
                PORTS_MAX_CONNS);
+  } else if ((full = fds_check(srv, sb->tenant, sb, FDS_RELAY, why, sizeof why))) {
+    http_error(c, full, full == 429 ? "busy" : "overloaded", "%s", why);
   } else if (one_request && (c->parser.flags & F_CHUNKED)) {
     http_error(c, 411, "length_required",
                "a request to this port carries its body with a Content-Length (not chunked)");

@@ -357,6 +357,14 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
     }
   }
   c->action = found->action;
+  /* A tenant's open streams and WebSockets hold descriptors past the
+   * request: its share of them is bounded (fds.c), the admin's is not. */
+  char why[160];
+  int full = p.admin ? 0 : fds_check(srv, p.tenant, NULL, 1, why, sizeof why);
+  if (full) {
+    http_error(c, full, full == 429 ? "busy" : "overloaded", "%s", why);
+    return;
+  }
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }

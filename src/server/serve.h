@@ -123,7 +123,10 @@ struct metrics {
 
 struct server {
   uv_loop_t *loop;
-  uv_tcp_t listener;
+  uv_poll_t listener; /* listen_fd readable (accept.c) */
+  uv_timer_t accept_retry;
+  int listen_fd, spare_fd; /* spare_fd: for answering 503 when out of descriptors */
+  unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
   unsigned reaper_ticks;
@@ -158,6 +161,23 @@ int serve_main(int argc, char **argv);
 struct server *server_new(void);
 int server_open(struct server *srv, struct hutch_err *err);
 void server_free(struct server *srv);
+
+/* accept.c: listen on sa, accepting by hand (a 503 when out of
+ * descriptors); stop listening. */
+int accept_start(struct server *srv, const struct sockaddr *sa, socklen_t len,
+                 struct hutch_err *err);
+void accept_stop(struct server *srv);
+
+/* fds.c: descriptor budgets per tenant, per sandbox and for the server.
+ * fds_check: 0 when want more fit, else the status to answer (429: the
+ * tenant's or sandbox's share; 503: the server's) with why. */
+#define FDS_RELAY 6 /* a relayed connection: two sockets, two pipes */
+void fds_init(struct server *srv);
+unsigned fds_pool(const struct server *srv);
+unsigned fds_server_used(const struct server *srv);
+int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,
+              char *why, size_t size);
+int fds_check_sandbox(const struct server *srv);
 
 /* routes.c: find the route, check the caller's key, call the handler. */
 void serve_dispatch(struct server *srv, struct http_conn *c);
@@ -557,6 +577,8 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p);
  * end. egress_recheck ends connections its policy no longer allows. */
 int egress_open(struct sbx *sb, struct hutch_err *err);
 void egress_close(struct sbx *sb);
+/* Connections through the sandbox's proxy now. */
+unsigned egress_conns(const struct sbx *sb);
 void egress_recheck(struct sbx *sb);
 /* Connections through its proxy, or its ports, idle for idle_ms end. */
 void egress_sweep(struct sbx *sb, uint64_t idle_ms);

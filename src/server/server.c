@@ -34,6 +34,8 @@ struct server *server_new(void) {
   srv->loop = xmalloc(sizeof *srv->loop);
   uv_loop_init(srv->loop);
   srv->netns_fd = -1;
+  srv->listen_fd = srv->spare_fd = -1;
+  fds_init(srv);
   return srv;
 }
 
@@ -74,13 +76,6 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   return 0;
 }
 
-static void on_connection(uv_stream_t *l, int status) {
-  struct server *srv = l->data;
-  if (status < 0 || srv->stopping)
-    return;
-  http_accept(srv, l);
-}
-
 static int start_listening(struct server *srv, struct hutch_err *err) {
   struct sockaddr_storage ss;
   int r = strchr(srv->cfg.host, ':')
@@ -88,14 +83,13 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
               : uv_ip4_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in *)&ss);
   if (r < 0)
     return hutch_err_invalid(err, "--listen: '%s' is not an IP address", srv->cfg.host);
-  uv_tcp_init(srv->loop, &srv->listener);
-  srv->listener.data = srv;
-  if ((r = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0)) < 0 ||
-      (r = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection)) < 0)
-    return hutch_err_set(err, 0, "listening on %s:%d: %s", srv->cfg.host, srv->cfg.port,
-                         uv_strerror(r));
-  int len = sizeof ss;
-  if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &len) == 0)
+  if (accept_start(srv, (struct sockaddr *)&ss,
+                   ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                            : sizeof(struct sockaddr_in),
+                   err) < 0)
+    return -1;
+  socklen_t len = sizeof ss;
+  if (getsockname(srv->listen_fd, (struct sockaddr *)&ss, &len) == 0)
     srv->cfg.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
   return 0;
@@ -167,6 +161,10 @@ void server_free(struct server *srv) {
   free(srv->kernels_dir);
   if (srv->netns_fd >= 0)
     close(srv->netns_fd);
+  if (srv->listen_fd >= 0)
+    close(srv->listen_fd);
+  if (srv->spare_fd >= 0)
+    close(srv->spare_fd);
   free(srv->own_addrs);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.host);

@@ -1,0 +1,135 @@
+"""One tenant cannot run the server out of file descriptors: a server
+started with few (prlimit) answers tunnels, streams and connections past
+each budget with 429 or 503 and Retry-After, never 500, and serves again
+once they close."""
+import socket
+import stat
+import time
+
+import pytest
+
+from conftest import BUILD
+from serveapi import Server, wait_for
+
+NOFILE = 256  # fds.c: pool 192, a tenant's share 48, a sandbox's 12 (two tunnels)
+
+HOLD = b"""import socket, threading
+def hold(c):
+    while c.recv(4096):  # until the client goes
+        pass
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8600))
+s.listen(64)
+while True:
+    c, _ = s.accept()
+    if c.recv(4096).startswith(b"GET /up"):
+        c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        c.close()
+    else:
+        threading.Thread(target=hold, args=(c,), daemon=True).start()
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fds")
+    wrapper = d / "serve-lowfd"
+    wrapper.write_text(f"#!/bin/sh\nexec prlimit --nofile={NOFILE} {BUILD / 'hutch-serve'} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    s = Server(wrapper, d / "state").start()
+    yield s
+    assert s.stop() == 0, s.log_text()
+
+
+def new_tenant(server):
+    return server.api(server.api().post("/v1/keys", {"tenant": f"t{time.monotonic_ns()}"})
+                      .json["key"])
+
+
+def status_of(sock, timeout):
+    """The status of the answer on sock, None if none comes in time."""
+    sock.settimeout(timeout)
+    try:
+        head = sock.recv(4096)
+    except (socket.timeout, TimeoutError):
+        return None, b""
+    except ConnectionResetError:
+        return "reset", b""
+    return (int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else "closed"), head
+
+
+def raw(server, request):
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    s.sendall(request.encode())
+    return s
+
+
+def test_tunnels_past_a_sandboxs_share_are_429(server, tenant):
+    sid = tenant.create()["id"]
+    tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hold.py", HOLD)
+    tenant.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/hold.py"], "background": True})
+    path = f"/v1/sandboxes/{sid}/ports/8600"
+    wait_for(lambda: tenant.get(f"{path}/up").status == 200, 20)
+    hold = (f"GET {path}/hold HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tenant.key}\r\n"
+            "Content-Length: 0\r\n\r\n")
+    socks = [raw(server, hold) for _ in range(6)]
+    try:
+        got = [status_of(s, 1.5) for s in socks]
+        assert [g[0] for g in got].count(None) == 2, got  # held open: the sandbox's share
+        refused = [head for status, head in got if status is not None]
+        assert all(h.startswith(b"HTTP/1.1 429") and b"Retry-After: 1" in h for h in refused), got
+        assert tenant.get(f"/v1/sandboxes/{sid}").status == 200
+    finally:
+        for s in socks:
+            s.close()
+    wait_for(lambda: tenant.get(f"{path}/up").status == 200, 20)
+
+
+def test_a_tenants_streams_past_its_share_are_429_and_others_are_served(server, tenant):
+    # Spread over sandboxes: each agent has the server's few descriptors
+    # where hutch may not raise them (no CAP_SYS_RESOURCE).
+    sids = [tenant.create()["id"] for _ in range(4)]
+    sid = sids[0]
+    other = new_tenant(server)
+    streams, statuses = [], []
+    try:
+        for i in range(60):
+            conn, r = tenant.exec_stream(sids[i % 4], {"cmd": ["sleep", "30"]}, timeout=20)
+            streams.append(conn)
+            statuses.append(r.status)
+            if r.status != 200:
+                assert r.getheader("Retry-After") == "1", r.read()
+                r.read()
+        assert statuses.count(200) >= 30 and statuses.count(429) >= 5, statuses
+        assert set(statuses) == {200, 429}, statuses
+        assert tenant.get("/v1/sandboxes").status == 429
+        assert other.get("/v1/sandboxes").status == 200
+    finally:
+        for conn in streams:
+            conn.close()
+    wait_for(lambda: tenant.get("/v1/sandboxes").status == 200, 20)
+    lines = tenant.exec(sid, {"cmd": ["echo", "again"]})
+    assert any(l.get("data") == "again\n" for l in lines), lines
+
+
+def test_connections_past_the_descriptors_get_503_and_the_server_recovers(server, tenant):
+    socks = [raw(server, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(NOFILE + 50)]
+    try:
+        got = [status_of(s, 10) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    statuses = [g[0] for g in got]
+    assert set(statuses) <= {200, 503}, [g for g in got if g[0] not in (200, 503)][:3]
+    assert statuses.count(503) >= 50 and statuses.count(200) >= 50, statuses
+    assert all(b"Retry-After: 1" in head for status, head in got if status == 503)
+    assert all(b'"overloaded"' in head for status, head in got if status == 503)
+    # More connections than descriptors: some were answered with the spare.
+    assert any(b"out of file descriptors" in head for status, head in got), statuses
+    wait_for(lambda: tenant.get("/healthz").status == 200, 20)
+    sid = tenant.create()["id"]
+    lines = tenant.exec(sid, {"cmd": ["echo", "served"]})
+    assert any(l.get("data") == "served\n" for l in lines), lines
+
