@@ -157,6 +157,34 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
   return ret;
 }
 
+/* Each sandbox has its own limits, but their sum may exceed the host
+ * (a tenant's quota defaults to the host's RAM, and a thousand sandboxes of
+ * 512 pids are more than pid_max): the subtree's own ceiling is what
+ * leaves the host its reserve whatever the sandboxes were promised.
+ * Written as a value, never raised past what the operator set lower. */
+/* file := value unless it holds less already ("max" is more). */
+static int lower_to(int fd, const char *file, uint64_t value, struct hutch_err *err) {
+  char have[32], v[32];
+  unsigned long long cur;
+  if (fd < 0 || !value)
+    return 0;
+  if (read_file_at(fd, file, have, sizeof have, err) < 0)
+    return -1;
+  if (strncmp(have, "max", 3) != 0 && sscanf(have, "%llu", &cur) == 1 && cur <= value)
+    return 0;
+  snprintf(v, sizeof v, "%llu", (unsigned long long)value);
+  return write_file_at(fd, file, v, err);
+}
+
+int hutch_cgroup_cap_root(const struct hutch_cgroup *root, uint64_t memory, uint64_t pids,
+                          struct hutch_err *err) {
+  bool v2 = root->ops == &hutch_cgroup_v2_ops;
+  if (lower_to(hutch_cg_fd(root, CG_MEMORY), v2 ? "memory.max" : "memory.limit_in_bytes", memory,
+               err) < 0)
+    return -1;
+  return lower_to(hutch_cg_fd(root, CG_PIDS), "pids.max", pids, err);
+}
+
 void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size) {
   if (cg->ops == &hutch_cgroup_v2_ops) {
     snprintf(buf, size, "2:%d", cg->fd[0]);

@@ -92,6 +92,10 @@ extern const struct hutch_cgroup_ops hutch_cgroup_v2_ops;
 /* Find the host's controllers and open (creating if needed) the hutch root
  * cgroup under them: <hierarchy>/hutch. */
 int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err);
+/* The ceiling of hutch's whole subtree: every sandbox together holds at
+ * most memory bytes (0: no ceiling) and pids processes. */
+int hutch_cgroup_cap_root(const struct hutch_cgroup *root, uint64_t memory, uint64_t pids,
+                          struct hutch_err *err);
 void hutch_cgroup_close(struct hutch_cgroup *cg);
 /* The fd of the hierarchy holding controller c, -1 when cg lacks it. */
 int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c);

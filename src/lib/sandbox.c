@@ -39,11 +39,6 @@ const char *hutch_default_state_dir(void) {
   return d && *d ? d : "/var/lib/hutch";
 }
 
-static uint64_t host_memory(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
-}
-
 /* The overlay's mount options are a comma-separated list. */
 static bool usable_path(const char *p) { return strpbrk(p, ",:\\\n") == NULL; }
 
@@ -148,7 +143,9 @@ static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
 }
 
 int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  uint64_t mem = host_memory();
+  /* What hutch's whole cgroup subtree may hold (hutch_cgroup_cap_root):
+   * a sandbox asking for more could never have it. */
+  uint64_t mem = hutch_memory_ceiling(), pids_max = hutch_pids_max();
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   if (!cfg->state_dir)
     cfg->state_dir = hutch_default_state_dir();
@@ -162,15 +159,21 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
     return hutch_err_invalid(err, "memory limit must be at least %llu MiB",
                              HUTCH_MIN_MEMORY >> 20);
   if (cfg->memory_bytes > mem)
-    return hutch_err_invalid(err, "memory limit %llu MiB exceeds the host's %llu MiB",
+    return hutch_err_invalid(err,
+                             "memory limit %llu MiB exceeds the host's %llu MiB (its RAM less "
+                             "what hutch leaves the host)",
                              (unsigned long long)(cfg->memory_bytes >> 20),
                              (unsigned long long)(mem >> 20));
   /* The disk is a tmpfs: it lives in memory. */
   if (cfg->disk_bytes < HUTCH_MIN_DISK || cfg->disk_bytes > mem)
     return hutch_err_invalid(err, "disk limit must be between 1 MiB and the host's %llu MiB",
                              (unsigned long long)(mem >> 20));
-  if (cfg->pids > HUTCH_MAX_PIDS)
-    return hutch_err_invalid(err, "pids limit must be between 1 and %d", HUTCH_MAX_PIDS);
+  /* Half the kernel's pid_max at most: one sandbox may not take the pids
+   * every other process of the host needs. */
+  if (cfg->pids > pids_max)
+    return hutch_err_invalid(err, "pids limit must be between 1 and %llu (half the host's "
+                             "kernel.pid_max, at most %d)",
+                             (unsigned long long)pids_max, HUTCH_MAX_PIDS);
   if (check_ptys(cfg, err) < 0)
     return -1;
   if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
@@ -241,6 +244,10 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
                   (cfg->cpu_milli ? CG_BIT(CG_CPU) : 0);
   if (hutch_cgroup_open_root(&sb->root, err) < 0)
     return -1;
+  /* Best effort: a ceiling that cannot be written (memory in use above
+   * it) leaves each sandbox's own limits, which still hold. */
+  struct hutch_err ignored;
+  hutch_cgroup_cap_root(&sb->root, hutch_memory_ceiling(), hutch_pids_ceiling(), &ignored);
   sb->lock_fd = hutch_slot_claim(&sb->root, ctls, &sb->slot, &sb->cg, err);
   if (sb->lock_fd < 0)
     return -1;

@@ -24,7 +24,10 @@ static const char usage[] =
     "  --max-sandboxes N         sandboxes on the whole server (default 1000)\n"
     "  --max-connections N       open HTTP connections (default 1024)\n"
     "  --tenant-sandboxes N      default per-tenant quota of sandboxes (default 100)\n"
-    "  --tenant-memory-mb N      default per-tenant quota of sandbox memory (default 65536)\n"
+    "  --tenant-memory-mb N      default per-tenant quota of sandbox memory (default: the\n"
+    "                            host's RAM less max(512 MiB, RAM/8))\n"
+    "  --tenant-disk-mb N        per-tenant quota of volumes and snapshots together\n"
+    "                            (default: a quarter of the state directory's filesystem)\n"
     "  --sandbox-ptys N          terminals each sandbox may hold at once (default 64)\n"
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
@@ -66,7 +69,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -75,6 +78,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"tenant-sandboxes", required_argument, NULL, O_TSBX},
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
       {"sandbox-ptys", required_argument, NULL, O_PTYS},
+      {"tenant-disk-mb", required_argument, NULL, O_TDISK},
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
@@ -120,6 +124,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--tenant-memory-mb", optarg, 1ull << 30, &v) < 0)
         return -1;
       cfg->tenant_memory_mb = v;
+      break;
+    case O_TDISK:
+      if (parse_count("--tenant-disk-mb", optarg, 1ull << 40, &v) < 0)
+        return -1;
+      cfg->tenant_disk_mb = v;
       break;
     case O_PTYS:
       if (parse_count("--sandbox-ptys", optarg, HUTCH_MAX_PTYS, &v) < 0)

@@ -42,6 +42,7 @@ struct serve_config {
   unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
   uint64_t tenant_memory_mb;
   unsigned sandbox_ptys;      /* --sandbox-ptys: each sandbox's devpts max= */
+  uint64_t tenant_disk_mb;    /* --tenant-disk-mb; 0: a quarter of the state filesystem */
   char **pool_specs; /* --pool arguments, NULL-terminated */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
@@ -510,6 +511,10 @@ void api_snapshots_list(struct http_conn *c, const struct principal *p);
 void api_snapshots_get(struct http_conn *c, const struct principal *p);
 void api_snapshots_delete(struct http_conn *c, const struct principal *p);
 void api_sandboxes_fork(struct http_conn *c, const struct principal *p);
+
+/* diskroom.c: 0 when bytes more fit the tenant's disk quota and leave the
+ * state filesystem its reserve; else answered (429, 507) and -1. */
+int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes);
 
 /* volumes.c: volumes, ext4 images that outlive sandboxes. */
 void api_volumes_create(struct http_conn *c, const struct principal *p);

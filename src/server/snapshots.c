@@ -220,7 +220,13 @@ static void capture_after(uv_work_t *w, int status) {
   if (c)
     http_own(c, NULL, NULL);
   if (cap->r < 0) {
-    if (c)
+    /* Never a half copy left behind, and a full disk is said so. */
+    struct hutch_err ignored;
+    hutch_layer_remove(cap->dir, &ignored);
+    bool full = cap->err.errnum == ENOSPC || cap->err.errnum == EDQUOT;
+    if (c && full)
+      http_error(c, 507, "no_space", "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
+    else if (c)
       http_error(c, cap->err.kind == HUTCH_ERR_INVALID ? 422 : 500,
                  cap->err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
                  "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
@@ -298,6 +304,16 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
                MAX_CAPTURES);
     return -1;
   }
+  /* The copy holds at most what the sandbox's storage does now (it is
+   * frozen for it): room for that in the tenant's quota and above the
+   * state filesystem's reserve, or no copy at all (diskroom.c). */
+  struct hutch_sandbox_usage use;
+  if (hutch_sandbox_usage(sb->hs, &use, &err) < 0) {
+    http_error(c, 500, "internal", "sandbox %s: %s", sb->id, err.msg);
+    return -1;
+  }
+  if (disk_room(c, p, use.disk_used) < 0)
+    return -1;
   int fd = fcntl(sb->hs->storage_fd, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) {
     http_error(c, 500, "internal", "dup: %s", strerror(errno));

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,17 +110,14 @@ static void make_volume(struct http_conn *c, const struct principal *p, const ch
     return;
   }
   _cleanup_free_ char *dir = xasprintf("%s/volumes", srv->cfg.state_dir);
-  struct statvfs vfs;
-  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || statvfs(dir, &vfs) < 0) {
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
     http_error(c, 500, "internal", "%s: %s", dir, strerror(errno));
     return;
   }
-  /* All of it now: the host's disk must hold every volume full. */
-  if ((uint64_t)vfs.f_bavail * vfs.f_frsize < (size_mb << 20) + (64ull << 20)) {
-    http_error(c, 507, "no_space", "the server's disk has no room for %llu MiB",
-               (unsigned long long)size_mb);
+  /* All of it now: the host's disk must hold every volume full, within
+   * the tenant's quota and the filesystem's reserve (diskroom.c). */
+  if (disk_room(c, p, size_mb << 20) < 0)
     return;
-  }
   char id[21] = "vol_";
   serve_random_hex(id + 4, 16);
   _cleanup_free_ char *image = image_of(srv, id);

@@ -49,15 +49,27 @@ def new_tenant(server):
 
 
 def status_of(sock, timeout):
-    """The status of the answer on sock, None if none comes in time."""
+    """The status of the answer on sock and the whole answer (head and a
+    Content-Length body); None if none comes in time."""
     sock.settimeout(timeout)
+    got = b""
     try:
-        head = sock.recv(4096)
+        while True:
+            head, sep, body = got.partition(b"\r\n\r\n")
+            length = next((int(l.split(b":")[1]) for l in head.split(b"\r\n")
+                           if l.lower().startswith(b"content-length:")), 0)
+            if sep and len(body) >= length:
+                break
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
     except (socket.timeout, TimeoutError):
-        return None, b""
+        if not got:
+            return None, b""
     except ConnectionResetError:
-        return "reset", b""
-    return (int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else "closed"), head
+        return "reset", got
+    return (int(got.split()[1]) if got.startswith(b"HTTP/1.1 ") else "closed"), got
 
 
 def raw(server, request):
