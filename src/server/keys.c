@@ -1,7 +1,9 @@
 /* API keys and tenants. A key is "hk_" and 40 random hex digits; only its
  * SHA-256 is stored, so the database alone lets no one in. E2B's SDKs may
  * check for their own prefix: "e2b_" and the same digits is the same key. The admin key
- * is written to STATE_DIR/admin.key (0600) on first start and kept there. */
+ * is written to STATE_DIR/admin.key (0600) on first start and kept there;
+ * so is the state key (state.key), which seals what the database keeps of
+ * sandboxes' tokens and secrets (seal.h, store.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "seal.h"
 #include "serve.h"
 #include "store.h"
 #include "util.h"
@@ -21,6 +24,7 @@
 #define KEY_HEX 40
 #define KEY_LEN (sizeof KEY_PREFIX - 1 + KEY_HEX)
 #define HASH_HEX 64
+#define HEX "0123456789abcdef"
 
 void serve_random_hex(char *out, size_t nhex) {
   unsigned char raw[64];
@@ -34,7 +38,7 @@ void serve_random_hex(char *out, size_t nhex) {
       got += (size_t)r;
   }
   for (size_t i = 0; i < nhex; i++)
-    out[i] = "0123456789abcdef"[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+    out[i] = HEX[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
   out[nhex] = '\0';
 }
 
@@ -58,19 +62,41 @@ static void new_key(char key[KEY_LEN + 1]) {
   serve_random_hex(key + sizeof KEY_PREFIX - 1, KEY_HEX);
 }
 
+/* The first line of a secret file of the state dir ("" when there is
+ * none), at most size - 2 bytes of it. */
+static int read_secret(const char *path, char *buf, size_t size, struct hutch_err *err) {
+  buf[0] = '\0';
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : hutch_err_set(err, errno, "%s", path);
+  /* Left readable to others by a copy or an older hutch: not any more. */
+  if (fchmod(fd, 0600) < 0)
+    return hutch_err_set(err, errno, "chmod %s", path);
+  ssize_t n = read_all(fd, buf, size - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  return 0;
+}
+
+/* Written to a temporary name and renamed: a crash leaves the old secret or
+ * the new one, never half of one. */
+static int write_secret(const char *path, const char *text, struct hutch_err *err) {
+  _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
+  unlink(tmp);
+  _cleanup_close_ int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0 || write_all(out, text, strlen(text)) < 0 || write_all(out, "\n", 1) < 0 ||
+      fsync(out) < 0 || rename(tmp, path) < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  return 0;
+}
+
 /* The admin key in admin.key if it is there and well formed, else a new
  * one written there. Either way it becomes the only admin key. */
 int keys_bootstrap(struct server *srv, struct hutch_err *err) {
   _cleanup_free_ char *path = xasprintf("%s/admin.key", srv->cfg.state_dir);
-  char key[KEY_LEN + 2] = "";
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read_all(fd, key, sizeof key - 1);
-    key[n > 0 ? n : 0] = '\0';
-    key[strcspn(key, "\n")] = '\0';
-  } else if (errno != ENOENT) {
-    return hutch_err_set(err, errno, "%s", path);
-  }
+  char key[KEY_LEN + 2];
+  if (read_secret(path, key, sizeof key, err) < 0)
+    return -1;
   char hash[HASH_HEX + 1];
   struct principal p;
   if (well_formed(key)) {
@@ -89,14 +115,24 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
   if (store_key_add(srv->store, id, "admin", hash, true, err) < 0 ||
       store_admin_keep_only(srv->store, hash, err) < 0)
     return -1;
-  /* Written to a temporary name and renamed: a crash leaves the old key or
-   * the new one, never half of one. */
-  _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
-  unlink(tmp);
-  _cleanup_close_ int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (out < 0 || write_all(out, key, strlen(key)) < 0 || write_all(out, "\n", 1) < 0 ||
-      fsync(out) < 0 || rename(tmp, path) < 0)
-    return hutch_err_set(err, errno, "writing %s", path);
+  return write_secret(path, key, err);
+}
+
+int keys_state_key(const char *state_dir, unsigned char *key, struct hutch_err *err) {
+  _cleanup_free_ char *path = xasprintf("%s/state.key", state_dir);
+  char hex[2 * SEAL_KEY_LEN + 2];
+  if (read_secret(path, hex, sizeof hex, err) < 0)
+    return -1;
+  if (strlen(hex) != 2 * SEAL_KEY_LEN || strspn(hex, HEX) != 2 * SEAL_KEY_LEN) {
+    /* None yet (or unusable: what it sealed cannot be opened either way). */
+    serve_random_hex(hex, 2 * SEAL_KEY_LEN);
+    if (write_secret(path, hex, err) < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < SEAL_KEY_LEN; i++)
+    key[i] = (unsigned char)((strchr(HEX, hex[2 * i]) - HEX) << 4 |
+                             (strchr(HEX, hex[2 * i + 1]) - HEX));
+  explicit_bzero(hex, sizeof hex);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "util.h"
 
 #define EXIT_SERVE 125 /* as hutch run: the server itself failed */
+#define EXIT_STATE_DIR 78 /* the state dir may not be trusted (sysexits' EX_CONFIG) */
 
 static const char usage[] =
     "usage: hutch serve [OPTIONS]\n\n"
@@ -42,7 +43,8 @@ static const char usage[] =
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
     "                            e2b (E2B's REST API), envd, interpreter (docs/e2b.md)\n\n"
     "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
-    "over. SIGINT (Ctrl-C) stops it and destroys them.\n";
+    "over. SIGINT (Ctrl-C) stops it and destroys them. It refuses to start (exit 78) with a\n"
+    "state directory that belongs to another user or that others may write.\n";
 
 static int parse_listen(const char *s, struct serve_config *cfg) {
   const char *colon = strrchr(s, ':');
@@ -243,6 +245,10 @@ static void warn_ptys(const struct serve_config *cfg) {
 static int serve(struct server *srv) {
   struct hutch_err err = {0};
   char why[1024];
+  if (server_state_dir_check(srv->cfg.state_dir, &err) < 0) {
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+    return EXIT_STATE_DIR;
+  }
   /* A server that starts but can never make a sandbox would only fail
    * each request: the host's refusal is said once, here, instead. */
   if (hutch_host_diagnose(srv->cfg.state_dir, why, sizeof why)) {

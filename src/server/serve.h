@@ -161,6 +161,9 @@ int serve_main(int argc, char **argv);
  * and pools (cfg.port 0: any free port, written back); free it all. */
 struct server *server_new(void);
 int server_open(struct server *srv, struct hutch_err *err);
+/* Whether the state dir, if it exists already, may be trusted with keys:
+ * hutch's own and writable by no one else; -1 (why in err) if not. */
+int server_state_dir_check(const char *dir, struct hutch_err *err);
 void server_free(struct server *srv);
 
 /* accept.c: listen on sa, accepting by hand (a 503 when out of
@@ -220,6 +223,9 @@ const char *body_unknown(json_t *o, const char *const *known);
 /* nhex random hex digits and a NUL. */
 void serve_random_hex(char *out, size_t nhex);
 int keys_bootstrap(struct server *srv, struct hutch_err *err);
+/* The key that seals the state store's tokens and secrets (SEAL_KEY_LEN
+ * bytes, seal.h): STATE_DIR/state.key, made on first start. */
+int keys_state_key(const char *state_dir, unsigned char *key, struct hutch_err *err);
 /* 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
 /* Whether an Authorization value carries something shaped as a key of

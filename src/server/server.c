@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "seal.h"
 #include "hostlimits.h"
 #include "serve.h"
 #include "store.h"
@@ -53,15 +54,77 @@ static int mkdir_p(const char *path, mode_t mode) {
   return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* The state dir holds the admin key, the state key and hutch.db: whoever
+ * may write the directory may replace any of them (a key of their own, a
+ * database whose rows point the server at paths of their choosing), and
+ * whoever owns it may make it so at any time. Such a directory is refused,
+ * not repaired: the files in it may be someone else's already. */
+static int state_dir_trusted(int fd, const char *dir, struct hutch_err *err) {
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return hutch_err_set(err, errno, "state directory %s", dir);
+  if (st.st_uid != geteuid())
+    return hutch_err_invalid(err, "state directory %s belongs to uid %u, not to hutch's uid %u: "
+                             "refusing to keep keys there",
+                             dir, (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return hutch_err_invalid(err, "state directory %s is writable by %s (mode %04o): "
+                             "refusing to keep keys there",
+                             dir, st.st_mode & S_IWOTH ? "everyone" : "its group",
+                             (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
+int server_state_dir_check(const char *dir, struct hutch_err *err) {
+  if (dir[0] != '/')
+    return hutch_err_invalid(err, "--state-dir %s: need an absolute path", dir);
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : hutch_err_set(err, errno, "state directory %s", dir);
+  return state_dir_trusted(fd, dir, err);
+}
+
+/* What the state dir holds is root's alone, whatever an older hutch, a
+ * restored backup or an operator's mkdir left: the directory 0700 (which
+ * alone keeps every other user out), and the secrets' files 0600 besides,
+ * should they ever be copied or hard-linked elsewhere. */
+static int lock_state_dir(const char *dir, struct hutch_err *err) {
+  static const char *const files[] = {"hutch.db", "hutch.db-wal", "hutch.db-shm",
+                                      "admin.key", "state.key",    "audit.jsonl", NULL};
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "state directory %s", dir);
+  if (state_dir_trusted(fd, dir, err) < 0)
+    return -1;
+  if (fchmod(fd, 0700) < 0)
+    return hutch_err_set(err, errno, "chmod %s", dir);
+  for (const char *const *f = files; *f; f++) {
+    _cleanup_close_ int file = openat(fd, *f, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (file < 0 && errno != ENOENT)
+      return hutch_err_set(err, errno, "%s/%s", dir, *f);
+    if (file >= 0 && fchmod(file, 0600) < 0)
+      return hutch_err_set(err, errno, "chmod %s/%s", dir, *f);
+  }
+  /* A new database is made 0600 here, before SQLite opens it: SQLite
+   * gives its -wal and -shm files the database's own mode. */
+  _cleanup_close_ int db = openat(fd, "hutch.db", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  return db < 0 ? hutch_err_set(err, errno, "%s/hutch.db", dir) : 0;
+}
+
 static int open_state(struct server *srv, struct hutch_err *err) {
   const char *dir = srv->cfg.state_dir;
   if (dir[0] != '/')
     return hutch_err_invalid(err, "--state-dir %s: need an absolute path", dir);
   if (mkdir_p(dir, 0700) < 0)
     return hutch_err_set(err, errno, "state directory %s", dir);
+  if (lock_state_dir(dir, err) < 0)
+    return -1;
   _cleanup_free_ char *db = xasprintf("%s/hutch.db", dir);
   _cleanup_free_ char *audit = xasprintf("%s/audit.jsonl", dir);
-  if (store_open(db, &srv->store, err) < 0)
+  unsigned char key[SEAL_KEY_LEN];
+  int r = keys_state_key(dir, key, err) < 0 ? -1 : store_open(db, key, &srv->store, err);
+  explicit_bzero(key, sizeof key);
+  if (r < 0)
     return -1;
   srv->agents_dir = xasprintf("%s/agents", dir);
   /* The sandboxes a server that went away left running are ours now. */

@@ -3,9 +3,11 @@
 #include "store.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "seal.h"
 #include "util.h"
 
 /* Statements are prepared once and kept (a request that reads a key or
@@ -16,6 +18,7 @@
 
 struct store {
   sqlite3 *db;
+  unsigned char key[SEAL_KEY_LEN]; /* seals each sandbox's tokens and secrets */
   struct {
     const char *sql;
     sqlite3_stmt *s;
@@ -26,6 +29,8 @@ struct store {
 static const char schema[] =
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
+    /* What is deleted or overwritten is zeroed, not left in free pages. */
+    "PRAGMA secure_delete=ON;"
     "CREATE TABLE IF NOT EXISTS tenants ("
     "  name TEXT PRIMARY KEY, max_sandboxes INTEGER, max_memory_mb INTEGER);"
     "CREATE TABLE IF NOT EXISTS keys ("
@@ -50,8 +55,116 @@ static int fail(struct store *st, struct hutch_err *err, const char *what) {
   return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
 }
 
-int store_open(const char *path, struct store **out, struct hutch_err *err) {
+/* The fields of a sandbox's spec that open its doors (its envd access token,
+ * its traffic token) or that the egress proxy adds to its requests (its
+ * secrets): kept only sealed, under "sealed", so a copy of hutch.db (a
+ * backup, a file left readable) opens no sandbox and tells no secret. The
+ * key is in STATE_DIR/state.key, beside admin.key, which opens everything
+ * anyway. */
+static const char *const sealed_fields[] = {"token", "traffic_token", "secrets", NULL};
+
+static char *row_aad(const char *id) { return xasprintf("hutch sandbox %s", id); }
+
+/* Move spec's sealed fields, if it has any in the clear, into "sealed".
+ * Returns whether it changed spec. */
+static bool seal_spec(struct store *st, const char *id, json_t *spec) {
+  json_t *inner = json_object();
+  for (const char *const *f = sealed_fields; *f; f++)
+    if (json_object_get(spec, *f)) {
+      json_object_set(inner, *f, json_object_get(spec, *f));
+      json_object_del(spec, *f);
+    }
+  bool any = json_object_size(inner) > 0;
+  char *text = any ? json_dumps(inner, JSON_COMPACT) : NULL;
+  json_decref(inner);
+  if (text) {
+    char *aad = row_aad(id);
+    json_object_set_new(spec, "sealed", json_string(seal_text(st->key, aad, text)));
+    explicit_bzero(text, strlen(text));
+    free(text);
+    free(aad);
+  }
+  return any;
+}
+
+/* The sealed fields of a row's spec, back in the clear for the server.
+ * A row that cannot be opened (state.key replaced) loses them: its
+ * sandbox gets new tokens and no secrets, never someone else's. */
+static void open_spec(struct store *st, const char *id, json_t *spec) {
+  const char *sealed = json_string_value(json_object_get(spec, "sealed"));
+  if (!sealed)
+    return; /* an older hutch's row, not migrated: in the clear */
+  char *aad = row_aad(id);
+  char *text = seal_open(st->key, aad, sealed);
+  json_t *inner = text ? json_loads(text, 0, NULL) : NULL;
+  free(aad);
+  if (text) {
+    explicit_bzero(text, strlen(text));
+    free(text);
+  }
+  if (json_is_object(inner))
+    json_object_update(spec, inner);
+  else
+    fprintf(stderr, "hutch serve: sandbox %s: its sealed tokens and secrets cannot be opened "
+                    "(state.key replaced?): it gets new tokens and no secrets\n", id);
+  json_decref(inner);
+  json_object_del(spec, "sealed");
+}
+
+/* A database of an older hutch (user_version 0) kept tokens and secrets in
+ * the clear: each row is sealed, and the file rewritten (VACUUM, then the
+ * log truncated) so that no copy of them is left in free pages. */
+static int migrate(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = NULL;
+  int r = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
+  int version = r == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_finalize(s);
+  if (version < 0)
+    return fail(st, err, "user_version");
+  if (version >= 1)
+    return 0;
+  if (sqlite3_prepare_v2(st->db, "SELECT id, spec FROM sandboxes", -1, &s, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  sqlite3_stmt *up = NULL;
+  if (sqlite3_prepare_v2(st->db, "UPDATE sandboxes SET spec = ? WHERE id = ?", -1, &up, NULL) !=
+      SQLITE_OK) {
+    sqlite3_finalize(s);
+    return fail(st, err, "migrate");
+  }
+  sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(s, 0);
+    json_t *spec = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
+    char *text = spec && seal_spec(st, id, spec) ? json_dumps(spec, JSON_COMPACT) : NULL;
+    if (text) {
+      sqlite3_bind_text(up, 1, text, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(up, 2, id, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(up) != SQLITE_DONE)
+        r = SQLITE_ERROR;
+      sqlite3_reset(up);
+      free(text);
+    }
+    json_decref(spec);
+    if (r != SQLITE_ROW)
+      break;
+  }
+  sqlite3_finalize(s);
+  sqlite3_finalize(up);
+  if (r != SQLITE_DONE) {
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return fail(st, err, "migrate");
+  }
+  if (sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT; VACUUM;"
+                           " PRAGMA wal_checkpoint(TRUNCATE);",
+                   NULL, NULL, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  return 0;
+}
+
+int store_open(const char *path, const unsigned char *key, struct store **out,
+               struct hutch_err *err) {
   struct store *st = xcalloc(1, sizeof *st);
+  memcpy(st->key, key, SEAL_KEY_LEN);
   if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
       SQLITE_OK) {
     hutch_err_set(err, 0, "state store %s: %s", path,
@@ -67,6 +180,11 @@ int store_open(const char *path, struct store **out, struct hutch_err *err) {
     store_close(st);
     return -1;
   }
+  if (migrate(st, err) < 0) {
+    hutch_err_wrap(err, "%s", path);
+    store_close(st);
+    return -1;
+  }
   *out = st;
   return 0;
 }
@@ -77,6 +195,7 @@ void store_close(struct store *st) {
   for (size_t i = 0; i < STORE_CACHE && st->cache[i].s; i++)
     sqlite3_finalize(st->cache[i].s);
   sqlite3_close(st->db);
+  explicit_bzero(st->key, sizeof st->key);
   free(st);
 }
 
@@ -219,8 +338,9 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
   return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
 }
 
-/* What a sandbox is beyond its columns, as JSON text (malloc'd). */
-static char *spec_text(const struct sbx *sb) {
+/* What a sandbox is beyond its columns, as JSON text (malloc'd), its
+ * tokens and secrets sealed. */
+static char *spec_text(struct store *st, const struct sbx *sb) {
   json_t *spec = json_pack(
       "{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:b,s:b,s:b,s:I,s:I}", "metadata", sb->metadata,
       "env", sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
@@ -236,15 +356,17 @@ static char *spec_text(const struct sbx *sb) {
     json_object_set(spec, "network", sb->network);
   if (spec && sb->secrets)
     json_object_set(spec, "secrets", sb->secrets);
-  if (spec)
+  if (spec) {
     json_object_set_new(spec, "traffic_token", json_string(sb->traffic_token));
+    seal_spec(st, sb->id, spec);
+  }
   char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
   json_decref(spec);
   return text;
 }
 
 int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  char *text = spec_text(sb);
+  char *text = spec_text(st, sb);
   sqlite3_stmt *s = text ? prep(st,
                                 "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
                                 " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -267,7 +389,7 @@ int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *
 }
 
 int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  char *text = spec_text(sb);
+  char *text = spec_text(st, sb);
   sqlite3_stmt *s =
       text ? prep(st, "UPDATE sandboxes SET spec = ?, expires_at = ? WHERE id = ?", err) : NULL;
   if (!s) {
@@ -360,6 +482,8 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
   int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
   for (size_t i = 0; i < n; i++) {
     if (ret == 0) {
+      if (rows[i].spec)
+        open_spec(st, rows[i].id, rows[i].spec);
       struct store_sandbox row = {rows[i].id,      rows[i].tenant,  rows[i].template,
                                   rows[i].spec,    rows[i].created, rows[i].expires,
                                   rows[i].pid};

@@ -11,7 +11,10 @@
 
 struct store;
 
-int store_open(const char *path, struct store **out, struct hutch_err *err);
+/* key: SEAL_KEY_LEN bytes (seal.h), which seal each sandbox's tokens and
+ * secrets in its row. */
+int store_open(const char *path, const unsigned char *key, struct store **out,
+               struct hutch_err *err);
 void store_close(struct store *st);
 
 /* A key by the hash of its secret: 1 found (tenant, id, admin filled),

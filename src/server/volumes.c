@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/loop.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +273,63 @@ static int loop_for(const char *image, char dev[32], struct hutch_err *err) {
   return hutch_err_set(err, EBUSY, "no free loop device");
 }
 
+/* Where a volume goes, normalised ("//a/./b/" is "/a/b"), or NULL with why.
+ * Mounting fails closed on the rest later (targets are resolved in the
+ * sandbox's root with no symlink, magic link or crossing), but a path is
+ * judged here, whole, so that no request reaches the mount with a target
+ * that means something other than it says: "/" or "/." (the root itself),
+ * ".." (never needed in an absolute path; its meaning depends on what is
+ * below), a relative path (relative to nothing), or /proc, /sys and /dev,
+ * which would hide the masks over /proc and /sys or put a writable,
+ * sandbox-owned filesystem where devices and kernel files are expected. */
+static char *mount_point(json_t *path, char *why, size_t whylen) {
+  const char *s = json_string_value(path);
+  size_t len = json_string_length(path);
+  if (!s || len == 0 || len != strlen(s) || len >= PATH_MAX) {
+    snprintf(why, whylen, "a path of 1 to %d bytes, without NUL", PATH_MAX - 1);
+    return NULL;
+  }
+  if (s[0] != '/') {
+    snprintf(why, whylen, "'%.64s' is relative: an absolute path is needed", s);
+    return NULL;
+  }
+  char *out = xmalloc(len + 1);
+  size_t n = 0;
+  for (const char *p = s; *p;) {
+    size_t k = strcspn(p, "/");
+    if (k > NAME_MAX || (k == 2 && p[0] == '.' && p[1] == '.')) {
+      if (k > NAME_MAX)
+        snprintf(why, whylen, "a name longer than %d bytes", NAME_MAX);
+      else
+        snprintf(why, whylen, "'..' is not allowed in a mount path");
+      free(out);
+      return NULL;
+    }
+    if (k && !(k == 1 && p[0] == '.')) {
+      out[n++] = '/';
+      memcpy(out + n, p, k);
+      n += k;
+    }
+    p += k + (p[k] == '/');
+  }
+  out[n] = '\0';
+  if (n == 0) {
+    snprintf(why, whylen, "a volume cannot be mounted over the root");
+    free(out);
+    return NULL;
+  }
+  static const char *const kernel[] = {"/proc", "/sys", "/dev", NULL};
+  for (const char *const *k = kernel; *k; k++) {
+    size_t kl = strlen(*k);
+    if (strncmp(out, *k, kl) == 0 && (out[kl] == '\0' || out[kl] == '/')) {
+      snprintf(why, whylen, "%.64s is the kernel's: no volume goes under %s", out, *k);
+      free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
 int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *mounts,
                     struct volume_mounts *out) {
   struct server *srv = c->srv;
@@ -297,6 +355,12 @@ int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *moun
       http_error(c, 400, "invalid_argument", "volumes[%zu]: {name, path, read_only?}", i);
       return -1;
     }
+    char why[160];
+    _cleanup_free_ char *at = mount_point(json_object_get(m, "path"), why, sizeof why);
+    if (!at) {
+      http_error(c, 400, "invalid_argument", "volumes[%zu].path: %s", i, why);
+      return -1;
+    }
     json_t *vol = volumes_find(srv, p->tenant, name);
     if (!vol) {
       http_error(c, 404, "volume_not_found", "no volume %s", name);
@@ -308,12 +372,14 @@ int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *moun
     out->fds[i] = loop_for(image, out->devs[i], &err);
     out->n = i + 1;
     json_array_append_new(out->used, json_pack("{s:O,s:s,s:b}", "id", json_object_get(vol, "id"),
-                                               "path", path, "read_only", json_is_true(ro)));
+                                               "path", at, "read_only", json_is_true(ro)));
     json_decref(vol);
     if (out->fds[i] < 0) {
       http_error(c, 500, "sandbox_error", "volume %s: %s", name, err.msg);
       return -1;
     }
+    /* The normalised path, as kept in used (which lives as long as v). */
+    path = json_string_value(json_object_get(json_array_get(out->used, i), "path"));
     out->v[i] = (struct hutch_volume){out->devs[i], path, json_is_true(ro)};
   }
   return 0;
