@@ -217,7 +217,13 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
 
   /* Snapshot layers above the template, each id-mapped onto this
    * sandbox's range and read-only, in the storage where nothing else sees
-   * them. Overlay's options fit in a page. */
+   * them. Overlay's options fit in a page. Every layer is named relative
+   * to the storage, the template through a link "t" there: overlay shows
+   * its layers' names in the sandbox's /proc/self/mountinfo as they were
+   * given, and they would otherwise tell the host's paths (the state
+   * directory, the staging directory). */
+  if (symlinkat(r->template_dir, st, "t") < 0)
+    return hutch_err_set(err, errno, "storage: t");
   char ovl[4096];
   size_t n = (size_t)snprintf(ovl, sizeof ovl, "lowerdir=");
   for (size_t i = 0; i < r->cfg->nlayers && n < sizeof ovl; i++) {
@@ -231,16 +237,18 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
                                   r->range_userns, IDMAP_MUST, err) < 0)
       return target < 0 ? hutch_err_set(err, errno, "layer %s", r->cfg->layers[i])
                         : hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
-    n += (size_t)snprintf(ovl + n, sizeof ovl - n, HUTCH_STAGING_DIR "/%s:", name);
+    n += (size_t)snprintf(ovl + n, sizeof ovl - n, "%s:", name);
   }
   if (n < sizeof ovl)
-    n += (size_t)snprintf(ovl + n, sizeof ovl - n,
-                          "%s,upperdir=" HUTCH_STAGING_DIR "/upper,workdir=" HUTCH_STAGING_DIR "/work",
-                          r->template_dir);
+    n += (size_t)snprintf(ovl + n, sizeof ovl - n, "t,upperdir=upper,workdir=work");
   if (n >= sizeof ovl)
     return hutch_err_invalid(err, "overlay options too long (%zu layers)", r->cfg->nlayers);
-  if (mount("overlay", HUTCH_STAGING_DIR "/root", "overlay", MS_NOSUID | MS_NODEV, ovl) < 0)
-    return hutch_err_set(err, errno, "mount overlay on template %s", r->template_dir);
+  if (fchdir(st) < 0)
+    return hutch_err_set(err, errno, "enter storage");
+  int rc = mount("hutch", HUTCH_STAGING_DIR "/root", "overlay", MS_NOSUID | MS_NODEV, ovl);
+  int e = errno;
+  if (chdir("/") < 0 || rc < 0)
+    return hutch_err_set(err, rc < 0 ? e : errno, "mount overlay on template %s", r->template_dir);
   int root = open(HUTCH_STAGING_DIR "/root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0)
     return hutch_err_set(err, errno, "open new root");
@@ -254,11 +262,19 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
  * happens through it. An overlay without an upper layer needs two lower
  * ones; the second is an empty directory of the sandbox's storage. */
 static int view_ro(const char *host, int root, const char *dst, struct hutch_err *err) {
-  char opts[128];
-  snprintf(opts, sizeof opts, "lowerdir=%s:" HUTCH_STAGING_DIR "/empty", host);
+  /* Named, as the root's layers, by a link in the storage (the process is
+   * in it): mountinfo shows "lowerdir=h-etc-ssl:empty", no host path. */
+  char name[64], opts[128];
+  snprintf(name, sizeof name, "h-%s", dst);
+  for (char *p = name; *p; p++)
+    if (*p == '/')
+      *p = '-';
+  snprintf(opts, sizeof opts, "lowerdir=%s:empty", name);
+  if (symlink(host, name) < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
   _cleanup_close_ int target = open_in_root(root, dst, true, true, err);
   if (target < 0 ||
-      mount_at("overlay", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts, err) < 0)
+      mount_at("hutch", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts, err) < 0)
     return hutch_err_wrap(err, "%s", host);
   return 0;
 }
@@ -267,6 +283,8 @@ static int view_ro(const char *host, int root, const char *dst, struct hutch_err
  * not links into it) and a few /etc entries, read-only, nosuid. */
 static int mount_host_template(int root, struct hutch_err *err) {
   const char *const *lists[] = {hutch_host_dirs, hutch_host_etc};
+  if (chdir(HUTCH_STAGING_DIR) < 0)
+    return hutch_err_set(err, errno, "enter storage");
   for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
     for (const char *const *d = lists[l]; *d; d++) {
       char host[64];
@@ -277,20 +295,27 @@ static int mount_host_template(int root, struct hutch_err *err) {
       if (view_ro(host, root, *d, err) < 0)
         return -1;
     }
-  return 0;
+  return chdir("/") < 0 ? hutch_err_set(err, errno, "chdir /") : 0;
 }
 
 /* /proc of the sandbox's pid namespace, with Docker's masked paths hidden
  * (files under /dev/null, directories under an empty read-only tmpfs) and
  * the kernel-tuning paths read-only. */
+/* Beyond Docker's: config.gz and vmcoreinfo tell the host kernel's exact
+ * build and the addresses of its symbols (what a kernel exploit needs to
+ * aim without a leak of its own). */
 static const char *const proc_masked[] = {"kcore",     "keys",        "latency_stats",
                                           "timer_list", "timer_stats", "sched_debug",
                                           "interrupts", "acpi",        "asound",
-                                          "scsi",       NULL};
+                                          "scsi",       "config.gz",   NULL};
 static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger", NULL};
-static const char *const sys_masked[] = {"firmware", "devices/virtual/powercap", NULL};
+static const char *const sys_masked[] = {"firmware", "devices/virtual/powercap",
+                                         "kernel/vmcoreinfo", NULL};
 
-static int mask_path(int dirfd, const char *name, struct hutch_err *err) {
+/* Files are masked under the sandbox's own /dev/null (mount_dev made it):
+ * a bind of the host's would show the host's devtmpfs, and the size of the
+ * host's memory, in the sandbox's mountinfo. */
+static int mask_path(int root, int dirfd, const char *name, struct hutch_err *err) {
   struct stat st;
   _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
@@ -300,7 +325,14 @@ static int mask_path(int dirfd, const char *name, struct hutch_err *err) {
   if (S_ISDIR(st.st_mode))
     return mount_at("hutch-masked", fd, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                     "size=4k,nr_inodes=1,mode=0555", err);
-  return mount_at("/dev/null", fd, NULL, MS_BIND, NULL, err);
+  _cleanup_close_ int dev = open_mounted(root, "dev", err);
+  if (dev < 0)
+    return hutch_err_wrap(err, "mask %s", name);
+  _cleanup_close_ int null = openat(dev, "null", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  char p[64];
+  if (null < 0)
+    return hutch_err_set(err, errno, "mask %s: /dev/null", name);
+  return mount_at(FDPATH(p, null), fd, NULL, MS_BIND, NULL, err);
 }
 
 static int readonly_path(int dirfd, const char *name, struct hutch_err *err) {
@@ -326,7 +358,7 @@ static int mount_fresh(int root, const char *dir, const char *type, unsigned lon
   if (mnt < 0)
     return -1;
   for (const char *const *m = masked; *m; m++)
-    if (mask_path(mnt, *m, err) < 0)
+    if (mask_path(root, mnt, *m, err) < 0)
       return hutch_err_wrap(err, "/%s", dir);
   if (strcmp(type, "proc") == 0)
     for (const char *const *m = proc_readonly; *m; m++)
@@ -467,9 +499,10 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
    * dumpable) does not even appear in its /proc, which would otherwise let
    * the sandbox's root list the agent's fds (the /proc files of a
    * non-dumpable process belong to root of its user namespace). */
-  if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+  if (mount_dev(r, r->root_fd, err) < 0 ||
+      mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "hidepid=invisible", proc_masked, err) < 0 ||
-      mount_dev(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
+      mount_user_binds(r, r->root_fd, err) < 0 ||
       mount_volumes(r, r->root_fd, err) < 0)
     return -1;
   return 0;

@@ -38,6 +38,10 @@ static const char usage[] =
     "                            no byte for this long ends (default 3600)\n"
     "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
     "                            the Host header (default localhost)\n"
+    "  --metrics-token-file FILE  /metrics also takes Authorization: Bearer TOKEN, TOKEN being\n"
+    "                            the first line of FILE (at least 16 characters); else only\n"
+    "                            the admin key reads it\n"
+    "  --metrics-public          /metrics needs no key or token at all\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
@@ -71,7 +75,8 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK };
+  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
+         O_METRICS_PUBLIC, O_METRICS_TOKEN };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -87,6 +92,8 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"routes", optional_argument, NULL, O_ROUTES},
+      {"metrics-public", no_argument, NULL, O_METRICS_PUBLIC},
+      {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
@@ -154,6 +161,13 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
         return -1;
       cfg->paused_retention_ms = (int64_t)v * 1000;
+      break;
+    case O_METRICS_PUBLIC:
+      cfg->metrics_public = true;
+      break;
+    case O_METRICS_TOKEN:
+      free(cfg->metrics_token_file);
+      cfg->metrics_token_file = xstrdup(optarg);
       break;
     case O_KERNELS:
       free(cfg->kernels_dir);

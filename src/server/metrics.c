@@ -1,10 +1,72 @@
 /* GET /metrics: the server's counters in Prometheus' text format. */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
+#include "cleanup.h"
 #include "serve.h"
 #include "util.h"
+
+#define METRICS_TOKEN_MIN 16
+#define METRICS_TOKEN_MAX 256
+
+int metrics_open(struct server *srv, struct hutch_err *err) {
+  const char *path = srv->cfg.metrics_token_file;
+  if (!path)
+    return 0;
+  char buf[METRICS_TOKEN_MAX + 2];
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "--metrics-token-file %s", path);
+  ssize_t n = read_all(fd, buf, sizeof buf - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  buf[strcspn(buf, "\r\n")] = '\0';
+  size_t len = strlen(buf);
+  bool ok = len >= METRICS_TOKEN_MIN && len <= METRICS_TOKEN_MAX &&
+            strspn(buf, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        "-._~+/=") == len;
+  if (ok)
+    srv->metrics_token = xstrdup(buf);
+  explicit_bzero(buf, sizeof buf);
+  return ok ? 0
+            : hutch_err_invalid(err, "--metrics-token-file %s: its first line must be a token "
+                                     "of %d to %d letters, digits or -._~+/=",
+                                path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+}
+
+/* /metrics counts every tenant's sandboxes, requests and errors together:
+ * the operator's view, which tells one tenant how busy the others are.
+ * It carries no tenant's or sandbox's id (a tenant reads its own
+ * sandboxes' numbers at /v1/sandboxes/{id}/metrics), and by default only
+ * the admin key or the metrics token (what a Prometheus scraper holds)
+ * may read it; a tenant's key is refused. */
+static bool may_read(struct http_conn *c) {
+  const struct server *srv = c->srv;
+  if (srv->cfg.metrics_public)
+    return true;
+  const char *auth = http_header(&c->req, "Authorization");
+  if (srv->metrics_token && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+    size_t n = strlen(srv->metrics_token);
+    if (strlen(auth + 7) == n && CRYPTO_memcmp(auth + 7, srv->metrics_token, n) == 0)
+      return true;
+  }
+  struct principal p = {0};
+  bool known = keys_authenticate(c->srv, &c->req, &p);
+  if (known && p.admin)
+    return true;
+  if (known)
+    http_error(c, 403, "forbidden", "/metrics is the operator's: the admin key or the metrics "
+                                    "token reads it");
+  else
+    http_error(c, 401, "unauthorized", "/metrics needs the admin key or the metrics token "
+                                       "(Authorization: Bearer TOKEN)");
+  return false;
+}
 
 /* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -47,6 +109,8 @@ static void histogram(FILE *f, const char *name, const char *help, const uint64_
 
 void api_metrics(struct http_conn *c, const struct principal *p) {
   (void)p;
+  if (!may_read(c))
+    return;
   const struct server *srv = c->srv;
   const struct metrics *m = &srv->metrics;
   char *text = NULL;

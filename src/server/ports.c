@@ -16,7 +16,10 @@
  * that must be rewritten), the head asks for Connection: close, and the
  * client may send the one request's body and no more: a service that
  * keeps the connection open gets no second request, with its
- * credentials, unchecked. Such a body must come with a Content-Length. */
+ * credentials, unchecked. Such a body must come with a Content-Length.
+ * An Upgrade there (a WebSocket) is held to the same until the service
+ * answers 101: bytes a client pipelines behind the request would
+ * otherwise reach the service raw, a second request among them. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
@@ -41,6 +44,7 @@ struct pconn {
   char tenant[SERVE_TENANT_LEN + 1], sandbox[17];
   uint16_t port;
   bool tried_v6, relayed;
+  bool upgrade; /* an Upgrade on a checked connection: one request until a 101 */
   /* One request only (see the top): its body's length, all the client
    * may send; else UINT64_MAX. */
   uint64_t one_body;
@@ -130,6 +134,17 @@ void ports_close_all(struct sbx *sb) {
 
 /* ---- reaching the service ---- */
 
+/* The service's first bytes after an Upgrade on a checked connection:
+ * "HTTP/1.1 101" switches it to the other protocol, and the client may
+ * send as it likes from then on; any other answer leaves it at the one
+ * request. */
+static void upgrade_answered(struct relay *r, const char *data, size_t n) {
+  static const char switching[] = "HTTP/1.x 101";
+  if (n == sizeof switching - 1 && memcmp(data, switching, 7) == 0 &&
+      (data[7] == '0' || data[7] == '1') && memcmp(data + 8, switching + 8, 4) == 0)
+    relay_limit(r, 0, UINT64_MAX);
+}
+
 static void connect_in(struct pconn *pc, int family);
 
 static void on_connected(struct relay *r, int status) {
@@ -166,6 +181,8 @@ static void on_connected(struct relay *r, int status) {
     if (nrest > pc->one_body)
       nrest = (size_t)pc->one_body;
     relay_limit(&pc->relay, 0, pc->one_body - nrest);
+    if (pc->upgrade)
+      relay_first(&pc->relay, 1, strlen("HTTP/1.1 101"), upgrade_answered);
   }
   pc->sent = strlen(pc->head) + nrest;
   relay_send(&pc->relay, 1, pc->head, strlen(pc->head));
@@ -207,13 +224,17 @@ static bool may_enter(struct http_conn *c, const struct sbx *sb) {
 }
 
 /* A header that carries a credential of hutch's, never passed in: the
- * token headers, X-API-Key, and an Authorization that holds something
- * shaped as an API key (any other is the service's own). */
+ * traffic token headers, X-API-Key, envd's X-Access-Token (with it, the
+ * service could run commands as the sandbox's root through envd, or hand
+ * it on), and an Authorization that holds something shaped as an API key
+ * (any other is the service's own). */
 static bool credential(const struct http_header *h) {
-  return strcasecmp(h->name, "X-API-Key") == 0 ||
-         strcasecmp(h->name, "X-Hutch-Traffic-Token") == 0 ||
-         strcasecmp(h->name, "E2B-Traffic-Access-Token") == 0 ||
-         (strcasecmp(h->name, "Authorization") == 0 && keys_in_authorization(h->value));
+  static const char *const names[] = {"X-API-Key", "X-Access-Token", "X-Hutch-Traffic-Token",
+                                      "E2B-Traffic-Access-Token", NULL};
+  for (const char *const *n = names; *n; n++)
+    if (strcasecmp(h->name, *n) == 0)
+      return true;
+  return strcasecmp(h->name, "Authorization") == 0 && keys_in_authorization(h->value);
 }
 
 static bool is_public(const struct sbx *sb, unsigned port) {
@@ -282,12 +303,16 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     if (!s->dying && !s->pool && strcmp(s->id, id) == 0)
       sb = s;
   /* A private port, or a path to rewrite: one request a connection, so that
-   * every request is checked and rewritten (an Upgrade turns it into
-   * another protocol: nothing follows in HTTP). */
+   * every request is checked and rewritten. An Upgrade turns it into
+   * another protocol, nothing follows in HTTP, but only once the service
+   * has agreed: until then the client may send the one request and no
+   * more (upgrade_answered). */
   bool public = sb && is_public(sb, port);
+  bool checked = sb && (!by_host || !public);
+  bool upgrade = checked && http_header(req, "Upgrade");
   char why[160];
   int full;
-  bool one_request = sb && (!by_host || !public) && !http_header(req, "Upgrade");
+  bool one_request = checked && !upgrade;
   if (port == 0 || port > 65535) {
     http_error(c, 400, "invalid_argument", "the port must be a number 1..65535");
   } else if (!sb) {
@@ -311,7 +336,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
                PORTS_MAX_CONNS);
   } else if ((full = fds_check(srv, sb->tenant, sb, FDS_RELAY, why, sizeof why))) {
     http_error(c, full, full == 429 ? "busy" : "overloaded", "%s", why);
-  } else if (one_request && (c->parser.flags & F_CHUNKED)) {
+  } else if (checked && (c->parser.flags & F_CHUNKED)) {
     http_error(c, 411, "length_required",
                "a request to this port carries its body with a Content-Length (not chunked)");
   } else if (sbx_wake(c, sb)) {
@@ -325,7 +350,8 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
     str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
     pc->head = inner_head(c, target, one_request);
-    pc->one_body = !one_request                          ? UINT64_MAX
+    pc->upgrade = upgrade;
+    pc->one_body = !checked                              ? UINT64_MAX
                    : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length
                                                          : 0;
     relay_init(&pc->relay, srv->loop, relay_done);

@@ -184,6 +184,14 @@ void relay_adopt(struct relay *r, int i, int fd) { r->fd[i] = fd; }
 
 void relay_limit(struct relay *r, int i, uint64_t n) { r->limit[i] = n; }
 
+void relay_first(struct relay *r, int i, size_t n,
+                 void (*fn)(struct relay *r, const char *data, size_t n)) {
+  r->first_fn = fn;
+  r->first_side = i;
+  r->first_want = n < sizeof r->first_buf ? n : sizeof r->first_buf;
+  r->first_got = 0;
+}
+
 void relay_send(struct relay *r, int i, const void *data, size_t n) {
   r->pre[i] = xrealloc(r->pre[i], r->npre[i] + n + 1);
   memcpy(r->pre[i] + r->npre[i], data, n);
@@ -263,8 +271,37 @@ static int past_limit(struct relay *r, int d) {
   return 0;
 }
 
+/* relay_first's bytes of side d, read (not spliced: they are looked at)
+ * and queued for the other side; fn once they are all there or side d
+ * has ended. -1 after the relay closed. */
+static int read_first(struct relay *r, int d) {
+  ssize_t n = recv(r->fd[d], r->first_buf + r->first_got, r->first_want - r->first_got,
+                   MSG_DONTWAIT);
+  if (n < 0 && errno == EAGAIN)
+    return 0;
+  if (n < 0) {
+    relay_close(r);
+    return -1;
+  }
+  if (n > 0)
+    relay_send(r, 1 - d, r->first_buf + r->first_got, (size_t)n);
+  r->first_got += (size_t)n;
+  r->bytes[d] += (uint64_t)n;
+  r->active = uv_now(r->poll[d].loop);
+  if (n == 0)
+    r->eof[d] = true;
+  if (n == 0 || r->first_got == r->first_want) {
+    void (*fn)(struct relay *, const char *, size_t) = r->first_fn;
+    r->first_fn = NULL;
+    fn(r, r->first_buf, r->first_got);
+  }
+  return flush_to(r, 1 - d);
+}
+
 /* Read side d into its pipe and on to the other side, while both go. */
 static int pump(struct relay *r, int d) {
+  if (r->first_fn && r->first_side == d && !r->eof[d])
+    return read_first(r, d);
   for (int round = 0; round < RELAY_ROUNDS && !r->eof[d] && !r->full[d] && r->piped[d] < RELAY_PIPE;
        round++) {
     if (r->limit[d] == 0)

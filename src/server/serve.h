@@ -48,6 +48,8 @@ struct serve_config {
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
+  bool metrics_public;      /* --metrics-public: /metrics for anyone */
+  char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
 
 /* Who a request speaks for. */
@@ -135,6 +137,7 @@ struct server {
   struct store *store;
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
+  char *metrics_token; /* from --metrics-token-file; NULL: none */
   int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
   unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
@@ -606,5 +609,7 @@ void ports_close_all(struct sbx *sb);
 void metrics_observe(uint64_t hist[16], double *sum, double seconds);
 void metrics_error_code(struct metrics *m, const char *code);
 void api_metrics(struct http_conn *c, const struct principal *p);
+/* --metrics-token-file read into srv->metrics_token. */
+int metrics_open(struct server *srv, struct hutch_err *err);
 
 #endif

@@ -195,7 +195,8 @@ int server_open(struct server *srv, struct hutch_err *err) {
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)
     return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");
-  if (find_kernels(srv, err) < 0 || open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
+  if (find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 || open_state(srv, err) < 0 ||
+      start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
   return 0;
@@ -223,6 +224,10 @@ void server_free(struct server *srv) {
     fclose(srv->audit);
   free(srv->agents_dir);
   free(srv->kernels_dir);
+  if (srv->metrics_token)
+    explicit_bzero(srv->metrics_token, strlen(srv->metrics_token));
+  free(srv->metrics_token);
+  free(srv->cfg.metrics_token_file);
   if (srv->netns_fd >= 0)
     close(srv->netns_fd);
   if (srv->listen_fd >= 0)

@@ -206,3 +206,232 @@ def test_volume_mount_path_is_normalised(vserver):
     finally:
         api.delete(f"/v1/sandboxes/{sb['id']}")
 
+
+# ---- 4. what leaks through the doors ----
+
+# A service that keeps every byte it is sent in /tmp/seen (one connection at
+# a time): "plain" answers 200 to anything, "101" switches any Upgrade and
+# then echoes. Each connection is kept for at most 3 s.
+RECORDER = r'''
+import socket, sys, time
+port, mode = int(sys.argv[1]), sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(16)
+open("/tmp/ready", "w").close()
+while True:
+    c, _ = s.accept()
+    c.settimeout(0.5)
+    data, answered, end = b"", False, time.monotonic() + 3
+    while time.monotonic() < end:
+        try:
+            chunk = c.recv(65536)
+        except socket.timeout:
+            chunk = None
+        if chunk == b"":
+            break
+        if chunk:
+            data += chunk
+            if answered and mode == "101":
+                c.sendall(chunk)
+        if not answered and b"\r\n\r\n" in data:
+            answered = True
+            if mode == "101" and b"upgrade:" in data.lower():
+                c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+            else:
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    with open("/tmp/seen", "ab") as f:
+        f.write(data + b"\n=====\n")
+    c.close()
+'''
+
+
+@pytest.fixture(scope="module")
+def pserver(tmp_path_factory):
+    s = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("floor") / "state").start()
+    yield s
+    assert s.stop() == 0
+
+
+def recorder(s, mode, port=8000):
+    """An E2B sandbox of the admin's, its ports private, running RECORDER
+    on port."""
+    r = s.api(None).post("/sandboxes", {"templateID": "base",
+                                        "network": {"allowPublicTraffic": False}},
+                         headers={"X-API-Key": s.admin_key})
+    assert r.status == 201, r
+    e = r.json
+    sid, api = e["sandboxID"], s.api()
+    assert api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/rec.py", RECORDER).status == 200
+    api.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/rec.py", str(port), mode],
+                                           "background": True})
+    wait_for(lambda: api.get(f"/v1/sandboxes/{sid}/files?path=/tmp/ready").status == 200, 20)
+    return e
+
+
+def seen(s, sid):
+    r = s.api().get(f"/v1/sandboxes/{sid}/files?path=/tmp/seen")
+    return r.raw if r.status == 200 else b""
+
+
+def raw_exchange(s, data, until=b"\r\n\r\n", timeout=10):
+    """Send data on a new connection to the server; what comes back up to
+    and with until (or the end), and the socket."""
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=timeout)
+    c.sendall(data)
+    got = b""
+    while until not in got:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got, c
+
+
+def test_ports_take_hutchs_credentials_off(pserver):
+    """A request through a private port carries the API key, envd's access
+    token and the traffic tokens in every header hutch reads: the service
+    sees none of them, and the rest of the request as sent."""
+    s = pserver
+    e = recorder(s, "plain")
+    sid, key = e["sandboxID"], s.admin_key
+    creds = {"Authorization": f"Bearer {key}", "X-API-Key": key,
+             "X-Access-Token": e["envdAccessToken"],
+             "X-Hutch-Traffic-Token": e["trafficAccessToken"], "X-Other": "kept-value"}
+    try:
+        r = s.api(None).get(f"/v1/sandboxes/{sid}/ports/8000/by-path", headers=creds)
+        assert r.status == 200 and r.raw == b"ok", r
+        by_host = dict(creds, Host=f"8000-{sid}.localhost")
+        del by_host["X-Hutch-Traffic-Token"]
+        by_host["E2B-Traffic-Access-Token"] = e["trafficAccessToken"]
+        r = s.api(None).get("/by-host", headers=by_host)
+        assert r.status == 200 and r.raw == b"ok", r
+        wait_for(lambda: seen(s, sid).count(b"=====") == 2, 15)
+        got = seen(s, sid)
+        assert b"GET /by-path " in got and b"GET /by-host " in got and b"kept-value" in got
+        for secret in (key, e["envdAccessToken"], e["trafficAccessToken"]):
+            assert secret.encode() not in got, got
+        for name in (b"x-api-key", b"x-access-token", b"traffic-token", b"authorization"):
+            assert name not in got.lower(), got
+    finally:
+        s.api().delete(f"/sandboxes/{sid}")
+
+
+@pytest.mark.parametrize("mode", ["plain", "101"])
+def test_upgrade_carries_no_pipelined_request(pserver, mode):
+    """An Upgrade to a private port with a second request pipelined behind
+    it: the service never sees the second request (nor its key), whether
+    it refuses the upgrade or agrees to it; once it has answered 101, what
+    the client sends goes through both ways."""
+    s = pserver
+    e = recorder(s, mode)
+    sid, key = e["sandboxID"], s.admin_key
+    first = (f"GET /ws HTTP/1.1\r\nHost: 8000-{sid}.localhost\r\nUpgrade: x\r\n"
+             f"Connection: Upgrade\r\nAuthorization: Bearer {key}\r\n\r\n")
+    second = "GET /second HTTP/1.1\r\nHost: x\r\nX-Smuggled: yes\r\n\r\n"
+    try:
+        got, c = raw_exchange(s, (first + second).encode())
+        if mode == "101":
+            assert got.startswith(b"HTTP/1.1 101 "), got
+            c.sendall(b"after-the-switch")
+            echoed = b""
+            while b"after-the-switch" not in echoed:
+                chunk = c.recv(65536)
+                assert chunk, echoed
+                echoed += chunk
+        else:
+            assert got.startswith(b"HTTP/1.1 200 "), got
+        c.close()
+        wait_for(lambda: b"=====" in seen(s, sid), 15)
+        got = seen(s, sid)
+        assert b"GET /ws " in got and b"/second" not in got and b"X-Smuggled" not in got, got
+        assert key.encode() not in got
+        assert (b"after-the-switch" in got) == (mode == "101")
+    finally:
+        s.api().delete(f"/sandboxes/{sid}")
+
+
+def test_upgrade_refused_keeps_the_one_request(pserver):
+    """A service that answers an Upgrade with something other than 101:
+    what the client sends next is a second request, and it never arrives."""
+    s = pserver
+    e = recorder(s, "plain")
+    sid, key = e["sandboxID"], s.admin_key
+    try:
+        got, c = raw_exchange(s, (f"GET /ws HTTP/1.1\r\nHost: 8000-{sid}.localhost\r\n"
+                                  f"Upgrade: x\r\nConnection: Upgrade\r\n"
+                                  f"Authorization: Bearer {key}\r\n\r\n").encode(), until=b"ok")
+        assert got.startswith(b"HTTP/1.1 200 "), got
+        try:
+            c.sendall(b"GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.recv(100)
+        except OSError:
+            pass
+        c.close()
+        wait_for(lambda: b"=====" in seen(s, sid), 15)
+        assert b"/late" not in seen(s, sid)
+    finally:
+        s.api().delete(f"/sandboxes/{sid}")
+
+
+def test_metrics_are_the_operators(tmp_path):
+    """/metrics tells how busy every tenant is: no key, a tenant's key and
+    a wrong token are refused; the admin key and the metrics token read it,
+    and it names no tenant and no sandbox."""
+    token = "scrape-" + os.urandom(12).hex()
+    (tmp_path / "token").write_text(token + "\n")
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--metrics-token-file",
+               str(tmp_path / "token")).start()
+    try:
+        t = s.api(s.api().post("/v1/keys", {"tenant": "metrics-tenant"}).json["key"])
+        sb = t.create()
+        r = s.api(None).get("/metrics")
+        assert r.status == 401 and error_of(r) == "unauthorized", r
+        r = t.get("/metrics")
+        assert r.status == 403 and error_of(r) == "forbidden", r
+        assert s.api("x" * len(token)).get("/metrics").status == 401
+        assert s.api(token + "x").get("/metrics").status == 401
+        for api in (s.api(), s.api(token)):
+            r = api.get("/metrics")
+            assert r.status == 200 and b"hutch_sandboxes{" in r.raw, r
+            assert sb["id"].encode() not in r.raw and b"metrics-tenant" not in r.raw
+        assert t.get(f"/v1/sandboxes/{sb['id']}/metrics").status == 200  # its own
+    finally:
+        assert s.stop() == 0
+
+
+def test_metrics_public_and_bad_token_file(tmp_path):
+    s = Server(BUILD / "hutch-serve", tmp_path / "a", "--metrics-public").start()
+    try:
+        assert s.api(None).get("/metrics").status == 200
+    finally:
+        assert s.stop() == 0
+    (tmp_path / "short").write_text("short\n")
+    p = subprocess.run([str(BUILD / "hutch-serve"), "--listen", f"127.0.0.1:{free_port()}",
+                        "--state-dir", str(tmp_path / "b"), "--pool", "host=0",
+                        "--metrics-token-file", str(tmp_path / "short")],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 125 and b"--metrics-token-file" in p.stderr, p.stderr
+
+
+def test_sandbox_sees_no_host_path_or_kernel_build(run):
+    """What a sandbox reads of its own mounts names no host path (the state
+    dir, hutch's staging dir, the template's place), and the host kernel's
+    build config and vmcoreinfo (symbol addresses) read empty."""
+    r = run(["--", "sh", "-c", "cat /proc/self/mountinfo; echo =====; "
+                               "cat /proc/config.gz /sys/kernel/vmcoreinfo 2>/dev/null | wc -c"])
+    assert r.code == 0, r
+    mountinfo, size = r.out.split("=====\n")
+    assert int(size) == 0
+    for leak in ("/run/hutch", "/var/lib/hutch", os.environ["HUTCH_STATE_DIR"], "lowerdir=/",
+                 "devtmpfs"):
+        assert leak not in mountinfo, (leak, mountinfo)
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        source = fields[fields.index("-") + 2]
+        assert source in ("hutch", "proc", "sysfs", "tmpfs", "devpts", "shm", "hutch-masked"), line
+    if pathlib.Path("/proc/config.gz").exists():
+        assert " /proc/config.gz " in mountinfo
+    if pathlib.Path("/sys/kernel/vmcoreinfo").exists():
+        assert " /sys/kernel/vmcoreinfo " in mountinfo

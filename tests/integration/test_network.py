@@ -416,7 +416,7 @@ def test_audit_lists_every_attempt(server, tenant, origins):
     assert ok[0]["bytes_in"] > 0 and ok[0]["bytes_out"] > 0 and ok[0]["duration_ms"] >= 0
     assert len(denied) == 1 and denied[0]["host"] == "pypi.org" and denied[0]["status"] == 403
     assert "allow-list" in denied[0]["reason"]
-    metrics = server.api(None).get("/metrics").raw.decode()
+    metrics = server.api().get("/metrics").raw.decode()
     for verdict in ("allowed", "denied"):
         line = f'hutch_egress_connections_total{{verdict="{verdict}"}} '
         assert int(metrics.split(line, 1)[1].split()[0]) >= 1

@@ -31,7 +31,7 @@ def counter(api, sid):
     return int(r.raw)
 
 
-def test_pause_stops_the_processes_and_resume_goes_on(tenant):
+def test_pause_stops_the_processes_and_resume_goes_on(server, tenant):
     sid = tenant.create(auto_resume=False)["id"]
     background(tenant, sid, COUNTER)
     wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c").status == 200)
@@ -44,7 +44,7 @@ def test_pause_stops_the_processes_and_resume_goes_on(tenant):
     listed = tenant.get("/v1/sandboxes?state=paused").json["sandboxes"]
     assert [s["id"] for s in listed] == [sid]
     assert tenant.get("/v1/sandboxes?state=running").json["sandboxes"] == []
-    text = tenant.get("/metrics").raw.decode()
+    text = server.api().get("/metrics").raw.decode()
     assert 'hutch_sandboxes{state="paused"} ' in text and \
         'hutch_sandboxes{state="paused"} 0' not in text
     time.sleep(1.5)  # 15 ticks, were it running

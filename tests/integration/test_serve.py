@@ -197,12 +197,12 @@ def test_client_gone_kills_the_exec(api, sandbox):
 
 
 def metric(server, name):
-    text = server.api(None).get("/metrics").raw.decode()
+    text = server.api().get("/metrics").raw.decode()
     return float(next(l.split()[1] for l in text.splitlines() if l.startswith(name + " ")))
 
 
 def metric_labeled(server, name, pool):
-    text = server.api(None).get("/metrics").raw.decode()
+    text = server.api().get("/metrics").raw.decode()
     return float(next(l.split()[1] for l in text.splitlines()
                       if l.startswith(f'{name}{{pool="{pool}"}} ')))
 
@@ -780,7 +780,7 @@ def test_audit_log_records_actions(server, api):
 
 def test_metrics(server, api, sandbox):
     api.exec(sandbox["id"], {"cmd": ["true"]})
-    text = server.api(None).get("/metrics").raw.decode()
+    text = server.api().get("/metrics").raw.decode()
     assert 'hutch_sandboxes{state="running"} 1' in text
     assert "hutch_create_seconds_count" in text and "hutch_exec_start_seconds_bucket" in text
     count = int(next(l.split()[1] for l in text.splitlines()
