@@ -225,17 +225,33 @@ static void on_connected(struct relay *r, int status) {
   relay_start(&e->relay);
 }
 
+/* The one place the proxy connects out, for every kind of request: the
+ * operator's deny floor is checked here, on the address itself
+ * (netpolicy_floor_check says why), so that no path out can miss it.
+ * false with why filled when the floor holds sa. */
+static bool connect_out(struct econn *e, const struct sockaddr *sa, char *why, size_t whylen) {
+  struct np_target t = {.addr = sa,
+                        .host_own = egress_host_own(e->srv, sa),
+                        .server = e->srv->listen_addr.ss_family
+                                      ? (const struct sockaddr *)&e->srv->listen_addr
+                                      : NULL};
+  if (!netpolicy_floor_check(&e->srv->cfg.floor, e->host, e->port, &t, why, whylen))
+    return false;
+  e->phase = E_CONNECTING;
+  relay_connect(&e->relay, -1, sa, on_connected);
+  return true;
+}
+
 static void try_next_address(struct econn *e) {
-  char why[256] = "";
+  char why[384] = "";
   const struct netpolicy *pol = e->eg ? &e->eg->sb->policy : NULL;
   for (struct addrinfo *ai = e->next_ai; ai; ai = ai->ai_next) {
     e->next_ai = ai->ai_next;
     if (!pol || !netpolicy_check_addr(pol, e->match, ai->ai_addr, e->port,
                                       egress_host_own(e->srv, ai->ai_addr), why, sizeof why))
       continue;
-    e->phase = E_CONNECTING;
-    relay_connect(&e->relay, -1, ai->ai_addr, on_connected);
-    return;
+    if (connect_out(e, ai->ai_addr, why, sizeof why))
+      return;
   }
   if (e->phase == E_CONNECTING)
     refuse(e, 502, "%s:%u refused the connection", e->host, e->port);
@@ -351,6 +367,13 @@ static void decide(struct econn *e) {
   e->match = netpolicy_check_host(&sb->policy, e->host, e->port);
   if (e->match == NP_DENIED) {
     refuse(e, 403, "%s:%u is not allowed: it is not in the sandbox's allow-list", e->host, e->port);
+    return;
+  }
+  /* A name the operator denies is not even looked up (connect_out checks
+   * it again, with the address). */
+  char why[384];
+  if (!netpolicy_floor_check(&e->srv->cfg.floor, e->host, e->port, NULL, why, sizeof why)) {
+    refuse(e, 403, "%s:%u is not allowed: %s", e->host, e->port, why);
     return;
   }
   uv_timer_start(&e->timer, on_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
@@ -540,17 +563,15 @@ bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
     }
     srv->own_addrs_at = now ? now : 1;
   }
-  for (size_t i = 0; i < srv->nown_addrs; i++) {
-    const struct sockaddr_storage *o = &srv->own_addrs[i];
-    if (o->ss_family != sa->sa_family)
-      continue;
-    if (sa->sa_family == AF_INET && ((const struct sockaddr_in *)o)->sin_addr.s_addr ==
-                                        ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
+  /* Compared unwrapped: [::ffff:203.0.113.5] is the host's 203.0.113.5. */
+  int family, ofamily;
+  unsigned char a[16], o[16];
+  if (!netpolicy_addr_of(sa, &family, a))
+    return false;
+  for (size_t i = 0; i < srv->nown_addrs; i++)
+    if (netpolicy_addr_of((const struct sockaddr *)&srv->own_addrs[i], &ofamily, o) &&
+        ofamily == family && memcmp(a, o, 16) == 0)
       return true;
-    if (sa->sa_family == AF_INET6 && memcmp(&((const struct sockaddr_in6 *)o)->sin6_addr,
-                                            &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
-      return true;
-  }
   return false;
 }
 

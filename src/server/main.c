@@ -38,6 +38,15 @@ static const char usage[] =
     "                            no byte for this long ends (default 3600)\n"
     "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
     "                            the Host header (default localhost)\n"
+    "  --egress-deny CIDR|HOST[:PORT]\n"
+    "                            add to the deny floor: what no sandbox's proxy connects to,\n"
+    "                            whatever its allow-list says (repeatable). Built in: the\n"
+    "                            host's loopback and own addresses, this server, link-local\n"
+    "                            and cloud metadata, multicast, broadcast, private ranges\n"
+    "  --egress-permit CIDR[:PORT]\n"
+    "                            lift what it holds from the floor (repeatable; IPv6 in [ ];\n"
+    "                            this server's own address only with its port named)\n"
+    "  --egress-allow-private    lift 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7\n"
     "  --metrics-token-file FILE  /metrics also takes Authorization: Bearer TOKEN, TOKEN being\n"
     "                            the first line of FILE (at least 16 characters); else only\n"
     "                            the admin key reads it\n"
@@ -76,7 +85,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN };
+         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -91,6 +100,9 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
+      {"egress-deny", required_argument, NULL, O_EDENY},
+      {"egress-permit", required_argument, NULL, O_EPERMIT},
+      {"egress-allow-private", no_argument, NULL, O_EPRIVATE},
       {"routes", optional_argument, NULL, O_ROUTES},
       {"metrics-public", no_argument, NULL, O_METRICS_PUBLIC},
       {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
@@ -188,6 +200,18 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       cfg->domain = xstrdup(canon);
       break;
     }
+    case O_EDENY:
+    case O_EPERMIT: {
+      char why[512];
+      if (netpolicy_floor_add(&cfg->floor, o == O_EPERMIT, optarg, why, sizeof why) < 0) {
+        fprintf(stderr, "hutch serve: %s\n", why);
+        return -1;
+      }
+      break;
+    }
+    case O_EPRIVATE:
+      cfg->floor.allow_private = true;
+      break;
     case O_ROUTES:
       if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {
         fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",

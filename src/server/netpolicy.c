@@ -416,45 +416,111 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
   return best;
 }
 
+/* What the floor holds an address for (none: it does not). */
+enum floor_kind {
+  F_NONE,
+  F_PRIVATE,
+  F_LOOPBACK,
+  F_UNSPECIFIED,
+  F_LINK_LOCAL,
+  F_METADATA,
+  F_MULTICAST,
+  F_RESERVED,
+  F_COMPAT,
+};
+
+static const char *const floor_names[] = {
+    [F_PRIVATE] = "a private network",
+    [F_LOOPBACK] = "the host's loopback",
+    [F_UNSPECIFIED] = "unspecified, which reaches the host's loopback",
+    [F_LINK_LOCAL] = "link-local, where cloud metadata services answer",
+    [F_METADATA] = "a cloud metadata service",
+    [F_MULTICAST] = "multicast",
+    [F_RESERVED] = "reserved or broadcast",
+    [F_COMPAT] = "IPv6 that leads to IPv4 the proxy cannot see",
+};
+
+/* What each block of addresses is, to a tenant's allow-list (class) and
+ * to the operator's floor; the first that holds an address says. IPv4
+ * carried in IPv6 is unwrapped before (embedded_v4). The metadata
+ * services that sit inside other blocks are listed before them: AWS's
+ * IPv6 one in fc00::/7, Alibaba's in 100.64/10, Oracle Classic's in
+ * 192.0.0/24; the others answer at 169.254.169.254 (link-local). */
+static const struct block {
+  int family;
+  unsigned char addr[16];
+  unsigned prefix;
+  enum np_class class;
+  enum floor_kind floor;
+} blocks[] = {
+    {AF_INET, {0}, 8, NP_SPECIAL, F_UNSPECIFIED},        /* "this network"; 0.0.0.0 is lo */
+    {AF_INET, {10}, 8, NP_PRIVATE, F_PRIVATE},           /* RFC 1918 */
+    {AF_INET, {100, 100, 100, 200}, 32, NP_SPECIAL, F_METADATA},
+    {AF_INET, {100, 64}, 10, NP_PRIVATE, F_PRIVATE},     /* shared address space (CGNAT) */
+    {AF_INET, {127}, 8, NP_PRIVATE, F_LOOPBACK},
+    {AF_INET, {169, 254}, 16, NP_SPECIAL, F_LINK_LOCAL}, /* holds 169.254.169.254 */
+    {AF_INET, {172, 16}, 12, NP_PRIVATE, F_PRIVATE},
+    {AF_INET, {192, 0, 0, 192}, 32, NP_SPECIAL, F_METADATA},
+    {AF_INET, {192, 0, 0}, 24, NP_SPECIAL, F_NONE},      /* protocol assignments */
+    {AF_INET, {192, 0, 2}, 24, NP_SPECIAL, F_NONE},      /* documentation */
+    {AF_INET, {192, 168}, 16, NP_PRIVATE, F_PRIVATE},
+    {AF_INET, {198, 18}, 15, NP_SPECIAL, F_NONE},        /* benchmarking */
+    {AF_INET, {198, 51, 100}, 24, NP_SPECIAL, F_NONE},   /* documentation */
+    {AF_INET, {203, 0, 113}, 24, NP_SPECIAL, F_NONE},    /* documentation */
+    {AF_INET, {224}, 4, NP_SPECIAL, F_MULTICAST},
+    {AF_INET, {240}, 4, NP_SPECIAL, F_RESERVED},         /* and 255.255.255.255 */
+    {AF_INET, {0}, 0, NP_PUBLIC, F_NONE},
+    {AF_INET6, {0}, 128, NP_SPECIAL, F_UNSPECIFIED},     /* ::, which is ::1 to connect(2) */
+    {AF_INET6, {[15] = 1}, 128, NP_PRIVATE, F_LOOPBACK}, /* ::1 */
+    {AF_INET6, {0}, 96, NP_SPECIAL, F_COMPAT},           /* IPv4-compatible ::a.b.c.d */
+    {AF_INET6, {0, 0x64, 0xff, 0x9b, 0, 1}, 48, NP_SPECIAL, F_COMPAT}, /* local-use NAT64 */
+    {AF_INET6, {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, 0x54}, 128, NP_SPECIAL, F_METADATA},
+    {AF_INET6, {0xfc}, 7, NP_PRIVATE, F_PRIVATE},        /* unique local */
+    {AF_INET6, {0xfe, 0x80}, 10, NP_SPECIAL, F_LINK_LOCAL},
+    {AF_INET6, {0xfe, 0xc0}, 10, NP_SPECIAL, F_PRIVATE}, /* site-local, deprecated */
+    {AF_INET6, {0xff}, 8, NP_SPECIAL, F_MULTICAST},
+    {AF_INET6, {0x20, 0x01, 0x0d, 0xb8}, 32, NP_SPECIAL, F_NONE}, /* documentation */
+    {AF_INET6, {0x20}, 3, NP_PUBLIC, F_NONE},            /* global unicast */
+    {AF_INET6, {0}, 0, NP_SPECIAL, F_NONE},              /* the unassigned rest */
+};
+
+static const struct block *block_of(int family, const unsigned char *a) {
+  const unsigned char *v4 = family == AF_INET6 ? embedded_v4(a) : NULL;
+  if (v4)
+    return block_of(AF_INET, v4);
+  for (size_t i = 0; i < ARRAY_SIZE(blocks); i++)
+    if (blocks[i].family == family && in_block(a, blocks[i].addr, blocks[i].prefix))
+      return &blocks[i];
+  abort(); /* each family's list ends with its whole space */
+}
+
 enum np_class netpolicy_classify(int family, const unsigned char *a) {
-  if (family == AF_INET6) {
-    const unsigned char *v4 = embedded_v4(a);
-    if (v4)
-      return netpolicy_classify(AF_INET, v4);
-    static const unsigned char loop[16] = {[15] = 1};
-    if (memcmp(a, loop, 16) == 0 || (a[0] & 0xfe) == 0xfc) /* ::1, fc00::/7 */
-      return NP_PRIVATE;
-    if ((a[0] & 0xe0) == 0x20 && !(a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8))
-      return NP_PUBLIC; /* 2000::/3, global unicast, but 2001:db8::/32 */
-    return NP_SPECIAL;  /* ::, fe80::/10, ff00::/8, the unassigned rest */
-  }
-  unsigned b0 = a[0], b1 = a[1], b2 = a[2];
-  if (b0 == 10 || b0 == 127 || (b0 == 172 && (b1 & 0xf0) == 16) || (b0 == 192 && b1 == 168) ||
-      (b0 == 100 && (b1 & 0xc0) == 64)) /* RFC 1918, loopback, 100.64/10 */
-    return NP_PRIVATE;
-  if (b0 == 0 || (b0 == 169 && b1 == 254) || b0 >= 224 || (b0 == 192 && b1 == 0 && b2 == 0) ||
-      (b0 == 192 && b1 == 0 && b2 == 2) || (b0 == 198 && (b1 & 0xfe) == 18) ||
-      (b0 == 198 && b1 == 51 && b2 == 100) || (b0 == 203 && b1 == 0 && b2 == 113))
-    return NP_SPECIAL; /* this net, link-local (metadata), multicast, reserved,
-                          test nets */
-  return NP_PUBLIC;
+  return block_of(family, a)->class;
+}
+
+bool netpolicy_addr_of(const struct sockaddr *sa, int *family, unsigned char a[16]) {
+  memset(a, 0, 16);
+  *family = sa->sa_family;
+  if (*family == AF_INET)
+    memcpy(a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  else if (*family == AF_INET6)
+    memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+  else
+    return false;
+  unwrap(family, a);
+  return true;
 }
 
 bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const struct sockaddr *sa,
                           uint16_t port, bool host_own, char *why, size_t whylen) {
-  int family = sa->sa_family;
-  unsigned char a[16] = {0};
-  if (family == AF_INET)
-    memcpy(a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-  else if (family == AF_INET6)
-    memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-  else {
+  int family;
+  unsigned char a[16];
+  if (!netpolicy_addr_of(sa, &family, a)) {
     snprintf(why, whylen, "not an IP address");
     return false;
   }
   if (m == NP_DENIED)
     return false;
-  unwrap(&family, a);
   char text[INET6_ADDRSTRLEN];
   inet_ntop(family, a, text, sizeof text);
   /* A listed block holding the address lets it through, whatever it is. */
@@ -496,4 +562,121 @@ const struct np_secret *netpolicy_next_secret(const struct netpolicy *p, const c
     if (strcmp(p->secrets[i].host, host) == 0)
       return &p->secrets[i];
   return NULL;
+}
+
+/* ---- the operator's deny floor ---- */
+
+int netpolicy_floor_add(struct np_floor *f, bool permit, const char *spec, char *why,
+                        size_t whylen) {
+  struct np_entry e;
+  char scratch[512];
+  const char *opt = permit ? "--egress-permit" : "--egress-deny";
+  if (strlen(spec) > NETPOLICY_HOST_MAX + 8 ||
+      parse_entry(spec, &e, scratch, sizeof scratch) < 0 || (permit && e.kind != NP_ADDR)) {
+    snprintf(why, whylen, "%s wants %s with an optional :PORT (IPv6 in brackets), not '%.300s'",
+             opt, permit ? "an address or CIDR block" : "an address, CIDR block or host name",
+             spec);
+    return -1;
+  }
+  struct np_entry **list = permit ? &f->permit : &f->deny;
+  size_t *n = permit ? &f->npermit : &f->ndeny;
+  *list = xrealloc(*list, (*n + 1) * sizeof **list);
+  (*list)[(*n)++] = e;
+  return 0;
+}
+
+void netpolicy_floor_free(struct np_floor *f) {
+  free(f->deny);
+  free(f->permit);
+  memset(f, 0, sizeof *f);
+}
+
+/* An address entry of list holding a:port; with exact_port, only one
+ * that names that port. */
+static bool listed(const struct np_entry *list, size_t n, int family, const unsigned char *a,
+                   uint16_t port, bool exact_port) {
+  for (size_t i = 0; i < n; i++) {
+    const struct np_entry *e = &list[i];
+    if (e->kind == NP_ADDR && e->family == family && in_block(a, e->addr, e->prefix) &&
+        (exact_port ? e->port == port : port_ok(e, port)))
+      return true;
+  }
+  return false;
+}
+
+/* Whether a:port reaches hutch serve's own listening socket. connect(2)
+ * to the unspecified address reaches the loopback, and a server on every
+ * address is reached at each of the host's. */
+static bool reaches_server(int family, const unsigned char *a, uint16_t port,
+                           const struct np_target *t) {
+  int sf;
+  unsigned char s[16];
+  static const unsigned char zero[16];
+  if (!t->server || !netpolicy_addr_of(t->server, &sf, s))
+    return false;
+  uint16_t sport = ntohs(sf == AF_INET ? ((const struct sockaddr_in *)t->server)->sin_port
+                                       : ((const struct sockaddr_in6 *)t->server)->sin6_port);
+  if (sport != port)
+    return false;
+  size_t len = family == AF_INET ? 4 : 16;
+  enum floor_kind kind = block_of(family, a)->floor;
+  bool local = t->host_own || kind == F_LOOPBACK ||
+               (kind == F_UNSPECIFIED && memcmp(a, zero, len) == 0);
+  if (memcmp(s, zero, sf == AF_INET ? 4 : 16) == 0)
+    return local;
+  if (sf == family && memcmp(s, a, len) == 0)
+    return true;
+  /* The unspecified address is the loopback of its family. */
+  return memcmp(a, zero, len) == 0 && sf == family && block_of(sf, s)->floor == F_LOOPBACK;
+}
+
+/* Every connection out of a sandbox is checked here, on the address
+ * really connected to (after DNS: a name that resolves to a floor
+ * address is refused, whatever the allow-list says, so rebinding a
+ * listed name gains nothing), with IPv4 in IPv6 unwrapped. Only the
+ * operator's permits lift an entry: the tenant's policy is checked
+ * before, apart, and can only narrow. hutch serve's own socket is lifted
+ * only by a permit that names its port: a permit for a block of
+ * services on the loopback does not open the API (and with it the port
+ * forwarder, which would lead the sandbox back into sandboxes). */
+bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t port,
+                           const struct np_target *t, char *why, size_t whylen) {
+  struct netpolicy deny = {.allowlist = true, .entries = f->deny, .n = f->ndeny};
+  if (host && f->ndeny && netpolicy_check_host(&deny, host, port) != NP_DENIED) {
+    snprintf(why, whylen, "it is in the server's deny floor (--egress-deny), which no allow-list "
+                          "lifts");
+    return false;
+  }
+  if (!t)
+    return true;
+  int family;
+  unsigned char a[16];
+  if (!netpolicy_addr_of(t->addr, &family, a)) {
+    snprintf(why, whylen, "not an IP address");
+    return false;
+  }
+  char text[INET6_ADDRSTRLEN];
+  inet_ntop(family, a, text, sizeof text);
+  if (reaches_server(family, a, port, t)) {
+    if (listed(f->permit, f->npermit, family, a, port, true))
+      return true;
+    snprintf(why, whylen,
+             "%s:%u is hutch serve itself, in the server's deny floor, which no allow-list "
+             "lifts",
+             text, port);
+    return false;
+  }
+  const char *what = NULL;
+  enum floor_kind kind = block_of(family, a)->floor;
+  if (listed(f->deny, f->ndeny, family, a, port, false))
+    what = "listed by --egress-deny";
+  else if (kind != F_NONE && !(kind == F_PRIVATE && f->allow_private))
+    what = floor_names[kind];
+  else if (t->host_own)
+    what = "an address of the server's own host";
+  if (!what || listed(f->permit, f->npermit, family, a, port, false))
+    return true;
+  snprintf(why, whylen, "%s is in the server's deny floor (%s), which no allow-list lifts", text,
+           what);
+  return false;
 }

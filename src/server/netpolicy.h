@@ -84,6 +84,46 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
 enum np_class { NP_PUBLIC, NP_PRIVATE, NP_SPECIAL };
 enum np_class netpolicy_classify(int family, const unsigned char *addr);
 
+/* The operator's deny floor (docs/network.md, "The deny floor"): what no
+ * sandbox reaches, whatever its allow-list says. Built in: the host's
+ * loopback, unspecified, link-local and cloud metadata, multicast,
+ * broadcast and reserved addresses, IPv4-compatible IPv6, the host's own
+ * addresses, where hutch serve listens, and private networks (unless
+ * allow_private). On top: the operator's deny entries (any allow-list
+ * form: names are matched as a sandbox asks for them, addresses and
+ * blocks as connected to). Permit entries (address blocks, optional
+ * port) lift what they hold, built-in or denied; where hutch serve
+ * listens only a permit naming its port lifts. */
+struct np_floor {
+  struct np_entry *deny, *permit;
+  size_t ndeny, npermit;
+  bool allow_private;
+};
+
+/* Add an --egress-deny (permit false) or --egress-permit entry; -1 with
+ * why filled when it is malformed. */
+int netpolicy_floor_add(struct np_floor *f, bool permit, const char *spec, char *why,
+                        size_t whylen);
+void netpolicy_floor_free(struct np_floor *f);
+
+/* The address a connection out would go to, and what the server knows of
+ * it. */
+struct np_target {
+  const struct sockaddr *addr;   /* the address to be connected to */
+  bool host_own;                 /* one of the host's interface addresses */
+  const struct sockaddr *server; /* where hutch serve listens; NULL: nowhere */
+};
+
+/* Whether the floor lets a sandbox reach host (as it named it; NULL: not
+ * checked) at port, and at t (NULL: not yet resolved). why gets the
+ * reason when not. IPv4 carried in IPv6 counts as the IPv4 address. */
+bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t port,
+                           const struct np_target *t, char *why, size_t whylen);
+
+/* The address in sa (AF_INET or AF_INET6; else false), IPv4 carried in
+ * IPv6 unwrapped: what it really reaches. */
+bool netpolicy_addr_of(const struct sockaddr *sa, int *family, unsigned char a[16]);
+
 /* A host as a client may name it, made canonical in out (lower case, no
  * trailing dot, an address without brackets): false when it is no valid
  * name or address. */

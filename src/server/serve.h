@@ -48,6 +48,9 @@ struct serve_config {
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
+  /* --egress-deny, --egress-permit, --egress-allow-private: what no
+   * sandbox reaches through its proxy (netpolicy.h, egress.c). */
+  struct np_floor floor;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
@@ -130,6 +133,7 @@ struct server {
   uv_timer_t accept_retry;
   int listen_fd, spare_fd; /* spare_fd: for answering 503 when out of descriptors */
   unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
+  struct sockaddr_storage listen_addr; /* where it listens (family 0 until it does) */
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
   unsigned reaper_ticks;

@@ -153,9 +153,11 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
                    err) < 0)
     return -1;
   socklen_t len = sizeof ss;
-  if (getsockname(srv->listen_fd, (struct sockaddr *)&ss, &len) == 0)
+  if (getsockname(srv->listen_fd, (struct sockaddr *)&ss, &len) == 0) {
     srv->cfg.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
+    srv->listen_addr = ss; /* the egress floor keeps sandboxes off it (egress.c) */
+  }
   return 0;
 }
 
@@ -235,6 +237,7 @@ void server_free(struct server *srv) {
   if (srv->spare_fd >= 0)
     close(srv->spare_fd);
   free(srv->own_addrs);
+  netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.host);
   free(srv->cfg.domain);

@@ -87,13 +87,13 @@ def any_run(request, tmp_path):
     return lambda args, **kw: hutch_run(binary, args, tmp_path, **kw)
 
 
-def serve_each_build(request, tmp_path_factory):
+def serve_each_build(request, tmp_path_factory, *args):
     """For a module fixture with params ["build", "asan"]: yields a started
-    hutch serve of that build, and checks at the end that it stopped
-    cleanly and that the sanitizers found nothing."""
+    hutch serve of that build (with args), and checks at the end that it
+    stopped cleanly and that the sanitizers found nothing."""
     from serveapi import Server
     binary = build_binary(request.param, "hutch-serve")
-    s = Server(binary, tmp_path_factory.mktemp("serve") / "state").start()
+    s = Server(binary, tmp_path_factory.mktemp("serve") / "state", *args).start()
     s.sanitized = request.param == "asan"
     yield s
     code = s.stop()

@@ -3,18 +3,24 @@ the sandbox never sees, a sandbox's ports reached through the server.
 
 Only loopback is used: the hosts "out there" are HTTP servers of this test
 on the host's 127.0.0.1, which a sandbox (whose 127.0.0.1 is its own)
-reaches only through its proxy. Against both builds of the server."""
+reaches only through its proxy, and only because the operator lifted the
+deny floor for them (--egress-permit). The floor itself is tested at the
+end, with services on the host's loopback it must keep sandboxes from.
+Against both builds of the server."""
 import hashlib
 import json
+import os
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import BUILD, leftovers, serve_each_build
+from conftest import BUILD, leftovers, require, serve_each_build
 from serveapi import Server, WebSocket, error_of, output, wait_for
 
 SECRET = "Bearer s3cr3t-" + "7f3a9c" * 4
@@ -82,13 +88,16 @@ ThreadingHTTPServer((sys.argv[2], int(sys.argv[1])), H).serve_forever()
 
 @pytest.fixture(scope="module", params=["build", "asan"])
 def server(request, tmp_path_factory):
-    yield from serve_each_build(request, tmp_path_factory)
+    # The origins listen on ports of 127.0.0.1 chosen as they start: the
+    # whole address is lifted from the floor (hutch's own port stays in).
+    yield from serve_each_build(request, tmp_path_factory, "--egress-permit", "127.0.0.1")
 
 
 class Origin:
-    """An HTTP server on the host's loopback that records what it got."""
+    """An HTTP server on the host's loopback (or host, an address of a
+    namespace the test made) that records what it got."""
 
-    def __init__(self):
+    def __init__(self, host="127.0.0.1"):
         seen = self.seen = []
 
         class H(BaseHTTPRequestHandler):
@@ -103,7 +112,10 @@ class Origin:
             def log_message(self, *a):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        kind = ThreadingHTTPServer
+        if ":" in host:
+            kind = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
+        self.httpd = kind((host, 0), H)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -491,7 +503,8 @@ def test_the_network_survives_restarts(tmp_path, origins):
     and the traffic token, opens the proxy again, and reaches the ports."""
     a = origins[0]
     before = set(leftovers())
-    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    s = Server(BUILD / "hutch-serve", tmp_path / "state",
+               "--egress-permit", f"127.0.0.1:{a.port}").start()
     try:
         api = s.api()
         sb = api.create(network={"allow": [f"localhost:{a.port}"]},
@@ -525,7 +538,8 @@ def test_idle_relays_end(tmp_path):
     holder = socket.create_server(("127.0.0.1", 0))
     held = []
     threading.Thread(target=lambda: held.append(holder.accept()), daemon=True).start()
-    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--relay-idle", "1").start()
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--relay-idle", "1",
+               "--egress-permit", f"127.0.0.1:{holder.getsockname()[1]}").start()
     try:
         api = s.api()
         sid = api.create(network={"allow": [f"127.0.0.1:{holder.getsockname()[1]}"],
@@ -559,4 +573,186 @@ print(round(time.monotonic() - t))
     finally:
         holder.close()
         assert s.stop() == 0
+    wait_for(lambda: not set(leftovers()) - before, 30)
+
+
+# ---- the operator's deny floor ----
+
+def floor_refusals(server, api, sid, urls, seen):
+    """Each URL asked for through the proxy, as a plain request and as a
+    CONNECT tunnel, from the sandbox: every one must be refused (403) by
+    the deny floor, with an audit line saying so, and reach nothing."""
+    script = "; echo; ".join(
+        f"curl --noproxy '' -sS -m 10 '{u}'; echo; "
+        f"curl --noproxy '' -sS -m 10 -p -o /dev/null -w '%{{http_connect}}' '{u}'"
+        for u in urls)
+    code, out, err = sh(api, sid, script)
+    lines = [l for l in out.splitlines() if l]
+    assert len(lines) == 2 * len(urls), (out, err)
+    for i, url in enumerate(urls):
+        body, tunnel = lines[2 * i], lines[2 * i + 1]
+        assert "is not allowed" in body and "deny floor" in body, (url, body)
+        assert tunnel == "403", (url, out, err)
+    assert not any(seen()), "a host service behind the floor was reached"
+
+    def refused():
+        return [l for l in audit(server) if l.get("action") == "sandbox.egress" and
+                l["sandbox"] == sid]
+    wait_for(lambda: len(refused()) >= 2 * len(urls))
+    for line in refused():
+        assert not line["allowed"] and line["status"] == 403, line
+        assert "deny floor" in line["reason"], line
+    return lines
+
+
+class TestDenyFloor:
+    """The operator's deny floor (docs/network.md): the host's loopback,
+    hutch's own API, and the same addresses in other forms are out of
+    every sandbox's reach, whatever its allow-list names; only the
+    operator lifts the floor, by exactly what --egress-permit names.
+    Services listen on the host's 127.0.0.1 and ::1 meanwhile: each must
+    see nothing. Every target is one that, were the floor to fail, would
+    reach the loopback (forms that lead elsewhere, NAT64 or 6to4, are
+    tested in tests/unit/test_netpolicy.c, with no packet sent)."""
+
+    @pytest.fixture(scope="class")
+    def hosts(self):
+        made = {"permitted": Origin(), "hidden": Origin(), "hidden6": Origin("::1")}
+        yield made
+        for o in made.values():
+            o.close()
+
+    @pytest.fixture(scope="class", params=["build", "asan"])
+    def server(self, request, tmp_path_factory, hosts):
+        yield from serve_each_build(request, tmp_path_factory,
+                                    "--egress-permit", f"127.0.0.1:{hosts['permitted'].port}")
+
+    @pytest.mark.parametrize("allow,url", [
+        (["127.0.0.1:{h}"], "http://127.0.0.1:{h}/literal"),
+        (["localhost:{h}"], "http://localhost:{h}/by-name"),  # DNS leads to the floor
+        (["localhost"], "http://localhost:{h6}/by-name-v6"),
+        (["0.0.0.0/0"], "http://127.0.0.1:{h}/everything"),
+        (["0.0.0.0/0"], "http://127.0.0.2:{h}/another-loopback"),
+        (["0.0.0.0/0"], "http://0.0.0.0:{h}/unspecified"),  # connect(2) makes it 127.0.0.1
+        (["0.0.0.0/0", "[::/0]"], "http://[::ffff:127.0.0.1]:{h}/mapped"),
+        (["[::1]"], "http://[::1]:{h6}/v6"),
+        (["[::/0]"], "http://[::]:{h6}/v6-unspecified"),
+    ])
+    def test_no_allow_list_reaches_the_host(self, server, tenant, hosts, allow, url):
+        ports = {"h": hosts["hidden"].port, "h6": hosts["hidden6"].port}
+        allow = [a.format(**ports) for a in allow]
+        sb = tenant.create(network={"allow": allow})
+        assert sb["network"]["allow"] == allow  # taken: it is the floor that refuses
+        floor_refusals(server, tenant, sb["id"], [url.format(**ports)],
+                       lambda: [hosts["hidden"].seen, hosts["hidden6"].seen])
+
+    def test_e2b_allow_out_everything_stops_at_the_floor(self, server, tenant, hosts):
+        r = tenant.post("/v2/sandboxes", {"templateID": "base", "network":
+                                          {"allowOut": ["0.0.0.0/0", "::/0"]}},
+                        headers={"X-API-Key": tenant.key})
+        assert r.status == 201, r
+        h, h6 = hosts["hidden"].port, hosts["hidden6"].port
+        floor_refusals(server, tenant, r.json["sandboxID"],
+                       [f"http://127.0.0.1:{h}/e2b", f"http://[::1]:{h6}/e2b"],
+                       lambda: [hosts["hidden"].seen, hosts["hidden6"].seen])
+
+    def test_a_permit_lifts_exactly_what_it_names(self, server, tenant, hosts):
+        p, h = hosts["permitted"].port, hosts["hidden"].port
+        sb = tenant.create(network={"allow": ["0.0.0.0/0", "[::/0]", "localhost"]})
+        code, out, err = sh(tenant, sb["id"], "; echo; ".join((
+            f"{CURL} http://127.0.0.1:{p}/lifted",
+            f"{CURL} http://localhost:{p}/by-name",  # ::1 is held; 127.0.0.1 is not
+            f"{CURL} http://127.0.0.1:{h}/another-port",
+            f"{CURL} http://0.0.0.0:{p}/unspecified",
+            f"{CURL} http://[::1]:{p}/v6",
+            f"{CURL} http://127.0.0.1:{server.port}/healthz",
+            f"{CURL} http://localhost:{server.port}/healthz",
+            f"curl --noproxy '' -sS http://127.0.0.1:{server.port}/healthz")))
+        assert out.splitlines()[:7] == ["200", "200", "403", "403", "403", "403", "403"], (out, err)
+        assert "hutch serve itself" in out, out
+        assert [s["Host"] for s in hosts["permitted"].seen[-2:]] == [
+            f"127.0.0.1:{p}", f"localhost:{p}"]
+        assert not hosts["hidden"].seen and not hosts["hidden6"].seen
+
+
+def test_bad_floor_options_are_refused(tmp_path):
+    serve = BUILD / "hutch-serve"
+    help_text = subprocess.run([str(serve), "--help"], capture_output=True, text=True).stdout
+    for flag in ("--egress-deny", "--egress-permit", "--egress-allow-private"):
+        assert flag in help_text
+    for args in (["--egress-permit", "localhost"], ["--egress-permit", "::1"],
+                 ["--egress-permit", "127.0.0.1:0"], ["--egress-deny", "bad host"],
+                 ["--egress-permit"]):
+        r = subprocess.run([str(serve), "--state-dir", str(tmp_path / "s"), *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 125 and r.stderr.startswith("hutch serve: "), (args, r)
+        assert "\n" not in r.stderr.strip(), r.stderr
+
+
+@pytest.fixture
+def private_service():
+    """An HTTP server at 10.255.254.2, a private address that exists only in
+    a network namespace this test makes, joined to the host by a veth pair
+    (the host's end is 10.255.254.1): no packet leaves the machine."""
+    require(shutil.which("ip"), "needs ip (iproute2) to make a network namespace")
+    tag = f"hf{os.getpid() % 100000}"
+    ns, outer = f"hutch-floor-{tag}", tag
+
+    def ip(*args):
+        return subprocess.run(["ip", *args], capture_output=True, text=True)
+    made = ip("netns", "add", ns)
+    require(made.returncode == 0, f"cannot make a network namespace: {made.stderr.strip()}")
+    proc = None
+    try:
+        for args in (["link", "add", outer, "type", "veth", "peer", "name", "inner", "netns", ns],
+                     ["addr", "add", "10.255.254.1", "peer", "10.255.254.2", "dev", outer],
+                     ["link", "set", outer, "up"],
+                     ["-n", ns, "addr", "add", "10.255.254.2", "peer", "10.255.254.1",
+                      "dev", "inner"],
+                     ["-n", ns, "link", "set", "inner", "up"],
+                     ["-n", ns, "link", "set", "lo", "up"]):
+            r = ip(*args)
+            assert r.returncode == 0, (args, r.stderr)
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns, "python3", "-c",
+             "import http.server as h; h.ThreadingHTTPServer(('10.255.254.2', 8080), "
+             "h.SimpleHTTPRequestHandler).serve_forever()"],
+            cwd="/usr/share/doc", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            with socket.socket() as s:
+                s.settimeout(1)
+                return s.connect_ex(("10.255.254.2", 8080)) == 0
+        wait_for(up, 20)
+        yield "10.255.254.2:8080"
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        ip("link", "del", outer)
+        ip("netns", "del", ns)
+
+
+def test_allow_private_lifts_private_ranges_only(tmp_path, private_service):
+    """--egress-allow-private: a private network is reached (here one made by
+    the test); the host's loopback, its own addresses and hutch itself are
+    not."""
+    loop = Origin()
+    before = set(leftovers())
+    plain = Server(BUILD / "hutch-serve", tmp_path / "plain").start()
+    opened = Server(BUILD / "hutch-serve", tmp_path / "opened", "--egress-allow-private").start()
+    try:
+        for s, private in ((plain, "403"), (opened, "200")):
+            api = s.api()
+            sid = api.create(network={"allow": ["10.0.0.0/8", "127.0.0.0/8"]})["id"]
+            code, out, err = sh(api, sid, "; echo; ".join((
+                f"{CURL} http://{private_service}/",
+                f"{CURL} http://10.255.254.1:8080/",  # the host's own end
+                f"{CURL} http://127.0.0.1:{loop.port}/",
+                f"{CURL} http://127.0.0.1:{s.port}/healthz")))
+            assert out.splitlines() == [private, "403", "403", "403"], (s.args, out, err)
+        assert not loop.seen
+    finally:
+        loop.close()
+        assert plain.stop() == 0 and opened.stop() == 0
     wait_for(lambda: not set(leftovers()) - before, 30)

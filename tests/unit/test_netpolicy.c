@@ -41,17 +41,24 @@ static void host_is(const struct netpolicy *p, const char *host, unsigned port, 
   is_int(netpolicy_check_host(p, host, (uint16_t)port), m, "%s:%u", host, port);
 }
 
-static bool addr_ok(const struct netpolicy *p, enum np_match m, const char *ip, unsigned port) {
-  struct sockaddr_storage ss = {0};
+static void sockaddr_of(const char *ip, unsigned port, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
   if (strchr(ip, ':')) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
     a->sin6_family = AF_INET6;
+    a->sin6_port = htons((uint16_t)port);
     inet_pton(AF_INET6, ip, &a->sin6_addr);
   } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
     a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
     inet_pton(AF_INET, ip, &a->sin_addr);
   }
+}
+
+static bool addr_ok(const struct netpolicy *p, enum np_match m, const char *ip, unsigned port) {
+  struct sockaddr_storage ss;
+  sockaddr_of(ip, port, &ss);
   char why[256];
   return netpolicy_check_addr(p, m, (struct sockaddr *)&ss, (uint16_t)port, false, why, sizeof why);
 }
@@ -61,6 +68,116 @@ static void class_is(const char *ip, enum np_class want) {
   int family = strchr(ip, ':') ? AF_INET6 : AF_INET;
   inet_pton(family, ip, a);
   is_int(netpolicy_classify(family, a), want, "%s is class %d", ip, want);
+}
+
+/* The floor's verdict on ip:port; host_own: one of the host's addresses;
+ * server: where hutch serve listens ("" for nowhere). */
+static bool floor_ok(const struct np_floor *f, const char *ip, unsigned port, bool host_own,
+                     const char *server, unsigned server_port) {
+  struct sockaddr_storage ss = {0}, srv = {0};
+  sockaddr_of(ip, 0, &ss);
+  if (*server)
+    sockaddr_of(server, server_port, &srv);
+  struct np_target t = {.addr = (struct sockaddr *)&ss,
+                        .host_own = host_own,
+                        .server = *server ? (struct sockaddr *)&srv : NULL};
+  char why[512] = "";
+  bool r = netpolicy_floor_check(f, NULL, (uint16_t)port, &t, why, sizeof why);
+  ok(r || strstr(why, "deny floor"), "%s:%u: %s", ip, port, r ? "let through" : why);
+  return r;
+}
+
+static void floor_add(struct np_floor *f, bool permit, const char *spec) {
+  char why[512] = "";
+  ok(netpolicy_floor_add(f, permit, spec, why, sizeof why) == 0, "%s %s %s",
+     permit ? "permit" : "deny", spec, why);
+}
+
+static void floor_tests(void) {
+  struct np_floor f = {0};
+  /* What no allow-list reaches. */
+  static const char *const held[] = {
+      "127.0.0.1", "127.255.255.254", "::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1",
+      "2002:7f00:1::", "::127.0.0.1", "0.0.0.0", "0.1.2.3", "::",
+      "169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "100.100.100.200",
+      "192.0.0.192", "::ffff:169.254.169.254", "224.0.0.1", "239.255.255.250", "ff02::1",
+      "255.255.255.255", "240.0.0.1", "10.0.0.1", "172.16.0.1", "172.31.255.255",
+      "192.168.1.1", "100.64.0.1", "fd00::1", "fc00::1", "fec0::1",
+      "::ffff:10.1.2.3", "64:ff9b:1::a00:1",
+  };
+  for (size_t i = 0; i < sizeof held / sizeof *held; i++)
+    ok(!floor_ok(&f, held[i], 80, false, "", 0), "the floor holds %s", held[i]);
+  static const char *const passed[] = {"8.8.8.8", "2606:4700::1111", "172.32.0.1", "100.128.0.1",
+                                       "192.0.2.1", "::ffff:1.1.1.1", "2002:808:808::"};
+  for (size_t i = 0; i < sizeof passed / sizeof *passed; i++)
+    ok(floor_ok(&f, passed[i], 443, false, "", 0), "the floor lets %s through", passed[i]);
+  ok(!floor_ok(&f, "203.0.114.5", 80, true, "", 0), "the host's own public address is held");
+
+  /* --egress-allow-private lifts private ranges, not loopback, link-local
+   * or metadata, nor the host's own addresses. */
+  f.allow_private = true;
+  ok(floor_ok(&f, "10.0.0.1", 5432, false, "", 0), "allow-private: 10/8");
+  ok(floor_ok(&f, "fd00::1", 5432, false, "", 0), "allow-private: fc00::/7");
+  ok(floor_ok(&f, "100.64.0.1", 80, false, "", 0), "allow-private: 100.64/10");
+  ok(!floor_ok(&f, "127.0.0.1", 80, false, "", 0), "allow-private: not loopback");
+  ok(!floor_ok(&f, "169.254.169.254", 80, false, "", 0), "allow-private: not metadata");
+  ok(!floor_ok(&f, "fd00:ec2::254", 80, false, "", 0), "allow-private: not AWS's IPv6 metadata");
+  ok(!floor_ok(&f, "100.100.100.200", 80, false, "", 0), "allow-private: not Alibaba's");
+  ok(!floor_ok(&f, "10.0.0.5", 22, true, "", 0), "allow-private: not the host's own");
+  f.allow_private = false;
+
+  /* --egress-permit lifts exactly what it names. */
+  floor_add(&f, true, "127.0.0.1:8080");
+  floor_add(&f, true, "[fd00::/8]:5432");
+  floor_add(&f, true, "169.254.169.254");
+  ok(floor_ok(&f, "127.0.0.1", 8080, false, "", 0), "permitted 127.0.0.1:8080");
+  ok(floor_ok(&f, "::ffff:127.0.0.1", 8080, false, "", 0), "... mapped too");
+  ok(!floor_ok(&f, "127.0.0.1", 8081, false, "", 0), "... not another port");
+  ok(!floor_ok(&f, "127.0.0.2", 8080, false, "", 0), "... nor another address");
+  ok(!floor_ok(&f, "0.0.0.0", 8080, false, "", 0), "... nor 0.0.0.0, which reaches it");
+  ok(floor_ok(&f, "fd12::3", 5432, false, "", 0), "a permitted IPv6 block");
+  ok(!floor_ok(&f, "fd12::3", 5433, false, "", 0), "... at its port only");
+  ok(floor_ok(&f, "169.254.169.254", 80, false, "", 0), "a permitted metadata address");
+
+  /* hutch serve itself: only a permit naming its port lifts it. */
+  ok(!floor_ok(&f, "127.0.0.1", 7420, false, "127.0.0.1", 7420), "the server's own port");
+  ok(!floor_ok(&f, "0.0.0.0", 7420, false, "127.0.0.1", 7420), "... through 0.0.0.0");
+  ok(!floor_ok(&f, "::ffff:127.0.0.1", 7420, false, "127.0.0.1", 7420), "... mapped");
+  ok(!floor_ok(&f, "203.0.114.5", 7420, true, "0.0.0.0", 7420),
+     "a server on every address, at a public address of the host");
+  ok(floor_ok(&f, "203.0.114.5", 7421, false, "0.0.0.0", 7420), "... not another host's");
+  floor_add(&f, true, "127.0.0.0/8");
+  ok(floor_ok(&f, "127.0.0.9", 22, false, "127.0.0.1", 7420), "a portless permit of a block");
+  ok(!floor_ok(&f, "127.0.0.1", 7420, false, "127.0.0.1", 7420), "... not the server's port");
+  floor_add(&f, true, "127.0.0.1:7420");
+  ok(floor_ok(&f, "127.0.0.1", 7420, false, "127.0.0.1", 7420), "... unless named with it");
+
+  /* --egress-deny: addresses and names, which permits do not lift by
+   * name. */
+  floor_add(&f, false, "198.51.100.0/24");
+  floor_add(&f, false, "8.8.8.8:53");
+  floor_add(&f, false, "*.evil.example");
+  floor_add(&f, false, "exact.example:443");
+  ok(!floor_ok(&f, "198.51.100.7", 80, false, "", 0), "a denied block");
+  ok(!floor_ok(&f, "8.8.8.8", 53, false, "", 0), "a denied address and port");
+  ok(floor_ok(&f, "8.8.8.8", 443, false, "", 0), "... not at another port");
+  char why[512];
+  ok(!netpolicy_floor_check(&f, "a.evil.example", 443, NULL, why, sizeof why) &&
+         strstr(why, "--egress-deny"),
+     "a denied name, before it is looked up: %s", why);
+  ok(!netpolicy_floor_check(&f, "exact.example", 443, NULL, why, sizeof why), "an exact name");
+  ok(netpolicy_floor_check(&f, "exact.example", 80, NULL, why, sizeof why), "... at its port");
+  ok(netpolicy_floor_check(&f, "evil.example", 443, NULL, why, sizeof why), "not the suffix");
+
+  /* Malformed options. */
+  static const char *const bad_permit[] = {"localhost", "*.a.org", "::1", "10.0.0.0/33",
+                                           "127.0.0.1:0", "", "[::ffff:127.0.0.1]"};
+  for (size_t i = 0; i < sizeof bad_permit / sizeof *bad_permit; i++)
+    ok(netpolicy_floor_add(&f, true, bad_permit[i], why, sizeof why) < 0 &&
+           strstr(why, "--egress-permit"),
+       "--egress-permit '%s' refused: %s", bad_permit[i], why);
+  ok(netpolicy_floor_add(&f, false, "a b", why, sizeof why) < 0, "--egress-deny 'a b' refused");
+  netpolicy_floor_free(&f);
 }
 
 int main(void) {
@@ -152,12 +269,17 @@ int main(void) {
   class_is("255.255.255.255", NP_SPECIAL);
   class_is("2606:4700::1111", NP_PUBLIC);
   class_is("::1", NP_PRIVATE);
-  class_is("fd00:ec2::254", NP_PRIVATE);
+  class_is("fd00:ec2::254", NP_SPECIAL); /* AWS's metadata service, inside fc00::/7 */
+  class_is("fd00:ec2::253", NP_PRIVATE);
+  class_is("100.100.100.200", NP_SPECIAL); /* Alibaba's */
+  class_is("::127.0.0.1", NP_SPECIAL);     /* IPv4-compatible */
   class_is("fe80::1", NP_SPECIAL);
   class_is("::", NP_SPECIAL);
   class_is("2001:db8::1", NP_SPECIAL);
   class_is("64:ff9b::a9fe:a9fe", NP_SPECIAL);
   class_is("2002:a9fe:a9fe::", NP_SPECIAL);
+
+  floor_tests();
 
   /* Host names as clients give them. */
   char out[NETPOLICY_HOST_MAX + 1];
