@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "seal.h"
 #include "hostlimits.h"
+#include "seal.h"
 #include "serve.h"
 #include "store.h"
 #include "util.h"

@@ -79,9 +79,11 @@ static bool seal_spec(struct store *st, const char *id, json_t *spec) {
   json_decref(inner);
   if (text) {
     char *aad = row_aad(id);
-    json_object_set_new(spec, "sealed", json_string(seal_text(st->key, aad, text)));
+    char *sealed = seal_text(st->key, aad, text);
+    json_object_set_new(spec, "sealed", json_string(sealed));
     explicit_bzero(text, strlen(text));
     free(text);
+    free(sealed);
     free(aad);
   }
   return any;
