@@ -261,23 +261,26 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 /* Sandboxes' terminals come from one kernel pool (kernel.pty.max −
- * kernel.pty.reserve); each sandbox's devpts holds at most its own share,
- * so a full server could still drain the pool for the host's neighbours.
- * Said once, with the sysctl that fixes it. */
+ * kernel.pty.reserve); each sandbox's devpts holds at most its own share.
+ * A share so large that a handful of sandboxes drain the pool for the rest
+ * (and the host's own logins) is said once, with what fixes it. A full
+ * server of sandboxes each at its share could still drain it: that is the
+ * operator's sizing (docs/security.md), not worth a line at every start. */
+#define PTY_SHARES_MIN 16
+
 static void warn_ptys(const struct serve_config *cfg) {
   struct hutch_host_ptys hp;
   if (hutch_host_ptys(&hp) < 0)
     return;
-  uint64_t want = (uint64_t)cfg->max_sandboxes * cfg->sandbox_ptys;
   uint64_t shared = hutch_ptys_shared(&hp);
-  if (want > shared)
+  if ((uint64_t)cfg->sandbox_ptys * PTY_SHARES_MIN > shared)
     fprintf(stderr,
-            "hutch serve: warning: %u sandboxes x %u ptys = %llu terminals, but the host lets "
-            "sandboxes share %llu (%llu in use); to fix: sysctl kernel.pty.max=%llu, or lower "
-            "--max-sandboxes or --sandbox-ptys\n",
-            cfg->max_sandboxes, cfg->sandbox_ptys, (unsigned long long)want,
-            (unsigned long long)shared, (unsigned long long)hp.nr,
-            (unsigned long long)(want + hp.reserve));
+            "hutch serve: warning: --sandbox-ptys %u lets %llu sandboxes take all %llu "
+            "terminals the host shares; to fix: lower --sandbox-ptys, or sysctl "
+            "kernel.pty.max=%llu\n",
+            cfg->sandbox_ptys, (unsigned long long)((shared + cfg->sandbox_ptys - 1) / cfg->sandbox_ptys),
+            (unsigned long long)shared,
+            (unsigned long long)((uint64_t)cfg->sandbox_ptys * PTY_SHARES_MIN + hp.reserve));
 }
 
 static int serve(struct server *srv) {
