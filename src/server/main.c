@@ -288,7 +288,7 @@ static int serve(struct server *srv) {
   char why[1024];
   if (server_state_dir_check(srv->cfg.state_dir, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
-    return EXIT_STATE_DIR;
+    return srv->cfg.state_dir[0] != '/' ? EXIT_SERVE : EXIT_STATE_DIR; /* a bad option, or distrust */
   }
   /* A server that starts but can never make a sandbox would only fail
    * each request: the host's refusal is said once, here, instead. */
