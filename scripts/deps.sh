@@ -17,11 +17,13 @@ build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-d
 #   curl             in sandboxes: test_network's egress tests, test_sdk's
 #                    test_network, tests/e2b's network test
 #   procps           pgrep in sandboxes: test_code's forked contexts
+#   iproute2         ip: test_network's private test host, in a network
+#                    namespace the test makes
 #   busybox-static   test_lifecycle's own rootfs; the guest's init
 #   qemu-system-x86  the cgroup v2 guest (tests/vm/run-v2)
 #   e2fsprogs        mkfs.ext4: volumes, the guest's disk (Priority required,
 #                    not Essential: a root may go without)
-test="python3 python3-pytest python3-yaml curl procps util-linux qemu-system-x86 busybox-static"
+test="python3 python3-pytest python3-yaml curl procps iproute2 util-linux qemu-system-x86 busybox-static"
 test="$test e2fsprogs"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
