@@ -33,6 +33,11 @@ uint64_t hutch_memory_ceiling(void) {
   return ram > 2 * reserve ? ram - reserve : ram / 2;
 }
 
+uint64_t hutch_tenant_memory_default(void) {
+  uint64_t ceiling = hutch_memory_ceiling();
+  return ceiling > UINT64_MAX / 4 ? UINT64_MAX : 4 * ceiling;
+}
+
 uint64_t hutch_host_pid_max(void) {
   uint64_t pid = read_u64("/proc/sys/kernel/pid_max", 32768);
   uint64_t threads = read_u64("/proc/sys/kernel/threads-max", pid);

@@ -14,6 +14,13 @@ uint64_t hutch_host_memory_reserve(uint64_t ram);
  * hold: RAM − reserve. */
 uint64_t hutch_memory_ceiling(void);
 
+/* A tenant's default quota of sandbox memory: the sum of its sandboxes'
+ * limits, 4 × the ceiling. Limits are ceilings, not use (an idle sandbox
+ * holds a megabyte or two), and the subtree's own ceiling is what keeps
+ * the host alive when tenants do use them; a quota of the ceiling itself
+ * would let a tenant hold two default sandboxes on a 3 GiB machine. */
+uint64_t hutch_tenant_memory_default(void);
+
 /* The kernel's process limit: min(kernel.pid_max, kernel.threads-max). */
 uint64_t hutch_host_pid_max(void);
 /* All sandboxes' processes together: pid_max − max(1024, pid_max / 8). */

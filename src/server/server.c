@@ -25,7 +25,7 @@ struct server *server_new(void) {
       .max_conns = 1024,
       .max_sandboxes = 1000,
       .tenant_sandboxes = 100,
-      .tenant_memory_mb = hutch_memory_ceiling() >> 20,
+      .tenant_memory_mb = hutch_tenant_memory_default() >> 20,
       .sandbox_ptys = HUTCH_DEFAULT_PTYS,
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
