@@ -55,7 +55,7 @@ def envd_ok(s, sid, token):
 @pytest.fixture
 def open_dir():
     """A directory every user may pass through (pytest's own are 0700)."""
-    d = pathlib.Path(tempfile.mkdtemp(prefix="hutch-floor-", dir="/var/tmp"))
+    d = pathlib.Path(tempfile.mkdtemp(prefix="hutch-floor-", dir=tempfile.gettempdir()))
     d.chmod(0o755)
     yield d
     shutil.rmtree(d, ignore_errors=True)
