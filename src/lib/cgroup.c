@@ -158,11 +158,19 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
 }
 
 /* Each sandbox has its own limits, but their sum may exceed the host
- * (a tenant's quota defaults to the host's RAM, and a thousand sandboxes of
- * 512 pids are more than pid_max): the subtree's own ceiling is what
- * leaves the host its reserve whatever the sandboxes were promised.
- * Written as a value, never raised past what the operator set lower. */
-/* file := value unless it holds less already ("max" is more). */
+ * (a tenant's memory quota defaults to 4 x the host's ceiling, and a
+ * thousand sandboxes of 512 pids are more than pid_max): the subtree's own
+ * ceiling is what leaves the host its reserve whatever the sandboxes were
+ * promised.
+ * Written as a value, never raised past what the operator set lower.
+ *
+ * file := value unless it holds less already ("max" is more): after the
+ * first create, one read and no write. The file is read each time, not a
+ * value this process remembers: other hutch processes and the operator
+ * share the subtree, and a host that lost RAM or pid_max gets its lower
+ * ceiling on the next create. One that gained keeps the old ceiling (hutch
+ * cannot tell its own older value from the operator's) until it is set
+ * back to max. */
 static int lower_to(int fd, const char *file, uint64_t value, struct hutch_err *err) {
   char have[32], v[32];
   unsigned long long cur;
