@@ -2,9 +2,10 @@
  * images (allocated in full) and snapshots' copies. Two bounds, checked
  * before anything is written (docs/security.md, "Resources"):
  *
- *  - each tenant's volumes and snapshots together hold at most
- *    --tenant-disk-mb (default: a quarter of the state filesystem's size),
- *    so one tenant cannot take the disk from the others: 429 quota_exceeded;
+ *  - each tenant's volumes and snapshots together hold at most its
+ *    max_disk_mb (POST /v1/keys), else --tenant-disk-mb (default: a quarter
+ *    of the state filesystem's size), so one tenant cannot take the disk
+ *    from the others: 429 quota_exceeded;
  *  - the filesystem keeps max(256 MiB, 2 % of its size) free whatever the
  *    quotas add up to, so the database, the audit log and the host's own
  *    files always have room to be written: 507 no_space.
@@ -46,17 +47,21 @@ int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes) {
   struct server *srv = c->srv;
   struct hutch_err err = {0};
   struct fs_room r;
+  struct tenant_quota q;
   uint64_t used = 0;
   if (fs_room(srv, &r) < 0) {
     http_error(c, 500, "internal", "%s: %s", srv->cfg.state_dir, strerror(errno));
     return -1;
   }
-  if (store_volume_each(srv->store, p->tenant, add_volume, &used, &err) < 0 ||
+  if (store_tenant_get(srv->store, p->tenant, &q, &err) < 0 ||
+      store_volume_each(srv->store, p->tenant, add_volume, &used, &err) < 0 ||
       store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &err) < 0) {
     http_error(c, 500, "internal", "%s", err.msg);
     return -1;
   }
   uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
+  if (q.max_disk_mb >= 0)
+    quota = (uint64_t)q.max_disk_mb << 20;
   if (used + bytes > quota) {
     http_error(c, 429, "quota_exceeded",
                "tenant %s may keep at most %llu MiB of volumes and snapshots (%llu in use, "

@@ -178,16 +178,19 @@ static bool tenant_name_ok(const char *t) {
 
 void api_keys_create(struct http_conn *c, const struct principal *p) {
   (void)p;
-  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", NULL};
+  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
+                                      NULL};
   json_t *o = body_object(c);
   if (!o)
     return;
   const char *tenant = NULL;
-  uint64_t max_sbx = 0, max_mem = 0;
-  int has_sbx = 0, has_mem = 0;
+  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
+  int has_sbx = 0, has_mem = 0, has_disk = 0;
   if (body_only(c, o, known) < 0 || body_string(c, o, "tenant", SERVE_TENANT_LEN, &tenant) < 0 ||
       (has_sbx = body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx)) < 0 ||
-      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0)
+      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0 ||
+      /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
+      (has_disk = body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk)) < 0)
     goto out;
   if (!tenant || !tenant_name_ok(tenant)) {
     http_error(c, 400, "invalid_argument",
@@ -206,6 +209,8 @@ void api_keys_create(struct http_conn *c, const struct principal *p) {
     q.max_sandboxes = (int64_t)max_sbx;
   if (has_mem)
     q.max_memory_mb = (int64_t)max_mem;
+  if (has_disk)
+    q.max_disk_mb = (int64_t)max_disk;
   char key[KEY_LEN + 1], hash[HASH_HEX + 1], id[SERVE_KEY_ID_LEN + 1];
   new_key(key);
   hash_key(key, hash);

@@ -27,7 +27,7 @@ static const char usage[] =
     "  --tenant-sandboxes N      default per-tenant quota of sandboxes (default 100)\n"
     "  --tenant-memory-mb N      default per-tenant quota of sandbox memory, the sum of its\n"
     "                            sandboxes' limits (default: 4 x (RAM - max(512 MiB, RAM/8)))\n"
-    "  --tenant-disk-mb N        per-tenant quota of volumes and snapshots together\n"
+    "  --tenant-disk-mb N        default per-tenant quota of volumes and snapshots together\n"
     "                            (default: a quarter of the state directory's filesystem)\n"
     "  --sandbox-ptys N          terminals each sandbox may hold at once (default 64)\n"
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"

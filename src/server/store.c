@@ -32,7 +32,8 @@ static const char schema[] =
     /* What is deleted or overwritten is zeroed, not left in free pages. */
     "PRAGMA secure_delete=ON;"
     "CREATE TABLE IF NOT EXISTS tenants ("
-    "  name TEXT PRIMARY KEY, max_sandboxes INTEGER, max_memory_mb INTEGER);"
+    "  name TEXT PRIMARY KEY, max_sandboxes INTEGER, max_memory_mb INTEGER,"
+    "  max_disk_mb INTEGER DEFAULT -1);"
     "CREATE TABLE IF NOT EXISTS keys ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,"
     "  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);"
@@ -163,6 +164,25 @@ static int migrate(struct store *st, struct hutch_err *err) {
   return 0;
 }
 
+/* A tenants table of an older hutch has no max_disk_mb: added, -1 (the
+ * server's default) for each tenant it holds. */
+static int add_disk_quota(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v2(st->db,
+                         "SELECT 1 FROM pragma_table_info('tenants') WHERE name = 'max_disk_mb'",
+                         -1, &s, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  int r = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (r == SQLITE_ROW)
+    return 0;
+  if (r != SQLITE_DONE ||
+      sqlite3_exec(st->db, "ALTER TABLE tenants ADD COLUMN max_disk_mb INTEGER DEFAULT -1", NULL,
+                   NULL, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  return 0;
+}
+
 int store_open(const char *path, const unsigned char *key, struct store **out,
                struct hutch_err *err) {
   struct store *st = xcalloc(1, sizeof *st);
@@ -182,7 +202,7 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
     store_close(st);
     return -1;
   }
-  if (migrate(st, err) < 0) {
+  if (migrate(st, err) < 0 || add_disk_quota(st, err) < 0) {
     hutch_err_wrap(err, "%s", path);
     store_close(st);
     return -1;
@@ -309,23 +329,26 @@ int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *
 int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
                      struct hutch_err *err) {
   sqlite3_stmt *s = prep(st,
-                         "INSERT INTO tenants (name, max_sandboxes, max_memory_mb) VALUES (?, ?, ?) "
-                         "ON CONFLICT(name) DO UPDATE SET max_sandboxes = excluded.max_sandboxes,"
-                         " max_memory_mb = excluded.max_memory_mb",
+                         "INSERT INTO tenants (name, max_sandboxes, max_memory_mb, max_disk_mb)"
+                         " VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                         " max_sandboxes = excluded.max_sandboxes,"
+                         " max_memory_mb = excluded.max_memory_mb,"
+                         " max_disk_mb = excluded.max_disk_mb",
                          err);
   if (!s)
     return -1;
   sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 2, q->max_sandboxes);
   sqlite3_bind_int64(s, 3, q->max_memory_mb);
+  sqlite3_bind_int64(s, 4, q->max_disk_mb);
   return step_done(st, s, err);
 }
 
 int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
                      struct hutch_err *err) {
-  q->max_sandboxes = q->max_memory_mb = -1;
-  sqlite3_stmt *s =
-      prep(st, "SELECT max_sandboxes, max_memory_mb FROM tenants WHERE name = ?", err);
+  q->max_sandboxes = q->max_memory_mb = q->max_disk_mb = -1;
+  sqlite3_stmt *s = prep(
+      st, "SELECT max_sandboxes, max_memory_mb, max_disk_mb FROM tenants WHERE name = ?", err);
   if (!s)
     return -1;
   sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -333,6 +356,7 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
   if (r == SQLITE_ROW) {
     q->max_sandboxes = sqlite3_column_int64(s, 0);
     q->max_memory_mb = sqlite3_column_int64(s, 1);
+    q->max_disk_mb = sqlite3_column_int64(s, 2);
   }
   done(st, s);
   if (r == SQLITE_ROW)

@@ -29,7 +29,7 @@ int store_key_delete(struct store *st, const char *id, struct hutch_err *err);
 int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err);
 
 struct tenant_quota {
-  int64_t max_sandboxes, max_memory_mb; /* -1: the server's default */
+  int64_t max_sandboxes, max_memory_mb, max_disk_mb; /* -1: the server's default */
 };
 int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
                      struct hutch_err *err);

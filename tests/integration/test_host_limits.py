@@ -91,6 +91,80 @@ def test_volumes_and_snapshots_stop_at_the_tenants_disk_quota(server, tenant):
         assert tenant.delete(f"/v1/snapshots/{r.json['id']}").status == 204
 
 
+def volumes_on_disk(server):
+    d = server.state_dir / "volumes"
+    return sorted(os.listdir(d)) if d.exists() else []
+
+
+def test_the_admin_sets_a_tenants_own_disk_quota(server):
+    """max_disk_mb at POST /v1/keys overrides --tenant-disk-mb (64 here)
+    for that tenant only, down or up, and a later key may change it."""
+    admin = server.api()
+    low = server.api(admin.post("/v1/keys", {"tenant": "disk-low", "max_disk_mb": 16})
+                     .json["key"])
+    other = server.api(admin.post("/v1/keys", {"tenant": "disk-other"}).json["key"])
+    before = volumes_on_disk(server)
+    r = low.post("/v1/volumes", {"name": "v", "size_mb": 32})
+    assert r.status == 429 and error_of(r) == "quota_exceeded", r
+    assert b"at most 16 MiB" in r.raw, r.raw
+    assert volumes_on_disk(server) == before  # nothing half written
+    assert low.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201
+    # another tenant keeps the server's default
+    assert other.post("/v1/volumes", {"name": "v", "size_mb": 32}).status == 201
+    r = other.post("/v1/volumes", {"name": "w", "size_mb": 48})
+    assert r.status == 429 and error_of(r) == "quota_exceeded", r
+    # another key of the tenant without the field keeps its quota; one with it sets it
+    admin.post("/v1/keys", {"tenant": "disk-low"})
+    r = low.post("/v1/volumes", {"name": "w", "size_mb": 16})
+    assert r.status == 429 and error_of(r) == "quota_exceeded", r
+    assert admin.post("/v1/keys", {"tenant": "disk-low", "max_disk_mb": 96}).status == 201
+    assert low.post("/v1/volumes", {"name": "w", "size_mb": 64}).status == 201
+    for api, names in ((low, ("v", "w")), (other, ("v",))):
+        for n in names:
+            assert api.delete(f"/v1/volumes/{n}").status == 204
+
+
+@pytest.mark.parametrize("value", ["-1", "16.5", '"16"', "true", "1099511627777",
+                                   "18446744073709551616", "1e30"])
+def test_bad_disk_quotas(server, value):
+    admin = server.api()
+    r = admin.post("/v1/keys", f'{{"tenant": "disk-bad", "max_disk_mb": {value}}}')
+    assert r.status == 400 and error_of(r) in ("invalid_argument", "invalid_json"), r
+    # nothing was set: the tenant has the server's default
+    t = server.api(admin.post("/v1/keys", {"tenant": "disk-bad"}).json["key"])
+    assert t.post("/v1/volumes", {"name": "v", "size_mb": 48}).status == 201
+    assert t.delete("/v1/volumes/v").status == 204
+
+
+def test_a_tenants_disk_quota_survives_a_restart(tmp_path):
+    """Kept in hutch.db, as the other quotas; a database of an older hutch,
+    whose tenants table has no such column, gets the server's default."""
+    import sqlite3
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    db = sqlite3.connect(state / "hutch.db")
+    db.execute("CREATE TABLE tenants (name TEXT PRIMARY KEY, max_sandboxes INTEGER,"
+               " max_memory_mb INTEGER)")
+    db.execute("INSERT INTO tenants VALUES ('old', 5, 1000)")
+    db.commit()
+    db.close()
+    s = Server(BUILD / "hutch-serve", state, "--tenant-disk-mb", "64").start()
+    try:
+        old = s.api(s.api().post("/v1/keys", {"tenant": "old"}).json["key"])
+        low = s.api(s.api().post("/v1/keys", {"tenant": "low", "max_disk_mb": 16}).json["key"])
+        assert old.post("/v1/volumes", {"name": "v", "size_mb": 48}).status == 201
+        assert old.delete("/v1/volumes/v").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+    s.start()
+    try:
+        r = low.post("/v1/volumes", {"name": "v", "size_mb": 32})
+        assert r.status == 429 and error_of(r) == "quota_exceeded", r
+        assert old.post("/v1/volumes", {"name": "v", "size_mb": 48}).status == 201
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def test_the_state_filesystem_keeps_its_reserve(tmp_path):
     """On a 320 MiB filesystem the reserve is 256 MiB: a 64 MiB volume
     fits the tenant's quota (a quarter, 80 MiB) but not the reserve."""
