@@ -65,6 +65,8 @@ struct job {
   enum hutch_status forced; /* set when the agent ended it: timeout, output_limit */
   char forced_msg[128];
 
+  uint64_t escape_attempts; /* exec job: refused calls its processes made */
+
   uint32_t send_window;     /* bytes we may still send on this stream */
   bool closed;              /* the client abandoned the stream */
   bool reaped;
@@ -80,6 +82,21 @@ struct spare {
   bool ready; /* it said so: its setup went through */
   struct hutch_cgroup leaf;
   char leaf_name[16];
+};
+
+/* monitor.c: refused syscalls, counted. */
+struct escape_count {
+  const char *name; /* from the filter's table: static */
+  uint64_t n;
+};
+struct monitor {
+  struct watch w;     /* the seccomp listener; fd -1 without one */
+  struct watch timer; /* holds reports back; fd -1 when not monitoring */
+  bool timer_armed;
+  bool dirty; /* counts changed since the host last heard them */
+  uint64_t total;
+  struct escape_count *calls;
+  size_t ncalls;
 };
 
 struct agent {
@@ -100,6 +117,7 @@ struct agent {
    * worth a look for a spare. Not looked at on every loop turn. */
   bool maybe_idle;
   long ncpu; /* read when a CPU-time limit first needs it */
+  struct monitor monitor;
 };
 
 struct job *agent_find_job(struct agent *a, uint32_t id);
@@ -164,6 +182,14 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
 bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
+
+/* monitor.c. Start listening when the first process passed a listener
+ * (without one nothing is counted, which is not an error). */
+int monitor_start(struct agent *a, struct hutch_err *err);
+/* Whether refused calls are counted in this sandbox. */
+bool monitor_on(const struct agent *a);
+/* {"total": N, "syscalls": {name: N}}, both null when not counting. */
+json_t *monitor_json(const struct agent *a);
 
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);

@@ -327,7 +327,7 @@ static void on_result(struct agent *a, struct watch *w, uint32_t events) {
   maybe_finish(a, j);
 }
 
-static struct hutch_verdict exec_verdict(struct job *j) {
+static struct hutch_verdict exec_verdict(struct agent *a, struct job *j) {
   struct hutch_verdict v = {.exit_code = -1};
   struct hutch_cg_stats st = {0};
   struct hutch_err ignored;
@@ -335,6 +335,7 @@ static struct hutch_verdict exec_verdict(struct job *j) {
   v.wall_ms = (double)(j->exited_ns - j->started_ns) / 1e6;
   v.cpu_ms = (double)st.cpu_ns / 1e6;
   v.peak_memory_kb = st.memory_peak / 1024;
+  v.escape_attempts = monitor_on(a) ? (int64_t)j->escape_attempts : -1;
   if (WIFEXITED(j->status))
     v.exit_code = WEXITSTATUS(j->status);
   else if (WIFSIGNALED(j->status))
@@ -387,7 +388,7 @@ static void maybe_finish(struct agent *a, struct job *j) {
     finish_file(a, j);
     return;
   }
-  struct hutch_verdict v = exec_verdict(j);
+  struct hutch_verdict v = exec_verdict(a, j);
   json_t *ev = hutch_verdict_to_json(&v);
   json_object_set_new(ev, "event", json_string("exit"));
   agent_send_json(a, HUTCH_F_EVENT, HUTCH_FL_END, j->id, ev);
@@ -433,7 +434,12 @@ pid_t agent_fork(const struct hutch_cgroup *leaf) {
     args.flags = CLONE_INTO_CGROUP;
     args.cgroup = (uint64_t)leaf->fd[0];
   }
-  return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  /* The seccomp listener can let a refused call through (monitor.c): no
+   * process but the agent holds it, not even until its exec. */
+  if (pid == 0)
+    close(HUTCH_AGENT_NOTIFY_FD);
+  return pid;
 }
 
 /* Fork the job's process. On cgroup v2 it is born in its leaf; on v1 the

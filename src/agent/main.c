@@ -287,7 +287,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   for (int i = 0; i < a->cg.nfd; i++)
     fcntl(a->cg.fd[i], F_SETFD, FD_CLOEXEC);
   a->conn_w.ready = on_conn;
-  return 0;
+  return monitor_start(a, err);
 }
 
 /* Start serving a client on fd: HELLO first, with the execs still going
@@ -305,8 +305,10 @@ static void hello(struct agent *a, int fd) {
                                           j->pid ? j->pid : -1, "stdin", j->in.fd >= 0));
   }
   agent_send_json(a, HUTCH_F_HELLO, 0, 0,
-                  json_pack("{s:i, s:s, s:s, s:o}", "protocol", HUTCH_PROTOCOL_VERSION, "agent",
-                            "hutch-agent", "version", AGENT_VERSION, "jobs", jobs));
+                  json_pack("{s:i, s:s, s:s, s:o, s:o}", "protocol", HUTCH_PROTOCOL_VERSION,
+                            "agent", "hutch-agent", "version", AGENT_VERSION, "jobs", jobs,
+                            "escape_attempts", monitor_json(a)));
+  a->monitor.dirty = false; /* the client has the counts */
   size_t kept = old.out.end - old.out.start;
   if (kept)
     agent_send_raw(a, old.out.data + old.out.start, kept);

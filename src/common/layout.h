@@ -19,6 +19,10 @@
  * agent holds and never uses: the one way to it after the pivot, for the
  * host (pidfd_getfd) to measure and snapshot it. Above the others. */
 #define HUTCH_AGENT_STORAGE_FD 16
+/* The listener of the sandbox's seccomp filter, through which the agent
+ * counts refused calls (src/agent/monitor.c); not open when the kernel
+ * gave none. */
+#define HUTCH_AGENT_NOTIFY_FD 17
 
 #define HUTCH_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

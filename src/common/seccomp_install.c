@@ -2,13 +2,14 @@
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "seccomp_filter.h"
 
-static int install(const struct sock_filter *filter, unsigned short len) {
+static int install(const struct sock_filter *filter, unsigned short len, unsigned flags) {
   /* no_new_privs is what lets an unprivileged process install a filter, and
    * it makes sure no setuid or file-capability binary can run with the
    * filter's restrictions and gain privilege at the same time. */
@@ -18,15 +19,27 @@ static int install(const struct sock_filter *filter, unsigned short len) {
       .len = len,
       .filter = (struct sock_filter *)filter, /* the kernel only reads it */
   };
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-    return -1;
-  return 0;
+  /* With SECCOMP_FILTER_FLAG_NEW_LISTENER the result is the listener. */
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 }
 
 int hutch_seccomp_install_sandbox(void) {
-  return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN);
+  return install(hutch_seccomp_filter, HUTCH_SECCOMP_FILTER_LEN, 0) < 0 ? -1 : 0;
+}
+
+int hutch_seccomp_install_sandbox_notify(void) {
+  return install(hutch_seccomp_notify_filter, HUTCH_SECCOMP_NOTIFY_FILTER_LEN,
+                 SECCOMP_FILTER_FLAG_NEW_LISTENER);
 }
 
 int hutch_seccomp_install_workload(void) {
-  return install(hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN);
+  return install(hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN, 0) < 0 ? -1
+                                                                                          : 0;
+}
+
+const char *hutch_seccomp_refused_name(unsigned arch, int nr) {
+  for (size_t i = 0; i < HUTCH_SECCOMP_REFUSED_LEN; i++)
+    if (hutch_seccomp_refused[i].arch == arch && hutch_seccomp_refused[i].nr == nr)
+      return hutch_seccomp_refused[i].name;
+  return NULL;
 }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -58,6 +59,35 @@ static void print_filter(FILE *f, const struct filter *flt) {
   fprintf(f, "};\n\n");
 }
 
+/* The refused syscalls by ABI and number, for the agent to name the ones it
+ * is asked about (src/agent/monitor.c). The arch values are the kernel's
+ * AUDIT_ARCH_* constants, which libseccomp's arch tokens are. */
+static void print_refused(FILE *f) {
+  static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
+  const char *names[256];
+  size_t n = hutch_seccomp_refused_names(names, ARRAY_SIZE(names));
+  if (n > ARRAY_SIZE(names))
+    n = ARRAY_SIZE(names); /* a profile this long would need a bigger array */
+  fprintf(f, "struct hutch_seccomp_name {\n  unsigned arch;\n  int nr;\n  const char *name;\n};\n\n"
+             "static const struct hutch_seccomp_name hutch_seccomp_refused[] = {\n");
+  size_t rows = 0;
+  /* By number, not by name: on i386 a name can stand for two calls
+   * (socket is both socketcall's SYS_SOCKET and syscall 359), and only the
+   * number says which is real. */
+  for (size_t a = 0; a < ARRAY_SIZE(arches); a++)
+    for (int nr = 0; nr < 1024; nr++) {
+      char *name = seccomp_syscall_resolve_num_arch(arches[a], nr);
+      for (size_t i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0) {
+          fprintf(f, "    {0x%08x, %d, \"%s\"},\n", arches[a], nr, names[i]);
+          rows++;
+          break;
+        }
+      free(name);
+    }
+  fprintf(f, "};\n#define HUTCH_SECCOMP_REFUSED_LEN %zu\n\n", rows);
+}
+
 static int write_header(const char *path, const struct filter *filters, size_t n,
                         struct hutch_err *err) {
   _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
@@ -72,6 +102,7 @@ static int write_header(const char *path, const struct filter *filters, size_t n
              "#include <linux/filter.h>\n\n");
   for (size_t i = 0; i < n; i++)
     print_filter(f, &filters[i]);
+  print_refused(f);
   fprintf(f, "#endif\n");
   if (ferror(f) | (fclose(f) != 0)) {
     unlink(tmp);
@@ -96,12 +127,21 @@ static void warn_unknown(void) {
   fprintf(stderr, "\n");
 }
 
+static scmp_filter_ctx sandbox_errno(struct hutch_err *err) {
+  return hutch_seccomp_sandbox_profile(false, err);
+}
+
+static scmp_filter_ctx sandbox_notify(struct hutch_err *err) {
+  return hutch_seccomp_sandbox_profile(true, err);
+}
+
 static int export_all(const char *path, struct hutch_err *err) {
   static struct filter filters[] = {
       {.name = "hutch_seccomp_filter", .len_macro = "HUTCH_SECCOMP_FILTER_LEN"},
+      {.name = "hutch_seccomp_notify_filter", .len_macro = "HUTCH_SECCOMP_NOTIFY_FILTER_LEN"},
       {.name = "hutch_workload_seccomp_filter", .len_macro = "HUTCH_WORKLOAD_SECCOMP_FILTER_LEN"},
   };
-  scmp_filter_ctx (*const build[])(struct hutch_err *) = {hutch_seccomp_sandbox_profile,
+  scmp_filter_ctx (*const build[])(struct hutch_err *) = {sandbox_errno, sandbox_notify,
                                                           hutch_seccomp_workload_profile};
   for (size_t i = 0; i < ARRAY_SIZE(filters); i++) {
     scmp_filter_ctx ctx = build[i](err);
@@ -125,7 +165,7 @@ int main(int argc, char **argv) {
   int rc;
   if (argc == 3) {
     scmp_filter_ctx ctx = strcmp(argv[2], "workload") == 0 ? hutch_seccomp_workload_profile(&err)
-                                                           : hutch_seccomp_sandbox_profile(&err);
+                                                           : hutch_seccomp_sandbox_profile(false, &err);
     rc = ctx ? seccomp_export_pfc(ctx, STDOUT_FILENO) : -1;
     if (ctx && rc < 0)
       hutch_err_set(&err, -rc, "seccomp_export_pfc");

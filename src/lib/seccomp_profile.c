@@ -26,6 +26,12 @@
 
 #define DEFAULT_ACTION SCMP_ACT_ERRNO(ENOSYS)
 #define REFUSE SCMP_ACT_ERRNO(EPERM)
+/* The sandbox filter's answer to a refused call when the agent counts them
+ * (docs/seccomp.md, "Escape attempts"): the kernel stops the caller and
+ * asks the agent, which answers EPERM, the answer REFUSE gives. Only the
+ * sandbox's own filter can use it: a notification goes to the listener of
+ * the filter that asked for it, and only the first process's has one. */
+#define REFUSE_NOTIFY SCMP_ACT_NOTIFY
 
 /* What ordinary programs (shells, coreutils, compilers, git, python, node)
  * use: Docker's unconditional allowlist, grouped. Names that do not exist on
@@ -256,21 +262,22 @@ static const uint32_t ns_flags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   
                                     CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME};
 
 /* Refuse name() when argument 0 has any namespace flag. */
-static int refuse_ns_flags(scmp_filter_ctx ctx, const char *name, struct hutch_err *err) {
+static int refuse_ns_flags(scmp_filter_ctx ctx, uint32_t refuse, const char *name,
+                           struct hutch_err *err) {
   for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
     struct scmp_arg_cmp set = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
-    if (add_rule(ctx, REFUSE, name, 1, &set, err) < 0)
+    if (add_rule(ctx, refuse, name, 1, &set, err) < 0)
       return -1;
   }
   return 0;
 }
 
-static int add_clone(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_clone(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   uint32_t mask = 0;
   for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++)
     mask |= ns_flags[i];
   struct scmp_arg_cmp none = SCMP_A0(SCMP_CMP_MASKED_EQ, mask, 0);
-  if (refuse_ns_flags(ctx, "clone", err) < 0)
+  if (refuse_ns_flags(ctx, refuse, "clone", err) < 0)
     return -1;
   return add_rule(ctx, SCMP_ACT_ALLOW, "clone", 1, &none, err);
 }
@@ -281,9 +288,9 @@ static int add_clone(scmp_filter_ctx ctx, struct hutch_err *err) {
  * host sets dev.tty.legacy_tiocsti; this does not depend on that). TIOCLINUX
  * can read the screen of a virtual console and paste into it. Every other
  * ioctl is the driver's business. */
-static int add_ioctl(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_ioctl(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   static const uint32_t cmds[] = {TIOCSTI, TIOCLINUX};
-  return add_split(ctx, "ioctl", 1, cmds, ARRAY_SIZE(cmds), REFUSE, SCMP_ACT_ALLOW, err);
+  return add_split(ctx, "ioctl", 1, cmds, ARRAY_SIZE(cmds), refuse, SCMP_ACT_ALLOW, err);
 }
 
 /* Only the personalities Docker allows: plain Linux, linux32 (PER_LINUX32),
@@ -293,10 +300,10 @@ static int add_ioctl(scmp_filter_ctx ctx, struct hutch_err *err) {
  * turns ASLR off, MMAP_PAGE_ZERO maps page 0. The value is an unsigned int,
  * hence the 32-bit comparison (glibc passes the query as 0xffffffff, a raw
  * syscall may pass it sign-extended). */
-static int add_personality(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_personality(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   static const uint32_t ok[] = {PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32,
                                 0xffffffffu};
-  return add_split(ctx, "personality", 0, ok, ARRAY_SIZE(ok), SCMP_ACT_ALLOW, REFUSE, err);
+  return add_split(ctx, "personality", 0, ok, ARRAY_SIZE(ok), SCMP_ACT_ALLOW, refuse, err);
 }
 
 /* AF_ALG exposes the kernel crypto API and AF_VSOCK talks to the
@@ -305,11 +312,11 @@ static int add_personality(scmp_filter_ctx ctx, struct hutch_err *err) {
  * the family's socket constructor (and module autoloading) before it finds
  * that the family has no pairs. Netlink stays: the sandbox's network
  * namespace holds only its own loopback. */
-static int add_sockets(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_sockets(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   static const uint32_t families[] = {AF_ALG, AF_VSOCK};
-  if (add_split(ctx, "socket", 0, families, ARRAY_SIZE(families), REFUSE, SCMP_ACT_ALLOW, err) < 0)
+  if (add_split(ctx, "socket", 0, families, ARRAY_SIZE(families), refuse, SCMP_ACT_ALLOW, err) < 0)
     return -1;
-  return add_split(ctx, "socketpair", 0, families, ARRAY_SIZE(families), REFUSE, SCMP_ACT_ALLOW,
+  return add_split(ctx, "socketpair", 0, families, ARRAY_SIZE(families), refuse, SCMP_ACT_ALLOW,
                    err);
 }
 
@@ -324,10 +331,10 @@ static int add_sockets(scmp_filter_ctx ctx, struct hutch_err *err) {
  * socketcall, with no fallback, so this costs 32-bit programs their sockets
  * whatever the errno; the other socketcall operations stay allowed, one call
  * number at a time. */
-static int add_sockets_i386(scmp_filter_ctx ctx, struct hutch_err *err) {
-  if (add_rule(ctx, REFUSE, "socket", 0, NULL, err) < 0)
+static int add_sockets_i386(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
+  if (add_rule(ctx, refuse, "socket", 0, NULL, err) < 0)
     return -1;
-  return add_rule(ctx, REFUSE, "socketpair", 0, NULL, err);
+  return add_rule(ctx, refuse, "socketpair", 0, NULL, err);
 }
 
 /* prlimit64 on the calling process only (pid 0, which is what glibc's
@@ -335,9 +342,9 @@ static int add_sockets_i386(scmp_filter_ctx ctx, struct hutch_err *err) {
  * has the agent's uid, and the kernel lets a process set the limits of any
  * process of its own uid: lowering the agent's open-file limit would leave
  * it unable to enforce a timeout. The pid is an int, hence the 32-bit test. */
-static int add_prlimit(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_prlimit(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   static const uint32_t self[] = {0};
-  return add_split(ctx, "prlimit64", 0, self, ARRAY_SIZE(self), SCMP_ACT_ALLOW, REFUSE, err);
+  return add_split(ctx, "prlimit64", 0, self, ARRAY_SIZE(self), SCMP_ACT_ALLOW, refuse, err);
 }
 
 static scmp_filter_ctx new_ctx(uint32_t def_action, const uint32_t *arches, size_t n,
@@ -369,23 +376,28 @@ static scmp_filter_ctx new_ctx(uint32_t def_action, const uint32_t *arches, size
  * which it clones workloads into their cgroup on v2 (its flags are in
  * memory, out of a filter's reach), and unshare of a cgroup namespace, which
  * each workload gets. Any other unshare stays refused. */
-static int add_agent_calls(scmp_filter_ctx ctx, struct hutch_err *err) {
+static int add_agent_calls(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_err *err) {
   static const uint32_t cgroup_ns[] = {CLONE_NEWCGROUP};
   if (add_rule(ctx, SCMP_ACT_ALLOW, "clone3", 0, NULL, err) < 0)
     return -1;
-  return add_split(ctx, "unshare", 0, cgroup_ns, ARRAY_SIZE(cgroup_ns), SCMP_ACT_ALLOW, REFUSE,
+  return add_split(ctx, "unshare", 0, cgroup_ns, ARRAY_SIZE(cgroup_ns), SCMP_ACT_ALLOW, refuse,
                    err);
 }
 
-static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct hutch_err *err) {
+/* Every refusal of the sandbox filter answers `refuse`: REFUSE, or
+ * REFUSE_NOTIFY when they are counted. */
+static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, uint32_t refuse,
+                             struct hutch_err *err) {
   scmp_filter_ctx ctx = new_ctx(DEFAULT_ACTION, arches, n, err);
   if (!ctx)
     return NULL;
   if (add_names(ctx, SCMP_ACT_ALLOW, allowed, ARRAY_SIZE(allowed), err) < 0 ||
-      add_names(ctx, REFUSE, refused, ARRAY_SIZE(refused), err) < 0 || add_clone(ctx, err) < 0 ||
-      add_ioctl(ctx, err) < 0 || add_personality(ctx, err) < 0 || add_prlimit(ctx, err) < 0 ||
-      (i386 ? add_sockets_i386(ctx, err) < 0 || add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0
-            : add_sockets(ctx, err) < 0 || add_agent_calls(ctx, err) < 0)) {
+      add_names(ctx, refuse, refused, ARRAY_SIZE(refused), err) < 0 ||
+      add_clone(ctx, refuse, err) < 0 || add_ioctl(ctx, refuse, err) < 0 ||
+      add_personality(ctx, refuse, err) < 0 || add_prlimit(ctx, refuse, err) < 0 ||
+      (i386 ? add_sockets_i386(ctx, refuse, err) < 0 ||
+                  add_rule(ctx, refuse, "unshare", 0, NULL, err) < 0
+            : add_sockets(ctx, refuse, err) < 0 || add_agent_calls(ctx, refuse, err) < 0)) {
     seccomp_release(ctx);
     return NULL;
   }
@@ -397,13 +409,14 @@ static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, struct
  * calls stay refused there (the agent is a 64-bit program). x32 (64-bit
  * registers, 32-bit pointers) is left out: disabled in most kernels, used
  * by next to nothing, and a third of the filter's size. */
-scmp_filter_ctx hutch_seccomp_sandbox_profile(struct hutch_err *err) {
+scmp_filter_ctx hutch_seccomp_sandbox_profile(bool notify, struct hutch_err *err) {
   static const uint32_t native[] = {SCMP_ARCH_X86_64};
   static const uint32_t i386[] = {SCMP_ARCH_X86};
-  scmp_filter_ctx ctx = build(native, ARRAY_SIZE(native), false, err);
+  uint32_t refuse = notify ? REFUSE_NOTIFY : REFUSE;
+  scmp_filter_ctx ctx = build(native, ARRAY_SIZE(native), false, refuse, err);
   if (!ctx)
     return NULL;
-  scmp_filter_ctx ctx32 = build(i386, ARRAY_SIZE(i386), true, err);
+  scmp_filter_ctx ctx32 = build(i386, ARRAY_SIZE(i386), true, refuse, err);
   if (!ctx32) {
     seccomp_release(ctx);
     return NULL;
@@ -432,19 +445,24 @@ static int refuse_uevents(scmp_filter_ctx ctx, struct hutch_err *err) {
 
 /* What each workload stacks on the sandbox's filter: it takes back the
  * agent's own calls (add_agent_calls), with the answers the profile gives
- * everywhere else (clone3 ENOSYS, so that glibc falls back to clone; unshare
- * EPERM), and refuses uevent sockets. Everything else it allows: the
- * sandbox's filter below it has already decided. The strictest answer of
+ * everywhere else (clone3 ENOSYS, so that glibc falls back to clone;
+ * unshare of a cgroup namespace EPERM), and refuses uevent sockets. Every
+ * other unshare it lets through to the sandbox's filter, which refuses it:
+ * the kernel takes an error answer over a notification whatever filter
+ * gives it, so refusing them here would hide them from the count.
+ * Everything else it allows: the sandbox's filter below it has already
+ * decided. The strictest answer of
  * the two filters wins, so a workload gets exactly the profile. It is
  * small on purpose: the kernel compiles a filter for every process that
  * installs one, and the sandbox's is compiled once, by its first process. */
 scmp_filter_ctx hutch_seccomp_workload_profile(struct hutch_err *err) {
   static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
+  struct scmp_arg_cmp cgroup_ns = ARG_IS(0, CLONE_NEWCGROUP);
   scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, arches, ARRAY_SIZE(arches), err);
   if (!ctx)
     return NULL;
   if (add_rule(ctx, DEFAULT_ACTION, "clone3", 0, NULL, err) < 0 ||
-      add_rule(ctx, REFUSE, "unshare", 0, NULL, err) < 0 || refuse_uevents(ctx, err) < 0) {
+      add_rule(ctx, REFUSE, "unshare", 1, &cgroup_ns, err) < 0 || refuse_uevents(ctx, err) < 0) {
     seccomp_release(ctx);
     return NULL;
   }
@@ -463,4 +481,19 @@ size_t hutch_seccomp_profile_unknown(const char **out, size_t max) {
         found++;
       }
   return found;
+}
+
+size_t hutch_seccomp_refused_names(const char **out, size_t max) {
+  /* The calls refused for some of their arguments (add_clone and the other
+   * add_* above), and i386's socketcall, which carries its socket rules. */
+  static const char *const split[] = {"clone",     "ioctl",   "personality", "socket",
+                                      "socketpair", "prlimit64", "unshare",   "socketcall"};
+  size_t n = 0;
+  for (size_t i = 0; i < ARRAY_SIZE(refused); i++, n++)
+    if (n < max)
+      out[n] = refused[i];
+  for (size_t i = 0; i < ARRAY_SIZE(split); i++, n++)
+    if (n < max)
+      out[n] = split[i];
+  return n;
 }

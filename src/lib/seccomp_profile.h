@@ -9,14 +9,21 @@
 #define HUTCH_SECCOMP_PROFILE_H
 
 #include <seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
 
-/* The sandbox's filter: the profile for the x86_64, x32 and i386 ABIs, plus
+/* The sandbox's filter: the profile for the x86_64 and i386 ABIs, plus
  * the agent's own calls on x86_64, in one libseccomp context that the
- * caller releases with seccomp_release(). */
-scmp_filter_ctx hutch_seccomp_sandbox_profile(struct hutch_err *err);
+ * caller releases with seccomp_release(). With notify, each refused call
+ * asks the filter's listener (the agent) instead of failing at once. */
+scmp_filter_ctx hutch_seccomp_sandbox_profile(bool notify, struct hutch_err *err);
+
+/* The syscalls the sandbox filter refuses, by name, for the notify
+ * listener's table (seccomp_gen.c): stores up to max in out, returns how
+ * many there are. */
+size_t hutch_seccomp_refused_names(const char **out, size_t max);
 
 /* The workload filter, which takes the agent's calls back (see the .c file). */
 scmp_filter_ctx hutch_seccomp_workload_profile(struct hutch_err *err);

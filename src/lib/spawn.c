@@ -78,7 +78,8 @@ static void __attribute__((noreturn)) child_fail(int sync, const struct hutch_er
  * cgroup's directories, the listening socket if any (its number in
  * *listen), and the storage at HUTCH_AGENT_STORAGE_FD. Every other fd is
  * closed at exec. */
-static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch_err *err) {
+static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify,
+                     struct hutch_err *err) {
   int want[2 + HUTCH_CG_MAXH], n = 0;
   want[n++] = s->conn_fd;
   for (int i = 0; i < s->cg->nfd; i++)
@@ -93,7 +94,8 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch
   for (int i = 0; i < n; i++)
     if ((high[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 64)) < 0)
       return hutch_err_set(err, errno, "dup");
-  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0)
+  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0 ||
+      (notify >= 0 && (notify = fcntl(notify, F_DUPFD_CLOEXEC, 64)) < 0))
     return hutch_err_set(err, errno, "dup");
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0)
@@ -106,7 +108,8 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, struct hutch
       return hutch_err_set(err, errno, "dup2");
   if (syscall(SYS_close_range, HUTCH_AGENT_CONN_FD + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "close_range");
-  if (dup2(s->rootfs.storage_fd, HUTCH_AGENT_STORAGE_FD) < 0)
+  if (dup2(s->rootfs.storage_fd, HUTCH_AGENT_STORAGE_FD) < 0 ||
+      (notify >= 0 && dup2(notify, HUTCH_AGENT_NOTIFY_FD) < 0))
     return hutch_err_set(err, errno, "dup2");
   return 0;
 }
@@ -155,7 +158,8 @@ static int child_become_owner(uid_t base, struct hutch_err *err) {
   return 0;
 }
 
-static int child_userns(uid_t base, int sync, struct hutch_err *err) {
+/* *notify: the filter's listener, or -1 when the kernel cannot give one. */
+static int child_userns(uid_t base, int sync, int *notify, struct hutch_err *err) {
   char c;
   if (child_become_owner(base, err) < 0)
     return -1;
@@ -166,8 +170,12 @@ static int child_userns(uid_t base, int sync, struct hutch_err *err) {
     _exit(125); /* the parent is gone */
   /* The sandbox's filter, while the parent writes the id maps: it stays on
    * through the exec, so the agent runs under it and every workload
-   * inherits it under its own. What follows up to the exec is allowed. */
-  if (hutch_seccomp_install_sandbox() < 0)
+   * inherits it under its own. What follows up to the exec is allowed, and
+   * refuses nothing: a refused call here would wait on a listener that
+   * only the agent reads. Without a listener the refusals are not counted,
+   * and the sandbox is as safe. */
+  *notify = hutch_seccomp_install_sandbox_notify();
+  if (*notify < 0 && hutch_seccomp_install_sandbox() < 0)
     return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
     _exit(125);
@@ -199,6 +207,7 @@ static int agent_nofile(struct hutch_err *err) {
 
 static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
   struct hutch_err err = {0};
+  int notify = -1;
   umask(0);
   if (agent_nofile(&err) < 0)
     child_fail(sync, &err);
@@ -211,7 +220,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
   if (hutch_rootfs_prepare(&s->rootfs, &err) < 0 || child_join_netns(sync, &err) < 0 ||
-      hutch_rootfs_enter(&s->rootfs, &err) < 0 || child_userns(s->rootfs.uid_base, sync, &err) < 0)
+      hutch_rootfs_enter(&s->rootfs, &err) < 0 ||
+      child_userns(s->rootfs.uid_base, sync, &notify, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
    * parent was still there when it was set. */
@@ -220,7 +230,7 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     child_fail(sync, &err);
   }
   int listen_fd;
-  if (child_fds(s, &sync, &listen_fd, &err) < 0)
+  if (child_fds(s, &sync, &listen_fd, notify, &err) < 0)
     child_fail(sync, &err);
   umask(022);
   char spec[64];

@@ -50,22 +50,26 @@ json_t *hutch_json_text(const char *s) {
 }
 
 json_t *hutch_verdict_to_json(const struct hutch_verdict *v) {
-  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:o}", "status", hutch_status_name(v->status),
-                   "exit_code", v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(),
-                   "signal", v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms",
-                   v->wall_ms, "cpu_ms", v->cpu_ms, "peak_memory_kb",
-                   (json_int_t)v->peak_memory_kb, "message", hutch_json_text(v->message));
+  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:o, s:o}", "status",
+                   hutch_status_name(v->status), "exit_code",
+                   v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(), "signal",
+                   v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms", v->wall_ms,
+                   "cpu_ms", v->cpu_ms, "peak_memory_kb", (json_int_t)v->peak_memory_kb,
+                   "escape_attempts",
+                   v->escape_attempts >= 0 ? json_integer(v->escape_attempts) : json_null(),
+                   "message", hutch_json_text(v->message));
 }
 
 int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err *err) {
   const char *status = NULL, *message = "";
-  json_t *code = NULL, *sig = NULL;
+  json_t *code = NULL, *sig = NULL, *escapes = NULL;
   json_int_t peak = 0;
   json_error_t je;
   memset(v, 0, sizeof *v);
-  if (json_unpack_ex(j, &je, 0, "{s:s, s:o, s:o, s:F, s:F, s:I, s?s}", "status", &status,
+  if (json_unpack_ex(j, &je, 0, "{s:s, s:o, s:o, s:F, s:F, s:I, s?o, s?s}", "status", &status,
                      "exit_code", &code, "signal", &sig, "wall_ms", &v->wall_ms, "cpu_ms",
-                     &v->cpu_ms, "peak_memory_kb", &peak, "message", &message) < 0)
+                     &v->cpu_ms, "peak_memory_kb", &peak, "escape_attempts", &escapes,
+                     "message", &message) < 0)
     return hutch_err_set(err, 0, "bad verdict from agent: %s", je.text);
   v->status = HUTCH_ST_SANDBOX_ERROR;
   for (size_t i = 0; i < ARRAY_SIZE(status_names); i++)
@@ -74,6 +78,9 @@ int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err
   v->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
   v->signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0;
   v->peak_memory_kb = peak > 0 ? (uint64_t)peak : 0;
+  v->escape_attempts = json_is_integer(escapes) && json_integer_value(escapes) >= 0
+                           ? (int64_t)json_integer_value(escapes)
+                           : -1;
   snprintf(v->message, sizeof v->message, "%s", message);
   return 0;
 }

@@ -27,6 +27,7 @@ struct hutch_verdict {
   int signal;    /* 0 when no signal ended it */
   double wall_ms, cpu_ms;
   uint64_t peak_memory_kb;
+  int64_t escape_attempts; /* refused syscalls (monitor.c); -1 when not counted */
   char message[512];
 };
 

@@ -70,10 +70,27 @@ static void pump_stdin(struct astream *s) {
   }
 }
 
+/* Stream 0: what the agent says of the whole sandbox. */
+static void sandbox_frame(struct agentc *ac, const struct hutch_frame *f) {
+  if (!ac->on_escapes || (f->type != HUTCH_F_HELLO && f->type != HUTCH_F_EVENT))
+    return;
+  json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
+  const char *event = json_string_value(json_object_get(j, "event"));
+  if (f->type == HUTCH_F_HELLO)
+    ac->on_escapes(ac, json_object_get(j, "escape_attempts"));
+  else if (event && strcmp(event, "escape_attempts") == 0)
+    ac->on_escapes(ac, j);
+  json_decref(j);
+}
+
 static void handle(struct agentc *ac, const struct hutch_frame *f) {
+  if (f->stream == 0) {
+    sandbox_frame(ac, f);
+    return;
+  }
   struct astream *s = find(ac, f->stream);
   if (!s)
-    return; /* HELLO (stream 0), or a stream we abandoned */
+    return; /* a stream we abandoned */
   if (f->type == HUTCH_F_WINDOW) {
     uint32_t more = hutch_window_increment(f);
     s->window = s->window + more < s->window ? UINT32_MAX : s->window + more;
@@ -193,6 +210,7 @@ int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
   json_t *jobs = json_object_get(hello, "jobs");
   on_jobs(ac, json_is_array(jobs) ? jobs : NULL, arg);
   json_decref(hello);
+  sandbox_frame(ac, &f);
   /* What came after the HELLO (output kept while no one was connected). */
   while (!ac->dead && (r = hutch_conn_next(&ac->conn, &f, &err)) > 0)
     handle(ac, &f);

@@ -42,6 +42,9 @@ struct agentc {
   /* The connection failed or the agent is gone. */
   void (*on_dead)(struct agentc *ac);
   void (*on_closed)(struct agentc *ac); /* agentc_close is done */
+  /* The agent's escape-attempt counts, from its HELLO and from EVENTs on
+   * stream 0 ({"total", "syscalls"}, docs/protocol.md); optional. */
+  void (*on_escapes)(struct agentc *ac, json_t *counts);
 };
 
 int agentc_init(struct agentc *ac, uv_loop_t *loop, int fd);

@@ -41,31 +41,34 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
 
 /* /metrics counts every tenant's sandboxes, requests and errors together:
  * the operator's view, which tells one tenant how busy the others are.
- * It carries no tenant's or sandbox's id (a tenant reads its own
- * sandboxes' numbers at /v1/sandboxes/{id}/metrics), and by default only
- * the admin key or the metrics token (what a Prometheus scraper holds)
- * may read it; a tenant's key is refused. */
-static bool may_read(struct http_conn *c) {
+ * It carries no tenant's id (a tenant reads its own sandboxes' numbers at
+ * /v1/sandboxes/{id}/metrics), and by default only the admin key or the
+ * metrics token (what a Prometheus scraper holds) may read it; a tenant's
+ * key is refused. The one series with sandbox ids, escape attempts, is
+ * shown only to those two: --metrics-public opens the rest to anyone. */
+enum reader { READER_NONE, READER_PUBLIC, READER_OPERATOR };
+
+static enum reader may_read(struct http_conn *c) {
   const struct server *srv = c->srv;
-  if (srv->cfg.metrics_public)
-    return true;
   const char *auth = http_header(&c->req, "Authorization");
   if (srv->metrics_token && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
     size_t n = strlen(srv->metrics_token);
     if (strlen(auth + 7) == n && CRYPTO_memcmp(auth + 7, srv->metrics_token, n) == 0)
-      return true;
+      return READER_OPERATOR;
   }
   struct principal p = {0};
   bool known = keys_authenticate(c->srv, &c->req, &p);
   if (known && p.admin)
-    return true;
+    return READER_OPERATOR;
+  if (srv->cfg.metrics_public)
+    return READER_PUBLIC;
   if (known)
     http_error(c, 403, "forbidden", "/metrics is the operator's: the admin key or the metrics "
                                     "token reads it");
   else
     http_error(c, 401, "unauthorized", "/metrics needs the admin key or the metrics token "
                                        "(Authorization: Bearer TOKEN)");
-  return false;
+  return READER_NONE;
 }
 
 /* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
@@ -109,7 +112,8 @@ static void histogram(FILE *f, const char *name, const char *help, const uint64_
 
 void api_metrics(struct http_conn *c, const struct principal *p) {
   (void)p;
-  if (!may_read(c))
+  enum reader reader = may_read(c);
+  if (reader == READER_NONE)
     return;
   const struct server *srv = c->srv;
   const struct metrics *m = &srv->metrics;
@@ -142,6 +146,8 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
              "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
           (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
   pool_metrics(f, srv);
+  if (reader == READER_OPERATOR)
+    escapes_metrics(f, srv);
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);
   histogram(f, "hutch_exec_start_seconds", "Time from an exec request to its process running.",

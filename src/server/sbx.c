@@ -58,6 +58,7 @@ json_t *sbx_json(const struct sbx *sb) {
   json_object_set_new(j, "network", json_deep_copy(sb->network));
   json_object_set_new(j, "traffic_token", json_string(sb->traffic_token));
   json_object_set_new(j, "domain", json_string(sb->srv->cfg.domain));
+  escapes_json(sb, j);
   /* While paused the timeout's clock stands: no expiry, but what is left
    * of it and when the paused sandbox itself goes. */
   if (sb->paused) {
@@ -77,6 +78,7 @@ static void sbx_free_now(struct sbx *sb) {
   contexts_free(sb);
   e2b_watches_free(sb);
   usage_free(sb);
+  escapes_free(sb);
   json_decref(sb->layers);
   json_decref(sb->volumes);
   json_decref(sb->metadata);
@@ -143,6 +145,7 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
     return NULL;
   }
   sb->ac.on_dead = sbx_agent_dead;
+  sb->ac.on_escapes = escapes_update;
   serve_random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
   network_restore(sb, NULL, NULL, err); /* mode none, no secrets: cannot fail */
   open_egress(sb);
@@ -175,6 +178,7 @@ void sbx_destroy(struct sbx *sb) {
     if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
       fprintf(stderr, "hutch serve: %s\n", err.msg);
   }
+  escapes_final(sb);
   egress_close(sb);
   ports_close_all(sb);
   /* Streams hear the end first (their clients get a last line), then the
@@ -274,6 +278,7 @@ static void reap(uv_timer_t *t) {
       sbx_destroy(sb);
     }
   }
+  escapes_audit_due(srv, now);
   usage_sample_all(srv);
 }
 
@@ -297,6 +302,7 @@ static void adopt_jobs(struct agentc *ac, json_t *jobs, void *arg) {
   (void)arg;
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   procs_adopt(sb, jobs);
+  ac->on_escapes = escapes_update; /* the HELLO's counts come next */
 }
 
 int sbx_connect_agent(struct sbx *sb) {

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "agentc.h"
+#include "escapes.h"
 #include "http.h"
 #include "netpolicy.h"
 #include "relay.h"
@@ -110,6 +111,7 @@ struct sbx {
   struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];
+  struct escapes escapes; /* refused syscalls (escapes.c) */
   bool dying;
 };
 
@@ -123,6 +125,7 @@ struct metrics {
   } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;
   uint64_t egress_allowed, egress_denied; /* connections through egress proxies */
+  uint64_t escape_attempts; /* refused syscalls, every sandbox's (escapes.c) */
   uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
   double create_sum_s, exec_sum_s;
 };

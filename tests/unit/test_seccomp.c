@@ -420,6 +420,44 @@ static void test_simulated(void) {
   }
 }
 
+/* The counting filter (docs/seccomp.md, "Escape attempts") is the plain
+ * one with every EPERM a notification, and nothing else changed; the
+ * agent can name every call it can be asked about. */
+#define NOTIFY_TESTS 4
+static void test_notify_filter(void) {
+  bool same = HUTCH_SECCOMP_NOTIFY_FILTER_LEN == HUTCH_SECCOMP_FILTER_LEN;
+  size_t notifies = 0;
+  for (size_t i = 0; same && i < HUTCH_SECCOMP_FILTER_LEN; i++) {
+    struct sock_filter p = hutch_seccomp_filter[i], n = hutch_seccomp_notify_filter[i];
+    if (p.code == (BPF_RET | BPF_K) && p.k == ERRNO(EPERM)) {
+      same = n.code == p.code && n.k == SECCOMP_RET_USER_NOTIF;
+      notifies++;
+    } else {
+      same = memcmp(&p, &n, sizeof p) == 0;
+    }
+  }
+  tap(same && notifies > 0, "the notify filter is the sandbox filter with its %zu EPERM "
+                            "answers made notifications", notifies);
+  size_t unnamed = 0;
+  static const uint32_t arches[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386};
+  for (size_t a = 0; a < 2; a++)
+    for (int nr = 0; nr < 512; nr++) {
+      struct seccomp_data d = {.nr = nr, .arch = arches[a]};
+      if (bpf_run(hutch_seccomp_notify_filter, HUTCH_SECCOMP_NOTIFY_FILTER_LEN, &d) ==
+              SECCOMP_RET_USER_NOTIF &&
+          !hutch_seccomp_refused_name(arches[a], nr)) {
+        printf("# unnamed: arch 0x%08x nr %d\n", arches[a], nr);
+        unnamed++;
+      }
+    }
+  tap(unnamed == 0, "every refused call has a name for the agent (%zu without)", unnamed);
+  const char *m = hutch_seccomp_refused_name(AUDIT_ARCH_X86_64, SYS_mount);
+  tap(m && strcmp(m, "mount") == 0, "x86_64 mount is named mount");
+  const char *sc = hutch_seccomp_refused_name(AUDIT_ARCH_I386, 102);
+  tap(sc && strcmp(sc, "socketcall") == 0 && !hutch_seccomp_refused_name(AUDIT_ARCH_X86_64, 0),
+      "i386 socketcall is named, x86_64 read is not");
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s PROBE64 PROBE32 PROBEINT80\n", argv[0]);
@@ -429,12 +467,14 @@ int main(int argc, char **argv) {
    * control: skip those assertions rather than blame this profile. */
   bool control = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0;
   printf("1..%zu\n",
-         tests_per_abi(false, control) + 2 * tests_per_abi(true, control) + NSIMULATED);
+         tests_per_abi(false, control) + 2 * tests_per_abi(true, control) + NSIMULATED +
+             NOTIFY_TESTS);
   if (!control)
     printf("# already under a seccomp filter: no control run assertions\n");
   test_abi("x86_64", argv[1], false, control, false);
   bool covered = test_abi("i386 (int $0x80)", argv[3], true, control, false);
   test_abi("i386", argv[2], true, control, covered);
   test_simulated();
+  test_notify_filter();
   return failures ? 1 : 0;
 }
