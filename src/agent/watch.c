@@ -9,7 +9,11 @@
  *
  * "rename" is the old name; the new one comes as "create". With
  * "recursive", directories below are watched too, new ones as they come
- * (at most WATCH_MAX directories). */
+ * (at most WATCH_MAX directories). A new directory's watch is added only
+ * once its creation is read, and what was made in it meanwhile made no
+ * event: its entries are announced after the watch is in place, as
+ * "create" (and "write" for a file with content), so a client may see a
+ * create twice but never misses one. */
 #include <errno.h>
 #include <dirent.h>
 #include <limits.h>
@@ -72,6 +76,32 @@ static int emit(int out, const char *type, const char *path, bool dir) {
   return r;
 }
 
+/* What a directory new to the watch already holds; -1 when the reader has
+ * gone. */
+static int announce(int out, const char *dir, int depth) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0; /* gone again, or not ours to read: nothing to tell */
+  int r = 0;
+  for (struct dirent *e; r == 0 && (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    char *sub = xasprintf("%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(sub, &st) == 0) {
+      bool is_dir = S_ISDIR(st.st_mode);
+      r = emit(out, "create", sub, is_dir);
+      if (r == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        r = emit(out, "write", sub, false);
+      if (r == 0 && is_dir && depth < 64)
+        r = announce(out, sub, depth + 1);
+    }
+    free(sub);
+  }
+  closedir(d);
+  return r;
+}
+
 int files_watch(json_t *req, const char *path, int out, int in, int res) {
   (void)in;
   struct stat st;
@@ -113,9 +143,11 @@ int files_watch(json_t *req, const char *path, int out, int in, int res) {
                          : ev->mask & IN_DELETE                ? "remove"
                          : ev->mask & IN_MOVED_FROM            ? "rename"
                                                                : NULL;
-      if (type && !strcmp(type, "create") && is_dir && w->recursive)
-        add(w, full, 1);
       int r = type ? emit(out, type, full, is_dir) : 0;
+      if (r == 0 && type && !strcmp(type, "create") && is_dir && w->recursive) {
+        add(w, full, 1);
+        r = announce(out, full, 1);
+      }
       free(full);
       if (r < 0)
         return 0;

@@ -444,6 +444,26 @@ def test_files_refuse(api, sandbox, method, suffix, body, status, code):
     assert r.status == status and error_of(r) == code, r
 
 
+def test_files_watch_sees_what_a_new_directory_already_holds(api, sandbox):
+    """mkdir -p makes a directory and its children faster than the watch
+    can add a watch for each: what was made before the watch was in place
+    is still reported (created, and written when it has content)."""
+    sid = sandbox["id"]
+    base = f"/v1/sandboxes/{sid}/files"
+    api.post(base + "/mkdir", {"path": "/tmp/deep", "parents": True})
+    conn, r = api.request_stream("GET", base + "/watch?path=/tmp/deep&recursive=true")
+    assert json.loads(r.readline()) == {"type": "ready"}
+    api.exec(sid, {"shell": "mkdir -p /tmp/deep/a/b/c && echo x > /tmp/deep/a/b/c/f"})
+    want = {("create", "/tmp/deep/a"), ("create", "/tmp/deep/a/b"),
+            ("create", "/tmp/deep/a/b/c"), ("create", "/tmp/deep/a/b/c/f"),
+            ("write", "/tmp/deep/a/b/c/f")}
+    got = set()
+    while not want <= got:
+        ev = json.loads(r.readline())
+        got.add((ev["type"], ev["path"]))
+    conn.close()
+
+
 def test_files_watch(api, sandbox):
     sid = sandbox["id"]
     base = f"/v1/sandboxes/{sid}/files"
