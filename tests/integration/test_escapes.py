@@ -153,8 +153,10 @@ def test_server_shows_counts_and_audits_once_a_minute(server):
     assert tenant.get("/metrics").status == 403
     # the sandbox ends: what no line told yet is written then
     assert tenant.delete(f"/v1/sandboxes/{sid}").status == 204
-    mount_lines = [l for l in audit(server, sid) if l["syscall"] == "mount"]
-    assert [(l["count"], l["total"]) for l in mount_lines] == [(1, 1), (11, 12)]
+    def mount_lines():
+        return [(l["count"], l["total"]) for l in audit(server, sid) if l["syscall"] == "mount"]
+    wait_for(lambda: len(mount_lines()) == 2)
+    assert mount_lines() == [(1, 1), (11, 12)]
     assert f'sandbox="{sid}"' not in api.get("/metrics").raw.decode()
 
 
