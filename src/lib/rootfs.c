@@ -54,8 +54,13 @@ static int open_in_root(int root, const char *path, bool dir, bool create, struc
     }
     return fd;
   }
-  /* Create the last component in its (safely resolved) parent. */
-  _cleanup_free_ char *parent = xstrdup(path);
+  /* Create the last component in its (safely resolved) parent. On the
+   * stack: this runs in the sandbox's first process, which may not
+   * allocate (spawn.c clones it from a thread of hutch serve). */
+  char parent[PATH_MAX];
+  if (strlen(path) >= sizeof parent)
+    return hutch_err_invalid(err, "a mount point's path is too long");
+  strcpy(parent, path);
   char *slash = strrchr(parent, '/');
   const char *name = slash ? slash + 1 : path;
   if (slash)
