@@ -13,7 +13,8 @@ import pytest
 
 from conftest import BUILD
 
-VERDICT_KEYS = {"status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb", "message"}
+VERDICT_KEYS = {"status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb",
+                "escape_attempts", "message"}
 
 
 def test_output_and_ok_verdict(any_run):

@@ -40,7 +40,9 @@ def test_create_run_kill(env):
         assert (r.stdout, r.stderr, r.exit_code, r.status) == ("hi\n", "oops\n", 4, "nonzero")
         assert "".join(seen) == "hi\n" and not r.ok
         r = sbx.commands.run(["python3", "-c", "import os; print(os.getcwd())"], cwd="/tmp")
-        assert r.ok and r.stdout == "/tmp\n" and r.wall_ms > 0
+        assert r.ok and r.stdout == "/tmp\n" and r.wall_ms > 0 and r.escape_attempts == 0
+        r = sbx.commands.run("unshare -U true")  # refused: a user namespace
+        assert not r.ok and r.escape_attempts == 1, (r, r.verdict)
         assert sbx.commands.run("cat", stdin="piped").stdout == "piped"
         assert [s["id"] for s in Sandbox.list(metadata={"suite": "sdk"})] == [sbx.id]
         assert Sandbox.connect(sbx.id).id == sbx.id

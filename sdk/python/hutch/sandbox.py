@@ -29,6 +29,8 @@ class CommandResult:
         self.wall_ms = verdict.get("wall_ms")
         self.cpu_ms = verdict.get("cpu_ms")
         self.peak_memory_kb = verdict.get("peak_memory_kb")
+        # refused syscalls of its processes (docs/security.md); None: not counted
+        self.escape_attempts = verdict.get("escape_attempts")
         self.message = verdict.get("message", "")
 
     @property
