@@ -66,6 +66,26 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   return 0;
 }
 
+/* A create under way (its sandbox is made off the loop): counted against
+ * its tenant's quota and the server's capacity like a live sandbox, so that
+ * creates fired at once cannot pass them together. */
+struct creating {
+  struct creating *next;
+  struct server *srv;
+  struct http_conn *c; /* NULL once the client has gone */
+  struct principal p;
+  json_t *body; /* what r's strings point into */
+  struct create_req r;
+  struct hutch_sandbox_config cfg;
+  json_t *snap; /* the snapshot it is made from, or NULL */
+  char **paths;
+  size_t npaths;
+  struct volume_mounts vm;
+  uint64_t memory_mb, t0;
+  sandboxes_made_fn made;
+  void *arg;
+};
+
 int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,
                          unsigned count) {
   struct server *srv = c->srv;
@@ -77,12 +97,19 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
   }
   uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
   uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
-  uint64_t n = 0, mem = 0;
+  uint64_t n = 0, mem = 0, all = srv->nsandboxes;
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
     if (strcmp(sb->tenant, p->tenant) == 0) {
       n++;
       mem += sb->memory_mb;
     }
+  for (struct creating *cr = srv->creating; cr; cr = cr->next) {
+    all++;
+    if (strcmp(cr->p.tenant, p->tenant) == 0) {
+      n++;
+      mem += cr->memory_mb;
+    }
+  }
   if (n + count > max_sbx) {
     http_error(c, 429, "quota_exceeded", "tenant %s may run at most %llu sandboxes", p->tenant,
                (unsigned long long)max_sbx);
@@ -94,7 +121,7 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
                (unsigned long long)max_mem, (unsigned long long)mem);
     return -1;
   }
-  if (srv->nsandboxes + count > srv->cfg.max_sandboxes) {
+  if (all + count > srv->cfg.max_sandboxes) {
     http_error(c, 503, "at_capacity", "the server runs its maximum of %u sandboxes",
                srv->cfg.max_sandboxes);
     return -1;
@@ -102,39 +129,36 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
   return 0;
 }
 
-/* The sandbox r asks for, on layers (NULL for the `host` template). */
-static struct sbx *create(struct http_conn *c, const struct principal *p,
-                          const struct create_req *r, struct hutch_sandbox_config *cfg,
-                          json_t *layers, json_t *volumes) {
-  struct server *srv = c->srv;
-  uint64_t t0 = now_ns();
+static void creating_free(struct creating *cr) {
+  for (struct creating **q = &cr->srv->creating; *q; q = &(*q)->next)
+    if (*q == cr) {
+      *q = cr->next;
+      break;
+    }
+  volumes_release(&cr->vm);
+  snapshots_free_paths(cr->paths, cr->npaths);
+  json_decref(cr->snap);
+  json_decref(cr->body);
+  free(cr);
+}
+
+static void creating_abort(void *ctx) {
+  struct creating *cr = ctx;
+  cr->c = NULL;
+}
+
+static const struct http_stream_ops creating_ops = {.abort = creating_abort};
+
+/* The sandbox is the tenant's: its fields from the request, registered
+ * and stored. NULL after an error answer (it is destroyed). */
+static struct sbx *adopt_made(struct creating *cr, struct sbx *sb) {
+  struct http_conn *c = cr->c;
+  struct server *srv = cr->srv;
+  const struct create_req *r = &cr->r;
   struct hutch_err err = {0};
-  cfg->memory_bytes = r->memory_mb << 20;
-  cfg->disk_bytes = r->disk_mb << 20;
-  cfg->pids = r->pids;
-  cfg->cpu_milli = (uint64_t)(r->cpus * 1000 + 0.5);
-  if (hutch_config_check(cfg, &err) < 0) {
-    http_error(c, 400, "invalid_argument", "%s", err.msg);
-    return NULL;
-  }
-  if (sandboxes_check_room(c, p, cfg->memory_bytes >> 20, 1) < 0)
-    return NULL;
-  /* A warm one if a pool holds one made just so, else a new one. */
-  struct sbx *sb = layers || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
-  if (!sb && fds_check_sandbox(srv)) {
-    http_error(c, 503, "overloaded", "the server holds as many descriptors as it can; try again");
-    return NULL;
-  }
-  if (!sb && !(sb = sbx_new(srv, cfg, r->template, &err))) {
-    /* Out of descriptors or processes is the server's load, not a fault. */
-    bool load = err.errnum == EMFILE || err.errnum == ENFILE || err.errnum == EAGAIN;
-    http_error(c, load ? 503 : 500, load ? "overloaded" : "sandbox_error",
-               "creating the sandbox: %s", err.msg);
-    return NULL;
-  }
-  str_copy(sb->tenant, sizeof sb->tenant, p->tenant);
-  sb->layers = json_incref(layers);
-  sb->volumes = json_array_size(volumes) ? json_incref(volumes) : NULL;
+  str_copy(sb->tenant, sizeof sb->tenant, cr->p.tenant);
+  sb->layers = json_incref(json_object_get(cr->snap, "layers"));
+  sb->volumes = json_array_size(cr->vm.used) ? json_incref(cr->vm.used) : NULL;
   if (r->metadata)
     json_object_update(sb->metadata, r->metadata);
   if (r->env)
@@ -157,47 +181,120 @@ static struct sbx *create(struct http_conn *c, const struct principal *p,
   }
   srv->metrics.creates++;
   metrics_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
-                  (double)(now_ns() - t0) / 1e9);
+                  (double)(now_ns() - cr->t0) / 1e9);
   str_copy(c->sandbox, sizeof c->sandbox, sb->id);
   return sb;
 }
 
-struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o) {
+/* The end of a create, on the loop: a client that left meanwhile gets no
+ * sandbox (what was made goes), nor does a stopping server's. */
+static void create_made(struct server *srv, struct sbx *sb, const struct hutch_err *err,
+                        void *arg) {
+  struct creating *cr = arg;
+  struct http_conn *c = cr->c;
+  if (c)
+    http_own(c, NULL, NULL);
+  if (sb && !c) {
+    sbx_destroy(sb);
+    sb = NULL;
+  } else if (!sb && c) {
+    /* Out of descriptors or processes is the server's load, not a fault. */
+    bool load = err->errnum == EMFILE || err->errnum == ENFILE || err->errnum == EAGAIN;
+    http_error(c, load || srv->stopping ? 503 : 500,
+               load || srv->stopping ? "overloaded" : "sandbox_error",
+               "creating the sandbox: %s", err->msg);
+  } else if (sb) {
+    sb = adopt_made(cr, sb);
+  }
+  sandboxes_made_fn made = cr->made;
+  void *made_arg = cr->arg;
+  struct principal p = cr->p;
+  creating_free(cr);
+  made(c, &p, sb, made_arg);
+}
+
+/* The sandbox cr asks for: a warm one if a pool holds one made just so
+ * (answered at once), else made off the loop. -1 after an error answer. */
+static int create(struct http_conn *c, struct creating *cr) {
   struct server *srv = c->srv;
-  struct create_req r = {0};
-  struct hutch_sandbox_config cfg = {.state_dir = srv->cfg.state_dir};
-  if (parse_create(c, o, &r) < 0)
-    return NULL;
+  struct hutch_err err = {0};
+  struct hutch_sandbox_config *cfg = &cr->cfg;
+  const struct create_req *r = &cr->r;
+  cfg->memory_bytes = r->memory_mb << 20;
+  cfg->disk_bytes = r->disk_mb << 20;
+  cfg->pids = r->pids;
+  cfg->cpu_milli = (uint64_t)(r->cpus * 1000 + 0.5);
+  if (hutch_config_check(cfg, &err) < 0) {
+    http_error(c, 400, "invalid_argument", "%s", err.msg);
+    return -1;
+  }
+  if (sandboxes_check_room(c, &cr->p, cfg->memory_bytes >> 20, 1) < 0)
+    return -1;
+  cr->memory_mb = cfg->memory_bytes >> 20;
+  cr->c = c;
+  cr->t0 = now_ns();
+  struct sbx *sb = cr->snap || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
+  if (!sb && fds_check_sandbox(srv)) {
+    http_error(c, 503, "overloaded", "the server holds as many descriptors as it can; try again");
+    return -1;
+  }
+  cr->next = srv->creating;
+  srv->creating = cr;
+  if (sb) {
+    create_made(srv, sb, &err, cr);
+    return 0;
+  }
+  http_own(c, &creating_ops, cr);
+  http_watch(c);
+  sbx_make(srv, cfg, r->template, create_made, cr);
+  return 0;
+}
+
+int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
+                     sandboxes_made_fn made, void *arg) {
+  struct server *srv = c->srv;
+  struct creating *cr = xcalloc(1, sizeof *cr);
+  cr->srv = srv;
+  cr->p = *p;
+  cr->body = json_incref(o);
+  cr->made = made;
+  cr->arg = arg;
+  cr->cfg.state_dir = srv->cfg.state_dir;
+  if (parse_create(c, o, &cr->r) < 0)
+    goto fail;
   /* A template is `host`, or one of the tenant's snapshots: its layers. */
-  json_t *snap = NULL;
-  if (strcmp(r.template, "host") != 0 && !(snap = snapshots_get(srv, p->tenant, r.template))) {
+  if (strcmp(cr->r.template, "host") != 0 &&
+      !(cr->snap = snapshots_get(srv, p->tenant, cr->r.template))) {
     http_error(c, 404, "template_not_found",
-               "no template '%s' (this server has host, and your snapshots)", r.template);
-    return NULL;
+               "no template '%s' (this server has host, and your snapshots)", cr->r.template);
+    goto fail;
   }
-  json_t *layers = json_object_get(snap, "layers");
-  size_t n = 0;
-  char **paths = layers ? snapshots_layer_paths(srv, layers, &n) : NULL;
-  cfg.layers = (const char *const *)paths;
-  cfg.nlayers = n;
-  struct volume_mounts vm;
-  struct sbx *sb = NULL;
-  if (volumes_prepare(c, p, r.volumes, &vm) == 0) {
-    cfg.volumes = vm.v;
-    cfg.nvolumes = vm.n;
-    sb = create(c, p, &r, &cfg, layers, vm.used);
-  }
-  volumes_release(&vm);
-  snapshots_free_paths(paths, n);
-  json_decref(snap);
-  return sb;
+  json_t *layers = json_object_get(cr->snap, "layers");
+  cr->paths = layers ? snapshots_layer_paths(srv, layers, &cr->npaths) : NULL;
+  cr->cfg.layers = (const char *const *)cr->paths;
+  cr->cfg.nlayers = cr->npaths;
+  if (volumes_prepare(c, p, cr->r.volumes, &cr->vm) < 0)
+    goto fail;
+  cr->cfg.volumes = cr->vm.v;
+  cr->cfg.nvolumes = cr->vm.n;
+  if (create(c, cr) == 0)
+    return 0;
+fail:
+  creating_free(cr);
+  return -1;
+}
+
+static void answer_created(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                           void *arg) {
+  (void)p, (void)arg;
+  if (c && sb)
+    http_json(c, 201, sbx_json(sb));
 }
 
 void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *o = body_object(c);
-  struct sbx *sb = o ? sandboxes_create(c, p, o) : NULL;
-  if (sb)
-    http_json(c, 201, sbx_json(sb));
+  if (o)
+    sandboxes_create(c, p, o, answer_created, NULL);
   json_decref(o);
 }
 
@@ -237,8 +334,7 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  sbx_destroy(sb);
-  http_respond(c, 204, "application/json", "", 0, NULL);
+  sbx_destroy_answer(sb, c);
 }
 
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms) {

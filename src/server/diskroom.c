@@ -59,6 +59,7 @@ int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes) {
     http_error(c, 500, "internal", "%s", err.msg);
     return -1;
   }
+  used += volumes_pending_bytes(srv, p->tenant);
   uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
   if (q.max_disk_mb >= 0)
     quota = (uint64_t)q.max_disk_mb << 20;
@@ -70,6 +71,8 @@ int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes) {
                (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
     return -1;
   }
+  uint64_t making = volumes_pending_bytes(srv, NULL);
+  r.avail = r.avail > making ? r.avail - making : 0;
   if (r.avail < bytes || r.avail - bytes < r.reserve) {
     http_error(c, 507, "no_space",
                "the server's disk has %llu MiB free and keeps %llu MiB of it: no room for "

@@ -66,6 +66,13 @@ static int refuse_if(struct http_conn *c, const char *key, bool wanted, const ch
   return -1;
 }
 
+static void answer_created(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                           void *arg) {
+  (void)p, (void)arg;
+  if (c && sb)
+    http_json(c, 201, sandbox_json(sb));
+}
+
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {
       "templateID", "timeout",  "metadata", "envVars",      "autoPause",
@@ -125,10 +132,8 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     json_object_set(req, "env", env);
   json_object_update(req, net);
   json_decref(net);
-  struct sbx *sb = sandboxes_create(c, p, req);
+  sandboxes_create(c, p, req, answer_created, NULL);
   json_decref(req);
-  if (sb)
-    http_json(c, 201, sandbox_json(sb));
 out:
   json_decref(o);
 }
@@ -292,8 +297,7 @@ void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  sbx_destroy(sb);
-  http_respond(c, 204, "application/json", "", 0, NULL);
+  sbx_destroy_answer(sb, c);
 }
 
 /* The sandbox and the body's "timeout" (seconds; 0 when absent) of a
@@ -473,8 +477,7 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
 
 /* DELETE /templates/{id}: E2B's SDK deletes a snapshot as a template. */
 void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
-  if (snapshots_delete(c, p, c->req.params[0]) == 0)
-    http_respond(c, 204, "application/json", "", 0, NULL);
+  snapshots_delete(c, p, c->req.params[0]);
 }
 
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {

@@ -302,9 +302,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     c->ops->raw(c->ctx, buf->base, (size_t)n);
     return;
   }
-  if (c->state == HC_STREAMING) {
-    /* Read while streaming only to learn that the client went away; what
-     * it sent meanwhile waits for the end of this response. */
+  if (c->state == HC_STREAMING || (c->state == HC_HANDLING && c->watching)) {
+    /* Read while streaming (or waiting, http_watch) only to learn that the
+     * client went away; what it sent meanwhile waits for the end of this
+     * response. */
     if (c->leftover_len + (size_t)n > HTTP_HEADER_MAX) {
       conn_close(c);
       return;
@@ -328,6 +329,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 
 static void start_reading(struct http_conn *c) {
   c->state = HC_READING;
+  c->watching = false;
   memset(&c->req, 0, sizeof c->req);
   c->fail_status = 0;
   c->headers_done = false;
@@ -394,6 +396,14 @@ void http_close_all(struct server *srv) {
 void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   c->ops = ops;
   c->ctx = ctx;
+}
+
+void http_watch(struct http_conn *c) {
+  if (c->state != HC_HANDLING || c->watching)
+    return;
+  c->watching = true;
+  if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
+    c->watching = false; /* the end is then learnt when the answer is written */
 }
 
 /* Feed what was read after the headers, then read on (unless the handler
@@ -559,8 +569,8 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const void
     uv_timer_stop(&c->timer);
   }
   c->last_status = status;
-  /* Recorded before the client can see the answer: a client that reads
-   * the audit log next finds the line there. */
+  /* Recorded before the client can see the answer (the line is written
+   * off the loop, moments later: audit.c). */
   serve_request_done(c->srv, c);
   char length[48];
   snprintf(length, sizeof length, "Content-Length: %zu\r\n", len);

@@ -109,6 +109,7 @@ struct http_conn {
   bool want_next;   /* kept alive: read the next request on the next turn */
   bool wait_drain;  /* ... once the client has taken what it was sent */
   bool failed;      /* a write failed: closing on the next turn */
+  bool watching;    /* http_watch: reading only for the client's end */
   size_t queued;    /* bytes handed to libuv not yet written */
   bool above_high;
   const struct http_stream_ops *ops;
@@ -151,6 +152,10 @@ void http_error(struct http_conn *c, int status, const char *code, const char *f
 /* A handler keeps the request after it returns (it waits for a sandbox):
  * ops->abort tells it that the connection is gone. */
 void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
+/* While such a handler waits for work off the loop, read on only to learn
+ * that the client went away (ops->abort); what it sends meanwhile is kept
+ * for the next request. */
+void http_watch(struct http_conn *c);
 
 /* Routes that stream their request body (serve_streams_body) are
  * dispatched once the headers are read; the handler calls http_body_start

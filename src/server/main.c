@@ -322,8 +322,9 @@ int serve_main(int argc, char **argv) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  /* libuv's thread pool (snapshot copies, egress lookups) is sized once,
-   * at its first use: larger than the lookups may take (SERVE_LOOKUPS). */
+  /* libuv's thread pool (snapshot copies, egress lookups, the blocking
+   * work of offload.c) is sized once, at its first use: room for all the
+   * lookups may take (SERVE_LOOKUPS), the copies and the offloaded jobs. */
   setenv("UV_THREADPOOL_SIZE", SERVE_THREADPOOL, 0);
   struct server *srv = server_new();
   int r = parse(argc, argv, &srv->cfg);

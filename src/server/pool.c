@@ -5,10 +5,11 @@
  * template and limits (defaults filled in) equal a pool's takes one of its
  * sandboxes; the pool refills in the background.
  *
- * Making a sandbox takes the event loop for a few milliseconds, so a
- * refill waits for a quiet moment: REFILL_QUIET_MS without a request (a
- * client that just got a sandbox usually sends its first exec at once),
- * but never more than REFILL_MAX_WAIT_MS, and one sandbox per turn. */
+ * A sandbox is made off the loop (sbx_make), but it takes CPU a request
+ * would want, so a refill waits for a quiet moment: REFILL_QUIET_MS
+ * without a request (a client that just got a sandbox usually sends its
+ * first exec at once), but never more than REFILL_MAX_WAIT_MS, and one
+ * sandbox at a time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct pool {
   struct hutch_sandbox_config cfg;
   unsigned target, nready;
   uint64_t taken; /* creates served from this pool */
+  bool making;    /* one of its sandboxes is being made */
   struct sbx *ready;
 };
 
@@ -113,24 +115,35 @@ void pool_defer(struct server *srv) {
     uv_timer_start(&srv->refill, refill, REFILL_QUIET_MS, 0);
 }
 
-/* Make one sandbox for the first pool short of its target. */
+static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err *err,
+                      void *arg) {
+  struct pool *p = arg;
+  p->making = false;
+  if (!sb) {
+    if (!srv->stopping) {
+      fprintf(stderr, "hutch serve: pool %s: %s (retrying)\n", p->spec, err->msg);
+      schedule(srv, REFILL_RETRY_MS);
+    }
+    return;
+  }
+  sb->pool = p;
+  sb->next = p->ready;
+  p->ready = sb;
+  p->nready++;
+  schedule(srv, REFILL_QUIET_MS);
+}
+
+/* Make one sandbox (off the loop) for the first pool short of its target,
+ * counting the one it is making. */
 static void refill(uv_timer_t *t) {
   struct server *srv = t->data;
   for (struct pool *p = srv->pools; p; p = p->next) {
+    if (p->making)
+      return; /* its end schedules the next */
     if (p->nready >= p->target)
       continue;
-    struct hutch_err err = {0};
-    struct sbx *sb = sbx_new(srv, &p->cfg, p->template, &err);
-    if (!sb) {
-      fprintf(stderr, "hutch serve: pool %s: %s (retrying)\n", p->spec, err.msg);
-      schedule(srv, REFILL_RETRY_MS);
-      return;
-    }
-    sb->pool = p;
-    sb->next = p->ready;
-    p->ready = sb;
-    p->nready++;
-    schedule(srv, REFILL_QUIET_MS);
+    p->making = true;
+    sbx_make(srv, &p->cfg, p->template, pool_made, p);
     return;
   }
 }

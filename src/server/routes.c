@@ -378,9 +378,11 @@ void serve_audit(struct server *srv, json_t *j) {
     /* "time" first: a reader sees when before what. */
     json_t *line = json_pack("{s:s}", "time", when);
     json_object_update(line, j);
-    json_dumpf(line, srv->audit, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
-    fputc('\n', srv->audit);
-    fflush(srv->audit);
+    char *text = json_dumps(line, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
+    if (!text)
+      abort(); /* out of memory */
+    audit_append(srv, srv->audit, text, strlen(text));
+    free(text);
     json_decref(line);
   }
   json_decref(j);

@@ -105,30 +105,61 @@ static void open_egress(struct sbx *sb) {
     fprintf(stderr, "hutch serve: sandbox %s: no egress proxy: %s\n", sb->id, err.msg);
 }
 
-struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
-                    const char *template, struct hutch_err *err) {
+/* A sandbox being made: hutch_sandbox_create runs on a thread of the
+ * pool (offload.c, one create at a time) with a copy of the config; the
+ * caller keeps what the config points to (layers, volumes) until made is
+ * called.
+ *
+ * Why libhutch may run on a thread beside the loop:
+ *  - The sandbox's first process is cloned (spawn.c, clone3) from a
+ *    process with other threads, so until its exec it may only do what is
+ *    safe after a fork: a lock another thread held at the clone stays held
+ *    in it forever. Its path (rootfs.c, the cgroup's enter_self, the
+ *    seccomp install) makes syscalls and formats into stack buffers; it
+ *    allocates nothing (rootfs.c's one strdup is a stack copy now) and
+ *    takes no stdio lock. Only on an error does it call strerror (glibc:
+ *    a read lock on the locale's state, which no thread of hutch serve
+ *    ever write-locks, since nothing calls setlocale). The id-map and
+ *    network namespace helpers only read, unshare, pause and _exit.
+ *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
+ *    between processes, then flock on an fd of their own: flock locks
+ *    belong to the open file, so the collector (hutch_gc, on this thread
+ *    or the loop's) and another create conflict as other processes would.
+ *  - hutch_cgroup_cap_root reads the subtree's ceiling and writes the same
+ *    value if it is higher: two at once write the same number. Nothing in
+ *    src/lib keeps mutable static state; the template is built beside and
+ *    renamed into place, so two builders cannot clash; nothing changes the
+ *    process's working directory, umask or namespaces but the cloned
+ *    child (hutch_sandbox_socket's setns is per thread, and on the loop).
+ *  - The agent must not inherit this thread's signal mask: libuv's pool
+ *    threads are made with the mask of the loop's thread, which blocks
+ *    nothing. */
+struct making {
+  struct offload o;
+  struct hutch_sandbox_config cfg;
+  struct hutch_bind kernels;
+  char template[64];
+  struct hutch_sandbox *hs;
+  struct hutch_err err;
+  int r;
+  sbx_made_fn made;
+  void *arg;
+};
+
+static void making_run(struct offload *o) {
+  struct making *m = OFFLOAD_JOB(o, struct making);
+  m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
+}
+
+/* The rest, on the loop: the agent's connection, tokens, the proxy. */
+static struct sbx *sbx_wrap(struct server *srv, struct making *m) {
+  const struct hutch_sandbox_config *cfg = &m->cfg;
   struct sbx *sb = xcalloc(1, sizeof *sb);
-  /* The server's sandboxes outlive it, to be taken over when it starts
-   * again (sbx_adopt_all): their agents listen for it. */
-  struct hutch_sandbox_config c = *cfg;
-  c.die_with_parent = false;
-  if (!c.ptys)
-    c.ptys = srv->cfg.sandbox_ptys;
-  c.listen_dir = srv->agents_dir;
-  /* The code contexts' kernels (contexts.c), read-only. */
-  struct hutch_bind kernels = {srv->kernels_dir, SERVE_KERNELS_PATH, false};
-  if (srv->kernels_dir) {
-    c.binds = &kernels;
-    c.nbinds = 1;
-  }
-  if (hutch_sandbox_create(&c, &sb->hs, err) < 0) {
-    free(sb);
-    return NULL;
-  }
+  sb->hs = m->hs;
   sb->srv = srv;
   memcpy(sb->id, sb->hs->id, sizeof sb->id);
   serve_random_hex(sb->token, SERVE_TOKEN_LEN);
-  str_copy(sb->template, sizeof sb->template, template);
+  str_copy(sb->template, sizeof sb->template, m->template);
   sb->metadata = json_object();
   sb->env = json_object();
   sb->memory_mb = cfg->memory_bytes >> 20;
@@ -136,20 +167,101 @@ struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
   sb->pids = cfg->pids;
   sb->cpu_milli = cfg->cpu_milli;
   if (agentc_init(&sb->ac, srv->loop, sb->hs->conn_fd) < 0) {
-    struct hutch_err ignored;
-    hutch_sandbox_destroy(sb->hs, &ignored);
     json_decref(sb->metadata);
     json_decref(sb->env);
     free(sb);
-    hutch_err_set(err, 0, "watching the agent connection failed");
+    hutch_err_set(&m->err, 0, "watching the agent connection failed");
     return NULL;
   }
   sb->ac.on_dead = sbx_agent_dead;
   sb->ac.on_escapes = escapes_update;
   serve_random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
-  network_restore(sb, NULL, NULL, err); /* mode none, no secrets: cannot fail */
+  struct hutch_err ignored;
+  network_restore(sb, NULL, NULL, &ignored); /* mode none, no secrets: cannot fail */
   open_egress(sb);
   return sb;
+}
+
+static void making_done(struct offload *o) {
+  struct making *m = OFFLOAD_JOB(o, struct making);
+  struct server *srv = o->srv;
+  struct sbx *sb = NULL;
+  if (m->r == 0 && srv->stopping) {
+    hutch_err_set(&m->err, 0, "the server is stopping");
+  } else if (m->r == 0) {
+    sb = sbx_wrap(srv, m);
+    m->hs = sb ? NULL : m->hs;
+  }
+  if (!sb && m->hs)
+    sbx_teardown(srv, m->hs, NULL);
+  m->made(srv, sb, &m->err, m->arg);
+  free(m);
+}
+
+void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
+              sbx_made_fn made, void *arg) {
+  struct making *m = xcalloc(1, sizeof *m);
+  /* The server's sandboxes outlive it, to be taken over when it starts
+   * again (sbx_adopt_all): their agents listen for it. */
+  m->cfg = *cfg;
+  m->cfg.die_with_parent = false;
+  if (!m->cfg.ptys)
+    m->cfg.ptys = srv->cfg.sandbox_ptys;
+  m->cfg.listen_dir = srv->agents_dir;
+  /* The code contexts' kernels (contexts.c), read-only. */
+  m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
+  if (srv->kernels_dir) {
+    m->cfg.binds = &m->kernels;
+    m->cfg.nbinds = 1;
+  }
+  str_copy(m->template, sizeof m->template, template);
+  m->made = made;
+  m->arg = arg;
+  offload(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
+}
+
+/* A sandbox's end off the loop: killing its agent waits for every process
+ * of it to die, and removing its cgroups for the kernel to let them go. */
+struct teardown {
+  struct offload o; /* its request is answered 204 once it is gone */
+  struct hutch_sandbox *hs;
+  json_t *layers; /* a fork's snapshot is released once its files are unused */
+  char id[17];
+  struct hutch_err err;
+  int r;
+};
+
+static void teardown_run(struct offload *o) {
+  struct teardown *t = OFFLOAD_JOB(o, struct teardown);
+  t->r = hutch_sandbox_destroy(t->hs, &t->err);
+}
+
+static void teardown_done(struct offload *o) {
+  struct teardown *t = OFFLOAD_JOB(o, struct teardown);
+  if (t->r < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", t->id, t->err.msg);
+  struct http_conn *c = offload_conn(o);
+  if (c)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+  if (t->layers)
+    snapshots_release(o->srv, t->layers);
+  json_decref(t->layers);
+  free(t);
+}
+
+static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers,
+                     struct http_conn *c) {
+  struct teardown *t = xcalloc(1, sizeof *t);
+  t->hs = hs;
+  if (c)
+    offload_for(&t->o, c);
+  t->layers = json_incref(layers);
+  memcpy(t->id, hs->id, sizeof t->id);
+  offload(srv, OFFLOAD_OTHER, &t->o, teardown_run, teardown_done);
+}
+
+void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers) {
+  teardown(srv, hs, layers, NULL);
 }
 
 void sbx_register(struct server *srv, struct sbx *sb) {
@@ -158,7 +270,9 @@ void sbx_register(struct server *srv, struct sbx *sb) {
   srv->nsandboxes++;
 }
 
-void sbx_destroy(struct sbx *sb) {
+void sbx_destroy(struct sbx *sb) { sbx_destroy_answer(sb, NULL); }
+
+void sbx_destroy_answer(struct sbx *sb, struct http_conn *c) {
   struct server *srv = sb->srv;
   if (sb->dying)
     return;
@@ -167,16 +281,21 @@ void sbx_destroy(struct sbx *sb) {
   if (sb->pool) {
     pool_unlink(sb);
   } else {
+    /* Not listed: made for a client that left before it was its own. */
+    bool listed = false;
     for (struct sbx **p = &srv->sandboxes; *p; p = &(*p)->next)
       if (*p == sb) {
         *p = sb->next;
+        listed = true;
         break;
       }
-    srv->nsandboxes--;
-    srv->metrics.destroys++;
-    usage_final(sb);
-    if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
-      fprintf(stderr, "hutch serve: %s\n", err.msg);
+    if (listed) {
+      srv->nsandboxes--;
+      srv->metrics.destroys++;
+      usage_final(sb);
+      if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
+        fprintf(stderr, "hutch serve: %s\n", err.msg);
+    }
   }
   escapes_final(sb);
   egress_close(sb);
@@ -188,11 +307,8 @@ void sbx_destroy(struct sbx *sb) {
     sb->hs->conn_fd = -1;
     agentc_close(&sb->ac, sbx_free);
   }
-  if (hutch_sandbox_destroy(sb->hs, &err) < 0)
-    fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", sb->id, err.msg);
+  teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, c);
   sb->hs = NULL;
-  if (sb->layers && !sb->pool)
-    snapshots_release(srv, sb->layers);
   if (!connected)
     sbx_free_now(sb);
 }
@@ -230,15 +346,8 @@ void sbx_release_all(struct server *srv) {
 }
 
 static void audit_reaped(struct server *srv, const struct sbx *sb, const char *action) {
-  if (!srv->audit)
-    return;
-  char when[32];
-  iso8601(wall_ms(), when);
-  fprintf(srv->audit,
-          "{\"time\":\"%s\",\"tenant\":\"%s\",\"action\":\"%s\","
-          "\"sandbox\":\"%s\",\"status\":200,\"error\":null,\"duration_ms\":0}\n",
-          when, sb->tenant, action, sb->id);
-  fflush(srv->audit);
+  serve_audit(srv, json_pack("{s:s,s:s,s:s,s:i,s:n,s:i}", "tenant", sb->tenant, "action", action,
+                             "sandbox", sb->id, "status", 200, "error", "duration_ms", 0));
 }
 
 /* A running sandbox past its timeout ends, or is paused if it asked to be

@@ -11,9 +11,11 @@
 #include <uv.h>
 
 #include "agentc.h"
+#include "audit.h"
 #include "escapes.h"
 #include "http.h"
 #include "netpolicy.h"
+#include "offload.h"
 #include "relay.h"
 #include "sandbox.h"
 
@@ -28,7 +30,7 @@
 /* Name lookups of all egress proxies under way; libuv's thread pool is
  * made larger than that (main.c), so snapshot copies always have threads. */
 #define SERVE_LOOKUPS 12
-#define SERVE_THREADPOOL "16"
+#define SERVE_THREADPOOL "24" /* lookups, 4 snapshot copies, OFFLOAD_MAX jobs */
 /* Where every sandbox of the server sees share/kernels, read-only. */
 #define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
@@ -150,7 +152,7 @@ struct server {
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;
   uint64_t own_addrs_at;
-  FILE *audit;
+  struct audit *audit; /* audit.c */
   struct http_conn *conns;
   unsigned nconns;
   struct sbx *sandboxes; /* tenants' sandboxes */
@@ -161,6 +163,12 @@ struct server {
   struct metrics metrics;
   bool layers_checked, layers_usable; /* can the state dir hold snapshots (snapshots.c) */
   unsigned captures; /* snapshot copies under way */
+  /* Blocking work off the loop (offload.c): running, and waiting in order. */
+  struct offload_queue offload[OFFLOAD_LANES];
+  uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
+  bool checkpointing;
+  struct creating *creating; /* sandboxes being made (api_sandboxes.c) */
+  struct vol_making *vol_making; /* volumes being made (volumes.c) */
   bool stopping;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
 };
@@ -247,8 +255,15 @@ void api_keys_delete(struct http_conn *c, const struct principal *p);
 /* sbx.c: the registry of live sandboxes. A sandbox is made (sbx_new),
  * waits in a pool or goes straight to a tenant (sbx_register), and is
  * destroyed by request, by its timeout, or when its agent is lost. */
-struct sbx *sbx_new(struct server *srv, const struct hutch_sandbox_config *cfg,
-                    const char *template, struct hutch_err *err);
+/* Made off the loop (offload.c): made is called on the loop with the
+ * sandbox, or NULL and why. What cfg points to must live until then. A
+ * server stopping meanwhile gets none: what was made is destroyed. */
+typedef void (*sbx_made_fn)(struct server *srv, struct sbx *sb, const struct hutch_err *err,
+                            void *arg);
+void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
+              sbx_made_fn made, void *arg);
+/* End hs off the loop; then release the fork snapshot of layers (or NULL). */
+void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers);
 void sbx_register(struct server *srv, struct sbx *sb);
 /* Connect to the agent of a sandbox taken over (agent_pending): its
  * HELLO, then the execs it still runs. -1 when it does not answer. */
@@ -262,7 +277,10 @@ struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
 /* The same for a request that needs it running: a paused sandbox is
  * resumed (auto_resume) or NULL after a 409. */
 struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
+/* Out of the registry at once; its processes and cgroups go off the loop
+ * (sbx_teardown). sbx_destroy_answer answers c 204 once they are gone. */
 void sbx_destroy(struct sbx *sb);
+void sbx_destroy_answer(struct sbx *sb, struct http_conn *c);
 /* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
 void sbx_agent_dead(struct agentc *ac);
 void sbx_reaper_start(struct server *srv);
@@ -285,8 +303,14 @@ void api_exec(struct http_conn *c, const struct principal *p);
 json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in);
 
 /* The core of a create, shared by both APIs: o is a native request body.
- * NULL after an error answer. */
-struct sbx *sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o);
+ * -1 after an error answer; else made is called on the loop (at once when
+ * a warm pool had one) with the sandbox, or NULL after an error answer;
+ * c is NULL then when the client left meanwhile (no sandbox is left
+ * behind for it). */
+typedef void (*sandboxes_made_fn)(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                                  void *arg);
+int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
+                     sandboxes_made_fn made, void *arg);
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
 /* Room for count more sandboxes of memory_mb each: the tenant's quota and
  * the server's capacity; -1 after a 429 or 503. */
@@ -515,7 +539,8 @@ void snapshots_free_paths(char **paths, size_t n);
 void snapshots_release(struct server *srv, json_t *layers);
 /* At start: forks' snapshots nothing stacks any more go. */
 void snapshots_gc(struct server *srv);
-/* 0, or -1 after an error answer (404, 409 snapshot_in_use). */
+/* Answered: 204 once its files are gone (off the loop), or an error (404,
+ * 409 snapshot_in_use); -1 after an error. */
 int snapshots_delete(struct http_conn *c, const struct principal *p, const char *id);
 /* count sandboxes holding sb's files; answer gets the snapshot's id and
  * the forks' sbx_json. -1 after an error answer. */
@@ -552,6 +577,9 @@ struct volume_mounts {
 int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *mounts,
                     struct volume_mounts *out);
 void volumes_release(struct volume_mounts *m);
+/* The bytes of the tenant's volumes being made (not stored yet); NULL:
+ * every tenant's (the filesystem may not have taken them all yet). */
+uint64_t volumes_pending_bytes(const struct server *srv, const char *tenant);
 
 /* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
 void usage_sample_all(struct server *srv);

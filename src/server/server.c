@@ -132,11 +132,9 @@ static int open_state(struct server *srv, struct hutch_err *err) {
     return -1;
   snapshots_gc(srv); /* forks' snapshots whose forks ended meanwhile */
   int fd = open(audit, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 || !(srv->audit = fdopen(fd, "a"))) {
-    if (fd >= 0)
-      close(fd);
+  if (fd < 0)
     return hutch_err_set(err, errno, "audit log %s", audit);
-  }
+  srv->audit = audit_open(fd);
   return 0;
 }
 
@@ -193,6 +191,41 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
   return 0;
 }
 
+/* The store's checkpoints, off the loop (store.h): looked at every second,
+ * run once the WAL holds CHECKPOINT_PAGES (SQLite's own default). */
+#define CHECKPOINT_PAGES 1000
+
+struct checkpoint {
+  struct offload o;
+  char *path;
+  struct hutch_err err;
+  int r;
+};
+
+static void checkpoint_run(struct offload *o) {
+  struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
+  cp->r = store_checkpoint(cp->path, &cp->err);
+}
+
+static void checkpoint_done(struct offload *o) {
+  struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
+  if (cp->r < 0)
+    fprintf(stderr, "hutch serve: %s\n", cp->err.msg);
+  o->srv->checkpointing = false;
+  free(cp->path);
+  free(cp);
+}
+
+static void checkpoint_due(uv_timer_t *t) {
+  struct server *srv = t->data;
+  if (srv->checkpointing || srv->stopping || store_wal_pages(srv->store) < CHECKPOINT_PAGES)
+    return;
+  struct checkpoint *cp = xcalloc(1, sizeof *cp);
+  cp->path = xasprintf("%s/hutch.db", srv->cfg.state_dir);
+  srv->checkpointing = true;
+  offload(srv, OFFLOAD_OTHER, &cp->o, checkpoint_run, checkpoint_done);
+}
+
 int server_open(struct server *srv, struct hutch_err *err) {
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)
@@ -201,6 +234,11 @@ int server_open(struct server *srv, struct hutch_err *err) {
       start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
+  /* Unreferenced: it never keeps a stopping server's loop running. */
+  uv_timer_init(srv->loop, &srv->checkpoint);
+  srv->checkpoint.data = srv;
+  uv_timer_start(&srv->checkpoint, checkpoint_due, 1000, 1000);
+  uv_unref((uv_handle_t *)&srv->checkpoint);
   return 0;
 }
 
@@ -222,8 +260,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
   store_close(srv->store);
-  if (srv->audit)
-    fclose(srv->audit);
+  audit_close(srv->audit);
   free(srv->agents_dir);
   free(srv->kernels_dir);
   if (srv->metrics_token)

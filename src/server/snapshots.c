@@ -85,11 +85,48 @@ static unsigned users_of(struct server *srv, json_t *all, const char *id, unsign
   return n;
 }
 
-static int remove_snapshot(struct server *srv, const char *id, struct hutch_err *err) {
-  _cleanup_free_ char *dir = snapshots_dir(srv, id);
-  if (hutch_layer_remove(dir, err) < 0)
+/* A snapshot's files are removed off the loop: a copy of a sandbox's disk
+ * is up to its quota (GiBs) in many files. The store's row goes first, so
+ * nothing can use the snapshot meanwhile; a server that dies before the
+ * files are gone removes them at its next start (snapshots_gc). */
+struct removal {
+  struct offload o; /* its request, if any, is answered 204 at the end */
+  char *dir;
+  struct hutch_err err;
+  int r;
+};
+
+static void removal_run(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  rm->r = hutch_layer_remove(rm->dir, &rm->err);
+}
+
+static void removal_done(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  if (rm->r < 0)
+    fprintf(stderr, "hutch serve: %s: %s\n", rm->dir, rm->err.msg);
+  struct http_conn *c = offload_conn(o);
+  if (c)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+  free(rm->dir);
+  free(rm);
+}
+
+/* Remove dir (taken) off the loop; c, if given, is answered 204 then. */
+static void remove_later(struct server *srv, char *dir, struct http_conn *c) {
+  struct removal *rm = xcalloc(1, sizeof *rm);
+  rm->dir = dir;
+  if (c)
+    offload_for(&rm->o, c);
+  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
+}
+
+static int remove_snapshot(struct server *srv, const char *id, struct http_conn *c,
+                           struct hutch_err *err) {
+  if (store_snapshot_delete(srv->store, id, err) < 0)
     return -1;
-  return store_snapshot_delete(srv->store, id, err);
+  remove_later(srv, snapshots_dir(srv, id), c);
+  return 0;
 }
 
 /* A fork's snapshot goes with the last sandbox that stacks it. */
@@ -103,7 +140,7 @@ void snapshots_release(struct server *srv, json_t *layers) {
     if (strcmp(id, top) == 0 && json_is_true(json_object_get(v, "ephemeral")) &&
         users_of(srv, all, id, &snaps) == 0 && snaps == 0) {
       struct hutch_err err = {0};
-      if (remove_snapshot(srv, id, &err) < 0)
+      if (remove_snapshot(srv, id, NULL, &err) < 0)
         fprintf(stderr, "hutch serve: snapshot %s: %s\n", id, err.msg);
     }
   }
@@ -221,8 +258,7 @@ static void capture_after(uv_work_t *w, int status) {
     http_own(c, NULL, NULL);
   if (cap->r < 0) {
     /* Never a half copy left behind, and a full disk is said so. */
-    struct hutch_err ignored;
-    hutch_layer_remove(cap->dir, &ignored);
+    remove_later(srv, xstrdup(cap->dir), NULL);
     bool full = cap->err.errnum == ENOSPC || cap->err.errnum == EDQUOT;
     if (c && full)
       http_error(c, 507, "no_space", "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
@@ -233,11 +269,11 @@ static void capture_after(uv_work_t *w, int status) {
   } else if (srv->stopping || (!c && cap->ephemeral)) {
     /* Nobody will use it: a server going away released the sandbox mid-copy,
      * or the client of a fork left. */
-    hutch_layer_remove(cap->dir, &err);
+    remove_later(srv, xstrdup(cap->dir), NULL);
   } else if (!layers_exist(srv, cap->layers)) {
     /* A snapshot it stacks went while it was copied (its sandbox, the last
      * to stack it, was destroyed): on its own it is of no use. */
-    hutch_layer_remove(cap->dir, &err);
+    remove_later(srv, xstrdup(cap->dir), NULL);
     if (c)
       http_error(c, 409, "snapshot_in_use",
                  "a snapshot sandbox %s was made from was deleted during the copy",
@@ -247,7 +283,7 @@ static void capture_after(uv_work_t *w, int status) {
                                 cap->layers,      wall_ms(),     cap->stats.bytes,
                                 cap->stats.files, cap->ephemeral};
     if (store_snapshot_put(srv->store, &sn, &err) < 0) {
-      hutch_layer_remove(cap->dir, &err);
+      remove_later(srv, xstrdup(cap->dir), NULL);
       if (c)
         http_error(c, 500, "internal", "%s", err.msg);
     } else {
@@ -416,7 +452,7 @@ int snapshots_delete(struct http_conn *c, const struct principal *p, const char 
   }
   json_t *layers = json_deep_copy(json_object_get(s, "layers"));
   json_decref(s);
-  if (remove_snapshot(srv, id, &err) < 0) {
+  if (remove_snapshot(srv, id, c, &err) < 0) {
     json_decref(layers);
     http_error(c, 500, "internal", "snapshot %s: %s", id, err.msg);
     return -1;
@@ -429,45 +465,80 @@ int snapshots_delete(struct http_conn *c, const struct principal *p, const char 
 }
 
 void api_snapshots_delete(struct http_conn *c, const struct principal *p) {
-  if (snapshots_delete(c, p, c->req.params[0]) == 0)
-    http_respond(c, 204, "application/json", "", 0, NULL);
+  snapshots_delete(c, p, c->req.params[0]);
 }
 
-/* A fork's plan: the request each copy is made by, once the snapshot is. */
+/* A fork's plan: the request each copy is made by, once the snapshot is.
+ * The copies are made one after the other (each off the loop), as one
+ * create after another would be. */
 struct fork_plan {
   json_t *req;
+  json_t *snap_id;
+  struct server *srv;
   uint64_t count;
+  json_t *made; /* the copies made so far, as sbx_json */
+  char (*ids)[17];
   fork_answer_fn answer;
 };
+
+static void fork_plan_free(struct fork_plan *plan) {
+  json_decref(plan->req);
+  json_decref(plan->snap_id);
+  json_decref(plan->made);
+  free(plan->ids);
+  free(plan);
+}
+
+/* One copy failed (answered) or the client left: the copies made so far
+ * go, and the snapshot with them. */
+static void fork_fail(struct server *srv, const struct principal *p, struct fork_plan *plan) {
+  for (size_t j = 0; j < json_array_size(plan->made); j++) {
+    struct sbx *sb = sbx_find_own(srv, p, plan->ids[j]);
+    if (sb)
+      sbx_destroy(sb);
+  }
+  json_t *layers = json_pack("[O]", plan->snap_id);
+  snapshots_release(srv, layers);
+  json_decref(layers);
+  fork_plan_free(plan);
+}
+
+static void fork_next(struct http_conn *c, const struct principal *p, struct fork_plan *plan);
+
+static void fork_made(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                      void *arg) {
+  struct fork_plan *plan = arg;
+  if (!sb) {
+    fork_fail(plan->srv, p, plan);
+    return;
+  }
+  memcpy(plan->ids[json_array_size(plan->made)], sb->id, 17);
+  json_array_append_new(plan->made, sbx_json(sb));
+  fork_next(c, p, plan);
+}
+
+static void fork_next(struct http_conn *c, const struct principal *p, struct fork_plan *plan) {
+  if (json_array_size(plan->made) == plan->count) {
+    plan->answer(c, plan->snap_id, plan->made);
+    fork_plan_free(plan);
+    return;
+  }
+  if (sandboxes_create(c, p, plan->req, fork_made, plan) < 0)
+    fork_fail(c->srv, p, plan);
+}
 
 static void make_forks(struct http_conn *c, const struct principal *p, json_t *snap, void *arg) {
   struct fork_plan *plan = arg;
   if (c && snap) {
     json_object_set(plan->req, "template", json_object_get(snap, "id"));
-    struct sbx **made = xcalloc(plan->count, sizeof *made);
-    json_t *out = json_array();
-    for (uint64_t i = 0; out && i < plan->count; i++) {
-      made[i] = sandboxes_create(c, p, plan->req);
-      if (made[i]) {
-        json_array_append_new(out, sbx_json(made[i]));
-        continue;
-      }
-      /* Answered: the forks made so far go, and the snapshot with them. */
-      for (uint64_t j = 0; j < i; j++)
-        sbx_destroy(made[j]);
-      json_t *layers = json_pack("[O]", json_object_get(snap, "id"));
-      snapshots_release(c->srv, layers);
-      json_decref(layers);
-      json_decref(out);
-      out = NULL;
-    }
-    free(made);
-    if (out)
-      plan->answer(c, json_object_get(snap, "id"), out);
-    json_decref(out);
+    plan->snap_id = json_incref(json_object_get(snap, "id"));
+    plan->made = json_array();
+    plan->ids = xcalloc(plan->count, sizeof *plan->ids);
+    plan->srv = c->srv;
+    fork_next(c, p, plan);
+    return;
   } /* (a fork whose client left has no snapshot: capture_after removed it) */
-  json_decref(plan->req);
-  free(plan);
+  fork_plan_free(plan);
 }
 
 int snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,

@@ -18,6 +18,7 @@
 
 struct store {
   sqlite3 *db;
+  int wal_pages; /* in the WAL after the last commit (wal_hook) */
   unsigned char key[SEAL_KEY_LEN]; /* seals each sandbox's tokens and secrets */
   struct {
     const char *sql;
@@ -183,6 +184,12 @@ static int add_disk_quota(struct store *st, struct hutch_err *err) {
   return 0;
 }
 
+static int wal_grew(void *arg, sqlite3 *db, const char *name, int pages) {
+  (void)db, (void)name;
+  ((struct store *)arg)->wal_pages = pages;
+  return SQLITE_OK;
+}
+
 int store_open(const char *path, const unsigned char *key, struct store **out,
                struct hutch_err *err) {
   struct store *st = xcalloc(1, sizeof *st);
@@ -195,6 +202,8 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
     return -1;
   }
   sqlite3_busy_timeout(st->db, 2000);
+  /* No commit checkpoints (store_checkpoint does, off the loop). */
+  sqlite3_wal_hook(st->db, wal_grew, st);
   char *msg = NULL;
   if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
     hutch_err_set(err, 0, "state store %s: %s", path, msg ? msg : "schema");
@@ -623,4 +632,20 @@ int store_volume_each(struct store *st, const char *tenant,
   }
   done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read volumes");
+}
+
+int store_wal_pages(const struct store *st) { return st->wal_pages; }
+
+int store_checkpoint(const char *path, struct hutch_err *err) {
+  sqlite3 *db = NULL;
+  int r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (r == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 1000);
+    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  }
+  if (r != SQLITE_OK)
+    hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
+                  db ? sqlite3_errmsg(db) : "out of memory");
+  sqlite3_close(db);
+  return r == SQLITE_OK ? 0 : -1;
 }

@@ -17,6 +17,16 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
                struct hutch_err *err);
 void store_close(struct store *st);
 
+/* Commits append to the WAL and wait for no disk (journal_mode=WAL,
+ * synchronous=NORMAL); a checkpoint, which copies the WAL into the
+ * database, fsyncs both. So commits never run one (no autocheckpoint):
+ * the server calls store_checkpoint, on a connection of its own, from a
+ * thread off the loop, once store_wal_pages has grown. A PASSIVE
+ * checkpoint takes no lock writers wait for: the loop's connection goes on
+ * committing meanwhile, and reads see every commit as before. */
+int store_wal_pages(const struct store *st);
+int store_checkpoint(const char *path, struct hutch_err *err);
+
 /* A key by the hash of its secret: 1 found (tenant, id, admin filled),
  * 0 not found, -1 error. */
 int store_key_find(struct store *st, const char *hash, struct principal *p,

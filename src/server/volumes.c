@@ -100,12 +100,83 @@ static int make_fs(const char *image, struct hutch_err *err) {
   return 0;
 }
 
+/* A volume being made: its image allocated in full and formatted off the
+ * loop (a large one takes seconds). Its name and size count as the
+ * tenant's meanwhile (volumes_pending_bytes, and a second volume of the
+ * name is refused), so that creates fired at once cannot pass the quota
+ * together. The row is stored once the image is whole. */
+struct vol_making {
+  struct offload o;        /* and its request */
+  struct vol_making *next; /* the server's list */
+  char tenant[SERVE_TENANT_LEN + 1];
+  char name[64];
+  char id[21];
+  char *image;
+  uint64_t size_mb;
+  struct hutch_err err;
+  int r;
+};
+
+static void vol_run(struct offload *o) {
+  struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
+  int fd = open(vm->image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int r = fd < 0 ? -1 : posix_fallocate(fd, 0, (off_t)(vm->size_mb << 20));
+  if (fd >= 0)
+    close(fd);
+  if (fd < 0 || r != 0)
+    vm->r = hutch_err_set(&vm->err, fd < 0 ? errno : r, "volume image %s", vm->image);
+  else
+    vm->r = make_fs(vm->image, &vm->err);
+  if (vm->r < 0) /* never half an image */
+    unlink(vm->image);
+}
+
+static void vol_done(struct offload *o) {
+  struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
+  struct server *srv = o->srv;
+  struct http_conn *c = offload_conn(o);
+  for (struct vol_making **q = &srv->vol_making; *q; q = &(*q)->next)
+    if (*q == vm) {
+      *q = vm->next;
+      break;
+    }
+  struct store_volume v = {vm->id, vm->tenant, vm->name, vm->size_mb, wall_ms()};
+  int put = -1;
+  if (vm->r == 0 && c && !srv->stopping &&
+      (put = store_volume_put(srv->store, &v, &vm->err)) == 0) {
+    json_t *j = row_json(&v);
+    json_object_del(j, "tenant");
+    http_json(c, 201, j);
+  } else {
+    if (vm->r == 0)
+      unlink(vm->image); /* whole, but its client went, or the store refused it */
+    if (c && put == 1)
+      http_error(c, 409, "exists", "you have a volume named %s", vm->name);
+    else if (c)
+      http_error(c, vm->err.errnum == ENOSPC ? 507 : 500,
+                 vm->err.errnum == ENOSPC ? "no_space" : "internal", "%s",
+                 srv->stopping ? "the server is stopping" : vm->err.msg);
+  }
+  free(vm->image);
+  free(vm);
+}
+
+uint64_t volumes_pending_bytes(const struct server *srv, const char *tenant) {
+  uint64_t n = 0;
+  for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
+    if (!tenant || strcmp(vm->tenant, tenant) == 0)
+      n += vm->size_mb << 20;
+  return n;
+}
+
 static void make_volume(struct http_conn *c, const struct principal *p, const char *name,
                         uint64_t size_mb) {
   struct server *srv = c->srv;
-  struct hutch_err err = {0};
   json_t *existing = volumes_find(srv, p->tenant, name);
-  if (existing) {
+  bool making = false;
+  for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
+    making |= strcmp(vm->tenant, p->tenant) == 0 && strcmp(vm->name, name) == 0;
+  if (existing || making) {
     json_decref(existing);
     http_error(c, 409, "exists", "you have a volume named %s", name);
     return;
@@ -119,29 +190,17 @@ static void make_volume(struct http_conn *c, const struct principal *p, const ch
    * the tenant's quota and the filesystem's reserve (diskroom.c). */
   if (disk_room(c, p, size_mb << 20) < 0)
     return;
-  char id[21] = "vol_";
-  serve_random_hex(id + 4, 16);
-  _cleanup_free_ char *image = image_of(srv, id);
-  int fd = open(image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  int r = fd < 0 ? -1 : posix_fallocate(fd, 0, (off_t)(size_mb << 20));
-  if (fd >= 0)
-    close(fd);
-  struct store_volume v = {id, p->tenant, name, size_mb, wall_ms()};
-  int put = -1;
-  if (fd < 0 || r != 0)
-    hutch_err_set(&err, fd < 0 ? errno : r, "volume image %s", image);
-  else if (make_fs(image, &err) == 0 && (put = store_volume_put(srv->store, &v, &err)) == 0) {
-    json_t *j = row_json(&v);
-    json_object_del(j, "tenant");
-    http_json(c, 201, j);
-    return;
-  }
-  unlink(image);
-  if (put == 1)
-    http_error(c, 409, "exists", "you have a volume named %s", name);
-  else
-    http_error(c, err.errnum == ENOSPC ? 507 : 500, err.errnum == ENOSPC ? "no_space" : "internal",
-               "%s", err.msg);
+  struct vol_making *vm = xcalloc(1, sizeof *vm);
+  memcpy(vm->id, "vol_", 4);
+  serve_random_hex(vm->id + 4, 16);
+  vm->image = image_of(srv, vm->id);
+  str_copy(vm->tenant, sizeof vm->tenant, p->tenant);
+  str_copy(vm->name, sizeof vm->name, name);
+  vm->size_mb = size_mb;
+  vm->next = srv->vol_making;
+  srv->vol_making = vm;
+  offload_for(&vm->o, c);
+  offload(srv, OFFLOAD_OTHER, &vm->o, vol_run, vol_done);
 }
 
 /* POST /v1/volumes {name, size_mb} */

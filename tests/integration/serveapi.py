@@ -156,6 +156,20 @@ def wait_for(cond, seconds=10):
         time.sleep(0.05)
 
 
+def audit_log(state_dir, until=lambda lines: True, seconds=10):
+    """The audit log's lines once until(lines) holds: the server writes
+    them off its loop, moments after each action."""
+    lines = []
+
+    def read():
+        nonlocal lines
+        path = pathlib.Path(state_dir) / "audit.jsonl"
+        lines = [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+        return until(lines)
+    wait_for(read, seconds)
+    return lines
+
+
 def error_of(r):
     """The code of an error answer, which must have the error shape."""
     body = r.json

@@ -1,0 +1,78 @@
+/* Blocking work off the event loop (offload.h). */
+#include "offload.h"
+
+#include "serve.h"
+
+static const unsigned lane_max[OFFLOAD_LANES] = {[OFFLOAD_CREATE] = 1,
+                                                 [OFFLOAD_OTHER] = OFFLOAD_MAX - 1};
+
+static void work(uv_work_t *w) {
+  struct offload *o = w->data;
+  o->run(o);
+}
+
+static void start(struct server *srv, struct offload *o);
+
+static void after(uv_work_t *w, int status) {
+  (void)status; /* never cancelled: uv_cancel is not used */
+  struct offload *o = w->data;
+  struct server *srv = o->srv;
+  struct offload_queue *q = &srv->offload[o->lane];
+  q->running--;
+  struct offload *next = q->head;
+  if (next) {
+    q->head = next->next;
+    q->waiting--;
+    if (!q->head)
+      q->tail = NULL;
+    start(srv, next);
+  }
+  o->done(o);
+}
+
+static void start(struct server *srv, struct offload *o) {
+  srv->offload[o->lane].running++;
+  o->work.data = o;
+  uv_queue_work(srv->loop, &o->work, work, after);
+}
+
+static void conn_gone(void *ctx) {
+  struct offload *o = ctx;
+  o->c = NULL;
+}
+
+static const struct http_stream_ops waiting_ops = {.abort = conn_gone};
+
+void offload_for(struct offload *o, struct http_conn *c) {
+  o->c = c;
+  http_own(c, &waiting_ops, o);
+  http_watch(c);
+}
+
+struct http_conn *offload_conn(struct offload *o) {
+  struct http_conn *c = o->c;
+  if (c)
+    http_own(c, NULL, NULL);
+  o->c = NULL;
+  return c;
+}
+
+void offload(struct server *srv, enum offload_lane lane, struct offload *o,
+             void (*run)(struct offload *o), void (*done)(struct offload *o)) {
+  struct offload_queue *q = &srv->offload[lane];
+  o->srv = srv;
+  o->lane = lane;
+  o->run = run;
+  o->done = done;
+  o->next = NULL;
+  if (q->running < lane_max[lane]) {
+    start(srv, o);
+    return;
+  }
+  if (q->tail)
+    q->tail->next = o;
+  else
+    q->head = o;
+  q->tail = o;
+  q->waiting++;
+}

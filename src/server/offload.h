@@ -1,0 +1,64 @@
+/* Work that may block (a sandbox made or torn down, a volume's image
+ * allocated and formatted, a snapshot's files removed, the audit log
+ * written) runs on libuv's thread pool, never on the event loop; its end
+ * comes back to the loop. What runs on a thread touches only what its job
+ * holds: never the server, a sandbox, a connection or the store.
+ *
+ * Jobs go in lanes, each running at most so many at once, the rest
+ * waiting in order:
+ *  - OFFLOAD_CREATE, one at a time. Making a sandbox clones helpers that
+ *    wait for a pipe's end (spawn.c's id-map helpers) or to be killed
+ *    (netns.c): a helper cloned by one thread holds copies of every fd the
+ *    process has at that moment, close-on-exec or not (it never execs), so
+ *    two creates on two threads can each hold the pipe the other's helper
+ *    waits on, and neither ever ends. One at a time, a create's helpers
+ *    hold only the loop's fds and its own, which the create closes itself.
+ *    Creates were one at a time on the loop before; they still are, off it.
+ *  - OFFLOAD_OTHER: teardowns, volumes, removals, the audit log; no clone
+ *    whose end depends on a pipe (mkfs.ext4 is forked and execs at once).
+ * The caps also keep a burst from taking every thread of the pool from
+ * egress name lookups and snapshot copies (SERVE_THREADPOOL). The loop
+ * does not end while a job runs or waits: a stopping server finishes them. */
+#ifndef HUTCH_OFFLOAD_H
+#define HUTCH_OFFLOAD_H
+
+#include <stddef.h>
+#include <uv.h>
+
+enum offload_lane { OFFLOAD_CREATE, OFFLOAD_OTHER, OFFLOAD_LANES };
+#define OFFLOAD_MAX 8 /* jobs of all lanes running at once */
+
+struct server;
+
+struct http_conn;
+
+struct offload {
+  uv_work_t work;
+  struct offload *next; /* waiting */
+  struct server *srv;
+  enum offload_lane lane;
+  struct http_conn *c; /* the request waiting for it (offload_for), or NULL */
+  void (*run)(struct offload *o);  /* on a thread of the pool */
+  void (*done)(struct offload *o); /* on the loop, after run; may free o */
+};
+
+struct offload_queue {
+  unsigned running, waiting;
+  struct offload *head, *tail;
+};
+
+/* Run o->run off the loop, then o->done on it. o is embedded in the job
+ * (OFFLOAD_JOB) and must live until done. */
+void offload(struct server *srv, enum offload_lane lane, struct offload *o,
+             void (*run)(struct offload *o), void (*done)(struct offload *o));
+
+/* The request c waits for o: it owns c until done, and o->c becomes NULL
+ * if the client goes away meanwhile (the connection is watched for it).
+ * Call before offload. */
+void offload_for(struct offload *o, struct http_conn *c);
+/* In done: the request's connection, given back (NULL: none, or gone). */
+struct http_conn *offload_conn(struct offload *o);
+
+#define OFFLOAD_JOB(ptr, type) ((type *)((char *)(ptr) - offsetof(type, o)))
+
+#endif
