@@ -84,6 +84,15 @@ void escapes_update(struct agentc *ac, json_t *counts) {
       c->n = (uint64_t)json_integer_value(v);
       e->pending = true;
     }
+    /* The first counts are a HELLO: a new sandbox's are 0; a sandbox taken
+     * over after a restart had its lines written by the server before
+     * (escapes_final on release), so they are not written again. */
+    if (!e->heard)
+      c->audited = c->n;
+  }
+  if (!e->heard) {
+    e->heard = true;
+    e->pending = false;
   }
   if (e->pending)
     e->pending = audit_sandbox(sb, wall_ms(), false);

@@ -32,6 +32,7 @@ struct escapes {
   struct escape_call *calls;
   unsigned ncalls;
   bool pending; /* some call has attempts no audit line has told yet */
+  bool heard;   /* the agent's first counts (its HELLO) have come */
 };
 
 /* agentc's on_escapes: the agent's counts ({"total", "syscalls"}). */

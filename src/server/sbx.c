@@ -327,6 +327,7 @@ void sbx_release_all(struct server *srv) {
     srv->nsandboxes--;
     sb->dying = true;
     usage_final(sb);
+    escapes_final(sb); /* the next server starts from the agent's counts */
     egress_close(sb);
     ports_close_all(sb);
     /* Frozen only for a snapshot's copy, which will not finish: it runs on. */

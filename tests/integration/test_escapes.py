@@ -176,7 +176,9 @@ def test_public_metrics_show_no_sandbox(tmp_path):
 
 def test_counts_survive_a_restart(tmp_path):
     """The agent keeps the counts: a server that takes the sandbox over
-    hears them in the agent's HELLO."""
+    hears them in the agent's HELLO. The audit log tells each attempt once:
+    the stopping server writes what it had not told, the next one does not
+    tell it again."""
     s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
     api = s.api()
     sid = api.create(timeout_s=120)["id"]
@@ -190,3 +192,7 @@ def test_counts_survive_a_restart(tmp_path):
         wait_for(lambda: escapes_of(s.api(), sid)[0] == 5)
     finally:
         assert s.stop() == 0
+    lines = [(l["count"], l["total"]) for l in audit(s, sid)]
+    # the agent may send 4 and 5, or 5 alone (its reports are a second apart)
+    assert lines[:2] == [(1, 1), (2, 3)], lines
+    assert lines[2:] in ([(1, 4), (1, 5)], [(2, 5)]), lines
