@@ -284,6 +284,19 @@ static int view_ro(const char *host, int root, const char *dst, struct hutch_err
   return 0;
 }
 
+/* The caller's views (sandbox.h): read-only overlays like the host
+ * template's, at their own destinations. */
+static int mount_views(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+  if (r->cfg->nviews == 0)
+    return 0;
+  if (chdir(HUTCH_STAGING_DIR) < 0)
+    return hutch_err_set(err, errno, "enter storage");
+  for (size_t i = 0; i < r->cfg->nviews; i++)
+    if (view_ro(r->cfg->views[i].src, root, r->cfg->views[i].dst, err) < 0)
+      return hutch_err_wrap(err, "view on %s", r->cfg->views[i].dst);
+  return chdir("/") < 0 ? hutch_err_set(err, errno, "chdir /") : 0;
+}
+
 /* The `host` template: the host's /usr (and top-level directories that are
  * not links into it) and a few /etc entries, read-only, nosuid. */
 static int mount_host_template(int root, struct hutch_err *err) {
@@ -507,7 +520,7 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
   if (mount_dev(r, r->root_fd, err) < 0 ||
       mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "hidepid=invisible", proc_masked, err) < 0 ||
-      mount_user_binds(r, r->root_fd, err) < 0 ||
+      mount_views(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
       mount_volumes(r, r->root_fd, err) < 0)
     return -1;
   return 0;

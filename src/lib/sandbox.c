@@ -111,6 +111,18 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
   for (size_t i = 0; i < cfg->nvolumes; i++)
     if (check_dst("volume", cfg->volumes[i].dst, err) < 0)
       return -1;
+  for (size_t i = 0; i < cfg->nviews; i++) {
+    const struct hutch_bind *v = &cfg->views[i];
+    struct stat st;
+    if (check_dst("view", v->dst, err) < 0)
+      return -1;
+    /* Its staging name, "h-" and the path, must fit (rootfs.c, view_ro). */
+    if (strlen(v->dst) > 48)
+      return hutch_err_invalid(err, "view destination %s is longer than 48 bytes", v->dst);
+    if (v->src[0] != '/' || stat(v->src, &st) < 0 || !S_ISDIR(st.st_mode))
+      return hutch_err_invalid(err, "view source %s is not an absolute path to a directory",
+                               v->src);
+  }
   for (size_t i = 0; i < cfg->nbinds; i++) {
     const struct hutch_bind *b = &cfg->binds[i];
     if (check_dst("bind", b->dst, err) < 0)

@@ -34,6 +34,13 @@ struct hutch_sandbox_config {
   unsigned ptys; /* terminals its devpts may hold at once */
   const struct hutch_bind *binds;
   size_t nbinds;
+  /* Read-only views of host directories hutch itself provides (the
+   * server's code kernels): overlays of their own, which name no host path
+   * in the sandbox's mountinfo as a bind would. Each source is looked up
+   * again when it is mounted: only for directories nothing in a sandbox
+   * can change. rw is ignored. */
+  const struct hutch_bind *views;
+  size_t nviews;
   /* Layers stacked above the template, topmost first: snapshots, host
    * directories written by hutch_layer_capture (layer.h). */
   const char *const *layers;

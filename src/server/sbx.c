@@ -208,11 +208,12 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
   if (!m->cfg.ptys)
     m->cfg.ptys = srv->cfg.sandbox_ptys;
   m->cfg.listen_dir = srv->agents_dir;
-  /* The code contexts' kernels (contexts.c), read-only. */
+  /* The code contexts' kernels (contexts.c): a view, not a bind, so
+   * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
   if (srv->kernels_dir) {
-    m->cfg.binds = &m->kernels;
-    m->cfg.nbinds = 1;
+    m->cfg.views = &m->kernels;
+    m->cfg.nviews = 1;
   }
   str_copy(m->template, sizeof m->template, template);
   m->made = made;

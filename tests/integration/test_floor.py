@@ -415,6 +415,25 @@ def test_metrics_public_and_bad_token_file(tmp_path):
     assert p.returncode == 125 and b"--metrics-token-file" in p.stderr, p.stderr
 
 
+def test_server_sandbox_sees_no_host_path(tmp_path):
+    """A server's sandbox holds the code kernels (a directory of hutch's
+    install) and runs them, without its mountinfo saying where they are."""
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    try:
+        api = s.api()
+        sid = api.create()["id"]
+        lines = api.exec(sid, {"cmd": ["cat", "/proc/self/mountinfo"]})
+        mountinfo = output(lines).decode()
+        kernels = str((BUILD.parent / "share" / "kernels").resolve())
+        for leak in (kernels, str(BUILD.parent.resolve()), str(tmp_path)):
+            assert leak not in mountinfo, (leak, mountinfo)
+        assert " /opt/hutch/kernels " in mountinfo
+        code = api.code(sid, {"code": "print(6 * 7)"})
+        assert any(l.get("type") == "stdout" and "42" in l.get("text", "") for l in code), code
+    finally:
+        assert s.stop() == 0
+
+
 def test_sandbox_sees_no_host_path_or_kernel_build(run):
     """What a sandbox reads of its own mounts names no host path (the state
     dir, hutch's staging dir, the template's place), and the host kernel's
