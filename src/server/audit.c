@@ -2,17 +2,23 @@
 #include "audit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "serve.h"
 #include "util.h"
 
+#define AUDIT_NAME "audit.jsonl"
+#define AUDIT_OLD "audit.jsonl.1"
+
 struct audit {
   struct offload o;
-  int fd;
+  int dirfd, fd;
+  uint64_t size, max; /* of the current file; its maximum */
   char *buf; /* lines not handed to a job yet */
   size_t len, cap;
   char *out; /* what the running job writes */
@@ -21,10 +27,49 @@ struct audit {
   int err; /* the job's errno, 0: written */
 };
 
-struct audit *audit_open(int fd) {
+static int open_log(int dirfd) {
+  return openat(dirfd, AUDIT_NAME, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+struct audit *audit_open(const char *dir, uint64_t max_bytes, struct hutch_err *err) {
+  int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int fd = dirfd < 0 ? -1 : open_log(dirfd);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0) {
+    hutch_err_set(err, errno, "audit log %s/%s", dir, AUDIT_NAME);
+    if (fd >= 0)
+      close(fd);
+    if (dirfd >= 0)
+      close(dirfd);
+    return NULL;
+  }
   struct audit *a = xcalloc(1, sizeof *a);
+  a->dirfd = dirfd;
   a->fd = fd;
+  a->size = (uint64_t)st.st_size;
+  a->max = max_bytes;
   return a;
+}
+
+/* On the job's thread (or at close, when none runs): the file would pass
+ * its maximum with n more bytes, so it becomes the old one. A failure
+ * keeps writing to the file as it is: lines are worth more than the
+ * bound. */
+static void rotate(struct audit *a, size_t n) {
+  if (a->size == 0 || a->size + n <= a->max)
+    return;
+  if (renameat(a->dirfd, AUDIT_NAME, a->dirfd, AUDIT_OLD) < 0) {
+    fprintf(stderr, "hutch serve: audit log: rotating: %s\n", strerror(errno));
+    return;
+  }
+  int fd = open_log(a->dirfd);
+  if (fd < 0) {
+    fprintf(stderr, "hutch serve: audit log: a new %s: %s\n", AUDIT_NAME, strerror(errno));
+    return; /* the old fd writes on into audit.jsonl.1 */
+  }
+  close(a->fd);
+  a->fd = fd;
+  a->size = 0;
 }
 
 static int write_out(int fd, const char *p, size_t n) {
@@ -42,7 +87,9 @@ static int write_out(int fd, const char *p, size_t n) {
 
 static void audit_run(struct offload *o) {
   struct audit *a = OFFLOAD_JOB(o, struct audit);
+  rotate(a, a->nout);
   a->err = write_out(a->fd, a->out, a->nout);
+  a->size += a->nout;
 }
 
 static void start(struct server *srv, struct audit *a);
@@ -82,10 +129,13 @@ void audit_append(struct server *srv, struct audit *a, const char *line, size_t 
 void audit_close(struct audit *a) {
   if (!a)
     return;
+  if (a->len)
+    rotate(a, a->len);
   int e = a->len ? write_out(a->fd, a->buf, a->len) : 0;
   if (e)
     fprintf(stderr, "hutch serve: audit log: %zu bytes lost: %s\n", a->len, strerror(e));
   close(a->fd);
+  close(a->dirfd);
   free(a->buf);
   free(a);
 }

@@ -5,19 +5,27 @@
  * written, the filesystem's journal), and the loop must not. A line is on
  * disk (in the page cache) moments after its action; a stopping server
  * writes what is left before it exits (audit_close). Nothing is fsynced:
- * a crash of the host may lose the last lines, as it would before. */
+ * a crash of the host may lose the last lines, as it would before.
+ *
+ * Every tenant's requests write lines, so the log must not grow without
+ * bound (a tenant could fill the state filesystem): when a write would
+ * take it past its maximum, the job renames it audit.jsonl.1 (the older
+ * one goes) and starts a new one. Two files at most, 2 × max. */
 #ifndef HUTCH_AUDIT_H
 #define HUTCH_AUDIT_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
 
 #include "offload.h"
 
 struct audit;
 struct server;
 
-/* Takes fd (O_APPEND). */
-struct audit *audit_open(int fd);
+/* Open (or create, 0600) DIR/audit.jsonl; NULL with err set. */
+struct audit *audit_open(const char *dir, uint64_t max_bytes, struct hutch_err *err);
 /* Append one line (a newline is added) and start writing. */
 void audit_append(struct server *srv, struct audit *a, const char *line, size_t n);
 /* Write what is left, on the calling thread, and close (at exit, when no

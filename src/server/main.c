@@ -30,6 +30,8 @@ static const char usage[] =
     "  --tenant-disk-mb N        default per-tenant quota of volumes and snapshots together\n"
     "                            (default: a quarter of the state directory's filesystem)\n"
     "  --sandbox-ptys N          terminals each sandbox may hold at once (default 64)\n"
+    "  --audit-max-mb N          audit.jsonl is renamed audit.jsonl.1 (the older one goes)\n"
+    "                            when it would pass N MiB (default 256)\n"
     "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
     "                            (default host=2; --pool host=0 keeps none)\n"
@@ -85,7 +87,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE };
+         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -95,6 +97,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"tenant-memory-mb", required_argument, NULL, O_TMEM},
       {"sandbox-ptys", required_argument, NULL, O_PTYS},
       {"tenant-disk-mb", required_argument, NULL, O_TDISK},
+      {"audit-max-mb", required_argument, NULL, O_AUDIT_MAX},
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
@@ -150,6 +153,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--tenant-disk-mb", optarg, 1ull << 40, &v) < 0)
         return -1;
       cfg->tenant_disk_mb = v;
+      break;
+    case O_AUDIT_MAX:
+      if (parse_count("--audit-max-mb", optarg, 1ull << 20, &v) < 0)
+        return -1;
+      cfg->audit_max_mb = v;
       break;
     case O_PTYS:
       if (parse_count("--sandbox-ptys", optarg, HUTCH_MAX_PTYS, &v) < 0)

@@ -46,6 +46,7 @@ struct serve_config {
   uint64_t tenant_memory_mb;
   unsigned sandbox_ptys;      /* --sandbox-ptys: each sandbox's devpts max= */
   uint64_t tenant_disk_mb;    /* --tenant-disk-mb; 0: a quarter of the state filesystem */
+  uint64_t audit_max_mb;      /* --audit-max-mb: the audit log's size before it rotates */
   char **pool_specs; /* --pool arguments, NULL-terminated */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */

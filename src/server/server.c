@@ -27,6 +27,7 @@ struct server *server_new(void) {
       .tenant_sandboxes = 100,
       .tenant_memory_mb = hutch_tenant_memory_default() >> 20,
       .sandbox_ptys = HUTCH_DEFAULT_PTYS,
+      .audit_max_mb = 256,
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
   };
@@ -89,8 +90,8 @@ int server_state_dir_check(const char *dir, struct hutch_err *err) {
  * alone keeps every other user out), and the secrets' files 0600 besides,
  * should they ever be copied or hard-linked elsewhere. */
 static int lock_state_dir(const char *dir, struct hutch_err *err) {
-  static const char *const files[] = {"hutch.db", "hutch.db-wal", "hutch.db-shm",
-                                      "admin.key", "state.key",    "audit.jsonl", NULL};
+  static const char *const files[] = {"hutch.db",  "hutch.db-wal", "hutch.db-shm",  "admin.key",
+                                      "state.key", "audit.jsonl",  "audit.jsonl.1", NULL};
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return hutch_err_set(err, errno, "state directory %s", dir);
@@ -120,7 +121,6 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   if (lock_state_dir(dir, err) < 0)
     return -1;
   _cleanup_free_ char *db = xasprintf("%s/hutch.db", dir);
-  _cleanup_free_ char *audit = xasprintf("%s/audit.jsonl", dir);
   unsigned char key[SEAL_KEY_LEN];
   int r = keys_state_key(dir, key, err) < 0 ? -1 : store_open(db, key, &srv->store, err);
   explicit_bzero(key, sizeof key);
@@ -131,11 +131,8 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
     return -1;
   snapshots_gc(srv); /* forks' snapshots whose forks ended meanwhile */
-  int fd = open(audit, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return hutch_err_set(err, errno, "audit log %s", audit);
-  srv->audit = audit_open(fd);
-  return 0;
+  srv->audit = audit_open(dir, srv->cfg.audit_max_mb << 20, err);
+  return srv->audit ? 0 : -1;
 }
 
 static int start_listening(struct server *srv, struct hutch_err *err) {

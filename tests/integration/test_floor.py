@@ -2,6 +2,7 @@
 local user reading hutch's state, a copy of hutch.db opening sandboxes,
 volumes mounted over the kernel's files. Each test makes the attack and
 sees it fail."""
+import http.client
 import json
 import os
 import pathlib
@@ -413,6 +414,46 @@ def test_metrics_public_and_bad_token_file(tmp_path):
                         "--metrics-token-file", str(tmp_path / "short")],
                        capture_output=True, timeout=30)
     assert p.returncode == 125 and b"--metrics-token-file" in p.stderr, p.stderr
+
+
+def test_a_tenant_cannot_fill_the_disk_with_audit_lines(tmp_path):
+    """Every request that is an action writes an audit line, and a tenant
+    decides how many it makes: the log rotates at --audit-max-mb into
+    audit.jsonl.1 (the older one goes), so it holds at most twice that, and
+    both files stay the operator's (0600). Nothing is lost at rotation."""
+    state = tmp_path / "state"
+    s = Server(BUILD / "hutch-serve", state, "--audit-max-mb", "1").start()
+    try:
+        key = s.api().post("/v1/keys", {"tenant": "noisy"}).json["key"]
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        n = 0
+        # about 2.6 MiB of lines (160 bytes each): two rotations
+        while n < 16000:
+            conn.request("DELETE", f"/v1/sandboxes/{n:016x}",
+                         headers={"Authorization": f"Bearer {key}"})
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 404
+            n += 1
+        conn.close()
+        assert s.api().get("/healthz").status == 200
+    finally:
+        assert s.stop() == 0
+    cur, old = state / "audit.jsonl", state / "audit.jsonl.1"
+    assert old.stat().st_size <= (1 << 20) and cur.stat().st_size <= (1 << 20)
+    assert old.stat().st_mode & 0o777 == 0o600 and cur.stat().st_mode & 0o777 == 0o600
+    lines = [json.loads(l) for l in (old.read_text() + cur.read_text()).splitlines()]
+    deletes = [l for l in lines if l["action"] == "sandbox.delete" and l["tenant"] == "noisy"]
+    # the newest lines, in order, none torn: the last one is the last request
+    assert deletes[-1]["sandbox"] == f"{n - 1:016x}"
+    ids = [int(l["sandbox"], 16) for l in deletes]
+    assert ids == list(range(ids[0], n)), "lines lost or out of order"
+    assert ids[0] > 0  # the oldest went with the first rotated file
+    for bad in ("0", "-1", "abc", "99999999"):
+        p = subprocess.run([str(BUILD / "hutch-serve"), "--state-dir", str(tmp_path / "bad"),
+                            "--audit-max-mb", bad], capture_output=True, timeout=30)
+        assert p.returncode == 125 and p.stderr.count(b"\n") == 1, p.stderr
+        assert b"--audit-max-mb" in p.stderr
 
 
 def test_server_sandbox_sees_no_host_path(tmp_path):
