@@ -1,7 +1,15 @@
 /* Blocking work off the event loop (offload.h). */
 #include "offload.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layer.h"
 #include "serve.h"
+#include "util.h"
 
 static const unsigned lane_max[OFFLOAD_LANES] = {[OFFLOAD_CREATE] = 1,
                                                  [OFFLOAD_OTHER] = OFFLOAD_MAX - 1};
@@ -75,4 +83,43 @@ void offload(struct server *srv, enum offload_lane lane, struct offload *o,
     q->head = o;
   q->tail = o;
   q->waiting++;
+}
+
+/* A removal: a snapshot's tree or a volume's image. */
+struct removal {
+  struct offload o;
+  char *path;
+  bool tree;
+  struct hutch_err err;
+  int r;
+};
+
+static void removal_run(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  if (rm->tree)
+    rm->r = hutch_layer_remove(rm->path, &rm->err);
+  else if ((rm->r = unlink(rm->path) < 0 && errno != ENOENT ? -1 : 0) < 0)
+    hutch_err_set(&rm->err, errno, "%s", rm->path);
+}
+
+static void removal_done(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  struct http_conn *c = offload_conn(o);
+  if (rm->r < 0 && c)
+    http_error(c, 500, "internal", "%s", rm->err.msg);
+  else if (rm->r < 0)
+    fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
+  else if (c)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+  free(rm->path);
+  free(rm);
+}
+
+void offload_remove(struct server *srv, char *path, bool tree, struct http_conn *c) {
+  struct removal *rm = xcalloc(1, sizeof *rm);
+  rm->path = path;
+  rm->tree = tree;
+  if (c)
+    offload_for(&rm->o, c);
+  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
 }

@@ -22,6 +22,7 @@
 #ifndef HUTCH_OFFLOAD_H
 #define HUTCH_OFFLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -58,6 +59,12 @@ void offload(struct server *srv, enum offload_lane lane, struct offload *o,
 void offload_for(struct offload *o, struct http_conn *c);
 /* In done: the request's connection, given back (NULL: none, or gone). */
 struct http_conn *offload_conn(struct offload *o);
+
+/* Remove path (taken): a directory tree (hutch_layer_remove) with tree,
+ * else a file. c, if given, is answered 204 once it is gone (500 if it
+ * could not be). Freeing a large file's blocks or GiBs in many files takes
+ * the filesystem a while. */
+void offload_remove(struct server *srv, char *path, bool tree, struct http_conn *c);
 
 #define OFFLOAD_JOB(ptr, type) ((type *)((char *)(ptr) - offsetof(type, o)))
 

@@ -89,43 +89,11 @@ static unsigned users_of(struct server *srv, json_t *all, const char *id, unsign
  * is up to its quota (GiBs) in many files. The store's row goes first, so
  * nothing can use the snapshot meanwhile; a server that dies before the
  * files are gone removes them at its next start (snapshots_gc). */
-struct removal {
-  struct offload o; /* its request, if any, is answered 204 at the end */
-  char *dir;
-  struct hutch_err err;
-  int r;
-};
-
-static void removal_run(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  rm->r = hutch_layer_remove(rm->dir, &rm->err);
-}
-
-static void removal_done(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  if (rm->r < 0)
-    fprintf(stderr, "hutch serve: %s: %s\n", rm->dir, rm->err.msg);
-  struct http_conn *c = offload_conn(o);
-  if (c)
-    http_respond(c, 204, "application/json", "", 0, NULL);
-  free(rm->dir);
-  free(rm);
-}
-
-/* Remove dir (taken) off the loop; c, if given, is answered 204 then. */
-static void remove_later(struct server *srv, char *dir, struct http_conn *c) {
-  struct removal *rm = xcalloc(1, sizeof *rm);
-  rm->dir = dir;
-  if (c)
-    offload_for(&rm->o, c);
-  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
-}
-
 static int remove_snapshot(struct server *srv, const char *id, struct http_conn *c,
                            struct hutch_err *err) {
   if (store_snapshot_delete(srv->store, id, err) < 0)
     return -1;
-  remove_later(srv, snapshots_dir(srv, id), c);
+  offload_remove(srv, snapshots_dir(srv, id), true, c);
   return 0;
 }
 
@@ -258,7 +226,7 @@ static void capture_after(uv_work_t *w, int status) {
     http_own(c, NULL, NULL);
   if (cap->r < 0) {
     /* Never a half copy left behind, and a full disk is said so. */
-    remove_later(srv, xstrdup(cap->dir), NULL);
+    offload_remove(srv, xstrdup(cap->dir), true, NULL);
     bool full = cap->err.errnum == ENOSPC || cap->err.errnum == EDQUOT;
     if (c && full)
       http_error(c, 507, "no_space", "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
@@ -269,11 +237,11 @@ static void capture_after(uv_work_t *w, int status) {
   } else if (srv->stopping || (!c && cap->ephemeral)) {
     /* Nobody will use it: a server going away released the sandbox mid-copy,
      * or the client of a fork left. */
-    remove_later(srv, xstrdup(cap->dir), NULL);
+    offload_remove(srv, xstrdup(cap->dir), true, NULL);
   } else if (!layers_exist(srv, cap->layers)) {
     /* A snapshot it stacks went while it was copied (its sandbox, the last
      * to stack it, was destroyed): on its own it is of no use. */
-    remove_later(srv, xstrdup(cap->dir), NULL);
+    offload_remove(srv, xstrdup(cap->dir), true, NULL);
     if (c)
       http_error(c, 409, "snapshot_in_use",
                  "a snapshot sandbox %s was made from was deleted during the copy",
@@ -283,7 +251,7 @@ static void capture_after(uv_work_t *w, int status) {
                                 cap->layers,      wall_ms(),     cap->stats.bytes,
                                 cap->stats.files, cap->ephemeral};
     if (store_snapshot_put(srv->store, &sn, &err) < 0) {
-      remove_later(srv, xstrdup(cap->dir), NULL);
+      offload_remove(srv, xstrdup(cap->dir), true, NULL);
       if (c)
         http_error(c, 500, "internal", "%s", err.msg);
     } else {

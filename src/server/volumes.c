@@ -100,40 +100,6 @@ static int make_fs(const char *image, struct hutch_err *err) {
   return 0;
 }
 
-/* An image's unlink, off the loop: freeing a large file's blocks takes the
- * filesystem a while. Its request, if any, is answered 204 then. */
-struct unlinking {
-  struct offload o;
-  char *image;
-  int err;
-};
-
-static void unlink_run(struct offload *o) {
-  struct unlinking *u = OFFLOAD_JOB(o, struct unlinking);
-  u->err = unlink(u->image) < 0 && errno != ENOENT ? errno : 0;
-}
-
-static void unlink_done(struct offload *o) {
-  struct unlinking *u = OFFLOAD_JOB(o, struct unlinking);
-  struct http_conn *c = offload_conn(o);
-  if (u->err && c)
-    http_error(c, 500, "internal", "%s: %s", u->image, strerror(u->err));
-  else if (u->err)
-    fprintf(stderr, "hutch serve: %s: %s\n", u->image, strerror(u->err));
-  else if (c)
-    http_respond(c, 204, "application/json", "", 0, NULL);
-  free(u->image);
-  free(u);
-}
-
-static void unlink_later(struct server *srv, char *image, struct http_conn *c) {
-  struct unlinking *u = xcalloc(1, sizeof *u);
-  u->image = image;
-  if (c)
-    offload_for(&u->o, c);
-  offload(srv, OFFLOAD_OTHER, &u->o, unlink_run, unlink_done);
-}
-
 /* A volume being made: its image allocated in full and formatted off the
  * loop (a large one takes seconds). Its name and size count as the
  * tenant's meanwhile (volumes_pending_bytes, and a second volume of the
@@ -183,7 +149,7 @@ static void vol_done(struct offload *o) {
     http_json(c, 201, j);
   } else {
     if (vm->r == 0) /* whole, but its client went, or the store refused it */
-      unlink_later(srv, xstrdup(vm->image), NULL);
+      offload_remove(srv, xstrdup(vm->image), false, NULL);
     if (c && put == 1)
       http_error(c, 409, "exists", "you have a volume named %s", vm->name);
     else if (c)
@@ -305,7 +271,7 @@ void api_volumes_delete(struct http_conn *c, const struct principal *p) {
   else if (store_volume_delete(c->srv->store, id, &err) < 0)
     http_error(c, 500, "internal", "%s", err.msg);
   else
-    unlink_later(c->srv, image_of(c->srv, id), c);
+    offload_remove(c->srv, image_of(c->srv, id), false, c);
   json_decref(v);
 }
 
