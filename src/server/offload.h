@@ -14,7 +14,8 @@
  *    waits on, and neither ever ends. One at a time, a create's helpers
  *    hold only the loop's fds and its own, which the create closes itself.
  *    Creates were one at a time on the loop before; they still are, off it.
- *  - OFFLOAD_OTHER: teardowns, volumes, removals, the audit log; no clone
+ *  - OFFLOAD_OTHER: teardowns, volumes, removals, the audit log, store
+ *    checkpoints, collecting crashed runs' cgroups; no clone
  *    whose end depends on a pipe (mkfs.ext4 is forked and execs at once).
  * The caps also keep a burst from taking every thread of the pool from
  * egress name lookups and snapshot copies (SERVE_THREADPOOL). The loop

@@ -352,14 +352,27 @@ static void audit_reaped(struct server *srv, const struct sbx *sb, const char *a
                              "sandbox", sb->id, "status", 200, "error", "duration_ms", 0));
 }
 
+static void collect_run(struct offload *o) {
+  (void)o;
+  hutch_gc_host();
+}
+
+static void collect_done(struct offload *o) {
+  o->srv->collecting = false;
+  free(o);
+}
+
 /* A running sandbox past its timeout ends, or is paused if it asked to be
  * (then it has no timeout left); a paused one ends after the retention. */
 static void reap(uv_timer_t *t) {
   struct server *srv = t->data;
   int64_t now = wall_ms();
-  /* Every few seconds, what killed servers and hutch runs left behind. */
-  if (++srv->reaper_ticks % 30 == 1)
-    hutch_gc_host();
+  /* Every few seconds, what killed servers and hutch runs left behind:
+   * off the loop, as it opens every slot's cgroup. */
+  if (++srv->reaper_ticks % 30 == 1 && !srv->collecting) {
+    srv->collecting = true;
+    offload(srv, OFFLOAD_OTHER, xcalloc(1, sizeof(struct offload)), collect_run, collect_done);
+  }
   /* Every second, relayed connections idle too long (egress, ports). */
   if (srv->reaper_ticks % 10 == 0)
     for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {

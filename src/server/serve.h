@@ -143,6 +143,7 @@ struct server {
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
   unsigned reaper_ticks;
+  bool collecting; /* hutch_gc_host under way, off the loop (sbx.c) */
   struct serve_config cfg;
   struct store *store;
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
