@@ -546,11 +546,30 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   return 0;
 }
 
+/* Half a second is long for a freeze, which takes microseconds: what does
+ * not freeze by then (a process stuck in the kernel) keeps the sandbox
+ * running, and the caller hears so. */
+#define FREEZE_WAIT_MS 500
+
 int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err) {
-  /* Half a second is long for a freeze, which takes microseconds: what
-   * does not freeze by then (a process stuck in the kernel) keeps the
-   * sandbox running, and the caller hears so. */
-  return sb->cg.ops->freeze(&sb->cg, frozen, 500, err);
+  return sb->cg.ops->freeze(&sb->cg, frozen, FREEZE_WAIT_MS, err);
+}
+
+int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
+                         struct hutch_err *err) {
+  *out = sb->cg;
+  for (int i = 0; i < sb->cg.nfd; i++)
+    if ((out->fd[i] = fcntl(sb->cg.fd[i], F_DUPFD_CLOEXEC, 3)) < 0) {
+      int e = errno;
+      out->nfd = i;
+      hutch_cgroup_close(out);
+      return hutch_err_set(err, e, "copy the sandbox's cgroup fds");
+    }
+  return 0;
+}
+
+int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err) {
+  return cg->ops->freeze(cg, true, FREEZE_WAIT_MS, err);
 }
 
 int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,

@@ -101,6 +101,13 @@ void hutch_sandbox_release(struct hutch_sandbox *sb);
 /* Freeze every process of the sandbox (its agent too), returning once
  * they all are; or thaw them. */
 int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
+/* A copy of the sandbox cgroup's fds, to freeze it from another thread
+ * (hutch_cgroup_freeze_wait) with nothing of the sandbox's in use: it may
+ * be destroyed meanwhile. Close it with hutch_cgroup_close. */
+int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
+                         struct hutch_err *err);
+/* Freeze cg as hutch_sandbox_freeze does, waiting as long. */
+int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err);
 
 /* A socket (socket(2)'s domain and type; close-on-exec) made in the
  * sandbox's network namespace, for the caller to bind or connect there.

@@ -352,6 +352,18 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, sandbox_json(sb));
 }
 
+static void e2b_answer_pause(struct sbx *sb, struct http_conn *c, int r,
+                             struct hutch_err *err) {
+  if (!c)
+    return;
+  if (!sb)
+    http_error(c, 404, "not_found", "the sandbox was destroyed while it was being paused");
+  else if (r < 0)
+    http_error(c, 500, "sandbox_error", "pausing sandbox %s: %s", sb->id, err->msg);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
 /* {memory}: false would keep only the files; hutch keeps memory too. 409
  * when it is paused already (the SDK's pause() then answers false). */
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
@@ -363,13 +375,10 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
     return;
   }
   json_decref(o);
-  struct hutch_err err = {0};
   if (sb->paused)
     http_error(c, 409, "already_paused", "sandbox %s is already paused", sb->id);
-  else if (sbx_pause(sb, &err) < 0)
-    http_error(c, 500, "sandbox_error", "pausing sandbox %s: %s", sb->id, err.msg);
   else
-    http_respond(c, 204, "application/json", "", 0, NULL);
+    sbx_pause(sb, c, e2b_answer_pause);
 }
 
 static void e2b_point(const struct usage_point *pt, void *arg) {

@@ -278,6 +278,7 @@ void sbx_destroy_answer(struct sbx *sb, struct http_conn *c) {
   if (sb->dying)
     return;
   sb->dying = true;
+  sbx_freeze_forget(sb);
   struct hutch_err err = {0};
   if (sb->pool) {
     pool_unlink(sb);
@@ -327,6 +328,7 @@ void sbx_release_all(struct server *srv) {
     srv->sandboxes = sb->next;
     srv->nsandboxes--;
     sb->dying = true;
+    sbx_freeze_forget(sb);
     usage_final(sb);
     escapes_final(sb); /* the next server starts from the agent's counts */
     egress_close(sb);
@@ -362,6 +364,23 @@ static void collect_done(struct offload *o) {
   free(o);
 }
 
+/* The end of a pause the timeout asked for: one that cannot be frozen
+ * ends instead. */
+static void paused_at_timeout(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err) {
+  (void)c;
+  if (!sb)
+    return; /* destroyed meanwhile */
+  if (r == 0) {
+    audit_reaped(sb->srv, sb, "sandbox.pause");
+    return;
+  }
+  fprintf(stderr, "hutch serve: sandbox %s: pausing at its timeout: %s; ending it\n", sb->id,
+          err->msg);
+  sb->srv->metrics.expired++;
+  audit_reaped(sb->srv, sb, "sandbox.expire");
+  sbx_destroy(sb);
+}
+
 /* A running sandbox past its timeout ends, or is paused if it asked to be
  * (then it has no timeout left); a paused one ends after the retention. */
 static void reap(uv_timer_t *t) {
@@ -382,7 +401,8 @@ static void reap(uv_timer_t *t) {
   struct sbx *next;
   for (struct sbx *sb = srv->sandboxes; sb; sb = next) {
     next = sb->next;
-    struct hutch_err err = {0};
+    if (sb->freezing)
+      continue; /* a pause or a snapshot under way: its end decides */
     if (sb->paused) {
       if (sb->paused_ms + srv->cfg.paused_retention_ms <= now) {
         srv->metrics.expired++;
@@ -390,13 +410,10 @@ static void reap(uv_timer_t *t) {
         sbx_destroy(sb);
       }
     } else if (sb->expires_ms <= now) {
-      if (sb->pause_on_timeout && sbx_pause(sb, &err) == 0) {
-        audit_reaped(srv, sb, "sandbox.pause");
+      if (sb->pause_on_timeout) {
+        sbx_pause(sb, NULL, paused_at_timeout);
         continue;
       }
-      if (sb->pause_on_timeout)
-        fprintf(stderr, "hutch serve: sandbox %s: pausing at its timeout: %s; ending it\n",
-                sb->id, err.msg);
       srv->metrics.expired++;
       audit_reaped(srv, sb, "sandbox.expire");
       sbx_destroy(sb);

@@ -100,6 +100,7 @@ struct sbx {
   bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
   bool agent_pending;    /* paused when taken over: its agent is, on resume */
   unsigned captures;     /* snapshots being copied: frozen until the last is done */
+  struct freeze *freezing; /* a freeze under way off the loop (lifecycle.c) */
   int64_t paused_ms, left_ms;
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
@@ -507,8 +508,17 @@ void e2b_contexts_list(struct http_conn *c, const struct principal *p);
 void e2b_contexts_delete(struct http_conn *c, const struct principal *p);
 void e2b_contexts_restart(struct http_conn *c, const struct principal *p);
 
-/* lifecycle.c: pause and resume. */
-int sbx_pause(struct sbx *sb, struct hutch_err *err);
+/* lifecycle.c: pause and resume. A freeze runs off the loop; then hears
+ * how it went: sb NULL when the sandbox was destroyed meanwhile, c the
+ * request's connection (NULL without one, or when its client left). */
+typedef void (*sbx_frozen_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
+                              void *arg);
+void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *arg);
+/* A sandbox going: its freeze under way, if any, will not touch it. */
+void sbx_freeze_forget(struct sbx *sb);
+/* Freeze it (unless a snapshot's copy has), then mark it paused. */
+typedef void (*sbx_paused_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err);
+void sbx_pause(struct sbx *sb, struct http_conn *c, sbx_paused_fn then);
 /* timeout_ms < 0: what was left of its timeout when it was paused. */
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
 /* A paused sandbox a request needs running: resumed, or false after an

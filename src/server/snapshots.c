@@ -205,6 +205,43 @@ static bool layers_exist(struct server *srv, json_t *layers) {
   return all && found + 1 == json_array_size(layers);
 }
 
+static void capture_after(uv_work_t *w, int status);
+
+static void capture_start(struct capture *cap) {
+  if (cap->c)
+    http_own(cap->c, &capture_ops, cap);
+  uv_queue_work(cap->srv->loop, &cap->work, capture_work, capture_after);
+}
+
+static void capture_free(struct capture *cap) {
+  json_decref(cap->layers);
+  free(cap->dir);
+  free(cap->name);
+  free(cap);
+}
+
+/* The sandbox is frozen for the copy, or could not be: then no copy. */
+static void capture_frozen(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
+                           void *arg) {
+  struct capture *cap = arg;
+  cap->c = c;
+  if (r == 0) {
+    capture_start(cap);
+    return;
+  }
+  close(cap->storage_fd);
+  cap->srv->captures--;
+  if (sb)
+    sb->captures--;
+  if (c && !sb)
+    http_error(c, 404, "not_found", "sandbox %s was destroyed before its snapshot",
+               cap->sandbox);
+  else if (c)
+    http_error(c, 409, "not_frozen", "sandbox %s: %s", cap->sandbox, err->msg);
+  cap->done(c, &cap->p, NULL, cap->arg);
+  capture_free(cap);
+}
+
 static void capture_after(uv_work_t *w, int status) {
   (void)status;
   struct capture *cap = w->data;
@@ -261,10 +298,7 @@ static void capture_after(uv_work_t *w, int status) {
   }
   cap->done(c, &cap->p, snap, cap->arg);
   json_decref(snap);
-  json_decref(cap->layers);
-  free(cap->dir);
-  free(cap->name);
-  free(cap);
+  capture_free(cap);
 }
 
 int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx *sb,
@@ -323,13 +357,10 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
     http_error(c, 500, "internal", "dup: %s", strerror(errno));
     return -1;
   }
-  /* Frozen for the copy: a paused one is already, and a second capture
-   * finds it so. */
-  if (!sb->paused && !sb->captures && hutch_sandbox_freeze(sb->hs, true, &err) < 0) {
-    close(fd);
-    http_error(c, 409, "not_frozen", "sandbox %s: %s", sb->id, err.msg);
-    return -1;
-  }
+  /* Frozen for the copy, off the loop (lifecycle.c): a paused one is
+   * already, and a second capture finds it so, or waits for the same
+   * freeze. */
+  bool freeze = sb->freezing || (!sb->paused && !sb->captures);
   sb->captures++;
   srv->captures++;
   struct capture *cap = xcalloc(1, sizeof *cap);
@@ -351,8 +382,10 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
   cap->t0 = now_ns();
   cap->done = done;
   cap->arg = arg;
-  http_own(c, &capture_ops, cap);
-  uv_queue_work(srv->loop, &cap->work, capture_work, capture_after);
+  if (freeze)
+    sbx_freeze(sb, c, capture_frozen, cap);
+  else
+    capture_start(cap);
   return 0;
 }
 

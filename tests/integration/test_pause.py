@@ -61,6 +61,32 @@ def test_pause_stops_the_processes_and_resume_goes_on(server, tenant):
     wait_for(lambda: counter(tenant, sid) >= after + 3)  # it goes on
 
 
+def test_pauses_resumes_and_deletes_at_once(server, tenant):
+    """A freeze runs off the server's loop, so requests for the same
+    sandbox come while it is under way: two pauses at once both end paused
+    (or the second hears it already is), a resume then runs it again, and a
+    delete in the middle of a pause leaves nothing and the server serving."""
+    import concurrent.futures
+    pool = concurrent.futures.ThreadPoolExecutor(4)
+    sid = tenant.create(auto_resume=False)["id"]
+    background(tenant, sid, COUNTER)
+    wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c").status == 200)
+    a, b = (pool.submit(tenant.post, f"/v1/sandboxes/{sid}/pause") for _ in range(2))
+    statuses = sorted((a.result().status, b.result().status))
+    assert statuses in ([200, 200], [200, 409]), statuses
+    assert tenant.get(f"/v1/sandboxes/{sid}").json["state"] == "paused"
+    assert tenant.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    n = counter(tenant, sid)
+    wait_for(lambda: counter(tenant, sid) > n)
+    for _ in range(5):  # a delete racing the freeze, however they fall
+        sid = tenant.create()["id"]
+        pause = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/pause")
+        assert tenant.delete(f"/v1/sandboxes/{sid}").status == 204
+        assert pause.result().status in (200, 404), pause.result()
+        assert tenant.get(f"/v1/sandboxes/{sid}").status == 404
+    assert server.api(None).get("/healthz").status == 200
+
+
 def test_auto_resume_on_a_request(tenant):
     sid = tenant.create()["id"]
     assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
