@@ -76,9 +76,10 @@ static void __attribute__((noreturn)) child_fail(int sync, const struct hutch_er
 
 /* Put the agent's fds in place: 0-2 /dev/null, the connection, the sandbox
  * cgroup's directories, the listening socket if any (its number in
- * *listen), and the storage at HUTCH_AGENT_STORAGE_FD. Every other fd is
- * closed at exec. */
-static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify,
+ * *listen), the storage at HUTCH_AGENT_STORAGE_FD and the seccomp listener
+ * at HUTCH_AGENT_NOTIFY_FD. Every other fd is closed at exec; *agent, the
+ * binary to exec, is moved out of their way. */
+static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify, int *agent,
                      struct hutch_err *err) {
   int want[2 + HUTCH_CG_MAXH], n = 0;
   want[n++] = s->conn_fd;
@@ -89,12 +90,16 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify,
     *listen = HUTCH_AGENT_CONN_FD + n;
     want[n++] = s->listen_fd;
   }
-  /* Lift everything above the targets first so no dup2 clobbers a source. */
+  /* Lift every fd still needed above the targets first, so that no dup2
+   * clobbers one: a source, the storage, the listener, the agent's binary
+   * (which fd numbers the kernel gave them differs from host to host). */
   int high[2 + HUTCH_CG_MAXH];
   for (int i = 0; i < n; i++)
     if ((high[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 64)) < 0)
       return hutch_err_set(err, errno, "dup");
-  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0 ||
+  int storage = fcntl(s->rootfs.storage_fd, F_DUPFD_CLOEXEC, 64);
+  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0 || storage < 0 ||
+      (*agent = fcntl(*agent, F_DUPFD_CLOEXEC, 64)) < 0 ||
       (notify >= 0 && (notify = fcntl(notify, F_DUPFD_CLOEXEC, 64)) < 0))
     return hutch_err_set(err, errno, "dup");
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -108,7 +113,7 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify,
       return hutch_err_set(err, errno, "dup2");
   if (syscall(SYS_close_range, HUTCH_AGENT_CONN_FD + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "close_range");
-  if (dup2(s->rootfs.storage_fd, HUTCH_AGENT_STORAGE_FD) < 0 ||
+  if (dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0 ||
       (notify >= 0 && dup2(notify, HUTCH_AGENT_NOTIFY_FD) < 0))
     return hutch_err_set(err, errno, "dup2");
   return 0;
@@ -229,8 +234,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "PR_SET_PDEATHSIG");
     child_fail(sync, &err);
   }
-  int listen_fd;
-  if (child_fds(s, &sync, &listen_fd, notify, &err) < 0)
+  int listen_fd, agent = s->rootfs.agent_fd;
+  if (child_fds(s, &sync, &listen_fd, notify, &agent, &err) < 0)
     child_fail(sync, &err);
   umask(022);
   char spec[64];
@@ -243,7 +248,7 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   snprintf(lfd, sizeof lfd, "%d", listen_fd);
   char *argv[] = {"hutch-agent", "--cgroup", spec, listen_fd >= 0 ? "--listen" : NULL, lfd, NULL};
   char *envp[] = {NULL};
-  syscall(SYS_execveat, s->rootfs.agent_fd, "", argv, envp, AT_EMPTY_PATH);
+  syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
   hutch_err_set(&err, errno, "exec hutch-agent");
   child_fail(sync, &err);
 }
