@@ -11,13 +11,13 @@
  * gets no route to the host, and sees every request come from its own
  * loopback. The request head goes in rewritten; after it the client's
  * connection is handed to a relay, so bodies, responses and WebSocket
- * frames stream both ways as they come. Where a second request on the
- * same connection would skip the checks above (a private port; a path
- * that must be rewritten; hutch's credentials to take off), the head asks
- * for Connection: close, and the
- * client may send the one request's body and no more: a service that
- * keeps the connection open gets no second request, with its
- * credentials, unchecked. Such a body must come with a Content-Length.
+ * frames stream both ways as they come. A second request on the same
+ * connection would skip the checks above (a private port; a path that
+ * must be rewritten; hutch's credentials to take off, which any request
+ * may carry), so every head asks for Connection: close, and the client
+ * may send the one request's body and no more: a service that keeps the
+ * connection open gets no second request, with its credentials,
+ * unchecked. Such a body must come with a Content-Length.
  * An Upgrade there (a WebSocket) is held to the same until the service
  * answers 101: bytes a client pipelines behind the request would
  * otherwise reach the service raw, a second request among them. */
@@ -309,15 +309,12 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
    * has agreed: until then the client may send the one request and no
    * more (upgrade_answered). */
   bool public = sb && is_public(sb, port);
-  /* A public port named by its host has nothing to check or rewrite, and
-   * keeps the connection, unless the client sends hutch's credentials: a
-   * client whose every request carries them (an SDK's default headers)
-   * would hand the second one to the service unread, so it too gets one
-   * request a connection, each cleaned. */
-  bool creds = false;
-  for (size_t i = 0; i < req->nheaders; i++)
-    creds |= credential(&req->headers[i]);
-  bool checked = sb && (!by_host || !public || creds);
+  /* Even a public port named by its host, with nothing to check or
+   * rewrite, gets one request a connection: the relay does not read what
+   * follows the first head, so a later request's credentials (an SDK's or
+   * a browser's, on a connection its pool reuses) would reach the service
+   * untouched. */
+  bool checked = sb != NULL;
   bool upgrade = checked && http_header(req, "Upgrade");
   char why[160];
   int full;
