@@ -16,6 +16,7 @@
  * create twice but never misses one. */
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,13 @@ struct watches {
   bool recursive;
 };
 
+/* Below the watched path (depth > 0) links are not followed: a directory
+ * swapped for a link (to /etc, to /) between its creation and its watch
+ * must not bring the link's target in. The path itself may be a link. */
 static void add(struct watches *w, const char *dir, int depth) {
   if (w->n >= WATCH_MAX)
     return;
-  int wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
+  int wd = inotify_add_watch(w->fd, dir, WATCH_MASK | (depth ? IN_DONT_FOLLOW : 0));
   if (wd < 0 || wd >= WATCH_MAX)
     return;
   if (!w->path[wd]) {
@@ -50,9 +54,13 @@ static void add(struct watches *w, const char *dir, int depth) {
   }
   if (!w->recursive || depth >= 64)
     return;
-  DIR *d = opendir(dir);
-  if (!d)
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth ? O_NOFOLLOW : 0));
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
     return;
+  }
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
       continue;
@@ -79,9 +87,14 @@ static int emit(int out, const char *type, const char *path, bool dir) {
 /* What a directory new to the watch already holds; -1 when the reader has
  * gone. */
 static int announce(int out, const char *dir, int depth) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return 0; /* gone again, or not ours to read: nothing to tell */
+  /* Not through a link the workload put in the new directory's place. */
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return 0; /* gone again, a link, or not ours to read: nothing to tell */
+  }
   int r = 0;
   for (struct dirent *e; r == 0 && (e = readdir(d));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))

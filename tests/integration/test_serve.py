@@ -464,6 +464,30 @@ def test_files_watch_sees_what_a_new_directory_already_holds(api, sandbox):
     conn.close()
 
 
+def test_files_watch_does_not_follow_a_swapped_in_link(api, sandbox):
+    """A workload that makes a directory and swaps it for a link to /etc
+    before the watch reaches it gets no events for what the link points
+    at: the watch names only what is under the watched path."""
+    sid = sandbox["id"]
+    base = f"/v1/sandboxes/{sid}/files"
+    api.post(base + "/mkdir", {"path": "/tmp/sw", "parents": True})
+    conn, r = api.request_stream("GET", base + "/watch?path=/tmp/sw&recursive=true")
+    assert json.loads(r.readline()) == {"type": "ready"}
+    api.exec(sid, {"cmd": ["python3", "-c",
+                           "import os\nfor i in range(300):\n    d = f'/tmp/sw/d{i}'\n"
+                           "    os.mkdir(d); os.rmdir(d); os.symlink('/etc', d)\n"
+                           "open('/tmp/sw/done', 'w').close()\n"]})
+    below = []
+    while True:
+        ev = json.loads(r.readline())
+        if ev["path"].count("/") > 3:  # /tmp/sw/dN/... : through a link
+            below.append(ev["path"])
+        if ev["path"] == "/tmp/sw/done":
+            break
+    conn.close()
+    assert not below, below[:5]
+
+
 def test_files_watch(api, sandbox):
     sid = sandbox["id"]
     base = f"/v1/sandboxes/{sid}/files"
