@@ -58,11 +58,16 @@ static void freeze_run(struct offload *o) {
 static void freeze_done(struct offload *o) {
   struct freeze *f = OFFLOAD_JOB(o, struct freeze);
   struct sbx *sb = f->sb;
-  hutch_cgroup_close(&f->cg);
-  if (sb)
+  if (sb) {
     sb->freezing = NULL;
-  else if (f->r == 0)
+  } else if (f->r == 0) {
+    /* Forgotten meanwhile: destroyed (its teardown thaws anyway) or let go
+     * by a server stopping with SIGTERM, whose sandboxes must run on. */
+    struct hutch_err ignored;
+    f->cg.ops->freeze(&f->cg, false, 0, &ignored);
     f->r = hutch_err_set(&f->err, ENOENT, "the sandbox was destroyed meanwhile");
+  }
+  hutch_cgroup_close(&f->cg);
   for (struct freeze_wait *w = f->waits, *next; w; w = next) {
     next = w->next;
     if (w->c)
