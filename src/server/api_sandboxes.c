@@ -129,6 +129,26 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
   return 0;
 }
 
+static bool has_id(json_t *list, const char *key, const char *id) {
+  json_t *v;
+  size_t i;
+  json_array_foreach(list, i, v) {
+    const char *s = json_string_value(key ? json_object_get(v, key) : v);
+    if (s && strcmp(s, id) == 0)
+      return true;
+  }
+  return false;
+}
+
+unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
+                                  const char *layer) {
+  unsigned n = 0;
+  for (const struct creating *cr = srv->creating; cr; cr = cr->next)
+    n += (volume && has_id(cr->vm.used, "id", volume)) ||
+         (layer && cr->snap && has_id(json_object_get(cr->snap, "layers"), NULL, layer));
+  return n;
+}
+
 static void creating_free(struct creating *cr) {
   for (struct creating **q = &cr->srv->creating; *q; q = &(*q)->next)
     if (*q == cr) {

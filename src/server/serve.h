@@ -315,6 +315,11 @@ typedef void (*sandboxes_made_fn)(struct http_conn *c, const struct principal *p
 int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
                      sandboxes_made_fn made, void *arg);
 void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
+/* Creates under way that mount volume (an id), or stack layer (a
+ * snapshot's id); either may be NULL. A volume or snapshot they use is in
+ * use as much as by a live sandbox. */
+unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
+                                  const char *layer);
 /* Room for count more sandboxes of memory_mb each: the tenant's quota and
  * the server's capacity; -1 after a 429 or 503. */
 int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,

@@ -72,7 +72,8 @@ static bool has_layer(json_t *layers, const char *id) {
 
 /* Who stacks snapshot id: live sandboxes and other snapshots. */
 static unsigned users_of(struct server *srv, json_t *all, const char *id, unsigned *snaps) {
-  unsigned n = 0;
+  /* Sandboxes being made from it count: their create mounts its layers. */
+  unsigned n = sandboxes_creating_users(srv, NULL, id);
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
     n += sb->layers && has_layer(sb->layers, id);
   *snaps = 0;

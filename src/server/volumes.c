@@ -248,8 +248,10 @@ void api_volumes_get(struct http_conn *c, const struct principal *p) {
     http_json(c, 200, v);
 }
 
+/* Its users: live sandboxes, and those being made (their loop device is
+ * attached already, and their create may wait in its lane for a while). */
 static unsigned users_of(struct server *srv, const char *id) {
-  unsigned n = 0;
+  unsigned n = sandboxes_creating_users(srv, id, NULL);
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
     json_t *m;
     size_t i;

@@ -80,6 +80,29 @@ def test_sandboxes_share_a_volume_at_once(tenant):
     assert run(tenant, ro, "cat /shared/x")[0] == "three\n"
 
 
+def test_a_volume_is_in_use_while_a_sandbox_using_it_is_made(tenant):
+    """Sandboxes are made off the server's loop: a DELETE of a volume that
+    lands while a create mounting it is under way must see it in use. Five
+    races, however each falls: a sandbox that was made never mounts a
+    volume that is gone (its image unlinked, its bytes out of every
+    quota)."""
+    import concurrent.futures
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    for i in range(5):
+        vid = volume(tenant, f"race{i}", 16)["id"]
+        made = pool.submit(tenant.post, "/v1/sandboxes",
+                           {"volumes": [{"name": f"race{i}", "path": "/v"}]})
+        gone = tenant.delete(f"/v1/volumes/{vid}")
+        assert gone.status in (204, 409), gone
+        r = made.result()
+        assert r.status in (201, 404), r
+        if r.status == 201:
+            assert gone.status == 409, "deleted while a sandbox was being made with it"
+            assert tenant.get(f"/v1/volumes/{vid}").status == 200
+            assert tenant.delete(f"/v1/sandboxes/{r.json['id']}").status == 204
+        assert tenant.delete(f"/v1/volumes/{vid}").status in (204, 404)
+
+
 def test_the_size_is_the_volumes_enospc(tenant):
     volume(tenant, "small", 16)
     sid = tenant.create(volumes=[{"name": "small", "path": "/v"}])["id"]
