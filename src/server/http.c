@@ -179,6 +179,14 @@ static void conn_close(struct http_conn *c) {
   c->state = HC_CLOSING;
   if (owned)
     c->ops->abort(c->ctx);
+  /* An action whose client left before its answer (a DELETE answered once
+   * the teardown is done, a pause once frozen) goes on, and is audited
+   * now, as nginx logs such a request: status 499. */
+  if (c->action) {
+    c->last_status = 499;
+    c->last_error = "client_closed";
+    serve_request_done(c->srv, c);
+  }
   c->ops = NULL;
   uv_timer_stop(&c->timer);
   /* Both handles live in c: it is freed when the second has closed (libuv

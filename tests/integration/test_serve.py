@@ -809,6 +809,21 @@ def test_early_answer_to_an_upload_is_read_by_the_client(server, api):
     assert r.status == 404 and error_of(r) == "not_found"
 
 
+def test_an_action_whose_client_left_is_audited(server, api):
+    """A DELETE is answered once the sandbox is torn down; a client that
+    sends it and leaves at once must not keep it out of the audit log."""
+    sid = api.create()["id"]
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    s.sendall(f"DELETE /v1/sandboxes/{sid} HTTP/1.1\r\nHost: x\r\n"
+              f"Authorization: Bearer {api.key}\r\n\r\n".encode())
+    s.close()
+    wait_for(lambda: api.get(f"/v1/sandboxes/{sid}").status == 404)
+    lines = audit_log(server.state_dir, lambda lines: any(
+        l["action"] == "sandbox.delete" and l["sandbox"] == sid for l in lines))
+    line = [l for l in lines if l["action"] == "sandbox.delete" and l["sandbox"] == sid][0]
+    assert line["status"] in (204, 499), line
+
+
 def test_audit_log_records_actions(server, api):
     sb = api.create()
     api.exec(sb["id"], {"cmd": ["true"]})
