@@ -64,8 +64,11 @@ static void rotate(struct audit *a, size_t n) {
   }
   int fd = open_log(a->dirfd);
   if (fd < 0) {
+    /* Out of descriptors, say: the file goes back to its name, to rotate
+     * at the next write, rather than grow on as audit.jsonl.1. */
     fprintf(stderr, "hutch serve: audit log: a new %s: %s\n", AUDIT_NAME, strerror(errno));
-    return; /* the old fd writes on into audit.jsonl.1 */
+    renameat(a->dirfd, AUDIT_OLD, a->dirfd, AUDIT_NAME);
+    return;
   }
   close(a->fd);
   a->fd = fd;
