@@ -1,5 +1,6 @@
 #include "err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,7 @@ static int err_vset(struct hutch_err *err, enum hutch_errkind kind, int errnum,
                     const char *fmt, va_list ap) {
   err->kind = kind;
   err->errnum = errnum;
+  err->code = NULL;
   int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
   if (errnum != 0 && n >= 0 && (size_t)n < sizeof err->msg)
     snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(errnum));
@@ -36,6 +38,34 @@ int hutch_err_not_found(struct hutch_err *err, const char *fmt, ...) {
   err_vset(err, HUTCH_ERR_NOT_FOUND, 0, fmt, ap);
   va_end(ap);
   return -1;
+}
+
+int hutch_err_fail(struct hutch_err *err, enum hutch_errkind kind, const char *code,
+                   const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  err_vset(err, kind, 0, fmt, ap);
+  va_end(ap);
+  err->code = code;
+  return -1;
+}
+
+enum hutch_errkind hutch_err_class(const struct hutch_err *err) {
+  if (err->kind != HUTCH_ERR_SYSTEM)
+    return err->kind;
+  switch (err->errnum) {
+  case EBUSY:
+    return HUTCH_ERR_BUSY;
+  case ENOSPC:
+  case EDQUOT:
+    return HUTCH_ERR_NO_SPACE;
+  case EMFILE:
+  case ENFILE:
+  case EAGAIN:
+    return HUTCH_ERR_UNAVAILABLE;
+  default:
+    return HUTCH_ERR_SYSTEM;
+  }
 }
 
 int hutch_err_wrap(struct hutch_err *err, const char *fmt, ...) {

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include "hostcheck.h"
-#include "serve.h"
 #include "hostlimits.h"
 #include "util.h"
+#include "core/sbx.h"
+#include "routes.h"
+#include "e2b/e2b.h"
 
 #define EXIT_SERVE 125 /* as hutch run: the server itself failed */
 #define EXIT_STATE_DIR 78 /* the state dir may not be trusted (sysexits' EX_CONFIG) */
@@ -252,7 +254,6 @@ static void on_signal(uv_signal_t *s, int signum) {
   if (srv->stopping)
     return;
   srv->stopping = true;
-  accept_stop(srv);
   uv_close((uv_handle_t *)&srv->reaper, NULL);
   pool_destroy_all(srv);
   if (signum == SIGINT) {
@@ -263,7 +264,7 @@ static void on_signal(uv_signal_t *s, int signum) {
             srv->nsandboxes);
     sbx_release_all(srv);
   }
-  http_close_all(srv);
+  http_close_all(&srv->http);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->sigint, NULL);
 }
@@ -304,7 +305,7 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
-  if (server_open(srv, &err) < 0) {
+  if (server_open(srv, &serve_http, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;
   }

@@ -8,14 +8,25 @@
  * and the port in the E2b-Sandbox-Id and E2b-Sandbox-Port headers: a
  * request with those is routed by the port's table and authenticated by
  * the sandbox's access token, not by an API key. */
+#include "routes.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include <openssl/crypto.h>
 
-#include "serve.h"
 #include "util.h"
+#include "api/handlers.h"
+#include "api/ports.h"
+#include "core/audit.h"
+#include "core/fds.h"
+#include "core/keys.h"
+#include "core/metrics.h"
+#include "core/pool.h"
+#include "core/sbx.h"
+#include "e2b/e2b.h"
+#include "http/json.h"
 
 enum access {
   PUBLIC, /* no key */
@@ -275,7 +286,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
     if (!s->dying && strcmp(s->id, id) == 0)
       sb = s;
   if (!sb) {
-    http_error(c, 502, "sandbox_not_found", "no sandbox %.32s on this server (it ended, or never was)",
+    http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_not_found", "no sandbox %.32s on this server (it ended, or never was)",
                id ? id : "");
     return NULL;
   }
@@ -292,7 +303,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
                : traffic && (token_is(traffic, sb->token) ||
                              (interpreter && token_is(traffic, sb->traffic_token)));
   if (!ok) {
-    http_error(c, 401, "unauthorized",
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                "the sandbox's access token is required (X-Access-Token: envdAccessToken)");
     return NULL;
   }
@@ -314,13 +325,13 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   if (!found) {
     size_t n;
     if (!table_for(req, &n))
-      http_error(c, 502, "port_not_served", "nothing serves port %.16s of a sandbox here",
+      http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
                  http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
     else if (path_known)
-      http_error(c, 405, "method_not_allowed", "%s is not allowed on %s",
+      http_error(c, HUTCH_ERR_METHOD, "method_not_allowed", "%s is not allowed on %s",
                  http_method_str(req->method), req->path);
     else
-      http_error(c, 404, "not_found", "no route %s", req->path);
+      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
     return;
   }
   c->dialect = found->dialect;
@@ -347,46 +358,27 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
     match(found->pattern, req->pbuf, req);
     cut_params(req);
     if (found->access != PUBLIC && !keys_authenticate(srv, req, &p)) {
-      http_error(c, 401, "unauthorized",
+      http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                  "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
       return;
     }
     if (found->access == ADMIN && !p.admin) {
-      http_error(c, 403, "forbidden", "only the admin key may do this");
+      http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may do this");
       return;
     }
   }
   c->action = found->action;
   /* A tenant's open streams and WebSockets hold descriptors past the
    * request: its share of them is bounded (fds.c), the admin's is not. */
-  char why[160];
-  int full = p.admin ? 0 : fds_check(srv, p.tenant, NULL, 1, why, sizeof why);
-  if (full) {
-    http_error(c, full, full == 429 ? "busy" : "overloaded", "%s", why);
+  struct hutch_err err = {0};
+  if (!p.admin && fds_check(srv, p.tenant, NULL, 1, &err) < 0) {
+    http_fail(c, &err);
     return;
   }
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }
 
-void serve_audit(struct server *srv, json_t *j) {
-  if (!j)
-    return;
-  if (srv->audit) {
-    char when[32];
-    iso8601(wall_ms(), when);
-    /* "time" first: a reader sees when before what. */
-    json_t *line = json_pack("{s:s}", "time", when);
-    json_object_update(line, j);
-    char *text = json_dumps(line, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
-    if (!text)
-      abort(); /* out of memory */
-    audit_append(srv, srv->audit, text, strlen(text));
-    free(text);
-    json_decref(line);
-  }
-  json_decref(j);
-}
 
 void serve_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
@@ -423,3 +415,12 @@ int serve_print_routes(FILE *out, const char *table) {
   }
   return -1;
 }
+
+static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_pool(srv); }
+
+const struct http_handlers serve_http = {
+    .dispatch = serve_dispatch,
+    .streams_body = serve_streams_body,
+    .done = serve_request_done,
+    .room = room,
+};

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "connect.h"
+#include "http/connect.h"
 #include "frame.h"
 #include "util.h"
 
@@ -222,20 +222,6 @@ char *http_json_line(json_t *j, size_t *len) {
   return line;
 }
 
-void http_error(struct http_conn *c, int status, const char *code, const char *fmt, ...) {
-  if (status < 400 || status > 599 || !code || !*code)
-    fake_fail("an error answer without a 4xx/5xx status or a code");
-  char *msg;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&msg, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    abort();
-  http_respond(c, status, "application/json", msg, (size_t)n, NULL);
-  free(msg);
-}
-
 void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   c->ops = ops;
   c->ctx = ctx;
@@ -433,7 +419,7 @@ int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in
 struct proc *procs_find(struct http_conn *c, const struct principal *p) {
   (void)p;
   if (w.script.proc_missing) {
-    http_error(c, 404, "not_found", "no process");
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no process");
     return NULL;
   }
   return &w.proc;
@@ -568,7 +554,7 @@ const char *e2b_user(struct http_conn *c) {
   const char *user = !q || strcmp(q, "user") == 0 ? "user" : strcmp(q, "root") == 0 ? "root" : NULL;
   free(q);
   if (!user)
-    http_error(c, 400, "invalid_argument", "user or root");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "user or root");
   return user;
 }
 

@@ -17,7 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/agentc.h"
+#include "core/keys.h"
+#include "core/metrics.h"
+#include "core/procs.h"
+#include "core/sbx.h"
+#include "core/server.h"
+#include "e2b/e2b.h"
+#include "http/body.h"
+#include "http/json.h"
+#include "http/http.h"
 
 #define FAKE_SANDBOX_ID "0123456789abcdef"
 #define FAKE_PID 42

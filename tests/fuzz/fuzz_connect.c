@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "connect.h"
+#include "http/connect.h"
 #include "fake_server.h"
 #include "util.h"
 

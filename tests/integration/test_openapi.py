@@ -31,9 +31,13 @@ def test_error_codes_are_documented():
     text = spec()["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
     listed = set(re.findall(r"[a-z_]+", text["code"]["description"]))
     used = set()
-    for f in (ROOT / "src" / "server").glob("*.c"):
-        used |= set(re.findall(r'http_error\(\w+, \d+, "([a-z_]+)"', f.read_text()))
-        used |= set(re.findall(r'\\"code\\":\\"([a-z_]+)\\"', f.read_text()))
+    for f in (ROOT / "src" / "server").rglob("*.c"):
+        text = f.read_text()
+        used |= set(re.findall(r'(?:http_error|hutch_err_fail)\([&\w]+,\s*HUTCH_ERR_\w+,\s*"([a-z_]+)"', text))
+        used |= set(re.findall(r'\bcode = "([a-z_]+)"', text))
+        # The table's codes for errors that name none (http/errors.c).
+        used |= set(re.findall(r'\{\d+, "[a-z_]+", "([a-z_]+)"', text))
+        used |= set(re.findall(r'\\"code\\":\\"([a-z_]+)\\"', text))
     assert used, "found no error codes in src/server"
     assert used - listed == set(), "error codes missing from docs/openapi.yaml"
 

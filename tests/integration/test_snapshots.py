@@ -202,7 +202,7 @@ def test_hostile_files_are_refused_or_copied_as_data(server, tenant):
     before = sorted(p.name for p in (server.state_dir / "snapshots").glob("*")) \
         if (server.state_dir / "snapshots").exists() else []
     r = tenant.post(f"/v1/sandboxes/{sid}/snapshots")
-    assert r.status == 422 and error_of(r) == "invalid" and "deeper" in r.json["error"]["message"]
+    assert r.status == 400 and error_of(r) == "invalid" and "deeper" in r.json["error"]["message"]
     assert sorted(p.name for p in (server.state_dir / "snapshots").glob("*")) == before
     assert tenant.get("/v1/snapshots").json["snapshots"] == []
     assert sh(tenant, sid, "echo still") == "still\n"  # thawed after the refusal

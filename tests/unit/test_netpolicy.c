@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netpolicy.h"
+#include "net/netpolicy.h"
 #include "tap.h"
 
 static struct netpolicy policy(const char *allow_json, const char *secrets_json) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seal.h"
+#include "state/seal.h"
 #include "tap.h"
 
 int main(void) {

@@ -1,0 +1,72 @@
+/* The native API's shared parts: sandboxes, exec and files. */
+#ifndef HUTCH_API_API_H
+#define HUTCH_API_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/sbx.h"
+#include "http/http.h"
+
+struct server;
+struct sbx;
+struct http_conn;
+struct principal;
+
+/* api_sandboxes.c and api_exec.c: the handlers of /v1/sandboxes. */
+/* The agent's exec request from a native exec body o, or NULL after a
+ * 400; *in: the stdin it gives, if any. */
+json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in);
+
+/* The core of a create, shared by both APIs: o is a native request body.
+ * -1 after an error answer; else made is called on the loop (at once when
+ * a warm pool had one) with the sandbox, or NULL after an error answer;
+ * c is NULL then when the client left meanwhile (no sandbox is left
+ * behind for it). */
+typedef void (*sandboxes_made_fn)(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                                  void *arg);
+int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
+                     sandboxes_made_fn made, void *arg);
+void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
+/* Creates under way that mount volume (an id), or stack layer (a
+ * snapshot's id); either may be NULL. A volume or snapshot they use is in
+ * use as much as by a live sandbox. */
+unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
+                                  const char *layer);
+/* Room for count more sandboxes of memory_mb each: the tenant's quota and
+ * the server's capacity; -1 after a 429 or 503. */
+int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,
+                         unsigned count);
+/* The sandbox and the optional {timeout_s} of its request body (t < 0
+ * when absent); NULL after an error answer. */
+struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);
+
+/* api_files.c: the agent's file operations for a request, and the
+ * /v1/sandboxes/{id}/files… routes on them. An answer hears how the
+ * operation ended and answers c. */
+struct files_result {
+  json_t *done, *err;  /* the agent's done event, or its error */
+  const char *out;     /* a listing: the lines the agent sent */
+  size_t nout;
+  const char *path;    /* the path given to the call */
+  void *arg;
+};
+typedef void (*files_answer_fn)(struct http_conn *c, const struct files_result *r);
+/* req: the agent request (taken); path: malloc'd, freed with the call, or
+ * NULL. */
+void files_call(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
+                files_answer_fn answer, void *arg);
+/* Stream the file at path (taken) to c. */
+void files_read(struct http_conn *c, struct sbx *sb, char *path, const char *user);
+/* Write the request body, as it comes, to path (taken). */
+void files_write(struct http_conn *c, struct sbx *sb, char *path, const char *user,
+                 files_answer_fn answer, void *arg);
+/* An agent error as the HTTP answer its code means. */
+void files_error(struct http_conn *c, json_t *err);
+/* The entries of a listing's lines (a new array). */
+json_t *files_entries(const char *out, size_t nout);
+/* A usable path, or false after a 400. */
+bool files_path_ok(struct http_conn *c, const char *path);
+
+#endif

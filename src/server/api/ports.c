@@ -1,0 +1,374 @@
+/* Inbound ports: a service listening inside a sandbox, reached through the
+ * server (docs/network.md). Two ways name it:
+ *   /v1/sandboxes/{id}/ports/{port}/PATH   the rest of the path goes on
+ *   Host: {port}-{id}.{domain}             E2B's getHost(); the path as is
+ * A port is private unless the sandbox makes it public: a private one
+ * needs the owner's API key or the sandbox's traffic token, and the
+ * credential is taken off the request before it goes in.
+ *
+ * The connection in is made from a socket the server opens in the
+ * sandbox's network namespace, to 127.0.0.1 (then ::1) there: the sandbox
+ * gets no route to the host, and sees every request come from its own
+ * loopback. The request head goes in rewritten; after it the client's
+ * connection is handed to a relay, so bodies, responses and WebSocket
+ * frames stream both ways as they come. A second request on the same
+ * connection would skip the checks above (a private port; a path that
+ * must be rewritten; hutch's credentials to take off, which any request
+ * may carry), so every head asks for Connection: close, and the client
+ * may send the one request's body and no more: a service that keeps the
+ * connection open gets no second request, with its credentials,
+ * unchecked. Such a body must come with a Content-Length.
+ * An Upgrade there (a WebSocket) is held to the same until the service
+ * answers 101: bytes a client pipelines behind the request would
+ * otherwise reach the service raw, a second request among them. */
+#include "api/ports.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "util.h"
+#include "routes.h"
+#include "core/audit.h"
+#include "core/fds.h"
+#include "core/keys.h"
+#include "core/network.h"
+#include "core/sbx.h"
+
+#define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */
+
+struct pconn {
+  struct relay relay;  /* side 0: the client; side 1: the service in the sandbox */
+  struct sbx *sb;      /* NULL once the sandbox has gone */
+  struct http_conn *c; /* until the service answers the connect */
+  struct server *srv;
+  char tenant[SERVE_TENANT_LEN + 1], sandbox[17];
+  uint16_t port;
+  bool tried_v6, relayed;
+  bool upgrade; /* an Upgrade on a checked connection: one request until a 101 */
+  /* One request only (see the top): its body's length, all the client
+   * may send; else UINT64_MAX. */
+  uint64_t one_body;
+  char *head;
+  size_t sent; /* head and what came with it: bytes in not seen by the relay */
+  uint64_t started_ns;
+};
+
+/* "{port}-{id}.{domain}[:listen port]": the port and id, or false. */
+static bool host_route(const struct server *srv, const char *host, unsigned *port, char id[17]) {
+  if (!host || !srv->cfg.domain)
+    return false;
+  const char *dash = strchr(host, '-');
+  const char *dot = dash ? strchr(dash, '.') : NULL;
+  if (!dash || !dot || dash == host || dash - host > 5 || dot - dash - 1 != 16)
+    return false;
+  for (const char *p = host; p < dash; p++)
+    if (!isdigit((unsigned char)*p))
+      return false;
+  size_t dl = strlen(srv->cfg.domain);
+  const char *rest = dot + 1;
+  if (strncasecmp(rest, srv->cfg.domain, dl) != 0 || (rest[dl] && rest[dl] != ':'))
+    return false;
+  *port = (unsigned)strtoul(host, NULL, 10);
+  memcpy(id, dash + 1, 16);
+  id[16] = '\0';
+  return true;
+}
+
+bool ports_routed_by_host(const struct server *srv, const struct http_req *req) {
+  unsigned port;
+  char id[17];
+  return host_route(srv, http_header(req, "Host"), &port, id);
+}
+
+/* ---- the end ---- */
+
+static void unlink_conn(struct pconn *pc) {
+  relay_set_leave(&pc->relay);
+  pc->sb = NULL;
+}
+
+static void relay_done(struct relay *r) {
+  struct pconn *pc = (struct pconn *)r;
+  unlink_conn(pc);
+  if (pc->relayed) {
+    double ms = (double)(now_ns() - pc->started_ns) / 1e6;
+    serve_audit(pc->srv, json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "tenant", pc->tenant, "action",
+                                   "sandbox.port", "sandbox", pc->sandbox, "port", pc->port,
+                                   "bytes_in", (json_int_t)(pc->sent + r->bytes[0]), "bytes_out",
+                                   (json_int_t)r->bytes[1], "duration_ms", ms));
+  }
+  free(pc->head);
+  free(pc);
+}
+
+/* The client left while the service was being reached. */
+static void client_gone(void *ctx) {
+  struct pconn *pc = ctx;
+  pc->c = NULL;
+  relay_close(&pc->relay);
+}
+
+static const struct http_stream_ops own_ops = {.abort = client_gone};
+
+void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
+  for (struct relay *r = sb->ports.first, *next; r; r = next) {
+    next = r->next;
+    if (relay_idle(r, idle_ms))
+      relay_close(r);
+  }
+}
+
+void ports_close_all(struct sbx *sb) {
+  while (sb->ports.first) {
+    struct pconn *pc = (struct pconn *)sb->ports.first;
+    unlink_conn(pc);
+    if (pc->c) {
+      struct http_conn *c = pc->c;
+      pc->c = NULL;
+      http_own(c, NULL, NULL);
+      http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_gone", "the sandbox ended");
+    }
+    relay_close(&pc->relay);
+  }
+}
+
+/* ---- reaching the service ---- */
+
+/* The service's first bytes after an Upgrade on a checked connection:
+ * "HTTP/1.1 101" switches it to the other protocol, and the client may
+ * send as it likes from then on; any other answer leaves it at the one
+ * request. */
+static void upgrade_answered(struct relay *r, const char *data, size_t n) {
+  static const char switching[] = "HTTP/1.x 101";
+  if (n == sizeof switching - 1 && memcmp(data, switching, 7) == 0 &&
+      (data[7] == '0' || data[7] == '1') && memcmp(data + 8, switching + 8, 4) == 0)
+    relay_limit(r, 0, UINT64_MAX);
+}
+
+static void connect_in(struct pconn *pc, int family);
+
+static void on_connected(struct relay *r, int status) {
+  struct pconn *pc = (struct pconn *)r;
+  struct http_conn *c = pc->c;
+  if (status == UV_ECONNREFUSED && !pc->tried_v6 && pc->sb) {
+    connect_in(pc, AF_INET6); /* a service listening on ::1 alone */
+    return;
+  }
+  if (status < 0) {
+    pc->c = NULL;
+    http_own(c, NULL, NULL);
+    http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)", pc->sandbox,
+               pc->port, uv_strerror(status));
+    relay_close(&pc->relay);
+    return;
+  }
+  /* The client's connection leaves the HTTP server for the relay. */
+  char *rest = NULL;
+  size_t nrest = 0;
+  http_own(c, NULL, NULL);
+  pc->c = NULL;
+  int fd = http_detach(c, &rest, &nrest);
+  if (fd < 0) {
+    free(rest);
+    relay_close(&pc->relay);
+    return;
+  }
+  relay_adopt(&pc->relay, 0, fd);
+  pc->relayed = true;
+  if (pc->one_body != UINT64_MAX) {
+    /* What follows the one request's body is another request: not passed
+     * on, and any more ends the connection. */
+    if (nrest > pc->one_body)
+      nrest = (size_t)pc->one_body;
+    relay_limit(&pc->relay, 0, pc->one_body - nrest);
+    if (pc->upgrade)
+      relay_first(&pc->relay, 1, strlen("HTTP/1.1 101"), upgrade_answered);
+  }
+  pc->sent = strlen(pc->head) + nrest;
+  relay_send(&pc->relay, 1, pc->head, strlen(pc->head));
+  relay_send(&pc->relay, 1, rest, nrest);
+  free(rest);
+  relay_start(&pc->relay);
+}
+
+static void connect_in(struct pconn *pc, int family) {
+  struct hutch_err err = {0};
+  struct sockaddr_in a4 = {.sin_family = AF_INET,
+                           .sin_port = htons(pc->port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct sockaddr_in6 a6 = {
+      .sin6_family = AF_INET6, .sin6_port = htons(pc->port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  pc->tried_v6 = family == AF_INET6;
+  int fd = hutch_sandbox_socket(pc->sb->hs, pc->srv->netns_fd, family, SOCK_STREAM | SOCK_NONBLOCK,
+                                &err);
+  if (fd < 0) {
+    on_connected(&pc->relay, UV_EIO);
+    return;
+  }
+  relay_connect(&pc->relay, fd, family == AF_INET ? (struct sockaddr *)&a4 : (struct sockaddr *)&a6,
+                on_connected);
+}
+
+/* ---- the request ---- */
+
+/* Whether the request carries the owner's key or the traffic token. */
+static bool may_enter(struct http_conn *c, const struct sbx *sb) {
+  struct principal p;
+  const char *tok = http_header(&c->req, "X-Hutch-Traffic-Token");
+  if (!tok)
+    tok = http_header(&c->req, "E2B-Traffic-Access-Token");
+  if (tok)
+    return strlen(tok) == SERVE_TOKEN_LEN &&
+           CRYPTO_memcmp(tok, sb->traffic_token, SERVE_TOKEN_LEN) == 0;
+  return keys_authenticate(c->srv, &c->req, &p) && sbx_find_own(c->srv, &p, sb->id) == sb;
+}
+
+/* A header that carries a credential of hutch's, never passed in: the
+ * traffic token headers, X-API-Key, envd's X-Access-Token (with it, the
+ * service could run commands as the sandbox's root through envd, or hand
+ * it on), and an Authorization that holds something shaped as an API key
+ * (any other is the service's own). */
+static bool credential(const struct http_header *h) {
+  static const char *const names[] = {"X-API-Key", "X-Access-Token", "X-Hutch-Traffic-Token",
+                                      "E2B-Traffic-Access-Token", NULL};
+  for (const char *const *n = names; *n; n++)
+    if (strcasecmp(h->name, *n) == 0)
+      return true;
+  return strcasecmp(h->name, "Authorization") == 0 && keys_in_authorization(h->value);
+}
+
+static bool is_public(const struct sbx *sb, unsigned port) {
+  if (json_is_true(json_object_get(sb->network, "public")))
+    return true;
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(sb->network, "public_ports"), i, v) {
+    if (json_integer_value(v) == (json_int_t)port)
+      return true;
+  }
+  return false;
+}
+
+/* What of the client's head does not go in: hutch's credentials, and for
+ * one request only, what would keep the connection. */
+static bool dropped(const struct http_header *h, void *one_request) {
+  return credential(h) || (*(bool *)one_request && (strcasecmp(h->name, "Connection") == 0 ||
+                                                    strcasecmp(h->name, "Keep-Alive") == 0));
+}
+
+/* The head the service gets: the client's, with target as the target. */
+static char *inner_head(struct http_conn *c, const char *target, bool one_request) {
+  char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(c->req.method), target,
+                         c->parser.http_major, c->parser.http_minor);
+  size_t len;
+  char *head = http_head_write(line, c->req.headers, c->req.nheaders, dropped, &one_request,
+                               one_request ? "Connection: close\r\n" : NULL, &len);
+  free(line);
+  return head;
+}
+
+void ports_forward(struct http_conn *c, const struct principal *unused) {
+  (void)unused;
+  struct server *srv = c->srv;
+  struct http_req *req = &c->req;
+  unsigned port;
+  char id[17];
+  char *target;
+  bool by_host = host_route(srv, http_header(req, "Host"), &port, id);
+  if (by_host) {
+    target = xstrdup(req->target);
+  } else {
+    /* /v1/sandboxes/{id}/ports/{port}[/rest][?query] */
+    const char *s = req->target + strlen("/v1/sandboxes/");
+    const char *slash = strchr(s, '/');
+    if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0) {
+      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+      return;
+    }
+    memcpy(id, s, 16);
+    id[16] = '\0';
+    const char *ps = slash + 7;
+    char *end;
+    port = (unsigned)strtoul(ps, &end, 10);
+    if (!isdigit((unsigned char)*ps) || (*end && *end != '/' && *end != '?') || end - ps > 5) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
+      return;
+    }
+    target = *end == '/' ? xstrdup(end) : xasprintf("/%s", end);
+  }
+  c->action = "sandbox.port";
+  str_copy(c->sandbox, sizeof c->sandbox, id);
+  struct sbx *sb = NULL;
+  for (struct sbx *s = srv->sandboxes; s; s = s->next)
+    if (!s->dying && !s->pool && strcmp(s->id, id) == 0)
+      sb = s;
+  /* A private port, or a path to rewrite: one request a connection, so that
+   * every request is checked and rewritten. An Upgrade turns it into
+   * another protocol, nothing follows in HTTP, but only once the service
+   * has agreed: until then the client may send the one request and no
+   * more (upgrade_answered). */
+  bool public = sb && is_public(sb, port);
+  /* Even a public port named by its host, with nothing to check or
+   * rewrite, gets one request a connection: the relay does not read what
+   * follows the first head, so a later request's credentials (an SDK's or
+   * a browser's, on a connection its pool reuses) would reach the service
+   * untouched. */
+  bool checked = sb != NULL;
+  bool upgrade = checked && http_header(req, "Upgrade");
+  struct hutch_err err = {0};
+  bool one_request = checked && !upgrade;
+  if (port == 0 || port > 65535) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
+  } else if (!sb) {
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
+  } else if (!public && !may_enter(c, sb)) {
+    /* A private port of a sandbox that is not the caller's: as if absent
+     * to a key of another tenant, 401 without any credential. */
+    bool any = http_header(req, "Authorization") || http_header(req, "X-API-Key") ||
+               http_header(req, "X-Hutch-Traffic-Token") ||
+               http_header(req, "E2B-Traffic-Access-Token");
+    if (any)
+      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
+    else
+      http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
+                 "port %u of this sandbox is private: send the API key or the "
+                 "sandbox's "
+                 "traffic token (X-Hutch-Traffic-Token)",
+                 port);
+  } else if (sb->ports.n >= PORTS_MAX_CONNS) {
+    http_error(c, HUTCH_ERR_QUOTA, "busy", "sandbox %s has %d connections through its ports already", id,
+               PORTS_MAX_CONNS);
+  } else if (fds_check(srv, sb->tenant, sb, FDS_RELAY, &err) < 0) {
+    http_fail(c, &err);
+  } else if (checked && (c->parser.flags & F_CHUNKED)) {
+    http_error(c, HUTCH_ERR_LENGTH_REQUIRED, "length_required",
+               "a request to this port carries its body with a Content-Length (not chunked)");
+  } else if (sbx_wake(c, sb)) {
+    str_copy(c->tenant, sizeof c->tenant, sb->tenant);
+    struct pconn *pc = xcalloc(1, sizeof *pc);
+    pc->srv = srv;
+    pc->sb = sb;
+    pc->c = c;
+    pc->port = (uint16_t)port;
+    pc->started_ns = req->started_ns;
+    str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
+    str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
+    pc->head = inner_head(c, target, one_request);
+    pc->upgrade = upgrade;
+    pc->one_body = !checked                              ? UINT64_MAX
+                   : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length
+                                                         : 0;
+    relay_init(&pc->relay, srv->loop, relay_done);
+    relay_set_join(&sb->ports, &pc->relay);
+    http_own(c, &own_ops, pc);
+    connect_in(pc, AF_INET);
+  }
+  free(target);
+}

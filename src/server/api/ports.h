@@ -1,0 +1,18 @@
+/* Inbound ports. */
+#ifndef HUTCH_API_PORTS_H
+#define HUTCH_API_PORTS_H
+
+#include <stdbool.h>
+
+struct server;
+struct sbx;
+struct http_conn;
+struct http_req;
+struct principal;
+
+/* ports.c: a sandbox's ports, reached through the server. */
+bool ports_routed_by_host(const struct server *srv, const struct http_req *req);
+void ports_forward(struct http_conn *c, const struct principal *p);
+void ports_close_all(struct sbx *sb);
+
+#endif

@@ -1,0 +1,270 @@
+/* GET /v1/sandboxes/{id}/exec/{pid}/ws: a WebSocket on a background
+ * process, for interactive sessions (a shell on a PTY). wslay does the
+ * framing; the handshake is the few lines of RFC 6455 section 4.2.
+ *
+ * Server to client, text frames: the process's NDJSON lines, one per
+ * frame: what was kept of its output first, then what comes, then its
+ * exit line, after which the server closes the socket (status 1000).
+ * Client to server: binary frames are stdin bytes; text frames are JSON
+ * commands: {"type":"stdin","data":"…"}, {"type":"eof"},
+ * {"type":"resize","rows":R,"cols":C}, {"type":"signal","signal":N}. A
+ * command that cannot be followed gets {"type":"error","code","message"}. */
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <wslay/wslay.h>
+
+#include "util.h"
+#include "api/handlers.h"
+#include "core/procs.h"
+
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
+#define WS_MSG_MAX (1u << 20)     /* largest message taken from a client */
+#define WS_BACKLOG (8u << 20)     /* output queued for a client before it is dropped */
+
+struct ws {
+  struct http_conn *c;     /* NULL once the connection is gone */
+  struct proc *pr;
+  struct sub *sub;         /* NULL once the process has ended */
+  wslay_event_context_ptr ctx;
+  const char *in;          /* bytes read, not yet taken by wslay */
+  size_t in_len;
+  bool ending;             /* close once the queued messages are out */
+  bool closing;            /* the close frame is queued: end after it */
+  int busy;                /* calls under way that may lose the connection: free after */
+};
+
+static void ws_free(struct ws *w) {
+  if (w->sub)
+    procs_unsubscribe(w->sub);
+  wslay_event_context_free(w->ctx);
+  free(w);
+}
+
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
+                       void *user) {
+  (void)flags;
+  struct ws *w = user;
+  if (w->in_len == 0) {
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
+  }
+  size_t n = len < w->in_len ? len : w->in_len;
+  memcpy(buf, w->in, n);
+  w->in += n;
+  w->in_len -= n;
+  return (ssize_t)n;
+}
+
+static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *user) {
+  (void)ctx, (void)flags;
+  struct ws *w = user;
+  if (w->c)
+    http_raw_send(w->c, data, len);
+  return (ssize_t)len;
+}
+
+static void queue_text(struct ws *w, const char *text, size_t n) {
+  struct wslay_event_msg m = {WSLAY_TEXT_FRAME, (const uint8_t *)text, n};
+  wslay_event_queue_msg(w->ctx, &m);
+}
+
+static void reply_error(struct ws *w, const char *code, const char *msg) {
+  size_t n;
+  char *line = http_json_line(
+      json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", msg), &n);
+  queue_text(w, line, n - 1); /* without the newline: a frame is a message */
+  free(line);
+}
+
+/* Send what wslay has queued; close when it is done with the socket.
+ * wslay sends control frames before queued messages: the close frame is
+ * queued only once the messages before it (the exit line) are out. */
+static void pump(struct ws *w) {
+  if (!w->c)
+    return;
+  wslay_event_send(w->ctx);
+  if (w->ending && !wslay_event_want_write(w->ctx)) {
+    w->ending = false;
+    w->closing = true;
+    wslay_event_queue_close(w->ctx, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0);
+    wslay_event_send(w->ctx);
+  }
+  if (w->closing && !wslay_event_want_write(w->ctx)) {
+    struct http_conn *c = w->c;
+    http_abort(c); /* calls on_abort, which frees w */
+    return;
+  }
+  if (http_queued(w->c) > WS_BACKLOG)
+    http_abort(w->c);
+}
+
+static void command(struct ws *w, const uint8_t *msg, size_t len) {
+  json_t *j = json_loadb((const char *)msg, len, 0, NULL);
+  const char *type = json_string_value(json_object_get(j, "type"));
+  if (!type) {
+    reply_error(w, "invalid_argument", "a command is a JSON object with a \"type\"");
+  } else if (strcmp(type, "stdin") == 0 || strcmp(type, "eof") == 0) {
+    const char *data = json_string_value(json_object_get(j, "data"));
+    bool eof = strcmp(type, "eof") == 0;
+    if (!eof && !data)
+      reply_error(w, "invalid_argument", "stdin needs \"data\", a string");
+    else if (procs_stdin(w->pr, data ? data : "", data ? strlen(data) : 0, eof) < 0)
+      reply_error(w, "stdin_closed", "the process takes no more input, or not that much yet");
+  } else if (strcmp(type, "resize") == 0 || strcmp(type, "signal") == 0) {
+    json_int_t rows = json_integer_value(json_object_get(j, "rows"));
+    json_int_t cols = json_integer_value(json_object_get(j, "cols"));
+    json_int_t sig = json_integer_value(json_object_get(j, "signal"));
+    json_t *ctl = NULL;
+    if (strcmp(type, "resize") == 0 && rows > 0 && rows < 10000 && cols > 0 && cols < 10000)
+      ctl = json_pack("{s:{s:I,s:I}}", "resize", "rows", rows, "cols", cols);
+    else if (strcmp(type, "signal") == 0 && sig >= 1 && sig <= 64)
+      ctl = json_pack("{s:I}", "signal", sig);
+    if (!ctl)
+      reply_error(w, "invalid_argument",
+                  "resize needs rows and cols (1 to 9999); signal a number from 1 to 64");
+    else if (!procs_control(w->pr, ctl))
+      reply_error(w, "not_running", "the process has ended");
+  } else {
+    reply_error(w, "invalid_argument", "unknown command type");
+  }
+  json_decref(j);
+}
+
+static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+                   void *user) {
+  (void)ctx;
+  struct ws *w = user;
+  if (arg->opcode == WSLAY_BINARY_FRAME) {
+    int r = procs_stdin(w->pr, arg->msg, arg->msg_length, false);
+    if (r < 0)
+      reply_error(w, r == -2 ? "stdin_full" : "stdin_closed",
+                  r == -2 ? "the process is not reading its input" : "the process takes no more input");
+  } else if (arg->opcode == WSLAY_TEXT_FRAME) {
+    command(w, arg->msg, arg->msg_length);
+  }
+  /* Close frames: wslay answers them; pump() closes once that is sent. */
+}
+
+static const struct wslay_event_callbacks callbacks = {
+    .recv_callback = recv_cb, .send_callback = send_cb, .on_msg_recv_callback = on_msg};
+
+/* ---- the process's side ---- */
+
+static void on_line(struct sub *u, const char *line, size_t n) {
+  struct ws *w = u->ctx;
+  queue_text(w, line, n - 1);
+  pump(w);
+}
+
+static void on_end(struct sub *u, const char *line, size_t n) {
+  struct ws *w = u->ctx;
+  free(u); /* already unlinked */
+  w->sub = NULL;
+  queue_text(w, line, n - 1);
+  w->ending = true;
+  pump(w);
+}
+
+/* ---- the connection's side ---- */
+
+static void on_raw(void *ctx, const char *data, size_t n) {
+  struct ws *w = ctx;
+  w->busy++;
+  w->in = data;
+  w->in_len = n;
+  if (wslay_event_recv(w->ctx) != 0) { /* a client that breaks the protocol */
+    w->in_len = 0;
+    http_abort(w->c);
+  } else {
+    w->in_len = 0;
+    if (wslay_event_get_close_received(w->ctx))
+      w->closing = true;
+    pump(w);
+  }
+  if (--w->busy == 0 && !w->c)
+    ws_free(w);
+}
+
+static void on_abort(void *ctx) {
+  struct ws *w = ctx;
+  w->c = NULL;
+  if (!w->busy)
+    ws_free(w);
+}
+
+static const struct http_stream_ops ws_ops = {.abort = on_abort, .raw = on_raw};
+
+static bool has_token(const char *header, const char *token) {
+  size_t n = strlen(token);
+  for (const char *p = header; p && *p;) {
+    p += strspn(p, " \t,");
+    size_t len = strcspn(p, " \t,");
+    if (len == n && strncasecmp(p, token, n) == 0)
+      return true;
+    p += len;
+  }
+  return false;
+}
+
+void api_procs_ws(struct http_conn *c, const struct principal *p) {
+  const struct http_req *r = &c->req;
+  const char *upgrade = http_header(r, "Upgrade"), *conn = http_header(r, "Connection");
+  const char *key = http_header(r, "Sec-WebSocket-Key");
+  const char *version = http_header(r, "Sec-WebSocket-Version");
+  if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !has_token(conn, "upgrade") || !key ||
+      strlen(key) != 24 || !version || strcmp(version, "13") != 0) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "a WebSocket handshake is needed (Upgrade: websocket, Connection: Upgrade, "
+               "Sec-WebSocket-Key, Sec-WebSocket-Version: 13)");
+    return;
+  }
+  struct proc *pr = procs_find(c, p);
+  if (!pr)
+    return;
+  /* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)) */
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdlen = 0;
+  char *both = xasprintf("%s%s", key, WS_GUID), accept[64];
+  if (!EVP_Digest(both, strlen(both), md, &mdlen, EVP_sha1(), NULL))
+    abort();
+  free(both);
+  EVP_EncodeBlock((unsigned char *)accept, md, (int)mdlen);
+  struct ws *w = xcalloc(1, sizeof *w);
+  w->c = c;
+  w->pr = pr;
+  if (wslay_event_context_server_init(&w->ctx, &callbacks, w) != 0)
+    abort();
+  wslay_event_config_set_max_recv_msg_length(w->ctx, WS_MSG_MAX);
+  char *head = xasprintf("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                         accept);
+  w->busy++;
+  http_own(c, &ws_ops, w);
+  http_raw_send(c, head, strlen(head));
+  free(head);
+  size_t n;
+  const char *kept = procs_kept(pr, &n);
+  for (const char *line = kept, *end; line < kept + n; line = end + 1) {
+    end = memchr(line, '\n', (size_t)(kept + n - line));
+    if (!end)
+      break;
+    queue_text(w, line, (size_t)(end - line));
+  }
+  json_t *exit_line = procs_exit_line(pr);
+  if (exit_line) { /* ended already: the record, then close */
+    char *line = http_json_line(json_incref(exit_line), &n);
+    queue_text(w, line, n - 1);
+    free(line);
+    w->ending = true;
+  } else {
+    w->sub = procs_subscribe(pr, on_line, on_end, w);
+  }
+  pump(w);
+  if (w->c)
+    http_raw_start(c, &ws_ops, w); /* may read what the client sent already */
+  if (--w->busy == 0 && !w->c)
+    ws_free(w);
+}

@@ -1,0 +1,89 @@
+/* Room on the state filesystem for what tenants keep there: volumes'
+ * images (allocated in full) and snapshots' copies. Two bounds, checked
+ * before anything is written (docs/security.md, "Resources"):
+ *
+ *  - each tenant's volumes and snapshots together hold at most its
+ *    max_disk_mb (POST /v1/keys), else --tenant-disk-mb (default: a quarter
+ *    of the state filesystem's size), so one tenant cannot take the disk
+ *    from the others: 429 quota_exceeded;
+ *  - the filesystem keeps max(256 MiB, 2 % of its size) free whatever the
+ *    quotas add up to, so the database, the audit log and the host's own
+ *    files always have room to be written: 507 no_space.
+ *
+ * A write that would cross either is refused whole; nothing is left half
+ * written. */
+#include "core/diskroom.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "core/server.h"
+#include "core/volumes.h"
+#include "state/store.h"
+
+
+#define DISK_RESERVE_MIN (256ull << 20)
+
+struct fs_room {
+  uint64_t size, avail, reserve;
+};
+
+static int fs_room(const struct server *srv, struct fs_room *r) {
+  struct statvfs vfs;
+  if (statvfs(srv->cfg.state_dir, &vfs) < 0)
+    return -1;
+  r->size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+  r->avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+  r->reserve = r->size / 50 > DISK_RESERVE_MIN ? r->size / 50 : DISK_RESERVE_MIN;
+  return 0;
+}
+
+static void add_volume(const struct store_volume *v, void *arg) {
+  *(uint64_t *)arg += v->size_mb << 20;
+}
+
+static void add_snapshot(const struct store_snapshot *s, void *arg) {
+  *(uint64_t *)arg += s->bytes;
+}
+
+int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes) {
+  struct server *srv = c->srv;
+  struct hutch_err err = {0};
+  struct fs_room r;
+  struct tenant_quota q;
+  uint64_t used = 0;
+  if (fs_room(srv, &r) < 0) {
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s: %s", srv->cfg.state_dir, strerror(errno));
+    return -1;
+  }
+  if (store_tenant_get(srv->store, p->tenant, &q, &err) < 0 ||
+      store_volume_each(srv->store, p->tenant, add_volume, &used, &err) < 0 ||
+      store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &err) < 0) {
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+    return -1;
+  }
+  used += volumes_pending_bytes(srv, p->tenant);
+  uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
+  if (q.max_disk_mb >= 0)
+    quota = (uint64_t)q.max_disk_mb << 20;
+  if (used + bytes > quota) {
+    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded",
+               "tenant %s may keep at most %llu MiB of volumes and snapshots (%llu in use, "
+               "%llu more asked)",
+               p->tenant, (unsigned long long)(quota >> 20), (unsigned long long)(used >> 20),
+               (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
+    return -1;
+  }
+  uint64_t making = volumes_pending_bytes(srv, NULL);
+  r.avail = r.avail > making ? r.avail - making : 0;
+  if (r.avail < bytes || r.avail - bytes < r.reserve) {
+    http_error(c, HUTCH_ERR_NO_SPACE, "no_space",
+               "the server's disk has %llu MiB free and keeps %llu MiB of it: no room for "
+               "%llu MiB more",
+               (unsigned long long)(r.avail >> 20), (unsigned long long)(r.reserve >> 20),
+               (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,81 @@
+/* Descriptor budgets: what each tenant and each sandbox may hold of the
+ * server's open files, so that none of them can make the whole server
+ * answer "Too many open files" (docs/security.md, "Resources").
+ *
+ * The server's limit L is RLIMIT_NOFILE, raised to the hard limit at start.
+ * FDS_RESERVE of it stays the server's own (database, audit log, the spare
+ * of the accept path, libuv's and its threads'); each sandbox costs
+ * FDS_SANDBOX; each relayed connection (a port tunnel or an egress proxy
+ * connection: two sockets and two pipes) FDS_RELAY; each HTTP connection
+ * one. Of the pool P = L − FDS_RESERVE a tenant may hold P/4 in relays and
+ * streaming connections, a sandbox P/16 in relays. Past its share a tenant
+ * gets 429 and the server, past P, 503: a refusal it can answer, where
+ * running out would be a 500 for everyone. */
+#include "core/fds.h"
+
+#include <string.h>
+#include <sys/resource.h>
+
+#include "util.h"
+#include "core/network.h"
+#include "core/sbx.h"
+
+#define FDS_RESERVE 64
+#define FDS_SANDBOX 16
+
+void fds_init(struct server *srv) {
+  struct rlimit nofile;
+  srv->fd_limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
+                      ? (unsigned)(nofile.rlim_cur < 1u << 30 ? nofile.rlim_cur : 1u << 30)
+                      : 1024;
+}
+
+unsigned fds_pool(const struct server *srv) {
+  return srv->fd_limit > 2 * FDS_RESERVE ? srv->fd_limit - FDS_RESERVE : srv->fd_limit / 2;
+}
+
+static unsigned relay_fds(const struct sbx *sb) {
+  return (sb->ports.n + egress_conns(sb)) * FDS_RELAY;
+}
+
+unsigned fds_server_used(const struct server *srv) {
+  unsigned used = srv->http.nconns;
+  for (const struct sbx *s = srv->sandboxes; s; s = s->next)
+    used += FDS_SANDBOX + relay_fds(s);
+  return used;
+}
+
+/* A tenant's relays, and its connections that a handler holds open (exec
+ * and file streams, WebSockets): what it keeps past a request's end. */
+static unsigned tenant_used(const struct server *srv, const char *tenant) {
+  unsigned used = 0;
+  for (const struct sbx *s = srv->sandboxes; s; s = s->next)
+    if (strcmp(s->tenant, tenant) == 0)
+      used += relay_fds(s);
+  for (const struct http_conn *c = srv->http.conns; c; c = c->next)
+    if (c->ops && strcmp(c->tenant, tenant) == 0)
+      used++;
+  return used;
+}
+
+int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,
+              struct hutch_err *err) {
+  unsigned pool = fds_pool(srv);
+  if (sb && relay_fds(sb) + want > pool / 16)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "busy",
+                          "sandbox %s holds its share of the server's connections (%u); try "
+                          "again once some close",
+                          sb->id, pool / 16 / FDS_RELAY);
+  if (tenant && tenant[0] && tenant_used(srv, tenant) + want > pool / 4)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "busy",
+                          "your sandboxes hold your share of the server's connections; try "
+                          "again once some close");
+  if (fds_server_used(srv) + want > pool)
+    return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                          "the server holds as many connections as it can; try again");
+  return 0;
+}
+
+int fds_check_sandbox(const struct server *srv) {
+  return fds_server_used(srv) + FDS_SANDBOX > fds_pool(srv) ? 503 : 0;
+}

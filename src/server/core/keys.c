@@ -1,0 +1,244 @@
+/* API keys and tenants. A key is "hk_" and 40 random hex digits; only its
+ * SHA-256 is stored, so the database alone lets no one in. E2B's SDKs may
+ * check for their own prefix: "e2b_" and the same digits is the same key. The admin key
+ * is written to STATE_DIR/admin.key (0600) on first start and kept there;
+ * so is the state key (state.key), which seals what the database keeps of
+ * sandboxes' tokens and secrets (seal.h, store.c). */
+#include "core/keys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "util.h"
+#include "api/handlers.h"
+#include "core/server.h"
+#include "http/body.h"
+#include "state/seal.h"
+#include "state/store.h"
+
+#define KEY_PREFIX "hk_"
+#define KEY_HEX 40
+#define KEY_LEN (sizeof KEY_PREFIX - 1 + KEY_HEX)
+#define HASH_HEX 64
+#define HEX "0123456789abcdef"
+
+void serve_random_hex(char *out, size_t nhex) {
+  unsigned char raw[64];
+  size_t n = (nhex + 1) / 2;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(raw + got, n - got, 0);
+    if (r < 0 && errno != EINTR)
+      abort(); /* no randomness, no keys: nothing sensible to go on with */
+    if (r > 0)
+      got += (size_t)r;
+  }
+  for (size_t i = 0; i < nhex; i++)
+    out[i] = HEX[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+  out[nhex] = '\0';
+}
+
+static void hash_key(const char *key, char out[HASH_HEX + 1]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  if (!EVP_Digest(key, strlen(key), md, &len, EVP_sha256(), NULL) || len != 32)
+    abort();
+  for (unsigned i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static bool well_formed(const char *key) {
+  if (strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, sizeof KEY_PREFIX - 1) != 0)
+    return false;
+  return strspn(key + sizeof KEY_PREFIX - 1, "0123456789abcdef") == KEY_HEX;
+}
+
+static void new_key(char key[KEY_LEN + 1]) {
+  memcpy(key, KEY_PREFIX, sizeof KEY_PREFIX - 1);
+  serve_random_hex(key + sizeof KEY_PREFIX - 1, KEY_HEX);
+}
+
+/* The first line of a secret file of the state dir ("" when there is
+ * none), at most size - 2 bytes of it. */
+static int read_secret(const char *path, char *buf, size_t size, struct hutch_err *err) {
+  buf[0] = '\0';
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : hutch_err_set(err, errno, "%s", path);
+  /* Left readable to others by a copy or an older hutch: not any more. */
+  if (fchmod(fd, 0600) < 0)
+    return hutch_err_set(err, errno, "chmod %s", path);
+  ssize_t n = read_all(fd, buf, size - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  return 0;
+}
+
+/* Written to a temporary name and renamed: a crash leaves the old secret or
+ * the new one, never half of one. */
+static int write_secret(const char *path, const char *text, struct hutch_err *err) {
+  _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
+  unlink(tmp);
+  _cleanup_close_ int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0 || write_all(out, text, strlen(text)) < 0 || write_all(out, "\n", 1) < 0 ||
+      fsync(out) < 0 || rename(tmp, path) < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  return 0;
+}
+
+/* The admin key in admin.key if it is there and well formed, else a new
+ * one written there. Either way it becomes the only admin key. */
+int keys_bootstrap(struct server *srv, struct hutch_err *err) {
+  _cleanup_free_ char *path = xasprintf("%s/admin.key", srv->cfg.state_dir);
+  char key[KEY_LEN + 2];
+  if (read_secret(path, key, sizeof key, err) < 0)
+    return -1;
+  char hash[HASH_HEX + 1];
+  struct principal p;
+  if (well_formed(key)) {
+    hash_key(key, hash);
+    int r = store_key_find(srv->store, hash, &p, err);
+    if (r < 0)
+      return -1;
+    if (r == 1 && p.admin)
+      return store_admin_keep_only(srv->store, hash, err);
+  } else {
+    new_key(key);
+    hash_key(key, hash);
+  }
+  char id[SERVE_KEY_ID_LEN + 1];
+  serve_random_hex(id, SERVE_KEY_ID_LEN);
+  if (store_key_add(srv->store, id, "admin", hash, true, err) < 0 ||
+      store_admin_keep_only(srv->store, hash, err) < 0)
+    return -1;
+  return write_secret(path, key, err);
+}
+
+int keys_state_key(const char *state_dir, unsigned char *key, struct hutch_err *err) {
+  _cleanup_free_ char *path = xasprintf("%s/state.key", state_dir);
+  char hex[2 * SEAL_KEY_LEN + 2];
+  if (read_secret(path, hex, sizeof hex, err) < 0)
+    return -1;
+  if (strlen(hex) != 2 * SEAL_KEY_LEN || strspn(hex, HEX) != 2 * SEAL_KEY_LEN) {
+    /* None yet (or unusable: what it sealed cannot be opened either way). */
+    serve_random_hex(hex, 2 * SEAL_KEY_LEN);
+    if (write_secret(path, hex, err) < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < SEAL_KEY_LEN; i++)
+    key[i] = (unsigned char)((strchr(HEX, hex[2 * i]) - HEX) << 4 |
+                             (strchr(HEX, hex[2 * i + 1]) - HEX));
+  explicit_bzero(hex, sizeof hex);
+  return 0;
+}
+
+bool keys_in_authorization(const char *value) {
+  if (strncasecmp(value, "Bearer ", 7) != 0)
+    return false;
+  const char *key = value + 7;
+  char as_hutch[KEY_LEN + 1];
+  if (strncmp(key, "e2b_", 4) == 0 && strlen(key) == KEY_LEN + 1) {
+    snprintf(as_hutch, sizeof as_hutch, "%s%s", KEY_PREFIX, key + 4);
+    key = as_hutch;
+  }
+  return well_formed(key);
+}
+
+int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
+  const char *key = http_header(req, "X-API-Key");
+  const char *auth = http_header(req, "Authorization");
+  if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
+    key = auth + 7;
+  char as_hutch[KEY_LEN + 1];
+  if (key && strncmp(key, "e2b_", 4) == 0 && strlen(key) == KEY_LEN + 1) {
+    snprintf(as_hutch, sizeof as_hutch, "%s%s", KEY_PREFIX, key + 4);
+    key = as_hutch;
+  }
+  if (!key || !well_formed(key))
+    return 0;
+  char hash[HASH_HEX + 1];
+  hash_key(key, hash);
+  struct hutch_err err = {0};
+  int r = store_key_find(srv->store, hash, p, &err);
+  if (r < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+  return r == 1;
+}
+
+/* A tenant name: letters, digits, '-', '_', '.', 1 to 64 of them. */
+static bool tenant_name_ok(const char *t) {
+  size_t n = strlen(t);
+  return n >= 1 && n <= SERVE_TENANT_LEN &&
+         strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == n;
+}
+
+void api_keys_create(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
+                                      NULL};
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  const char *tenant = NULL;
+  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
+  int has_sbx = 0, has_mem = 0, has_disk = 0;
+  if (body_only(c, o, known) < 0 || body_string(c, o, "tenant", SERVE_TENANT_LEN, &tenant) < 0 ||
+      (has_sbx = body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx)) < 0 ||
+      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0 ||
+      /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
+      (has_disk = body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk)) < 0)
+    goto out;
+  if (!tenant || !tenant_name_ok(tenant)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "tenant must be 1 to %d letters, digits, '-', '_' or '.'", SERVE_TENANT_LEN);
+    goto out;
+  }
+  if (strcmp(tenant, "admin") == 0) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "tenant 'admin' is the admin key's own");
+    goto out;
+  }
+  struct hutch_err err = {0};
+  struct tenant_quota q;
+  if (store_tenant_get(c->srv->store, tenant, &q, &err) < 0)
+    goto fail;
+  if (has_sbx)
+    q.max_sandboxes = (int64_t)max_sbx;
+  if (has_mem)
+    q.max_memory_mb = (int64_t)max_mem;
+  if (has_disk)
+    q.max_disk_mb = (int64_t)max_disk;
+  char key[KEY_LEN + 1], hash[HASH_HEX + 1], id[SERVE_KEY_ID_LEN + 1];
+  new_key(key);
+  hash_key(key, hash);
+  serve_random_hex(id, SERVE_KEY_ID_LEN);
+  if (store_tenant_put(c->srv->store, tenant, &q, &err) < 0 ||
+      store_key_add(c->srv->store, id, tenant, hash, false, &err) < 0)
+    goto fail;
+  http_json(c, 201, json_pack("{s:s,s:s,s:s}", "id", id, "tenant", tenant, "key", key));
+  goto out;
+fail:
+  http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+out:
+  json_decref(o);
+}
+
+void api_keys_delete(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  struct hutch_err err = {0};
+  int r = store_key_delete(c->srv->store, c->req.params[0], &err);
+  if (r < 0)
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+  else if (r == 0)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no key %s (the admin key cannot be deleted)",
+               c->req.params[0]);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}

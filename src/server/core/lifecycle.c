@@ -1,0 +1,236 @@
+/* Pausing and resuming a sandbox. A paused sandbox has every process
+ * frozen in its cgroup (the agent too), its memory and files kept, and uses
+ * no CPU; its timeout's clock stops, and it is kept for --paused-retention.
+ * A resumed one goes on where it stopped. Memory stays the host's: pausing
+ * frees no RAM, it frees the CPU (see docs/lifecycle.md).
+ *
+ * Freezing waits for every process to stop, up to half a second when one
+ * is slow to (a workload can make it so), so it runs off the loop
+ * (offload.c) on a copy of the cgroup's fds: a tenant pausing again and
+ * again must not hold every other request. While a freeze is under way
+ * (sb->freezing) a pause or a snapshot waits for its end, a resume is
+ * refused (409 busy); destroyed, the sandbox is forgotten by the job, whose
+ * waiters then hear it is gone. Thawing is one write: it stays on the loop. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/usage.h"
+#include "state/store.h"
+
+static void save(struct sbx *sb) {
+  struct hutch_err err = {0};
+  if (store_sandbox_update(sb->srv->store, sb, &err) < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+}
+
+/* One who waits for a freeze: the pause or snapshot that asked for it,
+ * or one that came while it was under way and goes on from its end. */
+struct freeze_wait {
+  struct freeze_wait *next;
+  struct http_conn *c; /* NULL without one, or once its client left */
+  sbx_frozen_fn then;
+  void *arg;
+};
+
+struct freeze {
+  struct offload o;
+  struct sbx *sb;         /* NULL once the sandbox has gone (sbx_freeze_forget) */
+  struct hutch_cgroup cg; /* a copy of its cgroup's fds: all the job touches */
+  int r;
+  struct hutch_err err;
+  struct freeze_wait *waits, **tail;
+};
+
+static void wait_gone(void *ctx) {
+  struct freeze_wait *w = ctx;
+  w->c = NULL;
+}
+
+static const struct http_stream_ops wait_ops = {.abort = wait_gone};
+
+static void freeze_run(struct offload *o) {
+  struct freeze *f = OFFLOAD_JOB(o, struct freeze);
+  f->r = hutch_cgroup_freeze_wait(&f->cg, &f->err);
+}
+
+static void freeze_done(struct offload *o) {
+  struct freeze *f = OFFLOAD_JOB(o, struct freeze);
+  struct sbx *sb = f->sb;
+  if (sb) {
+    sb->freezing = NULL;
+  } else if (f->r == 0) {
+    /* Forgotten meanwhile: destroyed (its teardown thaws anyway) or let go
+     * by a server stopping with SIGTERM, whose sandboxes must run on. */
+    struct hutch_err ignored;
+    f->cg.ops->freeze(&f->cg, false, 0, &ignored);
+    f->r = hutch_err_set(&f->err, ENOENT, "the sandbox was destroyed meanwhile");
+  }
+  hutch_cgroup_close(&f->cg);
+  for (struct freeze_wait *w = f->waits, *next; w; w = next) {
+    next = w->next;
+    if (w->c)
+      http_own(w->c, NULL, NULL);
+    /* A waiter may destroy the sandbox (a pause at its timeout that
+     * failed): the next ones hear it gone. */
+    w->then(sb && !sb->dying ? sb : NULL, w->c, f->r, &f->err, w->arg);
+    free(w);
+  }
+  free(f);
+}
+
+void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *arg) {
+  struct freeze_wait *w = xcalloc(1, sizeof *w);
+  w->then = then;
+  w->arg = arg;
+  struct freeze *f = sb->freezing;
+  if (!f) {
+    f = xcalloc(1, sizeof *f);
+    struct hutch_err err = {0};
+    if (hutch_sandbox_cgroup(sb->hs, &f->cg, &err) < 0) {
+      free(f);
+      free(w);
+      then(sb, c, -1, &err, arg);
+      return;
+    }
+    f->sb = sb;
+    f->tail = &f->waits;
+    sb->freezing = f;
+    offload(sb->srv, OFFLOAD_OTHER, &f->o, freeze_run, freeze_done);
+  }
+  if (c) {
+    w->c = c;
+    http_own(c, &wait_ops, w);
+    http_watch(c);
+  }
+  *f->tail = w;
+  f->tail = &w->next;
+}
+
+void sbx_freeze_forget(struct sbx *sb) {
+  if (sb->freezing)
+    sb->freezing->sb = NULL;
+  sb->freezing = NULL;
+}
+
+/* Frozen: now it is paused. */
+static void mark_paused(struct sbx *sb) {
+  usage_sample(sb); /* its running time is counted up to now */
+  int64_t now = wall_ms();
+  sb->paused = true;
+  sb->paused_ms = now;
+  /* Paused by its timeout, it has none left: it gets its timeout's length
+   * again when it resumes. */
+  sb->left_ms = sb->expires_ms > now ? sb->expires_ms - now : sb->timeout_ms;
+  save(sb);
+}
+
+static void pause_frozen(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
+                         void *arg) {
+  sbx_paused_fn *then = arg;
+  if (sb && r == 0 && !sb->paused) /* two pauses may wait for one freeze */
+    mark_paused(sb);
+  (*then)(sb, c, r, err);
+  free(then);
+}
+
+void sbx_pause(struct sbx *sb, struct http_conn *c, sbx_paused_fn then) {
+  /* Frozen already for a snapshot's copy: paused at once. */
+  if (sb->captures && !sb->freezing) {
+    struct hutch_err none = {0};
+    mark_paused(sb);
+    then(sb, c, 0, &none);
+    return;
+  }
+  sbx_paused_fn *box = xmalloc(sizeof *box);
+  *box = then;
+  sbx_freeze(sb, c, pause_frozen, box);
+}
+
+int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
+  /* Taken over paused, its agent answers only once thawed, which a copy
+   * under way does not allow yet. */
+  if (sb->agent_pending && sb->captures)
+    return hutch_err_set(err, EBUSY, "a snapshot of it is being copied: resume it in a moment");
+  if (sb->freezing)
+    return hutch_err_set(err, EBUSY, "it is being frozen (a pause or a snapshot): try again in a "
+                                     "moment");
+  usage_sample(sb); /* the paused time is not */
+  /* A snapshot being copied keeps it frozen: its end thaws it. */
+  if (!sb->captures && hutch_sandbox_freeze(sb->hs, false, err) < 0)
+    return -1;
+  /* Taken over while paused: its agent can answer only now. */
+  if (sb->agent_pending && sbx_connect_agent(sb) < 0) {
+    hutch_err_set(err, 0, "its agent did not answer after the resume");
+    sbx_destroy(sb);
+    return -1;
+  }
+  sb->paused = false;
+  sb->expires_ms = wall_ms() + (timeout_ms >= 0 ? timeout_ms : sb->left_ms);
+  save(sb);
+  return 0;
+}
+
+bool sbx_wake(struct http_conn *c, struct sbx *sb) {
+  if (!sb->paused)
+    return true;
+  if (!sb->auto_resume) {
+    http_error(c, HUTCH_ERR_CONFLICT, "sandbox_paused",
+               "sandbox %s is paused (created with auto_resume false): resume it first", sb->id);
+    return false;
+  }
+  struct hutch_err err = {0};
+  if (sbx_resume(sb, -1, &err) < 0) {
+    http_error(c, hutch_err_class(&err), err.errnum == EBUSY ? "busy" : "sandbox_error",
+               "resuming sandbox %s: %s", sb->id, err.msg);
+    return false;
+  }
+  return true;
+}
+
+struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  return sb && sbx_wake(c, sb) ? sb : NULL;
+}
+
+static void answer_pause(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err) {
+  if (!c)
+    return; /* the client left: paused (or not) all the same */
+  if (!sb)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the sandbox was destroyed while it was being paused");
+  else if (r < 0)
+    http_error(c, hutch_err_class(err), err->errnum == EBUSY ? "not_frozen" : "sandbox_error", "pausing sandbox %s: %s",
+               sb->id, err->msg);
+  else
+    http_json(c, 200, sbx_json(sb));
+}
+
+void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  if (!sb)
+    return;
+  if (sb->paused)
+    http_error(c, HUTCH_ERR_CONFLICT, "already_paused", "sandbox %s is already paused", sb->id);
+  else
+    sbx_pause(sb, c, answer_pause);
+}
+
+/* {timeout_s}: optional, a new timeout counted from now; else what was
+ * left of the old one. */
+void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
+  double t;
+  struct hutch_err err = {0};
+  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  if (!sb)
+    return;
+  if (!sb->paused)
+    http_error(c, HUTCH_ERR_CONFLICT, "not_paused", "sandbox %s is running, not paused", sb->id);
+  else if (sbx_resume(sb, t < 0 ? -1 : (int64_t)(t * 1000), &err) < 0)
+    http_error(c, hutch_err_class(&err), err.errnum == EBUSY ? "busy" : "sandbox_error",
+               "resuming sandbox %s: %s", sb->id, err.msg);
+  else
+    http_json(c, 200, sbx_json(sb));
+}

@@ -1,0 +1,187 @@
+/* GET /metrics: the server's counters in Prometheus' text format. */
+#include "core/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "util.h"
+#include "api/handlers.h"
+#include "core/escapes.h"
+#include "core/keys.h"
+#include "core/pool.h"
+#include "core/sbx.h"
+
+#define METRICS_TOKEN_MIN 16
+#define METRICS_TOKEN_MAX 256
+
+int metrics_open(struct server *srv, struct hutch_err *err) {
+  const char *path = srv->cfg.metrics_token_file;
+  if (!path)
+    return 0;
+  char buf[METRICS_TOKEN_MAX + 2];
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "--metrics-token-file %s", path);
+  ssize_t n = read_all(fd, buf, sizeof buf - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  buf[strcspn(buf, "\r\n")] = '\0';
+  size_t len = strlen(buf);
+  bool ok = len >= METRICS_TOKEN_MIN && len <= METRICS_TOKEN_MAX &&
+            strspn(buf, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        "-._~+/=") == len;
+  if (ok)
+    srv->metrics_token = xstrdup(buf);
+  explicit_bzero(buf, sizeof buf);
+  return ok ? 0
+            : hutch_err_invalid(err, "--metrics-token-file %s: its first line must be a token "
+                                     "of %d to %d letters, digits or -._~+/=",
+                                path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+}
+
+/* /metrics counts every tenant's sandboxes, requests and errors together:
+ * the operator's view, which tells one tenant how busy the others are.
+ * It carries no tenant's id (a tenant reads its own sandboxes' numbers at
+ * /v1/sandboxes/{id}/metrics), and by default only the admin key or the
+ * metrics token (what a Prometheus scraper holds) may read it; a tenant's
+ * key is refused. The one series with sandbox ids, escape attempts, is
+ * shown only to those two: --metrics-public opens the rest to anyone. */
+enum reader { READER_NONE, READER_PUBLIC, READER_OPERATOR };
+
+static enum reader may_read(struct http_conn *c) {
+  const struct server *srv = c->srv;
+  const char *auth = http_header(&c->req, "Authorization");
+  if (srv->metrics_token && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+    size_t n = strlen(srv->metrics_token);
+    if (strlen(auth + 7) == n && CRYPTO_memcmp(auth + 7, srv->metrics_token, n) == 0)
+      return READER_OPERATOR;
+  }
+  struct principal p = {0};
+  bool known = keys_authenticate(c->srv, &c->req, &p);
+  if (known && p.admin)
+    return READER_OPERATOR;
+  if (srv->cfg.metrics_public)
+    return READER_PUBLIC;
+  if (known)
+    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "/metrics is the operator's: the admin key or the metrics "
+                                    "token reads it");
+  else
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized", "/metrics needs the admin key or the metrics token "
+                                       "(Authorization: Bearer TOKEN)");
+  return READER_NONE;
+}
+
+/* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
+static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+#define NBUCKETS (ARRAY_SIZE(bounds) + 1)
+_Static_assert(NBUCKETS <= 16, "struct metrics holds 16 buckets");
+
+void metrics_observe(uint64_t hist[16], double *sum, double seconds) {
+  size_t i = 0;
+  while (i < ARRAY_SIZE(bounds) && seconds > bounds[i])
+    i++;
+  hist[i]++;
+  *sum += seconds;
+}
+
+void metrics_error_code(struct metrics *m, const char *code) {
+  for (size_t i = 0; i < METRICS_CODES; i++) {
+    if (!m->errors_by_code[i].code)
+      m->errors_by_code[i].code = code;
+    if (strcmp(m->errors_by_code[i].code, code) == 0) {
+      m->errors_by_code[i].n++;
+      return;
+    }
+  }
+}
+
+static void histogram(FILE *f, const char *name, const char *help, const uint64_t hist[16],
+                      double sum) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < NBUCKETS; i++) {
+    cum += hist[i];
+    if (i < ARRAY_SIZE(bounds))
+      fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+    else
+      fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+  }
+  fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)cum);
+}
+
+void api_metrics(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  enum reader reader = may_read(c);
+  if (reader == READER_NONE)
+    return;
+  const struct server *srv = c->srv;
+  const struct metrics *m = &srv->metrics;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    abort();
+  fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
+  unsigned paused = 0;
+  for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    paused += sb->paused;
+  fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
+          srv->nsandboxes - paused, paused);
+  fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
+             "# TYPE hutch_sandboxes_created_total counter\n"
+             "hutch_sandboxes_created_total %llu\n",
+          (unsigned long long)m->creates);
+  fprintf(f, "# HELP hutch_sandboxes_destroyed_total Sandboxes destroyed (expired ones too).\n"
+             "# TYPE hutch_sandboxes_destroyed_total counter\n"
+             "hutch_sandboxes_destroyed_total %llu\n",
+          (unsigned long long)m->destroys);
+  fprintf(f, "# HELP hutch_sandboxes_expired_total Sandboxes ended by their timeout.\n"
+             "# TYPE hutch_sandboxes_expired_total counter\n"
+             "hutch_sandboxes_expired_total %llu\n",
+          (unsigned long long)m->expired);
+  fprintf(f, "# HELP hutch_egress_connections_total Connections through egress proxies.\n"
+             "# TYPE hutch_egress_connections_total counter\n"
+             "hutch_egress_connections_total{verdict=\"allowed\"} %llu\n"
+             "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
+          (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
+  pool_metrics(f, srv);
+  if (reader == READER_OPERATOR)
+    escapes_metrics(f, srv);
+  histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
+            m->create_hist, m->create_sum_s);
+  histogram(f, "hutch_exec_start_seconds", "Time from an exec request to its process running.",
+            m->exec_hist, m->exec_sum_s);
+  fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
+             "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
+          srv->http.nconns);
+  size_t queued = 0;
+  for (const struct http_conn *k = srv->http.conns; k; k = k->next)
+    queued += http_queued(k);
+  fprintf(f, "# HELP hutch_http_queued_bytes Response bytes waiting for slow clients.\n"
+             "# TYPE hutch_http_queued_bytes gauge\nhutch_http_queued_bytes %zu\n",
+          queued);
+  fprintf(f, "# HELP hutch_http_requests_total HTTP requests dispatched.\n"
+             "# TYPE hutch_http_requests_total counter\nhutch_http_requests_total %llu\n",
+          (unsigned long long)m->requests);
+  fprintf(f, "# HELP hutch_http_errors_total Error responses by status.\n"
+             "# TYPE hutch_http_errors_total counter\n");
+  for (int s = 400; s < 600; s++)
+    if (m->errors_by_status[s] || (s == 503 && srv->http.refused))
+      fprintf(f, "hutch_http_errors_total{status=\"%d\"} %llu\n", s,
+              (unsigned long long)(m->errors_by_status[s] + (s == 503 ? srv->http.refused : 0)));
+  fprintf(f, "# HELP hutch_errors_by_code_total Error answers by their error code.\n"
+             "# TYPE hutch_errors_by_code_total counter\n");
+  for (size_t i = 0; i < METRICS_CODES && m->errors_by_code[i].code; i++)
+    fprintf(f, "hutch_errors_by_code_total{code=\"%s\"} %llu\n", m->errors_by_code[i].code,
+            (unsigned long long)m->errors_by_code[i].n);
+  fclose(f);
+  http_respond(c, 200, "text/plain; version=0.0.4", text, len, NULL);
+  free(text);
+}

@@ -1,0 +1,229 @@
+/* Warm pools: sandboxes made ahead of demand, per template and limits, so
+ * that a create is served in the time it takes to hand one over. A pool is
+ * `--pool SPEC=N`: SPEC is a template, then optional limits as a create
+ * request gives them (`host,memory_mb=256,cpus=0.5`). A create whose
+ * template and limits (defaults filled in) equal a pool's takes one of its
+ * sandboxes; the pool refills in the background.
+ *
+ * A sandbox is made off the loop (sbx_make), but it takes CPU a request
+ * would want, so a refill waits for a quiet moment: REFILL_QUIET_MS
+ * without a request (a client that just got a sandbox usually sends its
+ * first exec at once), but never more than REFILL_MAX_WAIT_MS, and one
+ * sandbox at a time. */
+#include "core/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/sbx.h"
+
+#define POOL_MAX 256 /* sandboxes kept ready in one pool */
+#define REFILL_RETRY_MS 1000
+#define REFILL_QUIET_MS 20
+#define REFILL_MAX_WAIT_MS 500
+
+struct pool {
+  struct pool *next;
+  char *spec;
+  char template[64];
+  struct hutch_sandbox_config cfg;
+  unsigned target, nready;
+  uint64_t taken; /* creates served from this pool */
+  bool making;    /* one of its sandboxes is being made */
+  struct sbx *ready;
+};
+
+static int parse_limit(struct pool *p, const char *key, const char *value,
+                       struct hutch_err *err) {
+  uint64_t v;
+  if (strcmp(key, "cpus") == 0) {
+    if (!parse_milli(value, &p->cfg.cpu_milli))
+      return hutch_err_invalid(err, "--pool %s: cpus wants a number, not '%s'", p->spec, value);
+    return 0;
+  }
+  if (!parse_u64(value, &v))
+    return hutch_err_invalid(err, "--pool %s: %s wants a whole number, not '%s'", p->spec, key,
+                             value);
+  if (strcmp(key, "memory_mb") == 0 && v < (1ull << 30))
+    p->cfg.memory_bytes = v << 20;
+  else if (strcmp(key, "disk_mb") == 0 && v < (1ull << 30))
+    p->cfg.disk_bytes = v << 20;
+  else if (strcmp(key, "pids") == 0)
+    p->cfg.pids = v;
+  else
+    return hutch_err_invalid(err, "--pool %s: no limit '%s' (memory_mb, cpus, pids, disk_mb)",
+                             p->spec, key);
+  return 0;
+}
+
+static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch_err *err) {
+  struct pool *p = xcalloc(1, sizeof *p);
+  p->spec = xstrdup(arg);
+  p->cfg.state_dir = srv->cfg.state_dir;
+  char *eq = strrchr(p->spec, '=');
+  uint64_t n;
+  if (!eq || !parse_u64(eq + 1, &n) || n > POOL_MAX) {
+    hutch_err_invalid(err, "--pool wants SPEC=N with N from 0 to %d, not '%s'", POOL_MAX, arg);
+    goto fail;
+  }
+  *eq = '\0';
+  p->target = (unsigned)n;
+  char *save = NULL, *copy = xstrdup(p->spec);
+  char *tok = strtok_r(copy, ",", &save);
+  str_copy(p->template, sizeof p->template, tok ? tok : "");
+  int r = 0;
+  while (r == 0 && (tok = strtok_r(NULL, ",", &save))) {
+    char *kv = strchr(tok, '=');
+    if (!kv)
+      r = hutch_err_invalid(err, "--pool %s: '%s' is not LIMIT=VALUE", p->spec, tok);
+    else
+      *kv = '\0', r = parse_limit(p, tok, kv + 1, err);
+  }
+  free(copy);
+  if (r < 0)
+    goto fail;
+  if (strcmp(p->template, "host") != 0) {
+    hutch_err_invalid(err, "--pool %s: no template '%s' (this server has: host)", p->spec,
+                      p->template);
+    goto fail;
+  }
+  if (hutch_config_check(&p->cfg, err) < 0) {
+    hutch_err_wrap(err, "--pool %s", p->spec);
+    goto fail;
+  }
+  return p;
+fail:
+  free(p->spec);
+  free(p);
+  return NULL;
+}
+
+static void refill(uv_timer_t *t);
+
+static void schedule(struct server *srv, uint64_t delay_ms) {
+  if (srv->stopping || uv_is_active((uv_handle_t *)&srv->refill))
+    return;
+  srv->refill_due = uv_now(srv->loop) + REFILL_MAX_WAIT_MS;
+  uv_timer_start(&srv->refill, refill, delay_ms, 0);
+}
+
+void pool_defer(struct server *srv) {
+  if (srv->stopping || !uv_is_active((uv_handle_t *)&srv->refill))
+    return;
+  uint64_t now = uv_now(srv->loop);
+  if (now + REFILL_QUIET_MS <= srv->refill_due)
+    uv_timer_start(&srv->refill, refill, REFILL_QUIET_MS, 0);
+}
+
+static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err *err,
+                      void *arg) {
+  struct pool *p = arg;
+  p->making = false;
+  if (!sb) {
+    if (!srv->stopping) {
+      fprintf(stderr, "hutch serve: pool %s: %s (retrying)\n", p->spec, err->msg);
+      schedule(srv, REFILL_RETRY_MS);
+    }
+    return;
+  }
+  sb->pool = p;
+  sb->next = p->ready;
+  p->ready = sb;
+  p->nready++;
+  schedule(srv, REFILL_QUIET_MS);
+}
+
+/* Make one sandbox (off the loop) for the first pool short of its target,
+ * counting the one it is making. */
+static void refill(uv_timer_t *t) {
+  struct server *srv = t->data;
+  for (struct pool *p = srv->pools; p; p = p->next) {
+    if (p->making)
+      return; /* its end schedules the next */
+    if (p->nready >= p->target)
+      continue;
+    p->making = true;
+    sbx_make(srv, &p->cfg, p->template, pool_made, p);
+    return;
+  }
+}
+
+int pool_configure(struct server *srv, struct hutch_err *err) {
+  const char *dflt[] = {"host=2", NULL};
+  char *const *specs = srv->cfg.pool_specs ? srv->cfg.pool_specs : (char *const *)dflt;
+  struct pool **tail = &srv->pools;
+  for (size_t i = 0; specs[i]; i++) {
+    struct pool *p = parse_pool(srv, specs[i], err);
+    if (!p)
+      return -1;
+    *tail = p;
+    tail = &p->next;
+  }
+  uv_timer_init(srv->loop, &srv->refill);
+  srv->refill.data = srv;
+  schedule(srv, 0);
+  return 0;
+}
+
+struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg,
+                      const char *template) {
+  for (struct pool *p = srv->pools; p; p = p->next) {
+    const struct hutch_sandbox_config *pc = &p->cfg;
+    if (!p->ready || strcmp(p->template, template) != 0 ||
+        pc->memory_bytes != cfg->memory_bytes || pc->disk_bytes != cfg->disk_bytes ||
+        pc->pids != cfg->pids || pc->cpu_milli != cfg->cpu_milli)
+      continue;
+    struct sbx *sb = p->ready;
+    pool_unlink(sb);
+    p->taken++;
+    schedule(srv, REFILL_QUIET_MS);
+    return sb;
+  }
+  return NULL;
+}
+
+void pool_unlink(struct sbx *sb) {
+  struct pool *p = sb->pool;
+  for (struct sbx **q = &p->ready; *q; q = &(*q)->next)
+    if (*q == sb) {
+      *q = sb->next;
+      break;
+    }
+  p->nready--;
+  sb->pool = NULL;
+  sb->next = NULL;
+}
+
+void pool_destroy_all(struct server *srv) {
+  uv_close((uv_handle_t *)&srv->refill, NULL);
+  for (struct pool *p = srv->pools; p; p = p->next)
+    while (p->ready)
+      sbx_destroy(p->ready);
+}
+
+void pool_free(struct server *srv) {
+  while (srv->pools) {
+    struct pool *p = srv->pools;
+    srv->pools = p->next;
+    free(p->spec);
+    free(p);
+  }
+}
+
+void pool_metrics(FILE *f, const struct server *srv) {
+  fprintf(f, "# HELP hutch_pool_ready Sandboxes ready in each warm pool.\n"
+             "# TYPE hutch_pool_ready gauge\n");
+  for (const struct pool *p = srv->pools; p; p = p->next)
+    fprintf(f, "hutch_pool_ready{pool=\"%s\"} %u\n", p->spec, p->nready);
+  fprintf(f, "# HELP hutch_pool_target Sandboxes each warm pool keeps ready.\n"
+             "# TYPE hutch_pool_target gauge\n");
+  for (const struct pool *p = srv->pools; p; p = p->next)
+    fprintf(f, "hutch_pool_target{pool=\"%s\"} %u\n", p->spec, p->target);
+  fprintf(f, "# HELP hutch_pool_taken_total Creates served from each warm pool.\n"
+             "# TYPE hutch_pool_taken_total counter\n");
+  for (const struct pool *p = srv->pools; p; p = p->next)
+    fprintf(f, "hutch_pool_taken_total{pool=\"%s\"} %llu\n", p->spec,
+            (unsigned long long)p->taken);
+}

@@ -1,0 +1,130 @@
+/* A sandbox as the server holds it, and the registry of them. */
+#ifndef HUTCH_CORE_SBX_H
+#define HUTCH_CORE_SBX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "sandbox.h"
+#include "core/agentc.h"
+#include "core/escapes.h"
+#include "core/server.h"
+#include "net/netpolicy.h"
+#include "net/relay.h"
+
+struct server;
+struct sbx;
+struct http_conn;
+struct principal;
+struct hutch_err;
+
+struct pool;
+struct proc;
+struct samples;
+struct context;
+struct watch;
+struct egress;
+
+struct sbx {
+  struct sbx *next;
+  struct server *srv;
+  struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
+  char id[17];
+  char tenant[SERVE_TENANT_LEN + 1];
+  char template[64];
+  /* The secret of the sandbox's E2B-compatible routes (envd and the code
+   * interpreter, e2b_routes): E2B clients send it as X-Access-Token. */
+  char token[SERVE_TOKEN_LEN + 1];
+  struct hutch_sandbox *hs;
+  struct agentc ac;
+  json_t *metadata; /* object of strings */
+  json_t *env;      /* object of strings, given to every exec */
+  struct proc *procs; /* background processes, newest first */
+  struct context *contexts; /* code contexts (contexts.c) */
+  struct watch *watches; /* E2B's polled watchers (e2b_fs.c) */
+  unsigned ncontexts;
+  uint64_t memory_mb, pids, cpu_milli, disk_mb;
+  int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
+  /* Pause (lifecycle.c): every process frozen, the timeout's clock
+   * stopped with left_ms to go; kept until paused_ms + --paused-retention. */
+  bool paused;
+  bool auto_resume;      /* a request that needs it running resumes it; else 409 */
+  bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
+  bool agent_pending;    /* paused when taken over: its agent is, on resume */
+  unsigned captures;     /* snapshots being copied: frozen until the last is done */
+  struct freeze *freezing; /* a freeze under way off the loop (lifecycle.c) */
+  int64_t paused_ms, left_ms;
+  int64_t timeout_ms; /* the length of its timeout, as last set */
+  struct samples *samples; /* its usage over time (usage.c) */
+  json_t *layers; /* the snapshot it was made from: its layers' ids; NULL: none */
+  json_t *volumes; /* [{id, path, read_only}] it mounts; NULL: none */
+  /* Network (docs/network.md): the policy as clients see it ({mode, allow,
+   * public_ports}), the secrets its proxy adds (never shown), both
+   * compiled; its egress proxy; connections through its ports. */
+  json_t *network, *secrets;
+  struct netpolicy policy;
+  struct egress *egress;
+  struct relay_set ports;
+  /* What lets a client reach its private ports without an API key. */
+  char traffic_token[SERVE_TOKEN_LEN + 1];
+  struct escapes escapes; /* refused syscalls (escapes.c) */
+  bool dying;
+};
+
+/* sbx.c: the registry of live sandboxes. A sandbox is made (sbx_new),
+ * waits in a pool or goes straight to a tenant (sbx_register), and is
+ * destroyed by request, by its timeout, or when its agent is lost. */
+/* Made off the loop (offload.c): made is called on the loop with the
+ * sandbox, or NULL and why. What cfg points to must live until then. A
+ * server stopping meanwhile gets none: what was made is destroyed. */
+typedef void (*sbx_made_fn)(struct server *srv, struct sbx *sb, const struct hutch_err *err,
+                            void *arg);
+void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
+              sbx_made_fn made, void *arg);
+/* End hs off the loop; then release the fork snapshot of layers (or NULL). */
+void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers);
+void sbx_register(struct server *srv, struct sbx *sb);
+/* Connect to the agent of a sandbox taken over (agent_pending): its
+ * HELLO, then the execs it still runs. -1 when it does not answer. */
+int sbx_connect_agent(struct sbx *sb);
+/* At start: take over the sandboxes the last server left running. */
+int sbx_adopt_all(struct server *srv, struct hutch_err *err);
+/* The caller's sandbox id, or NULL (another tenant's too). */
+struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id);
+/* The sandbox the route's {id} names, for the caller; NULL after a 404. */
+struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
+/* The same for a request that needs it running: a paused sandbox is
+ * resumed (auto_resume) or NULL after a 409. */
+struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
+/* Out of the registry at once; its processes and cgroups go off the loop
+ * (sbx_teardown). sbx_destroy_answer answers c 204 once they are gone. */
+void sbx_destroy(struct sbx *sb);
+void sbx_destroy_answer(struct sbx *sb, struct http_conn *c);
+/* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
+void sbx_agent_dead(struct agentc *ac);
+void sbx_reaper_start(struct server *srv);
+void sbx_destroy_all(struct server *srv);
+void sbx_release_all(struct server *srv);
+int64_t wall_ms(void);
+/* ms since the epoch as "2026-01-02T03:04:05.678Z". */
+void iso8601(int64_t ms, char out[32]);
+json_t *sbx_json(const struct sbx *sb);
+
+/* lifecycle.c: pause and resume. A freeze runs off the loop; then hears
+ * how it went: sb NULL when the sandbox was destroyed meanwhile, c the
+ * request's connection (NULL without one, or when its client left). */
+typedef void (*sbx_frozen_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
+                              void *arg);
+void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *arg);
+/* A sandbox going: its freeze under way, if any, will not touch it. */
+void sbx_freeze_forget(struct sbx *sb);
+/* Freeze it (unless a snapshot's copy has), then mark it paused. */
+typedef void (*sbx_paused_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err);
+void sbx_pause(struct sbx *sb, struct http_conn *c, sbx_paused_fn then);
+/* timeout_ms < 0: what was left of its timeout when it was paused. */
+int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
+/* A paused sandbox a request needs running: resumed, or false after an
+ * answer (409 when it may not be resumed by traffic). */
+bool sbx_wake(struct http_conn *c, struct sbx *sb);
+
+#endif

@@ -1,0 +1,132 @@
+/* The server: its configuration, its state (one struct server owned by
+ * serve_main: there are no globals), and who a request speaks for. */
+#ifndef HUTCH_CORE_SERVER_H
+#define HUTCH_CORE_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <uv.h>
+#include "err.h"
+#include "core/offload.h"
+#include "http/http.h"
+#include "net/netpolicy.h"
+
+struct server;
+struct sbx;
+struct principal;
+struct hutch_err;
+
+#define SERVE_DEFAULT_PORT 7420
+#define SERVE_DEFAULT_TIMEOUT_S 300      /* a sandbox's life when the request names none */
+#define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
+#define SERVE_TENANT_LEN 64
+#define SERVE_KEY_ID_LEN 16
+#define SERVE_TOKEN_LEN 40
+/* Where a sandbox's egress proxy listens, in its own namespace (egress.c). */
+#define EGRESS_PORT 3128
+/* Name lookups of all egress proxies under way; libuv's thread pool is
+ * made larger than that (main.c), so snapshot copies always have threads. */
+#define SERVE_LOOKUPS 12
+#define SERVE_THREADPOOL "24" /* lookups, 4 snapshot copies, OFFLOAD_MAX jobs */
+/* Where every sandbox of the server sees share/kernels, read-only. */
+#define SERVE_KERNELS_PATH "/opt/hutch/kernels"
+
+struct store;
+
+struct serve_config {
+  char *host;
+  int port;
+  char *state_dir;
+  unsigned max_conns;        /* open HTTP connections */
+  unsigned max_sandboxes;    /* on the whole server */
+  unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
+  uint64_t tenant_memory_mb;
+  unsigned sandbox_ptys;      /* --sandbox-ptys: each sandbox's devpts max= */
+  uint64_t tenant_disk_mb;    /* --tenant-disk-mb; 0: a quarter of the state filesystem */
+  uint64_t audit_max_mb;      /* --audit-max-mb: the audit log's size before it rotates */
+  char **pool_specs; /* --pool arguments, NULL-terminated */
+  char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
+  int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
+  char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
+  uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
+  /* --egress-deny, --egress-permit, --egress-allow-private: what no
+   * sandbox reaches through its proxy (netpolicy.h, egress.c). */
+  struct np_floor floor;
+  bool metrics_public;      /* --metrics-public: /metrics for anyone */
+  char *metrics_token_file; /* --metrics-token-file (metrics.c) */
+};
+
+/* Who a request speaks for. */
+struct principal {
+  char tenant[SERVE_TENANT_LEN + 1];
+  char key_id[SERVE_KEY_ID_LEN + 1];
+  bool admin;
+};
+
+#define METRICS_CODES 48
+
+struct metrics {
+  uint64_t requests, errors_by_status[600];
+  struct {
+    const char *code; /* a string literal: each is counted once */
+    uint64_t n;
+  } errors_by_code[METRICS_CODES];
+  uint64_t creates, destroys, expired, execs;
+  uint64_t egress_allowed, egress_denied; /* connections through egress proxies */
+  uint64_t escape_attempts; /* refused syscalls, every sandbox's (escapes.c) */
+  uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
+  double create_sum_s, exec_sum_s;
+};
+
+struct server {
+  uv_loop_t *loop;
+  unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
+  struct sockaddr_storage listen_addr; /* where it listens (family 0 until it does) */
+  uv_signal_t sigterm, sigint;
+  uv_timer_t reaper;
+  unsigned reaper_ticks;
+  bool collecting; /* hutch_gc_host under way, off the loop (sbx.c) */
+  struct serve_config cfg;
+  struct store *store;
+  char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
+  char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
+  char *metrics_token; /* from --metrics-token-file; NULL: none */
+  int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
+  unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
+  struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
+  size_t nown_addrs;
+  uint64_t own_addrs_at;
+  struct audit *audit; /* audit.c */
+  struct http_server http; /* the transport: listening socket and connections */
+  struct sbx *sandboxes; /* tenants' sandboxes */
+  unsigned nsandboxes;
+  struct pool *pools;
+  uv_timer_t refill;
+  uint64_t refill_due; /* loop time by which a deferred refill runs */
+  struct metrics metrics;
+  bool layers_checked, layers_usable; /* can the state dir hold snapshots (snapshots.c) */
+  unsigned captures; /* snapshot copies under way */
+  /* Blocking work off the loop (offload.c): running, and waiting in order. */
+  struct offload_queue offload[OFFLOAD_LANES];
+  uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
+  bool checkpointing;
+  struct creating *creating; /* sandboxes being made (api_sandboxes.c) */
+  struct vol_making *vol_making; /* volumes being made (volumes.c) */
+  bool stopping;
+};
+
+int serve_main(int argc, char **argv);
+
+/* server.c: a server with the defaults; open its state, listening socket
+ * and pools (cfg.port 0: any free port, written back); free it all. */
+struct server *server_new(void);
+int server_open(struct server *srv, const struct http_handlers *h, struct hutch_err *err);
+/* Whether the state dir, if it exists already, may be trusted with keys:
+ * hutch's own and writable by no one else; -1 (why in err) if not. */
+int server_state_dir_check(const char *dir, struct hutch_err *err);
+void server_free(struct server *srv);
+
+#endif

@@ -1,0 +1,33 @@
+/* Usage. */
+#ifndef HUTCH_CORE_USAGE_H
+#define HUTCH_CORE_USAGE_H
+
+#include <stdint.h>
+
+struct server;
+struct sbx;
+struct http_conn;
+
+/* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
+void usage_sample_all(struct server *srv);
+/* Take one sample now (before a pause and a resume, so each is counted
+ * to the moment). */
+void usage_sample(struct sbx *sb);
+/* A sandbox's last use is counted before it goes. */
+void usage_final(struct sbx *sb);
+void usage_free(struct sbx *sb);
+/* The samples from start to end (ms since the epoch), oldest first, with
+ * one taken now at the end, each passed to fn. */
+struct usage_point {
+  int64_t ms;
+  double cpu_pct; /* of the CPUs it may use */
+  unsigned cpus;
+  uint64_t memory_used, memory_cache, memory_limit, disk_used, disk_limit, pids;
+};
+void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
+                  void (*fn)(const struct usage_point *pt, void *arg), void *arg);
+/* A metrics request's ?start=&end= (seconds since the epoch, as E2B's) in
+ * ms; -1 after a 400. */
+int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
+
+#endif

@@ -1,0 +1,462 @@
+/* Volumes: storage that outlives sandboxes. A volume is an ext4 image of
+ * its size in STATE/volumes/<id>.img, allocated in full when it is made (so
+ * a full volume is ENOSPC inside it, never a full host disk) and made by
+ * mkfs.ext4 with its root owned by the sandbox user. A sandbox mounts it
+ * through a loop device: the server attaches one (auto-clearing: it goes
+ * when its last mount does) or finds the one already attached for the
+ * image, so that every sandbox mounting a volume shares one filesystem
+ * instance. Volumes belong to a tenant; one in use cannot be deleted. */
+#include "core/volumes.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "util.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/diskroom.h"
+#include "core/keys.h"
+#include "http/body.h"
+#include "state/store.h"
+
+#define VOLUME_MIN_MB 16 /* room for ext4's journal */
+#define VOLUME_MAX_MB (1ull << 20)
+#define VOLUMES_PER_SANDBOX 16
+
+static char *image_of(const struct server *srv, const char *id) {
+  return xasprintf("%s/volumes/%s.img", srv->cfg.state_dir, id);
+}
+
+static json_t *row_json(const struct store_volume *v) {
+  char created[32];
+  iso8601(v->created_ms, created);
+  return json_pack("{s:s,s:s,s:s,s:I,s:s}", "id", v->id, "tenant", v->tenant, "name", v->name,
+                   "size_mb", (json_int_t)v->size_mb, "created_at", created);
+}
+
+static void collect(const struct store_volume *v, void *arg) {
+  json_array_append_new(arg, row_json(v));
+}
+
+static json_t *list_of(struct server *srv, const char *tenant) {
+  struct hutch_err err = {0};
+  json_t *a = json_array();
+  if (store_volume_each(srv->store, tenant, collect, a, &err) < 0) {
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+    json_decref(a);
+    return NULL;
+  }
+  return a;
+}
+
+json_t *volumes_find(struct server *srv, const char *tenant, const char *id_or_name) {
+  json_t *a = list_of(srv, tenant), *v, *found = NULL;
+  size_t i;
+  json_array_foreach(a, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "id")), id_or_name) == 0 ||
+        strcmp(json_string_value(json_object_get(v, "name")), id_or_name) == 0)
+      found = json_incref(v);
+  }
+  json_decref(a);
+  return found;
+}
+
+/* A name is looked up beside ids: it may not look like one. */
+static bool name_ok(const char *s) {
+  size_t n = strlen(s);
+  return n >= 1 && n <= 63 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789._-") == n && s[0] != '.' &&
+         strncmp(s, "vol_", 4) != 0;
+}
+
+/* mkfs.ext4 on the image: no reserved blocks, the root the sandbox user's
+ * (1000, which each sandbox's id map turns into its own user), and no
+ * discard, which on a file punches holes: the image stays allocated. */
+static int make_fs(const char *image, struct hutch_err *err) {
+  char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=1000:1000,nodiscard",
+                  (char *)image, NULL};
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0)
+      _exit(126);
+    execvp("mkfs.ext4", argv);
+    _exit(127);
+  }
+  if (pid < 0)
+    return hutch_err_set(err, errno, "fork for mkfs.ext4");
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+    return hutch_err_set(err, ENOENT, "mkfs.ext4 is not installed (e2fsprogs)");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return hutch_err_set(err, 0, "mkfs.ext4 failed (status %d)", st);
+  return 0;
+}
+
+/* A volume being made: its image allocated in full and formatted off the
+ * loop (a large one takes seconds). Its name and size count as the
+ * tenant's meanwhile (volumes_pending_bytes, and a second volume of the
+ * name is refused), so that creates fired at once cannot pass the quota
+ * together. The row is stored once the image is whole. */
+struct vol_making {
+  struct offload o;        /* and its request */
+  struct vol_making *next; /* the server's list */
+  char tenant[SERVE_TENANT_LEN + 1];
+  char name[64];
+  char id[21];
+  char *image;
+  uint64_t size_mb;
+  struct hutch_err err;
+  int r;
+};
+
+static void vol_run(struct offload *o) {
+  struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
+  int fd = open(vm->image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int r = fd < 0 ? -1 : posix_fallocate(fd, 0, (off_t)(vm->size_mb << 20));
+  if (fd >= 0)
+    close(fd);
+  if (fd < 0 || r != 0)
+    vm->r = hutch_err_set(&vm->err, fd < 0 ? errno : r, "volume image %s", vm->image);
+  else
+    vm->r = make_fs(vm->image, &vm->err);
+  if (vm->r < 0) /* never half an image */
+    unlink(vm->image);
+}
+
+static void vol_done(struct offload *o) {
+  struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
+  struct server *srv = o->srv;
+  struct http_conn *c = offload_conn(o);
+  for (struct vol_making **q = &srv->vol_making; *q; q = &(*q)->next)
+    if (*q == vm) {
+      *q = vm->next;
+      break;
+    }
+  struct store_volume v = {vm->id, vm->tenant, vm->name, vm->size_mb, wall_ms()};
+  int put = -1;
+  if (vm->r == 0 && c && !srv->stopping &&
+      (put = store_volume_put(srv->store, &v, &vm->err)) == 0) {
+    json_t *j = row_json(&v);
+    json_object_del(j, "tenant");
+    http_json(c, 201, j);
+  } else {
+    if (vm->r == 0) /* whole, but its client went, or the store refused it */
+      offload_remove(srv, xstrdup(vm->image), false, NULL);
+    if (c && put == 1)
+      http_error(c, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", vm->name);
+    else if (c)
+      http_error(c, vm->err.errnum == ENOSPC ? HUTCH_ERR_NO_SPACE : HUTCH_ERR_SYSTEM, NULL, "%s",
+                 srv->stopping ? "the server is stopping" : vm->err.msg);
+  }
+  free(vm->image);
+  free(vm);
+}
+
+uint64_t volumes_pending_bytes(const struct server *srv, const char *tenant) {
+  uint64_t n = 0;
+  for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
+    if (!tenant || strcmp(vm->tenant, tenant) == 0)
+      n += vm->size_mb << 20;
+  return n;
+}
+
+static void make_volume(struct http_conn *c, const struct principal *p, const char *name,
+                        uint64_t size_mb) {
+  struct server *srv = c->srv;
+  json_t *existing = volumes_find(srv, p->tenant, name);
+  bool making = false;
+  for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
+    making |= strcmp(vm->tenant, p->tenant) == 0 && strcmp(vm->name, name) == 0;
+  if (existing || making) {
+    json_decref(existing);
+    http_error(c, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", name);
+    return;
+  }
+  _cleanup_free_ char *dir = xasprintf("%s/volumes", srv->cfg.state_dir);
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s: %s", dir, strerror(errno));
+    return;
+  }
+  /* All of it now: the host's disk must hold every volume full, within
+   * the tenant's quota and the filesystem's reserve (diskroom.c). */
+  if (disk_room(c, p, size_mb << 20) < 0)
+    return;
+  struct vol_making *vm = xcalloc(1, sizeof *vm);
+  memcpy(vm->id, "vol_", 4);
+  serve_random_hex(vm->id + 4, 16);
+  vm->image = image_of(srv, vm->id);
+  str_copy(vm->tenant, sizeof vm->tenant, p->tenant);
+  str_copy(vm->name, sizeof vm->name, name);
+  vm->size_mb = size_mb;
+  vm->next = srv->vol_making;
+  srv->vol_making = vm;
+  offload_for(&vm->o, c);
+  offload(srv, OFFLOAD_OTHER, &vm->o, vol_run, vol_done);
+}
+
+/* POST /v1/volumes {name, size_mb} */
+void api_volumes_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", "size_mb", NULL};
+  json_t *o = body_object(c);
+  const char *name = NULL;
+  uint64_t size_mb = 0;
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0 &&
+      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0) {
+    if (name && size_mb && name_ok(name))
+      make_volume(c, p, name, size_mb);
+    else
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "name (1-63 of letters, digits, . _ -; not starting with . or vol_) and "
+                 "size_mb (%d to %llu) are required",
+                 VOLUME_MIN_MB, VOLUME_MAX_MB);
+  }
+  json_decref(o);
+}
+
+void api_volumes_list(struct http_conn *c, const struct principal *p) {
+  json_t *a = list_of(c->srv, p->tenant), *v;
+  size_t i;
+  if (!a) {
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "reading volumes failed");
+    return;
+  }
+  json_array_foreach(a, i, v) json_object_del(v, "tenant");
+  http_json(c, 200, json_pack("{s:o}", "volumes", a));
+}
+
+static json_t *route_volume(struct http_conn *c, const struct principal *p) {
+  json_t *v = volumes_find(c->srv, p->tenant, c->req.params[0]);
+  if (!v)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", c->req.params[0]);
+  else
+    json_object_del(v, "tenant");
+  return v;
+}
+
+void api_volumes_get(struct http_conn *c, const struct principal *p) {
+  json_t *v = route_volume(c, p);
+  if (v)
+    http_json(c, 200, v);
+}
+
+/* Its users: live sandboxes, and those being made (their loop device is
+ * attached already, and their create may wait in its lane for a while). */
+static unsigned users_of(struct server *srv, const char *id) {
+  unsigned n = sandboxes_creating_users(srv, id, NULL);
+  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
+    json_t *m;
+    size_t i;
+    json_array_foreach(sb->volumes, i, m) n +=
+        strcmp(json_string_value(json_object_get(m, "id")), id) == 0;
+  }
+  return n;
+}
+
+void api_volumes_delete(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
+  json_t *v = route_volume(c, p);
+  if (!v)
+    return;
+  const char *id = json_string_value(json_object_get(v, "id"));
+  unsigned n = users_of(c->srv, id);
+  if (n)
+    http_error(c, HUTCH_ERR_CONFLICT, "volume_in_use", "volume %s is mounted by %u sandboxes", id, n);
+  else if (store_volume_delete(c->srv->store, id, &err) < 0)
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+  else
+    offload_remove(c->srv, image_of(c->srv, id), false, c);
+  json_decref(v);
+}
+
+/* The loop device already attached to image, if one is (a sandbox, maybe
+ * of a server before this one, has it mounted): open, in dev. */
+static int loop_attached(const struct stat *img, char dev[32]) {
+  DIR *d = opendir("/sys/block");
+  int fd = -1;
+  for (struct dirent *e; d && fd < 0 && (e = readdir(d));) {
+    if (strncmp(e->d_name, "loop", 4) != 0)
+      continue;
+    snprintf(dev, 32, "/dev/%.20s", e->d_name);
+    int f = open(dev, O_RDONLY | O_CLOEXEC);
+    struct loop_info64 info;
+    if (f >= 0 && ioctl(f, LOOP_GET_STATUS64, &info) == 0 && info.lo_device == img->st_dev &&
+        info.lo_inode == img->st_ino)
+      fd = f;
+    else if (f >= 0)
+      close(f);
+  }
+  if (d)
+    closedir(d);
+  return fd;
+}
+
+/* A loop device for image: the one attached, else a new one. Returns its
+ * open fd (hold it until the sandbox has mounted it), its path in dev. */
+static int loop_for(const char *image, char dev[32], struct hutch_err *err) {
+  struct stat st;
+  _cleanup_close_ int img = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (img < 0 || fstat(img, &st) < 0)
+    return hutch_err_set(err, errno, "volume image %s", image);
+  int fd = loop_attached(&st, dev);
+  if (fd >= 0)
+    return fd;
+  _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl < 0)
+    return hutch_err_set(err, errno, "/dev/loop-control (the loop module)");
+  for (int tries = 0; tries < 8; tries++) {
+    int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (n < 0)
+      return hutch_err_set(err, errno, "a free loop device");
+    snprintf(dev, 32, "/dev/loop%d", n);
+    fd = open(dev, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      return hutch_err_set(err, errno, "%s", dev);
+    struct loop_config cfg = {.fd = (unsigned)img, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+    if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0)
+      return fd;
+    int e = errno;
+    close(fd);
+    if (e != EBUSY) /* taken meanwhile: another */
+      return hutch_err_set(err, e, "attach %s to %s", image, dev);
+  }
+  return hutch_err_set(err, EBUSY, "no free loop device");
+}
+
+/* Where a volume goes, normalised ("//a/./b/" is "/a/b"), or NULL with why.
+ * Mounting fails closed on the rest later (targets are resolved in the
+ * sandbox's root with no symlink, magic link or crossing), but a path is
+ * judged here, whole, so that no request reaches the mount with a target
+ * that means something other than it says: "/" or "/." (the root itself),
+ * ".." (never needed in an absolute path; its meaning depends on what is
+ * below), a relative path (relative to nothing), or /proc, /sys and /dev,
+ * which would hide the masks over /proc and /sys or put a writable,
+ * sandbox-owned filesystem where devices and kernel files are expected. */
+static char *mount_point(json_t *path, char *why, size_t whylen) {
+  const char *s = json_string_value(path);
+  size_t len = json_string_length(path);
+  if (!s || len == 0 || len != strlen(s) || len >= PATH_MAX) {
+    snprintf(why, whylen, "a path of 1 to %d bytes, without NUL", PATH_MAX - 1);
+    return NULL;
+  }
+  if (s[0] != '/') {
+    snprintf(why, whylen, "'%.64s' is relative: an absolute path is needed", s);
+    return NULL;
+  }
+  char *out = xmalloc(len + 1);
+  size_t n = 0;
+  for (const char *p = s; *p;) {
+    size_t k = strcspn(p, "/");
+    if (k > NAME_MAX || (k == 2 && p[0] == '.' && p[1] == '.')) {
+      if (k > NAME_MAX)
+        snprintf(why, whylen, "a name longer than %d bytes", NAME_MAX);
+      else
+        snprintf(why, whylen, "'..' is not allowed in a mount path");
+      free(out);
+      return NULL;
+    }
+    if (k && !(k == 1 && p[0] == '.')) {
+      out[n++] = '/';
+      memcpy(out + n, p, k);
+      n += k;
+    }
+    p += k + (p[k] == '/');
+  }
+  out[n] = '\0';
+  if (n == 0) {
+    snprintf(why, whylen, "a volume cannot be mounted over the root");
+    free(out);
+    return NULL;
+  }
+  static const char *const kernel[] = {"/proc", "/sys", "/dev", NULL};
+  for (const char *const *k = kernel; *k; k++) {
+    size_t kl = strlen(*k);
+    if (strncmp(out, *k, kl) == 0 && (out[kl] == '\0' || out[kl] == '/')) {
+      snprintf(why, whylen, "%.64s is the kernel's: no volume goes under %s", out, *k);
+      free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *mounts,
+                    struct volume_mounts *out) {
+  struct server *srv = c->srv;
+  memset(out, 0, sizeof *out);
+  out->used = json_array();
+  if (!mounts)
+    return 0;
+  size_t n = json_array_size(mounts);
+  if (!json_is_array(mounts) || n > VOLUMES_PER_SANDBOX) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes: a list of at most %d {name, path, read_only}",
+                VOLUMES_PER_SANDBOX);
+    return -1;
+  }
+  out->v = xcalloc(n, sizeof *out->v);
+  out->fds = xcalloc(n, sizeof *out->fds);
+  out->devs = xcalloc(n, sizeof *out->devs);
+  for (size_t i = 0; i < n; i++) {
+    json_t *m = json_array_get(mounts, i), *ro = json_object_get(m, "read_only");
+    const char *name = json_string_value(json_object_get(m, "name"));
+    const char *path = json_string_value(json_object_get(m, "path"));
+    if (!json_is_object(m) || !name || !path || (ro && !json_is_boolean(ro)) ||
+        json_object_size(m) != 2u + (ro != NULL)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu]: {name, path, read_only?}", i);
+      return -1;
+    }
+    char why[160];
+    _cleanup_free_ char *at = mount_point(json_object_get(m, "path"), why, sizeof why);
+    if (!at) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu].path: %s", i, why);
+      return -1;
+    }
+    json_t *vol = volumes_find(srv, p->tenant, name);
+    if (!vol) {
+      http_error(c, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s", name);
+      return -1;
+    }
+    _cleanup_free_ char *image = image_of(srv, json_string_value(json_object_get(vol, "id")));
+    struct hutch_err err = {0};
+    out->devs[i] = xmalloc(32);
+    out->fds[i] = loop_for(image, out->devs[i], &err);
+    out->n = i + 1;
+    json_array_append_new(out->used, json_pack("{s:O,s:s,s:b}", "id", json_object_get(vol, "id"),
+                                               "path", at, "read_only", json_is_true(ro)));
+    json_decref(vol);
+    if (out->fds[i] < 0) {
+      http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "volume %s: %s", name, err.msg);
+      return -1;
+    }
+    /* The normalised path, as kept in used (which lives as long as v). */
+    path = json_string_value(json_object_get(json_array_get(out->used, i), "path"));
+    out->v[i] = (struct hutch_volume){out->devs[i], path, json_is_true(ro)};
+  }
+  return 0;
+}
+
+void volumes_release(struct volume_mounts *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    if (m->fds[i] >= 0)
+      close(m->fds[i]);
+    free(m->devs[i]);
+  }
+  free(m->v);
+  free(m->fds);
+  free(m->devs);
+  json_decref(m->used);
+  memset(m, 0, sizeof *m);
+}

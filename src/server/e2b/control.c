@@ -1,0 +1,520 @@
+/* E2B's REST API (the control plane its SDKs call at E2B_API_URL), on the
+ * native core: a create here is a native create, a kill a native delete.
+ *
+ *   POST /sandboxes, /v2/sandboxes        create → 201 {sandboxID, envdAccessToken, …}
+ *   GET  /sandboxes, /v2/sandboxes        list (metadata, state, limit, nextToken)
+ *   GET  /sandboxes/{id}                  detail
+ *   DELETE /sandboxes/{id}                204
+ *   POST /sandboxes/{id}/timeout          {timeout} seconds from now, 204
+ *   POST /v2/sandboxes/{id}/connect       {timeout} extends only; the sandbox again
+ *   POST /sandboxes/{id}/pause            204
+ *   GET  /sandboxes/{id}/metrics          samples
+ *   …and snapshots, forks (docs/e2b.md); network settings in e2b_network.c
+ *
+ * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "api/api.h"
+#include "core/snapshots.h"
+#include "core/usage.h"
+#include "e2b/e2b.h"
+#include "http/body.h"
+#include "http/connect.h"
+#include "http/json.h"
+
+#define LIST_DEFAULT 100
+#define LIST_MAX 100
+
+/* E2B's template names that the `host` template stands for: the SDKs'
+ * defaults, and hutch's own name. */
+static const char *const host_aliases[] = {"base", "code-interpreter-v1", "code-interpreter",
+                                           "host", NULL};
+
+/* Where its ports are reached: {port}-{id}.DOMAIN, at the server's port
+ * (the SDKs' getHost()). */
+static json_t *domain_json(const struct sbx *sb) {
+  return json_sprintf("%s:%d", sb->srv->cfg.domain, sb->srv->cfg.port);
+}
+
+static json_t *sandbox_json(const struct sbx *sb) {
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "sandboxID", sb->id, "templateID",
+                   sb->template, "alias", sb->template, "clientID", "hutch", "envdVersion",
+                   E2B_ENVD_VERSION, "envdAccessToken", sb->token, "trafficAccessToken",
+                   sb->traffic_token, "domain", domain_json(sb));
+}
+
+static json_t *listed_json(const struct sbx *sb) {
+  char started[32], ends[32];
+  iso8601(sb->created_ms, started);
+  /* Paused: it ends when its retention does. */
+  iso8601(sb->paused ? sb->paused_ms + sb->srv->cfg.paused_retention_ms : sb->expires_ms, ends);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  json_int_t cpus = sb->cpu_milli ? (json_int_t)((sb->cpu_milli + 999) / 1000) : ncpu;
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:[]}", "sandboxID", sb->id,
+                   "templateID", sb->template, "alias", sb->template, "clientID", "hutch",
+                   "startedAt", started, "endAt", ends, "state", sb->paused ? "paused" : "running",
+                   "cpuCount", cpus,
+                   "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB", (json_int_t)sb->disk_mb,
+                   "metadata", sb->metadata, "envdVersion", E2B_ENVD_VERSION, "volumeMounts");
+}
+
+/* A field hutch cannot honour yet: 400 when it asks for more than hutch
+ * does, rather than a sandbox that quietly differs. */
+static int refuse_if(struct http_conn *c, const char *key, bool wanted, const char *why) {
+  if (!wanted)
+    return 0;
+  http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported", "%s: %s", key, why);
+  return -1;
+}
+
+static void answer_created(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                           void *arg) {
+  (void)p, (void)arg;
+  if (c && sb)
+    http_json(c, 201, sandbox_json(sb));
+}
+
+void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {
+      "templateID", "timeout",  "metadata", "envVars",      "autoPause",
+      "autoPauseMemory", "autoResume", "secure", "allow_internet_access", "network",
+      "mcp",        "volumeMounts", "iam", NULL};
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  const char *tmpl = NULL;
+  uint64_t timeout = SERVE_DEFAULT_TIMEOUT_S;
+  json_t *metadata = NULL, *env = NULL;
+  json_t *auto_resume = json_object_get(o, "autoResume");
+  json_t *vols = json_object_get(o, "volumeMounts");
+  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", 63, &tmpl) < 0 ||
+      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
+      body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
+      body_string_map(c, o, "envVars", 256, &env) < 0 ||
+      refuse_if(c, "mcp", json_object_get(o, "mcp") != NULL,
+                "the MCP gateway is not available in hutch") < 0 ||
+      refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0 ||
+      refuse_if(c, "volumeMounts", vols && json_array_size(vols) > 0,
+                "volumes are not available in hutch yet") < 0)
+    goto out;
+  if (!tmpl) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "templateID is required");
+    goto out;
+  }
+  json_t *enabled = json_is_object(auto_resume) ? json_object_get(auto_resume, "enabled") : auto_resume;
+  if ((auto_resume && !json_is_boolean(enabled)) ||
+      (json_object_get(o, "autoPause") && !json_is_boolean(json_object_get(o, "autoPause")))) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
+    goto out;
+  }
+  bool host = false;
+  for (const char *const *a = host_aliases; *a; a++)
+    host |= strcmp(tmpl, *a) == 0;
+  if (!host && strncmp(tmpl, "snap_", 5) != 0) {
+    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found",
+               "no template '%s' (this server has: host, also known as base and "
+               "code-interpreter-v1, and your snapshots)",
+               tmpl);
+    goto out;
+  }
+  /* The native create, from the same fields (a snapshot's id is a native
+   * template). autoPauseMemory false asks for a pause that keeps only the
+   * files: hutch's pause keeps memory always, which loses nothing. */
+  json_t *net = e2b_network_request(c, o);
+  if (!net)
+    goto out;
+  json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", host ? "host" : tmpl, "timeout_s",
+                          (json_int_t)timeout, "on_timeout",
+                          json_is_true(json_object_get(o, "autoPause")) ? "pause" : "kill",
+                          "auto_resume", json_is_true(enabled));
+  if (metadata)
+    json_object_set(req, "metadata", metadata);
+  if (env)
+    json_object_set(req, "env", env);
+  json_object_update(req, net);
+  json_decref(net);
+  sandboxes_create(c, p, req, answer_created, NULL);
+  json_decref(req);
+out:
+  json_decref(o);
+}
+
+/* E2B's metadata filter: the SDK sends the pairs as a query string, each
+ * key and value escaped, the whole escaped again (decoded once already by
+ * http_query_next). All pairs must match. */
+static json_t *metadata_filter(struct http_conn *c, const char *q) {
+  char *pairs = http_unescape(q);
+  json_t *want = json_object();
+  for (const char *s = pairs; s && *s;) {
+    char *key = NULL, *value = NULL;
+    s = http_query_next(s, &key, &value);
+    if (!key || !value) {
+      free(key);
+      free(value);
+      json_decref(want);
+      want = NULL;
+      break;
+    }
+    json_object_set_new(want, key, serve_json_text(value));
+    free(key);
+    free(value);
+  }
+  if (!pairs || !want) {
+    json_decref(want);
+    want = NULL;
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "metadata must be key=value pairs, URL-encoded");
+  }
+  free(pairs);
+  return want;
+}
+
+static bool metadata_match(const struct sbx *sb, json_t *want) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(want, k, v) {
+    json_t *have = json_object_get(sb->metadata, k);
+    if (!have || !json_equal(have, v))
+      return false;
+  }
+  return true;
+}
+
+/* Order: newest first (E2B's default) or oldest first; ties by id. */
+static int newer_first(const void *a, const void *b) {
+  const struct sbx *x = *(struct sbx *const *)a, *y = *(struct sbx *const *)b;
+  if (x->created_ms != y->created_ms)
+    return x->created_ms > y->created_ms ? -1 : 1;
+  return strcmp(x->id, y->id);
+}
+
+void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
+  json_t *want = NULL;
+  bool running = true, paused = true, asc = false, bad = false;
+  uint64_t limit = LIST_DEFAULT;
+  char *after = NULL, *tmpl = NULL;
+  for (const char *q = c->req.query; q && *q && !bad;) {
+    char *key = NULL, *value = NULL;
+    q = http_query_next(q, &key, &value);
+    if (!key || !value) {
+      bad = true;
+    } else if (strcmp(key, "metadata") == 0) {
+      json_decref(want);
+      bad = !(want = metadata_filter(c, value));
+      if (bad) { /* answered */
+        free(key);
+        free(value);
+        free(after);
+        free(tmpl);
+        return;
+      }
+    } else if (strcmp(key, "state") == 0) {
+      running = paused = false;
+      for (char *st = value, *save = NULL, *tok; (tok = strtok_r(st, ",", &save)); st = NULL) {
+        running |= strcmp(tok, "running") == 0;
+        paused |= strcmp(tok, "paused") == 0;
+      }
+    } else if (strcmp(key, "limit") == 0) {
+      bad = !parse_u64(value, &limit) || limit < 1 || limit > LIST_MAX;
+    } else if (strcmp(key, "order") == 0) {
+      asc = strcmp(value, "asc") == 0;
+      bad = !asc && strcmp(value, "desc") != 0;
+    } else if (strcmp(key, "nextToken") == 0) {
+      free(after);
+      after = xstrdup(value);
+    } else if (strcmp(key, "template") == 0) {
+      free(tmpl);
+      tmpl = xstrdup(value);
+    }
+    free(key);
+    free(value);
+  }
+  if (bad) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "bad query: limit is 1 to %d, order asc or desc, and values URL-encoded", LIST_MAX);
+    goto out;
+  }
+  size_t n = 0;
+  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
+    n++;
+  struct sbx **all = xcalloc(n + 1, sizeof *all);
+  n = 0;
+  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
+    if ((sb->paused ? paused : running) && strcmp(sb->tenant, p->tenant) == 0 && (!want || metadata_match(sb, want)) &&
+        (!tmpl || strcmp(tmpl, sb->template) == 0 ||
+         (strcmp(sb->template, "host") == 0 &&
+          (strcmp(tmpl, "base") == 0 || strncmp(tmpl, "code-interpreter", 16) == 0))))
+      all[n++] = sb;
+  qsort(all, n, sizeof *all, newer_first);
+  /* The page starts after the sandbox the token names: "<created>_<id>". */
+  size_t from = 0;
+  if (after) {
+    from = n;
+    for (size_t i = 0; i < n; i++) {
+      char tok[48];
+      snprintf(tok, sizeof tok, "%lld_%s", (long long)all[asc ? n - 1 - i : i]->created_ms,
+               all[asc ? n - 1 - i : i]->id);
+      if (strcmp(tok, after) == 0)
+        from = i + 1;
+    }
+  }
+  json_t *a = json_array();
+  size_t i;
+  for (i = from; i < n && json_array_size(a) < limit; i++)
+    json_array_append_new(a, listed_json(all[asc ? n - 1 - i : i]));
+  char extra[96] = "";
+  if (i < n) {
+    const struct sbx *last = all[asc ? n - i : i - 1];
+    snprintf(extra, sizeof extra, "X-Next-Token: %lld_%s\r\n", (long long)last->created_ms,
+             last->id);
+  }
+  free(all);
+  size_t len;
+  char *body = http_json_line(a, &len);
+  http_respond(c, 200, "application/json", body, len, extra[0] ? extra : NULL);
+  free(body);
+out:
+  json_decref(want);
+  free(after);
+  free(tmpl);
+}
+
+void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  if (!sb)
+    return;
+  json_t *j = listed_json(sb);
+  json_object_set_new(j, "envdAccessToken", json_string(sb->token));
+  json_object_set_new(j, "domain", domain_json(sb));
+  json_t *net = e2b_network_json(sb);
+  json_object_update(j, net);
+  json_decref(net);
+  json_object_set_new(j, "lifecycle",
+                      json_pack("{s:s,s:b}", "onTimeout", sb->pause_on_timeout ? "pause" : "kill",
+                                "autoResume", sb->auto_resume));
+  http_json(c, 200, j);
+}
+
+void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  if (!sb)
+    return;
+  sbx_destroy_answer(sb, c);
+}
+
+/* The sandbox and the body's "timeout" (seconds; 0 when absent) of a
+ * request whose body has only the fields known; NULL after an error. */
+static struct sbx *timeout_body(struct http_conn *c, const struct principal *p,
+                                const char *const *known, uint64_t *t) {
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  *t = 0;
+  bool ok = o && body_only(c, o, known) >= 0 &&
+            body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  json_decref(o);
+  return ok ? sb : NULL;
+}
+
+/* {timeout}: the sandbox ends that many seconds from now, sooner or later
+ * than it would have (E2B's setTimeout). */
+void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"timeout", NULL};
+  uint64_t t;
+  struct sbx *sb = timeout_body(c, p, known, &t);
+  if (!sb)
+    return;
+  if (!t) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "timeout (seconds, from 1) is required");
+    return;
+  }
+  sandboxes_set_expiry(sb, wall_ms() + (int64_t)t * 1000);
+  http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+/* Connecting: a paused sandbox is resumed (201) with the timeout given,
+ * else the default; a running one (200) gets a timeout that is only ever
+ * extended. */
+void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"timeout", "memory", NULL};
+  uint64_t t;
+  struct sbx *sb = timeout_body(c, p, known, &t);
+  if (!sb)
+    return;
+  if (sb->paused) {
+    struct hutch_err err = {0};
+    if (sbx_resume(sb, (int64_t)(t ? t : SERVE_DEFAULT_TIMEOUT_S) * 1000, &err) < 0)
+      http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "resuming sandbox %s: %s", sb->id, err.msg);
+    else
+      http_json(c, 201, sandbox_json(sb));
+    return;
+  }
+  int64_t until = wall_ms() + (int64_t)t * 1000;
+  if (t && until > sb->expires_ms)
+    sandboxes_set_expiry(sb, until);
+  http_json(c, 200, sandbox_json(sb));
+}
+
+static void e2b_answer_pause(struct sbx *sb, struct http_conn *c, int r,
+                             struct hutch_err *err) {
+  if (!c)
+    return;
+  if (!sb)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the sandbox was destroyed while it was being paused");
+  else if (r < 0)
+    http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "pausing sandbox %s: %s", sb->id, err->msg);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+/* {memory}: false would keep only the files; hutch keeps memory too. 409
+ * when it is paused already (the SDK's pause() then answers false). */
+void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"memory", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
+  if (!sb || (c->req.body_len && (!o || body_only(c, o, known) < 0))) {
+    json_decref(o);
+    return;
+  }
+  json_decref(o);
+  if (sb->paused)
+    http_error(c, HUTCH_ERR_CONFLICT, "already_paused", "sandbox %s is already paused", sb->id);
+  else
+    sbx_pause(sb, c, e2b_answer_pause);
+}
+
+static void e2b_point(const struct usage_point *pt, void *arg) {
+  char t[32];
+  iso8601(pt->ms, t);
+  json_array_append_new(
+      arg, json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
+                     (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct",
+                     pt->cpu_pct, "memUsed", (json_int_t)pt->memory_used, "memTotal",
+                     (json_int_t)pt->memory_limit, "memCache", (json_int_t)pt->memory_cache,
+                     "diskUsed", (json_int_t)pt->disk_used, "diskTotal",
+                     (json_int_t)pt->disk_limit));
+}
+
+void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  int64_t start, end;
+  if (!sb || usage_range(c, &start, &end) < 0)
+    return;
+  json_t *a = json_array();
+  usage_points(sb, start, end, e2b_point, a);
+  http_json(c, 200, a);
+}
+
+struct sbx *e2b_sandbox(struct http_conn *c) {
+  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
+    if (!sb->dying && strcmp(sb->id, c->req.params[0]) == 0)
+      return sb;
+  return NULL;
+}
+
+const char *e2b_user(struct http_conn *c) {
+  const char *auth = http_header(&c->req, "Authorization");
+  char *q = http_query(&c->req, "username");
+  const char *user = "user";
+  bool ok = true;
+  if (q) {
+    ok = strcmp(q, "user") == 0 || strcmp(q, "root") == 0;
+    user = ok && strcmp(q, "root") == 0 ? "root" : "user";
+  } else if (auth && strncasecmp(auth, "Basic ", 6) == 0) {
+    uint8_t *raw;
+    size_t n;
+    ok = b64_decode(auth + 6, &raw, &n) == 0;
+    if (ok) {
+      ok = (n == 5 && memcmp(raw, "user:", 5) == 0) || (n == 5 && memcmp(raw, "root:", 5) == 0);
+      user = ok && raw[0] == 'r' ? "root" : "user";
+      free(raw);
+    }
+  }
+  free(q);
+  if (!ok) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "the sandbox has two users: user and root (Basic auth \"user:\" or \"root:\")");
+    return NULL;
+  }
+  return user;
+}
+
+char *e2b_path(const char *path, const char *user) {
+  const char *home = strcmp(user, "root") == 0 ? "/root" : "/home/user";
+  if (path && path[0] == '/')
+    return xstrdup(path);
+  if (!path || !*path)
+    return xstrdup(home);
+  return xasprintf("%s/%s", home, path);
+}
+
+static void e2b_snapshot_made(struct http_conn *c, const struct principal *p, json_t *snap,
+                              void *arg) {
+  (void)p, (void)arg;
+  const char *name = json_string_value(json_object_get(snap, "name"));
+  if (c && snap)
+    http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
+                                name && *name ? json_pack("[s]", name) : json_array()));
+}
+
+/* Snapshots: {name?} -> {snapshotID, names}. */
+void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  const char *name = NULL;
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
+    snapshots_capture(c, p, sb, name, false, e2b_snapshot_made, NULL);
+  json_decref(o);
+}
+
+/* ?sandboxID= filters by the sandbox a snapshot was taken of. */
+void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
+  char *of = http_query(&c->req, "sandboxID");
+  json_t *all = snapshots_list(c->srv, p->tenant), *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    const char *name = json_string_value(json_object_get(v, "name"));
+    if (json_is_true(json_object_get(v, "ephemeral")) ||
+        (of && strcmp(of, json_string_value(json_object_get(v, "sandbox"))) != 0))
+      continue;
+    json_array_append_new(out, json_pack("{s:O,s:o}", "snapshotID", json_object_get(v, "id"),
+                                         "names", *name ? json_pack("[s]", name) : json_array()));
+  }
+  json_decref(all);
+  free(of);
+  http_json(c, 200, out);
+}
+
+/* DELETE /templates/{id}: E2B's SDK deletes a snapshot as a template. */
+void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
+  snapshots_delete(c, p, c->req.params[0]);
+}
+
+static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {
+  (void)snapshot_id;
+  json_t *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(made, i, v) {
+    for (struct sbx *f = c->srv->sandboxes; f; f = f->next)
+      if (strcmp(f->id, json_string_value(json_object_get(v, "id"))) == 0)
+        json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
+  }
+  http_json(c, 201, out);
+}
+
+/* {count, timeout}: [{sandbox: {...}}] per fork. Forks hold the files,
+ * not the memory (docs/e2b.md). */
+void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"count", "timeout", NULL};
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb ? body_object(c) : NULL;
+  uint64_t count = 1, t = 0;
+  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
+      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
+    snapshots_fork(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
+  json_decref(o);
+}

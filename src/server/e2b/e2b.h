@@ -1,0 +1,89 @@
+/* The E2B-compatible API (docs/e2b.md): E2B's REST API and each sandbox's envd
+ * and code interpreter, as front ends on the same core. */
+#ifndef HUTCH_E2B_E2B_H
+#define HUTCH_E2B_E2B_H
+
+#include <jansson.h>
+
+struct server;
+struct sbx;
+struct http_conn;
+struct principal;
+
+/* At stop: the ready sandboxes go; pool_free after the loop has ended. */
+void pool_destroy_all(struct server *srv);
+void pool_free(struct server *srv);
+void pool_metrics(FILE *f, const struct server *srv);
+
+/* The E2B-compatible API (docs/e2b.md): E2B's REST API beside the native
+ * one, and, by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, each
+ * sandbox's envd and code interpreter. Each handler turns the E2B request
+ * into the native core's and its answer back. */
+#define E2B_ENVD_PORT "49983"
+#define E2B_INTERPRETER_PORT "49999"
+/* What envd version hutch answers as: the E2B SDKs switch features by it
+ * (docs/e2b.md says which this one gives). */
+#define E2B_ENVD_VERSION "0.5.2"
+
+/* e2b_api.c: /sandboxes, /v2/sandboxes */
+void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p);
+void e2b_snapshots_create(struct http_conn *c, const struct principal *p);
+void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
+void e2b_templates_delete(struct http_conn *c, const struct principal *p);
+/* The sandbox of a data-plane request (routes.c checked it), or NULL once
+ * it is gone. */
+struct sbx *e2b_sandbox(struct http_conn *c);
+/* The user a data-plane request acts as (Authorization: Basic, or the
+ * username query): "user" or "root"; NULL after a 400. */
+const char *e2b_user(struct http_conn *c);
+/* An envd path: absolute as given, else under the user's home (malloc'd). */
+char *e2b_path(const char *path, const char *user);
+
+/* e2b_process.c: process.Process */
+void e2b_envd_health(struct http_conn *c, const struct principal *p);
+void e2b_process_start(struct http_conn *c, const struct principal *p);
+void e2b_process_connect(struct http_conn *c, const struct principal *p);
+void e2b_process_list(struct http_conn *c, const struct principal *p);
+void e2b_process_input(struct http_conn *c, const struct principal *p);
+void e2b_process_close_stdin(struct http_conn *c, const struct principal *p);
+void e2b_process_signal(struct http_conn *c, const struct principal *p);
+void e2b_process_update(struct http_conn *c, const struct principal *p);
+
+/* e2b_fs.c: filesystem.Filesystem, GET and POST /files */
+void e2b_fs_stat(struct http_conn *c, const struct principal *p);
+void e2b_fs_list(struct http_conn *c, const struct principal *p);
+void e2b_fs_mkdir(struct http_conn *c, const struct principal *p);
+void e2b_fs_move(struct http_conn *c, const struct principal *p);
+void e2b_fs_remove(struct http_conn *c, const struct principal *p);
+void e2b_fs_watch(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_events(struct http_conn *c, const struct principal *p);
+void e2b_fs_watcher_remove(struct http_conn *c, const struct principal *p);
+void e2b_files_read(struct http_conn *c, const struct principal *p);
+void e2b_files_write(struct http_conn *c, const struct principal *p);
+void e2b_watches_free(struct sbx *sb);
+
+/* e2b_network.c: E2B's network settings. A create's as hutch's {network,
+ * secrets} (NULL after a 400); a sandbox's as E2B shows them
+ * {allowInternetAccess, network}; PUT /sandboxes/{id}/network. */
+json_t *e2b_network_request(struct http_conn *c, json_t *o);
+json_t *e2b_network_json(const struct sbx *sb);
+void e2b_sandboxes_network(struct http_conn *c, const struct principal *p);
+
+/* e2b_interp.c: the code interpreter */
+void e2b_interp_health(struct http_conn *c, const struct principal *p);
+void e2b_execute(struct http_conn *c, const struct principal *p);
+void e2b_contexts_create(struct http_conn *c, const struct principal *p);
+void e2b_contexts_list(struct http_conn *c, const struct principal *p);
+void e2b_contexts_delete(struct http_conn *c, const struct principal *p);
+void e2b_contexts_restart(struct http_conn *c, const struct principal *p);
+
+#endif

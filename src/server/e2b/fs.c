@@ -1,0 +1,811 @@
+/* envd's filesystem.Filesystem service (E2B's spec/envd/filesystem/
+ * filesystem.proto) over Connect RPC, and envd's GET and POST /files, on
+ * the agent's file operations (api_files.c): paths resolve inside the
+ * sandbox, as its user, exactly as for the native routes. A relative path
+ * is taken from the user's home, as envd does.
+ *
+ *   Stat, ListDir, MakeDir, Move, Remove     unary, EntryInfo shapes
+ *   WatchDir                                 stream: {start:{}}, then
+ *                                            {filesystem:{name,type}}
+ *   CreateWatcher, GetWatcherEvents,         the same events, polled
+ *   RemoveWatcher
+ *   GET /files?path=&username=               the bytes
+ *   POST /files?path=                        multipart/form-data (a part
+ *                                            "file" per file, its filename
+ *                                            the path) or the bytes as
+ *                                            application/octet-stream;
+ *                                            → [{name, type, path}] */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "frame.h"
+#include "util.h"
+#include "api/api.h"
+#include "core/keys.h"
+#include "e2b/e2b.h"
+#include "http/connect.h"
+#include "http/json.h"
+
+#define WATCHERS_MAX 16          /* polled watchers per sandbox */
+#define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */
+#define WATCH_LINE_MAX (64u << 10)
+#define PART_HEADERS_MAX (16u << 10)
+#define UPLOAD_HELD (1u << 20)   /* bytes queued for the agent before reading pauses */
+
+/* ---- EntryInfo ---- */
+
+static json_t *entry_info(json_t *e) {
+  static const char *const types[][2] = {{"file", "FILE_TYPE_FILE"},
+                                         {"dir", "FILE_TYPE_DIRECTORY"},
+                                         {"symlink", "FILE_TYPE_SYMLINK"}};
+  const char *type = json_string_value(json_object_get(e, "type"));
+  int mode = (int)json_integer_value(json_object_get(e, "mode"));
+  json_int_t uid = json_integer_value(json_object_get(e, "uid"));
+  json_int_t gid = json_integer_value(json_object_get(e, "gid"));
+  char perms[11] = "----------", owner[24], group[24], size[24], when[32];
+  const char *ptype = NULL;
+  for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
+    if (strcmp(type, types[i][0]) == 0)
+      ptype = types[i][1];
+  perms[0] = !type ? '-' : strcmp(type, "dir") == 0 ? 'd' : strcmp(type, "symlink") == 0 ? 'L' : '-';
+  for (int i = 0; i < 9; i++)
+    if (mode & (0400 >> i))
+      perms[1 + i] = "rwxrwxrwx"[i];
+  snprintf(owner, sizeof owner, "%s", uid == 0 ? "root" : uid == 1000 ? "user" : "");
+  if (!owner[0])
+    snprintf(owner, sizeof owner, "%lld", (long long)uid);
+  snprintf(group, sizeof group, "%s", gid == 0 ? "root" : gid == 1000 ? "user" : "");
+  if (!group[0])
+    snprintf(group, sizeof group, "%lld", (long long)gid);
+  snprintf(size, sizeof size, "%lld", (long long)json_integer_value(json_object_get(e, "size")));
+  /* A file's time is the workload's to set: kept to what a date can say
+   * (1970 to 9999), so that it converts to ms without overflow. */
+  double mtime = json_number_value(json_object_get(e, "mtime"));
+  iso8601(mtime >= 0 && mtime < 253402300800.0 ? (int64_t)(mtime * 1000) : 0, when);
+  json_t *j = json_pack("{s:O?,s:O?,s:s,s:i,s:s,s:s,s:s,s:s}", "name", json_object_get(e, "name"),
+                        "path", json_object_get(e, "path"), "size", size, "mode", mode & 0777,
+                        "permissions", perms, "owner", owner, "group", group, "modifiedTime", when);
+  if (ptype)
+    json_object_set_new(j, "type", json_string(ptype));
+  if (json_object_get(e, "target"))
+    json_object_set(j, "symlinkTarget", json_object_get(e, "target"));
+  return j;
+}
+
+/* The message, the user and the absolute path of a call on one path (the
+ * field key); NULL after an error answer. */
+static struct sbx *path_call(struct http_conn *c, const struct principal *p, const char *key,
+                             json_t **m, char **path, const char **user) {
+  struct sbx *sb = sbx_lookup(c, p);
+  *m = NULL;
+  *path = NULL;
+  if (!sb || !(*user = e2b_user(c)) ||
+      !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
+    return NULL;
+  json_t *v = json_object_get(*m, key);
+  if (!files_path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
+    return NULL;
+  *path = e2b_path(json_string_value(v), *user);
+  return sb;
+}
+
+static void answer_entry(struct http_conn *c, const struct files_result *r) {
+  if (r->err)
+    files_error(c, r->err);
+  else
+    http_json(c, 200, json_pack("{s:o}", "entry", entry_info(r->done)));
+}
+
+/* A call on the message's path: the agent's op with its other fields
+ * (extra, taken), answered by answer. */
+static void one_path(struct http_conn *c, const struct principal *p, const char *op,
+                     json_t *extra, files_answer_fn answer) {
+  json_t *m;
+  char *path;
+  const char *user;
+  struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
+  if (sb) {
+    json_t *req = json_pack("{s:s,s:s,s:s}", "op", op, "path", path, "user", user);
+    json_object_update(req, extra);
+    files_call(c, sb, req, path, answer, NULL);
+  } else {
+    free(path);
+  }
+  json_decref(extra);
+  json_decref(m);
+}
+
+void e2b_fs_stat(struct http_conn *c, const struct principal *p) {
+  one_path(c, p, "stat", json_object(), answer_entry);
+}
+
+static void answer_list(struct http_conn *c, const struct files_result *r) {
+  if (r->err) {
+    files_error(c, r->err);
+    return;
+  }
+  json_t *in = files_entries(r->out, r->nout), *e, *entries = json_array();
+  size_t i;
+  json_array_foreach(in, i, e) json_array_append_new(entries, entry_info(e));
+  json_decref(in);
+  http_json(c, 200, json_pack("{s:o}", "entries", entries));
+}
+
+void e2b_fs_list(struct http_conn *c, const struct principal *p) {
+  json_t *m;
+  char *path;
+  const char *user;
+  struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
+  json_t *d = sb ? json_object_get(m, "depth") : NULL;
+  json_int_t depth = d ? json_integer_value(d) : 1;
+  if (sb && (depth < 1 || depth > 64 || (d && !json_is_integer(d)))) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth is from 1 to 64");
+    free(path);
+  } else if (sb) {
+    files_call(c, sb,
+               json_pack("{s:s,s:s,s:s,s:I}", "op", "list", "path", path, "user", user, "depth",
+                         depth),
+               path, answer_list, NULL);
+  } else {
+    free(path);
+  }
+  json_decref(m);
+}
+
+static void answer_mkdir(struct http_conn *c, const struct files_result *r) {
+  if (r->err) {
+    files_error(c, r->err);
+  } else if (!json_is_true(json_object_get(r->done, "created"))) {
+    http_error(c, HUTCH_ERR_CONFLICT, "exists", "%s already exists", r->path);
+  } else {
+    const char *slash = strrchr(r->path, '/');
+    http_json(c, 200, json_pack("{s:{s:s,s:s,s:s}}", "entry", "name", slash ? slash + 1 : r->path,
+                                "type", "FILE_TYPE_DIRECTORY", "path", r->path));
+  }
+}
+
+void e2b_fs_mkdir(struct http_conn *c, const struct principal *p) {
+  one_path(c, p, "mkdir", json_pack("{s:b}", "parents", 1), answer_mkdir);
+}
+
+/* Move answers with the entry at its destination: a stat follows, as the
+ * same user, in the same sandbox (there: its agent just answered). */
+static void answer_moved(struct http_conn *c, const struct files_result *r) {
+  const char *user = e2b_user(c); /* it was good for the move */
+  struct sbx *sb = e2b_sandbox(c);
+  if (r->err)
+    files_error(c, r->err);
+  else if (!sb)
+    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended during the move");
+  else if (user)
+    files_call(c, sb,
+               json_pack("{s:s,s:s,s:s}", "op", "stat", "path", r->path, "user", user),
+               xstrdup(r->path), answer_entry, NULL);
+}
+
+void e2b_fs_move(struct http_conn *c, const struct principal *p) {
+  json_t *m;
+  char *from;
+  const char *user;
+  struct sbx *sb = path_call(c, p, "source", &m, &from, &user);
+  json_t *dest = sb ? json_object_get(m, "destination") : NULL;
+  if (sb && json_is_string(dest) && files_path_ok(c, json_string_value(dest))) {
+    char *to = e2b_path(json_string_value(dest), user);
+    files_call(c, sb,
+               json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", from, "to", to, "user", user),
+               to, answer_moved, NULL);
+  } else if (sb && !json_is_string(dest)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "destination is required");
+  }
+  free(from);
+  json_decref(m);
+}
+
+/* envd removes recursively, and a path already gone is no error. */
+static void answer_removed(struct http_conn *c, const struct files_result *r) {
+  const char *code = json_string_value(json_object_get(r->err, "code"));
+  if (r->err && !(code && strcmp(code, "not_found") == 0))
+    files_error(c, r->err);
+  else
+    http_json(c, 200, json_object());
+}
+
+void e2b_fs_remove(struct http_conn *c, const struct principal *p) {
+  one_path(c, p, "remove", json_pack("{s:b}", "recursive", 1), answer_removed);
+}
+
+/* ---- watching: a stream (WatchDir) or a watcher polled for events ---- */
+
+struct watch {
+  struct watch *next;  /* the sandbox's polled watchers */
+  struct sbx *sb;
+  struct astream *s;   /* NULL once the agent's stream has ended */
+  struct http_conn *c; /* WatchDir: the stream; a watcher: its CreateWatcher until answered */
+  bool polled;
+  bool ready;
+  char id[17];
+  char *root;          /* names are relative to it */
+  char *line;
+  size_t line_len;
+  json_t *events;      /* a watcher's, until polled */
+  bool overflowed;
+};
+
+static void watch_free(struct watch *w) {
+  free(w->root);
+  free(w->line);
+  json_decref(w->events);
+  free(w);
+}
+
+static void watch_unlink(struct watch *w) {
+  for (struct watch **p = &w->sb->watches; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+}
+
+static void watch_gone(void *ctx) { /* the WatchDir client went away */
+  struct watch *w = ctx;
+  w->c = NULL;
+  if (w->s)
+    agentc_abandon(w->s); /* the agent ends the watch */
+  watch_free(w);
+}
+
+static const struct http_stream_ops watch_ops = {.abort = watch_gone};
+
+static json_t *fs_event(const struct watch *w, json_t *ev) {
+  static const char *const types[][2] = {{"create", "EVENT_TYPE_CREATE"},
+                                         {"write", "EVENT_TYPE_WRITE"},
+                                         {"remove", "EVENT_TYPE_REMOVE"},
+                                         {"rename", "EVENT_TYPE_RENAME"},
+                                         {"chmod", "EVENT_TYPE_CHMOD"}};
+  const char *type = json_string_value(json_object_get(ev, "type"));
+  const char *path = json_string_value(json_object_get(ev, "path"));
+  size_t n = strlen(w->root);
+  while (n > 1 && w->root[n - 1] == '/')
+    n--;
+  for (size_t i = 0; type && path && i < ARRAY_SIZE(types); i++)
+    if (strcmp(type, types[i][0]) == 0) {
+      const char *name = strncmp(path, w->root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
+      return json_pack("{s:o,s:s}", "name", serve_json_text(name), "type", types[i][1]);
+    }
+  return NULL;
+}
+
+static void watch_line(struct watch *w, const char *p, size_t n) {
+  json_t *ev = json_loadb(p, n, 0, NULL);
+  const char *type = json_string_value(json_object_get(ev, "type"));
+  if (type && strcmp(type, "ready") == 0 && !w->ready) {
+    w->ready = true;
+    struct http_conn *c = w->c;
+    if (!w->polled) {
+      connect_stream_start(c, &watch_ops, w);
+      connect_send(c, json_pack("{s:{}}", "start"));
+    } else {
+      w->c = NULL;
+      w->next = w->sb->watches;
+      w->sb->watches = w;
+      http_json(c, 200, json_pack("{s:s}", "watcherId", w->id));
+    }
+  } else if (type && strcmp(type, "overflow") == 0) {
+    w->overflowed = true;
+  } else if (w->ready) {
+    json_t *fe = fs_event(w, ev);
+    if (fe && !w->polled)
+      connect_send(w->c, json_pack("{s:o}", "filesystem", fe));
+    else if (fe && json_array_size(w->events) < WATCH_EVENTS_MAX)
+      json_array_append_new(w->events, fe);
+    else if (fe) {
+      w->overflowed = true;
+      json_decref(fe);
+    }
+  }
+  json_decref(ev);
+}
+
+static void watch_output(struct watch *w, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    const uint8_t *nl = memchr(p, '\n', n);
+    size_t take = nl ? (size_t)(nl - p) + 1 : n;
+    if (w->line_len + take <= WATCH_LINE_MAX) {
+      w->line = xrealloc(w->line, w->line_len + take);
+      memcpy(w->line + w->line_len, p, take);
+      w->line_len += take;
+    }
+    if (nl) {
+      watch_line(w, w->line, w->line_len - 1);
+      w->line_len = 0;
+    }
+    p += take;
+    n -= take;
+  }
+}
+
+static void on_watch_frame(struct astream *s, const struct hutch_frame *f) {
+  struct watch *w = s->ctx;
+  if (f && f->type == HUTCH_F_STDOUT) {
+    watch_output(w, f->payload, f->len);
+    if (w->s)
+      agentc_window(w->s, f->len);
+    return;
+  }
+  if (f && !(f->flags & HUTCH_FL_END))
+    return;
+  /* The watch ended: refused, or its sandbox or worker went away. */
+  w->s = NULL;
+  json_t *err = f ? json_loadb((const char *)f->payload, f->len, 0, NULL) : NULL;
+  struct http_conn *c = w->c;
+  w->c = NULL;
+  if (!w->ready) {
+    if (f && f->type == HUTCH_F_ERROR)
+      files_error(c, err);
+    else
+      http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended before the watch began");
+    watch_free(w);
+  } else if (!w->polled) {
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    connect_end(c, "unavailable", msg ? msg : "the watch ended");
+    watch_free(w);
+  } /* a polled watcher stays until removed: its events can still be read */
+  json_decref(err);
+}
+
+static void watch_start(struct http_conn *c, const struct principal *p, bool polled) {
+  json_t *m;
+  char *path;
+  const char *user;
+  struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
+  unsigned n = 0;
+  for (struct watch *w = sb ? sb->watches : NULL; w; w = w->next)
+    n++;
+  if (sb && polled && n >= WATCHERS_MAX) {
+    http_error(c, HUTCH_ERR_QUOTA, "too_many_watchers", "a sandbox has at most %d watchers", WATCHERS_MAX);
+    sb = NULL;
+  }
+  if (!sb) {
+    free(path);
+    json_decref(m);
+    return;
+  }
+  bool recursive = json_is_true(json_object_get(m, "recursive"));
+  struct watch *w = xcalloc(1, sizeof *w);
+  w->sb = sb;
+  w->polled = polled;
+  w->root = path;
+  w->events = json_array();
+  serve_random_hex(w->id, sizeof w->id - 1);
+  json_t *req = json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path, "user", user,
+                          "recursive", recursive);
+  w->s = agentc_open(&sb->ac, req, on_watch_frame, w);
+  json_decref(req);
+  json_decref(m);
+  if (!w->s) {
+    watch_free(w);
+    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox's agent is not reachable");
+    return;
+  }
+  w->c = c;
+  http_own(c, &watch_ops, w);
+}
+
+void e2b_fs_watch(struct http_conn *c, const struct principal *p) { watch_start(c, p, false); }
+
+void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p) {
+  watch_start(c, p, true);
+}
+
+static struct watch *watcher(struct http_conn *c, const struct principal *p, json_t **m) {
+  struct sbx *sb = sbx_lookup(c, p);
+  *m = sb ? connect_request(c, 0) : NULL;
+  const char *id = json_string_value(json_object_get(*m, "watcherId"));
+  for (struct watch *w = *m ? sb->watches : NULL; w; w = w->next)
+    if (id && strcmp(w->id, id) == 0)
+      return w;
+  if (*m)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no watcher %.32s", id ? id : "(watcherId is required)");
+  return NULL;
+}
+
+void e2b_fs_watcher_events(struct http_conn *c, const struct principal *p) {
+  json_t *m;
+  struct watch *w = watcher(c, p, &m);
+  if (w && w->overflowed) {
+    w->overflowed = false;
+    json_array_clear(w->events);
+    http_error(c, HUTCH_ERR_CONFLICT, "watch_overflow",
+               "more changes came than the watcher keeps: events were lost; list the directory");
+  } else if (w) {
+    http_json(c, 200, json_pack("{s:o}", "events", w->events));
+    w->events = json_array();
+  }
+  json_decref(m);
+}
+
+void e2b_fs_watcher_remove(struct http_conn *c, const struct principal *p) {
+  json_t *m;
+  struct watch *w = watcher(c, p, &m);
+  if (w) {
+    watch_unlink(w);
+    if (w->s)
+      agentc_abandon(w->s);
+    watch_free(w);
+    http_json(c, 200, json_object());
+  }
+  json_decref(m);
+}
+
+void e2b_watches_free(struct sbx *sb) {
+  while (sb->watches) {
+    struct watch *w = sb->watches;
+    sb->watches = w->next;
+    watch_free(w); /* its stream ended with the sandbox */
+  }
+}
+
+/* ---- GET /files and POST /files ---- */
+
+/* The user and the absolute path a /files request names (path and
+ * username in the query); NULL after an error answer. */
+static struct sbx *files_target(struct http_conn *c, const struct principal *p, char **path,
+                                const char **user, bool required) {
+  struct sbx *sb = sbx_lookup(c, p);
+  *path = NULL;
+  if (!sb || !(*user = e2b_user(c)))
+    return NULL;
+  char *q = http_query(&c->req, "path");
+  if (q || required) {
+    if (!files_path_ok(c, q)) {
+      free(q);
+      return NULL;
+    }
+    *path = e2b_path(q, *user);
+  }
+  free(q);
+  return sb;
+}
+
+void e2b_files_read(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = files_target(c, p, &path, &user, true);
+  if (sb)
+    files_read(c, sb, path, user);
+}
+
+/* What envd answers for a file written: [{name, type, path}]. */
+static json_t *written(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return json_pack("{s:o,s:s,s:o}", "name", serve_json_text(slash ? slash + 1 : path), "type",
+                   "file", "path", serve_json_text(path));
+}
+
+static void answer_written(struct http_conn *c, const struct files_result *r) {
+  if (r->err)
+    files_error(c, r->err);
+  else
+    http_json(c, 200, json_pack("[o]", written(r->path)));
+}
+
+/* A multipart/form-data upload: its parts are parsed as the body comes,
+ * each part named "file" is written (to ?path= if given, else to its
+ * filename) by its own agent write, started as its headers end and fed as
+ * its bytes come. Reading pauses while a part's agent has not taken what
+ * it was sent. The answer waits for every write. */
+struct part {
+  struct part *next;
+  struct upload *up;
+  struct astream *s; /* NULL once its write has ended */
+  char *path;
+};
+
+struct upload {
+  struct http_conn *c; /* NULL once the client is gone */
+  struct sbx *sb;
+  char user[8];
+  char *path;          /* ?path=, for every part */
+  char *delim;         /* "\r\n--" BOUNDARY */
+  size_t dlen;
+  enum { MP_PREAMBLE, MP_HEADERS, MP_BODY, MP_AFTER, MP_DONE } state;
+  char *buf;           /* bytes not parsed yet */
+  size_t nbuf;
+  struct part *parts;  /* writes not ended */
+  struct part *cur;    /* the part being read; NULL: one not wanted */
+  json_t *results;
+  json_t *err;         /* the first write that failed */
+  bool body_done;
+  bool bad;            /* the body is not the multipart it says */
+};
+
+static void upload_maybe_end(struct upload *up) {
+  if (up->parts || (!up->body_done && up->c))
+    return;
+  struct http_conn *c = up->c;
+  if (c && up->err)
+    files_error(c, up->err);
+  else if (c && up->bad)
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not multipart/form-data as it says");
+  else if (c && json_array_size(up->results) == 0)
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "no part named \"file\" in the form");
+  else if (c)
+    http_json(c, 200, json_incref(up->results));
+  free(up->path);
+  free(up->delim);
+  free(up->buf);
+  json_decref(up->results);
+  json_decref(up->err);
+  free(up);
+}
+
+static void part_end(struct part *pt, json_t *err) {
+  struct upload *up = pt->up;
+  for (struct part **q = &up->parts; *q; q = &(*q)->next)
+    if (*q == pt) {
+      *q = pt->next;
+      break;
+    }
+  if (up->cur == pt)
+    up->cur = NULL;
+  if (err && !up->err)
+    up->err = json_incref(err);
+  else if (!err)
+    json_array_append_new(up->results, written(pt->path));
+  free(pt->path);
+  free(pt);
+  upload_maybe_end(up);
+}
+
+static void on_part_frame(struct astream *s, const struct hutch_frame *f) {
+  struct part *pt = s->ctx;
+  if (f && !(f->flags & HUTCH_FL_END))
+    return;
+  pt->s = NULL;
+  json_t *j = f ? json_loadb((const char *)f->payload, f->len, 0, NULL) : NULL;
+  json_t *err = !f ? json_pack("{s:s,s:s}", "code", "sandbox_error", "message",
+                               "the sandbox ended during the upload")
+                : f->type == HUTCH_F_ERROR ? json_incref(j)
+                                           : NULL;
+  part_end(pt, err);
+  json_decref(err);
+  json_decref(j);
+}
+
+static void on_part_drained(struct astream *s) {
+  struct part *pt = s->ctx;
+  if (pt->up->c)
+    http_body_resume(pt->up->c);
+}
+
+/* The filename of a part's Content-Disposition, if it is a "file" part. */
+static char *part_filename(const char *headers) {
+  for (const char *h = headers; h && *h; h = strstr(h, "\r\n") ? strstr(h, "\r\n") + 2 : NULL) {
+    if (strncasecmp(h, "Content-Disposition:", 20) != 0)
+      continue;
+    const char *end = strstr(h, "\r\n");
+    size_t n = end ? (size_t)(end - h) : strlen(h);
+    char *line = strndup(h, n);
+    const char *name = strstr(line, " name=\"file\"");
+    if (!name)
+      name = strstr(line, ";name=\"file\"");
+    const char *fn = strstr(line, "filename=\"");
+    char *out = NULL;
+    if (name && fn) {
+      fn += 10;
+      const char *q = strchr(fn, '"');
+      out = q ? strndup(fn, (size_t)(q - fn)) : NULL;
+    }
+    free(line);
+    return out;
+  }
+  return NULL;
+}
+
+static void part_begin(struct upload *up, const char *headers) {
+  char *name = part_filename(headers);
+  up->cur = NULL;
+  if (!name)
+    return; /* not a file: its bytes are skipped */
+  if (!up->path && (!*name || strlen(name) > 4095)) {
+    free(name);
+    up->bad = true;
+    return;
+  }
+  struct part *pt = xcalloc(1, sizeof *pt);
+  pt->up = up;
+  pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
+  free(name);
+  json_t *req = json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", pt->path, "user", up->user,
+                          "parents", 1);
+  /* NULL when the filename is not UTF-8: no request for the agent. */
+  pt->s = req ? agentc_open(&up->sb->ac, req, on_part_frame, pt) : NULL;
+  json_decref(req);
+  if (!pt->s) {
+    up->bad = true;
+    free(pt->path);
+    free(pt);
+    return;
+  }
+  pt->s->stdin_drained = on_part_drained;
+  pt->next = up->parts;
+  up->parts = pt;
+  up->cur = pt;
+}
+
+static void part_data(struct upload *up, const char *p, size_t n) {
+  if (!up->cur || !up->cur->s || n == 0)
+    return;
+  agentc_stdin(up->cur->s, p, n, false);
+  if (up->c && up->cur && up->cur->s && agentc_stdin_pending(up->cur->s) > UPLOAD_HELD)
+    http_body_pause(up->c);
+}
+
+static void part_close(struct upload *up) {
+  if (up->cur && up->cur->s)
+    agentc_stdin(up->cur->s, NULL, 0, true);
+  up->cur = NULL;
+}
+
+/* Parse what is buffered; keep what cannot be decided yet. */
+static void mp_parse(struct upload *up) {
+  size_t off = 0;
+  for (;;) {
+    char *at = up->buf + off;
+    size_t left = up->nbuf - off;
+    if (up->state == MP_PREAMBLE) {
+      /* The first delimiter has no CRLF before it. */
+      char *d = memmem(at, left, up->delim + 2, up->dlen - 2);
+      if (!d) {
+        if (left > up->dlen)
+          off += left - up->dlen;
+        break;
+      }
+      off = (size_t)(d - up->buf) + up->dlen - 2;
+      up->state = MP_AFTER;
+    } else if (up->state == MP_AFTER) {
+      if (left < 2)
+        break;
+      if (memcmp(at, "--", 2) == 0) {
+        up->state = MP_DONE;
+        off = up->nbuf;
+        break;
+      }
+      if (memcmp(at, "\r\n", 2) != 0) {
+        up->bad = true;
+        up->state = MP_DONE;
+        break;
+      }
+      off += 2;
+      up->state = MP_HEADERS;
+    } else if (up->state == MP_HEADERS) {
+      char *e = memmem(at, left, "\r\n\r\n", 4);
+      if (!e) {
+        if (left > PART_HEADERS_MAX) {
+          up->bad = true;
+          up->state = MP_DONE;
+        }
+        break;
+      }
+      char *headers = strndup(at, (size_t)(e - at) + 2);
+      part_begin(up, headers);
+      free(headers);
+      off = (size_t)(e - up->buf) + 4;
+      up->state = MP_BODY;
+    } else if (up->state == MP_BODY) {
+      char *d = memmem(at, left, up->delim, up->dlen);
+      if (!d) { /* all but what could start a delimiter */
+        size_t safe = left > up->dlen ? left - up->dlen : 0;
+        part_data(up, at, safe);
+        off += safe;
+        break;
+      }
+      part_data(up, at, (size_t)(d - at));
+      part_close(up);
+      off = (size_t)(d - up->buf) + up->dlen;
+      up->state = MP_AFTER;
+    } else {
+      off = up->nbuf; /* the epilogue is dropped */
+      break;
+    }
+  }
+  memmove(up->buf, up->buf + off, up->nbuf - off);
+  up->nbuf -= off;
+}
+
+static void mp_body(void *ctx, const char *data, size_t n) {
+  struct upload *up = ctx;
+  if (up->state == MP_DONE)
+    return;
+  up->buf = xrealloc(up->buf, up->nbuf + n);
+  memcpy(up->buf + up->nbuf, data, n);
+  up->nbuf += n;
+  mp_parse(up);
+}
+
+static void mp_body_end(void *ctx) {
+  struct upload *up = ctx;
+  if (up->state != MP_DONE) { /* cut short: what was written in part is an error */
+    up->bad = true;
+    part_close(up);
+  }
+  up->body_done = true;
+  upload_maybe_end(up);
+}
+
+static void mp_abort(void *ctx) {
+  struct upload *up = ctx;
+  up->c = NULL;
+  up->body_done = true;
+  if (!up->parts) {
+    upload_maybe_end(up);
+    return;
+  }
+  /* Every write is abandoned (the agent ends it); the last part's end
+   * frees up. */
+  for (;;) {
+    struct part *pt = up->parts;
+    bool last = !pt->next;
+    if (pt->s)
+      agentc_abandon(pt->s);
+    pt->s = NULL;
+    part_end(pt, NULL);
+    if (last)
+      return;
+  }
+}
+
+static const struct http_stream_ops mp_ops = {
+    .abort = mp_abort, .body = mp_body, .body_end = mp_body_end};
+
+/* The boundary of a multipart/form-data Content-Type, or NULL. */
+static char *boundary_of(const char *ctype) {
+  const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
+  if (!b)
+    return NULL;
+  b += 9;
+  size_t n = *b == '"' ? strcspn(++b, "\"") : strcspn(b, "; \t");
+  return n >= 1 && n <= 70 ? strndup(b, n) : NULL;
+}
+
+void e2b_files_write(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = files_target(c, p, &path, &user, false);
+  if (!sb)
+    return;
+  const char *ctype = http_header(&c->req, "Content-Type");
+  const char *enc = http_header(&c->req, "Content-Encoding");
+  if (enc && strcasecmp(enc, "identity") != 0) {
+    http_error(c, HUTCH_ERR_MEDIA, "unsupported_encoding",
+               "Content-Encoding %.32s: hutch takes uploads uncompressed", enc);
+    free(path);
+    return;
+  }
+  if (ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
+    char *b = boundary_of(ctype);
+    if (!b) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "multipart/form-data needs a boundary");
+      free(path);
+      return;
+    }
+    struct upload *up = xcalloc(1, sizeof *up);
+    up->c = c;
+    up->sb = sb;
+    str_copy(up->user, sizeof up->user, user);
+    up->path = path;
+    up->delim = xasprintf("\r\n--%s", b);
+    up->dlen = strlen(up->delim);
+    up->results = json_array();
+    free(b);
+    http_body_start(c, &mp_ops, up);
+    return;
+  }
+  /* The bytes themselves: one file, at ?path=. */
+  if (!path) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
+    return;
+  }
+  files_write(c, sb, path, user, answer_written, NULL);
+}

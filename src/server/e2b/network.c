@@ -1,0 +1,187 @@
+/* E2B's network settings on hutch's (docs/network.md, docs/e2b.md):
+ *
+ *   allow_internet_access   true (E2B's default): any public host, "*"
+ *   network.allowOut        allow-list entries (CIDRs, addresses, names, *.names)
+ *   network.denyOut         only all traffic (0.0.0.0/0): nothing but allowOut
+ *   network.allowPublicTraffic  every port public (E2B's default) or private
+ *   network.rules           {host: [{transform: {headers}}]}: secrets
+ *   PUT /sandboxes/{id}/network  the egress part replaced; 204
+ *
+ * hutch's proxy lets through what is listed; what E2B can say and hutch
+ * cannot (deny rules, an egress proxy of one's own, a host mask, HTTPS
+ * ports) is refused with 400 not_supported. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/network.h"
+#include "core/sbx.h"
+#include "e2b/e2b.h"
+
+static bool all_traffic(const char *s) {
+  return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;
+}
+
+/* An allowOut entry as hutch writes it: IPv6 in brackets. */
+static json_t *entry(const char *s) {
+  char addr[64];
+  const char *slash = strchr(s, '/');
+  size_t n = slash ? (size_t)(slash - s) : strlen(s);
+  unsigned char buf[16];
+  if (n < sizeof addr && strchr(s, ':') && s[0] != '[') {
+    memcpy(addr, s, n);
+    addr[n] = '\0';
+    if (inet_pton(AF_INET6, addr, buf) == 1)
+      return json_sprintf("[%s]", s);
+  }
+  return json_string(s);
+}
+
+/* The secrets E2B's rules ask for, added to secrets; -1 after a 400. */
+static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
+  if (!rules || json_is_null(rules))
+    return 0;
+  if (!json_is_object(rules)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules must be {host: [rule, …]}");
+    return -1;
+  }
+  const char *host;
+  json_t *list;
+  json_object_foreach(rules, host, list) {
+    size_t i;
+    json_t *rule;
+    if (!json_is_array(list)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules[%s] must be a list", host);
+      return -1;
+    }
+    json_array_foreach(list, i, rule) {
+      if (json_is_object(rule) && json_object_size(rule) == 0)
+        continue; /* a rule without a transform: nothing to do */
+      json_t *transform = json_object_get(rule, "transform");
+      json_t *headers = json_object_get(transform, "headers");
+      if (!json_is_object(rule) || json_object_size(rule) != 1 || !json_is_object(transform) ||
+          json_object_size(transform) != 1 || !json_is_object(headers)) {
+        http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
+                   "network.rules: hutch applies {transform: {headers}} rules only");
+        return -1;
+      }
+      const char *name;
+      json_t *value;
+      json_object_foreach(headers, name, value) {
+        json_array_append_new(
+            secrets, json_pack("{s:s,s:s,s:O}", "host", host, "header", name, "value", value));
+      }
+    }
+  }
+  return 0;
+}
+
+/* hutch's {network, secrets} for E2B's allow_internet_access (absent:
+ * NULL) and network (NULL: none); public: whether ports are public, or
+ * -1 to leave it out. NULL after a 400. */
+static json_t *translate(struct http_conn *c, json_t *internet, json_t *network, int public) {
+  static const char *const unsupported[] = {"egressProxy", "maskRequestHost", "httpsPorts", NULL};
+  if (internet && !json_is_boolean(internet)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "allow_internet_access must be true or false");
+    return NULL;
+  }
+  if (network && !json_is_null(network) && !json_is_object(network)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network must be an object");
+    return NULL;
+  }
+  for (size_t i = 0; unsupported[i]; i++) {
+    json_t *v = json_object_get(network, unsupported[i]);
+    if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0)) {
+      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported", "network.%s is not available in hutch", unsupported[i]);
+      return NULL;
+    }
+  }
+  json_t *allow = json_array(), *secrets = json_array();
+  json_t *out = json_pack("{s:{s:o},s:o}", "network", "allow", allow, "secrets", secrets);
+  bool deny_all = internet && json_is_false(internet);
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(network, "denyOut"), i, v) {
+    if (!json_is_string(v) || !all_traffic(json_string_value(v))) {
+      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
+                 "network.denyOut: hutch lets through what is listed; the only deny rule it "
+                 "takes is all traffic (0.0.0.0/0)");
+      json_decref(out);
+      return NULL;
+    }
+    deny_all = true;
+  }
+  json_array_foreach(json_object_get(network, "allowOut"), i, v) {
+    if (!json_is_string(v)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.allowOut must be a list of strings");
+      json_decref(out);
+      return NULL;
+    }
+    json_array_append_new(allow, entry(json_string_value(v)));
+  }
+  if (!deny_all) /* E2B's default: the Internet (hutch's proxy: its public part) */
+    json_array_append_new(allow, json_string("*"));
+  json_object_set_new(json_object_get(out, "network"), "mode",
+                      json_string(json_array_size(allow) ? "allowlist" : "none"));
+  if (public >= 0)
+    json_object_set_new(json_object_get(out, "network"), "public", json_boolean(public));
+  if (rules_secrets(c, json_object_get(network, "rules"), secrets) < 0) {
+    json_decref(out);
+    return NULL;
+  }
+  return out;
+}
+
+json_t *e2b_network_request(struct http_conn *c, json_t *o) {
+  json_t *network = json_object_get(o, "network");
+  json_t *pub = json_object_get(network, "allowPublicTraffic");
+  if (pub && !json_is_boolean(pub)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.allowPublicTraffic must be true or false");
+    return NULL;
+  }
+  /* E2B's ports are public unless asked otherwise. */
+  return translate(c, json_object_get(o, "allow_internet_access"), network, !json_is_false(pub));
+}
+
+json_t *e2b_network_json(const struct sbx *sb) {
+  json_t *allow = json_object_get(sb->network, "allow"), *out = json_array();
+  bool internet = false;
+  size_t i;
+  json_t *v;
+  json_array_foreach(allow, i, v) {
+    const char *e = json_string_value(v);
+    size_t n = strlen(e);
+    if (strcmp(e, "*") == 0)
+      internet = true;
+    else if (e[0] == '[' && e[n - 1] == ']') /* E2B writes IPv6 bare */
+      json_array_append_new(out, json_stringn(e + 1, n - 2));
+    else
+      json_array_append(out, v);
+  }
+  return json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network", "allowOut",
+                   out, "denyOut", internet ? json_array() : json_pack("[s]", "0.0.0.0/0"),
+                   "allowPublicTraffic", json_is_true(json_object_get(sb->network, "public")));
+}
+
+/* PUT /sandboxes/{id}/network: E2B's egress settings replace the
+ * sandbox's (what is left out is cleared); its ports stay as they were. */
+void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {
+      "allowOut", "denyOut", "egressProxy", "rules", "allow_internet_access", NULL};
+  struct sbx *sb;
+  json_t *o = network_request(c, p, known, &sb);
+  if (!o)
+    return;
+  json_t *t = translate(c, json_object_get(o, "allow_internet_access"), o, -1);
+  json_decref(o);
+  if (!t)
+    return;
+  json_t *network = json_object_get(t, "network");
+  json_object_set(network, "public_ports", json_object_get(sb->network, "public_ports"));
+  json_object_set(network, "public", json_object_get(sb->network, "public"));
+  int rc = network_change(c, sb, network, json_object_get(t, "secrets"));
+  json_decref(t);
+  if (rc == 0)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}

@@ -1,0 +1,112 @@
+/* Connect RPC framing over hutch's HTTP connections (connect.h). */
+
+#include "http/connect.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "http/http.h"
+#include "http/json.h"
+
+#define CONNECT_MESSAGE_MAX (1u << 20) /* one request message */
+
+char *connect_envelope(uint8_t flags, json_t *j, size_t *len) {
+  char *s = json_dumps(j, SERVE_JSON_FLAGS);
+  json_decref(j);
+  if (!s)
+    abort(); /* out of memory: the values are ours */
+  size_t n = strlen(s);
+  char *e = xmalloc(n + 5);
+  e[0] = (char)flags;
+  e[1] = (char)(n >> 24);
+  e[2] = (char)(n >> 16);
+  e[3] = (char)(n >> 8);
+  e[4] = (char)n;
+  memcpy(e + 5, s, n);
+  free(s);
+  *len = n + 5;
+  return e;
+}
+
+json_t *connect_request(struct http_conn *c, int stream) {
+  struct http_req *r = &c->req;
+  const char *body = r->body ? r->body : "";
+  size_t n = r->body_len;
+  if (stream) {
+    /* Exactly one uncompressed envelope: what a client that offered no
+     * compression sends. */
+    const unsigned char *b = (const unsigned char *)body;
+    size_t len = n >= 5 ? (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4] : 0;
+    if (n < 5 || b[0] != 0 || len != n - 5 || len > CONNECT_MESSAGE_MAX) {
+      http_error(c, HUTCH_ERR_INVALID, "bad_request",
+                 "a stream request is one uncompressed envelope (flags 0, a 4-byte length, JSON)");
+      return NULL;
+    }
+    body += 5;
+    n = len;
+  }
+  json_error_t e;
+  json_t *j = json_loadb(body, n, 0, &e);
+  if (!json_is_object(j)) {
+    json_decref(j);
+    http_error(c, HUTCH_ERR_INVALID, "bad_request", "the request message is not a JSON object: %s",
+               j ? "another JSON value" : e.text);
+    return NULL;
+  }
+  return j;
+}
+
+void connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
+  http_stream_start(c, 200, "application/connect+json", ops, ctx);
+}
+
+void connect_send(struct http_conn *c, json_t *j) {
+  size_t n;
+  char *e = connect_envelope(0, j, &n);
+  http_stream_send(c, e, n);
+  free(e);
+}
+
+void connect_end(struct http_conn *c, const char *code, const char *message) {
+  size_t n;
+  json_t *j = code ? json_pack("{s:{s:s,s:o}}", "error", "code", code, "message",
+                               serve_json_text(message))
+                   : json_object();
+  char *e = connect_envelope(CONNECT_END_STREAM, j, &n);
+  http_stream_send(c, e, n);
+  free(e);
+  http_stream_end(c);
+}
+
+char *b64_encode(const void *data, size_t n) {
+  char *out = xmalloc(4 * ((n + 2) / 3) + 1);
+  EVP_EncodeBlock((unsigned char *)out, data, (int)n);
+  return out;
+}
+
+int b64_decode(const char *s, uint8_t **out, size_t *n) {
+  size_t len = strlen(s);
+  while (len && s[len - 1] == '=')
+    len--;
+  if (len % 4 == 1)
+    return -1;
+  /* To the standard alphabet, padded, as EVP_DecodeBlock wants it. */
+  size_t padded = (len + 3) / 4 * 4;
+  char *std = xmalloc(padded + 1);
+  for (size_t i = 0; i < len; i++)
+    std[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+  memset(std + len, '=', padded - len);
+  std[padded] = '\0';
+  *out = xmalloc(padded / 4 * 3 + 1);
+  int r = EVP_DecodeBlock(*out, (unsigned char *)std, (int)padded);
+  free(std);
+  if (r < 0 || (padded && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=") != strlen(s))) {
+    free(*out);
+    *out = NULL;
+    return -1;
+  }
+  *n = (size_t)r - (padded - len); /* EVP counts the padding as zero bytes */
+  return 0;
+}

@@ -1,0 +1,113 @@
+/* How every error is answered: the one table from an error's kind
+ * (src/common/err.h) to each front end's wire form. No other place in
+ * the server chooses an error's status, so a kind means the same in the
+ * native API, E2B's REST API, envd's Connect RPCs and the code
+ * interpreter (docs/error_handling.md has the table in prose).
+ *
+ * The native API writes {"error":{"code","message"}} with the error's own
+ * code (it names the case: "already_paused"); E2B's REST API and envd's
+ * HTTP routes {"code":STATUS,"message"}, as its SDKs read them; Connect
+ * {"code":CONNECT_CODE,"message"} (a server stream ends with it instead,
+ * status 200); the code interpreter the message as text. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/connect.h"
+#include "http/http.h"
+#include "http/json.h"
+
+static const struct {
+  int status;          /* HTTP, for every dialect that has one */
+  const char *connect; /* connectrpc.com/docs/protocol, "Error codes" */
+  const char *code;    /* the native code when the error names none */
+  bool retry;          /* worth trying again: Retry-After */
+} kinds[HUTCH_ERR_KINDS] = {
+    [HUTCH_ERR_SYSTEM] = {500, "internal", "internal"},
+    [HUTCH_ERR_INVALID] = {400, "invalid_argument", "invalid_argument"},
+    [HUTCH_ERR_NOT_FOUND] = {404, "not_found", "not_found"},
+    [HUTCH_ERR_UNAUTHENTICATED] = {401, "unauthenticated", "unauthorized"},
+    [HUTCH_ERR_FORBIDDEN] = {403, "permission_denied", "forbidden"},
+    [HUTCH_ERR_CONFLICT] = {409, "failed_precondition", "conflict"},
+    [HUTCH_ERR_BUSY] = {409, "unavailable", "busy"},
+    [HUTCH_ERR_QUOTA] = {429, "resource_exhausted", "quota_exceeded", true},
+    [HUTCH_ERR_TOO_LARGE] = {413, "invalid_argument", "body_too_large"},
+    [HUTCH_ERR_NO_SPACE] = {507, "resource_exhausted", "no_space"},
+    [HUTCH_ERR_UNSUPPORTED] = {400, "unimplemented", "not_supported"},
+    [HUTCH_ERR_UNAVAILABLE] = {503, "unavailable", "overloaded", true},
+    [HUTCH_ERR_UPSTREAM] = {502, "unavailable", "upstream_error"},
+    [HUTCH_ERR_TIMEOUT] = {408, "deadline_exceeded", "timeout"},
+    [HUTCH_ERR_METHOD] = {405, "unimplemented", "method_not_allowed"},
+    [HUTCH_ERR_LENGTH_REQUIRED] = {411, "invalid_argument", "length_required"},
+    [HUTCH_ERR_MEDIA] = {415, "invalid_argument", "unsupported_encoding"},
+    [HUTCH_ERR_HEADERS_TOO_LARGE] = {431, "invalid_argument", "headers_too_large"},
+};
+
+static enum hutch_errkind checked(enum hutch_errkind kind) {
+  return (unsigned)kind < HUTCH_ERR_KINDS ? kind : HUTCH_ERR_SYSTEM;
+}
+
+int http_error_status(enum hutch_errkind kind) { return kinds[checked(kind)].status; }
+
+const char *http_connect_code(enum hutch_errkind kind, const char *code) {
+  /* Connect has a code of its own for one case hutch names. */
+  if (code && strcmp(code, "exists") == 0)
+    return "already_exists";
+  return kinds[checked(kind)].connect;
+}
+
+static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code,
+                   const char *msg) {
+  kind = checked(kind);
+  int status = kinds[kind].status;
+  code = code ? code : kinds[kind].code;
+  c->last_error = code;
+  const char *extra = kinds[kind].retry ? "Retry-After: 1\r\n" : NULL;
+  json_t *j;
+  switch (c->dialect) {
+  case DIALECT_TEXT:
+    http_respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), extra);
+    return;
+  case DIALECT_E2B:
+    j = json_pack("{s:i,s:o}", "code", status, "message", serve_json_text(msg));
+    break;
+  case DIALECT_CONNECT:
+    j = json_pack("{s:s,s:o}", "code", http_connect_code(kind, code), "message",
+                  serve_json_text(msg));
+    break;
+  case DIALECT_CONNECT_STREAM: {
+    /* A stream's error is its end-of-stream message; the status is 200. */
+    size_t n;
+    char *env = connect_envelope(CONNECT_END_STREAM,
+                                 json_pack("{s:{s:s,s:o}}", "error", "code",
+                                           http_connect_code(kind, code), "message",
+                                           serve_json_text(msg)),
+                                 &n);
+    http_respond(c, 200, "application/connect+json", env, n, NULL);
+    free(env);
+    return;
+  }
+  default:
+    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg));
+    break;
+  }
+  size_t n;
+  char *s = http_json_line(j, &n);
+  http_respond(c, status, "application/json", s, n, extra);
+  free(s);
+}
+
+void http_error(struct http_conn *c, enum hutch_errkind kind, const char *code, const char *fmt,
+                ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  answer(c, kind, code, msg);
+}
+
+void http_fail(struct http_conn *c, const struct hutch_err *err) {
+  answer(c, hutch_err_class(err), err->code, err->msg);
+}

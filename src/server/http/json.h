@@ -1,0 +1,16 @@
+/* How the server writes JSON. */
+#ifndef HUTCH_HTTP_JSON_H
+#define HUTCH_HTTP_JSON_H
+
+#include <jansson.h>
+
+struct server;
+
+/* How every JSON body and line is written: compact, and numbers with at
+ * most 10 significant digits (timings in ms). */
+#define SERVE_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(10))
+
+/* A JSON string of text that may not be valid UTF-8. */
+json_t *serve_json_text(const char *s);
+
+#endif

@@ -1,0 +1,26 @@
+/* The route tables of every front end (the native API, E2B's REST API,
+ * envd and the code interpreter), and what runs around every request:
+ * the caller's key, the audit line, the metrics. */
+#ifndef HUTCH_ROUTES_H
+#define HUTCH_ROUTES_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "http/http.h"
+
+struct server;
+
+/* Find the route, check the caller's key, call the handler. */
+void serve_dispatch(struct server *srv, struct http_conn *c);
+/* Whether the route for req takes its body streamed (file uploads). */
+bool serve_streams_body(struct server *srv, const struct http_req *req);
+/* Called when a response has ended: audit line and metrics. */
+void serve_request_done(struct server *srv, struct http_conn *c);
+/* `hutch serve --routes=TABLE`: the table's routes, one "METHOD PATH" a
+ * line; -1 when there is no such table. */
+int serve_print_routes(FILE *out, const char *table);
+/* The transport's handlers: the four above and the descriptor check. */
+extern const struct http_handlers serve_http;
+
+#endif

@@ -1,0 +1,653 @@
+/* SQLite state of hutch serve (store.h). Every statement is prepared with
+ * bound parameters: no value is ever pasted into SQL. */
+
+#include "state/store.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/sbx.h"
+#include "state/seal.h"
+
+/* Statements are prepared once and kept (a request that reads a key or
+ * writes a sandbox would otherwise compile its SQL each time, tens of
+ * microseconds). One in use (between prep and done) is not handed out
+ * again: a second user gets a statement of its own. */
+#define STORE_CACHE 48
+
+struct store {
+  sqlite3 *db;
+  int wal_pages; /* in the WAL after the last commit (wal_hook) */
+  unsigned char key[SEAL_KEY_LEN]; /* seals each sandbox's tokens and secrets */
+  struct {
+    const char *sql;
+    sqlite3_stmt *s;
+    bool busy;
+  } cache[STORE_CACHE];
+};
+
+static const char schema[] =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=NORMAL;"
+    /* What is deleted or overwritten is zeroed, not left in free pages. */
+    "PRAGMA secure_delete=ON;"
+    "CREATE TABLE IF NOT EXISTS tenants ("
+    "  name TEXT PRIMARY KEY, max_sandboxes INTEGER, max_memory_mb INTEGER,"
+    "  max_disk_mb INTEGER DEFAULT -1);"
+    "CREATE TABLE IF NOT EXISTS keys ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,"
+    "  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sandboxes ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, template TEXT NOT NULL,"
+    "  spec TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
+    "  pid INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS usage ("
+    "  tenant TEXT PRIMARY KEY, cpu_s REAL NOT NULL, memory_gb_s REAL NOT NULL,"
+    "  sandbox_s REAL NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS snapshots ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,"
+    "  layers TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS volumes ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL,"
+    "  size_mb INTEGER NOT NULL, created_at INTEGER NOT NULL, UNIQUE (tenant, name));";
+
+static int fail(struct store *st, struct hutch_err *err, const char *what) {
+  return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+/* The fields of a sandbox's spec that open its doors (its envd access token,
+ * its traffic token) or that the egress proxy adds to its requests (its
+ * secrets): kept only sealed, under "sealed", so a copy of hutch.db (a
+ * backup, a file left readable) opens no sandbox and tells no secret. The
+ * key is in STATE_DIR/state.key, beside admin.key, which opens everything
+ * anyway. */
+static const char *const sealed_fields[] = {"token", "traffic_token", "secrets", NULL};
+
+static char *row_aad(const char *id) { return xasprintf("hutch sandbox %s", id); }
+
+/* Move spec's sealed fields, if it has any in the clear, into "sealed".
+ * Returns whether it changed spec. */
+static bool seal_spec(struct store *st, const char *id, json_t *spec) {
+  json_t *inner = json_object();
+  for (const char *const *f = sealed_fields; *f; f++)
+    if (json_object_get(spec, *f)) {
+      json_object_set(inner, *f, json_object_get(spec, *f));
+      json_object_del(spec, *f);
+    }
+  bool any = json_object_size(inner) > 0;
+  char *text = any ? json_dumps(inner, JSON_COMPACT) : NULL;
+  json_decref(inner);
+  if (text) {
+    char *aad = row_aad(id);
+    char *sealed = seal_text(st->key, aad, text);
+    json_object_set_new(spec, "sealed", json_string(sealed));
+    explicit_bzero(text, strlen(text));
+    free(text);
+    free(sealed);
+    free(aad);
+  }
+  return any;
+}
+
+/* The sealed fields of a row's spec, back in the clear for the server.
+ * A row that cannot be opened (state.key replaced) loses them: its
+ * sandbox gets new tokens and no secrets, never someone else's. */
+static void open_spec(struct store *st, const char *id, json_t *spec) {
+  const char *sealed = json_string_value(json_object_get(spec, "sealed"));
+  if (!sealed)
+    return; /* an older hutch's row, not migrated: in the clear */
+  char *aad = row_aad(id);
+  char *text = seal_open(st->key, aad, sealed);
+  json_t *inner = text ? json_loads(text, 0, NULL) : NULL;
+  free(aad);
+  if (text) {
+    explicit_bzero(text, strlen(text));
+    free(text);
+  }
+  if (json_is_object(inner))
+    json_object_update(spec, inner);
+  else
+    fprintf(stderr, "hutch serve: sandbox %s: its sealed tokens and secrets cannot be opened "
+                    "(state.key replaced?): it gets new tokens and no secrets\n", id);
+  json_decref(inner);
+  json_object_del(spec, "sealed");
+}
+
+/* A database of an older hutch (user_version 0) kept tokens and secrets in
+ * the clear: each row is sealed, and the file rewritten (VACUUM, then the
+ * log truncated) so that no copy of them is left in free pages. */
+static int migrate(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = NULL;
+  int r = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
+  int version = r == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_finalize(s);
+  if (version < 0)
+    return fail(st, err, "user_version");
+  if (version >= 1)
+    return 0;
+  if (sqlite3_prepare_v2(st->db, "SELECT id, spec FROM sandboxes", -1, &s, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  sqlite3_stmt *up = NULL;
+  if (sqlite3_prepare_v2(st->db, "UPDATE sandboxes SET spec = ? WHERE id = ?", -1, &up, NULL) !=
+      SQLITE_OK) {
+    sqlite3_finalize(s);
+    return fail(st, err, "migrate");
+  }
+  sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(s, 0);
+    json_t *spec = json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL);
+    char *text = spec && seal_spec(st, id, spec) ? json_dumps(spec, JSON_COMPACT) : NULL;
+    if (text) {
+      sqlite3_bind_text(up, 1, text, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(up, 2, id, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(up) != SQLITE_DONE)
+        r = SQLITE_ERROR;
+      sqlite3_reset(up);
+      free(text);
+    }
+    json_decref(spec);
+    if (r != SQLITE_ROW)
+      break;
+  }
+  sqlite3_finalize(s);
+  sqlite3_finalize(up);
+  if (r != SQLITE_DONE) {
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return fail(st, err, "migrate");
+  }
+  if (sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT; VACUUM;"
+                           " PRAGMA wal_checkpoint(TRUNCATE);",
+                   NULL, NULL, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  return 0;
+}
+
+/* A tenants table of an older hutch has no max_disk_mb: added, -1 (the
+ * server's default) for each tenant it holds. */
+static int add_disk_quota(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v2(st->db,
+                         "SELECT 1 FROM pragma_table_info('tenants') WHERE name = 'max_disk_mb'",
+                         -1, &s, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  int r = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (r == SQLITE_ROW)
+    return 0;
+  if (r != SQLITE_DONE ||
+      sqlite3_exec(st->db, "ALTER TABLE tenants ADD COLUMN max_disk_mb INTEGER DEFAULT -1", NULL,
+                   NULL, NULL) != SQLITE_OK)
+    return fail(st, err, "migrate");
+  return 0;
+}
+
+static int wal_grew(void *arg, sqlite3 *db, const char *name, int pages) {
+  (void)db, (void)name;
+  ((struct store *)arg)->wal_pages = pages;
+  return SQLITE_OK;
+}
+
+int store_open(const char *path, const unsigned char *key, struct store **out,
+               struct hutch_err *err) {
+  struct store *st = xcalloc(1, sizeof *st);
+  memcpy(st->key, key, SEAL_KEY_LEN);
+  if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+      SQLITE_OK) {
+    hutch_err_set(err, 0, "state store %s: %s", path,
+                  st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    store_close(st);
+    return -1;
+  }
+  sqlite3_busy_timeout(st->db, 2000);
+  /* No commit checkpoints (store_checkpoint does, off the loop). */
+  sqlite3_wal_hook(st->db, wal_grew, st);
+  char *msg = NULL;
+  if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+    hutch_err_set(err, 0, "state store %s: %s", path, msg ? msg : "schema");
+    sqlite3_free(msg);
+    store_close(st);
+    return -1;
+  }
+  if (migrate(st, err) < 0 || add_disk_quota(st, err) < 0) {
+    hutch_err_wrap(err, "%s", path);
+    store_close(st);
+    return -1;
+  }
+  *out = st;
+  return 0;
+}
+
+void store_close(struct store *st) {
+  if (!st)
+    return;
+  for (size_t i = 0; i < STORE_CACHE && st->cache[i].s; i++)
+    sqlite3_finalize(st->cache[i].s);
+  sqlite3_close(st->db);
+  explicit_bzero(st->key, sizeof st->key);
+  free(st);
+}
+
+/* A prepared statement, or NULL with err set. */
+static sqlite3_stmt *prep(struct store *st, const char *sql, struct hutch_err *err) {
+  size_t i = 0;
+  for (; i < STORE_CACHE && st->cache[i].s; i++)
+    if (!st->cache[i].busy && strcmp(st->cache[i].sql, sql) == 0) {
+      st->cache[i].busy = true;
+      return st->cache[i].s;
+    }
+  sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) != SQLITE_OK) {
+    fail(st, err, "prepare");
+    return NULL;
+  }
+  if (i < STORE_CACHE) { /* else, full: it is finalized after use */
+    st->cache[i].sql = sql;
+    st->cache[i].s = s;
+    st->cache[i].busy = true;
+  }
+  return s;
+}
+
+/* The statement's use has ended: kept for the next, or finalized. */
+static void done(struct store *st, sqlite3_stmt *s) {
+  for (size_t i = 0; i < STORE_CACHE && st->cache[i].s; i++)
+    if (st->cache[i].s == s) {
+      sqlite3_reset(s);
+      sqlite3_clear_bindings(s);
+      st->cache[i].busy = false;
+      return;
+    }
+  done(st, s);
+}
+
+static int step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
+  int r = sqlite3_step(s);
+  done(st, s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "write");
+}
+
+/* A statement with one text parameter (NULL: SQL's NULL), prepared. */
+static sqlite3_stmt *prep_text(struct store *st, const char *sql, const char *text,
+                               struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, sql, err);
+  if (s)
+    sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+  return s;
+}
+
+/* Run a write with one text parameter. */
+static int with_text(struct store *st, const char *sql, const char *text, struct hutch_err *err) {
+  sqlite3_stmt *s = prep_text(st, sql, text, err);
+  return s ? step_done(st, s, err) : -1;
+}
+
+int store_key_find(struct store *st, const char *hash, struct principal *p,
+                   struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "SELECT id, tenant, admin FROM keys WHERE hash = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    str_copy(p->key_id, sizeof p->key_id, (const char *)sqlite3_column_text(s, 0));
+    str_copy(p->tenant, sizeof p->tenant, (const char *)sqlite3_column_text(s, 1));
+    p->admin = sqlite3_column_int(s, 2) != 0;
+  }
+  done(st, s);
+  if (r == SQLITE_ROW)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read key");
+}
+
+int store_key_add(struct store *st, const char *id, const char *tenant, const char *hash,
+                  bool admin, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO keys (id, tenant, hash, admin, created_at) "
+                         "VALUES (?, ?, ?, ?, strftime('%s','now'))",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 4, admin);
+  return step_done(st, s, err);
+}
+
+int store_key_delete(struct store *st, const char *id, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM keys WHERE id = ? AND admin = 0", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+  if (step_done(st, s, err) < 0)
+    return -1;
+  return sqlite3_changes(st->db) > 0;
+}
+
+int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "DELETE FROM keys WHERE admin = 1 AND hash != ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, hash, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
+                     struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO tenants (name, max_sandboxes, max_memory_mb, max_disk_mb)"
+                         " VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                         " max_sandboxes = excluded.max_sandboxes,"
+                         " max_memory_mb = excluded.max_memory_mb,"
+                         " max_disk_mb = excluded.max_disk_mb",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, q->max_sandboxes);
+  sqlite3_bind_int64(s, 3, q->max_memory_mb);
+  sqlite3_bind_int64(s, 4, q->max_disk_mb);
+  return step_done(st, s, err);
+}
+
+int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
+                     struct hutch_err *err) {
+  q->max_sandboxes = q->max_memory_mb = q->max_disk_mb = -1;
+  sqlite3_stmt *s = prep(
+      st, "SELECT max_sandboxes, max_memory_mb, max_disk_mb FROM tenants WHERE name = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    q->max_sandboxes = sqlite3_column_int64(s, 0);
+    q->max_memory_mb = sqlite3_column_int64(s, 1);
+    q->max_disk_mb = sqlite3_column_int64(s, 2);
+  }
+  done(st, s);
+  if (r == SQLITE_ROW)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
+}
+
+/* What a sandbox is beyond its columns, as JSON text (malloc'd), its
+ * tokens and secrets sealed. */
+static char *spec_text(struct store *st, const struct sbx *sb) {
+  json_t *spec = json_pack(
+      "{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:b,s:b,s:b,s:I,s:I}", "metadata", sb->metadata,
+      "env", sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
+      "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb", (json_int_t)sb->disk_mb, "slot",
+      (json_int_t)sb->hs->slot, "token", sb->token, "timeout_ms", (json_int_t)sb->timeout_ms,
+      "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
+      sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms);
+  if (spec && sb->layers)
+    json_object_set(spec, "layers", sb->layers);
+  if (spec && sb->volumes)
+    json_object_set(spec, "volumes", sb->volumes);
+  if (spec && sb->network)
+    json_object_set(spec, "network", sb->network);
+  if (spec && sb->secrets)
+    json_object_set(spec, "secrets", sb->secrets);
+  if (spec) {
+    json_object_set_new(spec, "traffic_token", json_string(sb->traffic_token));
+    seal_spec(st, sb->id, spec);
+  }
+  char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+  json_decref(spec);
+  return text;
+}
+
+int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
+  char *text = spec_text(st, sb);
+  sqlite3_stmt *s = text ? prep(st,
+                                "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
+                                " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                err)
+                         : NULL;
+  if (!s) {
+    free(text);
+    return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
+  }
+  sqlite3_bind_text(s, 1, sb->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, sb->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, sb->template, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, text, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 5, sb->created_ms);
+  sqlite3_bind_int64(s, 6, sb->expires_ms);
+  sqlite3_bind_int64(s, 7, sb->hs->pid);
+  int r = step_done(st, s, err);
+  free(text);
+  return r;
+}
+
+int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err) {
+  char *text = spec_text(st, sb);
+  sqlite3_stmt *s =
+      text ? prep(st, "UPDATE sandboxes SET spec = ?, expires_at = ? WHERE id = ?", err) : NULL;
+  if (!s) {
+    free(text);
+    return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
+  }
+  sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, sb->expires_ms);
+  sqlite3_bind_text(s, 3, sb->id, -1, SQLITE_STATIC);
+  int r = step_done(st, s, err);
+  free(text);
+  return r;
+}
+
+int store_usage_add(struct store *st, const char *tenant, const struct usage_delta *d,
+                    struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO usage (tenant, cpu_s, memory_gb_s, sandbox_s)"
+                         " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(tenant) DO UPDATE SET"
+                         " cpu_s = cpu_s + ?2, memory_gb_s = memory_gb_s + ?3,"
+                         " sandbox_s = sandbox_s + ?4",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_double(s, 2, d->cpu_s);
+  sqlite3_bind_double(s, 3, d->memory_gb_s);
+  sqlite3_bind_double(s, 4, d->sandbox_s);
+  return step_done(st, s, err);
+}
+
+int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
+                    struct hutch_err *err) {
+  sqlite3_stmt *s =
+      prep(st, "SELECT cpu_s, memory_gb_s, sandbox_s FROM usage WHERE tenant = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+  memset(d, 0, sizeof *d);
+  int r = sqlite3_step(s);
+  if (r == SQLITE_ROW) {
+    d->cpu_s = sqlite3_column_double(s, 0);
+    d->memory_gb_s = sqlite3_column_double(s, 1);
+    d->sandbox_s = sqlite3_column_double(s, 2);
+  }
+  done(st, s);
+  return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : fail(st, err, "read usage");
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err) {
+  return with_text(st, "DELETE FROM sandboxes WHERE id = ?", id, err);
+}
+
+int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
+                         struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st, "UPDATE sandboxes SET expires_at = ? WHERE id = ?", err);
+  if (!s)
+    return -1;
+  sqlite3_bind_int64(s, 1, expires_ms);
+  sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+  return step_done(st, s, err);
+}
+
+int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
+                       void *arg, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "SELECT id, tenant, template, spec, created_at, expires_at, pid "
+                         "FROM sandboxes",
+                         err);
+  if (!s)
+    return -1;
+  /* Read them all first: fn may write to the table. */
+  struct row {
+    char *id, *tenant, *template;
+    json_t *spec;
+    int64_t created, expires, pid;
+  } *rows = NULL;
+  size_t n = 0;
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    rows = xrealloc(rows, (n + 1) * sizeof *rows);
+    rows[n++] = (struct row){
+        xstrdup((const char *)sqlite3_column_text(s, 0)),
+        xstrdup((const char *)sqlite3_column_text(s, 1)),
+        xstrdup((const char *)sqlite3_column_text(s, 2)),
+        json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
+        sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6)};
+  }
+  done(st, s);
+  int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
+  for (size_t i = 0; i < n; i++) {
+    if (ret == 0) {
+      if (rows[i].spec)
+        open_spec(st, rows[i].id, rows[i].spec);
+      struct store_sandbox row = {rows[i].id,      rows[i].tenant,  rows[i].template,
+                                  rows[i].spec,    rows[i].created, rows[i].expires,
+                                  rows[i].pid};
+      fn(&row, arg);
+    }
+    free(rows[i].id);
+    free(rows[i].tenant);
+    free(rows[i].template);
+    json_decref(rows[i].spec);
+  }
+  free(rows);
+  return ret;
+}
+
+int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct hutch_err *err) {
+  char *layers = json_dumps(sn->layers, JSON_COMPACT);
+  sqlite3_stmt *s = layers ? prep(st,
+                                  "INSERT INTO snapshots (id, tenant, name, source, layers,"
+                                  " created_at, bytes, files, ephemeral)"
+                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  err)
+                           : NULL;
+  if (!s) {
+    free(layers);
+    return layers ? -1 : hutch_err_set(err, 0, "state store: encoding a snapshot");
+  }
+  sqlite3_bind_text(s, 1, sn->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, sn->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, sn->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 4, sn->source, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 5, layers, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 6, sn->created_ms);
+  sqlite3_bind_int64(s, 7, (sqlite3_int64)sn->bytes);
+  sqlite3_bind_int64(s, 8, (sqlite3_int64)sn->files);
+  sqlite3_bind_int(s, 9, sn->ephemeral);
+  int r = step_done(st, s, err);
+  free(layers);
+  return r;
+}
+
+int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err) {
+  return with_text(st, "DELETE FROM snapshots WHERE id = ?", id, err);
+}
+
+int store_snapshot_each(struct store *st, const char *tenant,
+                        void (*fn)(const struct store_snapshot *, void *), void *arg,
+                        struct hutch_err *err) {
+  sqlite3_stmt *s = prep_text(st,
+                              "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
+                              " ephemeral FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
+                              " ORDER BY created_at, id",
+                              tenant, err);
+  if (!s)
+    return -1;
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    json_t *layers = json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL);
+    struct store_snapshot sn = {
+        (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
+        (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3),
+        json_is_array(layers) ? layers : NULL,   sqlite3_column_int64(s, 5),
+        (uint64_t)sqlite3_column_int64(s, 6),    (uint64_t)sqlite3_column_int64(s, 7),
+        sqlite3_column_int(s, 8) != 0};
+    if (sn.layers)
+      fn(&sn, arg);
+    json_decref(layers);
+  }
+  done(st, s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read snapshots");
+}
+
+int store_volume_put(struct store *st, const struct store_volume *v, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "INSERT INTO volumes (id, tenant, name, size_mb, created_at)"
+                         " VALUES (?, ?, ?, ?, ?)",
+                         err);
+  if (!s)
+    return -1;
+  sqlite3_bind_text(s, 1, v->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, v->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, v->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)v->size_mb);
+  sqlite3_bind_int64(s, 5, v->created_ms);
+  int r = sqlite3_step(s);
+  done(st, s);
+  if (r == SQLITE_CONSTRAINT)
+    return 1;
+  return r == SQLITE_DONE ? 0 : fail(st, err, "write");
+}
+
+int store_volume_delete(struct store *st, const char *id, struct hutch_err *err) {
+  return with_text(st, "DELETE FROM volumes WHERE id = ?", id, err);
+}
+
+int store_volume_each(struct store *st, const char *tenant,
+                      void (*fn)(const struct store_volume *, void *), void *arg,
+                      struct hutch_err *err) {
+  sqlite3_stmt *s = prep_text(st,
+                              "SELECT id, tenant, name, size_mb, created_at FROM volumes"
+                              " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at, id",
+                              tenant, err);
+  if (!s)
+    return -1;
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    struct store_volume v = {(const char *)sqlite3_column_text(s, 0),
+                             (const char *)sqlite3_column_text(s, 1),
+                             (const char *)sqlite3_column_text(s, 2),
+                             (uint64_t)sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4)};
+    fn(&v, arg);
+  }
+  done(st, s);
+  return r == SQLITE_DONE ? 0 : fail(st, err, "read volumes");
+}
+
+int store_wal_pages(const struct store *st) { return st->wal_pages; }
+
+int store_checkpoint(const char *path, struct hutch_err *err) {
+  sqlite3 *db = NULL;
+  int r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (r == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 1000);
+    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+  }
+  if (r != SQLITE_OK)
+    hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
+                  db ? sqlite3_errmsg(db) : "out of memory");
+  sqlite3_close(db);
+  return r == SQLITE_OK ? 0 : -1;
+}

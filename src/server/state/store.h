@@ -1,0 +1,106 @@
+/* The server's state in SQLite (state_dir/hutch.db): tenants, hashed API
+ * keys, and the sandboxes the server runs. */
+#ifndef HUTCH_STORE_H
+#define HUTCH_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#include <jansson.h>
+
+struct store;
+struct principal;
+struct sbx;
+
+/* key: SEAL_KEY_LEN bytes (seal.h), which seal each sandbox's tokens and
+ * secrets in its row. */
+int store_open(const char *path, const unsigned char *key, struct store **out,
+               struct hutch_err *err);
+void store_close(struct store *st);
+
+/* Commits append to the WAL and wait for no disk (journal_mode=WAL,
+ * synchronous=NORMAL); a checkpoint, which copies the WAL into the
+ * database, fsyncs both. So commits never run one (no autocheckpoint):
+ * the server calls store_checkpoint, on a connection of its own, from a
+ * thread off the loop, once store_wal_pages has grown. A PASSIVE
+ * checkpoint takes no lock writers wait for: the loop's connection goes on
+ * committing meanwhile, and reads see every commit as before. */
+int store_wal_pages(const struct store *st);
+int store_checkpoint(const char *path, struct hutch_err *err);
+
+/* A key by the hash of its secret: 1 found (tenant, id, admin filled),
+ * 0 not found, -1 error. */
+int store_key_find(struct store *st, const char *hash, struct principal *p,
+                   struct hutch_err *err);
+int store_key_add(struct store *st, const char *id, const char *tenant, const char *hash,
+                  bool admin, struct hutch_err *err);
+/* 1 removed, 0 no such key (or it is an admin key, which stays), -1 error. */
+int store_key_delete(struct store *st, const char *id, struct hutch_err *err);
+/* Remove every admin key but the one with this hash. */
+int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err);
+
+struct tenant_quota {
+  int64_t max_sandboxes, max_memory_mb, max_disk_mb; /* -1: the server's default */
+};
+int store_tenant_put(struct store *st, const char *tenant, const struct tenant_quota *q,
+                     struct hutch_err *err);
+/* 1 found, 0 none (q set to defaults), -1 error. */
+int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
+                     struct hutch_err *err);
+
+int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err);
+/* Its spec (pause state included) and expiry again. */
+int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err);
+int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err);
+int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
+                         struct hutch_err *err);
+/* What a tenant's sandboxes used while they ran (usage.c). */
+struct usage_delta {
+  double cpu_s, memory_gb_s, sandbox_s;
+};
+int store_usage_add(struct store *st, const char *tenant, const struct usage_delta *d,
+                    struct hutch_err *err);
+/* Zeros for a tenant with none. */
+int store_usage_get(struct store *st, const char *tenant, struct usage_delta *d,
+                    struct hutch_err *err);
+
+/* Snapshots (snapshots.c): a sandbox's files as layers on disk. */
+struct store_snapshot {
+  const char *id, *tenant, *name, *source;
+  json_t *layers; /* ids of the layers it stacks, its own first */
+  int64_t created_ms;
+  uint64_t bytes, files;
+  bool ephemeral; /* made for a fork: it goes when its last fork does */
+};
+int store_snapshot_put(struct store *st, const struct store_snapshot *s, struct hutch_err *err);
+int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err);
+/* Call fn for each snapshot (of tenant; NULL: every tenant's). */
+int store_snapshot_each(struct store *st, const char *tenant,
+                        void (*fn)(const struct store_snapshot *, void *), void *arg,
+                        struct hutch_err *err);
+
+/* Volumes (volumes.c): ext4 images in STATE/volumes, per tenant. */
+struct store_volume {
+  const char *id, *tenant, *name;
+  uint64_t size_mb;
+  int64_t created_ms;
+};
+/* 0, 1 when the tenant has a volume of that name already, -1 error. */
+int store_volume_put(struct store *st, const struct store_volume *v, struct hutch_err *err);
+int store_volume_delete(struct store *st, const char *id, struct hutch_err *err);
+int store_volume_each(struct store *st, const char *tenant,
+                      void (*fn)(const struct store_volume *, void *), void *arg,
+                      struct hutch_err *err);
+
+struct store_sandbox {
+  const char *id, *tenant, *template;
+  json_t *spec; /* metadata, env, limits, slot, token, lifecycle */
+  int64_t created_ms, expires_ms, pid;
+};
+/* Call fn for every sandbox recorded (fn may delete rows). */
+int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
+                       void *arg, struct hutch_err *err);
+
+#endif
