@@ -2,7 +2,8 @@
 in the spec and every route in the spec is served; every error code the
 server can send is listed there; a create's volume paths and an exec's
 body (its pty above all) are refused by the server exactly where the spec
-says. docs/e2b.md and the E2B-compatible route tables agree the same way."""
+says. docs/e2b.md and the E2B-compatible route tables agree the same way,
+and README.md's `hutch serve` synopsis lists every flag of its --help."""
 import json
 import re
 import subprocess
@@ -186,3 +187,16 @@ def test_exec_body_matches_the_spec(tenant):
     lines = tenant.exec(sid, {"shell": "echo out; echo err >&2", "pty": valid})
     assert [l["type"] for l in lines[1:-1]] == ["stdout"] * (len(lines) - 2), lines
 
+
+def test_readme_serve_synopsis_lists_every_flag():
+    """README.md's `hutch serve` synopsis names every flag of
+    `hutch-serve --help`, and none it lacks (--help aside)."""
+    usage = subprocess.run([str(BUILD / "hutch-serve"), "--help"], capture_output=True, text=True,
+                           check=True, timeout=30).stdout
+    flags = set(re.findall(r"^  (--[a-z][a-z-]*)", usage, re.M))
+    readme = (ROOT / "README.md").read_text()
+    synopsis = readme.split("\n## hutch serve\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    listed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", synopsis))
+    assert len(flags) > 10, usage
+    assert flags - listed == set(), "hutch-serve --help has flags README.md's synopsis lacks"
+    assert listed - flags - {"--help"} == set(), "README.md's synopsis has flags the server lacks"
