@@ -126,7 +126,7 @@ static const struct route e2b_api[] = {
     {HTTP_GET, "/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
     {HTTP_GET, "/v2/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}", TENANT, NULL, e2b_sandboxes_get, false, DIALECT_E2B},
-    {HTTP_DELETE, "/sandboxes/{id}", TENANT, "sandbox.delete", e2b_sandboxes_delete, false,
+    {HTTP_DELETE, "/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete, false,
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", e2b_sandboxes_timeout, false,
      DIALECT_E2B},

@@ -28,7 +28,6 @@ typedef void (*sandboxes_made_fn)(struct http_conn *c, const struct principal *p
                                   void *arg);
 int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
                      sandboxes_made_fn made, void *arg);
-void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms);
 /* Creates under way that mount volume (an id), or stack layer (a
  * snapshot's id); either may be NULL. A volume or snapshot they use is in
  * use as much as by a live sandbox. */

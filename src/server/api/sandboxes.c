@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/actions.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/fds.h"
@@ -362,6 +363,7 @@ void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
     http_json(c, 200, sbx_json(sb));
 }
 
+/* Both APIs' delete: the sandbox goes, 204 once its processes have. */
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
@@ -369,20 +371,6 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   sbx_destroy_answer(sb, c);
 }
 
-void sandboxes_set_expiry(struct sbx *sb, int64_t expires_ms) {
-  struct hutch_err err = {0};
-  int64_t now = wall_ms();
-  sb->timeout_ms = expires_ms > now ? expires_ms - now : 0;
-  if (sb->paused) { /* the clock stands: what is left when it resumes */
-    sb->left_ms = sb->timeout_ms;
-    if (store_sandbox_update(sb->srv->store, sb, &err) < 0)
-      fprintf(stderr, "hutch serve: %s\n", err.msg);
-    return;
-  }
-  sb->expires_ms = expires_ms;
-  if (store_sandbox_expiry(sb->srv->store, sb->id, sb->expires_ms, &err) < 0)
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
-}
 
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
   static const char *const known[] = {"timeout_s", NULL};
@@ -405,6 +393,6 @@ void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "timeout_s is required");
     return;
   }
-  sandboxes_set_expiry(sb, wall_ms() + (int64_t)(t * 1000));
+  act_set_timeout(sb, t, false);
   http_json(c, 200, sbx_json(sb));
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/actions.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/usage.h"
@@ -196,14 +197,12 @@ struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
   return sb && sbx_wake(c, sb) ? sb : NULL;
 }
 
-static void answer_pause(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err) {
+static void answer_pause(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *why) {
+  struct hutch_err err = {0};
   if (!c)
     return; /* the client left: paused (or not) all the same */
-  if (!sb)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the sandbox was destroyed while it was being paused");
-  else if (r < 0)
-    http_error(c, hutch_err_class(err), err->errnum == EBUSY ? "not_frozen" : "sandbox_error", "pausing sandbox %s: %s",
-               sb->id, err->msg);
+  if (act_pause_result(sb, r, why, &err) < 0)
+    http_fail(c, &err);
   else
     http_json(c, 200, sbx_json(sb));
 }
@@ -212,8 +211,9 @@ void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  if (sb->paused)
-    http_error(c, HUTCH_ERR_CONFLICT, "already_paused", "sandbox %s is already paused", sb->id);
+  struct hutch_err err = {0};
+  if (act_pause_check(sb, &err) < 0)
+    http_fail(c, &err);
   else
     sbx_pause(sb, c, answer_pause);
 }
@@ -226,11 +226,8 @@ void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sandboxes_timeout_body(c, p, &t);
   if (!sb)
     return;
-  if (!sb->paused)
-    http_error(c, HUTCH_ERR_CONFLICT, "not_paused", "sandbox %s is running, not paused", sb->id);
-  else if (sbx_resume(sb, t < 0 ? -1 : (int64_t)(t * 1000), &err) < 0)
-    http_error(c, hutch_err_class(&err), err.errnum == EBUSY ? "busy" : "sandbox_error",
-               "resuming sandbox %s: %s", sb->id, err.msg);
+  if (act_resume(sb, t, &err) < 0)
+    http_fail(c, &err);
   else
     http_json(c, 200, sbx_json(sb));
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "util.h"
+#include "core/actions.h"
 #include "api/ports.h"
 #include "core/audit.h"
 #include "core/contexts.h"
@@ -37,10 +38,11 @@ struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const ch
 }
 
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_find_own(c->srv, p, c->req.params[0]);
+  struct hutch_err err = {0};
+  struct sbx *sb = act_find(c->srv, p, c->req.params[0], &err);
   str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
   if (!sb)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", c->req.params[0]);
+    http_fail(c, &err);
   return sb;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "core/actions.h"
 #include "api/api.h"
 #include "core/snapshots.h"
 #include "core/usage.h"
@@ -298,13 +299,6 @@ void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, j);
 }
 
-void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  sbx_destroy_answer(sb, c);
-}
-
 /* The sandbox and the body's "timeout" (seconds; 0 when absent) of a
  * request whose body has only the fields known; NULL after an error. */
 static struct sbx *timeout_body(struct http_conn *c, const struct principal *p,
@@ -330,7 +324,7 @@ void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "timeout (seconds, from 1) is required");
     return;
   }
-  sandboxes_set_expiry(sb, wall_ms() + (int64_t)t * 1000);
+  act_set_timeout(sb, (double)t, false);
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
@@ -345,26 +339,24 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
     return;
   if (sb->paused) {
     struct hutch_err err = {0};
-    if (sbx_resume(sb, (int64_t)(t ? t : SERVE_DEFAULT_TIMEOUT_S) * 1000, &err) < 0)
-      http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "resuming sandbox %s: %s", sb->id, err.msg);
+    if (act_resume(sb, (double)(t ? t : SERVE_DEFAULT_TIMEOUT_S), &err) < 0)
+      http_fail(c, &err);
     else
       http_json(c, 201, sandbox_json(sb));
     return;
   }
-  int64_t until = wall_ms() + (int64_t)t * 1000;
-  if (t && until > sb->expires_ms)
-    sandboxes_set_expiry(sb, until);
+  if (t)
+    act_set_timeout(sb, (double)t, true);
   http_json(c, 200, sandbox_json(sb));
 }
 
 static void e2b_answer_pause(struct sbx *sb, struct http_conn *c, int r,
-                             struct hutch_err *err) {
+                             struct hutch_err *why) {
+  struct hutch_err err = {0};
   if (!c)
     return;
-  if (!sb)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the sandbox was destroyed while it was being paused");
-  else if (r < 0)
-    http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "pausing sandbox %s: %s", sb->id, err->msg);
+  if (act_pause_result(sb, r, why, &err) < 0)
+    http_fail(c, &err);
   else
     http_respond(c, 204, "application/json", "", 0, NULL);
 }
@@ -380,8 +372,9 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
     return;
   }
   json_decref(o);
-  if (sb->paused)
-    http_error(c, HUTCH_ERR_CONFLICT, "already_paused", "sandbox %s is already paused", sb->id);
+  struct hutch_err err = {0};
+  if (act_pause_check(sb, &err) < 0)
+    http_fail(c, &err);
   else
     sbx_pause(sb, c, e2b_answer_pause);
 }

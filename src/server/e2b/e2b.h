@@ -29,7 +29,6 @@ void pool_metrics(FILE *f, const struct server *srv);
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
-void e2b_sandboxes_delete(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
