@@ -1,4 +1,4 @@
-/* hutch-agent: PID 1 of a sandbox (ARCHITECTURE.md, "The agent protocol").
+/* hutch-agent: PID 1 of a sandbox (docs/architecture.md, "The agent protocol").
  *
  * It runs as root of the sandbox's user namespace, which owns none of the
  * sandbox's other namespaces: its capabilities reach no mount, network or

@@ -1,4 +1,4 @@
-/* The sandbox's root filesystem, step by step (ARCHITECTURE.md). Every
+/* The sandbox's root filesystem, step by step (docs/architecture.md, "A sandbox's life"). Every
  * mount happens in the sandbox's own mount namespace, which belongs to the
  * host's user namespace: nothing inside the sandbox, whatever it becomes
  * root of, can unmount, remount or add to any of it. */

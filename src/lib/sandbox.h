@@ -1,5 +1,5 @@
-/* libhutch: create and destroy a sandbox (ARCHITECTURE.md, "A sandbox, step
- * by step"). A created sandbox is a running hutch-agent, PID 1 of its own
+/* libhutch: create and destroy a sandbox (docs/architecture.md, "A sandbox's
+ * life"). A created sandbox is a running hutch-agent, PID 1 of its own
  * namespaces, reachable over the returned protocol connection. */
 #ifndef HUTCH_SANDBOX_H
 #define HUTCH_SANDBOX_H

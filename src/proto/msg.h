@@ -10,7 +10,7 @@
 
 #include "err.h"
 
-/* How a workload ended (ARCHITECTURE.md, "Verdicts"). */
+/* How a workload ended (docs/architecture.md, "A sandbox's life": exec). */
 enum hutch_status {
   HUTCH_ST_OK = 0,
   HUTCH_ST_NONZERO,

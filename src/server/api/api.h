@@ -14,7 +14,7 @@ struct sbx;
 struct http_conn;
 struct principal;
 
-/* api_sandboxes.c and api_exec.c: the handlers of /v1/sandboxes. */
+/* api/sandboxes.c and api/exec.c: the handlers of /v1/sandboxes. */
 /* The agent's exec request from a native exec body o, or NULL after a
  * 400; *in: the stdin it gives, if any. */
 json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in);
@@ -41,7 +41,7 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
  * when absent); NULL after an error answer. */
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);
 
-/* api_files.c: the agent's file operations for a request, and the
+/* api/files.c: the agent's file operations for a request, and the
  * /v1/sandboxes/{id}/files… routes on them. An answer hears how the
  * operation ended and answers c. */
 struct files_result {

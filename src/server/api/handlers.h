@@ -1,4 +1,4 @@
-/* The native API's route handlers (api/routes.c). */
+/* The native API's route handlers (routes.c). */
 #ifndef HUTCH_API_HANDLERS_H
 #define HUTCH_API_HANDLERS_H
 

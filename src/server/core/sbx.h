@@ -41,7 +41,7 @@ struct sbx {
   json_t *env;      /* object of strings, given to every exec */
   struct proc *procs; /* background processes, newest first */
   struct context *contexts; /* code contexts (contexts.c) */
-  struct watch *watches; /* E2B's polled watchers (e2b_fs.c) */
+  struct watch *watches; /* E2B's polled watchers (e2b/fs.c) */
   unsigned ncontexts;
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */

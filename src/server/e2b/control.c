@@ -9,7 +9,7 @@
  *   POST /v2/sandboxes/{id}/connect       {timeout} extends only; the sandbox again
  *   POST /sandboxes/{id}/pause            204
  *   GET  /sandboxes/{id}/metrics          samples
- *   …and snapshots, forks (docs/e2b.md); network settings in e2b_network.c
+ *   …and snapshots, forks (docs/e2b.md); network settings in e2b/network.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
 #include <stdlib.h>

@@ -25,7 +25,7 @@ void pool_metrics(FILE *f, const struct server *srv);
  * (docs/e2b.md says which this one gives). */
 #define E2B_ENVD_VERSION "0.5.2"
 
-/* e2b_api.c: /sandboxes, /v2/sandboxes */
+/* e2b/control.c: /sandboxes, /v2/sandboxes */
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
@@ -46,7 +46,7 @@ const char *e2b_user(struct http_conn *c);
 /* An envd path: absolute as given, else under the user's home (malloc'd). */
 char *e2b_path(const char *path, const char *user);
 
-/* e2b_process.c: process.Process */
+/* e2b/process.c: process.Process */
 void e2b_envd_health(struct http_conn *c, const struct principal *p);
 void e2b_process_start(struct http_conn *c, const struct principal *p);
 void e2b_process_connect(struct http_conn *c, const struct principal *p);
@@ -56,7 +56,7 @@ void e2b_process_close_stdin(struct http_conn *c, const struct principal *p);
 void e2b_process_signal(struct http_conn *c, const struct principal *p);
 void e2b_process_update(struct http_conn *c, const struct principal *p);
 
-/* e2b_fs.c: filesystem.Filesystem, GET and POST /files */
+/* e2b/fs.c: filesystem.Filesystem, GET and POST /files */
 void e2b_fs_stat(struct http_conn *c, const struct principal *p);
 void e2b_fs_list(struct http_conn *c, const struct principal *p);
 void e2b_fs_mkdir(struct http_conn *c, const struct principal *p);
@@ -70,14 +70,14 @@ void e2b_files_read(struct http_conn *c, const struct principal *p);
 void e2b_files_write(struct http_conn *c, const struct principal *p);
 void e2b_watches_free(struct sbx *sb);
 
-/* e2b_network.c: E2B's network settings. A create's as hutch's {network,
+/* e2b/network.c: E2B's network settings. A create's as hutch's {network,
  * secrets} (NULL after a 400); a sandbox's as E2B shows them
  * {allowInternetAccess, network}; PUT /sandboxes/{id}/network. */
 json_t *e2b_network_request(struct http_conn *c, json_t *o);
 json_t *e2b_network_json(const struct sbx *sb);
 void e2b_sandboxes_network(struct http_conn *c, const struct principal *p);
 
-/* e2b_interp.c: the code interpreter */
+/* e2b/interp.c: the code interpreter */
 void e2b_interp_health(struct http_conn *c, const struct principal *p);
 void e2b_execute(struct http_conn *c, const struct principal *p);
 void e2b_contexts_create(struct http_conn *c, const struct principal *p);

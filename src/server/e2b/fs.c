@@ -1,6 +1,6 @@
 /* envd's filesystem.Filesystem service (E2B's spec/envd/filesystem/
  * filesystem.proto) over Connect RPC, and envd's GET and POST /files, on
- * the agent's file operations (api_files.c): paths resolve inside the
+ * the agent's file operations (api/files.c): paths resolve inside the
  * sandbox, as its user, exactly as for the native routes. A relative path
  * is taken from the user's home, as envd does.
  *
