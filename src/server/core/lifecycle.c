@@ -32,7 +32,6 @@ static void save(struct sbx *sb) {
  * or one that came while it was under way and goes on from its end. */
 struct freeze_wait {
   struct freeze_wait *next;
-  struct http_conn *c; /* NULL without one, or once its client left */
   sbx_frozen_fn then;
   void *arg;
 };
@@ -45,13 +44,6 @@ struct freeze {
   struct hutch_err err;
   struct freeze_wait *waits, **tail;
 };
-
-static void wait_gone(void *ctx) {
-  struct freeze_wait *w = ctx;
-  w->c = NULL;
-}
-
-static const struct http_stream_ops wait_ops = {.abort = wait_gone};
 
 static void freeze_run(struct offload *o) {
   struct freeze *f = OFFLOAD_JOB(o, struct freeze);
@@ -73,17 +65,15 @@ static void freeze_done(struct offload *o) {
   hutch_cgroup_close(&f->cg);
   for (struct freeze_wait *w = f->waits, *next; w; w = next) {
     next = w->next;
-    if (w->c)
-      http_own(w->c, NULL, NULL);
     /* A waiter may destroy the sandbox (a pause at its timeout that
      * failed): the next ones hear it gone. */
-    w->then(sb && !sb->dying ? sb : NULL, w->c, f->r, &f->err, w->arg);
+    w->then(sb && !sb->dying ? sb : NULL, f->r, &f->err, w->arg);
     free(w);
   }
   free(f);
 }
 
-void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *arg) {
+void sbx_freeze(struct sbx *sb, sbx_frozen_fn then, void *arg) {
   struct freeze_wait *w = xcalloc(1, sizeof *w);
   w->then = then;
   w->arg = arg;
@@ -94,18 +84,13 @@ void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *a
     if (hutch_sandbox_cgroup(sb->hs, &f->cg, &err) < 0) {
       free(f);
       free(w);
-      then(sb, c, -1, &err, arg);
+      then(sb, -1, &err, arg);
       return;
     }
     f->sb = sb;
     f->tail = &f->waits;
     sb->freezing = f;
     offload(sb->srv, OFFLOAD_OTHER, &f->o, freeze_run, freeze_done);
-  }
-  if (c) {
-    w->c = c;
-    http_own(c, &wait_ops, w);
-    http_watch(c);
   }
   *f->tail = w;
   f->tail = &w->next;
@@ -129,26 +114,32 @@ static void mark_paused(struct sbx *sb) {
   save(sb);
 }
 
-static void pause_frozen(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
-                         void *arg) {
-  sbx_paused_fn *then = arg;
+/* What a pause waits with: who hears its end. */
+struct pausing {
+  sbx_paused_fn then;
+  void *arg;
+};
+
+static void pause_frozen(struct sbx *sb, int r, struct hutch_err *err, void *arg) {
+  struct pausing *pw = arg;
   if (sb && r == 0 && !sb->paused) /* two pauses may wait for one freeze */
     mark_paused(sb);
-  (*then)(sb, c, r, err);
-  free(then);
+  pw->then(sb, r, err, pw->arg);
+  free(pw);
 }
 
-void sbx_pause(struct sbx *sb, struct http_conn *c, sbx_paused_fn then) {
+void sbx_pause(struct sbx *sb, sbx_paused_fn then, void *arg) {
   /* Frozen already for a snapshot's copy: paused at once. */
   if (sb->captures && !sb->freezing) {
     struct hutch_err none = {0};
     mark_paused(sb);
-    then(sb, c, 0, &none);
+    then(sb, 0, &none, arg);
     return;
   }
-  sbx_paused_fn *box = xmalloc(sizeof *box);
-  *box = then;
-  sbx_freeze(sb, c, pause_frozen, box);
+  struct pausing *pw = xmalloc(sizeof *pw);
+  pw->then = then;
+  pw->arg = arg;
+  sbx_freeze(sb, pause_frozen, pw);
 }
 
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
@@ -197,8 +188,11 @@ struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
   return sb && sbx_wake(c, sb) ? sb : NULL;
 }
 
-static void answer_pause(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *why) {
+static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
+  struct http_wait *w = arg;
+  struct http_conn *c = http_wait_end(w);
   struct hutch_err err = {0};
+  free(w);
   if (!c)
     return; /* the client left: paused (or not) all the same */
   if (act_pause_result(sb, r, why, &err) < 0)
@@ -212,10 +206,13 @@ void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   if (!sb)
     return;
   struct hutch_err err = {0};
-  if (act_pause_check(sb, &err) < 0)
+  if (act_pause_check(sb, &err) < 0) {
     http_fail(c, &err);
-  else
-    sbx_pause(sb, c, answer_pause);
+    return;
+  }
+  struct http_wait *w = xcalloc(1, sizeof *w);
+  http_wait_begin(w, c);
+  sbx_pause(sb, answer_pause, w);
 }
 
 /* {timeout_s}: optional, a new timeout counted from now; else what was

@@ -379,8 +379,8 @@ static void collect_done(struct offload *o) {
 
 /* The end of a pause the timeout asked for: one that cannot be frozen
  * ends instead. */
-static void paused_at_timeout(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err) {
-  (void)c;
+static void paused_at_timeout(struct sbx *sb, int r, struct hutch_err *err, void *arg) {
+  (void)arg;
   if (!sb)
     return; /* destroyed meanwhile */
   if (r == 0) {
@@ -424,7 +424,7 @@ static void reap(uv_timer_t *t) {
       }
     } else if (sb->expires_ms <= now) {
       if (sb->pause_on_timeout) {
-        sbx_pause(sb, NULL, paused_at_timeout);
+        sbx_pause(sb, paused_at_timeout, NULL);
         continue;
       }
       srv->metrics.expired++;

@@ -111,16 +111,14 @@ void iso8601(int64_t ms, char out[32]);
 json_t *sbx_json(const struct sbx *sb);
 
 /* lifecycle.c: pause and resume. A freeze runs off the loop; then hears
- * how it went: sb NULL when the sandbox was destroyed meanwhile, c the
- * request's connection (NULL without one, or when its client left). */
-typedef void (*sbx_frozen_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
-                              void *arg);
-void sbx_freeze(struct sbx *sb, struct http_conn *c, sbx_frozen_fn then, void *arg);
+ * how it went (sb NULL when the sandbox was destroyed meanwhile). */
+typedef void (*sbx_frozen_fn)(struct sbx *sb, int r, struct hutch_err *err, void *arg);
+void sbx_freeze(struct sbx *sb, sbx_frozen_fn then, void *arg);
 /* A sandbox going: its freeze under way, if any, will not touch it. */
 void sbx_freeze_forget(struct sbx *sb);
 /* Freeze it (unless a snapshot's copy has), then mark it paused. */
-typedef void (*sbx_paused_fn)(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err);
-void sbx_pause(struct sbx *sb, struct http_conn *c, sbx_paused_fn then);
+typedef void (*sbx_paused_fn)(struct sbx *sb, int r, struct hutch_err *err, void *arg);
+void sbx_pause(struct sbx *sb, sbx_paused_fn then, void *arg);
 /* timeout_ms < 0: what was left of its timeout when it was paused. */
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
 /* A paused sandbox a request needs running: resumed, or false after an

@@ -228,10 +228,11 @@ static void capture_free(struct capture *cap) {
 }
 
 /* The sandbox is frozen for the copy, or could not be: then no copy. */
-static void capture_frozen(struct sbx *sb, struct http_conn *c, int r, struct hutch_err *err,
-                           void *arg) {
+static void capture_frozen(struct sbx *sb, int r, struct hutch_err *err, void *arg) {
   struct capture *cap = arg;
-  cap->c = c;
+  struct http_conn *c = cap->c;
+  if (c)
+    http_own(c, NULL, NULL);
   if (r == 0) {
     capture_start(cap);
     return;
@@ -389,8 +390,13 @@ int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx
   cap->t0 = now_ns();
   cap->done = done;
   cap->arg = arg;
-  if (freeze)
-    sbx_freeze(sb, c, capture_frozen, cap);
+  if (freeze) {
+    if (c) { /* cap->c goes NULL if the client leaves meanwhile */
+      http_own(c, &capture_ops, cap);
+      http_watch(c);
+    }
+    sbx_freeze(sb, capture_frozen, cap);
+  }
   else
     capture_start(cap);
   return 0;

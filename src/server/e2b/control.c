@@ -350,9 +350,11 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, sandbox_json(sb));
 }
 
-static void e2b_answer_pause(struct sbx *sb, struct http_conn *c, int r,
-                             struct hutch_err *why) {
+static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
+  struct http_wait *w = arg;
+  struct http_conn *c = http_wait_end(w);
   struct hutch_err err = {0};
+  free(w);
   if (!c)
     return;
   if (act_pause_result(sb, r, why, &err) < 0)
@@ -375,8 +377,11 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   if (act_pause_check(sb, &err) < 0)
     http_fail(c, &err);
-  else
-    sbx_pause(sb, c, e2b_answer_pause);
+  else {
+    struct http_wait *w = xcalloc(1, sizeof *w);
+    http_wait_begin(w, c);
+    sbx_pause(sb, e2b_answer_pause, w);
+  }
 }
 
 static void e2b_point(const struct usage_point *pt, void *arg) {

@@ -419,6 +419,27 @@ void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx)
   c->ctx = ctx;
 }
 
+static void wait_gone(void *ctx) {
+  struct http_wait *w = ctx;
+  w->c = NULL;
+}
+
+static const struct http_stream_ops wait_ops = {.abort = wait_gone};
+
+void http_wait_begin(struct http_wait *w, struct http_conn *c) {
+  w->c = c;
+  http_own(c, &wait_ops, w);
+  http_watch(c);
+}
+
+struct http_conn *http_wait_end(struct http_wait *w) {
+  struct http_conn *c = w->c;
+  if (c)
+    http_own(c, NULL, NULL);
+  w->c = NULL;
+  return c;
+}
+
 void http_watch(struct http_conn *c) {
   if (c->state != HC_HANDLING || c->watching)
     return;

@@ -201,6 +201,18 @@ void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx)
  * for the next request. */
 void http_watch(struct http_conn *c);
 
+/* A handler that waits for an action (work off the loop, an agent's
+ * answer) holds its connection in a struct http_wait, which must live
+ * until http_wait_end: meanwhile the client's end is watched for, and
+ * w->c becomes NULL if it goes. http_wait_end gives the connection back
+ * to be answered (NULL: its client left). The action itself never sees
+ * the connection. */
+struct http_wait {
+  struct http_conn *c;
+};
+void http_wait_begin(struct http_wait *w, struct http_conn *c);
+struct http_conn *http_wait_end(struct http_wait *w);
+
 /* Routes that stream their request body (serve_streams_body) are
  * dispatched once the headers are read; the handler calls http_body_start
  * to take the body piece by piece (ops->body, then ops->body_end), or
