@@ -176,6 +176,8 @@ static void test_b64(void) {
   refused("Zm 9vYg", "a space, length a multiple of 4");
   refused("Zm9v\n", "a trailing newline");
   refused("Zm9v\nZm9v", "a newline inside");
+  refused("Zm9v====Zg", "padding inside");
+  refused("Zg==Zg==", "two padded groups");
 }
 
 int main(void) {

@@ -97,7 +97,9 @@ int b64_decode(const char *s, uint8_t **out, size_t *n) {
   size_t len = strlen(s);
   while (len && s[len - 1] == '=')
     len--;
-  if (len % 4 == 1)
+  /* Padding only at the end: EVP_DecodeBlock would take an '=' inside as
+   * zero bits, so "Zm9v====Zg" would decode to "foo\0\0\0f". */
+  if (len % 4 == 1 || memchr(s, '=', len))
     return -1;
   /* To the standard alphabet, padded, as EVP_DecodeBlock wants it. */
   size_t padded = (len + 3) / 4 * 4;
