@@ -174,11 +174,7 @@ const char *http_header(const struct http_req *req, const char *name) {
 
 char *http_query(const struct http_req *req, const char *name) {
   (void)req;
-  size_t n = strlen(name);
-  for (const char *q = w.query; q && *q; q = strchr(q, '&') ? strchr(q, '&') + 1 : NULL)
-    if (strncmp(q, name, n) == 0 && q[n] == '=')
-      return strndup(q + n + 1, strcspn(q + n + 1, "&"));
-  return NULL;
+  return http_query_get(w.query, name);
 }
 
 /* The start of an answer: there is one per request. */

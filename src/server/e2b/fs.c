@@ -26,11 +26,11 @@
 #include "e2b/e2b.h"
 #include "http/connect.h"
 #include "http/json.h"
+#include "http/multipart.h"
 
 #define WATCHERS_MAX 16          /* polled watchers per sandbox */
 #define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */
 #define WATCH_LINE_MAX (64u << 10)
-#define PART_HEADERS_MAX (16u << 10)
 #define UPLOAD_HELD (1u << 20)   /* bytes queued for the agent before reading pauses */
 
 /* ---- EntryInfo ---- */
@@ -507,17 +507,13 @@ struct upload {
   struct sbx *sb;
   char user[8];
   char *path;          /* ?path=, for every part */
-  char *delim;         /* "\r\n--" BOUNDARY */
-  size_t dlen;
-  enum { MP_PREAMBLE, MP_HEADERS, MP_BODY, MP_AFTER, MP_DONE } state;
-  char *buf;           /* bytes not parsed yet */
-  size_t nbuf;
+  struct multipart mp;
   struct part *parts;  /* writes not ended */
   struct part *cur;    /* the part being read; NULL: one not wanted */
   json_t *results;
   json_t *err;         /* the first write that failed */
   bool body_done;
-  bool bad;            /* the body is not the multipart it says */
+  bool bad;            /* a "file" part not writable as named, or the body cut short */
 };
 
 static void upload_maybe_end(struct upload *up) {
@@ -526,15 +522,14 @@ static void upload_maybe_end(struct upload *up) {
   struct http_conn *c = up->c;
   if (c && up->err)
     files_error(c, up->err);
-  else if (c && up->bad)
+  else if (c && (up->bad || up->mp.bad))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not multipart/form-data as it says");
   else if (c && json_array_size(up->results) == 0)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "no part named \"file\" in the form");
   else if (c)
     http_json(c, 200, json_incref(up->results));
   free(up->path);
-  free(up->delim);
-  free(up->buf);
+  multipart_free(&up->mp);
   json_decref(up->results);
   json_decref(up->err);
   free(up);
@@ -579,32 +574,9 @@ static void on_part_drained(struct astream *s) {
     http_body_resume(pt->up->c);
 }
 
-/* The filename of a part's Content-Disposition, if it is a "file" part. */
-static char *part_filename(const char *headers) {
-  for (const char *h = headers; h && *h; h = strstr(h, "\r\n") ? strstr(h, "\r\n") + 2 : NULL) {
-    if (strncasecmp(h, "Content-Disposition:", 20) != 0)
-      continue;
-    const char *end = strstr(h, "\r\n");
-    size_t n = end ? (size_t)(end - h) : strlen(h);
-    char *line = strndup(h, n);
-    const char *name = strstr(line, " name=\"file\"");
-    if (!name)
-      name = strstr(line, ";name=\"file\"");
-    const char *fn = strstr(line, "filename=\"");
-    char *out = NULL;
-    if (name && fn) {
-      fn += 10;
-      const char *q = strchr(fn, '"');
-      out = q ? strndup(fn, (size_t)(q - fn)) : NULL;
-    }
-    free(line);
-    return out;
-  }
-  return NULL;
-}
-
-static void part_begin(struct upload *up, const char *headers) {
-  char *name = part_filename(headers);
+static void part_begin(void *ctx, const char *headers) {
+  struct upload *up = ctx;
+  char *name = multipart_filename(headers);
   up->cur = NULL;
   if (!name)
     return; /* not a file: its bytes are skipped */
@@ -634,7 +606,8 @@ static void part_begin(struct upload *up, const char *headers) {
   up->cur = pt;
 }
 
-static void part_data(struct upload *up, const char *p, size_t n) {
+static void part_data(void *ctx, const char *p, size_t n) {
+  struct upload *up = ctx;
   if (!up->cur || !up->cur->s || n == 0)
     return;
   agentc_stdin(up->cur->s, p, n, false);
@@ -642,91 +615,24 @@ static void part_data(struct upload *up, const char *p, size_t n) {
     http_body_pause(up->c);
 }
 
-static void part_close(struct upload *up) {
+static void part_close(void *ctx) {
+  struct upload *up = ctx;
   if (up->cur && up->cur->s)
     agentc_stdin(up->cur->s, NULL, 0, true);
   up->cur = NULL;
 }
 
-/* Parse what is buffered; keep what cannot be decided yet. */
-static void mp_parse(struct upload *up) {
-  size_t off = 0;
-  for (;;) {
-    char *at = up->buf + off;
-    size_t left = up->nbuf - off;
-    if (up->state == MP_PREAMBLE) {
-      /* The first delimiter has no CRLF before it. */
-      char *d = memmem(at, left, up->delim + 2, up->dlen - 2);
-      if (!d) {
-        if (left > up->dlen)
-          off += left - up->dlen;
-        break;
-      }
-      off = (size_t)(d - up->buf) + up->dlen - 2;
-      up->state = MP_AFTER;
-    } else if (up->state == MP_AFTER) {
-      if (left < 2)
-        break;
-      if (memcmp(at, "--", 2) == 0) {
-        up->state = MP_DONE;
-        off = up->nbuf;
-        break;
-      }
-      if (memcmp(at, "\r\n", 2) != 0) {
-        up->bad = true;
-        up->state = MP_DONE;
-        break;
-      }
-      off += 2;
-      up->state = MP_HEADERS;
-    } else if (up->state == MP_HEADERS) {
-      char *e = memmem(at, left, "\r\n\r\n", 4);
-      if (!e) {
-        if (left > PART_HEADERS_MAX) {
-          up->bad = true;
-          up->state = MP_DONE;
-        }
-        break;
-      }
-      char *headers = strndup(at, (size_t)(e - at) + 2);
-      part_begin(up, headers);
-      free(headers);
-      off = (size_t)(e - up->buf) + 4;
-      up->state = MP_BODY;
-    } else if (up->state == MP_BODY) {
-      char *d = memmem(at, left, up->delim, up->dlen);
-      if (!d) { /* all but what could start a delimiter */
-        size_t safe = left > up->dlen ? left - up->dlen : 0;
-        part_data(up, at, safe);
-        off += safe;
-        break;
-      }
-      part_data(up, at, (size_t)(d - at));
-      part_close(up);
-      off = (size_t)(d - up->buf) + up->dlen;
-      up->state = MP_AFTER;
-    } else {
-      off = up->nbuf; /* the epilogue is dropped */
-      break;
-    }
-  }
-  memmove(up->buf, up->buf + off, up->nbuf - off);
-  up->nbuf -= off;
-}
+static const struct multipart_ops part_ops = {
+    .begin = part_begin, .data = part_data, .end = part_close};
 
 static void mp_body(void *ctx, const char *data, size_t n) {
   struct upload *up = ctx;
-  if (up->state == MP_DONE)
-    return;
-  up->buf = xrealloc(up->buf, up->nbuf + n);
-  memcpy(up->buf + up->nbuf, data, n);
-  up->nbuf += n;
-  mp_parse(up);
+  multipart_feed(&up->mp, data, n);
 }
 
 static void mp_body_end(void *ctx) {
   struct upload *up = ctx;
-  if (up->state != MP_DONE) { /* cut short: what was written in part is an error */
+  if (!multipart_done(&up->mp)) { /* cut short: what was written in part is an error */
     up->bad = true;
     part_close(up);
   }
@@ -759,16 +665,6 @@ static void mp_abort(void *ctx) {
 static const struct http_stream_ops mp_ops = {
     .abort = mp_abort, .body = mp_body, .body_end = mp_body_end};
 
-/* The boundary of a multipart/form-data Content-Type, or NULL. */
-static char *boundary_of(const char *ctype) {
-  const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
-  if (!b)
-    return NULL;
-  b += 9;
-  size_t n = *b == '"' ? strcspn(++b, "\"") : strcspn(b, "; \t");
-  return n >= 1 && n <= 70 ? strndup(b, n) : NULL;
-}
-
 void e2b_files_write(struct http_conn *c, const struct principal *p) {
   char *path;
   const char *user;
@@ -784,7 +680,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     return;
   }
   if (ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
-    char *b = boundary_of(ctype);
+    char *b = multipart_boundary(ctype);
     if (!b) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "multipart/form-data needs a boundary");
       free(path);
@@ -795,8 +691,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     up->sb = sb;
     str_copy(up->user, sizeof up->user, user);
     up->path = path;
-    up->delim = xasprintf("\r\n--%s", b);
-    up->dlen = strlen(up->delim);
+    multipart_init(&up->mp, b, &part_ops, up);
     up->results = json_array();
     free(b);
     http_body_start(c, &mp_ops, up);

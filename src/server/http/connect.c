@@ -3,6 +3,7 @@
 #include "http/connect.h"
 
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,18 +31,15 @@ char *connect_envelope(uint8_t flags, json_t *j, size_t *len) {
   return e;
 }
 
-json_t *connect_request(struct http_conn *c, int stream) {
-  struct http_req *r = &c->req;
-  const char *body = r->body ? r->body : "";
-  size_t n = r->body_len;
+json_t *connect_message(const char *body, size_t n, int stream, char *why, size_t whylen) {
   if (stream) {
     /* Exactly one uncompressed envelope: what a client that offered no
      * compression sends. */
     const unsigned char *b = (const unsigned char *)body;
     size_t len = n >= 5 ? (size_t)b[1] << 24 | (size_t)b[2] << 16 | (size_t)b[3] << 8 | b[4] : 0;
     if (n < 5 || b[0] != 0 || len != n - 5 || len > CONNECT_MESSAGE_MAX) {
-      http_error(c, HUTCH_ERR_INVALID, "bad_request",
-                 "a stream request is one uncompressed envelope (flags 0, a 4-byte length, JSON)");
+      snprintf(why, whylen,
+               "a stream request is one uncompressed envelope (flags 0, a 4-byte length, JSON)");
       return NULL;
     }
     body += 5;
@@ -51,10 +49,19 @@ json_t *connect_request(struct http_conn *c, int stream) {
   json_t *j = json_loadb(body, n, 0, &e);
   if (!json_is_object(j)) {
     json_decref(j);
-    http_error(c, HUTCH_ERR_INVALID, "bad_request", "the request message is not a JSON object: %s",
-               j ? "another JSON value" : e.text);
+    snprintf(why, whylen, "the request message is not a JSON object: %s",
+             j ? "another JSON value" : e.text);
     return NULL;
   }
+  return j;
+}
+
+json_t *connect_request(struct http_conn *c, int stream) {
+  struct http_req *r = &c->req;
+  char why[256];
+  json_t *j = connect_message(r->body ? r->body : "", r->body_len, stream, why, sizeof why);
+  if (!j)
+    http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", why);
   return j;
 }
 
@@ -90,7 +97,9 @@ int b64_decode(const char *s, uint8_t **out, size_t *n) {
   size_t len = strlen(s);
   while (len && s[len - 1] == '=')
     len--;
-  if (len % 4 == 1)
+  /* Padding only at the end: EVP_DecodeBlock would take an '=' inside as
+   * zero bits, so "Zm9v====Zg" would decode to "foo\0\0\0f". */
+  if (len % 4 == 1 || memchr(s, '=', len))
     return -1;
   /* To the standard alphabet, padded, as EVP_DecodeBlock wants it. */
   size_t padded = (len + 3) / 4 * 4;

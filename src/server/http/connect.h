@@ -22,6 +22,10 @@ char *connect_envelope(uint8_t flags, json_t *j, size_t *len);
 /* The request message of a call: the body (unary), or the one envelope
  * it holds (stream). NULL after an error answer. */
 json_t *connect_request(struct http_conn *c, int stream);
+/* connect_request's parsing, without the connection: the JSON object in
+ * body[0..n), or NULL with why (whylen bytes) set to the reason. A stream's
+ * body must be exactly one envelope with flags 0 (no compression). */
+json_t *connect_message(const char *body, size_t n, int stream, char *why, size_t whylen);
 
 /* A server stream: the 200 head, messages (each takes j), then the end
  * (error NULL: success), which ends the response. */

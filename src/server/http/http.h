@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "err.h"
+#include "http/query.h"
 
 #define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
 #define HTTP_MAX_HEADERS 100             /* header lines in a request */
@@ -167,13 +168,9 @@ void http_accept(struct http_server *hs, int fd);
 void http_close_all(struct http_server *hs);
 
 const char *http_header(const struct http_req *req, const char *name);
-/* The value of a query parameter, percent-decoded (malloc'd), or NULL. */
+/* The value of a query parameter, percent-decoded (malloc'd), or NULL
+ * (query.h: http_query_get on req->query). */
 char *http_query(const struct http_req *req, const char *name);
-/* s percent-decoded ('+' as a space; malloc'd), or NULL when malformed. */
-char *http_unescape(const char *s);
-/* Walk a query string: the next parameter's decoded key and value (either
- * NULL when undecodable), and where the one after starts (NULL at the end). */
-const char *http_query_next(const char *q, char **key, char **value);
 
 /* Whole responses; each ends the request. extra: more header lines, each
  * ending in CRLF, or NULL. */
