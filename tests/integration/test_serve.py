@@ -691,6 +691,27 @@ def test_tenants_see_only_their_own(server, api):
         alice.delete(f"/v1/sandboxes/{sid}")
 
 
+def test_a_deleted_key_is_refused_at_once(server, api):
+    """The server caches keys it has found: a key used just before it is
+    deleted, in each of the forms it is accepted in, is refused by the very
+    next request; another key of the same tenant still works."""
+    made = api.post("/v1/keys", {"tenant": "cached"}).json
+    other = server.api(api.post("/v1/keys", {"tenant": "cached"}).json["key"])
+    key = made["key"]
+    none = server.api(None)
+    forms = [{"X-API-Key": key}, {"Authorization": f"Bearer {key}"},
+             {"Authorization": "Bearer e2b_" + key[3:]}]
+    for _ in range(2):
+        for h in forms:
+            assert none.get("/v1/sandboxes", headers=h).status == 200, h
+    assert other.get("/v1/sandboxes").status == 200
+    assert api.delete(f"/v1/keys/{made['id']}").status == 204
+    for h in forms:
+        r = none.get("/v1/sandboxes", headers=h)
+        assert r.status == 401 and error_of(r) == "unauthorized", h
+    assert other.get("/v1/sandboxes").status == 200
+
+
 def test_tenant_quotas(server, api):
     k = api.post("/v1/keys", {"tenant": "quota", "max_sandboxes": 1, "max_memory_mb": 300})
     t = server.api(k.json["key"])

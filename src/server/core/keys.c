@@ -94,6 +94,50 @@ static int write_secret(const char *path, const char *text, struct hutch_err *er
   return 0;
 }
 
+/* The cache of keys found (server.h), in front of the store's lookup.
+ * Only keys the store found are kept: an unknown key is looked up every
+ * time. Caching refusals would let anyone with random keys evict the
+ * keys in use, and would have to be forgotten when a key is made; a
+ * refusal costing one lookup is fine. What a cached key speaks for
+ * (tenant, key id, admin) never changes while the key exists, so the
+ * one thing that must reach the cache is a key going away: every path
+ * that deletes keys calls cache_forget or cache_clear, and a deleted key
+ * is refused from the very next request. */
+static struct key_cache_slot *cache_slot(struct server *srv, const char *hash) {
+  if (!srv->key_cache)
+    srv->key_cache = xcalloc(KEY_CACHE_SLOTS, sizeof *srv->key_cache);
+  /* A SHA-256's leading digits are as good an index as any. */
+  char lead[9];
+  memcpy(lead, hash, 8);
+  lead[8] = '\0';
+  return &srv->key_cache[strtoul(lead, NULL, 16) % KEY_CACHE_SLOTS];
+}
+
+static bool cache_find(struct server *srv, const char *hash, struct principal *p) {
+  struct key_cache_slot *s = cache_slot(srv, hash);
+  if (s->hash[0] == '\0' || memcmp(s->hash, hash, HASH_HEX) != 0)
+    return false;
+  *p = s->p;
+  return true;
+}
+
+static void cache_put(struct server *srv, const char *hash, const struct principal *p) {
+  struct key_cache_slot *s = cache_slot(srv, hash);
+  memcpy(s->hash, hash, HASH_HEX + 1);
+  s->p = *p;
+}
+
+static void cache_forget(struct server *srv, const char *key_id) {
+  for (size_t i = 0; srv->key_cache && i < KEY_CACHE_SLOTS; i++)
+    if (srv->key_cache[i].hash[0] != '\0' && strcmp(srv->key_cache[i].p.key_id, key_id) == 0)
+      memset(&srv->key_cache[i], 0, sizeof srv->key_cache[i]);
+}
+
+static void cache_clear(struct server *srv) {
+  if (srv->key_cache)
+    memset(srv->key_cache, 0, KEY_CACHE_SLOTS * sizeof *srv->key_cache);
+}
+
 /* The admin key in admin.key if it is there and well formed, else a new
  * one written there. Either way it becomes the only admin key. */
 int keys_bootstrap(struct server *srv, struct hutch_err *err) {
@@ -108,14 +152,17 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
     int r = store_key_find(srv->store, hash, &p, err);
     if (r < 0)
       return -1;
-    if (r == 1 && p.admin)
+    if (r == 1 && p.admin) {
+      cache_clear(srv);
       return store_admin_keep_only(srv->store, hash, err);
+    }
   } else {
     new_key(key);
     hash_key(key, hash);
   }
   char id[SERVE_KEY_ID_LEN + 1];
   serve_random_hex(id, SERVE_KEY_ID_LEN);
+  cache_clear(srv);
   if (store_key_add(srv->store, id, "admin", hash, true, err) < 0 ||
       store_admin_keep_only(srv->store, hash, err) < 0)
     return -1;
@@ -166,10 +213,14 @@ int keys_authenticate(struct server *srv, const struct http_req *req, struct pri
     return 0;
   char hash[HASH_HEX + 1];
   hash_key(key, hash);
+  if (cache_find(srv, hash, p))
+    return 1;
   struct hutch_err err = {0};
   int r = store_key_find(srv->store, hash, p, &err);
   if (r < 0)
     fprintf(stderr, "hutch serve: %s\n", err.msg);
+  if (r == 1)
+    cache_put(srv, hash, p);
   return r == 1;
 }
 
@@ -234,6 +285,9 @@ void api_keys_delete(struct http_conn *c, const struct principal *p) {
   (void)p;
   struct hutch_err err = {0};
   int r = store_key_delete(c->srv->store, c->req.params[0], &err);
+  /* Forgotten on an error too: the row may be gone all the same. */
+  if (r != 0)
+    cache_forget(c->srv, c->req.params[0]);
   if (r < 0)
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
   else if (r == 0)

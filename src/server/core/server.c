@@ -264,6 +264,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
   store_close(srv->store);
+  free(srv->key_cache);
   audit_close(srv->audit);
   free(srv->agents_dir);
   free(srv->kernels_dir);

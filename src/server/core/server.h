@@ -66,6 +66,15 @@ struct principal {
   bool admin;
 };
 
+/* Keys found in the store, by the hex SHA-256 the store knows them by
+ * (keys.c): a direct-mapped table, so a new key takes its slot from any
+ * other. */
+#define KEY_CACHE_SLOTS 1024
+struct key_cache_slot {
+  char hash[64 + 1]; /* "" when the slot is empty */
+  struct principal p;
+};
+
 #define METRICS_CODES 48
 
 struct metrics {
@@ -91,6 +100,7 @@ struct server {
   bool collecting; /* hutch_gc_host under way, off the loop (sbx.c) */
   struct serve_config cfg;
   struct store *store;
+  struct key_cache_slot *key_cache; /* KEY_CACHE_SLOTS of them; NULL until used */
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
   char *metrics_token; /* from --metrics-token-file; NULL: none */
