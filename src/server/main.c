@@ -305,7 +305,7 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
-  if (server_open(srv, &serve_http, &err) < 0) {
+  if (server_open(srv, &serve_http, &serve_fronts, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return EXIT_SERVE;
   }

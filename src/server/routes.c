@@ -19,6 +19,7 @@
 #include "util.h"
 #include "api/handlers.h"
 #include "api/ports.h"
+#include "api/api.h"
 #include "core/audit.h"
 #include "core/fds.h"
 #include "core/keys.h"
@@ -423,4 +424,10 @@ const struct http_handlers serve_http = {
     .streams_body = serve_streams_body,
     .done = serve_request_done,
     .room = room,
+};
+
+const struct serve_fronts serve_fronts = {
+    .sandbox_ending = ports_close_all,
+    .sandbox_freed = e2b_watches_free,
+    .sandbox_sweep = ports_sweep,
 };

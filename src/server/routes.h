@@ -22,5 +22,7 @@ void serve_request_done(struct server *srv, struct http_conn *c);
 int serve_print_routes(FILE *out, const char *table);
 /* The transport's handlers: the four above and the descriptor check. */
 extern const struct http_handlers serve_http;
+/* The front ends' part in a sandbox's end (core/server.h). */
+extern const struct serve_fronts serve_fronts;
 
 #endif

@@ -68,4 +68,17 @@ json_t *files_entries(const char *out, size_t nout);
 /* A usable path, or false after a 400. */
 bool files_path_ok(struct http_conn *c, const char *path);
 
+/* keys.c: 1 and *p filled when the request carries a valid key, 0 otherwise. */
+int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
+
+/* lifecycle.c: the sandbox the route's {id} names, for the caller; NULL
+ * after a 404. */
+struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
+/* The same for a request that needs it running: a paused sandbox is
+ * resumed (auto_resume) or NULL after a 409. */
+struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
+/* A paused sandbox a request needs running: resumed, or false after an
+ * answer (409 when it may not be resumed by traffic). */
+bool sbx_wake(struct http_conn *c, struct sbx *sb);
+
 #endif

@@ -35,6 +35,7 @@
 
 #include "util.h"
 #include "routes.h"
+#include "api/api.h"
 #include "core/audit.h"
 #include "core/fds.h"
 #include "core/keys.h"

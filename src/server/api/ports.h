@@ -3,6 +3,7 @@
 #define HUTCH_API_PORTS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct server;
 struct sbx;
@@ -14,5 +15,7 @@ struct principal;
 bool ports_routed_by_host(const struct server *srv, const struct http_req *req);
 void ports_forward(struct http_conn *c, const struct principal *p);
 void ports_close_all(struct sbx *sb);
+/* Connections through its ports idle for idle_ms end. */
+void ports_sweep(struct sbx *sb, uint64_t idle_ms);
 
 #endif

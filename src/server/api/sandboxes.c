@@ -364,11 +364,21 @@ void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
 }
 
 /* Both APIs' delete: the sandbox goes, 204 once its processes have. */
+static void deleted(void *arg) {
+  struct http_wait *w = arg;
+  struct http_conn *c = http_wait_end(w);
+  free(w);
+  if (c)
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  sbx_destroy_answer(sb, c);
+  struct http_wait *w = xcalloc(1, sizeof *w);
+  http_wait_begin(w, c);
+  sbx_destroy_then(sb, deleted, w);
 }
 
 

@@ -72,3 +72,14 @@ int act_resume(struct sbx *sb, double timeout_s, struct hutch_err *err) {
   }
   return 0;
 }
+
+int act_wake(struct sbx *sb, struct hutch_err *err) {
+  if (!sb->paused)
+    return 0;
+  if (!sb->auto_resume)
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "sandbox_paused",
+                          "sandbox %s is paused (created with auto_resume false): resume it "
+                          "first",
+                          sb->id);
+  return act_resume(sb, -1, err);
+}

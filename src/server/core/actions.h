@@ -35,6 +35,10 @@ int act_pause_check(const struct sbx *sb, struct hutch_err *err);
  * meanwhile, r and why from the freeze): 0, or -1 and the error. */
 int act_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
                      struct hutch_err *err);
+/* A sandbox a request needs running: 0 when it runs (a paused one is
+ * resumed if it was made to be by traffic); conflict sandbox_paused when
+ * it may not be, busy while a freeze is under way. */
+int act_wake(struct sbx *sb, struct hutch_err *err);
 /* Resume a paused sandbox with timeout_s from now (< 0: what was left):
  * conflict not_paused when it runs; busy while a freeze is under way. */
 int act_resume(struct sbx *sb, double timeout_s, struct hutch_err *err);

@@ -35,6 +35,7 @@
 
 #include "frame.h"
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/keys.h"
 #include "http/body.h"

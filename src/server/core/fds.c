@@ -52,10 +52,7 @@ static unsigned tenant_used(const struct server *srv, const char *tenant) {
   for (const struct sbx *s = srv->sandboxes; s; s = s->next)
     if (strcmp(s->tenant, tenant) == 0)
       used += relay_fds(s);
-  for (const struct http_conn *c = srv->http.conns; c; c = c->next)
-    if (c->ops && strcmp(c->tenant, tenant) == 0)
-      used++;
-  return used;
+  return used + http_conns_held(&srv->http, tenant);
 }
 
 int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,

@@ -18,9 +18,7 @@
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/handlers.h"
 #include "core/server.h"
-#include "http/body.h"
 #include "state/seal.h"
 #include "state/store.h"
 
@@ -199,9 +197,7 @@ bool keys_in_authorization(const char *value) {
   return well_formed(key);
 }
 
-int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
-  const char *key = http_header(req, "X-API-Key");
-  const char *auth = http_header(req, "Authorization");
+int keys_check(struct server *srv, const char *key, const char *auth, struct principal *p) {
   if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
     key = auth + 7;
   char as_hutch[KEY_LEN + 1];
@@ -231,68 +227,41 @@ static bool tenant_name_ok(const char *t) {
          strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == n;
 }
 
-void api_keys_create(struct http_conn *c, const struct principal *p) {
-  (void)p;
-  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
-                                      NULL};
-  json_t *o = body_object(c);
-  if (!o)
-    return;
-  const char *tenant = NULL;
-  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
-  int has_sbx = 0, has_mem = 0, has_disk = 0;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "tenant", SERVE_TENANT_LEN, &tenant) < 0 ||
-      (has_sbx = body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx)) < 0 ||
-      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0 ||
-      /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
-      (has_disk = body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk)) < 0)
-    goto out;
-  if (!tenant || !tenant_name_ok(tenant)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "tenant must be 1 to %d letters, digits, '-', '_' or '.'", SERVE_TENANT_LEN);
-    goto out;
-  }
-  if (strcmp(tenant, "admin") == 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "tenant 'admin' is the admin key's own");
-    goto out;
-  }
-  struct hutch_err err = {0};
+int keys_create(struct server *srv, const struct key_request *r, struct key_made *out,
+                struct hutch_err *err) {
+  if (!r->tenant || !tenant_name_ok(r->tenant))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "tenant must be 1 to %d letters, digits, '-', '_' or '.'",
+                          SERVE_TENANT_LEN);
+  if (strcmp(r->tenant, "admin") == 0)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "tenant 'admin' is the admin key's own");
   struct tenant_quota q;
-  if (store_tenant_get(c->srv->store, tenant, &q, &err) < 0)
-    goto fail;
-  if (has_sbx)
-    q.max_sandboxes = (int64_t)max_sbx;
-  if (has_mem)
-    q.max_memory_mb = (int64_t)max_mem;
-  if (has_disk)
-    q.max_disk_mb = (int64_t)max_disk;
-  char key[KEY_LEN + 1], hash[HASH_HEX + 1], id[SERVE_KEY_ID_LEN + 1];
-  new_key(key);
-  hash_key(key, hash);
-  serve_random_hex(id, SERVE_KEY_ID_LEN);
-  if (store_tenant_put(c->srv->store, tenant, &q, &err) < 0 ||
-      store_key_add(c->srv->store, id, tenant, hash, false, &err) < 0)
-    goto fail;
-  http_json(c, 201, json_pack("{s:s,s:s,s:s}", "id", id, "tenant", tenant, "key", key));
-  goto out;
-fail:
-  http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
-out:
-  json_decref(o);
+  if (store_tenant_get(srv->store, r->tenant, &q, err) < 0)
+    return -1;
+  if (r->max_sandboxes >= 0)
+    q.max_sandboxes = r->max_sandboxes;
+  if (r->max_memory_mb >= 0)
+    q.max_memory_mb = r->max_memory_mb;
+  if (r->max_disk_mb >= 0)
+    q.max_disk_mb = r->max_disk_mb;
+  char hash[HASH_HEX + 1];
+  new_key(out->key);
+  hash_key(out->key, hash);
+  serve_random_hex(out->id, SERVE_KEY_ID_LEN);
+  if (store_tenant_put(srv->store, r->tenant, &q, err) < 0 ||
+      store_key_add(srv->store, out->id, r->tenant, hash, false, err) < 0)
+    return -1;
+  return 0;
 }
 
-void api_keys_delete(struct http_conn *c, const struct principal *p) {
-  (void)p;
-  struct hutch_err err = {0};
-  int r = store_key_delete(c->srv->store, c->req.params[0], &err);
+int keys_delete(struct server *srv, const char *id, struct hutch_err *err) {
+  int r = store_key_delete(srv->store, id, err);
   /* Forgotten on an error too: the row may be gone all the same. */
   if (r != 0)
-    cache_forget(c->srv, c->req.params[0]);
-  if (r < 0)
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
-  else if (r == 0)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no key %s (the admin key cannot be deleted)",
-               c->req.params[0]);
-  else
-    http_respond(c, 204, "application/json", "", 0, NULL);
+    cache_forget(srv, id);
+  if (r == 0)
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found",
+                          "no key %s (the admin key cannot be deleted)", id);
+  return r < 0 ? -1 : 0;
 }

@@ -17,8 +17,9 @@
 
 #include "util.h"
 #include "core/actions.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "core/offload.h"
+#include "core/sbx.h"
+#include "core/server.h"
 #include "core/usage.h"
 #include "state/store.h"
 
@@ -164,67 +165,4 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
   sb->expires_ms = wall_ms() + (timeout_ms >= 0 ? timeout_ms : sb->left_ms);
   save(sb);
   return 0;
-}
-
-bool sbx_wake(struct http_conn *c, struct sbx *sb) {
-  if (!sb->paused)
-    return true;
-  if (!sb->auto_resume) {
-    http_error(c, HUTCH_ERR_CONFLICT, "sandbox_paused",
-               "sandbox %s is paused (created with auto_resume false): resume it first", sb->id);
-    return false;
-  }
-  struct hutch_err err = {0};
-  if (sbx_resume(sb, -1, &err) < 0) {
-    http_error(c, hutch_err_class(&err), err.errnum == EBUSY ? "busy" : "sandbox_error",
-               "resuming sandbox %s: %s", sb->id, err.msg);
-    return false;
-  }
-  return true;
-}
-
-struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  return sb && sbx_wake(c, sb) ? sb : NULL;
-}
-
-static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
-  struct http_wait *w = arg;
-  struct http_conn *c = http_wait_end(w);
-  struct hutch_err err = {0};
-  free(w);
-  if (!c)
-    return; /* the client left: paused (or not) all the same */
-  if (act_pause_result(sb, r, why, &err) < 0)
-    http_fail(c, &err);
-  else
-    http_json(c, 200, sbx_json(sb));
-}
-
-void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  struct hutch_err err = {0};
-  if (act_pause_check(sb, &err) < 0) {
-    http_fail(c, &err);
-    return;
-  }
-  struct http_wait *w = xcalloc(1, sizeof *w);
-  http_wait_begin(w, c);
-  sbx_pause(sb, answer_pause, w);
-}
-
-/* {timeout_s}: optional, a new timeout counted from now; else what was
- * left of the old one. */
-void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
-  double t;
-  struct hutch_err err = {0};
-  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
-  if (!sb)
-    return;
-  if (act_resume(sb, t, &err) < 0)
-    http_fail(c, &err);
-  else
-    http_json(c, 200, sbx_json(sb));
 }

@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/escapes.h"
 #include "core/keys.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/sbx.h"
 #include "http/body.h"

@@ -39,7 +39,6 @@ unsigned egress_conns(const struct sbx *sb);
 void egress_recheck(struct sbx *sb);
 /* Connections through its proxy, or its ports, idle for idle_ms end. */
 void egress_sweep(struct sbx *sb, uint64_t idle_ms);
-void ports_sweep(struct sbx *sb, uint64_t idle_ms);
 /* Whether sa is an address of the server's own host. */
 bool egress_host_own(struct server *srv, const struct sockaddr *sa);
 

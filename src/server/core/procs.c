@@ -12,6 +12,7 @@
 
 #include "frame.h"
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/outlines.h"
 #include "http/body.h"

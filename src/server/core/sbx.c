@@ -10,7 +10,6 @@
 
 #include "util.h"
 #include "core/actions.h"
-#include "api/ports.h"
 #include "core/audit.h"
 #include "core/contexts.h"
 #include "core/keys.h"
@@ -19,7 +18,6 @@
 #include "core/procs.h"
 #include "core/snapshots.h"
 #include "core/usage.h"
-#include "e2b/e2b.h"
 #include "state/store.h"
 
 int64_t wall_ms(void) {
@@ -37,14 +35,6 @@ struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const ch
   return NULL;
 }
 
-struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
-  struct hutch_err err = {0};
-  struct sbx *sb = act_find(c->srv, p, c->req.params[0], &err);
-  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
-  if (!sb)
-    http_fail(c, &err);
-  return sb;
-}
 
 void iso8601(int64_t ms, char out[32]) {
   time_t t = (time_t)(ms / 1000);
@@ -89,7 +79,8 @@ json_t *sbx_json(const struct sbx *sb) {
 static void sbx_free_now(struct sbx *sb) {
   procs_free(sb);
   contexts_free(sb);
-  e2b_watches_free(sb);
+  if (sb->srv->fronts)
+    sb->srv->fronts->sandbox_freed(sb);
   usage_free(sb);
   escapes_free(sb);
   json_decref(sb->layers);
@@ -237,7 +228,9 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
 /* A sandbox's end off the loop: killing its agent waits for every process
  * of it to die, and removing its cgroups for the kernel to let them go. */
 struct teardown {
-  struct offload o; /* its request is answered 204 once it is gone */
+  struct offload o;
+  void (*gone)(void *arg); /* told once it is gone, or NULL */
+  void *arg;
   struct hutch_sandbox *hs;
   json_t *layers; /* a fork's snapshot is released once its files are unused */
   char id[17];
@@ -254,9 +247,8 @@ static void teardown_done(struct offload *o) {
   struct teardown *t = OFFLOAD_JOB(o, struct teardown);
   if (t->r < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", t->id, t->err.msg);
-  struct http_conn *c = offload_conn(o);
-  if (c)
-    http_respond(c, 204, "application/json", "", 0, NULL);
+  if (t->gone)
+    t->gone(t->arg);
   if (t->layers)
     snapshots_release(o->srv, t->layers);
   json_decref(t->layers);
@@ -264,18 +256,18 @@ static void teardown_done(struct offload *o) {
 }
 
 static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers,
-                     struct http_conn *c) {
+                     void (*gone)(void *arg), void *arg) {
   struct teardown *t = xcalloc(1, sizeof *t);
   t->hs = hs;
-  if (c)
-    offload_for(&t->o, c);
+  t->gone = gone;
+  t->arg = arg;
   t->layers = json_incref(layers);
   memcpy(t->id, hs->id, sizeof t->id);
   offload(srv, OFFLOAD_OTHER, &t->o, teardown_run, teardown_done);
 }
 
 void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers) {
-  teardown(srv, hs, layers, NULL);
+  teardown(srv, hs, layers, NULL, NULL);
 }
 
 void sbx_register(struct server *srv, struct sbx *sb) {
@@ -284,9 +276,9 @@ void sbx_register(struct server *srv, struct sbx *sb) {
   srv->nsandboxes++;
 }
 
-void sbx_destroy(struct sbx *sb) { sbx_destroy_answer(sb, NULL); }
+void sbx_destroy(struct sbx *sb) { sbx_destroy_then(sb, NULL, NULL); }
 
-void sbx_destroy_answer(struct sbx *sb, struct http_conn *c) {
+void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
   struct server *srv = sb->srv;
   if (sb->dying)
     return;
@@ -314,7 +306,8 @@ void sbx_destroy_answer(struct sbx *sb, struct http_conn *c) {
   }
   escapes_final(sb);
   egress_close(sb);
-  ports_close_all(sb);
+  if (srv->fronts)
+    srv->fronts->sandbox_ending(sb);
   /* Streams hear the end first (their clients get a last line), then the
    * sandbox goes. The fd belongs to the connection, if there is one yet. */
   bool connected = !sb->agent_pending;
@@ -322,7 +315,7 @@ void sbx_destroy_answer(struct sbx *sb, struct http_conn *c) {
     sb->hs->conn_fd = -1;
     agentc_close(&sb->ac, sbx_free);
   }
-  teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, c);
+  teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, gone, arg);
   sb->hs = NULL;
   if (!connected)
     sbx_free_now(sb);
@@ -345,7 +338,8 @@ void sbx_release_all(struct server *srv) {
     usage_final(sb);
     escapes_final(sb); /* the next server starts from the agent's counts */
     egress_close(sb);
-    ports_close_all(sb);
+    if (srv->fronts)
+      srv->fronts->sandbox_ending(sb);
     /* Frozen only for a snapshot's copy, which will not finish: it runs on. */
     struct hutch_err err = {0};
     if (sb->captures && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
@@ -409,7 +403,8 @@ static void reap(uv_timer_t *t) {
   if (srv->reaper_ticks % 10 == 0)
     for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
       egress_sweep(sb, srv->cfg.relay_idle_ms);
-      ports_sweep(sb, srv->cfg.relay_idle_ms);
+      if (srv->fronts)
+        srv->fronts->sandbox_sweep(sb, srv->cfg.relay_idle_ms);
     }
   struct sbx *next;
   for (struct sbx *sb = srv->sandboxes; sb; sb = next) {

@@ -14,7 +14,6 @@
 
 struct server;
 struct sbx;
-struct http_conn;
 struct principal;
 struct hutch_err;
 
@@ -91,15 +90,10 @@ int sbx_connect_agent(struct sbx *sb);
 int sbx_adopt_all(struct server *srv, struct hutch_err *err);
 /* The caller's sandbox id, or NULL (another tenant's too). */
 struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id);
-/* The sandbox the route's {id} names, for the caller; NULL after a 404. */
-struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p);
-/* The same for a request that needs it running: a paused sandbox is
- * resumed (auto_resume) or NULL after a 409. */
-struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
 /* Out of the registry at once; its processes and cgroups go off the loop
- * (sbx_teardown). sbx_destroy_answer answers c 204 once they are gone. */
+ * (sbx_teardown). sbx_destroy_then calls gone(arg) once they are gone. */
 void sbx_destroy(struct sbx *sb);
-void sbx_destroy_answer(struct sbx *sb, struct http_conn *c);
+void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg);
 /* agentc on_dead of a sandbox's connection: the sandbox is destroyed. */
 void sbx_agent_dead(struct agentc *ac);
 void sbx_reaper_start(struct server *srv);
@@ -121,8 +115,5 @@ typedef void (*sbx_paused_fn)(struct sbx *sb, int r, struct hutch_err *err, void
 void sbx_pause(struct sbx *sb, sbx_paused_fn then, void *arg);
 /* timeout_ms < 0: what was left of its timeout when it was paused. */
 int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err);
-/* A paused sandbox a request needs running: resumed, or false after an
- * answer (409 when it may not be resumed by traffic). */
-bool sbx_wake(struct http_conn *c, struct sbx *sb);
 
 #endif

@@ -229,7 +229,9 @@ static void checkpoint_due(uv_timer_t *t) {
   offload(srv, OFFLOAD_OTHER, &cp->o, checkpoint_run, checkpoint_done);
 }
 
-int server_open(struct server *srv, const struct http_handlers *h, struct hutch_err *err) {
+int server_open(struct server *srv, const struct http_handlers *h,
+                const struct serve_fronts *fronts, struct hutch_err *err) {
+  srv->fronts = fronts;
   http_server_init(&srv->http, srv->loop, srv, h, srv->cfg.max_conns);
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)

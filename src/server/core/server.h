@@ -90,6 +90,17 @@ struct metrics {
   double create_sum_s, exec_sum_s;
 };
 
+/* What the front ends keep per sandbox (routes.c fills it): the core
+ * tells them when a sandbox ends, so that it calls no front end itself. */
+struct serve_fronts {
+  /* Destroyed or let go: connections through it end (its ports). */
+  void (*sandbox_ending)(struct sbx *sb);
+  /* Its memory goes: what the front ends hung on it (E2B's watchers). */
+  void (*sandbox_freed)(struct sbx *sb);
+  /* Relayed connections idle for idle_ms end. */
+  void (*sandbox_sweep)(struct sbx *sb, uint64_t idle_ms);
+};
+
 struct server {
   uv_loop_t *loop;
   unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
@@ -111,6 +122,7 @@ struct server {
   uint64_t own_addrs_at;
   struct audit *audit; /* audit.c */
   struct http_server http; /* the transport: listening socket and connections */
+  const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
   struct sbx *sandboxes; /* tenants' sandboxes */
   unsigned nsandboxes;
   struct pool *pools;
@@ -133,7 +145,8 @@ int serve_main(int argc, char **argv);
 /* server.c: a server with the defaults; open its state, listening socket
  * and pools (cfg.port 0: any free port, written back); free it all. */
 struct server *server_new(void);
-int server_open(struct server *srv, const struct http_handlers *h, struct hutch_err *err);
+int server_open(struct server *srv, const struct http_handlers *h,
+                const struct serve_fronts *fronts, struct hutch_err *err);
 /* Whether the state dir, if it exists already, may be trusted with keys:
  * hutch's own and writable by no one else; -1 (why in err) if not. */
 int server_state_dir_check(const char *dir, struct hutch_err *err);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/sbx.h"
 #include "state/store.h"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "api/api.h"
 #include "core/contexts.h"
 #include "e2b/e2b.h"
 #include "http/body.h"

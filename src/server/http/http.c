@@ -405,6 +405,14 @@ void http_accept(struct http_server *srv, int fd) {
   start_reading(c);
 }
 
+unsigned http_conns_held(const struct http_server *hs, const char *tenant) {
+  unsigned n = 0;
+  for (const struct http_conn *c = hs->conns; c; c = c->next)
+    if (c->ops && strcmp(c->tenant, tenant) == 0)
+      n++;
+  return n;
+}
+
 void http_close_all(struct http_server *srv) {
   srv->stopping = true;
   accept_stop(srv);

@@ -164,6 +164,9 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
                       const struct http_handlers *h, unsigned max_conns);
 /* Accept a connection from the listening socket and start reading it. */
 void http_accept(struct http_server *hs, int fd);
+/* The connections of tenant that a handler holds past its request
+ * (streams, WebSockets, waits). */
+unsigned http_conns_held(const struct http_server *hs, const char *tenant);
 /* Stop: no more connections, and every open one closed. */
 void http_close_all(struct http_server *hs);
 

@@ -1,0 +1,55 @@
+/* POST /v1/keys and DELETE /v1/keys/{id} (the admin's), and the caller's
+ * key read from a request's headers, on core/keys.c. */
+#include <string.h>
+
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/keys.h"
+#include "core/server.h"
+#include "http/body.h"
+
+int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
+  return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);
+}
+
+void api_keys_create(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
+                                      NULL};
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  struct key_request r = {.max_sandboxes = -1, .max_memory_mb = -1, .max_disk_mb = -1};
+  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
+  int has_sbx = 0, has_mem = 0, has_disk = 0;
+  if (body_only(c, o, known) < 0 || body_string(c, o, "tenant", SERVE_TENANT_LEN, &r.tenant) < 0 ||
+      (has_sbx = body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx)) < 0 ||
+      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0 ||
+      /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
+      (has_disk = body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk)) < 0)
+    goto out;
+  if (has_sbx)
+    r.max_sandboxes = (int64_t)max_sbx;
+  if (has_mem)
+    r.max_memory_mb = (int64_t)max_mem;
+  if (has_disk)
+    r.max_disk_mb = (int64_t)max_disk;
+  struct key_made made;
+  struct hutch_err err = {0};
+  if (keys_create(c->srv, &r, &made, &err) < 0)
+    http_fail(c, &err);
+  else
+    http_json(c, 201, json_pack("{s:s,s:s,s:s}", "id", made.id, "tenant", r.tenant, "key",
+                                made.key));
+out:
+  json_decref(o);
+}
+
+void api_keys_delete(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  struct hutch_err err = {0};
+  if (keys_delete(c->srv, c->req.params[0], &err) < 0)
+    http_fail(c, &err);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
+}

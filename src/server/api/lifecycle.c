@@ -1,0 +1,75 @@
+/* The sandbox a request names, for the caller (and running, for requests
+ * that need it so), and POST /v1/sandboxes/{id}/pause and /resume: each
+ * parses, calls the action (core/actions.h, core/lifecycle.c) and renders. */
+#include <stdlib.h>
+
+#include "util.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/actions.h"
+#include "core/sbx.h"
+#include "core/server.h"
+
+struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
+  struct sbx *sb = act_find(c->srv, p, c->req.params[0], &err);
+  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
+  if (!sb)
+    http_fail(c, &err);
+  return sb;
+}
+
+bool sbx_wake(struct http_conn *c, struct sbx *sb) {
+  struct hutch_err err = {0};
+  if (act_wake(sb, &err) < 0) {
+    http_fail(c, &err);
+    return false;
+  }
+  return true;
+}
+
+struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  return sb && sbx_wake(c, sb) ? sb : NULL;
+}
+
+static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
+  struct http_wait *w = arg;
+  struct http_conn *c = http_wait_end(w);
+  struct hutch_err err = {0};
+  free(w);
+  if (!c)
+    return; /* the client left: paused (or not) all the same */
+  if (act_pause_result(sb, r, why, &err) < 0)
+    http_fail(c, &err);
+  else
+    http_json(c, 200, sbx_json(sb));
+}
+
+void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = sbx_lookup(c, p);
+  if (!sb)
+    return;
+  struct hutch_err err = {0};
+  if (act_pause_check(sb, &err) < 0) {
+    http_fail(c, &err);
+    return;
+  }
+  struct http_wait *w = xcalloc(1, sizeof *w);
+  http_wait_begin(w, c);
+  sbx_pause(sb, answer_pause, w);
+}
+
+/* {timeout_s}: optional, a new timeout counted from now; else what was
+ * left of the old one. */
+void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
+  double t;
+  struct hutch_err err = {0};
+  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  if (!sb)
+    return;
+  if (act_resume(sb, t, &err) < 0)
+    http_fail(c, &err);
+  else
+    http_json(c, 200, sbx_json(sb));
+}
