@@ -203,7 +203,7 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb) {
     sbx_destroy(sb);
     return NULL;
   }
-  if (store_sandbox_put(srv->store, sb, &err) < 0) {
+  if (sbx_store(sb, true, &err) < 0) {
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
     sbx_destroy(sb);
     return NULL;

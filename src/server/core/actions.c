@@ -23,7 +23,7 @@ void act_set_expiry(struct sbx *sb, int64_t expires_ms) {
   sb->timeout_ms = expires_ms > now ? expires_ms - now : 0;
   if (sb->paused) { /* the clock stands: what is left when it resumes */
     sb->left_ms = sb->timeout_ms;
-    if (store_sandbox_update(sb->srv->store, sb, &err) < 0)
+    if (sbx_store(sb, false, &err) < 0)
       fprintf(stderr, "hutch serve: %s\n", err.msg);
     return;
   }

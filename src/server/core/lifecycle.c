@@ -25,7 +25,7 @@
 
 static void save(struct sbx *sb) {
   struct hutch_err err = {0};
-  if (store_sandbox_update(sb->srv->store, sb, &err) < 0)
+  if (sbx_store(sb, false, &err) < 0)
     fprintf(stderr, "hutch serve: %s\n", err.msg);
 }
 

@@ -125,7 +125,7 @@ int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t 
     return -1;
   egress_recheck(sb);
   struct hutch_err err = {0};
-  if (store_sandbox_update(c->srv->store, sb, &err) < 0) {
+  if (sbx_store(sb, false, &err) < 0) {
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
     return -1;
   }

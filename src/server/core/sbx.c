@@ -76,6 +76,41 @@ json_t *sbx_json(const struct sbx *sb) {
   return j;
 }
 
+/* What the store keeps of it beyond its columns: what the next server
+ * needs to take it over (sbx_adopt_all). */
+static json_t *sbx_spec(const struct sbx *sb) {
+  json_t *spec = json_pack(
+      "{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:b,s:b,s:b,s:I,s:I,s:s}", "metadata", sb->metadata,
+      "env", sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
+      "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb", (json_int_t)sb->disk_mb, "slot",
+      (json_int_t)sb->hs->slot, "token", sb->token, "timeout_ms", (json_int_t)sb->timeout_ms,
+      "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
+      sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms,
+      "traffic_token", sb->traffic_token);
+  if (spec && sb->layers)
+    json_object_set(spec, "layers", sb->layers);
+  if (spec && sb->volumes)
+    json_object_set(spec, "volumes", sb->volumes);
+  if (spec && sb->network)
+    json_object_set(spec, "network", sb->network);
+  if (spec && sb->secrets)
+    json_object_set(spec, "secrets", sb->secrets);
+  return spec;
+}
+
+int sbx_store(struct sbx *sb, bool first, struct hutch_err *err) {
+  json_t *spec = sbx_spec(sb);
+  if (!spec)
+    return hutch_err_set(err, 0, "state store: encoding sandbox %s", sb->id);
+  struct store_row row = {.id = sb->id, .tenant = sb->tenant, .template = sb->template,
+                          .created_ms = sb->created_ms, .expires_ms = sb->expires_ms,
+                          .pid = sb->hs->pid, .spec = spec};
+  int r = first ? store_sandbox_put(sb->srv->store, &row, err)
+                : store_sandbox_respec(sb->srv->store, &row, err);
+  json_decref(spec);
+  return r;
+}
+
 static void sbx_free_now(struct sbx *sb) {
   procs_free(sb);
   contexts_free(sb);

@@ -103,6 +103,9 @@ int64_t wall_ms(void);
 /* ms since the epoch as "2026-01-02T03:04:05.678Z". */
 void iso8601(int64_t ms, char out[32]);
 json_t *sbx_json(const struct sbx *sb);
+/* Its row in the store: made (first) or written again (its spec and
+ * expiry, after a pause, a resume, a new timeout or network). */
+int sbx_store(struct sbx *sb, bool first, struct hutch_err *err);
 
 /* lifecycle.c: pause and resume. A freeze runs off the loop; then hears
  * how it went (sb NULL when the sandbox was destroyed meanwhile). */

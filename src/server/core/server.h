@@ -13,6 +13,7 @@
 #include "core/offload.h"
 #include "http/http.h"
 #include "net/netpolicy.h"
+#include "state/store.h"
 
 struct server;
 struct sbx;
@@ -22,8 +23,6 @@ struct hutch_err;
 #define SERVE_DEFAULT_PORT 7420
 #define SERVE_DEFAULT_TIMEOUT_S 300      /* a sandbox's life when the request names none */
 #define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
-#define SERVE_TENANT_LEN 64
-#define SERVE_KEY_ID_LEN 16
 #define SERVE_TOKEN_LEN 40
 /* Where a sandbox's egress proxy listens, in its own namespace (egress.c). */
 #define EGRESS_PORT 3128
@@ -59,12 +58,6 @@ struct serve_config {
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
 
-/* Who a request speaks for. */
-struct principal {
-  char tenant[SERVE_TENANT_LEN + 1];
-  char key_id[SERVE_KEY_ID_LEN + 1];
-  bool admin;
-};
 
 /* Keys found in the store, by the hex SHA-256 the store knows them by
  * (keys.c): a direct-mapped table, so a new key takes its slot from any

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/sbx.h"
 #include "state/seal.h"
 
 /* Statements are prepared once and kept (a request that reads a key or
@@ -375,35 +374,20 @@ int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *
   return r == SQLITE_DONE ? 0 : fail(st, err, "read tenant");
 }
 
-/* What a sandbox is beyond its columns, as JSON text (malloc'd), its
- * tokens and secrets sealed. */
-static char *spec_text(struct store *st, const struct sbx *sb) {
-  json_t *spec = json_pack(
-      "{s:O,s:O,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:b,s:b,s:b,s:I,s:I}", "metadata", sb->metadata,
-      "env", sb->env, "memory_mb", (json_int_t)sb->memory_mb, "pids", (json_int_t)sb->pids,
-      "cpu_milli", (json_int_t)sb->cpu_milli, "disk_mb", (json_int_t)sb->disk_mb, "slot",
-      (json_int_t)sb->hs->slot, "token", sb->token, "timeout_ms", (json_int_t)sb->timeout_ms,
-      "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
-      sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms);
-  if (spec && sb->layers)
-    json_object_set(spec, "layers", sb->layers);
-  if (spec && sb->volumes)
-    json_object_set(spec, "volumes", sb->volumes);
-  if (spec && sb->network)
-    json_object_set(spec, "network", sb->network);
-  if (spec && sb->secrets)
-    json_object_set(spec, "secrets", sb->secrets);
-  if (spec) {
-    json_object_set_new(spec, "traffic_token", json_string(sb->traffic_token));
-    seal_spec(st, sb->id, spec);
-  }
-  char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
-  json_decref(spec);
+/* A sandbox's spec as JSON text (malloc'd), its tokens and secrets
+ * sealed to its row. */
+static char *spec_text(struct store *st, const char *id, json_t *spec) {
+  json_t *copy = json_deep_copy(spec);
+  if (!copy)
+    return NULL;
+  seal_spec(st, id, copy);
+  char *text = json_dumps(copy, JSON_COMPACT);
+  json_decref(copy);
   return text;
 }
 
-int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  char *text = spec_text(st, sb);
+int store_sandbox_put(struct store *st, const struct store_row *row, struct hutch_err *err) {
+  char *text = spec_text(st, row->id, row->spec);
   sqlite3_stmt *s = text ? prep(st,
                                 "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
                                 " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -413,20 +397,20 @@ int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *
     free(text);
     return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
   }
-  sqlite3_bind_text(s, 1, sb->id, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, sb->tenant, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 3, sb->template, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 1, row->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, row->tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, row->template, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 4, text, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 5, sb->created_ms);
-  sqlite3_bind_int64(s, 6, sb->expires_ms);
-  sqlite3_bind_int64(s, 7, sb->hs->pid);
+  sqlite3_bind_int64(s, 5, row->created_ms);
+  sqlite3_bind_int64(s, 6, row->expires_ms);
+  sqlite3_bind_int64(s, 7, row->pid);
   int r = step_done(st, s, err);
   free(text);
   return r;
 }
 
-int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err) {
-  char *text = spec_text(st, sb);
+int store_sandbox_respec(struct store *st, const struct store_row *row, struct hutch_err *err) {
+  char *text = spec_text(st, row->id, row->spec);
   sqlite3_stmt *s =
       text ? prep(st, "UPDATE sandboxes SET spec = ?, expires_at = ? WHERE id = ?", err) : NULL;
   if (!s) {
@@ -434,8 +418,8 @@ int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_er
     return text ? -1 : hutch_err_set(err, 0, "state store: encoding a sandbox");
   }
   sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 2, sb->expires_ms);
-  sqlite3_bind_text(s, 3, sb->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, row->expires_ms);
+  sqlite3_bind_text(s, 3, row->id, -1, SQLITE_STATIC);
   int r = step_done(st, s, err);
   free(text);
   return r;

@@ -3,16 +3,23 @@
 #ifndef HUTCH_STORE_H
 #define HUTCH_STORE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
 
-#include <jansson.h>
-
 struct store;
-struct principal;
-struct sbx;
+
+#define SERVE_TENANT_LEN 64
+#define SERVE_KEY_ID_LEN 16
+
+/* Who a request speaks for: the tenant and key that a valid key is. */
+struct principal {
+  char tenant[SERVE_TENANT_LEN + 1];
+  char key_id[SERVE_KEY_ID_LEN + 1];
+  bool admin;
+};
 
 /* key: SEAL_KEY_LEN bytes (seal.h), which seal each sandbox's tokens and
  * secrets in its row. */
@@ -50,9 +57,18 @@ int store_tenant_put(struct store *st, const char *tenant, const struct tenant_q
 int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
                      struct hutch_err *err);
 
-int store_sandbox_put(struct store *st, const struct sbx *sb, struct hutch_err *err);
+/* A sandbox's row: its columns and its spec (what the next server needs to
+ * take it over, core/sbx.c's sbx_spec), whose token, traffic_token and
+ * secrets the store seals. */
+struct store_row {
+  const char *id, *tenant, *template;
+  int64_t created_ms, expires_ms;
+  int pid;
+  json_t *spec;
+};
+int store_sandbox_put(struct store *st, const struct store_row *row, struct hutch_err *err);
 /* Its spec (pause state included) and expiry again. */
-int store_sandbox_update(struct store *st, const struct sbx *sb, struct hutch_err *err);
+int store_sandbox_respec(struct store *st, const struct store_row *row, struct hutch_err *err);
 int store_sandbox_delete(struct store *st, const char *id, struct hutch_err *err);
 int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
                          struct hutch_err *err);
