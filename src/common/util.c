@@ -167,3 +167,34 @@ uint64_t now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+bool utf8_valid(const char *s, size_t n) {
+  const unsigned char *p = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    unsigned c = p[i], len, cp;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
+      len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+      len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+      len = 4, cp = c & 0x07;
+    else
+      return false; /* a continuation byte first, an overlong lead, or past 0xf4 */
+    if (n - i < len)
+      return false;
+    for (unsigned k = 1; k < len; k++) {
+      if ((p[i + k] & 0xc0) != 0x80)
+        return false;
+      cp = cp << 6 | (p[i + k] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += len;
+  }
+  return true;
+}

@@ -36,6 +36,9 @@ bool parse_milli(const char *s, uint64_t *out);
 
 /* Copy src into dst[size], cut short if need be, always terminated. */
 void str_copy(char *dst, size_t size, const char *src);
+/* Whether s[0..n) is UTF-8 as JSON (jansson) takes it: no overlong forms,
+ * no surrogates, nothing past U+10FFFF. */
+bool utf8_valid(const char *s, size_t n);
 
 /* Append n bytes of at to the malloc'd string *s (NULL: empty so far). */
 void str_append(char **s, const char *at, size_t n);

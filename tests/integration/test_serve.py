@@ -808,6 +808,24 @@ def test_malformed_and_oversized_requests(server, api):
     assert api.get("/healthz").status == 200
 
 
+def test_requests_that_are_not_utf8_are_refused_whole(server, api):
+    """Every string of a request reaches the handlers as UTF-8 (it may go
+    into JSON, a message or the audit log), or the request is refused: in
+    the path, in a header, in a decoded query value."""
+    key = server.admin_key.encode()
+    auth = b"Authorization: Bearer " + key + b"\r\n"
+    for bad in (b"DELETE /v1/sandboxes/\xff\xfe HTTP/1.1\r\n" + auth + b"\r\n",
+                b"GET /v1/sandboxes HTTP/1.1\r\n" + auth + b"X-Thing: caf\xc3\r\n\r\n",
+                b"GET /v1/sandboxes?state=\xc0\xaf HTTP/1.1\r\n" + auth + b"\r\n"):
+        out = raw_exchange(server.port, bad)
+        assert out.startswith(b"HTTP/1.1 400 ") and b"must be UTF-8" in out, out
+    # Escaped, the same bytes decode to no value: a filter that matches
+    # nothing, not a crash, and the server goes on.
+    r = api.get("/v1/sandboxes?state=%FF%FE")
+    assert r.status == 200 and r.json["sandboxes"] == [], r.json
+    assert api.get("/healthz").status == 200
+
+
 def test_keep_alive_pipelining(server):
     req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
     out = raw_exchange(server.port, req * 3)

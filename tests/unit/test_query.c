@@ -111,7 +111,18 @@ static void test_long(void) {
   free(q);
 }
 
+static void test_not_utf8(void) {
+  ok(http_unescape("%FF") == NULL, "an escape that is not UTF-8 is refused");
+  ok(http_unescape("caf%C3") == NULL, "a UTF-8 form cut short is refused");
+  ok(http_unescape("%C0%AF") == NULL, "an overlong form is refused");
+  char *v = http_unescape("caf%C3%A9");
+  is_str(v, "caf\xc3\xa9", "UTF-8 escapes decode");
+  free(v);
+  ok(http_query_get("path=%FF%FE", "path") == NULL, "a value that is not UTF-8 is no value");
+}
+
 int main(void) {
+  test_not_utf8();
   test_unescape();
   test_next();
   test_get();

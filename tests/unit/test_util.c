@@ -299,7 +299,32 @@ static void test_files(void) {
   rmdir(dir);
 }
 
+static void test_utf8(void) {
+  static const struct {
+    const char *s;
+    bool ok;
+    const char *what;
+  } cases[] = {
+      {"", true, "empty"},
+      {"plain ascii", true, "ASCII"},
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", true, "2, 3 and 4 byte forms"},
+      {"\xff", false, "a byte no UTF-8 has"},
+      {"\x80", false, "a continuation byte first"},
+      {"\xc3", false, "cut short"},
+      {"\xe2\x82", false, "a 3-byte form cut short"},
+      {"\xc0\xaf", false, "an overlong '/'"},
+      {"\xe0\x80\xaf", false, "an overlong 3-byte form"},
+      {"\xed\xa0\x80", false, "a surrogate"},
+      {"\xf4\x90\x80\x80", false, "past U+10FFFF"},
+      {"\xf4\x8f\xbf\xbf", true, "U+10FFFF itself"},
+      {"a\xc3(b", false, "a lead without its continuation"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    ok(utf8_valid(cases[i].s, strlen(cases[i].s)) == cases[i].ok, "utf8: %s", cases[i].what);
+}
+
 int main(void) {
+  test_utf8();
   test_parse_u64();
   test_parse_milli();
   test_str_copy();

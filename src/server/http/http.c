@@ -113,6 +113,19 @@ static int on_headers_complete(http_parser *p) {
     c->fail_status = 400;
     return -1;
   }
+  /* Every string a request carries is UTF-8, or the request is refused
+   * here: past this point any of them may go into JSON (json_pack refuses
+   * what is not UTF-8), a message or the audit log. Decoded query values
+   * are checked as they are decoded (query.c). */
+  bool text = utf8_valid(r->target, strlen(r->target));
+  for (size_t i = 0; text && i < r->nheaders; i++)
+    text = utf8_valid(r->headers[i].name, strlen(r->headers[i].name)) &&
+           utf8_valid(r->headers[i].value, strlen(r->headers[i].value));
+  if (!text) {
+    c->fail_status = 400;
+    c->fail_why = "the request line and headers must be UTF-8";
+    return -1;
+  }
   const char *q = strchr(r->target, '?');
   r->path = q ? strndup(r->target, (size_t)(q - r->target)) : xstrdup(r->target);
   r->query = q ? xstrdup(q + 1) : NULL;
@@ -293,6 +306,8 @@ static void parse(struct http_conn *c, const char *data, size_t n) {
                  HTTP_HEADER_MAX);
     else if (c->fail_status == 413)
       http_error(c, HUTCH_ERR_TOO_LARGE, "body_too_large", "request body exceeds %u bytes", HTTP_BODY_MAX);
+    else if (c->fail_why)
+      http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", c->fail_why);
     else
       http_error(c, HUTCH_ERR_INVALID, "bad_request", "malformed HTTP request: %s", http_errno_name(e));
   }
@@ -340,6 +355,7 @@ static void start_reading(struct http_conn *c) {
   c->watching = false;
   memset(&c->req, 0, sizeof c->req);
   c->fail_status = 0;
+  c->fail_why = NULL;
   c->headers_done = false;
   c->complete = false;
   http_parser_pause(&c->parser, 0);
@@ -632,8 +648,12 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const void
 char *http_json_line(json_t *j, size_t *len) {
   char *s = json_dumps(j, SERVE_JSON_FLAGS);
   json_decref(j);
+  /* No JSON: out of memory, or a json_pack given what is not UTF-8, which
+   * cannot be, as every string of a request was checked as it came
+   * (on_headers_complete, query.c) and a sandbox's text goes through
+   * serve_json_text. A broken invariant, then (http_json answers it). */
   if (!s)
-    abort(); /* out of memory: json_pack's arguments are ours */
+    abort();
   size_t n = strlen(s);
   s = xrealloc(s, n + 2);
   s[n++] = '\n';
@@ -643,6 +663,10 @@ char *http_json_line(json_t *j, size_t *len) {
 }
 
 void http_json(struct http_conn *c, int status, json_t *j) {
+  if (!j) { /* a json_pack that failed: no answer is better than a crash */
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "the answer could not be written as JSON");
+    return;
+  }
   size_t n;
   char *s = http_json_line(j, &n);
   http_respond(c, status, "application/json", s, n, NULL);

@@ -137,6 +137,7 @@ struct http_conn {
   bool headers_done; /* a route that streams its body was found */
   bool complete;    /* a whole request has been read */
   int fail_status;  /* a parse callback refused the request with this status */
+  const char *fail_why; /* ... and why, when http-parser's name for it says too little */
   char *leftover;   /* bytes read after the request, parsed after the response */
   size_t leftover_len;
   bool keep_alive;

@@ -37,6 +37,12 @@ static char *decode(const char *s, size_t n) {
     *o++ = s[i] == '+' ? ' ' : s[i];
   }
   *o = '\0';
+  /* What the handlers get is UTF-8, as every string of a request is
+   * (http.c checks the target and the headers): it may go into JSON. */
+  if (!utf8_valid(out, (size_t)(o - out))) {
+    free(out);
+    return NULL;
+  }
   return out;
 }
 

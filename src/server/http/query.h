@@ -4,7 +4,8 @@
 #define HUTCH_QUERY_H
 
 /* s percent-decoded ('+' as a space; malloc'd), or NULL when malformed:
- * a '%' not followed by two hex digits, or an escape that decodes to NUL. */
+ * a '%' not followed by two hex digits, an escape that decodes to NUL, or
+ * bytes that are not UTF-8. */
 char *http_unescape(const char *s);
 /* Walk a query string: the next parameter's decoded key and value (either
  * NULL when undecodable; a key without '=' has the value ""), and where the
