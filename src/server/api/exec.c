@@ -210,6 +210,31 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
   return r;
 }
 
+/* ---- a background one: 201 {pid} once it runs ---- */
+
+static void bg_started(int pid, json_t *exit, void *arg) {
+  struct http_conn *c = http_wait_end(arg);
+  free(arg);
+  if (!c)
+    return;
+  json_t *j = json_pack("{s:o,s:b}", "pid", pid ? json_integer(pid) : json_null(), "background", 1);
+  if (exit)
+    json_object_set(j, "exit", exit);
+  http_json(c, 201, j);
+}
+
+static void start_background(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
+                             bool keep_stdin) {
+  struct http_wait *w = xcalloc(1, sizeof *w);
+  struct hutch_err err;
+  http_wait_begin(w, c);
+  if (!procs_start(sb, req, in, keep_stdin, bg_started, w, &err)) {
+    http_wait_end(w);
+    free(w);
+    http_fail(c, &err);
+  }
+}
+
 void api_exec(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
@@ -222,7 +247,7 @@ void api_exec(struct http_conn *c, const struct principal *p) {
     return;
   }
   if (json_is_true(json_object_get(o, "background"))) {
-    procs_start(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
+    start_background(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
     json_decref(req);
     json_decref(o);
     return;
