@@ -20,6 +20,8 @@ struct proc {
   struct sub *sub;
   json_t *cmd;
   bool ended, stdin_open;
+  procs_started_cb started; /* who waits for it to run */
+  void *started_arg;
 };
 
 struct stdin_log {
@@ -231,6 +233,28 @@ void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, voi
 }
 
 void http_body_pause(struct http_conn *c) { (void)c; }
+
+static void wait_gone(void *ctx) {
+  struct http_wait *hw = ctx;
+  hw->c = NULL;
+}
+
+static const struct http_stream_ops wait_ops = {.abort = wait_gone};
+
+void http_wait_begin(struct http_wait *hw, struct http_conn *c) {
+  if (w.state != F_HANDLING && w.state != F_BODY)
+    fake_fail("a wait after the answer");
+  hw->c = c;
+  http_own(c, &wait_ops, hw);
+}
+
+struct http_conn *http_wait_end(struct http_wait *hw) {
+  struct http_conn *c = hw->c;
+  if (c)
+    http_own(c, NULL, NULL);
+  hw->c = NULL;
+  return c;
+}
 void http_body_resume(struct http_conn *c) { (void)c; }
 
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
@@ -392,30 +416,31 @@ static void end_streams(void) {
 
 /* ---- procs.c: one background process ---- */
 
-struct proc *procs_spawn(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
-                         bool keep_stdin) {
-  (void)c, (void)sb;
+struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_stdin,
+                         procs_started_cb started, void *arg, struct hutch_err *err) {
+  (void)sb;
   json_t *argv = json_object_get(req, "argv");
   if (!json_is_array(argv) || json_array_size(argv) == 0 ||
       !json_is_string(json_object_get(req, "user")))
     fake_fail("an exec request without argv or user");
+  if (w.proc.cmd)
+    fake_fail("a second process started by one request");
+  if (w.script.agent_dead) {
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "no agent");
+    return NULL;
+  }
   w.proc.cmd = json_incref(argv);
   w.proc.stdin_open = keep_stdin || in;
   w.proc.ended = false;
+  w.proc.started = started;
+  w.proc.started_arg = arg;
   return &w.proc;
 }
 
-int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
-                bool keep_stdin) {
-  procs_spawn(c, sb, req, in, keep_stdin);
-  http_json(c, 201, json_pack("{s:i}", "pid", FAKE_PID));
-  return 0;
-}
-
-struct proc *procs_find(struct http_conn *c, const struct principal *p) {
-  (void)p;
+struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err) {
+  (void)sb, (void)pid;
   if (w.script.proc_missing) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no process");
+    hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no process");
     return NULL;
   }
   return &w.proc;
@@ -470,22 +495,39 @@ json_t *procs_exit_line(const struct proc *pr) {
   return pr->ended ? exit_line : NULL;
 }
 
-int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof) {
+void procs_info(const struct proc *pr, struct proc_info *out) {
+  *out = (struct proc_info){FAKE_PID, pr->cmd, 0, procs_exit_line(pr)};
+}
+
+int procs_input(struct proc *pr, const void *data, size_t n, bool eof, struct hutch_err *err) {
   (void)data, (void)n;
-  if (pr->ended || !pr->stdin_open)
-    return -1;
-  if (w.script.stdin_result)
-    return w.script.stdin_result;
+  if (pr->ended || !pr->stdin_open || w.script.stdin_result == -1)
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "stdin_closed", "no more input");
+  if (w.script.stdin_result == -2)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "stdin_full", "input unread");
   pr->stdin_open = !eof;
   return 0;
 }
 
-bool procs_control(struct proc *pr, json_t *ctl) {
-  if (!json_is_object(ctl))
-    fake_fail("a process control that is not an object");
-  json_decref(ctl);
-  return !pr->ended;
+static int control(struct proc *pr, struct hutch_err *err) {
+  if (pr->ended)
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "not_running", "ended");
+  return 0;
 }
+
+int procs_signal(struct proc *pr, int sig, struct hutch_err *err) {
+  if (sig < 1 || sig > 64)
+    fake_fail("a signal out of 1 to 64");
+  return control(pr, err);
+}
+
+int procs_resize(struct proc *pr, int rows, int cols, struct hutch_err *err) {
+  if (rows < 1 || rows > 9999 || cols < 1 || cols > 9999)
+    fake_fail("a PTY size out of 1 to 9999");
+  return control(pr, err);
+}
+
+int procs_kill(struct proc *pr, struct hutch_err *err) { return control(pr, err); }
 
 /* A line as procs.c writes one: a JSON object, from the script's bytes
  * when they are one, else dflt with the bytes as "data_b64" (if any). */
@@ -514,6 +556,10 @@ static void end_process(void) {
   char *exit_line = proc_line(w.script.end, w.script.nend,
                               json_pack("{s:s,s:s,s:i}", "type", "exit", "status", "exited",
                                         "exit_code", 0), &nexit);
+  procs_started_cb started = w.proc.started;
+  w.proc.started = NULL;
+  if (started)
+    started(FAKE_PID, NULL, w.proc.started_arg);
   struct sub *u = w.proc.sub;
   if (u && u->start)
     u->start(u, FAKE_PID);
@@ -583,6 +629,6 @@ void fake_finish(void) {
     end_streams();
     end_process();
   }
-  if (w.sb.ac.streams || w.proc.sub)
+  if (w.sb.ac.streams || w.proc.sub || w.proc.started)
     fake_fail("streams or subscribers left after the client went");
 }

@@ -4,7 +4,7 @@
  * background process answer as the target says (fake_agent.c). Nothing
  * here opens a socket or makes a sandbox.
  *
- * The fakes keep the contracts of http.h, agentc.h and procs.c that the
+ * The fakes keep the contracts of http.h, agentc.h and procs.h that the
  * handlers rely on, and fail (abort, which libFuzzer reports as a crash)
  * when a handler breaks one: a second answer to one request, a request
  * left with no answer and no owner, input sent after its end, an agent
@@ -50,9 +50,9 @@ struct fake_script {
   size_t nend;
   bool error;         /* the END frame is ERROR, not EVENT */
   bool agent_dead;    /* agentc_open fails */
-  bool proc_missing;  /* procs_find and procs_by_pid find nothing */
+  bool proc_missing;  /* procs_lookup and procs_by_pid find nothing */
   bool proc_ended;    /* the process has ended before the request */
-  int stdin_result;   /* what procs_stdin returns: 0, -1 or -2 */
+  int stdin_result;   /* procs_input: 0 takes it, -1 stdin_closed, -2 stdin_full */
   size_t queued;      /* what http_queued says */
   size_t held;        /* what agentc_stdin_pending says */
 };

@@ -18,6 +18,9 @@ struct principal;
 /* The agent's exec request from a native exec body o, or NULL after a
  * 400; *in: the stdin it gives, if any. */
 json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in);
+/* api/procs.c: the background process of the route's {id} and {pid}, or
+ * NULL after a 404. */
+struct proc *api_proc(struct http_conn *c, const struct principal *p);
 
 /* The core of a create, shared by both APIs: o is a native request body.
  * -1 after an error answer; else made is called on the loop (at once when

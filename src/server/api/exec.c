@@ -13,117 +13,70 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
 #include "msg.h"
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/metrics.h"
+#include "core/exec.h"
 #include "core/outlines.h"
 #include "core/procs.h"
 #include "http/body.h"
 
 #define MAX_ARGS 4096
 
-struct exec {
-  struct http_conn *c;     /* NULL once the client is gone */
-  struct astream *s;       /* NULL once the agent stream is over */
-  struct server *srv;
-  uint64_t t0;
-  uint32_t owed;           /* window to give back once the client drains */
+/* ---- a foreground exec, rendered as NDJSON ---- */
+
+struct ndexec {
+  struct http_conn *c;
+  struct exec *x; /* NULL once it has ended */
   struct outlines out;
-  bool started;
 };
 
-static void exec_maybe_free(struct exec *x) {
-  if (!x->c && !x->s)
-    free(x);
-}
-
-static void send_line(struct exec *x, json_t *j) {
+static void send_line(struct http_conn *c, json_t *j) {
   size_t n;
   char *s = http_json_line(j, &n);
-  http_stream_send(x->c, s, n);
+  http_stream_send(c, s, n);
   free(s);
 }
 
-static void send_output(struct exec *x, int which, const uint8_t *data, size_t len, bool last) {
+static void on_start(json_t *pid, void *arg) {
+  struct ndexec *nd = arg;
+  send_line(nd->c, json_pack("{s:s,s:O?}", "type", "start", "pid", pid));
+}
+
+static void send_output(struct ndexec *nd, int which, const uint8_t *data, size_t len,
+                        bool last) {
   size_t n;
-  char *line = outlines_next(&x->out, which, data, len, last, &n);
+  char *line = outlines_next(&nd->out, which, data, len, last, &n);
   if (line)
-    http_stream_send(x->c, line, n);
+    http_stream_send(nd->c, line, n);
   free(line);
 }
 
-static void finish(struct exec *x, json_t *exit_line) {
-  if (x->c) {
-    for (int i = 0; i < 2; i++)
-      send_output(x, i, NULL, 0, true);
-    send_line(x, exit_line);
-    http_stream_end(x->c);
-    x->c = NULL;
-  } else {
-    json_decref(exit_line);
-  }
+static bool on_output(int which, const uint8_t *data, size_t len, void *arg) {
+  struct ndexec *nd = arg;
+  send_output(nd, which, data, len, false);
+  return http_queued(nd->c) < HTTP_STREAM_HIGH; /* take more only as fast as the client reads */
 }
 
-static void on_frame(struct astream *s, const struct hutch_frame *f) {
-  struct exec *x = s->ctx;
-  if (!f) { /* the sandbox went away under the exec */
-    x->s = NULL;
-    finish(x, outlines_exit_gone("the sandbox ended during the exec"));
-    exec_maybe_free(x);
-    return;
-  }
-  switch (f->type) {
-  case HUTCH_F_STDOUT:
-  case HUTCH_F_STDERR:
-    send_output(x, f->type == HUTCH_F_STDERR, f->payload, f->len, false);
-    /* Take more only as fast as the client reads. */
-    if (x->c && http_queued(x->c) < HTTP_STREAM_HIGH)
-      agentc_window(s, f->len);
-    else
-      x->owed += f->len;
-    break;
-  case HUTCH_F_EVENT:
-  case HUTCH_F_ERROR: {
-    json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
-    const char *ev = json_string_value(json_object_get(j, "event"));
-    if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0 && x->c && !x->started) {
-      x->started = true;
-      x->srv->metrics.execs++;
-      metrics_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
-                      (double)(now_ns() - x->t0) / 1e9);
-      send_line(x, json_pack("{s:s,s:O?}", "type", "start", "pid", json_object_get(j, "pid")));
-    } else if (f->flags & HUTCH_FL_END) {
-      x->s = NULL;
-      finish(x, outlines_exit(f->type, j));
-    }
-    json_decref(j);
-    break;
-  }
-  default:
-    break;
-  }
-  exec_maybe_free(x);
+static void on_end(json_t *exit, void *arg) {
+  struct ndexec *nd = arg;
+  for (int i = 0; i < 2; i++)
+    send_output(nd, i, NULL, 0, true); /* what a cut character held back */
+  send_line(nd->c, exit);
+  http_stream_end(nd->c);
+  free(nd); /* the response has ended: no abort follows */
 }
 
 static void on_abort(void *ctx) {
-  struct exec *x = ctx;
-  x->c = NULL;
-  if (x->s) {
-    agentc_abandon(x->s); /* the agent kills what the exec started */
-    x->s = NULL;
-  }
-  exec_maybe_free(x);
+  struct ndexec *nd = ctx;
+  exec_abandon(nd->x);
+  free(nd);
 }
 
 static void on_drain(void *ctx) {
-  struct exec *x = ctx;
-  if (x->s && x->owed) {
-    agentc_window(x->s, x->owed);
-    x->owed = 0;
-  }
+  struct ndexec *nd = ctx;
+  exec_resume(nd->x);
 }
 
 static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_drain};
@@ -210,6 +163,31 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
   return r;
 }
 
+/* ---- a background one: 201 {pid} once it runs ---- */
+
+static void bg_started(int pid, json_t *exit, void *arg) {
+  struct http_conn *c = http_wait_end(arg);
+  free(arg);
+  if (!c)
+    return;
+  json_t *j = json_pack("{s:o,s:b}", "pid", pid ? json_integer(pid) : json_null(), "background", 1);
+  if (exit)
+    json_object_set(j, "exit", exit);
+  http_json(c, 201, j);
+}
+
+static void start_background(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
+                             bool keep_stdin) {
+  struct http_wait *w = xcalloc(1, sizeof *w);
+  struct hutch_err err;
+  http_wait_begin(w, c);
+  if (!procs_start(sb, req, in, keep_stdin, bg_started, w, &err)) {
+    http_wait_end(w);
+    free(w);
+    http_fail(c, &err);
+  }
+}
+
 void api_exec(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
@@ -217,30 +195,21 @@ void api_exec(struct http_conn *c, const struct principal *p) {
     return;
   const char *in = NULL;
   json_t *req = exec_request(c, sb, o, &in);
-  if (!req) {
-    json_decref(o);
-    return;
+  struct hutch_err err;
+  if (req && json_is_true(json_object_get(o, "background"))) {
+    start_background(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
+  } else if (req) {
+    struct ndexec *nd = xcalloc(1, sizeof *nd);
+    const struct exec_sink sink = {on_start, on_output, on_end, nd};
+    nd->x = exec_start(sb, req, in, c->req.started_ns, &sink, &err);
+    if (!nd->x) {
+      free(nd);
+      http_fail(c, &err);
+    } else {
+      nd->c = c;
+      http_stream_start(c, 200, "application/x-ndjson", &exec_ops, nd);
+    }
   }
-  if (json_is_true(json_object_get(o, "background"))) {
-    procs_start(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
-    json_decref(req);
-    json_decref(o);
-    return;
-  }
-  struct exec *x = xcalloc(1, sizeof *x);
-  x->srv = c->srv;
-  x->t0 = c->req.started_ns;
-  x->s = agentc_open(&sb->ac, req, on_frame, x);
   json_decref(req);
-  if (!x->s) {
-    free(x);
-    json_decref(o);
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox's agent is not reachable");
-    return;
-  }
-  if (in)
-    agentc_stdin(x->s, in, strlen(in), true);
   json_decref(o);
-  x->c = c;
-  http_stream_start(c, 200, "application/x-ndjson", &exec_ops, x);
 }

@@ -16,6 +16,7 @@
 #include <wslay/wslay.h>
 
 #include "util.h"
+#include "api/api.h"
 #include "api/handlers.h"
 #include "core/procs.h"
 
@@ -79,6 +80,10 @@ static void reply_error(struct ws *w, const char *code, const char *msg) {
   free(line);
 }
 
+static void reply_fail(struct ws *w, const struct hutch_err *err) {
+  reply_error(w, err->code, err->msg);
+}
+
 /* Send what wslay has queued; close when it is done with the socket.
  * wslay sends control frames before queued messages: the close frame is
  * queued only once the messages before it (the exit line) are out. */
@@ -104,6 +109,7 @@ static void pump(struct ws *w) {
 static void command(struct ws *w, const uint8_t *msg, size_t len) {
   json_t *j = json_loadb((const char *)msg, len, 0, NULL);
   const char *type = json_string_value(json_object_get(j, "type"));
+  struct hutch_err err;
   if (!type) {
     reply_error(w, "invalid_argument", "a command is a JSON object with a \"type\"");
   } else if (strcmp(type, "stdin") == 0 || strcmp(type, "eof") == 0) {
@@ -111,22 +117,19 @@ static void command(struct ws *w, const uint8_t *msg, size_t len) {
     bool eof = strcmp(type, "eof") == 0;
     if (!eof && !data)
       reply_error(w, "invalid_argument", "stdin needs \"data\", a string");
-    else if (procs_stdin(w->pr, data ? data : "", data ? strlen(data) : 0, eof) < 0)
-      reply_error(w, "stdin_closed", "the process takes no more input, or not that much yet");
+    else if (procs_input(w->pr, data ? data : "", data ? strlen(data) : 0, eof, &err) < 0)
+      reply_fail(w, &err);
   } else if (strcmp(type, "resize") == 0 || strcmp(type, "signal") == 0) {
     json_int_t rows = json_integer_value(json_object_get(j, "rows"));
     json_int_t cols = json_integer_value(json_object_get(j, "cols"));
     json_int_t sig = json_integer_value(json_object_get(j, "signal"));
-    json_t *ctl = NULL;
-    if (strcmp(type, "resize") == 0 && rows > 0 && rows < 10000 && cols > 0 && cols < 10000)
-      ctl = json_pack("{s:{s:I,s:I}}", "resize", "rows", rows, "cols", cols);
-    else if (strcmp(type, "signal") == 0 && sig >= 1 && sig <= 64)
-      ctl = json_pack("{s:I}", "signal", sig);
-    if (!ctl)
+    bool resize = strcmp(type, "resize") == 0;
+    if (resize ? rows < 1 || rows > 9999 || cols < 1 || cols > 9999 : sig < 1 || sig > 64)
       reply_error(w, "invalid_argument",
                   "resize needs rows and cols (1 to 9999); signal a number from 1 to 64");
-    else if (!procs_control(w->pr, ctl))
-      reply_error(w, "not_running", "the process has ended");
+    else if ((resize ? procs_resize(w->pr, (int)rows, (int)cols, &err)
+                     : procs_signal(w->pr, (int)sig, &err)) < 0)
+      reply_fail(w, &err);
   } else {
     reply_error(w, "invalid_argument", "unknown command type");
   }
@@ -138,10 +141,9 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
   (void)ctx;
   struct ws *w = user;
   if (arg->opcode == WSLAY_BINARY_FRAME) {
-    int r = procs_stdin(w->pr, arg->msg, arg->msg_length, false);
-    if (r < 0)
-      reply_error(w, r == -2 ? "stdin_full" : "stdin_closed",
-                  r == -2 ? "the process is not reading its input" : "the process takes no more input");
+    struct hutch_err err;
+    if (procs_input(w->pr, arg->msg, arg->msg_length, false, &err) < 0)
+      reply_fail(w, &err);
   } else if (arg->opcode == WSLAY_TEXT_FRAME) {
     command(w, arg->msg, arg->msg_length);
   }
@@ -221,7 +223,7 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
                "Sec-WebSocket-Key, Sec-WebSocket-Version: 13)");
     return;
   }
-  struct proc *pr = procs_find(c, p);
+  struct proc *pr = api_proc(c, p);
   if (!pr)
     return;
   /* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)) */

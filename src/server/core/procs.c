@@ -12,14 +12,13 @@
 
 #include "frame.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "core/agentc.h"
 #include "core/outlines.h"
-#include "http/body.h"
+#include "core/sbx.h"
+#include "http/http.h"
 
 #define PROC_KEEP (1u << 20)  /* output kept for clients that attach later */
 #define PROC_MAX 256          /* processes remembered per sandbox, ended ones included */
-#define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
 #define STDIN_HELD (4u << 20)  /* input queued for a process that does not read it */
 
 struct proc {
@@ -34,7 +33,8 @@ struct proc {
   char *kept;              /* the last lines of output */
   size_t kept_len;
   struct sub *subs;
-  struct http_conn *creator; /* the request that started it, until answered */
+  procs_started_cb started; /* who waits for it to run, until told */
+  void *started_arg;
   bool stdin_open;
 };
 
@@ -80,16 +80,12 @@ static void emit(struct proc *pr, char *line, size_t n) {
   free(line);
 }
 
-static void answer_creator(struct proc *pr) {
-  if (!pr->creator)
+static void tell_started(struct proc *pr) {
+  procs_started_cb started = pr->started;
+  if (!started)
     return;
-  struct http_conn *c = pr->creator;
-  pr->creator = NULL;
-  json_t *j = json_pack("{s:o,s:b}", "pid", pr->pid ? json_integer(pr->pid) : json_null(),
-                        "background", 1);
-  if (pr->exit)
-    json_object_set(j, "exit", pr->exit);
-  http_json(c, 201, j);
+  pr->started = NULL;
+  started(pr->pid, pr->exit, pr->started_arg);
 }
 
 static void ended(struct proc *pr, json_t *exit_line) {
@@ -109,7 +105,7 @@ static void ended(struct proc *pr, json_t *exit_line) {
     u->end(u, line, n); /* frees u */
   }
   free(line);
-  answer_creator(pr);
+  tell_started(pr);
 }
 
 static void on_frame(struct astream *s, const struct hutch_frame *f) {
@@ -138,7 +134,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
       if (u->start)
         u->start(u, pr->pid); /* may unsubscribe u */
     }
-    answer_creator(pr);
+    tell_started(pr);
   } else if (f->flags & HUTCH_FL_END) {
     ended(pr, outlines_exit(f->type, j));
   }
@@ -154,7 +150,7 @@ static void prune(struct sbx *sb) {
   struct proc **link = NULL;
   for (struct proc **p = &sb->procs; *p; p = &(*p)->next) {
     n++;
-    if ((*p)->exit && !(*p)->subs && !(*p)->creator) {
+    if ((*p)->exit && !(*p)->subs && !(*p)->started) {
       oldest_ended = *p;
       link = p;
     }
@@ -168,22 +164,15 @@ static void prune(struct sbx *sb) {
   free(oldest_ended);
 }
 
-static void creator_gone(void *ctx) {
-  struct proc *pr = ctx;
-  pr->creator = NULL; /* the process goes on: it is a background one */
-}
-
-static const struct http_stream_ops creator_ops = {.abort = creator_gone};
-
-struct proc *procs_spawn(struct http_conn *c, struct sbx *sb, json_t *req, const char *in,
-                         bool keep_stdin) {
+struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_stdin,
+                         procs_started_cb started, void *arg, struct hutch_err *err) {
   prune(sb);
   size_t n = 0;
   for (struct proc *p = sb->procs; p; p = p->next)
     n++;
   if (n >= PROC_MAX) {
-    http_error(c, HUTCH_ERR_QUOTA, "too_many_processes",
-               "the sandbox has %d background processes; wait for some to end", PROC_MAX);
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_processes",
+                   "the sandbox has %d background processes; wait for some to end", PROC_MAX);
     return NULL;
   }
   struct proc *pr = xcalloc(1, sizeof *pr);
@@ -197,23 +186,17 @@ struct proc *procs_spawn(struct http_conn *c, struct sbx *sb, json_t *req, const
   if (!pr->s) {
     json_decref(pr->cmd);
     free(pr);
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox's agent is not reachable");
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
+                   "the sandbox's agent is not reachable");
     return NULL;
   }
   if (in)
     agentc_stdin(pr->s, in, strlen(in), !keep_stdin);
+  pr->started = started;
+  pr->started_arg = arg;
   pr->next = sb->procs;
   sb->procs = pr;
   return pr;
-}
-
-int procs_start(struct http_conn *c, struct sbx *sb, json_t *req, const char *in, bool keep_stdin) {
-  struct proc *pr = procs_spawn(c, sb, req, in, keep_stdin);
-  if (!pr)
-    return -1;
-  pr->creator = c;
-  http_own(c, &creator_ops, pr);
-  return 0;
 }
 
 void procs_adopt(struct sbx *sb, json_t *jobs) {
@@ -247,39 +230,6 @@ void procs_free(struct sbx *sb) {
   }
 }
 
-/* The process the route's {pid} names; NULL after a 404. */
-static struct proc *find(struct http_conn *c, struct sbx **sbp, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  uint64_t pid;
-  struct proc *pr;
-  *sbp = sb;
-  if (!sb)
-    return NULL;
-  if (parse_u64(c->req.params[1], &pid) && pid <= INT32_MAX && (pr = procs_by_pid(sb, (int)pid)))
-    return pr;
-  http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no background process %s in sandbox %s", c->req.params[1],
-             sb->id);
-  return NULL;
-}
-
-static json_t *proc_json(const struct proc *pr) {
-  char started[32];
-  iso8601(pr->started_ms, started);
-  return json_pack("{s:i,s:O,s:s,s:b,s:O?}", "pid", pr->pid, "cmd", pr->cmd, "started_at",
-                   started, "running", pr->exit == NULL, "exit", pr->exit);
-}
-
-void api_procs_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  json_t *a = json_array();
-  for (struct proc *pr = sb->procs; pr; pr = pr->next)
-    if (pr->pid > 0)
-      json_array_append_new(a, proc_json(pr));
-  http_json(c, 200, json_pack("{s:o}", "processes", a));
-}
-
 struct sub *procs_subscribe(struct proc *pr,
                             void (*line)(struct sub *u, const char *line, size_t n),
                             void (*end)(struct sub *u, const char *line, size_t n), void *ctx) {
@@ -291,48 +241,6 @@ struct sub *procs_subscribe(struct proc *pr,
   u->next = pr->subs;
   pr->subs = u;
   return u;
-}
-
-/* ---- an NDJSON reader ---- */
-
-static void sub_gone(void *ctx) { procs_unsubscribe(ctx); }
-
-static const struct http_stream_ops sub_ops = {.abort = sub_gone};
-
-static void ndjson_line(struct sub *u, const char *line, size_t n) {
-  struct http_conn *c = u->ctx;
-  http_stream_send(c, line, n);
-  if (http_queued(c) > SUB_BACKLOG) /* a reader this slow is dropped */
-    http_abort(c);                  /* its abort (sub_gone) frees u */
-}
-
-static void ndjson_end(struct sub *u, const char *line, size_t n) {
-  struct http_conn *c = u->ctx;
-  free(u); /* already unlinked */
-  http_stream_send(c, line, n);
-  http_stream_end(c);
-}
-
-void api_procs_output(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb;
-  struct proc *pr = find(c, &sb, p);
-  if (!pr)
-    return;
-  if (pr->exit) { /* what was kept, the exit line, and done */
-    size_t n;
-    char *line = http_json_line(json_incref(pr->exit), &n);
-    http_stream_start(c, 200, "application/x-ndjson", NULL, NULL);
-    http_stream_send(c, pr->kept, pr->kept_len);
-    http_stream_send(c, line, n);
-    http_stream_end(c);
-    free(line);
-    return;
-  }
-  /* Subscribed before anything is sent: a send that fails closes the
-   * connection, whose abort unsubscribes (and frees) u. */
-  struct sub *u = procs_subscribe(pr, ndjson_line, ndjson_end, c);
-  http_stream_start(c, 200, "application/x-ndjson", &sub_ops, u);
-  http_stream_send(c, pr->kept, pr->kept_len);
 }
 
 /* ---- for ws.c and e2b_process.c ---- */
@@ -355,9 +263,18 @@ int procs_pid(const struct proc *pr) { return pr->pid; }
 
 json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
 
-struct proc *procs_find(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb;
-  return find(c, &sb, p);
+struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err) {
+  uint64_t n;
+  struct proc *pr;
+  if (parse_u64(pid, &n) && n <= INT32_MAX && (pr = procs_by_pid(sb, (int)n)))
+    return pr;
+  hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no background process %s in sandbox %s",
+                 pid, sb->id);
+  return NULL;
+}
+
+void procs_info(const struct proc *pr, struct proc_info *out) {
+  *out = (struct proc_info){pr->pid, pr->cmd, pr->started_ms, pr->exit};
 }
 
 const char *procs_kept(const struct proc *pr, size_t *n) {
@@ -367,75 +284,46 @@ const char *procs_kept(const struct proc *pr, size_t *n) {
 
 json_t *procs_exit_line(const struct proc *pr) { return pr->exit; }
 
-int procs_stdin(struct proc *pr, const void *data, size_t n, bool eof) {
+/* ---- input and control ---- */
+
+int procs_input(struct proc *pr, const void *data, size_t n, bool eof, struct hutch_err *err) {
   if (!pr->s || !pr->stdin_open)
-    return -1;
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "stdin_closed",
+                          "process %d takes no more input (started without keep_stdin, ended, "
+                          "or sent eof)", pr->pid);
   if (agentc_stdin_pending(pr->s) + n > STDIN_HELD)
-    return -2;
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "stdin_full",
+                          "process %d has %u bytes of input it has not read yet", pr->pid,
+                          STDIN_HELD);
   agentc_stdin(pr->s, data, n, eof);
   pr->stdin_open = !eof;
   return 0;
 }
 
-bool procs_control(struct proc *pr, json_t *ctl) {
+static int control(struct proc *pr, json_t *ctl, struct hutch_err *err) {
   if (!pr->s) {
     json_decref(ctl);
-    return false;
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "not_running", "process %d has ended",
+                          pr->pid);
   }
   agentc_send_json(pr->s, HUTCH_F_CONTROL, ctl);
-  return true;
+  return 0;
 }
 
-void api_procs_signal(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"signal", NULL};
-  struct sbx *sb;
-  struct proc *pr = find(c, &sb, p);
-  json_t *o = pr ? body_object(c) : NULL;
-  uint64_t sig = 0;
-  if (!o)
-    return;
-  if (body_only(c, o, known) < 0 || body_uint(c, o, "signal", 1, 64, &sig) < 0)
-    goto out;
-  if (!sig)
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "signal is required (a number, 1 to 64)");
-  else if (!procs_control(pr, json_pack("{s:I}", "signal", (json_int_t)sig)))
-    http_error(c, HUTCH_ERR_CONFLICT, "not_running", "process %d has ended", pr->pid);
-  else
-    http_respond(c, 204, "application/json", "", 0, NULL);
-out:
-  json_decref(o);
+int procs_signal(struct proc *pr, int sig, struct hutch_err *err) {
+  if (sig < 1 || sig > 64)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "a signal is a number from 1 to 64");
+  return control(pr, json_pack("{s:i}", "signal", sig), err);
 }
 
-void api_procs_stdin(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"data", "eof", NULL};
-  struct sbx *sb;
-  struct proc *pr = find(c, &sb, p);
-  json_t *o = pr ? body_object(c) : NULL;
-  const char *data = "";
-  if (!o)
-    return;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
-    goto out;
-  bool eof = json_is_true(json_object_get(o, "eof"));
-  int r = procs_stdin(pr, data, strlen(data), eof);
-  if (r == -2)
-    http_error(c, HUTCH_ERR_QUOTA, "stdin_full", "process %d has %u bytes of input it has not read yet",
-               pr->pid, STDIN_HELD);
-  else if (r < 0)
-    http_error(c, HUTCH_ERR_CONFLICT, "stdin_closed",
-               "process %d takes no more input (started without keep_stdin, ended, or sent eof)",
-               pr->pid);
-  else
-    http_respond(c, 204, "application/json", "", 0, NULL);
-out:
-  json_decref(o);
+int procs_resize(struct proc *pr, int rows, int cols, struct hutch_err *err) {
+  if (rows < 1 || rows > 9999 || cols < 1 || cols > 9999)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "a PTY's rows and cols are 1 to 9999");
+  return control(pr, json_pack("{s:{s:i,s:i}}", "resize", "rows", rows, "cols", cols), err);
 }
 
-void api_procs_kill(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb;
-  struct proc *pr = find(c, &sb, p);
-  if (!pr)
-    return;
-  procs_control(pr, json_pack("{s:b}", "kill", 1));
-  http_respond(c, 204, "application/json", "", 0, NULL);
+int procs_kill(struct proc *pr, struct hutch_err *err) {
+  return control(pr, json_pack("{s:b}", "kill", 1), err);
 }

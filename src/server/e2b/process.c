@@ -182,8 +182,13 @@ void e2b_process_start(struct http_conn *c, const struct principal *p) {
   json_t *o = m ? start_body(c, m, user, &pty) : NULL;
   const char *in = NULL;
   json_t *req = o ? exec_request(c, sb, o, &in) : NULL;
-  struct proc *pr = req ? procs_spawn(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")))
-                        : NULL;
+  struct hutch_err err;
+  struct proc *pr = NULL;
+  if (req) {
+    pr = procs_start(sb, req, in, json_is_true(json_object_get(o, "keep_stdin")), NULL, NULL, &err);
+    if (!pr)
+      http_fail(c, &err);
+  }
   if (pr)
     ps_attach(c, pr, pty);
   json_decref(req);
@@ -250,12 +255,9 @@ void e2b_process_list(struct http_conn *c, const struct principal *p) {
 
 static void write_input(struct http_conn *c, struct proc *pr, const void *data, size_t n,
                         bool eof) {
-  int r = procs_stdin(pr, data, n, eof);
-  if (r == -2)
-    http_error(c, HUTCH_ERR_QUOTA, "stdin_full", "the process has not read the input it was sent");
-  else if (r < 0)
-    http_error(c, HUTCH_ERR_CONFLICT, "stdin_closed",
-               "the process takes no input (started without stdin, or it was closed)");
+  struct hutch_err err;
+  if (procs_input(pr, data, n, eof, &err) < 0)
+    http_fail(c, &err);
   else
     ok(c);
 }
@@ -299,10 +301,11 @@ void e2b_process_signal(struct http_conn *c, const struct principal *p) {
     json_int_t n = name ? 0 : json_integer_value(sig);
     if (name)
       n = strcmp(name, "SIGNAL_SIGKILL") == 0 ? 9 : strcmp(name, "SIGNAL_SIGTERM") == 0 ? 15 : 0;
+    struct hutch_err err;
     if (n == 9)
-      procs_control(pr, json_pack("{s:b}", "kill", 1));
+      procs_kill(pr, &err);
     else if (n == 15)
-      procs_control(pr, json_pack("{s:i}", "signal", SIGTERM));
+      procs_signal(pr, SIGTERM, &err);
     if (n == 9 || n == 15)
       ok(c);
     else
@@ -318,9 +321,10 @@ void e2b_process_update(struct http_conn *c, const struct principal *p) {
     json_t *size = json_object_get(json_object_get(m, "pty"), "size");
     json_int_t cols = json_integer_value(json_object_get(size, "cols"));
     json_int_t rows = json_integer_value(json_object_get(size, "rows"));
+    struct hutch_err err;
     if (cols < 1 || cols > 9999 || rows < 1 || rows > 9999)
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "pty.size is {cols, rows}, 1 to 9999");
-    else if (!procs_control(pr, json_pack("{s:{s:I,s:I}}", "resize", "rows", rows, "cols", cols)))
+    else if (procs_resize(pr, (int)rows, (int)cols, &err) < 0)
       http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the process has ended");
     else
       ok(c);

@@ -1,0 +1,39 @@
+/* A command run in a sandbox while its caller follows it (a foreground
+ * exec; background ones are core/procs.h). */
+#ifndef HUTCH_CORE_EXEC_H
+#define HUTCH_CORE_EXEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct sbx;
+struct exec;
+
+/* Where an exec's events go, in order: start once it runs, its output,
+ * then end, always, last. After end the exec is gone. */
+struct exec_sink {
+  void (*start)(json_t *pid, void *arg); /* pid borrowed */
+  /* Output of stream which (0 stdout, 1 stderr). false: the reader is
+   * behind, the command waits (for its output pipe) until exec_resume. */
+  bool (*output)(int which, const uint8_t *data, size_t n, void *arg);
+  /* The verdict ({"type":"exit", …}, docs: outlines_exit); taken. */
+  void (*end)(json_t *exit, void *arg);
+  void *arg;
+};
+
+/* Run the agent request req (exec_request) with in (NULL: none) as its
+ * whole stdin; t0_ns: when the request came (for the latency metric).
+ * NULL and err: unavailable sandbox_error. */
+struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0_ns,
+                        const struct exec_sink *sink, struct hutch_err *err);
+/* The reader caught up: the command may go on. */
+void exec_resume(struct exec *x);
+/* The reader left before the end: the agent kills what the exec started.
+ * The sink hears nothing more; x is freed. */
+void exec_abandon(struct exec *x);
+
+#endif
