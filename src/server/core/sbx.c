@@ -237,7 +237,8 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
 /* A sandbox's end off the loop: killing its agent waits for every process
  * of it to die, and removing its cgroups for the kernel to let them go. */
 struct teardown {
-  struct offload o; /* its request is answered 204 once it is gone */
+  struct offload o;
+  struct http_wait wait; /* its request, answered 204 once it is gone */
   struct hutch_sandbox *hs;
   json_t *layers; /* a fork's snapshot is released once its files are unused */
   char id[17];
@@ -254,7 +255,7 @@ static void teardown_done(struct offload *o) {
   struct teardown *t = OFFLOAD_JOB(o, struct teardown);
   if (t->r < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", t->id, t->err.msg);
-  struct http_conn *c = offload_conn(o);
+  struct http_conn *c = http_wait_end(&t->wait);
   if (c)
     http_respond(c, 204, "application/json", "", 0, NULL);
   if (t->layers)
@@ -268,7 +269,7 @@ static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layer
   struct teardown *t = xcalloc(1, sizeof *t);
   t->hs = hs;
   if (c)
-    offload_for(&t->o, c);
+    http_wait_begin(&t->wait, c);
   t->layers = json_incref(layers);
   memcpy(t->id, hs->id, sizeof t->id);
   offload(srv, OFFLOAD_OTHER, &t->o, teardown_run, teardown_done);
