@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/snapshots.h"
 #include "http/body.h"
-#include "util.h"
 
 struct http_wait *api_wait(struct http_conn *c) {
   struct http_wait *w = xcalloc(1, sizeof *w);

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/volumes.h"
 #include "http/body.h"
-#include "util.h"
 
 /* A create's request, held while the image is made. */
 struct volume_wait {
