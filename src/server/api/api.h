@@ -1,4 +1,4 @@
-/* The native API's shared parts: sandboxes, exec and files. */
+/* The native API's shared parts: sandboxes, exec, snapshots and files. */
 #ifndef HUTCH_API_API_H
 #define HUTCH_API_API_H
 
@@ -43,6 +43,24 @@ int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_
 /* The sandbox and the optional {timeout_s} of its request body (t < 0
  * when absent); NULL after an error answer. */
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);
+
+/* api/snapshots.c: what both APIs do with snapshots and forks. */
+/* A request held until an action ends: api_answer_204 (an offload_done_fn
+ * whose arg is api_wait's) answers 204 or the action's error, and frees
+ * it. */
+struct http_wait *api_wait(struct http_conn *c);
+void api_answer_204(const struct hutch_err *err, void *arg);
+/* A snapshot of sb, answered by render once it is made (or the error). */
+typedef void (*snapshot_render_fn)(struct http_conn *c, json_t *snap);
+void snapshots_take(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                    const char *name, snapshot_render_fn render);
+/* Delete the tenant's snapshot id: 204 once its files are gone. */
+void snapshots_drop(struct http_conn *c, const struct principal *p, const char *id);
+/* count sandboxes holding sb's files; answer gets the snapshot's id and
+ * the forks' sbx_json (errors are answered). */
+typedef void (*fork_answer_fn)(struct http_conn *c, json_t *snapshot_id, json_t *made);
+void forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, uint64_t count,
+                double timeout_s, fork_answer_fn answer);
 
 /* api/files.c: the agent's file operations for a request, and the
  * /v1/sandboxes/{id}/files… routes on them. An answer hears how the

@@ -306,8 +306,11 @@ int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
   cr->paths = layers ? snapshots_layer_paths(srv, layers, &cr->npaths) : NULL;
   cr->cfg.layers = (const char *const *)cr->paths;
   cr->cfg.nlayers = cr->npaths;
-  if (volumes_prepare(c, p, cr->r.volumes, &cr->vm) < 0)
+  struct hutch_err verr = {0};
+  if (volumes_prepare(srv, p, cr->r.volumes, &cr->vm, &verr) < 0) {
+    http_fail(c, &verr);
     goto fail;
+  }
   cr->cfg.volumes = cr->vm.v;
   cr->cfg.nvolumes = cr->vm.n;
   if (create(c, cr) == 0)

@@ -22,7 +22,6 @@
 #include "core/volumes.h"
 #include "state/store.h"
 
-
 #define DISK_RESERVE_MIN (256ull << 20)
 
 struct fs_room {
@@ -47,43 +46,40 @@ static void add_snapshot(const struct store_snapshot *s, void *arg) {
   *(uint64_t *)arg += s->bytes;
 }
 
-int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes) {
-  struct server *srv = c->srv;
-  struct hutch_err err = {0};
+int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
+              struct hutch_err *err) {
+  struct hutch_err e = {0};
   struct fs_room r;
   struct tenant_quota q;
   uint64_t used = 0;
-  if (fs_room(srv, &r) < 0) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s: %s", srv->cfg.state_dir, strerror(errno));
-    return -1;
-  }
-  if (store_tenant_get(srv->store, p->tenant, &q, &err) < 0 ||
-      store_volume_each(srv->store, p->tenant, add_volume, &used, &err) < 0 ||
-      store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &err) < 0) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
-    return -1;
-  }
+  if (fs_room(srv, &r) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", srv->cfg.state_dir,
+                          strerror(errno));
+  if (store_tenant_get(srv->store, p->tenant, &q, &e) < 0 ||
+      store_volume_each(srv->store, p->tenant, add_volume, &used, &e) < 0 ||
+      store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &e) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
   used += volumes_pending_bytes(srv, p->tenant);
   uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
   if (q.max_disk_mb >= 0)
     quota = (uint64_t)q.max_disk_mb << 20;
-  if (used + bytes > quota) {
-    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded",
-               "tenant %s may keep at most %llu MiB of volumes and snapshots (%llu in use, "
-               "%llu more asked)",
-               p->tenant, (unsigned long long)(quota >> 20), (unsigned long long)(used >> 20),
-               (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
-    return -1;
-  }
+  if (used + bytes > quota)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s may keep at most %llu MiB of volumes and "
+                          "snapshots (%llu in use, "
+                          "%llu more asked)",
+                          p->tenant, (unsigned long long)(quota >> 20),
+                          (unsigned long long)(used >> 20),
+                          (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
   uint64_t making = volumes_pending_bytes(srv, NULL);
   r.avail = r.avail > making ? r.avail - making : 0;
-  if (r.avail < bytes || r.avail - bytes < r.reserve) {
-    http_error(c, HUTCH_ERR_NO_SPACE, "no_space",
-               "the server's disk has %llu MiB free and keeps %llu MiB of it: no room for "
-               "%llu MiB more",
-               (unsigned long long)(r.avail >> 20), (unsigned long long)(r.reserve >> 20),
-               (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
-    return -1;
-  }
+  if (r.avail < bytes || r.avail - bytes < r.reserve)
+    return hutch_err_fail(err, HUTCH_ERR_NO_SPACE, "no_space",
+                          "the server's disk has %llu MiB free and keeps %llu "
+                          "MiB of it: no room for "
+                          "%llu MiB more",
+                          (unsigned long long)(r.avail >> 20),
+                          (unsigned long long)(r.reserve >> 20),
+                          (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
   return 0;
 }

@@ -4,11 +4,15 @@
 
 #include <stdint.h>
 
-struct http_conn;
+#include "err.h"
+
+struct server;
 struct principal;
 
 /* diskroom.c: 0 when bytes more fit the tenant's disk quota and leave the
- * state filesystem its reserve; else answered (429, 507) and -1. */
-int disk_room(struct http_conn *c, const struct principal *p, uint64_t bytes);
+ * state filesystem its reserve; else -1 with quota_exceeded (quota) or
+ * no_space (no space). */
+int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
+              struct hutch_err *err);
 
 #endif

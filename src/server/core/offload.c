@@ -45,27 +45,6 @@ static void start(struct server *srv, struct offload *o) {
   uv_queue_work(srv->loop, &o->work, work, after);
 }
 
-static void conn_gone(void *ctx) {
-  struct offload *o = ctx;
-  o->c = NULL;
-}
-
-static const struct http_stream_ops waiting_ops = {.abort = conn_gone};
-
-void offload_for(struct offload *o, struct http_conn *c) {
-  o->c = c;
-  http_own(c, &waiting_ops, o);
-  http_watch(c);
-}
-
-struct http_conn *offload_conn(struct offload *o) {
-  struct http_conn *c = o->c;
-  if (c)
-    http_own(c, NULL, NULL);
-  o->c = NULL;
-  return c;
-}
-
 void offload(struct server *srv, enum offload_lane lane, struct offload *o,
              void (*run)(struct offload *o), void (*done)(struct offload *o)) {
   struct offload_queue *q = &srv->offload[lane];
@@ -91,6 +70,8 @@ struct removal {
   struct offload o;
   char *path;
   bool tree;
+  offload_done_fn done;
+  void *arg;
   struct hutch_err err;
   int r;
 };
@@ -105,22 +86,22 @@ static void removal_run(struct offload *o) {
 
 static void removal_done(struct offload *o) {
   struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  struct http_conn *c = offload_conn(o);
-  if (rm->r < 0 && c)
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", rm->err.msg);
+  struct hutch_err err = {0};
+  if (rm->r < 0 && rm->done)
+    hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal", "%s", rm->err.msg);
   else if (rm->r < 0)
     fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
-  else if (c)
-    http_respond(c, 204, "application/json", "", 0, NULL);
+  if (rm->done)
+    rm->done(rm->r < 0 ? &err : NULL, rm->arg);
   free(rm->path);
   free(rm);
 }
 
-void offload_remove(struct server *srv, char *path, bool tree, struct http_conn *c) {
+void offload_remove(struct server *srv, char *path, bool tree, offload_done_fn done, void *arg) {
   struct removal *rm = xcalloc(1, sizeof *rm);
   rm->path = path;
   rm->tree = tree;
-  if (c)
-    offload_for(&rm->o, c);
+  rm->done = done;
+  rm->arg = arg;
   offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
 }

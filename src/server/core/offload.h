@@ -31,15 +31,13 @@ enum offload_lane { OFFLOAD_CREATE, OFFLOAD_OTHER, OFFLOAD_LANES };
 #define OFFLOAD_MAX 8 /* jobs of all lanes running at once */
 
 struct server;
-
-struct http_conn;
+struct hutch_err;
 
 struct offload {
   uv_work_t work;
   struct offload *next; /* waiting */
   struct server *srv;
   enum offload_lane lane;
-  struct http_conn *c; /* the request waiting for it (offload_for), or NULL */
   void (*run)(struct offload *o);  /* on a thread of the pool */
   void (*done)(struct offload *o); /* on the loop, after run; may free o */
 };
@@ -54,18 +52,16 @@ struct offload_queue {
 void offload(struct server *srv, enum offload_lane lane, struct offload *o,
              void (*run)(struct offload *o), void (*done)(struct offload *o));
 
-/* The request c waits for o: it owns c until done, and o->c becomes NULL
- * if the client goes away meanwhile (the connection is watched for it).
- * Call before offload. */
-void offload_for(struct offload *o, struct http_conn *c);
-/* In done: the request's connection, given back (NULL: none, or gone). */
-struct http_conn *offload_conn(struct offload *o);
+/* How an action that waits for work off the loop ended: err NULL when
+ * it is done, else why not (called on the loop). */
+typedef void (*offload_done_fn)(const struct hutch_err *err, void *arg);
 
 /* Remove path (taken): a directory tree (hutch_layer_remove) with tree,
- * else a file. c, if given, is answered 204 once it is gone (500 if it
- * could not be). Freeing a large file's blocks or GiBs in many files takes
- * the filesystem a while. */
-void offload_remove(struct server *srv, char *path, bool tree, struct http_conn *c);
+ * else a file. done, if given, hears once it is gone (or an internal
+ * error if it could not be); without it a failure is said on stderr.
+ * Freeing a large file's blocks or GiBs in many files takes the
+ * filesystem a while. */
+void offload_remove(struct server *srv, char *path, bool tree, offload_done_fn done, void *arg);
 
 #define OFFLOAD_JOB(ptr, type) ((type *)((char *)(ptr) - offsetof(type, o)))
 

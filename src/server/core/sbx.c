@@ -35,7 +35,6 @@ struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const ch
   return NULL;
 }
 
-
 void iso8601(int64_t ms, char out[32]) {
   time_t t = (time_t)(ms / 1000);
   struct tm tm;

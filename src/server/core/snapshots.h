@@ -5,11 +5,14 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "err.h"
+#include "core/offload.h"
 #include "core/sbx.h"
+
+#define SNAPSHOTS_MAX_FORKS 32 /* sandboxes one fork request makes */
 
 struct server;
 struct sbx;
-struct http_conn;
 struct principal;
 
 /* snapshots.c: snapshots (a sandbox's files as layers on disk) and forks. */
@@ -17,15 +20,18 @@ char *snapshots_dir(const struct server *srv, const char *id);
 /* Every snapshot (of tenant; NULL: all), oldest first, as JSON; NULL on a
  * store error (said on stderr). */
 json_t *snapshots_list(struct server *srv, const char *tenant);
-/* Capture sb's files as a new snapshot of its tenant's, the copy on the
+/* How a capture ended: the snapshot's JSON (the caller's for the call
+ * only), or NULL and why. */
+typedef void (*snapshot_done_fn)(json_t *snap, const struct hutch_err *err, void *arg);
+/* Capture sb's files as a new snapshot of p's tenant, the copy on the
  * thread pool, with the sandbox frozen for it (a paused one stays paused).
- * -1 after an error answer; else done is called on the loop with the
- * request's connection (NULL when the client left) and the snapshot's JSON
- * (NULL when it failed: answered). */
-typedef void (*snapshot_done_fn)(struct http_conn *c, const struct principal *p, json_t *snap,
-                                 void *arg);
-int snapshots_capture(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                      const char *name, bool ephemeral, snapshot_done_fn done, void *arg);
+ * -1 and err when it cannot start (too_many_layers, unsupported, busy,
+ * quota_exceeded, no_space, internal); else 0, and done is called once,
+ * on the loop: the snapshot is stored before, whoever still waits for it
+ * (an ephemeral one nobody wants goes with snapshots_release). */
+int snapshots_capture(struct server *srv, const struct principal *p, struct sbx *sb,
+                      const char *name, bool ephemeral, snapshot_done_fn done, void *arg,
+                      struct hutch_err *err);
 /* The tenant's snapshot id as JSON {id, layers, …}, or NULL. */
 json_t *snapshots_get(struct server *srv, const char *tenant, const char *id);
 /* The directories of layers (ids), for a sandbox config; and their end. */
@@ -36,13 +42,16 @@ void snapshots_free_paths(char **paths, size_t n);
 void snapshots_release(struct server *srv, json_t *layers);
 /* At start: forks' snapshots nothing stacks any more go. */
 void snapshots_gc(struct server *srv);
-/* Answered: 204 once its files are gone (off the loop), or an error (404,
- * 409 snapshot_in_use); -1 after an error. */
-int snapshots_delete(struct http_conn *c, const struct principal *p, const char *id);
-/* count sandboxes holding sb's files; answer gets the snapshot's id and
- * the forks' sbx_json. -1 after an error answer. */
-typedef void (*fork_answer_fn)(struct http_conn *c, json_t *snapshot_id, json_t *made);
-int snapshots_fork(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                   uint64_t count, double timeout_s, fork_answer_fn answer);
+/* Delete the tenant's snapshot id: -1 and err (not_found, snapshot_in_use,
+ * internal); else 0, its row is gone, and done (if given) hears once its
+ * files are (off the loop). */
+int snapshots_delete(struct server *srv, const struct principal *p, const char *id,
+                     offload_done_fn done, void *arg, struct hutch_err *err);
+/* A fork of sb is a capture (ephemeral) and count sandboxes made from it,
+ * each by this native create body: limits, env, metadata and life as sb
+ * was made, timeout_s from now (<= 0: sb's timeout). NULL and
+ * invalid_argument unless count is from 1 to SNAPSHOTS_MAX_FORKS. */
+json_t *snapshots_fork_request(const struct sbx *sb, uint64_t count, double timeout_s,
+                               struct hutch_err *err);
 
 #endif

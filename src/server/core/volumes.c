@@ -23,15 +23,12 @@
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/api.h" /* sandboxes_creating_users: until the create is a core action */
 #include "core/diskroom.h"
 #include "core/keys.h"
-#include "http/body.h"
+#include "core/server.h"
 #include "state/store.h"
 
-#define VOLUME_MIN_MB 16 /* room for ext4's journal */
-#define VOLUME_MAX_MB (1ull << 20)
 #define VOLUMES_PER_SANDBOX 16
 
 static char *image_of(const struct server *srv, const char *id) {
@@ -49,7 +46,7 @@ static void collect(const struct store_volume *v, void *arg) {
   json_array_append_new(arg, row_json(v));
 }
 
-static json_t *list_of(struct server *srv, const char *tenant) {
+json_t *volumes_list(struct server *srv, const char *tenant) {
   struct hutch_err err = {0};
   json_t *a = json_array();
   if (store_volume_each(srv->store, tenant, collect, a, &err) < 0) {
@@ -61,7 +58,7 @@ static json_t *list_of(struct server *srv, const char *tenant) {
 }
 
 json_t *volumes_find(struct server *srv, const char *tenant, const char *id_or_name) {
-  json_t *a = list_of(srv, tenant), *v, *found = NULL;
+  json_t *a = volumes_list(srv, tenant), *v, *found = NULL;
   size_t i;
   json_array_foreach(a, i, v) {
     if (strcmp(json_string_value(json_object_get(v, "id")), id_or_name) == 0 ||
@@ -112,13 +109,15 @@ static int make_fs(const char *image, struct hutch_err *err) {
  * name is refused), so that creates fired at once cannot pass the quota
  * together. The row is stored once the image is whole. */
 struct vol_making {
-  struct offload o;        /* and its request */
+  struct offload o;
   struct vol_making *next; /* the server's list */
   char tenant[SERVE_TENANT_LEN + 1];
   char name[64];
   char id[21];
   char *image;
   uint64_t size_mb;
+  volume_done_fn done;
+  void *arg;
   struct hutch_err err;
   int r;
 };
@@ -140,7 +139,8 @@ static void vol_run(struct offload *o) {
 static void vol_done(struct offload *o) {
   struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
   struct server *srv = o->srv;
-  struct http_conn *c = offload_conn(o);
+  struct hutch_err err = {0};
+  json_t *j = NULL;
   for (struct vol_making **q = &srv->vol_making; *q; q = &(*q)->next)
     if (*q == vm) {
       *q = vm->next;
@@ -148,20 +148,19 @@ static void vol_done(struct offload *o) {
     }
   struct store_volume v = {vm->id, vm->tenant, vm->name, vm->size_mb, wall_ms()};
   int put = -1;
-  if (vm->r == 0 && c && !srv->stopping &&
-      (put = store_volume_put(srv->store, &v, &vm->err)) == 0) {
-    json_t *j = row_json(&v);
-    json_object_del(j, "tenant");
-    http_json(c, 201, j);
+  if (vm->r == 0 && !srv->stopping && (put = store_volume_put(srv->store, &v, &vm->err)) == 0) {
+    j = row_json(&v);
   } else {
-    if (vm->r == 0) /* whole, but its client went, or the store refused it */
-      offload_remove(srv, xstrdup(vm->image), false, NULL);
-    if (c && put == 1)
-      http_error(c, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", vm->name);
-    else if (c)
-      http_error(c, vm->err.errnum == ENOSPC ? HUTCH_ERR_NO_SPACE : HUTCH_ERR_SYSTEM, NULL, "%s",
-                 srv->stopping ? "the server is stopping" : vm->err.msg);
+    if (vm->r == 0) /* whole, but the server stops, or the store refused it */
+      offload_remove(srv, xstrdup(vm->image), false, NULL, NULL);
+    if (put == 1)
+      hutch_err_fail(&err, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", vm->name);
+    else
+      hutch_err_fail(&err, vm->err.errnum == ENOSPC ? HUTCH_ERR_NO_SPACE : HUTCH_ERR_SYSTEM, NULL,
+                     "%s", srv->stopping ? "the server is stopping" : vm->err.msg);
   }
+  vm->done(j, j ? NULL : &err, vm->arg);
+  json_decref(j);
   free(vm->image);
   free(vm);
 }
@@ -174,27 +173,28 @@ uint64_t volumes_pending_bytes(const struct server *srv, const char *tenant) {
   return n;
 }
 
-static void make_volume(struct http_conn *c, const struct principal *p, const char *name,
-                        uint64_t size_mb) {
-  struct server *srv = c->srv;
+int volumes_create(struct server *srv, const struct principal *p, const char *name,
+                   uint64_t size_mb, volume_done_fn done, void *arg, struct hutch_err *err) {
+  if (!name || !name_ok(name) || size_mb < VOLUME_MIN_MB || size_mb > VOLUME_MAX_MB)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "name (1-63 of letters, digits, . _ -; not starting with . or vol_) "
+                          "and size_mb (%d to %llu) are required",
+                          VOLUME_MIN_MB, VOLUME_MAX_MB);
   json_t *existing = volumes_find(srv, p->tenant, name);
   bool making = false;
   for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
     making |= strcmp(vm->tenant, p->tenant) == 0 && strcmp(vm->name, name) == 0;
   if (existing || making) {
     json_decref(existing);
-    http_error(c, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", name);
-    return;
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", name);
   }
   _cleanup_free_ char *dir = xasprintf("%s/volumes", srv->cfg.state_dir);
-  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s: %s", dir, strerror(errno));
-    return;
-  }
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", dir, strerror(errno));
   /* All of it now: the host's disk must hold every volume full, within
    * the tenant's quota and the filesystem's reserve (diskroom.c). */
-  if (disk_room(c, p, size_mb << 20) < 0)
-    return;
+  if (disk_room(srv, p, size_mb << 20, err) < 0)
+    return -1;
   struct vol_making *vm = xcalloc(1, sizeof *vm);
   memcpy(vm->id, "vol_", 4);
   serve_random_hex(vm->id + 4, 16);
@@ -202,55 +202,12 @@ static void make_volume(struct http_conn *c, const struct principal *p, const ch
   str_copy(vm->tenant, sizeof vm->tenant, p->tenant);
   str_copy(vm->name, sizeof vm->name, name);
   vm->size_mb = size_mb;
+  vm->done = done;
+  vm->arg = arg;
   vm->next = srv->vol_making;
   srv->vol_making = vm;
-  offload_for(&vm->o, c);
   offload(srv, OFFLOAD_OTHER, &vm->o, vol_run, vol_done);
-}
-
-/* POST /v1/volumes {name, size_mb} */
-void api_volumes_create(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"name", "size_mb", NULL};
-  json_t *o = body_object(c);
-  const char *name = NULL;
-  uint64_t size_mb = 0;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0 &&
-      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0) {
-    if (name && size_mb && name_ok(name))
-      make_volume(c, p, name, size_mb);
-    else
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-                 "name (1-63 of letters, digits, . _ -; not starting with . or vol_) and "
-                 "size_mb (%d to %llu) are required",
-                 VOLUME_MIN_MB, VOLUME_MAX_MB);
-  }
-  json_decref(o);
-}
-
-void api_volumes_list(struct http_conn *c, const struct principal *p) {
-  json_t *a = list_of(c->srv, p->tenant), *v;
-  size_t i;
-  if (!a) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "reading volumes failed");
-    return;
-  }
-  json_array_foreach(a, i, v) json_object_del(v, "tenant");
-  http_json(c, 200, json_pack("{s:o}", "volumes", a));
-}
-
-static json_t *route_volume(struct http_conn *c, const struct principal *p) {
-  json_t *v = volumes_find(c->srv, p->tenant, c->req.params[0]);
-  if (!v)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", c->req.params[0]);
-  else
-    json_object_del(v, "tenant");
-  return v;
-}
-
-void api_volumes_get(struct http_conn *c, const struct principal *p) {
-  json_t *v = route_volume(c, p);
-  if (v)
-    http_json(c, 200, v);
+  return 0;
 }
 
 /* Its users: live sandboxes, and those being made (their loop device is
@@ -266,20 +223,24 @@ static unsigned users_of(struct server *srv, const char *id) {
   return n;
 }
 
-void api_volumes_delete(struct http_conn *c, const struct principal *p) {
-  struct hutch_err err = {0};
-  json_t *v = route_volume(c, p);
+int volumes_delete(struct server *srv, const struct principal *p, const char *id_or_name,
+                   offload_done_fn done, void *arg, struct hutch_err *err) {
+  struct hutch_err e = {0};
+  json_t *v = volumes_find(srv, p->tenant, id_or_name);
   if (!v)
-    return;
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", id_or_name);
   const char *id = json_string_value(json_object_get(v, "id"));
-  unsigned n = users_of(c->srv, id);
+  unsigned n = users_of(srv, id);
+  int r = 0;
   if (n)
-    http_error(c, HUTCH_ERR_CONFLICT, "volume_in_use", "volume %s is mounted by %u sandboxes", id, n);
-  else if (store_volume_delete(c->srv->store, id, &err) < 0)
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+    r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "volume_in_use",
+                       "volume %s is mounted by %u sandboxes", id, n);
+  else if (store_volume_delete(srv->store, id, &e) < 0)
+    r = hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
   else
-    offload_remove(c->srv, image_of(c->srv, id), false, c);
+    offload_remove(srv, image_of(srv, id), false, done, arg);
   json_decref(v);
+  return r;
 }
 
 /* The loop device already attached to image, if one is (a sandbox, maybe
@@ -393,18 +354,17 @@ static char *mount_point(json_t *path, char *why, size_t whylen) {
   return out;
 }
 
-int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *mounts,
-                    struct volume_mounts *out) {
-  struct server *srv = c->srv;
+int volumes_prepare(struct server *srv, const struct principal *p, json_t *mounts,
+                    struct volume_mounts *out, struct hutch_err *err) {
   memset(out, 0, sizeof *out);
   out->used = json_array();
   if (!mounts)
     return 0;
   size_t n = json_array_size(mounts);
   if (!json_is_array(mounts) || n > VOLUMES_PER_SANDBOX) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes: a list of at most %d {name, path, read_only}",
-                VOLUMES_PER_SANDBOX);
-    return -1;
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "volumes: a list of at most %d {name, path, read_only}",
+                          VOLUMES_PER_SANDBOX);
   }
   out->v = xcalloc(n, sizeof *out->v);
   out->fds = xcalloc(n, sizeof *out->fds);
@@ -415,32 +375,29 @@ int volumes_prepare(struct http_conn *c, const struct principal *p, json_t *moun
     const char *path = json_string_value(json_object_get(m, "path"));
     if (!json_is_object(m) || !name || !path || (ro && !json_is_boolean(ro)) ||
         json_object_size(m) != 2u + (ro != NULL)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu]: {name, path, read_only?}", i);
-      return -1;
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                            "volumes[%zu]: {name, path, read_only?}", i);
     }
     char why[160];
     _cleanup_free_ char *at = mount_point(json_object_get(m, "path"), why, sizeof why);
     if (!at) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu].path: %s", i, why);
-      return -1;
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu].path: %s",
+                            i, why);
     }
     json_t *vol = volumes_find(srv, p->tenant, name);
     if (!vol) {
-      http_error(c, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s", name);
-      return -1;
+      return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s", name);
     }
     _cleanup_free_ char *image = image_of(srv, json_string_value(json_object_get(vol, "id")));
-    struct hutch_err err = {0};
+    struct hutch_err e = {0};
     out->devs[i] = xmalloc(32);
-    out->fds[i] = loop_for(image, out->devs[i], &err);
+    out->fds[i] = loop_for(image, out->devs[i], &e);
     out->n = i + 1;
     json_array_append_new(out->used, json_pack("{s:O,s:s,s:b}", "id", json_object_get(vol, "id"),
                                                "path", at, "read_only", json_is_true(ro)));
     json_decref(vol);
-    if (out->fds[i] < 0) {
-      http_error(c, HUTCH_ERR_SYSTEM, "sandbox_error", "volume %s: %s", name, err.msg);
-      return -1;
-    }
+    if (out->fds[i] < 0)
+      return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "sandbox_error", "volume %s: %s", name, e.msg);
     /* The normalised path, as kept in used (which lives as long as v). */
     path = json_string_value(json_object_get(json_array_get(out->used, i), "path"));
     out->v[i] = (struct hutch_volume){out->devs[i], path, json_is_true(ro)};

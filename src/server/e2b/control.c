@@ -449,13 +449,10 @@ char *e2b_path(const char *path, const char *user) {
   return xasprintf("%s/%s", home, path);
 }
 
-static void e2b_snapshot_made(struct http_conn *c, const struct principal *p, json_t *snap,
-                              void *arg) {
-  (void)p, (void)arg;
+static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {
   const char *name = json_string_value(json_object_get(snap, "name"));
-  if (c && snap)
-    http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
-                                name && *name ? json_pack("[s]", name) : json_array()));
+  http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
+                              name && *name ? json_pack("[s]", name) : json_array()));
 }
 
 /* Snapshots: {name?} -> {snapshotID, names}. */
@@ -465,7 +462,7 @@ void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
   json_t *o = sb ? body_object(c) : NULL;
   const char *name = NULL;
   if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
-    snapshots_capture(c, p, sb, name, false, e2b_snapshot_made, NULL);
+    snapshots_take(c, p, sb, name, e2b_snapshot_made);
   json_decref(o);
 }
 
@@ -489,7 +486,7 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
 
 /* DELETE /templates/{id}: E2B's SDK deletes a snapshot as a template. */
 void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
-  snapshots_delete(c, p, c->req.params[0]);
+  snapshots_drop(c, p, c->req.params[0]);
 }
 
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {
@@ -513,6 +510,6 @@ void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   uint64_t count = 1, t = 0;
   if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
-    snapshots_fork(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
+    forks_make(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
   json_decref(o);
 }

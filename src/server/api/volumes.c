@@ -1,0 +1,87 @@
+/* The native API's volumes: /v1/volumes. Parsing and answers only: the
+ * volumes themselves are core/volumes.c's. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "util.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/volumes.h"
+#include "http/body.h"
+
+/* A create's request, held while the image is made. */
+struct volume_wait {
+  struct http_wait w;
+  struct server *srv;
+  struct principal p;
+};
+
+static void volume_made(json_t *vol, const struct hutch_err *err, void *arg) {
+  struct volume_wait *vw = arg;
+  struct http_conn *c = http_wait_end(&vw->w);
+  struct hutch_err e = {0};
+  if (!c && vol && /* its client went: nobody knows of it */
+      volumes_delete(vw->srv, &vw->p, json_string_value(json_object_get(vol, "id")), NULL, NULL,
+                     &e) < 0)
+    fprintf(stderr, "hutch serve: %s\n", e.msg);
+  if (c && vol) {
+    json_object_del(vol, "tenant");
+    http_json(c, 201, json_incref(vol));
+  } else if (c) {
+    http_fail(c, err);
+  }
+  free(vw);
+}
+
+/* POST /v1/volumes {name, size_mb} */
+void api_volumes_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", "size_mb", NULL};
+  json_t *o = body_object(c);
+  const char *name = NULL;
+  uint64_t size_mb = 0;
+  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0 &&
+      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0) {
+    struct hutch_err err = {0};
+    struct volume_wait *vw = xcalloc(1, sizeof *vw);
+    vw->srv = c->srv;
+    vw->p = *p;
+    http_wait_begin(&vw->w, c);
+    if (volumes_create(c->srv, p, name, size_mb, volume_made, vw, &err) < 0) {
+      http_wait_end(&vw->w);
+      free(vw);
+      http_fail(c, &err);
+    }
+  }
+  json_decref(o);
+}
+
+void api_volumes_list(struct http_conn *c, const struct principal *p) {
+  json_t *a = volumes_list(c->srv, p->tenant), *v;
+  size_t i;
+  if (!a) {
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "reading volumes failed");
+    return;
+  }
+  json_array_foreach(a, i, v) json_object_del(v, "tenant");
+  http_json(c, 200, json_pack("{s:o}", "volumes", a));
+}
+
+void api_volumes_get(struct http_conn *c, const struct principal *p) {
+  json_t *v = volumes_find(c->srv, p->tenant, c->req.params[0]);
+  if (!v) {
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", c->req.params[0]);
+    return;
+  }
+  json_object_del(v, "tenant");
+  http_json(c, 200, v);
+}
+
+void api_volumes_delete(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
+  struct http_wait *w = api_wait(c);
+  if (volumes_delete(c->srv, p, c->req.params[0], api_answer_204, w, &err) < 0) {
+    http_wait_end(w);
+    free(w);
+    http_fail(c, &err);
+  }
+}
