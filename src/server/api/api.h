@@ -102,4 +102,7 @@ struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
  * answer (409 when it may not be resumed by traffic). */
 bool sbx_wake(struct http_conn *c, struct sbx *sb);
 
+/* api/contexts.c: run the cell of a native /code body o on c (NDJSON). */
+void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o);
+
 #endif

@@ -1,15 +1,8 @@
-/* Code contexts: a persistent kernel per context (share/kernels/kernel.py,
+/* Code contexts (contexts.h): a persistent kernel per context (share/kernels/kernel.py,
  * run in the sandbox by its own python3), and the cells run in it.
  *
- *   POST   /v1/sandboxes/{id}/contexts {language, cwd, env}   → 201 context
- *   GET    /v1/sandboxes/{id}/contexts                        → {contexts}
- *   DELETE /v1/sandboxes/{id}/contexts/{cid}                  → 204
- *   POST   /v1/sandboxes/{id}/contexts/{cid}/restart          → 200 context
- *   POST   /v1/sandboxes/{id}/contexts/{cid}/interrupt        → 204
- *   POST   /v1/sandboxes/{id}/contexts/{cid}/fork             → 201 context (a copy)
- *   POST   /v1/sandboxes/{id}/code {code, language | context_id, timeout_s, env}
- *          → NDJSON, the lines E2B's code interpreter sends: stdout, stderr,
- *            result, error, number_of_executions, end_of_execution (last).
+ * The routes are api/contexts.c's (native) and e2b/interp.c's (E2B's code
+ * interpreter); a cell's events go to their sink (struct cell_sink).
  *
  * A kernel is an exec like any other (the agent runs it, its stdin is open);
  * its stdout carries the kernel protocol (docs/kernels.md) and is read here,
@@ -35,16 +28,12 @@
 
 #include "frame.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/keys.h"
-#include "http/body.h"
+#include "core/sbx.h"
 #include "http/json.h"
 
 #define CONTEXTS_MAX 16           /* per sandbox */
 #define CELLS_QUEUED_MAX 64       /* per context, the running one included */
-#define CODE_MAX (1u << 20)       /* bytes of code in one cell */
-#define CELL_DEFAULT_TIMEOUT_S 300
 #define INTERRUPT_GRACE_MS 2000   /* from the timeout's SIGINT to the kill */
 #define KERNEL_LINE_MAX (64u << 20) /* one event (a large image, say) */
 #define KERNEL_ERR_KEEP 2048      /* the kernel's own stderr, for its death message */
@@ -55,7 +44,8 @@ enum cx_state { CX_STARTING, CX_READY, CX_DEAD };
 struct cell {
   struct cell *next;
   struct context *cx;
-  struct http_conn *c; /* NULL once the client is gone */
+  struct cell_sink sink;
+  bool live;           /* the sink is called: false once the reader is gone */
   uint64_t id;
   json_t *line;        /* the request for the kernel */
   double timeout_s;
@@ -96,20 +86,18 @@ static void cell_free(struct cell *ce) {
 }
 
 static void cell_send(struct cell *ce, json_t *j) {
-  if (!ce->c) {
+  if (ce->live)
+    ce->sink.event(j, ce->sink.arg);
+  else
     json_decref(j);
-    return;
+}
+
+/* The cell's last word to its reader. */
+static void cell_end(struct cell *ce) {
+  if (ce->live) {
+    ce->live = false;
+    ce->sink.end(ce->sink.arg);
   }
-  /* ASCII: E2B's JS SDK decodes each chunk it reads on its own, which
-   * would cut a character that a chunk boundary splits. */
-  char *s = json_dumps(j, SERVE_JSON_FLAGS | JSON_ENSURE_ASCII);
-  json_decref(j);
-  if (!s)
-    abort(); /* out of memory */
-  size_t n = strlen(s);
-  s[n] = '\n'; /* over the NUL: sent by length */
-  http_stream_send(ce->c, s, n + 1);
-  free(s);
 }
 
 /* End a cell that never ran, or whose kernel went away, with an error. */
@@ -117,17 +105,14 @@ static void cell_fail(struct cell *ce, const char *name, const char *value) {
   cell_send(ce, json_pack("{s:s,s:s,s:o,s:s}", "type", "error", "name", name, "value",
                           serve_json_text(value), "traceback", ""));
   cell_send(ce, json_pack("{s:s}", "type", "end_of_execution"));
-  if (ce->c)
-    http_stream_end(ce->c);
-  ce->c = NULL;
+  cell_end(ce);
 }
 
 static void kernel_signal(struct context *cx, int sig);
 
-static void cell_abort(void *ctx) {
-  struct cell *ce = ctx;
+void contexts_cell_cancel(struct cell *ce) {
   struct context *cx = ce->cx;
-  ce->c = NULL;
+  ce->live = false;
   if (ce->owed && cx->s) /* nobody reads it now: never hold the kernel back */
     agentc_window(cx->s, ce->owed);
   ce->owed = 0;
@@ -144,14 +129,11 @@ static void cell_abort(void *ctx) {
     }
 }
 
-static void cell_drain(void *ctx) {
-  struct cell *ce = ctx;
+void contexts_cell_drain(struct cell *ce) {
   if (ce->owed && ce->cx->s && ce == ce->cx->cells)
     agentc_window(ce->cx->s, ce->owed);
   ce->owed = 0;
 }
-
-static const struct http_stream_ops cell_ops = {.abort = cell_abort, .drain = cell_drain};
 
 /* ---- the kernel ---- */
 
@@ -180,8 +162,7 @@ static void cell_done(struct context *cx) {
   cx->cells = ce->next;
   cx->ncells--;
   cx->sent = false;
-  if (ce->c)
-    http_stream_end(ce->c);
+  cell_end(ce);
   if (ce->owed && cx->s)
     agentc_window(cx->s, ce->owed);
   cell_free(ce);
@@ -340,7 +321,7 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
     struct cell *ce = cx->cells;
     kernel_stdout(cx, f->payload, f->len);
     /* Output waits for a slow client, as an exec's does. */
-    if (cx->s && ce && ce == cx->cells && ce->c && http_queued(ce->c) >= HTTP_STREAM_HIGH)
+    if (cx->s && ce && ce == cx->cells && ce->live && ce->sink.full(ce->sink.arg))
       ce->owed += f->len;
     else if (cx->s)
       agentc_window(s, f->len);
@@ -446,29 +427,27 @@ void contexts_free(struct sbx *sb) {
   }
 }
 
-json_t *contexts_json(const struct context *cx) {
+void contexts_info(const struct context *cx, struct context_info *out) {
   static const char *const states[] = {"starting", "ready", "dead"};
-  json_t *j = json_pack("{s:s,s:s,s:O,s:s}", "id", cx->id, "language", cx->language, "cwd",
-                        cx->cwd, "state", states[cx->state]);
-  if (cx->state == CX_DEAD)
-    json_object_set_new(j, "error", serve_json_text(cx->died));
-  if (cx->fork_of[0])
-    json_object_set_new(j, "forked_from", json_string(cx->fork_of));
-  return j;
+  *out = (struct context_info){.id = cx->id,
+                               .language = cx->language,
+                               .cwd = json_string_value(cx->cwd),
+                               .state = states[cx->state],
+                               .died = cx->state == CX_DEAD ? cx->died : NULL,
+                               .fork_of = cx->fork_of[0] ? cx->fork_of : NULL};
 }
 
-/* An env a kernel can be given: no '=' in a name. 400 otherwise. */
-static bool env_ok(struct http_conn *c, json_t *env) {
+/* An env a kernel can be given: no '=' in a name. */
+static int env_check(json_t *env, struct hutch_err *err) {
   const char *k;
   json_t *v;
-  json_object_foreach(env, k, v) if (strchr(k, '=')) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "env: '%s' is not a usable variable", k);
-    return false;
-  }
-  return true;
+  json_object_foreach(env, k, v) if (strchr(k, '='))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "env: '%s' is not a usable variable", k);
+  return 0;
 }
 
-static const char *language_of(const char *name) {
+static const char *language_of(const char *name, struct hutch_err *err) {
   if (!name)
     return "python";
   if (strcmp(name, "js") == 0)
@@ -476,19 +455,21 @@ static const char *language_of(const char *name) {
   for (const char *const *l = languages; *l; l++)
     if (strcmp(name, *l) == 0)
       return *l;
+  hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                 "language must be python, javascript (js) or bash");
   return NULL;
 }
 
-static struct context *context_new(struct http_conn *c, struct sbx *sb, const char *language,
-                                   json_t *cwd, json_t *env, const char *fork_of) {
-  if (!c->srv->kernels_dir) {
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "kernels_unavailable",
-               "this server has no kernels directory (share/kernels): code contexts are off");
+static struct context *context_new(struct sbx *sb, const char *language, json_t *cwd, json_t *env,
+                                   const char *fork_of, struct hutch_err *err) {
+  if (!sb->srv->kernels_dir) {
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "kernels_unavailable",
+                   "this server has no kernels directory (share/kernels): code contexts are off");
     return NULL;
   }
   if (sb->ncontexts >= CONTEXTS_MAX) {
-    http_error(c, HUTCH_ERR_QUOTA, "too_many_contexts", "a sandbox has at most %d code contexts",
-               CONTEXTS_MAX);
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_contexts",
+                   "a sandbox has at most %d code contexts", CONTEXTS_MAX);
     return NULL;
   }
   struct context *cx = xcalloc(1, sizeof *cx);
@@ -498,7 +479,7 @@ static struct context *context_new(struct http_conn *c, struct sbx *sb, const ch
   cx->cwd = cwd ? json_incref(cwd) : json_null();
   str_copy(cx->fork_of, sizeof cx->fork_of, fork_of ? fork_of : "");
   cx->env = env ? json_deep_copy(env) : json_object();
-  uv_timer_init(c->srv->loop, &cx->timer);
+  uv_timer_init(sb->srv->loop, &cx->timer);
   cx->timer.data = cx;
   struct context **tail = &sb->contexts; /* in the order they were made */
   while (*tail)
@@ -509,59 +490,26 @@ static struct context *context_new(struct http_conn *c, struct sbx *sb, const ch
   return cx;
 }
 
-struct context *contexts_find(struct http_conn *c, struct sbx *sb, const char *id) {
+struct context *contexts_find(struct sbx *sb, const char *id, struct hutch_err *err) {
   for (struct context *cx = sb->contexts; cx; cx = cx->next)
     if (strcmp(cx->id, id) == 0)
       return cx;
-  http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no code context %s in sandbox %s", id, sb->id);
+  hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no code context %s in sandbox %s", id,
+                 sb->id);
   return NULL;
 }
 
-/* The context the route's {id} and {cid} name; NULL after a 404. */
-static struct context *route_context(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  return sb ? contexts_find(c, sb, c->req.params[1]) : NULL;
-}
-
-struct context *contexts_create(struct http_conn *c, struct sbx *sb, const char *language,
-                                const char *cwd, json_t *env) {
-  const char *lang = language_of(language);
-  if (env && !env_ok(c, env))
+struct context *contexts_create(struct sbx *sb, const char *language, const char *cwd,
+                                json_t *env, struct hutch_err *err) {
+  if (env && env_check(env, err) < 0)
     return NULL;
-  if (!lang) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "language must be python, javascript (js) or bash");
+  const char *lang = language_of(language, err);
+  if (!lang)
     return NULL;
-  }
   json_t *dir = cwd ? json_string(cwd) : NULL;
-  struct context *cx = context_new(c, sb, lang, dir, env, NULL);
+  struct context *cx = context_new(sb, lang, dir, env, NULL, err);
   json_decref(dir);
   return cx;
-}
-
-void api_contexts_create(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"language", "cwd", "env", NULL};
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL, *env = NULL;
-  const char *lang = "python", *cwd = NULL;
-  if (!o)
-    return;
-  struct context *cx = NULL;
-  if (body_only(c, o, known) >= 0 && body_string(c, o, "language", 15, &lang) >= 0 &&
-      body_string(c, o, "cwd", 4095, &cwd) >= 0 && body_string_map(c, o, "env", 1024, &env) >= 0)
-    cx = contexts_create(c, sb, lang, cwd, env);
-  if (cx)
-    http_json(c, 201, contexts_json(cx));
-  json_decref(o);
-}
-
-void api_contexts_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  if (!sb)
-    return;
-  json_t *a = json_array();
-  for (struct context *cx = sb->contexts; cx; cx = cx->next)
-    json_array_append_new(a, contexts_json(cx));
-  http_json(c, 200, json_pack("{s:o}", "contexts", a));
 }
 
 void contexts_delete(struct context *cx) {
@@ -569,69 +517,24 @@ void contexts_delete(struct context *cx) {
   context_unlink(cx);
 }
 
-int contexts_restart(struct http_conn *c, struct context *cx) {
+int contexts_restart(struct context *cx, struct hutch_err *err) {
   context_stop(cx, "the context was restarted");
   cx->fork_of[0] = '\0'; /* a copy restarts as a kernel of its own */
-  if (kernel_start(cx) < 0) {
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "%s", cx->died);
-    return -1;
-  }
+  if (kernel_start(cx) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "%s", cx->died);
   return 0;
+}
+
+void contexts_interrupt(struct context *cx) {
+  if (cx->sent)
+    kernel_signal(cx, SIGINT);
 }
 
 struct context *contexts_next(struct sbx *sb, struct context *prev) {
   return prev ? prev->next : sb->contexts;
 }
 
-void api_contexts_delete(struct http_conn *c, const struct principal *p) {
-  struct context *cx = route_context(c, p);
-  if (!cx)
-    return;
-  contexts_delete(cx);
-  http_respond(c, 204, NULL, NULL, 0, NULL);
-}
-
-void api_contexts_restart(struct http_conn *c, const struct principal *p) {
-  struct context *cx = route_context(c, p);
-  if (cx && contexts_restart(c, cx) == 0)
-    http_json(c, 200, contexts_json(cx));
-}
-
-void api_contexts_interrupt(struct http_conn *c, const struct principal *p) {
-  struct context *cx = route_context(c, p);
-  if (!cx)
-    return;
-  if (cx->sent)
-    kernel_signal(cx, SIGINT);
-  http_respond(c, 204, NULL, NULL, 0, NULL);
-}
-
-/* The context a /code request names: its context_id, or the default one
- * of its language (made, or made again, as needed). NULL after an error. */
-static struct context *code_context(struct http_conn *c, struct sbx *sb, json_t *o) {
-  const char *cid = NULL, *lang = NULL, *language;
-  if (body_string(c, o, "context_id", 16, &cid) < 0 || body_string(c, o, "language", 15, &lang) < 0)
-    return NULL;
-  if (cid && lang) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "give context_id or language, not both");
-    return NULL;
-  }
-  if (cid) {
-    struct context *cx = contexts_find(c, sb, cid);
-    if (cx && cx->state == CX_DEAD) {
-      http_error(c, HUTCH_ERR_CONFLICT, "context_dead", "%s", cx->died);
-      return NULL;
-    }
-    return cx;
-  }
-  if (!(language = language_of(lang))) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "language must be python, javascript (js) or bash");
-    return NULL;
-  }
-  return contexts_default(c, sb, language);
-}
-
-struct context *contexts_default(struct http_conn *c, struct sbx *sb, const char *language) {
+struct context *contexts_default(struct sbx *sb, const char *language, struct hutch_err *err) {
   for (struct context *cx = sb->contexts; cx; cx = cx->next) {
     if (!cx->is_default || strcmp(cx->language, language) != 0)
       continue;
@@ -640,76 +543,79 @@ struct context *contexts_default(struct http_conn *c, struct sbx *sb, const char
     context_unlink(cx); /* it died: a new default takes its place */
     break;
   }
-  struct context *cx = context_new(c, sb, language, NULL, NULL, NULL);
+  struct context *cx = context_new(sb, language, NULL, NULL, NULL, err);
   if (cx)
     cx->is_default = true;
   return cx;
 }
 
-void contexts_run(struct http_conn *c, struct sbx *sb, json_t *o) {
-  static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
-  json_t *env = NULL;
-  const char *code = NULL;
-  double timeout = CELL_DEFAULT_TIMEOUT_S;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "code", CODE_MAX, &code) < 0 ||
-      body_string_map(c, o, "env", 1024, &env) < 0 || (env && !env_ok(c, env)) ||
-      body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
-    return;
-  if (!code) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "code (a string) is required");
-    return;
+/* The context a cell names: its context_id, or the default one of its
+ * language (made, or made again, as needed). */
+static struct context *cell_context(struct sbx *sb, const struct cell_request *r,
+                                    struct hutch_err *err) {
+  if (r->context_id && r->language) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                   "give context_id or language, not both");
+    return NULL;
   }
-  struct context *cx = code_context(c, sb, o);
+  if (r->context_id) {
+    struct context *cx = contexts_find(sb, r->context_id, err);
+    if (cx && cx->state == CX_DEAD) {
+      hutch_err_fail(err, HUTCH_ERR_CONFLICT, "context_dead", "%s", cx->died);
+      return NULL;
+    }
+    return cx;
+  }
+  const char *language = language_of(r->language, err);
+  return language ? contexts_default(sb, language, err) : NULL;
+}
+
+int contexts_run(struct sbx *sb, const struct cell_request *r, const struct cell_sink *sink,
+                 struct hutch_err *err) {
+  if (r->env && env_check(r->env, err) < 0)
+    return -1;
+  if (!r->code)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "code (a string) is required");
+  struct context *cx = cell_context(sb, r, err);
   if (!cx)
-    return;
-  if (cx->ncells >= CELLS_QUEUED_MAX) {
-    http_error(c, HUTCH_ERR_QUOTA, "context_busy", "%d cells already wait in context %s", CELLS_QUEUED_MAX,
-               cx->id);
-    return;
-  }
+    return -1;
+  if (cx->ncells >= CELLS_QUEUED_MAX)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "context_busy",
+                          "%d cells already wait in context %s", CELLS_QUEUED_MAX, cx->id);
   struct cell *ce = xcalloc(1, sizeof *ce);
   ce->cx = cx;
   ce->id = ++cx->next_cell;
-  ce->timeout_s = timeout;
-  ce->line = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)ce->id, "code", code, "env",
-                       env ? json_deep_copy(env) : json_object());
+  ce->timeout_s = r->timeout_s;
+  ce->line = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)ce->id, "code", r->code, "env",
+                       r->env ? json_deep_copy(r->env) : json_object());
   struct cell **tail = &cx->cells;
   while (*tail)
     tail = &(*tail)->next;
   *tail = ce;
   cx->ncells++;
-  ce->c = c;
-  http_stream_start(c, 200, "application/x-ndjson", &cell_ops, ce);
+  ce->sink = *sink;
+  ce->live = true;
+  sink->start(ce, sink->arg);
   send_next(cx);
-}
-
-void api_code(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
-  if (o)
-    contexts_run(c, sb, o);
-  json_decref(o);
+  return 0;
 }
 
 /* A copy of a Python context: its variables, imports and cwd as they are
  * once the cells before this request have run; the copy then goes its own
  * way. It lives in the parent's exec (the fork's cgroup): deleting or
  * restarting the parent ends its copies. */
-void api_contexts_fork(struct http_conn *c, const struct principal *p) {
-  struct context *parent = route_context(c, p);
-  if (!parent)
-    return;
+struct context *contexts_fork(struct context *parent, struct hutch_err *err) {
   if (strcmp(parent->language, "python") != 0) {
-    http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-               "only Python contexts fork (a %s kernel's state lives in a child process)",
-               parent->language);
-    return;
+    hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "not_supported",
+                   "only Python contexts fork (a %s kernel's state lives in a child process)",
+                   parent->language);
+    return NULL;
   }
   if (parent->state == CX_DEAD) {
-    http_error(c, HUTCH_ERR_CONFLICT, "context_dead", "context %s is dead: %s", parent->id, parent->died);
-    return;
+    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "context_dead", "context %s is dead: %s",
+                   parent->id, parent->died);
+    return NULL;
   }
-  struct context *cx = context_new(c, parent->sb, "python", parent->cwd, parent->env, parent->id);
-  if (cx)
-    http_json(c, 201, contexts_json(cx));
+  return context_new(parent->sb, "python", parent->cwd, parent->env, parent->id, err);
 }

@@ -30,13 +30,10 @@ static json_t *given(json_t *o, const char *key) {
 }
 
 static json_t *e2b_context(const struct context *cx) {
-  json_t *n = contexts_json(cx);
-  json_t *cwd = json_object_get(n, "cwd");
-  json_t *j = json_pack("{s:O,s:O,s:s}", "id", json_object_get(n, "id"), "language",
-                        json_object_get(n, "language"), "cwd",
-                        json_is_string(cwd) ? json_string_value(cwd) : DEFAULT_CWD);
-  json_decref(n);
-  return j;
+  struct context_info i;
+  contexts_info(cx, &i);
+  return json_pack("{s:s,s:s,s:s}", "id", i.id, "language", i.language, "cwd",
+                   i.cwd ? i.cwd : DEFAULT_CWD);
 }
 
 void e2b_execute(struct http_conn *c, const struct principal *p) {
@@ -55,7 +52,7 @@ void e2b_execute(struct http_conn *c, const struct principal *p) {
     json_object_set(n, "language", given(o, "language"));
   if (given(o, "env_vars"))
     json_object_set(n, "env", given(o, "env_vars"));
-  contexts_run(c, sb, n);
+  contexts_code(c, sb, n);
   json_decref(n);
   json_decref(o);
 }
@@ -71,18 +68,26 @@ void e2b_contexts_create(struct http_conn *c, const struct principal *p) {
   if ((given(o, "language") && !lang) || (given(o, "cwd") && !cwd))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "language and cwd are strings");
   else if (body_only(c, o, known) >= 0) {
-    struct context *cx = contexts_create(c, sb, lang, cwd ? cwd : DEFAULT_CWD, NULL);
+    struct hutch_err err = {0};
+    struct context *cx = contexts_create(sb, lang, cwd ? cwd : DEFAULT_CWD, NULL, &err);
     if (cx)
       http_json(c, 200, e2b_context(cx));
+    else
+      http_fail(c, &err);
   }
   json_decref(o);
 }
 
 /* E2B's interpreter starts with a python and a javascript context. */
 void e2b_contexts_list(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
   struct sbx *sb = sbx_lookup(c, p);
-  if (!sb || !contexts_default(c, sb, "python") || !contexts_default(c, sb, "javascript"))
+  if (!sb)
     return;
+  if (!contexts_default(sb, "python", &err) || !contexts_default(sb, "javascript", &err)) {
+    http_fail(c, &err);
+    return;
+  }
   json_t *a = json_array();
   for (struct context *cx = contexts_next(sb, NULL); cx; cx = contexts_next(sb, cx))
     json_array_append_new(a, e2b_context(cx));
@@ -90,8 +95,12 @@ void e2b_contexts_list(struct http_conn *c, const struct principal *p) {
 }
 
 static struct context *named(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
   struct sbx *sb = sbx_lookup(c, p);
-  return sb ? contexts_find(c, sb, c->req.params[1]) : NULL;
+  struct context *cx = sb ? contexts_find(sb, c->req.params[1], &err) : NULL;
+  if (sb && !cx)
+    http_fail(c, &err);
+  return cx;
 }
 
 void e2b_contexts_delete(struct http_conn *c, const struct principal *p) {
@@ -103,9 +112,14 @@ void e2b_contexts_delete(struct http_conn *c, const struct principal *p) {
 }
 
 void e2b_contexts_restart(struct http_conn *c, const struct principal *p) {
+  struct hutch_err err = {0};
   struct context *cx = named(c, p);
-  if (cx && contexts_restart(c, cx) == 0)
+  if (!cx)
+    return;
+  if (contexts_restart(cx, &err) == 0)
     http_json(c, 200, e2b_context(cx));
+  else
+    http_fail(c, &err);
 }
 
 void e2b_interp_health(struct http_conn *c, const struct principal *p) {
