@@ -105,4 +105,9 @@ bool sbx_wake(struct http_conn *c, struct sbx *sb);
 /* api/contexts.c: run the cell of a native /code body o on c (NDJSON). */
 void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o);
 
+/* api/network.c: the sandbox and the body object of a request that
+ * changes its network (fields of known only); NULL after an error answer. */
+json_t *network_request(struct http_conn *c, const struct principal *p,
+                        const char *const *known, struct sbx **sb);
+
 #endif

@@ -58,8 +58,11 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
       body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
       body_string(c, o, "on_timeout", 8, &r->on_timeout) < 0)
     return -1;
-  if (network_check(c, r->network, r->secrets) < 0)
+  struct hutch_err err = {0};
+  if (network_check(r->network, r->secrets, &err) < 0) {
+    http_fail(c, &err);
     return -1;
+  }
   if (strcmp(r->on_timeout, "kill") != 0 && strcmp(r->on_timeout, "pause") != 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
     return -1;
@@ -199,7 +202,7 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb) {
   /* Resumed by the next request that needs it, unless asked otherwise. */
   sb->auto_resume = r->auto_resume != 0;
   sbx_register(srv, sb);
-  if (network_set(c, sb, r->network, r->secrets) < 0) { /* checked already: cannot fail */
+  if (network_set(sb, r->network, r->secrets, &err) < 0) { /* checked already: cannot fail */
     sbx_destroy(sb);
     return NULL;
   }

@@ -1,14 +1,12 @@
 /* A sandbox's network settings: its egress policy and secrets (netpolicy.h),
- * the ports it makes public (those listed, or all), and PATCH
- * /v1/sandboxes/{id}/network. */
+ * the ports it makes public (those listed, or all), and their changes
+ * (api/network.c's PATCH /v1/sandboxes/{id}/network, e2b/network.c's PUT). */
 #include "core/network.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/sbx.h"
 #include "http/body.h"
 #include "state/store.h"
@@ -76,18 +74,16 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
   return 0;
 }
 
-int network_set(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets) {
+int network_set(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err) {
   char why[512];
-  if (apply(sb, network, secrets, why, sizeof why) < 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s", why);
-    return -1;
-  }
+  if (apply(sb, network, secrets, why, sizeof why) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "%s", why);
   return 0;
 }
 
-int network_check(struct http_conn *c, json_t *network, json_t *secrets) {
+int network_check(json_t *network, json_t *secrets, struct hutch_err *err) {
   struct sbx scratch = {0};
-  int rc = network_set(c, &scratch, network, secrets);
+  int rc = network_set(&scratch, network, secrets, err);
   network_free(&scratch);
   return rc;
 }
@@ -106,40 +102,20 @@ void network_free(struct sbx *sb) {
   sb->network = sb->secrets = NULL;
 }
 
-json_t *network_request(struct http_conn *c, const struct principal *p, const char *const *known,
-                        struct sbx **sb) {
-  *sb = sbx_lookup(c, p);
-  if (!*sb)
-    return NULL;
-  str_copy(c->sandbox, sizeof c->sandbox, (*sb)->id);
-  json_t *o = body_object(c);
-  if (o && body_only(c, o, known) < 0) {
-    json_decref(o);
-    o = NULL;
-  }
-  return o;
-}
-
-int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets) {
-  if (network_set(c, sb, network, secrets) < 0)
+int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err) {
+  if (network_set(sb, network, secrets, err) < 0)
     return -1;
   egress_recheck(sb);
-  struct hutch_err err = {0};
-  if (sbx_store(sb, false, &err) < 0) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
+  if (sbx_store(sb, false, err) < 0) {
+    err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
+    err->errnum = 0;
+    err->code = "internal";
     return -1;
   }
   return 0;
 }
 
-/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?, public?,
- * secrets?}: what is given replaces what was; the rest stays. */
-void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
-  struct sbx *sb;
-  json_t *o = network_request(c, p, known, &sb);
-  if (!o)
-    return;
+int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err) {
   json_t *network = json_deep_copy(sb->network);
   json_t *mode = json_object_get(o, "mode"), *allow = json_object_get(o, "allow");
   if (mode)
@@ -153,9 +129,7 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
   if (json_object_get(o, "public"))
     json_object_set(network, "public", json_object_get(o, "public"));
   json_t *secrets = json_object_get(o, "secrets");
-  int rc = network_change(c, sb, network, secrets ? secrets : sb->secrets);
+  int rc = network_change(sb, network, secrets ? secrets : sb->secrets, err);
   json_decref(network);
-  json_decref(o);
-  if (rc == 0)
-    http_json(c, 200, sbx_json(sb));
+  return rc;
 }

@@ -10,22 +10,20 @@
 
 struct server;
 struct sbx;
-struct http_conn;
-struct principal;
 struct hutch_err;
 
 /* network.c: a sandbox's network policy (netpolicy.h) from a create's
- * "network" and "secrets", set on sb; -1 after a 400. And its route. */
-int network_set(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
+ * "network" and "secrets", set on sb; -1 and invalid_argument when they
+ * are not usable. */
+int network_set(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err);
 /* The same, checking only. */
-int network_check(struct http_conn *c, json_t *network, json_t *secrets);
-/* The sandbox and the body object of a request that changes its network
- * (fields of known only); NULL after an error answer. */
-json_t *network_request(struct http_conn *c, const struct principal *p,
-                        const char *const *known, struct sbx **sb);
-/* A running sandbox's change: set, connections rechecked, stored; -1
- * after an error answer. */
-int network_change(struct http_conn *c, struct sbx *sb, json_t *network, json_t *secrets);
+int network_check(json_t *network, json_t *secrets, struct hutch_err *err);
+/* A running sandbox's change: set, connections rechecked, stored. */
+int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err);
+/* PATCH /v1/sandboxes/{id}/network's change: what o gives of {mode,
+ * allow, public_ports, public, secrets} replaces what was; the rest
+ * stays. */
+int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err);
 /* After a restart: the policy the store kept; -1 when it is unusable. */
 int network_restore(struct sbx *sb, json_t *network, json_t *secrets, struct hutch_err *err);
 void network_free(struct sbx *sb);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "api/api.h"
 #include "core/network.h"
 #include "core/sbx.h"
 #include "e2b/e2b.h"
@@ -180,8 +181,11 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   json_t *network = json_object_get(t, "network");
   json_object_set(network, "public_ports", json_object_get(sb->network, "public_ports"));
   json_object_set(network, "public", json_object_get(sb->network, "public"));
-  int rc = network_change(c, sb, network, json_object_get(t, "secrets"));
+  struct hutch_err err = {0};
+  int rc = network_change(sb, network, json_object_get(t, "secrets"), &err);
   json_decref(t);
   if (rc == 0)
     http_respond(c, 204, "application/json", "", 0, NULL);
+  else
+    http_fail(c, &err);
 }

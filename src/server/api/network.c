@@ -1,0 +1,37 @@
+/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?, public?,
+ * secrets?} (core/network.c): what is given replaces what was; the rest
+ * stays. → 200 the sandbox. */
+#include "util.h"
+#include "api/api.h"
+#include "api/handlers.h"
+#include "core/network.h"
+#include "http/body.h"
+
+json_t *network_request(struct http_conn *c, const struct principal *p, const char *const *known,
+                        struct sbx **sb) {
+  *sb = sbx_lookup(c, p);
+  if (!*sb)
+    return NULL;
+  str_copy(c->sandbox, sizeof c->sandbox, (*sb)->id);
+  json_t *o = body_object(c);
+  if (o && body_only(c, o, known) < 0) {
+    json_decref(o);
+    o = NULL;
+  }
+  return o;
+}
+
+void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
+  struct hutch_err err = {0};
+  struct sbx *sb;
+  json_t *o = network_request(c, p, known, &sb);
+  if (!o)
+    return;
+  int rc = network_patch(sb, o, &err);
+  json_decref(o);
+  if (rc == 0)
+    http_json(c, 200, sbx_json(sb));
+  else
+    http_fail(c, &err);
+}
