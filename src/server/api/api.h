@@ -110,4 +110,8 @@ void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o);
 json_t *network_request(struct http_conn *c, const struct principal *p,
                         const char *const *known, struct sbx **sb);
 
+/* api/usage.c: a metrics request's ?start=&end= (seconds since the epoch,
+ * as E2B's) in ms; -1 after a 400. */
+int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
+
 #endif

@@ -1,4 +1,5 @@
-/* GET /metrics: the server's counters in Prometheus' text format. */
+/* The server's counters, and their Prometheus text for GET /metrics
+ * (api/metrics.c). */
 #include "core/metrics.h"
 
 #include <errno.h>
@@ -7,15 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/escapes.h"
-#include "core/keys.h"
 #include "core/pool.h"
 #include "core/sbx.h"
 
@@ -46,36 +43,11 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
                                 path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
 }
 
-/* /metrics counts every tenant's sandboxes, requests and errors together:
- * the operator's view, which tells one tenant how busy the others are.
- * It carries no tenant's id (a tenant reads its own sandboxes' numbers at
- * /v1/sandboxes/{id}/metrics), and by default only the admin key or the
- * metrics token (what a Prometheus scraper holds) may read it; a tenant's
- * key is refused. The one series with sandbox ids, escape attempts, is
- * shown only to those two: --metrics-public opens the rest to anyone. */
-enum reader { READER_NONE, READER_PUBLIC, READER_OPERATOR };
-
-static enum reader may_read(struct http_conn *c) {
-  const struct server *srv = c->srv;
-  const char *auth = http_header(&c->req, "Authorization");
-  if (srv->metrics_token && auth && strncasecmp(auth, "Bearer ", 7) == 0) {
-    size_t n = strlen(srv->metrics_token);
-    if (strlen(auth + 7) == n && CRYPTO_memcmp(auth + 7, srv->metrics_token, n) == 0)
-      return READER_OPERATOR;
-  }
-  struct principal p = {0};
-  bool known = keys_authenticate(c->srv, &c->req, &p);
-  if (known && p.admin)
-    return READER_OPERATOR;
-  if (srv->cfg.metrics_public)
-    return READER_PUBLIC;
-  if (known)
-    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "/metrics is the operator's: the admin key or the metrics "
-                                    "token reads it");
-  else
-    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized", "/metrics needs the admin key or the metrics token "
-                                       "(Authorization: Bearer TOKEN)");
-  return READER_NONE;
+bool metrics_token_is(const struct server *srv, const char *token) {
+  if (!srv->metrics_token || !token)
+    return false;
+  size_t n = strlen(srv->metrics_token);
+  return strlen(token) == n && CRYPTO_memcmp(token, srv->metrics_token, n) == 0;
 }
 
 /* Upper bounds of the latency buckets, in seconds; the last is +Inf. */
@@ -117,18 +89,8 @@ static void histogram(FILE *f, const char *name, const char *help, const uint64_
   fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)cum);
 }
 
-void api_metrics(struct http_conn *c, const struct principal *p) {
-  (void)p;
-  enum reader reader = may_read(c);
-  if (reader == READER_NONE)
-    return;
-  const struct server *srv = c->srv;
+void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queued) {
   const struct metrics *m = &srv->metrics;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (!f)
-    abort();
   fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
   unsigned paused = 0;
   for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
@@ -153,7 +115,7 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
              "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
           (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
   pool_metrics(f, srv);
-  if (reader == READER_OPERATOR)
+  if (operator)
     escapes_metrics(f, srv);
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);
@@ -162,9 +124,6 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
   fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
              "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
           srv->http.nconns);
-  size_t queued = 0;
-  for (const struct http_conn *k = srv->http.conns; k; k = k->next)
-    queued += http_queued(k);
   fprintf(f, "# HELP hutch_http_queued_bytes Response bytes waiting for slow clients.\n"
              "# TYPE hutch_http_queued_bytes gauge\nhutch_http_queued_bytes %zu\n",
           queued);
@@ -182,7 +141,4 @@ void api_metrics(struct http_conn *c, const struct principal *p) {
   for (size_t i = 0; i < METRICS_CODES && m->errors_by_code[i].code; i++)
     fprintf(f, "hutch_errors_by_code_total{code=\"%s\"} %llu\n", m->errors_by_code[i].code,
             (unsigned long long)m->errors_by_code[i].n);
-  fclose(f);
-  http_respond(c, 200, "text/plain; version=0.0.4", text, len, NULL);
-  free(text);
 }

@@ -3,7 +3,7 @@
  * its storage), the last SAMPLES_KEPT samples are its metrics, and what it
  * used while running is charged to its tenant (CPU-seconds, memory
  * GB-seconds and sandbox-seconds, in the store). Paused time is not
- * charged. */
+ * charged. Its routes are api/usage.c's and e2b/control.c's. */
 #include "core/usage.h"
 
 #include <stdio.h>
@@ -12,8 +12,6 @@
 #include <unistd.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/sbx.h"
 #include "state/store.h"
 
@@ -139,86 +137,29 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
   }
 }
 
-static json_t *point_json(const struct usage_point *pt) {
-  char t[32];
-  iso8601(pt->ms, t);
-  return json_pack("{s:s,s:f,s:i,s:I,s:I,s:I,s:I,s:I,s:I}", "time", t, "cpu_pct", pt->cpu_pct,
-                   "cpus", (int)pt->cpus, "memory_used_bytes", (json_int_t)pt->memory_used,
-                   "memory_cache_bytes", (json_int_t)pt->memory_cache, "memory_limit_bytes",
-                   (json_int_t)pt->memory_limit, "disk_used_bytes", (json_int_t)pt->disk_used,
-                   "disk_limit_bytes", (json_int_t)pt->disk_limit, "pids", (json_int_t)pt->pids);
-}
-
-static void append_point(const struct usage_point *pt, void *arg) {
-  json_array_append_new(arg, point_json(pt));
-}
-
-/* ?start=&end=: seconds since the epoch, as E2B's metrics take them. */
-int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms) {
-  const char *names[] = {"start", "end"};
-  int64_t *outs[] = {start_ms, end_ms};
-  *start_ms = 0;
-  *end_ms = INT64_MAX;
-  for (int i = 0; i < 2; i++) {
-    char *v = http_query(&c->req, names[i]);
-    uint64_t n;
-    if (v && (!parse_u64(v, &n) || n > 1ull << 40)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s: seconds since the epoch, not '%.32s'",
-                 names[i], v);
-      free(v);
-      return -1;
-    }
-    if (v)
-      *outs[i] = (int64_t)n * 1000 + (i ? 999 : 0);
-    free(v);
+int usage_of(struct server *srv, const struct principal *p, const char *tenant,
+             struct usage_total *out, struct hutch_err *err) {
+  if (tenant && !p->admin && strcmp(tenant, p->tenant) != 0)
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                          "only the admin key may read another tenant's usage");
+  if (!tenant)
+    tenant = p->tenant;
+  *out = (struct usage_total){.tenant = tenant};
+  if (store_usage_get(srv->store, tenant, &out->used, err) < 0) {
+    err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
+    err->errnum = 0;
+    err->code = "internal";
+    return -1;
   }
-  return 0;
-}
-
-void api_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
-    return;
-  json_t *a = json_array();
-  usage_points(sb, start, end, append_point, a);
-  size_t n = json_array_size(a);
-  json_t *current = n ? json_incref(json_array_get(a, n - 1)) : json_null();
-  http_json(c, 200, json_pack("{s:s,s:s,s:o,s:o}", "id", sb->id, "state",
-                              sb->paused ? "paused" : "running", "current", current, "samples", a));
-}
-
-/* GET /v1/usage[?tenant=]: what a tenant's sandboxes used while running,
- * sandboxes that ended included. Another tenant's only for the admin. */
-void api_usage(struct http_conn *c, const struct principal *p) {
-  struct hutch_err err = {0};
-  char *who = http_query(&c->req, "tenant");
-  if (who && !p->admin && strcmp(who, p->tenant) != 0) {
-    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may read another tenant's usage");
-    free(who);
-    return;
-  }
-  const char *tenant = who ? who : p->tenant;
-  struct usage_delta u = {0};
-  if (store_usage_get(c->srv->store, tenant, &u, &err) < 0) {
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "%s", err.msg);
-    free(who);
-    return;
-  }
-  unsigned running = 0, paused = 0;
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next) {
+  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
     if (strcmp(sb->tenant, tenant) != 0)
       continue;
-    sb->paused ? paused++ : running++;
+    sb->paused ? out->paused++ : out->running++;
     if (sb->samples) {
-      u.cpu_s += sb->samples->charged.cpu_s;
-      u.memory_gb_s += sb->samples->charged.memory_gb_s;
-      u.sandbox_s += sb->samples->charged.sandbox_s;
+      out->used.cpu_s += sb->samples->charged.cpu_s;
+      out->used.memory_gb_s += sb->samples->charged.memory_gb_s;
+      out->used.sandbox_s += sb->samples->charged.sandbox_s;
     }
   }
-  http_json(c, 200,
-            json_pack("{s:s,s:f,s:f,s:f,s:i,s:i}", "tenant", tenant, "cpu_seconds", u.cpu_s,
-                      "memory_gb_seconds", u.memory_gb_s, "sandbox_seconds", u.sandbox_s,
-                      "running", running, "paused", paused));
-  free(who);
+  return 0;
 }

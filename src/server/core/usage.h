@@ -4,9 +4,12 @@
 
 #include <stdint.h>
 
+#include "err.h"
+#include "state/store.h"
+
 struct server;
 struct sbx;
-struct http_conn;
+struct principal;
 
 /* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
 void usage_sample_all(struct server *srv);
@@ -26,8 +29,15 @@ struct usage_point {
 };
 void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
                   void (*fn)(const struct usage_point *pt, void *arg), void *arg);
-/* A metrics request's ?start=&end= (seconds since the epoch, as E2B's) in
- * ms; -1 after a 400. */
-int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
+/* What a tenant's sandboxes used while running, sandboxes that ended
+ * included, and how many it has now. tenant NULL: the caller's own;
+ * another's only for the admin (forbidden else). */
+struct usage_total {
+  const char *tenant;
+  struct usage_delta used;
+  unsigned running, paused;
+};
+int usage_of(struct server *srv, const struct principal *p, const char *tenant,
+             struct usage_total *out, struct hutch_err *err);
 
 #endif
