@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "core/actions.h"
+#include "core/keys.h"
+#include "core/sandboxes.h"
 #include "core/sbx.h"
 #include "core/server.h"
 #include "http/http.h"
@@ -74,6 +76,42 @@ int main(void) {
   ok(act_pause_result(NULL, 0, &why, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "destroyed while pausing: not_found");
   ok(act_pause_result(a, 0, &why, &err) == 0, "a freeze that worked: paused");
+
+  /* Room for more: the tenant's quota, then the server's capacity. */
+  struct tenant_quota q = {.max_sandboxes = 1, .max_memory_mb = -1, .max_disk_mb = -1};
+  ok(store_tenant_put(srv->store, "alice", &q, &err) == 0, "alice may run 1 sandbox");
+  ok(sandboxes_check_room(srv, &alice, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_QUOTA,
+     "alice, who runs 1 already: quota (%s)", err.msg);
+  is_str(err.code, "quota_exceeded", "code quota_exceeded");
+  ok(sandboxes_check_room(srv, &bob, 0, 1, &err) == 0, "bob has room");
+  srv->cfg.max_sandboxes = 2;
+  srv->nsandboxes = 2;
+  ok(sandboxes_check_room(srv, &bob, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_UNAVAILABLE,
+     "a full server: unavailable");
+  is_str(err.code, "at_capacity", "code at_capacity");
+  srv->nsandboxes = 0;
+
+  /* Keys: made, let in, deleted, and not let in the next time. */
+  struct key_request kr = {.tenant = "carol", .max_sandboxes = -1, .max_memory_mb = -1,
+                           .max_disk_mb = -1};
+  struct key_made made;
+  ok(keys_create(srv, &kr, &made, &err) == 0, "a key for carol: %s", err.msg);
+  struct principal who;
+  ok(keys_check(srv, made.key, NULL, &who) == 1 && strcmp(who.tenant, "carol") == 0,
+     "its key lets carol in");
+  char bearer[64];
+  snprintf(bearer, sizeof bearer, "Bearer %s", made.key);
+  ok(keys_check(srv, NULL, bearer, &who) == 1, "as a bearer token too");
+  ok(keys_delete(srv, made.id, &err) == 0, "deleted");
+  ok(keys_check(srv, made.key, NULL, &who) == 0, "and no longer lets anyone in");
+  ok(keys_delete(srv, made.id, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
+     "deleting it again: not_found");
+  kr.tenant = "admin";
+  ok(keys_create(srv, &kr, &made, &err) < 0 && err.kind == HUTCH_ERR_INVALID,
+     "no key for the tenant 'admin'");
+  kr.tenant = "a b";
+  ok(keys_create(srv, &kr, &made, &err) < 0 && err.kind == HUTCH_ERR_INVALID,
+     "nor for a name with a space");
 
   /* The table: each kind's status, the same for the native and E2B
    * dialects (one column), and Connect's code. */

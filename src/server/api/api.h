@@ -22,24 +22,13 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
  * NULL after a 404. */
 struct proc *api_proc(struct http_conn *c, const struct principal *p);
 
-/* The core of a create, shared by both APIs: o is a native request body.
- * -1 after an error answer; else made is called on the loop (at once when
- * a warm pool had one) with the sandbox, or NULL after an error answer;
- * c is NULL then when the client left meanwhile (no sandbox is left
- * behind for it). */
-typedef void (*sandboxes_made_fn)(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                                  void *arg);
-int sandboxes_create(struct http_conn *c, const struct principal *p, json_t *o,
-                     sandboxes_made_fn made, void *arg);
-/* Creates under way that mount volume (an id), or stack layer (a
- * snapshot's id); either may be NULL. A volume or snapshot they use is in
- * use as much as by a live sandbox. */
-unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
-                                  const char *layer);
-/* Room for count more sandboxes of memory_mb each: the tenant's quota and
- * the server's capacity; -1 after a 429 or 503. */
-int sandboxes_check_room(struct http_conn *c, const struct principal *p, uint64_t memory_mb,
-                         unsigned count);
+/* A create both APIs make (core/sandboxes.h): c waits for the sandbox,
+ * render answers with it; an error is answered as the request's dialect
+ * writes it. A client that leaves meanwhile leaves no sandbox behind. */
+struct create_req;
+typedef void (*sandbox_render_fn)(struct http_conn *c, struct sbx *sb);
+void sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
+                    sandbox_render_fn render);
 /* The sandbox and the optional {timeout_s} of its request body (t < 0
  * when absent); NULL after an error answer. */
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t);

@@ -1,9 +1,7 @@
 /* The native API's snapshots and forks: /v1/sandboxes/{id}/snapshots and
- * /fork, /v1/snapshots. Parsing and answers only: the snapshots
- * themselves are core/snapshots.c's. A fork's sandboxes are made here,
- * one native create after the other, until the create is an action of
- * core's too; E2B's front end makes its snapshots and forks through the
- * same functions (api.h). */
+ * /fork, /v1/snapshots. Parsing and answers only: the snapshots and forks
+ * themselves are core/snapshots.c's and core/forks.c's; E2B's front end
+ * makes its snapshots and forks through the same functions (api.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,109 +108,48 @@ void api_snapshots_delete(struct http_conn *c, const struct principal *p) {
   snapshots_drop(c, p, c->req.params[0]);
 }
 
-/* A fork under way: its request held while the snapshot is copied, then
- * the copies made one after the other (each off the loop), as one create
- * after another would be. */
-struct fork_plan {
+/* A fork's request, held while it is made (core/forks.c). */
+struct fork_wait {
   struct http_wait w;
-  struct principal p;
   struct server *srv;
-  json_t *req; /* each copy's create body */
-  json_t *snap_id;
-  uint64_t count;
-  json_t *made; /* the copies made so far, as sbx_json */
-  char (*ids)[17];
+  struct principal p;
   fork_answer_fn answer;
 };
 
-static void fork_plan_free(struct fork_plan *plan) {
-  json_decref(plan->req);
-  json_decref(plan->snap_id);
-  json_decref(plan->made);
-  free(plan->ids);
-  free(plan);
+static bool fork_wanted(void *arg) { return ((struct fork_wait *)arg)->w.c != NULL; }
+
+static void forked(json_t *snapshot_id, json_t *ids, const struct hutch_err *err, void *arg) {
+  struct fork_wait *fw = arg;
+  struct http_conn *c = http_wait_end(&fw->w);
+  if (c && err) {
+    http_fail(c, err);
+  } else if (c) {
+    json_t *made = json_array(), *v;
+    size_t i;
+    json_array_foreach(ids, i, v) {
+      struct sbx *sb = sbx_find_own(fw->srv, &fw->p, json_string_value(v));
+      if (sb)
+        json_array_append_new(made, sbx_json(sb));
+    }
+    fw->answer(c, snapshot_id, made);
+    json_decref(made);
+  }
+  free(fw);
 }
 
-/* One copy failed (answered) or the client left: the copies made so far
- * go, and the snapshot with them. */
-static void fork_fail(struct fork_plan *plan) {
-  for (size_t j = 0; j < json_array_size(plan->made); j++) {
-    struct sbx *sb = sbx_find_own(plan->srv, &plan->p, plan->ids[j]);
-    if (sb)
-      sbx_destroy(sb);
-  }
-  json_t *layers = json_pack("[O]", plan->snap_id);
-  snapshots_release(plan->srv, layers);
-  json_decref(layers);
-  fork_plan_free(plan);
-}
-
-static void fork_next(struct http_conn *c, struct fork_plan *plan);
-
-static void fork_made(struct http_conn *c, const struct principal *p, struct sbx *sb, void *arg) {
-  (void)p;
-  struct fork_plan *plan = arg;
-  if (!sb) {
-    fork_fail(plan);
-    return;
-  }
-  memcpy(plan->ids[json_array_size(plan->made)], sb->id, 17);
-  json_array_append_new(plan->made, sbx_json(sb));
-  fork_next(c, plan);
-}
-
-static void fork_next(struct http_conn *c, struct fork_plan *plan) {
-  if (json_array_size(plan->made) == plan->count) {
-    plan->answer(c, plan->snap_id, plan->made);
-    fork_plan_free(plan);
-    return;
-  }
-  if (sandboxes_create(c, &plan->p, plan->req, fork_made, plan) < 0)
-    fork_fail(plan);
-}
-
-static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) {
-  struct fork_plan *plan = arg;
-  struct http_conn *c = http_wait_end(&plan->w);
-  if (!snap) {
-    if (c)
-      http_fail(c, err);
-    fork_plan_free(plan);
-    return;
-  }
-  plan->snap_id = json_incref(json_object_get(snap, "id"));
-  if (!c) { /* nobody will use it: the snapshot goes at once */
-    fork_fail(plan);
-    return;
-  }
-  json_object_set(plan->req, "template", plan->snap_id);
-  plan->made = json_array();
-  plan->ids = xcalloc(plan->count, sizeof *plan->ids);
-  fork_next(c, plan);
-}
+static const struct fork_ops fork_ops = {.wanted = fork_wanted, .done = forked};
 
 void forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, uint64_t count,
                 double timeout_s, fork_answer_fn answer) {
   struct hutch_err err = {0};
-  json_t *req = snapshots_fork_request(sb, count, timeout_s, &err);
-  if (!req) {
-    http_fail(c, &err);
-    return;
-  }
-  if (sandboxes_check_room(c, p, sb->memory_mb, (unsigned)count) < 0) {
-    json_decref(req);
-    return;
-  }
-  struct fork_plan *plan = xcalloc(1, sizeof *plan);
-  plan->p = *p;
-  plan->srv = c->srv;
-  plan->req = req;
-  plan->count = count;
-  plan->answer = answer;
-  http_wait_begin(&plan->w, c);
-  if (snapshots_capture(c->srv, p, sb, "", true, fork_captured, plan, &err) < 0) {
-    http_wait_end(&plan->w);
-    fork_plan_free(plan);
+  struct fork_wait *fw = xcalloc(1, sizeof *fw);
+  fw->srv = c->srv;
+  fw->p = *p;
+  fw->answer = answer;
+  http_wait_begin(&fw->w, c);
+  if (snapshots_fork(c->srv, p, sb, count, timeout_s, &fork_ops, fw, &err) < 0) {
+    http_wait_end(&fw->w);
+    free(fw);
     http_fail(c, &err);
   }
 }

@@ -128,7 +128,7 @@ struct server {
   struct offload_queue offload[OFFLOAD_LANES];
   uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
   bool checkpointing;
-  struct creating *creating; /* sandboxes being made (api/sandboxes.c) */
+  struct creating *creating; /* sandboxes being made (core/sandboxes.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
   bool stopping;
 };

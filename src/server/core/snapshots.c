@@ -20,7 +20,7 @@
 #include "cleanup.h"
 #include "layer.h"
 #include "util.h"
-#include "api/api.h" /* sandboxes_creating_users: until the create is a core action */
+#include "core/sandboxes.h" /* sandboxes_creating_users: until the create is a core action */
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
@@ -407,25 +407,4 @@ int snapshots_delete(struct server *srv, const struct principal *p, const char *
   snapshots_release(srv, layers);
   json_decref(layers);
   return 0;
-}
-
-json_t *snapshots_fork_request(const struct sbx *sb, uint64_t count, double timeout_s,
-                               struct hutch_err *err) {
-  if (count < 1 || count > SNAPSHOTS_MAX_FORKS) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "count must be from 1 to %d",
-                   SNAPSHOTS_MAX_FORKS);
-    return NULL;
-  }
-  json_t *req = json_pack("{s:I,s:I,s:I,s:O,s:O,s:f,s:s,s:b}", "memory_mb",
-                          (json_int_t)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb, "pids",
-                          (json_int_t)sb->pids, "env", sb->env, "metadata", sb->metadata,
-                          "timeout_s", timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000,
-                          "on_timeout", sb->pause_on_timeout ? "pause" : "kill", "auto_resume",
-                          sb->auto_resume);
-  if (sb->cpu_milli)
-    json_object_set_new(req, "cpus", json_real((double)sb->cpu_milli / 1000));
-  json_object_set(req, "network", sb->network);
-  if (sb->secrets)
-    json_object_set(req, "secrets", sb->secrets);
-  return req;
 }

@@ -47,11 +47,19 @@ void snapshots_gc(struct server *srv);
  * files are (off the loop). */
 int snapshots_delete(struct server *srv, const struct principal *p, const char *id,
                      offload_done_fn done, void *arg, struct hutch_err *err);
-/* A fork of sb is a capture (ephemeral) and count sandboxes made from it,
- * each by this native create body: limits, env, metadata and life as sb
- * was made, timeout_s from now (<= 0: sb's timeout). NULL and
- * invalid_argument unless count is from 1 to SNAPSHOTS_MAX_FORKS. */
-json_t *snapshots_fork_request(const struct sbx *sb, uint64_t count, double timeout_s,
-                               struct hutch_err *err);
+/* Fork sb: a capture of its files (ephemeral: it goes with the last
+ * sandbox that stacks it), then count sandboxes made from it one after
+ * the other, each with sb's limits, env, metadata and life, timeout_s from
+ * now (<= 0: sb's timeout). -1 and err at once (invalid_argument unless
+ * count is 1 to SNAPSHOTS_MAX_FORKS; the tenant's quota; a capture that
+ * cannot start); else ops->done later, once: the snapshot's id and the
+ * forks' ids, or an error, with every fork made so far gone. ops->wanted
+ * is asked before each step: false (the caller left) ends it so. */
+struct fork_ops {
+  bool (*wanted)(void *arg);
+  void (*done)(json_t *snapshot_id, json_t *ids, const struct hutch_err *err, void *arg);
+};
+int snapshots_fork(struct server *srv, const struct principal *p, struct sbx *sb, uint64_t count,
+                   double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err);
 
 #endif

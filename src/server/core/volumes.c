@@ -23,7 +23,8 @@
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h" /* sandboxes_creating_users: until the create is a core action */
+#include "core/sandboxes.h"
+#include "core/sbx.h" /* sandboxes_creating_users: until the create is a core action */
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"

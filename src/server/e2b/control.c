@@ -19,6 +19,7 @@
 
 #include "util.h"
 #include "core/actions.h"
+#include "core/sandboxes.h"
 #include "api/api.h"
 #include "core/snapshots.h"
 #include "core/usage.h"
@@ -72,11 +73,8 @@ static int refuse_if(struct http_conn *c, const char *key, bool wanted, const ch
   return -1;
 }
 
-static void answer_created(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                           void *arg) {
-  (void)p, (void)arg;
-  if (c && sb)
-    http_json(c, 201, sandbox_json(sb));
+static void render_created(struct http_conn *c, struct sbx *sb) {
+  http_json(c, 201, sandbox_json(sb));
 }
 
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
@@ -122,24 +120,24 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
                tmpl);
     goto out;
   }
-  /* The native create, from the same fields (a snapshot's id is a native
-   * template). autoPauseMemory false asks for a pause that keeps only the
-   * files: hutch's pause keeps memory always, which loses nothing. */
+  /* The create of both APIs (a snapshot's id is a native template).
+   * autoPauseMemory false asks for a pause that keeps only the files:
+   * hutch's pause keeps memory always, which loses nothing. */
   json_t *net = e2b_network_request(c, o);
   if (!net)
     goto out;
-  json_t *req = json_pack("{s:s,s:I,s:s,s:b}", "template", host ? "host" : tmpl, "timeout_s",
-                          (json_int_t)timeout, "on_timeout",
-                          json_is_true(json_object_get(o, "autoPause")) ? "pause" : "kill",
-                          "auto_resume", json_is_true(enabled));
-  if (metadata)
-    json_object_set(req, "metadata", metadata);
-  if (env)
-    json_object_set(req, "env", env);
-  json_object_update(req, net);
+  struct create_req r;
+  create_req_init(&r);
+  r.template = host ? "host" : tmpl;
+  r.timeout_s = (double)timeout;
+  r.pause_on_timeout = json_is_true(json_object_get(o, "autoPause"));
+  r.auto_resume = json_is_true(enabled);
+  r.metadata = metadata;
+  r.env = env;
+  r.network = json_object_get(net, "network");
+  r.secrets = json_object_get(net, "secrets");
+  sandboxes_make(c, p, &r, render_created);
   json_decref(net);
-  sandboxes_create(c, p, req, answer_created, NULL);
-  json_decref(req);
 out:
   json_decref(o);
 }

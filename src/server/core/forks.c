@@ -1,0 +1,138 @@
+/* Forks (snapshots.h, snapshots_fork): a sandbox's files captured once,
+ * then sandboxes made from them one create after another (each off the
+ * loop), as a client making them one by one would. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/sandboxes.h"
+#include "core/sbx.h"
+#include "core/server.h"
+#include "core/snapshots.h"
+
+struct fork {
+  struct server *srv;
+  struct principal p;
+  struct create_req r; /* each copy's: sb's limits and life; JSON held */
+  char template[22];   /* the snapshot's id */
+  json_t *snap_id;
+  json_t *ids; /* the copies made so far */
+  uint64_t count;
+  const struct fork_ops *ops;
+  void *arg;
+};
+
+static void fork_free(struct fork *f) {
+  json_decref(f->r.env);
+  json_decref(f->r.metadata);
+  json_decref(f->r.network);
+  json_decref(f->r.secrets);
+  json_decref(f->snap_id);
+  json_decref(f->ids);
+  free(f);
+}
+
+/* It ends with err: the copies made so far go, and the snapshot with them
+ * (the last user of an ephemeral snapshot releases it). */
+static void fork_fail(struct fork *f, const struct hutch_err *err) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(f->ids, i, v) {
+    struct sbx *sb = sbx_find_own(f->srv, &f->p, json_string_value(v));
+    if (sb)
+      sbx_destroy(sb);
+  }
+  if (f->snap_id) {
+    json_t *layers = json_pack("[O]", f->snap_id);
+    snapshots_release(f->srv, layers);
+    json_decref(layers);
+  }
+  f->ops->done(NULL, NULL, err, f->arg);
+  fork_free(f);
+}
+
+static void fork_left(struct fork *f) {
+  struct hutch_err err = {0};
+  hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");
+  fork_fail(f, &err);
+}
+
+static void fork_next(struct fork *f);
+
+static bool copy_wanted(void *arg) {
+  struct fork *f = arg;
+  return f->ops->wanted(f->arg);
+}
+
+static void copy_made(struct sbx *sb, const struct hutch_err *err, void *arg) {
+  struct fork *f = arg;
+  if (!sb) {
+    fork_fail(f, err);
+    return;
+  }
+  json_array_append_new(f->ids, json_string(sb->id));
+  fork_next(f);
+}
+
+static const struct create_ops copy_ops = {.wanted = copy_wanted, .made = copy_made};
+
+static void fork_next(struct fork *f) {
+  if (json_array_size(f->ids) == f->count) {
+    f->ops->done(f->snap_id, f->ids, NULL, f->arg);
+    fork_free(f);
+    return;
+  }
+  if (!f->ops->wanted(f->arg)) {
+    fork_left(f);
+    return;
+  }
+  struct hutch_err err = {0};
+  if (sandboxes_create(f->srv, &f->p, &f->r, &copy_ops, f, &err) < 0)
+    fork_fail(f, &err);
+}
+
+static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) {
+  struct fork *f = arg;
+  if (!snap) {
+    f->ops->done(NULL, NULL, err, f->arg);
+    fork_free(f);
+    return;
+  }
+  f->snap_id = json_incref(json_object_get(snap, "id"));
+  str_copy(f->template, sizeof f->template, json_string_value(f->snap_id));
+  f->r.template = f->template;
+  fork_next(f);
+}
+
+int snapshots_fork(struct server *srv, const struct principal *p, struct sbx *sb, uint64_t count,
+                   double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err) {
+  if (count < 1 || count > SNAPSHOTS_MAX_FORKS)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "count must be from 1 to %d", SNAPSHOTS_MAX_FORKS);
+  if (sandboxes_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0)
+    return -1;
+  struct fork *f = xcalloc(1, sizeof *f);
+  f->srv = srv;
+  f->p = *p;
+  f->count = count;
+  f->ops = ops;
+  f->arg = arg;
+  f->ids = json_array();
+  create_req_init(&f->r);
+  f->r.memory_mb = sb->memory_mb;
+  f->r.disk_mb = sb->disk_mb;
+  f->r.pids = sb->pids;
+  f->r.cpus = (double)sb->cpu_milli / 1000;
+  f->r.env = json_incref(sb->env);
+  f->r.metadata = json_incref(sb->metadata);
+  f->r.network = json_incref(sb->network);
+  f->r.secrets = json_incref(sb->secrets);
+  f->r.timeout_s = timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000;
+  f->r.pause_on_timeout = sb->pause_on_timeout;
+  f->r.auto_resume = sb->auto_resume;
+  if (snapshots_capture(srv, p, sb, "", true, fork_captured, f, err) < 0) {
+    fork_free(f);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,254 @@
+/* Making a sandbox for a tenant (sandboxes.h). */
+#include "core/sandboxes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/fds.h"
+#include "core/metrics.h"
+#include "core/network.h"
+#include "core/pool.h"
+#include "core/sbx.h"
+#include "core/server.h"
+#include "core/snapshots.h"
+#include "core/volumes.h"
+
+void create_req_init(struct create_req *r) {
+  memset(r, 0, sizeof *r);
+  r->template = "host";
+  r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
+  r->auto_resume = true;
+}
+
+/* A create under way (its sandbox is made off the loop): counted against
+ * its tenant's quota and the server's capacity like a live sandbox, so that
+ * creates fired at once cannot pass them together. */
+struct creating {
+  struct creating *next;
+  struct server *srv;
+  struct principal p;
+  struct create_req r; /* its JSON values held, its template copied */
+  char template[64];
+  struct hutch_sandbox_config cfg;
+  json_t *snap; /* the snapshot it is made from, or NULL */
+  char **paths;
+  size_t npaths;
+  struct volume_mounts vm;
+  uint64_t memory_mb, t0;
+  const struct create_ops *ops;
+  void *arg;
+};
+
+int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t memory_mb,
+                         unsigned count, struct hutch_err *err) {
+  struct tenant_quota q;
+  if (store_tenant_get(srv->store, p->tenant, &q, err) < 0)
+    return -1;
+  uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
+  uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
+  uint64_t n = 0, mem = 0, all = srv->nsandboxes;
+  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    if (strcmp(sb->tenant, p->tenant) == 0) {
+      n++;
+      mem += sb->memory_mb;
+    }
+  for (struct creating *cr = srv->creating; cr; cr = cr->next) {
+    all++;
+    if (strcmp(cr->p.tenant, p->tenant) == 0) {
+      n++;
+      mem += cr->memory_mb;
+    }
+  }
+  if (n + count > max_sbx)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s may run at most %llu sandboxes", p->tenant,
+                          (unsigned long long)max_sbx);
+  if (mem + memory_mb * count > max_mem)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s may use at most %llu MiB of sandbox memory (%llu in use)",
+                          p->tenant, (unsigned long long)max_mem, (unsigned long long)mem);
+  if (all + count > srv->cfg.max_sandboxes)
+    return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
+                          "the server runs its maximum of %u sandboxes", srv->cfg.max_sandboxes);
+  return 0;
+}
+
+static bool has_id(json_t *list, const char *key, const char *id) {
+  json_t *v;
+  size_t i;
+  json_array_foreach(list, i, v) {
+    const char *s = json_string_value(key ? json_object_get(v, key) : v);
+    if (s && strcmp(s, id) == 0)
+      return true;
+  }
+  return false;
+}
+
+unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
+                                  const char *layer) {
+  unsigned n = 0;
+  for (const struct creating *cr = srv->creating; cr; cr = cr->next)
+    n += (volume && has_id(cr->vm.used, "id", volume)) ||
+         (layer && cr->snap && has_id(json_object_get(cr->snap, "layers"), NULL, layer));
+  return n;
+}
+
+static void creating_free(struct creating *cr) {
+  for (struct creating **q = &cr->srv->creating; *q; q = &(*q)->next)
+    if (*q == cr) {
+      *q = cr->next;
+      break;
+    }
+  volumes_release(&cr->vm);
+  snapshots_free_paths(cr->paths, cr->npaths);
+  json_decref(cr->snap);
+  json_decref(cr->r.env);
+  json_decref(cr->r.metadata);
+  json_decref(cr->r.volumes);
+  json_decref(cr->r.network);
+  json_decref(cr->r.secrets);
+  free(cr);
+}
+
+/* The sandbox is the tenant's: its fields from the request, registered
+ * and stored. NULL and err when it could not be (it is destroyed). */
+static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_err *err) {
+  struct server *srv = cr->srv;
+  const struct create_req *r = &cr->r;
+  str_copy(sb->tenant, sizeof sb->tenant, cr->p.tenant);
+  sb->layers = json_incref(json_object_get(cr->snap, "layers"));
+  sb->volumes = json_array_size(cr->vm.used) ? json_incref(cr->vm.used) : NULL;
+  if (r->metadata)
+    json_object_update(sb->metadata, r->metadata);
+  if (r->env)
+    json_object_update(sb->env, r->env);
+  sb->created_ms = wall_ms();
+  sb->timeout_ms = (int64_t)(r->timeout_s * 1000);
+  sb->expires_ms = sb->created_ms + sb->timeout_ms;
+  sb->pause_on_timeout = r->pause_on_timeout;
+  sb->auto_resume = r->auto_resume;
+  sbx_register(srv, sb);
+  /* Checked at the start: it cannot fail, but a sandbox without its
+   * policy must not run. */
+  if (network_set(sb, r->network, r->secrets, err) < 0 || sbx_store(sb, true, err) < 0) {
+    sbx_destroy(sb);
+    return NULL;
+  }
+  srv->metrics.creates++;
+  metrics_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
+                  (double)(now_ns() - cr->t0) / 1e9);
+  return sb;
+}
+
+/* The end of a create, on the loop: a caller that left meanwhile gets no
+ * sandbox (what was made goes), nor does a stopping server's. */
+static void create_made(struct server *srv, struct sbx *sb, const struct hutch_err *made_err,
+                        void *arg) {
+  struct creating *cr = arg;
+  struct hutch_err err = {0};
+  bool wanted = cr->ops->wanted(cr->arg);
+  if (sb && !wanted) {
+    sbx_destroy(sb);
+    sb = NULL;
+    hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");
+  } else if (!sb) {
+    /* Out of descriptors or processes is the server's load, not a fault
+     * (hutch_err_class). */
+    err = *made_err;
+    if (srv->stopping)
+      hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the server is stopping");
+    else if (hutch_err_class(&err) == HUTCH_ERR_SYSTEM)
+      err.code = "sandbox_error";
+    hutch_err_wrap(&err, "creating the sandbox");
+  } else {
+    sb = adopt_made(cr, sb, &err);
+  }
+  const struct create_ops *ops = cr->ops;
+  void *ops_arg = cr->arg;
+  creating_free(cr);
+  ops->made(sb, sb ? NULL : &err, ops_arg);
+}
+
+/* The sandbox cr asks for: a warm one if a pool holds one made just so
+ * (made at once), else made off the loop. */
+static int start(struct creating *cr, struct hutch_err *err) {
+  struct server *srv = cr->srv;
+  struct hutch_sandbox_config *cfg = &cr->cfg;
+  const struct create_req *r = &cr->r;
+  cfg->memory_bytes = r->memory_mb << 20;
+  cfg->disk_bytes = r->disk_mb << 20;
+  cfg->pids = r->pids;
+  cfg->cpu_milli = (uint64_t)(r->cpus * 1000 + 0.5);
+  if (hutch_config_check(cfg, err) < 0) {
+    err->kind = HUTCH_ERR_INVALID;
+    err->code = "invalid_argument";
+    return -1;
+  }
+  if (sandboxes_check_room(srv, &cr->p, cfg->memory_bytes >> 20, 1, err) < 0)
+    return -1;
+  cr->memory_mb = cfg->memory_bytes >> 20;
+  cr->t0 = now_ns();
+  struct sbx *sb = cr->snap || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
+  if (!sb && fds_check_sandbox(srv))
+    return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                          "the server holds as many descriptors as it can; try again");
+  cr->next = srv->creating;
+  srv->creating = cr;
+  if (sb) {
+    struct hutch_err none = {0};
+    create_made(srv, sb, &none, cr);
+    return 0;
+  }
+  sbx_make(srv, cfg, r->template, create_made, cr);
+  return 0;
+}
+
+int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
+                     const struct create_ops *ops, void *arg, struct hutch_err *err) {
+  if (network_check(r->network, r->secrets, err) < 0)
+    return -1;
+  if (r->env) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(r->env, k, v) if (strchr(k, '='))
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                            "env: name '%s' contains '='", k);
+  }
+  struct creating *cr = xcalloc(1, sizeof *cr);
+  cr->srv = srv;
+  cr->p = *p;
+  cr->r = *r;
+  str_copy(cr->template, sizeof cr->template, r->template);
+  cr->r.template = cr->template;
+  json_incref(cr->r.env);
+  json_incref(cr->r.metadata);
+  json_incref(cr->r.volumes);
+  json_incref(cr->r.network);
+  json_incref(cr->r.secrets);
+  cr->ops = ops;
+  cr->arg = arg;
+  cr->cfg.state_dir = srv->cfg.state_dir;
+  /* A template is `host`, or one of the tenant's snapshots: its layers. */
+  if (strcmp(cr->template, "host") != 0 &&
+      !(cr->snap = snapshots_get(srv, p->tenant, cr->template))) {
+    hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
+                   "no template '%s' (this server has host, and your snapshots)", cr->template);
+    goto fail;
+  }
+  json_t *layers = json_object_get(cr->snap, "layers");
+  cr->paths = layers ? snapshots_layer_paths(srv, layers, &cr->npaths) : NULL;
+  cr->cfg.layers = (const char *const *)cr->paths;
+  cr->cfg.nlayers = cr->npaths;
+  if (volumes_prepare(srv, p, cr->r.volumes, &cr->vm, err) < 0)
+    goto fail;
+  cr->cfg.volumes = cr->vm.v;
+  cr->cfg.nvolumes = cr->vm.n;
+  if (start(cr, err) == 0)
+    return 0;
+fail:
+  creating_free(cr);
+  return -1;
+}

@@ -1,0 +1,55 @@
+/* Making a sandbox for a tenant: the create every front end calls (the
+ * native API, E2B's, a fork), with the request parsed into a struct
+ * create_req and no HTTP in it. */
+#ifndef HUTCH_CORE_SANDBOXES_H
+#define HUTCH_CORE_SANDBOXES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct server;
+struct sbx;
+struct principal;
+
+/* A create as a front end parsed it. The JSON values are borrowed: the
+ * create takes what it keeps. */
+struct create_req {
+  const char *template; /* "host", or one of the tenant's snapshots */
+  double timeout_s;
+  uint64_t memory_mb, pids, disk_mb; /* 0: the defaults */
+  double cpus;                       /* 0: no CPU limit */
+  json_t *env, *metadata;            /* objects of strings, or NULL */
+  json_t *volumes;                   /* the native create's list, or NULL */
+  json_t *network, *secrets;         /* docs/network.md, or NULL */
+  bool pause_on_timeout;
+  bool auto_resume;
+};
+/* template "host", the default timeout, resumed by traffic. */
+void create_req_init(struct create_req *r);
+
+/* How a create ends, on the loop: made(sb, NULL, arg) with the tenant's
+ * new sandbox, or made(NULL, err, arg). wanted(arg) is asked first, once
+ * the sandbox is made: false (its client left) and it goes at once,
+ * unseen. A warm pool's sandbox ends the create before it returns. */
+struct create_ops {
+  bool (*wanted)(void *arg);
+  void (*made)(struct sbx *sb, const struct hutch_err *err, void *arg);
+};
+/* -1 and err at once (made is not called), else 0 and made later. */
+int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
+                     const struct create_ops *ops, void *arg, struct hutch_err *err);
+
+/* Room for count more sandboxes of memory_mb each: the tenant's quota
+ * (quota) and the server's capacity (unavailable). */
+int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t memory_mb,
+                         unsigned count, struct hutch_err *err);
+/* Creates under way that mount volume (an id), or stack layer (a
+ * snapshot's id); either may be NULL. A volume or snapshot they use is in
+ * use as much as by a live sandbox. */
+unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
+                                  const char *layer);
+
+#endif
