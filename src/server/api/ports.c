@@ -34,7 +34,6 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
-#include "routes.h"
 #include "api/api.h"
 #include "core/audit.h"
 #include "core/fds.h"
@@ -207,8 +206,7 @@ static void connect_in(struct pconn *pc, int family) {
   struct sockaddr_in6 a6 = {
       .sin6_family = AF_INET6, .sin6_port = htons(pc->port), .sin6_addr = IN6ADDR_LOOPBACK_INIT};
   pc->tried_v6 = family == AF_INET6;
-  int fd = hutch_sandbox_socket(pc->sb->hs, pc->srv->netns_fd, family, SOCK_STREAM | SOCK_NONBLOCK,
-                                &err);
+  int fd = network_socket(pc->sb, family, &err);
   if (fd < 0) {
     on_connected(&pc->relay, UV_EIO);
     return;

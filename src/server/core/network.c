@@ -133,3 +133,7 @@ int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err) {
   json_decref(network);
   return rc;
 }
+
+int network_socket(struct sbx *sb, int family, struct hutch_err *err) {
+  return hutch_sandbox_socket(sb->hs, sb->srv->netns_fd, family, SOCK_STREAM | SOCK_NONBLOCK, err);
+}

@@ -40,4 +40,8 @@ void egress_sweep(struct sbx *sb, uint64_t idle_ms);
 /* Whether sa is an address of the server's own host. */
 bool egress_host_own(struct server *srv, const struct sockaddr *sa);
 
+/* A stream socket (nonblocking) in the sandbox's network namespace, to
+ * reach a service listening in it (its ports: api/ports.c). */
+int network_socket(struct sbx *sb, int family, struct hutch_err *err);
+
 #endif
