@@ -51,32 +51,24 @@ typedef void (*fork_answer_fn)(struct http_conn *c, json_t *snapshot_id, json_t 
 void forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, uint64_t count,
                 double timeout_s, fork_answer_fn answer);
 
-/* api/files.c: the agent's file operations for a request, and the
- * /v1/sandboxes/{id}/files… routes on them. An answer hears how the
- * operation ended and answers c. */
-struct files_result {
-  json_t *done, *err;  /* the agent's done event, or its error */
-  const char *out;     /* a listing: the lines the agent sent */
-  size_t nout;
-  const char *path;    /* the path given to the call */
-  void *arg;
-};
-typedef void (*files_answer_fn)(struct http_conn *c, const struct files_result *r);
-/* req: the agent request (taken); path: malloc'd, freed with the call, or
- * NULL. */
-void files_call(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
-                files_answer_fn answer, void *arg);
-/* Stream the file at path (taken) to c. */
-void files_read(struct http_conn *c, struct sbx *sb, char *path, const char *user);
-/* Write the request body, as it comes, to path (taken). */
-void files_write(struct http_conn *c, struct sbx *sb, char *path, const char *user,
-                 files_answer_fn answer, void *arg);
-/* An agent error as the HTTP answer its code means. */
-void files_error(struct http_conn *c, json_t *err);
-/* The entries of a listing's lines (a new array). */
-json_t *files_entries(const char *out, size_t nout);
-/* A usable path, or false after a 400. */
-bool files_path_ok(struct http_conn *c, const char *path);
+/* api/files.c: what both APIs do alike with the file actions. */
+struct files_result;
+/* A request waiting for a unary file action (core/files.h): pass
+ * files_waited and the wait as its done and arg; answer(c, r, err) is
+ * called with the result, unless the client left. files_wait_started
+ * ends the wait with err when the action did not start (r < 0). */
+struct files_wait;
+typedef void (*files_answer_fn)(struct http_conn *c, const struct files_result *r,
+                                const struct hutch_err *err);
+struct files_wait *files_wait(struct http_conn *c, files_answer_fn answer);
+void files_waited(const struct files_result *r, const struct hutch_err *err, void *arg);
+void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err);
+/* Stream the file at path to c: 200 and its bytes, or the error. */
+void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user);
+/* Write c's body, as it comes, to path; answer renders the result. */
+typedef void (*files_written_fn)(struct http_conn *c, const struct files_result *r);
+void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                  files_written_fn answer);
 
 /* keys.c: 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);

@@ -1,190 +1,75 @@
-/* /v1/sandboxes/{id}/files: the agent's file operations over HTTP. Every
- * path is resolved by the agent, inside the sandbox and as the sandbox
- * user (docs/protocol.md): the server never touches a sandbox's files.
- *
- * Uploads and downloads stream: a PUT body goes to the agent as it
- * arrives, and reading from the client pauses while the agent has not
- * taken what came; a download is read from the agent as fast as the client
- * takes it. Neither is ever held whole in memory. */
+/* /v1/sandboxes/{id}/files: the file actions (core/files.h) over HTTP.
+ * Stat, list, mkdir, move and remove answer JSON; a download streams the
+ * bytes, a watch NDJSON, as fast as the client takes them; an upload
+ * goes to the sandbox as it arrives, reading from the client paused while
+ * the agent has not taken what came. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
+#include "core/files.h"
 #include "http/body.h"
 
-#define PATH_MAX_LEN 4095
-#define UPLOAD_HELD (1u << 20)   /* upload bytes queued for the agent before reading pauses */
-#define LIST_MAX (16u << 20)      /* a listing answered in one body */
+/* ---- answers of the unary actions ---- */
 
-struct fileop {
-  struct http_conn *c; /* NULL once the client is gone or answered */
-  struct astream *s;   /* NULL once the agent's stream has ended */
-  enum { OP_READ, OP_WATCH, OP_WRITE, OP_OTHER } kind;
-  files_answer_fn answer; /* OP_OTHER and OP_WRITE: the response */
-  void *arg;
-  char *path;
-  char *out; /* OP_OTHER: STDOUT collected (a listing) */
-  size_t nout;
-  uint32_t owed;
-  bool streaming;
-  int busy; /* calls under way: an abort they cause must not free f under them */
+struct files_wait {
+  struct http_wait w;
+  files_answer_fn answer;
 };
 
-static void fileop_maybe_free(struct fileop *f) {
-  if (f->c || f->s || f->busy)
+void files_waited(const struct files_result *r, const struct hutch_err *err, void *arg) {
+  struct files_wait *k = arg;
+  struct http_conn *c = http_wait_end(&k->w);
+  files_answer_fn answer = k->answer;
+  free(k);
+  if (c)
+    answer(c, r, err);
+}
+
+struct files_wait *files_wait(struct http_conn *c, files_answer_fn answer) {
+  struct files_wait *k = xcalloc(1, sizeof *k);
+  k->answer = answer;
+  http_wait_begin(&k->w, c);
+  return k;
+}
+
+void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err) {
+  if (r == 0)
     return;
-  free(f->path);
-  free(f->out);
-  free(f);
+  struct http_conn *c = http_wait_end(&k->w);
+  free(k);
+  if (c)
+    http_fail(c, err);
 }
 
-void files_error(struct http_conn *c, json_t *err) {
-  const char *code = json_string_value(json_object_get(err, "code"));
-  const char *msg = json_string_value(json_object_get(err, "message"));
-  /* The agent's codes (docs/protocol.md) as kinds; any other is hutch's. */
-  static const struct {
-    const char *code;
-    enum hutch_errkind kind;
-  } map[] = {
-      {"not_found", HUTCH_ERR_NOT_FOUND},     {"permission_denied", HUTCH_ERR_FORBIDDEN},
-      {"exists", HUTCH_ERR_CONFLICT},         {"not_a_directory", HUTCH_ERR_INVALID},
-      {"is_a_directory", HUTCH_ERR_INVALID},  {"not_empty", HUTCH_ERR_CONFLICT},
-      {"no_space", HUTCH_ERR_NO_SPACE},       {"invalid", HUTCH_ERR_INVALID},
-  };
-  enum hutch_errkind kind = HUTCH_ERR_SYSTEM;
-  const char *out = "sandbox_error";
-  for (size_t i = 0; code && i < ARRAY_SIZE(map); i++)
-    if (strcmp(code, map[i].code) == 0) {
-      kind = map[i].kind;
-      out = map[i].code;
-    }
-  http_error(c, kind, out, "%s", msg ? msg : "the file operation failed");
+static void answer_empty(struct http_conn *c, const struct files_result *r,
+                         const struct hutch_err *err) {
+  (void)r;
+  if (err)
+    http_fail(c, err);
+  else
+    http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
-static void on_abort(void *ctx) {
-  struct fileop *f = ctx;
-  f->c = NULL;
-  if (f->s) {
-    agentc_abandon(f->s);
-    f->s = NULL;
-  }
-  fileop_maybe_free(f);
-}
-
-static void on_drain(void *ctx) {
-  struct fileop *f = ctx;
-  if (f->s && f->owed) {
-    agentc_window(f->s, f->owed);
-    f->owed = 0;
-  }
-}
-
-static void on_body(void *ctx, const char *data, size_t n) {
-  struct fileop *f = ctx;
-  if (!f->s)
-    return;
-  agentc_stdin(f->s, data, n, false);
-  if (f->s && f->c && agentc_stdin_pending(f->s) > UPLOAD_HELD)
-    http_body_pause(f->c);
-}
-
-static void on_body_end(void *ctx) {
-  struct fileop *f = ctx;
-  if (f->s)
-    agentc_stdin(f->s, NULL, 0, true);
-}
-
-static void on_stdin_drained(struct astream *s) {
-  struct fileop *f = s->ctx;
-  if (f->c)
-    http_body_resume(f->c);
-}
-
-static const struct http_stream_ops file_ops = {
-    .abort = on_abort, .drain = on_drain, .body = on_body, .body_end = on_body_end};
-
-static void on_output(struct fileop *f, const struct hutch_frame *fr) {
-  if (f->kind == OP_READ || f->kind == OP_WATCH) {
-    if (!f->streaming) { /* the first bytes: it worked, answer 200 */
-      f->streaming = true;
-      http_stream_start(f->c, 200,
-                        f->kind == OP_READ ? "application/octet-stream" : "application/x-ndjson",
-                        &file_ops, f);
-    }
-    http_stream_send(f->c, fr->payload, fr->len);
-    if (http_queued(f->c) < HTTP_STREAM_HIGH)
-      agentc_window(f->s, fr->len);
-    else
-      f->owed += fr->len;
+static void answer_done(struct http_conn *c, const struct files_result *r,
+                        const struct hutch_err *err) {
+  if (err) {
+    http_fail(c, err);
     return;
   }
-  if (f->nout + fr->len > LIST_MAX) {
-    struct http_conn *c = f->c;
-    f->c = NULL;
-    agentc_abandon(f->s);
-    f->s = NULL;
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the listing exceeds %u bytes: ask for less depth",
-               LIST_MAX);
-    return;
-  }
-  f->out = xrealloc(f->out, f->nout + fr->len + 1);
-  memcpy(f->out + f->nout, fr->payload, fr->len);
-  f->nout += fr->len;
-  agentc_window(f->s, fr->len);
+  json_t *j = json_deep_copy(r->done);
+  json_object_del(j, "event");
+  http_json(c, 200, j);
 }
 
-static void on_end(struct fileop *f, const struct hutch_frame *fr) {
-  struct http_conn *c = f->c;
-  json_t *j = json_loadb((const char *)fr->payload, fr->len, 0, NULL);
-  bool failed = fr->type == HUTCH_F_ERROR || !json_is_object(j);
-  if (!json_is_object(j)) { /* not what an agent sends: a failure, reason unknown */
-    json_decref(j);
-    j = json_object();
-  }
-  f->c = NULL;
-  f->s = NULL;
-  if (failed && f->streaming) {
-    http_abort(c); /* a download failed after it began: cut it short */
-  } else if (f->kind == OP_READ || f->kind == OP_WATCH) {
-    if (failed)
-      files_error(c, j);
-    else if (f->streaming)
-      http_stream_end(c);
-    else
-      http_respond(c, 200, "application/octet-stream", "", 0, NULL);
-  } else {
-    struct files_result r = {failed ? NULL : j, failed ? j : NULL, f->out, f->nout, f->path,
-                             f->arg};
-    f->answer(c, &r);
-  }
-  json_decref(j);
-}
-
-static void on_frame(struct astream *s, const struct hutch_frame *fr) {
-  struct fileop *f = s->ctx;
-  f->busy++;
-  if (!fr) { /* the sandbox went away */
-    f->s = NULL;
-    if (f->c) {
-      struct http_conn *c = f->c;
-      f->c = NULL;
-      if (f->streaming)
-        http_abort(c);
-      else
-        http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended during the file operation");
-    }
-  } else if (f->c && fr->type == HUTCH_F_STDOUT) {
-    on_output(f, fr);
-  } else if (f->c && (fr->flags & HUTCH_FL_END)) {
-    on_end(f, fr);
-  } else if (fr->flags & HUTCH_FL_END) {
-    f->s = NULL;
-  }
-  f->busy--;
-  fileop_maybe_free(f);
+static void answer_list(struct http_conn *c, const struct files_result *r,
+                        const struct hutch_err *err) {
+  if (err)
+    http_fail(c, err);
+  else
+    http_json(c, 200, json_pack("{s:O}", "entries", r->entries));
 }
 
 /* ---- requests ---- */
@@ -194,6 +79,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
                                const char **user) {
   struct sbx *sb = sbx_lookup_live(c, p);
+  struct hutch_err err = {0};
   *path = NULL;
   if (!sb)
     return NULL;
@@ -201,167 +87,35 @@ static struct sbx *file_target(struct http_conn *c, const struct principal *p, c
   *user = !u || strcmp(u, "user") == 0 ? "user" : strcmp(u, "root") == 0 ? "root" : NULL;
   free(u);
   *path = http_query(&c->req, "path");
-  if (!*user) {
+  if (!*user)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "user must be user or root");
-  } else if (!files_path_ok(c, *path)) {
-  } else {
+  else if (files_path_check(*path, &err) < 0)
+    http_fail(c, &err);
+  else
     return sb;
-  }
   free(*path);
   *path = NULL;
   return NULL;
 }
 
-bool files_path_ok(struct http_conn *c, const char *path) {
-  /* The agent's requests are JSON: a path must be UTF-8 to go in one. */
-  json_t *utf8 = path ? json_string(path) : NULL;
-  json_decref(utf8);
-  if (utf8 && *path && strlen(path) <= PATH_MAX_LEN)
-    return true;
-  http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-             "path is required (UTF-8, at most %d bytes, percent-encoded)", PATH_MAX_LEN);
-  return false;
-}
-
-/* Open the agent stream for req (a reference taken); NULL after a 503. */
-static struct fileop *start(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
-                            int kind) {
-  struct fileop *f = xcalloc(1, sizeof *f);
-  f->kind = kind;
-  f->path = path;
-  f->s = agentc_open(&sb->ac, req, on_frame, f);
-  json_decref(req);
-  if (!f->s) {
-    free(f->path);
-    free(f);
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox's agent is not reachable");
-    return NULL;
-  }
-  f->c = c;
-  return f;
-}
-
-void files_read(struct http_conn *c, struct sbx *sb, char *path, const char *user) {
-  struct fileop *f = start(c, sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user",
-                                            user), path, OP_READ);
-  if (f)
-    http_own(c, &file_ops, f);
-}
-
-void api_files_read(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = file_target(c, p, &path, &user);
-  if (sb)
-    files_read(c, sb, path, user);
-}
-
-/* Changes under a directory as NDJSON, until the client goes (the agent
- * then kills the watcher). */
-void api_files_watch(struct http_conn *c, const struct principal *p) {
-  char *path, *rec = http_query(&c->req, "recursive");
-  const char *user;
-  struct sbx *sb = file_target(c, p, &path, &user);
-  bool recursive = rec && strcmp(rec, "true") == 0;
-  free(rec);
-  if (!sb)
-    return;
-  struct fileop *f = start(c, sb,
-                           json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path, "user",
-                                     user, "recursive", recursive),
-                           path, OP_WATCH);
-  if (f)
-    http_own(c, &file_ops, f);
-}
-
-void files_write(struct http_conn *c, struct sbx *sb, char *path, const char *user,
-                 files_answer_fn answer, void *arg) {
-  struct fileop *f = start(c, sb,
-                           json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", path, "user",
-                                     user, "parents", 1),
-                           path, OP_WRITE);
-  if (!f)
-    return;
-  f->answer = answer;
-  f->arg = arg;
-  f->s->stdin_drained = on_stdin_drained;
-  http_body_start(c, &file_ops, f);
-}
-
-static void answer_written(struct http_conn *c, const struct files_result *r) {
-  if (r->err)
-    files_error(c, r->err);
-  else
-    http_json(c, 200,
-              json_pack("{s:s,s:O?}", "path", r->path, "size", json_object_get(r->done, "size")));
-}
-
-void api_files_write(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = file_target(c, p, &path, &user);
-  if (sb)
-    files_write(c, sb, path, user, answer_written, NULL);
-}
-
-static void answer_empty(struct http_conn *c, const struct files_result *r) {
-  if (r->err)
-    files_error(c, r->err);
-  else
-    http_respond(c, 204, "application/json", "", 0, NULL);
-}
-
-static void answer_done(struct http_conn *c, const struct files_result *r) {
-  if (r->err) {
-    files_error(c, r->err);
-    return;
-  }
-  json_t *j = json_deep_copy(r->done);
-  json_object_del(j, "event");
-  http_json(c, 200, j);
-}
-
-json_t *files_entries(const char *out, size_t nout) {
-  json_t *entries = json_array();
-  for (const char *line = out, *end; line && line < out + nout; line = end + 1) {
-    end = memchr(line, '\n', (size_t)(out + nout - line));
-    if (!end)
-      break;
-    json_t *e = json_loadb(line, (size_t)(end - line), 0, NULL);
-    if (e)
-      json_array_append_new(entries, e);
-  }
-  return entries;
-}
-
-static void answer_list(struct http_conn *c, const struct files_result *r) {
-  if (r->err)
-    files_error(c, r->err);
-  else
-    http_json(c, 200, json_pack("{s:o}", "entries", files_entries(r->out, r->nout)));
-}
-
-void files_call(struct http_conn *c, struct sbx *sb, json_t *req, char *path,
-                files_answer_fn answer, void *arg) {
-  struct fileop *f = start(c, sb, req, path, OP_OTHER);
-  if (!f)
-    return;
-  f->answer = answer;
-  f->arg = arg;
-  http_own(c, &file_ops, f);
+/* A query flag: true only when "true". */
+static bool query_true(struct http_conn *c, const char *name) {
+  char *v = http_query(&c->req, name);
+  bool yes = v && strcmp(v, "true") == 0;
+  free(v);
+  return yes;
 }
 
 void api_files_delete(struct http_conn *c, const struct principal *p) {
-  char *path, *rec = http_query(&c->req, "recursive");
+  char *path;
   const char *user;
+  bool recursive = query_true(c, "recursive");
   struct sbx *sb = file_target(c, p, &path, &user);
-  bool recursive = rec && strcmp(rec, "true") == 0;
-  free(rec);
-  if (sb)
-    files_call(c, sb,
-           json_pack("{s:s,s:s,s:s,s:b}", "op", "remove", "path", path, "user", user, "recursive",
-                     recursive),
-           NULL, answer_empty, NULL);
+  struct hutch_err err = {0};
+  if (sb) {
+    struct files_wait *k = files_wait(c, answer_empty);
+    files_wait_started(k, files_remove(sb, path, user, recursive, files_waited, k, &err), &err);
+  }
   free(path);
 }
 
@@ -369,9 +123,11 @@ void api_files_stat(struct http_conn *c, const struct principal *p) {
   char *path;
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
-  if (sb)
-    files_call(c, sb, json_pack("{s:s,s:s,s:s}", "op", "stat", "path", path, "user", user),
-           NULL, answer_done, NULL);
+  struct hutch_err err = {0};
+  if (sb) {
+    struct files_wait *k = files_wait(c, answer_done);
+    files_wait_started(k, files_stat(sb, path, user, files_waited, k, &err), &err);
+  }
   free(path);
 }
 
@@ -380,13 +136,14 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
   const char *user;
   uint64_t depth = 1;
   struct sbx *sb = file_target(c, p, &path, &user);
-  if (sb && d && (!parse_u64(d, &depth) || depth < 1 || depth > 64))
+  struct hutch_err err = {0};
+  if (sb && d && (!parse_u64(d, &depth) || depth < 1 || depth > 64)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth must be from 1 to 64");
-  else if (sb)
-    files_call(c, sb,
-           json_pack("{s:s,s:s,s:s,s:I}", "op", "list", "path", path, "user", user, "depth",
-                     (json_int_t)depth),
-           NULL, answer_list, NULL);
+  } else if (sb) {
+    struct files_wait *k = files_wait(c, answer_list);
+    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
+                       &err);
+  }
   free(d);
   free(path);
 }
@@ -400,7 +157,7 @@ static struct sbx *json_target(struct http_conn *c, const struct principal *p,
   *user = "user";
   if (!sb || !(*o = body_object(c)))
     return NULL;
-  if (body_only(c, *o, known) < 0 || body_string(c, *o, "path", PATH_MAX_LEN, path) < 0 ||
+  if (body_only(c, *o, known) < 0 || body_string(c, *o, "path", FILES_PATH_MAX, path) < 0 ||
       body_string(c, *o, "user", 8, user) < 0)
     return NULL;
   if (!*path || !**path) {
@@ -419,11 +176,12 @@ void api_files_mkdir(struct http_conn *c, const struct principal *p) {
   json_t *o = NULL;
   const char *path, *user;
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
-  if (sb)
-    files_call(c, sb,
-           json_pack("{s:s,s:s,s:s,s:b}", "op", "mkdir", "path", path, "user", user, "parents",
-                     json_is_true(json_object_get(o, "parents"))),
-           NULL, answer_done, NULL);
+  struct hutch_err err = {0};
+  if (sb) {
+    struct files_wait *k = files_wait(c, answer_done);
+    bool parents = json_is_true(json_object_get(o, "parents"));
+    files_wait_started(k, files_mkdir(sb, path, user, parents, files_waited, k, &err), &err);
+  }
   json_decref(o);
 }
 
@@ -432,12 +190,207 @@ void api_files_move(struct http_conn *c, const struct principal *p) {
   json_t *o = NULL;
   const char *path, *user, *to = NULL;
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
-  int r = sb ? body_string(c, o, "to", PATH_MAX_LEN, &to) : -1;
-  if (r == 0 || (r == 1 && !*to))
+  int r = sb ? body_string(c, o, "to", FILES_PATH_MAX, &to) : -1;
+  struct hutch_err err = {0};
+  if (r == 0 || (r == 1 && !*to)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "to is required");
-  else if (r == 1)
-    files_call(c, sb,
-           json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", path, "user", user, "to", to),
-           NULL, answer_empty, NULL);
+  } else if (r == 1) {
+    struct files_wait *k = files_wait(c, answer_empty);
+    files_wait_started(k, files_move(sb, path, to, user, files_waited, k, &err), &err);
+  }
   json_decref(o);
+}
+
+/* ---- downloads and watches: the bytes, or NDJSON ---- */
+
+struct download {
+  struct http_conn *c; /* NULL once the client is gone */
+  struct files_op *op;
+  const char *ctype;
+  bool streaming; /* answered 200: the first bytes came */
+  bool busy;      /* in a sink call: the client's end must not free d under it */
+};
+
+static void dl_abort(void *ctx) {
+  struct download *d = ctx;
+  d->c = NULL;
+  files_cancel(d->op);
+  if (!d->busy)
+    free(d);
+}
+
+static void dl_drain(void *ctx) {
+  struct download *d = ctx;
+  files_resume(d->op);
+}
+
+static const struct http_stream_ops dl_ops = {.abort = dl_abort, .drain = dl_drain};
+
+/* Send n bytes; whether the client takes more now. */
+static bool dl_send(struct download *d, const void *p, size_t n) {
+  d->busy = true;
+  if (!d->streaming) { /* the first bytes: it worked, answer 200 */
+    d->streaming = true;
+    http_stream_start(d->c, 200, d->ctype, &dl_ops, d);
+  }
+  if (d->c)
+    http_stream_send(d->c, p, n);
+  bool more = !d->c || http_queued(d->c) < HTTP_STREAM_HIGH;
+  d->busy = false;
+  if (!d->c)
+    free(d); /* the client left meanwhile: the action is cancelled */
+  return more;
+}
+
+static bool dl_data(void *arg, const void *p, size_t n) { return dl_send(arg, p, n); }
+
+static bool dl_event(void *arg, json_t *ev) {
+  size_t n;
+  char *line = http_json_line(json_incref(ev), &n);
+  bool more = dl_send(arg, line, n);
+  free(line);
+  return more;
+}
+
+static void dl_end(void *arg, const struct hutch_err *err) {
+  struct download *d = arg;
+  struct http_conn *c = d->c;
+  bool streaming = d->streaming;
+  free(d);
+  http_own(c, NULL, NULL);
+  if (err && streaming)
+    http_abort(c); /* a download failed after it began: cut it short */
+  else if (err)
+    http_fail(c, err);
+  else if (streaming)
+    http_stream_end(c);
+  else
+    http_respond(c, 200, "application/octet-stream", "", 0, NULL);
+}
+
+static struct download *dl_new(struct http_conn *c, const char *ctype, struct files_sink *sink) {
+  struct download *d = xcalloc(1, sizeof *d);
+  d->c = c;
+  d->ctype = ctype;
+  *sink = (struct files_sink){.data = dl_data, .event = dl_event, .end = dl_end, .arg = d};
+  return d;
+}
+
+static void dl_start(struct http_conn *c, struct download *d, const struct hutch_err *err) {
+  if (!d->op) {
+    free(d);
+    http_fail(c, err);
+    return;
+  }
+  http_own(c, &dl_ops, d);
+}
+
+void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
+  struct hutch_err err = {0};
+  struct files_sink sink;
+  struct download *d = dl_new(c, "application/octet-stream", &sink);
+  d->op = files_read(sb, path, user, &sink, &err);
+  dl_start(c, d, &err);
+}
+
+void api_files_read(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = file_target(c, p, &path, &user);
+  if (sb)
+    files_download(c, sb, path, user);
+  free(path);
+}
+
+/* Changes under a directory as NDJSON, until the client goes (the agent
+ * then kills the watcher). */
+void api_files_watch(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  bool recursive = query_true(c, "recursive");
+  struct sbx *sb = file_target(c, p, &path, &user);
+  struct hutch_err err = {0};
+  struct files_sink sink;
+  if (!sb)
+    return;
+  struct download *d = dl_new(c, "application/x-ndjson", &sink);
+  d->op = files_watch(sb, path, user, recursive, &sink, &err);
+  dl_start(c, d, &err);
+  free(path);
+}
+
+/* ---- uploads ---- */
+
+struct upload {
+  struct http_conn *c;
+  struct files_op *op; /* NULL once the write has ended */
+  files_written_fn answer;
+};
+
+static void up_abort(void *ctx) {
+  struct upload *up = ctx;
+  if (up->op)
+    files_cancel(up->op);
+  free(up);
+}
+
+static void up_body(void *ctx, const char *data, size_t n) {
+  struct upload *up = ctx;
+  if (up->op && !files_write_data(up->op, data, n))
+    http_body_pause(up->c);
+}
+
+static void up_body_end(void *ctx) {
+  struct upload *up = ctx;
+  if (up->op)
+    files_write_end(up->op);
+}
+
+static void up_resume(void *arg) {
+  struct upload *up = arg;
+  http_body_resume(up->c);
+}
+
+static const struct http_stream_ops up_ops = {
+    .abort = up_abort, .body = up_body, .body_end = up_body_end};
+
+static void up_done(const struct files_result *r, const struct hutch_err *err, void *arg) {
+  struct upload *up = arg;
+  struct http_conn *c = up->c;
+  files_written_fn answer = up->answer;
+  free(up);
+  http_own(c, NULL, NULL);
+  if (err)
+    http_fail(c, err);
+  else
+    answer(c, r);
+}
+
+void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                  files_written_fn answer) {
+  struct hutch_err err = {0};
+  struct upload *up = xcalloc(1, sizeof *up);
+  up->c = c;
+  up->answer = answer;
+  up->op = files_write(sb, path, user, up_resume, up_done, up, &err);
+  if (!up->op) {
+    free(up);
+    http_fail(c, &err);
+    return;
+  }
+  http_body_start(c, &up_ops, up);
+}
+
+static void answer_written(struct http_conn *c, const struct files_result *r) {
+  http_json(c, 200,
+            json_pack("{s:s,s:O?}", "path", r->path, "size", json_object_get(r->done, "size")));
+}
+
+void api_files_write(struct http_conn *c, const struct principal *p) {
+  char *path;
+  const char *user;
+  struct sbx *sb = file_target(c, p, &path, &user);
+  if (sb)
+    files_upload(c, sb, path, user, answer_written);
+  free(path);
 }

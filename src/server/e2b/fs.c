@@ -1,6 +1,6 @@
 /* envd's filesystem.Filesystem service (E2B's spec/envd/filesystem/
  * filesystem.proto) over Connect RPC, and envd's GET and POST /files, on
- * the agent's file operations (api/files.c): paths resolve inside the
+ * the file actions (core/files.h): paths resolve inside the
  * sandbox, as its user, exactly as for the native routes. A relative path
  * is taken from the user's home, as envd does.
  *
@@ -19,10 +19,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "frame.h"
 #include "util.h"
 #include "api/api.h"
+#include "core/files.h"
 #include "core/keys.h"
+#include "core/sbx.h"
 #include "e2b/e2b.h"
 #include "http/connect.h"
 #include "http/json.h"
@@ -30,8 +31,6 @@
 
 #define WATCHERS_MAX 16          /* polled watchers per sandbox */
 #define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */
-#define WATCH_LINE_MAX (64u << 10)
-#define UPLOAD_HELD (1u << 20)   /* bytes queued for the agent before reading pauses */
 
 /* ---- EntryInfo ---- */
 
@@ -73,6 +72,15 @@ static json_t *entry_info(json_t *e) {
   return j;
 }
 
+/* A usable path, or false after a 400. */
+static bool path_ok(struct http_conn *c, const char *path) {
+  struct hutch_err err = {0};
+  if (files_path_check(path, &err) == 0)
+    return true;
+  http_fail(c, &err);
+  return false;
+}
+
 /* The message, the user and the absolute path of a call on one path (the
  * field key); NULL after an error answer. */
 static struct sbx *path_call(struct http_conn *c, const struct principal *p, const char *key,
@@ -84,51 +92,55 @@ static struct sbx *path_call(struct http_conn *c, const struct principal *p, con
       !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
     return NULL;
   json_t *v = json_object_get(*m, key);
-  if (!files_path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
+  if (!path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
     return NULL;
   *path = e2b_path(json_string_value(v), *user);
   return sb;
 }
 
-static void answer_entry(struct http_conn *c, const struct files_result *r) {
-  if (r->err)
-    files_error(c, r->err);
-  else
-    http_json(c, 200, json_pack("{s:o}", "entry", entry_info(r->done)));
-}
+/* ---- the unary calls ---- */
 
-/* A call on the message's path: the agent's op with its other fields
- * (extra, taken), answered by answer. */
-static void one_path(struct http_conn *c, const struct principal *p, const char *op,
-                     json_t *extra, files_answer_fn answer) {
+/* A call on the message's path, started by start as the user, answered
+ * by answer. */
+typedef int (*start_fn)(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                        void *arg, struct hutch_err *err);
+
+static void one_path(struct http_conn *c, const struct principal *p, start_fn start,
+                     files_answer_fn answer) {
   json_t *m;
   char *path;
   const char *user;
   struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
+  struct hutch_err err = {0};
   if (sb) {
-    json_t *req = json_pack("{s:s,s:s,s:s}", "op", op, "path", path, "user", user);
-    json_object_update(req, extra);
-    files_call(c, sb, req, path, answer, NULL);
-  } else {
-    free(path);
+    struct files_wait *k = files_wait(c, answer);
+    files_wait_started(k, start(sb, path, user, files_waited, k, &err), &err);
   }
-  json_decref(extra);
+  free(path);
   json_decref(m);
 }
 
-void e2b_fs_stat(struct http_conn *c, const struct principal *p) {
-  one_path(c, p, "stat", json_object(), answer_entry);
+static void answer_entry(struct http_conn *c, const struct files_result *r,
+                         const struct hutch_err *err) {
+  if (err)
+    http_fail(c, err);
+  else
+    http_json(c, 200, json_pack("{s:o}", "entry", entry_info(r->done)));
 }
 
-static void answer_list(struct http_conn *c, const struct files_result *r) {
-  if (r->err) {
-    files_error(c, r->err);
+void e2b_fs_stat(struct http_conn *c, const struct principal *p) {
+  one_path(c, p, files_stat, answer_entry);
+}
+
+static void answer_list(struct http_conn *c, const struct files_result *r,
+                        const struct hutch_err *err) {
+  if (err) {
+    http_fail(c, err);
     return;
   }
-  json_t *in = files_entries(r->out, r->nout), *e, *entries = json_array();
+  json_t *e, *entries = json_array();
   size_t i;
-  json_array_foreach(in, i, e) json_array_append_new(entries, entry_info(e));
-  json_decref(in);
+  json_array_foreach(r->entries, i, e) json_array_append_new(entries, entry_info(e));
   http_json(c, 200, json_pack("{s:o}", "entries", entries));
 }
 
@@ -139,23 +151,22 @@ void e2b_fs_list(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
   json_t *d = sb ? json_object_get(m, "depth") : NULL;
   json_int_t depth = d ? json_integer_value(d) : 1;
+  struct hutch_err err = {0};
   if (sb && (depth < 1 || depth > 64 || (d && !json_is_integer(d)))) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth is from 1 to 64");
-    free(path);
   } else if (sb) {
-    files_call(c, sb,
-               json_pack("{s:s,s:s,s:s,s:I}", "op", "list", "path", path, "user", user, "depth",
-                         depth),
-               path, answer_list, NULL);
-  } else {
-    free(path);
+    struct files_wait *k = files_wait(c, answer_list);
+    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
+                       &err);
   }
+  free(path);
   json_decref(m);
 }
 
-static void answer_mkdir(struct http_conn *c, const struct files_result *r) {
-  if (r->err) {
-    files_error(c, r->err);
+static void answer_mkdir(struct http_conn *c, const struct files_result *r,
+                         const struct hutch_err *err) {
+  if (err) {
+    http_fail(c, err);
   } else if (!json_is_true(json_object_get(r->done, "created"))) {
     http_error(c, HUTCH_ERR_CONFLICT, "exists", "%s already exists", r->path);
   } else {
@@ -165,23 +176,30 @@ static void answer_mkdir(struct http_conn *c, const struct files_result *r) {
   }
 }
 
+static int mkdir_parents(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                         void *arg, struct hutch_err *err) {
+  return files_mkdir(sb, path, user, true, done, arg, err);
+}
+
 void e2b_fs_mkdir(struct http_conn *c, const struct principal *p) {
-  one_path(c, p, "mkdir", json_pack("{s:b}", "parents", 1), answer_mkdir);
+  one_path(c, p, mkdir_parents, answer_mkdir);
 }
 
 /* Move answers with the entry at its destination: a stat follows, as the
  * same user, in the same sandbox (there: its agent just answered). */
-static void answer_moved(struct http_conn *c, const struct files_result *r) {
+static void answer_moved(struct http_conn *c, const struct files_result *r,
+                         const struct hutch_err *err) {
   const char *user = e2b_user(c); /* it was good for the move */
   struct sbx *sb = e2b_sandbox(c);
-  if (r->err)
-    files_error(c, r->err);
-  else if (!sb)
+  struct hutch_err serr = {0};
+  if (err) {
+    http_fail(c, err);
+  } else if (!sb) {
     http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended during the move");
-  else if (user)
-    files_call(c, sb,
-               json_pack("{s:s,s:s,s:s}", "op", "stat", "path", r->path, "user", user),
-               xstrdup(r->path), answer_entry, NULL);
+  } else if (user) {
+    struct files_wait *k = files_wait(c, answer_entry);
+    files_wait_started(k, files_stat(sb, r->path, user, files_waited, k, &serr), &serr);
+  }
 }
 
 void e2b_fs_move(struct http_conn *c, const struct principal *p) {
@@ -190,11 +208,12 @@ void e2b_fs_move(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = path_call(c, p, "source", &m, &from, &user);
   json_t *dest = sb ? json_object_get(m, "destination") : NULL;
-  if (sb && json_is_string(dest) && files_path_ok(c, json_string_value(dest))) {
+  struct hutch_err err = {0};
+  if (sb && json_is_string(dest) && path_ok(c, json_string_value(dest))) {
     char *to = e2b_path(json_string_value(dest), user);
-    files_call(c, sb,
-               json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", from, "to", to, "user", user),
-               to, answer_moved, NULL);
+    struct files_wait *k = files_wait(c, answer_moved);
+    files_wait_started(k, files_move(sb, from, to, user, files_waited, k, &err), &err);
+    free(to);
   } else if (sb && !json_is_string(dest)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "destination is required");
   }
@@ -203,16 +222,22 @@ void e2b_fs_move(struct http_conn *c, const struct principal *p) {
 }
 
 /* envd removes recursively, and a path already gone is no error. */
-static void answer_removed(struct http_conn *c, const struct files_result *r) {
-  const char *code = json_string_value(json_object_get(r->err, "code"));
-  if (r->err && !(code && strcmp(code, "not_found") == 0))
-    files_error(c, r->err);
+static void answer_removed(struct http_conn *c, const struct files_result *r,
+                           const struct hutch_err *err) {
+  (void)r;
+  if (err && !(err->code && strcmp(err->code, "not_found") == 0))
+    http_fail(c, err);
   else
     http_json(c, 200, json_object());
 }
 
+static int remove_all(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                      void *arg, struct hutch_err *err) {
+  return files_remove(sb, path, user, true, done, arg, err);
+}
+
 void e2b_fs_remove(struct http_conn *c, const struct principal *p) {
-  one_path(c, p, "remove", json_pack("{s:b}", "recursive", 1), answer_removed);
+  one_path(c, p, remove_all, answer_removed);
 }
 
 /* ---- watching: a stream (WatchDir) or a watcher polled for events ---- */
@@ -220,21 +245,22 @@ void e2b_fs_remove(struct http_conn *c, const struct principal *p) {
 struct watch {
   struct watch *next;  /* the sandbox's polled watchers */
   struct sbx *sb;
-  struct astream *s;   /* NULL once the agent's stream has ended */
+  struct files_op *op; /* NULL once the watch has ended */
   struct http_conn *c; /* WatchDir: the stream; a watcher: its CreateWatcher until answered */
   bool polled;
   bool ready;
+  bool busy;           /* in an event: the client's end must not free w under it */
+  bool gone;           /* WatchDir: the client left during an event */
   char id[17];
   char *root;          /* names are relative to it */
-  char *line;
-  size_t line_len;
   json_t *events;      /* a watcher's, until polled */
   bool overflowed;
 };
 
 static void watch_free(struct watch *w) {
+  if (w->op)
+    files_cancel(w->op);
   free(w->root);
-  free(w->line);
   json_decref(w->events);
   free(w);
 }
@@ -247,12 +273,12 @@ static void watch_unlink(struct watch *w) {
     }
 }
 
-static void watch_gone(void *ctx) { /* the WatchDir client went away */
+static void watch_gone(void *ctx) { /* the WatchDir client went away: the agent ends the watch */
   struct watch *w = ctx;
   w->c = NULL;
-  if (w->s)
-    agentc_abandon(w->s); /* the agent ends the watch */
-  watch_free(w);
+  w->gone = true;
+  if (!w->busy)
+    watch_free(w);
 }
 
 static const struct http_stream_ops watch_ops = {.abort = watch_gone};
@@ -276,21 +302,27 @@ static json_t *fs_event(const struct watch *w, json_t *ev) {
   return NULL;
 }
 
-static void watch_line(struct watch *w, const char *p, size_t n) {
-  json_t *ev = json_loadb(p, n, 0, NULL);
-  const char *type = json_string_value(json_object_get(ev, "type"));
-  if (type && strcmp(type, "ready") == 0 && !w->ready) {
-    w->ready = true;
-    struct http_conn *c = w->c;
-    if (!w->polled) {
-      connect_stream_start(c, &watch_ops, w);
+static void watch_ready(struct watch *w) {
+  w->ready = true;
+  struct http_conn *c = w->c;
+  if (!w->polled) {
+    connect_stream_start(c, &watch_ops, w);
+    if (w->c)
       connect_send(c, json_pack("{s:{}}", "start"));
-    } else {
-      w->c = NULL;
-      w->next = w->sb->watches;
-      w->sb->watches = w;
-      http_json(c, 200, json_pack("{s:s}", "watcherId", w->id));
-    }
+  } else {
+    w->c = NULL;
+    w->next = w->sb->watches;
+    w->sb->watches = w;
+    http_json(c, 200, json_pack("{s:s}", "watcherId", w->id));
+  }
+}
+
+static bool watch_event(void *arg, json_t *ev) {
+  struct watch *w = arg;
+  const char *type = json_string_value(json_object_get(ev, "type"));
+  w->busy = true;
+  if (type && strcmp(type, "ready") == 0 && !w->ready) {
+    watch_ready(w);
   } else if (type && strcmp(type, "overflow") == 0) {
     w->overflowed = true;
   } else if (w->ready) {
@@ -304,54 +336,30 @@ static void watch_line(struct watch *w, const char *p, size_t n) {
       json_decref(fe);
     }
   }
-  json_decref(ev);
+  w->busy = false;
+  if (w->gone) /* the client left meanwhile */
+    watch_free(w);
+  return true;
 }
 
-static void watch_output(struct watch *w, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    const uint8_t *nl = memchr(p, '\n', n);
-    size_t take = nl ? (size_t)(nl - p) + 1 : n;
-    if (w->line_len + take <= WATCH_LINE_MAX) {
-      w->line = xrealloc(w->line, w->line_len + take);
-      memcpy(w->line + w->line_len, p, take);
-      w->line_len += take;
-    }
-    if (nl) {
-      watch_line(w, w->line, w->line_len - 1);
-      w->line_len = 0;
-    }
-    p += take;
-    n -= take;
-  }
-}
-
-static void on_watch_frame(struct astream *s, const struct hutch_frame *f) {
-  struct watch *w = s->ctx;
-  if (f && f->type == HUTCH_F_STDOUT) {
-    watch_output(w, f->payload, f->len);
-    if (w->s)
-      agentc_window(w->s, f->len);
-    return;
-  }
-  if (f && !(f->flags & HUTCH_FL_END))
-    return;
-  /* The watch ended: refused, or its sandbox or worker went away. */
-  w->s = NULL;
-  json_t *err = f ? json_loadb((const char *)f->payload, f->len, 0, NULL) : NULL;
+/* The watch ended: refused, or its sandbox or worker went away. */
+static void watch_end(void *arg, const struct hutch_err *err) {
+  struct watch *w = arg;
   struct http_conn *c = w->c;
+  w->op = NULL;
   w->c = NULL;
   if (!w->ready) {
-    if (f && f->type == HUTCH_F_ERROR)
-      files_error(c, err);
+    http_own(c, NULL, NULL);
+    if (err)
+      http_fail(c, err);
     else
       http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended before the watch began");
     watch_free(w);
   } else if (!w->polled) {
-    const char *msg = json_string_value(json_object_get(err, "message"));
-    connect_end(c, "unavailable", msg ? msg : "the watch ended");
+    http_own(c, NULL, NULL);
+    connect_end(c, "unavailable", err ? err->msg : "the watch ended");
     watch_free(w);
   } /* a polled watcher stays until removed: its events can still be read */
-  json_decref(err);
 }
 
 static void watch_start(struct http_conn *c, const struct principal *p, bool polled) {
@@ -372,20 +380,19 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
     return;
   }
   bool recursive = json_is_true(json_object_get(m, "recursive"));
+  json_decref(m);
   struct watch *w = xcalloc(1, sizeof *w);
   w->sb = sb;
   w->polled = polled;
   w->root = path;
   w->events = json_array();
   serve_random_hex(w->id, sizeof w->id - 1);
-  json_t *req = json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path, "user", user,
-                          "recursive", recursive);
-  w->s = agentc_open(&sb->ac, req, on_watch_frame, w);
-  json_decref(req);
-  json_decref(m);
-  if (!w->s) {
+  struct files_sink sink = {.event = watch_event, .end = watch_end, .arg = w};
+  struct hutch_err err = {0};
+  w->op = files_watch(sb, path, user, recursive, &sink, &err);
+  if (!w->op) {
     watch_free(w);
-    http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox's agent is not reachable");
+    http_fail(c, &err);
     return;
   }
   w->c = c;
@@ -430,9 +437,7 @@ void e2b_fs_watcher_remove(struct http_conn *c, const struct principal *p) {
   struct watch *w = watcher(c, p, &m);
   if (w) {
     watch_unlink(w);
-    if (w->s)
-      agentc_abandon(w->s);
-    watch_free(w);
+    watch_free(w); /* the agent ends the watch */
     http_json(c, 200, json_object());
   }
   json_decref(m);
@@ -442,7 +447,7 @@ void e2b_watches_free(struct sbx *sb) {
   while (sb->watches) {
     struct watch *w = sb->watches;
     sb->watches = w->next;
-    watch_free(w); /* its stream ended with the sandbox */
+    watch_free(w); /* its watch ended with the sandbox */
   }
 }
 
@@ -458,7 +463,7 @@ static struct sbx *files_target(struct http_conn *c, const struct principal *p, 
     return NULL;
   char *q = http_query(&c->req, "path");
   if (q || required) {
-    if (!files_path_ok(c, q)) {
+    if (!path_ok(c, q)) {
       free(q);
       return NULL;
     }
@@ -473,7 +478,8 @@ void e2b_files_read(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = files_target(c, p, &path, &user, true);
   if (sb)
-    files_read(c, sb, path, user);
+    files_download(c, sb, path, user);
+  free(path);
 }
 
 /* What envd answers for a file written: [{name, type, path}]. */
@@ -484,21 +490,18 @@ static json_t *written(const char *path) {
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
-  if (r->err)
-    files_error(c, r->err);
-  else
-    http_json(c, 200, json_pack("[o]", written(r->path)));
+  http_json(c, 200, json_pack("[o]", written(r->path)));
 }
 
 /* A multipart/form-data upload: its parts are parsed as the body comes,
  * each part named "file" is written (to ?path= if given, else to its
- * filename) by its own agent write, started as its headers end and fed as
- * its bytes come. Reading pauses while a part's agent has not taken what
- * it was sent. The answer waits for every write. */
+ * filename) by its own write action, started as its headers end and fed
+ * as its bytes come. Reading pauses while a part's write has not taken
+ * what it was sent. The answer waits for every write. */
 struct part {
   struct part *next;
   struct upload *up;
-  struct astream *s; /* NULL once its write has ended */
+  struct files_op *op; /* NULL once its write has ended */
   char *path;
 };
 
@@ -511,7 +514,8 @@ struct upload {
   struct part *parts;  /* writes not ended */
   struct part *cur;    /* the part being read; NULL: one not wanted */
   json_t *results;
-  json_t *err;         /* the first write that failed */
+  struct hutch_err err; /* the first write that failed, when failed */
+  bool failed;
   bool body_done;
   bool bad;            /* a "file" part not writable as named, or the body cut short */
 };
@@ -520,8 +524,10 @@ static void upload_maybe_end(struct upload *up) {
   if (up->parts || (!up->body_done && up->c))
     return;
   struct http_conn *c = up->c;
-  if (c && up->err)
-    files_error(c, up->err);
+  if (c)
+    http_own(c, NULL, NULL);
+  if (c && up->failed)
+    http_fail(c, &up->err);
   else if (c && (up->bad || up->mp.bad))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not multipart/form-data as it says");
   else if (c && json_array_size(up->results) == 0)
@@ -531,11 +537,10 @@ static void upload_maybe_end(struct upload *up) {
   free(up->path);
   multipart_free(&up->mp);
   json_decref(up->results);
-  json_decref(up->err);
   free(up);
 }
 
-static void part_end(struct part *pt, json_t *err) {
+static void part_end(struct part *pt, const struct hutch_err *err) {
   struct upload *up = pt->up;
   for (struct part **q = &up->parts; *q; q = &(*q)->next)
     if (*q == pt) {
@@ -544,32 +549,26 @@ static void part_end(struct part *pt, json_t *err) {
     }
   if (up->cur == pt)
     up->cur = NULL;
-  if (err && !up->err)
-    up->err = json_incref(err);
-  else if (!err)
+  if (err && !up->failed) {
+    up->failed = true;
+    up->err = *err;
+  } else if (!err) {
     json_array_append_new(up->results, written(pt->path));
+  }
   free(pt->path);
   free(pt);
   upload_maybe_end(up);
 }
 
-static void on_part_frame(struct astream *s, const struct hutch_frame *f) {
-  struct part *pt = s->ctx;
-  if (f && !(f->flags & HUTCH_FL_END))
-    return;
-  pt->s = NULL;
-  json_t *j = f ? json_loadb((const char *)f->payload, f->len, 0, NULL) : NULL;
-  json_t *err = !f ? json_pack("{s:s,s:s}", "code", "sandbox_error", "message",
-                               "the sandbox ended during the upload")
-                : f->type == HUTCH_F_ERROR ? json_incref(j)
-                                           : NULL;
+static void part_done(const struct files_result *r, const struct hutch_err *err, void *arg) {
+  struct part *pt = arg;
+  (void)r;
+  pt->op = NULL;
   part_end(pt, err);
-  json_decref(err);
-  json_decref(j);
 }
 
-static void on_part_drained(struct astream *s) {
-  struct part *pt = s->ctx;
+static void part_resume(void *arg) {
+  struct part *pt = arg;
   if (pt->up->c)
     http_body_resume(pt->up->c);
 }
@@ -580,27 +579,24 @@ static void part_begin(void *ctx, const char *headers) {
   up->cur = NULL;
   if (!name)
     return; /* not a file: its bytes are skipped */
-  if (!up->path && (!*name || strlen(name) > 4095)) {
+  if (!up->path && (!*name || strlen(name) > FILES_PATH_MAX)) {
     free(name);
     up->bad = true;
     return;
   }
   struct part *pt = xcalloc(1, sizeof *pt);
+  struct hutch_err err = {0};
   pt->up = up;
   pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
   free(name);
-  json_t *req = json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", pt->path, "user", up->user,
-                          "parents", 1);
-  /* NULL when the filename is not UTF-8: no request for the agent. */
-  pt->s = req ? agentc_open(&up->sb->ac, req, on_part_frame, pt) : NULL;
-  json_decref(req);
-  if (!pt->s) {
+  /* Fails too when the filename is not UTF-8: no request for the agent. */
+  pt->op = files_write(up->sb, pt->path, up->user, part_resume, part_done, pt, &err);
+  if (!pt->op) {
     up->bad = true;
     free(pt->path);
     free(pt);
     return;
   }
-  pt->s->stdin_drained = on_part_drained;
   pt->next = up->parts;
   up->parts = pt;
   up->cur = pt;
@@ -608,17 +604,16 @@ static void part_begin(void *ctx, const char *headers) {
 
 static void part_data(void *ctx, const char *p, size_t n) {
   struct upload *up = ctx;
-  if (!up->cur || !up->cur->s || n == 0)
+  if (!up->cur || !up->cur->op || n == 0)
     return;
-  agentc_stdin(up->cur->s, p, n, false);
-  if (up->c && up->cur && up->cur->s && agentc_stdin_pending(up->cur->s) > UPLOAD_HELD)
+  if (!files_write_data(up->cur->op, p, n) && up->c)
     http_body_pause(up->c);
 }
 
 static void part_close(void *ctx) {
   struct upload *up = ctx;
-  if (up->cur && up->cur->s)
-    agentc_stdin(up->cur->s, NULL, 0, true);
+  if (up->cur && up->cur->op)
+    files_write_end(up->cur->op);
   up->cur = NULL;
 }
 
@@ -648,14 +643,14 @@ static void mp_abort(void *ctx) {
     upload_maybe_end(up);
     return;
   }
-  /* Every write is abandoned (the agent ends it); the last part's end
+  /* Every write is cancelled (the agent ends it); the last part's end
    * frees up. */
   for (;;) {
     struct part *pt = up->parts;
     bool last = !pt->next;
-    if (pt->s)
-      agentc_abandon(pt->s);
-    pt->s = NULL;
+    if (pt->op)
+      files_cancel(pt->op);
+    pt->op = NULL;
     part_end(pt, NULL);
     if (last)
       return;
@@ -702,5 +697,6 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
     return;
   }
-  files_write(c, sb, path, user, answer_written, NULL);
+  files_upload(c, sb, path, user, answer_written);
+  free(path);
 }
