@@ -3,10 +3,9 @@
  * and ends with its result or a struct hutch_err whose kind the front end
  * renders through its table (http/errors.c). Nothing here knows HTTP, so
  * the native API, E2B's and any later front end give the same answer to
- * the same case.
- *
- * Other domains (exec, files, snapshots, volumes, network) still take a
- * connection: scripts/check-layers lists them as DEBT. */
+ * the same case. The other domains' actions are in their own modules:
+ * sandboxes.h (create), files.h, exec.h, procs.h, contexts.h,
+ * snapshots.h, volumes.h, network.h, keys.h. */
 #ifndef HUTCH_CORE_ACTIONS_H
 #define HUTCH_CORE_ACTIONS_H
 
