@@ -110,29 +110,32 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_decref(o);
 }
 
-/* ?state=running and ?metadata.KEY=VALUE (all must match). */
-static bool listed(const struct sbx *sb, const struct http_req *req) {
-  bool ok = true;
-  for (const char *q = req->query; ok && q && *q;) {
+/* ?state=running|paused and ?metadata.KEY=VALUE (all must match); a
+ * value that does not decode matches nothing. */
+void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
+  struct sandbox_filter f = {.running = true, .paused = true, .metadata = json_object()};
+  bool none = false;
+  for (const char *q = c->req.query; q && *q;) {
     char *key = NULL, *value = NULL;
     q = http_query_next(q, &key, &value);
-    if (key && strcmp(key, "state") == 0)
-      ok = value && strcmp(value, sb->paused ? "paused" : "running") == 0;
-    else if (key && strncmp(key, "metadata.", 9) == 0) {
-      json_t *v = json_object_get(sb->metadata, key + 9);
-      ok = v && value && strcmp(json_string_value(v), value) == 0;
+    if (key && strcmp(key, "state") == 0) {
+      f.running = f.running && value && strcmp(value, "running") == 0;
+      f.paused = f.paused && value && strcmp(value, "paused") == 0;
+    } else if (key && strncmp(key, "metadata.", 9) == 0) {
+      none |= !value;
+      if (value)
+        json_object_set_new(f.metadata, key + 9, json_string(value));
     }
     free(key);
     free(value);
   }
-  return ok;
-}
-
-void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
+  size_t n;
+  struct sbx **all = sandboxes_list(c->srv, p, &f, &n);
   json_t *a = json_array();
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    if (strcmp(sb->tenant, p->tenant) == 0 && listed(sb, &c->req))
-      json_array_append_new(a, sbx_json(sb));
+  for (size_t i = 0; i < n && !none; i++)
+    json_array_append_new(a, sbx_json(all[i]));
+  free(all);
+  json_decref(f.metadata);
   http_json(c, 200, json_pack("{s:o}", "sandboxes", a));
 }
 

@@ -76,6 +76,37 @@ int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t
   return 0;
 }
 
+static bool metadata_match(const struct sbx *sb, json_t *want) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(want, k, v) {
+    json_t *have = json_object_get(sb->metadata, k);
+    if (!have || !json_equal(have, v))
+      return false;
+  }
+  return true;
+}
+
+static int newer_first(const void *a, const void *b) {
+  const struct sbx *x = *(struct sbx *const *)a, *y = *(struct sbx *const *)b;
+  if (x->created_ms != y->created_ms)
+    return x->created_ms > y->created_ms ? -1 : 1;
+  return strcmp(x->id, y->id);
+}
+
+struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
+                            const struct sandbox_filter *f, size_t *n) {
+  struct sbx **all = xcalloc(srv->nsandboxes + 1, sizeof *all);
+  *n = 0;
+  for (struct sbx *sb = srv->sandboxes; sb && *n < srv->nsandboxes; sb = sb->next)
+    if (strcmp(sb->tenant, p->tenant) == 0 && (sb->paused ? f->paused : f->running) &&
+        (!f->metadata || metadata_match(sb, f->metadata)) &&
+        (!f->template || strcmp(f->template, sb->template) == 0))
+      all[(*n)++] = sb;
+  qsort(all, *n, sizeof *all, newer_first);
+  return all;
+}
+
 static bool has_id(json_t *list, const char *key, const char *id) {
   json_t *v;
   size_t i;
@@ -151,6 +182,8 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
   struct hutch_err err = {0};
   bool wanted = cr->ops->wanted(cr->arg);
   if (sb && !wanted) {
+    /* Its layers are released when its teardown is done, not before. */
+    sb->layers = json_incref(json_object_get(cr->snap, "layers"));
     sbx_destroy(sb);
     sb = NULL;
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");

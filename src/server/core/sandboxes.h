@@ -42,6 +42,17 @@ struct create_ops {
 int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
                      const struct create_ops *ops, void *arg, struct hutch_err *err);
 
+/* Which of the caller's sandboxes a list shows. */
+struct sandbox_filter {
+  bool running, paused; /* the states shown */
+  json_t *metadata;     /* an object: every pair must match; NULL: any */
+  const char *template; /* NULL: any */
+};
+/* The caller's sandboxes that pass f, newest first (ties by id): a
+ * malloc'd array of *n (the sandboxes are the registry's). */
+struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
+                            const struct sandbox_filter *f, size_t *n);
+
 /* Room for count more sandboxes of memory_mb each: the tenant's quota
  * (quota) and the server's capacity (unavailable). */
 int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t memory_mb,

@@ -171,25 +171,6 @@ static json_t *metadata_filter(struct http_conn *c, const char *q) {
   return want;
 }
 
-static bool metadata_match(const struct sbx *sb, json_t *want) {
-  const char *k;
-  json_t *v;
-  json_object_foreach(want, k, v) {
-    json_t *have = json_object_get(sb->metadata, k);
-    if (!have || !json_equal(have, v))
-      return false;
-  }
-  return true;
-}
-
-/* Order: newest first (E2B's default) or oldest first; ties by id. */
-static int newer_first(const void *a, const void *b) {
-  const struct sbx *x = *(struct sbx *const *)a, *y = *(struct sbx *const *)b;
-  if (x->created_ms != y->created_ms)
-    return x->created_ms > y->created_ms ? -1 : 1;
-  return strcmp(x->id, y->id);
-}
-
 void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
   json_t *want = NULL;
   bool running = true, paused = true, asc = false, bad = false;
@@ -236,18 +217,12 @@ void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
                "bad query: limit is 1 to %d, order asc or desc, and values URL-encoded", LIST_MAX);
     goto out;
   }
-  size_t n = 0;
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    n++;
-  struct sbx **all = xcalloc(n + 1, sizeof *all);
-  n = 0;
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    if ((sb->paused ? paused : running) && strcmp(sb->tenant, p->tenant) == 0 && (!want || metadata_match(sb, want)) &&
-        (!tmpl || strcmp(tmpl, sb->template) == 0 ||
-         (strcmp(sb->template, "host") == 0 &&
-          (strcmp(tmpl, "base") == 0 || strncmp(tmpl, "code-interpreter", 16) == 0))))
-      all[n++] = sb;
-  qsort(all, n, sizeof *all, newer_first);
+  /* E2B's names of the host template list the host's sandboxes. */
+  bool host = tmpl && (strcmp(tmpl, "base") == 0 || strncmp(tmpl, "code-interpreter", 16) == 0);
+  struct sandbox_filter f = {.running = running, .paused = paused, .metadata = want,
+                             .template = host ? "host" : tmpl};
+  size_t n;
+  struct sbx **all = sandboxes_list(c->srv, p, &f, &n);
   /* The page starts after the sandbox the token names: "<created>_<id>". */
   size_t from = 0;
   if (after) {
