@@ -263,6 +263,7 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
  * of it to die, and removing its cgroups for the kernel to let them go. */
 struct teardown {
   struct offload o;
+  struct teardown *next; /* srv->teardowns: its layers are in use until it is done */
   void (*gone)(void *arg); /* told once it is gone, or NULL */
   void *arg;
   struct hutch_sandbox *hs;
@@ -281,6 +282,11 @@ static void teardown_done(struct offload *o) {
   struct teardown *t = OFFLOAD_JOB(o, struct teardown);
   if (t->r < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", t->id, t->err.msg);
+  for (struct teardown **q = &o->srv->teardowns; *q; q = &(*q)->next)
+    if (*q == t) {
+      *q = t->next;
+      break;
+    }
   if (t->gone)
     t->gone(t->arg);
   if (t->layers)
@@ -296,8 +302,20 @@ static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layer
   t->gone = gone;
   t->arg = arg;
   t->layers = json_incref(layers);
+  t->next = srv->teardowns;
+  srv->teardowns = t;
   memcpy(t->id, hs->id, sizeof t->id);
   offload(srv, OFFLOAD_OTHER, &t->o, teardown_run, teardown_done);
+}
+
+unsigned sbx_teardown_users(const struct server *srv, const char *layer) {
+  unsigned n = 0;
+  for (const struct teardown *t = srv->teardowns; t; t = t->next) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(t->layers, i, v) n += strcmp(json_string_value(v), layer) == 0;
+  }
+  return n;
 }
 
 void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers) {

@@ -82,6 +82,9 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
               sbx_made_fn made, void *arg);
 /* End hs off the loop; then release the fork snapshot of layers (or NULL). */
 void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers);
+/* Sandboxes being torn down that stack layer (a snapshot's id): its files
+ * are mounted until they are gone, so it is in use as by a live one. */
+unsigned sbx_teardown_users(const struct server *srv, const char *layer);
 void sbx_register(struct server *srv, struct sbx *sb);
 /* Connect to the agent of a sandbox taken over (agent_pending): its
  * HELLO, then the execs it still runs. -1 when it does not answer. */

@@ -24,7 +24,7 @@
 #include "cleanup.h"
 #include "util.h"
 #include "core/sandboxes.h"
-#include "core/sbx.h" /* sandboxes_creating_users: until the create is a core action */
+#include "core/sbx.h"
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
