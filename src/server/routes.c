@@ -336,6 +336,13 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
     return;
   }
   c->dialect = found->dialect;
+  /* What a handler reads of the request is text (a port's route relays
+   * the rest untouched: a browser's cookie is the service's business). */
+  const char *why = found->handler == ports_forward ? NULL : http_request_text(req);
+  if (why) {
+    http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", why);
+    return;
+  }
   struct principal p = {0};
   if (found->access == SANDBOX || found->access == SANDBOX_ANY) {
     struct sbx *sb = sandbox_of(c, found->access);

@@ -2,6 +2,7 @@
  * that need it so), and POST /v1/sandboxes/{id}/pause and /resume: each
  * parses, calls the action (core/actions.h, core/lifecycle.c) and renders. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 #include "api/api.h"
@@ -13,7 +14,10 @@
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct sbx *sb = act_find(c->srv, p, c->req.params[0], &err);
-  str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
+  /* For the audit line: an id, never the cut-off start of something else
+   * (whose cut could split a character the line's JSON refuses). */
+  if (strlen(c->req.params[0]) < sizeof c->sandbox)
+    str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
   if (!sb)
     http_fail(c, &err);
   return sb;

@@ -287,7 +287,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     /* /v1/sandboxes/{id}/ports/{port}[/rest][?query] */
     const char *s = req->target + strlen("/v1/sandboxes/");
     const char *slash = strchr(s, '/');
-    if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0) {
+    if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0 || !utf8_valid(s, 16)) {
       http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
       return;
     }

@@ -147,8 +147,9 @@ void audit_close(struct audit *a) {
 }
 
 void serve_audit(struct server *srv, json_t *j) {
+  /* No line must go missing unseen: one that could not be made is said. */
   if (!j)
-    return;
+    j = json_pack("{s:s}", "error", "an audit line could not be written as JSON");
   if (srv->audit) {
     char when[32];
     iso8601(wall_ms(), when);

@@ -113,17 +113,14 @@ static int on_headers_complete(http_parser *p) {
     c->fail_status = 400;
     return -1;
   }
-  /* Every string a request carries is UTF-8, or the request is refused
-   * here: past this point any of them may go into JSON (json_pack refuses
-   * what is not UTF-8), a message or the audit log. Decoded query values
-   * are checked as they are decoded (query.c). */
-  bool text = utf8_valid(r->target, strlen(r->target));
-  for (size_t i = 0; text && i < r->nheaders; i++)
-    text = utf8_valid(r->headers[i].name, strlen(r->headers[i].name)) &&
-           utf8_valid(r->headers[i].value, strlen(r->headers[i].value));
-  if (!text) {
+  /* The target is UTF-8, or the request is refused here: it is routed,
+   * and any part of it may go into JSON (json_pack refuses what is not
+   * UTF-8), a message or the audit log. The headers and the query's
+   * decoded values are checked by the router (http_request_text), except
+   * on requests it relays to a sandbox's port untouched. */
+  if (!utf8_valid(r->target, strlen(r->target))) {
     c->fail_status = 400;
-    c->fail_why = "the request line and headers must be UTF-8";
+    c->fail_why = "the request target must be UTF-8";
     return -1;
   }
   const char *q = strchr(r->target, '?');
@@ -419,6 +416,23 @@ void http_accept(struct http_server *srv, int fd) {
     return;
   }
   start_reading(c);
+}
+
+const char *http_request_text(const struct http_req *req) {
+  for (size_t i = 0; i < req->nheaders; i++)
+    if (!utf8_valid(req->headers[i].name, strlen(req->headers[i].name)) ||
+        !utf8_valid(req->headers[i].value, strlen(req->headers[i].value)))
+      return "the request's headers must be UTF-8";
+  for (const char *q = req->query; q && *q;) {
+    char *key, *value;
+    q = http_query_next(q, &key, &value);
+    bool bad = !key || !value;
+    free(key);
+    free(value);
+    if (bad)
+      return "the query must be key=value pairs, URL-encoded UTF-8";
+  }
+  return NULL;
 }
 
 unsigned http_conns_held(const struct http_server *hs, const char *tenant) {

@@ -165,6 +165,10 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
                       const struct http_handlers *h, unsigned max_conns);
 /* Accept a connection from the listening socket and start reading it. */
 void http_accept(struct http_server *hs, int fd);
+/* Whether every header of req is UTF-8 and its query decodes (each key
+ * and value: query.c), so that a handler may put any of them in JSON:
+ * NULL, or why not. */
+const char *http_request_text(const struct http_req *req);
 /* The connections of tenant that a handler holds past its request
  * (streams, WebSockets, waits). */
 unsigned http_conns_held(const struct http_server *hs, const char *tenant);
