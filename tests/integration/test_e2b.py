@@ -234,6 +234,36 @@ def test_uploads(server, sbx):
     assert r.raw == b"raw bytes"
 
 
+def test_an_upload_whose_sandbox_ends_between_parts(server, sbx):
+    """A tenant killing its own sandbox in the middle of a multipart upload
+    gets an error for the upload, and the server (the sanitizer build too)
+    goes on: the next part must not reach a sandbox that is gone."""
+    import socket
+    b = "QwE"
+    head = (f"POST /files HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: {sbx['sandboxID']}\r\n"
+            f"E2b-Sandbox-Port: 49983\r\nX-Access-Token: {sbx['envdAccessToken']}\r\n"
+            f"Content-Type: multipart/form-data; boundary={b}\r\n"
+            f"Transfer-Encoding: chunked\r\n\r\n")
+    def chunk(s):
+        s = s.encode()
+        return b"%x\r\n%s\r\n" % (len(s), s)
+    part = lambda name: (f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; "
+                         f"filename=\"{name}\"\r\n\r\nbytes\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+        s.sendall(head.encode() + chunk(part("one.txt")))
+        time.sleep(0.3)
+        r = server.api().delete(f"/sandboxes/{sbx['sandboxID']}")
+        assert r.status == 204, r
+        s.sendall(chunk(part("two.txt")) + chunk(f"--{b}--\r\n") + b"0\r\n\r\n")
+        out = b""
+        while (got := s.recv(65536)):
+            out += got
+            if b"\r\n\r\n" in out and (b"}" in out or b"]" in out):
+                break
+    assert out.startswith(b"HTTP/1.1 ") and not out.startswith(b"HTTP/1.1 200"), out
+    assert server.api().get("/healthz").status == 200
+
+
 def test_interpreter_routes(server, sbx):
     def interp(path, body=None, method="POST"):
         return envd(server, sbx, path, None if body is None else json.dumps(body),

@@ -507,7 +507,6 @@ struct part {
 
 struct upload {
   struct http_conn *c; /* NULL once the client is gone */
-  struct sbx *sb;
   char user[8];
   char *path;          /* ?path=, for every part */
   struct multipart mp;
@@ -557,6 +556,11 @@ static void part_end(struct part *pt, const struct hutch_err *err) {
   }
   free(pt->path);
   free(pt);
+  /* A write that ended while the body was paused for it will never
+   * resume it: the rest of the body is read (and dropped, or written to
+   * the next parts), or the upload would wait for ever. */
+  if (!up->body_done && up->c)
+    http_body_resume(up->c);
   upload_maybe_end(up);
 }
 
@@ -584,13 +588,24 @@ static void part_begin(void *ctx, const char *headers) {
     up->bad = true;
     return;
   }
+  /* The sandbox is found again for each part: it may have ended since
+   * the upload began (its memory gone with it). */
+  struct sbx *sb = up->c ? e2b_sandbox(up->c) : NULL;
+  if (!sb) {
+    free(name);
+    if (!up->failed)
+      hutch_err_fail(&up->err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
+                     "the sandbox ended during the upload");
+    up->failed = true;
+    return;
+  }
   struct part *pt = xcalloc(1, sizeof *pt);
   struct hutch_err err = {0};
   pt->up = up;
   pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
   free(name);
   /* Fails too when the filename is not UTF-8: no request for the agent. */
-  pt->op = files_write(up->sb, pt->path, up->user, part_resume, part_done, pt, &err);
+  pt->op = files_write(sb, pt->path, up->user, part_resume, part_done, pt, &err);
   if (!pt->op) {
     up->bad = true;
     free(pt->path);
@@ -683,7 +698,6 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     }
     struct upload *up = xcalloc(1, sizeof *up);
     up->c = c;
-    up->sb = sb;
     str_copy(up->user, sizeof up->user, user);
     up->path = path;
     multipart_init(&up->mp, b, &part_ops, up);
