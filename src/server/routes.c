@@ -338,9 +338,10 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   c->dialect = found->dialect;
   /* What a handler reads of the request is text (a port's route relays
    * the rest untouched: a browser's cookie is the service's business). */
-  const char *why = found->handler == ports_forward ? NULL : http_request_text(req);
+  const char *code = NULL;
+  const char *why = found->handler == ports_forward ? NULL : http_request_text(req, &code);
   if (why) {
-    http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", why);
+    http_error(c, HUTCH_ERR_INVALID, code, "%s", why);
     return;
   }
   struct principal p = {0};

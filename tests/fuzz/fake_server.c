@@ -225,6 +225,10 @@ void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx)
   c->ctx = ctx;
 }
 
+/* Watching for the client's end: the fake client leaves only at
+ * fake_finish, through ops->abort. */
+void http_watch(struct http_conn *c) { (void)c; }
+
 void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   if (w.state != F_HANDLING)
     fake_fail("a body taken after the answer");

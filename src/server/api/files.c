@@ -283,6 +283,7 @@ static void dl_start(struct http_conn *c, struct download *d, const struct hutch
     return;
   }
   http_own(c, &dl_ops, d);
+  http_watch(c); /* a client that leaves before the first byte is heard */
 }
 
 void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {

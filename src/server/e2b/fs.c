@@ -281,7 +281,14 @@ static void watch_gone(void *ctx) { /* the WatchDir client went away: the agent 
     watch_free(w);
 }
 
-static const struct http_stream_ops watch_ops = {.abort = watch_gone};
+/* The client took what was queued: the agent's events may come again. */
+static void watch_drain(void *ctx) {
+  struct watch *w = ctx;
+  if (w->op)
+    files_resume(w->op);
+}
+
+static const struct http_stream_ops watch_ops = {.abort = watch_gone, .drain = watch_drain};
 
 static json_t *fs_event(const struct watch *w, json_t *ev) {
   static const char *const types[][2] = {{"create", "EVENT_TYPE_CREATE"},
@@ -336,10 +343,15 @@ static bool watch_event(void *arg, json_t *ev) {
       json_decref(fe);
     }
   }
+  /* A streamed watch whose client reads slower than files change waits
+   * (watch_drain), rather than queue without bound in the server. */
+  bool more = w->polled || !w->c || http_queued(w->c) < HTTP_STREAM_HIGH;
   w->busy = false;
-  if (w->gone) /* the client left meanwhile */
+  if (w->gone) { /* the client left meanwhile */
     watch_free(w);
-  return true;
+    return false;
+  }
+  return more;
 }
 
 /* The watch ended: refused, or its sandbox or worker went away. */
@@ -357,7 +369,9 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     watch_free(w);
   } else if (!w->polled) {
     http_own(c, NULL, NULL);
-    connect_end(c, "unavailable", err ? err->msg : "the watch ended");
+    struct hutch_err end = {0};
+    hutch_err_fail(&end, HUTCH_ERR_UNAVAILABLE, NULL, "%s", err ? err->msg : "the watch ended");
+    connect_end(c, &end);
     watch_free(w);
   } /* a polled watcher stays until removed: its events can still be read */
 }
@@ -397,6 +411,7 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   }
   w->c = c;
   http_own(c, &watch_ops, w);
+  http_watch(c); /* a client that leaves before the watch is ready is heard */
 }
 
 void e2b_fs_watch(struct http_conn *c, const struct principal *p) { watch_start(c, p, false); }

@@ -29,13 +29,19 @@ struct pstream {
   struct sub *u;
   bool pty;
   bool started;
+  bool attaching; /* in ps_attach: a client gone meanwhile is freed there */
+  bool gone;
 };
 
 static void ps_gone(void *ctx) {
   struct pstream *ps = ctx;
   if (ps->u) /* the process goes on: it is not the stream's */
     procs_unsubscribe(ps->u);
-  free(ps);
+  ps->u = NULL;
+  if (ps->attaching)
+    ps->gone = true;
+  else
+    free(ps);
 }
 
 static const struct http_stream_ops ps_ops = {.abort = ps_gone};
@@ -103,12 +109,15 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
   const char *msg = json_string_value(json_object_get(exit, "message"));
   if (!ps->started) {
     /* It never ran: envd answers that with invalid_argument. */
-    connect_end(c, status && strcmp(status, "sandbox_error") == 0 ? "unavailable"
-                                                                  : "invalid_argument",
-                msg && *msg ? msg : "the process could not be started");
+    struct hutch_err err = {0};
+    hutch_err_fail(&err,
+                   status && strcmp(status, "sandbox_error") == 0 ? HUTCH_ERR_UNAVAILABLE
+                                                                  : HUTCH_ERR_INVALID,
+                   NULL, "%s", msg && *msg ? msg : "the process could not be started");
+    connect_end(c, &err);
   } else {
     connect_send(c, json_pack("{s:{s:o}}", "event", "end", end_event(exit)));
-    connect_end(c, NULL, NULL);
+    connect_end(c, NULL);
   }
   json_decref(exit);
   free(ps); /* the response has ended: no abort follows */
@@ -120,7 +129,14 @@ static struct pstream *ps_attach(struct http_conn *c, struct proc *pr, bool pty)
   ps->pty = pty;
   ps->u = procs_subscribe(pr, ps_line, ps_end, ps);
   ps->u->start = ps_start;
+  /* Starting the stream can lose the connection at once (ps_gone). */
+  ps->attaching = true;
   connect_stream_start(c, &ps_ops, ps);
+  ps->attaching = false;
+  if (ps->gone) {
+    free(ps);
+    return NULL;
+  }
   return ps;
 }
 
@@ -230,7 +246,8 @@ void e2b_process_connect(struct http_conn *c, const struct principal *p) {
   struct proc *pr = m ? selected(c, sb, m) : NULL;
   if (pr) {
     struct pstream *ps = ps_attach(c, pr, false);
-    ps_start(ps->u, procs_pid(pr));
+    if (ps)
+      ps_start(ps->u, procs_pid(pr));
   }
   json_decref(m);
 }

@@ -76,11 +76,13 @@ void connect_send(struct http_conn *c, json_t *j) {
   free(e);
 }
 
-void connect_end(struct http_conn *c, const char *code, const char *message) {
+void connect_end(struct http_conn *c, const struct hutch_err *err) {
   size_t n;
-  json_t *j = code ? json_pack("{s:{s:s,s:o}}", "error", "code", code, "message",
-                               serve_json_text(message))
-                   : json_object();
+  /* Its code from the one table (errors.c), as every other error's. */
+  json_t *j = err ? json_pack("{s:{s:s,s:o}}", "error", "code",
+                              http_connect_code(hutch_err_class(err), err->code), "message",
+                              serve_json_text(err->msg))
+                  : json_object();
   char *e = connect_envelope(CONNECT_END_STREAM, j, &n);
   http_stream_send(c, e, n);
   free(e);

@@ -14,6 +14,7 @@
 #define CONNECT_COMPRESSED 0x01
 
 struct http_conn;
+struct hutch_err;
 struct http_stream_ops;
 
 /* j as one envelope (malloc'd, *len set); takes j's reference. */
@@ -28,10 +29,11 @@ json_t *connect_request(struct http_conn *c, int stream);
 json_t *connect_message(const char *body, size_t n, int stream, char *why, size_t whylen);
 
 /* A server stream: the 200 head, messages (each takes j), then the end
- * (error NULL: success), which ends the response. */
+ * (err NULL: success; else Connect's code for its kind), which ends the
+ * response. */
 void connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
 void connect_send(struct http_conn *c, json_t *j);
-void connect_end(struct http_conn *c, const char *code, const char *message);
+void connect_end(struct http_conn *c, const struct hutch_err *err);
 
 /* Standard base64 with padding (malloc'd). */
 char *b64_encode(const void *data, size_t n);

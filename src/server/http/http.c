@@ -418,11 +418,13 @@ void http_accept(struct http_server *srv, int fd) {
   start_reading(c);
 }
 
-const char *http_request_text(const struct http_req *req) {
+const char *http_request_text(const struct http_req *req, const char **code) {
+  *code = "bad_request";
   for (size_t i = 0; i < req->nheaders; i++)
     if (!utf8_valid(req->headers[i].name, strlen(req->headers[i].name)) ||
         !utf8_valid(req->headers[i].value, strlen(req->headers[i].value)))
       return "the request's headers must be UTF-8";
+  *code = "invalid_argument";
   for (const char *q = req->query; q && *q;) {
     char *key, *value;
     q = http_query_next(q, &key, &value);
@@ -696,7 +698,9 @@ void http_stream_start(struct http_conn *c, int status, const char *ctype,
   if (c->state == HC_CLOSING)
     return;
   c->state = HC_STREAMING;
-  /* A client that closes its connection abandons the stream. */
+  /* A client that closes its connection abandons the stream. (It may be
+   * read already, watched while the stream waited to start.) */
+  uv_read_stop((uv_stream_t *)&c->tcp);
   if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
     conn_close(c);
 }

@@ -167,8 +167,9 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
 void http_accept(struct http_server *hs, int fd);
 /* Whether every header of req is UTF-8 and its query decodes (each key
  * and value: query.c), so that a handler may put any of them in JSON:
- * NULL, or why not. */
-const char *http_request_text(const struct http_req *req);
+ * NULL, or why not and the error code that says so (bad_request for the
+ * headers, invalid_argument for the query). */
+const char *http_request_text(const struct http_req *req, const char **code);
 /* The connections of tenant that a handler holds past its request
  * (streams, WebSockets, waits). */
 unsigned http_conns_held(const struct http_server *hs, const char *tenant);
