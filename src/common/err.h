@@ -25,6 +25,7 @@ enum hutch_errkind {
   HUTCH_ERR_UNSUPPORTED,      /* asks for what hutch does not do */
   HUTCH_ERR_UNAVAILABLE,      /* the server's load or capacity, or it is stopping: retry */
   HUTCH_ERR_UPSTREAM,         /* a sandbox's own service failed or is gone */
+  HUTCH_ERR_UPSTREAM_TIMEOUT, /* what a sandbox reached did not answer in time */
   HUTCH_ERR_TIMEOUT,          /* the client did not send its request in time */
   /* The transport's own: the request is not HTTP this server takes. */
   HUTCH_ERR_METHOD,           /* no such method on the path */

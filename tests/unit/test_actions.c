@@ -125,6 +125,7 @@ int main(void) {
       {HUTCH_ERR_QUOTA, 429, "resource_exhausted"}, {HUTCH_ERR_NO_SPACE, 507, "resource_exhausted"},
       {HUTCH_ERR_UNSUPPORTED, 400, "unimplemented"}, {HUTCH_ERR_UNAVAILABLE, 503, "unavailable"},
       {HUTCH_ERR_UPSTREAM, 502, "unavailable"},     {HUTCH_ERR_SYSTEM, 500, "internal"},
+      {HUTCH_ERR_UPSTREAM_TIMEOUT, 504, "deadline_exceeded"},
       {HUTCH_ERR_UNAUTHENTICATED, 401, "unauthenticated"},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {

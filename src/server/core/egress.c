@@ -142,9 +142,12 @@ static void relay_done(struct relay *r) {
 }
 
 /* Answer the sandbox's client with status and why (text), then close. */
-static void refuse(struct econn *e, int status, const char *fmt, ...)
+/* The proxy's answer to the sandbox's client: its status from the one
+ * table of kinds (http/errors.c), as every answer of the server's. */
+static void refuse(struct econn *e, enum hutch_errkind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void refuse(struct econn *e, int status, const char *fmt, ...) {
+static void refuse(struct econn *e, enum hutch_errkind kind, const char *fmt, ...) {
+  int status = http_error_status(kind);
   char why[512];
   va_list ap;
   va_start(ap, fmt);
@@ -257,11 +260,11 @@ static void try_next_address(struct econn *e) {
       return;
   }
   if (e->phase == E_CONNECTING)
-    refuse(e, 502, "%s:%u refused the connection", e->host, e->port);
+    refuse(e, HUTCH_ERR_UPSTREAM, "%s:%u refused the connection", e->host, e->port);
   else if (why[0])
-    refuse(e, 403, "%s:%u is not allowed: %s", e->host, e->port, why);
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port, why);
   else
-    refuse(e, 502, "%s:%u cannot be reached", e->host, e->port);
+    refuse(e, HUTCH_ERR_UPSTREAM, "%s:%u cannot be reached", e->host, e->port);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
@@ -282,7 +285,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     return;
   }
   if (status < 0) {
-    refuse(e, 502, "cannot resolve %s: %s", e->host, uv_strerror(status));
+    refuse(e, HUTCH_ERR_UPSTREAM, "cannot resolve %s: %s", e->host, uv_strerror(status));
     return;
   }
   e->ai = e->next_ai = res;
@@ -292,11 +295,11 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 static void on_timeout(uv_timer_t *t) {
   struct econn *e = t->data;
   if (e->phase == E_HEAD)
-    refuse(e, 408, "the request was not sent in time");
+    refuse(e, HUTCH_ERR_TIMEOUT, "the request was not sent in time");
   else if (e->phase == E_RESOLVING || e->phase == E_CONNECTING) {
     /* A new socket cannot be connected on a handle whose connect is under
      * way: the client hears why, and the connection ends. */
-    refuse(e, 504, "%s:%u did not answer in time", e->host, e->port);
+    refuse(e, HUTCH_ERR_UPSTREAM_TIMEOUT, "%s:%u did not answer in time", e->host, e->port);
   }
 }
 
@@ -311,7 +314,7 @@ static void decide(struct econn *e) {
   e->tunnel = e->parser.method == HTTP_CONNECT;
   if (!e->url || http_parser_parse_url(e->url, strlen(e->url), e->tunnel, &u) != 0 ||
       !(u.field_set & (1 << UF_HOST))) {
-    refuse(e, 400,
+    refuse(e, HUTCH_ERR_INVALID,
            "the request names no host: send CONNECT host:port, or a request "
            "for an "
            "absolute http:// URI");
@@ -320,7 +323,7 @@ static void decide(struct econn *e) {
   if (!e->tunnel) {
     if (!(u.field_set & (1 << UF_SCHEMA)) || u.field_data[UF_SCHEMA].len != 4 ||
         strncasecmp(e->url + u.field_data[UF_SCHEMA].off, "http", 4) != 0) {
-      refuse(e, 400,
+      refuse(e, HUTCH_ERR_INVALID,
              "only http:// URIs are proxied as requests; https goes through "
              "CONNECT");
       return;
@@ -329,19 +332,19 @@ static void decide(struct econn *e) {
   char host[NETPOLICY_HOST_MAX + 8];
   size_t hl = u.field_data[UF_HOST].len;
   if (hl >= sizeof host) {
-    refuse(e, 400, "the host name is too long");
+    refuse(e, HUTCH_ERR_INVALID, "the host name is too long");
     return;
   }
   memcpy(host, e->url + u.field_data[UF_HOST].off, hl);
   host[hl] = '\0';
   if (!netpolicy_host_ok(host, e->host)) {
     str_copy(e->host, sizeof e->host, "");
-    refuse(e, 400, "'%.260s' is no host name or address", host);
+    refuse(e, HUTCH_ERR_INVALID, "'%.260s' is no host name or address", host);
     return;
   }
   e->port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
   if (e->port == 0) {
-    refuse(e, 400, "port 0 cannot be reached");
+    refuse(e, HUTCH_ERR_INVALID, "port 0 cannot be reached");
     return;
   }
   if (!e->tunnel) {
@@ -363,20 +366,20 @@ static void decide(struct econn *e) {
   }
   const struct sbx *sb = e->eg->sb;
   if (!sb->policy.allowlist) {
-    refuse(e, 403, "%s:%u is not allowed: the sandbox's network mode is \"none\"", e->host,
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: the sandbox's network mode is \"none\"", e->host,
            e->port);
     return;
   }
   e->match = netpolicy_check_host(&sb->policy, e->host, e->port);
   if (e->match == NP_DENIED) {
-    refuse(e, 403, "%s:%u is not allowed: it is not in the sandbox's allow-list", e->host, e->port);
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: it is not in the sandbox's allow-list", e->host, e->port);
     return;
   }
   /* A name the operator denies is not even looked up (connect_out checks
    * it again, with the address). */
   char why[384];
   if (!netpolicy_floor_check(&e->srv->cfg.floor, e->host, e->port, NULL, why, sizeof why)) {
-    refuse(e, 403, "%s:%u is not allowed: %s", e->host, e->port, why);
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port, why);
     return;
   }
   uv_timer_start(&e->timer, on_timeout, EGRESS_CONNECT_TIMEOUT_MS, 0);
@@ -396,7 +399,7 @@ static void decide(struct econn *e) {
   /* Lookups run on libuv's few threads, shared with snapshot copies: a
    * sandbox may have a few under way, and the server a few more. */
   if (e->eg->lookups >= EGRESS_LOOKUPS || e->srv->lookups >= SERVE_LOOKUPS) {
-    refuse(e, 503, "too many name lookups under way; try again");
+    refuse(e, HUTCH_ERR_UNAVAILABLE, "too many name lookups under way; try again");
     return;
   }
   e->phase = E_RESOLVING;
@@ -412,7 +415,7 @@ static void decide(struct econn *e) {
     e->resolving = false;
     e->eg->lookups--;
     e->srv->lookups--;
-    refuse(e, 502, "cannot resolve %s: %s", e->host, uv_strerror(rc));
+    refuse(e, HUTCH_ERR_UPSTREAM, "cannot resolve %s: %s", e->host, uv_strerror(rc));
   }
 }
 
@@ -496,10 +499,10 @@ static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   free(buf->base);
   if (err != HPE_OK) {
     if (e->head_bytes > EGRESS_HEAD_MAX || e->nheaders == HTTP_MAX_HEADERS)
-      refuse(e, 431, "the request head exceeds %u bytes or %d headers", EGRESS_HEAD_MAX,
+      refuse(e, HUTCH_ERR_HEADERS_TOO_LARGE, "the request head exceeds %u bytes or %d headers", EGRESS_HEAD_MAX,
              HTTP_MAX_HEADERS);
     else
-      refuse(e, 400, "malformed request: %s", http_errno_name(err));
+      refuse(e, HUTCH_ERR_INVALID, "malformed request: %s", http_errno_name(err));
   }
 }
 
@@ -526,14 +529,14 @@ static void on_accept(uv_stream_t *listener, int status) {
     return;
   }
   if (eg->conns.n > EGRESS_MAX_CONNS) {
-    refuse(e, 503, "the sandbox has %d connections through the proxy already", EGRESS_MAX_CONNS);
+    refuse(e, HUTCH_ERR_UNAVAILABLE, "the sandbox has %d connections through the proxy already", EGRESS_MAX_CONNS);
     return;
   }
   /* This one is counted already (want 0): within the sandbox's, its
    * tenant's and the server's descriptor budgets (fds.c). */
   struct hutch_err err = {0};
   if (fds_check(sb->srv, sb->tenant, sb, 0, &err) < 0) {
-    refuse(e, http_error_status(hutch_err_class(&err)), "%s", err.msg);
+    refuse(e, hutch_err_class(&err), "%s", err.msg);
     return;
   }
   uv_timer_start(&e->timer, on_timeout, EGRESS_HEAD_TIMEOUT_MS, 0);

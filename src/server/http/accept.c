@@ -6,6 +6,7 @@
  * serves again as soon as descriptors are freed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,13 +17,18 @@
 #define ACCEPT_BATCH 64
 #define ACCEPT_RETRY_MS 100
 
-static const char overloaded[] =
-    "HTTP/1.1 503 Service Unavailable\r\n"
-    "Content-Type: application/json\r\n"
-    "Retry-After: 1\r\n"
-    "Connection: close\r\n"
-    "Content-Length: 82\r\n\r\n"
-    "{\"error\":{\"code\":\"overloaded\",\"message\":\"the server is out of file descriptors\"}}\n";
+/* The answer to a client accepted with the spare descriptor, written
+ * before any connection exists: made once, its status from the table. */
+static void overloaded_text(struct http_server *srv) {
+  static const char body[] =
+      "{\"error\":{\"code\":\"overloaded\",\"message\":\"the server is out of file descriptors\"}}\n";
+  int status = http_error_status(HUTCH_ERR_UNAVAILABLE);
+  int n = snprintf(srv->overloaded, sizeof srv->overloaded,
+                   "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                   "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                   status, http_status_text(status), sizeof body - 1, body);
+  srv->noverloaded = n > 0 && (size_t)n < sizeof srv->overloaded ? (size_t)n : 0;
+}
 
 static void on_readable(uv_poll_t *h, int status, int events);
 
@@ -40,7 +46,7 @@ static bool refuse_one(struct http_server *srv) {
   int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd >= 0) {
     char sink[4096];
-    (void)!send(fd, overloaded, sizeof overloaded - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)!send(fd, srv->overloaded, srv->noverloaded, MSG_DONTWAIT | MSG_NOSIGNAL);
     shutdown(fd, SHUT_WR);
     /* What it sent unread would make the close a reset, and lose the answer. */
     while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0)
@@ -93,6 +99,7 @@ int accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t l
       bind(srv->listen_fd, sa, len) < 0 || listen(srv->listen_fd, 511) < 0)
     return hutch_err_set(err, errno, "listening");
   spare_open(srv);
+  overloaded_text(srv);
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_poll_init_socket(srv->loop, &srv->listener, srv->listen_fd);

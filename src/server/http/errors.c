@@ -37,6 +37,7 @@ static const struct {
     [HUTCH_ERR_UNSUPPORTED] = {400, "unimplemented", "not_supported"},
     [HUTCH_ERR_UNAVAILABLE] = {503, "unavailable", "overloaded", true},
     [HUTCH_ERR_UPSTREAM] = {502, "unavailable", "upstream_error"},
+    [HUTCH_ERR_UPSTREAM_TIMEOUT] = {504, "deadline_exceeded", "upstream_timeout"},
     [HUTCH_ERR_TIMEOUT] = {408, "deadline_exceeded", "timeout"},
     [HUTCH_ERR_METHOD] = {405, "unimplemented", "method_not_allowed"},
     [HUTCH_ERR_LENGTH_REQUIRED] = {411, "invalid_argument", "length_required"},

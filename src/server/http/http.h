@@ -59,6 +59,8 @@ struct http_server {
   uv_poll_t listener; /* listen_fd readable (accept.c) */
   uv_timer_t accept_retry;
   int listen_fd, spare_fd; /* spare_fd: for answering 503 when out of descriptors */
+  char overloaded[256];    /* that answer (accept.c) */
+  size_t noverloaded;
   char rbuf[64 << 10]; /* every connection reads into this, one at a time */
 };
 
