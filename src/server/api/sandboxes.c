@@ -163,7 +163,6 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   sbx_destroy_then(sb, deleted, w);
 }
 
-
 struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
   static const char *const known[] = {"timeout_s", NULL};
   struct sbx *sb = sbx_lookup(c, p);

@@ -20,12 +20,26 @@ struct exec {
   uint64_t t0;
   uint32_t owed; /* window to give back once the reader catches up */
   bool started;
+  /* In a sink call: an exec_abandon from inside it leaves x to be freed
+   * when the call returns, and the stream untouched after. */
+  int busy;
+  bool abandoned;
 };
 
 static void end(struct exec *x, json_t *exit_line) {
   x->s = NULL;
+  x->busy++;
   x->sink.end(exit_line, x->sink.arg);
   free(x);
+}
+
+/* After a sink call: false when the exec was abandoned in it (x is gone). */
+static bool still_here(struct exec *x) {
+  if (--x->busy == 0 && x->abandoned) {
+    free(x);
+    return false;
+  }
+  return !x->abandoned;
 }
 
 static void on_event(struct exec *x, const struct hutch_frame *f) {
@@ -36,7 +50,9 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->srv->metrics.execs++;
     metrics_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                     (double)(now_ns() - x->t0) / 1e9);
+    x->busy++;
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
+    still_here(x);
   } else if (f->flags & HUTCH_FL_END) {
     end(x, outlines_exit(f->type, j));
   }
@@ -52,11 +68,17 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
   switch (f->type) {
   case HUTCH_F_STDOUT:
   case HUTCH_F_STDERR:
-    if (x->sink.output(f->type == HUTCH_F_STDERR, f->payload, f->len, x->sink.arg))
+  {
+    x->busy++;
+    bool more = x->sink.output(f->type == HUTCH_F_STDERR, f->payload, f->len, x->sink.arg);
+    if (!still_here(x))
+      break;
+    if (more)
       agentc_window(s, f->len);
     else
       x->owed += f->len;
     break;
+  }
   case HUTCH_F_EVENT:
   case HUTCH_F_ERROR:
     on_event(x, f);
@@ -92,6 +114,12 @@ void exec_resume(struct exec *x) {
 }
 
 void exec_abandon(struct exec *x) {
-  agentc_abandon(x->s); /* the agent kills what the exec started */
-  free(x);
+  if (x->abandoned)
+    return;
+  if (x->s)
+    agentc_abandon(x->s); /* the agent kills what the exec started */
+  x->s = NULL;
+  x->abandoned = true;
+  if (!x->busy)
+    free(x);
 }

@@ -33,7 +33,8 @@ struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0
 /* The reader caught up: the command may go on. */
 void exec_resume(struct exec *x);
 /* The reader left before the end: the agent kills what the exec started.
- * The sink hears nothing more; x is freed. */
+ * The sink hears nothing more; x is freed (once the sink call under way,
+ * if it is called from one, has returned). */
 void exec_abandon(struct exec *x);
 
 #endif

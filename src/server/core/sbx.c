@@ -508,8 +508,13 @@ static void adopt_jobs(struct agentc *ac, json_t *jobs, void *arg) {
 
 int sbx_connect_agent(struct sbx *sb) {
   sb->agent_pending = false;
-  if (agentc_adopt(&sb->ac, sb->srv->loop, sb->hs->conn_fd, 2000, adopt_jobs, NULL) < 0)
+  if (agentc_adopt(&sb->ac, sb->srv->loop, sb->hs->conn_fd, 2000, adopt_jobs, NULL) < 0) {
+    /* A connection whose poll handle was never made is not one to close:
+     * the sandbox's destroy then leaves the fd to its teardown. */
+    if (!sb->ac.poll.data)
+      sb->agent_pending = true;
     return -1;
+  }
   sb->ac.on_dead = sbx_agent_dead;
   return 0;
 }
