@@ -10,6 +10,8 @@ set -eu
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
 # the server: event loop, HTTP parser, WebSocket frames, database, hashing
 build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev"
+# hutch-template: archives (gzip, zstd), the registry client
+build="$build libarchive-dev libcurl4-openssl-dev"
 # tests: a sandbox's userland is the host's /usr, so what a test runs in one
 # must be installed here. Beyond a minbase root (sh, bash, coreutils, grep,
 # sed, mawk, diffutils, util-linux's setsid, gzip, dpkg-deb) the tests run:
@@ -25,6 +27,9 @@ build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-d
 #                    not Essential: a root may go without)
 test="python3 python3-pytest python3-yaml curl procps iproute2 util-linux qemu-system-x86 busybox-static"
 test="$test e2fsprogs"
+# templates (tests/integration/test_template*): archives made by skopeo and
+# umoci, a registry on loopback, zstd layers, Debian bases by mmdebstrap
+test="$test skopeo umoci docker-registry zstd mmdebstrap"
 # the request fuzzer (tests/fuzz): clang with libFuzzer
 test="$test clang libclang-rt-dev"
 # the code interpreter's kernels at work in sandboxes: charts, tables
@@ -32,7 +37,7 @@ test="$test clang libclang-rt-dev"
 # (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
 # bench: the peers hutch is measured against, and a load generator
-bench="bubblewrap wrk socat tinyproxy"
+bench="bubblewrap wrk socat tinyproxy buildah skopeo umoci"
 
 want="$build"
 case "${1:-}" in

@@ -1,0 +1,52 @@
+/* hutch-template: the template tools (docs/templates.md). Its own program,
+ * as hutch-serve is: it links libarchive, libcurl and libcrypto, which the
+ * static `hutch` does not. `hutch template VERB` runs it; hutch serve runs
+ * it as a child for imports, pulls and builds, reading its progress as
+ * NDJSON on stdout (--progress ndjson). One function per verb, each in
+ * its own file. */
+#ifndef HUTCH_IMAGE_H
+#define HUTCH_IMAGE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "images.h"
+
+/* Exit codes: 0 done; EXIT_IMAGE_INPUT the input (an archive, a
+ * reference, a Dockerfile, a name) is wrong, the one line on stderr says
+ * how; EXIT_IMAGE_STEP a build's RUN step failed; EXIT_IMAGE hutch failed. */
+#define EXIT_IMAGE 125
+#define EXIT_IMAGE_INPUT 2
+#define EXIT_IMAGE_STEP 3
+
+/* What every verb shares: the store, who owns what it makes, and where
+ * progress goes. */
+struct image_ctx {
+  struct hutch_images store;
+  const char *owner;   /* --owner TENANT (hutch serve); "" : public, the CLI's */
+  bool ndjson;         /* --progress ndjson: one JSON object per line on stdout */
+  bool quiet;
+  /* Caps on what one template may unpack to (--max-bytes, --max-files). */
+  uint64_t max_bytes, max_files;
+};
+
+/* Progress: an event {"event": NAME, ...} as one NDJSON line, or a line
+ * (redrawn in place on a terminal) for a person. Takes ev. */
+void image_progress(struct image_ctx *ctx, json_t *ev);
+/* The exit code an error gives (EXIT_IMAGE_INPUT for the caller's fault),
+ * after printing it: one line on stderr, and an {"event":"error"} line
+ * with --progress ndjson. */
+int image_fail(struct image_ctx *ctx, const char *verb, const struct hutch_err *err);
+
+int cmd_import(struct image_ctx *ctx, int argc, char **argv);
+int cmd_pull(struct image_ctx *ctx, int argc, char **argv);
+int cmd_bootstrap(struct image_ctx *ctx, int argc, char **argv);
+int cmd_build(struct image_ctx *ctx, int argc, char **argv);
+int cmd_export(struct image_ctx *ctx, int argc, char **argv);
+int cmd_ls(struct image_ctx *ctx, int argc, char **argv);
+int cmd_inspect(struct image_ctx *ctx, int argc, char **argv);
+int cmd_rm(struct image_ctx *ctx, int argc, char **argv);
+
+#endif

@@ -1,0 +1,82 @@
+/* hutch-template: dispatch to each verb (image.h). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "image.h"
+#include "sandbox.h"
+#include "util.h"
+
+static const char usage[] =
+    "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson] VERB ...\n\n"
+    "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
+    "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
+    "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
+    "  build [-f Dockerfile] -t NAME [--no-cache] [--allow-out HOST,...] CONTEXT\n"
+    "  ls [--json]                     the templates\n"
+    "  inspect NAME                    a template's record, as JSON\n"
+    "  rm NAME                         remove a template (its layers when unused)\n"
+    "  export NAME FILE                write an OCI archive\n";
+
+static const struct verb {
+  const char *name;
+  int (*fn)(struct image_ctx *, int, char **);
+} verbs[] = {
+    {"import", cmd_import}, {"pull", cmd_pull}, {"bootstrap", cmd_bootstrap},
+    {"build", cmd_build},   {"ls", cmd_ls},     {"inspect", cmd_inspect},
+    {"rm", cmd_rm},         {"export", cmd_export},
+};
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  struct image_ctx ctx = {.owner = "", .max_bytes = 16ull << 30, .max_files = 4000000};
+  const char *state_dir = hutch_default_state_dir();
+  static const struct option opts[] = {{"state-dir", required_argument, 0, 's'},
+                                       {"owner", required_argument, 0, 'o'},
+                                       {"progress", required_argument, 0, 'p'},
+                                       {"quiet", no_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  int c;
+  /* '+': options after the verb are the verb's. */
+  while ((c = getopt_long(argc, argv, "+qh", opts, NULL)) != -1) {
+    switch (c) {
+    case 's': state_dir = optarg; break;
+    case 'o': ctx.owner = optarg; break;
+    case 'q': ctx.quiet = true; break;
+    case 'p':
+      if (strcmp(optarg, "ndjson") != 0 && strcmp(optarg, "plain") != 0) {
+        fprintf(stderr, "hutch template: --progress takes plain or ndjson\n");
+        return EXIT_IMAGE_INPUT;
+      }
+      ctx.ndjson = strcmp(optarg, "ndjson") == 0;
+      break;
+    case 'h': fputs(usage, stdout); return 0;
+    default: fputs(usage, stderr); return EXIT_IMAGE_INPUT;
+    }
+  }
+  if (optind >= argc) {
+    fprintf(stderr, "hutch template: no verb given (see hutch template --help)\n");
+    return EXIT_IMAGE_INPUT;
+  }
+  const char *verb = argv[optind];
+  for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+    if (strcmp(verbs[i].name, verb) != 0)
+      continue;
+    struct hutch_err err = {0};
+    if (hutch_images_open(&ctx.store, state_dir, &err) < 0)
+      return image_fail(&ctx, verb, &err);
+    /* Each verb parses its own arguments, its name as argv[0] (optind 0
+     * starts glibc's getopt afresh). */
+    int at = optind;
+    optind = 0;
+    int rc = verbs[i].fn(&ctx, argc - at, argv + at);
+    hutch_images_close(&ctx.store);
+    return rc;
+  }
+  fprintf(stderr, "hutch template: unknown verb '%s' (see hutch template --help)\n", verb);
+  return EXIT_IMAGE_INPUT;
+}

@@ -1,0 +1,34 @@
+/* Progress and errors of hutch-template (image.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "image.h"
+
+void image_progress(struct image_ctx *ctx, json_t *ev) {
+  if (ctx->ndjson) {
+    char *s = json_dumps(ev, JSON_COMPACT);
+    if (s) {
+      fprintf(stdout, "%s\n", s);
+      fflush(stdout);
+    }
+    free(s);
+  } else if (!ctx->quiet) {
+    const char *msg = json_string_value(json_object_get(ev, "message"));
+    if (msg)
+      fprintf(stderr, "%s\n", msg);
+  }
+  json_decref(ev);
+}
+
+int image_fail(struct image_ctx *ctx, const char *verb, const struct hutch_err *err) {
+  enum hutch_errkind kind = hutch_err_class(err);
+  bool input = kind != HUTCH_ERR_SYSTEM && kind != HUTCH_ERR_NO_SPACE;
+  fprintf(stderr, "hutch template %s: %s\n", verb, err->msg);
+  if (ctx->ndjson)
+    image_progress(ctx, json_pack("{s:s,s:i,s:s,s:s}", "event", "error", "kind", (int)kind, "code",
+                                  err->code ? err->code : input ? "invalid_argument" : "internal",
+                                  "message", err->msg));
+  return input ? EXIT_IMAGE_INPUT : EXIT_IMAGE;
+}

@@ -1,0 +1,125 @@
+/* The template store (docs/templates.md): templates other than `host`,
+ * each a stack of read-only layers plus the config an image carries, kept
+ * under STATE/images:
+ *
+ *   layers/<hex>/        a layer's tree, named by the sha256 of the
+ *                        uncompressed tar it was unpacked from (its OCI
+ *                        diff_id) or, for a layer hutch made, of the tar
+ *                        it exports as. Stored as a snapshot layer is
+ *                        (layer.h): ids 0..65535 (others as 65536),
+ *                        overlay whiteouts, no setuid or setgid bit.
+ *   layers/<hex>.json    {"size": bytes, "files": n, "diff_id": "sha256:..."}
+ *   templates/<id>.json  a template's record (below), written whole by
+ *                        rename: a half-made template is never listed
+ *   templates/<id>.pin   locked shared by every live sandbox made from it
+ *   templates/<id>.gone  a removed template whose pin is still held: its
+ *                        layers stay until the last sandbox ends
+ *   cache/<key>.json     a build step's result (the builder's)
+ *   tmp/<pid>-<n>/       work under way; swept once its process is gone
+ *   lock                 flock, exclusive while records or layers change
+ *
+ * A record (jansson object):
+ *   {"id": "<16 hex>", "name": "...", "owner": "<tenant>" or "" (public),
+ *    "created_at": ms, "source": "import" | "pull" | "build" | "bootstrap",
+ *    "ref": what it came from ("docker.io/library/python:3.12", a path),
+ *    "layers": ["<hex>", ...]  bottom first, as OCI lists them,
+ *    "top": "<hex>"            hutch's own layer above them (hutch_images_add)
+ *    "size_bytes": n,
+ *    "config": {"env": ["K=V", ...], "workdir": "/", "user": "",
+ *               "entrypoint": [...], "cmd": [...], "labels": {...},
+ *               "exposed_ports": ["8080/tcp"], "start_cmd": "", "ready_cmd": "",
+ *               "shell": ["/bin/sh", "-c"]},
+ *    "tags": ["latest", ...]}
+ * Every file here is hutch's own, written by root, in a directory only
+ * root may enter; the layers are unpacked from hostile archives by the
+ * unpacker (which writes nothing outside the directory it is given). */
+#ifndef HUTCH_IMAGES_H
+#define HUTCH_IMAGES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Names: a template's, a tag's. What a user types in a URL or a CLI. */
+#define HUTCH_IMAGE_NAME_MAX 128
+/* The most layers a template has (OCI images rarely pass 100). */
+#define HUTCH_IMAGE_MAX_LAYERS 96
+
+struct hutch_images {
+  char *dir;  /* STATE/images */
+  int dirfd;
+};
+
+/* Open (creating if missing, mode 0700) the store under state_dir, and
+ * sweep tmp/ of work whose process is gone. */
+int hutch_images_open(struct hutch_images *s, const char *state_dir, struct hutch_err *err);
+void hutch_images_close(struct hutch_images *s);
+
+/* Whether name is a template name: 1..128 of [a-z0-9._-] (and '/' between
+ * parts, as an image reference's path), not "host", starting with a
+ * letter or digit. A tag: 1..128 of [A-Za-z0-9._-]. */
+bool hutch_images_name_ok(const char *name);
+bool hutch_images_tag_ok(const char *tag);
+
+/* The template ref names for owner: "NAME", "NAME:TAG" or its id; the
+ * owner's own first, then a public one. NULL with HUTCH_ERR_NOT_FOUND.
+ * owner NULL: any owner's (the CLI, an admin). */
+json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
+                          struct hutch_err *err);
+/* Every template owner may use (its own and the public ones; NULL: all),
+ * sorted by name. */
+json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
+
+/* A new empty directory under tmp/ for work under way (malloc'd path). The
+ * caller removes it (hutch_layer_remove); if the process dies first, the
+ * next hutch_images_open sweeps it. */
+char *hutch_images_tmpdir(const struct hutch_images *s, struct hutch_err *err);
+
+/* layers/<hex> (malloc'd), and whether it is there. */
+char *hutch_images_layer_path(const struct hutch_images *s, const char *hex);
+bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);
+/* Move staged (a finished layer tree under tmp/) to layers/<hex>, with
+ * meta as layers/<hex>.json. When the layer is already there, staged is
+ * removed instead: layers are shared. */
+int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const char *hex,
+                              json_t *meta, struct hutch_err *err);
+
+/* Add record (name, owner, source, ref, layers, config; the rest filled
+ * in here): every layer must be in the store. Makes hutch's top layer
+ * (hosts, hostname, resolv.conf, the mount points a sandbox needs, the
+ * user `user` with uid 1000 and /home/user when the image has no uid
+ * 1000), assigns the id, and writes the record whole. A template of the
+ * same name and owner is replaced when replace is set (its sandboxes keep
+ * theirs), else HUTCH_ERR_CONFLICT. Returns a new reference to the stored
+ * record, or NULL. */
+json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
+                         struct hutch_err *err);
+/* Remove owner's template ref (owner NULL: anyone's), then every layer no
+ * template, live sandbox or build cache entry still uses. */
+int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
+                        struct hutch_err *err);
+/* Remove layers and cache entries nothing uses (hutch_images_remove does). */
+int hutch_images_gc(struct hutch_images *s, struct hutch_err *err);
+
+/* What a sandbox made from record mounts: *rootfs, the directory under
+ * the layers (mount points only), and *layers, topmost first, as
+ * hutch_sandbox_config wants them (malloc'd; free each and the array). */
+int hutch_images_stack(const struct hutch_images *s, json_t *record, char **rootfs,
+                       char ***layers, size_t *nlayers, struct hutch_err *err);
+void hutch_images_stack_free(char *rootfs, char **layers, size_t nlayers);
+/* Hold record's layers while a sandbox uses them: an fd locked shared,
+ * to close when the sandbox is gone (a server holds one per sandbox). */
+int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_err *err);
+
+/* Each template's config applied to a sandbox: environment (template's,
+ * then the caller's), working directory, user. */
+struct hutch_image_config {
+  const char *workdir; /* NULL: the sandbox's default */
+  const char *user;    /* NULL: the sandbox's default */
+  json_t *env;         /* borrowed: an array of "K=V" */
+};
+void hutch_images_config(json_t *record, struct hutch_image_config *out);
+
+#endif
