@@ -212,7 +212,8 @@ static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth) {
     names[n++] = xstrdup(de->d_name);
   }
   closedir(d);
-  qsort(names, n, sizeof *names, by_name);
+  if (n)
+    qsort(names, n, sizeof *names, by_name);
   int rc = 0;
   for (size_t i = 0; i < n; i++) {
     if (rc == 0) {

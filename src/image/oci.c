@@ -217,17 +217,20 @@ json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
   json_t *shell = strings_or_empty(c, "Shell", err);
   if (!shell)
     return json_decref(out), NULL;
-  if (!json_array_size(shell))
-    json_array_extend(shell, json_pack("[ss]", "/bin/sh", "-c"));
+  if (!json_array_size(shell)) {
+    json_array_append_new(shell, json_string("/bin/sh"));
+    json_array_append_new(shell, json_string("-c"));
+  }
   json_t *exposed = json_array();
   json_object_foreach(ports, k, v) json_array_append_new(exposed, json_string(k));
   const char *workdir = json_string_value(wd);
-  json_object_update(out, json_pack("{s:s,s:s,s:O,s:o,s:s,s:s,s:o}", "workdir",
-                                    workdir && *workdir ? workdir : "/", "user",
-                                    user ? json_string_value(user) : "", "labels",
-                                    labels && json_is_object(labels) ? labels : json_object(),
-                                    "exposed_ports", exposed, "start_cmd", "", "ready_cmd", "",
-                                    "shell", shell));
+  json_t *rest = json_pack(
+      "{s:s,s:s,s:o,s:o,s:s,s:s,s:o}", "workdir", workdir && *workdir ? workdir : "/", "user",
+      user ? json_string_value(user) : "", "labels",
+      json_is_object(labels) ? json_incref(labels) : json_object(), "exposed_ports", exposed,
+      "start_cmd", "", "ready_cmd", "", "shell", shell);
+  json_object_update(out, rest);
+  json_decref(rest);
   return out;
 }
 
