@@ -79,7 +79,9 @@ static int make_link(int root, const struct link_member *l, bool hard, struct hu
   if (!*target)
     return bad_member(err, l->path, "links to the root");
   _cleanup_close_ int tdir = unpack_open_parent(root, target, false, &tleaf, err);
-  _cleanup_close_ int dir = tdir < 0 ? -1 : unpack_open_parent(root, l->path, true, &leaf, err);
+  if (tdir < 0)
+    return err->kind == HUTCH_ERR_INVALID ? bad_member(err, l->path, "links to no file of the archive") : -1;
+  _cleanup_close_ int dir = unpack_open_parent(root, l->path, true, &leaf, err);
   struct stat st;
   if (dir < 0)
     return -1;

@@ -519,8 +519,8 @@ static int commit(struct unpack *u, const char *staged, const char *expect_diges
   md_hex(u->tar_md, hex_out);
   if (expect_digest && (!unpack_digest_hex(expect_digest, want) || strcmp(want, blob_hex) != 0))
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "digest_mismatch",
-                          "layer blob has digest sha256:%s, not %.80s as its manifest says",
-                          blob_hex, expect_digest);
+                          "the layer does not match its digest %.80s (it is sha256:%s)",
+                          expect_digest, blob_hex);
   json_t *meta = json_pack("{s:I,s:I,s:s+}", "size", (json_int_t)u->data_bytes, "files",
                            (json_int_t)u->files, "diff_id", "sha256:", hex_out);
   int rc = hutch_images_layer_commit(&u->ctx->store, staged, hex_out, meta, u->err);

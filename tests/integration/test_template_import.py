@@ -200,14 +200,17 @@ def check_base_and_upper(base, upper):
     assert not any(".wh." in k for k in u)
 
 
-def assert_refused(tpl, p, *words, name="bad"):
-    """Exit 2, one line on stderr saying why, no template, no work left."""
+def refused(tpl, *args):
+    """Import (progress as NDJSON on stdout, so stderr holds only the
+    error); expect exit 2, one line on stderr, the same error as the last
+    event, no template, no work left in tmp/. The error line."""
+    p = tpl("--progress", "ndjson", "import", *args, "--name", "bad")
     assert p.returncode == 2, (p.returncode, p.stderr)
     lines = p.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hutch template import: "), lines
-    for w in words:
-        assert w in lines[0], lines[0]
-    assert name not in names(tpl)
+    last = json.loads(p.stdout.decode().splitlines()[-1])
+    assert last["event"] == "error" and last["message"] in lines[0]
+    assert "bad" not in names(tpl)
     tmp = tpl.state / "images/tmp"
     assert not tmp.exists() or not list(tmp.iterdir())
     return lines[0]
@@ -352,3 +355,201 @@ def test_run_imported_busybox_template(tmp_path, run):
     finally:
         subprocess.run([str(build_binary("build", "hutch")), "template", "rm", name],
                        capture_output=True, timeout=60)
+
+
+# --- hostile archives ---------------------------------------------------
+
+SYM, LNK, CHR, BLK = tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE
+
+# name: (entries of a layer, given the directory outside the store that
+# each tries to reach; words the error says)
+HOSTILE_LAYERS = {
+    "dotdot": (lambda out: [entry("../" * 12 + str(out)[1:] + "/pwned", b"x")], ["'..'"]),
+    "dotdot_inside": (lambda out: [entry("a/../../pwned", b"x")], ["'..'"]),
+    "write_through_symlink": (lambda out: [entry("evil", type=SYM, linkname=str(out)),
+                                           entry("evil/pwned", b"x")], ["symlink"]),
+    "write_through_relative_symlink": (
+        lambda out: [entry("evil", type=SYM, linkname="../" * 12 + str(out)[1:]),
+                     entry("evil/pwned", b"x")], ["symlink"]),
+    "hardlink_out": (lambda out: [entry("h", type=LNK, linkname=str(out / "secret"))],
+                     ["hard link"]),
+    "hardlink_dotdot": (lambda out: [entry("h", type=LNK, linkname="../" * 12 + "etc/passwd")],
+                        ["'..'"]),
+    "hardlink_not_yet_written": (lambda out: [entry("a", type=LNK, linkname="b"),
+                                              entry("b", b"x")], ["hard link"]),
+    "hardlink_through_symlink": (lambda out: [entry("l", type=SYM, linkname=str(out)),
+                                              entry("h", type=LNK, linkname="l/secret")],
+                                 ["symlink"]),
+    "char_device": (lambda out: [entry("dev/null", type=CHR, devmajor=1, devminor=3)],
+                    ["device"]),
+    "block_device": (lambda out: [entry("dev/sda", type=BLK, devmajor=8, devminor=0)],
+                     ["device"]),
+    "device_0_0": (lambda out: [entry("gone", type=CHR, devmajor=0, devminor=0)], ["device"]),
+    "whiteout_root": (lambda out: [entry(".wh..", b"")], ["whiteout"]),
+    "whiteout_root_absolute": (lambda out: [entry("/.wh.", b"")], ["whiteout"]),
+    "whiteout_parent": (lambda out: [entry("a/.wh..", b"")], ["whiteout"]),
+    "file_as_root": (lambda out: [entry(".", b"x")], ["root"]),
+}
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A directory outside the store with a secret in it: after a hostile
+    import, it must hold just that, unchanged."""
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret").write_text("secret")
+    yield out
+    assert sorted(os.listdir(out)) == ["secret"]
+    assert (out / "secret").read_text() == "secret" and (out / "secret").stat().st_nlink == 1
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_LAYERS))
+def test_hostile_layer_refused(tpl, tmp_path, outside, case):
+    entries, words = HOSTILE_LAYERS[case]
+    lay = layout(tmp_path / "lay", [BASE, tar_of(*entries(outside))])
+    line = refused(tpl, lay)
+    assert all(w in line for w in words), line
+    assert not list((tpl.state / "images/templates").glob("*.json"))
+
+
+def zeros_layer(n):
+    ti = tarfile.TarInfo("zeros")
+    ti.size = n
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        t.addfile(ti, io.BytesIO(bytes(n)))
+    return buf.getvalue()
+
+
+def test_decompression_bomb_refused(tpl, tmp_path):
+    lay = layout(tmp_path / "lay", [zeros_layer(32 << 20)])
+    assert sum(f.stat().st_size for f in (lay / "blobs/sha256").iterdir()) < 200 << 10
+    assert "--max-bytes" in refused(tpl, lay, "--max-bytes", 1 << 20)
+    assert not list((tpl.state / "images/layers").glob("*"))
+
+
+def test_cap_counts_every_layer(tpl, tmp_path):
+    half = zeros_layer(600 << 10)
+    lay = layout(tmp_path / "lay", [half, half + bytes(512)])
+    assert "--max-bytes" in refused(tpl, lay, "--max-bytes", 1 << 20)
+
+
+def test_too_many_files_refused(tpl, tmp_path):
+    lay = layout(tmp_path / "lay", [tar_of(*[entry(f"f{i}", b"") for i in range(50)])])
+    assert "--max-files" in refused(tpl, lay, "--max-files", 20)
+
+
+def blob_of(lay, digest):
+    return lay / "blobs/sha256" / digest.split(":")[1]
+
+
+def manifest_of(lay):
+    idx = json.loads((lay / "index.json").read_text())
+    return json.loads(blob_of(lay, idx["manifests"][0]["digest"]).read_bytes())
+
+
+def tamper_layer(lay):
+    p = blob_of(lay, manifest_of(lay)["layers"][0]["digest"])
+    raw = tar_of(entry("etc/os-release", b"ID=evilxxxxxx\n"))
+    assert len(raw) == p.stat().st_size
+    p.write_bytes(raw)
+
+
+def grow_layer(lay):
+    p = blob_of(lay, manifest_of(lay)["layers"][0]["digest"])
+    p.write_bytes(p.read_bytes() + bytes(512))
+
+
+def tamper_config(lay):
+    p = blob_of(lay, manifest_of(lay)["config"]["digest"])
+    p.write_bytes(p.read_bytes().replace(b"HELLO=world", b"HELLO=evil!"))
+
+
+def rewrite_index(lay, manifest):
+    desc = put_blob(lay, json.dumps(manifest).encode() if isinstance(manifest, dict)
+                    else manifest, "application/vnd.oci.image.manifest.v1+json")
+    write_index(lay, [desc])
+
+
+def config_as(cfg):
+    def go(lay):
+        m = manifest_of(lay)
+        m["config"] = put_blob(lay, json.dumps(cfg).encode(), m["config"]["mediaType"])
+        rewrite_index(lay, m)
+    return go
+
+
+def no_index(lay):
+    (lay / "index.json").write_text("{\"manifests\": [")
+
+
+BAD_DIFF_IDS = image_config(["sha256:" + "0" * 64])
+NO_ROOTFS = {"architecture": "amd64", "os": "linux", "config": {}}
+ENV_NOT_LIST = image_config(["sha256:" + sha(tar_of(entry("etc/os-release", b"ID=hutchtest\n")))],
+                            {"Env": "PATH=/bin"})
+ARM_ONLY = image_config(["sha256:" + sha(tar_of(entry("etc/os-release", b"ID=hutchtest\n")))],
+                        arch="arm64")
+
+BAD_IMAGES = {
+    "layer_digest_mismatch": (tamper_layer, ["does not match", "digest"]),
+    "layer_size_mismatch": (grow_layer, ["bytes"]),
+    "config_digest_mismatch": (tamper_config, ["does not match"]),
+    "diff_id_mismatch": (config_as(BAD_DIFF_IDS), ["diff_id"]),
+    "manifest_not_json": (lambda lay: rewrite_index(lay, b"{\"layers\": [}"), ["not a JSON"]),
+    "manifest_without_config": (lambda lay: rewrite_index(lay, {"schemaVersion": 2, "layers": []}),
+                                ["descriptor"]),
+    "config_without_rootfs": (config_as(NO_ROOTFS), ["diff_ids"]),
+    "config_env_not_a_list": (config_as(ENV_NOT_LIST), ["Env"]),
+    "config_for_arm64": (config_as(ARM_ONLY), ["arm64"]),
+    "index_not_json": (no_index, ["index.json"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_IMAGES))
+def test_bad_image_refused(tpl, tmp_path, case):
+    change, words = BAD_IMAGES[case]
+    lay = layout(tmp_path / "lay", [tar_of(entry("etc/os-release", b"ID=hutchtest\n"))],
+                 how="none")
+    change(lay)
+    line = refused(tpl, lay)
+    assert all(w in line for w in words), line
+
+
+def test_docker_manifest_malformed(tpl, tmp_path):
+    d = tmp_path / "docker"
+    d.mkdir()
+    (d / "manifest.json").write_text('{"Config": 1}')
+    assert "docker-archive manifest" in refused(tpl, tar_dir(d, tmp_path / "d.tar"))
+
+
+def outer_tar(path, *entries):
+    with tarfile.open(path, "w") as t:
+        for ti, data in entries:
+            t.addfile(ti, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def test_outer_archive_hostile_members(tpl, tmp_path, outside):
+    cases = [
+        ([entry("../" * 12 + str(outside)[1:] + "/pwned", b"x")], "'..'"),
+        ([entry("index.json", type=SYM, linkname="../" * 12 + str(outside)[1:] + "/secret")],
+         "out of the archive"),
+        ([entry("index.json", type=SYM, linkname=str(outside / "secret"))], "no file"),
+        ([entry("index.json", type=LNK, linkname=str(outside / "secret"))], "no file"),
+        ([entry("blobs", type=SYM, linkname=str(outside)),
+          entry("blobs/pwned", b"x")], "links to no file"),
+        ([entry("dev", type=CHR, devmajor=1, devminor=3)], "neither a file"),
+        ([entry("oci-layout", b"{}")], "neither an OCI image layout"),
+    ]
+    for i, (entries, words) in enumerate(cases):
+        line = refused(tpl, outer_tar(tmp_path / f"o{i}.tar", *entries))
+        assert words in line, line
+
+
+def test_outer_archive_bomb(tpl, tmp_path):
+    lay = layout(tmp_path / "lay", [zeros_layer(32 << 20)], how="none")
+    arc = tar_dir(lay, tmp_path / "big.tar")
+    gz = tmp_path / "big.tar.gz"
+    gz.write_bytes(gzip.compress(arc.read_bytes(), compresslevel=1))
+    assert "--max-bytes" in refused(tpl, gz, "--max-bytes", 1 << 20)
