@@ -80,7 +80,9 @@ static int make_link(int root, const struct link_member *l, bool hard, struct hu
     return bad_member(err, l->path, "links to the root");
   _cleanup_close_ int tdir = unpack_open_parent(root, target, false, &tleaf, err);
   if (tdir < 0)
-    return err->kind == HUTCH_ERR_INVALID ? bad_member(err, l->path, "links to no file of the archive") : -1;
+    return err->kind == HUTCH_ERR_INVALID
+               ? bad_member(err, l->path, "links to no file of the archive")
+               : -1;
   _cleanup_close_ int dir = unpack_open_parent(root, l->path, true, &leaf, err);
   struct stat st;
   if (dir < 0)
@@ -109,7 +111,7 @@ static int extract_file(struct archive *a, struct archive_entry *e, int root, co
   la_int64_t off;
   int r;
   while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK) {
-    if ((*total += size) > ctx->max_bytes)
+    if ((*total += size) > ctx->max_bytes || off < 0 || (uint64_t)off + size > ctx->max_bytes)
       return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
                             "the archive holds more than %llu bytes (--max-bytes)",
                             (unsigned long long)ctx->max_bytes);

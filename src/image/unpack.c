@@ -197,7 +197,10 @@ static int too_large(struct unpack *u) {
                         (unsigned long long)u->ctx->max_files);
 }
 
-static uid_t id_of(la_int64_t id) { return id >= 0 && id < HUTCH_ID_RANGE ? (uid_t)id : HUTCH_ID_RANGE; }
+/* An id of the image's, or the one no sandbox maps. */
+static uid_t id_of(la_int64_t id) {
+  return id >= 0 && id < HUTCH_ID_RANGE ? (uid_t)id : HUTCH_ID_RANGE;
+}
 
 static struct timespec mtime_of(struct archive_entry *e) {
   return (struct timespec){archive_entry_mtime(e), archive_entry_mtime_nsec(e)};
@@ -256,6 +259,8 @@ static int write_data(struct unpack *u, struct archive *tar, int fd, const char 
   int r;
   /* By blocks at their offsets: a sparse entry's holes stay holes. */
   while ((r = archive_read_data_block(tar, &buf, &size, &off)) == ARCHIVE_OK) {
+    if (off < 0 || (uint64_t)off + size > u->ctx->max_bytes)
+      return too_large(u);
     for (size_t done = 0; done < size;) {
       ssize_t n = pwrite(fd, (const char *)buf + done, size - done, off + (off_t)done);
       if (n < 0 && errno == EINTR)
@@ -322,13 +327,17 @@ static int set_dirs(struct unpack *u) {
   for (size_t i = 0; i < u->ndirs; i++) {
     struct dir_meta *d = &u->dirs[i];
     const char *leaf = ".";
-    _cleanup_close_ int parent = *d->path ? unpack_open_parent(u->root, d->path, false, &leaf, u->err)
-                                          : dup(u->root);
+    _cleanup_close_ int parent =
+        *d->path ? unpack_open_parent(u->root, d->path, false, &leaf, u->err) : dup(u->root);
+    /* A later entry may have removed or replaced what held it. */
+    if (parent < 0 && u->err->kind == HUTCH_ERR_INVALID) {
+      *u->err = (struct hutch_err){0};
+      continue;
+    }
     if (parent < 0)
       return -1;
     _cleanup_close_ int fd = openat(parent, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct timespec t[2] = {d->mtime, d->mtime};
-    /* A later entry may have replaced the directory with a file. */
     if (fd < 0 && (errno == ENOTDIR || errno == ELOOP || errno == ENOENT))
       continue;
     if (fd < 0 || fchown(fd, d->uid, d->gid) < 0 || fchmod(fd, d->mode) < 0 ||
