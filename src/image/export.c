@@ -23,6 +23,7 @@
 #include "image.h"
 #include "layer.h"
 #include "oci.h"
+#include "unpack.h"
 #include "util.h"
 
 /* A file being written and hashed: a blob of the layout. */
@@ -244,8 +245,7 @@ static json_t *sink_close(struct sink *s, int dir, const char *media_type, struc
   s->fd = -1;
   EVP_MD_CTX_free(s->md);
   s->md = NULL;
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(digest + 7 + 2 * i, 3, "%02x", sum[i]);
+  unpack_hex(sum, digest + 7);
   strcat(name, digest + 7);
   if (!ok || renameat(dir, "blob.tmp", dir, name) < 0) {
     hutch_err_set(err, errno, "blob");

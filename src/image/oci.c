@@ -53,8 +53,7 @@ static bool sha256_hex(const void *buf, size_t n, char hex[65]) {
   unsigned len = 0;
   if (!EVP_Digest(buf, n, sum, &len, EVP_sha256(), NULL))
     return false;
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+  unpack_hex(sum, hex);
   return true;
 }
 

@@ -47,12 +47,16 @@ bool unpack_digest_hex(const char *digest, char hex[65]) {
   return true;
 }
 
+void unpack_hex(const unsigned char sum[32], char hex[65]) {
+  for (unsigned i = 0; i < 32; i++)
+    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+}
+
 static void md_hex(EVP_MD_CTX *md, char hex[65]) {
   unsigned char sum[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   EVP_DigestFinal_ex(md, sum, &len);
-  for (unsigned i = 0; i < len && i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+  unpack_hex(sum, hex);
 }
 
 int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err *err) {
