@@ -268,6 +268,23 @@ struct layer_src {
   json_int_t size;
 };
 
+/* The layers with each one only at its topmost place: overlayfs refuses
+ * a directory twice among its lowers (images repeat the empty layer),
+ * and a layer again higher up hides all that its lower copy shows. */
+static json_t *topmost(json_t *hexes) {
+  json_t *out = json_array(), *h;
+  size_t i, n = json_array_size(hexes);
+  json_array_foreach(hexes, i, h) {
+    bool again = false;
+    for (size_t j = i + 1; j < n && !again; j++)
+      again = json_equal(h, json_array_get(hexes, j));
+    if (!again)
+      json_array_append(out, h);
+  }
+  json_decref(hexes);
+  return out;
+}
+
 static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
                             const struct layer_src *layers, size_t n, const char *name,
                             const char *source, const char *ref, struct hutch_err *err) {
@@ -314,7 +331,8 @@ static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
     json_array_append_new(hexes, json_string(hex));
   }
   json_t *record = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o}", "name", name, "owner", ctx->owner,
-                             "source", source, "ref", ref, "layers", hexes, "config", rconfig);
+                             "source", source, "ref", ref, "layers", topmost(hexes), "config",
+                             rconfig);
   json_t *stored = hutch_images_add(&ctx->store, record, ctx->replace, err);
   json_decref(record);
   return stored;
