@@ -259,9 +259,12 @@ def test_import_archives_hand_made(tpl, tmp_path):
     for raw in (BASE, UPPER):
         (d / sha(raw)).mkdir()
         (d / sha(raw) / "layer.tar").write_bytes(raw)
+    # Old `docker save` links a layer another image has to that one's tar.
+    (d / "linked").mkdir()
+    (d / "linked/layer.tar").symlink_to(f"../{sha(UPPER)}/layer.tar")
     (d / "manifest.json").write_text(json.dumps([{
         "Config": sha(cfg) + ".json", "RepoTags": ["x:latest"],
-        "Layers": [sha(BASE) + "/layer.tar", sha(UPPER) + "/layer.tar"]}]))
+        "Layers": [sha(BASE) + "/layer.tar", "linked/layer.tar"]}]))
     p = tpl("import", tar_dir(d, tmp_path / "docker.tar"), "--name", "docker")
     assert p.returncode == 0, p.stderr
     for n in ("oci", "docker"):
