@@ -55,6 +55,7 @@ struct sink {
   uint64_t got, last_ns;
   char errbody[512];
   size_t errlen, errseen;
+  long errstatus;
   bool failed;
   struct hutch_err fail;
 };
@@ -73,6 +74,8 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg) {
   long status = 0;
   curl_easy_getinfo(s->r->h, CURLINFO_RESPONSE_CODE, &status);
   if (status != 200) {
+    if (status != s->errstatus) /* a redirect's body, then the answer's */
+      s->errlen = 0, s->errstatus = status;
     size_t room = sizeof s->errbody - 1 - s->errlen;
     memcpy(s->errbody + s->errlen, p, len < room ? len : room);
     s->errlen += len < room ? len : room;
