@@ -160,6 +160,19 @@ static int default_name(const struct registry_ref *ref, char *out, size_t size,
   return 0;
 }
 
+/* A name already taken fails before anything is downloaded (the store
+ * checks again as it adds the template). */
+static int name_free(struct image_ctx *ctx, const char *name, struct hutch_err *err) {
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(&ctx->store, ctx->owner, name, &none);
+  bool taken = old && strcmp(json_string_value(json_object_get(old, "owner")), ctx->owner) == 0 &&
+               strcmp(json_string_value(json_object_get(old, "name")), name) == 0;
+  json_decref(old);
+  return taken ? hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                                "a template '%s' exists (--replace replaces it)", name)
+               : 0;
+}
+
 static int parse_args(int argc, char **argv, struct registry_opts *o, const char **name,
                       bool *replace, const char **refs) {
   static const struct option opts[] = {{"insecure", no_argument, 0, 'k'},
@@ -213,6 +226,8 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
     hutch_err_invalid(&err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not host)");
     return image_fail(ctx, "pull", &err);
   }
+  if (!replace && name_free(ctx, name, &err) < 0)
+    return image_fail(ctx, "pull", &err);
   char *tmp = hutch_images_tmpdir(&ctx->store, &err);
   if (!tmp)
     return image_fail(ctx, "pull", &err);

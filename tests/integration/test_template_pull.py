@@ -107,6 +107,18 @@ def test_pull_picks_linux_amd64_and_by_digest(tpl, registry):
     assert inspect(tpl, "pinned")["layers"] == [d[7:] for d in registry.busy.diff_ids]
 
 
+def test_name_taken_and_replace(tpl, registry):
+    """A taken name fails before any connection (the port here is closed);
+    --replace replaces the template."""
+    assert tpl("pull", "--insecure", f"{registry.host}/tools/busy:1.0").returncode == 0
+    first = inspect(tpl, "busy")["id"]
+    p = tpl("-q", "pull", "--insecure", f"127.0.0.1:{free_port()}/tools/busy:1.0")
+    assert p.returncode == 2 and b"exists" in p.stderr and len(p.stderr.splitlines()) == 1
+    p = tpl("pull", "--insecure", "--replace", f"{registry.host}/tools/busy:1.0")
+    assert p.returncode == 0, p.stderr
+    assert listed(tpl) == ["busy"] and inspect(tpl, "busy")["id"] != first
+
+
 def test_pull_what_is_not_there(tpl, registry):
     failed_cleanly(tpl, tpl("-q", "pull", "--insecure", f"{registry.host}/tools/none:1.0"),
                    "has no manifest")
