@@ -86,7 +86,9 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg) {
     s->failed = true;
     hutch_err_fail(&s->fail, HUTCH_ERR_TOO_LARGE, "too_large",
                    "registry %s sent more than %s (%llu bytes)", s->r->ref.host,
-                   s->got + len > s->limit ? "the size it announced" : "the pull may take",
+                   s->got + len > s->limit
+                       ? (s->fd >= 0 ? "the manifest gives the blob" : "hutch takes for it")
+                       : "the pull may take",
                    (unsigned long long)(s->got + len > s->limit ? s->limit : s->r->opts.max_bytes));
     return 0;
   }
