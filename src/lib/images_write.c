@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/xattr.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,12 +83,23 @@ static void sha256_hex(EVP_MD_CTX *md, char out[65]) {
     snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* The topmost entry at path among dirs (topmost first): its layer's fd in
- * *at, or -1 when no layer shows it (absent, or deleted by a whiteout or
- * hidden by an opaque directory above). */
+/* path under a layer's root, opened O_PATH (flags: O_DIRECTORY or 0)
+ * without following any symlink on the way: an image's /etc may be a link
+ * to the host's. -1 when it is not there so. */
+static int open_in_layer(int layer, const char *path, int flags) {
+  struct open_how how = {.flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+  return (int)syscall(SYS_openat2, layer, path, &how, sizeof how);
+}
+
+/* The layer (of dirs, topmost first) whose entry path is what the stack
+ * shows, its fd, and the entry's stat; -1 when none shows it (absent,
+ * deleted by a whiteout, or hidden under an opaque directory above). */
 static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat *st) {
   for (size_t i = 0; i < n; i++) {
-    if (fstatat(dirs[i], path, st, AT_SYMLINK_NOFOLLOW) == 0)
+    _cleanup_close_ int fd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], path, 0);
+    if (fd >= 0 && fstat(fd, st) == 0)
       return S_ISCHR(st->st_mode) && st->st_rdev == 0 ? -1 : dirs[i];
     /* An opaque parent in this layer hides every layer below. */
     _cleanup_free_ char *parent = xstrdup(path);
@@ -94,23 +107,26 @@ static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat
     if (slash) {
       *slash = '\0';
       char v[2];
-      _cleanup_close_ int pd = openat(dirs[i], parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (pd >= 0 && fgetxattr(pd, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
+      _cleanup_close_ int pd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], parent, O_DIRECTORY);
+      _cleanup_free_ char *proc = pd < 0 ? NULL : xasprintf("/proc/self/fd/%d", pd);
+      if (proc && getxattr(proc, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
         return -1;
     }
   }
   return -1;
 }
 
-/* The image's file at path (at most max bytes), or NULL. */
+/* The image's regular file at path (at most max bytes), or NULL. */
 static char *stack_read(const int *dirs, size_t n, const char *path, size_t max) {
   struct stat st;
   int at = stack_lookup(dirs, n, path, &st);
-  if (at < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
+  _cleanup_close_ int pfd = at < 0 ? -1 : open_in_layer(at, path, 0);
+  if (pfd < 0 || fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
     return NULL;
+  _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", pfd);
+  _cleanup_close_ int fd = open(proc, O_RDONLY | O_CLOEXEC);
   char *buf = xmalloc((size_t)st.st_size + 1);
-  struct hutch_err ignored = {0};
-  ssize_t got = read_file_at(at, path, buf, (size_t)st.st_size + 1, &ignored);
+  ssize_t got = fd < 0 ? -1 : read_all(fd, buf, (size_t)st.st_size);
   if (got < 0) {
     free(buf);
     return NULL;
@@ -345,76 +361,100 @@ static int retire(const struct hutch_images *s, const char *id, struct hutch_err
   return 0;
 }
 
-json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
-                         struct hutch_err *err) {
-  const char *name = json_string_value(json_object_get(record, "name"));
-  const char *owner = json_string_value(json_object_get(record, "owner"));
-  json_t *layers = json_object_get(record, "layers");
-  if (!name || !hutch_images_name_ok(name)) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                   "'%.64s' is no template name (1-128 of a-z 0-9 . _ - and / between parts)",
-                   name ? name : "");
-    return NULL;
+/* layers with each listed once, at its topmost place (tools repeat the
+ * empty layer): overlayfs refuses a lower directory twice. */
+static json_t *unique_layers(json_t *layers) {
+  json_t *once = json_array();
+  for (size_t k = json_array_size(layers); k-- > 0;) {
+    json_t *l = json_array_get(layers, k), *seen;
+    size_t j;
+    bool dup = false;
+    json_array_foreach(once, j, seen) dup |= json_equal(seen, l);
+    if (!dup)
+      json_array_insert(once, 0, l);
   }
-  if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "template %s: more than %d layers",
-                   name, HUTCH_IMAGE_MAX_LAYERS);
-    return NULL;
-  }
+  return once;
+}
+
+/* Check rec's name and layers, and fill in its size and top layer. */
+static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(rec, "name"));
+  json_t *layers = json_object_get(rec, "layers");
+  if (!name || !hutch_images_name_ok(name))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "'%.64s' is no template name (1-128 of a-z 0-9 . _ - and / between "
+                          "parts)",
+                          name ? name : "");
+  if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "template %s: more than %d layers", name, HUTCH_IMAGE_MAX_LAYERS);
+  json_object_set_new(rec, "layers", unique_layers(layers));
+  layers = json_object_get(rec, "layers");
   uint64_t size = 0;
   size_t i;
   json_t *v;
   json_array_foreach(layers, i, v) {
-    if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v))) {
-      hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template %s: layer %zu is not in the store",
-                     name, i);
-      return NULL;
-    }
+    if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v)))
+      return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL,
+                            "template %s: layer %zu is not in the store", name, i);
     size += layer_size(s, json_string_value(v));
   }
   char top[65];
   if (top_layer(s, layers, top, err) < 0)
-    return NULL;
-
-  _cleanup_close_ int lock = lock_store(s, err);
-  if (lock < 0)
-    return NULL;
-  struct hutch_err none = {0};
-  json_t *old = hutch_images_find(s, owner ? owner : "", name, &none);
-  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner ? owner : "") != 0)
-    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
-  if (old && !replace) {
-    json_decref(old);
-    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
-    return NULL;
-  }
-  unsigned char rnd[8];
-  char id[17];
-  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-    json_decref(old);
-    hutch_err_set(err, errno, "getrandom");
-    return NULL;
-  }
-  for (size_t k = 0; k < sizeof rnd; k++)
-    snprintf(id + 2 * k, 3, "%02x", rnd[k]);
-  json_t *rec = json_deep_copy(record);
-  json_object_set_new(rec, "id", json_string(id));
-  json_object_set_new(rec, "owner", json_string(owner ? owner : ""));
+    return -1;
   json_object_set_new(rec, "top", json_string(top));
   json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
-  json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
-  if (!json_is_array(json_object_get(rec, "tags")))
-    json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
-  if (!json_is_object(json_object_get(rec, "config")))
-    json_object_set_new(rec, "config", json_object());
-  _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
-  if (write_json(s, rname, rec, err) < 0 ||
-      (old && retire(s, json_string_value(json_object_get(old, "id")), err) < 0)) {
-    json_decref(old);
+  return 0;
+}
+
+/* Write rec as a new template of owner, replacing owner's own of its name
+ * when replace is set: under the store's lock. */
+static int add_locked(struct hutch_images *s, json_t *rec, const char *owner, bool replace,
+                      struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(rec, "name"));
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(s, owner, name, &none);
+  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner) != 0)
+    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
+  unsigned char rnd[8];
+  int r = 0;
+  if (old && !replace)
+    r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
+  else if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+    r = hutch_err_set(err, errno, "getrandom");
+  if (r == 0) {
+    char id[17];
+    for (size_t k = 0; k < sizeof rnd; k++)
+      snprintf(id + 2 * k, 3, "%02x", rnd[k]);
+    json_object_set_new(rec, "id", json_string(id));
+    json_object_set_new(rec, "owner", json_string(owner));
+    json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
+    if (!json_is_array(json_object_get(rec, "tags")))
+      json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
+    if (!json_is_object(json_object_get(rec, "config")))
+      json_object_set_new(rec, "config", json_object());
+    _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
+    r = write_json(s, rname, rec, err);
+    if (r == 0 && old)
+      r = retire(s, json_string_value(json_object_get(old, "id")), err);
+  }
+  json_decref(old);
+  return r;
+}
+
+json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
+                         struct hutch_err *err) {
+  const char *owner = json_string_value(json_object_get(record, "owner"));
+  json_t *rec = json_deep_copy(record);
+  if (add_check(s, rec, err) < 0) {
     json_decref(rec);
     return NULL;
   }
-  json_decref(old);
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0 || add_locked(s, rec, owner ? owner : "", replace, err) < 0) {
+    json_decref(rec);
+    return NULL;
+  }
   return rec;
 }
 
