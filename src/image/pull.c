@@ -20,9 +20,9 @@
  * it for the tests of a trickling registry. */
 #define LOW_SPEED_SECONDS 30L
 
-static const char usage[] =
-    "usage: hutch template pull [--insecure] [--allow-private] [--user USER:PASSWORD] "
-    "[--name NAME] [--replace] REF\n";
+#define USAGE                                                                                 \
+  "usage: hutch template pull [--insecure] [--allow-private] [--user USER:PASSWORD] "           \
+  "[--name NAME] [--replace] [--max-bytes N] [--max-files N] REF"
 
 struct blob_progress {
   struct image_ctx *ctx;
@@ -173,48 +173,52 @@ static int name_free(struct image_ctx *ctx, const char *name, struct hutch_err *
                : 0;
 }
 
-static int parse_args(int argc, char **argv, struct registry_opts *o, const char **name,
-                      bool *replace, const char **refs) {
+/* The verb's options into o and ctx; the reference (*refs) and --name. */
+static int parse_args(struct image_ctx *ctx, int argc, char **argv, struct registry_opts *o,
+                      const char **name, const char **refs, struct hutch_err *err) {
   static const struct option opts[] = {{"insecure", no_argument, 0, 'k'},
                                        {"allow-private", no_argument, 0, 'P'},
                                        {"user", required_argument, 0, 'u'},
                                        {"name", required_argument, 0, 'n'},
                                        {"replace", no_argument, 0, 'r'},
-                                       {"help", no_argument, 0, 'h'},
+                                       {"max-bytes", required_argument, 0, 'b'},
+                                       {"max-files", required_argument, 0, 'f'},
                                        {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  opterr = 0; /* the one line is image_fail's */
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case 'k': o->insecure = true; break;
     case 'P': o->allow_private = true; break;
     case 'u': o->user = optarg; break;
     case 'n': *name = optarg; break;
-    case 'r': *replace = true; break;
-    case 'h': fputs(usage, stdout); return 0;
-    default: fputs(usage, stderr); return EXIT_IMAGE_INPUT;
+    case 'r': ctx->replace = true; break;
+    case 'b':
+    case 'f':
+      if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files))
+        return hutch_err_invalid(err, "--max-%s takes a number", c == 'b' ? "bytes" : "files");
+      break;
+    default: return hutch_err_invalid(err, USAGE);
     }
   }
-  if (optind != argc - 1) {
-    fputs(usage, stderr);
-    return EXIT_IMAGE_INPUT;
-  }
+  if (optind != argc - 1)
+    return hutch_err_invalid(err, USAGE);
   *refs = argv[optind];
-  return -1;
+  o->max_bytes = ctx->max_bytes;
+  return 0;
 }
 
 int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
-  struct registry_opts o = {.user = getenv("HUTCH_REGISTRY_AUTH"), .max_bytes = ctx->max_bytes,
+  struct registry_opts o = {.user = getenv("HUTCH_REGISTRY_AUTH"),
                             .low_speed_seconds = LOW_SPEED_SECONDS};
   const char *name = NULL, *refs = NULL;
-  bool replace = false;
-  int done = parse_args(argc, argv, &o, &name, &replace, &refs);
-  if (done >= 0)
-    return done;
+  struct hutch_err err = {0};
+  if (parse_args(ctx, argc, argv, &o, &name, &refs, &err) < 0)
+    return image_fail(ctx, "pull", &err);
   const char *slow = getenv("HUTCH_REGISTRY_LOW_SPEED_SECONDS");
   uint64_t secs;
   if (slow && parse_u64(slow, &secs) && secs > 0 && secs < 3600)
     o.low_speed_seconds = (long)secs;
-  struct hutch_err err = {0};
   struct registry_ref ref;
   char fallback[HUTCH_IMAGE_NAME_MAX + 1];
   if (registry_ref_parse(refs, &ref, &err) < 0 ||
@@ -226,7 +230,7 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
     hutch_err_invalid(&err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not host)");
     return image_fail(ctx, "pull", &err);
   }
-  if (!replace && name_free(ctx, name, &err) < 0)
+  if (!ctx->replace && name_free(ctx, name, &err) < 0)
     return image_fail(ctx, "pull", &err);
   char *tmp = hutch_images_tmpdir(&ctx->store, &err);
   if (!tmp)
@@ -244,6 +248,5 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
   image_progress(ctx, json_pack("{s:s,s:O,s:s+}", "event", "done", "template", rec, "message",
                                 "pulled as ", name));
   json_decref(rec);
-  (void)replace;
   return 0;
 }
