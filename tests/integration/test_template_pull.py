@@ -22,15 +22,16 @@ from registryfake import DockerRegistry, Fake, busybox_image, free_port, write_l
 
 @pytest.fixture(params=["build", "asan"])
 def tpl(request, tmp_path):
-    """tpl(*args, env={}) runs hutch-template on a store of the test's own."""
-    binary = build_binary(request.param, "hutch-template")
+    """tpl(*args, env={}) runs `hutch template` on a store of the test's own."""
+    binary = build_binary(request.param, "hutch")
     state = tmp_path / "state"
 
     def run(*args, env=None, timeout=60):
         e = dict(os.environ)
         e.pop("HUTCH_REGISTRY_AUTH", None)
         e.update(env or {})
-        p = subprocess.run([str(binary), "--state-dir", str(state), *args], capture_output=True,
+        p = subprocess.run([str(binary), "template", "--state-dir", str(state), *args],
+                           capture_output=True,
                            timeout=timeout, env=e)
         err = p.stderr.decode(errors="replace")
         assert "Sanitizer" not in err and "runtime error" not in err, err
@@ -95,6 +96,21 @@ def test_pull_from_docker_registry(tpl, registry):
     assert rec["source"] == "pull" and rec["ref"] == ref
     assert rec["layers"] == [d[7:] for d in registry.busy.diff_ids]
     assert "NOTE=registry" in rec["config"]["env"] and rec["config"]["cmd"] == ["/bin/sh"]
+
+
+def test_run_pulled_template(registry, run):
+    """What a registry served runs under hutch run --template, its config
+    honoured (the session's store: hutch run's own)."""
+    hutch = str(build_binary("build", "hutch"))
+    name = f"busy-{os.getpid()}"
+    p = subprocess.run([hutch, "template", "pull", "--insecure", "--replace", "--name", name,
+                        f"{registry.host}/tools/busy:1.0"], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    try:
+        r = run(["--template", name, "--", "/bin/sh", "-c", "cat /etc/note; echo $NOTE"])
+        assert r.code == 0 and r.out.splitlines() == ["pulled", "registry"], r
+    finally:
+        subprocess.run([hutch, "template", "rm", name], capture_output=True, timeout=60)
 
 
 def test_pull_picks_linux_amd64_and_by_digest(tpl, registry):
