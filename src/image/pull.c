@@ -14,6 +14,7 @@
 #include "layer.h"
 #include "oci.h"
 #include "registry.h"
+#include "unpack.h"
 #include "util.h"
 
 /* Under 1 KiB/s this long, a download fails. A hidden variable shortens
@@ -60,7 +61,8 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
                      struct hutch_err *err) {
   const char *digest = json_string_value(json_object_get(desc, "digest"));
   json_t *jsize = json_object_get(desc, "size");
-  if (!digest || !registry_digest_ok(digest) || !json_is_integer(jsize) ||
+  char hex[65];
+  if (!unpack_digest_hex(digest, hex) || !json_is_integer(jsize) ||
       json_integer_value(jsize) < 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
                           "the manifest has a descriptor without a sha256 digest and a size");
@@ -69,7 +71,7 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
     return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
                           "blob %.19s is %llu bytes, more than a pull may take (%llu)", digest,
                           (unsigned long long)size, (unsigned long long)p->ctx->max_bytes);
-  int fd = openat(blobs, digest + 7, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = openat(blobs, hex, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST)
     return 0;
   if (fd < 0)

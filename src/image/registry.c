@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "registry.h"
+#include "unpack.h"
 #include "util.h"
 
 #define MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
@@ -408,13 +409,12 @@ void registry_close(struct registry *r) {
   free(r);
 }
 
-static void digest_hex(EVP_MD_CTX *md, char out[72]) {
-  unsigned char sum[32];
+static void digest_of(EVP_MD_CTX *md, char out[72]) {
+  unsigned char sum[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_DigestFinal_ex(md, sum, &n);
-  strcpy(out, "sha256:");
-  for (unsigned i = 0; i < 32; i++)
-    sprintf(out + 7 + 2 * i, "%02x", sum[i]);
+  memcpy(out, "sha256:", 7);
+  unpack_hex(sum, out + 7);
 }
 
 static int digest_mismatch(struct registry *r, const char *what, const char *want,
@@ -465,7 +465,7 @@ static json_t *fetch_manifest(struct registry *r, const char *reference, const c
   free(path);
   memset(out, 0, sizeof *out);
   if (rc == 0) {
-    digest_hex(s.md, out->digest);
+    digest_of(s.md, out->digest);
     if (want && strcmp(want, out->digest) != 0)
       rc = digest_mismatch(r, what, want, out->digest, err);
   }
@@ -503,7 +503,8 @@ static int pick_platform(struct registry *r, json_t *index, char out[72], struct
     const char *arch = json_string_value(json_object_get(plat, "architecture"));
     const char *digest = json_string_value(json_object_get(d, "digest"));
     if (os && arch && digest && strcmp(os, "linux") == 0 && strcmp(arch, "amd64") == 0) {
-      if (!registry_digest_ok(digest))
+      char hex[65];
+      if (!unpack_digest_hex(digest, hex))
         break;
       str_copy(out, 72, digest);
       return 0;
@@ -540,7 +541,8 @@ json_t *registry_get_manifest(struct registry *r, struct registry_manifest *out,
 
 int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int fd,
                       registry_progress_fn progress, void *arg, struct hutch_err *err) {
-  if (!registry_digest_ok(digest))
+  char hex[65];
+  if (!unpack_digest_hex(digest, hex))
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
                           "registry %s: '%.80s' is no sha256 digest", r->ref.host, digest);
   struct sink s = {.r = r, .fd = fd, .limit = size, .md = EVP_MD_CTX_new(),
@@ -554,7 +556,7 @@ int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int
   int rc = get(r, path, NULL, &s, what, err);
   free(path);
   char got[72];
-  digest_hex(s.md, got);
+  digest_of(s.md, got);
   EVP_MD_CTX_free(s.md);
   if (rc == 0 && s.got != size)
     rc = hutch_err_fail(err, HUTCH_ERR_INVALID, "size_mismatch",

@@ -68,7 +68,4 @@ typedef void (*registry_progress_fn)(void *arg, uint64_t done, uint64_t size);
 int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int fd,
                       registry_progress_fn progress, void *arg, struct hutch_err *err);
 
-/* Whether d is "sha256:" and 64 lowercase hex digits. */
-bool registry_digest_ok(const char *d);
-
 #endif

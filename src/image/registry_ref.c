@@ -6,20 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "images.h"
 #include "registry.h"
 #include "util.h"
 
 #define DOCKER_HUB "docker.io"
 #define DOCKER_HUB_API "registry-1.docker.io"
-
-bool registry_digest_ok(const char *d) {
-  if (strncmp(d, "sha256:", 7) != 0 || strlen(d) != 7 + 64)
-    return false;
-  for (const char *p = d + 7; *p; p++)
-    if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f'))
-      return false;
-  return true;
-}
 
 static bool alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
@@ -134,7 +126,7 @@ int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err
   char *at = strchr(buf, '@');
   if (at) {
     *at = '\0';
-    if (!registry_digest_ok(at + 1))
+    if (strncmp(at + 1, "sha256:", 7) != 0 || !hutch_images_hex_ok(at + 8))
       return bad_ref(s, "a digest is sha256: and 64 lowercase hex digits", err);
     str_copy(out->digest, sizeof out->digest, at + 1);
   }
