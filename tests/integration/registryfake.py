@@ -145,7 +145,7 @@ class Fake:
     "digest" (a layer's bytes changed), "trickle" (a byte at a time),
     "malformed" (the manifest is no JSON), "redirect" (blobs elsewhere),
     "bad_token" (a token with a line break), "huge" (a blob larger than
-    announced)."""
+    announced), "basic" (Basic auth), "loop" (redirects to itself)."""
 
     TOKEN = "t0k3n"
     CREDS = "alice:s3cret"
@@ -188,12 +188,16 @@ class Fake:
     def answer(self, h):
         path = h.path
         if path.startswith("/token"):
-            ok = h.headers.get("Authorization") == \
-                "Basic " + base64.b64encode(self.CREDS.encode()).decode()
-            if not ok:
+            if h.headers.get("Authorization") != \
+                    "Basic " + base64.b64encode(self.CREDS.encode()).decode():
                 return self.send(h, 401, b'{"errors":[{"code":"UNAUTHORIZED","message":"bad creds"}]}')
             tok = self.TOKEN + "\r\nX-Evil: 1" if self.mode == "bad_token" else self.TOKEN
             return self.send(h, 200, json.dumps({"token": tok}).encode())
+        basic = "Basic " + base64.b64encode(self.CREDS.encode()).decode()
+        if self.mode == "basic" and h.headers.get("Authorization") != basic:
+            return self.send(h, 401, b"{}", headers=[("WWW-Authenticate", 'Basic realm="fake"')])
+        if self.mode == "loop":
+            return self.send(h, 307, headers=[("Location", h.path)])
         if self.mode in ("token", "bad_token") and \
                 h.headers.get("Authorization") != f"Bearer {self.TOKEN}":
             realm = f"http://{self.host}/token"

@@ -199,7 +199,16 @@ def test_bearer_token_refused(tpl, fake):
                    "bad creds")
 
 
+def test_basic_auth(tpl, fake):
+    f = fake("basic")
+    failed_cleanly(tpl, tpl("-q", "pull", "--insecure", f"{f.host}/app:v1"), "HUTCH_REGISTRY_AUTH")
+    p = tpl("pull", "--insecure", "--user", Fake.CREDS, f"{f.host}/app:v1")
+    assert p.returncode == 0, p.stderr
+    assert listed(tpl) == ["app"]
+
+
 @pytest.mark.parametrize("mode,words", [
+    ("loop", ["more than 5 redirects"]),
     ("5xx", ["HTTP 503", "down for maintenance"]),
     ("digest", ["digest"]),
     ("malformed", ["manifest"]),
