@@ -34,7 +34,7 @@ struct blob_progress {
 static void on_progress(void *arg, uint64_t done, uint64_t total) {
   struct blob_progress *p = arg;
   json_t *ev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "event", "pull_layer", "digest", p->digest,
-                         "layer", (json_int_t)p->index + 1, "layers", (json_int_t)p->count,
+                         "index", (json_int_t)p->index + 1, "count", (json_int_t)p->count,
                          "done", (json_int_t)done, "total", (json_int_t)total);
   if (done == total)
     json_object_set_new(ev, "message",
@@ -247,8 +247,11 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
   free(tmp);
   if (!rec)
     return image_fail(ctx, "pull", &err);
-  image_progress(ctx, json_pack("{s:s,s:O,s:s+}", "event", "done", "template", rec, "message",
-                                "pulled as ", name));
+  const char *id = json_string_value(json_object_get(rec, "id"));
+  image_progress(ctx, json_pack("{s:s,s:s,s:s,s:s+}", "event", "done", "name", name, "id",
+                                id ? id : "", "message", "pulled as ", name));
+  if (!ctx->ndjson)
+    printf("%s %s\n", name, id ? id : "");
   json_decref(rec);
   return 0;
 }

@@ -89,8 +89,10 @@ def test_pull_from_docker_registry(tpl, registry):
     assert p.returncode == 0, p.stderr
     events = [json.loads(l) for l in p.stdout.decode().splitlines()]
     layers = [e for e in events if e["event"] == "pull_layer"]
-    assert {e["layer"] for e in layers} == {1, 2} and all(e["layers"] == 2 for e in layers)
+    assert {e["index"] for e in layers} == {1, 2} and all(e["count"] == 2 for e in layers)
     assert all(e["done"] == e["total"] for e in layers if "message" in e)
+    done = events[-1]
+    assert done["event"] == "done" and done["name"] == "busy" and len(done["id"]) == 16
     assert listed(tpl) == ["busy"]
     rec = inspect(tpl, "busy")
     assert rec["source"] == "pull" and rec["ref"] == ref
