@@ -126,10 +126,12 @@ class DockerRegistry:
                     raise RuntimeError("docker-registry did not start")
                 time.sleep(0.05)
 
-    def push(self, layout, tag, name_tag, all_images=False):
+    def push(self, layout, tag, name_tag, all_images=False, docker_format=False):
         cmd = ["skopeo", "copy", "--quiet", "--dest-tls-verify=false"]
         if all_images:
             cmd.append("--all")
+        if docker_format:
+            cmd += ["--format", "v2s2"]
         subprocess.run(cmd + [f"oci:{layout}:{tag}", f"docker://{self.host}/{name_tag}"],
                        check=True, capture_output=True, timeout=60)
 

@@ -67,8 +67,9 @@ def failed_cleanly(tpl, p, *words):
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    """docker-registry with tools/busy:1.0 (one image) and tools/multi:1.0
-    (an index of arm64 and amd64 images, amd64 second)."""
+    """docker-registry with tools/busy:1.0 (one image), tools/docker:1.0
+    (the same as a Docker v2 manifest) and tools/multi:1.0 (an index of
+    arm64 and amd64 images, amd64 second)."""
     for tool in ("docker-registry", "skopeo"):
         require(shutil.which(tool), f"{tool} is not installed (scripts/deps.sh --test)")
     tmp = tmp_path_factory.mktemp("registry")
@@ -76,6 +77,7 @@ def registry(tmp_path_factory):
     reg.busy = busybox_image()
     write_layout(tmp / "busy", [reg.busy], "1.0")
     reg.push(tmp / "busy", "1.0", "tools/busy:1.0")
+    reg.push(tmp / "busy", "1.0", "tools/docker:1.0", docker_format=True)
     reg.amd64 = busybox_image(b"amd64\n")
     write_layout(tmp / "multi", [busybox_image(b"arm64\n", "arm64"), reg.amd64], "1.0")
     reg.push(tmp / "multi", "1.0", "tools/multi:1.0", all_images=True)
@@ -135,6 +137,12 @@ def test_name_taken_and_replace(tpl, registry):
     p = tpl("pull", "--insecure", "--replace", f"{registry.host}/tools/busy:1.0")
     assert p.returncode == 0, p.stderr
     assert listed(tpl) == ["busy"] and inspect(tpl, "busy")["id"] != first
+
+
+def test_pull_docker_manifest(tpl, registry):
+    p = tpl("pull", "--insecure", f"{registry.host}/tools/docker:1.0")
+    assert p.returncode == 0, p.stderr
+    assert inspect(tpl, "docker")["layers"] == [d[7:] for d in registry.busy.diff_ids]
 
 
 def test_pull_what_is_not_there(tpl, registry):
