@@ -102,11 +102,8 @@ static int write_layout(int dirfd, const struct registry_ref *ref,
 }
 
 /* The image ref names, as an OCI layout in dir. */
-static int pull_layout(struct image_ctx *ctx, const struct registry_ref *ref,
-                       const struct registry_opts *opts, const char *dir, struct hutch_err *err) {
-  struct registry *r = registry_open(ref, opts, err);
-  if (!r)
-    return -1;
+static int pull_layout(struct image_ctx *ctx, struct registry *r, const struct registry_ref *ref,
+                       const char *dir, struct hutch_err *err) {
   struct registry_manifest man = {0};
   json_t *m = registry_get_manifest(r, &man, err);
   int rc = -1, dirfd = -1, blobs = -1;
@@ -147,7 +144,6 @@ out:
     close(dirfd);
   free(man.body);
   json_decref(m);
-  registry_close(r);
   return rc;
 }
 
@@ -234,14 +230,18 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
   }
   if (!ctx->replace && name_free(ctx, name, &err) < 0)
     return image_fail(ctx, "pull", &err);
-  char *tmp = hutch_images_tmpdir(&ctx->store, &err);
-  if (!tmp)
+  struct registry *r = registry_open(&ref, &o, &err);
+  char *tmp = r ? hutch_images_tmpdir(&ctx->store, &err) : NULL;
+  if (!tmp) {
+    registry_close(r);
     return image_fail(ctx, "pull", &err);
+  }
   image_progress(ctx, json_pack("{s:s,s:s,s:o}", "event", "pull", "ref", ref.canonical, "message",
                                 json_sprintf("pulling %s", ref.canonical)));
   json_t *rec = NULL;
-  if (pull_layout(ctx, &ref, &o, tmp, &err) == 0)
+  if (pull_layout(ctx, r, &ref, tmp, &err) == 0)
     rec = oci_import_layout(ctx, tmp, name, "pull", ref.canonical, &err);
+  registry_close(r);
   struct hutch_err rm_err = {0};
   hutch_layer_remove(tmp, &rm_err);
   free(tmp);

@@ -157,8 +157,10 @@ def test_plain_http_needs_insecure(tpl, registry):
 
 
 def test_insecure_only_on_loopback(tpl):
-    """Refused before any connection: registry.invalid never resolves."""
-    failed_cleanly(tpl, tpl("-q", "pull", "--insecure", "registry.invalid/x:1"), "only for a registry on loopback")
+    """Refused before any connection (registry.invalid never resolves)
+    and before any progress line."""
+    failed_cleanly(tpl, tpl("pull", "--insecure", "registry.invalid/x:1"),
+                   "only for a registry on loopback")
 
 
 def test_not_loopback_by_name_may_not_reach_loopback(tpl, registry):
