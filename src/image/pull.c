@@ -90,9 +90,9 @@ static int write_layout(int dirfd, const struct registry_ref *ref,
                            "size", (json_int_t)man->len);
   if (ref->tag[0])
     json_object_set_new(desc, "annotations",
-                        json_pack("{s:s}", "org.opencontainers.image.ref.name", ref->tag));
-  json_t *index = json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType",
-                            "application/vnd.oci.image.index.v1+json", "manifests", desc);
+                        json_pack("{s:s}", OCI_REF_NAME, ref->tag));
+  json_t *index = json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX,
+                            "manifests", desc);
   char *text = json_dumps(index, JSON_COMPACT);
   json_decref(index);
   static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";

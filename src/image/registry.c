@@ -10,12 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "oci.h"
 #include "registry.h"
 #include "unpack.h"
 #include "util.h"
 
-#define MEDIA_OCI_INDEX "application/vnd.oci.image.index.v1+json"
-#define MEDIA_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define MEDIA_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
 #define MEDIA_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 
@@ -424,13 +423,13 @@ static int digest_mismatch(struct registry *r, const char *what, const char *wan
 }
 
 static bool is_index(const char *media) {
-  return strcmp(media, MEDIA_OCI_INDEX) == 0 || strcmp(media, MEDIA_DOCKER_LIST) == 0;
+  return strcmp(media, OCI_INDEX) == 0 || strcmp(media, MEDIA_DOCKER_LIST) == 0;
 }
 
 /* The manifest's media type: the response's Content-Type when it is one
  * of the four, else the document's own mediaType field. */
 static void manifest_media(struct registry *r, json_t *m, char *out, size_t size) {
-  static const char *const known[] = {MEDIA_OCI_INDEX, MEDIA_OCI_MANIFEST, MEDIA_DOCKER_LIST,
+  static const char *const known[] = {OCI_INDEX, OCI_MANIFEST, MEDIA_DOCKER_LIST,
                                       MEDIA_DOCKER_MANIFEST};
   struct curl_header *hd = NULL;
   if (curl_easy_header(r->h, "Content-Type", 0, CURLH_HEADER, -1, &hd) == CURLHE_OK) {
@@ -445,13 +444,13 @@ static void manifest_media(struct registry *r, json_t *m, char *out, size_t size
   if (field)
     printable(out, size, field, strlen(field));
   else
-    str_copy(out, size, json_object_get(m, "manifests") ? MEDIA_OCI_INDEX : MEDIA_OCI_MANIFEST);
+    str_copy(out, size, json_object_get(m, "manifests") ? OCI_INDEX : OCI_MANIFEST);
 }
 
 /* GET manifests/<reference>; want: the digest it must have, or NULL. */
 static json_t *fetch_manifest(struct registry *r, const char *reference, const char *want,
                               struct registry_manifest *out, struct hutch_err *err) {
-  static const char accept[] = "Accept: " MEDIA_OCI_INDEX ", " MEDIA_OCI_MANIFEST
+  static const char accept[] = "Accept: " OCI_INDEX ", " OCI_MANIFEST
                                ", " MEDIA_DOCKER_LIST ", " MEDIA_DOCKER_MANIFEST;
   struct sink s = {.r = r, .fd = -1, .limit = MANIFEST_MAX, .md = EVP_MD_CTX_new()};
   if (!s.md)
@@ -526,7 +525,7 @@ json_t *registry_get_manifest(struct registry *r, struct registry_manifest *out,
     out->body = NULL;
     m = rc < 0 ? NULL : fetch_manifest(r, child, child, out, err);
   }
-  if (m && (strcmp(out->media, MEDIA_OCI_MANIFEST) != 0 &&
+  if (m && (strcmp(out->media, OCI_MANIFEST) != 0 &&
             strcmp(out->media, MEDIA_DOCKER_MANIFEST) != 0)) {
     hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "bad_manifest",
                    "registry %s: %s is a '%s', not an OCI or Docker v2 image manifest",
