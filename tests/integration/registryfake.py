@@ -152,7 +152,7 @@ class Fake:
     TOKEN = "t0k3n"
     CREDS = "alice:s3cret"
 
-    def __init__(self, image, mode="ok", redirect_to=None):
+    def __init__(self, image, mode="ok", redirect_to=None, v6=False):
         self.image, self.mode, self.redirect_to = image, mode, redirect_to
         self.requests = []
         fake = self
@@ -168,9 +168,13 @@ class Fake:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if v6 else socket.AF_INET
+            daemon_threads = True
+
+        self.server = Server(("::1" if v6 else "127.0.0.1", 0), Handler)
+        port = self.server.server_address[1]
+        self.host = f"[::1]:{port}" if v6 else f"127.0.0.1:{port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

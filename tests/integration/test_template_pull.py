@@ -192,6 +192,19 @@ def fake():
         f.stop()
 
 
+def test_ipv6_loopback_and_localhost(tpl, fake):
+    try:
+        f = fake("ok", v6=True)
+    except OSError as e:
+        require(False, f"no IPv6 loopback: {e}")
+    port = f.host.rsplit(":", 1)[1]
+    p = tpl("pull", "--insecure", "--name", "six", f"{f.host}/app:v1")
+    assert p.returncode == 0, p.stderr
+    p = tpl("pull", "--insecure", "--name", "local", f"localhost:{port}/app:v1")
+    assert p.returncode == 0, p.stderr
+    assert listed(tpl) == ["local", "six"]
+
+
 def test_bearer_token(tpl, fake):
     f = fake("token")
     p = tpl("pull", "--insecure", f"{f.host}/app:v1", env={"HUTCH_REGISTRY_AUTH": Fake.CREDS})
