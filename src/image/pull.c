@@ -84,6 +84,24 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
   return rc;
 }
 
+/* What the manifest says its blobs weigh together must fit the cap, so a
+ * pull too large fails before downloading anything. Each size counts at
+ * most the cap (no overflow); a size that is no size fails later. */
+static int check_total(struct image_ctx *ctx, json_t *m, size_t manifest_len,
+                       struct hutch_err *err) {
+  uint64_t total = manifest_len;
+  json_t *d = json_object_get(m, "config");
+  for (size_t i = 0; d; d = json_array_get(json_object_get(m, "layers"), i++)) {
+    json_int_t n = json_integer_value(json_object_get(d, "size"));
+    total += n <= 0 ? 0 : (uint64_t)n < ctx->max_bytes ? (uint64_t)n : ctx->max_bytes;
+  }
+  if (total > ctx->max_bytes)
+    return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
+                          "the image's blobs are more than a pull may take (%llu bytes)",
+                          (unsigned long long)ctx->max_bytes);
+  return 0;
+}
+
 static int write_layout(int dirfd, const struct registry_ref *ref,
                         const struct registry_manifest *man, struct hutch_err *err) {
   json_t *desc = json_pack("{s:s,s:s,s:I}", "mediaType", man->media, "digest", man->digest,
@@ -118,6 +136,8 @@ static int pull_layout(struct image_ctx *ctx, struct registry *r, const struct r
                    ref->canonical, HUTCH_IMAGE_MAX_LAYERS);
     goto out;
   }
+  if (check_total(ctx, m, man.len, err) < 0)
+    goto out;
   dirfd = open(dir, O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0 || mkdirat(dirfd, "blobs", 0700) < 0 ||
       mkdirat(dirfd, "blobs/sha256", 0700) < 0 ||

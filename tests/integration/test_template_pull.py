@@ -152,6 +152,12 @@ def test_pull_what_is_not_there(tpl, registry):
                    "has no manifest")
 
 
+def test_size_cap(tpl, registry):
+    """--max-bytes bounds what a pull downloads (the busybox layer is ~1 MB)."""
+    failed_cleanly(tpl, tpl("-q", "pull", "--insecure", "--max-bytes", "100000",
+                            f"{registry.host}/tools/busy:1.0"), "more than a pull may take")
+
+
 def test_plain_http_needs_insecure(tpl, registry):
     failed_cleanly(tpl, tpl("-q", "pull", f"{registry.host}/tools/busy:1.0"), "--insecure")
 
