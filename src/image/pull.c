@@ -265,13 +265,5 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
   struct hutch_err rm_err = {0};
   hutch_layer_remove(tmp, &rm_err);
   free(tmp);
-  if (!rec)
-    return image_fail(ctx, "pull", &err);
-  const char *id = json_string_value(json_object_get(rec, "id"));
-  image_progress(ctx, json_pack("{s:s,s:s,s:s,s:s+}", "event", "done", "name", name, "id",
-                                id ? id : "", "message", "pulled as ", name));
-  if (!ctx->ndjson)
-    printf("%s %s\n", name, id ? id : "");
-  json_decref(rec);
-  return 0;
+  return rec ? image_done(ctx, "pulled", rec) : image_fail(ctx, "pull", &err);
 }
