@@ -1,0 +1,33 @@
+/* A stored layer directory as the tar it stands for (OCI's layer
+ * changeset): one canonical byte stream per tree, so that its sha256 names
+ * the layer (the diff_id) and an export writes the very bytes hashed.
+ * Entries in name order, depth first, each directory before what it holds;
+ * owners numeric, no names; mtimes in whole seconds; hard links as links
+ * to the first name; overlay whiteouts written back as OCI's: a char
+ * device 0:0 as `.wh.NAME`, an opaque directory's xattr as `.wh..wh..opq`
+ * inside it. Nothing is followed: links are entries. */
+#ifndef HUTCH_LAYERTAR_H
+#define HUTCH_LAYERTAR_H
+
+#include <archive.h>
+#include <stdint.h>
+
+#include "image.h"
+
+struct layer_sum {
+  char hex[65];
+  uint64_t bytes, files;
+};
+
+/* Write the tree under dirfd as tar entries to a (opened by the caller,
+ * any format it set; hutch's own digests use pax restricted). */
+int layer_tar_write(int dirfd, struct archive *a, struct layer_sum *sum, struct hutch_err *err);
+/* The sha256 of the tree's canonical tar, with its size and file count. */
+int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err);
+/* Digest staged (a finished layer tree under the store's tmp/) and commit
+ * it as layers/<hex> (removing staged when that layer is already stored).
+ * *existed tells which. */
+int layer_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
+                        bool *existed, struct hutch_err *err);
+
+#endif
