@@ -12,11 +12,16 @@
  *   templates/<id>.json  a template's record (below), written whole by
  *                        rename: a half-made template is never listed
  *   templates/<id>.pin   locked shared by every live sandbox made from it
- *   templates/<id>.gone  a removed template whose pin is still held: its
- *                        layers stay until the last sandbox ends
+ *   templates/<id>.gone  a removed template whose pin is still held or
+ *                        that something holds: its layers stay until the
+ *                        last sandbox ends and the last holder lets go
+ *   templates/<id>.refs/ one empty file per holder that outlives any
+ *                        process (a server's snapshot stacked on it)
  *   cache/<key>.json     a build step's result (the builder's)
  *   tmp/<pid>-<n>/       work under way; swept once its process is gone
  *   lock                 flock, exclusive while records or layers change
+ *   work.lock            flock, shared by every process working in tmp/
+ *   skel/                the mount points under every template's layers
  *
  * A record (jansson object):
  *   {"id": "<16 hex>", "name": "...", "owner": "<tenant>" or "" (public),
@@ -50,6 +55,7 @@
 struct hutch_images {
   char *dir;  /* STATE/images */
   int dirfd;
+  int work_lock; /* work.lock held shared once this process works in tmp/ */
 };
 
 /* Open (creating if missing, mode 0700) the store under state_dir, and
@@ -65,9 +71,12 @@ bool hutch_images_tag_ok(const char *tag);
 
 /* The template ref names for owner: "NAME", "NAME:TAG" or its id; the
  * owner's own first, then a public one. NULL with HUTCH_ERR_NOT_FOUND.
- * owner NULL: any owner's (the CLI, an admin). */
+ * owner NULL (the CLI, an admin): a public one first, then anyone's. */
 json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
                           struct hutch_err *err);
+/* Template id's record, also when it was removed while in use (.gone):
+ * what a sandbox or snapshot made from it stacks. */
+json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hutch_err *err);
 /* Every template owner may use (its own and the public ones; NULL: all),
  * sorted by name. */
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
@@ -75,8 +84,10 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
 /* A new empty directory under tmp/ for work under way (malloc'd path). The
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
-char *hutch_images_tmpdir(const struct hutch_images *s, struct hutch_err *err);
+char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
 
+/* Whether hex is 64 lowercase hex digits (a sha256). */
+bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex);
 bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);
@@ -112,6 +123,13 @@ void hutch_images_stack_free(char *rootfs, char **layers, size_t nlayers);
 /* Hold record's layers while a sandbox uses them: an fd locked shared,
  * to close when the sandbox is gone (a server holds one per sandbox). */
 int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_err *err);
+
+/* Hold (or, held false, let go of) template id for holder, a name of
+ * [A-Za-z0-9_-]: a snapshot of a sandbox made from it keeps its layers
+ * when the template is removed. Letting go of what is not held is no
+ * error. */
+int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder, bool held,
+                      struct hutch_err *err);
 
 /* Each template's config applied to a sandbox: environment (template's,
  * then the caller's), working directory, user. */
