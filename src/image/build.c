@@ -89,7 +89,8 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
 
 /* ---- progress ---- */
 
-static double since(uint64_t ns) { return (double)(now_ns() - ns) / 1e9; }
+/* Seconds since ns, to the millisecond. */
+static double since(uint64_t ns) { return (double)((now_ns() - ns) / 1000000) / 1e3; }
 
 /* A person at a terminal sees one status line, redrawn, with the RUN
  * output scrolling above it; elsewhere plain lines. */

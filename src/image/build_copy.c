@@ -446,6 +446,35 @@ int copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err 
   return 0;
 }
 
+/* Every directory's time to 0 once the layer is full: writing into a
+ * directory changes its time, so times set on the way would depend on
+ * the order of the copy, and the layer's digest must depend only on what
+ * was copied (the same files, the same layer). */
+static int zero_dir_times(int dirfd, int depth, struct hutch_err *err) {
+  if (depth > HUTCH_LAYER_MAX_DEPTH)
+    return hutch_err_invalid(err, "deeper than %d directories", HUTCH_LAYER_MAX_DEPTH);
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return hutch_err_set(err, errno, "read the new layer");
+  }
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct timespec ts[2] = {{0, 0}, {0, 0}};
+    r = sub < 0 ? hutch_err_set(err, errno, "open %s", e->d_name) : zero_dir_times(sub, depth + 1, err);
+    if (r == 0 && utimensat(dirfd, e->d_name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+      r = hutch_err_set(err, errno, "time of %s", e->d_name);
+  }
+  closedir(d);
+  return r;
+}
+
 /* Fill a new layer under tmp/ (req's sources, or with none the directory
  * req->dest alone) and commit it. */
 static int make_layer(struct copier *c, const struct copy_req *req, struct step_result *res,
@@ -463,6 +492,8 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
   } else if (r == 0) {
     r = req->from ? copy_from_stage(c, req, tmp, err) : copy_sources(c, req, err);
   }
+  if (r == 0)
+    r = zero_dir_times(c->dst_root, 0, err);
   if (c->dst_root >= 0)
     close(c->dst_root);
   struct layer_sum sum;

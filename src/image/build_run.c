@@ -214,13 +214,16 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   _cleanup_free_ char *req = exec_request(b, st, argv, &len, err);
   if (!req)
     return -1;
-  json_t *prov = json_pack("{s:s,s:O}", "name", "build", "layers", st->layers);
-  char *rootfs = NULL, **layers = NULL;
-  size_t nlayers = 0;
-  int r = hutch_images_stack(&b->ctx->store, prov, &rootfs, &layers, &nlayers, err);
-  json_decref(prov);
-  if (r < 0)
-    return hutch_err_wrap(err, "the stage's layers");
+  /* The stage's layers, topmost first, over the store's skeleton of mount
+   * points (as hutch_images_stack gives a template's, without the top
+   * layer hutch adds to a finished template). */
+  size_t nlayers = json_array_size(st->layers);
+  char *rootfs = xasprintf("%s/skel", b->ctx->store.dir);
+  char **layers = xcalloc(nlayers + 1, sizeof(char *));
+  for (size_t i = 0; i < nlayers; i++)
+    layers[i] = hutch_images_layer_path(&b->ctx->store,
+                                        json_string_value(json_array_get(st->layers, nlayers - 1 - i)));
+  int r;
   _cleanup_free_ char *state_dir = state_dir_of(b);
   struct hutch_sandbox_config cfg = {
       .state_dir = state_dir, .rootfs = rootfs, .memory_bytes = b->memory_bytes,
