@@ -43,7 +43,8 @@ static int pairs(struct build *b, struct stage *st, const struct df_instr *in, j
     json_t *w;
     json_array_foreach(words, i, w) {
       const char *s = json_string_value(w), *eq = strchr(s, '=');
-      if (!eq || !env_name_ok(s, (size_t)(eq - s))) {
+      /* A label's key may hold spaces (quoted); a variable's may not. */
+      if (!eq || eq == s || (in->kind == DF_ENV && !env_name_ok(s, (size_t)(eq - s)))) {
         r = hutch_err_invalid(err, "%s: '%s' is not KEY=VALUE", df_kind_name(in->kind), s);
         break;
       }
