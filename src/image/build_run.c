@@ -26,17 +26,28 @@
 
 #define RUN_STREAM 1
 #define LOG_LINE_MAX 4096
+/* A step's output shown as progress, at most: a hostile step could print
+ * without end, and each line is an event the server streams to a client. */
+#define LOG_BYTES_MAX (8u << 20)
 
 struct run_client {
   struct build *b;
   struct hutch_conn conn;
   struct hutch_verdict *v;
   char *partial[2]; /* stdout's and stderr's unfinished line */
+  uint64_t logged;
   bool done;
 };
 
 static void log_chunk(struct run_client *c, int which, const char *p, size_t n) {
   char **part = &c->partial[which];
+  if (c->logged > LOG_BYTES_MAX)
+    return;
+  if ((c->logged += n) > LOG_BYTES_MAX) {
+    static const char clipped[] = "[hutch: more output than 8 MiB; the rest is not shown]";
+    build_log(c->b, clipped, sizeof clipped - 1, true);
+    return;
+  }
   while (n > 0) {
     const char *nl = memchr(p, '\n', n);
     size_t take = nl ? (size_t)(nl - p) : n;

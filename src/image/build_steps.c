@@ -75,6 +75,19 @@ static bool cache_get(struct build *b, const char *key, char hex[65]) {
   return ok;
 }
 
+/* A stored layer's size, from its layers/<hex>.json. */
+static uint64_t layer_size(struct build *b, const char *hex) {
+  _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
+  char buf[512];
+  struct hutch_err e = {0};
+  if (read_file_at(b->ctx->store.dirfd, name, buf, sizeof buf, &e) < 0)
+    return 0;
+  json_t *j = json_loads(buf, 0, NULL);
+  json_int_t n = json_integer_value(json_object_get(j, "size"));
+  json_decref(j);
+  return n > 0 ? (uint64_t)n : 0;
+}
+
 /* Written whole by rename: a reader sees the entry or none. A failure
  * costs only a later rebuild. */
 static void cache_put(struct build *b, const char *key, const char *hex) {
@@ -84,12 +97,10 @@ static void cache_put(struct build *b, const char *key, const char *hex) {
   _cleanup_free_ char *name = cache_name(key);
   _cleanup_free_ char *tmp = xasprintf("cache/.%s.%d", key, (int)getpid());
   _cleanup_free_ char *text = xasprintf("{\"layer\": \"%s\"}\n", hex);
-  struct hutch_err e = {0};
   _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 || write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0 ||
       renameat(dfd, tmp, dfd, name) < 0)
     unlinkat(dfd, tmp, 0);
-  (void)e;
 }
 
 /* ---- steps that make layers ---- */
@@ -117,6 +128,7 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   build_chain(&probe, text, "");
   if (!b->no_cache && cache_get(b, probe.chain, res->hex)) {
     res->cached = true;
+    res->bytes = layer_size(b, res->hex);
     return 0;
   }
   size_t n = json_array_size(argv);
