@@ -19,6 +19,7 @@
 
 #include "util.h"
 #include "core/actions.h"
+#include "core/layers.h"
 #include "core/sandboxes.h"
 #include "api/api.h"
 #include "core/snapshots.h"
@@ -31,8 +32,9 @@
 #define LIST_DEFAULT 100
 #define LIST_MAX 100
 
-/* E2B's template names that the `host` template stands for: the SDKs'
- * defaults, and hutch's own name. */
+/* E2B's template names that the `host` template stands for, unless the
+ * store has a template of that name (docs/templates.md: a
+ * code-interpreter template): the SDKs' defaults, and hutch's own name. */
 static const char *const host_aliases[] = {"base", "code-interpreter-v1", "code-interpreter",
                                            "host", NULL};
 
@@ -90,7 +92,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *metadata = NULL, *env = NULL;
   json_t *auto_resume = json_object_get(o, "autoResume");
   json_t *vols = json_object_get(o, "volumeMounts");
-  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", 63, &tmpl) < 0 ||
+  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &tmpl) < 0 ||
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
       body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
       body_string_map(c, o, "envVars", 256, &env) < 0 ||
@@ -110,15 +112,22 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
     goto out;
   }
+  /* E2B's default names: a template of the store by that name, or for the
+   * code interpreter's the store's "code-interpreter" (docs/templates.md),
+   * else the host template. */
   bool host = false;
   for (const char *const *a = host_aliases; *a; a++)
     host |= strcmp(tmpl, *a) == 0;
-  if (!host && strncmp(tmpl, "snap_", 5) != 0) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found",
-               "no template '%s' (this server has: host, also known as base and "
-               "code-interpreter-v1, and your snapshots)",
-               tmpl);
-    goto out;
+  const char *chosen = tmpl;
+  if (host && strcmp(tmpl, "host") != 0) {
+    const char *names[] = {tmpl, strncmp(tmpl, "code-interpreter", 16) == 0 ? "code-interpreter" : NULL};
+    for (size_t i = 0; host && i < 2 && names[i]; i++) {
+      struct hutch_err none = {0};
+      json_t *rec = layers_find_template(c->srv, p->tenant, names[i], &none);
+      host = !rec;
+      chosen = rec ? names[i] : chosen;
+      json_decref(rec);
+    }
   }
   /* The create of both APIs (a snapshot's id is a native template).
    * autoPauseMemory false asks for a pause that keeps only the files:
@@ -128,7 +137,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     goto out;
   struct create_req r;
   create_req_init(&r);
-  r.template = host ? "host" : tmpl;
+  r.template = host ? "host" : chosen;
   r.timeout_s = (double)timeout;
   r.pause_on_timeout = json_is_true(json_object_get(o, "autoPause"));
   r.auto_resume = json_is_true(enabled);
