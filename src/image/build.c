@@ -19,10 +19,11 @@
 
 static const char usage[] =
     "usage: hutch template build [-f Dockerfile] -t NAME [--no-cache] [--build-arg K=V]...\n"
-    "         [--allow-out HOST,...] [--memory MB] [--disk MB] [--timeout S] CONTEXT\n";
+    "         [--allow-out HOST,...] [--egress-permit CIDR[:PORT],...] [--memory MB] [--disk MB]\n"
+    "         [--timeout S] CONTEXT\n";
 
 struct build_opts {
-  const char *file, *name, *context;
+  const char *file, *name, *context, *allow_out, *permit;
 };
 
 static int bad(const char *opt, const char *val, const char *why) {
@@ -44,6 +45,7 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
       {"no-cache", no_argument, 0, 'n'},        {"build-arg", required_argument, 0, 'a'},
       {"allow-out", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'm'},
       {"disk", required_argument, 0, 'd'},      {"timeout", required_argument, 0, 'T'},
+      {"egress-permit", required_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
@@ -59,7 +61,8 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
       json_object_set_new(b->build_args, k, json_string(eq + 1));
       break;
     }
-    case 'o': b->allow_out = optarg; break;
+    case 'o': o->allow_out = optarg; break;
+    case 'P': o->permit = optarg; break;
     case 'm':
       if (mb("--memory", optarg, &b->memory_bytes) < 0)
         return -1;
@@ -352,9 +355,10 @@ static int build(struct build *b, const struct build_opts *o, struct hutch_err *
   if (geteuid() != 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "not_root",
                           "must run as root: RUN steps run in sandboxes");
-  if (b->allow_out)
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
-                          "--allow-out is not supported yet: RUN steps have no network");
+  if (o->permit && !o->allow_out)
+    return hutch_err_invalid(err, "--egress-permit lifts the deny floor of --allow-out: give both");
+  if (o->allow_out && build_egress_policy(b, o->allow_out, o->permit, err) < 0)
+    return -1;
   b->context_fd = open(o->context, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (b->context_fd < 0)
     return hutch_err_invalid(err, "context %s: %s", o->context, strerror(errno));
@@ -390,6 +394,7 @@ int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
   free(b.stages);
   dockerfile_free(&b.df);
   build_ignore_free(b.ignore);
+  build_egress_free(&b);
   json_decref(b.build_args);
   json_decref(b.global_args);
   if (b.context_fd >= 0)

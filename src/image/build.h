@@ -16,6 +16,8 @@
 #include "image.h"
 #include "layertar.h"
 
+struct hutch_sandbox;
+
 /* Seconds a RUN step may take unless --timeout says otherwise. */
 #define BUILD_DEFAULT_TIMEOUT_S 600
 
@@ -40,7 +42,7 @@ struct build {
   json_t *global_args;      /* ARGs before the first FROM */
   bool no_cache;
   uint64_t memory_bytes, disk_bytes, timeout_ms;
-  const char *allow_out;    /* --allow-out, or NULL */
+  struct egress *egress;    /* --allow-out: RUN steps' proxy; NULL: no network */
   struct stage *stages;
   size_t nstages;
   size_t step, nsteps;      /* for progress */
@@ -48,6 +50,20 @@ struct build {
   bool tty;                 /* progress redrawn on a terminal */
   const char *current;      /* the step's instruction, for the status line */
 };
+
+/* --allow-out (build_egress.c): the policy of RUN steps' proxy, from the
+ * allow-list (netpolicy.h's forms, comma-separated) and --egress-permit
+ * blocks lifted from the deny floor. */
+int build_egress_policy(struct build *b, const char *allow, const char *permit,
+                        struct hutch_err *err);
+void build_egress_free(struct build *b);
+/* The proxy, listening at 127.0.0.1:3128 in sb's network namespace until
+ * build_egress_stop (which ends every connection). */
+int build_egress_start(struct build *b, struct hutch_sandbox *sb, struct hutch_err *err);
+void build_egress_stop(struct build *b);
+/* env (NULL-terminated, malloc'd) with the proxy variables added where
+ * unset; the same array, grown. */
+char **build_egress_env(char **env);
 
 /* What a step that makes a layer made. */
 struct step_result {

@@ -156,7 +156,7 @@ static char *exec_request(const struct build *b, const struct stage *st, char **
                           size_t *len, struct hutch_err *err) {
   const char *wd = json_string_value(json_object_get(st->config, "workdir"));
   struct hutch_exec_req r = {
-      .argv = argv, .env = build_run_env(st), .cwd = (char *)(wd && wd[0] ? wd : "/"),
+      .argv = argv, .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st), .cwd = (char *)(wd && wd[0] ? wd : "/"),
       .user = "root", .timeout_ms = b->timeout_ms,
   };
   json_t *open = hutch_exec_req_to_json(&r, err);
@@ -246,7 +246,10 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   if (hutch_config_check(&cfg, err) < 0 || hutch_sandbox_create(&cfg, &sb, err) < 0) {
     r = hutch_err_wrap(err, "build sandbox");
   } else {
-    r = run_exec(b, sb->conn_fd, req, len, &v, err);
+    r = b->egress ? build_egress_start(b, sb, err) : 0;
+    if (r == 0)
+      r = run_exec(b, sb->conn_fd, req, len, &v, err);
+    build_egress_stop(b);
     sb->conn_fd = -1; /* run_exec closed it */
     if (r == 0 && v.status != HUTCH_ST_OK)
       r = step_failed(b, &v, err);

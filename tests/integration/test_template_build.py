@@ -256,3 +256,37 @@ def test_run_from_built_template(tmp_path, run):
     r = run(["--template", "runnable", "--", "sh", "-c", "pwd; id -u; cat /copied.txt /v.txt"])
     assert r.code == 0, r
     assert r.out == "/app\n1000\nhi the world\nv=1\n"
+
+
+@pytest.fixture
+def web(tmp_path):
+    """An HTTP server on the host's loopback, serving one file."""
+    import http.server
+    import threading
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "file").write_text("payload\n")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(root))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+
+
+def test_allow_out(store, tmp_path, web):
+    """RUN steps have no network; --allow-out opens the way through the
+    build's proxy to what it lists, and the deny floor still holds the
+    host's loopback unless --egress-permit lifts it."""
+    ctx = context(tmp_path, BASE + f"RUN wget -O /got http://127.0.0.1:{web}/file\n")
+    p = template(store, "build", "--no-cache", "-t", "net", str(ctx))
+    assert p.returncode == 3 and "Connection refused" in p.stderr, p.stderr
+    p = template(store, "build", "--no-cache", "--allow-out", "example.org", "-t", "net", str(ctx))
+    assert p.returncode == 3 and "403 Forbidden" in p.stderr, p.stderr
+    p = template(store, "build", "--no-cache", "--allow-out", f"127.0.0.1:{web}", "-t", "net", str(ctx))
+    assert p.returncode == 3 and "403 Forbidden" in p.stderr, p.stderr
+    p = template(store, "build", "--no-cache", "--allow-out", f"127.0.0.1:{web}",
+                 "--egress-permit", f"127.0.0.1:{web}", "-t", "net", str(ctx))
+    assert p.returncode == 0, p.stderr
+    assert merged_file(store, record(store, "net"), "/got").read_text() == "payload\n"
+    p = template(store, "build", "--allow-out", "not a host", "-t", "net", str(ctx))
+    assert p.returncode == 2 and "--allow-out" in p.stderr
