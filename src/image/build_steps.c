@@ -17,6 +17,7 @@
 #include "build.h"
 #include "cleanup.h"
 #include "layout.h"
+#include "unpack.h"
 #include "util.h"
 
 void build_chain(struct stage *st, const char *text, const char *hex) {
@@ -30,8 +31,7 @@ void build_chain(struct stage *st, const char *text, const char *hex) {
   EVP_DigestUpdate(md, hex, strlen(hex));
   EVP_DigestFinal_ex(md, d, &len);
   EVP_MD_CTX_free(md);
-  for (unsigned i = 0; i < len; i++)
-    snprintf(st->chain + 2 * i, 3, "%02x", d[i]);
+  unpack_hex(d, st->chain);
 }
 
 json_t *build_vars(const struct stage *st) {

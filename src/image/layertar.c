@@ -1,7 +1,8 @@
-/* A layer directory as its canonical tar, and its digest (layertar.h).
- * The tree is the store's own, but made from what a build's RUN step or a
- * hostile archive left: every name is opened relative to its parent,
- * never followed, and only the kinds a layer may hold are written. */
+/* A layer directory as its canonical tar, and its digest (layertar.h):
+ * the one writer both export and the builder use. The tree is the store's
+ * own, but made from what a build's RUN step or a hostile archive left:
+ * every name is opened relative to its parent, never followed, and only
+ * the kinds a layer may hold are written. */
 #include "layertar.h"
 
 #include <archive_entry.h>
@@ -18,189 +19,195 @@
 
 #include "cleanup.h"
 #include "layer.h"
+#include "unpack.h"
 #include "util.h"
 
-struct hardlink {
-  dev_t dev;
+/* Files with more than one link: the first one's path, by inode. */
+struct seen {
   ino_t ino;
   char *path;
 };
 
-struct walk {
+struct layer_tar {
   struct archive *a;
+  struct seen *seen;
+  size_t nseen;
   struct layer_sum *sum;
   struct hutch_err *err;
-  struct hardlink *links;
-  size_t nlinks;
 };
 
-static int arch_fail(struct walk *w, const char *what) {
-  return hutch_err_set(w->err, 0, "tar %s: %s", what, archive_error_string(w->a));
+static int put(struct layer_tar *t, struct archive_entry *e, const char *path) {
+  if (archive_write_header(t->a, e) < ARCHIVE_WARN)
+    return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
+  t->sum->files++;
+  return 0;
 }
 
-static int cmp_names(const void *a, const void *b) {
+/* An empty file entry: a whiteout in OCI's form. */
+static int put_marker(struct layer_tar *t, const char *path, const struct stat *st) {
+  struct archive_entry *e = archive_entry_new();
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0);
+  archive_entry_set_size(e, 0);
+  archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+  int rc = put(t, e, path);
+  archive_entry_free(e);
+  return rc;
+}
+
+static void add_xattrs(struct archive_entry *e, int fd) {
+  char names[65536];
+  ssize_t n = flistxattr(fd, names, sizeof names);
+  _cleanup_free_ char *value = xmalloc(XATTR_SIZE_MAX);
+  for (char *name = names; n > 0 && name < names + n; name += strlen(name) + 1) {
+    ssize_t len = strncmp(name, "user.", 5) == 0 ? fgetxattr(fd, name, value, XATTR_SIZE_MAX) : -1;
+    if (len >= 0)
+      archive_entry_xattr_add_entry(e, name, value, (size_t)len);
+  }
+}
+
+static int put_data(struct layer_tar *t, int fd, const char *path) {
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return hutch_err_set(t->err, errno, "read %.200s", path);
+    if (archive_write_data(t->a, buf, (size_t)n) != n)
+      return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
+  }
+  return 0;
+}
+
+static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth);
+
+/* A regular file: its data, or a link to the first path of its inode. */
+static int tar_file(struct layer_tar *t, struct archive_entry *e, int fd, const struct stat *st,
+                    const char *path) {
+  if (st->st_nlink > 1) {
+    for (size_t i = 0; i < t->nseen; i++)
+      if (t->seen[i].ino == st->st_ino) {
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_hardlink(e, t->seen[i].path);
+        archive_entry_set_size(e, 0);
+        return put(t, e, path);
+      }
+    t->seen = xrealloc(t->seen, (t->nseen + 1) * sizeof *t->seen);
+    t->seen[t->nseen++] = (struct seen){st->st_ino, xstrdup(path)};
+  }
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_size(e, st->st_size);
+  t->sum->bytes += (uint64_t)st->st_size;
+  add_xattrs(e, fd);
+  return put(t, e, path) < 0 ? -1 : put_data(t, fd, path);
+}
+
+/* A directory, then (overlay's opaque mark) OCI's opaque whiteout in it,
+ * then what it holds. */
+static int tar_directory(struct layer_tar *t, struct archive_entry *e, int fd,
+                         const struct stat *st, const char *path, int depth) {
+  char opaque[2];
+  archive_entry_set_filetype(e, AE_IFDIR);
+  add_xattrs(e, fd);
+  if (put(t, e, path) < 0)
+    return -1;
+  if (fgetxattr(fd, "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
+    _cleanup_free_ char *wh = xasprintf("%s/.wh..wh..opq", path);
+    if (put_marker(t, wh, st) < 0)
+      return -1;
+  }
+  return tar_dir(t, fd, path, depth + 1);
+}
+
+static int tar_entry(struct layer_tar *t, int dirfd, const char *name, const char *path,
+                     int depth) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(t->err, errno, "%.200s", path);
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+    const char *slash = strrchr(path, '/');
+    _cleanup_free_ char *wh = xasprintf("%.*s%s.wh.%s", slash ? (int)(slash - path) : 0, path,
+                                        slash ? "/" : "", name);
+    return put_marker(t, wh, &st);
+  }
+  struct archive_entry *e = archive_entry_new();
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_uid(e, st.st_uid);
+  archive_entry_set_gid(e, st.st_gid);
+  archive_entry_set_perm(e, st.st_mode & 07777);
+  archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  char target[PATH_MAX];
+  ssize_t n;
+  int rc, fd = -1;
+  if (S_ISLNK(st.st_mode) && (n = readlinkat(dirfd, name, target, sizeof target - 1)) >= 0) {
+    target[n] = '\0';
+    archive_entry_set_filetype(e, AE_IFLNK);
+    archive_entry_set_symlink(e, target);
+    rc = put(t, e, path);
+  } else if (S_ISFIFO(st.st_mode)) {
+    archive_entry_set_filetype(e, AE_IFIFO);
+    rc = put(t, e, path);
+  } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    rc = hutch_err_set(t->err, S_ISLNK(st.st_mode) ? errno : EINVAL,
+                       "%.200s: not a file a layer holds", path);
+  } else if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0) {
+    rc = hutch_err_set(t->err, errno, "%.200s", path);
+  } else {
+    rc = S_ISDIR(st.st_mode) ? tar_directory(t, e, fd, &st, path, depth)
+                             : tar_file(t, e, fd, &st, path);
+    close(fd);
+  }
+  archive_entry_free(e);
+  return rc;
+}
+
+static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names in dirfd, sorted; NULL on error. */
-static char **sorted_names(int dirfd, size_t *n, struct hutch_err *err) {
-  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* dirfd's entries, sorted: the same layer gives the same tar. */
+static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth) {
+  if (depth > HUTCH_LAYER_MAX_DEPTH)
+    return hutch_err_set(t->err, ELOOP, "%.200s: too deep", rel);
+  int fd = dup(dirfd);
   DIR *d = fd < 0 ? NULL : fdopendir(fd);
   if (!d) {
     if (fd >= 0)
       close(fd);
-    hutch_err_set(err, errno, "read directory");
-    return NULL;
+    return hutch_err_set(t->err, errno, "%.200s", rel);
   }
-  char **v = NULL;
-  size_t cap = 0;
-  *n = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+  char **names = NULL;
+  size_t n = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
       continue;
-    if (*n == cap)
-      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
-    v[(*n)++] = xstrdup(e->d_name);
+    names = xrealloc(names, (n + 1) * sizeof *names);
+    names[n++] = xstrdup(de->d_name);
   }
   closedir(d);
-  if (*n)
-    qsort(v, *n, sizeof *v, cmp_names);
-  return v ? v : xcalloc(1, sizeof *v);
-}
-
-static void free_names(char **v, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    free(v[i]);
-  free(v);
-}
-
-static struct archive_entry *entry_of(const char *path, const struct stat *st, mode_t type) {
-  struct archive_entry *e = archive_entry_new();
-  archive_entry_set_pathname(e, path);
-  archive_entry_set_filetype(e, type);
-  archive_entry_set_perm(e, st ? st->st_mode & 07777 : 0);
-  archive_entry_set_uid(e, st ? st->st_uid : 0);
-  archive_entry_set_gid(e, st ? st->st_gid : 0);
-  archive_entry_set_mtime(e, st ? st->st_mtime : 0, 0);
-  return e;
-}
-
-static int put_header(struct walk *w, struct archive_entry *e, const char *path) {
-  int r = archive_write_header(w->a, e);
-  archive_entry_free(e);
-  if (r < ARCHIVE_WARN)
-    return arch_fail(w, path);
-  w->sum->files++;
-  return 0;
-}
-
-/* An empty marker file: a whiteout or an opaque directory's. */
-static int put_marker(struct walk *w, const char *path) {
-  return put_header(w, entry_of(path, NULL, AE_IFREG), path);
-}
-
-static int put_file(struct walk *w, int dirfd, const char *name, const char *path,
-                    const struct stat *st) {
-  if (st->st_nlink > 1) {
-    for (size_t i = 0; i < w->nlinks; i++)
-      if (w->links[i].dev == st->st_dev && w->links[i].ino == st->st_ino) {
-        struct archive_entry *e = entry_of(path, st, AE_IFREG);
-        archive_entry_set_hardlink(e, w->links[i].path);
-        return put_header(w, e, path);
-      }
-    w->links = xrealloc(w->links, (w->nlinks + 1) * sizeof *w->links);
-    w->links[w->nlinks++] = (struct hardlink){st->st_dev, st->st_ino, xstrdup(path)};
+  if (n)
+    qsort(names, n, sizeof *names, by_name);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (rc == 0) {
+      _cleanup_free_ char *path = *rel ? xasprintf("%s/%s", rel, names[i]) : xstrdup(names[i]);
+      rc = tar_entry(t, dirfd, names[i], path, depth);
+    }
+    free(names[i]);
   }
-  _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return hutch_err_set(w->err, errno, "open %s", path);
-  struct archive_entry *e = entry_of(path, st, AE_IFREG);
-  archive_entry_set_size(e, st->st_size);
-  if (put_header(w, e, path) < 0)
-    return -1;
-  static char buf[1 << 16];
-  off_t left = st->st_size;
-  while (left > 0) {
-    ssize_t n = read(fd, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) /* the layer is ours and still: a shorter file is an error */
-      return hutch_err_set(w->err, n < 0 ? errno : EIO, "read %s", path);
-    if (archive_write_data(w->a, buf, (size_t)n) != n)
-      return arch_fail(w, path);
-    left -= n;
-  }
-  w->sum->bytes += (uint64_t)st->st_size;
-  return 0;
+  free(names);
+  return rc;
 }
 
-static int walk_dir(struct walk *w, int dirfd, const char *prefix, int depth);
-
-static int walk_entry(struct walk *w, int dirfd, const char *name, const char *prefix,
-                      int depth) {
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return hutch_err_set(w->err, errno, "stat %s%s", prefix, name);
-  _cleanup_free_ char *path = xasprintf("%s%s", prefix, name);
-  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
-    _cleanup_free_ char *wh = xasprintf("%s.wh.%s", prefix, name);
-    return put_marker(w, wh);
-  }
-  if (S_ISREG(st.st_mode))
-    return put_file(w, dirfd, name, path, &st);
-  if (S_ISLNK(st.st_mode)) {
-    char target[4096];
-    ssize_t n = readlinkat(dirfd, name, target, sizeof target - 1);
-    if (n < 0)
-      return hutch_err_set(w->err, errno, "readlink %s", path);
-    target[n] = '\0';
-    struct archive_entry *e = entry_of(path, &st, AE_IFLNK);
-    archive_entry_set_symlink(e, target);
-    return put_header(w, e, path);
-  }
-  if (S_ISFIFO(st.st_mode))
-    return put_header(w, entry_of(path, &st, AE_IFIFO), path);
-  if (!S_ISDIR(st.st_mode))
-    return 0; /* nothing else belongs in a layer; the unpacker and capture drop it */
-  _cleanup_close_ int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (sub < 0)
-    return hutch_err_set(w->err, errno, "open %s", path);
-  _cleanup_free_ char *dir = xasprintf("%s/", path);
-  if (put_header(w, entry_of(dir, &st, AE_IFDIR), dir) < 0)
-    return -1;
-  char opq[2];
-  if (fgetxattr(sub, "trusted.overlay.opaque", opq, 1) == 1 && opq[0] == 'y') {
-    _cleanup_free_ char *marker = xasprintf("%s.wh..wh..opq", dir);
-    if (put_marker(w, marker) < 0)
-      return -1;
-  }
-  return walk_dir(w, sub, dir, depth + 1);
-}
-
-static int walk_dir(struct walk *w, int dirfd, const char *prefix, int depth) {
-  if (depth > HUTCH_LAYER_MAX_DEPTH)
-    return hutch_err_invalid(w->err, "%s: deeper than %d directories", prefix,
-                             HUTCH_LAYER_MAX_DEPTH);
-  size_t n;
-  char **names = sorted_names(dirfd, &n, w->err);
-  if (!names)
-    return -1;
-  int r = 0;
-  for (size_t i = 0; i < n && r == 0; i++)
-    r = walk_entry(w, dirfd, names[i], prefix, depth);
-  free_names(names, n);
-  return r;
-}
-
-int layer_tar_write(int dirfd, struct archive *a, struct layer_sum *sum, struct hutch_err *err) {
-  struct walk w = {.a = a, .sum = sum, .err = err};
+int layer_tar_write(int root, struct archive *a, struct layer_sum *sum, struct hutch_err *err) {
+  struct layer_tar t = {.a = a, .sum = sum, .err = err};
   sum->bytes = sum->files = 0;
-  int r = walk_dir(&w, dirfd, "", 0);
-  for (size_t i = 0; i < w.nlinks; i++)
-    free(w.links[i].path);
-  free(w.links);
-  return r;
+  int rc = tar_dir(&t, root, "", 0);
+  for (size_t i = 0; i < t.nseen; i++)
+    free(t.seen[i].path);
+  free(t.seen);
+  return rc;
 }
 
 static la_ssize_t hash_write(struct archive *a, void *ctx, const void *buf, size_t n) {
@@ -228,8 +235,8 @@ int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
   if (r == 0 && EVP_DigestFinal_ex(md, d, &len) != 1)
     r = hutch_err_set(err, 0, "sha256 failed");
   EVP_MD_CTX_free(md);
-  for (unsigned i = 0; r == 0 && i < len; i++)
-    snprintf(sum->hex + 2 * i, 3, "%02x", d[i]);
+  if (r == 0)
+    unpack_hex(d, sum->hex);
   return r;
 }
 

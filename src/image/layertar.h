@@ -1,11 +1,11 @@
 /* A stored layer directory as the tar it stands for (OCI's layer
- * changeset): one canonical byte stream per tree, so that its sha256 names
- * the layer (the diff_id) and an export writes the very bytes hashed.
- * Entries in name order, depth first, each directory before what it holds;
- * owners numeric, no names; mtimes in whole seconds; hard links as links
- * to the first name; overlay whiteouts written back as OCI's: a char
- * device 0:0 as `.wh.NAME`, an opaque directory's xattr as `.wh..wh..opq`
- * inside it. Nothing is followed: links are entries. */
+ * changeset): one canonical byte stream per tree (pax), so that its sha256
+ * names a layer the builder made (the diff_id) and an export writes the
+ * very bytes hashed. Entries in name order, depth first, each directory
+ * before what it holds; owners numeric, no names; `user.*` xattrs; hard
+ * links as links to the first name; overlay whiteouts written back as
+ * OCI's: a char device 0:0 as `.wh.NAME`, an opaque directory's xattr as
+ * `.wh..wh..opq` inside it. Nothing is followed: links are entries. */
 #ifndef HUTCH_LAYERTAR_H
 #define HUTCH_LAYERTAR_H
 
