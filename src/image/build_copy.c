@@ -139,6 +139,19 @@ static int copy_data(int in, int ddir, const char *name, struct hutch_err *err) 
 static int copy_tree(struct copier *c, int sdir, const char *rel, int ddir, int depth,
                      struct hutch_err *err);
 
+/* A stream of the directory at dirfd/path (dirfd itself for "."), or NULL
+ * with err set. */
+static DIR *dir_stream(int dirfd, const char *path, const char *what, struct hutch_err *err) {
+  int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    hutch_err_set(err, errno, "read %s", *what ? what : ".");
+    if (fd >= 0)
+      close(fd);
+  }
+  return d;
+}
+
 /* One entry of a walked directory: sdir/name to ddir/name. rel is its
  * path from the source's root (for .dockerignore and the link check). */
 static int copy_entry(struct copier *c, int sdir, const char *name, const char *rel, int ddir,
@@ -191,13 +204,9 @@ static int copy_tree(struct copier *c, int sdir, const char *rel, int ddir, int 
                      struct hutch_err *err) {
   if (depth > HUTCH_LAYER_MAX_DEPTH)
     return hutch_err_invalid(err, "%s: deeper than %d directories", rel, HUTCH_LAYER_MAX_DEPTH);
-  int fd = openat(sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
-    return hutch_err_set(err, errno, "read %s", *rel ? rel : ".");
-  }
+  DIR *d = dir_stream(sdir, ".", rel, err);
+  if (!d)
+    return -1;
   int r = 0;
   struct dirent *e;
   while (r == 0 && (e = readdir(d))) {
@@ -397,13 +406,9 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
   if (dfd < 0)
     return -1;
   _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", dfd);
-  int fd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
-    return hutch_err_set(err, errno, "read %s", *dir ? dir : ".");
-  }
+  DIR *d = dir_stream(AT_FDCWD, proc, dir, err);
+  if (!d)
+    return -1;
   int r = 0;
   struct dirent *e;
   while (r == 0 && (e = readdir(d))) {
@@ -453,13 +458,9 @@ int copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err 
 static int zero_dir_times(int dirfd, int depth, struct hutch_err *err) {
   if (depth > HUTCH_LAYER_MAX_DEPTH)
     return hutch_err_invalid(err, "deeper than %d directories", HUTCH_LAYER_MAX_DEPTH);
-  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
-    return hutch_err_set(err, errno, "read the new layer");
-  }
+  DIR *d = dir_stream(dirfd, ".", "the new layer", err);
+  if (!d)
+    return -1;
   int r = 0;
   struct dirent *e;
   while (r == 0 && (e = readdir(d))) {
