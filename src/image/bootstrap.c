@@ -125,13 +125,15 @@ static pid_t spawn(const struct bootstrap *o, const char *tmp, const char *tar, 
   _cleanup_free_ char *variant = xasprintf("--variant=%s", o->variant);
   _cleanup_free_ char *include = o->include ? xasprintf("--include=%s", o->include) : NULL;
   _cleanup_free_ char *tmpdir = xasprintf("TMPDIR=%s", tmp);
-  const char *argv[8];
+  const char *argv[9];
   size_t n = 0;
   argv[n++] = "mmdebstrap";
   argv[n++] = variant;
   if (include)
     argv[n++] = include;
   argv[n++] = "--format=tar";
+  /* Its device nodes: a layer holds none (the sandbox makes its /dev). */
+  argv[n++] = "--skip=output/dev";
   argv[n++] = o->suite;
   argv[n++] = tar;
   argv[n++] = o->mirror;
