@@ -72,6 +72,10 @@ struct step_result {
   bool cached; /* the layer was there already: the cache's, or the same files' */
 };
 
+/* A layer on top of st: only its topmost copy stays (overlayfs refuses a
+ * directory twice among its lowers, and a layer again higher up hides all
+ * its lower copy shows: steps that change nothing make the same layer). */
+void build_add_layer(struct stage *st, const char *hex);
 /* The steps (build_steps.c). build_chain folds an instruction's text and
  * the layer it made (or "") into st->chain. */
 void build_chain(struct stage *st, const char *text, const char *hex);

@@ -152,7 +152,7 @@ static int workdir(struct build *b, struct stage *st, const struct df_instr *in,
   if (stage_lookup(b, st, path, NULL) != S_IFDIR) {
     r = build_mkdir_layer(b, path, res, err);
     if (r == 0)
-      json_array_append_new(st->layers, json_string(res->hex));
+      build_add_layer(st, res->hex);
   }
   free(path);
   return r;

@@ -16,6 +16,7 @@
 
 #include "build.h"
 #include "cleanup.h"
+#include "layer.h"
 #include "layout.h"
 #include "unpack.h"
 #include "util.h"
@@ -105,13 +106,19 @@ static void cache_put(struct build *b, const char *key, const char *hex) {
 
 /* ---- steps that make layers ---- */
 
-static void add_layer(struct stage *st, const char *hex) {
+void build_add_layer(struct stage *st, const char *hex) {
+  for (size_t i = json_array_size(st->layers); i-- > 0;)
+    if (strcmp(json_string_value(json_array_get(st->layers, i)), hex) == 0)
+      json_array_remove(st->layers, i);
   json_array_append_new(st->layers, json_string(hex));
 }
 
+/* A sandbox stacks at most HUTCH_MAX_LAYERS, one of them hutch's top
+ * layer: a template with more could never run, nor could its RUN steps. */
 static int layer_count_ok(const struct stage *st, struct hutch_err *err) {
-  if (json_array_size(st->layers) + 1 >= HUTCH_IMAGE_MAX_LAYERS)
-    return hutch_err_invalid(err, "more than %d layers", HUTCH_IMAGE_MAX_LAYERS - 1);
+  if (json_array_size(st->layers) + 1 > HUTCH_MAX_LAYERS - 1)
+    return hutch_err_invalid(err, "a template stacks at most %d layers (combine steps)",
+                             HUTCH_MAX_LAYERS - 1);
   return 0;
 }
 
@@ -157,7 +164,7 @@ int step_run(struct build *b, struct stage *st, const struct df_instr *in,
   json_decref(argv);
   if (r < 0)
     return -1;
-  add_layer(st, res->hex);
+  build_add_layer(st, res->hex);
   build_chain(st, text, res->hex);
   return 0;
 }
@@ -208,7 +215,7 @@ static int copy_words(struct build *b, struct stage *st, const struct df_instr *
   _cleanup_free_ char *srcs = json_dumps(words, JSON_COMPACT);
   _cleanup_free_ char *text = xasprintf("%s chown=%s from=%s %s %s", df_kind_name(in->kind),
                                         chown ? chown : "", from ? from->chain : "", srcs, dest);
-  add_layer(st, res->hex);
+  build_add_layer(st, res->hex);
   build_chain(st, text, res->hex);
   return 0;
 }

@@ -172,6 +172,16 @@ def test_cache_and_no_cache(store, tmp_path):
     assert by_step[4]["cached"] and not by_step[6]["cached"]
 
 
+def test_steps_that_change_nothing(store, tmp_path):
+    """Steps that change nothing make the same (empty) layer: it is stacked
+    once, at its topmost place, since overlayfs refuses a lower twice."""
+    ctx = context(tmp_path, BASE + "RUN true\nRUN true\nRUN true\nWORKDIR /\n")
+    p = template(store, "build", "--no-cache", "-t", "same", str(ctx))
+    assert p.returncode == 0, p.stderr
+    layers = record(store, "same")["layers"]
+    assert len(layers) == len(set(layers)) == 3
+
+
 def test_run_output_is_logged(store, tmp_path):
     ctx = context(tmp_path, BASE + "RUN echo to-out && echo to-err >&2\n")
     p, events = ndjson(store, "build", "--no-cache", "-t", "logs", str(ctx))
