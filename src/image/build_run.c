@@ -11,9 +11,11 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "build.h"
@@ -91,36 +93,59 @@ static int on_frame(struct run_client *c, const struct hutch_frame *f, struct hu
 }
 
 /* Drive the exec until its verdict. The agent enforces the step's wall
- * clock (the request's timeout); this loop only waits for it. */
+ * clock (the request's timeout); this loop only waits for it, or for an
+ * interrupt of ours (SIGINT, SIGTERM, SIGHUP: a person's ^C, a server
+ * ending the build), which fails the step so that the sandbox and the
+ * work under way are cleaned up as after any failure. */
+static int exec_loop(struct run_client *c, int sfd, struct hutch_err *err) {
+  int r = 0;
+  while (!c->done && r == 0) {
+    if ((r = hutch_conn_flush(&c->conn, err)) < 0)
+      break;
+    r = 0;
+    struct pollfd p[2] = {{c->conn.fd, POLLIN | (hutch_conn_queued(&c->conn) ? POLLOUT : 0), 0},
+                          {sfd, POLLIN, 0}};
+    int ready = poll(p, 2, 1000);
+    if (ready <= 0) {
+      if (ready < 0 && errno != EINTR)
+        r = hutch_err_set(err, errno, "poll");
+      build_tick(c->b);
+      continue;
+    }
+    struct signalfd_siginfo si;
+    if (p[1].revents && read(sfd, &si, sizeof si) == sizeof si)
+      return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "interrupted", "interrupted by signal %u",
+                            si.ssi_signo);
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    if ((r = hutch_conn_fill(&c->conn, err)) < 0)
+      break;
+    struct hutch_frame f;
+    int n;
+    while (!c->done && r == 0 && (n = hutch_conn_next(&c->conn, &f, err)) != 0)
+      r = n < 0 ? -1 : on_frame(c, &f, err);
+    if (r == 0 && !c->done && c->conn.eof)
+      r = hutch_err_set(err, 0, "the build sandbox's agent went away");
+  }
+  return r;
+}
+
 static int run_exec(struct build *b, int conn_fd, const char *req, size_t len,
                     struct hutch_verdict *v, struct hutch_err *err) {
   struct run_client c = {.b = b, .v = v};
   hutch_conn_init(&c.conn, conn_fd);
   hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, RUN_STREAM, req, len);
-  int r = 0;
-  while (!c.done && r == 0) {
-    if ((r = hutch_conn_flush(&c.conn, err)) < 0)
-      break;
-    r = 0;
-    struct pollfd p = {c.conn.fd, POLLIN | (hutch_conn_queued(&c.conn) ? POLLOUT : 0), 0};
-    int ready = poll(&p, 1, 1000);
-    if (ready <= 0) {
-      if (ready < 0 && errno != EINTR)
-        r = hutch_err_set(err, errno, "poll");
-      build_tick(b);
-      continue;
-    }
-    if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
-      continue;
-    if ((r = hutch_conn_fill(&c.conn, err)) < 0)
-      break;
-    struct hutch_frame f;
-    int n;
-    while (!c.done && r == 0 && (n = hutch_conn_next(&c.conn, &f, err)) != 0)
-      r = n < 0 ? -1 : on_frame(&c, &f, err);
-    if (r == 0 && !c.done && c.conn.eof)
-      r = hutch_err_set(err, 0, "the build sandbox's agent went away");
-  }
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  int r = sfd < 0 ? hutch_err_set(err, errno, "signalfd") : exec_loop(&c, sfd, err);
+  if (sfd >= 0)
+    close(sfd);
+  sigprocmask(SIG_SETMASK, &old, NULL);
   for (int i = 0; i < 2; i++) {
     if (c.partial[i])
       build_log(b, c.partial[i], strlen(c.partial[i]), i == 1);

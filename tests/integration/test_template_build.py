@@ -300,3 +300,20 @@ def test_allow_out(store, tmp_path, web):
     assert merged_file(store, record(store, "net"), "/got").read_text() == "payload\n"
     p = template(store, "build", "--allow-out", "not a host", "-t", "net", str(ctx))
     assert p.returncode == 2 and "--allow-out" in p.stderr
+
+
+def test_interrupted_build(store, tmp_path):
+    """SIGTERM (a server ending a build) or ^C in a RUN step: the step
+    fails, the sandbox goes, nothing is left."""
+    ctx = context(tmp_path, BASE + "RUN echo started; sleep 600\n")
+    proc = subprocess.Popen([str(BUILD / "hutch-template"), "--state-dir", str(store),
+                             "--progress", "ndjson", "build", "-t", "interrupted", str(ctx)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if json.loads(line).get("line") == "started":
+            break
+    proc.terminate()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "interrupted by signal 15" in err, err
+    assert template(store, "inspect", "interrupted").returncode == 2
+    assert tmp_empty(store)
