@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 static const char usage[] =
     "usage: hutch template build [-f Dockerfile] -t NAME [--no-cache] [--build-arg K=V]...\n"
     "         [--allow-out HOST,...] [--egress-permit CIDR[:PORT],...] [--memory MB] [--disk MB]\n"
-    "         [--timeout S] CONTEXT\n";
+    "         [--timeout S] [--insecure] CONTEXT\n";
 
 struct build_opts {
   const char *file, *name, *context, *allow_out, *permit;
@@ -45,7 +46,7 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
       {"no-cache", no_argument, 0, 'n'},        {"build-arg", required_argument, 0, 'a'},
       {"allow-out", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'm'},
       {"disk", required_argument, 0, 'd'},      {"timeout", required_argument, 0, 'T'},
-      {"egress-permit", required_argument, 0, 'P'},
+      {"egress-permit", required_argument, 0, 'P'}, {"insecure", no_argument, 0, 'k'},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
@@ -53,6 +54,7 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
     case 'f': o->file = optarg; break;
     case 't': o->name = optarg; break;
     case 'n': b->no_cache = true; break;
+    case 'k': b->insecure = true; break;
     case 'a': {
       const char *eq = strchr(optarg, '=');
       if (!eq || eq == optarg)
@@ -88,6 +90,11 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
   if (!hutch_images_name_ok(o->name))
     return bad("-t", o->name, "a template name is 1-128 of a-z 0-9 . _ - (and / between parts)");
   return 0;
+}
+
+char *build_state_dir(const struct build *b) {
+  _cleanup_free_ char *d = xstrdup(b->ctx->store.dir);
+  return xstrdup(dirname(d));
 }
 
 /* ---- progress ---- */
@@ -193,6 +200,23 @@ static void stage_from_record(struct stage *st, json_t *rec) {
       json_object_set_new(st->config, keys[k], json_deep_copy(v));
 }
 
+/* FROM's template: the store's of that name, else for an image reference
+ * the one pulled before under its name, else a pull now. */
+static json_t *base_record(struct build *b, const char *base, struct hutch_err *err) {
+  const char *owner = b->ctx->owner[0] ? b->ctx->owner : NULL;
+  json_t *rec = hutch_images_find(&b->ctx->store, owner, base, err);
+  if (rec || hutch_err_class(err) != HUTCH_ERR_NOT_FOUND)
+    return rec;
+  if (!build_is_image_ref(base)) {
+    hutch_err_not_found(err, "FROM %s: no template of that name (pull or import it first)", base);
+    return NULL;
+  }
+  _cleanup_free_ char *name = build_pulled_name(base);
+  struct hutch_err none = {0};
+  rec = hutch_images_name_ok(name) ? hutch_images_find(&b->ctx->store, owner, name, &none) : NULL;
+  return rec ? rec : build_pull(b, base, err);
+}
+
 static int do_from(struct build *b, const struct df_instr *in, struct hutch_err *err) {
   json_t *words = df_words(in->rest, b->global_args, b->df.escape, err);
   if (!words)
@@ -226,12 +250,8 @@ static int do_from(struct build *b, const struct df_instr *in, struct hutch_err 
     st->config = json_deep_copy(prev->config);
     origin = xasprintf("stage %s", prev->chain);
   } else {
-    const char *owner = b->ctx->owner[0] ? b->ctx->owner : NULL;
-    json_t *rec = hutch_images_find(&b->ctx->store, owner, base, err);
+    json_t *rec = base_record(b, base, err);
     if (!rec) {
-      if (hutch_err_class(err) == HUTCH_ERR_NOT_FOUND)
-        hutch_err_not_found(err, "FROM %s: no template of that name (pull or import it first)",
-                            base);
       json_decref(words);
       return -1;
     }

@@ -41,6 +41,7 @@ struct build {
   json_t *build_args;       /* --build-arg K=V */
   json_t *global_args;      /* ARGs before the first FROM */
   bool no_cache;
+  bool insecure;            /* --insecure: FROM may pull over http from loopback */
   uint64_t memory_bytes, disk_bytes, timeout_ms;
   struct egress *egress;    /* --allow-out: RUN steps' proxy; NULL: no network */
   struct stage *stages;
@@ -64,6 +65,16 @@ void build_egress_stop(struct build *b);
 /* env (NULL-terminated, malloc'd) with the proxy variables added where
  * unset; the same array, grown. */
 char **build_egress_env(char **env);
+
+/* The state directory the store is in (malloc'd). */
+char *build_state_dir(const struct build *b);
+/* FROM (build_pull.c): whether a base names an image (REGISTRY/NAME:TAG,
+ * NAME@DIGEST) rather than a template; the template name a pulled
+ * reference is kept under (lower case, ':' and '@' as '-'), malloc'd; and
+ * the pull into it, giving its record. */
+bool build_is_image_ref(const char *s);
+char *build_pulled_name(const char *ref);
+json_t *build_pull(struct build *b, const char *ref, struct hutch_err *err);
 
 /* What a step that makes a layer made. */
 struct step_result {

@@ -9,7 +9,6 @@
  * sandbox is destroyed whatever happened. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -239,11 +238,6 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
   return 0;
 }
 
-static char *state_dir_of(const struct build *b) {
-  _cleanup_free_ char *d = xstrdup(b->ctx->store.dir);
-  return xstrdup(dirname(d));
-}
-
 int build_run(struct build *b, struct stage *st, char **argv, struct step_result *res,
               struct hutch_err *err) {
   size_t len;
@@ -260,7 +254,7 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
     layers[i] = hutch_images_layer_path(&b->ctx->store,
                                         json_string_value(json_array_get(st->layers, nlayers - 1 - i)));
   int r;
-  _cleanup_free_ char *state_dir = state_dir_of(b);
+  _cleanup_free_ char *state_dir = build_state_dir(b);
   struct hutch_sandbox_config cfg = {
       .state_dir = state_dir, .rootfs = rootfs, .memory_bytes = b->memory_bytes,
       .disk_bytes = b->disk_bytes, .layers = (const char *const *)layers, .nlayers = nlayers,
