@@ -276,13 +276,22 @@ static int do_step(struct build *b, const struct df_instr *in, struct step_resul
     return step_run(b, st, in, res, err);
   if (in->kind != DF_COPY && in->kind != DF_ADD)
     return step_meta(b, st, in, res, err);
-  const struct stage *from = NULL;
   const char *f = df_flag(in, "from");
-  if (f && !(from = stage_named(b, f)))
-    return hutch_err_not_found(err, "COPY --from=%s: no earlier stage of that name", f);
+  const struct stage *from = f ? stage_named(b, f) : NULL;
   if (from == st)
     return hutch_err_invalid(err, "COPY --from=%s: a stage cannot copy from itself", f);
-  return step_copy(b, st, in, from, res, err);
+  if (!f || from)
+    return step_copy(b, st, in, from, res, err);
+  /* Not a stage: a template, or an image pulled as FROM would. */
+  json_t *rec = base_record(b, f, err);
+  if (!rec)
+    return hutch_err_wrap(err, "COPY --from");
+  struct stage image = {.name = (char *)f, .layers = json_object_get(rec, "layers")};
+  _cleanup_free_ char *layers = json_dumps(image.layers, JSON_COMPACT);
+  build_chain(&image, layers, "");
+  int r = step_copy(b, st, in, &image, res, err);
+  json_decref(rec);
+  return r;
 }
 
 static int run_steps(struct build *b, struct hutch_err *err) {

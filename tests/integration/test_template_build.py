@@ -172,6 +172,18 @@ def test_cache_and_no_cache(store, tmp_path):
     assert by_step[4]["cached"] and not by_step[6]["cached"]
 
 
+def test_copy_from_a_template(store, tmp_path):
+    """COPY --from names a template of the store as well as a stage."""
+    p = template(store, "build", "-t", "donor", str(context(tmp_path, BASE + "RUN echo gift > /gift\n")))
+    assert p.returncode == 0, p.stderr
+    p = template(store, "build", "-t", "receiver",
+                 str(context(tmp_path, "FROM scratch\nCOPY --from=donor /gift /bin/busybox /x/\n")))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "receiver")
+    assert merged_file(store, rec, "/x/gift").read_text() == "gift\n"
+    assert merged_file(store, rec, "/x/busybox").stat().st_size == BUSYBOX.stat().st_size
+
+
 def test_steps_that_change_nothing(store, tmp_path):
     """Steps that change nothing make the same (empty) layer: it is stacked
     once, at its topmost place, since overlayfs refuses a lower twice."""
@@ -205,12 +217,14 @@ HOSTILE = {
 def test_hostile_run_step(store, tmp_path, case):
     ctx = context(tmp_path, BASE + HOSTILE[case])
     t0 = time.monotonic()
-    p = template(store, "build", "--timeout", "8", "--disk", "16", "--memory", "48",
-                 "-t", f"hostile-{case}", str(ctx), timeout=60)
+    p, events = ndjson(store, "build", "--timeout", "8", "--disk", "16", "--memory", "48",
+                       "-t", f"hostile-{case}", str(ctx), timeout=60)
     assert p.returncode == 3, (p.returncode, p.stderr)
     assert time.monotonic() - t0 < 30
-    last = p.stderr.strip().splitlines()[-1]
+    assert p.stderr.count("\n") == 1, p.stderr  # one line, the progress went to stdout
+    last = p.stderr.strip()
     assert last.startswith("hutch template build: step 4/4 (line 4, RUN): "), last
+    assert events[-1]["event"] == "error" and events[-1]["code"] == "step_failed"
     if case == "forever":
         assert "longer than 8 s" in last
     assert template(store, "inspect", f"hostile-{case}").returncode == 2
@@ -245,7 +259,7 @@ def test_context_symlink_escaping(store, tmp_path):
     ("FROM no-such-template\n", 2, "FROM no-such-template: no template"),
     ("FROM scratch\nCOPY missing /x\n", 2, "missing: no such file"),
     ("FROM scratch\nADD https://example.com/x /x\n", 2, "URLs are not supported"),
-    ("FROM scratch\nCOPY --from=nope busybox /x\n", 2, "no earlier stage"),
+    ("FROM scratch\nCOPY --from=nope busybox /x\n", 2, "COPY --from: FROM nope: no template"),
     ("FROM scratch\nRUN true\n", 3, "step 2/2 (line 2, RUN)"),
 ])
 def test_bad_dockerfiles(store, tmp_path, dockerfile, code, message):
