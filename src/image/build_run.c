@@ -80,8 +80,12 @@ static int on_frame(struct run_client *c, const struct hutch_frame *f, struct hu
   int r = 0;
   const char *ev = json_string_value(json_object_get(j, "event"));
   if (f->type == HUTCH_F_ERROR) {
+    /* "invalid": the request was the Dockerfile's (a USER the image lacks). */
     const char *msg = json_string_value(json_object_get(j, "message"));
-    r = hutch_err_set(err, 0, "agent: %s", msg ? msg : "error");
+    const char *code = json_string_value(json_object_get(j, "code"));
+    r = code && strcmp(code, "invalid") == 0
+            ? hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "%s", msg ? msg : "refused")
+            : hutch_err_set(err, 0, "agent: %s", msg ? msg : "error");
     c->done = true;
   } else if (ev && strcmp(ev, "exit") == 0) {
     r = hutch_verdict_from_json(j, c->v, err);
@@ -179,9 +183,17 @@ static int step_failed(const struct build *b, const struct hutch_verdict *v, str
 static char *exec_request(const struct build *b, const struct stage *st, char **argv,
                           size_t *len, struct hutch_err *err) {
   const char *wd = json_string_value(json_object_get(st->config, "workdir"));
+  /* As Docker: root of the sandbox unless USER named another of its users. */
+  const char *user = json_string_value(json_object_get(st->config, "user"));
+  if (!user || !user[0])
+    user = "root";
+  if (!hutch_user_ok(user)) {
+    hutch_err_invalid(err, "USER %s: not a user name or UID[:GID]", user);
+    return NULL;
+  }
   struct hutch_exec_req r = {
-      .argv = argv, .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st), .cwd = (char *)(wd && wd[0] ? wd : "/"),
-      .user = "root", .timeout_ms = b->timeout_ms,
+      .argv = argv, .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st),
+      .cwd = (char *)(wd && wd[0] ? wd : "/"), .user = (char *)user, .timeout_ms = b->timeout_ms,
   };
   json_t *open = hutch_exec_req_to_json(&r, err);
   for (char **e = r.env; *e; e++)

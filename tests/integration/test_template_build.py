@@ -184,6 +184,21 @@ def test_copy_from_a_template(store, tmp_path):
     assert merged_file(store, rec, "/x/busybox").stat().st_size == BUSYBOX.stat().st_size
 
 
+def test_run_as_user(store, tmp_path):
+    """RUN runs as the sandbox's root, or as USER once a Dockerfile names one."""
+    ctx = context(tmp_path, BASE + "RUN id -u > /tmp/root\nUSER 1000:1000\nRUN id -u > /tmp/user\n"
+                               "USER nobody-here\nRUN true\n")
+    p = template(store, "build", "-t", "users", str(ctx))
+    assert p.returncode == 3 and "no user 'nobody-here'" in p.stderr, p.stderr
+    ctx = context(tmp_path, BASE + "RUN id -u > /tmp/root\nUSER 1000:1000\nRUN id -u > /tmp/user\n")
+    p = template(store, "build", "-t", "users", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "users")
+    assert merged_file(store, rec, "/tmp/root").read_text() == "0\n"
+    user = merged_file(store, rec, "/tmp/user")
+    assert user.read_text() == "1000\n" and user.stat().st_uid == 1000
+
+
 def test_steps_that_change_nothing(store, tmp_path):
     """Steps that change nothing make the same (empty) layer: it is stacked
     once, at its topmost place, since overlayfs refuses a lower twice."""
