@@ -225,11 +225,15 @@ static int do_from(struct build *b, const struct df_instr *in, struct hutch_err 
   const char *base = json_string_value(json_array_get(words, 0));
   const char *as = n == 3 ? json_string_value(json_array_get(words, 1)) : NULL;
   int r = 0;
+  _cleanup_free_ char *platform = NULL;
   if (n != 1 && !(n == 3 && strcasecmp(as, "as") == 0))
     r = hutch_err_invalid(err, "FROM takes IMAGE [AS NAME]");
-  else if (df_flag(in, "platform") && strcmp(df_flag(in, "platform"), "linux/amd64") != 0)
-    r = hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported", "FROM --platform=%s: only linux/amd64",
-                       df_flag(in, "platform"));
+  else if (df_flag(in, "platform") &&
+           !(platform = df_word(df_flag(in, "platform"), b->global_args, b->df.escape, err)))
+    r = -1;
+  else if (platform && strcmp(platform, "linux/amd64") != 0)
+    r = hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
+                       "FROM --platform=%s: only linux/amd64", platform);
   if (r < 0) {
     json_decref(words);
     return -1;
@@ -401,8 +405,11 @@ static int build(struct build *b, const struct build_opts *o, struct hutch_err *
 
 int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
   struct build b = {.ctx = ctx, .context_fd = -1, .build_args = json_object(),
-                    .global_args = json_object(), .timeout_ms = BUILD_DEFAULT_TIMEOUT_S * 1000ull,
-                    .started_ns = now_ns()};
+                    .timeout_ms = BUILD_DEFAULT_TIMEOUT_S * 1000ull, .started_ns = now_ns()};
+  /* Docker's platform ARGs, in the global scope: hutch builds for one. */
+  b.global_args = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "BUILDPLATFORM", "linux/amd64",
+                            "TARGETPLATFORM", "linux/amd64", "BUILDOS", "linux", "BUILDARCH",
+                            "amd64", "TARGETOS", "linux", "TARGETARCH", "amd64");
   b.tty = !ctx->ndjson && !ctx->quiet && isatty(2);
   struct build_opts o = {0};
   struct hutch_err err = {0};
