@@ -154,7 +154,7 @@ int step_run(struct build *b, struct stage *st, const struct df_instr *in,
              struct step_result *res, struct hutch_err *err) {
   json_t *argv = in->json ? instr_argv(in) : json_deep_copy(json_object_get(st->config, "shell"));
   if (!in->json)
-    json_array_append_new(argv, json_string(in->rest));
+    json_array_append_new(argv, json_string(in->heredoc_script ? in->heredoc_script : in->rest));
   _cleanup_free_ char *a = json_dumps(argv, JSON_COMPACT);
   _cleanup_free_ char *text = xasprintf("RUN %s", a);
   int r = json_array_size(argv) == 0 ? hutch_err_invalid(err, "RUN with an empty command")

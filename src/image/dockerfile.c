@@ -55,6 +55,7 @@ static void instr_free(struct df_instr *in) {
     free(in->argv[i]);
   free(in->argv);
   free(in->rest);
+  free(in->heredoc_script);
 }
 
 void dockerfile_free(struct dockerfile *df) {
@@ -446,6 +447,61 @@ static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr
   return 0;
 }
 
+/* RUN's here-documents (`<<EOF`, `<<-EOF`, `<<"EOF"`): the lines after
+ * the instruction up to each terminator are part of its command, for the
+ * shell to read as it reads any here-document. A command that is only
+ * one here-document is that document, run as a script (BuildKit's rule);
+ * in_heredoc tells the builder. */
+static int heredocs(struct parser *p, struct df_instr *in) {
+  char *cmd = xstrdup(in->rest);
+  size_t count = 0;
+  for (const char *m = strstr(in->rest, "<<"); m; m = strstr(m, "<<")) {
+    m += 2;
+    bool dash = *m == '-';
+    const char *w = m + dash;
+    char q = *w == '"' || *w == '\'' ? *w : 0;
+    w += q != 0;
+    size_t wl = 0;
+    while (w[wl] && (isalnum((unsigned char)w[wl]) || w[wl] == '_'))
+      wl++;
+    /* A word starting with a letter, as BuildKit's: `$((1<<2))` is no marker. */
+    if (!wl || isdigit((unsigned char)w[0]) || (q && w[wl] != q))
+      continue;
+    count++;
+    str_append(&cmd, "\n", 1);
+    size_t body_at = strlen(cmd);
+    const char *s;
+    size_t n;
+    bool closed = false;
+    while (!closed && next_line(p, &s, &n)) {
+      size_t t = 0;
+      while (dash && t < n && s[t] == '\t')
+        t++;
+      closed = n - t == wl && strncmp(s + t, w, wl) == 0;
+      if (!closed) {
+        str_append(&cmd, s, n);
+        str_append(&cmd, "\n", 1);
+      }
+    }
+    if (!closed) {
+      free(cmd);
+      return hutch_err_invalid(p->err, "line %d: the here-document %.*s is not closed", in->line,
+                               (int)wl, w);
+    }
+    /* The whole command is this one marker: the document is the script. */
+    if (count == 1 && m - 2 == in->rest && !w[wl + (q != 0)])
+      in->heredoc_script = xstrdup(cmd + body_at);
+    str_append(&cmd, w, wl);
+  }
+  free(in->rest);
+  in->rest = cmd;
+  if (count != 1) {
+    free(in->heredoc_script);
+    in->heredoc_script = NULL;
+  }
+  return 0;
+}
+
 int dockerfile_parse(const char *text, size_t len, struct dockerfile *df, struct hutch_err *err) {
   memset(df, 0, sizeof *df);
   df->escape = '\\';
@@ -470,6 +526,8 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile *df, struct
     memset(in, 0, sizeof *in);
     int r = parse_instr(&p, line, start, in);
     free(line);
+    if (r == 0 && in->kind == DF_RUN && !in->json && strstr(in->rest, "<<"))
+      r = heredocs(&p, in);
     if (r == 0 && !seen_from && in->kind != DF_FROM && in->kind != DF_ARG)
       r = hutch_err_invalid(err, "line %d: %s before the first FROM", start, df_kind_name(in->kind));
     if (r < 0) {

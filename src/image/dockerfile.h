@@ -1,6 +1,7 @@
 /* A Dockerfile, parsed (docs/templates.md, "Building from a Dockerfile"):
  * parser directives (`# escape=`, `# syntax=` is read and ignored), line
- * continuations, comments, each instruction with its line number, its
+ * continuations, comments, RUN's here-documents, each instruction with its
+ * line number, its
  * `--name=value` flags and its arguments, either the JSON (exec) form or
  * the rest of the line as written. Variables are substituted later, by the
  * builder, as each stage's ARG and ENV change them (df_words). Nothing here
@@ -36,7 +37,9 @@ struct df_instr {
   bool json;            /* the exec form: argv holds the words */
   char **argv;          /* json: the array's strings, NULL-terminated */
   size_t argc;
-  char *rest;           /* not json: the arguments as written, trimmed */
+  char *rest;           /* not json: the arguments as written, trimmed; a RUN's
+                           here-documents follow it, each line and terminator */
+  char *heredoc_script; /* RUN <<EOF alone: the document, a script for the shell */
 };
 
 struct dockerfile {

@@ -199,6 +199,17 @@ def test_run_as_user(store, tmp_path):
     assert user.read_text() == "1000\n" and user.stat().st_uid == 1000
 
 
+def test_here_documents(store, tmp_path):
+    ctx = context(tmp_path, BASE + "RUN <<EOF\necho one > /one\necho two > /two\nEOF\n"
+                               "RUN cat <<'END' > /three\n$NOT_EXPANDED\nEND\n")
+    p = template(store, "build", "-t", "heredoc", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "heredoc")
+    assert merged_file(store, rec, "/one").read_text() == "one\n"
+    assert merged_file(store, rec, "/two").read_text() == "two\n"
+    assert merged_file(store, rec, "/three").read_text() == "$NOT_EXPANDED\n"
+
+
 def test_steps_that_change_nothing(store, tmp_path):
     """Steps that change nothing make the same (empty) layer: it is stacked
     once, at its topmost place, since overlayfs refuses a lower twice."""

@@ -75,6 +75,30 @@ static void test_escape_directive(void) {
   dockerfile_free(&df);
 }
 
+static void test_heredocs(void) {
+  struct dockerfile df;
+  struct hutch_err err;
+  const char *text = "FROM scratch\n"
+                     "RUN <<EOF\n"
+                     "echo one\n"
+                     "  echo two\n"
+                     "EOF\n"
+                     "RUN cat <<-'END' > /f && echo $((1<<2))\n"
+                     "\tbody $X\n"
+                     "\tEND\n"
+                     "CMD [\"x\"]\n";
+  if (!ok(parse(text, &df, &err) == 0, "here-documents parse (%s)", err.msg))
+    return;
+  is_int(df.n, 4, "four instructions");
+  is_str(df.v[1].heredoc_script, "echo one\n  echo two\n", "a lone document is the script");
+  is_str(df.v[2].rest, "cat <<-'END' > /f && echo $((1<<2))\n\tbody $X\nEND",
+         "a document inside a command stays for the shell");
+  ok(!df.v[2].heredoc_script, "not a lone document");
+  is_int(df.v[3].line, 9, "line numbers count the documents");
+  dockerfile_free(&df);
+  refused("FROM scratch\nRUN <<EOF\necho\n", "line 2: the here-document EOF is not closed");
+}
+
 static void test_errors(void) {
   refused("FROM scratch\nFOO bar\n", "line 2: unknown instruction 'FOO'");
   refused("FROM scratch\n\nVOLUME /x\n", "line 3: VOLUME is not supported");
@@ -124,6 +148,7 @@ int main(void) {
   test_basic();
   test_escape_directive();
   test_errors();
+  test_heredocs();
   test_words();
   return done_testing();
 }
