@@ -168,6 +168,9 @@ struct build_ignore;
 int build_ignore_load(int context_fd, struct build_ignore **out, struct hutch_err *err);
 /* Whether path (relative to the context, no leading "./") is excluded. */
 bool build_ignored(const struct build_ignore *ig, const char *path);
+/* Whether it has `!` exceptions (which may bring back what an excluded
+ * directory holds). */
+bool build_ignore_has_exceptions(const struct build_ignore *ig);
 void build_ignore_free(struct build_ignore *ig);
 /* Match a cleaned path against a .dockerignore or COPY pattern: `*`, `?`
  * and `[...]` within one name, `**` across names. */

@@ -157,10 +157,13 @@ static DIR *dir_stream(int dirfd, const char *path, const char *what, struct hut
 static int copy_entry(struct copier *c, int sdir, const char *name, const char *rel, int ddir,
                       int depth, struct hutch_err *err) {
   struct stat st;
-  if (c->from_context && build_ignored(c->b->ignore, rel))
-    return 0;
   if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(err, errno, "stat %s", rel);
+  /* An excluded directory is still walked when an exception (`!dir/keep`)
+   * may bring back something inside it. */
+  if (c->from_context && build_ignored(c->b->ignore, rel) &&
+      !(S_ISDIR(st.st_mode) && build_ignore_has_exceptions(c->b->ignore)))
+    return 0;
   if (S_ISDIR(st.st_mode)) {
     _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (s < 0)
@@ -335,7 +338,7 @@ static int copy_file_at(struct copier *c, int in, const char *path, const struct
  * file into it (dest_dir) or as it; under ADD, an archive unpacked in it. */
 static int copy_source(struct copier *c, const char *path, const char *dest, bool dest_dir,
                        struct hutch_err *err) {
-  if (c->from_context && build_ignored(c->b->ignore, path))
+  if (c->from_context && *path && build_ignored(c->b->ignore, path))
     return hutch_err_not_found(err, "%s: excluded by .dockerignore", path);
   _cleanup_close_ int src = open_resolved(c, path, err);
   if (src < 0)

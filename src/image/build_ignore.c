@@ -132,6 +132,13 @@ int build_ignore_load(int context_fd, struct build_ignore **out, struct hutch_er
   return 0;
 }
 
+bool build_ignore_has_exceptions(const struct build_ignore *ig) {
+  for (size_t i = 0; ig && i < ig->n; i++)
+    if (ig->except[i])
+      return true;
+  return false;
+}
+
 void build_ignore_free(struct build_ignore *ig) {
   if (!ig)
     return;

@@ -78,7 +78,9 @@ CMD ["echo hello"]
 def full_context(tmp_path):
     ctx = context(tmp_path, FULL, {"data/keep.txt": "kept\n", "data/skip.log": "ignored\n",
                                    "data/deep/x.log": "ignored too\n",
-                                   ".dockerignore": "# logs stay out\n**/*.log\n"})
+                                   "data/tmp/junk": "ignored\n", "data/tmp/wanted": "back\n",
+                                   ".dockerignore": "# logs stay out\n**/*.log\ndata/tmp\n"
+                                                    "!data/tmp/wanted\n"})
     inner = tmp_path / "inner.txt"
     inner.write_text("from the archive\n")
     with tarfile.open(ctx / "bundle.tar", "w") as t:
@@ -137,6 +139,8 @@ def test_build_full(store, tmp_path, which):
     assert merged_file(store, rec, "/plain/keep.txt").stat().st_uid == 0
     assert merged_file(store, rec, "/app/data/skip.log") is None
     assert merged_file(store, rec, "/app/data/deep/x.log") is None
+    assert merged_file(store, rec, "/app/data/tmp/junk") is None
+    assert merged_file(store, rec, "/app/data/tmp/wanted").read_text() == "back\n"
     assert merged_file(store, rec, "/app/made-by-run") is not None
     assert merged_file(store, rec, "/v.txt").read_text() == "v=5\n"
     assert merged_file(store, rec, "/copied.txt").read_text() == "hi the world\n"
