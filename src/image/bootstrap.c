@@ -35,7 +35,7 @@ struct bootstrap {
 
 static const char usage[] =
     "usage: hutch template bootstrap NAME [--suite bookworm] [--include PKG,...]\n"
-    "         [--mirror URL] [--variant minbase] [--timeout S]\n";
+    "         [--mirror URL] [--variant minbase] [--timeout S] [--replace]\n";
 
 /* What mmdebstrap is given is checked here, not left to its parser: each
  * value becomes one argument, and none may read as an option. */
@@ -75,11 +75,12 @@ static int check(const struct bootstrap *o, struct hutch_err *err) {
   return 0;
 }
 
-static int parse(struct bootstrap *o, int argc, char **argv) {
+static int parse(struct image_ctx *ctx, struct bootstrap *o, int argc, char **argv) {
   static const struct option opts[] = {
       {"suite", required_argument, 0, 's'},   {"include", required_argument, 0, 'i'},
       {"mirror", required_argument, 0, 'm'},  {"variant", required_argument, 0, 'v'},
       {"timeout", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+      {"replace", no_argument, 0, 'r'},
       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -94,6 +95,7 @@ static int parse(struct bootstrap *o, int argc, char **argv) {
         return -1;
       }
       break;
+    case 'r': ctx->replace = true; break;
     case 'h': fputs(usage, stdout); return 1;
     default: fputs(usage, stderr); return -1;
     }
@@ -218,16 +220,9 @@ static int add(struct image_ctx *ctx, const struct bootstrap *o, const char *hex
                           "layers", hex, "config", "env", "PATH=" HUTCH_DEFAULT_PATH, "workdir",
                           "/", "user", "", "cmd", "bash", "shell", "/bin/sh", "-c", "labels",
                           "org.opencontainers.image.base.name", ref);
-  json_t *stored = hutch_images_add(&ctx->store, rec, true, err);
+  json_t *stored = hutch_images_add(&ctx->store, rec, ctx->replace, err);
   json_decref(rec);
-  if (!stored)
-    return -1;
-  _cleanup_free_ char *msg = xasprintf("Bootstrapped %s (%s)", o->name,
-                                       json_string_value(json_object_get(stored, "id")));
-  image_progress(ctx, json_pack("{s:s,s:s,s:O,s:s,s:O}", "event", "built", "name", o->name, "id",
-                                json_object_get(stored, "id"), "message", msg, "template", stored));
-  json_decref(stored);
-  return 0;
+  return stored ? image_done(ctx, "bootstrapped", stored) : -1;
 }
 
 static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hutch_err *err) {
@@ -236,6 +231,8 @@ static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hu
   if (geteuid() != 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "not_root",
                           "must run as root: mmdebstrap installs packages into a chroot");
+  if (!ctx->replace && image_name_free(ctx, o->name, err) < 0)
+    return -1;
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, err);
   if (!tmp)
     return -1;
@@ -254,7 +251,7 @@ static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hu
 int cmd_bootstrap(struct image_ctx *ctx, int argc, char **argv) {
   struct bootstrap o = {.suite = "bookworm", .mirror = BOOTSTRAP_MIRROR, .variant = "minbase",
                         .timeout_ms = BOOTSTRAP_TIMEOUT_S * 1000ull};
-  int r = parse(&o, argc, argv);
+  int r = parse(ctx, &o, argc, argv);
   if (r != 0)
     return r > 0 ? 0 : EXIT_IMAGE_INPUT;
   struct hutch_err err = {0};

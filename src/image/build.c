@@ -356,15 +356,10 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
   json_decref(rec);
   if (!stored)
     return -1;
-  _cleanup_free_ char *plain = xasprintf("Built %s (%s), %zu layers, %.1f s", o->name,
-                                         json_string_value(json_object_get(stored, "id")),
-                                         json_array_size(st->layers), since(b->started_ns));
-  emit(b, json_pack("{s:s,s:s,s:O,s:i,s:f,s:O}", "event", "built", "name", o->name, "id",
-                    json_object_get(stored, "id"), "layers", (int)json_array_size(st->layers),
-                    "seconds", since(b->started_ns), "template", stored),
-       plain);
-  json_decref(stored);
-  return 0;
+  if (!b->ctx->ndjson && !b->ctx->quiet)
+    fprintf(stderr, "Built %s: %zu layers in %.1f s\n", o->name, json_array_size(st->layers),
+            since(b->started_ns));
+  return image_done(b->ctx, "built", stored);
 }
 
 static int read_dockerfile(struct build *b, const struct build_opts *o, struct hutch_err *err) {

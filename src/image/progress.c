@@ -32,3 +32,25 @@ int image_fail(struct image_ctx *ctx, const char *verb, const struct hutch_err *
                                   "message", err->msg));
   return input ? EXIT_IMAGE_INPUT : EXIT_IMAGE;
 }
+
+int image_done(struct image_ctx *ctx, const char *did, json_t *record) {
+  const char *name = json_string_value(json_object_get(record, "name"));
+  const char *id = json_string_value(json_object_get(record, "id"));
+  image_progress(ctx, json_pack("{s:s,s:s,s:s,s:s++}", "event", "done", "name", name ? name : "",
+                                "id", id ? id : "", "message", did, " ", name ? name : ""));
+  if (!ctx->ndjson)
+    printf("%s %s\n", name ? name : "", id ? id : "");
+  json_decref(record);
+  return 0;
+}
+
+int image_name_free(struct image_ctx *ctx, const char *name, struct hutch_err *err) {
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(&ctx->store, ctx->owner, name, &none);
+  bool taken = old && strcmp(json_string_value(json_object_get(old, "owner")), ctx->owner) == 0 &&
+               strcmp(json_string_value(json_object_get(old, "name")), name) == 0;
+  json_decref(old);
+  return taken ? hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                                "a template '%s' exists (--replace replaces it)", name)
+               : 0;
+}

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -33,8 +34,8 @@ def base(state_dir):
     assert p.returncode == 0, p.stderr[-2000:]
     events = [json.loads(line) for line in p.stdout.splitlines()]
     assert any(e["event"] == "log" and "success" in e["line"] for e in events)
-    assert events[-1]["event"] == "built" and events[-1]["name"] == NAME
-    yield events[-1]["template"]
+    assert events[-1]["event"] == "done" and events[-1]["name"] == NAME
+    yield json.loads(template("inspect", NAME).stdout)
     template("rm", NAME)
 
 
@@ -46,6 +47,14 @@ def test_record(base, state_dir):
     assert (layer / "usr" / "bin" / "python3").exists()
     assert not os.path.lexists(layer / "dev" / "null")  # the sandbox makes its own /dev
     assert not any((state_dir / "images" / "tmp").iterdir())
+
+
+def test_name_taken(base):
+    """A name taken fails before mmdebstrap runs, unless --replace."""
+    t0 = time.monotonic()
+    p = template("bootstrap", NAME)
+    assert p.returncode == 2 and "exists (--replace replaces it)" in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 5
 
 
 def test_run_and_build_on_it(base, run, tmp_path):
