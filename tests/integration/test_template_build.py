@@ -362,3 +362,35 @@ def test_interrupted_build(store, tmp_path):
     assert proc.returncode != 0 and "interrupted by signal 15" in err, err
     assert template(store, "inspect", "interrupted").returncode == 2
     assert tmp_empty(store)
+
+
+def test_from_an_image_reference(store, tmp_path):
+    """FROM an image of a registry (Debian's docker-registry on loopback,
+    the image pushed by skopeo) pulls it into a template named after it,
+    which the next build reuses; COPY --from names one too."""
+    from registryfake import DockerRegistry, busybox_image, write_layout
+    for tool in ("docker-registry", "skopeo"):
+        require(shutil.which(tool), f"{tool} is not installed (scripts/deps.sh --test)")
+    reg = DockerRegistry(tmp_path)
+    try:
+        write_layout(tmp_path / "busy", [busybox_image()], "1.0")
+        reg.push(tmp_path / "busy", "1.0", "tools/busy:1.0")
+        ref = f"{reg.host}/tools/busy:1.0"
+        ctx = context(tmp_path, f"FROM {ref}\nRUN cat /etc/note > /copy\n"
+                                f"COPY --from={ref} /etc/note /again\n")
+        p, events = ndjson(store, "build", "-t", "from-registry", str(ctx))
+        assert p.returncode == 2 and "--insecure" in p.stderr, p.stderr
+        p, events = ndjson(store, "build", "--insecure", "-t", "from-registry", str(ctx))
+        assert p.returncode == 0, p.stderr
+        assert any(e["event"] == "done" and e.get("step") == 1 for e in events)  # the pull's
+        rec = record(store, "from-registry")
+        assert merged_file(store, rec, "/copy").read_text() == "pulled\n"
+        assert merged_file(store, rec, "/again").read_text() == "pulled\n"
+        assert "NOTE=registry" in rec["config"]["env"]
+        pulled = f"127.0.0.1-{reg.port}/tools/busy-1.0"
+        assert record(store, pulled)["source"] == "pull"
+    finally:
+        reg.stop()
+    # Reused without the registry.
+    p = template(store, "build", "-t", "from-registry", str(ctx))
+    assert p.returncode == 0, p.stderr
