@@ -105,9 +105,10 @@ static double since(uint64_t ns) { return (double)((now_ns() - ns) / 1000000) / 
 /* A person at a terminal sees one status line, redrawn, with the RUN
  * output scrolling above it; elsewhere plain lines. */
 static void status_line(struct build *b, const char *what) {
+  size_t n = strcspn(what, "\r\n"); /* one line: a here-document's stays below */
   if (b->tty)
-    fprintf(stderr, "\r\033[K[%zu/%zu] %.*s (%.1f s)", b->step, b->nsteps, 100, what,
-            since(b->started_ns));
+    fprintf(stderr, "\r\033[K[%zu/%zu] %.*s (%.1f s)", b->step, b->nsteps, (int)(n > 100 ? 100 : n),
+            what, since(b->started_ns));
 }
 
 static void emit(struct build *b, json_t *ev, const char *plain) {
@@ -356,9 +357,6 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
   json_decref(rec);
   if (!stored)
     return -1;
-  if (!b->ctx->ndjson && !b->ctx->quiet)
-    fprintf(stderr, "Built %s: %zu layers in %.1f s\n", o->name, json_array_size(st->layers),
-            since(b->started_ns));
   return image_done(b->ctx, "built", stored);
 }
 
