@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, require
+from conftest import BUILD, build_binary, require
 
 NAME = "bootstrap-py"
 
@@ -78,8 +78,11 @@ def test_run_and_build_on_it(base, run, tmp_path):
     (["--suite", "--help"], "--suite"),
     (["--variant", "everything"], "--variant"),
 ])
-def test_bad_arguments(tmp_path, args, message):
-    p = template("--state-dir", str(tmp_path), "bootstrap", "nope", *args, timeout=20)
+@pytest.mark.parametrize("which", ["build", "asan"])
+def test_bad_arguments(tmp_path, args, message, which):
+    p = subprocess.run([str(build_binary(which, "hutch-template")), "--state-dir", str(tmp_path),
+                        "bootstrap", "nope", *args], capture_output=True, text=True, timeout=20)
+    assert "Sanitizer" not in p.stderr
     assert p.returncode == 2, p.stderr
     assert message in p.stderr.strip().splitlines()[-1]
     assert not any((tmp_path / "images" / "tmp").iterdir())
