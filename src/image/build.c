@@ -92,6 +92,11 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
   return 0;
 }
 
+uint64_t build_bytes_left(const struct build *b) {
+  uint64_t cap = b->ctx->max_bytes;
+  return b->made_bytes < cap ? cap - b->made_bytes : 1;
+}
+
 char *build_state_dir(const struct build *b) {
   _cleanup_free_ char *d = xstrdup(b->ctx->store.dir);
   return xstrdup(dirname(d));
@@ -314,6 +319,7 @@ static int run_steps(struct build *b, struct hutch_err *err) {
     uint64_t t0 = now_ns();
     struct step_result res = {0};
     int r = do_step(b, in, &res, err);
+    b->made_bytes += res.bytes;
     b->current = NULL;
     if (r < 0)
       return hutch_err_wrap(err, "step %zu/%zu (line %d, %s)", b->step, b->nsteps, in->line,

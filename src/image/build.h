@@ -47,6 +47,7 @@ struct build {
   struct stage *stages;
   size_t nstages;
   size_t step, nsteps;      /* for progress */
+  uint64_t made_bytes;      /* file bytes of the layers made so far */
   uint64_t started_ns;
   bool tty;                 /* progress redrawn on a terminal */
   const char *current;      /* the step's instruction, for the status line */
@@ -66,6 +67,9 @@ void build_egress_stop(struct build *b);
  * unset; the same array, grown. */
 char **build_egress_env(char **env);
 
+/* What the template's cap (--max-bytes) leaves for the next layer, after
+ * the layers the build made so far. */
+uint64_t build_bytes_left(const struct build *b);
 /* The state directory the store is in (malloc'd). */
 char *build_state_dir(const struct build *b);
 /* FROM (build_pull.c): whether a base names an image (REGISTRY/NAME:TAG,

@@ -500,7 +500,7 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
     r = zero_dir_times(c->dst_root, 0, err);
   if (c->dst_root >= 0)
     close(c->dst_root);
-  struct layer_sum sum;
+  struct layer_sum sum = {.max_bytes = build_bytes_left(c->b)};
   if (r == 0 && (r = layer_commit_staged(c->b->ctx, layer, &sum, &res->cached, err)) == 0) {
     memcpy(res->hex, sum.hex, 65);
     res->bytes = sum.bytes;

@@ -235,11 +235,17 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
     return -1;
   _cleanup_free_ char *layer = xasprintf("%s/layer", tmp);
   struct hutch_layer_stats stats = {0};
-  struct layer_sum sum;
+  struct layer_sum sum = {.max_bytes = build_bytes_left(b)};
   int r = hutch_layer_capture(sb->storage_fd, sb->uid_base, layer, &stats, err);
   if (r == 0) {
     drop_sandbox_files(layer);
     r = layer_commit_staged(b->ctx, layer, &sum, &res->cached, err);
+    /* Too much made is the step's doing, as a failed command is. */
+    if (r < 0 && err->code && strcmp(err->code, "too_large") == 0) {
+      char msg[sizeof err->msg];
+      str_copy(msg, sizeof msg, err->msg);
+      hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "%s", msg);
+    }
   }
   struct hutch_err rerr = {0};
   hutch_layer_remove(tmp, &rerr);

@@ -106,7 +106,7 @@ static json_t *json_blob(int dir, json_t *doc, const char *media_type, struct hu
 /* A tree as a tar written to s (a layer from the store, or the layout). */
 static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
   struct archive *a = archive_write_new();
-  struct layer_sum sum;
+  struct layer_sum sum = {0};
   archive_write_set_format_pax_restricted(a);
   int rc = -1;
   if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK)

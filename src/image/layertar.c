@@ -96,9 +96,15 @@ static int tar_file(struct layer_tar *t, struct archive_entry *e, int fd, const 
     t->seen = xrealloc(t->seen, (t->nseen + 1) * sizeof *t->seen);
     t->seen[t->nseen++] = (struct seen){st->st_ino, xstrdup(path)};
   }
+  /* Checked before a byte is read: a sparse terabyte made in a RUN step
+   * would otherwise be read, hashed and written whole. */
+  t->sum->bytes += (uint64_t)st->st_size;
+  if (t->sum->max_bytes && t->sum->bytes > t->sum->max_bytes)
+    return hutch_err_fail(t->err, HUTCH_ERR_QUOTA, "too_large",
+                          "%.200s: the layer's files pass the cap of %llu bytes (a sparse file "
+                          "counts whole)", path, (unsigned long long)t->sum->max_bytes);
   archive_entry_set_filetype(e, AE_IFREG);
   archive_entry_set_size(e, st->st_size);
-  t->sum->bytes += (uint64_t)st->st_size;
   add_xattrs(e, fd);
   return put(t, e, path) < 0 ? -1 : put_data(t, fd, path);
 }

@@ -17,6 +17,9 @@
 struct layer_sum {
   char hex[65];
   uint64_t bytes, files;
+  /* In: the most file bytes the tar may hold (a sparse file counts its
+   * whole size: the tar holds it whole); 0: no cap. */
+  uint64_t max_bytes;
 };
 
 /* Write the tree under dirfd as tar entries to a (opened by the caller,
@@ -24,9 +27,9 @@ struct layer_sum {
 int layer_tar_write(int dirfd, struct archive *a, struct layer_sum *sum, struct hutch_err *err);
 /* The sha256 of the tree's canonical tar, with its size and file count. */
 int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err);
-/* Digest staged (a finished layer tree under the store's tmp/) and commit
- * it as layers/<hex> (removing staged when that layer is already stored).
- * *existed tells which. */
+/* Digest staged (a finished layer tree under the store's tmp/; at most
+ * sum->max_bytes of files) and commit it as layers/<hex> (removing staged
+ * when that layer is already stored). *existed tells which. */
 int layer_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
                         bool *existed, struct hutch_err *err);
 

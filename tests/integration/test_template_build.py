@@ -241,6 +241,7 @@ HOSTILE = {
     "disk-fill": "RUN dd if=/dev/zero of=/big bs=1M count=64\n",
     "forever": "RUN sleep 600\n",
     "memory": "RUN dd if=/dev/zero bs=64M count=1 | tail -c 1 >/dev/null\n",
+    "sparse-terabyte": "RUN truncate -s 1099511627776 /big\n",
 }
 
 
@@ -258,6 +259,8 @@ def test_hostile_run_step(store, tmp_path, case):
     assert events[-1]["event"] == "error" and events[-1]["code"] == "step_failed"
     if case == "forever":
         assert "longer than 8 s" in last
+    if case == "sparse-terabyte":
+        assert "pass the cap" in last
     assert template(store, "inspect", f"hostile-{case}").returncode == 2
     assert tmp_empty(store)
 
