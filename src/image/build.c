@@ -271,7 +271,10 @@ static int do_from(struct build *b, const struct df_instr *in, struct hutch_err 
     json_decref(rec);
   }
   json_decref(words);
-  build_chain(st, origin, "");
+  /* Each tenant's steps are cached apart: a hit would tell one tenant
+   * what another built, and hand it what the other's step downloaded. */
+  _cleanup_free_ char *start = xasprintf("%s owner=%s", origin, b->ctx->owner);
+  build_chain(st, start, "");
   return 0;
 }
 

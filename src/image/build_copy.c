@@ -262,9 +262,10 @@ static int copy_mkdirs(struct copier *c, const char *dest, struct hutch_err *err
 
 /* ADD of a local tar archive (any compression libarchive reads): its
  * entries unpacked under dest, which they may not leave (no absolute
- * names, no "..", no link followed on the way: libarchive's secure
- * options), regular files, directories and links only, no setuid bits,
- * owned by root or --chown. *was false when in is no archive. */
+ * names, no "..", no link followed on the way, for a hard link's target
+ * too: libarchive's secure options), regular files, directories, symbolic
+ * and hard links only, no setuid bits, owned by root or --chown. *was
+ * false when in is no archive. */
 static int add_archive(struct copier *c, int in, const char *dest, bool *was,
                        struct hutch_err *err) {
   struct archive *a = archive_read_new();
@@ -285,14 +286,18 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
     return d < 0 ? -1 : hutch_err_set(err, errno, "ADD: enter %s", dest);
   }
   struct archive *w = archive_write_disk_new();
-  archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+  /* Owners as set below (root, or --chown's); no ARCHIVE_EXTRACT_PERM, so
+   * no setuid bit comes back. */
+  archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_OWNER |
+                                        ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                         ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                         ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
   mode_t old = umask(022);
   int r = 0, s = ARCHIVE_OK;
   do {
     mode_t t = archive_entry_filetype(e);
-    if (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK)
+    bool hardlink = archive_entry_hardlink(e) != NULL; /* its target checked as a name is */
+    if (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK && !hardlink)
       continue;
     archive_entry_set_perm(e, archive_entry_perm(e) & 01777);
     archive_entry_set_uid(e, c->chown ? c->uid : 0);
@@ -359,8 +364,9 @@ static int copy_source(struct copier *c, const char *path, const char *dest, boo
     return d < 0 ? -1 : copy_tree(c, in, path, d, 0, err);
   }
   bool was = false;
-  if (c->add && (add_archive(c, in, dest, &was, err) < 0 || was))
-    return was ? 0 : -1;
+  int r = c->add ? add_archive(c, in, dest, &was, err) : 0;
+  if (r < 0 || was)
+    return r;
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   _cleanup_free_ char *parent = xstrdup(dest);
   const char *name = base;

@@ -214,6 +214,56 @@ def test_here_documents(store, tmp_path):
     assert merged_file(store, rec, "/three").read_text() == "$NOT_EXPANDED\n"
 
 
+def tar_with(path, *members):
+    """A tar of (TarInfo fields, data) members."""
+    import io
+    with tarfile.open(path, "w") as t:
+        for fields, data in members:
+            info = tarfile.TarInfo(fields.pop("name"))
+            for k, v in fields.items():
+                setattr(info, k, v)
+            info.size = len(data) if data is not None else 0
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+
+
+def test_add_hostile_archives(store, tmp_path):
+    """ADD unpacks a local tar as safely as an image layer: no setuid bit,
+    no device, owners as --chown says, and nothing out of the destination
+    (no "..", no absolute name, nothing through a link)."""
+    ctx = context(tmp_path, "FROM scratch\nADD --chown=1000:1001 good.tar /in/\n")
+    tar_with(ctx / "good.tar", ({"name": "suid", "mode": 0o4755}, b"x"),
+             ({"name": "null", "type": tarfile.CHRTYPE, "devmajor": 1, "devminor": 3}, None),
+             ({"name": "dir/file"}, b"y"),
+             ({"name": "dir/again", "type": tarfile.LNKTYPE, "linkname": "dir/file"}, None))
+    p = template(store, "build", "-t", "add-ok", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "add-ok")
+    suid = merged_file(store, rec, "/in/suid")
+    assert suid.stat().st_mode & 0o7777 == 0o755 and suid.stat().st_uid == 1000
+    assert suid.stat().st_gid == 1001
+    assert merged_file(store, rec, "/in/null") is None
+    assert merged_file(store, rec, "/in/dir/file").read_bytes() == b"y"
+    again = merged_file(store, rec, "/in/dir/again")
+    assert again.read_bytes() == b"y"
+    assert again.stat().st_ino == merged_file(store, rec, "/in/dir/file").stat().st_ino
+    for members in [[({"name": "../escape"}, b"x")],
+                    [({"name": "/abs/escape"}, b"x")],
+                    [({"name": "link", "type": tarfile.SYMTYPE, "linkname": "/tmp"}, None),
+                     ({"name": "link/escape"}, b"x")],
+                    [({"name": "hard", "type": tarfile.LNKTYPE, "linkname": "../../x"}, None)],
+                    [({"name": "hard", "type": tarfile.LNKTYPE, "linkname": "/etc/passwd"}, None)],
+                    [({"name": "link", "type": tarfile.SYMTYPE, "linkname": "/etc"}, None),
+                     ({"name": "hard", "type": tarfile.LNKTYPE, "linkname": "link/passwd"}, None)]]:
+        ctx = context(tmp_path, "FROM scratch\nADD bad.tar /in/\n")
+        tar_with(ctx / "bad.tar", *members)
+        p = template(store, "build", "-t", "add-bad", str(ctx))
+        assert p.returncode == 2, (members, p.stderr)
+        assert "ADD" in p.stderr.strip().splitlines()[-1]
+        assert template(store, "inspect", "add-bad").returncode == 2
+        assert tmp_empty(store)
+    assert not os.path.exists("/tmp/escape")
+
+
 def test_steps_that_change_nothing(store, tmp_path):
     """Steps that change nothing make the same (empty) layer: it is stacked
     once, at its topmost place, since overlayfs refuses a lower twice."""
