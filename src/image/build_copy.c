@@ -111,27 +111,35 @@ static int make_room(int ddir, const char *name, bool for_dir) {
   return unlinkat(ddir, name, 0);
 }
 
-static int copy_data(int in, int ddir, const char *name, struct hutch_err *err) {
+/* The size seen when the file was counted, no more: a file that grows
+ * while it is copied cannot pass the cap. */
+static int copy_data(int in, int ddir, const char *name, off_t size, struct hutch_err *err) {
   _cleanup_close_ int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0)
     return hutch_err_set(err, errno, "create %s", name);
-  for (;;) {
-    ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+  off_t done = 0;
+  while (done < size) {
+    ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(size - done), 0);
     if (n == 0)
       return 0;
-    if (n > 0)
+    if (n > 0) {
+      done += n;
       continue;
+    }
     if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
       return hutch_err_set(err, errno, "copy %s", name);
     break;
   }
   static char buf[1 << 16];
-  ssize_t n;
-  while ((n = read(in, buf, sizeof buf)) != 0) {
+  while (done < size) {
+    ssize_t n = read(in, buf, size - done < (off_t)sizeof buf ? (size_t)(size - done) : sizeof buf);
     if (n < 0 && errno == EINTR)
       continue;
+    if (n == 0)
+      break;
     if (n < 0 || write_all(out, buf, (size_t)n) < 0)
       return hutch_err_set(err, errno, "copy %s", name);
+    done += n;
   }
   return 0;
 }
@@ -198,7 +206,7 @@ static int copy_entry(struct copier *c, int sdir, const char *name, const char *
   _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (in < 0)
     return hutch_err_set(err, errno, "open %s", rel);
-  if (count(c, (uint64_t)st.st_size, err) < 0 || copy_data(in, ddir, name, err) < 0)
+  if (count(c, (uint64_t)st.st_size, err) < 0 || copy_data(in, ddir, name, st.st_size, err) < 0)
     return -1;
   return set_attrs(c, ddir, name, &st, err);
 }
@@ -334,7 +342,7 @@ static int copy_file_at(struct copier *c, int in, const char *path, const struct
                         int ddir, const char *name, struct hutch_err *err) {
   if (make_room(ddir, name, false) < 0)
     return hutch_err_set(err, errno, "replace %s", name);
-  if (count(c, (uint64_t)st->st_size, err) < 0 || copy_data(in, ddir, name, err) < 0)
+  if (count(c, (uint64_t)st->st_size, err) < 0 || copy_data(in, ddir, name, st->st_size, err) < 0)
     return hutch_err_wrap(err, "%s", path);
   return set_attrs(c, ddir, name, st, err);
 }
