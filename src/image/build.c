@@ -394,6 +394,7 @@ static int build(struct build *b, const struct build_opts *o, struct hutch_err *
     return hutch_err_invalid(err, "--egress-permit lifts the deny floor of --allow-out: give both");
   if (o->allow_out && build_egress_policy(b, o->allow_out, o->permit, err) < 0)
     return -1;
+  b->network = o->allow_out ? o->allow_out : "";
   b->context_fd = open(o->context, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (b->context_fd < 0)
     return hutch_err_invalid(err, "context %s: %s", o->context, strerror(errno));

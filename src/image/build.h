@@ -44,6 +44,7 @@ struct build {
   bool insecure;            /* --insecure: FROM may pull over http from loopback */
   uint64_t memory_bytes, disk_bytes, timeout_ms;
   struct egress *egress;    /* --allow-out: RUN steps' proxy; NULL: no network */
+  const char *network;      /* what RUN steps may reach, for their cache key: "" for none */
   struct stage *stages;
   size_t nstages;
   size_t step, nsteps;      /* for progress */

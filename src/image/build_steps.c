@@ -131,8 +131,10 @@ static json_t *instr_argv(const struct df_instr *in) {
 
 static int run_cached(struct build *b, struct stage *st, json_t *argv, const char *text,
                       struct step_result *res, struct hutch_err *err) {
+  /* What the step could reach is part of what it did. */
+  _cleanup_free_ char *keyed = xasprintf("%s allow-out=%s", text, b->network);
   struct stage probe = *st;
-  build_chain(&probe, text, "");
+  build_chain(&probe, keyed, "");
   if (!b->no_cache && cache_get(b, probe.chain, res->hex)) {
     res->cached = true;
     res->bytes = layer_size(b, res->hex);
