@@ -128,6 +128,7 @@ struct copy_req {
   json_t *srcs;          /* strings, substituted */
   const char *dest;      /* absolute, substituted */
   const char *chown;     /* as written after substitution, or NULL */
+  int chmod;             /* --chmod's mode, or -1 */
   const struct stage *from; /* NULL: the context */
   bool add;              /* ADD: a local tar archive is unpacked */
 };
@@ -143,6 +144,7 @@ struct copier {
   bool chown;
   uid_t uid;
   gid_t gid;
+  int chmod;          /* --chmod: the mode of every file and directory copied; -1: theirs */
   int dst_root;       /* the new layer's root */
   uint64_t bytes, files;
 };

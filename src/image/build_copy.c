@@ -78,8 +78,9 @@ static int set_attrs(const struct copier *c, int ddir, const char *name, const s
   if (gid >= HUTCH_ID_RANGE)
     gid = HUTCH_ID_RANGE;
   struct timespec ts[2] = {{st->st_mtime, 0}, {st->st_mtime, 0}};
+  mode_t mode = c->chmod >= 0 ? (mode_t)c->chmod : st->st_mode & 01777;
   if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-      (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, st->st_mode & 01777, 0) < 0) ||
+      (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, mode, 0) < 0) ||
       utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
   return 0;
@@ -307,7 +308,7 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
     bool hardlink = archive_entry_hardlink(e) != NULL; /* its target checked as a name is */
     if (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK && !hardlink)
       continue;
-    archive_entry_set_perm(e, archive_entry_perm(e) & 01777);
+    archive_entry_set_perm(e, c->chmod >= 0 ? (mode_t)c->chmod : archive_entry_perm(e) & 01777);
     archive_entry_set_uid(e, c->chown ? c->uid : 0);
     archive_entry_set_gid(e, c->chown ? c->gid : 0);
     if (count(c, (uint64_t)archive_entry_size(e), err) < 0) {
@@ -527,7 +528,7 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
 int build_copy(struct build *b, const struct stage *st, const struct copy_req *req,
                struct step_result *res, struct hutch_err *err) {
   struct copier c = {.b = b, .src_root = b->context_fd, .from_context = !req->from,
-                     .add = req->add, .dst_root = -1};
+                     .add = req->add, .dst_root = -1, .chmod = req->chmod};
   if (req->chown && build_chown(b, st, req->chown, &c.uid, &c.gid, err) < 0)
     return -1;
   c.chown = req->chown != NULL;
@@ -536,7 +537,7 @@ int build_copy(struct build *b, const struct stage *st, const struct copy_req *r
 
 int build_mkdir_layer(struct build *b, const char *path, struct step_result *res,
                       struct hutch_err *err) {
-  struct copy_req req = {.dest = path};
-  struct copier c = {.b = b, .dst_root = -1};
+  struct copy_req req = {.dest = path, .chmod = -1};
+  struct copier c = {.b = b, .dst_root = -1, .chmod = -1};
   return make_layer(&c, &req, res, err);
 }

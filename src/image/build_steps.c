@@ -205,18 +205,28 @@ static int copy_words(struct build *b, struct stage *st, const struct df_instr *
     return -1;
   if (json_array_size(words) < 2)
     return hutch_err_invalid(err, "%s needs a source and a destination", df_kind_name(in->kind));
-  if (df_flag(in, "chmod"))
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported", "--chmod is not supported");
+  /* Octal, as Docker takes it; setuid and setgid bits are none of a layer's. */
+  int perm = -1;
+  const char *mode = df_flag(in, "chmod");
+  if (mode) {
+    char *end;
+    long m = strtol(mode, &end, 8);
+    if (!*mode || *end || m < 0 || m > 07777)
+      return hutch_err_invalid(err, "--chmod=%s: expected an octal mode such as 755", mode);
+    perm = (int)(m & 01777);
+  }
   size_t n = json_array_size(words);
   _cleanup_free_ char *dest = build_image_path(st, json_string_value(json_array_get(words, n - 1)));
   json_array_remove(words, n - 1);
   struct copy_req req = {.srcs = words, .dest = dest, .chown = chown, .from = from,
-                         .add = in->kind == DF_ADD};
+                         .add = in->kind == DF_ADD, .chmod = perm};
   if (layer_count_ok(st, err) < 0 || build_copy(b, st, &req, res, err) < 0)
     return -1;
   _cleanup_free_ char *srcs = json_dumps(words, JSON_COMPACT);
-  _cleanup_free_ char *text = xasprintf("%s chown=%s from=%s %s %s", df_kind_name(in->kind),
-                                        chown ? chown : "", from ? from->chain : "", srcs, dest);
+  _cleanup_free_ char *text = xasprintf("%s chown=%s chmod=%o from=%s %s %s",
+                                        df_kind_name(in->kind), chown ? chown : "",
+                                        perm < 0 ? 0u : (unsigned)perm, from ? from->chain : "",
+                                        srcs, dest);
   build_add_layer(st, res->hex);
   build_chain(st, text, res->hex);
   return 0;

@@ -60,6 +60,7 @@ FULL = BASE + """ENV GREETING=hi NAME="the world"
 WORKDIR /app
 COPY --chown=1000:1000 data/ ./data/
 COPY ["data/keep.txt", "/plain/"]
+COPY --chmod=4700 data/keep.txt /private/keep.txt
 RUN echo "$GREETING $NAME" > out.txt && touch /app/made-by-run
 LABEL org.example.kind=test "two words"=yes
 EXPOSE 8080 53/udp
@@ -118,7 +119,7 @@ def test_build_full(store, tmp_path, which):
     steps = [e for e in events if e["event"] == "step"]
     assert [e["step"] for e in steps] == list(range(1, len(steps) + 1))
     assert all(e["steps"] == len(steps) for e in steps)
-    assert steps[3]["instruction"].startswith("ENV GREETING=hi")
+    assert steps[3]["instruction"].startswith("ENV GREETING=hi")  # (COPY --chmod: setuid dropped)
     done = [e for e in events if e["event"] == "step_done"]
     assert len(done) == len(steps)
     assert all(isinstance(e["cached"], bool) and e["bytes"] >= 0 and e["seconds"] >= 0 for e in done)
@@ -137,6 +138,7 @@ def test_build_full(store, tmp_path, which):
     assert keep.read_text() == "kept\n"
     assert (keep.stat().st_uid, keep.stat().st_gid) == (1000, 1000)
     assert merged_file(store, rec, "/plain/keep.txt").stat().st_uid == 0
+    assert merged_file(store, rec, "/private/keep.txt").stat().st_mode & 0o7777 == 0o700
     assert merged_file(store, rec, "/app/data/skip.log") is None
     assert merged_file(store, rec, "/app/data/deep/x.log") is None
     assert merged_file(store, rec, "/app/data/tmp/junk") is None
