@@ -86,6 +86,17 @@ int build_arg(struct build *b, json_t *scope, const struct df_instr *in, json_t 
   return r;
 }
 
+/* A port number (1..65535) at s: where it ends, or NULL. */
+static const char *port_number(const char *s, uint64_t *out) {
+  size_t dl = strspn(s, "0123456789");
+  char num[8];
+  if (dl == 0 || dl >= sizeof num)
+    return NULL;
+  memcpy(num, s, dl);
+  num[dl] = '\0';
+  return parse_u64(num, out) && *out >= 1 && *out <= 65535 ? s + dl : NULL;
+}
+
 static int expose(struct build *b, struct stage *st, const struct df_instr *in,
                   struct hutch_err *err) {
   json_t *vars = build_vars(st);
@@ -99,18 +110,23 @@ static int expose(struct build *b, struct stage *st, const struct df_instr *in,
   int r = 0;
   json_array_foreach(words, i, w) {
     const char *s = json_string_value(w);
-    size_t dl = strspn(s, "0123456789");
-    const char *proto = s[dl] == '/' ? s + dl + 1 : s[dl] ? NULL : "tcp";
-    char num[8];
-    uint64_t port = 0;
-    if (dl && dl < sizeof num)
-      memcpy(num, s, dl), num[dl] = '\0', parse_u64(num, &port);
-    if (!proto || port == 0 || port > 65535 ||
+    uint64_t port = 0, last = 0;
+    const char *at = port_number(s, &port), *proto = "tcp";
+    if (at && *at == '-')
+      at = port_number(at + 1, &last);
+    else
+      last = port;
+    if (at && *at == '/')
+      proto = at + 1;
+    else if (at && *at)
+      at = NULL;
+    if (!at || port == 0 || last < port ||
         (strcmp(proto, "tcp") && strcmp(proto, "udp") && strcmp(proto, "sctp"))) {
-      r = hutch_err_invalid(err, "EXPOSE %s: expected PORT or PORT/tcp|udp|sctp", s);
+      r = hutch_err_invalid(err, "EXPOSE %s: expected PORT[-PORT][/tcp|udp|sctp]", s);
       break;
     }
-    _cleanup_free_ char *p = xasprintf("%u/%s", (unsigned)port, proto);
+    _cleanup_free_ char *p = last == port ? xasprintf("%u/%s", (unsigned)port, proto)
+                                          : xasprintf("%u-%u/%s", (unsigned)port, (unsigned)last, proto);
     bool have = false;
     size_t k;
     json_t *e;

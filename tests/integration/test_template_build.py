@@ -63,7 +63,7 @@ COPY ["data/keep.txt", "/plain/"]
 COPY --chmod=4700 data/keep.txt /private/keep.txt
 RUN echo "$GREETING $NAME" > out.txt && touch /app/made-by-run
 LABEL org.example.kind=test "two words"=yes
-EXPOSE 8080 53/udp
+EXPOSE 8080 53/udp 7000-7002
 
 FROM base
 ARG V=1
@@ -132,7 +132,7 @@ def test_build_full(store, tmp_path, which):
     assert cfg["workdir"] == "/app" and cfg["user"] == "1000"
     assert cfg["entrypoint"] == ["/bin/sh", "-c"] and cfg["cmd"] == ["echo hello"]
     assert cfg["labels"] == {"org.example.kind": "test", "two words": "yes"}
-    assert cfg["exposed_ports"] == ["8080/tcp", "53/udp"]
+    assert cfg["exposed_ports"] == ["8080/tcp", "53/udp", "7000-7002/tcp"]
 
     keep = merged_file(store, rec, "/app/data/keep.txt")
     assert keep.read_text() == "kept\n"
@@ -344,6 +344,8 @@ def test_context_symlink_escaping(store, tmp_path):
     ("FROM scratch\nCOPY --mode=1 a b\n", 2, "line 2: COPY does not take --mode"),
     ("FROM no-such-template\n", 2, "FROM no-such-template: no template"),
     ("FROM scratch\nCOPY missing /x\n", 2, "missing: no such file"),
+    ("FROM scratch\nEXPOSE 70000\n", 2, "EXPOSE 70000: expected PORT"),
+    ("FROM scratch\nEXPOSE 9-8/tcp\n", 2, "EXPOSE 9-8/tcp: expected PORT"),
     ("FROM scratch\nADD https://example.com/x /x\n", 2, "URLs are not supported"),
     ("FROM scratch\nCOPY --from=nope busybox /x\n", 2, "COPY --from: FROM nope: no template"),
     ("FROM scratch\nRUN true\n", 3, "step 2/2 (line 2, RUN)"),
