@@ -370,12 +370,15 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
 }
 
 static int read_dockerfile(struct build *b, const struct build_opts *o, struct hutch_err *err) {
-  _cleanup_close_ int fd = o->file ? open(o->file, O_RDONLY | O_CLOEXEC)
-                                   : openat(b->context_fd, "Dockerfile", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  /* "-f -": from stdin, as docker build takes it (read to its end, capped). */
+  bool in = o->file && strcmp(o->file, "-") == 0;
+  _cleanup_close_ int fd = in ? dup(0)
+                           : o->file ? open(o->file, O_RDONLY | O_CLOEXEC)
+                                     : openat(b->context_fd, "Dockerfile", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return hutch_err_invalid(err, "%s: %s", o->file ? o->file : "CONTEXT/Dockerfile", strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+  if (fstat(fd, &st) < 0 || (!in && !S_ISREG(st.st_mode)))
     return hutch_err_invalid(err, "%s: not a regular file", o->file ? o->file : "Dockerfile");
   _cleanup_free_ char *text = xmalloc(DF_MAX_BYTES + 1);
   ssize_t n = read_all(fd, text, DF_MAX_BYTES + 1);

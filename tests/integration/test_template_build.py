@@ -266,6 +266,15 @@ def test_add_hostile_archives(store, tmp_path):
     assert not os.path.exists("/tmp/escape")
 
 
+def test_dockerfile_from_stdin(store, tmp_path):
+    ctx = context(tmp_path, "FROM scratch\nCOPY nothing-here /x\n")
+    p = subprocess.run([str(BUILD / "hutch-template"), "--state-dir", str(store), "build", "-f", "-",
+                        "-t", "stdin", str(ctx)], input="FROM scratch\nCOPY busybox /bb\n",
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert merged_file(store, record(store, "stdin"), "/bb").exists()
+
+
 def test_steps_that_change_nothing(store, tmp_path):
     """Steps that change nothing make the same (empty) layer: it is stacked
     once, at its topmost place, since overlayfs refuses a lower twice."""
