@@ -58,9 +58,11 @@ static int check(const struct bootstrap *o, struct hutch_err *err) {
   if (!hutch_images_name_ok(o->name))
     return hutch_err_invalid(err, "%s: a template name is 1-128 of a-z 0-9 . _ - (and /)", o->name);
   if (!word_ok(o->suite, "-"))
-    return hutch_err_invalid(err, "--suite %s: expected a Debian suite (bookworm, trixie, ...)", o->suite);
+    return hutch_err_invalid(err, "--suite %s: expected a Debian suite (bookworm, trixie, ...)",
+                             o->suite);
   if (!v)
-    return hutch_err_invalid(err, "--variant %s: expected one of mmdebstrap's variants (minbase, apt, ...)", o->variant);
+    return hutch_err_invalid(err, "--variant %s: expected one of mmdebstrap's variants "
+                                  "(minbase, apt, ...)", o->variant);
   if (strncmp(o->mirror, "http://", 7) != 0 && strncmp(o->mirror, "https://", 8) != 0)
     return hutch_err_invalid(err, "--mirror %s: expected an http:// or https:// URL", o->mirror);
   for (const char *p = o->mirror; *p; p++)
@@ -111,7 +113,8 @@ static int parse(struct image_ctx *ctx, struct bootstrap *o, int argc, char **ar
 /* mmdebstrap's output lines as "log" events. */
 static void log_lines(struct image_ctx *ctx, char *buf, size_t *have, bool flush) {
   char *start = buf, *nl;
-  while ((nl = memchr(start, '\n', *have - (size_t)(start - buf))) || (flush && start < buf + *have)) {
+  while ((nl = memchr(start, '\n', *have - (size_t)(start - buf))) ||
+         (flush && start < buf + *have)) {
     char *end = nl ? nl : buf + *have;
     _cleanup_free_ char *line = xasprintf("%.*s", (int)(end - start), start);
     image_progress(ctx, json_pack("{s:s,s:o,s:s}", "event", "log", "line", hutch_json_text(line),

@@ -346,7 +346,8 @@ static json_t *final_config(const struct stage *st) {
   json_t *env = json_array();
   const char *k;
   json_t *v;
-  json_object_foreach(st->env, k, v) json_array_append_new(env, json_sprintf("%s=%s", k, json_string_value(v)));
+  json_object_foreach(st->env, k, v)
+      json_array_append_new(env, json_sprintf("%s=%s", k, json_string_value(v)));
   json_object_set_new(cfg, "env", env);
   const char *wd = json_string_value(json_object_get(cfg, "workdir"));
   if (!wd || !wd[0])
@@ -374,9 +375,11 @@ static int read_dockerfile(struct build *b, const struct build_opts *o, struct h
   bool in = o->file && strcmp(o->file, "-") == 0;
   _cleanup_close_ int fd = in ? dup(0)
                            : o->file ? open(o->file, O_RDONLY | O_CLOEXEC)
-                                     : openat(b->context_fd, "Dockerfile", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                                     : openat(b->context_fd, "Dockerfile",
+                                              O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return hutch_err_invalid(err, "%s: %s", o->file ? o->file : "CONTEXT/Dockerfile", strerror(errno));
+    return hutch_err_invalid(err, "%s: %s", o->file ? o->file : "CONTEXT/Dockerfile",
+                             strerror(errno));
   struct stat st;
   if (fstat(fd, &st) < 0 || (!in && !S_ISREG(st.st_mode)))
     return hutch_err_invalid(err, "%s: not a regular file", o->file ? o->file : "Dockerfile");

@@ -115,7 +115,8 @@ static int make_room(int ddir, const char *name, bool for_dir) {
 /* The size seen when the file was counted, no more: a file that grows
  * while it is copied cannot pass the cap. */
 static int copy_data(int in, int ddir, const char *name, off_t size, struct hutch_err *err) {
-  _cleanup_close_ int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  _cleanup_close_ int out =
+      openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0)
     return hutch_err_set(err, errno, "create %s", name);
   off_t done = 0;
@@ -398,7 +399,8 @@ static char *clean_source(const char *s, struct hutch_err *err) {
       char *slash = strrchr(out, '/');
       if (!*out) {
         free(out);
-        hutch_err_fail(err, HUTCH_ERR_INVALID, "context_escape", "%s: outside the build context", s);
+        hutch_err_fail(err, HUTCH_ERR_INVALID, "context_escape", "%s: outside the build context",
+                       s);
         return NULL;
       }
       *(slash ? slash : out) = '\0';
@@ -484,9 +486,11 @@ static int zero_dir_times(int dirfd, int depth, struct hutch_err *err) {
   while (r == 0 && (e = readdir(d))) {
     if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
-    _cleanup_close_ int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int sub =
+        openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct timespec ts[2] = {{0, 0}, {0, 0}};
-    r = sub < 0 ? hutch_err_set(err, errno, "open %s", e->d_name) : zero_dir_times(sub, depth + 1, err);
+    r = sub < 0 ? hutch_err_set(err, errno, "open %s", e->d_name)
+                : zero_dir_times(sub, depth + 1, err);
     if (r == 0 && utimensat(dirfd, e->d_name, ts, AT_SYMLINK_NOFOLLOW) < 0)
       r = hutch_err_set(err, errno, "time of %s", e->d_name);
   }

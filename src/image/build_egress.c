@@ -66,7 +66,8 @@ int build_egress_policy(struct build *b, const char *allow, const char *permit,
   if (r < 0)
     return hutch_err_invalid(err, "--allow-out: %s", why);
   _cleanup_free_ char *pcopy = permit ? xstrdup(permit) : NULL;
-  for (char *save, *p = pcopy ? strtok_r(pcopy, ",", &save) : NULL; p; p = strtok_r(NULL, ",", &save))
+  char *save = NULL;
+  for (char *p = pcopy ? strtok_r(pcopy, ",", &save) : NULL; p; p = strtok_r(NULL, ",", &save))
     if (netpolicy_floor_add(&b->egress->floor, true, p, why, sizeof why) < 0)
       return hutch_err_invalid(err, "--egress-permit: %s", why);
   return 0;
@@ -233,7 +234,8 @@ static void serve(struct egress *e, int fd) {
   uint16_t port;
   char *method_end, *path;
   if (!parse_target(head, host, &port, &method_end, &path)) {
-    answer(fd, 400, "Bad Request", "hutch build proxy: expected CONNECT host:port or an http:// URL");
+    answer(fd, 400, "Bad Request",
+           "hutch build proxy: expected CONNECT host:port or an http:// URL");
     return;
   }
   enum np_match m = netpolicy_check_host(&e->policy, host, port);
@@ -280,7 +282,8 @@ static void *accept_main(void *arg) {
     pthread_mutex_lock(&e->mu);
     struct conn *c = xmalloc(sizeof *c);
     *c = (struct conn){e, fd};
-    if (e->nconns == EGRESS_MAX_CONNS || pthread_create(&e->conns[e->nconns], NULL, conn_main, c) != 0) {
+    if (e->nconns == EGRESS_MAX_CONNS ||
+        pthread_create(&e->conns[e->nconns], NULL, conn_main, c) != 0) {
       close(fd);
       free(c);
     } else {

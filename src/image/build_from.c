@@ -113,10 +113,13 @@ int stage_lookup(struct build *b, const struct stage *st, const char *path, char
   const char *base = slash ? slash + 1 : path;
   _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
   for (size_t i = json_array_size(st->layers); i-- > 0;) {
-    _cleanup_free_ char *root = xasprintf("layers/%s", json_string_value(json_array_get(st->layers, i)));
+    _cleanup_free_ char *root =
+        xasprintf("layers/%s", json_string_value(json_array_get(st->layers, i)));
     _cleanup_close_ int rfd = openat(b->ctx->store.dirfd, root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    struct open_how how = {
+        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
     _cleanup_close_ int fd = rfd < 0 ? -1 : (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
     if (fd < 0 && rfd >= 0 && errno != ENOENT)
       return -1; /* a parent that is a whiteout, a file or a link hides it */

@@ -125,8 +125,9 @@ static int expose(struct build *b, struct stage *st, const struct df_instr *in,
       r = hutch_err_invalid(err, "EXPOSE %s: expected PORT[-PORT][/tcp|udp|sctp]", s);
       break;
     }
-    _cleanup_free_ char *p = last == port ? xasprintf("%u/%s", (unsigned)port, proto)
-                                          : xasprintf("%u-%u/%s", (unsigned)port, (unsigned)last, proto);
+    _cleanup_free_ char *p =
+        last == port ? xasprintf("%u/%s", (unsigned)port, proto)
+                     : xasprintf("%u-%u/%s", (unsigned)port, (unsigned)last, proto);
     bool have = false;
     size_t k;
     json_t *e;

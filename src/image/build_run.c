@@ -159,7 +159,8 @@ static int run_exec(struct build *b, int conn_fd, const char *req, size_t len,
 }
 
 /* A verdict other than ok as the step's one-line error. */
-static int step_failed(const struct build *b, const struct hutch_verdict *v, struct hutch_err *err) {
+static int step_failed(const struct build *b, const struct hutch_verdict *v,
+                       struct hutch_err *err) {
   switch (v->status) {
   case HUTCH_ST_NONZERO:
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed",
@@ -268,9 +269,10 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   size_t nlayers = json_array_size(st->layers);
   char *rootfs = xasprintf("%s/skel", b->ctx->store.dir);
   char **layers = xcalloc(nlayers + 1, sizeof(char *));
-  for (size_t i = 0; i < nlayers; i++)
-    layers[i] = hutch_images_layer_path(&b->ctx->store,
-                                        json_string_value(json_array_get(st->layers, nlayers - 1 - i)));
+  for (size_t i = 0; i < nlayers; i++) {
+    const char *hex = json_string_value(json_array_get(st->layers, nlayers - 1 - i));
+    layers[i] = hutch_images_layer_path(&b->ctx->store, hex);
+  }
   int r;
   _cleanup_free_ char *state_dir = build_state_dir(b);
   struct hutch_sandbox_config cfg = {

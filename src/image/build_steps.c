@@ -173,7 +173,8 @@ int step_run(struct build *b, struct stage *st, const struct df_instr *in,
 
 char *build_image_path(const struct stage *st, const char *p) {
   const char *wd = json_string_value(json_object_get(st->config, "workdir"));
-  _cleanup_free_ char *joined = p[0] == '/' ? xstrdup(p) : xasprintf("%s/%s", wd && wd[0] ? wd : "", p);
+  _cleanup_free_ char *joined =
+      p[0] == '/' ? xstrdup(p) : xasprintf("%s/%s", wd && wd[0] ? wd : "", p);
   char *out = xstrdup("/");
   for (const char *s = joined; *s;) {
     size_t n = strcspn(s, "/");

@@ -358,7 +358,8 @@ static bool takes_flag(const char *flags, const char *name, size_t n) {
   return false;
 }
 
-static int parse_flags(struct parser *p, struct df_instr *in, const char *flags, const char **rest) {
+static int parse_flags(struct parser *p, struct df_instr *in, const char *flags,
+                       const char **rest) {
   const char *r = *rest;
   while (r[0] == '-' && r[1] == '-') {
     size_t tok = strcspn(r, " \t");
@@ -417,7 +418,8 @@ static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr
   size_t kl = strcspn(s, " \t");
   in->line = lineno;
   size_t k = 0;
-  while (k < ARRAY_SIZE(kinds) && !(strlen(kinds[k].name) == kl && strncasecmp(kinds[k].name, s, kl) == 0))
+  while (k < ARRAY_SIZE(kinds) &&
+         !(strlen(kinds[k].name) == kl && strncasecmp(kinds[k].name, s, kl) == 0))
     k++;
   if (k == ARRAY_SIZE(kinds)) {
     for (size_t u = 0; u < ARRAY_SIZE(unsupported); u++)
@@ -440,7 +442,8 @@ static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr
   if (kinds[k].json && json_form(in, in->rest))
     return 0;
   if (in->kind == DF_SHELL)
-    return hutch_err_invalid(p->err, "line %d: SHELL takes a JSON array, e.g. [\"/bin/sh\", \"-c\"]",
+    return hutch_err_invalid(p->err,
+                             "line %d: SHELL takes a JSON array, e.g. [\"/bin/sh\", \"-c\"]",
                              lineno);
   if (!in->rest[0])
     return hutch_err_invalid(p->err, "line %d: %s needs arguments", lineno, kinds[k].name);
@@ -529,7 +532,8 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile *df, struct
     if (r == 0 && in->kind == DF_RUN && !in->json && strstr(in->rest, "<<"))
       r = heredocs(&p, in);
     if (r == 0 && !seen_from && in->kind != DF_FROM && in->kind != DF_ARG)
-      r = hutch_err_invalid(err, "line %d: %s before the first FROM", start, df_kind_name(in->kind));
+      r = hutch_err_invalid(err, "line %d: %s before the first FROM", start,
+                            df_kind_name(in->kind));
     if (r < 0) {
       dockerfile_free(df);
       return -1;

@@ -41,7 +41,8 @@ def base(state_dir):
 
 def test_record(base, state_dir):
     assert base["source"] == "bootstrap" and len(base["layers"]) == 1
-    assert base["config"]["env"] == ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+    path = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert base["config"]["env"] == [path]
     assert base["config"]["workdir"] == "/" and base["config"]["cmd"] == ["bash"]
     layer = state_dir / "images" / "layers" / base["layers"][0]
     assert (layer / "usr" / "bin" / "python3").exists()

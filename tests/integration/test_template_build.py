@@ -122,7 +122,8 @@ def test_build_full(store, tmp_path, which):
     assert steps[3]["instruction"].startswith("ENV GREETING=hi")  # (COPY --chmod: setuid dropped)
     done = [e for e in events if e["event"] == "step_done"]
     assert len(done) == len(steps)
-    assert all(isinstance(e["cached"], bool) and e["bytes"] >= 0 and e["seconds"] >= 0 for e in done)
+    assert all(isinstance(e["cached"], bool) and e["bytes"] >= 0 and e["seconds"] >= 0
+               for e in done)
     assert events[-1]["event"] == "done" and events[-1]["name"] == name
 
     rec = record(store, name)
@@ -151,7 +152,8 @@ def test_build_full(store, tmp_path, which):
 
 
 def test_cache_and_no_cache(store, tmp_path):
-    ctx = context(tmp_path, BASE + "RUN echo one > /one\nCOPY data.txt /copy\nRUN echo two > /two\n",
+    ctx = context(tmp_path,
+                  BASE + "RUN echo one > /one\nCOPY data.txt /copy\nRUN echo two > /two\n",
                   {"data.txt": "first\n"})
     p, first = ndjson(store, "build", "-t", "cached", str(ctx))
     assert p.returncode == 0, p.stderr
@@ -180,7 +182,8 @@ def test_cache_and_no_cache(store, tmp_path):
 
 def test_copy_from_a_template(store, tmp_path):
     """COPY --from names a template of the store as well as a stage."""
-    p = template(store, "build", "-t", "donor", str(context(tmp_path, BASE + "RUN echo gift > /gift\n")))
+    donor = context(tmp_path, BASE + "RUN echo gift > /gift\n")
+    p = template(store, "build", "-t", "donor", str(donor))
     assert p.returncode == 0, p.stderr
     p = template(store, "build", "-t", "receiver",
                  str(context(tmp_path, "FROM scratch\nCOPY --from=donor /gift /bin/busybox /x/\n")))
@@ -268,8 +271,8 @@ def test_add_hostile_archives(store, tmp_path):
 
 def test_dockerfile_from_stdin(store, tmp_path):
     ctx = context(tmp_path, "FROM scratch\nCOPY nothing-here /x\n")
-    p = subprocess.run([str(BUILD / "hutch-template"), "--state-dir", str(store), "build", "-f", "-",
-                        "-t", "stdin", str(ctx)], input="FROM scratch\nCOPY busybox /bb\n",
+    p = subprocess.run([str(BUILD / "hutch-template"), "--state-dir", str(store), "build",
+                        "-f", "-", "-t", "stdin", str(ctx)], input="FROM scratch\nCOPY busybox /bb\n",
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert merged_file(store, record(store, "stdin"), "/bb").exists()
@@ -336,7 +339,8 @@ def test_context_symlink_escaping(store, tmp_path):
         p = template(store, "build", "-t", "escape", str(ctx))
         assert p.returncode == 2, p.stderr
         assert "leads out" in p.stderr.strip().splitlines()[-1]
-    p = template(store, "build", "-t", "escape", str(context(tmp_path, "FROM scratch\nCOPY ../x /x\n")))
+    outside = context(tmp_path, "FROM scratch\nCOPY ../x /x\n")
+    p = template(store, "build", "-t", "escape", str(outside))
     assert p.returncode == 2 and "outside the build context" in p.stderr
     # A link that stays inside is copied as a link.
     ctx = context(tmp_path, "FROM scratch\nCOPY . /x/\n")
