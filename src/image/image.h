@@ -48,5 +48,7 @@ int cmd_export(struct image_ctx *ctx, int argc, char **argv);
 int cmd_ls(struct image_ctx *ctx, int argc, char **argv);
 int cmd_inspect(struct image_ctx *ctx, int argc, char **argv);
 int cmd_rm(struct image_ctx *ctx, int argc, char **argv);
+/* context.c: unpack build-context tars into a directory (hutch serve's builds). */
+int cmd_context(struct image_ctx *ctx, int argc, char **argv);
 
 #endif

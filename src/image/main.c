@@ -19,7 +19,8 @@ static const char usage[] =
     "  ls [--json]                     the templates\n"
     "  inspect NAME                    a template's record, as JSON\n"
     "  rm NAME                         remove a template (its layers when unused)\n"
-    "  export NAME FILE                write an OCI archive\n";
+    "  export NAME FILE                write an OCI archive\n"
+    "  context TAR... DIR              unpack build-context tars into DIR\n";
 
 static const struct verb {
   const char *name;
@@ -27,7 +28,7 @@ static const struct verb {
 } verbs[] = {
     {"import", cmd_import}, {"pull", cmd_pull}, {"bootstrap", cmd_bootstrap},
     {"build", cmd_build},   {"ls", cmd_ls},     {"inspect", cmd_inspect},
-    {"rm", cmd_rm},         {"export", cmd_export},
+    {"rm", cmd_rm},         {"export", cmd_export}, {"context", cmd_context},
 };
 
 int main(int argc, char **argv) {

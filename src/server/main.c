@@ -12,6 +12,7 @@
 #include "hostlimits.h"
 #include "util.h"
 #include "core/sbx.h"
+#include "core/templates.h"
 #include "routes.h"
 #include "e2b/e2b.h"
 
@@ -256,6 +257,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   srv->stopping = true;
   uv_close((uv_handle_t *)&srv->reaper, NULL);
   pool_destroy_all(srv);
+  templates_stop(srv);
   if (signum == SIGINT) {
     fprintf(stderr, "hutch serve: stopping: destroying %u sandboxes\n", srv->nsandboxes);
     sbx_destroy_all(srv);

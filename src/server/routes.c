@@ -117,6 +117,15 @@ static const struct route native[] = {
     {HTTP_POST, "/v1/sandboxes/{id}/files/mkdir", TENANT, "file.mkdir", api_files_mkdir},
     {HTTP_POST, "/v1/sandboxes/{id}/files/move", TENANT, "file.move", api_files_move},
     {HTTP_GET, "/v1/sandboxes/{id}/files/watch", TENANT, NULL, api_files_watch},
+    {HTTP_GET, "/v1/templates", TENANT, NULL, api_templates_list},
+    {HTTP_POST, "/v1/templates", TENANT, "template.create", api_templates_create},
+    {HTTP_POST, "/v1/templates/import", TENANT, "template.import", api_templates_import, true},
+    {HTTP_POST, "/v1/templates/contexts", TENANT, "template.context", api_templates_context,
+     true},
+    {HTTP_GET, "/v1/templates/jobs/{id}", TENANT, NULL, api_templates_job},
+    {HTTP_DELETE, "/v1/templates/jobs/{id}", TENANT, "template.cancel", api_templates_job_cancel},
+    {HTTP_GET, "/v1/templates/{name}", TENANT, NULL, api_templates_get},
+    {HTTP_DELETE, "/v1/templates/{name}", TENANT, "template.delete", api_templates_delete},
 };
 
 /* E2B's REST API (its spec/openapi.yml), by X-API-Key as the native one. */

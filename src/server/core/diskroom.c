@@ -2,7 +2,7 @@
  * images (allocated in full) and snapshots' copies. Two bounds, checked
  * before anything is written (docs/security.md, "Resources"):
  *
- *  - each tenant's volumes and snapshots together hold at most its
+ *  - each tenant's volumes, snapshots and templates together hold at most its
  *    max_disk_mb (POST /v1/keys), else --tenant-disk-mb (default: a quarter
  *    of the state filesystem's size), so one tenant cannot take the disk
  *    from the others: 429 quota_exceeded;
@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 
 #include "core/server.h"
+#include "core/templates.h"
 #include "core/volumes.h"
 #include "state/store.h"
 
@@ -59,14 +60,14 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
       store_volume_each(srv->store, p->tenant, add_volume, &used, &e) < 0 ||
       store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &e) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
-  used += volumes_pending_bytes(srv, p->tenant);
+  used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant);
   uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
   if (q.max_disk_mb >= 0)
     quota = (uint64_t)q.max_disk_mb << 20;
   if (used + bytes > quota)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "tenant %s may keep at most %llu MiB of volumes and "
-                          "snapshots (%llu in use, "
+                          "tenant %s may keep at most %llu MiB of volumes, "
+                          "snapshots and templates (%llu in use, "
                           "%llu more asked)",
                           p->tenant, (unsigned long long)(quota >> 20),
                           (unsigned long long)(used >> 20),

@@ -22,6 +22,7 @@
 #include "core/metrics.h"
 #include "core/pool.h"
 #include "core/snapshots.h"
+#include "core/templates.h"
 #include "state/seal.h"
 #include "state/store.h"
 
@@ -262,6 +263,7 @@ void server_free(struct server *srv) {
   uv_loop_close(srv->loop);
   free(srv->loop);
   pool_free(srv);
+  templates_free(srv);
   for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);

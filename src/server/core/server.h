@@ -129,6 +129,7 @@ struct server {
   uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
   bool checkpointing;
   struct creating *creating; /* sandboxes being made (core/sandboxes.c) */
+  struct templates *templates; /* the template store and jobs (core/templates.c) */
   struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
   bool stopping;
