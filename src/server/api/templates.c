@@ -184,8 +184,10 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
       goto out;
     }
     if (ctx_id)
-      spec.context_tar = ctx_path = tplfiles_path(c->srv, p->tenant, ctx_id);
+      ctx_path = tplfiles_path(c->srv, p->tenant, ctx_id);
   }
+  char *contexts[] = {ctx_path, NULL};
+  spec.contexts = ctx_path ? contexts : NULL;
   struct template_job *j = templates_start(c->srv, p, &spec, workdir, &err);
   if (j)
     templates_answer(c, j);

@@ -447,8 +447,17 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
     if (dir < 0 || write_file_at(dir, "Dockerfile", s->dockerfile, err) < 0 ||
         mkdirat(dir, "context", 0700) < 0)
       return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", workdir);
-    if (s->context_tar)
-      j->steps[j->nsteps++] = argv_of("context", s->context_tar, ctx, NULL);
+    if (s->contexts && s->contexts[0]) {
+      size_t n = 0;
+      while (s->contexts[n])
+        n++;
+      char **v = xcalloc(n + 3, sizeof *v);
+      v[0] = xstrdup("context");
+      for (size_t i = 0; i < n; i++)
+        v[i + 1] = xstrdup(s->contexts[i]);
+      v[n + 1] = xstrdup(ctx);
+      j->steps[j->nsteps++] = v;
+    }
     j->steps[j->nsteps++] =
         s->no_cache ? argv_of("build", "-f", df, "-t", s->name, "--no-cache", ctx, NULL)
                     : argv_of("build", "-f", df, "-t", s->name, ctx, NULL);
@@ -533,10 +542,7 @@ int templates_begin(struct template_job *j, const struct principal *p,
   j->kind = xstrdup(spec->kind);
   if (begin_check(j, p, spec, err) < 0 || spec_steps(j, spec, workdir, err) < 0 ||
       job_spawn(j, err) < 0) {
-    if (j->state == TJOB_WAITING) {
-      j->err = *err;
-      job_ended(j);
-    }
+    templates_fail(j, err);
     return -1;
   }
   j->state = TJOB_BUILDING;
@@ -598,11 +604,19 @@ void templates_watch(struct template_job *j, const struct template_watch *w, voi
   j->watch_arg = arg;
 }
 
+void templates_fail(struct template_job *j, const struct hutch_err *err) {
+  if (j->state != TJOB_WAITING)
+    return;
+  j->err = *err;
+  job_ended(j);
+}
+
 void templates_cancel(struct template_job *j) {
   if (j->state == TJOB_WAITING) {
-    hutch_err_fail(&j->err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
+    struct hutch_err err = {0};
+    hutch_err_fail(&err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
     j->cancelled = true;
-    job_ended(j);
+    templates_fail(j, &err);
   }
   if (j->state != TJOB_BUILDING)
     return;

@@ -117,7 +117,7 @@ struct template_spec {
   const char *source;    /* import: the archive; pull: the reference */
   bool insecure;         /* pull: plain http (loopback registries only) */
   const char *dockerfile; /* build: its text */
-  const char *context_tar; /* build: a tar to unpack as the context, or NULL */
+  char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */
   bool no_cache;
 };
 /* Start a job for p: -1 and err (invalid_argument, forbidden for a public
@@ -135,6 +135,8 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
                                        const char *name, bool public, struct hutch_err *err);
 int templates_begin(struct template_job *j, const struct principal *p,
                     const struct template_spec *spec, char *workdir, struct hutch_err *err);
+/* End a job still waiting with err (its start could not be made). */
+void templates_fail(struct template_job *j, const struct hutch_err *err);
 /* p's job id, or NULL. */
 struct template_job *templates_job(struct server *srv, const struct principal *p, const char *id);
 /* {id, name, status, created_at, ended_at, template?, error?, log: events
