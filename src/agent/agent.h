@@ -148,12 +148,24 @@ void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *n
 pid_t agent_fork(const struct hutch_cgroup *leaf);
 
 /* child.c: runs in the forked child, never returns. */
+/* users.c: the account a workload runs as. */
+struct who {
+  uid_t uid;
+  gid_t gid;
+  char name[33]; /* "" when /etc/passwd has no entry for a UID given */
+  char home[256];
+};
+/* user: "user" or NULL (hutch's default), "root", a name in the sandbox's
+ * /etc/passwd, or UID[:GID]. */
+int agent_who(const char *user, struct who *w, struct hutch_err *err);
+
 struct child_plan {
   enum job_kind kind;
   const struct hutch_exec_req *req; /* exec */
   json_t *file_req;                 /* file */
   uid_t uid;
   gid_t gid;
+  const struct who *who;            /* NULL: hutch's user, or root by uid */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
   int stdin_fd, stdout_fd, stderr_fd;
   int pty_slave;  /* -1 without a PTY */

@@ -105,14 +105,24 @@ static void drop_privileges(const struct child_plan *p) {
     fail(p, 125, "%s", "drop capabilities");
 }
 
+/* The account's home: its own, or hutch's defaults by uid. */
+static const char *home_of(const struct child_plan *p) {
+  return p->who ? p->who->home : p->uid == 0 ? "/root" : HUTCH_USER_HOME;
+}
+
 static char **workload_env(const struct child_plan *p) {
   const struct hutch_exec_req *r = p->req;
   bool root = p->uid == 0;
+  const char *name = p->who && p->who->name[0] ? p->who->name : root ? "root" : HUTCH_USER_NAME;
+  char home[300], user[48], logname[48];
+  snprintf(home, sizeof home, "HOME=%s", home_of(p));
+  snprintf(user, sizeof user, "USER=%s", name);
+  snprintf(logname, sizeof logname, "LOGNAME=%s", name);
   char *defaults[] = {
       "PATH=" HUTCH_DEFAULT_PATH,
-      root ? "HOME=/root" : "HOME=" HUTCH_USER_HOME,
-      root ? "USER=root" : "USER=" HUTCH_USER_NAME,
-      root ? "LOGNAME=root" : "LOGNAME=" HUTCH_USER_NAME,
+      home,
+      user,
+      logname,
       "SHELL=/bin/bash",
       "LANG=C.UTF-8",
       r->pty ? "TERM=xterm-256color" : "TERM=dumb",
@@ -204,7 +214,7 @@ static void join_leaf(const struct child_plan *p) {
 static const char *workload_cwd(const struct child_plan *p) {
   if (p->kind == JOB_EXEC && p->req->cwd)
     return p->req->cwd;
-  return p->uid == 0 ? "/root" : HUTCH_USER_HOME;
+  return home_of(p);
 }
 
 void child_run(const struct child_plan *plan) {

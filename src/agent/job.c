@@ -416,12 +416,6 @@ void job_reaped(struct agent *a, struct job *j, int status) {
   maybe_finish(a, j);
 }
 
-static uid_t plan_user(const char *user, gid_t *gid) {
-  bool root = user && strcmp(user, "root") == 0;
-  *gid = root ? 0 : HUTCH_USER_GID;
-  return root ? 0 : HUTCH_USER_UID;
-}
-
 void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name) {
   hutch_cgroup_close(leaf);
   for (int i = 0; i < a->cg.nfd; i++)
@@ -507,6 +501,11 @@ static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int e
 int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *e) {
   struct job *j = job_new(a, id, JOB_EXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1}, slave = -1;
+  struct who who;
+  if (agent_who(req->user, &who, e) < 0) {
+    j->done = true;
+    return -1;
+  }
   int r = exec_stdio(j, req, in, out, err, &slave, e);
   if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)
     r = hutch_err_set(e, errno, "pipe");
@@ -527,9 +526,8 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
     struct child_plan plan = {
         .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
         .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
-        .report_fd = rep[1],
+        .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
     };
-    plan.uid = plan_user(req->user, &plan.gid);
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf);
   }
@@ -564,11 +562,17 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return -1;
   }
+  struct who who;
+  if (agent_who(json_string_value(json_object_get(req, "user")), &who, e) < 0) {
+    close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);
+    j->done = true;
+    return -1;
+  }
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
-      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1],
+      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = who.uid, .gid = who.gid,
+      .who = &who,
   };
-  plan.uid = plan_user(json_string_value(json_object_get(req, "user")), &plan.gid);
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);
   int spawn_errno = errno;

@@ -139,7 +139,7 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   struct spare *s = &a->spare;
   if (s->pid <= 0)
     return -1;
-  size_t n = req->pty || (req->user && strcmp(req->user, "root") == 0) ? 0 : encode(req, buf);
+  size_t n = req->pty || (req->user && strcmp(req->user, HUTCH_USER_NAME) != 0) ? 0 : encode(req, buf);
   if (n == 0 || !wait_ready(s)) {
     spare_drop(a);
     return -1;

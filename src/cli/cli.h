@@ -22,14 +22,24 @@ struct run_opts {
   const char *stdin_path;   /* "-" for hutch's own stdin */
   const char *verdict_path;
   bool quiet;
+  /* --template: the store's template, its layers held (run_template.c) */
+  const char *template_name;
+  char *tmpl_rootfs, **tmpl_layers;
+  size_t tmpl_nlayers;
+  int tmpl_pin;
 };
 
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
-/* Runs hutch-serve, the server, from beside this program. */
+/* Run hutch-serve, the server, and hutch-template, the template tools,
+ * from beside this program. */
 int cmd_serve(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int run_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
+/* Apply --template NAME to o: layers, environment, directory, user and,
+ * when none was given, the command. */
+int run_template(struct run_opts *o, struct hutch_err *err);
 
 /* The exec request as the agent gets it (a terminal's size filled in), or
  * NULL with err set when it cannot be sent: checked before any sandbox is

@@ -12,6 +12,7 @@ static const char usage[] =
     "usage: hutch COMMAND [ARGS...]\n\n"
     "  run [OPTIONS] -- CMD [ARGS...]   run CMD in a fresh sandbox (see hutch run --help)\n"
     "  serve [OPTIONS]                  serve the HTTP API (see hutch serve --help)\n"
+    "  template VERB ...                import, pull, build and list templates (hutch template --help)\n"
     "  doctor [--json]                  check what hutch needs of this host\n"
     "  version                          print the version\n";
 
@@ -28,6 +29,8 @@ int main(int argc, char **argv) {
     return cmd_run(argc - 1, argv + 1);
   if (strcmp(verb, "serve") == 0)
     return cmd_serve(argc - 1, argv + 1);
+  if (strcmp(verb, "template") == 0)
+    return cmd_template(argc - 1, argv + 1);
   if (strcmp(verb, "doctor") == 0)
     return cmd_doctor(argc - 1, argv + 1);
   if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {

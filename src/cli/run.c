@@ -135,6 +135,10 @@ static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
     return NULL;
   }
   o->req.stdin_open = *in >= 0;
+  if (o->template_name && run_template(o, &err) < 0) {
+    fprintf(stderr, "hutch run: %s\n", err.msg);
+    return NULL;
+  }
   char *request = NULL;
   if (hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
     fprintf(stderr, "hutch run: %s\n", err.msg);

@@ -5,14 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "images.h"
 #include "util.h"
 
 enum {
   OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_CPU_TIME, OPT_DISK, OPT_OUTPUT_LIMIT,
   OPT_ENV, OPT_CWD, OPT_BIND_RO, OPT_BIND_RW, OPT_STDIN, OPT_VERDICT, OPT_USER, OPT_ROOTFS,
-  OPT_STATE_DIR, OPT_PTYS, OPT_HELP,
+  OPT_STATE_DIR, OPT_PTYS, OPT_TEMPLATE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -32,6 +34,7 @@ static const struct option long_opts[] = {
     {"verdict-json", required_argument, 0, OPT_VERDICT},
     {"user", required_argument, 0, OPT_USER},
     {"rootfs", required_argument, 0, OPT_ROOTFS},
+    {"template", required_argument, 0, OPT_TEMPLATE},
     {"state-dir", required_argument, 0, OPT_STATE_DIR},
     {"interactive", no_argument, 0, 'i'},
     {"tty", no_argument, 0, 't'},
@@ -58,7 +61,10 @@ static const char usage[] =
     "  --stdin FILE         feed FILE to CMD's stdin ('-': this stdin)\n"
     "  -i, --interactive    same as --stdin -\n"
     "  -t, --tty            give CMD a terminal\n"
-    "  --user user|root     the sandbox account to run as (default: user)\n"
+    "  --user USER          the sandbox account to run as: user (the default), root,\n"
+    "                       a name in the template's /etc/passwd, or UID[:GID]\n"
+    "  --template NAME      run in a template of the store (hutch template ls) instead\n"
+    "                       of the host's /usr; its command when CMD is not given\n"
     "  --rootfs DIR         use DIR as the template instead of the host's /usr\n"
     "  --verdict-json FILE  write the verdict there as JSON\n"
     "  -q, --quiet          do not explain hutch-imposed ends on stderr\n"
@@ -159,12 +165,16 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
   case 'q': o->quiet = true; return 0;
   case OPT_VERDICT: o->verdict_path = v; return 0;
   case OPT_USER:
-    if (strcmp(v, "user") != 0 && strcmp(v, "root") != 0)
-      return bad(name, v, "must be 'user' or 'root'");
+    if (!hutch_user_ok(v))
+      return bad(name, v, "must be user, root, a user name or UID[:GID] below 65536");
     free(o->req.user);
     o->req.user = xstrdup(v);
     return 0;
   case OPT_ROOTFS: o->cfg.rootfs = v; return 0;
+  case OPT_TEMPLATE:
+    if (strcmp(v, "host") != 0)
+      o->template_name = v;
+    return 0;
   case OPT_STATE_DIR: o->cfg.state_dir = v; return 0;
   default: return -1;
   }
@@ -173,6 +183,7 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
 /* 0: run; 1: help was printed; -1: bad usage (already reported). */
 int run_parse(int argc, char **argv, struct run_opts *o) {
   memset(o, 0, sizeof *o);
+  o->tmpl_pin = -1;
   o->cfg.die_with_parent = true;
   opterr = 0;
   optind = 1;
@@ -205,6 +216,13 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
     if (one_option(o, c, name, optarg) < 0)
       return -1;
   }
+  if (o->template_name && o->cfg.rootfs) {
+    fprintf(stderr, "hutch run: --template and --rootfs each name the template: give one\n");
+    return -1;
+  }
+  /* A template may bring its command. */
+  if (optind >= argc && o->template_name)
+    return 0;
   if (optind >= argc) {
     fprintf(stderr, "hutch run: missing command (usage: hutch run [OPTIONS] -- CMD [ARGS...])\n");
     return -1;
@@ -230,4 +248,7 @@ void run_opts_free(struct run_opts *o) {
   }
   free(o->binds);
   hutch_exec_req_free(&o->req);
+  hutch_images_stack_free(o->tmpl_rootfs, o->tmpl_layers, o->tmpl_nlayers);
+  if (o->tmpl_pin >= 0)
+    close(o->tmpl_pin);
 }

@@ -1,6 +1,7 @@
-/* hutch serve: the server is its own program, hutch-serve, beside this one
- * (as hutch-agent is). It links the HTTP, WebSocket and database
- * libraries; hutch run stays a small static program that starts fast. */
+/* hutch serve and hutch template: each is its own program beside this one
+ * (as hutch-agent is), hutch-serve and hutch-template. They link the HTTP,
+ * database, archive and HTTP-client libraries; hutch run stays a small
+ * static program that starts fast. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,19 +10,29 @@
 
 #include "cli.h"
 
-int cmd_serve(int argc, char **argv) {
-  char self[PATH_MAX], path[PATH_MAX + 16];
-  (void)argc;
+/* Run the program hutch-VERB from beside this one with our arguments. */
+static int exec_beside(const char *verb, char **argv) {
+  char self[PATH_MAX], path[PATH_MAX + 32];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n < 0) {
-    fprintf(stderr, "hutch serve: readlink /proc/self/exe: %s\n", strerror(errno));
+    fprintf(stderr, "hutch %s: readlink /proc/self/exe: %s\n", verb, strerror(errno));
     return EXIT_HUTCH;
   }
   self[n] = '\0';
   *strrchr(self, '/') = '\0';
-  snprintf(path, sizeof path, "%s/hutch-serve", self);
+  snprintf(path, sizeof path, "%s/hutch-%s", self, verb);
   argv[0] = path;
   execv(path, argv);
-  fprintf(stderr, "hutch serve: %s: %s\n", path, strerror(errno));
+  fprintf(stderr, "hutch %s: %s: %s\n", verb, path, strerror(errno));
   return EXIT_HUTCH;
+}
+
+int cmd_serve(int argc, char **argv) {
+  (void)argc;
+  return exec_beside("serve", argv);
+}
+
+int cmd_template(int argc, char **argv) {
+  (void)argc;
+  return exec_beside("template", argv);
 }

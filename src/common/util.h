@@ -24,6 +24,9 @@ int write_all(int fd, const void *buf, size_t n);
 ssize_t read_all(int fd, void *buf, size_t n);
 
 /* Write a short string to dirfd/name (a cgroup or proc control file). */
+/* Create name (which must not exist) holding s. */
+int create_file_at(int dirfd, const char *name, const char *s, mode_t mode,
+                   struct hutch_err *err);
 int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *err);
 /* Read at most size-1 bytes of dirfd/name into buf, NUL-terminated. */
 ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,

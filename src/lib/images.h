@@ -17,6 +17,8 @@
  *   cache/<key>.json     a build step's result (the builder's)
  *   tmp/<pid>-<n>/       work under way; swept once its process is gone
  *   lock                 flock, exclusive while records or layers change
+ *   work.lock            flock, shared by every process working in tmp/
+ *   skel/                the mount points under every template's layers
  *
  * A record (jansson object):
  *   {"id": "<16 hex>", "name": "...", "owner": "<tenant>" or "" (public),
@@ -50,6 +52,7 @@
 struct hutch_images {
   char *dir;  /* STATE/images */
   int dirfd;
+  int work_lock; /* work.lock held shared once this process works in tmp/ */
 };
 
 /* Open (creating if missing, mode 0700) the store under state_dir, and
@@ -65,7 +68,7 @@ bool hutch_images_tag_ok(const char *tag);
 
 /* The template ref names for owner: "NAME", "NAME:TAG" or its id; the
  * owner's own first, then a public one. NULL with HUTCH_ERR_NOT_FOUND.
- * owner NULL: any owner's (the CLI, an admin). */
+ * owner NULL (the CLI, an admin): a public one first, then anyone's. */
 json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
                           struct hutch_err *err);
 /* Every template owner may use (its own and the public ones; NULL: all),
@@ -75,8 +78,10 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
 /* A new empty directory under tmp/ for work under way (malloc'd path). The
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
-char *hutch_images_tmpdir(const struct hutch_images *s, struct hutch_err *err);
+char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
 
+/* Whether hex is 64 lowercase hex digits (a sha256). */
+bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex);
 bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);

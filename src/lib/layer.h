@@ -12,9 +12,9 @@
 
 #include "err.h"
 
-/* The most layers a sandbox stacks (each snapshot of a sandbox made from
- * a snapshot adds one). */
-#define HUTCH_MAX_LAYERS 32
+/* The most layers a sandbox stacks: a template's (images.h), and one
+ * for each snapshot of a sandbox made from a snapshot. */
+#define HUTCH_MAX_LAYERS 128
 /* The deepest directory a layer holds. */
 #define HUTCH_LAYER_MAX_DEPTH 256
 

@@ -127,6 +127,37 @@ static json_t *env_to_json(char **env, struct hutch_err *err) {
   return o;
 }
 
+/* An id below the sandbox's range: digits only, no sign, no leading zero
+ * beyond "0". */
+static bool id_ok(const char *s, size_t n) {
+  if (n == 0 || n > 5 || (n > 1 && s[0] == '0'))
+    return false;
+  unsigned long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return false;
+    v = v * 10 + (unsigned long)(s[i] - '0');
+  }
+  return v < 65536;
+}
+
+bool hutch_user_ok(const char *user) {
+  size_t n = strlen(user);
+  const char *colon = strchr(user, ':');
+  if (user[0] >= '0' && user[0] <= '9')
+    return colon ? id_ok(user, (size_t)(colon - user)) && id_ok(colon + 1, strlen(colon + 1))
+                 : id_ok(user, n);
+  /* A name as useradd takes it: it is looked up in the sandbox's own
+   * /etc/passwd, by the agent. */
+  if (n == 0 || n > 32 || !((user[0] >= 'a' && user[0] <= 'z') || user[0] == '_'))
+    return false;
+  for (size_t i = 1; i < n; i++)
+    if (!((user[i] >= 'a' && user[i] <= 'z') || (user[i] >= '0' && user[i] <= '9') ||
+          user[i] == '_' || user[i] == '-' || user[i] == '.'))
+      return false;
+  return true;
+}
+
 json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err) {
   json_t *argv = strv_to_json(r->argv, err);
   json_t *env = argv ? env_to_json(r->env, err) : NULL;
@@ -166,8 +197,9 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
     return hutch_err_invalid(err, "bad exec request: argv must be a non-empty array");
   if (env && !json_is_object(env))
     return hutch_err_invalid(err, "bad exec request: env must be an object");
-  if (user && strcmp(user, "user") != 0 && strcmp(user, "root") != 0)
-    return hutch_err_invalid(err, "bad exec request: user must be \"user\" or \"root\"");
+  if (user && !hutch_user_ok(user))
+    return hutch_err_invalid(err, "bad exec request: user must be \"user\", \"root\", a user "
+                                  "name or UID[:GID] below 65536");
   if (timeout < 0 || cpu < 0 || outlim < 0)
     return hutch_err_invalid(err, "bad exec request: limits must not be negative");
 

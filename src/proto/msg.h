@@ -39,7 +39,7 @@ struct hutch_exec_req {
   char **argv;    /* NULL-terminated, argv[0] looked up in the workload's PATH */
   char **env;     /* NULL-terminated "K=V" */
   char *cwd;      /* NULL: the user's home */
-  char *user;     /* "user" (default) or "root" of the sandbox; never host root */
+  char *user;     /* "user" (default), "root", a name or UID[:GID] of the sandbox's; never host root */
   bool stdin_open; /* the client sends STDIN frames; otherwise /dev/null */
   bool pty;
   uint16_t rows, cols;
@@ -51,6 +51,10 @@ struct hutch_exec_req {
 /* Longest argument or environment string: the kernel's own limit for one
  * execve string (MAX_ARG_STRLEN, 32 pages), terminating NUL included. */
 #define HUTCH_STRING_MAX (128u << 10)
+
+/* Whether user names a sandbox account: "user", "root", a name (looked up
+ * in the sandbox's /etc/passwd) or UID[:GID], each id below 65536. */
+bool hutch_user_ok(const char *user);
 
 json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err);
 int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err);

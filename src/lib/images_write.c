@@ -1,0 +1,501 @@
+/* The template store, the side that changes it (images.h): layers
+ * committed, templates added with hutch's own top layer, removed, and
+ * what nothing uses collected. Every change holds the store's lock. */
+#include "images.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/xattr.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layer.h"
+#include "util.h"
+
+/* The store's lock, exclusive (closed by the caller). */
+static int lock_store(const struct hutch_images *s, struct hutch_err *err) {
+  int fd = openat(s->dirfd, "lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+    hutch_err_set(err, errno, "template store: lock");
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Write name (relative to the store) whole: beside, then renamed. */
+static int write_json(const struct hutch_images *s, const char *name, json_t *v,
+                      struct hutch_err *err) {
+  _cleanup_free_ char *tmp = xasprintf("%s.%ld.tmp", name, (long)getpid());
+  _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+  if (!text)
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template store: %s: cannot encode", name);
+  unlinkat(s->dirfd, tmp, 0);
+  if (create_file_at(s->dirfd, tmp, text, 0600, err) < 0)
+    return hutch_err_wrap(err, "template store");
+  if (renameat(s->dirfd, tmp, s->dirfd, name) < 0) {
+    int e = errno;
+    unlinkat(s->dirfd, tmp, 0);
+    return hutch_err_set(err, e, "template store: %s", name);
+  }
+  return 0;
+}
+
+int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const char *hex,
+                              json_t *meta, struct hutch_err *err) {
+  if (!hutch_images_hex_ok(hex))
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "layer name '%.70s' is no sha256", hex);
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+  _cleanup_free_ char *dest = hutch_images_layer_path(s, hex);
+  _cleanup_free_ char *meta_name = xasprintf("layers/%s.json", hex);
+  if (rename(staged, dest) < 0) {
+    int e = errno;
+    /* Already there: the same content, shared. */
+    if (e != EEXIST && e != ENOTEMPTY)
+      return hutch_err_set(err, e, "template store: layer %.12s", hex);
+    struct hutch_err ignored = {0};
+    hutch_layer_remove(staged, &ignored);
+    return 0;
+  }
+  return write_json(s, meta_name, meta, err);
+}
+
+/* The digest md holds, in hex. */
+static void sha256_hex(EVP_MD_CTX *md, char out[65]) {
+  unsigned char d[32];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(md, d, &len);
+  for (unsigned i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The topmost entry at path among dirs (topmost first): its layer's fd in
+ * *at, or -1 when no layer shows it (absent, or deleted by a whiteout or
+ * hidden by an opaque directory above). */
+static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat *st) {
+  for (size_t i = 0; i < n; i++) {
+    if (fstatat(dirs[i], path, st, AT_SYMLINK_NOFOLLOW) == 0)
+      return S_ISCHR(st->st_mode) && st->st_rdev == 0 ? -1 : dirs[i];
+    /* An opaque parent in this layer hides every layer below. */
+    _cleanup_free_ char *parent = xstrdup(path);
+    char *slash = strrchr(parent, '/');
+    if (slash) {
+      *slash = '\0';
+      char v[2];
+      _cleanup_close_ int pd = openat(dirs[i], parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (pd >= 0 && fgetxattr(pd, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
+        return -1;
+    }
+  }
+  return -1;
+}
+
+/* The image's file at path (at most max bytes), or NULL. */
+static char *stack_read(const int *dirs, size_t n, const char *path, size_t max) {
+  struct stat st;
+  int at = stack_lookup(dirs, n, path, &st);
+  if (at < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
+    return NULL;
+  char *buf = xmalloc((size_t)st.st_size + 1);
+  struct hutch_err ignored = {0};
+  ssize_t got = read_file_at(at, path, buf, (size_t)st.st_size + 1, &ignored);
+  if (got < 0) {
+    free(buf);
+    return NULL;
+  }
+  buf[got] = '\0';
+  return buf;
+}
+
+/* Whether an /etc/passwd or /etc/group text has an entry with id 1000
+ * (the third field of both). */
+static bool has_id_1000(const char *text) {
+  for (const char *line = text; *line;) {
+    const char *end = strchrnul(line, '\n'), *f = line;
+    int colons = 0;
+    while (f < end && colons < 2)
+      if (*f++ == ':')
+        colons++;
+    if (colons == 2 && end - f >= 5 && strncmp(f, "1000:", 5) == 0)
+      return true;
+    line = *end ? end + 1 : end;
+  }
+  return false;
+}
+
+static const char *with_newline(const char *text) {
+  return text[0] && text[strlen(text) - 1] != '\n' ? "\n" : "";
+}
+
+struct top_file {
+  const char *path;
+  char *content; /* NULL: a directory */
+  mode_t mode;
+  uid_t uid;
+};
+
+/* hutch's layer above an image's: what Docker bind-mounts over an image
+ * (hosts, hostname, resolv.conf), and the user `user` (uid 1000, home
+ * /home/user) that E2B's SDKs and hutch's defaults run as, when the image
+ * has no uid 1000. Named by the sha256 of what it holds, so templates of
+ * one image share it. */
+static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struct hutch_err *err) {
+  size_t n = json_array_size(layers);
+  int *dirs = xcalloc(n ? n : 1, sizeof *dirs);
+  for (size_t i = 0; i < n; i++) {
+    _cleanup_free_ char *p = hutch_images_layer_path(s, json_string_value(json_array_get(layers, n - 1 - i)));
+    dirs[i] = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  char *passwd = stack_read(dirs, n, "etc/passwd", 1 << 20);
+  char *group = stack_read(dirs, n, "etc/group", 1 << 20);
+  struct stat st;
+  bool home = stack_lookup(dirs, n, "home/user", &st) >= 0;
+  for (size_t i = 0; i < n; i++)
+    if (dirs[i] >= 0)
+      close(dirs[i]);
+  free(dirs);
+
+  struct top_file files[8];
+  size_t nf = 0;
+  files[nf++] = (struct top_file){"etc", NULL, 0755, 0};
+  files[nf++] = (struct top_file){"etc/hosts",
+                                  xstrdup("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+                                          "ip6-loopback\n"), 0644, 0};
+  files[nf++] = (struct top_file){"etc/hostname", xstrdup("sandbox\n"), 0644, 0};
+  files[nf++] = (struct top_file){"etc/resolv.conf",
+                                  xstrdup("# hutch: this sandbox has no network but loopback\n"),
+                                  0644, 0};
+  if (!passwd || !has_id_1000(passwd)) {
+    files[nf++] = (struct top_file){
+        "etc/passwd",
+        xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n",
+                  passwd ? passwd : "root:x:0:0:root:/root:/bin/sh\n",
+                  passwd ? with_newline(passwd) : ""),
+        0644, 0};
+    if (!group || !has_id_1000(group))
+      files[nf++] = (struct top_file){
+          "etc/group",
+          xasprintf("%s%suser:x:1000:\n", group ? group : "root:x:0:\n",
+                    group ? with_newline(group) : ""),
+          0644, 0};
+    if (!home) {
+      files[nf++] = (struct top_file){"home", NULL, 0755, 0};
+      files[nf++] = (struct top_file){"home/user", NULL, 0755, 1000};
+    }
+  }
+  free(passwd);
+  free(group);
+
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+  for (size_t i = 0; i < nf; i++) {
+    char head[64];
+    int len = snprintf(head, sizeof head, "%o %u ", (unsigned)files[i].mode, (unsigned)files[i].uid);
+    EVP_DigestUpdate(md, files[i].path, strlen(files[i].path) + 1);
+    EVP_DigestUpdate(md, head, (size_t)len);
+    if (files[i].content)
+      EVP_DigestUpdate(md, files[i].content, strlen(files[i].content) + 1);
+  }
+  sha256_hex(md, hex);
+  EVP_MD_CTX_free(md);
+
+  int r = 0;
+  if (!hutch_images_layer_exists(s, hex)) {
+    _cleanup_free_ char *dir = hutch_images_tmpdir(s, err);
+    _cleanup_close_ int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    r = fd < 0 ? (dir ? hutch_err_set(err, errno, "%s", dir) : -1) : 0;
+    if (fd >= 0 && fchmod(fd, 0755) < 0)
+      r = hutch_err_set(err, errno, "top layer");
+    for (size_t i = 0; i < nf && r == 0; i++) {
+      if (!files[i].content ? mkdirat(fd, files[i].path, files[i].mode) < 0
+                            : create_file_at(fd, files[i].path, files[i].content, files[i].mode, err) < 0)
+        r = files[i].content ? -1 : hutch_err_set(err, errno, "top layer: %s", files[i].path);
+      else if (fchmodat(fd, files[i].path, files[i].mode, 0) < 0 ||
+               fchownat(fd, files[i].path, files[i].uid, files[i].uid, AT_SYMLINK_NOFOLLOW) < 0)
+        r = hutch_err_set(err, errno, "top layer: %s", files[i].path);
+    }
+    if (r == 0) {
+      json_t *meta = json_pack("{s:i,s:i}", "size", 0, "files", (int)nf);
+      r = hutch_images_layer_commit(s, dir, hex, meta, err);
+      json_decref(meta);
+    } else if (dir) {
+      struct hutch_err ignored = {0};
+      hutch_layer_remove(dir, &ignored);
+    }
+  }
+  for (size_t i = 0; i < nf; i++)
+    free(files[i].content);
+  return r;
+}
+
+struct same_name {
+  const char *name, *owner;
+  char ids[8][32];
+  size_t n;
+};
+
+static uint64_t layer_size(const struct hutch_images *s, const char *hex) {
+  _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
+  _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  json_t *m = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+  uint64_t v = (uint64_t)json_integer_value(json_object_get(m, "size"));
+  json_decref(m);
+  return v;
+}
+
+static json_int_t wall_ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A removed template's record leaves: gone at once when no sandbox pins
+ * it, else kept as <id>.gone (its layers kept) until the last one ends. */
+static int retire(const struct hutch_images *s, const char *id, struct hutch_err *err) {
+  _cleanup_free_ char *rec = xasprintf("templates/%s.json", id);
+  _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
+  _cleanup_free_ char *gone = xasprintf("templates/%s.gone", id);
+  _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    if (renameat(s->dirfd, rec, s->dirfd, gone) < 0)
+      return hutch_err_set(err, errno, "template store: %s", rec);
+    return 0;
+  }
+  if (unlinkat(s->dirfd, rec, 0) < 0 && errno != ENOENT)
+    return hutch_err_set(err, errno, "template store: %s", rec);
+  unlinkat(s->dirfd, pin, 0);
+  return 0;
+}
+
+json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
+                         struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(record, "name"));
+  const char *owner = json_string_value(json_object_get(record, "owner"));
+  json_t *layers = json_object_get(record, "layers");
+  if (!name || !hutch_images_name_ok(name)) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                   "'%.64s' is no template name (1-128 of a-z 0-9 . _ - and / between parts)",
+                   name ? name : "");
+    return NULL;
+  }
+  if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "template %s: more than %d layers",
+                   name, HUTCH_IMAGE_MAX_LAYERS);
+    return NULL;
+  }
+  uint64_t size = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(layers, i, v) {
+    if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v))) {
+      hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template %s: layer %zu is not in the store",
+                     name, i);
+      return NULL;
+    }
+    size += layer_size(s, json_string_value(v));
+  }
+  char top[65];
+  if (top_layer(s, layers, top, err) < 0)
+    return NULL;
+
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return NULL;
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(s, owner ? owner : "", name, &none);
+  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner ? owner : "") != 0)
+    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
+  if (old && !replace) {
+    json_decref(old);
+    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
+    return NULL;
+  }
+  unsigned char rnd[8];
+  char id[17];
+  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
+    json_decref(old);
+    hutch_err_set(err, errno, "getrandom");
+    return NULL;
+  }
+  for (size_t k = 0; k < sizeof rnd; k++)
+    snprintf(id + 2 * k, 3, "%02x", rnd[k]);
+  json_t *rec = json_deep_copy(record);
+  json_object_set_new(rec, "id", json_string(id));
+  json_object_set_new(rec, "owner", json_string(owner ? owner : ""));
+  json_object_set_new(rec, "top", json_string(top));
+  json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
+  json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
+  if (!json_is_array(json_object_get(rec, "tags")))
+    json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
+  if (!json_is_object(json_object_get(rec, "config")))
+    json_object_set_new(rec, "config", json_object());
+  _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
+  if (write_json(s, rname, rec, err) < 0 ||
+      (old && retire(s, json_string_value(json_object_get(old, "id")), err) < 0)) {
+    json_decref(old);
+    json_decref(rec);
+    return NULL;
+  }
+  json_decref(old);
+  return rec;
+}
+
+int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
+                        struct hutch_err *err) {
+  {
+    _cleanup_close_ int lock = lock_store(s, err);
+    if (lock < 0)
+      return -1;
+    json_t *rec = hutch_images_find(s, owner, ref, err);
+    if (!rec)
+      return -1;
+    const char *rowner = json_string_value(json_object_get(rec, "owner"));
+    /* A public template is found by every tenant, removed by none. */
+    if (owner && rowner && strcmp(rowner, owner) != 0) {
+      json_decref(rec);
+      return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                            "template '%s' is public: only an admin removes it", ref);
+    }
+    int r = retire(s, json_string_value(json_object_get(rec, "id")), err);
+    json_decref(rec);
+    if (r < 0)
+      return -1;
+  }
+  return hutch_images_gc(s, err);
+}
+
+/* Each name in the store's directory sub ending in suffix, without it. */
+static char **names_in(const struct hutch_images *s, const char *sub, const char *suffix,
+                       size_t *n) {
+  *n = 0;
+  int fd = openat(s->dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  char **v = NULL;
+  size_t cap = 0, sl = strlen(suffix);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len <= sl || strcmp(e->d_name + len - sl, suffix) != 0)
+      continue;
+    if (*n == cap)
+      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+    v[(*n)++] = xasprintf("%.*s", (int)(len - sl), e->d_name);
+  }
+  closedir(d);
+  return v;
+}
+
+static void free_names(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
+static json_t *load_at(const struct hutch_images *s, const char *name) {
+  _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  return fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+}
+
+/* Mark the layers a record or a cache entry names ("layers", "top",
+ * "layer"); false when one is missing. */
+static bool mark(json_t *used, json_t *v, const struct hutch_images *s) {
+  bool all = true;
+  json_t *l;
+  size_t i;
+  json_array_foreach(json_object_get(v, "layers"), i, l) {
+    if (json_is_string(l)) {
+      all = all && hutch_images_layer_exists(s, json_string_value(l));
+      json_object_set_new(used, json_string_value(l), json_true());
+    }
+  }
+  static const char *const keys[] = {"top", "layer"};
+  for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+    if ((l = json_object_get(v, keys[k])) && json_is_string(l)) {
+      all = all && hutch_images_layer_exists(s, json_string_value(l));
+      json_object_set_new(used, json_string_value(l), json_true());
+    }
+  return all;
+}
+
+int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+  json_t *used = json_object();
+  size_t n;
+  char **ids = names_in(s, "templates", ".json", &n);
+  for (size_t i = 0; i < n; i++) {
+    _cleanup_free_ char *name = xasprintf("templates/%s.json", ids[i]);
+    json_t *rec = load_at(s, name);
+    mark(used, rec, s);
+    json_decref(rec);
+  }
+  free_names(ids, n);
+  /* Removed templates whose sandboxes are all gone go now. */
+  ids = names_in(s, "templates", ".gone", &n);
+  for (size_t i = 0; i < n; i++) {
+    _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
+    _cleanup_free_ char *pin = xasprintf("templates/%s.pin", ids[i]);
+    _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+      json_t *rec = load_at(s, gone);
+      mark(used, rec, s);
+      json_decref(rec);
+    } else {
+      unlinkat(s->dirfd, gone, 0);
+      unlinkat(s->dirfd, pin, 0);
+    }
+  }
+  free_names(ids, n);
+  /* Build cache entries keep their layers, unless one is missing. */
+  ids = names_in(s, "cache", ".json", &n);
+  for (size_t i = 0; i < n; i++) {
+    _cleanup_free_ char *name = xasprintf("cache/%s.json", ids[i]);
+    json_t *c = load_at(s, name);
+    json_t *mine = json_object();
+    if (c && mark(mine, c, s))
+      json_object_update(used, mine);
+    else
+      unlinkat(s->dirfd, name, 0);
+    json_decref(mine);
+    json_decref(c);
+  }
+  free_names(ids, n);
+
+  /* A layer committed for a template not added yet is in no record: while
+   * any process works in tmp/ (work.lock shared), no layer goes. */
+  int r = 0;
+  _cleanup_close_ int work = openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (work >= 0 && flock(work, LOCK_EX | LOCK_NB) == 0) {
+    char **hexes = names_in(s, "layers", ".json", &n);
+    for (size_t i = 0; i < n && r == 0; i++) {
+      if (json_object_get(used, hexes[i]) || !hutch_images_hex_ok(hexes[i]))
+        continue;
+      _cleanup_free_ char *dir = hutch_images_layer_path(s, hexes[i]);
+      _cleanup_free_ char *meta = xasprintf("layers/%s.json", hexes[i]);
+      r = hutch_layer_remove(dir, err);
+      if (r == 0)
+        unlinkat(s->dirfd, meta, 0);
+    }
+    free_names(hexes, n);
+  }
+  json_decref(used);
+  return r;
+}
