@@ -228,6 +228,23 @@ json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const
   return f.public;
 }
 
+json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hutch_err *err) {
+  static const char *const suffixes[] = {"json", "gone"};
+  bool ok = id[0] && strlen(id) <= 64;
+  for (size_t i = 0; ok && id[i]; i++)
+    ok = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+  for (size_t i = 0; ok && i < ARRAY_SIZE(suffixes); i++) {
+    _cleanup_free_ char *name = xasprintf("templates/%s.%s", id, suffixes[i]);
+    _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    json_t *rec = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+    if (json_is_object(rec))
+      return rec;
+    json_decref(rec);
+  }
+  hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template with id '%.64s'", id);
+  return NULL;
+}
+
 struct listing {
   const char *owner;
   json_t *all;

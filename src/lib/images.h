@@ -12,8 +12,11 @@
  *   templates/<id>.json  a template's record (below), written whole by
  *                        rename: a half-made template is never listed
  *   templates/<id>.pin   locked shared by every live sandbox made from it
- *   templates/<id>.gone  a removed template whose pin is still held: its
- *                        layers stay until the last sandbox ends
+ *   templates/<id>.gone  a removed template whose pin is still held or
+ *                        that something holds: its layers stay until the
+ *                        last sandbox ends and the last holder lets go
+ *   templates/<id>.refs/ one empty file per holder that outlives any
+ *                        process (a server's snapshot stacked on it)
  *   cache/<key>.json     a build step's result (the builder's)
  *   tmp/<pid>-<n>/       work under way; swept once its process is gone
  *   lock                 flock, exclusive while records or layers change
@@ -71,6 +74,9 @@ bool hutch_images_tag_ok(const char *tag);
  * owner NULL (the CLI, an admin): a public one first, then anyone's. */
 json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
                           struct hutch_err *err);
+/* Template id's record, also when it was removed while in use (.gone):
+ * what a sandbox or snapshot made from it stacks. */
+json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hutch_err *err);
 /* Every template owner may use (its own and the public ones; NULL: all),
  * sorted by name. */
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
@@ -117,6 +123,13 @@ void hutch_images_stack_free(char *rootfs, char **layers, size_t nlayers);
 /* Hold record's layers while a sandbox uses them: an fd locked shared,
  * to close when the sandbox is gone (a server holds one per sandbox). */
 int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_err *err);
+
+/* Hold (or, held false, let go of) template id for holder, a name of
+ * [A-Za-z0-9_-]: a snapshot of a sandbox made from it keeps its layers
+ * when the template is removed. Letting go of what is not held is no
+ * error. */
+int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder, bool held,
+                      struct hutch_err *err);
 
 /* Each template's config applied to a sandbox: environment (template's,
  * then the caller's), working directory, user. */

@@ -261,21 +261,87 @@ static json_int_t wall_ms_now(void) {
   return (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A removed template's record leaves: gone at once when no sandbox pins
- * it, else kept as <id>.gone (its layers kept) until the last one ends. */
+/* Whether templates/<id>.refs holds anything (a missing one does not). */
+static bool held(const struct hutch_images *s, const char *id) {
+  _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
+  int fd = openat(s->dirfd, refs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return false;
+  }
+  struct dirent *e;
+  bool any = false;
+  while (!any && (e = readdir(d)))
+    any = e->d_name[0] != '.';
+  closedir(d);
+  return any;
+}
+
+static bool holder_ok(const char *h) {
+  size_t n = strlen(h);
+  if (n == 0 || n > 64)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+          (h[i] >= '0' && h[i] <= '9') || h[i] == '_' || h[i] == '-'))
+      return false;
+  return true;
+}
+
+int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder, bool hold,
+                      struct hutch_err *err) {
+  if (!holder_ok(id) || !holder_ok(holder))
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template hold: bad name");
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+  _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
+  _cleanup_free_ char *ref = xasprintf("templates/%s.refs/%s", id, holder);
+  if (!hold) {
+    unlinkat(s->dirfd, ref, 0);
+    return 0;
+  }
+  if (mkdirat(s->dirfd, refs, 0700) < 0 && errno != EEXIST)
+    return hutch_err_set(err, errno, "template store: %s", refs);
+  _cleanup_close_ int fd =
+      openat(s->dirfd, ref, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "template store: %s", ref);
+  return 0;
+}
+
+/* Whether anything keeps template id's layers: a sandbox's pin, or a
+ * holder's reference. */
+static bool in_use(const struct hutch_images *s, const char *id) {
+  _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
+  _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  return (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) || held(s, id);
+}
+
+/* What is left of a template nothing uses any more. */
+static void forget(const struct hutch_images *s, const char *id) {
+  static const char *const suffixes[] = {"json", "gone", "pin"};
+  for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+    _cleanup_free_ char *name = xasprintf("templates/%s.%s", id, suffixes[i]);
+    unlinkat(s->dirfd, name, 0);
+  }
+  _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
+  unlinkat(s->dirfd, refs, AT_REMOVEDIR);
+}
+
+/* A removed template's record leaves: gone at once when nothing uses it,
+ * else kept as <id>.gone (its layers kept) until nothing does. */
 static int retire(const struct hutch_images *s, const char *id, struct hutch_err *err) {
   _cleanup_free_ char *rec = xasprintf("templates/%s.json", id);
-  _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
   _cleanup_free_ char *gone = xasprintf("templates/%s.gone", id);
-  _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+  if (in_use(s, id)) {
     if (renameat(s->dirfd, rec, s->dirfd, gone) < 0)
       return hutch_err_set(err, errno, "template store: %s", rec);
     return 0;
   }
-  if (unlinkat(s->dirfd, rec, 0) < 0 && errno != ENOENT)
-    return hutch_err_set(err, errno, "template store: %s", rec);
-  unlinkat(s->dirfd, pin, 0);
+  forget(s, id);
   return 0;
 }
 
@@ -452,15 +518,12 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
   ids = names_in(s, "templates", ".gone", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
-    _cleanup_free_ char *pin = xasprintf("templates/%s.pin", ids[i]);
-    _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    if (in_use(s, ids[i])) {
       json_t *rec = load_at(s, gone);
       mark(used, rec, s);
       json_decref(rec);
     } else {
-      unlinkat(s->dirfd, gone, 0);
-      unlinkat(s->dirfd, pin, 0);
+      forget(s, ids[i]);
     }
   }
   free_names(ids, n);

@@ -85,11 +85,12 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
   static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
                                       "timeout_s", "user", "background", "keep_stdin", "pty",
                                       NULL};
-  const char *shell = NULL, *cwd = NULL, *user = "user";
+  /* A template's user and working directory are the defaults. */
+  const char *shell = NULL, *cwd = sb->workdir, *user = sb->user ? sb->user : "user";
   json_t *env = NULL, *cmd = json_object_get(o, "cmd");
   double timeout = 0;
   if (body_only(c, o, known) < 0 || body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &shell) < 0 ||
-      body_string(c, o, "cwd", 4095, &cwd) < 0 || body_string(c, o, "user", 8, &user) < 0 ||
+      body_string(c, o, "cwd", 4095, &cwd) < 0 || body_string(c, o, "user", 32, &user) < 0 ||
       body_string(c, o, "stdin", HTTP_BODY_MAX, in) < 0 ||
       body_string_map(c, o, "env", 1024, &env) < 0 ||
       body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
@@ -107,8 +108,9 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "give exactly one of cmd (an argv array) or shell");
     return NULL;
   }
-  if (strcmp(user, "user") != 0 && strcmp(user, "root") != 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "user must be \"user\" or \"root\"");
+  if (!hutch_user_ok(user)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "user must be \"user\", \"root\", a user name of the sandbox or UID[:GID]");
     return NULL;
   }
   json_t *argv;

@@ -171,7 +171,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
                "(with an optional context)");
     goto out;
   }
-  if (ctx_id && (!tplfiles_hash_ok(ctx_id) || !tplfiles_present(c->srv, p->tenant, ctx_id))) {
+  if (ctx_id && (!hutch_images_hex_ok(ctx_id) || !tplfiles_present(c->srv, p->tenant, ctx_id))) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no uploaded context %s", ctx_id);
     goto out;
   }

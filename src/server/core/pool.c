@@ -1,6 +1,7 @@
 /* Warm pools: sandboxes made ahead of demand, per template and limits, so
  * that a create is served in the time it takes to hand one over. A pool is
- * `--pool SPEC=N`: SPEC is a template, then optional limits as a create
+ * `--pool SPEC=N`: SPEC is a template (host, or a public one of the
+ * store), then optional limits as a create
  * request gives them (`host,memory_mb=256,cpus=0.5`). A create whose
  * template and limits (defaults filled in) equal a pool's takes one of its
  * sandboxes; the pool refills in the background.
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/layers.h"
 #include "core/sbx.h"
 
 #define POOL_MAX 256 /* sandboxes kept ready in one pool */
@@ -27,7 +29,8 @@
 struct pool {
   struct pool *next;
   char *spec;
-  char template[64];
+  char template[64]; /* "host", or the id of a public template of the store */
+  struct layer_stack stack; /* that template's layers, pinned while the pool lives */
   struct hutch_sandbox_config cfg;
   unsigned target, nready;
   uint64_t taken; /* creates served from this pool */
@@ -60,6 +63,7 @@ static int parse_limit(struct pool *p, const char *key, const char *value,
 
 static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch_err *err) {
   struct pool *p = xcalloc(1, sizeof *p);
+  p->stack.pin = -1;
   p->spec = xstrdup(arg);
   p->cfg.state_dir = srv->cfg.state_dir;
   char *eq = strrchr(p->spec, '=');
@@ -84,10 +88,30 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
   free(copy);
   if (r < 0)
     goto fail;
+  /* A pool is of the host or of a public template: every tenant may
+   * take from it. */
   if (strcmp(p->template, "host") != 0) {
-    hutch_err_invalid(err, "--pool %s: no template '%s' (this server has: host)", p->spec,
-                      p->template);
-    goto fail;
+    json_t *rec = layers_find_template(srv, "", p->template, err);
+    const char *owner = json_string_value(json_object_get(rec, "owner"));
+    if (!rec || (owner && owner[0])) {
+      json_decref(rec);
+      hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                     "--pool %s: no public template '%s' (hutch template ls)", p->spec,
+                     p->template);
+      goto fail;
+    }
+    json_t *layers = json_pack("[s+]", LAYERS_TEMPLATE, json_string_value(json_object_get(rec, "id")));
+    str_copy(p->template, sizeof p->template, json_string_value(json_object_get(rec, "id")));
+    json_decref(rec);
+    int r2 = layers_stack(srv, layers, &p->stack, err);
+    json_decref(layers);
+    if (r2 < 0) {
+      hutch_err_wrap(err, "--pool %s", p->spec);
+      goto fail;
+    }
+    p->cfg.rootfs = p->stack.rootfs;
+    p->cfg.layers = (const char *const *)p->stack.paths;
+    p->cfg.nlayers = p->stack.n;
   }
   if (hutch_config_check(&p->cfg, err) < 0) {
     hutch_err_wrap(err, "--pool %s", p->spec);
@@ -95,6 +119,7 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
   }
   return p;
 fail:
+  layers_stack_free(&p->stack);
   free(p->spec);
   free(p);
   return NULL;
@@ -207,6 +232,7 @@ void pool_free(struct server *srv) {
   while (srv->pools) {
     struct pool *p = srv->pools;
     srv->pools = p->next;
+    layers_stack_free(&p->stack);
     free(p->spec);
     free(p);
   }

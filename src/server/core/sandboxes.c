@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "util.h"
+#include "cleanup.h"
 #include "core/fds.h"
+#include "core/layers.h"
 #include "core/metrics.h"
 #include "core/network.h"
 #include "core/pool.h"
@@ -33,9 +35,9 @@ struct creating {
   struct create_req r; /* its JSON values held, its template copied */
   char template[64];
   struct hutch_sandbox_config cfg;
-  json_t *snap; /* the snapshot it is made from, or NULL */
-  char **paths;
-  size_t npaths;
+  json_t *layers;        /* what it stacks (layers.h), or NULL: host */
+  json_t *tmpl;          /* the store's template it is made from, or NULL */
+  struct layer_stack stack;
   struct volume_mounts vm;
   uint64_t memory_mb, t0;
   const struct create_ops *ops;
@@ -123,9 +125,12 @@ unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
   unsigned n = 0;
   for (const struct creating *cr = srv->creating; cr; cr = cr->next)
     n += (volume && has_id(cr->vm.used, "id", volume)) ||
-         (layer && cr->snap && has_id(json_object_get(cr->snap, "layers"), NULL, layer));
+         (layer && cr->layers && has_id(cr->layers, NULL, layer));
   return n;
 }
+
+static int resolve_template(struct creating *cr, struct hutch_err *err);
+static void template_config(struct sbx *sb, json_t *tmpl);
 
 static void creating_free(struct creating *cr) {
   for (struct creating **q = &cr->srv->creating; *q; q = &(*q)->next)
@@ -134,8 +139,9 @@ static void creating_free(struct creating *cr) {
       break;
     }
   volumes_release(&cr->vm);
-  snapshots_free_paths(cr->paths, cr->npaths);
-  json_decref(cr->snap);
+  layers_stack_free(&cr->stack);
+  json_decref(cr->layers);
+  json_decref(cr->tmpl);
   json_decref(cr->r.env);
   json_decref(cr->r.metadata);
   json_decref(cr->r.volumes);
@@ -150,11 +156,13 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_
   struct server *srv = cr->srv;
   const struct create_req *r = &cr->r;
   str_copy(sb->tenant, sizeof sb->tenant, cr->p.tenant);
-  sb->layers = json_incref(json_object_get(cr->snap, "layers"));
+  str_copy(sb->template, sizeof sb->template, cr->template); /* a pool's has its id */
+  sb->layers = json_incref(cr->layers);
+  template_config(sb, cr->tmpl);
   sb->volumes = json_array_size(cr->vm.used) ? json_incref(cr->vm.used) : NULL;
   if (r->metadata)
     json_object_update(sb->metadata, r->metadata);
-  if (r->env)
+  if (r->env) /* above the template's */
     json_object_update(sb->env, r->env);
   sb->created_ms = wall_ms();
   sb->timeout_ms = (int64_t)(r->timeout_s * 1000);
@@ -183,7 +191,9 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
   bool wanted = cr->ops->wanted(cr->arg);
   if (sb && !wanted) {
     /* Its layers are released when its teardown is done, not before. */
-    sb->layers = json_incref(json_object_get(cr->snap, "layers"));
+    sb->layers = json_incref(cr->layers);
+    if (sb->pin < 0)
+      sb->pin = steal_fd(&cr->stack.pin);
     sbx_destroy(sb);
     sb = NULL;
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");
@@ -197,6 +207,8 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
       err.code = "sandbox_error";
     hutch_err_wrap(&err, "creating the sandbox");
   } else {
+    if (sb->pin < 0)
+      sb->pin = steal_fd(&cr->stack.pin);
     sb = adopt_made(cr, sb, &err);
   }
   const struct create_ops *ops = cr->ops;
@@ -224,7 +236,11 @@ static int start(struct creating *cr, struct hutch_err *err) {
     return -1;
   cr->memory_mb = cfg->memory_bytes >> 20;
   cr->t0 = now_ns();
-  struct sbx *sb = cr->snap || cfg->nvolumes ? NULL : pool_take(srv, cfg, r->template);
+  /* A pool holds sandboxes of the host or of a template: one made from
+   * a snapshot, or with volumes, is made for this create. */
+  const char *tmpl = layers_template(cr->layers);
+  bool pooled = !cfg->nvolumes && (!cr->layers || (tmpl && json_array_size(cr->layers) == 1));
+  struct sbx *sb = pooled ? pool_take(srv, cfg, tmpl ? tmpl : "host") : NULL;
   if (!sb && fds_check_sandbox(srv))
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many descriptors as it can; try again");
@@ -239,6 +255,57 @@ static int start(struct creating *cr, struct hutch_err *err) {
   return 0;
 }
 
+/* A template is `host`, one of the tenant's snapshots, or a template of
+ * the store (the tenant's own, or a public one): what it stacks. */
+static int resolve_template(struct creating *cr, struct hutch_err *err) {
+  struct server *srv = cr->srv;
+  if (strcmp(cr->template, "host") == 0)
+    return 0;
+  json_t *snap = snapshots_get(srv, cr->p.tenant, cr->template);
+  if (snap) {
+    cr->layers = json_incref(json_object_get(snap, "layers"));
+    json_decref(snap);
+    /* A snapshot of a template's sandbox runs as the template does. */
+    const char *tmpl = layers_template(cr->layers);
+    struct hutch_err none = {0};
+    cr->tmpl = tmpl ? hutch_images_get(&srv->images, tmpl, &none) : NULL;
+  } else {
+    struct hutch_err none = {0};
+    cr->tmpl = layers_find_template(srv, cr->p.tenant, cr->template, &none);
+    if (!cr->tmpl)
+      return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
+                            "no template '%s' (this server has host, your snapshots, and the "
+                            "templates GET /v1/templates lists)",
+                            cr->template);
+    cr->layers = json_pack("[s+]", LAYERS_TEMPLATE,
+                           json_string_value(json_object_get(cr->tmpl, "id")));
+  }
+  if (cr->layers && layers_stack(srv, cr->layers, &cr->stack, err) < 0)
+    return hutch_err_wrap(err, "template %s", cr->template);
+  return 0;
+}
+
+/* A template's config under the request's: its environment beneath the
+ * request's own, its user and working directory as the defaults of every
+ * exec. */
+static void template_config(struct sbx *sb, json_t *tmpl) {
+  if (!tmpl)
+    return;
+  struct hutch_image_config ic;
+  hutch_images_config(tmpl, &ic);
+  size_t i;
+  json_t *v;
+  json_array_foreach(ic.env, i, v) {
+    const char *kv = json_string_value(v), *eq = kv ? strchr(kv, '=') : NULL;
+    if (!eq || eq == kv)
+      continue;
+    char *k = xasprintf("%.*s", (int)(eq - kv), kv);
+    json_object_set_new(sb->env, k, json_string(eq + 1));
+    free(k);
+  }
+  sbx_set_defaults(sb, ic.user, ic.workdir);
+}
+
 int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
                      const struct create_ops *ops, void *arg, struct hutch_err *err) {
   if (network_check(r->network, r->secrets, err) < 0)
@@ -251,6 +318,7 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
                             "env: name '%s' contains '='", k);
   }
   struct creating *cr = xcalloc(1, sizeof *cr);
+  cr->stack.pin = -1;
   cr->srv = srv;
   cr->p = *p;
   cr->r = *r;
@@ -264,17 +332,11 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
   cr->ops = ops;
   cr->arg = arg;
   cr->cfg.state_dir = srv->cfg.state_dir;
-  /* A template is `host`, or one of the tenant's snapshots: its layers. */
-  if (strcmp(cr->template, "host") != 0 &&
-      !(cr->snap = snapshots_get(srv, p->tenant, cr->template))) {
-    hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
-                   "no template '%s' (this server has host, and your snapshots)", cr->template);
+  if (resolve_template(cr, err) < 0)
     goto fail;
-  }
-  json_t *layers = json_object_get(cr->snap, "layers");
-  cr->paths = layers ? snapshots_layer_paths(srv, layers, &cr->npaths) : NULL;
-  cr->cfg.layers = (const char *const *)cr->paths;
-  cr->cfg.nlayers = cr->npaths;
+  cr->cfg.rootfs = cr->stack.rootfs;
+  cr->cfg.layers = (const char *const *)cr->stack.paths;
+  cr->cfg.nlayers = cr->stack.n;
   if (volumes_prepare(srv, p, cr->r.volumes, &cr->vm, err) < 0)
     goto fail;
   cr->cfg.volumes = cr->vm.v;

@@ -8,11 +8,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "cleanup.h"
 #include "util.h"
 #include "core/actions.h"
 #include "core/audit.h"
 #include "core/contexts.h"
 #include "core/keys.h"
+#include "core/layers.h"
 #include "core/network.h"
 #include "core/pool.h"
 #include "core/procs.h"
@@ -88,6 +90,10 @@ static json_t *sbx_spec(const struct sbx *sb) {
       "traffic_token", sb->traffic_token);
   if (spec && sb->layers)
     json_object_set(spec, "layers", sb->layers);
+  if (spec && sb->user)
+    json_object_set_new(spec, "user", json_string(sb->user));
+  if (spec && sb->workdir)
+    json_object_set_new(spec, "workdir", json_string(sb->workdir));
   if (spec && sb->volumes)
     json_object_set(spec, "volumes", sb->volumes);
   if (spec && sb->network)
@@ -118,6 +124,10 @@ static void sbx_free_now(struct sbx *sb) {
   usage_free(sb);
   escapes_free(sb);
   json_decref(sb->layers);
+  free(sb->user);
+  free(sb->workdir);
+  if (sb->pin >= 0) /* a sandbox never made (sbx_destroy hands it to its teardown) */
+    close(sb->pin);
   json_decref(sb->volumes);
   json_decref(sb->metadata);
   json_decref(sb->env);
@@ -193,6 +203,7 @@ static void making_run(struct offload *o) {
 static struct sbx *sbx_wrap(struct server *srv, struct making *m) {
   const struct hutch_sandbox_config *cfg = &m->cfg;
   struct sbx *sb = xcalloc(1, sizeof *sb);
+  sb->pin = -1;
   sb->hs = m->hs;
   sb->srv = srv;
   memcpy(sb->id, sb->hs->id, sizeof sb->id);
@@ -268,6 +279,7 @@ struct teardown {
   void *arg;
   struct hutch_sandbox *hs;
   json_t *layers; /* a fork's snapshot is released once its files are unused */
+  int pin;        /* its template's, closed once its files are unused */
   char id[17];
   struct hutch_err err;
   int r;
@@ -292,12 +304,15 @@ static void teardown_done(struct offload *o) {
   if (t->layers)
     snapshots_release(o->srv, t->layers);
   json_decref(t->layers);
+  if (t->pin >= 0)
+    close(t->pin);
   free(t);
 }
 
-static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers,
+static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers, int pin,
                      void (*gone)(void *arg), void *arg) {
   struct teardown *t = xcalloc(1, sizeof *t);
+  t->pin = pin;
   t->hs = hs;
   t->gone = gone;
   t->arg = arg;
@@ -319,7 +334,14 @@ unsigned sbx_teardown_users(const struct server *srv, const char *layer) {
 }
 
 void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers) {
-  teardown(srv, hs, layers, NULL, NULL);
+  teardown(srv, hs, layers, -1, NULL, NULL);
+}
+
+void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir) {
+  free(sb->user);
+  free(sb->workdir);
+  sb->user = user ? xstrdup(user) : NULL;
+  sb->workdir = workdir ? xstrdup(workdir) : NULL;
 }
 
 void sbx_register(struct server *srv, struct sbx *sb) {
@@ -367,7 +389,7 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
     sb->hs->conn_fd = -1;
     agentc_close(&sb->ac, sbx_free);
   }
-  teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, gone, arg);
+  teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, steal_fd(&sb->pin), gone, arg);
   sb->hs = NULL;
   if (!connected)
     sbx_free_now(sb);
@@ -532,6 +554,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   struct hutch_err err = {0};
   json_t *slot = json_object_get(row->spec, "slot");
   struct sbx *sb = xcalloc(1, sizeof *sb);
+  sb->pin = -1;
   if (!json_is_integer(slot) ||
       hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
                           srv->agents_dir, &sb->hs, &err) < 0) {
@@ -568,6 +591,14 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->left_ms = spec_int(row->spec, "left_ms", 0);
   json_t *layers = json_object_get(row->spec, "layers");
   sb->layers = json_is_array(layers) ? json_incref(layers) : NULL;
+  sbx_set_defaults(sb, json_string_value(json_object_get(row->spec, "user")),
+                   json_string_value(json_object_get(row->spec, "workdir")));
+  /* Its template's layers are its own again: pinned for its life. */
+  const char *tmpl = layers_template(sb->layers);
+  json_t *rec = tmpl ? hutch_images_get(&srv->images, tmpl, &err) : NULL;
+  if (rec && (sb->pin = hutch_images_pin(&srv->images, rec, &err)) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: template %s: %s\n", sb->id, tmpl, err.msg);
+  json_decref(rec);
   json_t *volumes = json_object_get(row->spec, "volumes");
   sb->volumes = json_is_array(volumes) ? json_incref(volumes) : NULL;
   const char *traffic = json_string_value(json_object_get(row->spec, "traffic_token"));

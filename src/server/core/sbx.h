@@ -55,7 +55,11 @@ struct sbx {
   int64_t paused_ms, left_ms;
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
-  json_t *layers; /* the snapshot it was made from: its layers' ids; NULL: none */
+  json_t *layers; /* what it stacks (layers.h): snapshots, a template; NULL: host */
+  int pin;        /* its template's pin (images.h), -1: none; closed after teardown */
+  /* A template's defaults for every exec that names none: its user and
+   * working directory (NULL: hutch's user, the user's home). */
+  char *user, *workdir;
   json_t *volumes; /* [{id, path, read_only}] it mounts; NULL: none */
   /* Network (docs/network.md): the policy as clients see it ({mode, allow,
    * public_ports}), the secrets its proxy adds (never shown), both
@@ -78,6 +82,8 @@ struct sbx {
  * server stopping meanwhile gets none: what was made is destroyed. */
 typedef void (*sbx_made_fn)(struct server *srv, struct sbx *sb, const struct hutch_err *err,
                             void *arg);
+/* Set sb's template defaults (sbx.h: user, workdir); NULL: none. */
+void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir);
 void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
               sbx_made_fn made, void *arg);
 /* End hs off the loop; then release the fork snapshot of layers (or NULL). */

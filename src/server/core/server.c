@@ -28,6 +28,7 @@
 
 struct server *server_new(void) {
   struct server *srv = xcalloc(1, sizeof *srv);
+  srv->images = (struct hutch_images){.dirfd = -1, .work_lock = -1};
   srv->cfg = (struct serve_config){
       .port = SERVE_DEFAULT_PORT,
       .max_conns = 1024,
@@ -134,10 +135,17 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   if (r < 0)
     return -1;
   srv->agents_dir = xasprintf("%s/agents", dir);
+  if (hutch_images_open(&srv->images, dir, err) < 0)
+    return -1;
   /* The sandboxes a server that went away left running are ours now. */
   if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
     return -1;
   snapshots_gc(srv); /* forks' snapshots whose forks ended meanwhile */
+  /* Templates removed while in use whose sandboxes are gone now (their
+   * pins are held again by those taken over, above). */
+  struct hutch_err gc_err = {0};
+  if (hutch_images_gc(&srv->images, &gc_err) < 0)
+    fprintf(stderr, "hutch serve: template store: %s\n", gc_err.msg);
   srv->audit = audit_open(dir, srv->cfg.audit_max_mb << 20, err);
   return srv->audit ? 0 : -1;
 }
@@ -268,6 +276,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
   store_close(srv->store);
+  hutch_images_close(&srv->images);
   free(srv->key_cache);
   audit_close(srv->audit);
   free(srv->agents_dir);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 #include "err.h"
+#include "images.h"
 #include "core/offload.h"
 #include "http/http.h"
 #include "net/netpolicy.h"
@@ -104,6 +105,7 @@ struct server {
   bool collecting; /* hutch_gc_host under way, off the loop (sbx.c) */
   struct serve_config cfg;
   struct store *store;
+  struct hutch_images images; /* the template store, STATE/images */
   struct key_cache_slot *key_cache; /* KEY_CACHE_SLOTS of them; NULL until used */
   char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */

@@ -23,6 +23,7 @@
 #include "core/sandboxes.h"
 #include "core/diskroom.h"
 #include "core/keys.h"
+#include "core/layers.h"
 #include "core/server.h"
 #include "state/store.h"
 
@@ -94,10 +95,11 @@ static unsigned users_of(struct server *srv, json_t *all, const char *id, unsign
  * is up to its quota (GiBs) in many files. The store's row goes first, so
  * nothing can use the snapshot meanwhile; a server that dies before the
  * files are gone removes them at its next start (snapshots_gc). */
-static int remove_snapshot(struct server *srv, const char *id, offload_done_fn done, void *arg,
-                           struct hutch_err *err) {
+static int remove_snapshot(struct server *srv, const char *id, json_t *layers,
+                           offload_done_fn done, void *arg, struct hutch_err *err) {
   if (store_snapshot_delete(srv->store, id, err) < 0)
     return -1;
+  layers_hold(srv, layers, id, false);
   offload_remove(srv, snapshots_dir(srv, id), true, done, arg);
   return 0;
 }
@@ -113,7 +115,7 @@ void snapshots_release(struct server *srv, json_t *layers) {
     if (strcmp(id, top) == 0 && json_is_true(json_object_get(v, "ephemeral")) &&
         users_of(srv, all, id, &snaps) == 0 && snaps == 0) {
       struct hutch_err err = {0};
-      if (remove_snapshot(srv, id, NULL, NULL, &err) < 0)
+      if (remove_snapshot(srv, id, json_object_get(v, "layers"), NULL, NULL, &err) < 0)
         fprintf(stderr, "hutch serve: snapshot %s: %s\n", id, err.msg);
     }
   }
@@ -150,20 +152,6 @@ void snapshots_gc(struct server *srv) {
     closedir(d);
 }
 
-char **snapshots_layer_paths(const struct server *srv, json_t *layers, size_t *n) {
-  *n = json_array_size(layers);
-  char **paths = xcalloc(*n + 1, sizeof *paths);
-  for (size_t i = 0; i < *n; i++)
-    paths[i] = snapshots_dir(srv, json_string_value(json_array_get(layers, i)));
-  return paths;
-}
-
-void snapshots_free_paths(char **paths, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    free(paths[i]);
-  free(paths);
-}
-
 /* A capture under way: the copy runs on libuv's thread pool (it reads
  * up to the sandbox's disk quota), the rest on the loop. */
 struct capture {
@@ -190,10 +178,11 @@ static void capture_work(uv_work_t *w) {
   cap->r = hutch_layer_capture(cap->storage_fd, cap->uid_base, cap->dir, &cap->stats, &cap->err);
 }
 
-/* Whether every layer but the first (the new one) is still a snapshot. */
+/* Whether every layer but the first (the new one) is still a snapshot
+ * (a template's entry is: the sandbox's pin keeps it). */
 static bool layers_exist(struct server *srv, json_t *layers) {
   json_t *all = snapshots_list(srv, NULL), *v;
-  size_t i, found = 0;
+  size_t i, found = layers_template(layers) ? 1 : 0;
   json_array_foreach(all, i, v) {
     const char *id = json_string_value(json_object_get(v, "id"));
     found += has_layer(layers, id) && strcmp(id, json_string_value(json_array_get(layers, 0))) != 0;
@@ -269,7 +258,11 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
                               cap->layers,      wall_ms(),   cap->stats.bytes,
                               cap->stats.files, cap->ephemeral};
   struct hutch_err e = {0};
+  /* Held before it is listed: the template's layers outlive a removal of
+   * the template while the snapshot stacks them. */
+  layers_hold(srv, cap->layers, cap->id, true);
   if (store_snapshot_put(srv->store, &sn, &e) < 0) {
+    layers_hold(srv, cap->layers, cap->id, false);
     offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);
     hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
     return NULL;
@@ -303,10 +296,10 @@ static void capture_after(uv_work_t *w, int status) {
 /* What forbids a capture of sb now: -1 and why, else 0. */
 static int capture_check(struct server *srv, const struct principal *p, struct sbx *sb,
                          struct hutch_err *err) {
-  size_t depth = json_array_size(sb->layers);
+  size_t depth = layers_depth(srv, sb->layers);
   if (depth + 1 > HUTCH_MAX_LAYERS)
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "too_many_layers",
-                          "sandbox %s stacks %zu snapshots already: a snapshot of it would pass "
+                          "sandbox %s stacks %zu layers already: a snapshot of it would pass "
                           "the limit of %d",
                           sb->id, depth, HUTCH_MAX_LAYERS);
   if (sb->hs->storage_fd < 0)
@@ -398,7 +391,7 @@ int snapshots_delete(struct server *srv, const struct principal *p, const char *
   json_t *layers = json_deep_copy(json_object_get(s, "layers"));
   json_decref(s);
   struct hutch_err e = {0};
-  if (remove_snapshot(srv, id, done, arg, &e) < 0) {
+  if (remove_snapshot(srv, id, layers, done, arg, &e) < 0) {
     json_decref(layers);
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "snapshot %s: %s", id, e.msg);
   }

@@ -34,9 +34,6 @@ int snapshots_capture(struct server *srv, const struct principal *p, struct sbx 
                       struct hutch_err *err);
 /* The tenant's snapshot id as JSON {id, layers, …}, or NULL. */
 json_t *snapshots_get(struct server *srv, const char *tenant, const char *id);
-/* The directories of layers (ids), for a sandbox config; and their end. */
-char **snapshots_layer_paths(const struct server *srv, json_t *layers, size_t *n);
-void snapshots_free_paths(char **paths, size_t n);
 /* A sandbox that stacked layers is gone: a fork's snapshot goes with its
  * last user. */
 void snapshots_release(struct server *srv, json_t *layers);

@@ -34,13 +34,8 @@ struct templates *templates_state(struct server *srv) {
 }
 
 struct hutch_images *templates_store(struct server *srv, struct hutch_err *err) {
-  struct templates *t = templates_state(srv);
-  if (!t->open) {
-    if (hutch_images_open(&t->store, srv->cfg.state_dir, err) < 0)
-      return NULL;
-    t->open = true;
-  }
-  return &t->store;
+  (void)err;
+  return &srv->images;
 }
 
 json_t *templates_list(struct server *srv, const struct principal *p) {
@@ -104,7 +99,7 @@ static void removal_done(struct offload *o) {
 static void remove_off_loop(struct server *srv, const char *owner, const char *ref,
                             offload_done_fn done, void *arg) {
   struct removal *rm = xcalloc(1, sizeof *rm);
-  rm->store = &templates_state(srv)->store;
+  rm->store = &srv->images;
   rm->owner = xstrdup(owner);
   rm->ref = xstrdup(ref);
   rm->done = done;
@@ -647,8 +642,6 @@ void templates_free(struct server *srv) {
     t->tokens = k->next;
     free(k);
   }
-  if (t->open)
-    hutch_images_close(&t->store);
   free(t);
   srv->templates = NULL;
 }

@@ -79,17 +79,16 @@ struct template_token {
   uint64_t expires_ns;
 };
 
-/* The server's (srv->templates, made on first use): the store, the jobs,
- * the upload tokens. */
+/* The server's (srv->templates, made on first use): the jobs, the upload
+ * tokens. */
 struct templates {
-  struct hutch_images store;
-  bool open;
   struct template_job *jobs; /* newest first */
   struct template_token *tokens;
 };
 struct templates *templates_state(struct server *srv);
 
-/* The store (opened on first use). NULL and err if it cannot be opened. */
+/* The store (the server's, srv->images); err is never set: it was opened
+ * with the server. */
 struct hutch_images *templates_store(struct server *srv, struct hutch_err *err);
 /* The templates p may use (its own and the public ones), sorted by name. */
 json_t *templates_list(struct server *srv, const struct principal *p);

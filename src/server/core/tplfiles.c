@@ -21,14 +21,6 @@
 #include "core/server.h"
 #include "core/templates.h"
 
-bool tplfiles_hash_ok(const char *hash) {
-  size_t n = 0;
-  for (; hash && hash[n]; n++)
-    if (!((hash[n] >= '0' && hash[n] <= '9') || (hash[n] >= 'a' && hash[n] <= 'f')))
-      return false;
-  return n == 64;
-}
-
 static void sha256_hex(const void *data, size_t n, char out[65]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned len = 0;

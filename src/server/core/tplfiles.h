@@ -19,8 +19,6 @@ struct server;
 /* How long an E2B upload URL stays good. */
 #define TEMPLATE_UPLOAD_TOKEN_MS (15 * 60 * 1000)
 
-/* Whether hash is one: 64 hex digits, lower case. */
-bool tplfiles_hash_ok(const char *hash);
 /* The tenant's file of hash (malloc'd), and whether it is there. */
 char *tplfiles_path(struct server *srv, const char *tenant, const char *hash);
 bool tplfiles_present(struct server *srv, const char *tenant, const char *hash);

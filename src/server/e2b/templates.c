@@ -86,7 +86,7 @@ static struct template_job *build_of(struct http_conn *c, const struct principal
 void e2b_templates_file(struct http_conn *c, const struct principal *p) {
   const char *hash = c->req.params[1];
   const char *host = http_header(&c->req, "Host");
-  if (!tplfiles_hash_ok(hash)) {
+  if (!hutch_images_hex_ok(hash)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "a files hash is 64 hex digits");
     return;
   }
