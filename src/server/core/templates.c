@@ -377,6 +377,13 @@ static void over_quota(struct template_job *j) {
   j->record = NULL;
 }
 
+/* The code a failed job says: the error's own, else its kind's. */
+static const char *err_code(const struct hutch_err *err) {
+  if (err->code)
+    return err->code;
+  return hutch_err_class(err) == HUTCH_ERR_INVALID ? "invalid_argument" : "internal";
+}
+
 static void job_ended(struct template_job *j) {
   struct hutch_err err = {0};
   if (!j->err.msg[0] && !j->cancelled) {
@@ -391,7 +398,7 @@ static void job_ended(struct template_job *j) {
   j->ended_ms = (int64_t)time(NULL) * 1000;
   json_t *last = j->record ? json_pack("{s:s,s:O}", "event", "done", "template", j->record)
                            : json_pack("{s:s,s:s,s:s}", "event", "failed", "code",
-                                       j->err.code ?: "error", "message", j->err.msg);
+                                       err_code(&j->err), "message", j->err.msg);
   json_object_set_new(last, "time", json_integer(j->ended_ms));
   job_event(j, last);
   json_decref(last);
@@ -439,7 +446,7 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
     _cleanup_free_ char *df = xasprintf("%s/Dockerfile", workdir);
     _cleanup_free_ char *ctx = xasprintf("%s/context", workdir);
     _cleanup_close_ int dir = open(workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0 || write_file_at(dir, "Dockerfile", s->dockerfile, err) < 0 ||
+    if (dir < 0 || create_file_at(dir, "Dockerfile", s->dockerfile, 0600, err) < 0 ||
         mkdirat(dir, "context", 0700) < 0)
       return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", workdir);
     if (s->contexts && s->contexts[0]) {
@@ -589,7 +596,7 @@ json_t *templates_job_json(const struct template_job *j, size_t log_from) {
   if (j->record)
     json_object_set(o, "template", j->record);
   if (j->state == TJOB_ERROR)
-    json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code", j->err.code ?: "error",
+    json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code", err_code(&j->err),
                                               "message", j->err.msg));
   return o;
 }
