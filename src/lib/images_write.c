@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/xattr.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,12 +83,23 @@ static void sha256_hex(EVP_MD_CTX *md, char out[65]) {
     snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* The topmost entry at path among dirs (topmost first): its layer's fd in
- * *at, or -1 when no layer shows it (absent, or deleted by a whiteout or
- * hidden by an opaque directory above). */
+/* path under a layer's root, opened O_PATH (flags: O_DIRECTORY or 0)
+ * without following any symlink on the way: an image's /etc may be a link
+ * to the host's. -1 when it is not there so. */
+static int open_in_layer(int layer, const char *path, int flags) {
+  struct open_how how = {.flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+  return (int)syscall(SYS_openat2, layer, path, &how, sizeof how);
+}
+
+/* The layer (of dirs, topmost first) whose entry path is what the stack
+ * shows, its fd, and the entry's stat; -1 when none shows it (absent,
+ * deleted by a whiteout, or hidden under an opaque directory above). */
 static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat *st) {
   for (size_t i = 0; i < n; i++) {
-    if (fstatat(dirs[i], path, st, AT_SYMLINK_NOFOLLOW) == 0)
+    _cleanup_close_ int fd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], path, 0);
+    if (fd >= 0 && fstat(fd, st) == 0)
       return S_ISCHR(st->st_mode) && st->st_rdev == 0 ? -1 : dirs[i];
     /* An opaque parent in this layer hides every layer below. */
     _cleanup_free_ char *parent = xstrdup(path);
@@ -94,23 +107,26 @@ static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat
     if (slash) {
       *slash = '\0';
       char v[2];
-      _cleanup_close_ int pd = openat(dirs[i], parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (pd >= 0 && fgetxattr(pd, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
+      _cleanup_close_ int pd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], parent, O_DIRECTORY);
+      _cleanup_free_ char *proc = pd < 0 ? NULL : xasprintf("/proc/self/fd/%d", pd);
+      if (proc && getxattr(proc, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
         return -1;
     }
   }
   return -1;
 }
 
-/* The image's file at path (at most max bytes), or NULL. */
+/* The image's regular file at path (at most max bytes), or NULL. */
 static char *stack_read(const int *dirs, size_t n, const char *path, size_t max) {
   struct stat st;
   int at = stack_lookup(dirs, n, path, &st);
-  if (at < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
+  _cleanup_close_ int pfd = at < 0 ? -1 : open_in_layer(at, path, 0);
+  if (pfd < 0 || fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
     return NULL;
+  _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", pfd);
+  _cleanup_close_ int fd = open(proc, O_RDONLY | O_CLOEXEC);
   char *buf = xmalloc((size_t)st.st_size + 1);
-  struct hutch_err ignored = {0};
-  ssize_t got = read_file_at(at, path, buf, (size_t)st.st_size + 1, &ignored);
+  ssize_t got = fd < 0 ? -1 : read_all(fd, buf, (size_t)st.st_size);
   if (got < 0) {
     free(buf);
     return NULL;

@@ -108,6 +108,28 @@ int main(void) {
   ok(two && !exists(home), "an image with uid 1000 gets no second one");
   free(home);
 
+  /* An image whose /etc is a link to the host's: the top layer reads
+   * nothing through it. */
+  const char *c = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  char *cdir = hutch_images_tmpdir(&s, &err);
+  ok(cdir && symlink("/etc", xasprintf("%s/etc", cdir)) == 0, "a layer with etc -> /etc");
+  json_t *cmeta = json_pack("{s:i}", "size", 0);
+  hutch_images_layer_commit(&s, cdir, c, cmeta, &err);
+  json_decref(cmeta);
+  free(cdir);
+  json_t *rc = record("linked", "", c);
+  json_t *linked = hutch_images_add(&s, rc, false, &err);
+  json_decref(rc);
+  const char *ctop = json_string_value(json_object_get(linked, "top"));
+  char *cp = xasprintf("layers/%s/etc/passwd", ctop ? ctop : "");
+  char cbuf[4096] = {0};
+  read_file_at(dfd, cp, cbuf, sizeof cbuf - 1, &err);
+  ok(linked && strstr(cbuf, "user:x:1000") && !strstr(cbuf, "daemon:") && !strstr(cbuf, "_apt"),
+     "the host's /etc/passwd is not read through an image's link");
+  free(cp);
+  ok(hutch_images_remove(&s, NULL, "linked", &err) == 0, "removed");
+  json_decref(linked);
+
   json_t *mine = record("py", "tenant-a", b);
   json_t *m = hutch_images_add(&s, mine, false, &err);
   ok(m != NULL, "another owner's template of the same name: %s", err.msg);
@@ -161,7 +183,18 @@ int main(void) {
   ok(exists(lb), "a layer two templates share stays");
   ok(hutch_images_remove(&s, "tenant-a", "py", &err) == 0 && exists(lb),
      "removing one sharer keeps the layer for the other");
-  ok(hutch_images_remove(&s, NULL, "node", &err) == 0 && !exists(lb), "the last one takes it");
+  const char *nid = json_string_value(json_object_get(two, "id"));
+  ok(hutch_images_hold(&s, nid, "snap_1", true, &err) == 0, "held by a snapshot: %s", err.msg);
+  ok(hutch_images_remove(&s, NULL, "node", &err) == 0 && exists(lb),
+     "a held template's layer stays when it is removed");
+  json_t *got = hutch_images_get(&s, nid, &err);
+  ok(got != NULL, "a removed template still held is got by its id");
+  json_decref(got);
+  ok(hutch_images_hold(&s, nid, "snap_1", false, &err) == 0 && hutch_images_gc(&s, &err) == 0 &&
+         !exists(lb),
+     "let go of, the collection takes it");
+  got = hutch_images_get(&s, nid, &err);
+  ok(!got && err.kind == HUTCH_ERR_NOT_FOUND, "and its record");
   ok(hutch_images_remove(&s, NULL, "node", &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "removing again: not found");
   json_decref(one);

@@ -19,6 +19,7 @@
 
 #include "util.h"
 #include "core/actions.h"
+#include "core/layers.h"
 #include "core/sandboxes.h"
 #include "api/api.h"
 #include "core/snapshots.h"
@@ -31,8 +32,9 @@
 #define LIST_DEFAULT 100
 #define LIST_MAX 100
 
-/* E2B's template names that the `host` template stands for: the SDKs'
- * defaults, and hutch's own name. */
+/* E2B's template names that the `host` template stands for, unless the
+ * store has a template of that name (docs/templates.md: a
+ * code-interpreter template): the SDKs' defaults, and hutch's own name. */
 static const char *const host_aliases[] = {"base", "code-interpreter-v1", "code-interpreter",
                                            "host", NULL};
 
@@ -113,12 +115,11 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   bool host = false;
   for (const char *const *a = host_aliases; *a; a++)
     host |= strcmp(tmpl, *a) == 0;
-  if (!host && strncmp(tmpl, "snap_", 5) != 0) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found",
-               "no template '%s' (this server has: host, also known as base and "
-               "code-interpreter-v1, and your snapshots)",
-               tmpl);
-    goto out;
+  if (host && strcmp(tmpl, "host") != 0) {
+    struct hutch_err none = {0};
+    json_t *rec = layers_find_template(c->srv, p->tenant, tmpl, &none);
+    host = !rec;
+    json_decref(rec);
   }
   /* The create of both APIs (a snapshot's id is a native template).
    * autoPauseMemory false asks for a pause that keeps only the files:
