@@ -97,7 +97,8 @@ struct tpl_upload;
 /* A template record as a tenant sees it (new reference). */
 json_t *templates_view(json_t *rec);
 /* Answer a started job: NDJSON events to its end when the client asks
- * (Accept: application/x-ndjson), else 202 and the job to poll. */
+ * (Accept: application/x-ndjson); 202 and the job to poll with Prefer:
+ * respond-async; else, once it ends, 201 and the template or its error. */
 void templates_answer(struct http_conn *c, struct template_job *j);
 /* Take c's body into a file (a streamed route), then done(c, p, u, arg)
  * answers; arg is freed after. Errors are answered. */

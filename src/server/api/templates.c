@@ -117,14 +117,48 @@ static bool wants_ndjson(struct http_conn *c) {
   return accept && strcasestr(accept, "application/x-ndjson");
 }
 
+/* Prefer: respond-async (RFC 7240): the job at once, to poll. */
+static bool wants_async(struct http_conn *c) {
+  const char *prefer = http_header(&c->req, "Prefer");
+  return prefer && strcasestr(prefer, "respond-async");
+}
+
+/* A request that waits for its job's end: the template, or the job's
+ * error as the request's dialect writes it. A client that leaves lets the
+ * job go on; this goes with the job's end. */
+struct await {
+  struct http_wait w;
+};
+
+static void await_end(struct template_job *j, void *arg) {
+  struct await *a = arg;
+  struct http_conn *c = http_wait_end(&a->w);
+  free(a);
+  if (c && j->record)
+    http_json(c, 201, templates_view(j->record));
+  else if (c)
+    http_fail(c, &j->err);
+}
+
+static const struct template_watch await_watch = {.end = await_end};
+
 void templates_answer(struct http_conn *c, struct template_job *j) {
-  if (!wants_ndjson(c)) {
+  if (wants_async(c) && !wants_ndjson(c)) {
     _cleanup_free_ char *loc = xasprintf("Location: /v1/templates/jobs/%s\r\n", j->id);
     json_t *o = templates_job_json(j, 0);
     size_t n;
     char *s = http_json_line(o, &n);
     http_respond(c, 202, "application/json", s, n, loc);
     free(s);
+    return;
+  }
+  if (!wants_ndjson(c)) {
+    struct await *a = xcalloc(1, sizeof *a);
+    http_wait_begin(&a->w, c);
+    if (j->state == TJOB_BUILDING)
+      templates_watch(j, &await_watch, a);
+    else
+      await_end(j, a);
     return;
   }
   struct follow *f = xcalloc(1, sizeof *f);
