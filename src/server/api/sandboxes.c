@@ -39,7 +39,7 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   }
   if (ar)
     r->auto_resume = json_is_true(ar);
-  if (body_only(c, o, known) < 0 || body_string(c, o, "template", 63, &r->template) < 0 ||
+  if (body_only(c, o, known) < 0 || body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0 ||
       body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
       body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
       body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0 ||

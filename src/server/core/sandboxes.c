@@ -34,7 +34,7 @@ struct creating {
   struct server *srv;
   struct principal p;
   struct create_req r; /* its JSON values held, its template copied */
-  char template[64];
+  char template[SERVE_TEMPLATE_MAX + 1];
   struct hutch_sandbox_config cfg;
   json_t *layers;        /* what it stacks (layers.h), or NULL: host */
   json_t *tmpl;          /* the store's template it is made from, or NULL */

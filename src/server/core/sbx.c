@@ -186,7 +186,7 @@ struct making {
   struct offload o;
   struct hutch_sandbox_config cfg;
   struct hutch_bind kernels;
-  char template[64];
+  char template[SERVE_TEMPLATE_MAX + 1];
   struct hutch_sandbox *hs;
   struct hutch_err err;
   int r;

@@ -30,7 +30,7 @@ struct sbx {
   struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
   char id[17];
   char tenant[SERVE_TENANT_LEN + 1];
-  char template[64];
+  char template[SERVE_TEMPLATE_MAX + 1];
   /* The secret of the sandbox's E2B-compatible routes (envd and the code
    * interpreter, e2b_routes): E2B clients send it as X-Access-Token. */
   char token[SERVE_TOKEN_LEN + 1];

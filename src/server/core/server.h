@@ -25,6 +25,8 @@ struct hutch_err;
 #define SERVE_DEFAULT_TIMEOUT_S 300      /* a sandbox's life when the request names none */
 #define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
 #define SERVE_TOKEN_LEN 40
+/* The longest template a create names: a store's NAME:TAG (images.h). */
+#define SERVE_TEMPLATE_MAX (2 * HUTCH_IMAGE_NAME_MAX + 1)
 /* Where a sandbox's egress proxy listens, in its own namespace (egress.c). */
 #define EGRESS_PORT 3128
 /* Name lookups of all egress proxies under way; libuv's thread pool is

@@ -92,7 +92,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *metadata = NULL, *env = NULL;
   json_t *auto_resume = json_object_get(o, "autoResume");
   json_t *vols = json_object_get(o, "volumeMounts");
-  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", 63, &tmpl) < 0 ||
+  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &tmpl) < 0 ||
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
       body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
       body_string_map(c, o, "envVars", 256, &env) < 0 ||
