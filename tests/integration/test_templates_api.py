@@ -79,6 +79,11 @@ def busybox_layer():
     return tar_of(files)
 
 
+def err(r):
+    """(status, code) of an error answer."""
+    return r.status, error_of(r)
+
+
 def upload(api, path, body, headers=None):
     return api.request("POST", path, body=body, timeout=120,
                        headers={"Content-Type": "application/x-tar", **(headers or {})})
@@ -113,7 +118,7 @@ def test_import_list_get_use_delete(server, tenant):
     lines = tenant.exec(sb["id"], {"cmd": ["/bin/cat", "/etc/os-release"]})
     assert output(lines).decode() == "ID=hutchapi\n", lines
     assert tenant.delete(f"/v1/sandboxes/{sb['id']}").status == 204
-    assert error_of(tenant.delete("/v1/templates/apibox")) == (404, "template_not_found")
+    assert err(tenant.delete("/v1/templates/apibox")) == (404, "template_not_found")
     assert tmp_left(server) == []
 
 
@@ -136,7 +141,7 @@ def test_ndjson_progress_and_job(server, tenant):
     r = upload(tenant, "/v1/templates/import?name=ndbox2", arc,
                headers={"Prefer": "respond-async"})
     assert r.status == 202 and r.headers["Location"] == f"/v1/templates/jobs/{r.json['id']}", r
-    assert wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "ready", 60)
+    wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "ready", 60)
     for n in ("ndbox", "ndbox2"):
         assert tenant.delete(f"/v1/templates/{n}").status == 204
 
@@ -153,7 +158,7 @@ def test_other_tenants_neither_see_nor_delete(server, tenant):
     assert other.post("/v1/sandboxes", {"template": "mine"}).status == 404
     assert tenant.get("/v1/templates/mine").status == 200
     # Publishing is the admin key's.
-    assert error_of(upload(tenant, "/v1/templates/import?name=pub&public=true", b"x")) == \
+    assert err(upload(tenant, "/v1/templates/import?name=pub&public=true", b"x")) == \
         (403, "forbidden")
     assert tenant.delete("/v1/templates/mine").status == 204
 
@@ -173,7 +178,7 @@ def test_hostile_archives_fail_cleanly(server, tenant, case):
         arc = bytes(arc)
     r = upload(tenant, "/v1/templates/import?name=evil", arc)
     assert 400 <= r.status < 500, r
-    assert set(r.json["error"]) == {"code", "message"}, r.json
+    assert set(r.json) == {"error"} and set(r.json["error"]) == {"code", "message"}, r.json
     assert "evil" not in [t["name"] for t in tenant.get("/v1/templates").json["templates"]]
     assert tmp_left(server) == []
     assert not pathlib.Path("/etc/evil").exists()
@@ -181,12 +186,12 @@ def test_hostile_archives_fail_cleanly(server, tenant, case):
 
 
 def test_bad_requests(server, tenant):
-    assert error_of(tenant.post("/v1/templates", {"name": "x"}))[0] == 400
-    assert error_of(tenant.post("/v1/templates", {"name": "x", "from": "a", "dockerfile": "b"}))[0] == 400
-    assert error_of(tenant.post("/v1/templates", {"name": "BAD NAME", "from": "a"}))[0] == 400
-    assert error_of(tenant.post("/v1/templates", {"name": "x", "dockerfile": "FROM scratch",
+    assert err(tenant.post("/v1/templates", {"name": "x"}))[0] == 400
+    assert err(tenant.post("/v1/templates", {"name": "x", "from": "a", "dockerfile": "b"}))[0] == 400
+    assert err(tenant.post("/v1/templates", {"name": "BAD NAME", "from": "a"}))[0] == 400
+    assert err(tenant.post("/v1/templates", {"name": "x", "dockerfile": "FROM scratch",
                                                   "context": "0" * 64})) == (404, "not_found")
-    assert error_of(upload(tenant, "/v1/templates/import", b"x"))[0] == 400
+    assert err(upload(tenant, "/v1/templates/import", b"x"))[0] == 400
     assert tenant.get("/v1/templates/jobs/0123456789abcdef").status == 404
 
 
@@ -203,7 +208,7 @@ def test_quota_counts_templates(server):
                                            "max_disk_mb": 1}).json["key"])
     arc = oci_archive([busybox_layer()])  # busybox: more than 1 MiB unpacked
     r = upload(t, "/v1/templates/import?name=big", arc)
-    assert error_of(r) == (429, "quota_exceeded"), r
+    assert err(r) == (429, "quota_exceeded"), r
     assert t.get("/v1/templates").json["templates"] == []
     assert tmp_left(server) == []
 
@@ -221,13 +226,13 @@ def test_too_many_jobs_at_once_and_cancel(server, tenant):
         rs = [tenant.post("/v1/templates", {"name": f"slow{i}", "from": ref, "insecure": True},
                           headers={"Prefer": "respond-async"}) for i in range(3)]
         assert [r.status for r in rs[:2]] == [202, 202], rs
-        assert error_of(rs[2]) == (429, "quota_exceeded"), rs[2]
+        assert err(rs[2]) == (429, "quota_exceeded"), rs[2]
         assert rs[2].headers.get("Retry-After"), rs[2]
         for r in rs[:2]:
             assert tenant.get(r.headers["Location"]).json["status"] == "building"
             assert tenant.delete(r.headers["Location"]).status == 204
         for r in rs[:2]:
-            assert wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "error", 20)
+            wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "error", 20)
             assert tenant.get(r.headers["Location"]).json["error"]["code"] == "cancelled"
     finally:
         quiet.close()
