@@ -22,6 +22,7 @@
 #include "core/metrics.h"
 #include "core/pool.h"
 #include "core/snapshots.h"
+#include "core/startup.h"
 #include "core/templates.h"
 #include "state/seal.h"
 #include "state/store.h"
@@ -39,6 +40,7 @@ struct server *server_new(void) {
       .audit_max_mb = 256,
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
+      .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");

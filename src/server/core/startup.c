@@ -26,6 +26,7 @@ struct startup {
   uint64_t deadline_ns;
   uv_timer_t timer;
   unsigned tries;
+  bool passed;
   char last[256]; /* what the last ready check said */
 };
 
@@ -68,40 +69,33 @@ static void startup_end(struct startup *su, struct sbx *sb, const struct hutch_e
 
 static void check_due(uv_timer_t *t);
 
+static void check_start(json_t *pid, void *arg) { (void)pid, (void)arg; }
+
 static bool check_output(int which, const uint8_t *data, size_t n, void *arg) {
   (void)which, (void)data, (void)n, (void)arg;
   return true;
 }
 
+/* A check's verdict: what comes next is decided on the timer, not here,
+ * inside the agent connection's callback (ending the sandbox from there
+ * would free the connection under its own feet). */
 static void check_end(json_t *exit, void *arg) {
   struct startup *su = arg;
-  struct principal p = su->p;
-  struct sbx *sb = sbx_find_own(su->srv, &p, su->id);
   const char *status = json_string_value(json_object_get(exit, "status"));
   json_int_t code = json_integer_value(json_object_get(exit, "exit_code"));
   snprintf(su->last, sizeof su->last, "%s, exit code %lld", status ? status : "?",
            (long long)code);
+  su->passed = status && strcmp(status, "ok") == 0;
   json_decref(exit);
-  struct hutch_err err = {0};
-  if (!sb || su->srv->stopping) {
-    hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
-                   "the sandbox ended before its template's ready command passed");
-    startup_end(su, NULL, &err);
-  } else if (status && strcmp(status, "ok") == 0) {
-    startup_end(su, sb, NULL);
-  } else if (now_ns() >= su->deadline_ns) {
-    hutch_err_fail(&err, HUTCH_ERR_UPSTREAM_TIMEOUT, "ready_timeout",
-                   "the template's ready command did not pass within %d s (%u tries; the "
-                   "last: %s)",
-                   STARTUP_READY_TIMEOUT_MS / 1000, su->tries, su->last);
-    startup_end(su, sb, &err);
-  } else {
-    uv_timer_start(&su->timer, check_due, STARTUP_POLL_MS, 0);
-  }
+  bool again = !su->passed && now_ns() < su->deadline_ns;
+  uv_timer_start(&su->timer, check_due, again ? STARTUP_POLL_MS : 0, 0);
 }
 
-static const struct exec_sink check_sink = {.output = check_output, .end = check_end};
+static const struct exec_sink check_sink = {
+    .start = check_start, .output = check_output, .end = check_end};
 
+/* The next ready check, or the end: passed, out of time, or the sandbox
+ * gone meanwhile. */
 static void check_due(uv_timer_t *t) {
   struct startup *su = t->data;
   struct principal p = su->p;
@@ -111,6 +105,19 @@ static void check_due(uv_timer_t *t) {
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
                    "the sandbox ended before its template's ready command passed");
     startup_end(su, NULL, &err);
+    return;
+  }
+  if (su->passed) {
+    startup_end(su, sb, NULL);
+    return;
+  }
+  if (su->tries && now_ns() >= su->deadline_ns) {
+    hutch_err_fail(&err, HUTCH_ERR_UPSTREAM_TIMEOUT, "ready_timeout",
+                   "the template's ready command did not pass within %llu s (%u tries; the "
+                   "last: %s)",
+                   (unsigned long long)(su->srv->cfg.ready_timeout_ms / 1000), su->tries,
+                   su->last);
+    startup_end(su, sb, &err);
     return;
   }
   su->tries++;
@@ -137,7 +144,7 @@ int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb,
   su->ops = ops;
   su->arg = arg;
   su->ready = ready ? xstrdup(ready) : NULL;
-  su->deadline_ns = now_ns() + (uint64_t)STARTUP_READY_TIMEOUT_MS * 1000000;
+  su->deadline_ns = now_ns() + srv->cfg.ready_timeout_ms * 1000000;
   uv_timer_init(srv->loop, &su->timer);
   su->timer.data = su;
   if (start) {

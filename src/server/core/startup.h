@@ -11,8 +11,8 @@ struct sbx;
 struct principal;
 struct create_ops;
 
-/* How long a create waits for the ready command, how often it runs it,
- * and how long one run may take. */
+/* How long a create waits for the ready command by default
+ * (--ready-timeout), how often it runs it, and how long one run may take. */
 #define STARTUP_READY_TIMEOUT_MS 60000
 #define STARTUP_POLL_MS 200
 #define STARTUP_CHECK_TIMEOUT_MS 10000

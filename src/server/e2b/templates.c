@@ -179,16 +179,40 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   json_decref(o);
 }
 
+/* What an event of the job says, as a line for a person: its message, a
+ * build's step and output, or the event itself. */
+static char *event_text(json_t *ev, const char *name) {
+  const char *msg = json_string_value(json_object_get(ev, "message"));
+  json_int_t step = json_integer_value(json_object_get(ev, "step"));
+  json_int_t steps = json_integer_value(json_object_get(ev, "steps"));
+  if (msg)
+    return xstrdup(msg);
+  if (strcmp(name, "log") == 0)
+    return xstrdup(json_string_value(json_object_get(ev, "line")) ?: "");
+  if (strcmp(name, "step") == 0)
+    return xasprintf("[%lld/%lld] %s", (long long)step, (long long)steps,
+                     json_string_value(json_object_get(ev, "instruction")) ?: "");
+  if (strcmp(name, "step_done") == 0)
+    return xasprintf("[%lld/%lld] %s", (long long)step, (long long)steps,
+                     json_is_true(json_object_get(ev, "cached")) ? "cached" : "done");
+  if (strcmp(name, "done") == 0)
+    return xasprintf("template %s is ready",
+                     json_string_value(json_object_get(json_object_get(ev, "template"), "name"))
+                         ?: "");
+  if (strcmp(name, "built") == 0)
+    return xasprintf("built %s", json_string_value(json_object_get(ev, "name")) ?: "");
+  return json_dumps(ev, JSON_COMPACT);
+}
+
 /* An event of the job's log as E2B's BuildLogEntry. */
 static json_t *log_entry(json_t *ev) {
   char ts[32];
   iso8601(json_integer_value(json_object_get(ev, "time")), ts);
   const char *name = json_string_value(json_object_get(ev, "event")) ?: "";
-  const char *msg = json_string_value(json_object_get(ev, "message"));
-  char *text = msg ? xstrdup(msg) : json_dumps(ev, JSON_COMPACT);
+  char *text = event_text(ev, name);
   bool bad = strcmp(name, "error") == 0 || strcmp(name, "failed") == 0;
-  json_t *o = json_pack("{s:s,s:s,s:s}", "timestamp", ts, "level", bad ? "error" : "info",
-                        "message", text ? text : "");
+  json_t *o = json_pack("{s:s,s:s,s:o}", "timestamp", ts, "level", bad ? "error" : "info",
+                        "message", serve_json_text(text ? text : ""));
   free(text);
   return o;
 }
