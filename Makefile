@@ -1,4 +1,5 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
+# `make template` makes the code-interpreter template,
 # `make test` runs every test, `make test-fresh` runs `make test` in a
 # fresh Debian 12 root as CI does, `make bench` measures against peers,
 # `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md).
@@ -10,7 +11,7 @@ FUZZ_SECONDS ?= 300
 FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws
 
-.PHONY: all deps run test test-fresh fuzz bench clean
+.PHONY: all deps run template test test-fresh fuzz bench clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -31,6 +32,14 @@ $(FUZZ)/build.ninja:
 
 run: all
 	@./scripts/demo.sh $(BUILD)
+
+# The code-interpreter template in the store (docs/templates.md): a Debian
+# base mmdebstrap bootstraps with its packages, then the Dockerfile in
+# share/templates/code-interpreter. E2B's code-interpreter sandboxes use it
+# once it is there; without it they run on the host template.
+template: DEPS = --test
+template: all
+	./scripts/code-interpreter.sh $(BUILD)
 
 test: DEPS = --test
 test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja

@@ -30,6 +30,8 @@ struct image_ctx {
   bool quiet;
   /* Caps on what one template may unpack to (--max-bytes, --max-files). */
   uint64_t max_bytes, max_files;
+  /* --replace: a template of the same name and owner is replaced. */
+  bool replace;
 };
 
 /* Progress: an event {"event": NAME, ...} as one NDJSON line, or a line

@@ -75,6 +75,15 @@ int main(int argc, char **argv) {
     int at = optind;
     optind = 0;
     int rc = verbs[i].fn(&ctx, argc - at, argv + at);
+    /* What a failed import or build committed is in no template: gone
+     * now, unless another process is at work (images_write.c). */
+    if (rc != 0 && ctx.store.work_lock >= 0) {
+      close(ctx.store.work_lock);
+      ctx.store.work_lock = -1;
+      struct hutch_err gc_err = {0};
+      if (hutch_images_gc(&ctx.store, &gc_err) < 0)
+        fprintf(stderr, "hutch template: collecting unused layers: %s\n", gc_err.msg);
+    }
     hutch_images_close(&ctx.store);
     return rc;
   }

@@ -361,76 +361,100 @@ static int retire(const struct hutch_images *s, const char *id, struct hutch_err
   return 0;
 }
 
-json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
-                         struct hutch_err *err) {
-  const char *name = json_string_value(json_object_get(record, "name"));
-  const char *owner = json_string_value(json_object_get(record, "owner"));
-  json_t *layers = json_object_get(record, "layers");
-  if (!name || !hutch_images_name_ok(name)) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                   "'%.64s' is no template name (1-128 of a-z 0-9 . _ - and / between parts)",
-                   name ? name : "");
-    return NULL;
+/* layers with each listed once, at its topmost place (tools repeat the
+ * empty layer): overlayfs refuses a lower directory twice. */
+static json_t *unique_layers(json_t *layers) {
+  json_t *once = json_array();
+  for (size_t k = json_array_size(layers); k-- > 0;) {
+    json_t *l = json_array_get(layers, k), *seen;
+    size_t j;
+    bool dup = false;
+    json_array_foreach(once, j, seen) dup |= json_equal(seen, l);
+    if (!dup)
+      json_array_insert(once, 0, l);
   }
-  if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "template %s: more than %d layers",
-                   name, HUTCH_IMAGE_MAX_LAYERS);
-    return NULL;
-  }
+  return once;
+}
+
+/* Check rec's name and layers, and fill in its size and top layer. */
+static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(rec, "name"));
+  json_t *layers = json_object_get(rec, "layers");
+  if (!name || !hutch_images_name_ok(name))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "'%.64s' is no template name (1-128 of a-z 0-9 . _ - and / between "
+                          "parts)",
+                          name ? name : "");
+  if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "template %s: more than %d layers", name, HUTCH_IMAGE_MAX_LAYERS);
+  json_object_set_new(rec, "layers", unique_layers(layers));
+  layers = json_object_get(rec, "layers");
   uint64_t size = 0;
   size_t i;
   json_t *v;
   json_array_foreach(layers, i, v) {
-    if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v))) {
-      hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template %s: layer %zu is not in the store",
-                     name, i);
-      return NULL;
-    }
+    if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v)))
+      return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL,
+                            "template %s: layer %zu is not in the store", name, i);
     size += layer_size(s, json_string_value(v));
   }
   char top[65];
   if (top_layer(s, layers, top, err) < 0)
-    return NULL;
-
-  _cleanup_close_ int lock = lock_store(s, err);
-  if (lock < 0)
-    return NULL;
-  struct hutch_err none = {0};
-  json_t *old = hutch_images_find(s, owner ? owner : "", name, &none);
-  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner ? owner : "") != 0)
-    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
-  if (old && !replace) {
-    json_decref(old);
-    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
-    return NULL;
-  }
-  unsigned char rnd[8];
-  char id[17];
-  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd) {
-    json_decref(old);
-    hutch_err_set(err, errno, "getrandom");
-    return NULL;
-  }
-  for (size_t k = 0; k < sizeof rnd; k++)
-    snprintf(id + 2 * k, 3, "%02x", rnd[k]);
-  json_t *rec = json_deep_copy(record);
-  json_object_set_new(rec, "id", json_string(id));
-  json_object_set_new(rec, "owner", json_string(owner ? owner : ""));
+    return -1;
   json_object_set_new(rec, "top", json_string(top));
   json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
-  json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
-  if (!json_is_array(json_object_get(rec, "tags")))
-    json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
-  if (!json_is_object(json_object_get(rec, "config")))
-    json_object_set_new(rec, "config", json_object());
-  _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
-  if (write_json(s, rname, rec, err) < 0 ||
-      (old && retire(s, json_string_value(json_object_get(old, "id")), err) < 0)) {
-    json_decref(old);
+  return 0;
+}
+
+/* Write rec as a new template of owner, replacing owner's own of its name
+ * when replace is set: under the store's lock. */
+static int add_locked(struct hutch_images *s, json_t *rec, const char *owner, bool replace,
+                      struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(rec, "name"));
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(s, owner, name, &none);
+  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner) != 0)
+    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
+  unsigned char rnd[8];
+  int r = 0;
+  if (old && !replace)
+    r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
+  else if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+    r = hutch_err_set(err, errno, "getrandom");
+  if (r == 0) {
+    char id[17];
+    for (size_t k = 0; k < sizeof rnd; k++)
+      snprintf(id + 2 * k, 3, "%02x", rnd[k]);
+    json_object_set_new(rec, "id", json_string(id));
+    json_object_set_new(rec, "owner", json_string(owner));
+    json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
+    if (!json_is_array(json_object_get(rec, "tags")))
+      json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
+    if (!json_is_object(json_object_get(rec, "config")))
+      json_object_set_new(rec, "config", json_object());
+    _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
+    r = write_json(s, rname, rec, err);
+    if (r == 0 && old)
+      r = retire(s, json_string_value(json_object_get(old, "id")), err);
+  }
+  json_decref(old);
+  return r;
+}
+
+json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
+                         struct hutch_err *err) {
+  const char *owner = json_string_value(json_object_get(record, "owner"));
+  json_t *rec = json_deep_copy(record);
+  if (add_check(s, rec, err) < 0) {
     json_decref(rec);
     return NULL;
   }
-  json_decref(old);
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0 || add_locked(s, rec, owner ? owner : "", replace, err) < 0) {
+    json_decref(rec);
+    return NULL;
+  }
   return rec;
 }
 

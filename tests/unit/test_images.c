@@ -85,6 +85,14 @@ int main(void) {
   json_t *r = record("py", "", a);
   json_t *one = hutch_images_add(&s, r, false, &err);
   ok(one != NULL, "template added: %s", err.msg);
+  ok(json_array_size(json_object_get(one, "layers")) == 1, "stored with its layer");
+  json_t *twice = json_pack("{s:s,s:s,s:[s,s]}", "name", "twice", "owner", "", "layers", a, a);
+  json_t *tw = hutch_images_add(&s, twice, false, &err);
+  ok(tw && json_array_size(json_object_get(tw, "layers")) == 1,
+     "a layer listed twice is stacked once (overlayfs refuses it twice)");
+  ok(hutch_images_remove(&s, NULL, "twice", &err) == 0, "removed");
+  json_decref(tw);
+  json_decref(twice);
   json_t *again = hutch_images_add(&s, r, false, &err);
   ok(!again && err.kind == HUTCH_ERR_CONFLICT, "the same name again is a conflict");
   json_decref(r);

@@ -112,14 +112,22 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
     goto out;
   }
+  /* E2B's default names: a template of the store by that name, or for the
+   * code interpreter's the store's "code-interpreter" (docs/templates.md),
+   * else the host template. */
   bool host = false;
   for (const char *const *a = host_aliases; *a; a++)
     host |= strcmp(tmpl, *a) == 0;
+  const char *chosen = tmpl;
   if (host && strcmp(tmpl, "host") != 0) {
-    struct hutch_err none = {0};
-    json_t *rec = layers_find_template(c->srv, p->tenant, tmpl, &none);
-    host = !rec;
-    json_decref(rec);
+    const char *names[] = {tmpl, strncmp(tmpl, "code-interpreter", 16) == 0 ? "code-interpreter" : NULL};
+    for (size_t i = 0; host && i < 2 && names[i]; i++) {
+      struct hutch_err none = {0};
+      json_t *rec = layers_find_template(c->srv, p->tenant, names[i], &none);
+      host = !rec;
+      chosen = rec ? names[i] : chosen;
+      json_decref(rec);
+    }
   }
   /* The create of both APIs (a snapshot's id is a native template).
    * autoPauseMemory false asks for a pause that keeps only the files:
@@ -129,7 +137,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     goto out;
   struct create_req r;
   create_req_init(&r);
-  r.template = host ? "host" : tmpl;
+  r.template = host ? "host" : chosen;
   r.timeout_s = (double)timeout;
   r.pause_on_timeout = json_is_true(json_object_get(o, "autoPause"));
   r.auto_resume = json_is_true(enabled);

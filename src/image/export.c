@@ -1,0 +1,406 @@
+/* hutch template export NAME FILE: the template as an oci-archive (a tar
+ * of an OCI image layout), its image layers re-tarred from the store
+ * (hutch's own top layer is not the image's: an import makes it again),
+ * overlay's whiteouts back as OCI's .wh. files, ids as stored, the config
+ * from the record. FILE appears whole or not at all (a temporary file
+ * beside it, renamed). */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "image.h"
+#include "layer.h"
+#include "oci.h"
+#include "unpack.h"
+#include "util.h"
+
+/* A file being written and hashed: a blob of the layout. */
+struct sink {
+  int fd;
+  EVP_MD_CTX *md;
+  uint64_t size;
+  int errnum;
+};
+
+static int sink_bytes(struct sink *s, const void *buf, size_t n) {
+  if (write_all(s->fd, buf, n) < 0) {
+    s->errnum = errno;
+    return -1;
+  }
+  EVP_DigestUpdate(s->md, buf, n);
+  s->size += n;
+  return 0;
+}
+
+static la_ssize_t sink_write(struct archive *a, void *p, const void *buf, size_t n) {
+  if (sink_bytes(p, buf, n) < 0) {
+    archive_set_error(a, errno, "write");
+    return -1;
+  }
+  return (la_ssize_t)n;
+}
+
+/* Files with more than one link: the first one's path, by inode. */
+struct seen {
+  ino_t ino;
+  char *path;
+};
+
+struct layer_tar {
+  struct archive *a;
+  struct seen *seen;
+  size_t nseen;
+  struct hutch_err *err;
+};
+
+static int put(struct layer_tar *t, struct archive_entry *e, const char *path) {
+  if (archive_write_header(t->a, e) < ARCHIVE_WARN)
+    return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
+  return 0;
+}
+
+/* An empty file entry: a whiteout in OCI's form. */
+static int put_marker(struct layer_tar *t, const char *path, const struct stat *st) {
+  struct archive_entry *e = archive_entry_new();
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0);
+  archive_entry_set_size(e, 0);
+  archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+  int rc = put(t, e, path);
+  archive_entry_free(e);
+  return rc;
+}
+
+static void add_xattrs(struct archive_entry *e, int fd) {
+  char names[65536];
+  ssize_t n = flistxattr(fd, names, sizeof names);
+  _cleanup_free_ char *value = xmalloc(XATTR_SIZE_MAX);
+  for (char *name = names; n > 0 && name < names + n; name += strlen(name) + 1) {
+    ssize_t len = strncmp(name, "user.", 5) == 0 ? fgetxattr(fd, name, value, XATTR_SIZE_MAX) : -1;
+    if (len >= 0)
+      archive_entry_xattr_add_entry(e, name, value, (size_t)len);
+  }
+}
+
+static int put_data(struct layer_tar *t, int fd, const char *path) {
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return hutch_err_set(t->err, errno, "read %.200s", path);
+    if (archive_write_data(t->a, buf, (size_t)n) != n)
+      return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
+  }
+  return 0;
+}
+
+static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth);
+
+/* A regular file: its data, or a link to the first path of its inode. */
+static int tar_file(struct layer_tar *t, struct archive_entry *e, int fd, const struct stat *st,
+                    const char *path) {
+  if (st->st_nlink > 1) {
+    for (size_t i = 0; i < t->nseen; i++)
+      if (t->seen[i].ino == st->st_ino) {
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_hardlink(e, t->seen[i].path);
+        archive_entry_set_size(e, 0);
+        return put(t, e, path);
+      }
+    t->seen = xrealloc(t->seen, (t->nseen + 1) * sizeof *t->seen);
+    t->seen[t->nseen++] = (struct seen){st->st_ino, xstrdup(path)};
+  }
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_size(e, st->st_size);
+  add_xattrs(e, fd);
+  return put(t, e, path) < 0 ? -1 : put_data(t, fd, path);
+}
+
+/* A directory, then (overlay's opaque mark) OCI's opaque whiteout in it,
+ * then what it holds. */
+static int tar_directory(struct layer_tar *t, struct archive_entry *e, int fd,
+                         const struct stat *st, const char *path, int depth) {
+  char opaque[2];
+  archive_entry_set_filetype(e, AE_IFDIR);
+  add_xattrs(e, fd);
+  if (put(t, e, path) < 0)
+    return -1;
+  if (fgetxattr(fd, "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
+    _cleanup_free_ char *wh = xasprintf("%s/.wh..wh..opq", path);
+    if (put_marker(t, wh, st) < 0)
+      return -1;
+  }
+  return tar_dir(t, fd, path, depth + 1);
+}
+
+static int tar_entry(struct layer_tar *t, int dirfd, const char *name, const char *path,
+                     int depth) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(t->err, errno, "%.200s", path);
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+    const char *slash = strrchr(path, '/');
+    _cleanup_free_ char *wh = xasprintf("%.*s%s.wh.%s", slash ? (int)(slash - path) : 0, path,
+                                        slash ? "/" : "", name);
+    return put_marker(t, wh, &st);
+  }
+  struct archive_entry *e = archive_entry_new();
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_uid(e, st.st_uid);
+  archive_entry_set_gid(e, st.st_gid);
+  archive_entry_set_perm(e, st.st_mode & 07777);
+  archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  char target[PATH_MAX];
+  ssize_t n;
+  int rc, fd = -1;
+  if (S_ISLNK(st.st_mode) && (n = readlinkat(dirfd, name, target, sizeof target - 1)) >= 0) {
+    target[n] = '\0';
+    archive_entry_set_filetype(e, AE_IFLNK);
+    archive_entry_set_symlink(e, target);
+    rc = put(t, e, path);
+  } else if (S_ISFIFO(st.st_mode)) {
+    archive_entry_set_filetype(e, AE_IFIFO);
+    rc = put(t, e, path);
+  } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    rc = hutch_err_set(t->err, S_ISLNK(st.st_mode) ? errno : EINVAL,
+                       "%.200s: not a file a layer holds", path);
+  } else if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0) {
+    rc = hutch_err_set(t->err, errno, "%.200s", path);
+  } else {
+    rc = S_ISDIR(st.st_mode) ? tar_directory(t, e, fd, &st, path, depth)
+                             : tar_file(t, e, fd, &st, path);
+    close(fd);
+  }
+  archive_entry_free(e);
+  return rc;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* dirfd's entries, sorted: the same layer gives the same tar. */
+static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth) {
+  if (depth > HUTCH_LAYER_MAX_DEPTH)
+    return hutch_err_set(t->err, ELOOP, "%.200s: too deep", rel);
+  int fd = dup(dirfd);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return hutch_err_set(t->err, errno, "%.200s", rel);
+  }
+  char **names = NULL;
+  size_t n = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    names = xrealloc(names, (n + 1) * sizeof *names);
+    names[n++] = xstrdup(de->d_name);
+  }
+  closedir(d);
+  if (n)
+    qsort(names, n, sizeof *names, by_name);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (rc == 0) {
+      _cleanup_free_ char *path = *rel ? xasprintf("%s/%s", rel, names[i]) : xstrdup(names[i]);
+      rc = tar_entry(t, dirfd, names[i], path, depth);
+    }
+    free(names[i]);
+  }
+  free(names);
+  return rc;
+}
+
+/* Start writing a blob: a temporary file under dir, hashed as written. */
+static int sink_open(struct sink *s, int dir, struct hutch_err *err) {
+  *s = (struct sink){.fd = openat(dir, "blob.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
+                     .md = EVP_MD_CTX_new()};
+  if (s->fd < 0 || !s->md || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))
+    return hutch_err_set(err, s->fd < 0 ? errno : ENOMEM, "blob");
+  return 0;
+}
+
+/* Finish a blob: blobs/sha256/<hex>, and its descriptor. */
+static json_t *sink_close(struct sink *s, int dir, const char *media_type, struct hutch_err *err) {
+  unsigned char sum[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  char name[128] = "blobs/sha256/", digest[72] = "sha256:";
+  bool ok = s->fd >= 0 && close(s->fd) == 0 && EVP_DigestFinal_ex(s->md, sum, &len);
+  s->fd = -1;
+  EVP_MD_CTX_free(s->md);
+  s->md = NULL;
+  unpack_hex(sum, digest + 7);
+  strcat(name, digest + 7);
+  if (!ok || renameat(dir, "blob.tmp", dir, name) < 0) {
+    hutch_err_set(err, errno, "blob");
+    return NULL;
+  }
+  return json_pack("{s:s,s:s,s:I}", "mediaType", media_type, "digest", digest, "size",
+                   (json_int_t)s->size);
+}
+
+static void sink_free(struct sink *s) {
+  if (s->fd >= 0)
+    close(s->fd);
+  EVP_MD_CTX_free(s->md);
+}
+
+/* A JSON document as a blob. */
+static json_t *json_blob(int dir, json_t *doc, const char *media_type, struct hutch_err *err) {
+  struct sink s;
+  _cleanup_free_ char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+  json_t *desc = NULL;
+  if (sink_open(&s, dir, err) < 0)
+    ;
+  else if (sink_bytes(&s, text, strlen(text)) < 0)
+    hutch_err_set(err, s.errnum, "blob");
+  else
+    desc = sink_close(&s, dir, media_type, err);
+  sink_free(&s);
+  json_decref(doc);
+  return desc;
+}
+
+/* A tree as a tar written to s (a layer from the store, or the layout). */
+static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
+  struct layer_tar t = {.a = archive_write_new(), .err = err};
+  archive_write_set_format_pax_restricted(t.a);
+  int rc = -1;
+  if (archive_write_open(t.a, s, NULL, sink_write, NULL) != ARCHIVE_OK)
+    hutch_err_set(err, EIO, "tar: %s", archive_error_string(t.a));
+  else if (tar_dir(&t, root, "", 0) == 0) {
+    rc = archive_write_close(t.a) == ARCHIVE_OK ? 0 : -1;
+    if (rc < 0)
+      hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(t.a));
+  }
+  archive_write_free(t.a);
+  for (size_t i = 0; i < t.nseen; i++)
+    free(t.seen[i].path);
+  free(t.seen);
+  return rc;
+}
+
+static json_t *layer_blob(struct image_ctx *ctx, int dir, const char *hex, struct hutch_err *err) {
+  _cleanup_free_ char *path = hutch_images_layer_path(&ctx->store, hex);
+  _cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct sink s = {.fd = -1};
+  json_t *desc = NULL;
+  if (root < 0)
+    hutch_err_set(err, errno, "layer %.12s", hex);
+  else if (sink_open(&s, dir, err) == 0 && tar_tree(root, &s, err) == 0)
+    desc = sink_close(&s, dir, OCI_LAYER, err);
+  sink_free(&s);
+  return desc;
+}
+
+static int write_text(int dir, const char *name, json_t *doc, struct hutch_err *err) {
+  _cleanup_free_ char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(doc);
+  _cleanup_close_ int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || write_all(fd, text, strlen(text)) < 0)
+    return hutch_err_set(err, errno, "%s", name);
+  return 0;
+}
+
+/* The record as an OCI image layout in dir. */
+static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct hutch_err *err) {
+  if (mkdirat(dir, "blobs", 0755) < 0 || mkdirat(dir, "blobs/sha256", 0755) < 0)
+    return hutch_err_set(err, errno, "blobs");
+  json_t *hexes = json_object_get(record, "layers"), *h;
+  json_t *layers = json_array(), *diff_ids = json_array();
+  size_t i, n = json_array_size(hexes);
+  json_array_foreach(hexes, i, h) {
+    image_progress(ctx, json_pack("{s:s,s:I,s:I,s:s+}", "event", "layer", "index",
+                                  (json_int_t)i + 1, "count", (json_int_t)n, "message",
+                                  "writing layer ", json_string_value(h)));
+    json_t *desc = layer_blob(ctx, dir, json_string_value(h), err);
+    if (!desc)
+      goto fail;
+    json_array_append(diff_ids, json_object_get(desc, "digest"));
+    json_array_append_new(layers, desc);
+  }
+  json_t *config = json_pack("{s:s,s:s,s:o,s:{s:s,s:o}}", "architecture", "amd64", "os", "linux",
+                             "config", oci_image_config(json_object_get(record, "config")),
+                             "rootfs", "type", "layers", "diff_ids", diff_ids);
+  json_t *cdesc = json_blob(dir, config, OCI_CONFIG, err);
+  if (!cdesc) {
+    json_decref(layers);
+    return -1;
+  }
+  json_t *mdesc = json_blob(dir, json_pack("{s:i,s:s,s:o,s:o}", "schemaVersion", 2, "mediaType",
+                                           OCI_MANIFEST, "config", cdesc, "layers", layers),
+                            OCI_MANIFEST, err);
+  if (!mdesc)
+    return -1;
+  const char *tag = json_string_value(json_array_get(json_object_get(record, "tags"), 0));
+  json_object_set_new(mdesc, "annotations", json_pack("{s:s}", OCI_REF_NAME, tag ? tag : "latest"));
+  if (write_text(dir, "index.json", json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType",
+                                              OCI_INDEX, "manifests", mdesc), err) < 0)
+    return -1;
+  return write_text(dir, "oci-layout", json_pack("{s:s}", "imageLayoutVersion", "1.0.0"), err);
+fail:
+  json_decref(layers);
+  json_decref(diff_ids);
+  return -1;
+}
+
+/* The layout in dir as a tar at file, whole or not at all. */
+static int write_archive(int dir, const char *file, struct hutch_err *err) {
+  _cleanup_free_ char *tmp = xasprintf("%s.tmp-XXXXXX", file);
+  struct sink s = {.fd = mkostemp(tmp, O_CLOEXEC), .md = EVP_MD_CTX_new()};
+  if (s.fd < 0) {
+    sink_free(&s);
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_path", "%.200s: %s", file, strerror(errno));
+  }
+  int rc = EVP_DigestInit_ex(s.md, EVP_sha256(), NULL) ? tar_tree(dir, &s, err) : -1;
+  if (rc == 0 && (fchmod(s.fd, 0644) < 0 || fsync(s.fd) < 0 || rename(tmp, file) < 0))
+    rc = hutch_err_set(err, errno, "%.200s", file);
+  if (rc < 0)
+    unlink(tmp);
+  sink_free(&s);
+  return rc;
+}
+
+int cmd_export(struct image_ctx *ctx, int argc, char **argv) {
+  struct hutch_err err = {0};
+  if (argc != 3) {
+    hutch_err_invalid(&err, "usage: hutch template export NAME FILE");
+    return image_fail(ctx, "export", &err);
+  }
+  json_t *record = hutch_images_find(&ctx->store, ctx->owner[0] ? ctx->owner : NULL, argv[1], &err);
+  if (!record)
+    return image_fail(ctx, "export", &err);
+  _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, &err);
+  _cleanup_close_ int dir = tmp ? open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  int rc = -1;
+  if (tmp && dir < 0)
+    hutch_err_set(&err, errno, "%s", tmp);
+  else if (dir >= 0 && write_layout(ctx, record, dir, &err) == 0 &&
+           write_archive(dir, argv[2], &err) == 0)
+    rc = 0;
+  struct hutch_err ignored = {0};
+  if (tmp)
+    hutch_layer_remove(tmp, &ignored);
+  json_decref(record);
+  if (rc < 0)
+    return image_fail(ctx, "export", &err);
+  image_progress(ctx, json_pack("{s:s,s:s,s:s+}", "event", "done", "file", argv[2], "message",
+                                "exported ", argv[2]));
+  return 0;
+}
