@@ -36,6 +36,8 @@ before(async () => {
 
 after(async () => {
   await server?.stop();
+  // A server built with sanitizers says what they found in its log.
+  assert.doesNotMatch(server?.log() ?? '', /Sanitizer|runtime error/);
   if (work) rmSync(work, { recursive: true, force: true });
 });
 

@@ -90,8 +90,15 @@ def upload(api, path, body, headers=None):
 
 
 def tmp_left(server):
+    """What is left in the store's tmp/ once the removals under way (off
+    the server's loop, after the answer) are done."""
     d = server.state_dir / "images" / "tmp"
-    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+    left = lambda: sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+    try:
+        wait_for(lambda: left() == [], 10)
+    except AssertionError:
+        pass
+    return left()
 
 
 def test_import_list_get_use_delete(server, tenant):

@@ -9,6 +9,7 @@
  * TEMPLATE_LOG_MAX events. */
 #include "core/templates.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "layer.h"
 #include "util.h"
 #include "core/diskroom.h"
 #include "core/keys.h"
@@ -141,6 +143,45 @@ static char *template_program(void) {
   if (slash)
     *slash = '\0';
   return xasprintf("%s/hutch-template", exe);
+}
+
+/* A child killed (cancelled, the server stopping, a crash) leaves its
+ * work under tmp/<pid>-*: removed off the loop now, not at the next
+ * process's sweep. */
+struct sweep {
+  struct offload o;
+  char *tmp;
+  int pid;
+};
+
+static void sweep_run(struct offload *o) {
+  struct sweep *sw = OFFLOAD_JOB(o, struct sweep);
+  DIR *d = opendir(sw->tmp);
+  struct dirent *e;
+  char prefix[24];
+  snprintf(prefix, sizeof prefix, "%d-", sw->pid);
+  while (d && (e = readdir(d))) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+      continue;
+    _cleanup_free_ char *path = xasprintf("%s/%s", sw->tmp, e->d_name);
+    struct hutch_err ignored = {0};
+    hutch_layer_remove(path, &ignored);
+  }
+  if (d)
+    closedir(d);
+}
+
+static void sweep_done(struct offload *o) {
+  struct sweep *sw = OFFLOAD_JOB(o, struct sweep);
+  free(sw->tmp);
+  free(sw);
+}
+
+static void sweep_child(struct server *srv, int pid) {
+  struct sweep *sw = xcalloc(1, sizeof *sw);
+  sw->tmp = xasprintf("%s/tmp", srv->images.dir);
+  sw->pid = pid;
+  offload(srv, OFFLOAD_OTHER, &sw->o, sweep_run, sweep_done);
 }
 
 static void job_ended(struct template_job *j);
@@ -282,6 +323,8 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   struct template_job *j = p->data;
   j->exit_status = status;
   j->term_signal = sig;
+  if (sig)
+    sweep_child(j->srv, p->pid);
   j->exited = true;
   uv_timer_start(&j->linger, linger_due, TEMPLATE_LINGER_MS, 0);
   child_done(j);
