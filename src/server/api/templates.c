@@ -211,8 +211,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
   }
   spec.kind = spec.source ? "pull" : "build";
   if (spec.dockerfile) {
-    struct hutch_images *s = templates_store(c->srv, &err);
-    workdir = s ? hutch_images_tmpdir(s, &err) : NULL;
+    workdir = hutch_images_tmpdir(&c->srv->images, &err);
     if (!workdir) {
       http_fail(c, &err);
       goto out;

@@ -35,32 +35,18 @@ struct templates *templates_state(struct server *srv) {
   return srv->templates;
 }
 
-struct hutch_images *templates_store(struct server *srv, struct hutch_err *err) {
-  (void)err;
-  return &srv->images;
-}
-
 json_t *templates_list(struct server *srv, const struct principal *p) {
-  struct hutch_err err = {0};
-  struct hutch_images *s = templates_store(srv, &err);
-  if (!s) {
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
-    return json_array();
-  }
-  json_t *all = hutch_images_list(s, p->tenant);
+  json_t *all = hutch_images_list(&srv->images, p->tenant);
   return all ? all : json_array();
 }
 
 json_t *templates_get(struct server *srv, const struct principal *p, const char *ref,
                       struct hutch_err *err) {
-  struct hutch_images *s = templates_store(srv, err);
-  return s ? hutch_images_find(s, p->tenant, ref, err) : NULL;
+  return hutch_images_find(&srv->images, p->tenant, ref, err);
 }
 
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
-  struct hutch_err err = {0};
-  struct hutch_images *s = templates_store(srv, &err);
-  json_t *all = s ? hutch_images_list(s, tenant) : NULL, *v;
+  json_t *all = hutch_images_list(&srv->images, tenant), *v;
   uint64_t n = 0;
   size_t i;
   json_array_foreach(all, i, v) {
@@ -111,12 +97,9 @@ static void remove_off_loop(struct server *srv, const char *owner, const char *r
 
 int templates_delete(struct server *srv, const struct principal *p, const char *ref,
                      offload_done_fn done, void *arg, struct hutch_err *err) {
-  struct hutch_images *s = templates_store(srv, err);
-  if (!s)
-    return -1;
   /* Found as the caller would use it: its own first, then a public one,
    * which only the admin key may remove. */
-  json_t *rec = hutch_images_find(s, p->tenant, ref, err);
+  json_t *rec = hutch_images_find(&srv->images, p->tenant, ref, err);
   if (!rec)
     return -1;
   const char *owner = json_string_value(json_object_get(rec, "owner")) ?: "";
@@ -428,12 +411,8 @@ static const char *err_code(const struct hutch_err *err) {
 }
 
 static void job_ended(struct template_job *j) {
-  struct hutch_err err = {0};
   if (!j->err.msg[0] && !j->cancelled) {
-    struct hutch_images *s = templates_store(j->srv, &err);
-    j->record = s ? hutch_images_find(s, j->owner, j->name, &j->err) : NULL;
-    if (!s)
-      j->err = err;
+    j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
     if (j->record)
       over_quota(j);
   }
@@ -540,8 +519,6 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
                    "only the admin key publishes public templates");
     return NULL;
   }
-  if (!templates_store(srv, err))
-    return NULL;
   struct templates *t = templates_state(srv);
   struct template_job *j = xcalloc(1, sizeof *j);
   j->srv = srv;

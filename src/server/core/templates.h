@@ -87,9 +87,6 @@ struct templates {
 };
 struct templates *templates_state(struct server *srv);
 
-/* The store (the server's, srv->images); err is never set: it was opened
- * with the server. */
-struct hutch_images *templates_store(struct server *srv, struct hutch_err *err);
 /* The templates p may use (its own and the public ones), sorted by name. */
 json_t *templates_list(struct server *srv, const struct principal *p);
 /* The template ref ("NAME", "NAME:TAG" or an id) p may use, or NULL and
