@@ -23,8 +23,7 @@
 
 #define EXTRACT_FLAGS                                                                    \
   (ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_SYMLINKS |       \
-   ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |            \
-   ARCHIVE_EXTRACT_UNLINK)
+   ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)
 
 /* A path that stays inside the directory: relative, without a `..` part. */
 static bool path_inside(const char *p) {

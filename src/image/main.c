@@ -11,7 +11,8 @@
 #include "util.h"
 
 static const char usage[] =
-    "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson] VERB ...\n\n"
+    "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson]\n"
+    "                      [--max-bytes N] [--max-files N] VERB ...\n\n"
     "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
     "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
     "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
@@ -39,6 +40,8 @@ int main(int argc, char **argv) {
                                        {"owner", required_argument, 0, 'o'},
                                        {"progress", required_argument, 0, 'p'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"max-bytes", required_argument, 0, 'B'},
+                                       {"max-files", required_argument, 0, 'F'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   int c;
@@ -48,6 +51,13 @@ int main(int argc, char **argv) {
     case 's': state_dir = optarg; break;
     case 'o': ctx.owner = optarg; break;
     case 'q': ctx.quiet = true; break;
+    case 'B':
+    case 'F':
+      if (!parse_u64(optarg, c == 'B' ? &ctx.max_bytes : &ctx.max_files)) {
+        fprintf(stderr, "hutch template: --max-%s takes a count\n", c == 'B' ? "bytes" : "files");
+        return EXIT_IMAGE_INPUT;
+      }
+      break;
     case 'p':
       if (strcmp(optarg, "ndjson") != 0 && strcmp(optarg, "plain") != 0) {
         fprintf(stderr, "hutch template: --progress takes plain or ndjson\n");

@@ -319,7 +319,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   while (step[n])
     n++;
   _cleanup_free_ char *prog = template_program();
-  char **argv = xcalloc(n + 8, sizeof *argv);
+  char **argv = xcalloc(n + 10, sizeof *argv);
   size_t a = 0;
   argv[a++] = prog;
   argv[a++] = "--state-dir";
@@ -328,6 +328,13 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   argv[a++] = j->owner;
   argv[a++] = "--progress";
   argv[a++] = "ndjson";
+  /* What the child unpacks stops at the tenant's quota, not after it. */
+  char max[24];
+  snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
+  if (j->max_bytes) {
+    argv[a++] = "--max-bytes";
+    argv[a++] = max;
+  }
   for (size_t i = 0; i < n; i++)
     argv[a++] = step[i];
   uv_pipe_init(j->srv->loop, &j->out, 0);
@@ -554,7 +561,12 @@ static int begin_check(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "the server runs its maximum of %d template jobs at once",
                           TEMPLATE_JOBS_SERVER);
-  return *j->owner ? disk_room(srv, p, 0, err) : 0;
+  if (!*j->owner)
+    return 0;
+  if (disk_room(srv, p, 0, err) < 0)
+    return -1;
+  j->max_bytes = disk_quota_left(srv, p);
+  return 0;
 }
 
 int templates_begin(struct template_job *j, const struct principal *p,

@@ -57,6 +57,7 @@ struct template_job {
   char ***steps;  /* each an argv after the global options, run in order */
   size_t nsteps, step;
   char *workdir;  /* removed when the job ends (a tmpdir of the store) */
+  uint64_t max_bytes; /* what the tenant's disk quota has left (0: no cap, public) */
   uv_process_t proc;
   uv_pipe_t out;
   uv_timer_t linger;
