@@ -267,6 +267,8 @@ static void handle_closed(uv_handle_t *h) {
   } else if (!ok && !j->err.msg[0]) {
     if (j->cancelled)
       hutch_err_fail(&j->err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
+    else if (j->srv->stopping)
+      hutch_err_fail(&j->err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
     else if (j->term_signal)
       hutch_err_fail(&j->err, HUTCH_ERR_SYSTEM, NULL, "hutch-template died of signal %d",
                      j->term_signal);
