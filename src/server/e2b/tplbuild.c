@@ -86,7 +86,7 @@ static int step_copy(char **out, json_t *step, json_t *args, json_t *hashes,
   const char *hash = json_string_value(json_object_get(step, "filesHash"));
   if (!word_ok(src) || !word_ok(dest))
     return hutch_err_invalid(err, "COPY takes a source and a destination without spaces");
-  if (!hutch_images_hex_ok(hash))
+  if (!hash || !hutch_images_hex_ok(hash))
     return hutch_err_invalid(err, "COPY %s: no filesHash (64 hex digits)", src);
   if (mode && *mode)
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "not_supported",
