@@ -299,3 +299,49 @@ def test_context_unpacks_a_plain_context(tmp_path):
     st = (dest / "app" / "run.sh").stat()
     assert st.st_mode & 0o7777 == 0o755, oct(st.st_mode)  # no setuid bit
     assert os.readlink(dest / "app" / "l") == "run.sh"
+
+
+def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
+    """E2B's build flow by hand: the upload URL is hutch's own, good once;
+    a tar whose entry leaves the context fails the build (status error,
+    with the reason), writes nothing outside, and the server goes on;
+    another tenant neither sees the files nor the build."""
+    r = tenant.post("/v3/templates", {"name": "e2bhostile", "cpuCount": 2, "memoryMB": 1024})
+    assert r.status == 202, r
+    tid, bid = r.json["templateID"], r.json["buildID"]
+    assert tid == "e2bhostile" and r.json["names"] == ["e2bhostile"]
+    h = hashlib.sha256(b"hostile").hexdigest()
+    f = tenant.get(f"/templates/{tid}/files/{h}")
+    assert f.status == 201 and f.json["present"] is False, f
+    url = f.json["url"]
+    assert url.startswith(f"http://127.0.0.1:{server.port}/templates/uploads/"), url
+    path = url.split(str(server.port), 1)[1]
+    evil = tar_of([("../../../../../../tmp/hutch-e2b-escape", b"x", 0o644, None, tarfile.REGTYPE)])
+    anon = server.api(None)
+    assert anon.request("PUT", path, body=evil).status == 200
+    assert anon.request("PUT", path, body=evil).status == 404  # good once
+    assert tenant.get(f"/templates/{tid}/files/{h}").json == {"present": True}
+    other = server.api(server.api().post("/v1/keys", {"tenant": f"e{time.monotonic_ns()}"})
+                       .json["key"])
+    assert other.get(f"/templates/{tid}/files/{h}").json["present"] is False
+    assert other.get(f"/templates/{tid}/builds/{bid}/status").status == 404
+
+    spec = {"fromTemplate": "nothing-needed", "force": False,
+            "steps": [{"type": "COPY", "args": ["x", "/x", "", ""], "filesHash": h}]}
+    assert tenant.post(f"/v2/templates/{tid}/builds/{bid}", spec).status == 202
+    status = {}
+
+    def ended():
+        status.update(tenant.get(f"/templates/{tid}/builds/{bid}/status").json)
+        return status["status"] in ("ready", "error")
+    wait_for(ended, 30)
+    assert status["status"] == "error", status
+    assert "leaves the context" in status["reason"]["message"], status
+    assert status["logEntries"][-1]["level"] == "error"
+    assert not os.path.exists("/tmp/hutch-e2b-escape")
+    assert tenant.get("/templates/aliases/e2bhostile").status == 404
+    assert tmp_left(server) == []
+    # A second start of the same build is refused; a build not asked for is 404.
+    assert tenant.post(f"/v2/templates/{tid}/builds/{bid}", spec).status == 409
+    assert tenant.post(f"/v2/templates/{tid}/builds/0000000000000000", spec).status == 404
+    assert server.api(None).get("/healthz").status == 200
