@@ -170,24 +170,27 @@ static void sweep_child(struct server *srv, int pid) {
 static void job_ended(struct template_job *j);
 static int job_spawn(struct template_job *j, struct hutch_err *err);
 
-/* The codes an error event may carry, as the literals hutch_err keeps. */
-static const char *const known_codes[] = {
-    "invalid_argument", "internal", "not_found", "conflict", "exists", "quota_exceeded",
-    "no_space", "too_large", "digest_mismatch", "unsupported", "forbidden", "timeout",
-    "step_failed", NULL};
+/* The child's error event says why: its message, kind and code (a code
+ * of hutch-template's, kept in the job, which outlives every use of its
+ * err). */
+static bool code_ok(const char *code) {
+  size_t n = code ? strspn(code, "abcdefghijklmnopqrstuvwxyz_") : 0;
+  return n > 0 && n < sizeof ((struct template_job *)0)->code && !code[n];
+}
 
 static void job_event(struct template_job *j, json_t *ev) {
   const char *name = json_string_value(json_object_get(ev, "event"));
   if (name && strcmp(name, "error") == 0 && !j->err.msg[0]) {
     const char *msg = json_string_value(json_object_get(ev, "message")) ?: "the job failed";
     json_int_t kind = json_integer_value(json_object_get(ev, "kind"));
-    const char *code = json_string_value(json_object_get(ev, "code")), *lit = NULL;
-    for (size_t i = 0; code && known_codes[i]; i++)
-      if (strcmp(code, known_codes[i]) == 0)
-        lit = known_codes[i];
+    const char *code = json_string_value(json_object_get(ev, "code"));
     hutch_err_fail(&j->err, kind > 0 && kind < HUTCH_ERR_KINDS ? (enum hutch_errkind)kind
                                                                : HUTCH_ERR_SYSTEM,
-                   lit, "%s", msg);
+                   NULL, "%s", msg);
+    if (code_ok(code)) {
+      str_copy(j->code, sizeof j->code, code);
+      j->err.code = j->code;
+    }
   }
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);

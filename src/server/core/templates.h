@@ -54,6 +54,7 @@ struct template_job {
   size_t dropped; /* events past TEMPLATE_LOG_MAX, not kept */
   json_t *record; /* the template, once ready */
   struct hutch_err err; /* why it failed */
+  char code[48];  /* the code of the child's error event, which err.code may point to */
   char ***steps;  /* each an argv after the global options, run in order */
   size_t nsteps, step;
   char *workdir;  /* removed when the job ends (a tmpdir of the store) */
