@@ -37,6 +37,10 @@ struct image_ctx {
 /* Progress: an event {"event": NAME, ...} as one NDJSON line, or a line
  * (redrawn in place on a terminal) for a person. Takes ev. */
 void image_progress(struct image_ctx *ctx, json_t *ev);
+/* A verb's end: {"event":"done","name","id"} (and, without --progress
+ * ndjson, "NAME ID" on stdout) for the record a verb made, which it
+ * takes; did says how ("imported"). Returns 0, the exit code. */
+int image_done(struct image_ctx *ctx, const char *did, json_t *record);
 /* The exit code an error gives (EXIT_IMAGE_INPUT for the caller's fault),
  * after printing it: one line on stderr, and an {"event":"error"} line
  * with --progress ndjson. */

@@ -297,13 +297,5 @@ int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
     return image_fail(ctx, "import", &err);
   }
   json_t *record = import_path(ctx, argv[optind], name, &err);
-  if (!record)
-    return image_fail(ctx, "import", &err);
-  const char *id = json_string_value(json_object_get(record, "id"));
-  image_progress(ctx, json_pack("{s:s,s:s,s:s,s:s+}", "event", "done", "name", name, "id",
-                                id ? id : "", "message", "imported ", name));
-  if (!ctx->ndjson)
-    printf("%s %s\n", name, id ? id : "");
-  json_decref(record);
-  return 0;
+  return record ? image_done(ctx, "imported", record) : image_fail(ctx, "import", &err);
 }

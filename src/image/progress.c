@@ -32,3 +32,14 @@ int image_fail(struct image_ctx *ctx, const char *verb, const struct hutch_err *
                                   "message", err->msg));
   return input ? EXIT_IMAGE_INPUT : EXIT_IMAGE;
 }
+
+int image_done(struct image_ctx *ctx, const char *did, json_t *record) {
+  const char *name = json_string_value(json_object_get(record, "name"));
+  const char *id = json_string_value(json_object_get(record, "id"));
+  image_progress(ctx, json_pack("{s:s,s:s,s:s,s:s++}", "event", "done", "name", name ? name : "",
+                                "id", id ? id : "", "message", did, " ", name ? name : ""));
+  if (!ctx->ndjson)
+    printf("%s %s\n", name ? name : "", id ? id : "");
+  json_decref(record);
+  return 0;
+}

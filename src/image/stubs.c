@@ -7,6 +7,5 @@ static int todo(const char *verb) {
   fprintf(stderr, "hutch template %s: not built yet\n", verb);
   return EXIT_IMAGE;
 }
-int cmd_pull(struct image_ctx *ctx, int argc, char **argv) { (void)ctx, (void)argc, (void)argv; return todo("pull"); }
 int cmd_bootstrap(struct image_ctx *ctx, int argc, char **argv) { (void)ctx, (void)argc, (void)argv; return todo("bootstrap"); }
 int cmd_build(struct image_ctx *ctx, int argc, char **argv) { (void)ctx, (void)argc, (void)argv; return todo("build"); }
