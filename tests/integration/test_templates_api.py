@@ -224,24 +224,31 @@ def test_quota_counts_templates(server):
 def test_too_many_jobs_at_once_and_cancel(server, tenant):
     """A job holds its slot while it runs (here pulls from a registry on
     loopback that never answers): more than the tenant's share at once are
-    refused 429 with Retry-After; a cancelled job ends, its child killed."""
+    refused 429 with Retry-After; a cancelled job ends, its child killed.
+    Loopback registries are the admin key's: a tenant's pull from one would
+    reach the host's own services."""
     import socket
     quiet = socket.socket()
     quiet.bind(("127.0.0.1", 0))
     quiet.listen(16)
     ref = f"127.0.0.1:{quiet.getsockname()[1]}/slow/image:1"
+    for r in (ref, f"localhost/x:1", f"[::1]:5000/x:1"):
+        got = tenant.post("/v1/templates", {"name": "lo", "from": r, "insecure": True})
+        assert err(got) == (403, "forbidden"), (r, got)
+    admin = server.api()
     try:
-        rs = [tenant.post("/v1/templates", {"name": f"slow{i}", "from": ref, "insecure": True},
-                          headers={"Prefer": "respond-async"}) for i in range(3)]
+        rs = [admin.post("/v1/templates", {"name": f"slow{i}", "from": ref, "insecure": True},
+                         headers={"Prefer": "respond-async"}) for i in range(3)]
         assert [r.status for r in rs[:2]] == [202, 202], rs
         assert err(rs[2]) == (429, "quota_exceeded"), rs[2]
         assert rs[2].headers.get("Retry-After"), rs[2]
         for r in rs[:2]:
-            assert tenant.get(r.headers["Location"]).json["status"] == "building"
-            assert tenant.delete(r.headers["Location"]).status == 204
+            assert admin.get(r.headers["Location"]).json["status"] == "building"
+            assert tenant.get(r.headers["Location"]).status == 404  # not the tenant's
+            assert admin.delete(r.headers["Location"]).status == 204
         for r in rs[:2]:
-            wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "error", 20)
-            assert tenant.get(r.headers["Location"]).json["error"]["code"] == "cancelled"
+            wait_for(lambda: admin.get(r.headers["Location"]).json["status"] == "error", 20)
+            assert admin.get(r.headers["Location"]).json["error"]["code"] == "cancelled"
     finally:
         quiet.close()
     assert tmp_left(server) == []

@@ -503,10 +503,36 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
   return 0;
 }
 
-static bool spec_ok(const struct template_spec *s, struct hutch_err *err) {
+/* Whether an image reference names a registry on loopback by its
+ * spelling (what hutch-template's pull takes as one: localhost, 127.x,
+ * [::1]; a name that resolves there otherwise is refused by the pull). */
+static bool ref_loopback(const char *ref) {
+  const char *slash = strchr(ref, '/');
+  size_t n = slash ? (size_t)(slash - ref) : 0;
+  char host[256];
+  if (!n || n >= sizeof host)
+    return false;
+  memcpy(host, ref, n);
+  host[n] = '\0';
+  if (host[0] != '[') /* a port after the name */
+    host[strcspn(host, ":")] = '\0';
+  else if (strchr(host, ']'))
+    strchr(host, ']')[1] = '\0';
+  return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
+         strcmp(host, "[::1]") == 0;
+}
+
+static bool spec_ok(const struct template_spec *s, const struct principal *p,
+                    struct hutch_err *err) {
   if (!hutch_images_name_ok(s->name))
     return hutch_err_invalid(err, "template name '%s': 1 to %d of a-z, 0-9, '.', '_', '-' and '/'",
                              s->name, HUTCH_IMAGE_NAME_MAX) == 0;
+  /* A pull from a loopback registry reaches the host's own loopback
+   * services: the operator's (the admin key) only, never a tenant's. */
+  if (s->kind && strcmp(s->kind, "pull") == 0 && ref_loopback(s->source) && !p->admin)
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                          "a registry on the server's loopback is the admin key's to pull from") ==
+           0;
   return true;
 }
 
@@ -524,7 +550,7 @@ static void job_free(struct template_job *j) {
 struct template_job *templates_prepare(struct server *srv, const struct principal *p,
                                        const char *name, bool public, struct hutch_err *err) {
   struct template_spec spec = {.name = name};
-  if (!spec_ok(&spec, err))
+  if (!spec_ok(&spec, p, err))
     return NULL;
   if (public && !p->admin) {
     hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
@@ -554,7 +580,7 @@ static int begin_check(struct template_job *j, const struct principal *p,
   if (j->state != TJOB_WAITING)
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "conflict", "build %s has started already",
                           j->id);
-  if (!spec_ok(spec, err))
+  if (!spec_ok(spec, p, err))
     return -1;
   if (srv->stopping)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
