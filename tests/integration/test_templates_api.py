@@ -352,3 +352,33 @@ def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
     assert tenant.post(f"/v2/templates/{tid}/builds/{bid}", spec).status == 409
     assert tenant.post(f"/v2/templates/{tid}/builds/0000000000000000", spec).status == 404
     assert server.api(None).get("/healthz").status == 200
+
+
+def test_dockerfile_build_with_an_uploaded_context(server, tenant):
+    """A context uploaded, then a Dockerfile built over it, its progress
+    followed as NDJSON; the template runs with what COPY and RUN made."""
+    assert upload(tenant, "/v1/templates/import?name=buildbase",
+                  oci_archive([busybox_layer()])).status == 201
+    ctx = tar_of([("hello.txt", b"hello\n", 0o644, None, tarfile.REGTYPE)])
+    cid = upload(tenant, "/v1/templates/contexts", ctx).json["id"]
+    dockerfile = ("FROM buildbase\nCOPY hello.txt /srv/hello.txt\n"
+                  "RUN cat /srv/hello.txt /srv/hello.txt > /srv/twice\nENV BUILT=yes\n")
+    r = tenant.request("POST", "/v1/templates", timeout=300,
+                       body={"name": "built", "dockerfile": dockerfile, "context": cid},
+                       headers={"Accept": "application/x-ndjson"})
+    assert r.status == 200, r
+    events = [json.loads(l) for l in r.raw.splitlines()]
+    assert events[-1]["event"] == "done", events
+    assert any(e["event"] == "step" for e in events), events
+    sb = tenant.create(template="built")
+    lines = tenant.exec(sb["id"], {"cmd": ["/bin/sh", "-c", "cat /srv/twice; echo $BUILT"]})
+    assert output(lines).decode() == "hello\nhello\nyes\n", lines
+    assert tenant.delete(f"/v1/sandboxes/{sb['id']}").status == 204
+    # A failing RUN: the job's error, a 4xx, nothing listed.
+    r = tenant.post("/v1/templates", {"name": "broken", "dockerfile": "FROM buildbase\nRUN exit 3\n"},
+                    timeout=300)
+    assert 400 <= r.status < 500 and err(r)[1] == "step_failed", r
+    assert tenant.get("/v1/templates/broken").status == 404
+    for n in ("built", "buildbase"):
+        assert tenant.delete(f"/v1/templates/{n}").status == 204
+    assert tmp_left(server) == []
