@@ -128,9 +128,10 @@ static char *template_program(void) {
   return xasprintf("%s/hutch-template", exe);
 }
 
-/* A child killed (cancelled, the server stopping, a crash) leaves its
- * work under tmp/<pid>-*: removed off the loop now, not at the next
- * process's sweep. */
+/* What a child leaves under tmp/<pid>-* once it is gone (killed: the
+ * job cancelled, the server stopping; or a verb that left it for the
+ * next sweep) is removed off the loop now, not whenever another process
+ * next opens the store. */
 struct sweep {
   struct offload o;
   char *tmp;
@@ -311,8 +312,7 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   struct template_job *j = p->data;
   j->exit_status = status;
   j->term_signal = sig;
-  if (sig)
-    sweep_child(j->srv, p->pid);
+  sweep_child(j->srv, p->pid);
   j->exited = true;
   uv_timer_start(&j->linger, linger_due, TEMPLATE_LINGER_MS, 0);
   child_done(j);
