@@ -577,9 +577,6 @@ static int begin_check(struct template_job *j, const struct principal *p,
                        const struct template_spec *spec, struct hutch_err *err) {
   struct server *srv = j->srv;
   struct templates *t = templates_state(srv);
-  if (j->state != TJOB_WAITING)
-    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "conflict", "build %s has started already",
-                          j->id);
   if (!spec_ok(spec, p, err))
     return -1;
   if (srv->stopping)
@@ -602,6 +599,13 @@ static int begin_check(struct template_job *j, const struct principal *p,
 
 int templates_begin(struct template_job *j, const struct principal *p,
                     const struct template_spec *spec, char *workdir, struct hutch_err *err) {
+  if (j->state != TJOB_WAITING) {
+    /* Started before: this one's workdir is no job's. */
+    if (workdir)
+      offload_remove(j->srv, workdir, true, NULL, NULL);
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "conflict", "build %s has started already",
+                          j->id);
+  }
   j->workdir = workdir;
   free(j->kind);
   j->kind = xstrdup(spec->kind);
