@@ -9,7 +9,8 @@ FUZZ  ?= build-fuzz
 PY    ?= /usr/bin/python3
 FUZZ_SECONDS ?= 300
 FUZZ_ONLY ?=
-FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws
+FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
+  tests/fuzz_dockerfile
 
 .PHONY: all deps run template test test-fresh fuzz bench clean
 

@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "image.h"
+#include "layertar.h"
 #include "layer.h"
 #include "oci.h"
 #include "unpack.h"
@@ -50,181 +51,6 @@ static la_ssize_t sink_write(struct archive *a, void *p, const void *buf, size_t
     return -1;
   }
   return (la_ssize_t)n;
-}
-
-/* Files with more than one link: the first one's path, by inode. */
-struct seen {
-  ino_t ino;
-  char *path;
-};
-
-struct layer_tar {
-  struct archive *a;
-  struct seen *seen;
-  size_t nseen;
-  struct hutch_err *err;
-};
-
-static int put(struct layer_tar *t, struct archive_entry *e, const char *path) {
-  if (archive_write_header(t->a, e) < ARCHIVE_WARN)
-    return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
-  return 0;
-}
-
-/* An empty file entry: a whiteout in OCI's form. */
-static int put_marker(struct layer_tar *t, const char *path, const struct stat *st) {
-  struct archive_entry *e = archive_entry_new();
-  archive_entry_set_pathname(e, path);
-  archive_entry_set_filetype(e, AE_IFREG);
-  archive_entry_set_perm(e, 0);
-  archive_entry_set_size(e, 0);
-  archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
-  int rc = put(t, e, path);
-  archive_entry_free(e);
-  return rc;
-}
-
-static void add_xattrs(struct archive_entry *e, int fd) {
-  char names[65536];
-  ssize_t n = flistxattr(fd, names, sizeof names);
-  _cleanup_free_ char *value = xmalloc(XATTR_SIZE_MAX);
-  for (char *name = names; n > 0 && name < names + n; name += strlen(name) + 1) {
-    ssize_t len = strncmp(name, "user.", 5) == 0 ? fgetxattr(fd, name, value, XATTR_SIZE_MAX) : -1;
-    if (len >= 0)
-      archive_entry_xattr_add_entry(e, name, value, (size_t)len);
-  }
-}
-
-static int put_data(struct layer_tar *t, int fd, const char *path) {
-  char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return hutch_err_set(t->err, errno, "read %.200s", path);
-    if (archive_write_data(t->a, buf, (size_t)n) != n)
-      return hutch_err_set(t->err, EIO, "%.200s: %s", path, archive_error_string(t->a));
-  }
-  return 0;
-}
-
-static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth);
-
-/* A regular file: its data, or a link to the first path of its inode. */
-static int tar_file(struct layer_tar *t, struct archive_entry *e, int fd, const struct stat *st,
-                    const char *path) {
-  if (st->st_nlink > 1) {
-    for (size_t i = 0; i < t->nseen; i++)
-      if (t->seen[i].ino == st->st_ino) {
-        archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_hardlink(e, t->seen[i].path);
-        archive_entry_set_size(e, 0);
-        return put(t, e, path);
-      }
-    t->seen = xrealloc(t->seen, (t->nseen + 1) * sizeof *t->seen);
-    t->seen[t->nseen++] = (struct seen){st->st_ino, xstrdup(path)};
-  }
-  archive_entry_set_filetype(e, AE_IFREG);
-  archive_entry_set_size(e, st->st_size);
-  add_xattrs(e, fd);
-  return put(t, e, path) < 0 ? -1 : put_data(t, fd, path);
-}
-
-/* A directory, then (overlay's opaque mark) OCI's opaque whiteout in it,
- * then what it holds. */
-static int tar_directory(struct layer_tar *t, struct archive_entry *e, int fd,
-                         const struct stat *st, const char *path, int depth) {
-  char opaque[2];
-  archive_entry_set_filetype(e, AE_IFDIR);
-  add_xattrs(e, fd);
-  if (put(t, e, path) < 0)
-    return -1;
-  if (fgetxattr(fd, "trusted.overlay.opaque", opaque, sizeof opaque) == 1 && opaque[0] == 'y') {
-    _cleanup_free_ char *wh = xasprintf("%s/.wh..wh..opq", path);
-    if (put_marker(t, wh, st) < 0)
-      return -1;
-  }
-  return tar_dir(t, fd, path, depth + 1);
-}
-
-static int tar_entry(struct layer_tar *t, int dirfd, const char *name, const char *path,
-                     int depth) {
-  struct stat st;
-  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return hutch_err_set(t->err, errno, "%.200s", path);
-  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
-    const char *slash = strrchr(path, '/');
-    _cleanup_free_ char *wh = xasprintf("%.*s%s.wh.%s", slash ? (int)(slash - path) : 0, path,
-                                        slash ? "/" : "", name);
-    return put_marker(t, wh, &st);
-  }
-  struct archive_entry *e = archive_entry_new();
-  archive_entry_set_pathname(e, path);
-  archive_entry_set_uid(e, st.st_uid);
-  archive_entry_set_gid(e, st.st_gid);
-  archive_entry_set_perm(e, st.st_mode & 07777);
-  archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-  char target[PATH_MAX];
-  ssize_t n;
-  int rc, fd = -1;
-  if (S_ISLNK(st.st_mode) && (n = readlinkat(dirfd, name, target, sizeof target - 1)) >= 0) {
-    target[n] = '\0';
-    archive_entry_set_filetype(e, AE_IFLNK);
-    archive_entry_set_symlink(e, target);
-    rc = put(t, e, path);
-  } else if (S_ISFIFO(st.st_mode)) {
-    archive_entry_set_filetype(e, AE_IFIFO);
-    rc = put(t, e, path);
-  } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-    rc = hutch_err_set(t->err, S_ISLNK(st.st_mode) ? errno : EINVAL,
-                       "%.200s: not a file a layer holds", path);
-  } else if ((fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)) < 0) {
-    rc = hutch_err_set(t->err, errno, "%.200s", path);
-  } else {
-    rc = S_ISDIR(st.st_mode) ? tar_directory(t, e, fd, &st, path, depth)
-                             : tar_file(t, e, fd, &st, path);
-    close(fd);
-  }
-  archive_entry_free(e);
-  return rc;
-}
-
-static int by_name(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* dirfd's entries, sorted: the same layer gives the same tar. */
-static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth) {
-  if (depth > HUTCH_LAYER_MAX_DEPTH)
-    return hutch_err_set(t->err, ELOOP, "%.200s: too deep", rel);
-  int fd = dup(dirfd);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
-    return hutch_err_set(t->err, errno, "%.200s", rel);
-  }
-  char **names = NULL;
-  size_t n = 0;
-  for (struct dirent *de; (de = readdir(d));) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
-    names = xrealloc(names, (n + 1) * sizeof *names);
-    names[n++] = xstrdup(de->d_name);
-  }
-  closedir(d);
-  if (n)
-    qsort(names, n, sizeof *names, by_name);
-  int rc = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (rc == 0) {
-      _cleanup_free_ char *path = *rel ? xasprintf("%s/%s", rel, names[i]) : xstrdup(names[i]);
-      rc = tar_entry(t, dirfd, names[i], path, depth);
-    }
-    free(names[i]);
-  }
-  free(names);
-  return rc;
 }
 
 /* Start writing a blob: a temporary file under dir, hashed as written. */
@@ -279,20 +105,18 @@ static json_t *json_blob(int dir, json_t *doc, const char *media_type, struct hu
 
 /* A tree as a tar written to s (a layer from the store, or the layout). */
 static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
-  struct layer_tar t = {.a = archive_write_new(), .err = err};
-  archive_write_set_format_pax_restricted(t.a);
+  struct archive *a = archive_write_new();
+  struct layer_sum sum = {0};
+  archive_write_set_format_pax_restricted(a);
   int rc = -1;
-  if (archive_write_open(t.a, s, NULL, sink_write, NULL) != ARCHIVE_OK)
-    hutch_err_set(err, EIO, "tar: %s", archive_error_string(t.a));
-  else if (tar_dir(&t, root, "", 0) == 0) {
-    rc = archive_write_close(t.a) == ARCHIVE_OK ? 0 : -1;
+  if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK)
+    hutch_err_set(err, EIO, "tar: %s", archive_error_string(a));
+  else if (layer_tar_write(root, a, &sum, err) == 0) {
+    rc = archive_write_close(a) == ARCHIVE_OK ? 0 : -1;
     if (rc < 0)
-      hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(t.a));
+      hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(a));
   }
-  archive_write_free(t.a);
-  for (size_t i = 0; i < t.nseen; i++)
-    free(t.seen[i].path);
-  free(t.seen);
+  archive_write_free(a);
   return rc;
 }
 

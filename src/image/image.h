@@ -41,6 +41,10 @@ void image_progress(struct image_ctx *ctx, json_t *ev);
  * ndjson, "NAME ID" on stdout) for the record a verb made, which it
  * takes; did says how ("imported"). Returns 0, the exit code. */
 int image_done(struct image_ctx *ctx, const char *did, json_t *record);
+/* Whether name is free for a new template of ctx->owner: a taken one
+ * fails (HUTCH_ERR_CONFLICT, "template_exists") before any work is done;
+ * the store checks again as it adds the template. */
+int image_name_free(struct image_ctx *ctx, const char *name, struct hutch_err *err);
 /* The exit code an error gives (EXIT_IMAGE_INPUT for the caller's fault),
  * after printing it: one line on stderr, and an {"event":"error"} line
  * with --progress ndjson. */

@@ -43,3 +43,14 @@ int image_done(struct image_ctx *ctx, const char *did, json_t *record) {
   json_decref(record);
   return 0;
 }
+
+int image_name_free(struct image_ctx *ctx, const char *name, struct hutch_err *err) {
+  struct hutch_err none = {0};
+  json_t *old = hutch_images_find(&ctx->store, ctx->owner, name, &none);
+  bool taken = old && strcmp(json_string_value(json_object_get(old, "owner")), ctx->owner) == 0 &&
+               strcmp(json_string_value(json_object_get(old, "name")), name) == 0;
+  json_decref(old);
+  return taken ? hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                                "a template '%s' exists (--replace replaces it)", name)
+               : 0;
+}

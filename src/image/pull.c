@@ -178,19 +178,6 @@ static int default_name(const struct registry_ref *ref, char *out, size_t size,
   return 0;
 }
 
-/* A name already taken fails before anything is downloaded (the store
- * checks again as it adds the template). */
-static int name_free(struct image_ctx *ctx, const char *name, struct hutch_err *err) {
-  struct hutch_err none = {0};
-  json_t *old = hutch_images_find(&ctx->store, ctx->owner, name, &none);
-  bool taken = old && strcmp(json_string_value(json_object_get(old, "owner")), ctx->owner) == 0 &&
-               strcmp(json_string_value(json_object_get(old, "name")), name) == 0;
-  json_decref(old);
-  return taken ? hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
-                                "a template '%s' exists (--replace replaces it)", name)
-               : 0;
-}
-
 /* The verb's options into o and ctx; the reference (*refs) and --name. */
 static int parse_args(struct image_ctx *ctx, int argc, char **argv, struct registry_opts *o,
                       const char **name, const char **refs, struct hutch_err *err) {
@@ -248,7 +235,7 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
     hutch_err_invalid(&err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not host)");
     return image_fail(ctx, "pull", &err);
   }
-  if (!ctx->replace && name_free(ctx, name, &err) < 0)
+  if (!ctx->replace && image_name_free(ctx, name, &err) < 0)
     return image_fail(ctx, "pull", &err);
   struct registry *r = registry_open(&ref, &o, &err);
   char *tmp = r ? hutch_images_tmpdir(&ctx->store, &err) : NULL;

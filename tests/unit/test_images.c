@@ -106,7 +106,9 @@ int main(void) {
   ok(strstr(buf, "root:x:0:0") && strstr(buf, "user:x:1000:1000:user:/home/user"),
      "the top layer adds user 1000 to the image's passwd");
   free(passwd);
-  ok(exists(xasprintf("layers/%s/etc/resolv.conf", top)), "the top layer has resolv.conf");
+  char *resolv = xasprintf("layers/%s/etc/resolv.conf", top);
+  ok(exists(resolv), "the top layer has resolv.conf");
+  free(resolv);
 
   json_t *r2 = record("node", "", b);
   json_t *two = hutch_images_add(&s, r2, false, &err);
@@ -120,7 +122,9 @@ int main(void) {
    * nothing through it. */
   const char *c = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
   char *cdir = hutch_images_tmpdir(&s, &err);
-  ok(cdir && symlink("/etc", xasprintf("%s/etc", cdir)) == 0, "a layer with etc -> /etc");
+  char *link = cdir ? xasprintf("%s/etc", cdir) : NULL;
+  ok(link && symlink("/etc", link) == 0, "a layer with etc -> /etc");
+  free(link);
   json_t *cmeta = json_pack("{s:i}", "size", 0);
   hutch_images_layer_commit(&s, cdir, c, cmeta, &err);
   json_decref(cmeta);
@@ -205,6 +209,10 @@ int main(void) {
   ok(!got && err.kind == HUTCH_ERR_NOT_FOUND, "and its record");
   ok(hutch_images_remove(&s, NULL, "node", &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "removing again: not found");
+  free(jname);
+  free(gname);
+  free(la);
+  free(lb);
   json_decref(one);
   json_decref(two);
   json_decref(m);

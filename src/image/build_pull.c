@@ -1,0 +1,150 @@
+/* FROM an image reference the store does not hold (build.h): pulled as
+ * `hutch template pull` pulls it, by this very program run again (its own
+ * process: the pull's network and archive handling stay apart from the
+ * build's), into a template named after the reference, which later builds
+ * reuse as Docker reuses a pulled base. The pull's progress events are
+ * passed on; its one-line error becomes the step's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "cleanup.h"
+#include "util.h"
+
+bool build_is_image_ref(const char *s) { return strpbrk(s, "/:@") != NULL; }
+
+char *build_pulled_name(const char *ref) {
+  char *n = xstrdup(ref);
+  for (char *p = n; *p; p++) {
+    if (*p >= 'A' && *p <= 'Z')
+      *p = (char)(*p - 'A' + 'a');
+    else if (*p == ':' || *p == '@')
+      *p = '-';
+  }
+  return n;
+}
+
+static void pass_on(struct build *b, char *buf, size_t *have, char *errline, size_t errsize,
+                    bool is_err) {
+  char *start = buf, *nl;
+  while ((nl = memchr(start, '\n', *have - (size_t)(start - buf)))) {
+    *nl = '\0';
+    json_t *ev = is_err ? NULL : json_loads(start, 0, NULL);
+    if (ev && json_is_object(ev) && !json_object_get(ev, "step")) {
+      json_object_set_new(ev, "step", json_integer((json_int_t)b->step));
+      const char *msg = json_string_value(json_object_get(ev, "message"));
+      if (b->ctx->ndjson)
+        image_progress(b->ctx, ev);
+      else {
+        if (msg && !b->ctx->quiet)
+          fprintf(stderr, "  %s\n", msg);
+        json_decref(ev);
+      }
+    } else {
+      json_decref(ev);
+      if (is_err && *start)
+        str_copy(errline, errsize, start);
+    }
+    start = nl + 1;
+  }
+  *have -= (size_t)(start - buf);
+  memmove(buf, start, *have);
+  if (*have > 16384) /* a line that long is no event: dropped */
+    *have = 0;
+}
+
+static pid_t spawn_pull(struct build *b, const char *ref, const char *name, int out, int errfd,
+                        struct hutch_err *err) {
+  _cleanup_free_ char *state = build_state_dir(b);
+  const char *argv[16];
+  size_t n = 0;
+  argv[n++] = "hutch-template";
+  argv[n++] = "--state-dir";
+  argv[n++] = state;
+  argv[n++] = "--owner";
+  argv[n++] = b->ctx->owner;
+  argv[n++] = "--progress";
+  argv[n++] = "ndjson";
+  argv[n++] = "pull";
+  if (b->insecure)
+    argv[n++] = "--insecure";
+  argv[n++] = "--name";
+  argv[n++] = name;
+  argv[n++] = "--replace";
+  argv[n++] = "--";
+  argv[n++] = ref;
+  argv[n] = NULL;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    hutch_err_set(err, errno, "fork");
+    return -1;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
+      _exit(EXIT_IMAGE);
+    execv("/proc/self/exe", (char **)argv);
+    _exit(EXIT_IMAGE);
+  }
+  return pid;
+}
+
+json_t *build_pull(struct build *b, const char *ref, struct hutch_err *err) {
+  _cleanup_free_ char *name = build_pulled_name(ref);
+  if (!hutch_images_name_ok(name)) {
+    hutch_err_invalid(err, "FROM %s: no template of that name, and no image reference", ref);
+    return NULL;
+  }
+  int o[2], e[2];
+  if (pipe2(o, O_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "pipe"), NULL;
+  if (pipe2(e, O_CLOEXEC) < 0) {
+    close(o[0]), close(o[1]);
+    return hutch_err_set(err, errno, "pipe"), NULL;
+  }
+  pid_t pid = spawn_pull(b, ref, name, o[1], e[1], err);
+  close(o[1]), close(e[1]);
+  char bufs[2][32768], errline[512] = "";
+  size_t have[2] = {0, 0};
+  struct pollfd p[2] = {{pid < 0 ? -1 : o[0], POLLIN, 0}, {pid < 0 ? -1 : e[0], POLLIN, 0}};
+  while (p[0].fd >= 0 || p[1].fd >= 0) {
+    if (poll(p, 2, -1) < 0 && errno != EINTR)
+      break;
+    for (int i = 0; i < 2; i++) {
+      if (p[i].fd < 0 || !p[i].revents)
+        continue;
+      ssize_t n = read(p[i].fd, bufs[i] + have[i], sizeof bufs[i] - have[i]);
+      if (n <= 0) {
+        p[i].fd = -1;
+        continue;
+      }
+      have[i] += (size_t)n;
+      pass_on(b, bufs[i], &have[i], errline, sizeof errline, i == 1);
+    }
+  }
+  close(o[0]), close(e[0]);
+  if (pid < 0)
+    return NULL;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const char *why = strncmp(errline, "hutch template pull: ", 21) == 0 ? errline + 21 : errline;
+    hutch_err_fail(err, WIFEXITED(status) && WEXITSTATUS(status) == EXIT_IMAGE_INPUT
+                            ? HUTCH_ERR_INVALID : HUTCH_ERR_SYSTEM,
+                   "pull_failed", "FROM %s: the pull failed: %s", ref,
+                   why[0] ? why : "no reason given");
+    return NULL;
+  }
+  return hutch_images_find(&b->ctx->store, b->ctx->owner[0] ? b->ctx->owner : NULL, name, err);
+}
