@@ -28,6 +28,10 @@ struct image_ctx {
   const char *owner;   /* --owner TENANT (hutch serve); "" : public, the CLI's */
   bool ndjson;         /* --progress ndjson: one JSON object per line on stdout */
   bool quiet;
+  /* --public-registries: no pull (nor a build's FROM) from a registry on
+   * loopback, which would reach the host's own services (hutch serve, for
+   * a tenant). */
+  bool public_registries;
   /* Caps on what one template may unpack to (--max-bytes, --max-files). */
   uint64_t max_bytes, max_files;
   /* --replace: a template of the same name and owner is replaced. */

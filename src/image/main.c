@@ -12,7 +12,7 @@
 
 static const char usage[] =
     "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson]\n"
-    "                      [--max-bytes N] [--max-files N] VERB ...\n\n"
+    "                      [--max-bytes N] [--max-files N] [--public-registries] VERB ...\n\n"
     "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
     "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
     "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
                                        {"progress", required_argument, 0, 'p'},
                                        {"quiet", no_argument, 0, 'q'},
                                        {"max-bytes", required_argument, 0, 'B'},
+                                       {"public-registries", no_argument, 0, 'R'},
                                        {"max-files", required_argument, 0, 'F'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     case 's': state_dir = optarg; break;
     case 'o': ctx.owner = optarg; break;
     case 'q': ctx.quiet = true; break;
+    case 'R': ctx.public_registries = true; break;
     case 'B':
     case 'F':
       if (!parse_u64(optarg, c == 'B' ? &ctx.max_bytes : &ctx.max_files)) {

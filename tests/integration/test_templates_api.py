@@ -235,6 +235,10 @@ def test_too_many_jobs_at_once_and_cancel(server, tenant):
     for r in (ref, f"localhost/x:1", f"[::1]:5000/x:1"):
         got = tenant.post("/v1/templates", {"name": "lo", "from": r, "insecure": True})
         assert err(got) == (403, "forbidden"), (r, got)
+    # Nor through a build's FROM (the pull it makes is refused too).
+    got = tenant.post("/v1/templates", {"name": "lo", "dockerfile": f"FROM {ref}\n"})
+    assert err(got) == (403, "forbidden"), got
+    assert "loopback" in got.json["error"]["message"], got
     admin = server.api()
     try:
         rs = [admin.post("/v1/templates", {"name": f"slow{i}", "from": ref, "insecure": True},

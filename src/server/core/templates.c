@@ -324,7 +324,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   while (step[n])
     n++;
   _cleanup_free_ char *prog = template_program();
-  char **argv = xcalloc(n + 10, sizeof *argv);
+  char **argv = xcalloc(n + 11, sizeof *argv);
   size_t a = 0;
   argv[a++] = prog;
   argv[a++] = "--state-dir";
@@ -333,6 +333,10 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   argv[a++] = j->owner;
   argv[a++] = "--progress";
   argv[a++] = "ndjson";
+  /* A tenant's job pulls (or builds FROM) no registry on the host's
+   * loopback, which would reach the host's own services. */
+  if (!j->admin)
+    argv[a++] = "--public-registries";
   /* What the child unpacks stops at the tenant's quota, not after it. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
@@ -562,6 +566,7 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   j->srv = srv;
   serve_random_hex(j->id, 16);
   str_copy(j->tenant, sizeof j->tenant, p->tenant);
+  j->admin = p->admin;
   str_copy(j->owner, sizeof j->owner, public ? "" : p->tenant);
   j->name = xstrdup(name);
   j->kind = xstrdup("build");

@@ -46,6 +46,7 @@ struct template_job {
   char id[17];
   char tenant[65];
   char owner[65]; /* the template's: the tenant, or "" for a public one */
+  bool admin;     /* started with the admin key: may pull from loopback */
   char *name;
   char *kind;     /* "import", "pull", "build" */
   enum template_job_state state;
