@@ -107,6 +107,7 @@ struct agent {
    * server); fd -1 without one: then losing the connection ends the agent. */
   struct watch listen_w;
   bool detached; /* no client: wait on listen_w */
+  bool build;    /* --build: a template build's step (HUTCH_BUILD_CAPS for root) */
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
@@ -166,6 +167,7 @@ struct child_plan {
   uid_t uid;
   gid_t gid;
   const struct who *who;            /* NULL: hutch's user, or root by uid */
+  uint64_t caps;                    /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
   int stdin_fd, stdout_fd, stderr_fd;
   int pty_slave;  /* -1 without a PTY */

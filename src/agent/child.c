@@ -86,21 +86,33 @@ static void limits(const struct child_plan *p) {
   }
 }
 
+/* Every capability goes (bounding set, permitted, effective), and root
+ * of the sandbox gains none at exec (SECBIT_NOROOT). A build step's root
+ * (p->caps, hutch-agent --build) keeps those of a Dockerfile's RUN: in
+ * the bounding set and permitted, without NOROOT, so that its execs keep
+ * them; no_new_privs, set with the seccomp filter, still forbids any
+ * other at exec. */
 static void drop_privileges(const struct child_plan *p) {
+  uint64_t keep = p->uid == 0 ? p->caps : 0;
   for (int cap = 0; cap <= 63; cap++)
-    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+    if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
       fail(p, 125, "%s", "drop the bounding set");
-  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                                   SECBIT_NO_CAP_AMBIENT_RAISE |
-                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
-            0, 0, 0) < 0)
+  /* A build step's root that becomes another user (su, runuser) loses
+   * its capabilities, as in Docker: no NO_SETUID_FIXUP then. */
+  unsigned long bits = SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED |
+                       SECBIT_NOROOT_LOCKED;
+  if (prctl(PR_SET_SECUREBITS, bits | (keep ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP), 0, 0,
+            0) < 0)
     fail(p, 125, "%s", "set securebits");
   if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
       setresuid(p->uid, p->uid, p->uid) < 0)
     fail(p, 125, "%s", "set the sandbox user's ids");
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct d[2] = {{0}};
+  struct __user_cap_data_struct d[2] = {
+      {(uint32_t)keep, (uint32_t)keep, 0},
+      {(uint32_t)(keep >> 32), (uint32_t)(keep >> 32), 0},
+  };
   if (syscall(SYS_capset, &h, d) < 0)
     fail(p, 125, "%s", "drop capabilities");
 }

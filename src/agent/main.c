@@ -197,10 +197,13 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
 /* Keep only what the agent itself uses: setting workload ids, chowning a
  * PTY to its user, signalling workloads, giving each its cgroup namespace,
  * and dropping capabilities in children. */
-static int drop_capabilities(void) {
+/* The agent keeps what it needs to set a workload up, and, in a build
+ * step's sandbox, what root's RUN steps keep (HUTCH_BUILD_CAPS): a
+ * capability dropped here no child can have. */
+static int drop_capabilities(bool build) {
   static const int keep[] = {CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP,
                              CAP_SYS_ADMIN};
-  uint64_t mask = 0;
+  uint64_t mask = build ? HUTCH_BUILD_CAPS : 0;
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
     mask |= 1ull << keep[i];
   for (int cap = 0; cap <= 63; cap++)
@@ -248,11 +251,18 @@ static void on_listen(struct agent *a, struct watch *w, uint32_t events) {
 static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) {
   uint64_t lfd = 0;
   a->listen_w.fd = -1;
+  /* --build comes right after the spec when given (spawn.c). */
+  a->build = argc >= 4 && strcmp(argv[3], "--build") == 0;
+  if (a->build) {
+    for (int i = 3; i < argc; i++)
+      argv[i] = argv[i + 1];
+    argc--;
+  }
   if ((argc != 3 && argc != 5) || strcmp(argv[1], "--cgroup") != 0 ||
       (argc == 5 && (strcmp(argv[3], "--listen") != 0 || !parse_u64(argv[4], &lfd) ||
                      lfd > 1024)))
-    return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC [--listen FD] (started by "
-                                  "hutch)");
+    return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC [--build] [--listen FD] "
+                                  "(started by hutch)");
   if (argc == 5) {
     a->listen_w.fd = (int)lfd;
     a->listen_w.ready = on_listen;
@@ -266,7 +276,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
     return hutch_err_set(err, errno, "storage fd");
-  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities() < 0)
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities(a->build) < 0)
     return hutch_err_set(err, errno, "drop privileges");
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;

@@ -24,6 +24,17 @@
  * gave none. */
 #define HUTCH_AGENT_NOTIFY_FD 17
 
+/* What root of a template build's RUN step keeps (hutch-agent --build):
+ * the capabilities a package manager uses (dpkg chowns what it unpacks,
+ * adduser sets ids), from Docker's default set, without NET_RAW, MKNOD,
+ * AUDIT_WRITE, SETFCAP, SETPCAP and SYS_CHROOT (the seccomp filter refuses
+ * chroot anyway). Capabilities of the sandbox's own user
+ * namespace: they reach only what the sandbox owns (docs/security.md). */
+#define HUTCH_BUILD_CAPS                                                                 \
+  ((1ull << 0 /* CHOWN */) | (1ull << 1 /* DAC_OVERRIDE */) | (1ull << 3 /* FOWNER */) | \
+   (1ull << 4 /* FSETID */) | (1ull << 5 /* KILL */) | (1ull << 6 /* SETGID */) |        \
+   (1ull << 7 /* SETUID */) | (1ull << 10 /* NET_BIND_SERVICE */))
+
 #define HUTCH_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 #endif

@@ -278,7 +278,7 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   struct hutch_sandbox_config cfg = {
       .state_dir = state_dir, .rootfs = rootfs, .memory_bytes = b->memory_bytes,
       .disk_bytes = b->disk_bytes, .layers = (const char *const *)layers, .nlayers = nlayers,
-      .die_with_parent = true,
+      .die_with_parent = true, .build = true,
   };
   struct hutch_sandbox *sb = NULL;
   struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};

@@ -403,6 +403,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
                  .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
                  .range_userns = *range_userns, .agent_fd = -1, .storage_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
+      .build = cfg->build,
   };
   int r = hutch_spawn_start(&s, err), netns = -1;
   if (r == 0 && (finish_cgroup(cfg, sb, err) < 0 || (netns = hutch_netns_take(net, err)) < 0)) {

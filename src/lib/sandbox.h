@@ -48,6 +48,10 @@ struct hutch_sandbox_config {
   const struct hutch_volume *volumes;
   size_t nvolumes;
   bool die_with_parent; /* the sandbox dies if the creating process does */
+  /* A template build's RUN step (docs/templates.md): its root keeps the
+   * capabilities a Dockerfile's RUN has (HUTCH_BUILD_CAPS), inside its own
+   * user namespace only. Set by the builder alone; no request can ask. */
+  bool build;
   /* Where the agent listens for a client that comes back (a restarted
    * server): DIR/<id>.sock, in a directory only root may enter. NULL: the
    * agent ends, and with it the sandbox, when its first connection does. */

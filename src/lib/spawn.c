@@ -246,7 +246,14 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   hutch_cgroup_spec(&moved, spec, sizeof spec);
   char lfd[16];
   snprintf(lfd, sizeof lfd, "%d", listen_fd);
-  char *argv[] = {"hutch-agent", "--cgroup", spec, listen_fd >= 0 ? "--listen" : NULL, lfd, NULL};
+  char *argv[6] = {"hutch-agent", "--cgroup", spec};
+  int argc = 3;
+  if (s->build)
+    argv[argc++] = "--build";
+  if (listen_fd >= 0) {
+    argv[argc++] = "--listen";
+    argv[argc++] = lfd;
+  }
   char *envp[] = {NULL};
   syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
   hutch_err_set(&err, errno, "exec hutch-agent");

@@ -13,6 +13,7 @@ struct hutch_spawn {
   const struct hutch_cgroup *agent_cg; /* where the agent runs */
   int conn_fd;                         /* the agent's end of the connection */
   int listen_fd;                       /* its listening socket, -1 for none */
+  bool build;                          /* a build step's: the agent's --build */
   /* out */
   pid_t pid;
   int pidfd;

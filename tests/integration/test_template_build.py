@@ -208,6 +208,41 @@ def test_run_as_user(store, tmp_path):
     assert user.read_text() == "1000\n" and user.stat().st_uid == 1000
 
 
+def test_run_as_root_has_a_package_managers_capabilities(store, tmp_path):
+    """A RUN step's root may chown, read and write past modes, and change
+    ids, as a package manager does (Docker's RUN can): capabilities of the
+    step's own user namespace, Docker's default set less NET_RAW, MKNOD,
+    AUDIT_WRITE, SETFCAP and SETPCAP. Nothing of the host's: no mount, no
+    CAP_SYS_ADMIN; a user that root becomes has none; and a sandbox that
+    is not a build's has none (tests/integration/test_posture.py)."""
+    steps = ("RUN mkdir /owned && chown 1234:2345 /owned && stat -c %u:%g /owned > /tmp/chown\n"
+             "RUN grep CapEff /proc/self/status > /tmp/caps\n"
+             "RUN mkdir /m && (mount -t tmpfs none /m 2>/dev/null && echo mounted || echo refused)"
+             " > /tmp/mount\n"
+             "RUN mkdir /secret && chmod 000 /secret && echo x > /secret/f && cat /secret/f > /tmp/dac\n")
+    ctx = context(tmp_path, BASE + steps)
+    p = template(store, "build", "-t", "caps", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "caps")
+    assert merged_file(store, rec, "/tmp/chown").read_text() == "1234:2345\n"
+    eff = int(merged_file(store, rec, "/tmp/caps").read_text().split()[1], 16)
+    want = sum(1 << c for c in (0, 1, 3, 4, 5, 6, 7, 10))
+    assert eff == want, hex(eff)
+    assert merged_file(store, rec, "/tmp/mount").read_text() == "refused\n"
+    assert merged_file(store, rec, "/tmp/dac").read_text() == "x\n"
+    owned = merged_file(store, rec, "/owned")
+    assert owned.stat().st_uid == 1234 and owned.stat().st_gid == 2345
+
+
+def test_a_user_of_a_run_step_has_no_capabilities(store, tmp_path):
+    ctx = context(tmp_path, BASE + "USER 1000:1000\nRUN grep CapEff /proc/self/status > /tmp/caps\n"
+                               "RUN grep CapBnd /proc/self/status > /tmp/bnd\n")
+    p = template(store, "build", "-t", "usercaps", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "usercaps")
+    assert int(merged_file(store, rec, "/tmp/caps").read_text().split()[1], 16) == 0
+
+
 def test_here_documents(store, tmp_path):
     ctx = context(tmp_path, BASE + "RUN <<EOF\necho one > /one\necho two > /two\nEOF\n"
                                "RUN cat <<'END' > /three\n$NOT_EXPANDED\nEND\n")
