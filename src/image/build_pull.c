@@ -73,6 +73,8 @@ static pid_t spawn_pull(struct build *b, const char *ref, const char *name, int 
   argv[n++] = b->ctx->owner;
   argv[n++] = "--progress";
   argv[n++] = "ndjson";
+  if (b->ctx->public_registries)
+    argv[n++] = "--public-registries";
   argv[n++] = "pull";
   if (b->insecure)
     argv[n++] = "--insecure";

@@ -28,6 +28,10 @@ struct image_ctx {
   const char *owner;   /* --owner TENANT (hutch serve); "" : public, the CLI's */
   bool ndjson;         /* --progress ndjson: one JSON object per line on stdout */
   bool quiet;
+  /* --public-registries: no pull (nor a build's FROM) from a registry on
+   * loopback, which would reach the host's own services (hutch serve, for
+   * a tenant). */
+  bool public_registries;
   /* Caps on what one template may unpack to (--max-bytes, --max-files). */
   uint64_t max_bytes, max_files;
   /* --replace: a template of the same name and owner is replaced. */
@@ -58,5 +62,7 @@ int cmd_export(struct image_ctx *ctx, int argc, char **argv);
 int cmd_ls(struct image_ctx *ctx, int argc, char **argv);
 int cmd_inspect(struct image_ctx *ctx, int argc, char **argv);
 int cmd_rm(struct image_ctx *ctx, int argc, char **argv);
+/* context.c: unpack build-context tars into a directory (hutch serve's builds). */
+int cmd_context(struct image_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -11,7 +11,8 @@
 #include "util.h"
 
 static const char usage[] =
-    "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson] VERB ...\n\n"
+    "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson]\n"
+    "                      [--max-bytes N] [--max-files N] [--public-registries] VERB ...\n\n"
     "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
     "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
     "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
@@ -19,7 +20,8 @@ static const char usage[] =
     "  ls [--json]                     the templates\n"
     "  inspect NAME                    a template's record, as JSON\n"
     "  rm NAME                         remove a template (its layers when unused)\n"
-    "  export NAME FILE                write an OCI archive\n";
+    "  export NAME FILE                write an OCI archive\n"
+    "  context TAR... DIR              unpack build-context tars into DIR\n";
 
 static const struct verb {
   const char *name;
@@ -27,7 +29,7 @@ static const struct verb {
 } verbs[] = {
     {"import", cmd_import}, {"pull", cmd_pull}, {"bootstrap", cmd_bootstrap},
     {"build", cmd_build},   {"ls", cmd_ls},     {"inspect", cmd_inspect},
-    {"rm", cmd_rm},         {"export", cmd_export},
+    {"rm", cmd_rm},         {"export", cmd_export}, {"context", cmd_context},
 };
 
 int main(int argc, char **argv) {
@@ -38,6 +40,9 @@ int main(int argc, char **argv) {
                                        {"owner", required_argument, 0, 'o'},
                                        {"progress", required_argument, 0, 'p'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"max-bytes", required_argument, 0, 'B'},
+                                       {"public-registries", no_argument, 0, 'R'},
+                                       {"max-files", required_argument, 0, 'F'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   int c;
@@ -47,6 +52,14 @@ int main(int argc, char **argv) {
     case 's': state_dir = optarg; break;
     case 'o': ctx.owner = optarg; break;
     case 'q': ctx.quiet = true; break;
+    case 'R': ctx.public_registries = true; break;
+    case 'B':
+    case 'F':
+      if (!parse_u64(optarg, c == 'B' ? &ctx.max_bytes : &ctx.max_files)) {
+        fprintf(stderr, "hutch template: --max-%s takes a count\n", c == 'B' ? "bytes" : "files");
+        return EXIT_IMAGE_INPUT;
+      }
+      break;
     case 'p':
       if (strcmp(optarg, "ndjson") != 0 && strcmp(optarg, "plain") != 0) {
         fprintf(stderr, "hutch template: --progress takes plain or ndjson\n");

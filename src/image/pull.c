@@ -231,6 +231,12 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
     return image_fail(ctx, "pull", &err);
   if (!name)
     name = fallback;
+  if (ctx->public_registries && ref.loopback) {
+    hutch_err_fail(&err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                   "registry %s is on this host's loopback: not a registry to pull from here",
+                   ref.host);
+    return image_fail(ctx, "pull", &err);
+  }
   if (!hutch_images_name_ok(name)) {
     hutch_err_invalid(&err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not host)");
     return image_fail(ctx, "pull", &err);

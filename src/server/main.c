@@ -12,6 +12,7 @@
 #include "hostlimits.h"
 #include "util.h"
 #include "core/sbx.h"
+#include "core/templates.h"
 #include "routes.h"
 #include "e2b/e2b.h"
 
@@ -40,6 +41,8 @@ static const char usage[] =
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
     "                            no byte for this long ends (default 3600)\n"
+    "  --ready-timeout SECONDS   how long a create waits for its template's ready command\n"
+    "                            (default 60)\n"
     "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
     "                            the Host header (default localhost)\n"
     "  --egress-deny CIDR|HOST[:PORT]\n"
@@ -89,7 +92,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX };
+         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -105,6 +108,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
+      {"ready-timeout", required_argument, NULL, O_READY},
       {"egress-deny", required_argument, NULL, O_EDENY},
       {"egress-permit", required_argument, NULL, O_EPERMIT},
       {"egress-allow-private", no_argument, NULL, O_EPRIVATE},
@@ -200,6 +204,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
         return -1;
       cfg->relay_idle_ms = v * 1000;
       break;
+    case O_READY:
+      if (parse_count("--ready-timeout", optarg, 3600, &v) < 0)
+        return -1;
+      cfg->ready_timeout_ms = v * 1000;
+      break;
     case O_DOMAIN: {
       char canon[NETPOLICY_HOST_MAX + 1];
       if (!netpolicy_host_ok(optarg, canon) || strchr(canon, ':')) {
@@ -256,6 +265,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   srv->stopping = true;
   uv_close((uv_handle_t *)&srv->reaper, NULL);
   pool_destroy_all(srv);
+  templates_stop(srv);
   if (signum == SIGINT) {
     fprintf(stderr, "hutch serve: stopping: destroying %u sandboxes\n", srv->nsandboxes);
     sbx_destroy_all(srv);

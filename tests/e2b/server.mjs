@@ -31,7 +31,7 @@ export async function startServer(...args) {
   process.env.E2B_SANDBOX_URL = url;
   process.env.E2B_API_KEY = key;
   return {
-    url, key, log: () => log,
+    url, key, stateDir: path.join(dir, 'state'), build, log: () => log,
     // SIGINT: the server destroys its sandboxes before it exits.
     async stop() {
       if (proc.exitCode === null) {

@@ -760,7 +760,7 @@ def test_unknown_template(api):
 
 @pytest.mark.parametrize("body", [
     {}, {"cmd": []}, {"cmd": "ls"}, {"cmd": ["ls", 1]}, {"cmd": ["ls"], "shell": "ls"},
-    {"shell": "true", "user": "admin"}, {"shell": "true", "timeout_s": -1},
+    {"shell": "true", "user": "Admin!"}, {"shell": "true", "timeout_s": -1},
     {"shell": "true", "env": {"A": None}}, {"shell": "true", "nope": 1},
     {"shell": "true", "keep_stdin": True},
 ])

@@ -91,6 +91,22 @@ void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o);
 json_t *network_request(struct http_conn *c, const struct principal *p,
                         const char *const *known, struct sbx **sb);
 
+/* api/templates.c: what both APIs do with templates. */
+struct template_job;
+struct tpl_upload;
+/* A template record as a tenant sees it (new reference). */
+json_t *templates_view(json_t *rec);
+/* Answer a started job: NDJSON events to its end when the client asks
+ * (Accept: application/x-ndjson); 202 and the job to poll with Prefer:
+ * respond-async; else, once it ends, 201 and the template or its error. */
+void templates_answer(struct http_conn *c, struct template_job *j);
+/* Take c's body into a file (a streamed route), then done(c, p, u, arg)
+ * answers; arg is freed after. Errors are answered. */
+typedef void (*receive_fn)(struct http_conn *c, const struct principal *p, struct tpl_upload *u,
+                           char *arg);
+void templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
+                       char *arg);
+
 /* api/usage.c: a metrics request's ?start=&end= (seconds since the epoch,
  * as E2B's) in ms; -1 after a 400. */
 int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);

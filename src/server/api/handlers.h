@@ -49,5 +49,13 @@ void api_sandboxes_metrics(struct http_conn *c, const struct principal *p);
 void api_usage(struct http_conn *c, const struct principal *p);
 void api_sandboxes_network(struct http_conn *c, const struct principal *p);
 void api_metrics(struct http_conn *c, const struct principal *p);
+void api_templates_list(struct http_conn *c, const struct principal *p);
+void api_templates_get(struct http_conn *c, const struct principal *p);
+void api_templates_delete(struct http_conn *c, const struct principal *p);
+void api_templates_create(struct http_conn *c, const struct principal *p);
+void api_templates_import(struct http_conn *c, const struct principal *p);
+void api_templates_context(struct http_conn *c, const struct principal *p);
+void api_templates_job(struct http_conn *c, const struct principal *p);
+void api_templates_job_cancel(struct http_conn *c, const struct principal *p);
 
 #endif

@@ -2,7 +2,7 @@
  * images (allocated in full) and snapshots' copies. Two bounds, checked
  * before anything is written (docs/security.md, "Resources"):
  *
- *  - each tenant's volumes and snapshots together hold at most its
+ *  - each tenant's volumes, snapshots and templates together hold at most its
  *    max_disk_mb (POST /v1/keys), else --tenant-disk-mb (default: a quarter
  *    of the state filesystem's size), so one tenant cannot take the disk
  *    from the others: 429 quota_exceeded;
@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 
 #include "core/server.h"
+#include "core/templates.h"
 #include "core/volumes.h"
 #include "state/store.h"
 
@@ -46,27 +47,45 @@ static void add_snapshot(const struct store_snapshot *s, void *arg) {
   *(uint64_t *)arg += s->bytes;
 }
 
+/* The tenant's quota and what its volumes, snapshots and templates use. */
+static int tenant_use(struct server *srv, const struct principal *p, const struct fs_room *r,
+                      uint64_t *quota, uint64_t *used, struct hutch_err *err) {
+  struct hutch_err e = {0};
+  struct tenant_quota q;
+  *used = 0;
+  if (store_tenant_get(srv->store, p->tenant, &q, &e) < 0 ||
+      store_volume_each(srv->store, p->tenant, add_volume, used, &e) < 0 ||
+      store_snapshot_each(srv->store, p->tenant, add_snapshot, used, &e) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
+  *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant);
+  *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;
+  if (q.max_disk_mb >= 0)
+    *quota = (uint64_t)q.max_disk_mb << 20;
+  return 0;
+}
+
+uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
+  struct hutch_err err = {0};
+  struct fs_room r;
+  uint64_t quota, used;
+  if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &err) < 0)
+    return 0;
+  return used < quota ? quota - used : 0;
+}
+
 int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
               struct hutch_err *err) {
-  struct hutch_err e = {0};
   struct fs_room r;
-  struct tenant_quota q;
-  uint64_t used = 0;
+  uint64_t quota, used;
   if (fs_room(srv, &r) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", srv->cfg.state_dir,
                           strerror(errno));
-  if (store_tenant_get(srv->store, p->tenant, &q, &e) < 0 ||
-      store_volume_each(srv->store, p->tenant, add_volume, &used, &e) < 0 ||
-      store_snapshot_each(srv->store, p->tenant, add_snapshot, &used, &e) < 0)
-    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
-  used += volumes_pending_bytes(srv, p->tenant);
-  uint64_t quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r.size / 4;
-  if (q.max_disk_mb >= 0)
-    quota = (uint64_t)q.max_disk_mb << 20;
+  if (tenant_use(srv, p, &r, &quota, &used, err) < 0)
+    return -1;
   if (used + bytes > quota)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "tenant %s may keep at most %llu MiB of volumes and "
-                          "snapshots (%llu in use, "
+                          "tenant %s may keep at most %llu MiB of volumes, "
+                          "snapshots and templates (%llu in use, "
                           "%llu more asked)",
                           p->tenant, (unsigned long long)(quota >> 20),
                           (unsigned long long)(used >> 20),

@@ -14,5 +14,7 @@ struct principal;
  * no_space (no space). */
 int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
               struct hutch_err *err);
+/* What the tenant's disk quota has left (0 when it is used up). */
+uint64_t disk_quota_left(struct server *srv, const struct principal *p);
 
 #endif

@@ -16,6 +16,7 @@
 #include "core/sbx.h"
 #include "core/server.h"
 #include "core/snapshots.h"
+#include "core/startup.h"
 #include "core/volumes.h"
 
 void create_req_init(struct create_req *r) {
@@ -213,8 +214,14 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
   }
   const struct create_ops *ops = cr->ops;
   void *ops_arg = cr->arg;
+  struct principal p = cr->p;
+  json_t *tmpl = json_incref(cr->tmpl);
   creating_free(cr);
-  ops->made(sb, sb ? NULL : &err, ops_arg);
+  /* A template's start command runs, and its ready command passes, before
+   * the create ends. */
+  if (!sb || !startup_begin(srv, &p, sb, tmpl, ops, ops_arg))
+    ops->made(sb, sb ? NULL : &err, ops_arg);
+  json_decref(tmpl);
 }
 
 /* The sandbox cr asks for: a warm one if a pool holds one made just so

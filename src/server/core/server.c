@@ -22,6 +22,8 @@
 #include "core/metrics.h"
 #include "core/pool.h"
 #include "core/snapshots.h"
+#include "core/startup.h"
+#include "core/templates.h"
 #include "state/seal.h"
 #include "state/store.h"
 
@@ -38,6 +40,7 @@ struct server *server_new(void) {
       .audit_max_mb = 256,
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
+      .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");
@@ -270,6 +273,7 @@ void server_free(struct server *srv) {
   uv_loop_close(srv->loop);
   free(srv->loop);
   pool_free(srv);
+  templates_free(srv);
   for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);

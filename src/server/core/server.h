@@ -54,6 +54,7 @@ struct serve_config {
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
+  uint64_t ready_timeout_ms; /* --ready-timeout: a template's ready command (startup.c) */
   /* --egress-deny, --egress-permit, --egress-allow-private: what no
    * sandbox reaches through its proxy (netpolicy.h, egress.c). */
   struct np_floor floor;
@@ -133,6 +134,7 @@ struct server {
   uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
   bool checkpointing;
   struct creating *creating; /* sandboxes being made (core/sandboxes.c) */
+  struct templates *templates; /* the template store and jobs (core/templates.c) */
   struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
   bool stopping;

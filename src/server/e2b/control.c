@@ -466,11 +466,6 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, out);
 }
 
-/* DELETE /templates/{id}: E2B's SDK deletes a snapshot as a template. */
-void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
-  snapshots_drop(c, p, c->req.params[0]);
-}
-
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {
   (void)snapshot_id;
   json_t *out = json_array(), *v;

@@ -36,7 +36,6 @@ void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
-void e2b_templates_delete(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);
@@ -76,6 +75,24 @@ void e2b_watches_free(struct sbx *sb);
 json_t *e2b_network_request(struct http_conn *c, json_t *o);
 json_t *e2b_network_json(const struct sbx *sb);
 void e2b_sandboxes_network(struct http_conn *c, const struct principal *p);
+
+/* e2b/templates.c: E2B's template API (Template.build and friends). */
+void e2b_templates_request(struct http_conn *c, const struct principal *p);
+void e2b_templates_file(struct http_conn *c, const struct principal *p);
+void e2b_templates_upload(struct http_conn *c, const struct principal *p);
+void e2b_templates_build(struct http_conn *c, const struct principal *p);
+void e2b_templates_status(struct http_conn *c, const struct principal *p);
+void e2b_templates_alias(struct http_conn *c, const struct principal *p);
+void e2b_templates_list(struct http_conn *c, const struct principal *p);
+void e2b_templates_tags(struct http_conn *c, const struct principal *p);
+void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p);
+void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p);
+void e2b_templates_delete(struct http_conn *c, const struct principal *p);
+/* e2b/tplbuild.c: a build spec as a Dockerfile (malloc'd), base_user the
+ * base's user (USER goes back to it after a RUN as another); the COPY
+ * steps' file hashes appended to hashes. NULL and err when it cannot be. */
+struct hutch_err;
+char *e2b_dockerfile(json_t *spec, const char *base_user, json_t *hashes, struct hutch_err *err);
 
 /* e2b/interp.c: the code interpreter */
 void e2b_interp_health(struct http_conn *c, const struct principal *p);

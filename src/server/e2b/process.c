@@ -171,7 +171,11 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
     json_array_extend(argv, args);
   json_t *o = json_pack("{s:o,s:s,s:b,s:b}", "cmd", argv, "user", user, "background", 1,
                         "keep_stdin", json_is_true(in) || ptyo);
-  char *dir = e2b_path(cwd ? json_string_value(cwd) : NULL, user);
+  /* No cwd: the template's working directory (E2B's setWorkdir), else
+   * the user's home. */
+  const struct sbx *sb = e2b_sandbox(c);
+  char *dir = !cwd && sb && sb->workdir ? xstrdup(sb->workdir)
+                                        : e2b_path(cwd ? json_string_value(cwd) : NULL, user);
   json_object_set_new(o, "cwd", json_string(dir));
   free(dir);
   if (envs)

@@ -1,0 +1,152 @@
+/* Templates as actions (docs/templates.md, "The API and E2B's Template
+ * SDK"): the tenant's templates listed, read and removed through the store
+ * (src/lib/images.h), and the long work (an import, a pull, a build) run
+ * as jobs: a child `hutch-template --progress ndjson VERB ...` whose
+ * NDJSON events the job keeps as its log and hands to whoever watches. */
+#ifndef HUTCH_CORE_TEMPLATES_H
+#define HUTCH_CORE_TEMPLATES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "err.h"
+#include "images.h"
+#include "core/offload.h"
+
+struct server;
+struct principal;
+
+/* Jobs running at once, per tenant and on the server (the machine's
+ * cores do the builds); more are refused 429 quota_exceeded. */
+#define TEMPLATE_JOBS_TENANT 2
+#define TEMPLATE_JOBS_SERVER 4
+/* One event line of a child, and the events a job's log keeps. */
+#define TEMPLATE_LINE_MAX (64u << 10)
+#define TEMPLATE_LOG_MAX 4096
+/* How long the pipe is read after its child ended. */
+#define TEMPLATE_LINGER_MS 2000
+/* Ended jobs kept to be polled, the oldest forgotten first. */
+#define TEMPLATE_JOBS_KEPT 256
+
+/* WAITING: made for E2B's two-step build, no child yet. */
+enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
+
+struct template_job;
+/* Who follows a job: each event as it comes, then its end. */
+struct template_watch {
+  void (*event)(struct template_job *j, json_t *ev, void *arg);
+  void (*end)(struct template_job *j, void *arg);
+};
+
+struct template_job {
+  struct template_job *next;
+  struct server *srv;
+  char id[17];
+  char tenant[65];
+  char owner[65]; /* the template's: the tenant, or "" for a public one */
+  bool admin;     /* started with the admin key: may pull from loopback */
+  char *name;
+  char *kind;     /* "import", "pull", "build" */
+  enum template_job_state state;
+  int64_t created_ms, ended_ms;
+  json_t *log;    /* the events, each {"event", ...} as the child wrote it */
+  size_t dropped; /* events past TEMPLATE_LOG_MAX, not kept */
+  json_t *record; /* the template, once ready */
+  struct hutch_err err; /* why it failed */
+  char code[48];  /* the code of the child's error event, which err.code may point to */
+  char ***steps;  /* each an argv after the global options, run in order */
+  size_t nsteps, step;
+  char *workdir;  /* removed when the job ends (a tmpdir of the store) */
+  uint64_t max_bytes; /* what the tenant's disk quota has left (0: no cap, public) */
+  uv_process_t proc;
+  uv_pipe_t out;
+  uv_timer_t linger;
+  int handles;    /* of proc, out and linger, not yet closed */
+  bool spawned, cancelled;
+  bool exited, eof, drained;
+  int64_t exit_status;
+  int term_signal;
+  char *line;
+  size_t nline;
+  bool overlong;  /* the line being read passed TEMPLATE_LINE_MAX */
+  const struct template_watch *watch;
+  void *watch_arg;
+};
+
+/* An E2B upload URL's token (tplfiles.c). */
+struct template_token {
+  struct template_token *next;
+  char token[41], tenant[65], hash[65];
+  uint64_t expires_ns;
+};
+
+/* The server's (srv->templates, made on first use): the jobs, the upload
+ * tokens. */
+struct templates {
+  struct template_job *jobs; /* newest first */
+  struct template_token *tokens;
+};
+struct templates *templates_state(struct server *srv);
+
+/* The templates p may use (its own and the public ones), sorted by name. */
+json_t *templates_list(struct server *srv, const struct principal *p);
+/* The template ref ("NAME", "NAME:TAG" or an id) p may use, or NULL and
+ * not_found. */
+json_t *templates_get(struct server *srv, const struct principal *p, const char *ref,
+                      struct hutch_err *err);
+/* Remove p's template ref (an admin's may be a public one): -1 and err
+ * (not_found: none of p's), else 0 and done later, once its layers nothing
+ * else uses are gone (off the loop). Sandboxes made from it keep its
+ * layers (the store's pins) until they end. */
+int templates_delete(struct server *srv, const struct principal *p, const char *ref,
+                     offload_done_fn done, void *arg, struct hutch_err *err);
+/* Bytes of the tenant's own templates (their size_bytes: a layer two of
+ * them share counts twice), for its disk quota (diskroom.c). */
+uint64_t templates_tenant_bytes(struct server *srv, const char *tenant);
+
+/* What a job makes: the template name, public (an admin's, owner "")
+ * or the tenant's, and how. workdir is a store tmpdir the job takes (it
+ * holds an uploaded archive or context), or NULL. */
+struct template_spec {
+  const char *name;
+  bool public;
+  const char *kind;      /* "import", "pull", "build" */
+  const char *source;    /* import: the archive; pull: the reference */
+  bool insecure;         /* pull: plain http (loopback registries only) */
+  const char *dockerfile; /* build: its text */
+  char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */
+  bool no_cache;
+};
+/* Start a job for p: -1 and err (invalid_argument, forbidden for a public
+ * one without the admin key, quota_exceeded when too many run or the
+ * tenant's disk is full, internal), else the job (the server's; it lives
+ * until forgotten, TEMPLATE_JOBS_KEPT after it ended). workdir is taken
+ * either way. */
+struct template_job *templates_start(struct server *srv, const struct principal *p,
+                                     const struct template_spec *spec, char *workdir,
+                                     struct hutch_err *err);
+/* The same in two steps (E2B's SDK asks for a build, uploads its files,
+ * then starts it): a WAITING job for the name, then its start. A start
+ * that fails (-1, err) leaves the job ended in error. */
+struct template_job *templates_prepare(struct server *srv, const struct principal *p,
+                                       const char *name, bool public, struct hutch_err *err);
+int templates_begin(struct template_job *j, const struct principal *p,
+                    const struct template_spec *spec, char *workdir, struct hutch_err *err);
+/* End a job still waiting with err (its start could not be made). */
+void templates_fail(struct template_job *j, const struct hutch_err *err);
+/* p's job id, or NULL. */
+struct template_job *templates_job(struct server *srv, const struct principal *p, const char *id);
+/* {id, name, status, created_at, ended_at, template?, error?, log: events
+ * from log_from on}. */
+json_t *templates_job_json(const struct template_job *j, size_t log_from);
+/* Follow j (one watcher at a time; NULL stops): events from now on. */
+void templates_watch(struct template_job *j, const struct template_watch *w, void *arg);
+/* Cancel a running job: its child is killed, the job fails "cancelled". */
+void templates_cancel(struct template_job *j);
+/* At stop: every child killed; the jobs are freed after the loop. */
+void templates_stop(struct server *srv);
+void templates_free(struct server *srv);
+
+#endif

@@ -1,0 +1,215 @@
+/* Files uploaded for templates (tplfiles.h). The bytes go to disk off the
+ * loop (libuv's file requests), one piece at a time: the front end pauses
+ * the client's body until each piece is written, so an upload holds one
+ * piece of memory whatever its size. */
+#include "core/tplfiles.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "cleanup.h"
+#include "util.h"
+#include "core/keys.h"
+#include "core/server.h"
+#include "core/templates.h"
+
+static void sha256_hex(const void *data, size_t n, char out[65]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
+  for (unsigned i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+char *tplfiles_path(struct server *srv, const char *tenant, const char *hash) {
+  _cleanup_free_ char *dir = xasprintf("%s/template-files", srv->cfg.state_dir);
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    fprintf(stderr, "hutch serve: mkdir %s: %s\n", dir, strerror(errno));
+  /* The tenant's name is part of the file's: one tenant's hash never
+   * names another's file. */
+  _cleanup_free_ char *key = xasprintf("%s/%s", tenant, hash);
+  char hex[65];
+  sha256_hex(key, strlen(key), hex);
+  return xasprintf("%s/%s.tar", dir, hex);
+}
+
+bool tplfiles_present(struct server *srv, const char *tenant, const char *hash) {
+  _cleanup_free_ char *p = tplfiles_path(srv, tenant, hash);
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]) {
+  struct templates *t = templates_state(srv);
+  uint64_t now = now_ns();
+  /* Tokens past their time go as new ones come. */
+  for (struct template_token **pp = &t->tokens; *pp;) {
+    struct template_token *k = *pp;
+    if (k->expires_ns < now) {
+      *pp = k->next;
+      free(k);
+    } else {
+      pp = &k->next;
+    }
+  }
+  struct template_token *k = xcalloc(1, sizeof *k);
+  serve_random_hex(k->token, 40);
+  str_copy(k->tenant, sizeof k->tenant, tenant);
+  str_copy(k->hash, sizeof k->hash, hash);
+  k->expires_ns = now + (uint64_t)TEMPLATE_UPLOAD_TOKEN_MS * 1000000;
+  k->next = t->tokens;
+  t->tokens = k;
+  memcpy(out, k->token, 41);
+}
+
+int tplfiles_claim(struct server *srv, const char *token, char tenant[65], char hash[65]) {
+  struct templates *t = templates_state(srv);
+  for (struct template_token **pp = &t->tokens; *pp; pp = &(*pp)->next) {
+    struct template_token *k = *pp;
+    if (strlen(token) != 40 || CRYPTO_memcmp(k->token, token, 40) != 0)
+      continue;
+    *pp = k->next;
+    bool good = k->expires_ns >= now_ns();
+    memcpy(tenant, k->tenant, 65);
+    memcpy(hash, k->hash, 65);
+    free(k);
+    return good ? 0 : -1;
+  }
+  return -1;
+}
+
+struct tpl_upload {
+  struct server *srv;
+  char *dir, *path;
+  uv_file fd;
+  uint64_t size, max;
+  EVP_MD_CTX *md;
+  char hex[65];
+  uv_fs_t req;
+  char *buf;
+  bool writing, closing;
+  void (*written)(void *arg);
+  void *arg;
+};
+
+struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err) {
+  char *dir = hutch_images_tmpdir(&srv->images, err);
+  if (!dir)
+    return NULL;
+  struct tpl_upload *u = xcalloc(1, sizeof *u);
+  u->srv = srv;
+  u->dir = dir;
+  u->path = xasprintf("%s/upload", dir);
+  u->max = max;
+  u->fd = open(u->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (u->fd < 0) {
+    hutch_err_set(err, errno, "%s", u->path);
+    tpl_upload_close(u);
+    return NULL;
+  }
+  u->md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(u->md, EVP_sha256(), NULL);
+  return u;
+}
+
+static void tpl_upload_free(struct tpl_upload *u) {
+  if (u->fd >= 0)
+    close(u->fd);
+  if (u->dir)
+    offload_remove(u->srv, u->dir, true, NULL, NULL);
+  EVP_MD_CTX_free(u->md);
+  free(u->path);
+  free(u->buf);
+  free(u);
+}
+
+static void piece_written(uv_fs_t *req) {
+  struct tpl_upload *u = req->data;
+  ssize_t r = req->result;
+  uv_fs_req_cleanup(req);
+  u->writing = false;
+  free(u->buf);
+  u->buf = NULL;
+  if (u->closing) {
+    tpl_upload_free(u);
+    return;
+  }
+  if (r < 0) {
+    /* Said at the end: the file is shorter than what came. */
+    fprintf(stderr, "hutch serve: write %s: %s\n", u->path, uv_strerror((int)r));
+    u->size = UINT64_MAX;
+  }
+  u->written(u->arg);
+}
+
+int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
+                 void *arg, struct hutch_err *err) {
+  if (u->size == UINT64_MAX)
+    return hutch_err_set(err, EIO, "writing the upload failed");
+  if (u->size + n > u->max)
+    return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
+                          "an upload may carry at most %llu MiB",
+                          (unsigned long long)(u->max >> 20));
+  u->size += n;
+  EVP_DigestUpdate(u->md, data, n);
+  u->buf = xmalloc(n ? n : 1);
+  memcpy(u->buf, data, n);
+  u->written = written;
+  u->arg = arg;
+  u->req.data = u;
+  uv_buf_t b = uv_buf_init(u->buf, (unsigned)n);
+  int r = uv_fs_write(u->srv->loop, &u->req, u->fd, &b, 1, -1, piece_written);
+  if (r < 0) {
+    free(u->buf);
+    u->buf = NULL;
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "write %s: %s", u->path, uv_strerror(r));
+  }
+  u->writing = true;
+  return 0;
+}
+
+const char *tpl_upload_digest(struct tpl_upload *u) {
+  if (!u->hex[0]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(u->md, md, &len);
+    for (unsigned i = 0; i < 32; i++)
+      snprintf(u->hex + 2 * i, 3, "%02x", md[i]);
+  }
+  return u->hex;
+}
+
+uint64_t tpl_upload_size(const struct tpl_upload *u) { return u->size; }
+const char *tpl_upload_path(const struct tpl_upload *u) { return u->path; }
+
+char *tpl_upload_take_dir(struct tpl_upload *u) {
+  char *d = u->dir;
+  u->dir = NULL;
+  return d;
+}
+
+int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err) {
+  if (u->size == UINT64_MAX)
+    return hutch_err_set(err, EIO, "writing the upload failed");
+  if (rename(u->path, path) < 0)
+    return hutch_err_set(err, errno, "rename %s", path);
+  return 0;
+}
+
+void tpl_upload_close(struct tpl_upload *u) {
+  if (!u)
+    return;
+  if (u->writing) {
+    u->closing = true;
+    return;
+  }
+  tpl_upload_free(u);
+}

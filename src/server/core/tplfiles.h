@@ -1,0 +1,54 @@
+/* Files uploaded for templates: an archive to import, a build context (a
+ * tar the native API names by its sha256), E2B's COPY sources (tars E2B's
+ * SDK names by its own hash of the files). Kept per tenant under
+ * STATE/template-files, named so that no tenant sees or replaces
+ * another's: sha256("<tenant>/<hash>").tar. */
+#ifndef HUTCH_CORE_TPLFILES_H
+#define HUTCH_CORE_TPLFILES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct server;
+
+/* The most one upload may carry: an image archive, a context. */
+#define TEMPLATE_UPLOAD_MAX (8ull << 30)
+/* How long an E2B upload URL stays good. */
+#define TEMPLATE_UPLOAD_TOKEN_MS (15 * 60 * 1000)
+
+/* The tenant's file of hash (malloc'd), and whether it is there. */
+char *tplfiles_path(struct server *srv, const char *tenant, const char *hash);
+bool tplfiles_present(struct server *srv, const char *tenant, const char *hash);
+
+/* A one-use token for an upload URL of the tenant's file hash (E2B's SDK
+ * PUTs there without its key); out gets 40 hex digits. */
+void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]);
+/* The tenant and hash of a token still good, which is used up: 0, or -1. */
+int tplfiles_claim(struct server *srv, const char *token, char tenant[65], char hash[65]);
+
+/* A streamed upload to a new file in a store tmpdir: pieces written off
+ * the loop one at a time, a sha256 of what came, a size cap. */
+struct tpl_upload;
+/* -1 and err (internal, no_space) if the file cannot be made. */
+struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err);
+/* Write n bytes (copied): 0 and written(arg) once they are on disk; -1
+ * and err (too_large past max, internal) and the upload is unusable. */
+int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
+                 void *arg, struct hutch_err *err);
+/* What was written: its sha256 (64 hex) and size; the file's path and its
+ * tmpdir (the upload's, until taken). */
+const char *tpl_upload_digest(struct tpl_upload *u);
+uint64_t tpl_upload_size(const struct tpl_upload *u);
+const char *tpl_upload_path(const struct tpl_upload *u);
+/* Give the tmpdir (with the file in it) to the caller, who removes it. */
+char *tpl_upload_take_dir(struct tpl_upload *u);
+/* Move the file to path (the same filesystem): 0, or -1 and err. */
+int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err);
+/* Done: closed, and its tmpdir (if not taken) removed off the loop. A
+ * write still under way finishes first. */
+void tpl_upload_close(struct tpl_upload *u);
+
+#endif
