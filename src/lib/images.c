@@ -291,6 +291,10 @@ char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
       return NULL;
     }
   }
+  return hutch_images_filesdir(s, err);
+}
+
+char *hutch_images_filesdir(const struct hutch_images *s, struct hutch_err *err) {
   char *path = xasprintf("%s/tmp/%ld-XXXXXX", s->dir, (long)getpid());
   if (!mkdtemp(path)) {
     hutch_err_set(err, errno, "template store: a work directory");

@@ -85,6 +85,11 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
+/* The same for files only (an upload, a build's Dockerfile and context),
+ * from which this process commits no layer: it takes no work lock, which
+ * a long-lived process (hutch serve) would otherwise hold for good, and
+ * its own removals would then never collect a layer. */
+char *hutch_images_filesdir(const struct hutch_images *s, struct hutch_err *err);
 
 /* Whether hex is 64 lowercase hex digits (a sha256). */
 bool hutch_images_hex_ok(const char *hex);

@@ -130,6 +130,19 @@ def test_import_list_get_use_delete(server, tenant):
     assert tmp_left(server) == []
 
 
+def test_delete_frees_the_layers_no_template_uses(server, tenant):
+    # The upload made a work directory of the server's own: that must not
+    # keep the removal from collecting the template's layers.
+    mark = f"only-{time.monotonic_ns()}\n".encode()
+    own = tar_of([("only", mark, 0o644, None, tarfile.REGTYPE)])
+    r = upload(tenant, "/v1/templates/import?name=freed", oci_archive([busybox_layer(), own]))
+    assert r.status == 201, r
+    layer = server.state_dir / "images" / "layers" / hashlib.sha256(own).hexdigest()
+    assert layer.is_dir()
+    assert tenant.delete("/v1/templates/freed").status == 204
+    assert not layer.exists()
+
+
 def test_ndjson_progress_and_job(server, tenant):
     arc = oci_archive([busybox_layer()])
     r = upload(tenant, "/v1/templates/import?name=ndbox", arc,
