@@ -375,6 +375,21 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
       close(fd);
     return -1;
   }
+  /* Removed since the record was read: a removal that found it unused
+   * unlinked the pin file (under its lock, which this one waited for), or
+   * had removed the record before this file was made. */
+  struct stat st = {0};
+  struct hutch_err none = {0};
+  json_t *still = fstat(fd, &st) == 0 && st.st_nlink > 0 ? hutch_images_get(s, id, &none) : NULL;
+  if (!still) {
+    if (st.st_nlink > 0)
+      unlinkat(s->dirfd, name, 0);
+    close(fd);
+    hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found", "template %s was removed",
+                   str_of(record, "name"));
+    return -1;
+  }
+  json_decref(still);
   return fd;
 }
 

@@ -329,11 +329,19 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
 }
 
 /* Whether anything keeps template id's layers: a sandbox's pin, or a
- * holder's reference. */
-static bool in_use(const struct hutch_images *s, const char *id) {
+ * holder's reference. When nothing does, *lock holds the pin file locked
+ * until the caller has forgotten the template (and closes it): a pin taken
+ * meanwhile waits, then finds its file unlinked (hutch_images_pin). */
+static bool in_use(const struct hutch_images *s, const char *id, int *lock) {
   _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
-  _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  return (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) || held(s, id);
+  *lock = openat(s->dirfd, pin, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if ((*lock >= 0 && flock(*lock, LOCK_EX | LOCK_NB) < 0) || held(s, id)) {
+    if (*lock >= 0)
+      close(*lock);
+    *lock = -1;
+    return true;
+  }
+  return false;
 }
 
 /* What is left of a template nothing uses any more. */
@@ -352,7 +360,8 @@ static void forget(const struct hutch_images *s, const char *id) {
 static int retire(const struct hutch_images *s, const char *id, struct hutch_err *err) {
   _cleanup_free_ char *rec = xasprintf("templates/%s.json", id);
   _cleanup_free_ char *gone = xasprintf("templates/%s.gone", id);
-  if (in_use(s, id)) {
+  _cleanup_close_ int lock = -1;
+  if (in_use(s, id, &lock)) {
     if (renameat(s->dirfd, rec, s->dirfd, gone) < 0)
       return hutch_err_set(err, errno, "template store: %s", rec);
     return 0;
@@ -558,7 +567,8 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
   ids = names_in(s, "templates", ".gone", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
-    if (in_use(s, ids[i])) {
+    _cleanup_close_ int pin = -1;
+    if (in_use(s, ids[i], &pin)) {
       json_t *rec = load_at(s, gone);
       mark(used, rec, s);
       json_decref(rec);

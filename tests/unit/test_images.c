@@ -191,6 +191,10 @@ int main(void) {
   close(pin);
   ok(hutch_images_gc(&s, &err) == 0 && !exists(gname) && !exists(la),
      "once unpinned, the collection removes it and its layer");
+  char *pname = xasprintf("templates/%s.pin", json_string_value(json_object_get(one, "id")));
+  ok(hutch_images_pin(&s, one, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND && !exists(pname),
+     "a record read before its removal pins nothing (its layers are gone)");
+  free(pname);
   char *lb = xasprintf("layers/%s", b);
   ok(exists(lb), "a layer two templates share stays");
   ok(hutch_images_remove(&s, "tenant-a", "py", &err) == 0 && exists(lb),
