@@ -399,3 +399,29 @@ def test_dockerfile_build_with_an_uploaded_context(server, tenant):
     for n in ("built", "buildbase"):
         assert tenant.delete(f"/v1/templates/{n}").status == 204
     assert tmp_left(server) == []
+
+
+@pytest.mark.parametrize("build", ["build", "asan"])
+def test_a_job_whose_program_cannot_run_fails_cleanly(tmp_path, build, monkeypatch):
+    # hutch-serve alone in its directory: hutch-template is not beside it.
+    # Freed memory is filled, so that libuv (not instrumented) stumbles on
+    # a handle of a job freed too soon.
+    monkeypatch.setenv("ASAN_OPTIONS", ":".join(
+        filter(None, [os.environ.get("ASAN_OPTIONS"), "max_free_fill_size=4096"])))
+    from conftest import build_binary
+    from serveapi import Server
+    alone = tmp_path / "bin" / "hutch-serve"
+    alone.parent.mkdir()
+    alone.write_bytes(build_binary(build, "hutch-serve").read_bytes())
+    alone.chmod(0o755)
+    s = Server(alone, tmp_path / "state").start()
+    try:
+        api = s.api()
+        r = api.post("/v1/templates", {"name": "nope", "from": "example.org/a:b"})
+        assert r.status == 500 and error_of(r) == "internal", r
+        assert api.get("/v1/templates/nope").status == 404
+        assert api.get("/healthz").status == 200
+    finally:
+        code = s.stop()
+    assert code == 0, s.log_text()
+    assert "Sanitizer" not in s.log_text(), s.log_text()

@@ -318,6 +318,15 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   child_done(j);
 }
 
+static void job_free(struct template_job *j);
+
+/* The handles of a spawn that failed: the job may be freed only after. */
+static void spawn_undone(uv_handle_t *h) {
+  struct template_job *j = h->data;
+  if (--j->handles == 0 && j->orphan)
+    job_free(j);
+}
+
 static int job_spawn(struct template_job *j, struct hutch_err *err) {
   char **step = j->steps[j->step];
   size_t n = 0;
@@ -361,9 +370,9 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   if (r < 0) {
     /* The pipe was initialised: it closes; the process handle too, as
      * libuv asks even of a failed spawn. */
-    j->handles = 0;
-    uv_close((uv_handle_t *)&j->out, NULL);
-    uv_close((uv_handle_t *)&j->proc, NULL);
+    j->handles = 2;
+    uv_close((uv_handle_t *)&j->out, spawn_undone);
+    uv_close((uv_handle_t *)&j->proc, spawn_undone);
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "run %s: %s", prog, uv_strerror(r));
   }
   uv_timer_init(j->srv->loop, &j->linger);
@@ -387,8 +396,6 @@ static void free_steps(struct template_job *j) {
   j->steps = NULL;
   j->nsteps = 0;
 }
-
-static void job_free(struct template_job *j);
 
 /* Ended jobs past TEMPLATE_JOBS_KEPT go, oldest first; never keep, which
  * its caller still holds. */
@@ -633,14 +640,18 @@ struct template_job *templates_start(struct server *srv, const struct principal 
     return NULL;
   }
   if (templates_begin(j, p, spec, workdir, err) < 0) {
-    /* Never seen by the caller: it goes now. */
+    /* Never seen by the caller: it goes now, or once the handles of a
+     * spawn that failed are closed. */
     struct templates *t = templates_state(srv);
     for (struct template_job **pp = &t->jobs; *pp; pp = &(*pp)->next)
       if (*pp == j) {
         *pp = j->next;
         break;
       }
-    job_free(j);
+    if (j->handles)
+      j->orphan = true;
+    else
+      job_free(j);
     return NULL;
   }
   return j;

@@ -65,6 +65,7 @@ struct template_job {
   uv_timer_t linger;
   int handles;    /* of proc, out and linger, not yet closed */
   bool spawned, cancelled;
+  bool orphan;    /* no longer listed: freed once its handles are closed */
   bool exited, eof, drained;
   int64_t exit_status;
   int term_signal;
