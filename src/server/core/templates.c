@@ -706,7 +706,8 @@ void templates_cancel(struct template_job *j) {
   if (j->state != TJOB_BUILDING)
     return;
   j->cancelled = true;
-  if (j->spawned)
+  /* Once reaped, its pid may be another process's. */
+  if (j->spawned && !j->exited)
     uv_process_kill(&j->proc, SIGKILL);
 }
 
@@ -714,7 +715,7 @@ void templates_stop(struct server *srv) {
   if (!srv->templates)
     return;
   for (struct template_job *j = srv->templates->jobs; j; j = j->next)
-    if (j->spawned)
+    if (j->spawned && !j->exited)
       uv_process_kill(&j->proc, SIGKILL);
 }
 
