@@ -325,6 +325,17 @@ def test_context_unpacks_a_plain_context(tmp_path):
     assert os.readlink(dest / "app" / "l") == "run.sh"
 
 
+def test_e2b_build_of_a_tag_other_than_latest_is_refused(server, tenant):
+    # A template has the one tag latest: NAME:TAG would make NAME, which
+    # Sandbox.create("NAME:TAG") would then not find.
+    for body in ({"name": "tagged:v1"}, {"name": "tagged", "tags": ["v1"]},
+                 {"alias": "tagged:v1"}):
+        r = tenant.post("/v3/templates", body)
+        assert r.status == 400 and "one tag, latest" in r.json["message"], (body, r)
+    r = tenant.post("/v3/templates", {"name": "tagged:latest", "tags": ["latest"]})
+    assert r.status == 202 and r.json["templateID"] == "tagged", r
+
+
 def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
     """E2B's build flow by hand: the upload URL is hutch's own, good once;
     a tar whose entry leaves the context fails the build (status error,

@@ -32,6 +32,19 @@ static bool e2b_name_ok(const char *name) {
   return hutch_images_name_ok(name) && !strchr(name, '/');
 }
 
+/* Whether every tag asked for is "latest", the one tag a template of
+ * the store has (a build of NAME replaces NAME: no second tag of it could
+ * be kept apart). */
+static bool tags_latest(json_t *tags) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(tags, i, v) {
+    if (!json_is_string(v) || strcmp(json_string_value(v), "latest") != 0)
+      return false;
+  }
+  return true;
+}
+
 /* {name | alias, tags, cpuCount, memoryMB, ...}: name may be "name:tag".
  * cpuCount and memoryMB size E2B's build VM; hutch's builds run with
  * the sandbox defaults, and sandboxes take their own at create. */
@@ -52,12 +65,15 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   }
   json_t *more = json_object_get(o, "tags"), *v;
   size_t i;
-  json_array_foreach(more, i, v) if (json_is_string(v)) json_array_append(tags, v);
+  json_array_foreach(more, i, v) json_array_append(tags, v);
   struct template_job *j = NULL;
   if (!e2b_name_ok(base))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "template name '%s': 1 to %d of a-z, 0-9, '.', '_' and '-'", base,
                HUTCH_IMAGE_NAME_MAX);
+  else if (!tags_latest(tags))
+    http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
+               "a template has one tag, latest: build %s without another tag", base);
   else if (!(j = templates_prepare(c->srv, p, base, false, &err)))
     http_fail(c, &err);
   else
@@ -298,12 +314,11 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, out);
 }
 
-/* Tags are what a build names (NAME:TAG makes a template of its own):
- * moving them between builds is not done. */
+/* A template's one tag is latest: moving tags between builds is not done. */
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
   (void)p;
   http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-             "tags are not reassigned: build NAME:TAG instead");
+             "tags are not reassigned: a template has one tag, latest");
 }
 
 void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p) {
