@@ -436,3 +436,36 @@ def test_a_job_whose_program_cannot_run_fails_cleanly(tmp_path, build, monkeypat
         code = s.stop()
     assert code == 0, s.log_text()
     assert "Sanitizer" not in s.log_text(), s.log_text()
+
+
+def test_a_template_removed_while_the_server_is_down_keeps_its_sandboxes_layers(tmp_path):
+    """SIGTERM leaves the sandboxes running: their template's layers are
+    theirs still, whatever removes the template before the next start."""
+    import signal
+    from conftest import BUILD
+    from serveapi import Server
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    try:
+        api = s.api()
+        mark = f"kept-{time.monotonic_ns()}\n".encode()
+        own = tar_of([("etc", None, 0o755, None, tarfile.DIRTYPE),
+                      ("etc/kept", mark, 0o644, None, tarfile.REGTYPE)])
+        assert upload(api, "/v1/templates/import?name=downbox",
+                      oci_archive([busybox_layer(), own])).status == 201
+        sid = api.create(template="downbox", timeout_s=120)["id"]
+        assert s.stop(signal.SIGTERM) == 0
+        rm = subprocess.run([str(BUILD / "hutch-template"), "--state-dir", str(s.state_dir),
+                             "rm", "downbox"], capture_output=True, text=True, timeout=60)
+        assert rm.returncode == 0, rm.stderr
+        layer = s.state_dir / "images" / "layers" / hashlib.sha256(own).hexdigest()
+        assert layer.is_dir()
+        s.start()
+        # Pinned again by the server that took it over: held no longer.
+        assert not list((s.state_dir / "images" / "templates").glob("*.refs/sbx-*"))
+        lines = s.api().exec(sid, {"cmd": ["/bin/cat", "/etc/kept"]})
+        assert output(lines) == mark, lines
+        assert s.api().delete(f"/v1/sandboxes/{sid}").status == 204
+    finally:
+        if s.proc.poll() is not None:  # stopped by SIGTERM: its sandbox ends with the next
+            s.start()
+        assert s.stop() == 0, s.log_text()
