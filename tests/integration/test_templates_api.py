@@ -412,6 +412,27 @@ def test_dockerfile_build_with_an_uploaded_context(server, tenant):
     assert tmp_left(server) == []
 
 
+def test_a_jobs_log_keeps_a_bounded_part_of_a_loud_build(server, tenant):
+    """The server keeps many ended jobs: each keeps at most 1 MiB of event
+    lines (the rest counted as dropped), and always its end."""
+    assert upload(tenant, "/v1/templates/import?name=loudbase",
+                  oci_archive([busybox_layer()])).status == 201
+    run = ("busybox yes $(busybox head -c 4000 /dev/zero | busybox tr '\\0' a) "
+           "| busybox head -n 800")
+    r = tenant.request("POST", "/v1/templates", timeout=300,
+                       body={"name": "loud", "dockerfile": f"FROM loudbase\nRUN {run}\n"},
+                       headers={"Accept": "application/x-ndjson"})
+    events = [json.loads(l) for l in r.raw.splitlines()]
+    assert events[-1]["event"] == "done", events[-3:]
+    assert sum(len(e["line"]) for e in events if e["event"] == "log") > 3_000_000
+    job = tenant.get(f"/v1/templates/jobs/{events[0]['id']}").json
+    kept = sum(len(json.dumps(e)) for e in job["log"])
+    assert kept < 1_200_000 and job["log_dropped"] > 0, (kept, job["log_dropped"])
+    assert job["log"][-1]["event"] == "done"
+    for n in ("loud", "loudbase"):
+        assert tenant.delete(f"/v1/templates/{n}").status == 204
+
+
 @pytest.mark.parametrize("build", ["build", "asan"])
 def test_a_job_whose_program_cannot_run_fails_cleanly(tmp_path, build, monkeypatch):
     # hutch-serve alone in its directory: hutch-template is not beside it.

@@ -6,7 +6,8 @@
  * registry, a Dockerfile's RUN output) is hostile: its event lines are
  * parsed as JSON with a cap on each line and on the log, so a child
  * cannot make the server hold more than TEMPLATE_LINE_MAX per job plus
- * TEMPLATE_LOG_MAX events. */
+ * TEMPLATE_LOG_MAX events of TEMPLATE_LOG_BYTES in all: kept jobs are
+ * many (TEMPLATE_JOBS_KEPT). */
 #include "core/templates.h"
 
 #include <dirent.h>
@@ -179,7 +180,9 @@ static bool code_ok(const char *code) {
   return n > 0 && n < sizeof ((struct template_job *)0)->code && !code[n];
 }
 
-static void job_event(struct template_job *j, json_t *ev) {
+/* ev came as a line of size bytes; the job's last event (size 0) is kept
+ * whatever the log holds. */
+static void job_event(struct template_job *j, json_t *ev, size_t size) {
   const char *name = json_string_value(json_object_get(ev, "event"));
   if (name && strcmp(name, "error") == 0 && !j->err.msg[0]) {
     const char *msg = json_string_value(json_object_get(ev, "message")) ?: "the job failed";
@@ -195,10 +198,14 @@ static void job_event(struct template_job *j, json_t *ev) {
   }
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);
-  if (json_array_size(j->log) < TEMPLATE_LOG_MAX)
+  bool room = json_array_size(j->log) < TEMPLATE_LOG_MAX &&
+              j->log_bytes + size <= TEMPLATE_LOG_BYTES;
+  if (room || !size) {
     json_array_append(j->log, ev);
-  else
+    j->log_bytes += size;
+  } else {
     j->dropped++;
+  }
 }
 
 /* A line the child wrote: an event object, else text kept as a log line. */
@@ -212,7 +219,7 @@ static void job_line(struct template_job *j, const char *s, size_t n) {
   }
   if (!json_object_get(ev, "time"))
     json_object_set_new(ev, "time", json_integer((json_int_t)time(NULL) * 1000));
-  job_event(j, ev);
+  job_event(j, ev, n ? n : 1);
   json_decref(ev);
 }
 
@@ -445,7 +452,7 @@ static void job_ended(struct template_job *j) {
                            : json_pack("{s:s,s:s,s:s}", "event", "failed", "code",
                                        err_code(&j->err), "message", j->err.msg);
   json_object_set_new(last, "time", json_integer(j->ended_ms));
-  job_event(j, last);
+  job_event(j, last, 0);
   json_decref(last);
   free_steps(j);
   if (j->workdir)

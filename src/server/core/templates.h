@@ -22,9 +22,11 @@ struct principal;
  * cores do the builds); more are refused 429 quota_exceeded. */
 #define TEMPLATE_JOBS_TENANT 2
 #define TEMPLATE_JOBS_SERVER 4
-/* One event line of a child, and the events a job's log keeps. */
+/* One event line of a child, and the events and bytes of them a job's
+ * log keeps (its last event, the job's end, is kept past them). */
 #define TEMPLATE_LINE_MAX (64u << 10)
 #define TEMPLATE_LOG_MAX 4096
+#define TEMPLATE_LOG_BYTES (1u << 20)
 /* How long the pipe is read after its child ended. */
 #define TEMPLATE_LINGER_MS 2000
 /* Ended jobs kept to be polled, the oldest forgotten first. */
@@ -52,7 +54,8 @@ struct template_job {
   enum template_job_state state;
   int64_t created_ms, ended_ms;
   json_t *log;    /* the events, each {"event", ...} as the child wrote it */
-  size_t dropped; /* events past TEMPLATE_LOG_MAX, not kept */
+  size_t dropped; /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
+  size_t log_bytes; /* of the event lines kept */
   json_t *record; /* the template, once ready */
   struct hutch_err err; /* why it failed */
   char code[48];  /* the code of the child's error event, which err.code may point to */
