@@ -336,6 +336,23 @@ def test_e2b_build_of_a_tag_other_than_latest_is_refused(server, tenant):
     assert r.status == 202 and r.json["templateID"] == "tagged", r
 
 
+def test_e2b_builds_asked_for_are_no_other_tenants_to_drop(server, tenant):
+    """A build asked for waits for its uploads: another tenant asking for
+    many does not make the server forget it; a tenant's own oldest goes
+    past 16 waiting."""
+    mine = tenant.post("/v3/templates", {"name": "waits"}).json
+    other = server.api(server.api().post("/v1/keys", {"tenant": f"w{time.monotonic_ns()}"})
+                       .json["key"])
+    theirs = [other.post("/v3/templates", {"name": f"w{i}"}).json for i in range(300)]
+    status = lambda api, b: api.get(f"/templates/{b['templateID']}/builds/{b['buildID']}/status")
+    r = status(tenant, mine)
+    assert r.status == 200 and r.json["status"] == "waiting", r
+    assert status(other, theirs[-1]).json["status"] == "waiting"
+    first = status(other, theirs[-17])  # the last one dropped
+    assert first.status == 200 and first.json["status"] == "error", first
+    assert "not started" in first.json["reason"]["message"]
+
+
 def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
     """E2B's build flow by hand: the upload URL is hutch's own, good once;
     a tar whose entry leaves the context fails the build (status error,

@@ -410,7 +410,9 @@ static void forget_old(struct templates *t, const struct template_job *keep) {
   size_t ended = 0;
   for (struct template_job **pp = &t->jobs; *pp;) {
     struct template_job *j = *pp;
-    if (j->state != TJOB_BUILDING && !j->watch && ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
+    bool done = j->state == TJOB_READY || j->state == TJOB_ERROR;
+    bool over = done && !j->watch && ++ended > TEMPLATE_JOBS_KEPT;
+    if (over && j != keep) {
       *pp = j->next;
       job_free(j);
       continue;
@@ -576,6 +578,20 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
     return NULL;
   }
   struct templates *t = templates_state(srv);
+  struct template_job *oldest = NULL;
+  unsigned waiting = 0;
+  for (struct template_job *w = t->jobs; w; w = w->next)
+    if (w->state == TJOB_WAITING && strcmp(w->tenant, p->tenant) == 0) {
+      waiting++;
+      oldest = w;
+    }
+  if (waiting >= TEMPLATE_JOBS_WAITING) {
+    struct hutch_err dropped = {0};
+    hutch_err_fail(&dropped, HUTCH_ERR_CONFLICT, "cancelled",
+                   "more than %d builds were asked for and not started: the oldest was dropped",
+                   TEMPLATE_JOBS_WAITING);
+    templates_fail(oldest, &dropped);
+  }
   struct template_job *j = xcalloc(1, sizeof *j);
   j->srv = srv;
   serve_random_hex(j->id, 16);

@@ -31,6 +31,10 @@ struct principal;
 #define TEMPLATE_LINGER_MS 2000
 /* Ended jobs kept to be polled, the oldest forgotten first. */
 #define TEMPLATE_JOBS_KEPT 256
+/* E2B builds a tenant asked for and has not started (its uploads under
+ * way): past these its oldest ends. Never forgotten as ended jobs are, so
+ * that no other tenant's asking drops them. */
+#define TEMPLATE_JOBS_WAITING 16
 
 /* WAITING: made for E2B's two-step build, no child yet. */
 enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
