@@ -136,8 +136,9 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
 
 /* Hold (or, held false, let go of) template id for holder, a name of
  * [A-Za-z0-9_-]: a snapshot of a sandbox made from it keeps its layers
- * when the template is removed. Letting go of what is not held is no
- * error. */
+ * when the template is removed. A template no longer in the store (not
+ * even as gone) is not held: HUTCH_ERR_NOT_FOUND. Letting go of what is
+ * not held is no error. */
 int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder, bool held,
                       struct hutch_err *err);
 

@@ -319,6 +319,14 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
     unlinkat(s->dirfd, ref, 0);
     return 0;
   }
+  /* Forgotten (a removal found it unused): its layers may be gone, and
+   * nothing would ever remove a reference to it. */
+  struct hutch_err none = {0};
+  json_t *rec = hutch_images_get(s, id, &none);
+  if (!rec)
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
+                          "template %s was removed", id);
+  json_decref(rec);
   if (mkdirat(s->dirfd, refs, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "template store: %s", refs);
   _cleanup_close_ int fd =

@@ -194,6 +194,12 @@ int main(void) {
   char *pname = xasprintf("templates/%s.pin", json_string_value(json_object_get(one, "id")));
   ok(hutch_images_pin(&s, one, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND && !exists(pname),
      "a record read before its removal pins nothing (its layers are gone)");
+  char *rname = xasprintf("templates/%s.refs", json_string_value(json_object_get(one, "id")));
+  ok(hutch_images_hold(&s, json_string_value(json_object_get(one, "id")), "snap_0", true, &err) <
+             0 &&
+         err.kind == HUTCH_ERR_NOT_FOUND && !exists(rname),
+     "a removed template is not held");
+  free(rname);
   free(pname);
   char *lb = xasprintf("layers/%s", b);
   ok(exists(lb), "a layer two templates share stays");
