@@ -507,3 +507,26 @@ def test_a_template_removed_while_the_server_is_down_keeps_its_sandboxes_layers(
         if s.proc.poll() is not None:  # stopped by SIGTERM: its sandbox ends with the next
             s.start()
         assert s.stop() == 0, s.log_text()
+
+
+@pytest.mark.parametrize("build", ["build", "asan"])
+def test_a_failed_jobs_error_code_outlives_the_job(tmp_path, build):
+    """A job's error code is the job's own; the job is forgotten once 256
+    newer ones ended, and the server's error counts still name the code."""
+    from conftest import build_binary
+    from serveapi import Server
+    s = Server(build_binary(build, "hutch-serve"), tmp_path / "state").start()
+    try:
+        api = s.api()
+        r = upload(api, "/v1/templates/import?name=garbage", os.urandom(4096))
+        code = err(r)[1]
+        assert 400 <= r.status < 500 and code not in ("invalid_argument", "internal"), r
+        # Builds asked for and dropped (past 16 waiting) end as jobs do.
+        for i in range(300):
+            assert api.post("/v3/templates", {"name": f"g{i}"}).status == 202
+        assert err(api.get("/v1/templates/nothing-here"))[0] == 404
+        text = api.get("/metrics").raw.decode()
+        assert f'hutch_errors_by_code_total{{code="{code}"}} 1' in text, text
+    finally:
+        assert s.stop() == 0, s.log_text()
+    assert "Sanitizer" not in s.log_text(), s.log_text()

@@ -77,7 +77,7 @@ struct key_cache_slot {
 struct metrics {
   uint64_t requests, errors_by_status[600];
   struct {
-    const char *code; /* a string literal: each is counted once */
+    char code[48]; /* a copy (a template job's code is the job's, which goes): each once */
     uint64_t n;
   } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;
