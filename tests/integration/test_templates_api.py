@@ -450,6 +450,22 @@ def test_a_jobs_log_keeps_a_bounded_part_of_a_loud_build(server, tenant):
         assert tenant.delete(f"/v1/templates/{n}").status == 204
 
 
+def test_a_create_whose_client_left_waits_no_more_for_the_ready_command(server, tenant):
+    """A template's ready command that never passes: a client that gives
+    up leaves no sandbox behind until the ready timeout (60 s)."""
+    import socket
+    assert upload(tenant, "/v1/templates/import?name=neverbase",
+                  oci_archive([busybox_layer()])).status == 201
+    r = tenant.post("/v1/templates", {"name": "never", "dockerfile":
+                                      'FROM neverbase\nLABEL hutch.ready_cmd="false"\n'})
+    assert r.status == 201, r
+    with pytest.raises(socket.timeout):
+        tenant.request("POST", "/v1/sandboxes", body={"template": "never"}, timeout=1)
+    wait_for(lambda: tenant.get("/v1/sandboxes").json["sandboxes"] == [], 5)
+    for n in ("never", "neverbase"):
+        assert tenant.delete(f"/v1/templates/{n}").status == 204
+
+
 @pytest.mark.parametrize("build", ["build", "asan"])
 def test_a_job_whose_program_cannot_run_fails_cleanly(tmp_path, build, monkeypatch):
     # hutch-serve alone in its directory: hutch-template is not beside it.
