@@ -1,0 +1,39 @@
+"""Red-team cases for templates: what one tenant's template, image or
+Dockerfile could do to another tenant or to the host. Each case tries the
+attack and checks that it fails cleanly (or is harmless)."""
+import json
+import subprocess
+
+import pytest
+
+from test_template_build import BASE, context, template
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return tmp_path_factory.mktemp("secstate")
+
+
+def owned(store, owner, *args):
+    return template(store, "--owner", owner, *args)
+
+
+def test_public_build_never_stacks_on_a_tenants_template(store, tmp_path):
+    """A build whose result is public (the CLI's, or the admin key's with
+    public) must not take FROM or COPY --from a tenant's private template:
+    the public result would publish the tenant's files, or a tenant could
+    plant the base a public template is built on."""
+    secret = context(tmp_path, BASE + "RUN echo alice-secret > /secret\n")
+    p = owned(store, "alice", "build", "-t", "alices", str(secret))
+    assert p.returncode == 0, p.stderr
+    for df in ("FROM alices\n", "FROM scratch\nCOPY --from=alices /secret /x\n"):
+        p = template(store, "build", "-t", "published", str(context(tmp_path, df)))
+        assert p.returncode == 2, p.stderr
+        assert "no template" in p.stderr.strip().splitlines()[-1]
+    p = template(store, "ls")
+    assert "published" not in p.stdout
+    # Another tenant cannot either; alice herself can.
+    p = owned(store, "bob", "build", "-t", "bobs", str(context(tmp_path, "FROM alices\n")))
+    assert p.returncode == 2, p.stderr
+    p = owned(store, "alice", "build", "-t", "alices2", str(context(tmp_path, "FROM alices\n")))
+    assert p.returncode == 0, p.stderr
