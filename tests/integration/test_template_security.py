@@ -37,3 +37,15 @@ def test_public_build_never_stacks_on_a_tenants_template(store, tmp_path):
     assert p.returncode == 2, p.stderr
     p = owned(store, "alice", "build", "-t", "alices2", str(context(tmp_path, "FROM alices\n")))
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("make", ["mkfifo /etc/passwd", "ln -s /dev/zero /etc/passwd"])
+def test_a_hostile_etc_passwd_does_not_hang_the_agent(store, tmp_path, make):
+    """A RUN step's root makes /etc/passwd a fifo (the agent's open would
+    block, and with it the step's timeout) or a link to an endless file;
+    a later USER's lookup must fail at once, not hang the build."""
+    df = BASE + f"RUN rm -f /etc/passwd && {make}\nUSER daemon\nRUN echo hi\n"
+    p = template(store, "build", "--timeout", "20", "-t", "hostile-passwd",
+                 str(context(tmp_path, df)), timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "no user 'daemon'" in p.stderr.strip().splitlines()[-1]
