@@ -1,12 +1,16 @@
 """Red-team cases for templates: what one tenant's template, image or
 Dockerfile could do to another tenant or to the host. Each case tries the
 attack and checks that it fails cleanly (or is harmless)."""
-import json
-import subprocess
+import os
+import pathlib
+import time
 
 import pytest
 
+from conftest import BUILD
+from serveapi import Server, wait_for
 from test_template_build import BASE, context, template
+from test_templates_api import busybox_layer, oci_archive, upload
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +53,45 @@ def test_a_hostile_etc_passwd_does_not_hang_the_agent(store, tmp_path, make):
                  str(context(tmp_path, df)), timeout=60)
     assert p.returncode == 3, p.stderr
     assert "no user 'daemon'" in p.stderr.strip().splitlines()[-1]
+
+
+def children_named(pid, name):
+    """Processes whose parent is pid and whose name is name."""
+    out = []
+    for d in pathlib.Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == name[:15] and int(rest.split()[1]) == pid:
+            out.append(d)
+    return out
+
+
+def test_a_tenants_job_never_gets_the_operators_registry_credentials(tmp_path_factory):
+    """hutch serve started with HUTCH_REGISTRY_AUTH (the operator's
+    credential for pulls of private images) must not hand it to a tenant's
+    job: the tenant names the registry, which would be sent the credential
+    on its first 401."""
+    os.environ["HUTCH_REGISTRY_AUTH"] = "operator:s3cret"
+    try:
+        server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    finally:
+        del os.environ["HUTCH_REGISTRY_AUTH"]
+    try:
+        admin = server.api()
+        t = server.api(admin.post("/v1/keys", {"tenant": "creds"}).json["key"])
+        r = upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()]))
+        assert r.status == 201, r
+        r = t.post("/v1/templates", {"name": "slow", "dockerfile": "FROM box\nRUN sleep 5\n"},
+                   headers={"Prefer": "respond-async"})
+        assert r.status == 202, r
+        wait_for(lambda: children_named(server.proc.pid, "hutch-template"), 10)
+        for d in children_named(server.proc.pid, "hutch-template"):
+            env = (d / "environ").read_bytes().split(b"\0")
+            assert not any(v.startswith(b"HUTCH_REGISTRY_AUTH=") for v in env)
+        wait_for(lambda: t.get(r.headers["Location"]).json["status"] != "building", 60)
+        assert t.get(r.headers["Location"]).json["status"] == "ready"
+    finally:
+        assert server.stop() == 0, server.log_text()

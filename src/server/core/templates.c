@@ -318,6 +318,27 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   child_done(j);
 }
 
+/* The environment a job's child gets. The server's is the operator's: a
+ * registry credential there (HUTCH_REGISTRY_AUTH) is for the admin key's
+ * pulls. A tenant's job names its own registry, which would be sent the
+ * credential on its first 401 (as Basic, or to a token realm it names),
+ * so a tenant's job gets the environment without it. NULL: the server's
+ * own, unchanged (the array is malloc'd, its strings borrowed). */
+static char **job_env(const struct template_job *j) {
+  extern char **environ;
+  if (j->admin)
+    return NULL;
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = xcalloc(n + 1, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "HUTCH_REGISTRY_AUTH=", 20) != 0)
+      env[k++] = environ[i];
+  return env;
+}
+
 static int job_spawn(struct template_job *j, struct hutch_err *err) {
   char **step = j->steps[j->step];
   size_t n = 0;
@@ -353,7 +374,8 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
       {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&j->out},
       {.flags = UV_IGNORE},
   };
-  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv,
+  _cleanup_free_ char **env = job_env(j);
+  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv, .env = env,
                             .stdio = io, .stdio_count = 3};
   j->proc.data = j;
   int r = uv_spawn(j->srv->loop, &j->proc, &o);
