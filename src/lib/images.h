@@ -85,6 +85,12 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
+/* The same for files that never become layers (an upload, a build's
+ * context), without the work lock: the lock is held until the process
+ * ends, and a server holding it would stop every collection of unused
+ * layers for its lifetime (a tenant importing and removing templates
+ * would fill the disk). */
+char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err);
 
 /* Whether hex is 64 lowercase hex digits (a sha256). */
 bool hutch_images_hex_ok(const char *hex);

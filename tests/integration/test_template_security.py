@@ -95,3 +95,24 @@ def test_a_tenants_job_never_gets_the_operators_registry_credentials(tmp_path_fa
         assert t.get(r.headers["Location"]).json["status"] == "ready"
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_removed_templates_layers_go_after_an_upload(tmp_path_factory):
+    """A server that has taken one upload (a build context) must still
+    collect the layers of the templates removed after it: otherwise a
+    tenant fills the host's disk by importing and removing templates, each
+    within its quota, their layers never removed."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    try:
+        t = server.api(server.api().post("/v1/keys", {"tenant": "gc"}).json["key"])
+        r = upload(t, "/v1/templates/contexts", oci_archive([b"\0" * 1024]))
+        assert r.status == 201, r
+        layers = server.state_dir / "images" / "layers"
+        before = set(p.name for p in layers.iterdir()) if layers.exists() else set()
+        r = upload(t, "/v1/templates/import?name=gone", oci_archive([busybox_layer()]))
+        assert r.status == 201, r
+        assert set(p.name for p in layers.iterdir()) != before
+        assert t.delete("/v1/templates/gone").status == 204
+        wait_for(lambda: set(p.name for p in layers.iterdir()) == before, 10)
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -211,7 +211,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
   }
   spec.kind = spec.source ? "pull" : "build";
   if (spec.dockerfile) {
-    workdir = hutch_images_tmpdir(&c->srv->images, &err);
+    workdir = hutch_images_scratchdir(&c->srv->images, &err);
     if (!workdir) {
       http_fail(c, &err);
       goto out;

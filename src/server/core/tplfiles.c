@@ -101,7 +101,7 @@ struct tpl_upload {
 };
 
 struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err) {
-  char *dir = hutch_images_tmpdir(&srv->images, err);
+  char *dir = hutch_images_scratchdir(&srv->images, err);
   if (!dir)
     return NULL;
   struct tpl_upload *u = xcalloc(1, sizeof *u);
