@@ -116,3 +116,31 @@ def test_removed_templates_layers_go_after_an_upload(tmp_path_factory):
         wait_for(lambda: set(p.name for p in layers.iterdir()) == before, 10)
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_uploads_count_against_the_tenants_quota(tmp_path_factory):
+    """Uploaded contexts (and E2B's COPY files) stay on disk as a cache: a
+    tenant uploading new content again and again must meet its quota, not
+    fill the disk for everyone; its least recently used uploads make room
+    for a new one once they are not fresh."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    try:
+        t = server.api(server.api().post("/v1/keys", {"tenant": "up", "max_disk_mb": 2})
+                       .json["key"])
+        first = upload(t, "/v1/templates/contexts", os.urandom(1500 << 10))
+        assert first.status == 201, first
+        r = upload(t, "/v1/templates/contexts", os.urandom(1500 << 10))
+        assert (r.status, r.json["error"]["code"]) == (429, "quota_exceeded"), r
+        files = list((server.state_dir / "template-files").rglob("*.tar"))
+        assert len(files) == 1
+        old = time.time() - 3600
+        os.utime(files[0], (old, old))
+        r = upload(t, "/v1/templates/contexts", os.urandom(1500 << 10))
+        assert r.status == 201, r
+        assert len(list((server.state_dir / "template-files").rglob("*.tar"))) == 1
+        # The one removed is no longer offered as a context.
+        got = t.post("/v1/templates", {"name": "x", "dockerfile": "FROM scratch\n",
+                                       "context": first.json["id"]})
+        assert got.status == 404, got
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -315,8 +315,15 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
                (unsigned long long)(TEMPLATE_UPLOAD_MAX >> 20));
     return;
   }
+  /* The tenant's old uploads make way for this one before its quota
+   * refuses it (they count against it). */
+  tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n);
+  /* A body without a length stops where the quota does. */
+  uint64_t left = disk_quota_left(c->srv, p);
   struct tpl_upload *u = disk_room(c->srv, p, n, &err) == 0
-                             ? tpl_upload_open(c->srv, TEMPLATE_UPLOAD_MAX, &err)
+                             ? tpl_upload_open(c->srv, left < TEMPLATE_UPLOAD_MAX ? left
+                                                                                 : TEMPLATE_UPLOAD_MAX,
+                                               &err)
                              : NULL;
   if (!u) {
     free(arg);

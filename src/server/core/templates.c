@@ -28,6 +28,7 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tplfiles.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
@@ -54,7 +55,9 @@ uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
       n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes"));
   }
   json_decref(all);
-  return n;
+  /* And what it uploaded: without this, uploads of new content, each
+   * within the quota, would take the disk from every other tenant. */
+  return n + tplfiles_bytes(srv, tenant);
 }
 
 /* A removal off the loop: the store's lock and the layers' trees. */
