@@ -64,6 +64,7 @@ bench: all
 	$(PY) bench/serve --build $(BUILD)
 	$(PY) bench/lifecycle --build $(BUILD)
 	$(PY) bench/network --build $(BUILD)
+	$(PY) bench/templates --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)

@@ -138,6 +138,18 @@ bool hutch_images_tag_ok(const char *tag) {
   return true;
 }
 
+/* Read whole, then parsed: jansson's json_loadfd reads one byte a
+ * read(2), a thousand system calls a record, and records are read on
+ * hutch serve's loop at every create from a template. */
+json_t *hutch_images_load_fd(int fd) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+    return NULL;
+  _cleanup_free_ char *buf = xmalloc((size_t)st.st_size + 1);
+  ssize_t n = read_all(fd, buf, (size_t)st.st_size);
+  return n < 0 ? NULL : json_loadb(buf, (size_t)n, 0, NULL);
+}
+
 /* Each record in templates/, parsed; fn returns false to stop. Records
  * that do not parse are skipped: the store writes them whole. */
 static void each_record(const struct hutch_images *s, bool (*fn)(json_t *, void *), void *arg) {
@@ -155,7 +167,7 @@ static void each_record(const struct hutch_images *s, bool (*fn)(json_t *, void 
     if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 || e->d_name[0] == '.')
       continue;
     _cleanup_close_ int rfd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    json_t *rec = rfd < 0 ? NULL : json_loadfd(rfd, 0, NULL);
+    json_t *rec = hutch_images_load_fd(rfd);
     if (!json_is_object(rec)) {
       json_decref(rec);
       continue;
@@ -236,7 +248,7 @@ json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hu
   for (size_t i = 0; ok && i < ARRAY_SIZE(suffixes); i++) {
     _cleanup_free_ char *name = xasprintf("templates/%s.%s", id, suffixes[i]);
     _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    json_t *rec = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+    json_t *rec = hutch_images_load_fd(fd);
     if (json_is_object(rec))
       return rec;
     json_decref(rec);

@@ -92,6 +92,11 @@ char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
  * would fill the disk). */
 char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err);
 
+/* The JSON document of a store's file (a record, a layer's meta, a cache
+ * entry) read whole from fd; NULL when fd is -1, the file is not regular,
+ * larger than 16 MiB, or not JSON. */
+json_t *hutch_images_load_fd(int fd);
+
 /* Whether hex is 64 lowercase hex digits (a sha256). */
 bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */

@@ -265,7 +265,7 @@ struct same_name {
 static uint64_t layer_size(const struct hutch_images *s, const char *hex) {
   _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  json_t *m = fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+  json_t *m = hutch_images_load_fd(fd);
   uint64_t v = (uint64_t)json_integer_value(json_object_get(m, "size"));
   json_decref(m);
   return v;
@@ -516,7 +516,7 @@ static void free_names(char **v, size_t n) {
 
 static json_t *load_at(const struct hutch_images *s, const char *name) {
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  return fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+  return hutch_images_load_fd(fd);
 }
 
 /* Mark the layers a record or a cache entry names ("layers", "top",
