@@ -29,7 +29,8 @@
  *    "ref": what it came from ("docker.io/library/python:3.12", a path),
  *    "layers": ["<hex>", ...]  bottom first, as OCI lists them,
  *    "top": "<hex>"            hutch's own layer above them (hutch_images_add)
- *    "size_bytes": n,
+ *    "size_bytes": n,          the layers' data
+ *    "files": n,               the layers' entries (each an inode on disk)
  *    "config": {"env": ["K=V", ...], "workdir": "/", "user": "",
  *               "entrypoint": [...], "cmd": [...], "labels": {...},
  *               "exposed_ports": ["8080/tcp"], "start_cmd": "", "ready_cmd": "",

@@ -10,7 +10,7 @@ import pytest
 from conftest import BUILD
 from serveapi import Server, wait_for
 from test_template_build import BASE, context, template
-from test_templates_api import busybox_layer, oci_archive, upload
+from test_templates_api import busybox_layer, oci_archive, tar_of, upload
 
 
 @pytest.fixture(scope="module")
@@ -142,5 +142,35 @@ def test_uploads_count_against_the_tenants_quota(tmp_path_factory):
         got = t.post("/v1/templates", {"name": "x", "dockerfile": "FROM scratch\n",
                                        "context": first.json["id"]})
         assert got.status == 404, got
+    finally:
+        assert server.stop() == 0, server.log_text()
+
+
+def many_dirs(tag, n):
+    """A layer of n empty directories: no data, but n inodes and n blocks."""
+    import tarfile
+    return tar_of([(f"{tag}{i}", None, 0o755, None, tarfile.DIRTYPE) for i in range(n)])
+
+
+def test_entries_count_against_the_quota(tmp_path_factory):
+    """A layer of empty directories (or empty files) has no bytes of data,
+    yet each costs the disk an inode and a directory a block: counted as
+    nothing, a tenant could import template after template of them and
+    take the disk's space or its inodes from everyone."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    try:
+        t = server.api(server.api().post("/v1/keys", {"tenant": "inodes", "max_disk_mb": 8})
+                       .json["key"])
+        vfs = os.statvfs(server.state_dir)
+        entry = max(4096, vfs.f_blocks * vfs.f_frsize // vfs.f_files if vfs.f_files else 0)
+        n = int(0.6 * (8 << 20) / entry)  # 60 % of the quota each
+        got = []
+        for i in range(4):
+            r = upload(t, f"/v1/templates/import?name=d{i}",
+                       oci_archive([many_dirs(f"d{i}-", n)]))
+            got.append(r.status)
+        assert got[0] == 201 and any(s in (413, 429) for s in got[1:]), got
+        names = [x["name"] for x in t.get("/v1/templates").json["templates"]]
+        assert len(names) == got.count(201) < 4, names
     finally:
         assert server.stop() == 0, server.log_text()

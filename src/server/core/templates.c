@@ -48,11 +48,14 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
 
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
   json_t *all = hutch_images_list(&srv->images, tenant), *v;
-  uint64_t n = 0;
+  uint64_t n = 0, entry = disk_entry_cost(srv);
   size_t i;
+  /* Each entry as well as the data: layers of empty directories or files
+   * would otherwise cost nothing and fill the disk's blocks and inodes. */
   json_array_foreach(all, i, v) {
     if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
-      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes"));
+      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
+           (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
   }
   json_decref(all);
   /* And what it uploaded: without this, uploads of new content, each
@@ -348,7 +351,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   while (step[n])
     n++;
   _cleanup_free_ char *prog = template_program();
-  char **argv = xcalloc(n + 11, sizeof *argv);
+  char **argv = xcalloc(n + 13, sizeof *argv);
   size_t a = 0;
   argv[a++] = prog;
   argv[a++] = "--state-dir";
@@ -364,9 +367,14 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   /* What the child unpacks stops at the tenant's quota, not after it. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
+  char files[24];
+  snprintf(files, sizeof files, "%llu",
+           (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
   if (j->max_bytes) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
+    argv[a++] = "--max-files";
+    argv[a++] = files;
   }
   for (size_t i = 0; i < n; i++)
     argv[a++] = step[i];
