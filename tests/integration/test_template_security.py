@@ -174,3 +174,23 @@ def test_entries_count_against_the_quota(tmp_path_factory):
         assert len(names) == got.count(201) < 4, names
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_a_tenants_jobs_never_push_out_anothers(tmp_path_factory):
+    """Job records are kept for polling, up to a number: one tenant making
+    jobs in a loop (E2B's POST /v3/templates makes one at no cost) must not
+    push out another's, or the other's build would be lost between its
+    steps, or its finished status before the SDK polls it."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    try:
+        admin = server.api()
+        alice = server.api(admin.post("/v1/keys", {"tenant": "alice"}).json["key"])
+        mallory = server.api(admin.post("/v1/keys", {"tenant": "mallory"}).json["key"])
+        r = alice.post("/v3/templates", {"name": "mine"})
+        assert r.status == 202, r
+        bid = r.json["buildID"]
+        for i in range(300):
+            assert mallory.post("/v3/templates", {"name": f"flood{i}"}).status == 202
+        assert alice.get(f"/templates/mine/builds/{bid}/status").status == 200
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -6,7 +6,8 @@
  * registry, a Dockerfile's RUN output) is hostile: its event lines are
  * parsed as JSON with a cap on each line and on the log, so a child
  * cannot make the server hold more than TEMPLATE_LINE_MAX per job plus
- * TEMPLATE_LOG_MAX events. */
+ * TEMPLATE_LOG_MAX events of TEMPLATE_LOG_BYTES, for TEMPLATE_JOBS_KEPT
+ * jobs of each tenant. */
 #include "core/templates.h"
 
 #include <dirent.h>
@@ -201,10 +202,13 @@ static void job_event(struct template_job *j, json_t *ev) {
   }
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);
-  if (json_array_size(j->log) < TEMPLATE_LOG_MAX)
+  size_t bytes = json_dumpb(ev, NULL, 0, JSON_COMPACT);
+  if (json_array_size(j->log) < TEMPLATE_LOG_MAX && j->log_bytes + bytes <= TEMPLATE_LOG_BYTES) {
     json_array_append(j->log, ev);
-  else
+    j->log_bytes += bytes;
+  } else {
     j->dropped++;
+  }
 }
 
 /* A line the child wrote: an event object, else text kept as a log line. */
@@ -423,13 +427,15 @@ static void free_steps(struct template_job *j) {
 
 static void job_free(struct template_job *j);
 
-/* Ended jobs past TEMPLATE_JOBS_KEPT go, oldest first; never keep, which
- * its caller still holds. */
+/* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
+ * never keep, which its caller still holds. Only its tenant's: another
+ * tenant's jobs are never pushed out by this one's. */
 static void forget_old(struct templates *t, const struct template_job *keep) {
   size_t ended = 0;
   for (struct template_job **pp = &t->jobs; *pp;) {
     struct template_job *j = *pp;
-    if (j->state != TJOB_BUILDING && !j->watch && ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
+    if (j->state != TJOB_BUILDING && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
+        ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
       *pp = j->next;
       job_free(j);
       continue;

@@ -22,13 +22,18 @@ struct principal;
  * cores do the builds); more are refused 429 quota_exceeded. */
 #define TEMPLATE_JOBS_TENANT 2
 #define TEMPLATE_JOBS_SERVER 4
-/* One event line of a child, and the events a job's log keeps. */
+/* One event line of a child, and the events and bytes a job's log keeps
+ * (what a tenant's kept jobs hold of the server's memory: a RUN step may
+ * print without end). */
 #define TEMPLATE_LINE_MAX (64u << 10)
 #define TEMPLATE_LOG_MAX 4096
+#define TEMPLATE_LOG_BYTES (2u << 20)
 /* How long the pipe is read after its child ended. */
 #define TEMPLATE_LINGER_MS 2000
-/* Ended jobs kept to be polled, the oldest forgotten first. */
-#define TEMPLATE_JOBS_KEPT 256
+/* Ended (or waiting) jobs kept to be polled, per tenant, the oldest
+ * forgotten first: per tenant, so that one tenant making jobs in a loop
+ * pushes out only its own. */
+#define TEMPLATE_JOBS_KEPT 32
 
 /* WAITING: made for E2B's two-step build, no child yet. */
 enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
@@ -52,7 +57,8 @@ struct template_job {
   enum template_job_state state;
   int64_t created_ms, ended_ms;
   json_t *log;    /* the events, each {"event", ...} as the child wrote it */
-  size_t dropped; /* events past TEMPLATE_LOG_MAX, not kept */
+  size_t dropped; /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
+  size_t log_bytes; /* what the kept events take as JSON */
   json_t *record; /* the template, once ready */
   struct hutch_err err; /* why it failed */
   char code[48];  /* the code of the child's error event, which err.code may point to */
