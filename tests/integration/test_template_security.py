@@ -194,3 +194,28 @@ def test_a_tenants_jobs_never_push_out_anothers(tmp_path_factory):
         assert alice.get(f"/templates/mine/builds/{bid}/status").status == 200
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def test_a_tenants_job_has_a_deadline(tmp_path_factory):
+    """Each step of a build is bounded, but a Dockerfile may hold many: a
+    tenant's job as a whole stops at --template-timeout, its child killed
+    (and its sandbox with it), the job failed, nothing listed."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state",
+                    "--template-timeout", "3").start()
+    try:
+        t = server.api(server.api().post("/v1/keys", {"tenant": "slow"}).json["key"])
+        r = upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()]))
+        assert r.status == 201, r
+        df = "FROM box\n" + "RUN sleep 30\n" * 3
+        r = t.post("/v1/templates", {"name": "forever", "dockerfile": df},
+                   headers={"Prefer": "respond-async"})
+        assert r.status == 202, r
+        start = time.monotonic()
+        wait_for(lambda: t.get(r.headers["Location"]).json["status"] != "building", 30)
+        job = t.get(r.headers["Location"]).json
+        assert job["status"] == "error" and job["error"]["code"] == "timeout", job
+        assert time.monotonic() - start < 20
+        wait_for(lambda: not children_named(server.proc.pid, "hutch-template"), 10)
+        assert "forever" not in [x["name"] for x in t.get("/v1/templates").json["templates"]]
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -273,7 +273,10 @@ static void handle_closed(uv_handle_t *h) {
     return;
   j->spawned = false;
   struct hutch_err err = {0};
-  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled;
+  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled && !j->timed_out;
+  /* The child's own last word (interrupted) is not the reason here. */
+  if (j->cancelled || j->timed_out)
+    j->err = (struct hutch_err){0};
   if (ok && ++j->step < j->nsteps && !j->srv->stopping) {
     if (job_spawn(j, &err) == 0)
       return;
@@ -281,6 +284,9 @@ static void handle_closed(uv_handle_t *h) {
   } else if (!ok && !j->err.msg[0]) {
     if (j->cancelled)
       hutch_err_fail(&j->err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
+    else if (j->timed_out)
+      hutch_err_fail(&j->err, HUTCH_ERR_QUOTA, "timeout", "the job ran longer than %llu s",
+                     (unsigned long long)(j->srv->cfg.template_timeout_ms / 1000));
     else if (j->srv->stopping)
       hutch_err_fail(&j->err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
     else if (j->term_signal)
@@ -316,6 +322,31 @@ static void linger_due(uv_timer_t *t) {
   j->drained = true;
   uv_read_stop((uv_stream_t *)&j->out);
   child_done(j);
+}
+
+/* A tenant's job past its time: its child is killed, the job fails. Each
+ * step is bounded (a RUN step by --timeout, a pull by its low-speed
+ * limit), but a Dockerfile may hold many: without this, two tenants'
+ * long jobs would hold every slot of the server (TEMPLATE_JOBS_SERVER)
+ * for as long as they like. */
+static void kill_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  uv_process_kill(&j->proc, SIGKILL);
+}
+
+/* End the child: SIGTERM first, which a build takes as an interrupt and
+ * answers by destroying its RUN step's sandbox (a SIGKILL left the
+ * sandbox's cgroups behind); SIGKILL if it has not ended after
+ * TEMPLATE_KILL_GRACE_MS. The linger timer waits (proc_exit restarts it). */
+static void job_kill(struct template_job *j) {
+  uv_process_kill(&j->proc, SIGTERM);
+  uv_timer_start(&j->linger, kill_due, TEMPLATE_KILL_GRACE_MS, 0);
+}
+
+static void deadline_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  j->timed_out = true;
+  job_kill(j);
 }
 
 static void proc_exit(uv_process_t *p, int64_t status, int sig) {
@@ -405,6 +436,12 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   }
   uv_timer_init(j->srv->loop, &j->linger);
   j->linger.data = j;
+  /* The same timer lingers once the child ended (proc_exit restarts it). */
+  if (j->deadline_ns) {
+    uint64_t now = now_ns();
+    uv_timer_start(&j->linger, deadline_due,
+                   j->deadline_ns > now ? (j->deadline_ns - now) / 1000000 : 0, 0);
+  }
   j->handles = 3;
   j->spawned = true;
   j->exited = j->eof = j->drained = false;
@@ -633,6 +670,8 @@ static int begin_check(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "the server runs its maximum of %d template jobs at once",
                           TEMPLATE_JOBS_SERVER);
+  if (!j->admin)
+    j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (!*j->owner)
     return 0;
   if (disk_room(srv, p, 0, err) < 0)
@@ -735,7 +774,7 @@ void templates_cancel(struct template_job *j) {
     return;
   j->cancelled = true;
   if (j->spawned)
-    uv_process_kill(&j->proc, SIGKILL);
+    job_kill(j);
 }
 
 void templates_stop(struct server *srv) {

@@ -28,6 +28,8 @@ struct principal;
 #define TEMPLATE_LINE_MAX (64u << 10)
 #define TEMPLATE_LOG_MAX 4096
 #define TEMPLATE_LOG_BYTES (2u << 20)
+/* How long a child told to end (SIGTERM) has before SIGKILL. */
+#define TEMPLATE_KILL_GRACE_MS 5000
 /* How long the pipe is read after its child ended. */
 #define TEMPLATE_LINGER_MS 2000
 /* Ended (or waiting) jobs kept to be polled, per tenant, the oldest
@@ -70,7 +72,8 @@ struct template_job {
   uv_pipe_t out;
   uv_timer_t linger;
   int handles;    /* of proc, out and linger, not yet closed */
-  bool spawned, cancelled;
+  bool spawned, cancelled, timed_out;
+  uint64_t deadline_ns; /* a tenant's job is killed past it (0: none) */
   bool exited, eof, drained;
   int64_t exit_status;
   int term_signal;
