@@ -219,3 +219,15 @@ def test_a_tenants_job_has_a_deadline(tmp_path_factory):
         assert "forever" not in [x["name"] for x in t.get("/v1/templates").json["templates"]]
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+@pytest.mark.parametrize("make", ["touch /.wh.etc", "mkdir -p /d && touch /d/.wh..wh..opq"])
+def test_a_file_named_like_a_whiteout_is_refused(store, tmp_path, make):
+    """A file a RUN step names .wh.X would give the layer the same tar (its
+    name) as a whiteout of X: the store would take the one for the other.
+    The step fails instead."""
+    df = BASE + f"RUN {make}\n"
+    p = template(store, "build", "-t", "whiteout-name", str(context(tmp_path, df)))
+    assert p.returncode == 3, p.stderr
+    assert ".wh." in p.stderr.strip().splitlines()[-1]
+    assert "whiteout-name" not in template(store, "ls").stdout
