@@ -231,3 +231,24 @@ def test_a_file_named_like_a_whiteout_is_refused(store, tmp_path, make):
     assert p.returncode == 3, p.stderr
     assert ".wh." in p.stderr.strip().splitlines()[-1]
     assert "whiteout-name" not in template(store, "ls").stdout
+
+
+def test_uploaded_files_are_bounded_in_number(tmp_path_factory):
+    """Each quota check lists the tenant's uploads, on the server's loop:
+    their number is bounded (1024), the least recently used going first
+    once they are not fresh."""
+    server = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("serve") / "state").start()
+    try:
+        t = server.api(server.api().post("/v1/keys", {"tenant": "many"}).json["key"])
+        for i in range(1024):
+            r = upload(t, "/v1/templates/contexts", b"%d" % i)
+            assert r.status == 201, (i, r)
+        r = upload(t, "/v1/templates/contexts", b"one more")
+        assert (r.status, r.json["error"]["code"]) == (429, "quota_exceeded"), r
+        old = time.time() - 3600
+        for f in list((server.state_dir / "template-files").rglob("*.tar"))[:3]:
+            os.utime(f, (old, old))
+        assert upload(t, "/v1/templates/contexts", b"one more").status == 201
+        assert len(list((server.state_dir / "template-files").rglob("*.tar"))) == 1024
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -316,15 +316,14 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
     return;
   }
   /* The tenant's old uploads make way for this one before its quota
-   * refuses it (they count against it). */
-  tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n);
-  /* A body without a length stops where the quota does. */
-  uint64_t left = disk_quota_left(c->srv, p);
-  struct tpl_upload *u = disk_room(c->srv, p, n, &err) == 0
-                             ? tpl_upload_open(c->srv, left < TEMPLATE_UPLOAD_MAX ? left
-                                                                                 : TEMPLATE_UPLOAD_MAX,
-                                               &err)
-                             : NULL;
+   * refuses it (they count against it). A body without a length stops
+   * where the quota does. */
+  struct tpl_upload *u = NULL;
+  if (tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n, &err) == 0 &&
+      disk_room(c->srv, p, n, &err) == 0) {
+    uint64_t left = disk_quota_left(c->srv, p);
+    u = tpl_upload_open(c->srv, left < TEMPLATE_UPLOAD_MAX ? left : TEMPLATE_UPLOAD_MAX, &err);
+  }
   if (!u) {
     free(arg);
     http_fail(c, &err);

@@ -109,17 +109,25 @@ uint64_t tplfiles_bytes(struct server *srv, const char *tenant) {
   return bytes;
 }
 
-void tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
-                        uint64_t need) {
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
+                       uint64_t need, struct hutch_err *err) {
   size_t n;
   _cleanup_free_ struct kept *v = kept_files(srv, tenant, &n);
   _cleanup_free_ char *dir = tenant_dir(srv, tenant);
   int64_t recent = (int64_t)time(NULL) - TEMPLATE_FILES_FRESH_S;
-  for (size_t i = 0; i < n && quota_left < need && v[i].mtime < recent; i++) {
+  size_t left = n;
+  for (size_t i = 0; i < n && (quota_left < need || left >= TEMPLATE_FILES_MAX) &&
+                     v[i].mtime < recent; i++) {
     _cleanup_free_ char *p = xasprintf("%s/%s", dir, v[i].name);
     if (unlink(p) == 0)
-      quota_left += v[i].bytes;
+      quota_left += v[i].bytes, left--;
   }
+  /* Their count is bounded too: each quota check lists them, on the loop. */
+  if (left >= TEMPLATE_FILES_MAX)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s keeps %d uploaded files, all used in the last %d minutes",
+                          tenant, TEMPLATE_FILES_MAX, TEMPLATE_FILES_FRESH_S / 60);
+  return 0;
 }
 
 void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]) {

@@ -31,10 +31,14 @@ char *tplfiles_path(struct server *srv, const char *tenant, const char *hash);
 bool tplfiles_present(struct server *srv, const char *tenant, const char *hash);
 /* The bytes of the tenant's files. */
 uint64_t tplfiles_bytes(struct server *srv, const char *tenant);
+/* The most files a tenant keeps (each quota check lists them). */
+#define TEMPLATE_FILES_MAX 1024
 /* Remove the tenant's least recently used files (not fresh ones) until
- * need bytes fit in what its quota leaves, or none is left to remove. */
-void tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
-                        uint64_t need);
+ * need bytes fit in what its quota leaves and one more file fits under
+ * TEMPLATE_FILES_MAX, or none is left to remove; -1 (quota_exceeded) when
+ * the files are still too many. */
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
+                       uint64_t need, struct hutch_err *err);
 
 /* A one-use token for an upload URL of the tenant's file hash (E2B's SDK
  * PUTs there without its key); out gets 40 hex digits. */
