@@ -209,7 +209,13 @@ static void stage_from_record(struct stage *st, json_t *rec) {
 /* FROM's template: the store's of that name, else for an image reference
  * the one pulled before under its name, else a pull now. */
 static json_t *base_record(struct build *b, const char *base, struct hutch_err *err) {
-  const char *owner = b->ctx->owner[0] ? b->ctx->owner : NULL;
+  /* Looked up as the template being built will be owned: a tenant's own
+   * or a public one for a tenant's build, only a public one for a public
+   * build (the CLI's, the admin key's). Never NULL ("anyone's"): a public
+   * template stacked on a tenant's private one would publish its files,
+   * and a tenant could plant the base (a name, or the name an image
+   * reference is pulled as) that a public template is built on. */
+  const char *owner = b->ctx->owner;
   json_t *rec = hutch_images_find(&b->ctx->store, owner, base, err);
   if (rec || hutch_err_class(err) != HUTCH_ERR_NOT_FOUND)
     return rec;

@@ -292,6 +292,20 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner) {
   return sorted;
 }
 
+static char *make_tmpdir(struct hutch_images *s, struct hutch_err *err) {
+  char *path = xasprintf("%s/tmp/%ld-XXXXXX", s->dir, (long)getpid());
+  if (!mkdtemp(path)) {
+    hutch_err_set(err, errno, "template store: a work directory");
+    free(path);
+    return NULL;
+  }
+  return path;
+}
+
+char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err) {
+  return make_tmpdir(s, err);
+}
+
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
   /* Work under way holds the work lock shared: a collection of unused
    * layers (images_write.c) leaves layers alone while any is held, as a
@@ -303,17 +317,7 @@ char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
       return NULL;
     }
   }
-  return hutch_images_filesdir(s, err);
-}
-
-char *hutch_images_filesdir(const struct hutch_images *s, struct hutch_err *err) {
-  char *path = xasprintf("%s/tmp/%ld-XXXXXX", s->dir, (long)getpid());
-  if (!mkdtemp(path)) {
-    hutch_err_set(err, errno, "template store: a work directory");
-    free(path);
-    return NULL;
-  }
-  return path;
+  return make_tmpdir(s, err);
 }
 
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex) {

@@ -29,7 +29,8 @@
  *    "ref": what it came from ("docker.io/library/python:3.12", a path),
  *    "layers": ["<hex>", ...]  bottom first, as OCI lists them,
  *    "top": "<hex>"            hutch's own layer above them (hutch_images_add)
- *    "size_bytes": n,
+ *    "size_bytes": n,          the layers' data
+ *    "files": n,               the layers' entries (each an inode on disk)
  *    "config": {"env": ["K=V", ...], "workdir": "/", "user": "",
  *               "entrypoint": [...], "cmd": [...], "labels": {...},
  *               "exposed_ports": ["8080/tcp"], "start_cmd": "", "ready_cmd": "",
@@ -85,11 +86,12 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
-/* The same for files only (an upload, a build's Dockerfile and context),
- * from which this process commits no layer: it takes no work lock, which
- * a long-lived process (hutch serve) would otherwise hold for good, and
- * its own removals would then never collect a layer. */
-char *hutch_images_filesdir(const struct hutch_images *s, struct hutch_err *err);
+/* The same for files that never become layers (an upload, a build's
+ * context), without the work lock: the lock is held until the process
+ * ends, and a server holding it would stop every collection of unused
+ * layers for its lifetime (a tenant importing and removing templates
+ * would fill the disk). */
+char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err);
 
 /* The JSON document of a store's file (a record, a layer's meta, a cache
  * entry) read whole from fd; NULL when fd is -1, the file is not regular,
@@ -136,9 +138,8 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
 
 /* Hold (or, held false, let go of) template id for holder, a name of
  * [A-Za-z0-9_-]: a snapshot of a sandbox made from it keeps its layers
- * when the template is removed. A template no longer in the store (not
- * even as gone) is not held: HUTCH_ERR_NOT_FOUND. Letting go of what is
- * not held is no error. */
+ * when the template is removed. Letting go of what is not held is no
+ * error. */
 int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder, bool held,
                       struct hutch_err *err);
 

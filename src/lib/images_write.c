@@ -262,11 +262,12 @@ struct same_name {
   size_t n;
 };
 
-static uint64_t layer_size(const struct hutch_images *s, const char *hex) {
+/* A number of layer hex's meta: "size" or "files". */
+static uint64_t layer_meta(const struct hutch_images *s, const char *hex, const char *key) {
   _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   json_t *m = hutch_images_load_fd(fd);
-  uint64_t v = (uint64_t)json_integer_value(json_object_get(m, "size"));
+  uint64_t v = (uint64_t)json_integer_value(json_object_get(m, key));
   json_decref(m);
   return v;
 }
@@ -407,20 +408,22 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
                           "template %s: more than %d layers", name, HUTCH_IMAGE_MAX_LAYERS);
   json_object_set_new(rec, "layers", unique_layers(layers));
   layers = json_object_get(rec, "layers");
-  uint64_t size = 0;
+  uint64_t size = 0, files = 0;
   size_t i;
   json_t *v;
   json_array_foreach(layers, i, v) {
     if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v)))
       return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL,
                             "template %s: layer %zu is not in the store", name, i);
-    size += layer_size(s, json_string_value(v));
+    size += layer_meta(s, json_string_value(v), "size");
+    files += layer_meta(s, json_string_value(v), "files");
   }
   char top[65];
   if (top_layer(s, layers, top, err) < 0)
     return -1;
   json_object_set_new(rec, "top", json_string(top));
   json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
+  json_object_set_new(rec, "files", json_integer((json_int_t)files));
   return 0;
 }
 

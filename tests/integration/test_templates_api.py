@@ -130,19 +130,6 @@ def test_import_list_get_use_delete(server, tenant):
     assert tmp_left(server) == []
 
 
-def test_delete_frees_the_layers_no_template_uses(server, tenant):
-    # The upload made a work directory of the server's own: that must not
-    # keep the removal from collecting the template's layers.
-    mark = f"only-{time.monotonic_ns()}\n".encode()
-    own = tar_of([("only", mark, 0o644, None, tarfile.REGTYPE)])
-    r = upload(tenant, "/v1/templates/import?name=freed", oci_archive([busybox_layer(), own]))
-    assert r.status == 201, r
-    layer = server.state_dir / "images" / "layers" / hashlib.sha256(own).hexdigest()
-    assert layer.is_dir()
-    assert tenant.delete("/v1/templates/freed").status == 204
-    assert not layer.exists()
-
-
 def test_ndjson_progress_and_job(server, tenant):
     arc = oci_archive([busybox_layer()])
     r = upload(tenant, "/v1/templates/import?name=ndbox", arc,
@@ -336,23 +323,6 @@ def test_e2b_build_of_a_tag_other_than_latest_is_refused(server, tenant):
     assert r.status == 202 and r.json["templateID"] == "tagged", r
 
 
-def test_e2b_builds_asked_for_are_no_other_tenants_to_drop(server, tenant):
-    """A build asked for waits for its uploads: another tenant asking for
-    many does not make the server forget it; a tenant's own oldest goes
-    past 16 waiting."""
-    mine = tenant.post("/v3/templates", {"name": "waits"}).json
-    other = server.api(server.api().post("/v1/keys", {"tenant": f"w{time.monotonic_ns()}"})
-                       .json["key"])
-    theirs = [other.post("/v3/templates", {"name": f"w{i}"}).json for i in range(300)]
-    status = lambda api, b: api.get(f"/templates/{b['templateID']}/builds/{b['buildID']}/status")
-    r = status(tenant, mine)
-    assert r.status == 200 and r.json["status"] == "waiting", r
-    assert status(other, theirs[-1]).json["status"] == "waiting"
-    first = status(other, theirs[-17])  # the last one dropped
-    assert first.status == 200 and first.json["status"] == "error", first
-    assert "not started" in first.json["reason"]["message"]
-
-
 def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
     """E2B's build flow by hand: the upload URL is hutch's own, good once;
     a tar whose entry leaves the context fails the build (status error,
@@ -430,8 +400,8 @@ def test_dockerfile_build_with_an_uploaded_context(server, tenant):
 
 
 def test_a_jobs_log_keeps_a_bounded_part_of_a_loud_build(server, tenant):
-    """The server keeps many ended jobs: each keeps at most 1 MiB of event
-    lines (the rest counted as dropped), and always its end."""
+    """The server keeps many ended jobs: each keeps at most 2 MiB of events
+    (the rest counted as dropped), and always its end."""
     assert upload(tenant, "/v1/templates/import?name=loudbase",
                   oci_archive([busybox_layer()])).status == 201
     run = ("busybox yes $(busybox head -c 4000 /dev/zero | busybox tr '\\0' a) "
@@ -444,7 +414,7 @@ def test_a_jobs_log_keeps_a_bounded_part_of_a_loud_build(server, tenant):
     assert sum(len(e["line"]) for e in events if e["event"] == "log") > 3_000_000
     job = tenant.get(f"/v1/templates/jobs/{events[0]['id']}").json
     kept = sum(len(json.dumps(e)) for e in job["log"])
-    assert kept < 1_200_000 and job["log_dropped"] > 0, (kept, job["log_dropped"])
+    assert kept < 2_200_000 and job["log_dropped"] > 0, (kept, job["log_dropped"])
     assert job["log"][-1]["event"] == "done"
     for n in ("loud", "loudbase"):
         assert tenant.delete(f"/v1/templates/{n}").status == 204
@@ -527,8 +497,9 @@ def test_a_template_removed_while_the_server_is_down_keeps_its_sandboxes_layers(
 
 @pytest.mark.parametrize("build", ["build", "asan"])
 def test_a_failed_jobs_error_code_outlives_the_job(tmp_path, build):
-    """A job's error code is the job's own; the job is forgotten once 256
-    newer ones ended, and the server's error counts still name the code."""
+    """A job's error code is the job's own; the job is forgotten once the
+    tenant has 32 newer ones, and the server's error counts still name the
+    code."""
     from conftest import build_binary
     from serveapi import Server
     s = Server(build_binary(build, "hutch-serve"), tmp_path / "state").start()
@@ -537,8 +508,8 @@ def test_a_failed_jobs_error_code_outlives_the_job(tmp_path, build):
         r = upload(api, "/v1/templates/import?name=garbage", os.urandom(4096))
         code = err(r)[1]
         assert 400 <= r.status < 500 and code not in ("invalid_argument", "internal"), r
-        # Builds asked for and dropped (past 16 waiting) end as jobs do.
-        for i in range(300):
+        # Builds asked for are among the tenant's kept jobs: they push it out.
+        for i in range(40):
             assert api.post("/v3/templates", {"name": f"g{i}"}).status == 202
         assert err(api.get("/v1/templates/nothing-here"))[0] == 404
         text = api.get("/metrics").raw.decode()

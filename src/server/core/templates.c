@@ -6,8 +6,8 @@
  * registry, a Dockerfile's RUN output) is hostile: its event lines are
  * parsed as JSON with a cap on each line and on the log, so a child
  * cannot make the server hold more than TEMPLATE_LINE_MAX per job plus
- * TEMPLATE_LOG_MAX events of TEMPLATE_LOG_BYTES in all: kept jobs are
- * many (TEMPLATE_JOBS_KEPT). */
+ * TEMPLATE_LOG_MAX events of TEMPLATE_LOG_BYTES, for TEMPLATE_JOBS_KEPT
+ * jobs of each tenant. */
 #include "core/templates.h"
 
 #include <dirent.h>
@@ -29,6 +29,7 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tplfiles.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
@@ -48,14 +49,19 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
 
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
   json_t *all = hutch_images_list(&srv->images, tenant), *v;
-  uint64_t n = 0;
+  uint64_t n = 0, entry = disk_entry_cost(srv);
   size_t i;
+  /* Each entry as well as the data: layers of empty directories or files
+   * would otherwise cost nothing and fill the disk's blocks and inodes. */
   json_array_foreach(all, i, v) {
     if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
-      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes"));
+      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
+           (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
   }
   json_decref(all);
-  return n;
+  /* And what it uploaded: without this, uploads of new content, each
+   * within the quota, would take the disk from every other tenant. */
+  return n + tplfiles_bytes(srv, tenant);
 }
 
 /* A removal off the loop: the store's lock and the layers' trees. */
@@ -180,9 +186,8 @@ static bool code_ok(const char *code) {
   return n > 0 && n < sizeof ((struct template_job *)0)->code && !code[n];
 }
 
-/* ev came as a line of size bytes; the job's last event (size 0) is kept
- * whatever the log holds. */
-static void job_event(struct template_job *j, json_t *ev, size_t size) {
+/* last: the job's end, kept whatever the log holds. */
+static void job_event(struct template_job *j, json_t *ev, bool last) {
   const char *name = json_string_value(json_object_get(ev, "event"));
   if (name && strcmp(name, "error") == 0 && !j->err.msg[0]) {
     const char *msg = json_string_value(json_object_get(ev, "message")) ?: "the job failed";
@@ -198,11 +203,12 @@ static void job_event(struct template_job *j, json_t *ev, size_t size) {
   }
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);
-  bool room = json_array_size(j->log) < TEMPLATE_LOG_MAX &&
-              j->log_bytes + size <= TEMPLATE_LOG_BYTES;
-  if (room || !size) {
+  size_t bytes = json_dumpb(ev, NULL, 0, JSON_COMPACT);
+  bool room =
+      json_array_size(j->log) < TEMPLATE_LOG_MAX && j->log_bytes + bytes <= TEMPLATE_LOG_BYTES;
+  if (room || last) {
     json_array_append(j->log, ev);
-    j->log_bytes += size;
+    j->log_bytes += bytes;
   } else {
     j->dropped++;
   }
@@ -219,7 +225,7 @@ static void job_line(struct template_job *j, const char *s, size_t n) {
   }
   if (!json_object_get(ev, "time"))
     json_object_set_new(ev, "time", json_integer((json_int_t)time(NULL) * 1000));
-  job_event(j, ev, n ? n : 1);
+  job_event(j, ev, false);
   json_decref(ev);
 }
 
@@ -270,7 +276,10 @@ static void handle_closed(uv_handle_t *h) {
     return;
   j->spawned = false;
   struct hutch_err err = {0};
-  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled;
+  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled && !j->timed_out;
+  /* The child's own last word (interrupted) is not the reason here. */
+  if (j->cancelled || j->timed_out)
+    j->err = (struct hutch_err){0};
   if (ok && ++j->step < j->nsteps && !j->srv->stopping) {
     if (job_spawn(j, &err) == 0)
       return;
@@ -278,6 +287,9 @@ static void handle_closed(uv_handle_t *h) {
   } else if (!ok && !j->err.msg[0]) {
     if (j->cancelled)
       hutch_err_fail(&j->err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
+    else if (j->timed_out)
+      hutch_err_fail(&j->err, HUTCH_ERR_QUOTA, "timeout", "the job ran longer than %llu s",
+                     (unsigned long long)(j->srv->cfg.template_timeout_ms / 1000));
     else if (j->srv->stopping)
       hutch_err_fail(&j->err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
     else if (j->term_signal)
@@ -315,6 +327,31 @@ static void linger_due(uv_timer_t *t) {
   child_done(j);
 }
 
+/* A tenant's job past its time: its child is killed, the job fails. Each
+ * step is bounded (a RUN step by --timeout, a pull by its low-speed
+ * limit), but a Dockerfile may hold many: without this, two tenants'
+ * long jobs would hold every slot of the server (TEMPLATE_JOBS_SERVER)
+ * for as long as they like. */
+static void kill_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  uv_process_kill(&j->proc, SIGKILL);
+}
+
+/* End the child: SIGTERM first, which a build takes as an interrupt and
+ * answers by destroying its RUN step's sandbox (a SIGKILL left the
+ * sandbox's cgroups behind); SIGKILL if it has not ended after
+ * TEMPLATE_KILL_GRACE_MS. The linger timer waits (proc_exit restarts it). */
+static void job_kill(struct template_job *j) {
+  uv_process_kill(&j->proc, SIGTERM);
+  uv_timer_start(&j->linger, kill_due, TEMPLATE_KILL_GRACE_MS, 0);
+}
+
+static void deadline_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  j->timed_out = true;
+  job_kill(j);
+}
+
 static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   struct template_job *j = p->data;
   j->exit_status = status;
@@ -323,6 +360,27 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   j->exited = true;
   uv_timer_start(&j->linger, linger_due, TEMPLATE_LINGER_MS, 0);
   child_done(j);
+}
+
+/* The environment a job's child gets. The server's is the operator's: a
+ * registry credential there (HUTCH_REGISTRY_AUTH) is for the admin key's
+ * pulls. A tenant's job names its own registry, which would be sent the
+ * credential on its first 401 (as Basic, or to a token realm it names),
+ * so a tenant's job gets the environment without it. NULL: the server's
+ * own, unchanged (the array is malloc'd, its strings borrowed). */
+static char **job_env(const struct template_job *j) {
+  extern char **environ;
+  if (j->admin)
+    return NULL;
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = xcalloc(n + 1, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "HUTCH_REGISTRY_AUTH=", 20) != 0)
+      env[k++] = environ[i];
+  return env;
 }
 
 static void job_free(struct template_job *j);
@@ -340,7 +398,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   while (step[n])
     n++;
   _cleanup_free_ char *prog = template_program();
-  char **argv = xcalloc(n + 11, sizeof *argv);
+  char **argv = xcalloc(n + 13, sizeof *argv);
   size_t a = 0;
   argv[a++] = prog;
   argv[a++] = "--state-dir";
@@ -356,9 +414,14 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   /* What the child unpacks stops at the tenant's quota, not after it. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
+  char files[24];
+  snprintf(files, sizeof files, "%llu",
+           (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
   if (j->max_bytes) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
+    argv[a++] = "--max-files";
+    argv[a++] = files;
   }
   for (size_t i = 0; i < n; i++)
     argv[a++] = step[i];
@@ -369,7 +432,8 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
       {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&j->out},
       {.flags = UV_IGNORE},
   };
-  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv,
+  _cleanup_free_ char **env = job_env(j);
+  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv, .env = env,
                             .stdio = io, .stdio_count = 3};
   j->proc.data = j;
   int r = uv_spawn(j->srv->loop, &j->proc, &o);
@@ -384,6 +448,12 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   }
   uv_timer_init(j->srv->loop, &j->linger);
   j->linger.data = j;
+  /* The same timer lingers once the child ended (proc_exit restarts it). */
+  if (j->deadline_ns) {
+    uint64_t now = now_ns();
+    uv_timer_start(&j->linger, deadline_due,
+                   j->deadline_ns > now ? (j->deadline_ns - now) / 1000000 : 0, 0);
+  }
   j->handles = 3;
   j->spawned = true;
   j->exited = j->eof = j->drained = false;
@@ -404,15 +474,15 @@ static void free_steps(struct template_job *j) {
   j->nsteps = 0;
 }
 
-/* Ended jobs past TEMPLATE_JOBS_KEPT go, oldest first; never keep, which
- * its caller still holds. */
+/* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
+ * never keep, which its caller still holds. Only its tenant's: another
+ * tenant's jobs are never pushed out by this one's. */
 static void forget_old(struct templates *t, const struct template_job *keep) {
   size_t ended = 0;
   for (struct template_job **pp = &t->jobs; *pp;) {
     struct template_job *j = *pp;
-    bool done = j->state == TJOB_READY || j->state == TJOB_ERROR;
-    bool over = done && !j->watch && ++ended > TEMPLATE_JOBS_KEPT;
-    if (over && j != keep) {
+    if (j->state != TJOB_BUILDING && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
+        ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
       *pp = j->next;
       job_free(j);
       continue;
@@ -454,7 +524,7 @@ static void job_ended(struct template_job *j) {
                            : json_pack("{s:s,s:s,s:s}", "event", "failed", "code",
                                        err_code(&j->err), "message", j->err.msg);
   json_object_set_new(last, "time", json_integer(j->ended_ms));
-  job_event(j, last, 0);
+  job_event(j, last, true);
   json_decref(last);
   free_steps(j);
   if (j->workdir)
@@ -578,20 +648,6 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
     return NULL;
   }
   struct templates *t = templates_state(srv);
-  struct template_job *oldest = NULL;
-  unsigned waiting = 0;
-  for (struct template_job *w = t->jobs; w; w = w->next)
-    if (w->state == TJOB_WAITING && strcmp(w->tenant, p->tenant) == 0) {
-      waiting++;
-      oldest = w;
-    }
-  if (waiting >= TEMPLATE_JOBS_WAITING) {
-    struct hutch_err dropped = {0};
-    hutch_err_fail(&dropped, HUTCH_ERR_CONFLICT, "cancelled",
-                   "more than %d builds were asked for and not started: the oldest was dropped",
-                   TEMPLATE_JOBS_WAITING);
-    templates_fail(oldest, &dropped);
-  }
   struct template_job *j = xcalloc(1, sizeof *j);
   j->srv = srv;
   serve_random_hex(j->id, 16);
@@ -624,6 +680,8 @@ static int begin_check(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "the server runs its maximum of %d template jobs at once",
                           TEMPLATE_JOBS_SERVER);
+  if (!j->admin)
+    j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (!*j->owner)
     return 0;
   if (disk_room(srv, p, 0, err) < 0)
@@ -729,9 +787,10 @@ void templates_cancel(struct template_job *j) {
   if (j->state != TJOB_BUILDING)
     return;
   j->cancelled = true;
-  /* Once reaped, its pid may be another process's. */
+  /* Once reaped, its pid may be another process's (and the linger timer
+   * is the pipe's then). */
   if (j->spawned && !j->exited)
-    uv_process_kill(&j->proc, SIGKILL);
+    job_kill(j);
 }
 
 void templates_stop(struct server *srv) {

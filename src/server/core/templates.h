@@ -22,19 +22,20 @@ struct principal;
  * cores do the builds); more are refused 429 quota_exceeded. */
 #define TEMPLATE_JOBS_TENANT 2
 #define TEMPLATE_JOBS_SERVER 4
-/* One event line of a child, and the events and bytes of them a job's
- * log keeps (its last event, the job's end, is kept past them). */
+/* One event line of a child, and the events and bytes a job's log keeps
+ * (what a tenant's kept jobs hold of the server's memory: a RUN step may
+ * print without end). */
 #define TEMPLATE_LINE_MAX (64u << 10)
 #define TEMPLATE_LOG_MAX 4096
-#define TEMPLATE_LOG_BYTES (1u << 20)
+#define TEMPLATE_LOG_BYTES (2u << 20)
+/* How long a child told to end (SIGTERM) has before SIGKILL. */
+#define TEMPLATE_KILL_GRACE_MS 5000
 /* How long the pipe is read after its child ended. */
 #define TEMPLATE_LINGER_MS 2000
-/* Ended jobs kept to be polled, the oldest forgotten first. */
-#define TEMPLATE_JOBS_KEPT 256
-/* E2B builds a tenant asked for and has not started (its uploads under
- * way): past these its oldest ends. Never forgotten as ended jobs are, so
- * that no other tenant's asking drops them. */
-#define TEMPLATE_JOBS_WAITING 16
+/* Ended (or waiting) jobs kept to be polled, per tenant, the oldest
+ * forgotten first: per tenant, so that one tenant making jobs in a loop
+ * pushes out only its own. */
+#define TEMPLATE_JOBS_KEPT 32
 
 /* WAITING: made for E2B's two-step build, no child yet. */
 enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
@@ -59,7 +60,7 @@ struct template_job {
   int64_t created_ms, ended_ms;
   json_t *log;    /* the events, each {"event", ...} as the child wrote it */
   size_t dropped; /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
-  size_t log_bytes; /* of the event lines kept */
+  size_t log_bytes; /* what the kept events take as JSON */
   json_t *record; /* the template, once ready */
   struct hutch_err err; /* why it failed */
   char code[48];  /* the code of the child's error event, which err.code may point to */
@@ -71,8 +72,9 @@ struct template_job {
   uv_pipe_t out;
   uv_timer_t linger;
   int handles;    /* of proc, out and linger, not yet closed */
-  bool spawned, cancelled;
+  bool spawned, cancelled, timed_out;
   bool orphan;    /* no longer listed: freed once its handles are closed */
+  uint64_t deadline_ns; /* a tenant's job is killed past it (0: none) */
   bool exited, eof, drained;
   int64_t exit_status;
   int term_signal;

@@ -175,7 +175,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
     tars[i] = tplfiles_path(c->srv, p->tenant, h);
   }
   if (df && i == n)
-    workdir = hutch_images_filesdir(&c->srv->images, &err);
+    workdir = hutch_images_scratchdir(&c->srv->images, &err);
   struct template_spec spec = {.name = j->name, .kind = "build", .dockerfile = df,
                                .contexts = tars,
                                .no_cache = json_is_true(json_object_get(o, "force"))};
