@@ -517,3 +517,32 @@ def test_a_failed_jobs_error_code_outlives_the_job(tmp_path, build):
     finally:
         assert s.stop() == 0, s.log_text()
     assert "Sanitizer" not in s.log_text(), s.log_text()
+
+
+@pytest.mark.parametrize("build", ["build", "asan"])
+def test_a_stopping_server_ends_a_build_and_its_run_sandbox(tmp_path, build):
+    """A server stopped mid-build ends the build as a cancel does (SIGTERM,
+    then SIGKILL after a grace): the RUN step's sandbox is torn down, and
+    nothing is left on the host (the autouse check) or in tmp/."""
+    from conftest import build_binary
+    from serveapi import Server, wait_for
+    s = Server(build_binary(build, "hutch-serve"), tmp_path / "state").start()
+    try:
+        api = s.api()
+        assert upload(api, "/v1/templates/import?name=stopbase",
+                      oci_archive([busybox_layer()])).status == 201
+        r = api.post("/v1/templates", {"name": "slow", "dockerfile":
+                                       "FROM stopbase\nRUN echo started; sleep 600\n"},
+                     headers={"Prefer": "respond-async"})
+        assert r.status == 202, r
+        job = r.json["id"]
+        wait_for(lambda: any(e.get("event") == "log" and e.get("line") == "started"
+                             for e in api.get(f"/v1/templates/jobs/{job}").json["log"]),
+                 seconds=60)
+    finally:
+        t0 = time.monotonic()
+        code = s.stop()
+    assert code == 0, s.log_text()
+    assert time.monotonic() - t0 < 20, "the stop waited for the build's end"
+    assert "Sanitizer" not in s.log_text(), s.log_text()
+    assert list((tmp_path / "state" / "images" / "tmp").iterdir()) == []

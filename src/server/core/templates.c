@@ -793,12 +793,16 @@ void templates_cancel(struct template_job *j) {
     job_kill(j);
 }
 
+/* A stopping server ends its jobs as a cancel does: SIGTERM, for a build
+ * to tear down the sandbox of its RUN step (a SIGKILL would leave its
+ * cgroups behind), then SIGKILL after TEMPLATE_KILL_GRACE_MS; the loop
+ * runs until they are gone. */
 void templates_stop(struct server *srv) {
   if (!srv->templates)
     return;
   for (struct template_job *j = srv->templates->jobs; j; j = j->next)
     if (j->spawned && !j->exited)
-      uv_process_kill(&j->proc, SIGKILL);
+      job_kill(j);
 }
 
 void templates_free(struct server *srv) {

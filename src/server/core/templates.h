@@ -155,7 +155,8 @@ json_t *templates_job_json(const struct template_job *j, size_t log_from);
 void templates_watch(struct template_job *j, const struct template_watch *w, void *arg);
 /* Cancel a running job: its child is killed, the job fails "cancelled". */
 void templates_cancel(struct template_job *j);
-/* At stop: every child killed; the jobs are freed after the loop. */
+/* At stop: every child ended (SIGTERM, then SIGKILL); the jobs are freed
+ * after the loop. */
 void templates_stop(struct server *srv);
 void templates_free(struct server *srv);
 
