@@ -102,6 +102,34 @@ describe('templates', () => {
     }
   });
 
+  it('tag builds: NAME:TAG, assignTags, getTags, removeTags', T, async (t) => {
+    if (!busybox(t)) return;
+    const v = (n) => Template().fromTemplate('e2bbase').runCmd(`echo ${n} > /srv-version`, { user: 'root' });
+    await Template.build(v('one'), 'e2b-tags:v1');
+    await Template.build(v('two'), 'e2b-tags:v2', { tags: ['stable'] });
+    const version = async (ref) => {
+      const sbx = await Sandbox.create(ref);
+      try {
+        return (await sbx.commands.run('cat /srv-version')).stdout.trim();
+      } finally {
+        await sbx.kill();
+      }
+    };
+    assert.equal(await version('e2b-tags:v1'), 'one');
+    assert.equal(await version('e2b-tags:stable'), 'two');
+    await Template.assignTags('e2b-tags:v1', 'prod');
+    const tags = await Template.getTags('e2b-tags');
+    const byTag = Object.fromEntries(tags.map((x) => [x.tag, x.buildId]));
+    assert.deepEqual(Object.keys(byTag).sort(), ['prod', 'stable', 'v1', 'v2']);
+    assert.equal(byTag.prod, byTag.v1);
+    assert.notEqual(byTag.v1, byTag.v2);
+    assert.equal(await version('e2b-tags:prod'), 'one');
+    // The v1 build keeps prod; the v2 build goes with its last two tags.
+    await Template.removeTags('e2b-tags', ['v2', 'stable']);
+    await assert.rejects(Sandbox.create('e2b-tags:v2'));
+    assert.deepEqual((await Template.getTags('e2b-tags')).map((x) => x.tag).sort(), ['prod', 'v1']);
+  });
+
   it('fail a build with the failing step and its message', T, async (t) => {
     if (!busybox(t)) return;
     const bad = Template().fromTemplate('e2bbase').runCmd('echo nope >&2; exit 7');

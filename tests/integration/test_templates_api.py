@@ -312,15 +312,23 @@ def test_context_unpacks_a_plain_context(tmp_path):
     assert os.readlink(dest / "app" / "l") == "run.sh"
 
 
-def test_e2b_build_of_a_tag_other_than_latest_is_refused(server, tenant):
-    # A template has the one tag latest: NAME:TAG would make NAME, which
-    # Sandbox.create("NAME:TAG") would then not find.
-    for body in ({"name": "tagged:v1"}, {"name": "tagged", "tags": ["v1"]},
-                 {"alias": "tagged:v1"}):
-        r = tenant.post("/v3/templates", body)
-        assert r.status == 400 and "one tag, latest" in r.json["message"], (body, r)
-    r = tenant.post("/v3/templates", {"name": "tagged:latest", "tags": ["latest"]})
+def test_e2b_tags_of_a_build(server, tenant):
+    """E2B's NAME:TAG and tags name the build asked for; bad tags are refused."""
+    r = tenant.post("/v3/templates", {"name": "tagged:v1", "tags": ["stable"]})
     assert r.status == 202 and r.json["templateID"] == "tagged", r
+    assert r.json["tags"] == ["v1", "stable"], r
+    r = tenant.post("/v3/templates", {"name": "tagged"})
+    assert r.status == 202 and r.json["tags"] == ["latest"], r
+    for body in ({"name": "tagged:-x"}, {"name": "tagged", "tags": ["a b"]},
+                 {"name": "tagged", "tags": "v1"}):
+        r = tenant.post("/v3/templates", body)
+        assert r.status == 400 and "tags are" in r.json["message"], (body, r)
+    # Tags of builds that do not exist: nothing to move, nothing to take.
+    r = tenant.post("/templates/tags", {"target": "tagged:v9", "tags": ["x"]})
+    assert r.status == 404, r
+    r = tenant.request("DELETE", "/templates/tags", body={"name": "tagged", "tags": ["x"]})
+    assert r.status == 404, r
+    assert tenant.post("/templates/tags", {"target": "tagged:v1"}).status == 400
 
 
 def test_e2b_upload_flow_refuses_hostile_files(server, tenant):

@@ -37,33 +37,6 @@ struct templates *templates_state(struct server *srv) {
   return srv->templates;
 }
 
-json_t *templates_list(struct server *srv, const struct principal *p) {
-  json_t *all = hutch_images_list(&srv->images, p->tenant);
-  return all ? all : json_array();
-}
-
-json_t *templates_get(struct server *srv, const struct principal *p, const char *ref,
-                      struct hutch_err *err) {
-  return hutch_images_find(&srv->images, p->tenant, ref, err);
-}
-
-uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
-  json_t *all = hutch_images_list(&srv->images, tenant), *v;
-  uint64_t n = 0, entry = disk_entry_cost(srv);
-  size_t i;
-  /* Each entry as well as the data: layers of empty directories or files
-   * would otherwise cost nothing and fill the disk's blocks and inodes. */
-  json_array_foreach(all, i, v) {
-    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
-      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
-           (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
-  }
-  json_decref(all);
-  /* And what it uploaded: without this, uploads of new content, each
-   * within the quota, would take the disk from every other tenant. */
-  return n + tplfiles_bytes(srv, tenant);
-}
-
 /* A removal off the loop: the store's lock and the layers' trees. */
 struct removal {
   struct offload o;
@@ -584,9 +557,22 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
       v[n + 1] = xstrdup(ctx);
       j->steps[j->nsteps++] = v;
     }
-    j->steps[j->nsteps++] =
-        s->no_cache ? argv_of("build", "-f", df, "-t", s->name, "--no-cache", ctx, NULL)
-                    : argv_of("build", "-f", df, "-t", s->name, ctx, NULL);
+    /* build -f DF -t NAME[:TAG]... [--no-cache] CONTEXT */
+    size_t ntags = json_array_size(s->tags);
+    char **v = xcalloc(ntags * 2 + 8, sizeof *v);
+    size_t n = 0;
+    v[n++] = xstrdup("build");
+    v[n++] = xstrdup("-f");
+    v[n++] = xstrdup(df);
+    for (size_t i = 0; i < (ntags ? ntags : 1); i++) {
+      const char *tag = json_string_value(json_array_get(s->tags, i));
+      v[n++] = xstrdup("-t");
+      v[n++] = tag ? xasprintf("%s:%s", s->name, tag) : xstrdup(s->name);
+    }
+    if (s->no_cache)
+      v[n++] = xstrdup("--no-cache");
+    v[n++] = xstrdup(ctx);
+    j->steps[j->nsteps++] = v;
   } else {
     return hutch_err_invalid(err, "no such template job: %s", s->kind);
   }
@@ -632,13 +618,15 @@ static void job_free(struct template_job *j) {
   json_decref(j->log);
   json_decref(j->record);
   free(j->name);
+  json_decref(j->tags);
   free(j->kind);
   free(j->line);
   free(j);
 }
 
 struct template_job *templates_prepare(struct server *srv, const struct principal *p,
-                                       const char *name, bool public, struct hutch_err *err) {
+                                       const char *name, json_t *tags, bool public,
+                                       struct hutch_err *err) {
   struct template_spec spec = {.name = name};
   if (!spec_ok(&spec, p, err))
     return NULL;
@@ -655,6 +643,7 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   j->admin = p->admin;
   str_copy(j->owner, sizeof j->owner, public ? "" : p->tenant);
   j->name = xstrdup(name);
+  j->tags = tags ? json_incref(tags) : NULL;
   j->kind = xstrdup("build");
   j->log = json_array();
   j->created_ms = (int64_t)time(NULL) * 1000;
@@ -714,7 +703,7 @@ int templates_begin(struct template_job *j, const struct principal *p,
 struct template_job *templates_start(struct server *srv, const struct principal *p,
                                      const struct template_spec *spec, char *workdir,
                                      struct hutch_err *err) {
-  struct template_job *j = templates_prepare(srv, p, spec->name, spec->public, err);
+  struct template_job *j = templates_prepare(srv, p, spec->name, spec->tags, spec->public, err);
   if (!j) {
     if (workdir)
       offload_remove(srv, workdir, true, NULL, NULL);

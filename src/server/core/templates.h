@@ -55,6 +55,7 @@ struct template_job {
   char owner[65]; /* the template's: the tenant, or "" for a public one */
   bool admin;     /* started with the admin key: may pull from loopback */
   char *name;
+  json_t *tags;   /* a build's tags (E2B's NAME:TAG, tags), or NULL: latest */
   char *kind;     /* "import", "pull", "build" */
   enum template_job_state state;
   int64_t created_ms, ended_ms;
@@ -128,6 +129,7 @@ struct template_spec {
   const char *dockerfile; /* build: its text */
   char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */
   bool no_cache;
+  json_t *tags;          /* build: its tags, or NULL: latest */
 };
 /* Start a job for p: -1 and err (invalid_argument, forbidden for a public
  * one without the admin key, quota_exceeded when too many run or the
@@ -141,11 +143,20 @@ struct template_job *templates_start(struct server *srv, const struct principal 
  * then starts it): a WAITING job for the name, then its start. A start
  * that fails (-1, err) leaves the job ended in error. */
 struct template_job *templates_prepare(struct server *srv, const struct principal *p,
-                                       const char *name, bool public, struct hutch_err *err);
+                                       const char *name, json_t *tags, bool public,
+                                       struct hutch_err *err);
 int templates_begin(struct template_job *j, const struct principal *p,
                     const struct template_spec *spec, char *workdir, struct hutch_err *err);
 /* End a job still waiting with err (its start could not be made). */
 void templates_fail(struct template_job *j, const struct hutch_err *err);
+/* The builds of p's template name (its own), each with its tags. */
+json_t *templates_builds(struct server *srv, const struct principal *p, const char *name);
+/* Give p's build ref (NAME:TAG or an id) the tags, taking them from the
+ * name's other builds; or take tags from every build of p's name. */
+int templates_tag(struct server *srv, const struct principal *p, const char *ref, json_t *tags,
+                  struct hutch_err *err);
+int templates_untag(struct server *srv, const struct principal *p, const char *name, json_t *tags,
+                    struct hutch_err *err);
 /* p's job id, or NULL. */
 struct template_job *templates_job(struct server *srv, const struct principal *p, const char *id);
 /* {id, name, status, created_at, ended_at, template?, error?, log: events
