@@ -19,17 +19,35 @@
 #include "util.h"
 
 static const char usage[] =
-    "usage: hutch template build [-f Dockerfile] -t NAME [--no-cache] [--build-arg K=V]...\n"
+    "usage: hutch template build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--build-arg K=V]...\n"
     "         [--allow-out HOST,...] [--egress-permit CIDR[:PORT],...] [--memory MB] [--disk MB]\n"
     "         [--timeout S] [--insecure] CONTEXT\n";
 
 struct build_opts {
-  const char *file, *name, *context, *allow_out, *permit;
+  const char *file, *context, *allow_out, *permit;
+  char *name;  /* of -t NAME[:TAG] (every -t names one template) */
+  json_t *tags; /* the -t's tags; empty: latest */
 };
 
 static int bad(const char *opt, const char *val, const char *why) {
   fprintf(stderr, "hutch template build: %s %s: %s\n", opt, val, why);
   return -1;
+}
+
+/* -t NAME[:TAG], repeatable as docker build's: one name, each tag. */
+static int add_tag(struct build_opts *o, const char *arg) {
+  _cleanup_free_ char *name = xstrdup(arg);
+  const char *tag = hutch_images_split_tag(name);
+  if (!hutch_images_name_ok(name))
+    return bad("-t", arg, "a template name is 1-128 of a-z 0-9 . _ - (and / between parts)");
+  if (tag && !hutch_images_tag_ok(tag))
+    return bad("-t", arg, "a tag is 1-128 of A-Z a-z 0-9 . _ - (not first . or -)");
+  if (o->name && strcmp(o->name, name) != 0)
+    return bad("-t", arg, "every -t names the same template (with other tags)");
+  if (!o->name)
+    o->name = steal_pointer(&name);
+  json_array_append_new(o->tags, json_string(tag ? tag : "latest"));
+  return 0;
 }
 
 static int mb(const char *opt, const char *v, uint64_t *out) {
@@ -52,7 +70,10 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
     switch (c) {
     case 'f': o->file = optarg; break;
-    case 't': o->name = optarg; break;
+    case 't':
+      if (add_tag(o, optarg) < 0)
+        return -1;
+      break;
     case 'n': b->no_cache = true; break;
     case 'k': b->insecure = true; break;
     case 'a': {
@@ -87,8 +108,6 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
     return -1;
   }
   o->context = argv[optind];
-  if (!hutch_images_name_ok(o->name))
-    return bad("-t", o->name, "a template name is 1-128 of a-z 0-9 . _ - (and / between parts)");
   return 0;
 }
 
@@ -209,7 +228,13 @@ static void stage_from_record(struct stage *st, json_t *rec) {
 /* FROM's template: the store's of that name, else for an image reference
  * the one pulled before under its name, else a pull now. */
 static json_t *base_record(struct build *b, const char *base, struct hutch_err *err) {
-  const char *owner = b->ctx->owner[0] ? b->ctx->owner : NULL;
+  /* Looked up as the template being built will be owned: a tenant's own
+   * or a public one for a tenant's build, only a public one for a public
+   * build (the CLI's, the admin key's). Never NULL ("anyone's"): a public
+   * template stacked on a tenant's private one would publish its files,
+   * and a tenant could plant the base (a name, or the name an image
+   * reference is pulled as) that a public template is built on. */
+  const char *owner = b->ctx->owner;
   json_t *rec = hutch_images_find(&b->ctx->store, owner, base, err);
   if (rec || hutch_err_class(err) != HUTCH_ERR_NOT_FOUND)
     return rec;
@@ -360,9 +385,9 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
   char ref[4096];
   if (!realpath(o->context, ref))
     str_copy(ref, sizeof ref, o->context);
-  json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o}", "name", o->name, "owner", b->ctx->owner,
-                          "source", "build", "ref", ref, "layers", st->layers, "config",
-                          final_config(st));
+  json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O}", "name", o->name, "owner",
+                          b->ctx->owner, "source", "build", "ref", ref, "layers", st->layers,
+                          "config", final_config(st), "tags", o->tags);
   json_t *stored = hutch_images_add(&b->ctx->store, rec, true, err);
   json_decref(rec);
   if (!stored)
@@ -420,7 +445,7 @@ int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
                             "TARGETPLATFORM", "linux/amd64", "BUILDOS", "linux", "BUILDARCH",
                             "amd64", "TARGETOS", "linux", "TARGETARCH", "amd64");
   b.tty = !ctx->ndjson && !ctx->quiet && isatty(2);
-  struct build_opts o = {0};
+  struct build_opts o = {.tags = json_array()};
   struct hutch_err err = {0};
   int r = parse_opts(&b, &o, argc, argv);
   int code = r > 0 ? 0 : EXIT_IMAGE_INPUT;
@@ -442,6 +467,8 @@ int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
   build_egress_free(&b);
   json_decref(b.build_args);
   json_decref(b.global_args);
+  free(o.name);
+  json_decref(o.tags);
   if (b.context_fd >= 0)
     close(b.context_fd);
   return code;

@@ -148,5 +148,6 @@ json_t *build_pull(struct build *b, const char *ref, struct hutch_err *err) {
                    why[0] ? why : "no reason given");
     return NULL;
   }
-  return hutch_images_find(&b->ctx->store, b->ctx->owner[0] ? b->ctx->owner : NULL, name, err);
+  /* As base_record looks: the build's owner exactly, never anyone's. */
+  return hutch_images_find(&b->ctx->store, b->ctx->owner, name, err);
 }

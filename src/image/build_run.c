@@ -241,8 +241,10 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
   if (r == 0) {
     drop_sandbox_files(layer);
     r = layer_commit_staged(b->ctx, layer, &sum, &res->cached, err);
-    /* Too much made is the step's doing, as a failed command is. */
-    if (r < 0 && err->code && strcmp(err->code, "too_large") == 0) {
+    /* Too much made, or what no layer holds, is the step's doing, as a
+     * failed command is. */
+    if (r < 0 && err->code &&
+        (strcmp(err->code, "too_large") == 0 || strcmp(err->code, "bad_layer") == 0)) {
       char msg[sizeof err->msg];
       str_copy(msg, sizeof msg, err->msg);
       hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "%s", msg);

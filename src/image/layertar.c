@@ -137,6 +137,14 @@ static int tar_entry(struct layer_tar *t, int dirfd, const char *name, const cha
                                         slash ? "/" : "", name);
     return put_marker(t, wh, &st);
   }
+  /* OCI's tar names whiteouts ".wh.NAME": a file of its own named so
+   * (a RUN step may make one) would give the same tar, so the same layer
+   * name, as a whiteout of NAME, and the store would take one for the
+   * other (layers are shared by that name); exported, it would be read
+   * back as a whiteout. A layer holds no such file. */
+  if (strncmp(name, ".wh.", 4) == 0)
+    return hutch_err_fail(t->err, HUTCH_ERR_INVALID, "bad_layer",
+                          "%.200s: a file named .wh.* would be read as a whiteout", path);
   struct archive_entry *e = archive_entry_new();
   archive_entry_set_pathname(e, path);
   archive_entry_set_uid(e, st.st_uid);

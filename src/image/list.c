@@ -15,14 +15,20 @@ int cmd_ls(struct image_ctx *ctx, int argc, char **argv) {
     json_dumpf(all, stdout, JSON_INDENT(2));
     fputc('\n', stdout);
   } else {
-    printf("%-32s %-16s %10s  %-9s %s\n", "NAME", "ID", "SIZE", "SOURCE", "FROM");
+    printf("%-32s %-16s %-16s %10s  %-9s %s\n", "NAME", "TAGS", "ID", "SIZE", "SOURCE", "FROM");
     size_t i;
     json_t *rec;
     json_array_foreach(all, i, rec) {
       double mb = (double)json_integer_value(json_object_get(rec, "size_bytes")) / (1 << 20);
       const char *ref = json_string_value(json_object_get(rec, "ref"));
-      printf("%-32s %-16s %8.1fMB  %-9s %s\n",
-             json_string_value(json_object_get(rec, "name")),
+      char tags[256] = "";
+      size_t k, n = 0;
+      json_t *t;
+      json_array_foreach(json_object_get(rec, "tags"), k, t) if (n < sizeof tags)
+          n += (size_t)snprintf(tags + n, sizeof tags - n, "%s%s", k ? "," : "",
+                                json_string_value(t) ?: "");
+      printf("%-32s %-16s %-16s %8.1fMB  %-9s %s\n",
+             json_string_value(json_object_get(rec, "name")), tags,
              json_string_value(json_object_get(rec, "id")), mb,
              json_string_value(json_object_get(rec, "source")) ?: "", ref ? ref : "");
     }

@@ -16,7 +16,7 @@ static const char usage[] =
     "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
     "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
     "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
-    "  build [-f Dockerfile] -t NAME [--no-cache] [--allow-out HOST,...] CONTEXT\n"
+    "  build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--allow-out HOST,...] CONTEXT\n"
     "  ls [--json]                     the templates\n"
     "  inspect NAME                    a template's record, as JSON\n"
     "  rm NAME                         remove a template (its layers when unused)\n"

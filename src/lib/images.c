@@ -194,7 +194,21 @@ static bool has_tag(json_t *rec, const char *tag) {
 struct finding {
   const char *owner, *name, *tag, *ref;
   json_t *own, *public;
+  int own_score, public_score;
 };
+
+/* How well rec answers a lookup: 3 its id, 2 its name and the tag asked
+ * for (latest when none is), 1 its name alone when no tag was asked for
+ * (a template built only as NAME:v1 is still NAME), 0 not at all. */
+static int score(const struct finding *f, json_t *rec) {
+  if (strcmp(str_of(rec, "id"), f->ref) == 0)
+    return 3;
+  if (strcmp(str_of(rec, "name"), f->name) != 0)
+    return 0;
+  if (has_tag(rec, f->tag ? f->tag : "latest"))
+    return 2;
+  return f->tag ? 0 : 1;
+}
 
 static bool find_one(json_t *rec, void *arg) {
   struct finding *f = arg;
@@ -204,14 +218,17 @@ static bool find_one(json_t *rec, void *arg) {
   bool mine = f->owner ? strcmp(owner, f->owner) == 0 : !owner[0];
   if (!mine && owner[0] && f->owner)
     return true;
-  bool match = strcmp(str_of(rec, "id"), f->ref) == 0 ||
-               (strcmp(str_of(rec, "name"), f->name) == 0 && (!f->tag || has_tag(rec, f->tag)));
-  if (match) {
-    json_t **slot = mine ? &f->own : &f->public;
-    if (!*slot)
-      *slot = json_incref(rec);
+  int sc = score(f, rec);
+  json_t **slot = mine ? &f->own : &f->public;
+  int *best = mine ? &f->own_score : &f->public_score;
+  /* The best answer; of equals, the newest build. */
+  if (sc > 0 && (sc > *best || (sc == *best && json_integer_value(json_object_get(rec, "created_at")) >
+                                                   json_integer_value(json_object_get(*slot, "created_at"))))) {
+    json_decref(*slot);
+    *slot = json_incref(rec);
+    *best = sc;
   }
-  return !f->own;
+  return true;
 }
 
 json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
@@ -222,13 +239,7 @@ json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const
     return NULL;
   }
   str_copy(name, sizeof name, ref);
-  /* NAME:TAG; a ':' before the last '/' is a registry's port, not a tag. */
-  char *colon = strrchr(name, ':'), *slash = strrchr(name, '/');
-  const char *tag = NULL;
-  if (colon && (!slash || colon > slash)) {
-    *colon = '\0';
-    tag = colon + 1;
-  }
+  const char *tag = hutch_images_split_tag(name);
   struct finding f = {.owner = owner, .name = name, .tag = tag, .ref = ref};
   each_record(s, find_one, &f);
   if (f.own) {
@@ -238,6 +249,15 @@ json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const
   if (!f.public)
     hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template '%s'", ref);
   return f.public;
+}
+
+char *hutch_images_split_tag(char *ref) {
+  /* NAME:TAG; a ':' before the last '/' is a registry's port, not a tag. */
+  char *colon = strrchr(ref, ':'), *slash = strrchr(ref, '/');
+  if (!colon || (slash && colon < slash))
+    return NULL;
+  *colon = '\0';
+  return colon + 1;
 }
 
 json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hutch_err *err) {
@@ -292,6 +312,20 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner) {
   return sorted;
 }
 
+static char *make_tmpdir(struct hutch_images *s, struct hutch_err *err) {
+  char *path = xasprintf("%s/tmp/%ld-XXXXXX", s->dir, (long)getpid());
+  if (!mkdtemp(path)) {
+    hutch_err_set(err, errno, "template store: a work directory");
+    free(path);
+    return NULL;
+  }
+  return path;
+}
+
+char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err) {
+  return make_tmpdir(s, err);
+}
+
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
   /* Work under way holds the work lock shared: a collection of unused
    * layers (images_write.c) leaves layers alone while any is held, as a
@@ -303,13 +337,7 @@ char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
       return NULL;
     }
   }
-  char *path = xasprintf("%s/tmp/%ld-XXXXXX", s->dir, (long)getpid());
-  if (!mkdtemp(path)) {
-    hutch_err_set(err, errno, "template store: a work directory");
-    free(path);
-    return NULL;
-  }
-  return path;
+  return make_tmpdir(s, err);
 }
 
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex) {
@@ -383,6 +411,21 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
       close(fd);
     return -1;
   }
+  /* Removed since the record was read: a removal that found it unused
+   * unlinked the pin file (under its lock, which this one waited for), or
+   * had removed the record before this file was made. */
+  struct stat st = {0};
+  struct hutch_err none = {0};
+  json_t *still = fstat(fd, &st) == 0 && st.st_nlink > 0 ? hutch_images_get(s, id, &none) : NULL;
+  if (!still) {
+    if (st.st_nlink > 0)
+      unlinkat(s->dirfd, name, 0);
+    close(fd);
+    hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found", "template %s was removed",
+                   str_of(record, "name"));
+    return -1;
+  }
+  json_decref(still);
   return fd;
 }
 

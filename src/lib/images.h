@@ -29,7 +29,8 @@
  *    "ref": what it came from ("docker.io/library/python:3.12", a path),
  *    "layers": ["<hex>", ...]  bottom first, as OCI lists them,
  *    "top": "<hex>"            hutch's own layer above them (hutch_images_add)
- *    "size_bytes": n,
+ *    "size_bytes": n,          the layers' data
+ *    "files": n,               the layers' entries (each an inode on disk)
  *    "config": {"env": ["K=V", ...], "workdir": "/", "user": "",
  *               "entrypoint": [...], "cmd": [...], "labels": {...},
  *               "exposed_ports": ["8080/tcp"], "start_cmd": "", "ready_cmd": "",
@@ -69,14 +70,21 @@ void hutch_images_close(struct hutch_images *s);
 bool hutch_images_name_ok(const char *name);
 bool hutch_images_tag_ok(const char *tag);
 
-/* The template ref names for owner: "NAME", "NAME:TAG" or its id; the
- * owner's own first, then a public one. NULL with HUTCH_ERR_NOT_FOUND.
- * owner NULL (the CLI, an admin): a public one first, then anyone's. */
+/* The template ref names for owner: "NAME" (its build tagged latest, else
+ * its newest), "NAME:TAG" or a build's id; the owner's own first, then a
+ * public one. NULL with HUTCH_ERR_NOT_FOUND. owner NULL (the CLI, an
+ * admin): a public one first, then anyone's.
+ *
+ * A template NAME may have several builds, each a record with its own
+ * tags; a tag names one build of a NAME at a time (images_write.c moves
+ * it), and a build that loses its last tag is removed. */
 json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const char *ref,
                           struct hutch_err *err);
 /* Template id's record, also when it was removed while in use (.gone):
  * what a sandbox or snapshot made from it stacks. */
 json_t *hutch_images_get(const struct hutch_images *s, const char *id, struct hutch_err *err);
+/* Split "NAME:TAG" in place: the tag, or NULL when ref has none. */
+char *hutch_images_split_tag(char *ref);
 /* Every template owner may use (its own and the public ones; NULL: all),
  * sorted by name. */
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
@@ -85,6 +93,12 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
  * caller removes it (hutch_layer_remove); if the process dies first, the
  * next hutch_images_open sweeps it. */
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err);
+/* The same for files that never become layers (an upload, a build's
+ * context), without the work lock: the lock is held until the process
+ * ends, and a server holding it would stop every collection of unused
+ * layers for its lifetime (a tenant importing and removing templates
+ * would fill the disk). */
+char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err);
 
 /* The JSON document of a store's file (a record, a layer's meta, a cache
  * entry) read whole from fd; NULL when fd is -1, the file is not regular,
@@ -102,20 +116,32 @@ bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);
 int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const char *hex,
                               json_t *meta, struct hutch_err *err);
 
-/* Add record (name, owner, source, ref, layers, config; the rest filled
- * in here): every layer must be in the store. Makes hutch's top layer
+/* Add record (name, owner, source, ref, layers, config, tags (default
+ * [latest]); the rest filled in here) as a new build of its name: every
+ * layer must be in the store. Makes hutch's top layer
  * (hosts, hostname, resolv.conf, the mount points a sandbox needs, the
  * user `user` with uid 1000 and /home/user when the image has no uid
- * 1000), assigns the id, and writes the record whole. A template of the
- * same name and owner is replaced when replace is set (its sandboxes keep
+ * 1000), assigns the id, and writes the record whole. A tag another
+ * build of the name (the owner's) holds moves to the new build when
+ * replace is set (a build left with no tag goes; its sandboxes keep
  * theirs), else HUTCH_ERR_CONFLICT. Returns a new reference to the stored
  * record, or NULL. */
 json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
                          struct hutch_err *err);
-/* Remove owner's template ref (owner NULL: anyone's), then every layer no
- * template, live sandbox or build cache entry still uses. */
+/* Remove owner's template ref (owner NULL: anyone's): NAME every build of
+ * it, NAME:TAG that tag (the build goes with its last tag), an id that
+ * build; then every layer no template, live sandbox or build cache entry
+ * still uses. */
 int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
                         struct hutch_err *err);
+/* Give the build ref names (owner's own; owner NULL: anyone's) the tags
+ * (a JSON array), taking them from the name's other builds; a build left
+ * with no tag goes. Take tags from every build of owner's name (not
+ * found when none had one). */
+int hutch_images_tag(struct hutch_images *s, const char *owner, const char *ref, json_t *tags,
+                     struct hutch_err *err);
+int hutch_images_untag(struct hutch_images *s, const char *owner, const char *name, json_t *tags,
+                       struct hutch_err *err);
 /* Remove layers and cache entries nothing uses (hutch_images_remove does). */
 int hutch_images_gc(struct hutch_images *s, struct hutch_err *err);
 

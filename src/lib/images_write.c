@@ -262,11 +262,12 @@ struct same_name {
   size_t n;
 };
 
-static uint64_t layer_size(const struct hutch_images *s, const char *hex) {
+/* A number of layer hex's meta: "size" or "files". */
+static uint64_t layer_meta(const struct hutch_images *s, const char *hex, const char *key) {
   _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   json_t *m = hutch_images_load_fd(fd);
-  uint64_t v = (uint64_t)json_integer_value(json_object_get(m, "size"));
+  uint64_t v = (uint64_t)json_integer_value(json_object_get(m, key));
   json_decref(m);
   return v;
 }
@@ -319,6 +320,14 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
     unlinkat(s->dirfd, ref, 0);
     return 0;
   }
+  /* Forgotten (a removal found it unused): its layers may be gone, and
+   * nothing would ever remove a reference to it. */
+  struct hutch_err none = {0};
+  json_t *rec = hutch_images_get(s, id, &none);
+  if (!rec)
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
+                          "template %s was removed", id);
+  json_decref(rec);
   if (mkdirat(s->dirfd, refs, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "template store: %s", refs);
   _cleanup_close_ int fd =
@@ -329,11 +338,19 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
 }
 
 /* Whether anything keeps template id's layers: a sandbox's pin, or a
- * holder's reference. */
-static bool in_use(const struct hutch_images *s, const char *id) {
+ * holder's reference. When nothing does, *lock holds the pin file locked
+ * until the caller has forgotten the template (and closes it): a pin taken
+ * meanwhile waits, then finds its file unlinked (hutch_images_pin). */
+static bool in_use(const struct hutch_images *s, const char *id, int *lock) {
   _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
-  _cleanup_close_ int fd = openat(s->dirfd, pin, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  return (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) || held(s, id);
+  *lock = openat(s->dirfd, pin, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if ((*lock >= 0 && flock(*lock, LOCK_EX | LOCK_NB) < 0) || held(s, id)) {
+    if (*lock >= 0)
+      close(*lock);
+    *lock = -1;
+    return true;
+  }
+  return false;
 }
 
 /* What is left of a template nothing uses any more. */
@@ -352,7 +369,8 @@ static void forget(const struct hutch_images *s, const char *id) {
 static int retire(const struct hutch_images *s, const char *id, struct hutch_err *err) {
   _cleanup_free_ char *rec = xasprintf("templates/%s.json", id);
   _cleanup_free_ char *gone = xasprintf("templates/%s.gone", id);
-  if (in_use(s, id)) {
+  _cleanup_close_ int lock = -1;
+  if (in_use(s, id, &lock)) {
     if (renameat(s->dirfd, rec, s->dirfd, gone) < 0)
       return hutch_err_set(err, errno, "template store: %s", rec);
     return 0;
@@ -390,55 +408,144 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
                           "template %s: more than %d layers", name, HUTCH_IMAGE_MAX_LAYERS);
   json_object_set_new(rec, "layers", unique_layers(layers));
   layers = json_object_get(rec, "layers");
-  uint64_t size = 0;
+  uint64_t size = 0, files = 0;
   size_t i;
   json_t *v;
   json_array_foreach(layers, i, v) {
     if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v)))
       return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL,
                             "template %s: layer %zu is not in the store", name, i);
-    size += layer_size(s, json_string_value(v));
+    size += layer_meta(s, json_string_value(v), "size");
+    files += layer_meta(s, json_string_value(v), "files");
   }
   char top[65];
   if (top_layer(s, layers, top, err) < 0)
     return -1;
   json_object_set_new(rec, "top", json_string(top));
   json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
+  json_object_set_new(rec, "files", json_integer((json_int_t)files));
   return 0;
+}
+
+
+/* Every build of owner's template name (owner "": the public ones). */
+static json_t *builds_of(const struct hutch_images *s, const char *owner, const char *name) {
+  json_t *all = hutch_images_list(s, NULL), *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    const char *o = json_string_value(json_object_get(v, "owner"));
+    const char *n = json_string_value(json_object_get(v, "name"));
+    if (o && n && strcmp(o, owner) == 0 && strcmp(n, name) == 0)
+      json_array_append(out, v);
+  }
+  json_decref(all);
+  return out;
+}
+
+static bool in_tags(json_t *tags, const char *tag) {
+  json_t *v;
+  size_t i;
+  json_array_foreach(tags, i, v) if (json_is_string(v) && strcmp(json_string_value(v), tag) == 0)
+      return true;
+  return false;
+}
+
+/* Take tags off each build of builds but keep (its id): rewritten, or
+ * retired when no tag is left. held: whether any had one. */
+static int untag(const struct hutch_images *s, json_t *builds, json_t *tags, const char *keep,
+                 bool *held, struct hutch_err *err) {
+  json_t *b;
+  size_t i;
+  json_array_foreach(builds, i, b) {
+    const char *id = json_string_value(json_object_get(b, "id"));
+    if (keep && strcmp(id, keep) == 0)
+      continue;
+    json_t *old = json_object_get(b, "tags"), *left = json_array(), *t;
+    size_t k;
+    json_array_foreach(old, k, t) if (!in_tags(tags, json_string_value(t))) json_array_append(left, t);
+    if (json_array_size(left) == json_array_size(old)) {
+      json_decref(left);
+      continue;
+    }
+    if (held)
+      *held = true;
+    int r;
+    if (json_array_size(left) == 0) {
+      json_decref(left);
+      r = retire(s, id, err);
+    } else {
+      json_object_set_new(b, "tags", left);
+      _cleanup_free_ char *name = xasprintf("templates/%s.json", id);
+      r = write_json(s, name, b, err);
+    }
+    if (r < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* The tags rec asks for, checked: each a tag name, at least latest. */
+static json_t *tags_of(json_t *rec, struct hutch_err *err) {
+  json_t *tags = json_object_get(rec, "tags"), *v;
+  if (!json_is_array(tags) || json_array_size(tags) == 0)
+    return json_pack("[s]", "latest");
+  size_t i;
+  json_t *out = json_array();
+  json_array_foreach(tags, i, v) {
+    if (!json_is_string(v) || !hutch_images_tag_ok(json_string_value(v))) {
+      json_decref(out);
+      hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                     "'%.64s' is no tag (1-128 of A-Z a-z 0-9 . _ -)",
+                     json_is_string(v) ? json_string_value(v) : "");
+      return NULL;
+    }
+    if (!in_tags(out, json_string_value(v)))
+      json_array_append(out, v);
+  }
+  return out;
 }
 
 /* Write rec as a new template of owner, replacing owner's own of its name
  * when replace is set: under the store's lock. */
+/* Write rec as a new build of owner's template of its name, with its
+ * tags: a tag another build of the name holds is moved to it when
+ * replace is set (a build left with none goes), else a conflict. Under
+ * the store's lock. */
 static int add_locked(struct hutch_images *s, json_t *rec, const char *owner, bool replace,
                       struct hutch_err *err) {
   const char *name = json_string_value(json_object_get(rec, "name"));
-  struct hutch_err none = {0};
-  json_t *old = hutch_images_find(s, owner, name, &none);
-  if (old && strcmp(json_string_value(json_object_get(old, "owner")), owner) != 0)
-    old = (json_decref(old), NULL); /* a public one of the name: the owner's own shadows it */
-  unsigned char rnd[8];
+  json_t *tags = tags_of(rec, err);
+  if (!tags)
+    return -1;
+  json_t *builds = builds_of(s, owner, name), *b, *t;
+  size_t i, k;
   int r = 0;
-  if (old && !replace)
-    r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists", "a template '%s' exists", name);
-  else if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+  json_array_foreach(builds, i, b) json_array_foreach(tags, k, t) {
+    if (r == 0 && !replace && in_tags(json_object_get(b, "tags"), json_string_value(t)))
+      r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                         "a template '%s:%s' exists (--replace replaces it)", name,
+                         json_string_value(t));
+  }
+  unsigned char rnd[8];
+  if (r == 0 && getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
     r = hutch_err_set(err, errno, "getrandom");
   if (r == 0) {
     char id[17];
-    for (size_t k = 0; k < sizeof rnd; k++)
-      snprintf(id + 2 * k, 3, "%02x", rnd[k]);
+    for (size_t n = 0; n < sizeof rnd; n++)
+      snprintf(id + 2 * n, 3, "%02x", rnd[n]);
     json_object_set_new(rec, "id", json_string(id));
     json_object_set_new(rec, "owner", json_string(owner));
     json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
-    if (!json_is_array(json_object_get(rec, "tags")))
-      json_object_set_new(rec, "tags", json_pack("[s]", "latest"));
+    json_object_set(rec, "tags", tags);
     if (!json_is_object(json_object_get(rec, "config")))
       json_object_set_new(rec, "config", json_object());
     _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
     r = write_json(s, rname, rec, err);
-    if (r == 0 && old)
-      r = retire(s, json_string_value(json_object_get(old, "id")), err);
+    if (r == 0)
+      r = untag(s, builds, tags, id, NULL, err);
   }
-  json_decref(old);
+  json_decref(builds);
+  json_decref(tags);
   return r;
 }
 
@@ -468,16 +575,88 @@ int hutch_images_remove(struct hutch_images *s, const char *owner, const char *r
     if (!rec)
       return -1;
     const char *rowner = json_string_value(json_object_get(rec, "owner"));
+    const char *id = json_string_value(json_object_get(rec, "id"));
     /* A public template is found by every tenant, removed by none. */
     if (owner && rowner && strcmp(rowner, owner) != 0) {
       json_decref(rec);
       return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
                             "template '%s' is public: only an admin removes it", ref);
     }
-    int r = retire(s, json_string_value(json_object_get(rec, "id")), err);
+    /* NAME:TAG takes the tag away (the build goes with its last one),
+     * NAME every build of the template, an id that build. */
+    _cleanup_free_ char *name = xstrdup(ref);
+    const char *tag = hutch_images_split_tag(name);
+    json_t *builds = builds_of(s, rowner ? rowner : "", json_string_value(json_object_get(rec, "name")));
+    int r;
+    if (tag) {
+      json_t *tags = json_pack("[s]", tag);
+      r = untag(s, builds, tags, NULL, NULL, err);
+      json_decref(tags);
+    } else if (strcmp(id, ref) == 0) {
+      r = retire(s, id, err);
+    } else {
+      json_t *b;
+      size_t i;
+      r = 0;
+      json_array_foreach(builds, i, b) if (r == 0) r =
+          retire(s, json_string_value(json_object_get(b, "id")), err);
+    }
+    json_decref(builds);
     json_decref(rec);
     if (r < 0)
       return -1;
+  }
+  return hutch_images_gc(s, err);
+}
+
+int hutch_images_tag(struct hutch_images *s, const char *owner, const char *ref, json_t *tags,
+                     struct hutch_err *err) {
+  json_t *rec = json_pack("{s:O}", "tags", tags), *want = tags_of(rec, err);
+  json_decref(rec);
+  if (!want)
+    return -1;
+  _cleanup_close_ int lock = lock_store(s, err);
+  json_t *target = lock < 0 ? NULL : hutch_images_find(s, owner, ref, err);
+  int r = -1;
+  const char *towner = json_string_value(json_object_get(target, "owner"));
+  if (target && owner && towner && strcmp(towner, owner) != 0) {
+    hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                   "template '%s' is public: only an admin tags it", ref);
+  } else if (target) {
+    /* The tags go from the name's other builds to this one. */
+    json_t *builds = builds_of(s, towner ? towner : "",
+                               json_string_value(json_object_get(target, "name")));
+    const char *id = json_string_value(json_object_get(target, "id"));
+    json_t *mine = json_object_get(target, "tags"), *t;
+    size_t i;
+    json_array_foreach(want, i, t) if (!in_tags(mine, json_string_value(t)))
+        json_array_append(mine, t);
+    _cleanup_free_ char *name = xasprintf("templates/%s.json", id);
+    r = write_json(s, name, target, err);
+    if (r == 0)
+      r = untag(s, builds, want, id, NULL, err);
+    json_decref(builds);
+  }
+  json_decref(target);
+  json_decref(want);
+  return r;
+}
+
+int hutch_images_untag(struct hutch_images *s, const char *owner, const char *name, json_t *tags,
+                       struct hutch_err *err) {
+  {
+    _cleanup_close_ int lock = lock_store(s, err);
+    if (lock < 0)
+      return -1;
+    json_t *builds = builds_of(s, owner ? owner : "", name);
+    bool held = false;
+    int r = untag(s, builds, tags, NULL, &held, err);
+    json_decref(builds);
+    if (r < 0)
+      return -1;
+    if (!held)
+      return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
+                            "no template '%s' with those tags", name);
   }
   return hutch_images_gc(s, err);
 }
@@ -558,7 +737,8 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
   ids = names_in(s, "templates", ".gone", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
-    if (in_use(s, ids[i])) {
+    _cleanup_close_ int pin = -1;
+    if (in_use(s, ids[i], &pin)) {
       json_t *rec = load_at(s, gone);
       mark(used, rec, s);
       json_decref(rec);

@@ -43,6 +43,8 @@ static const char usage[] =
     "                            no byte for this long ends (default 3600)\n"
     "  --ready-timeout SECONDS   how long a create waits for its template's ready command\n"
     "                            (default 60)\n"
+    "  --template-timeout SECONDS  how long a tenant's template job (import, pull, build)\n"
+    "                            may run before it is killed (default 7200)\n"
     "  --domain NAME             a sandbox's port is also reached as {port}-{id}.NAME, by\n"
     "                            the Host header (default localhost)\n"
     "  --egress-deny CIDR|HOST[:PORT]\n"
@@ -92,7 +94,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY };
+         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -109,6 +111,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"ready-timeout", required_argument, NULL, O_READY},
+      {"template-timeout", required_argument, NULL, O_TPLTIME},
       {"egress-deny", required_argument, NULL, O_EDENY},
       {"egress-permit", required_argument, NULL, O_EPERMIT},
       {"egress-allow-private", no_argument, NULL, O_EPRIVATE},
@@ -208,6 +211,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--ready-timeout", optarg, 3600, &v) < 0)
         return -1;
       cfg->ready_timeout_ms = v * 1000;
+      break;
+    case O_TPLTIME:
+      if (parse_count("--template-timeout", optarg, 7 * 86400, &v) < 0)
+        return -1;
+      cfg->template_timeout_ms = v * 1000;
       break;
     case O_DOMAIN: {
       char canon[NETPOLICY_HOST_MAX + 1];

@@ -41,13 +41,18 @@ after(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
+// The templates here are built on busybox-static (a Debian package the
+// tests install); without it each test skips, or fails under HUTCH_MUST_WORK.
+function busybox(t) {
+  if (existsSync('/bin/busybox')) return true;
+  if (process.env.HUTCH_MUST_WORK === '1') assert.fail('busybox-static is not installed');
+  t.skip('busybox-static is not installed');
+  return false;
+}
+
 describe('templates', () => {
   it('are built with Template.build and started by Sandbox.create(alias)', T, async (t) => {
-    if (!existsSync('/bin/busybox')) {
-      if (process.env.HUTCH_MUST_WORK === '1') assert.fail('busybox-static is not installed');
-      t.skip('busybox-static is not installed');
-      return;
-    }
+    if (!busybox(t)) return;
     const template = Template({ fileContextPath: path.join(work, 'ctx') })
       .fromTemplate('e2bbase')
       .copy('app/hello.txt', '/srv/hello.txt')
@@ -83,11 +88,50 @@ describe('templates', () => {
     }
   });
 
-  it('fail a build with the failing step and its message', T, async (t) => {
-    if (!existsSync('/bin/busybox')) {
-      t.skip('busybox-static is not installed');
-      return;
+  it('run commands as the template\'s user (setUser) unless one is named', T, async (t) => {
+    if (!busybox(t)) return;
+    await Template.build(Template().fromTemplate('e2bbase').setUser('root'), { alias: 'e2b-root' });
+    const sbx = await Sandbox.create('e2b-root');
+    try {
+      assert.equal((await sbx.commands.run('id -un')).stdout, 'root\n');
+      assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout, 'user\n');
+      await sbx.files.write('mine.txt', 'x');
+      assert.equal((await sbx.commands.run('stat -c %U /root/mine.txt')).stdout, 'root\n');
+    } finally {
+      await sbx.kill();
     }
+  });
+
+  it('tag builds: NAME:TAG, assignTags, getTags, removeTags', T, async (t) => {
+    if (!busybox(t)) return;
+    const v = (n) => Template().fromTemplate('e2bbase').runCmd(`echo ${n} > /srv-version`, { user: 'root' });
+    await Template.build(v('one'), 'e2b-tags:v1');
+    await Template.build(v('two'), 'e2b-tags:v2', { tags: ['stable'] });
+    const version = async (ref) => {
+      const sbx = await Sandbox.create(ref);
+      try {
+        return (await sbx.commands.run('cat /srv-version')).stdout.trim();
+      } finally {
+        await sbx.kill();
+      }
+    };
+    assert.equal(await version('e2b-tags:v1'), 'one');
+    assert.equal(await version('e2b-tags:stable'), 'two');
+    await Template.assignTags('e2b-tags:v1', 'prod');
+    const tags = await Template.getTags('e2b-tags');
+    const byTag = Object.fromEntries(tags.map((x) => [x.tag, x.buildId]));
+    assert.deepEqual(Object.keys(byTag).sort(), ['prod', 'stable', 'v1', 'v2']);
+    assert.equal(byTag.prod, byTag.v1);
+    assert.notEqual(byTag.v1, byTag.v2);
+    assert.equal(await version('e2b-tags:prod'), 'one');
+    // The v1 build keeps prod; the v2 build goes with its last two tags.
+    await Template.removeTags('e2b-tags', ['v2', 'stable']);
+    await assert.rejects(Sandbox.create('e2b-tags:v2'));
+    assert.deepEqual((await Template.getTags('e2b-tags')).map((x) => x.tag).sort(), ['prod', 'v1']);
+  });
+
+  it('fail a build with the failing step and its message', T, async (t) => {
+    if (!busybox(t)) return;
     const bad = Template().fromTemplate('e2bbase').runCmd('echo nope >&2; exit 7');
     await assert.rejects(Template.build(bad, { alias: 'e2b-bad' }),
       (e) => e instanceof BuildError && e.message.length > 0);
@@ -95,10 +139,7 @@ describe('templates', () => {
   });
 
   it('fail a create whose ready command never passes, leaving no sandbox', T, async (t) => {
-    if (!existsSync('/bin/busybox')) {
-      t.skip('busybox-static is not installed');
-      return;
-    }
+    if (!busybox(t)) return;
     const never = Template().fromTemplate('e2bbase').setStartCmd('sleep 600', 'false');
     await Template.build(never, { alias: 'e2b-never' });
     const before = (await Sandbox.list().nextItems()).length;

@@ -595,7 +595,8 @@ struct sbx *e2b_sandbox(struct http_conn *c) {
   return &w.sb;
 }
 
-const char *e2b_user(struct http_conn *c) {
+const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
+  (void)sb;
   char *q = http_query(&c->req, "username");
   const char *user = !q || strcmp(q, "user") == 0 ? "user" : strcmp(q, "root") == 0 ? "root" : NULL;
   free(q);

@@ -101,8 +101,8 @@ def sandbox_processes():
             for pid in map(int, procs.read_text().split()):
                 try:
                     comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
-                except FileNotFoundError:
-                    pass  # exited since the listing (a shell's short-lived child)
+                except (FileNotFoundError, ProcessLookupError):
+                    pass  # exited since the listing (a shell's short-lived child), or mid-read
     agents = {p for p, comm in comms.items() if comm == "hutch-agent"}
     return agents, set(comms) - agents
 

@@ -278,8 +278,9 @@ def test_import_what_skopeo_writes(tpl, tmp_path, dest):
     lay = layout(tmp_path / "lay", [BASE, UPPER])
     out = tmp_path / ("out" if dest == "oci" else "out.tar")
     target = f"{dest}:{out}" + (":img:v1" if dest == "docker-archive" else "")
-    subprocess.run(["skopeo", "copy", "-q", f"oci:{lay}:latest", target], check=True,
-                   capture_output=True, timeout=120)
+    # --tmpdir: skopeo's default, /var/tmp, is read-only in the cgroup v2 guest.
+    subprocess.run(["skopeo", "--tmpdir", str(tmp_path), "copy", "-q", f"oci:{lay}:latest", target],
+                   check=True, capture_output=True, timeout=120)
     p = tpl("import", out, "--name", "sk")
     assert p.returncode == 0, p.stderr
     rec = json.loads(tpl("inspect", "sk").stdout)
@@ -310,7 +311,8 @@ def test_export_then_skopeo_then_reimport(tpl, tmp_path):
     out = tmp_path / "t.tar"
     p = tpl("export", "t", out)
     assert p.returncode == 0, p.stderr
-    info = json.loads(subprocess.run(["skopeo", "inspect", f"oci-archive:{out}"], check=True,
+    info = json.loads(subprocess.run(["skopeo", "--tmpdir", str(tmp_path), "inspect",
+                                      f"oci-archive:{out}"], check=True,
                                      capture_output=True, timeout=60).stdout)
     assert info["Architecture"] == "amd64" and info["Os"] == "linux"
     assert info["Env"] == ["PATH=/bin", "HELLO=world"] and len(info["Layers"]) == 2

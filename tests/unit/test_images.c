@@ -191,6 +191,16 @@ int main(void) {
   close(pin);
   ok(hutch_images_gc(&s, &err) == 0 && !exists(gname) && !exists(la),
      "once unpinned, the collection removes it and its layer");
+  char *pname = xasprintf("templates/%s.pin", json_string_value(json_object_get(one, "id")));
+  ok(hutch_images_pin(&s, one, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND && !exists(pname),
+     "a record read before its removal pins nothing (its layers are gone)");
+  char *rname = xasprintf("templates/%s.refs", json_string_value(json_object_get(one, "id")));
+  ok(hutch_images_hold(&s, json_string_value(json_object_get(one, "id")), "snap_0", true, &err) <
+             0 &&
+         err.kind == HUTCH_ERR_NOT_FOUND && !exists(rname),
+     "a removed template is not held");
+  free(rname);
+  free(pname);
   char *lb = xasprintf("layers/%s", b);
   ok(exists(lb), "a layer two templates share stays");
   ok(hutch_images_remove(&s, "tenant-a", "py", &err) == 0 && exists(lb),
@@ -209,6 +219,58 @@ int main(void) {
   ok(!got && err.kind == HUTCH_ERR_NOT_FOUND, "and its record");
   ok(hutch_images_remove(&s, NULL, "node", &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "removing again: not found");
+  /* Builds and tags: tg:v1 beside tg:latest; a tag moves; a build that
+   * loses its last tag goes; NAME is its latest, NAME:TAG that build. */
+  const char *d = "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+  make_layer(&s, d, "etc/passwd", "root:x:0:0::/root:/bin/sh\n");
+  close(s.work_lock); /* layers committed: let the collections below work */
+  s.work_lock = -1;
+  json_t *t0 = json_pack("{s:s,s:s,s:[s]}", "name", "tg", "owner", "", "layers", d);
+  json_t *v1 = json_pack("{s:s,s:s,s:[s],s:[s,s]}", "name", "tg", "owner", "", "layers", d,
+                         "tags", "v1", "stable");
+  json_t *b0 = hutch_images_add(&s, t0, false, &err);
+  json_t *b1 = hutch_images_add(&s, v1, false, &err);
+  ok(b0 && b1, "tg:v1 beside tg:latest: %s", err.msg);
+  json_t *t = hutch_images_find(&s, NULL, "tg", &err);
+  ok(t && json_equal(json_object_get(t, "id"), json_object_get(b0, "id")),
+     "tg is the build tagged latest");
+  json_decref(t);
+  t = hutch_images_find(&s, NULL, "tg:stable", &err);
+  ok(t && json_equal(json_object_get(t, "id"), json_object_get(b1, "id")), "tg:stable the other");
+  json_decref(t);
+  ok(!hutch_images_add(&s, v1, false, &err) && err.kind == HUTCH_ERR_CONFLICT &&
+         strstr(err.msg, "tg:v1"),
+     "a tag taken is a conflict without replace: %s", err.msg);
+  json_t *lt = json_pack("[s]", "latest"), *st = json_pack("[s]", "stable");
+  ok(hutch_images_tag(&s, NULL, "tg:v1", lt, &err) == 0, "latest moved to tg:v1: %s", err.msg);
+  t = hutch_images_find(&s, NULL, "tg", &err);
+  ok(t && json_equal(json_object_get(t, "id"), json_object_get(b1, "id")), "tg is that build now");
+  json_decref(t);
+  char *b0name = xasprintf("templates/%s.json", json_string_value(json_object_get(b0, "id")));
+  ok(!exists(b0name), "the build that lost its last tag went");
+  free(b0name);
+  ok(hutch_images_untag(&s, NULL, "tg", st, &err) == 0 &&
+         !hutch_images_find(&s, NULL, "tg:stable", &err),
+     "stable taken away");
+  ok(hutch_images_untag(&s, NULL, "tg", st, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
+     "taking away a tag nobody has: not found");
+  ok(hutch_images_remove(&s, NULL, "tg:v1", &err) == 0 && (t = hutch_images_find(&s, NULL, "tg", &err)),
+     "removing tg:v1 keeps the build, tagged latest still");
+  json_decref(t);
+  if (s.work_lock >= 0) /* adding made the top layer: this process worked in tmp/ */
+    close(s.work_lock);
+  s.work_lock = -1;
+  ok(hutch_images_remove(&s, NULL, "tg", &err) == 0 && !hutch_images_find(&s, NULL, "tg", &err),
+     "removing tg takes every build of it");
+  char *ld = xasprintf("layers/%s", d);
+  ok(!exists(ld), "and its layer");
+  free(ld);
+  json_decref(lt);
+  json_decref(st);
+  json_decref(t0);
+  json_decref(v1);
+  json_decref(b0);
+  json_decref(b1);
   free(jname);
   free(gname);
   free(la);

@@ -44,13 +44,19 @@ int main(void) {
   translates("{\"fromImage\":\"debian:stable\",\"steps\":[]}", "FROM debian:stable\n",
              "an image");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"RUN\",\"args\":[\"make\",\"root\"]}]}",
-             "FROM b\nUSER root\nRUN make\nUSER root\n", "RUN as a user goes back after");
+             "FROM b\nUSER root\nRUN [\"/bin/sh\",\"-c\",\"make\"]\nUSER root\n",
+             "RUN as a user goes back after");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"USER\",\"args\":[\"user\"]},"
              "{\"type\":\"RUN\",\"args\":[\"apt\",\"root\"]},{\"type\":\"RUN\",\"args\":[\"x\"]}]}",
-             "FROM b\nUSER user\nUSER root\nRUN apt\nUSER user\nRUN x\n",
+             "FROM b\nUSER user\nUSER root\nRUN [\"/bin/sh\",\"-c\",\"apt\"]\nUSER user\n"
+             "RUN [\"/bin/sh\",\"-c\",\"x\"]\n",
              "back to the user USER set");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"RUN\",\"args\":[\"a\\nb\"]}]}",
              "FROM b\nRUN [\"/bin/sh\",\"-c\",\"a\\nb\"]\n", "a multi-line RUN in exec form");
+  translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"RUN\",\"args\":[\"echo a \\\\\"]},"
+             "{\"type\":\"WORKDIR\",\"args\":[\"/x\"]}]}",
+             "FROM b\nRUN [\"/bin/sh\",\"-c\",\"echo a \\\\\"]\nWORKDIR /x\n",
+             "a RUN ending in a backslash joins nothing to it");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"ENV\",\"args\":[\"A\",\"x \\\"y\\\" $z\\\\\",\"B\",\"\"]}]}",
              "FROM b\nENV A=\"x \\\"y\\\" \\$z\\\\\" B=\"\"\n", "ENV values quoted");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"WORKDIR\",\"args\":[\"/srv\"]}],"

@@ -211,7 +211,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
   }
   spec.kind = spec.source ? "pull" : "build";
   if (spec.dockerfile) {
-    workdir = hutch_images_tmpdir(&c->srv->images, &err);
+    workdir = hutch_images_scratchdir(&c->srv->images, &err);
     if (!workdir) {
       http_fail(c, &err);
       goto out;
@@ -315,9 +315,15 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
                (unsigned long long)(TEMPLATE_UPLOAD_MAX >> 20));
     return;
   }
-  struct tpl_upload *u = disk_room(c->srv, p, n, &err) == 0
-                             ? tpl_upload_open(c->srv, TEMPLATE_UPLOAD_MAX, &err)
-                             : NULL;
+  /* The tenant's old uploads make way for this one before its quota
+   * refuses it (they count against it). A body without a length stops
+   * where the quota does. */
+  struct tpl_upload *u = NULL;
+  if (tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n, &err) == 0 &&
+      disk_room(c->srv, p, n, &err) == 0) {
+    uint64_t left = disk_quota_left(c->srv, p);
+    u = tpl_upload_open(c->srv, left < TEMPLATE_UPLOAD_MAX ? left : TEMPLATE_UPLOAD_MAX, &err);
+  }
   if (!u) {
     free(arg);
     http_fail(c, &err);

@@ -24,6 +24,9 @@
 #include "state/store.h"
 
 #define DISK_RESERVE_MIN (256ull << 20)
+/* What a file, directory or link costs at least: a block (a directory's,
+ * a small file's). */
+#define DISK_ENTRY_MIN 4096ull
 
 struct fs_room {
   uint64_t size, avail, reserve;
@@ -62,6 +65,17 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   if (q.max_disk_mb >= 0)
     *quota = (uint64_t)q.max_disk_mb << 20;
   return 0;
+}
+
+uint64_t disk_entry_cost(const struct server *srv) {
+  struct statvfs vfs;
+  uint64_t cost = DISK_ENTRY_MIN;
+  if (statvfs(srv->cfg.state_dir, &vfs) == 0 && vfs.f_files > 0) {
+    uint64_t per_inode = (uint64_t)vfs.f_blocks * vfs.f_frsize / vfs.f_files;
+    if (per_inode > cost)
+      cost = per_inode;
+  }
+  return cost;
 }
 
 uint64_t disk_quota_left(struct server *srv, const struct principal *p) {

@@ -14,6 +14,12 @@ struct principal;
  * no_space (no space). */
 int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
               struct hutch_err *err);
+/* What one entry of a template's layers (a file, a directory, a link)
+ * counts against a quota: a block, or the filesystem's size per inode
+ * when that is more, so that a quota of a fraction of the disk holds at
+ * most that fraction of its inodes too. Entries without data cost the
+ * disk inodes and blocks all the same. */
+uint64_t disk_entry_cost(const struct server *srv);
 /* What the tenant's disk quota has left (0 when it is used up). */
 uint64_t disk_quota_left(struct server *srv, const struct principal *p);
 

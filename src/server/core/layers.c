@@ -74,9 +74,11 @@ json_t *layers_find_template(struct server *srv, const char *tenant, const char 
   return hutch_images_find(&srv->images, tenant, name, err);
 }
 
-void layers_hold(struct server *srv, json_t *layers, const char *snapshot, int hold) {
+int layers_hold(struct server *srv, json_t *layers, const char *holder, int hold) {
   const char *tmpl = layers_template(layers);
   struct hutch_err err = {0};
-  if (tmpl && hutch_images_hold(&srv->images, tmpl, snapshot, hold, &err) < 0)
-    fprintf(stderr, "hutch serve: snapshot %s: template %s: %s\n", snapshot, tmpl, err.msg);
+  if (!tmpl || hutch_images_hold(&srv->images, tmpl, holder, hold, &err) == 0)
+    return 0;
+  fprintf(stderr, "hutch serve: %s: template %s: %s\n", holder, tmpl, err.msg);
+  return -1;
 }

@@ -38,7 +38,10 @@ size_t layers_depth(struct server *srv, json_t *layers);
 json_t *layers_find_template(struct server *srv, const char *tenant, const char *name,
                              struct hutch_err *err);
 
-/* A snapshot stored with layers holds their template (or lets go). */
-void layers_hold(struct server *srv, json_t *layers, const char *snapshot, int hold);
+/* A snapshot stored with layers holds their template (or lets go); so
+ * does a sandbox left running while no server pins its layers (holder
+ * "sbx-ID", from a SIGTERM's release until the next start takes it over).
+ * -1 when the template could not be held (said on stderr). */
+int layers_hold(struct server *srv, json_t *layers, const char *holder, int hold);
 
 #endif

@@ -66,9 +66,9 @@ void metrics_observe(uint64_t hist[16], double *sum, double seconds) {
 
 void metrics_error_code(struct metrics *m, const char *code) {
   for (size_t i = 0; i < METRICS_CODES; i++) {
-    if (!m->errors_by_code[i].code)
-      m->errors_by_code[i].code = code;
-    if (strcmp(m->errors_by_code[i].code, code) == 0) {
+    if (!m->errors_by_code[i].code[0])
+      str_copy(m->errors_by_code[i].code, sizeof m->errors_by_code[i].code, code);
+    if (strncmp(m->errors_by_code[i].code, code, sizeof m->errors_by_code[i].code - 1) == 0) {
       m->errors_by_code[i].n++;
       return;
     }
@@ -138,7 +138,7 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
               (unsigned long long)(m->errors_by_status[s] + (s == 503 ? srv->http.refused : 0)));
   fprintf(f, "# HELP hutch_errors_by_code_total Error answers by their error code.\n"
              "# TYPE hutch_errors_by_code_total counter\n");
-  for (size_t i = 0; i < METRICS_CODES && m->errors_by_code[i].code; i++)
+  for (size_t i = 0; i < METRICS_CODES && m->errors_by_code[i].code[0]; i++)
     fprintf(f, "hutch_errors_by_code_total{code=\"%s\"} %llu\n", m->errors_by_code[i].code,
             (unsigned long long)m->errors_by_code[i].n);
 }

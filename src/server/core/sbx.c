@@ -418,6 +418,11 @@ void sbx_release_all(struct server *srv) {
     struct hutch_err err = {0};
     if (sb->captures && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
       fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
+    /* Its pin goes with this process: until the next start pins them
+     * again, its template's layers are held in the store. */
+    _cleanup_free_ char *holder = xasprintf("sbx-%s", sb->id);
+    if (!sb->pool)
+      layers_hold(srv, sb->layers, holder, true);
     bool connected = !sb->agent_pending;
     if (connected)
       sb->hs->conn_fd = -1; /* the connection's to close */
@@ -555,11 +560,16 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   json_t *slot = json_object_get(row->spec, "slot");
   struct sbx *sb = xcalloc(1, sizeof *sb);
   sb->pin = -1;
+  /* What the stopping server held for it (sbx_release_all) goes once it
+   * is pinned again, or at once when it is not taken over. */
+  _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
+  json_t *held = json_object_get(row->spec, "layers");
   if (!json_is_integer(slot) ||
       hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
                           srv->agents_dir, &sb->hs, &err) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: not taken over: %s\n", row->id,
             json_is_integer(slot) ? err.msg : "no slot recorded");
+    layers_hold(srv, held, holder, false);
     free(sb);
     store_sandbox_delete(srv->store, row->id, &err);
     ctx->ended++;
@@ -599,6 +609,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   if (rec && (sb->pin = hutch_images_pin(&srv->images, rec, &err)) < 0)
     fprintf(stderr, "hutch serve: sandbox %s: template %s: %s\n", sb->id, tmpl, err.msg);
   json_decref(rec);
+  layers_hold(srv, held, holder, false);
   json_t *volumes = json_object_get(row->spec, "volumes");
   sb->volumes = json_is_array(volumes) ? json_incref(volumes) : NULL;
   const char *traffic = json_string_value(json_object_get(row->spec, "traffic_token"));

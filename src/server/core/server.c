@@ -41,6 +41,7 @@ struct server *server_new(void) {
       .paused_retention_ms = 86400 * 1000,
       .relay_idle_ms = 3600 * 1000,
       .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
+      .template_timeout_ms = 7200 * 1000,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");

@@ -55,6 +55,7 @@ struct serve_config {
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
   uint64_t ready_timeout_ms; /* --ready-timeout: a template's ready command (startup.c) */
+  uint64_t template_timeout_ms; /* --template-timeout: a tenant's template job (templates.c) */
   /* --egress-deny, --egress-permit, --egress-allow-private: what no
    * sandbox reaches through its proxy (netpolicy.h, egress.c). */
   struct np_floor floor;
@@ -77,7 +78,7 @@ struct key_cache_slot {
 struct metrics {
   uint64_t requests, errors_by_status[600];
   struct {
-    const char *code; /* a string literal: each is counted once */
+    char code[48]; /* a copy (a template job's code is the job's, which goes): each once */
     uint64_t n;
   } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;

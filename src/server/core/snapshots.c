@@ -259,8 +259,15 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
                               cap->stats.files, cap->ephemeral};
   struct hutch_err e = {0};
   /* Held before it is listed: the template's layers outlive a removal of
-   * the template while the snapshot stacks them. */
-  layers_hold(srv, cap->layers, cap->id, true);
+   * the template while the snapshot stacks them. A template removed
+   * during the copy, whose sandbox ended too, is gone with its layers. */
+  if (layers_hold(srv, cap->layers, cap->id, true) < 0) {
+    offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);
+    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "snapshot_in_use",
+                   "the template sandbox %s was made from was removed during the copy",
+                   cap->sandbox);
+    return NULL;
+  }
   if (store_snapshot_put(srv->store, &sn, &e) < 0) {
     layers_hold(srv, cap->layers, cap->id, false);
     offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);

@@ -94,8 +94,9 @@ static void check_end(json_t *exit, void *arg) {
 static const struct exec_sink check_sink = {
     .start = check_start, .output = check_output, .end = check_end};
 
-/* The next ready check, or the end: passed, out of time, or the sandbox
- * gone meanwhile. */
+/* The next ready check, or the end: passed, out of time, the sandbox
+ * gone meanwhile, or its client gone (the sandbox goes then, not at the
+ * deadline: it counts against the tenant's limits). */
 static void check_due(uv_timer_t *t) {
   struct startup *su = t->data;
   struct principal p = su->p;
@@ -107,7 +108,7 @@ static void check_due(uv_timer_t *t) {
     startup_end(su, NULL, &err);
     return;
   }
-  if (su->passed) {
+  if (su->passed || !su->ops->wanted(su->arg)) {
     startup_end(su, sb, NULL);
     return;
   }

@@ -6,7 +6,8 @@
  * registry, a Dockerfile's RUN output) is hostile: its event lines are
  * parsed as JSON with a cap on each line and on the log, so a child
  * cannot make the server hold more than TEMPLATE_LINE_MAX per job plus
- * TEMPLATE_LOG_MAX events. */
+ * TEMPLATE_LOG_MAX events of TEMPLATE_LOG_BYTES, for TEMPLATE_JOBS_KEPT
+ * jobs of each tenant. */
 #include "core/templates.h"
 
 #include <dirent.h>
@@ -28,33 +29,12 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tplfiles.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
     srv->templates = xcalloc(1, sizeof *srv->templates);
   return srv->templates;
-}
-
-json_t *templates_list(struct server *srv, const struct principal *p) {
-  json_t *all = hutch_images_list(&srv->images, p->tenant);
-  return all ? all : json_array();
-}
-
-json_t *templates_get(struct server *srv, const struct principal *p, const char *ref,
-                      struct hutch_err *err) {
-  return hutch_images_find(&srv->images, p->tenant, ref, err);
-}
-
-uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
-  json_t *all = hutch_images_list(&srv->images, tenant), *v;
-  uint64_t n = 0;
-  size_t i;
-  json_array_foreach(all, i, v) {
-    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
-      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes"));
-  }
-  json_decref(all);
-  return n;
 }
 
 /* A removal off the loop: the store's lock and the layers' trees. */
@@ -179,7 +159,8 @@ static bool code_ok(const char *code) {
   return n > 0 && n < sizeof ((struct template_job *)0)->code && !code[n];
 }
 
-static void job_event(struct template_job *j, json_t *ev) {
+/* last: the job's end, kept whatever the log holds. */
+static void job_event(struct template_job *j, json_t *ev, bool last) {
   const char *name = json_string_value(json_object_get(ev, "event"));
   if (name && strcmp(name, "error") == 0 && !j->err.msg[0]) {
     const char *msg = json_string_value(json_object_get(ev, "message")) ?: "the job failed";
@@ -195,10 +176,15 @@ static void job_event(struct template_job *j, json_t *ev) {
   }
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);
-  if (json_array_size(j->log) < TEMPLATE_LOG_MAX)
+  size_t bytes = json_dumpb(ev, NULL, 0, JSON_COMPACT);
+  bool room =
+      json_array_size(j->log) < TEMPLATE_LOG_MAX && j->log_bytes + bytes <= TEMPLATE_LOG_BYTES;
+  if (room || last) {
     json_array_append(j->log, ev);
-  else
+    j->log_bytes += bytes;
+  } else {
     j->dropped++;
+  }
 }
 
 /* A line the child wrote: an event object, else text kept as a log line. */
@@ -212,7 +198,7 @@ static void job_line(struct template_job *j, const char *s, size_t n) {
   }
   if (!json_object_get(ev, "time"))
     json_object_set_new(ev, "time", json_integer((json_int_t)time(NULL) * 1000));
-  job_event(j, ev);
+  job_event(j, ev, false);
   json_decref(ev);
 }
 
@@ -263,7 +249,10 @@ static void handle_closed(uv_handle_t *h) {
     return;
   j->spawned = false;
   struct hutch_err err = {0};
-  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled;
+  bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled && !j->timed_out;
+  /* The child's own last word (interrupted) is not the reason here. */
+  if (j->cancelled || j->timed_out)
+    j->err = (struct hutch_err){0};
   if (ok && ++j->step < j->nsteps && !j->srv->stopping) {
     if (job_spawn(j, &err) == 0)
       return;
@@ -271,6 +260,9 @@ static void handle_closed(uv_handle_t *h) {
   } else if (!ok && !j->err.msg[0]) {
     if (j->cancelled)
       hutch_err_fail(&j->err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
+    else if (j->timed_out)
+      hutch_err_fail(&j->err, HUTCH_ERR_QUOTA, "timeout", "the job ran longer than %llu s",
+                     (unsigned long long)(j->srv->cfg.template_timeout_ms / 1000));
     else if (j->srv->stopping)
       hutch_err_fail(&j->err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
     else if (j->term_signal)
@@ -308,6 +300,31 @@ static void linger_due(uv_timer_t *t) {
   child_done(j);
 }
 
+/* A tenant's job past its time: its child is killed, the job fails. Each
+ * step is bounded (a RUN step by --timeout, a pull by its low-speed
+ * limit), but a Dockerfile may hold many: without this, two tenants'
+ * long jobs would hold every slot of the server (TEMPLATE_JOBS_SERVER)
+ * for as long as they like. */
+static void kill_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  uv_process_kill(&j->proc, SIGKILL);
+}
+
+/* End the child: SIGTERM first, which a build takes as an interrupt and
+ * answers by destroying its RUN step's sandbox (a SIGKILL left the
+ * sandbox's cgroups behind); SIGKILL if it has not ended after
+ * TEMPLATE_KILL_GRACE_MS. The linger timer waits (proc_exit restarts it). */
+static void job_kill(struct template_job *j) {
+  uv_process_kill(&j->proc, SIGTERM);
+  uv_timer_start(&j->linger, kill_due, TEMPLATE_KILL_GRACE_MS, 0);
+}
+
+static void deadline_due(uv_timer_t *t) {
+  struct template_job *j = t->data;
+  j->timed_out = true;
+  job_kill(j);
+}
+
 static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   struct template_job *j = p->data;
   j->exit_status = status;
@@ -318,13 +335,43 @@ static void proc_exit(uv_process_t *p, int64_t status, int sig) {
   child_done(j);
 }
 
+/* The environment a job's child gets. The server's is the operator's: a
+ * registry credential there (HUTCH_REGISTRY_AUTH) is for the admin key's
+ * pulls. A tenant's job names its own registry, which would be sent the
+ * credential on its first 401 (as Basic, or to a token realm it names),
+ * so a tenant's job gets the environment without it. NULL: the server's
+ * own, unchanged (the array is malloc'd, its strings borrowed). */
+static char **job_env(const struct template_job *j) {
+  extern char **environ;
+  if (j->admin)
+    return NULL;
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = xcalloc(n + 1, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "HUTCH_REGISTRY_AUTH=", 20) != 0)
+      env[k++] = environ[i];
+  return env;
+}
+
+static void job_free(struct template_job *j);
+
+/* The handles of a spawn that failed: the job may be freed only after. */
+static void spawn_undone(uv_handle_t *h) {
+  struct template_job *j = h->data;
+  if (--j->handles == 0 && j->orphan)
+    job_free(j);
+}
+
 static int job_spawn(struct template_job *j, struct hutch_err *err) {
   char **step = j->steps[j->step];
   size_t n = 0;
   while (step[n])
     n++;
   _cleanup_free_ char *prog = template_program();
-  char **argv = xcalloc(n + 11, sizeof *argv);
+  char **argv = xcalloc(n + 13, sizeof *argv);
   size_t a = 0;
   argv[a++] = prog;
   argv[a++] = "--state-dir";
@@ -340,9 +387,14 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   /* What the child unpacks stops at the tenant's quota, not after it. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
+  char files[24];
+  snprintf(files, sizeof files, "%llu",
+           (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
   if (j->max_bytes) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
+    argv[a++] = "--max-files";
+    argv[a++] = files;
   }
   for (size_t i = 0; i < n; i++)
     argv[a++] = step[i];
@@ -353,7 +405,8 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
       {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&j->out},
       {.flags = UV_IGNORE},
   };
-  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv,
+  _cleanup_free_ char **env = job_env(j);
+  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv, .env = env,
                             .stdio = io, .stdio_count = 3};
   j->proc.data = j;
   int r = uv_spawn(j->srv->loop, &j->proc, &o);
@@ -361,13 +414,19 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   if (r < 0) {
     /* The pipe was initialised: it closes; the process handle too, as
      * libuv asks even of a failed spawn. */
-    j->handles = 0;
-    uv_close((uv_handle_t *)&j->out, NULL);
-    uv_close((uv_handle_t *)&j->proc, NULL);
+    j->handles = 2;
+    uv_close((uv_handle_t *)&j->out, spawn_undone);
+    uv_close((uv_handle_t *)&j->proc, spawn_undone);
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "run %s: %s", prog, uv_strerror(r));
   }
   uv_timer_init(j->srv->loop, &j->linger);
   j->linger.data = j;
+  /* The same timer lingers once the child ended (proc_exit restarts it). */
+  if (j->deadline_ns) {
+    uint64_t now = now_ns();
+    uv_timer_start(&j->linger, deadline_due,
+                   j->deadline_ns > now ? (j->deadline_ns - now) / 1000000 : 0, 0);
+  }
   j->handles = 3;
   j->spawned = true;
   j->exited = j->eof = j->drained = false;
@@ -388,15 +447,15 @@ static void free_steps(struct template_job *j) {
   j->nsteps = 0;
 }
 
-static void job_free(struct template_job *j);
-
-/* Ended jobs past TEMPLATE_JOBS_KEPT go, oldest first; never keep, which
- * its caller still holds. */
+/* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
+ * never keep, which its caller still holds. Only its tenant's: another
+ * tenant's jobs are never pushed out by this one's. */
 static void forget_old(struct templates *t, const struct template_job *keep) {
   size_t ended = 0;
   for (struct template_job **pp = &t->jobs; *pp;) {
     struct template_job *j = *pp;
-    if (j->state != TJOB_BUILDING && !j->watch && ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
+    if (j->state != TJOB_BUILDING && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
+        ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
       *pp = j->next;
       job_free(j);
       continue;
@@ -438,7 +497,7 @@ static void job_ended(struct template_job *j) {
                            : json_pack("{s:s,s:s,s:s}", "event", "failed", "code",
                                        err_code(&j->err), "message", j->err.msg);
   json_object_set_new(last, "time", json_integer(j->ended_ms));
-  job_event(j, last);
+  job_event(j, last, true);
   json_decref(last);
   free_steps(j);
   if (j->workdir)
@@ -498,9 +557,22 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
       v[n + 1] = xstrdup(ctx);
       j->steps[j->nsteps++] = v;
     }
-    j->steps[j->nsteps++] =
-        s->no_cache ? argv_of("build", "-f", df, "-t", s->name, "--no-cache", ctx, NULL)
-                    : argv_of("build", "-f", df, "-t", s->name, ctx, NULL);
+    /* build -f DF -t NAME[:TAG]... [--no-cache] CONTEXT */
+    size_t ntags = json_array_size(s->tags);
+    char **v = xcalloc(ntags * 2 + 8, sizeof *v);
+    size_t n = 0;
+    v[n++] = xstrdup("build");
+    v[n++] = xstrdup("-f");
+    v[n++] = xstrdup(df);
+    for (size_t i = 0; i < (ntags ? ntags : 1); i++) {
+      const char *tag = json_string_value(json_array_get(s->tags, i));
+      v[n++] = xstrdup("-t");
+      v[n++] = tag ? xasprintf("%s:%s", s->name, tag) : xstrdup(s->name);
+    }
+    if (s->no_cache)
+      v[n++] = xstrdup("--no-cache");
+    v[n++] = xstrdup(ctx);
+    j->steps[j->nsteps++] = v;
   } else {
     return hutch_err_invalid(err, "no such template job: %s", s->kind);
   }
@@ -546,13 +618,15 @@ static void job_free(struct template_job *j) {
   json_decref(j->log);
   json_decref(j->record);
   free(j->name);
+  json_decref(j->tags);
   free(j->kind);
   free(j->line);
   free(j);
 }
 
 struct template_job *templates_prepare(struct server *srv, const struct principal *p,
-                                       const char *name, bool public, struct hutch_err *err) {
+                                       const char *name, json_t *tags, bool public,
+                                       struct hutch_err *err) {
   struct template_spec spec = {.name = name};
   if (!spec_ok(&spec, p, err))
     return NULL;
@@ -569,6 +643,7 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   j->admin = p->admin;
   str_copy(j->owner, sizeof j->owner, public ? "" : p->tenant);
   j->name = xstrdup(name);
+  j->tags = tags ? json_incref(tags) : NULL;
   j->kind = xstrdup("build");
   j->log = json_array();
   j->created_ms = (int64_t)time(NULL) * 1000;
@@ -594,6 +669,8 @@ static int begin_check(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "the server runs its maximum of %d template jobs at once",
                           TEMPLATE_JOBS_SERVER);
+  if (!j->admin)
+    j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (!*j->owner)
     return 0;
   if (disk_room(srv, p, 0, err) < 0)
@@ -626,21 +703,25 @@ int templates_begin(struct template_job *j, const struct principal *p,
 struct template_job *templates_start(struct server *srv, const struct principal *p,
                                      const struct template_spec *spec, char *workdir,
                                      struct hutch_err *err) {
-  struct template_job *j = templates_prepare(srv, p, spec->name, spec->public, err);
+  struct template_job *j = templates_prepare(srv, p, spec->name, spec->tags, spec->public, err);
   if (!j) {
     if (workdir)
       offload_remove(srv, workdir, true, NULL, NULL);
     return NULL;
   }
   if (templates_begin(j, p, spec, workdir, err) < 0) {
-    /* Never seen by the caller: it goes now. */
+    /* Never seen by the caller: it goes now, or once the handles of a
+     * spawn that failed are closed. */
     struct templates *t = templates_state(srv);
     for (struct template_job **pp = &t->jobs; *pp; pp = &(*pp)->next)
       if (*pp == j) {
         *pp = j->next;
         break;
       }
-    job_free(j);
+    if (j->handles)
+      j->orphan = true;
+    else
+      job_free(j);
     return NULL;
   }
   return j;
@@ -695,16 +776,22 @@ void templates_cancel(struct template_job *j) {
   if (j->state != TJOB_BUILDING)
     return;
   j->cancelled = true;
-  if (j->spawned)
-    uv_process_kill(&j->proc, SIGKILL);
+  /* Once reaped, its pid may be another process's (and the linger timer
+   * is the pipe's then). */
+  if (j->spawned && !j->exited)
+    job_kill(j);
 }
 
+/* A stopping server ends its jobs as a cancel does: SIGTERM, for a build
+ * to tear down the sandbox of its RUN step (a SIGKILL would leave its
+ * cgroups behind), then SIGKILL after TEMPLATE_KILL_GRACE_MS; the loop
+ * runs until they are gone. */
 void templates_stop(struct server *srv) {
   if (!srv->templates)
     return;
   for (struct template_job *j = srv->templates->jobs; j; j = j->next)
-    if (j->spawned)
-      uv_process_kill(&j->proc, SIGKILL);
+    if (j->spawned && !j->exited)
+      job_kill(j);
 }
 
 void templates_free(struct server *srv) {

@@ -22,13 +22,20 @@ struct principal;
  * cores do the builds); more are refused 429 quota_exceeded. */
 #define TEMPLATE_JOBS_TENANT 2
 #define TEMPLATE_JOBS_SERVER 4
-/* One event line of a child, and the events a job's log keeps. */
+/* One event line of a child, and the events and bytes a job's log keeps
+ * (what a tenant's kept jobs hold of the server's memory: a RUN step may
+ * print without end). */
 #define TEMPLATE_LINE_MAX (64u << 10)
 #define TEMPLATE_LOG_MAX 4096
+#define TEMPLATE_LOG_BYTES (2u << 20)
+/* How long a child told to end (SIGTERM) has before SIGKILL. */
+#define TEMPLATE_KILL_GRACE_MS 5000
 /* How long the pipe is read after its child ended. */
 #define TEMPLATE_LINGER_MS 2000
-/* Ended jobs kept to be polled, the oldest forgotten first. */
-#define TEMPLATE_JOBS_KEPT 256
+/* Ended (or waiting) jobs kept to be polled, per tenant, the oldest
+ * forgotten first: per tenant, so that one tenant making jobs in a loop
+ * pushes out only its own. */
+#define TEMPLATE_JOBS_KEPT 32
 
 /* WAITING: made for E2B's two-step build, no child yet. */
 enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
@@ -48,11 +55,13 @@ struct template_job {
   char owner[65]; /* the template's: the tenant, or "" for a public one */
   bool admin;     /* started with the admin key: may pull from loopback */
   char *name;
+  json_t *tags;   /* a build's tags (E2B's NAME:TAG, tags), or NULL: latest */
   char *kind;     /* "import", "pull", "build" */
   enum template_job_state state;
   int64_t created_ms, ended_ms;
   json_t *log;    /* the events, each {"event", ...} as the child wrote it */
-  size_t dropped; /* events past TEMPLATE_LOG_MAX, not kept */
+  size_t dropped; /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
+  size_t log_bytes; /* what the kept events take as JSON */
   json_t *record; /* the template, once ready */
   struct hutch_err err; /* why it failed */
   char code[48];  /* the code of the child's error event, which err.code may point to */
@@ -64,7 +73,9 @@ struct template_job {
   uv_pipe_t out;
   uv_timer_t linger;
   int handles;    /* of proc, out and linger, not yet closed */
-  bool spawned, cancelled;
+  bool spawned, cancelled, timed_out;
+  bool orphan;    /* no longer listed: freed once its handles are closed */
+  uint64_t deadline_ns; /* a tenant's job is killed past it (0: none) */
   bool exited, eof, drained;
   int64_t exit_status;
   int term_signal;
@@ -118,6 +129,7 @@ struct template_spec {
   const char *dockerfile; /* build: its text */
   char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */
   bool no_cache;
+  json_t *tags;          /* build: its tags, or NULL: latest */
 };
 /* Start a job for p: -1 and err (invalid_argument, forbidden for a public
  * one without the admin key, quota_exceeded when too many run or the
@@ -131,11 +143,20 @@ struct template_job *templates_start(struct server *srv, const struct principal 
  * then starts it): a WAITING job for the name, then its start. A start
  * that fails (-1, err) leaves the job ended in error. */
 struct template_job *templates_prepare(struct server *srv, const struct principal *p,
-                                       const char *name, bool public, struct hutch_err *err);
+                                       const char *name, json_t *tags, bool public,
+                                       struct hutch_err *err);
 int templates_begin(struct template_job *j, const struct principal *p,
                     const struct template_spec *spec, char *workdir, struct hutch_err *err);
 /* End a job still waiting with err (its start could not be made). */
 void templates_fail(struct template_job *j, const struct hutch_err *err);
+/* The builds of p's template name (its own), each with its tags. */
+json_t *templates_builds(struct server *srv, const struct principal *p, const char *name);
+/* Give p's build ref (NAME:TAG or an id) the tags, taking them from the
+ * name's other builds; or take tags from every build of p's name. */
+int templates_tag(struct server *srv, const struct principal *p, const char *ref, json_t *tags,
+                  struct hutch_err *err);
+int templates_untag(struct server *srv, const struct principal *p, const char *name, json_t *tags,
+                    struct hutch_err *err);
 /* p's job id, or NULL. */
 struct template_job *templates_job(struct server *srv, const struct principal *p, const char *id);
 /* {id, name, status, created_at, ended_at, template?, error?, log: events
@@ -145,7 +166,8 @@ json_t *templates_job_json(const struct template_job *j, size_t log_from);
 void templates_watch(struct template_job *j, const struct template_watch *w, void *arg);
 /* Cancel a running job: its child is killed, the job fails "cancelled". */
 void templates_cancel(struct template_job *j);
-/* At stop: every child killed; the jobs are freed after the loop. */
+/* At stop: every child ended (SIGTERM, then SIGKILL); the jobs are freed
+ * after the loop. */
 void templates_stop(struct server *srv);
 void templates_free(struct server *srv);
 

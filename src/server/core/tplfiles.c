@@ -4,12 +4,14 @@
  * piece of memory whatever its size. */
 #include "core/tplfiles.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -29,10 +31,23 @@ static void sha256_hex(const void *data, size_t n, char out[65]) {
     snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
-char *tplfiles_path(struct server *srv, const char *tenant, const char *hash) {
-  _cleanup_free_ char *dir = xasprintf("%s/template-files", srv->cfg.state_dir);
+/* STATE/template-files/<sha256 of the tenant>/ (malloc'd), made if
+ * missing: each tenant's files in a directory of their own, so that what
+ * they hold can be counted against the tenant's disk quota. */
+static char *tenant_dir(struct server *srv, const char *tenant) {
+  _cleanup_free_ char *top = xasprintf("%s/template-files", srv->cfg.state_dir);
+  if (mkdir(top, 0700) < 0 && errno != EEXIST)
+    fprintf(stderr, "hutch serve: mkdir %s: %s\n", top, strerror(errno));
+  char hex[65];
+  sha256_hex(tenant, strlen(tenant), hex);
+  char *dir = xasprintf("%s/%s", top, hex);
   if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     fprintf(stderr, "hutch serve: mkdir %s: %s\n", dir, strerror(errno));
+  return dir;
+}
+
+char *tplfiles_path(struct server *srv, const char *tenant, const char *hash) {
+  _cleanup_free_ char *dir = tenant_dir(srv, tenant);
   /* The tenant's name is part of the file's: one tenant's hash never
    * names another's file. */
   _cleanup_free_ char *key = xasprintf("%s/%s", tenant, hash);
@@ -44,7 +59,75 @@ char *tplfiles_path(struct server *srv, const char *tenant, const char *hash) {
 bool tplfiles_present(struct server *srv, const char *tenant, const char *hash) {
   _cleanup_free_ char *p = tplfiles_path(srv, tenant, hash);
   struct stat st;
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+  if (stat(p, &st) < 0 || !S_ISREG(st.st_mode))
+    return false;
+  /* Used now: the last the room-making below removes. */
+  utimensat(AT_FDCWD, p, NULL, 0);
+  return true;
+}
+
+struct kept {
+  char name[80];
+  int64_t mtime;
+  uint64_t bytes;
+};
+
+/* The tenant's files, oldest first (malloc'd), and their count. */
+static struct kept *kept_files(struct server *srv, const char *tenant, size_t *n) {
+  _cleanup_free_ char *dir = tenant_dir(srv, tenant);
+  struct kept *v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        strlen(e->d_name) >= sizeof v->name)
+      continue;
+    if (*n == cap)
+      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+    str_copy(v[*n].name, sizeof v[*n].name, e->d_name);
+    v[*n].mtime = st.st_mtim.tv_sec;
+    v[(*n)++].bytes = (uint64_t)st.st_size;
+  }
+  if (d)
+    closedir(d);
+  for (size_t i = 1; i < *n; i++)
+    for (size_t j = i; j > 0 && v[j].mtime < v[j - 1].mtime; j--) {
+      struct kept t = v[j];
+      v[j] = v[j - 1], v[j - 1] = t;
+    }
+  return v;
+}
+
+uint64_t tplfiles_bytes(struct server *srv, const char *tenant) {
+  size_t n;
+  _cleanup_free_ struct kept *v = kept_files(srv, tenant, &n);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n; i++)
+    bytes += v[i].bytes;
+  return bytes;
+}
+
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
+                       uint64_t need, struct hutch_err *err) {
+  size_t n;
+  _cleanup_free_ struct kept *v = kept_files(srv, tenant, &n);
+  _cleanup_free_ char *dir = tenant_dir(srv, tenant);
+  int64_t recent = (int64_t)time(NULL) - TEMPLATE_FILES_FRESH_S;
+  size_t left = n;
+  for (size_t i = 0; i < n && (quota_left < need || left >= TEMPLATE_FILES_MAX) &&
+                     v[i].mtime < recent; i++) {
+    _cleanup_free_ char *p = xasprintf("%s/%s", dir, v[i].name);
+    if (unlink(p) == 0)
+      quota_left += v[i].bytes, left--;
+  }
+  /* Their count is bounded too: each quota check lists them, on the loop. */
+  if (left >= TEMPLATE_FILES_MAX)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s keeps %d uploaded files, all used in the last %d minutes",
+                          tenant, TEMPLATE_FILES_MAX, TEMPLATE_FILES_FRESH_S / 60);
+  return 0;
 }
 
 void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]) {
@@ -101,7 +184,7 @@ struct tpl_upload {
 };
 
 struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err) {
-  char *dir = hutch_images_tmpdir(&srv->images, err);
+  char *dir = hutch_images_scratchdir(&srv->images, err);
   if (!dir)
     return NULL;
   struct tpl_upload *u = xcalloc(1, sizeof *u);

@@ -1,8 +1,10 @@
 /* Files uploaded for templates: an archive to import, a build context (a
  * tar the native API names by its sha256), E2B's COPY sources (tars E2B's
  * SDK names by its own hash of the files). Kept per tenant under
- * STATE/template-files, named so that no tenant sees or replaces
- * another's: sha256("<tenant>/<hash>").tar. */
+ * STATE/template-files/<sha256 of the tenant>/, named so that no tenant
+ * sees or replaces another's: sha256("<tenant>/<hash>").tar. What a
+ * tenant keeps there counts against its disk quota; the oldest go when a
+ * new upload needs the room. */
 #ifndef HUTCH_CORE_TPLFILES_H
 #define HUTCH_CORE_TPLFILES_H
 
@@ -19,9 +21,24 @@ struct server;
 /* How long an E2B upload URL stays good. */
 #define TEMPLATE_UPLOAD_TOKEN_MS (15 * 60 * 1000)
 
-/* The tenant's file of hash (malloc'd), and whether it is there. */
+/* A file used or written this recently is never removed to make room: a
+ * build may be about to read it. */
+#define TEMPLATE_FILES_FRESH_S (15 * 60)
+
+/* The tenant's file of hash (malloc'd), and whether it is there (which
+ * counts as a use of it). */
 char *tplfiles_path(struct server *srv, const char *tenant, const char *hash);
 bool tplfiles_present(struct server *srv, const char *tenant, const char *hash);
+/* The bytes of the tenant's files. */
+uint64_t tplfiles_bytes(struct server *srv, const char *tenant);
+/* The most files a tenant keeps (each quota check lists them). */
+#define TEMPLATE_FILES_MAX 1024
+/* Remove the tenant's least recently used files (not fresh ones) until
+ * need bytes fit in what its quota leaves and one more file fits under
+ * TEMPLATE_FILES_MAX, or none is left to remove; -1 (quota_exceeded) when
+ * the files are still too many. */
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
+                       uint64_t need, struct hutch_err *err);
 
 /* A one-use token for an upload URL of the tenant's file hash (E2B's SDK
  * PUTs there without its key); out gets 40 hex digits. */

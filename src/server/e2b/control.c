@@ -395,40 +395,57 @@ struct sbx *e2b_sandbox(struct http_conn *c) {
   return NULL;
 }
 
-const char *e2b_user(struct http_conn *c) {
+/* Which of the sandbox's users a name is: "user", "root", or its
+ * template's own (sb->user); NULL for any other. */
+static const char *known_user(const struct sbx *sb, const char *name, size_t n) {
+  if (n == 4 && memcmp(name, "user", 4) == 0)
+    return "user";
+  if (n == 4 && memcmp(name, "root", 4) == 0)
+    return "root";
+  if (sb && sb->user && strlen(sb->user) == n && memcmp(name, sb->user, n) == 0)
+    return sb->user;
+  return NULL;
+}
+
+const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
   const char *auth = http_header(&c->req, "Authorization");
   char *q = http_query(&c->req, "username");
-  const char *user = "user";
+  /* envd's default: the template's user (E2B's setUser), else user. */
+  const char *user = sb && sb->user ? sb->user : "user";
   bool ok = true;
   if (q) {
-    ok = strcmp(q, "user") == 0 || strcmp(q, "root") == 0;
-    user = ok && strcmp(q, "root") == 0 ? "root" : "user";
+    user = known_user(sb, q, strlen(q));
   } else if (auth && strncasecmp(auth, "Basic ", 6) == 0) {
     uint8_t *raw;
     size_t n;
     ok = b64_decode(auth + 6, &raw, &n) == 0;
     if (ok) {
-      ok = (n == 5 && memcmp(raw, "user:", 5) == 0) || (n == 5 && memcmp(raw, "root:", 5) == 0);
-      user = ok && raw[0] == 'r' ? "root" : "user";
+      uint8_t *colon = memchr(raw, ':', n);
+      user = colon && (size_t)(colon - raw) == n - 1 ? known_user(sb, (char *)raw, n - 1) : NULL;
       free(raw);
     }
   }
   free(q);
-  if (!ok) {
+  if (!ok || !user) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "the sandbox has two users: user and root (Basic auth \"user:\" or \"root:\")");
+               "the sandbox's users are user, root%s%s (Basic auth \"NAME:\")",
+               sb && sb->user ? " and " : "", sb && sb->user ? sb->user : "");
     return NULL;
   }
   return user;
 }
 
 char *e2b_path(const char *path, const char *user) {
-  const char *home = strcmp(user, "root") == 0 ? "/root" : "/home/user";
-  if (path && path[0] == '/')
-    return xstrdup(path);
-  if (!path || !*path)
-    return xstrdup(home);
-  return xasprintf("%s/%s", home, path);
+  /* A template's own user's home is not known here: /home/NAME, as
+   * useradd makes it. */
+  char *home = strcmp(user, "root") == 0 ? xstrdup("/root")
+               : user[0] >= '0' && user[0] <= '9' ? xstrdup("/")
+                                                  : xasprintf("/home/%s", user);
+  char *r = path && path[0] == '/' ? xstrdup(path)
+            : !path || !*path      ? xstrdup(home)
+                                   : xasprintf("%s/%s", home, path);
+  free(home);
+  return r;
 }
 
 static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {

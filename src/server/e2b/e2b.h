@@ -40,8 +40,9 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);
 /* The user a data-plane request acts as (Authorization: Basic, or the
- * username query): "user" or "root"; NULL after a 400. */
-const char *e2b_user(struct http_conn *c);
+ * username query): "user", "root" or sb's template's user; with neither,
+ * the template's user (E2B's setUser), else "user". NULL after a 400. */
+const char *e2b_user(struct http_conn *c, const struct sbx *sb);
 /* An envd path: absolute as given, else under the user's home (malloc'd). */
 char *e2b_path(const char *path, const char *user);
 

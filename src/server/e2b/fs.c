@@ -88,7 +88,7 @@ static struct sbx *path_call(struct http_conn *c, const struct principal *p, con
   struct sbx *sb = sbx_lookup(c, p);
   *m = NULL;
   *path = NULL;
-  if (!sb || !(*user = e2b_user(c)) ||
+  if (!sb || !(*user = e2b_user(c, sb)) ||
       !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
     return NULL;
   json_t *v = json_object_get(*m, key);
@@ -189,8 +189,8 @@ void e2b_fs_mkdir(struct http_conn *c, const struct principal *p) {
  * same user, in the same sandbox (there: its agent just answered). */
 static void answer_moved(struct http_conn *c, const struct files_result *r,
                          const struct hutch_err *err) {
-  const char *user = e2b_user(c); /* it was good for the move */
   struct sbx *sb = e2b_sandbox(c);
+  const char *user = sb ? e2b_user(c, sb) : NULL; /* it was good for the move */
   struct hutch_err serr = {0};
   if (err) {
     http_fail(c, err);
@@ -474,7 +474,7 @@ static struct sbx *files_target(struct http_conn *c, const struct principal *p, 
                                 const char **user, bool required) {
   struct sbx *sb = sbx_lookup(c, p);
   *path = NULL;
-  if (!sb || !(*user = e2b_user(c)))
+  if (!sb || !(*user = e2b_user(c, sb)))
     return NULL;
   char *q = http_query(&c->req, "path");
   if (q || required) {

@@ -196,7 +196,7 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
 
 void e2b_process_start(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
-  const char *user = sb ? e2b_user(c) : NULL;
+  const char *user = sb ? e2b_user(c, sb) : NULL;
   json_t *m = user ? connect_request(c, 1) : NULL;
   bool pty = false;
   json_t *o = m ? start_body(c, m, user, &pty) : NULL;

@@ -32,6 +32,17 @@ static bool e2b_name_ok(const char *name) {
   return hutch_images_name_ok(name) && !strchr(name, '/');
 }
 
+/* Whether tags is an array of tag names (empty: latest). */
+static bool tags_ok(json_t *tags) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(tags, i, v) {
+    if (!json_is_string(v) || !hutch_images_tag_ok(json_string_value(v)))
+      return false;
+  }
+  return json_is_array(tags);
+}
+
 /* {name | alias, tags, cpuCount, memoryMB, ...}: name may be "name:tag".
  * cpuCount and memoryMB size E2B's build VM; hutch's builds run with
  * the sandbox defaults, and sandboxes take their own at create. */
@@ -52,13 +63,19 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   }
   json_t *more = json_object_get(o, "tags"), *v;
   size_t i;
-  json_array_foreach(more, i, v) if (json_is_string(v)) json_array_append(tags, v);
+  json_array_foreach(more, i, v) json_array_append(tags, v);
+  /* E2B's build of NAME (no tag) is NAME:latest, and its tags more. */
+  if (!colon)
+    json_array_insert_new(tags, 0, json_string("latest"));
   struct template_job *j = NULL;
   if (!e2b_name_ok(base))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "template name '%s': 1 to %d of a-z, 0-9, '.', '_' and '-'", base,
                HUTCH_IMAGE_NAME_MAX);
-  else if (!(j = templates_prepare(c->srv, p, base, false, &err)))
+  else if (!tags_ok(tags) || (more && !json_is_array(more)))
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "tags are 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'", HUTCH_IMAGE_NAME_MAX);
+  else if (!(j = templates_prepare(c->srv, p, base, tags, false, &err)))
     http_fail(c, &err);
   else
     http_json(c, 202,
@@ -159,9 +176,9 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
     tars[i] = tplfiles_path(c->srv, p->tenant, h);
   }
   if (df && i == n)
-    workdir = hutch_images_tmpdir(&c->srv->images, &err);
+    workdir = hutch_images_scratchdir(&c->srv->images, &err);
   struct template_spec spec = {.name = j->name, .kind = "build", .dockerfile = df,
-                               .contexts = tars,
+                               .contexts = tars, .tags = j->tags,
                                .no_cache = json_is_true(json_object_get(o, "force"))};
   if (!workdir) {
     /* The SDK polls the status next: the job ends in this error too. */
@@ -279,37 +296,68 @@ void e2b_templates_list(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, out);
 }
 
-/* GET /templates/{id}/tags: the record's tags. */
+/* GET /templates/{id}/tags: every tag of the template's builds. */
 void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
-  struct hutch_err err = {0};
-  json_t *rec = templates_get(c->srv, p, c->req.params[0], &err), *v;
-  if (!rec) {
-    http_fail(c, &err);
+  json_t *builds = templates_builds(c->srv, p, c->req.params[0]), *b, *v;
+  if (json_array_size(builds) == 0) {
+    json_decref(builds);
+    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template '%s'",
+               c->req.params[0]);
     return;
   }
-  char at[32];
-  iso8601(json_integer_value(json_object_get(rec, "created_at")), at);
   json_t *out = json_array();
-  size_t i;
-  json_array_foreach(json_object_get(rec, "tags"), i, v)
-      json_array_append_new(out, json_pack("{s:O,s:O,s:s}", "tag", v, "buildID",
-                                           json_object_get(rec, "id"), "createdAt", at));
-  json_decref(rec);
+  size_t i, k;
+  json_array_foreach(builds, i, b) {
+    char at[32];
+    iso8601(json_integer_value(json_object_get(b, "created_at")), at);
+    json_array_foreach(json_object_get(b, "tags"), k, v)
+        json_array_append_new(out, json_pack("{s:O,s:O,s:s}", "tag", v, "buildID",
+                                             json_object_get(b, "id"), "createdAt", at));
+  }
+  json_decref(builds);
   http_json(c, 200, out);
 }
 
-/* Tags are what a build names (NAME:TAG makes a template of its own):
- * moving them between builds is not done. */
+/* POST /templates/tags {target: "NAME:TAG", tags}: the build target
+ * names gets the tags (they leave the name's other builds). */
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
-  (void)p;
-  http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-             "tags are not reassigned: build NAME:TAG instead");
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  const char *target = json_string_value(json_object_get(o, "target"));
+  json_t *tags = json_object_get(o, "tags");
+  struct hutch_err err = {0};
+  json_t *rec = NULL;
+  if (!target || !tags_ok(tags) || json_array_size(tags) == 0)
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "{target: \"NAME:TAG\", tags: [TAG, ...]}, each tag 1 to %d of A-Z, a-z, 0-9, "
+               "'.', '_' and '-'",
+               HUTCH_IMAGE_NAME_MAX);
+  else if (templates_tag(c->srv, p, target, tags, &err) < 0 ||
+           !(rec = templates_get(c->srv, p, target, &err)))
+    http_fail(c, &err);
+  else
+    http_json(c, 201, json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
+  json_decref(rec);
+  json_decref(o);
 }
 
+/* DELETE /templates/tags {name, tags}: the tags leave the name's builds
+ * (a build left with none goes). */
 void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p) {
-  (void)p;
-  http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-             "tags are not removed alone: delete the template");
+  json_t *o = body_object(c);
+  if (!o)
+    return;
+  const char *name = json_string_value(json_object_get(o, "name"));
+  json_t *tags = json_object_get(o, "tags");
+  struct hutch_err err = {0};
+  if (!name || !tags_ok(tags) || json_array_size(tags) == 0)
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "{name, tags: [TAG, ...]}");
+  else if (templates_untag(c->srv, p, name, tags, &err) < 0)
+    http_fail(c, &err);
+  else
+    http_respond(c, 204, NULL, NULL, 0, NULL);
+  json_decref(o);
 }
 
 /* DELETE /templates/{id}: a snapshot (the SDK's deleteSnapshot) when the

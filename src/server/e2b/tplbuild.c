@@ -11,8 +11,8 @@
  *   startCmd, readyCmd             LABEL hutch.start_cmd=... hutch.ready_cmd=...
  *
  * Every argument is the client's: a newline would start an instruction of
- * its own, so none may hold one (a RUN's command goes in JSON's exec form
- * instead), and values are quoted with '"', '\' and '$' escaped. */
+ * its own, so none may hold one (a RUN's command always goes in JSON's
+ * exec form), and values are quoted with '"', '\' and '$' escaped. */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,15 +63,14 @@ static int step_run(char **out, json_t *args, const char *user, struct hutch_err
     return hutch_err_invalid(err, "RUN's user '%s' is no user name", as);
   if (as && *as)
     line(out, "USER %s\n", as);
-  if (one_line(cmd)) {
-    line(out, "RUN %s\n", cmd);
-  } else {
-    json_t *v = json_pack("[s,s,s]", "/bin/sh", "-c", cmd);
-    char *argv = json_dumps(v, JSON_COMPACT);
-    json_decref(v);
-    line(out, "RUN %s\n", argv);
-    free(argv);
-  }
+  /* Always the exec form: a command in the shell form could end in '\'
+   * (joining the next instruction to it), hold a here-document marker or
+   * start with '[' (read as an exec form), as a Dockerfile reads them. */
+  json_t *v = json_pack("[s,s,s]", "/bin/sh", "-c", cmd);
+  char *argv = json_dumps(v, JSON_COMPACT);
+  json_decref(v);
+  line(out, "RUN %s\n", argv);
+  free(argv);
   if (as && *as)
     line(out, "USER %s\n", user);
   return 0;

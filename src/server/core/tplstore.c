@@ -1,0 +1,63 @@
+/* The store's templates as a tenant sees them (templates.h): listed,
+ * found, the builds of a name and their tags, and what they take of the
+ * tenant's disk quota. Small JSON records, read and written on the loop. */
+#include "core/templates.h"
+
+#include <string.h>
+
+#include "images.h"
+#include "util.h"
+#include "core/diskroom.h"
+#include "core/server.h"
+#include "core/tplfiles.h"
+
+json_t *templates_list(struct server *srv, const struct principal *p) {
+  json_t *all = hutch_images_list(&srv->images, p->tenant);
+  return all ? all : json_array();
+}
+
+json_t *templates_get(struct server *srv, const struct principal *p, const char *ref,
+                      struct hutch_err *err) {
+  return hutch_images_find(&srv->images, p->tenant, ref, err);
+}
+
+json_t *templates_builds(struct server *srv, const struct principal *p, const char *name) {
+  json_t *all = templates_list(srv, p), *out = json_array(), *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "name")) ?: "", name) == 0 &&
+        strcmp(json_string_value(json_object_get(v, "owner")) ?: "", p->tenant) == 0)
+      json_array_append(out, v);
+  }
+  json_decref(all);
+  return out;
+}
+
+/* Tag changes write a record or two and may collect layers: small enough
+ * for the loop, as a template's removal by name is not (templates_delete). */
+int templates_tag(struct server *srv, const struct principal *p, const char *ref, json_t *tags,
+                  struct hutch_err *err) {
+  return hutch_images_tag(&srv->images, p->tenant, ref, tags, err);
+}
+
+int templates_untag(struct server *srv, const struct principal *p, const char *name, json_t *tags,
+                    struct hutch_err *err) {
+  return hutch_images_untag(&srv->images, p->tenant, name, tags, err);
+}
+
+uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
+  json_t *all = hutch_images_list(&srv->images, tenant), *v;
+  uint64_t n = 0, entry = disk_entry_cost(srv);
+  size_t i;
+  /* Each entry as well as the data: layers of empty directories or files
+   * would otherwise cost nothing and fill the disk's blocks and inodes. */
+  json_array_foreach(all, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
+      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
+           (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
+  }
+  json_decref(all);
+  /* And what it uploaded: without this, uploads of new content, each
+   * within the quota, would take the disk from every other tenant. */
+  return n + tplfiles_bytes(srv, tenant);
+}
