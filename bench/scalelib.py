@@ -243,6 +243,7 @@ def context(build, a):
             "commit": first_line(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
             "hutch": first_line([str(build / "hutch"), "version"]),
             "bwrap": first_line(["bwrap", "--version"]),
+            "runc": first_line(["runc", "--version"]) if shutil.which("runc") else None,
             "python": platform.python_version(), "options": vars(a)}
 
 
