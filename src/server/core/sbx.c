@@ -4,10 +4,12 @@
 #include "core/sbx.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -168,10 +170,16 @@ static void open_egress(struct sbx *sb) {
  *    in it forever. Its path (rootfs.c, the cgroup's enter_self, the
  *    seccomp install) makes syscalls and formats into stack buffers; it
  *    allocates nothing (rootfs.c's one strdup is a stack copy now) and
- *    takes no stdio lock. Only on an error does it call strerror (glibc:
- *    a read lock on the locale's state, which no thread of hutch serve
- *    ever write-locks, since nothing calls setlocale). The id-map and
- *    network namespace helpers only read, unshare, pause and _exit.
+ *    takes no stdio lock. It sets its ids with raw system calls: glibc's
+ *    setresuid and setgroups signal every thread the process had and wait
+ *    for those starting or ending, which in the clone never answer. Only
+ *    on an error does it call strerror (glibc: a read lock on the
+ *    locale's state, which no thread of hutch serve ever write-locks,
+ *    since nothing calls setlocale). The id-map helper closes every fd
+ *    but its pipe's end, reads and _exits; the network namespace's is a
+ *    thread that unshares, opens and ends (netns.c). Each create's clones
+ *    close what other creates hold first (offload.h), so creates run
+ *    --create-lanes at once.
  *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
  *    between processes, then flock on an fd of their own: flock locks
  *    belong to the open file, so the collector (hutch_gc, on this thread
@@ -181,7 +189,9 @@ static void open_egress(struct sbx *sb) {
  *    src/lib keeps mutable static state; the template is built beside and
  *    renamed into place, so two builders cannot clash; nothing changes the
  *    process's working directory, umask or namespaces but the cloned
- *    child (hutch_sandbox_socket's setns is per thread, and on the loop).
+ *    child (hutch_sandbox_socket's setns and the netns helper's unshare
+ *    are per thread: the one on the loop, the other on a thread that
+ *    ends).
  *  - The agent must not inherit this thread's signal mask: libuv's pool
  *    threads are made with the mask of the loop's thread, which blocks
  *    nothing. */
@@ -205,11 +215,21 @@ struct making {
  * process's own before the agent starts (spawn.c), so a sandbox taken from
  * a pool runs as one made for the request. The thread gets its priority
  * back before it takes other work. */
+/* Whether a thread may raise its priority again (CAP_SYS_NICE): without
+ * it, a refill is made at the server's own, rather than leave the thread,
+ * or the agent, below it. */
+static bool may_renice(void) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  return syscall(SYS_capget, &h, d) == 0 && (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
+}
+
 static void making_run(struct offload *o) {
   struct making *m = OFFLOAD_JOB(o, struct making);
   pid_t tid = gettid();
   int nice = 0;
-  if (m->ahead) {
+  bool renice = m->ahead && may_renice();
+  if (renice) {
     errno = 0;
     nice = getpriority(PRIO_PROCESS, (id_t)getpid());
     if (nice == -1 && errno)
@@ -219,7 +239,7 @@ static void making_run(struct offload *o) {
   uint64_t t0 = now_ns();
   m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
   m->took_ns = now_ns() - t0;
-  if (m->ahead)
+  if (renice)
     setpriority(PRIO_PROCESS, (id_t)tid, nice);
 }
 
