@@ -438,7 +438,8 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
   int pidfd = -1;
   pid_t pid = clone3_pidfd(CLONE_NEWUSER, -1, &pidfd);
   if (pid == 0) {
-    /* Holding no other create's fds (netns.c says why), until the parent
+    /* Holding no other create's fds (hutch serve makes several sandboxes
+     * at once: src/server/core/offload.h), until the parent
      * has what it needs: only the parent holds the write end, so its
      * close, or its death, ends the read. */
     char c;

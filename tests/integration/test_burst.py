@@ -143,3 +143,15 @@ def test_a_pool_emptied_by_a_burst_grows_and_its_sandboxes_run_at_normal_priorit
             assert api.delete(f"/v1/sandboxes/{sid}").status == 204
     finally:
         assert s.stop() == 0, s.log_text()
+
+
+def test_bad_lane_and_admission_options(tmp_path):
+    import subprocess
+    from conftest import BUILD
+    for opt, value in [("--create-lanes", "0"), ("--create-lanes", "17"), ("--create-lanes", "x"),
+                       ("--max-create-wait-ms", "0"), ("--max-create-wait-ms", "1s")]:
+        r = subprocess.run([str(BUILD / "hutch"), "serve", "--state-dir", str(tmp_path / "s"),
+                            "--listen", "127.0.0.1:1", opt, value],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 125 and r.stderr.count("\n") == 1, (opt, value, r.stderr)
+        assert opt in r.stderr, (opt, r.stderr)

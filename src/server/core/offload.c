@@ -59,7 +59,6 @@ static void enqueue(struct server *srv, enum offload_lane lane, bool background,
   struct offload_queue *q = &srv->offload[lane];
   o->srv = srv;
   o->lane = lane;
-  o->background = background;
   o->run = run;
   o->done = done;
   o->next = NULL;

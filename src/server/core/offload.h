@@ -42,7 +42,6 @@ struct offload {
   struct offload *next; /* waiting */
   struct server *srv;
   enum offload_lane lane;
-  bool background; /* waits behind every job of its lane not marked so */
   void (*run)(struct offload *o);  /* on a thread of the pool */
   void (*done)(struct offload *o); /* on the loop, after run; may free o */
 };
