@@ -311,9 +311,9 @@ def trio(xs, d=1):
 # ---------------------------------------------------------------- bursts
 
 
-def burst_worker(port, key, n, deadline, go, q):
+def burst_worker(port, key, n, limit, go, q):
     """n clients in threads of this process, each one cycle once `go` is set."""
-    clients = [Client(port, key, deadline) for _ in range(n)]
+    clients = [Client(port, key) for _ in range(n)]
     for c in clients:
         c.connect()
     start = threading.Event()
@@ -339,6 +339,8 @@ def burst_worker(port, key, n, deadline, go, q):
         t.start()
     q.put(("ready", None))
     go.wait()
+    for c in clients:
+        c.deadline = time.monotonic() + limit
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     start.set()
     for t in threads:
@@ -347,13 +349,14 @@ def burst_worker(port, key, n, deadline, go, q):
     q.put(("done", (out, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)))
 
 
-def burst(srv, n, procs, deadline):
-    """n clients at once from `procs` processes; their samples."""
+def burst(srv, n, procs, limit=120):
+    """n clients at once from `procs` processes, each retrying a 429/503 for
+    up to `limit` seconds from the start; their samples."""
     ctx = multiprocessing.get_context("fork")
     go, q = ctx.Event(), ctx.Queue()
     procs = max(1, min(procs, n))
     share = [n // procs + (i < n % procs) for i in range(procs)]
-    ps = [ctx.Process(target=burst_worker, args=(srv.port, srv.key, k, deadline, go, q))
+    ps = [ctx.Process(target=burst_worker, args=(srv.port, srv.key, k, limit, go, q))
           for k in share]
     for p in ps:
         p.start()
@@ -364,7 +367,7 @@ def burst(srv, n, procs, deadline):
     go.set()
     out, client_cpu = [], 0.0
     for _ in ps:
-        _, (samples, cpu) = q.get(timeout=max(60, deadline - time.monotonic() + 60))
+        _, (samples, cpu) = q.get(timeout=limit + 120)
         out += samples
         client_cpu += cpu
     wall = time.perf_counter() - t0
