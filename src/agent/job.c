@@ -23,6 +23,7 @@
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 /* Read at most this much of one job's output per turn, for fairness. */
 #define TURN_BUDGET (4 * HUTCH_DATA_CHUNK)
+#define FILE_PIPE HUTCH_WINDOW_INITIAL /* a file operation's pipes */
 #define RESULT_MAX (64u << 10)
 
 static void maybe_finish(struct agent *a, struct job *j);
@@ -83,11 +84,12 @@ static void force_end(struct agent *a, struct job *j, enum hutch_status st, cons
 /* Forward what an output pipe has, within the stream's window, the output
  * limit and a per-turn budget. */
 static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
-  static uint8_t buf[HUTCH_DATA_CHUNK];
   size_t budget = TURN_BUDGET;
   /* An abandoned stream's output is read and dropped, window or not. */
   while (op->w.fd >= 0 && budget > 0 && (j->closed || (j->send_window > 0 && agent_can_send(a)))) {
-    size_t n = j->closed || sizeof buf < j->send_window ? sizeof buf : j->send_window;
+    size_t n = j->closed || HUTCH_DATA_CHUNK < j->send_window ? HUTCH_DATA_CHUNK : j->send_window;
+    /* Read in place, into the frame that carries it out. */
+    uint8_t *buf = hutch_conn_room(&a->conn, n);
     ssize_t r = read(op->w.fd, buf, n);
     if (r < 0 && errno == EINTR)
       continue;
@@ -107,7 +109,7 @@ static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
       over = true;
     }
     if (send > 0 && !j->closed) {
-      agent_send(a, op->frame_type, 0, j->id, buf, send);
+      hutch_conn_commit(&a->conn, op->frame_type, 0, j->id, send);
       j->send_window -= (uint32_t)send;
     }
     j->output_bytes += send;
@@ -190,10 +192,25 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
     a->conn.eof = true;
     return;
   }
-  j->inbuf = xrealloc(j->inbuf, j->inlen + n);
-  memcpy(j->inbuf + j->inlen, p, n);
-  j->inlen += n;
   j->in_eof |= eof;
+  /* Nothing waits before these bytes: they go from the frame straight to
+   * the pipe, and only what it cannot take now is kept. */
+  size_t wrote = 0;
+  while (j->inlen == 0 && wrote < n) {
+    ssize_t w = write(j->in.fd, p + wrote, n - wrote);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break; /* full (flush_stdin waits for room), or closed (flush_stdin says so) */
+    wrote += (size_t)w;
+  }
+  if (wrote)
+    hutch_conn_send_window(&a->conn, j->id, (uint32_t)wrote);
+  if (wrote < n) {
+    j->inbuf = xrealloc(j->inbuf, j->inlen + n - wrote);
+    memcpy(j->inbuf + j->inlen, p + wrote, n - wrote);
+    j->inlen += n - wrote;
+  }
   flush_stdin(a, j);
 }
 
@@ -563,6 +580,11 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return -1;
   }
+  /* A file's bytes go through these pipes: large ones take a window's
+   * worth a wake-up (else the default; slower, no worse). */
+  fcntl(out[1], F_SETPIPE_SZ, FILE_PIPE);
+  if (writes)
+    fcntl(in[1], F_SETPIPE_SZ, FILE_PIPE);
   struct who who;
   if (agent_who(json_string_value(json_object_get(req, "user")), &who, e) < 0) {
     close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);

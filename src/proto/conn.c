@@ -83,13 +83,23 @@ int hutch_conn_next(struct hutch_conn *c, struct hutch_frame *f, struct hutch_er
   return 1;
 }
 
+uint8_t *hutch_conn_room(struct hutch_conn *c, size_t len) {
+  buf_reserve(&c->out, HUTCH_FRAME_HEADER + len);
+  return c->out.data + c->out.end + HUTCH_FRAME_HEADER;
+}
+
+void hutch_conn_commit(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                       size_t len) {
+  hutch_frame_header(c->out.data + c->out.end, type, flags, stream, (uint32_t)len);
+  c->out.end += HUTCH_FRAME_HEADER + len;
+}
+
 void hutch_conn_send(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
                      const void *payload, size_t len) {
-  buf_reserve(&c->out, HUTCH_FRAME_HEADER + len);
-  hutch_frame_header(c->out.data + c->out.end, type, flags, stream, (uint32_t)len);
+  uint8_t *room = hutch_conn_room(c, len);
   if (len)
-    memcpy(c->out.data + c->out.end + HUTCH_FRAME_HEADER, payload, len);
-  c->out.end += HUTCH_FRAME_HEADER + len;
+    memcpy(room, payload, len);
+  hutch_conn_commit(c, type, flags, stream, len);
 }
 
 void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t increment) {
