@@ -207,7 +207,7 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
   if (wrote)
     hutch_conn_send_window(&a->conn, j->id, (uint32_t)wrote);
   if (wrote < n) {
-    j->inbuf = xrealloc(j->inbuf, j->inlen + n - wrote);
+    j->inbuf = xgrow(j->inbuf, &j->incap, j->inlen + n - wrote);
     memcpy(j->inbuf + j->inlen, p + wrote, n - wrote);
     j->inlen += n - wrote;
   }

@@ -264,7 +264,7 @@ void agentc_stdin(struct astream *s, const void *p, size_t n, bool eof) {
    * only the rest is kept. */
   size_t sent = s->npending ? 0 : send_stdin(s, p, n);
   if (n > sent) {
-    s->pending = xrealloc(s->pending, s->npending + n - sent);
+    s->pending = xgrow(s->pending, &s->pcap, s->npending + n - sent);
     memcpy(s->pending + s->npending, (const uint8_t *)p + sent, n - sent);
     s->npending += n - sent;
   }
