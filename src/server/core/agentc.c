@@ -57,7 +57,7 @@ static size_t send_stdin(struct astream *s, const uint8_t *p, size_t n) {
     n = s->window;
   for (size_t off = 0, chunk; off < n; off += chunk) {
     chunk = n - off < HUTCH_DATA_CHUNK ? n - off : HUTCH_DATA_CHUNK;
-    hutch_conn_send(&s->ac->conn, HUTCH_F_STDIN, 0, s->id, p + off, chunk);
+    hutch_conn_send_now(&s->ac->conn, HUTCH_F_STDIN, 0, s->id, p + off, chunk);
   }
   s->window -= (uint32_t)n;
   return n;
