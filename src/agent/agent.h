@@ -47,6 +47,7 @@ struct job {
   struct watch in;         /* write end of the workload's stdin */
   uint8_t *inbuf;          /* stdin bytes not yet written */
   size_t inlen, incap;
+  size_t in_max;           /* twice the window the client was given: more is an error */
   bool in_eof;             /* the client sent EOF: close once inbuf drains */
   bool pty;
 

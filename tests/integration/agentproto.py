@@ -14,7 +14,7 @@ import threading
 HEADER = struct.Struct(">IBBHI")
 HELLO, OPEN, STDIN, STDOUT, STDERR, CONTROL, EVENT, ERROR, WINDOW, CLOSE = range(1, 11)
 EOF_FLAG, END_FLAG = 1, 2
-WINDOW_INITIAL = 1 << 20
+WINDOW_INITIAL = 256 << 10
 
 
 class Frame:

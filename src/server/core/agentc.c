@@ -56,7 +56,7 @@ static size_t send_stdin(struct astream *s, const uint8_t *p, size_t n) {
   if (n > s->window)
     n = s->window;
   for (size_t off = 0, chunk; off < n; off += chunk) {
-    chunk = n - off < HUTCH_DATA_CHUNK ? n - off : HUTCH_DATA_CHUNK;
+    chunk = n - off < s->chunk ? n - off : s->chunk;
     hutch_conn_send_now(&s->ac->conn, HUTCH_F_STDIN, 0, s->id, p + off, chunk);
   }
   s->window -= (uint32_t)n;
@@ -186,6 +186,7 @@ struct astream *agentc_attach(struct agentc *ac, uint32_t id, astream_cb cb, voi
   s->cb = cb;
   s->ctx = ctx;
   s->window = HUTCH_WINDOW_INITIAL;
+  s->chunk = HUTCH_DATA_CHUNK;
   s->id = id;
   s->next = ac->streams;
   ac->streams = s;
