@@ -47,14 +47,9 @@ def origin(data):
     body = data[0]
 
     class H(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+        def do_GET(self):  # HTTP/1.0: the connection ends with the body
+            self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
             self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
