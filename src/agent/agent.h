@@ -46,7 +46,8 @@ struct job {
   struct outpipe out, err; /* err unused for a file job or a PTY */
   struct watch in;         /* write end of the workload's stdin */
   uint8_t *inbuf;          /* stdin bytes not yet written */
-  size_t inlen;
+  size_t inlen, incap;
+  size_t in_max;           /* twice the window the client was given: more is an error */
   bool in_eof;             /* the client sent EOF: close once inbuf drains */
   bool pty;
 

@@ -21,8 +21,9 @@
 #include "util.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
-/* Read at most this much of one job's output per turn, for fairness. */
-#define TURN_BUDGET (4 * HUTCH_DATA_CHUNK)
+/* Read at most this many frames of one job's output per turn, for fairness. */
+#define TURN_FRAMES 4
+#define FILE_PIPE HUTCH_FILE_WINDOW /* a file operation's pipes */
 #define RESULT_MAX (64u << 10)
 
 static void maybe_finish(struct agent *a, struct job *j);
@@ -38,6 +39,7 @@ static struct job *job_new(struct agent *a, uint32_t id, enum job_kind kind) {
   j->out.frame_type = HUTCH_F_STDOUT;
   j->err.frame_type = HUTCH_F_STDERR;
   j->send_window = HUTCH_WINDOW_INITIAL;
+  j->in_max = 2 * HUTCH_WINDOW_INITIAL;
   j->next = a->jobs;
   a->jobs = j;
   return j;
@@ -83,11 +85,13 @@ static void force_end(struct agent *a, struct job *j, enum hutch_status st, cons
 /* Forward what an output pipe has, within the stream's window, the output
  * limit and a per-turn budget. */
 static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
-  static uint8_t buf[HUTCH_DATA_CHUNK];
-  size_t budget = TURN_BUDGET;
+  size_t chunk = j->kind == JOB_FILE ? HUTCH_FILE_CHUNK : HUTCH_DATA_CHUNK;
+  size_t budget = TURN_FRAMES * chunk;
   /* An abandoned stream's output is read and dropped, window or not. */
   while (op->w.fd >= 0 && budget > 0 && (j->closed || (j->send_window > 0 && agent_can_send(a)))) {
-    size_t n = j->closed || sizeof buf < j->send_window ? sizeof buf : j->send_window;
+    size_t n = j->closed || chunk < j->send_window ? chunk : j->send_window;
+    /* Read in place, into the frame that carries it out. */
+    uint8_t *buf = hutch_conn_room(&a->conn, n);
     ssize_t r = read(op->w.fd, buf, n);
     if (r < 0 && errno == EINTR)
       continue;
@@ -107,7 +111,7 @@ static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
       over = true;
     }
     if (send > 0 && !j->closed) {
-      agent_send(a, op->frame_type, 0, j->id, buf, send);
+      hutch_conn_commit(&a->conn, op->frame_type, 0, j->id, send);
       j->send_window -= (uint32_t)send;
     }
     j->output_bytes += send;
@@ -185,15 +189,30 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
       hutch_conn_send_window(&a->conn, j->id, (uint32_t)n);
     return;
   }
-  if (j->inlen + n > 2 * HUTCH_WINDOW_INITIAL) {
+  if (j->inlen + n > j->in_max) {
     /* More than the window allows: the client is broken. */
     a->conn.eof = true;
     return;
   }
-  j->inbuf = xrealloc(j->inbuf, j->inlen + n);
-  memcpy(j->inbuf + j->inlen, p, n);
-  j->inlen += n;
   j->in_eof |= eof;
+  /* Nothing waits before these bytes: they go from the frame straight to
+   * the pipe, and only what it cannot take now is kept. */
+  size_t wrote = 0;
+  while (j->inlen == 0 && wrote < n) {
+    ssize_t w = write(j->in.fd, p + wrote, n - wrote);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break; /* full (flush_stdin waits for room), or closed (flush_stdin says so) */
+    wrote += (size_t)w;
+  }
+  if (wrote)
+    hutch_conn_send_window(&a->conn, j->id, (uint32_t)wrote);
+  if (wrote < n) {
+    j->inbuf = xgrow(j->inbuf, &j->incap, j->inlen + n - wrote);
+    memcpy(j->inbuf + j->inlen, p + wrote, n - wrote);
+    j->inlen += n - wrote;
+  }
   flush_stdin(a, j);
 }
 
@@ -563,6 +582,11 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return -1;
   }
+  /* A file's bytes go through these pipes: large ones take a window's
+   * worth a wake-up (else the default; slower, no worse). */
+  fcntl(out[1], F_SETPIPE_SZ, FILE_PIPE);
+  if (writes)
+    fcntl(in[1], F_SETPIPE_SZ, FILE_PIPE);
   struct who who;
   if (agent_who(json_string_value(json_object_get(req, "user")), &who, e) < 0) {
     close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);
@@ -584,5 +608,9 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     return hutch_err_set(e, spawn_errno, "fork");
   }
   watch_job_fds(a, j, in[1], out[0], -1, res[0]);
+  if (writes) { /* the content comes in a file's window */
+    hutch_conn_send_window(&a->conn, id, HUTCH_FILE_WINDOW - HUTCH_WINDOW_INITIAL);
+    j->in_max = 2 * HUTCH_FILE_WINDOW;
+  }
   return 0;
 }

@@ -33,6 +33,16 @@ void *xrealloc(void *p, size_t n) {
   return q ? q : oom();
 }
 
+void *xgrow(void *p, size_t *cap, size_t need) {
+  if (need <= *cap)
+    return p;
+  size_t n = *cap ? *cap : 4096;
+  while (n < need)
+    n *= 2;
+  *cap = n;
+  return xrealloc(p, n);
+}
+
 char *xstrdup(const char *s) {
   char *p = strdup(s);
   return p ? p : oom();

@@ -15,6 +15,10 @@
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
+/* p with room for at least need bytes (*cap its size): grown by doubling,
+ * never shrunk, so that a buffer filled and drained over and over is not
+ * given back to the kernel and faulted in again each time. */
+void *xgrow(void *p, size_t *cap, size_t need);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

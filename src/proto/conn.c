@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -83,13 +84,46 @@ int hutch_conn_next(struct hutch_conn *c, struct hutch_frame *f, struct hutch_er
   return 1;
 }
 
+uint8_t *hutch_conn_room(struct hutch_conn *c, size_t len) {
+  buf_reserve(&c->out, HUTCH_FRAME_HEADER + len);
+  return c->out.data + c->out.end + HUTCH_FRAME_HEADER;
+}
+
+void hutch_conn_commit(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                       size_t len) {
+  hutch_frame_header(c->out.data + c->out.end, type, flags, stream, (uint32_t)len);
+  c->out.end += HUTCH_FRAME_HEADER + len;
+}
+
 void hutch_conn_send(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
                      const void *payload, size_t len) {
-  buf_reserve(&c->out, HUTCH_FRAME_HEADER + len);
-  hutch_frame_header(c->out.data + c->out.end, type, flags, stream, (uint32_t)len);
+  uint8_t *room = hutch_conn_room(c, len);
   if (len)
-    memcpy(c->out.data + c->out.end + HUTCH_FRAME_HEADER, payload, len);
-  c->out.end += HUTCH_FRAME_HEADER + len;
+    memcpy(room, payload, len);
+  hutch_conn_commit(c, type, flags, stream, len);
+}
+
+void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                         const void *payload, size_t len) {
+  uint8_t head[HUTCH_FRAME_HEADER];
+  hutch_frame_header(head, type, flags, stream, (uint32_t)len);
+  struct iovec iov[2] = {{head, sizeof head}, {(void *)payload, len}};
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+  ssize_t w = c->out.end == c->out.start && c->fd >= 0
+                  ? sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)
+                  : -1;
+  size_t done = w > 0 ? (size_t)w : 0; /* a failure: the next flush meets it again */
+  if (done == 0) {
+    hutch_conn_send(c, type, flags, stream, payload, len);
+    return;
+  }
+  /* The rest of the frame, queued as bytes (its header may be cut too). */
+  size_t hrest = done < sizeof head ? sizeof head - done : 0;
+  size_t pdone = done > sizeof head ? done - sizeof head : 0;
+  buf_reserve(&c->out, hrest + len - pdone);
+  memcpy(c->out.data + c->out.end, head + sizeof head - hrest, hrest);
+  memcpy(c->out.data + c->out.end + hrest, (const uint8_t *)payload + pdone, len - pdone);
+  c->out.end += hrest + len - pdone;
 }
 
 void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t increment) {

@@ -34,6 +34,16 @@ int hutch_conn_next(struct hutch_conn *c, struct hutch_frame *f, struct hutch_er
 
 void hutch_conn_send(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
                      const void *payload, size_t len);
+/* The same, sent at once as far as the socket takes it when nothing is
+ * queued before it (no copy of the payload); the rest is queued. */
+void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                         const void *payload, size_t len);
+/* Room for a frame's payload of up to len bytes in the send buffer, to be
+ * filled in place (read into) and queued by hutch_conn_commit with the
+ * length it got; valid until the next send. */
+uint8_t *hutch_conn_room(struct hutch_conn *c, size_t len);
+void hutch_conn_commit(struct hutch_conn *c, uint8_t type, uint8_t flags, uint32_t stream,
+                       size_t len);
 void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t increment);
 /* Write queued bytes. 0: all sent; 1: some remain (wait for POLLOUT); -1 error. */
 int hutch_conn_flush(struct hutch_conn *c, struct hutch_err *err);

@@ -14,6 +14,10 @@
 #define HUTCH_FRAME_MAX (1u << 20)      /* largest payload accepted */
 #define HUTCH_DATA_CHUNK (64u << 10)     /* largest data payload sent */
 #define HUTCH_WINDOW_INITIAL (256u << 10) /* per stream, per direction */
+/* A file's read or write: its data payloads and its window, which the
+ * receiver of the data grants (the rest beyond the initial one) at open. */
+#define HUTCH_FILE_CHUNK (256u << 10)
+#define HUTCH_FILE_WINDOW (1u << 20)
 
 enum hutch_frame_type {
   HUTCH_F_HELLO = 1,   /* agent -> client, stream 0: JSON */

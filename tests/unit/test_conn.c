@@ -293,6 +293,58 @@ static void test_window(void) {
   }
 }
 
+/* send_now: frames sent at once while nothing is queued, their rest (a
+ * header cut anywhere, or the payload's tail) and what follows queued in
+ * order; in place: room filled, then committed. */
+static void test_send_now(void) {
+  struct pair p;
+  struct hutch_err err;
+  size_t n1 = 3 << 20, n2 = 5000;
+  uint8_t *big = malloc(n1), *small = malloc(n2);
+  fill_pattern(big, n1, 1);
+  fill_pattern(small, n2, 2);
+  pair_open(&p);
+  int buf = 4096;
+  setsockopt(p.a.fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  hutch_conn_send_now(&p.a, HUTCH_F_STDIN, 0, 1, small, n2);
+  ok(hutch_conn_queued(&p.a) < n2 + HUTCH_FRAME_HEADER, "a first frame went (in part) at once");
+  for (size_t off = 0; off < n1; off += HUTCH_DATA_CHUNK)
+    hutch_conn_send_now(&p.a, HUTCH_F_STDIN, 0, 2, big + off, HUTCH_DATA_CHUNK);
+  uint8_t *room = hutch_conn_room(&p.a, 100);
+  memcpy(room, "in place", 8);
+  hutch_conn_commit(&p.a, HUTCH_F_STDOUT, HUTCH_FL_END, 3, 8);
+  int want = 2 + (int)(n1 / HUTCH_DATA_CHUNK), n = 0;
+  uint8_t *got = malloc(n1);
+  size_t at = 0;
+  bool order = true;
+  for (int round = 0; round < 100000 && n < want; round++) {
+    if (hutch_conn_flush(&p.a, &err) < 0 || hutch_conn_fill(&p.b, &err) < 0)
+      break;
+    struct hutch_frame f;
+    while (hutch_conn_next(&p.b, &f, &err) > 0) {
+      if (n == 0)
+        order &= f.stream == 1 && f.len == n2 && memcmp(f.payload, small, n2) == 0;
+      else if (n < want - 1 && f.stream == 2 && at + f.len <= n1) {
+        memcpy(got + at, f.payload, f.len);
+        at += f.len;
+      }
+      else if (n == want - 1)
+        order &= f.stream == 3 && f.flags == HUTCH_FL_END && f.len == 8 &&
+                 memcmp(f.payload, "in place", 8) == 0;
+      else
+        order = false;
+      n++;
+    }
+  }
+  is_int(n, want, "every frame arrives");
+  ok(order, "in the order sent, whole");
+  ok(at == n1 && memcmp(got, big, n1) == 0, "the payloads sent at once and queued join up");
+  free(got);
+  free(big);
+  free(small);
+  pair_close(&p);
+}
+
 int main(void) {
   test_simple();
   test_many();
@@ -301,5 +353,6 @@ int main(void) {
   test_eof();
   test_garbage();
   test_window();
+  test_send_now();
   return done_testing();
 }

@@ -177,6 +177,8 @@ static void read_flow(void) {
   struct files_op *op = files_read(&sb, "/f", "user", &sink, &err);
   ok(op != NULL, "a read starts");
   json_decref(agent_open(&id));
+  is_int(agent_windows(id), HUTCH_FILE_WINDOW - HUTCH_WINDOW_INITIAL,
+         "a read grants the rest of a file's window at open");
   agent_send(id, HUTCH_F_STDOUT, 0, "0123456789");
   ok(r.got == 10, "its bytes reach the sink");
   is_int(agent_windows(id), 0, "a sink that takes no more: no window for the agent");

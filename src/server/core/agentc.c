@@ -51,17 +51,22 @@ static void go_dead(struct agentc *ac) {
     ac->on_dead(ac);
 }
 
+/* Up to the window's bytes of p[0..n) as STDIN frames; how many went. */
+static size_t send_stdin(struct astream *s, const uint8_t *p, size_t n) {
+  if (n > s->window)
+    n = s->window;
+  for (size_t off = 0, chunk; off < n; off += chunk) {
+    chunk = n - off < s->chunk ? n - off : s->chunk;
+    hutch_conn_send_now(&s->ac->conn, HUTCH_F_STDIN, 0, s->id, p + off, chunk);
+  }
+  s->window -= (uint32_t)n;
+  return n;
+}
+
 static void pump_stdin(struct astream *s) {
   if (s->npending == 0 && !s->pending_eof)
     return;
-  size_t n = s->npending < s->window ? s->npending : s->window;
-  size_t off = 0;
-  while (off < n) {
-    size_t chunk = n - off < HUTCH_DATA_CHUNK ? n - off : HUTCH_DATA_CHUNK;
-    hutch_conn_send(&s->ac->conn, HUTCH_F_STDIN, 0, s->id, s->pending + off, chunk);
-    off += chunk;
-  }
-  s->window -= (uint32_t)n;
+  size_t n = send_stdin(s, s->pending, s->npending);
   if (n)
     memmove(s->pending, s->pending + n, s->npending - n);
   s->npending -= n;
@@ -181,6 +186,7 @@ struct astream *agentc_attach(struct agentc *ac, uint32_t id, astream_cb cb, voi
   s->cb = cb;
   s->ctx = ctx;
   s->window = HUTCH_WINDOW_INITIAL;
+  s->chunk = HUTCH_DATA_CHUNK;
   s->id = id;
   s->next = ac->streams;
   ac->streams = s;
@@ -255,10 +261,13 @@ void agentc_send_json(struct astream *s, uint8_t type, json_t *j) {
 void agentc_stdin(struct astream *s, const void *p, size_t n, bool eof) {
   if (s->ac->dead)
     return;
-  if (n) {
-    s->pending = xrealloc(s->pending, s->npending + n);
-    memcpy(s->pending + s->npending, p, n);
-    s->npending += n;
+  /* Nothing held before these bytes: what the window allows goes at once,
+   * only the rest is kept. */
+  size_t sent = s->npending ? 0 : send_stdin(s, p, n);
+  if (n > sent) {
+    s->pending = xgrow(s->pending, &s->pcap, s->npending + n - sent);
+    memcpy(s->pending + s->npending, (const uint8_t *)p + sent, n - sent);
+    s->npending += n - sent;
   }
   s->pending_eof |= eof;
   pump_stdin(s);

@@ -27,7 +27,8 @@ struct astream {
   void *ctx;
   uint32_t window;    /* STDIN bytes the agent accepts now */
   uint8_t *pending;   /* STDIN bytes waiting for window */
-  size_t npending;
+  size_t npending, pcap;
+  uint32_t chunk;     /* largest STDIN payload sent */
   bool pending_eof;   /* send EOF once pending is out */
   /* Called when pending STDIN has all gone out (after being held back). */
   void (*stdin_drained)(struct astream *s);

@@ -287,8 +287,12 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
   struct files_op *op =
       start(sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user", user), path,
             OP_READ, err);
-  if (op)
-    op->sink = *sink;
+  if (!op)
+    return NULL;
+  op->sink = *sink;
+  /* A file's bytes come raw, in a file's window: what the server holds for
+   * a slow client stays within it (and the HTTP high-water mark). */
+  agentc_window(op->s, HUTCH_FILE_WINDOW - HUTCH_WINDOW_INITIAL);
   return op;
 }
 
@@ -317,6 +321,7 @@ struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
   op->done = done;
   op->arg = arg;
   op->s->stdin_drained = on_stdin_drained;
+  op->s->chunk = HUTCH_FILE_CHUNK;
   return op;
 }
 

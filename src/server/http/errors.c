@@ -112,3 +112,30 @@ void http_error(struct http_conn *c, enum hutch_errkind kind, const char *code, 
 void http_fail(struct http_conn *c, const struct hutch_err *err) {
   answer(c, hutch_err_class(err), err->code, err->msg);
 }
+
+/* The reason phrase of each status the server answers with. */
+const char *http_status_text(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 201: return "Created";
+  case 204: return "No Content";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 415: return "Unsupported Media Type";
+  case 422: return "Unprocessable Content";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  default: return "Unknown";
+  }
+}

@@ -26,6 +26,9 @@ static void start_reading(struct http_conn *c);
 static void next_request(uv_timer_t *t);
 static void close_later(uv_timer_t *t);
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void send_raw(struct http_conn *c, const void *data, size_t len);
+
+#define CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
 
 /* ---- request state ---- */
 
@@ -510,6 +513,12 @@ static void body_go_on(struct http_conn *c) {
 
 void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   http_own(c, ops, ctx);
+  /* A client that waits to hear that the body is wanted (curl does for a
+   * body over 1 MiB, a second long) hears it now. */
+  const char *expect = http_header(&c->req, "expect");
+  if (expect && strcasecmp(expect, "100-continue") == 0 && c->parser.http_major == 1 &&
+      c->parser.http_minor >= 1)
+    send_raw(c, CONTINUE, sizeof CONTINUE - 1);
   c->state = HC_BODY;
   c->keep_alive = http_should_keep_alive(&c->parser);
   body_go_on(c);
@@ -547,23 +556,45 @@ static void write_done(uv_write_t *w, int status) {
   }
 }
 
-static void send_raw(struct http_conn *c, const void *data, size_t len) {
+/* Write the parts in order. While nothing waits before them, what the
+ * socket takes at once goes from the caller's memory; only the rest is
+ * copied, to wait for the socket. */
+static void send_parts(struct http_conn *c, const uv_buf_t *parts, unsigned nparts) {
+  size_t len = 0, done = 0;
+  for (unsigned i = 0; i < nparts; i++)
+    len += parts[i].len;
   if (c->state == HC_CLOSING || c->failed || len == 0)
     return;
-  struct wreq *r = xmalloc(sizeof *r + len);
+  if (c->queued == 0) {
+    int w = uv_try_write((uv_stream_t *)&c->tcp, parts, nparts);
+    done = w > 0 ? (size_t)w : 0; /* a failure: uv_write below meets it again */
+  }
+  if (done == len)
+    return;
+  struct wreq *r = xmalloc(sizeof *r + len - done);
   r->c = c;
-  r->len = len;
-  memcpy(r->data, data, len);
-  uv_buf_t b = uv_buf_init(r->data, (unsigned)len);
-  c->queued += len;
+  r->len = len - done;
+  for (unsigned i = 0, off = 0, skip = (unsigned)done; i < nparts; i++) {
+    size_t part = parts[i].len, from = skip < part ? skip : part;
+    memcpy(r->data + off, parts[i].base + from, part - from);
+    off += (unsigned)(part - from);
+    skip -= (unsigned)from;
+  }
+  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->len);
+  c->queued += r->len;
   if (c->queued >= HTTP_STREAM_HIGH)
     c->above_high = true;
   if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
-    c->queued -= len;
+    c->queued -= r->len;
     free(r);
     c->failed = true;
     uv_timer_start(&c->timer, close_later, 0, 0);
   }
+}
+
+static void send_raw(struct http_conn *c, const void *data, size_t len) {
+  uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+  send_parts(c, &b, 1);
 }
 
 static void shutdown_done(uv_shutdown_t *s, int status) {
@@ -711,13 +742,9 @@ void http_stream_send(struct http_conn *c, const void *data, size_t len) {
   char size[24];
   snprintf(size, sizeof size, "%zx\r\n", len);
   /* One write per chunk: size line, data and CRLF together. */
-  size_t sl = strlen(size);
-  char *buf = xmalloc(sl + len + 2);
-  memcpy(buf, size, sl);
-  memcpy(buf + sl, data, len);
-  memcpy(buf + sl + len, "\r\n", 2);
-  send_raw(c, buf, sl + len + 2);
-  free(buf);
+  uv_buf_t parts[] = {uv_buf_init(size, (unsigned)strlen(size)),
+                      uv_buf_init((char *)data, (unsigned)len), uv_buf_init("\r\n", 2)};
+  send_parts(c, parts, 3);
 }
 
 void http_stream_end(struct http_conn *c) {
@@ -803,30 +830,4 @@ const char *http_header(const struct http_req *req, const char *name) {
 
 char *http_query(const struct http_req *req, const char *name) {
   return http_query_get(req->query, name);
-}
-
-const char *http_status_text(int status) {
-  switch (status) {
-  case 200: return "OK";
-  case 201: return "Created";
-  case 204: return "No Content";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 403: return "Forbidden";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 409: return "Conflict";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 415: return "Unsupported Media Type";
-  case 422: return "Unprocessable Content";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  default: return "Unknown";
-  }
 }

@@ -61,7 +61,7 @@ struct http_server {
   int listen_fd, spare_fd; /* spare_fd: for answering 503 when out of descriptors */
   char overloaded[256];    /* that answer (accept.c) */
   size_t noverloaded;
-  char rbuf[64 << 10]; /* every connection reads into this, one at a time */
+  char rbuf[256 << 10]; /* every connection reads into this, one at a time */
 };
 
 struct http_header {
