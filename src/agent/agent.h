@@ -99,6 +99,14 @@ struct monitor {
   size_t ncalls;
 };
 
+/* The next exec's leaf, made ahead while an exec runs (spare.c). */
+struct leaf_ahead {
+  pid_t maker; /* the process making it; 0 when none */
+  bool made;   /* name exists, empty, nothing of ours holding it */
+  bool wanted; /* an exec just started: make one at the next loop turn */
+  char name[16];
+};
+
 struct agent {
   int epfd;
   struct hutch_conn conn;
@@ -108,10 +116,12 @@ struct agent {
   struct watch listen_w;
   bool detached; /* no client: wait on listen_w */
   bool build;    /* --build: a template build's step (HUTCH_BUILD_CAPS for root) */
+  uint64_t bset; /* its capability bounding set, and so every child's at fork */
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
   struct spare spare;
+  struct leaf_ahead ahead;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
   /* Something ended (a job, an orphan): the sandbox may be idle now, and
@@ -168,12 +178,15 @@ struct child_plan {
   gid_t gid;
   const struct who *who;            /* NULL: hutch's user, or root by uid */
   uint64_t caps;                    /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
+  uint64_t bset;                    /* the agent's bounding set: what is left to drop */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
   int stdin_fd, stdout_fd, stderr_fd;
   int pty_slave;  /* -1 without a PTY */
   int report_fd;  /* exec failure reason, or the file worker's result */
 };
 void __attribute__((noreturn)) child_run(const struct child_plan *p);
+/* Every signal's disposition to its default (the agent, at its start). */
+void child_reset_signals(void);
 /* The spare's side: set up, say "R" on sock, then wait for one command. */
 void __attribute__((noreturn)) child_spare(const struct child_plan *p, int sock);
 
@@ -192,8 +205,13 @@ void spare_keep(struct agent *a);
  * or -1 when there is no spare that can run it. */
 pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
                  int out, int err, int report);
-/* Whether pid was the spare (then it is forgotten). */
-bool spare_reaped(struct agent *a, pid_t pid);
+/* Whether pid was the spare (then it is forgotten) or the maker of the
+ * leaf ahead. */
+bool spare_reaped(struct agent *a, pid_t pid, int status);
+/* Make the next exec's leaf ahead if an exec just started (ahead.wanted). */
+void spare_ahead(struct agent *a);
+/* A leaf for an exec: the one made ahead if there is one, else a new one. */
+int spare_leaf(struct agent *a, struct hutch_cgroup *leaf, char name[16], struct hutch_err *err);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
 

@@ -517,8 +517,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
   j->started_ns = now_ns();
   j->pid = spare_take(a, j, req, in[0], out[1], err[1], rep[1]);
   if (j->pid < 0) {
-    snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
-    if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
+    if (spare_leaf(a, &j->leaf, j->leaf_name, e) < 0) {
       close_fds((int[]){in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], slave}, 9);
       j->done = true;
       return hutch_err_wrap(e, "exec cgroup");
@@ -527,12 +526,13 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
         .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
         .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
         .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
-        .caps = a->build ? HUTCH_BUILD_CAPS : 0,
+        .caps = a->build ? HUTCH_BUILD_CAPS : 0, .bset = a->bset,
     };
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf);
   }
   int spawn_errno = errno;
+  a->ahead.wanted = true;
   close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
   if (j->pid < 0) {
     close_fds((int[]){in[1], out[0], err[0], rep[0]}, 4);
@@ -572,7 +572,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
       .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = who.uid, .gid = who.gid,
-      .who = &who,
+      .who = &who, .bset = a->bset,
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);
