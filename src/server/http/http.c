@@ -705,28 +705,40 @@ void http_stream_start(struct http_conn *c, int status, const char *ctype,
     conn_close(c);
 }
 
-void http_stream_send(struct http_conn *c, const void *data, size_t len) {
-  if (c->state != HC_STREAMING || len == 0)
-    return;
+/* One write per chunk: size line, data and CRLF together, and the last
+ * chunk's end with them when it is the last. */
+static void send_chunk(struct http_conn *c, const void *data, size_t len, bool last) {
   char size[24];
   snprintf(size, sizeof size, "%zx\r\n", len);
-  /* One write per chunk: size line, data and CRLF together. */
-  size_t sl = strlen(size);
-  char *buf = xmalloc(sl + len + 2);
+  size_t sl = strlen(size), n = sl + len + 2 + (last ? 5 : 0);
+  char *buf = xmalloc(n);
   memcpy(buf, size, sl);
   memcpy(buf + sl, data, len);
   memcpy(buf + sl + len, "\r\n", 2);
-  send_raw(c, buf, sl + len + 2);
+  if (last)
+    memcpy(buf + sl + len + 2, "0\r\n\r\n", 5);
+  send_raw(c, buf, n);
   free(buf);
 }
 
-void http_stream_end(struct http_conn *c) {
+void http_stream_send(struct http_conn *c, const void *data, size_t len) {
+  if (c->state != HC_STREAMING || len == 0)
+    return;
+  send_chunk(c, data, len, false);
+}
+
+void http_stream_end_with(struct http_conn *c, const void *data, size_t len) {
   if (c->state != HC_STREAMING)
     return;
   c->hs->h->done(c->hs->owner, c);
-  send_raw(c, "0\r\n\r\n", 5);
+  if (len)
+    send_chunk(c, data, len, true);
+  else
+    send_raw(c, "0\r\n\r\n", 5);
   finish(c);
 }
+
+void http_stream_end(struct http_conn *c) { http_stream_end_with(c, NULL, 0); }
 
 size_t http_queued(const struct http_conn *c) { return c->queued; }
 
