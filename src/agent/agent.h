@@ -99,14 +99,6 @@ struct monitor {
   size_t ncalls;
 };
 
-/* The next exec's leaf, made ahead while an exec runs (spare.c). */
-struct leaf_ahead {
-  pid_t maker; /* the process making it; 0 when none */
-  bool made;   /* name exists, empty, nothing of ours holding it */
-  bool wanted; /* an exec just started: make one at the next loop turn */
-  char name[16];
-};
-
 struct agent {
   int epfd;
   struct hutch_conn conn;
@@ -121,7 +113,6 @@ struct agent {
   struct job *jobs;
   unsigned next_leaf;
   struct spare spare;
-  struct leaf_ahead ahead;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
   /* Something ended (a job, an orphan): the sandbox may be idle now, and
@@ -205,13 +196,8 @@ void spare_keep(struct agent *a);
  * or -1 when there is no spare that can run it. */
 pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
                  int out, int err, int report);
-/* Whether pid was the spare (then it is forgotten) or the maker of the
- * leaf ahead. */
-bool spare_reaped(struct agent *a, pid_t pid, int status);
-/* Make the next exec's leaf ahead if an exec just started (ahead.wanted). */
-void spare_ahead(struct agent *a);
-/* A leaf for an exec: the one made ahead if there is one, else a new one. */
-int spare_leaf(struct agent *a, struct hutch_cgroup *leaf, char name[16], struct hutch_err *err);
+/* Whether pid was the spare (then it is forgotten). */
+bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
 

@@ -517,7 +517,8 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
   j->started_ns = now_ns();
   j->pid = spare_take(a, j, req, in[0], out[1], err[1], rep[1]);
   if (j->pid < 0) {
-    if (spare_leaf(a, &j->leaf, j->leaf_name, e) < 0) {
+    snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
+    if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
       close_fds((int[]){in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], slave}, 9);
       j->done = true;
       return hutch_err_wrap(e, "exec cgroup");
@@ -532,7 +533,6 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
     j->pid = spawn(a, &plan, &j->leaf);
   }
   int spawn_errno = errno;
-  a->ahead.wanted = true;
   close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
   if (j->pid < 0) {
     close_fds((int[]){in[1], out[0], err[0], rep[0]}, 4);

@@ -184,7 +184,7 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
     if (pid <= 0)
       break;
     a->maybe_idle = true;
-    if (spare_reaped(a, pid, status))
+    if (spare_reaped(a, pid))
       continue;
     for (struct job *j = a->jobs; j; j = j->next)
       if (j->pid == pid) {
@@ -382,7 +382,6 @@ int main(int argc, char **argv) {
      * reads again once it has drained, and nothing else would wake us. */
     update_interest(&a);
     spare_keep(&a);
-    spare_ahead(&a);
     if (!a.detached)
       agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];

@@ -38,77 +38,6 @@
  * a millisecond) before it ends it and forks its own process. */
 #define SPARE_READY_WAIT_MS 100
 
-/* The leaf ahead. An exec's leaf is a memory cgroup among others, and
- * making one costs the kernel from 0.1 to 0.7 ms (it grows with the
- * shrinkers the host has, one per mounted filesystem: thousands of
- * sandboxes make it slow). Made after the exec that took the spare, the
- * next spare's leaf was on the way between one exec's end and the next
- * one's start. So while an exec runs, a process forked for it makes the
- * next leaf ahead, and the agent goes on serving the exec meanwhile.
- *
- * Its bounds. The leaf is empty, made with the same controllers and
- * settings as any exec's (mkchild), and only when none waits already: a
- * sandbox holds at most one leaf more than its execs and spare, none at
- * all while idle (its spare takes it). The maker is a fork of the agent
- * (same ids, not dumpable: out of any workload's reach) that only makes
- * the directories and exits, within a millisecond. It takes one pid of
- * the sandbox for that moment, so it is forked only while the sandbox
- * uses under half of its pids limit, and it must be gone before the
- * sandbox counts as idle (ahead_wait). A one-shot sandbox (hutch run),
- * which gets no second spare, gets no leaf ahead either. */
-static void ahead_reaped(struct agent *a, int status) {
-  a->ahead.maker = 0;
-  a->ahead.made = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-static void ahead_wait(struct agent *a) {
-  if (a->ahead.maker <= 0)
-    return;
-  int status = 0;
-  pid_t r;
-  do
-    r = waitpid(a->ahead.maker, &status, 0);
-  while (r < 0 && errno == EINTR);
-  ahead_reaped(a, r == a->ahead.maker ? status : 1 << 8);
-}
-
-void spare_ahead(struct agent *a) {
-  struct leaf_ahead *l = &a->ahead;
-  if (!l->wanted)
-    return;
-  l->wanted = false;
-  if (l->maker > 0 || l->made || a->spare.pid > 0 || a->spare_off || a->listen_w.fd < 0)
-    return;
-  struct hutch_err ignored;
-  uint64_t n = 0, max = 0;
-  int fd = hutch_cg_fd(&a->cg, CG_PIDS);
-  if (fd < 0 || hutch_cg_read_u64(fd, "pids.current", NULL, &n, &ignored) < 0 ||
-      hutch_cg_read_u64(fd, "pids.max", NULL, &max, &ignored) < 0 || n >= max / 2)
-    return;
-  snprintf(l->name, sizeof l->name, "e%u", a->next_leaf++);
-  pid_t pid = agent_fork(NULL);
-  if (pid == 0) {
-    struct hutch_cgroup leaf;
-    struct hutch_err err;
-    _exit(a->cg.ops->mkchild(&a->cg, l->name, CG_LEAF_CTLS, &leaf, &err) < 0);
-  }
-  if (pid > 0)
-    l->maker = pid;
-}
-
-int spare_leaf(struct agent *a, struct hutch_cgroup *leaf, char name[16], struct hutch_err *err) {
-  ahead_wait(a);
-  if (a->ahead.made) {
-    a->ahead.made = false;
-    memcpy(name, a->ahead.name, sizeof a->ahead.name);
-    if (a->cg.ops->open(&a->cg, name, leaf, err) == 0)
-      return 0;
-    agent_remove_leaf(a, leaf, name);
-  }
-  snprintf(name, 16, "e%u", a->next_leaf++);
-  return a->cg.ops->mkchild(&a->cg, name, CG_LEAF_CTLS, leaf, err);
-}
-
 static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)
     if (!j->done)
@@ -132,13 +61,13 @@ void spare_keep(struct agent *a) {
       (a->spares_made > 0 && a->listen_w.fd < 0))
     return;
   a->maybe_idle = false; /* until the next job or orphan ends */
-  ahead_wait(a); /* the maker is a process of the sandbox too */
   if (!sandbox_idle(a))
     return;
   a->spares_made++;
   struct hutch_err err;
+  snprintf(s->leaf_name, sizeof s->leaf_name, "e%u", a->next_leaf++);
   int sv[2];
-  if (spare_leaf(a, &s->leaf, s->leaf_name, &err) < 0) {
+  if (a->cg.ops->mkchild(&a->cg, s->leaf_name, CG_LEAF_CTLS, &s->leaf, &err) < 0) {
     a->spare_off = true;
     return;
   }
@@ -238,11 +167,7 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   return pid;
 }
 
-bool spare_reaped(struct agent *a, pid_t pid, int status) {
-  if (pid > 0 && pid == a->ahead.maker) {
-    ahead_reaped(a, status);
-    return true;
-  }
+bool spare_reaped(struct agent *a, pid_t pid) {
   if (pid <= 0 || pid != a->spare.pid)
     return false;
   forget(a);
