@@ -36,9 +36,9 @@ test="$test clang libclang-rt-dev"
 # (test_code, test_sdk, tests/e2b), JavaScript; npm for E2B's SDKs
 # (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
-# bench: the peers hutch is measured against, a load generator, and the
+# bench: the peers hutch is measured against (runc: bench/scale), a load generator, and the
 # shell of the image bench/templates makes (busybox-static)
-bench="bubblewrap wrk socat tinyproxy buildah skopeo umoci busybox-static"
+bench="bubblewrap runc wrk socat tinyproxy buildah skopeo umoci busybox-static"
 
 want="$build"
 case "${1:-}" in
