@@ -109,6 +109,7 @@ struct agent {
   struct watch listen_w;
   bool detached; /* no client: wait on listen_w */
   bool build;    /* --build: a template build's step (HUTCH_BUILD_CAPS for root) */
+  uint64_t bset; /* its capability bounding set, and so every child's at fork */
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
@@ -169,12 +170,15 @@ struct child_plan {
   gid_t gid;
   const struct who *who;            /* NULL: hutch's user, or root by uid */
   uint64_t caps;                    /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
+  uint64_t bset;                    /* the agent's bounding set: what is left to drop */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
   int stdin_fd, stdout_fd, stderr_fd;
   int pty_slave;  /* -1 without a PTY */
   int report_fd;  /* exec failure reason, or the file worker's result */
 };
 void __attribute__((noreturn)) child_run(const struct child_plan *p);
+/* Every signal's disposition to its default (the agent, at its start). */
+void child_reset_signals(void);
 /* The spare's side: set up, say "R" on sock, then wait for one command. */
 void __attribute__((noreturn)) child_spare(const struct child_plan *p, int sock);
 

@@ -94,8 +94,12 @@ static void limits(const struct child_plan *p) {
  * other at exec. */
 static void drop_privileges(const struct child_plan *p) {
   uint64_t keep = p->uid == 0 ? p->caps : 0;
+  /* A fork has its parent's bounding set, and the agent's holds only
+   * p->bset (main.c): the rest is gone already, one call each is enough
+   * for what is left (6 calls, not 64, on every exec's path). */
   for (int cap = 0; cap <= 63; cap++)
-    if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+    if ((p->bset & ~keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
+        errno != EINVAL)
       fail(p, 125, "%s", "drop the bounding set");
   /* A build step's root that becomes another user (su, runuser) loses
    * its capabilities, as in Docker: no NO_SETUID_FIXUP then. */
@@ -199,9 +203,11 @@ static void close_agent_fds(struct child_plan *p) {
 
 /* Every disposition back to its default: ignored signals survive exec,
  * and whatever hutch's caller ignored (a shell's background job ignores
- * SIGINT) must not make the workload deaf to it. The raw call reaches
- * the two signals libc keeps for itself (32, 33) as well. */
-static void reset_signals(void) {
+ * SIGINT) must not make the workload deaf to it. The agent reset them all
+ * at its start (child_reset_signals, from main.c) and ignores only
+ * SIGPIPE since: a fork has the same, so SIGPIPE and the mask are all
+ * that is left to reset here, on every exec's path. */
+void child_reset_signals(void) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -211,8 +217,16 @@ static void reset_signals(void) {
     void *restorer;
     uint64_t mask;
   } dfl = {SIG_DFL, 0, NULL, 0};
+  /* The raw call reaches the two signals libc keeps for itself (32, 33). */
   for (int s = 1; s < NSIG; s++)
     syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
+}
+
+static void reset_signals(void) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
 }
 
 static void join_leaf(const struct child_plan *p) {

@@ -546,7 +546,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
         .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
         .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
         .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
-        .caps = a->build ? HUTCH_BUILD_CAPS : 0,
+        .caps = a->build ? HUTCH_BUILD_CAPS : 0, .bset = a->bset,
     };
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf);
@@ -596,7 +596,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
       .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = who.uid, .gid = who.gid,
-      .who = &who,
+      .who = &who, .bset = a->bset,
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);

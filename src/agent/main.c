@@ -200,15 +200,16 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
 /* The agent keeps what it needs to set a workload up, and, in a build
  * step's sandbox, what root's RUN steps keep (HUTCH_BUILD_CAPS): a
  * capability dropped here no child can have. */
-static int drop_capabilities(bool build) {
+static int drop_capabilities(struct agent *a) {
   static const int keep[] = {CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP,
                              CAP_SYS_ADMIN};
-  uint64_t mask = build ? HUTCH_BUILD_CAPS : 0;
+  uint64_t mask = a->build ? HUTCH_BUILD_CAPS : 0;
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
     mask |= 1ull << keep[i];
   for (int cap = 0; cap <= 63; cap++)
     if (!(mask & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
       return -1;
+  a->bset = mask;
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2] = {
       {(uint32_t)mask, (uint32_t)mask, 0},
@@ -276,8 +277,13 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
     return hutch_err_set(err, errno, "storage fd");
-  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities(a->build) < 0)
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities(a) < 0)
     return hutch_err_set(err, errno, "drop privileges");
+  /* Nothing hutch's caller ignored stays ignored, here or in a child;
+   * SIGPIPE is the one disposition the agent sets, and the one a child
+   * resets (child.c). As PID 1 of its namespace, the agent hears no signal
+   * it has no handler for either way. */
+  child_reset_signals();
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
@@ -368,6 +374,9 @@ int main(int argc, char **argv) {
     /* Ended jobs are freed after their last frame is on its way (freeing
      * removes their cgroup, which is slow on v1), and never inside a
      * callback that might still use them. */
+    /* The next exec's spare first, the ended jobs' cleanup after: the
+     * spare sets itself up while their leaves are removed. */
+    spare_keep(&a);
     reap_done(&a);
     /* After the flush: output paused while the connection was backed up
      * reads again once it has drained, and nothing else would wake us. */

@@ -81,6 +81,7 @@ void spare_keep(struct agent *a) {
       .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID,
       .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf : NULL,
       .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
+      .bset = a->bset,
   };
   pid_t pid = agent_fork(&s->leaf);
   if (pid == 0)

@@ -296,6 +296,11 @@ void http_stream_end(struct http_conn *c) {
   c->ctx = NULL;
 }
 
+void http_stream_end_with(struct http_conn *c, const void *data, size_t len) {
+  http_stream_send(c, data, len);
+  http_stream_end(c);
+}
+
 void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   if (w.state == F_CLOSED)
     return;

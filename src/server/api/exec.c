@@ -63,8 +63,10 @@ static void on_end(json_t *exit, void *arg) {
   struct ndexec *nd = arg;
   for (int i = 0; i < 2; i++)
     send_output(nd, i, NULL, 0, true); /* what a cut character held back */
-  send_line(nd->c, exit);
-  http_stream_end(nd->c);
+  size_t n;
+  char *s = http_json_line(exit, &n);
+  http_stream_end_with(nd->c, s, n); /* the exit line and the end: one write */
+  free(s);
   free(nd); /* the response has ended: no abort follows */
 }
 

@@ -45,6 +45,7 @@ static void go_dead(struct agentc *ac) {
   if (ac->dead)
     return;
   ac->dead = true;
+  ac->events = 0;
   uv_poll_stop(&ac->poll);
   fail_all(ac);
   if (ac->on_dead)
@@ -153,7 +154,12 @@ static void update_poll(struct agentc *ac) {
   if (hutch_conn_queued(&ac->conn))
     hutch_conn_flush(&ac->conn, &err);
   int events = UV_READABLE | (hutch_conn_queued(&ac->conn) ? UV_WRITABLE : 0);
-  uv_poll_start(&ac->poll, events, on_poll);
+  /* libuv's restart of a poll is two epoll_ctl calls, and most turns
+   * change nothing (several per exec). */
+  if (events != ac->events) {
+    ac->events = events;
+    uv_poll_start(&ac->poll, events, on_poll);
+  }
 }
 
 int agentc_init(struct agentc *ac, uv_loop_t *loop, int fd) {
@@ -163,6 +169,7 @@ int agentc_init(struct agentc *ac, uv_loop_t *loop, int fd) {
   if (uv_poll_init(loop, &ac->poll, fd) < 0)
     return -1;
   ac->poll.data = ac;
+  ac->events = UV_READABLE;
   uv_poll_start(&ac->poll, UV_READABLE, on_poll);
   return 0;
 }
@@ -199,6 +206,7 @@ int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
                  void (*on_jobs)(struct agentc *ac, json_t *jobs, void *arg), void *arg) {
   if (agentc_init(ac, loop, fd) < 0)
     return -1;
+  ac->events = 0;
   uv_poll_stop(&ac->poll);
   struct hutch_err err = {0};
   struct hutch_frame f;

@@ -39,6 +39,7 @@ struct agentc {
   struct hutch_conn conn;
   struct astream *streams;
   uint32_t next_id;
+  int events; /* what poll watches for (UV_READABLE, UV_WRITABLE); 0 stopped */
   bool dead;
   /* The connection failed or the agent is gone. */
   void (*on_dead)(struct agentc *ac);

@@ -1,6 +1,7 @@
 /* Forks (snapshots.h, snapshots_fork): a sandbox's files captured once,
- * then sandboxes made from them one create after another (each off the
- * loop), as a client making them one by one would. */
+ * then every copy's create started at once (each made off the loop), as
+ * clients making them side by side would: a copy's agent starts while the
+ * next copy is being made. The fork ends when the last create has. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,9 @@ struct fork {
   json_t *snap_id;
   json_t *ids; /* the copies made so far */
   uint64_t count;
+  uint64_t pending;    /* creates started and not ended yet */
+  bool failed;         /* one of them failed: err says why */
+  struct hutch_err err;
   const struct fork_ops *ops;
   void *arg;
 };
@@ -51,45 +55,36 @@ static void fork_fail(struct fork *f, const struct hutch_err *err) {
   fork_free(f);
 }
 
-static void fork_left(struct fork *f) {
-  struct hutch_err err = {0};
-  hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");
-  fork_fail(f, &err);
+/* A create ended (made, or failed: the first failure is what the fork
+ * answers); the last one ends the fork. */
+static void copy_ended(struct fork *f) {
+  if (--f->pending > 0)
+    return;
+  if (f->failed) {
+    fork_fail(f, &f->err);
+    return;
+  }
+  f->ops->done(f->snap_id, f->ids, NULL, f->arg);
+  fork_free(f);
 }
-
-static void fork_next(struct fork *f);
 
 static bool copy_wanted(void *arg) {
   struct fork *f = arg;
-  return f->ops->wanted(f->arg);
+  return !f->failed && f->ops->wanted(f->arg);
 }
 
 static void copy_made(struct sbx *sb, const struct hutch_err *err, void *arg) {
   struct fork *f = arg;
-  if (!sb) {
-    fork_fail(f, err);
-    return;
+  if (sb) {
+    json_array_append_new(f->ids, json_string(sb->id));
+  } else if (!f->failed) {
+    f->failed = true;
+    f->err = *err;
   }
-  json_array_append_new(f->ids, json_string(sb->id));
-  fork_next(f);
+  copy_ended(f);
 }
 
 static const struct create_ops copy_ops = {.wanted = copy_wanted, .made = copy_made};
-
-static void fork_next(struct fork *f) {
-  if (json_array_size(f->ids) == f->count) {
-    f->ops->done(f->snap_id, f->ids, NULL, f->arg);
-    fork_free(f);
-    return;
-  }
-  if (!f->ops->wanted(f->arg)) {
-    fork_left(f);
-    return;
-  }
-  struct hutch_err err = {0};
-  if (sandboxes_create(f->srv, &f->p, &f->r, &copy_ops, f, &err) < 0)
-    fork_fail(f, &err);
-}
 
 static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) {
   struct fork *f = arg;
@@ -101,7 +96,21 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
   f->snap_id = json_incref(json_object_get(snap, "id"));
   str_copy(f->template, sizeof f->template, json_string_value(f->snap_id));
   f->r.template = f->template;
-  fork_next(f);
+  /* Counted as pending while they are started: a create that ends at
+   * once (one that fails) cannot end the fork before the others start. */
+  f->pending = 1;
+  for (uint64_t i = 0; i < f->count && !f->failed; i++) {
+    if (!f->ops->wanted(f->arg)) {
+      f->failed = true;
+      hutch_err_fail(&f->err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the client left");
+      break;
+    }
+    f->pending++;
+    struct hutch_err e = {0};
+    if (sandboxes_create(f->srv, &f->p, &f->r, &copy_ops, f, &e) < 0)
+      copy_made(NULL, &e, f);
+  }
+  copy_ended(f);
 }
 
 int snapshots_fork(struct server *srv, const struct principal *p, struct sbx *sb, uint64_t count,

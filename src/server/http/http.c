@@ -736,24 +736,35 @@ void http_stream_start(struct http_conn *c, int status, const char *ctype,
     conn_close(c);
 }
 
+/* One write per chunk: size line, data and CRLF together, and the last
+ * chunk's end with them when it is the last. */
+static void send_chunk(struct http_conn *c, const void *data, size_t len, bool last) {
+  char size[24];
+  snprintf(size, sizeof size, "%zx\r\n", len);
+  uv_buf_t parts[] = {uv_buf_init(size, (unsigned)strlen(size)),
+                      uv_buf_init((char *)data, (unsigned)len), uv_buf_init("\r\n", 2),
+                      uv_buf_init("0\r\n\r\n", 5)};
+  send_parts(c, parts, last ? 4 : 3);
+}
+
 void http_stream_send(struct http_conn *c, const void *data, size_t len) {
   if (c->state != HC_STREAMING || len == 0)
     return;
-  char size[24];
-  snprintf(size, sizeof size, "%zx\r\n", len);
-  /* One write per chunk: size line, data and CRLF together. */
-  uv_buf_t parts[] = {uv_buf_init(size, (unsigned)strlen(size)),
-                      uv_buf_init((char *)data, (unsigned)len), uv_buf_init("\r\n", 2)};
-  send_parts(c, parts, 3);
+  send_chunk(c, data, len, false);
 }
 
-void http_stream_end(struct http_conn *c) {
+void http_stream_end_with(struct http_conn *c, const void *data, size_t len) {
   if (c->state != HC_STREAMING)
     return;
   c->hs->h->done(c->hs->owner, c);
-  send_raw(c, "0\r\n\r\n", 5);
+  if (len)
+    send_chunk(c, data, len, true);
+  else
+    send_raw(c, "0\r\n\r\n", 5);
   finish(c);
 }
+
+void http_stream_end(struct http_conn *c) { http_stream_end_with(c, NULL, 0); }
 
 size_t http_queued(const struct http_conn *c) { return c->queued; }
 

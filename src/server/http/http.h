@@ -235,6 +235,8 @@ void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx);
 void http_stream_send(struct http_conn *c, const void *data, size_t len);
 void http_stream_end(struct http_conn *c);
+/* The last chunk (data, len) and the end, in one write. */
+void http_stream_end_with(struct http_conn *c, const void *data, size_t len);
 /* Switch the connection to another protocol after the request (the
  * handler has sent its 101 with http_raw_send): from now on what the client
  * sends goes to ops->raw, and the handler writes with http_raw_send until
