@@ -263,7 +263,7 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
   sb->lock_fd = hutch_slot_claim(&sb->root, ctls, &sb->slot, &sb->cg, err);
   if (sb->lock_fd < 0)
     return -1;
-  sb->uid_base = HUTCH_UID_BASE + sb->slot * HUTCH_ID_RANGE;
+  sb->uid_base = hutch_slot_uid_base(sb->slot);
   if (sb->root.ops->leaves_only && sb->root.ops->mkchild(&sb->cg, "agent", ctls, agent_cg, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
   return 0;
@@ -499,7 +499,7 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   memcpy(sb->id, id, sizeof sb->id);
   sb->slot = slot;
-  sb->uid_base = HUTCH_UID_BASE + slot * HUTCH_ID_RANGE;
+  sb->uid_base = hutch_slot_uid_base(slot);
   sb->pid = pid;
   char name[16];
   snprintf(name, sizeof name, "%u", slot);
