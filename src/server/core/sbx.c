@@ -257,6 +257,7 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
   if (!m->cfg.ptys)
     m->cfg.ptys = srv->cfg.sandbox_ptys;
   m->cfg.listen_dir = srv->agents_dir;
+  m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
   /* The code contexts' kernels (contexts.c): a view, not a bind, so
    * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
