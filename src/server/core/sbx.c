@@ -3,6 +3,7 @@
  * timeout. */
 #include "core/sbx.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,6 +510,14 @@ static void reap(uv_timer_t *t) {
   }
   escapes_audit_due(srv, now);
   usage_sample_all(srv);
+  /* Every 5 s, if sandboxes ended since: what their ends freed, on the
+   * loop and in the arenas of libuv's pool threads (which made them), goes
+   * back to the system; glibc keeps freed heap otherwise. */
+  if (srv->reaper_ticks % 50 == 0) {
+    if (srv->nsandboxes < srv->trim_mark)
+      malloc_trim(0);
+    srv->trim_mark = srv->nsandboxes;
+  }
 }
 
 /* Every 100 ms (the first at once): a sandbox outlives its timeout by at most that, plus its
