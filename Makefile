@@ -12,7 +12,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile
 
-.PHONY: all deps run template test test-fresh fuzz bench clean
+.PHONY: all deps run template test test-fresh fuzz bench bench-scale clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -65,6 +65,11 @@ bench: all
 	$(PY) bench/lifecycle --build $(BUILD)
 	$(PY) bench/network --build $(BUILD)
 	$(PY) bench/templates --build $(BUILD)
+
+# Issue 19's figures in one table: bursts, idle ladder, churn, data (~10 min).
+bench-scale: DEPS = --bench
+bench-scale: all
+	$(PY) bench/scale --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)
