@@ -29,7 +29,9 @@
  * costs the kernel a slot for every memory-aware shrinker on the host (one
  * per mounted filesystem: about ten per sandbox), so with thousands of
  * sandboxes the idle spares' leaves would cost more than the rest of the
- * sandbox. The exec after a long idle runs the slow way (its own fork). */
+ * sandbox. The exec after a long idle runs the slow way (its own leaf and
+ * fork: a few milliseconds more, most of it the host-wide cgroup lock), so
+ * the wait is long enough to span an agent's turn (a model's answer). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,7 +47,7 @@
 /* How long an exec waits for a spare still setting up (normally well under
  * a millisecond) before it ends it and forks its own process. */
 #define SPARE_READY_WAIT_MS 100
-#define SPARE_IDLE_MS 5000
+#define SPARE_IDLE_MS 30000
 
 static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)

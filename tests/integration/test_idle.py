@@ -11,7 +11,7 @@ import pytest
 from conftest import serve_each_build
 from serveapi import output, wait_for
 
-SPARE_IDLE_S = 5
+SPARE_IDLE_S = 30
 
 
 @pytest.fixture(scope="module", params=["build", "asan"])
