@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,4 +209,22 @@ bool utf8_valid(const char *s, size_t n) {
     i += len;
   }
   return true;
+}
+
+void hutch_close_others(int *keep, size_t n) {
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  unsigned from = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (keep[i] < 0 || (unsigned)keep[i] < from)
+      continue;
+    if ((unsigned)keep[i] > from)
+      syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+    from = (unsigned)keep[i] + 1;
+  }
+  syscall(SYS_close_range, from, ~0U, 0);
 }

@@ -46,6 +46,11 @@ bool utf8_valid(const char *s, size_t n);
 /* Append n bytes of at to the malloc'd string *s (NULL: empty so far). */
 void str_append(char **s, const char *at, size_t n);
 
+/* Close every fd but the n in keep (sorted in place; -1 entries are
+ * ignored), with close_range: system calls only, so a process cloned
+ * from a threaded one may call it before anything else. */
+void hutch_close_others(int *keep, size_t n);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
 

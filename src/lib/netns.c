@@ -1,73 +1,61 @@
-/* The helper is a process, not a thread: the sandbox's first process is
- * cloned while the helper works, and a thread could hold a libc lock at that
- * moment that the clone would then keep locked forever. The helper itself
- * makes only system calls. Its namespace belongs to the host's user
- * namespace, like the sandbox's others (spawn.c). */
+/* The helper is a thread: namespaces are per thread on Linux, so it
+ * unshares its own network namespace, opens it and ends, and the thread's
+ * creator holds the namespace by that fd. A thread shares the process's
+ * memory and descriptor table: making it copies no page table, marks no
+ * page copy-on-write and holds no other create's fds (hutch serve makes
+ * several sandboxes at once; an earlier helper process did all three for
+ * every create, on the server's whole address space).
+ *
+ * The sandbox's first process is cloned while the helper may run: what a
+ * clone copies of another thread's state (a libc lock it held) stays as
+ * it was in the clone, which therefore calls nothing that takes one
+ * (sbx.c); the helper itself makes only system calls. Its namespace
+ * belongs to the host's user namespace, like the sandbox's others
+ * (spawn.c). */
 #include "netns.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/sched.h>
 #include <sched.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
+#include <string.h>
 #include <unistd.h>
 
+static void *make(void *arg) {
+  struct hutch_netns *n = arg;
+  n->fd = -1;
+  if (unshare(CLONE_NEWNET) < 0 ||
+      (n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+    n->errnum = errno;
+  return NULL;
+}
+
 int hutch_netns_begin(struct hutch_netns *n, struct hutch_err *err) {
-  int p[2];
-  n->pid = 0;
-  n->pidfd = n->done_fd = -1;
-  if (pipe2(p, O_CLOEXEC) < 0)
-    return hutch_err_set(err, errno, "pipe");
-  struct clone_args args = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&n->pidfd,
-                            .exit_signal = SIGCHLD};
-  pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-  if (pid == 0) {
-    /* Say when the namespace exists (or not), then wait to be killed. */
-    char ok = unshare(CLONE_NEWNET) == 0;
-    close(p[0]);
-    (void)!write(p[1], &ok, 1);
-    pause();
-    _exit(0);
-  }
-  close(p[1]);
-  if (pid < 0) {
-    close(p[0]);
-    return hutch_err_set(err, errno, "clone the network namespace helper");
-  }
-  n->pid = pid;
-  n->done_fd = p[0];
+  memset(n, 0, sizeof *n);
+  n->fd = -1;
+  int e = pthread_create(&n->thread, NULL, make, n);
+  if (e)
+    return hutch_err_set(err, e, "start the network namespace helper");
+  n->started = true;
   return 0;
 }
 
 int hutch_netns_take(struct hutch_netns *n, struct hutch_err *err) {
-  if (n->pid <= 0 || n->done_fd < 0)
+  if (!n->started || n->joined)
     return hutch_err_set(err, 0, "no network namespace");
-  char ok = 0, path[64];
-  int fd = -1;
-  if (read(n->done_fd, &ok, 1) == 1 && ok) {
-    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)n->pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC); /* our unreaped child: its pid is stable */
-  }
-  int e = ok ? errno : EPERM;
-  close(n->done_fd);
-  n->done_fd = -1;
-  syscall(SYS_pidfd_send_signal, n->pidfd, SIGKILL, NULL, 0);
-  if (fd < 0)
-    return hutch_err_set(err, e, "make the network namespace");
+  pthread_join(n->thread, NULL);
+  n->joined = true;
+  if (n->fd < 0)
+    return hutch_err_set(err, n->errnum, "make the network namespace");
+  int fd = n->fd;
+  n->fd = -1;
   return fd;
 }
 
 void hutch_netns_reap(struct hutch_netns *n) {
-  if (n->pid <= 0)
-    return;
-  syscall(SYS_pidfd_send_signal, n->pidfd, SIGKILL, NULL, 0);
-  waitpid(n->pid, NULL, 0);
-  close(n->pidfd);
-  if (n->done_fd >= 0)
-    close(n->done_fd);
-  n->pid = 0;
+  if (n->started && !n->joined)
+    pthread_join(n->thread, NULL);
+  n->joined = true;
+  if (n->fd >= 0)
+    close(n->fd);
+  n->fd = -1;
 }

@@ -4,19 +4,21 @@
 #ifndef HUTCH_NETNS_H
 #define HUTCH_NETNS_H
 
-#include <sys/types.h>
+#include <pthread.h>
+#include <stdbool.h>
 
 #include "err.h"
 
 struct hutch_netns {
-  pid_t pid;     /* the helper that makes it, 0 when none */
-  int pidfd, done_fd;
+  pthread_t thread; /* the helper that makes it */
+  bool started, joined;
+  int fd, errnum; /* what it made: an fd of the namespace, or -1 and why */
 };
 
 int hutch_netns_begin(struct hutch_netns *n, struct hutch_err *err);
-/* Wait for it: an fd of the namespace (the caller's to close), or -1. The
- * helper is told to go; hutch_netns_reap waits for it, off the hot path. */
+/* Wait for it: an fd of the namespace (the caller's to close), or -1. */
 int hutch_netns_take(struct hutch_netns *n, struct hutch_err *err);
+/* After take, or instead of it: the helper is gone, nothing is held. */
 void hutch_netns_reap(struct hutch_netns *n);
 
 #endif

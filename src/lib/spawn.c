@@ -20,7 +20,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
 #include <sched.h>
@@ -142,6 +141,16 @@ static int child_join_netns(int sync, struct hutch_err *err) {
   return 0;
 }
 
+/* The ids of this process, by the system calls themselves: glibc's
+ * setresuid, setresgid and setgroups apply the change to every thread it
+ * knows of, and this process, cloned from one thread of a threaded one,
+ * would signal and wait for threads that are not its own (forever, for
+ * one that was starting or ending at the clone). */
+static int set_ids(uid_t id) {
+  return syscall(SYS_setresgid, id, id, id) < 0 || syscall(SYS_setresuid, id, id, id) < 0 ? -1
+                                                                                         : 0;
+}
+
 /* Become the sandbox's root host id before making the user namespace, so
  * that the namespace is owned by that id, not by host root: the kernel
  * charges per-user quotas (inotify instances and watches, message queues,
@@ -154,7 +163,7 @@ static int child_become_owner(uid_t base, struct hutch_err *err) {
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2];
   if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0 ||
-      setresgid(base, base, base) < 0 || setresuid(base, base, base) < 0)
+      set_ids(base) < 0)
     return hutch_err_set(err, errno, "become the sandbox's host id %u", (unsigned)base);
   d[0].effective = d[0].permitted;
   d[1].effective = d[1].permitted;
@@ -184,7 +193,7 @@ static int child_userns(uid_t base, int sync, int *notify, struct hutch_err *err
     return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
     _exit(125);
-  if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+  if (set_ids(0) < 0)
     return hutch_err_set(err, errno, "become the sandbox's root");
   return 0;
 }
@@ -210,14 +219,45 @@ static int agent_nofile(struct hutch_err *err) {
   return 0;
 }
 
+/* The first act of the sandbox's first process: close every fd it was
+ * cloned with but those it uses. hutch serve makes sandboxes on several
+ * threads at once, so this process starts with the fds of every other
+ * create under way (their pipes, sync sockets, agents' connections); it
+ * holds none of them while it waits for its parent, and none of theirs
+ * waits on it. The exec closes the rest anyway (child_fds). A VLA: this
+ * process may not allocate (sbx.c). */
+static void child_close_others(const struct hutch_spawn *s, int sync) {
+  const struct hutch_rootfs *r = &s->rootfs;
+  size_t nbinds = 2 * r->cfg->nbinds, n = 0;
+  int keep[7 + 2 * HUTCH_CG_MAXH + nbinds + r->cfg->nlayers];
+  /* 0-2 stay until child_fds puts /dev/null there: a new fd never takes
+   * their numbers meanwhile. */
+  for (int fd = 0; fd < 3; fd++)
+    keep[n++] = fd;
+  keep[n++] = sync;
+  keep[n++] = s->conn_fd;
+  keep[n++] = s->listen_fd;
+  keep[n++] = r->range_userns;
+  for (int i = 0; i < s->cg->nfd; i++)
+    keep[n++] = s->cg->fd[i];
+  for (int i = 0; s->agent_cg != s->cg && i < s->agent_cg->nfd; i++)
+    keep[n++] = s->agent_cg->fd[i];
+  for (size_t i = 0; i < nbinds; i++)
+    keep[n++] = r->bind_fds[i];
+  for (size_t i = 0; i < r->cfg->nlayers; i++)
+    keep[n++] = r->layer_fds[i];
+  hutch_close_others(keep, n);
+}
+
 static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
   struct hutch_err err = {0};
   int notify = -1;
+  child_close_others(s, sync);
   umask(0);
   if (agent_nofile(&err) < 0)
     child_fail(sync, &err);
   /* Host root's supplementary groups must not follow it in. */
-  if (setgroups(0, NULL) < 0) {
+  if (syscall(SYS_setgroups, 0, NULL) < 0) {
     hutch_err_set(&err, errno, "setgroups");
     child_fail(sync, &err);
   }
@@ -225,8 +265,17 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
   if (hutch_rootfs_prepare(&s->rootfs, &err) < 0 || child_join_netns(sync, &err) < 0 ||
-      hutch_rootfs_enter(&s->rootfs, &err) < 0 ||
-      child_userns(s->rootfs.uid_base, sync, &notify, &err) < 0)
+      hutch_rootfs_enter(&s->rootfs, &err) < 0)
+    child_fail(sync, &err);
+  /* A sandbox made ahead of demand is built at a lower priority (the
+   * creating thread's, hutch serve's pool refills); the agent and all it
+   * starts run at the process's. Raising it back takes CAP_SYS_NICE of the
+   * host's user namespace: now, before the sandbox's own is entered. */
+  if (getpriority(PRIO_PROCESS, 0) != s->nice && setpriority(PRIO_PROCESS, 0, s->nice) < 0) {
+    hutch_err_set(&err, errno, "setpriority");
+    child_fail(sync, &err);
+  }
+  if (child_userns(s->rootfs.uid_base, sync, &notify, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
    * parent was still there when it was set. */
@@ -321,6 +370,11 @@ int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err) {
     return hutch_err_set(err, errno, "socketpair");
   int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
   s->pidfd = -1;
+  /* The main thread's: PRIO_PROCESS with a pid names that one thread. */
+  errno = 0;
+  s->nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+  if (s->nice == -1 && errno)
+    s->nice = 0;
   s->pid = clone3_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd, &s->pidfd);
   if (s->pid == 0) {
     close(sv[0]);
@@ -384,9 +438,13 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
   int pidfd = -1;
   pid_t pid = clone3_pidfd(CLONE_NEWUSER, -1, &pidfd);
   if (pid == 0) {
+    /* Holding no other create's fds (hutch serve makes several sandboxes
+     * at once: src/server/core/offload.h), until the parent
+     * has what it needs: only the parent holds the write end, so its
+     * close, or its death, ends the read. */
     char c;
-    close(p[1]);
-    (void)!read(p[0], &c, 1); /* until the parent has what it needs */
+    hutch_close_others(&p[0], 1);
+    (void)!read(p[0], &c, 1);
     _exit(0);
   }
   close(p[0]);

@@ -14,6 +14,7 @@ struct hutch_spawn {
   int conn_fd;                         /* the agent's end of the connection */
   int listen_fd;                       /* its listening socket, -1 for none */
   bool build;                          /* a build step's: the agent's --build */
+  int nice; /* the agent's: the process's (hutch_spawn_start), whatever the creating thread's */
   /* out */
   pid_t pid;
   int pidfd;

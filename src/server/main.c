@@ -35,9 +35,16 @@ static const char usage[] =
     "  --sandbox-ptys N          terminals each sandbox may hold at once (default 64)\n"
     "  --audit-max-mb N          audit.jsonl is renamed audit.jsonl.1 (the older one goes)\n"
     "                            when it would pass N MiB (default 256)\n"
-    "  --pool SPEC=N             keep N sandboxes ready for creates that match SPEC: a template,\n"
+    "  --pool SPEC=N[:MAX]       keep N sandboxes ready for creates that match SPEC: a template,\n"
     "                            then limits (host,memory_mb=256,cpus=0.5); repeatable\n"
-    "                            (default host=2; --pool host=0 keeps none)\n"
+    "                            (default host=2; --pool host=0 keeps none). Demand grows it\n"
+    "                            up to MAX (default 4 x N), 30 s without shrinks it back\n"
+    "  --create-lanes N          sandboxes made at once (default: one per CPU, at least 2; up\n"
+    "                            to 16); more creates wait in order, pool refills behind them\n"
+    "  --max-create-wait-ms MS   a create that would wait longer than MS for a lane (judged\n"
+    "                            by recent creates' times) is refused at once: 429\n"
+    "                            too_many_requests for a tenant holding most of the queue,\n"
+    "                            else 503 at_capacity, with Retry-After (default 3000)\n"
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
     "                            no byte for this long ends (default 3600)\n"
@@ -94,7 +101,8 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME };
+         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME,
+         O_LANES, O_CREATE_WAIT };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -111,6 +119,8 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"ready-timeout", required_argument, NULL, O_READY},
+      {"create-lanes", required_argument, NULL, O_LANES},
+      {"max-create-wait-ms", required_argument, NULL, O_CREATE_WAIT},
       {"template-timeout", required_argument, NULL, O_TPLTIME},
       {"egress-deny", required_argument, NULL, O_EDENY},
       {"egress-permit", required_argument, NULL, O_EPERMIT},
@@ -206,6 +216,16 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       if (parse_count("--relay-idle", optarg, 7 * 86400, &v) < 0)
         return -1;
       cfg->relay_idle_ms = v * 1000;
+      break;
+    case O_LANES:
+      if (parse_count("--create-lanes", optarg, OFFLOAD_CREATE_MAX, &v) < 0)
+        return -1;
+      cfg->create_lanes = (unsigned)v;
+      break;
+    case O_CREATE_WAIT:
+      if (parse_count("--max-create-wait-ms", optarg, 600000, &v) < 0)
+        return -1;
+      cfg->max_create_wait_ms = v;
       break;
     case O_READY:
       if (parse_count("--ready-timeout", optarg, 3600, &v) < 0)
@@ -349,12 +369,20 @@ int serve_main(int argc, char **argv) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  /* libuv's thread pool (snapshot copies, egress lookups, the blocking
-   * work of offload.c) is sized once, at its first use: room for all the
-   * lookups may take (SERVE_LOOKUPS), the copies and the offloaded jobs. */
-  setenv("UV_THREADPOOL_SIZE", SERVE_THREADPOOL, 0);
   struct server *srv = server_new();
   int r = parse(argc, argv, &srv->cfg);
+  if (!srv->cfg.create_lanes) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    srv->cfg.create_lanes = cpus < 2 ? 2 : cpus > OFFLOAD_CREATE_MAX ? OFFLOAD_CREATE_MAX : (unsigned)cpus;
+  }
+  offload_init(srv, srv->cfg.create_lanes);
+  /* libuv's thread pool (snapshot copies, egress lookups, the blocking
+   * work of offload.c) is sized once, at its first use: room for all the
+   * lookups may take (SERVE_LOOKUPS), the copies and both lanes' jobs. */
+  char threads[16];
+  snprintf(threads, sizeof threads, "%u",
+           SERVE_LOOKUPS + SERVE_COPIES + OFFLOAD_OTHER_MAX + srv->cfg.create_lanes);
+  setenv("UV_THREADPOOL_SIZE", threads, 0);
   if (r == 0 && geteuid() != 0) {
     fprintf(stderr, "hutch serve: must run as root: it creates namespaces, cgroups and "
                     "id-mapped users\n");

@@ -958,7 +958,8 @@ def test_warm_pools(tmp_path):
 def test_bad_pool_options(tmp_path):
     import subprocess
     for spec in ["host", "host=x", "host=1000", "nope=1", "host,memory_mb=1=1",
-                 "host,bogus=1=1", "host,cpus=x=1", "host,memory_mb=999999999=1"]:
+                 "host,bogus=1=1", "host,cpus=x=1", "host,memory_mb=999999999=1",
+                 "host=4:2", "host=1:x", "host=1:1000", "host=1:"]:
         r = subprocess.run([str(BUILD / "hutch"), "serve", "--state-dir", str(tmp_path / "s"),
                             "--listen", "127.0.0.1:1", "--pool", spec],
                            capture_output=True, text=True, timeout=30)

@@ -12,8 +12,10 @@
 #include "util.h"
 #include "core/server.h"
 
-static const unsigned lane_max[OFFLOAD_LANES] = {[OFFLOAD_CREATE] = 1,
-                                                 [OFFLOAD_OTHER] = OFFLOAD_MAX - 1};
+void offload_init(struct server *srv, unsigned create_lanes) {
+  srv->offload[OFFLOAD_CREATE].max = create_lanes;
+  srv->offload[OFFLOAD_OTHER].max = OFFLOAD_OTHER_MAX;
+}
 
 static void work(uv_work_t *w) {
   struct offload *o = w->data;
@@ -28,12 +30,18 @@ static void after(uv_work_t *w, int status) {
   struct server *srv = o->srv;
   struct offload_queue *q = &srv->offload[o->lane];
   q->running--;
-  struct offload *next = q->head;
-  if (next) {
+  struct offload *next = q->head ? q->head : q->bg_head;
+  if (next == q->head && next) {
     q->head = next->next;
-    q->waiting--;
     if (!q->head)
       q->tail = NULL;
+  } else if (next) {
+    q->bg_head = next->next;
+    if (!q->bg_head)
+      q->bg_tail = NULL;
+  }
+  if (next) {
+    q->waiting--;
     start(srv, next);
   }
   o->done(o);
@@ -45,24 +53,37 @@ static void start(struct server *srv, struct offload *o) {
   uv_queue_work(srv->loop, &o->work, work, after);
 }
 
-void offload(struct server *srv, enum offload_lane lane, struct offload *o,
-             void (*run)(struct offload *o), void (*done)(struct offload *o)) {
+static void enqueue(struct server *srv, enum offload_lane lane, bool background,
+                    struct offload *o, void (*run)(struct offload *o),
+                    void (*done)(struct offload *o)) {
   struct offload_queue *q = &srv->offload[lane];
   o->srv = srv;
   o->lane = lane;
   o->run = run;
   o->done = done;
   o->next = NULL;
-  if (q->running < lane_max[lane]) {
+  if (q->running < q->max) {
     start(srv, o);
     return;
   }
-  if (q->tail)
-    q->tail->next = o;
+  struct offload **head = background ? &q->bg_head : &q->head;
+  struct offload **tail = background ? &q->bg_tail : &q->tail;
+  if (*tail)
+    (*tail)->next = o;
   else
-    q->head = o;
-  q->tail = o;
+    *head = o;
+  *tail = o;
   q->waiting++;
+}
+
+void offload(struct server *srv, enum offload_lane lane, struct offload *o,
+             void (*run)(struct offload *o), void (*done)(struct offload *o)) {
+  enqueue(srv, lane, false, o, run, done);
+}
+
+void offload_background(struct server *srv, enum offload_lane lane, struct offload *o,
+                        void (*run)(struct offload *o), void (*done)(struct offload *o)) {
+  enqueue(srv, lane, true, o, run, done);
 }
 
 /* A removal: a snapshot's tree or a volume's image. */

@@ -6,19 +6,22 @@
  *
  * Jobs go in lanes, each running at most so many at once, the rest
  * waiting in order:
- *  - OFFLOAD_CREATE, one at a time. Making a sandbox clones helpers that
- *    wait for a pipe's end (spawn.c's id-map helpers) or to be killed
- *    (netns.c): a helper cloned by one thread holds copies of every fd the
- *    process has at that moment, close-on-exec or not (it never execs), so
- *    two creates on two threads can each hold the pipe the other's helper
- *    waits on, and neither ever ends. One at a time, a create's helpers
- *    hold only the loop's fds and its own, which the create closes itself.
- *    Creates were one at a time on the loop before; they still are, off it.
+ *  - OFFLOAD_CREATE, --create-lanes at once (default: one per CPU, at
+ *    least 2). Making a sandbox clones helpers (spawn.c's id-map helpers,
+ *    netns.c's) and the sandbox's first process; each holds copies of
+ *    every fd the process has at that moment, other creates' pipes
+ *    included, since none of them execs at once. Each closes every fd
+ *    but its own as its first act (hutch_close_others), so no create
+ *    ever waits on an end of stream another's helper holds, and what runs
+ *    in them before the exec allocates nothing (sbx.c says why that
+ *    matters on a thread). Pool refills (offload_background) run in the
+ *    same lane, behind every waiting create.
  *  - OFFLOAD_OTHER: teardowns, volumes, removals, the audit log, store
  *    checkpoints, collecting crashed runs' cgroups; no clone
  *    whose end depends on a pipe (mkfs.ext4 is forked and execs at once).
  * The caps also keep a burst from taking every thread of the pool from
- * egress name lookups and snapshot copies (SERVE_THREADPOOL). The loop
+ * egress name lookups and snapshot copies (main.c sizes libuv's pool for
+ * SERVE_LOOKUPS, the copies and both lanes). The loop
  * does not end while a job runs or waits: a stopping server finishes them. */
 #ifndef HUTCH_OFFLOAD_H
 #define HUTCH_OFFLOAD_H
@@ -28,7 +31,8 @@
 #include <uv.h>
 
 enum offload_lane { OFFLOAD_CREATE, OFFLOAD_OTHER, OFFLOAD_LANES };
-#define OFFLOAD_MAX 8 /* jobs of all lanes running at once */
+#define OFFLOAD_OTHER_MAX 7   /* OFFLOAD_OTHER's jobs running at once */
+#define OFFLOAD_CREATE_MAX 16 /* the most --create-lanes may ask */
 
 struct server;
 struct hutch_err;
@@ -43,14 +47,23 @@ struct offload {
 };
 
 struct offload_queue {
+  unsigned max; /* running at once (offload_init) */
   unsigned running, waiting;
-  struct offload *head, *tail;
+  struct offload *head, *tail;       /* waiting, in order */
+  struct offload *bg_head, *bg_tail; /* background jobs waiting, after those */
 };
+
+/* The lanes' widths: create_lanes creates at once. */
+void offload_init(struct server *srv, unsigned create_lanes);
 
 /* Run o->run off the loop, then o->done on it. o is embedded in the job
  * (OFFLOAD_JOB) and must live until done. */
 void offload(struct server *srv, enum offload_lane lane, struct offload *o,
              void (*run)(struct offload *o), void (*done)(struct offload *o));
+/* The same, behind every job of the lane that is not background: work
+ * ahead of demand (pool refills) never delays a request's. */
+void offload_background(struct server *srv, enum offload_lane lane, struct offload *o,
+                        void (*run)(struct offload *o), void (*done)(struct offload *o));
 
 /* How an action that waits for work off the loop ended: err NULL when
  * it is done, else why not (called on the loop). */

@@ -1,16 +1,23 @@
 /* Warm pools: sandboxes made ahead of demand, per template and limits, so
  * that a create is served in the time it takes to hand one over. A pool is
- * `--pool SPEC=N`: SPEC is a template (host, or a public one of the
+ * `--pool SPEC=N[:MAX]`: SPEC is a template (host, or a public one of the
  * store), then optional limits as a create
  * request gives them (`host,memory_mb=256,cpus=0.5`). A create whose
  * template and limits (defaults filled in) equal a pool's takes one of its
  * sandboxes; the pool refills in the background.
  *
- * A sandbox is made off the loop (sbx_make), but it takes CPU a request
- * would want, so a refill waits for a quiet moment: REFILL_QUIET_MS
- * without a request (a client that just got a sandbox usually sends its
- * first exec at once), but never more than REFILL_MAX_WAIT_MS, and one
- * sandbox at a time. */
+ * A pool follows demand between N and MAX (default 4 x N, at most
+ * POOL_MAX): each create that finds it empty, or empties it, raises what
+ * it keeps ready by one; after POOL_IDLE_MS without either, it halves
+ * back towards N and the sandboxes above go.
+ *
+ * A sandbox is made off the loop (sbx_make_ahead), but it takes CPU a
+ * request would want: refills wait behind every create in the lane, are
+ * built at a lower priority (sbx.c), at most all lanes but one at a time
+ * (so a create always finds a lane), and a refill waits for a quiet
+ * moment: REFILL_QUIET_MS without a request (a client that just got a
+ * sandbox usually sends its first exec at once), but never more than
+ * REFILL_MAX_WAIT_MS. */
 #include "core/pool.h"
 
 #include <stdio.h>
@@ -18,6 +25,8 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/offload.h"
+#include "core/server.h"
 #include "core/layers.h"
 #include "core/sbx.h"
 
@@ -25,6 +34,7 @@
 #define REFILL_RETRY_MS 1000
 #define REFILL_QUIET_MS 20
 #define REFILL_MAX_WAIT_MS 500
+#define POOL_IDLE_MS 30000 /* without demand, a grown pool halves back */
 
 struct pool {
   struct pool *next;
@@ -32,9 +42,11 @@ struct pool {
   char template[64]; /* "host", or the id of a public template of the store */
   struct layer_stack stack; /* that template's layers, pinned while the pool lives */
   struct hutch_sandbox_config cfg;
-  unsigned target, nready;
-  uint64_t taken; /* creates served from this pool */
-  bool making;    /* one of its sandboxes is being made */
+  unsigned min, max; /* N and MAX of --pool SPEC=N[:MAX] */
+  unsigned target;   /* kept ready now, from min to max */
+  unsigned nready, making;
+  uint64_t taken;     /* creates served from this pool */
+  uint64_t demand_at; /* uv_now of the last take or miss */
   struct sbx *ready;
 };
 
@@ -66,14 +78,19 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
   p->stack.pin = -1;
   p->spec = xstrdup(arg);
   p->cfg.state_dir = srv->cfg.state_dir;
-  char *eq = strrchr(p->spec, '=');
-  uint64_t n;
-  if (!eq || !parse_u64(eq + 1, &n) || n > POOL_MAX) {
-    hutch_err_invalid(err, "--pool wants SPEC=N with N from 0 to %d, not '%s'", POOL_MAX, arg);
+  char *eq = strrchr(p->spec, '='), *colon = eq ? strchr(eq, ':') : NULL;
+  uint64_t n, max = 0;
+  if (colon)
+    *colon = '\0';
+  if (!eq || !parse_u64(eq + 1, &n) || n > POOL_MAX ||
+      (colon && (!parse_u64(colon + 1, &max) || max < n || max > POOL_MAX))) {
+    hutch_err_invalid(err, "--pool wants SPEC=N[:MAX] with N <= MAX <= %d, not '%s'", POOL_MAX,
+                      arg);
     goto fail;
   }
   *eq = '\0';
-  p->target = (unsigned)n;
+  p->min = p->target = (unsigned)n;
+  p->max = colon ? (unsigned)max : n * 4 < POOL_MAX ? (unsigned)n * 4 : POOL_MAX;
   char *save = NULL, *copy = xstrdup(p->spec);
   char *tok = strtok_r(copy, ",", &save);
   str_copy(p->template, sizeof p->template, tok ? tok : "");
@@ -145,7 +162,8 @@ void pool_defer(struct server *srv) {
 static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err *err,
                       void *arg) {
   struct pool *p = arg;
-  p->making = false;
+  p->making--;
+  srv->refilling--;
   if (!sb) {
     if (!srv->stopping) {
       fprintf(stderr, "hutch serve: pool %s: %s (retrying)\n", p->spec, err->msg);
@@ -160,18 +178,37 @@ static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err
   schedule(srv, REFILL_QUIET_MS);
 }
 
-/* Make one sandbox (off the loop) for the first pool short of its target,
- * counting the one it is making. */
+/* Make sandboxes (off the loop) for the pools short of their target,
+ * counting those being made, all lanes but one at a time. */
 static void refill(uv_timer_t *t) {
   struct server *srv = t->data;
+  unsigned lanes = srv->offload[OFFLOAD_CREATE].max;
+  unsigned cap = lanes > 1 ? lanes - 1 : 1;
+  for (struct pool *p = srv->pools; p; p = p->next)
+    while (srv->refilling < cap && p->nready + p->making < p->target) {
+      p->making++;
+      srv->refilling++;
+      sbx_make_ahead(srv, &p->cfg, p->template, pool_made, p);
+    }
+}
+
+/* Demand for p: a take, or a create that found it empty. */
+static void demand(struct server *srv, struct pool *p, bool grow) {
+  p->demand_at = uv_now(srv->loop);
+  if (grow && p->target < p->max)
+    p->target++;
+  schedule(srv, REFILL_QUIET_MS);
+}
+
+void pool_shrink(struct server *srv) {
+  uint64_t now = uv_now(srv->loop);
   for (struct pool *p = srv->pools; p; p = p->next) {
-    if (p->making)
-      return; /* its end schedules the next */
-    if (p->nready >= p->target)
+    if (p->target <= p->min || now - p->demand_at < POOL_IDLE_MS)
       continue;
-    p->making = true;
-    sbx_make(srv, &p->cfg, p->template, pool_made, p);
-    return;
+    p->target = p->target / 2 > p->min ? p->target / 2 : p->min;
+    p->demand_at = now;
+    while (p->nready > p->target)
+      sbx_destroy(p->ready);
   }
 }
 
@@ -194,18 +231,25 @@ int pool_configure(struct server *srv, struct hutch_err *err) {
 
 struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg,
                       const char *template) {
+  struct pool *empty = NULL;
   for (struct pool *p = srv->pools; p; p = p->next) {
     const struct hutch_sandbox_config *pc = &p->cfg;
-    if (!p->ready || strcmp(p->template, template) != 0 ||
-        pc->memory_bytes != cfg->memory_bytes || pc->disk_bytes != cfg->disk_bytes ||
-        pc->pids != cfg->pids || pc->cpu_milli != cfg->cpu_milli)
+    if (strcmp(p->template, template) != 0 || pc->memory_bytes != cfg->memory_bytes ||
+        pc->disk_bytes != cfg->disk_bytes || pc->pids != cfg->pids ||
+        pc->cpu_milli != cfg->cpu_milli)
       continue;
+    if (!p->ready) {
+      empty = empty ? empty : p;
+      continue;
+    }
     struct sbx *sb = p->ready;
     pool_unlink(sb);
     p->taken++;
-    schedule(srv, REFILL_QUIET_MS);
+    demand(srv, p, !p->ready);
     return sb;
   }
+  if (empty)
+    demand(srv, empty, true);
   return NULL;
 }
 
@@ -243,7 +287,7 @@ void pool_metrics(FILE *f, const struct server *srv) {
              "# TYPE hutch_pool_ready gauge\n");
   for (const struct pool *p = srv->pools; p; p = p->next)
     fprintf(f, "hutch_pool_ready{pool=\"%s\"} %u\n", p->spec, p->nready);
-  fprintf(f, "# HELP hutch_pool_target Sandboxes each warm pool keeps ready.\n"
+  fprintf(f, "# HELP hutch_pool_target Sandboxes each warm pool keeps ready now (N to MAX).\n"
              "# TYPE hutch_pool_target gauge\n");
   for (const struct pool *p = srv->pools; p; p = p->next)
     fprintf(f, "hutch_pool_target{pool=\"%s\"} %u\n", p->spec, p->target);

@@ -224,6 +224,34 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
   json_decref(tmpl);
 }
 
+/* Admission: a create that would wait longer than --max-create-wait-ms
+ * for a lane is refused at once, with Retry-After, rather than let every
+ * create of a burst wait (and a client's timeout pass) behind it. The wait
+ * is judged from the creates ahead of it (made now or waiting) and what a
+ * create has lately taken on its lane (before the first, ADMIT_FIRST_NS):
+ * while a lane is free it waits nothing and is always let in.
+ * A tenant holding most of the queue hears 429 too_many_requests (it is
+ * the one to slow down), any other 503 at_capacity. */
+#define ADMIT_FIRST_NS (20 * 1000 * 1000ull)
+static int admit(struct server *srv, const struct principal *p, struct hutch_err *err) {
+  unsigned ahead = 0, own = 0, lanes = srv->offload[OFFLOAD_CREATE].max;
+  for (const struct creating *cr = srv->creating; cr; cr = cr->next) {
+    ahead++;
+    own += strcmp(cr->p.tenant, p->tenant) == 0;
+  }
+  uint64_t per = srv->create_ns ? srv->create_ns : ADMIT_FIRST_NS;
+  uint64_t wait_ms = ahead / lanes * per / 1000000;
+  if (wait_ms <= srv->cfg.max_create_wait_ms)
+    return 0;
+  if (own * 2 > ahead)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
+                          "tenant %s has %u creates waiting (about %llu ms): try again later",
+                          p->tenant, own, (unsigned long long)wait_ms);
+  return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
+                        "%u creates are waiting (about %llu ms): try again later", ahead,
+                        (unsigned long long)wait_ms);
+}
+
 /* The sandbox cr asks for: a warm one if a pool holds one made just so
  * (made at once), else made off the loop. */
 static int start(struct creating *cr, struct hutch_err *err) {
@@ -251,6 +279,8 @@ static int start(struct creating *cr, struct hutch_err *err) {
   if (!sb && fds_check_sandbox(srv))
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many descriptors as it can; try again");
+  if (!sb && admit(srv, &cr->p, err) < 0)
+    return -1;
   cr->next = srv->creating;
   srv->creating = cr;
   if (sb) {

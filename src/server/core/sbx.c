@@ -3,11 +3,16 @@
  * timeout. */
 #include "core/sbx.h"
 
+#include <errno.h>
+#include <linux/capability.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "util.h"
@@ -217,7 +222,7 @@ static void open_egress(struct sbx *sb) {
 }
 
 /* A sandbox being made: hutch_sandbox_create runs on a thread of the
- * pool (offload.c, one create at a time) with a copy of the config; the
+ * pool (offload.c, --create-lanes at once) with a copy of the config; the
  * caller keeps what the config points to (layers, volumes) until made is
  * called.
  *
@@ -228,10 +233,16 @@ static void open_egress(struct sbx *sb) {
  *    in it forever. Its path (rootfs.c, the cgroup's enter_self, the
  *    seccomp install) makes syscalls and formats into stack buffers; it
  *    allocates nothing (rootfs.c's one strdup is a stack copy now) and
- *    takes no stdio lock. Only on an error does it call strerror (glibc:
- *    a read lock on the locale's state, which no thread of hutch serve
- *    ever write-locks, since nothing calls setlocale). The id-map and
- *    network namespace helpers only read, unshare, pause and _exit.
+ *    takes no stdio lock. It sets its ids with raw system calls: glibc's
+ *    setresuid and setgroups signal every thread the process had and wait
+ *    for those starting or ending, which in the clone never answer. Only
+ *    on an error does it call strerror (glibc: a read lock on the
+ *    locale's state, which no thread of hutch serve ever write-locks,
+ *    since nothing calls setlocale). The id-map helper closes every fd
+ *    but its pipe's end, reads and _exits; the network namespace's is a
+ *    thread that unshares, opens and ends (netns.c). Each create's clones
+ *    close what other creates hold first (offload.h), so creates run
+ *    --create-lanes at once.
  *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
  *    between processes, then flock on an fd of their own: flock locks
  *    belong to the open file, so the collector (hutch_gc, on this thread
@@ -241,12 +252,16 @@ static void open_egress(struct sbx *sb) {
  *    src/lib keeps mutable static state; the template is built beside and
  *    renamed into place, so two builders cannot clash; nothing changes the
  *    process's working directory, umask or namespaces but the cloned
- *    child (hutch_sandbox_socket's setns is per thread, and on the loop).
+ *    child (hutch_sandbox_socket's setns and the netns helper's unshare
+ *    are per thread: the one on the loop, the other on a thread that
+ *    ends).
  *  - The agent must not inherit this thread's signal mask: libuv's pool
  *    threads are made with the mask of the loop's thread, which blocks
  *    nothing. */
 struct making {
   struct offload o;
+  bool ahead;       /* a pool's: made at SBX_AHEAD_NICE, in the background */
+  uint64_t took_ns; /* on its thread */
   struct hutch_sandbox_config cfg;
   struct hutch_bind kernels;
   char template[SERVE_TEMPLATE_MAX + 1];
@@ -257,9 +272,38 @@ struct making {
   void *arg;
 };
 
+/* A sandbox made ahead of demand yields the CPUs to requests: its thread,
+ * and what it clones, run SBX_AHEAD_NICE steps below the process (nice is
+ * per thread on Linux); the sandbox's first process returns to the
+ * process's own before the agent starts (spawn.c), so a sandbox taken from
+ * a pool runs as one made for the request. The thread gets its priority
+ * back before it takes other work. */
+/* Whether a thread may raise its priority again (CAP_SYS_NICE): without
+ * it, a refill is made at the server's own, rather than leave the thread,
+ * or the agent, below it. */
+static bool may_renice(void) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  return syscall(SYS_capget, &h, d) == 0 && (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
+}
+
 static void making_run(struct offload *o) {
   struct making *m = OFFLOAD_JOB(o, struct making);
+  pid_t tid = gettid();
+  int nice = 0;
+  bool renice = m->ahead && may_renice();
+  if (renice) {
+    errno = 0;
+    nice = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (nice == -1 && errno)
+      nice = 0;
+    setpriority(PRIO_PROCESS, (id_t)tid, nice + SBX_AHEAD_NICE > 19 ? 19 : nice + SBX_AHEAD_NICE);
+  }
+  uint64_t t0 = now_ns();
   m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
+  m->took_ns = now_ns() - t0;
+  if (renice)
+    setpriority(PRIO_PROCESS, (id_t)tid, nice);
 }
 
 /* The rest, on the loop: the agent's connection, tokens, the proxy. */
@@ -298,6 +342,10 @@ static void making_done(struct offload *o) {
   struct making *m = OFFLOAD_JOB(o, struct making);
   struct server *srv = o->srv;
   struct sbx *sb = NULL;
+  /* What a create takes on its lane, for admission (sandboxes.c): a
+   * moving average of requests' own, each weighing an eighth. */
+  if (!m->ahead && m->r == 0)
+    srv->create_ns = srv->create_ns ? (7 * srv->create_ns + m->took_ns) / 8 : m->took_ns;
   if (m->r == 0 && srv->stopping) {
     hutch_err_set(&m->err, 0, "the server is stopping");
   } else if (m->r == 0) {
@@ -310,9 +358,10 @@ static void making_done(struct offload *o) {
   free(m);
 }
 
-void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
-              sbx_made_fn made, void *arg) {
+static void make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
+                 bool ahead, sbx_made_fn made, void *arg) {
   struct making *m = xcalloc(1, sizeof *m);
+  m->ahead = ahead;
   /* The server's sandboxes outlive it, to be taken over when it starts
    * again (sbx_adopt_all): their agents listen for it. */
   m->cfg = *cfg;
@@ -331,7 +380,20 @@ void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const 
   str_copy(m->template, sizeof m->template, template);
   m->made = made;
   m->arg = arg;
-  offload(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
+  if (ahead)
+    offload_background(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
+  else
+    offload(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
+}
+
+void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
+              sbx_made_fn made, void *arg) {
+  make(srv, cfg, template, false, made, arg);
+}
+
+void sbx_make_ahead(struct server *srv, const struct hutch_sandbox_config *cfg,
+                    const char *template, sbx_made_fn made, void *arg) {
+  make(srv, cfg, template, true, made, arg);
 }
 
 /* A sandbox's end off the loop: killing its agent waits for every process
@@ -556,6 +618,8 @@ static void reap(uv_timer_t *t) {
   }
   escapes_audit_due(srv, now);
   usage_sample_all(srv);
+  if (srv->reaper_ticks % 10 == 5)
+    pool_shrink(srv);
   /* Every 5 s, if sandboxes ended since: what their ends freed, on the
    * loop and in the arenas of libuv's pool threads (which made them), goes
    * back to the system; glibc keeps freed heap otherwise. */

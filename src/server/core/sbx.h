@@ -88,6 +88,11 @@ typedef void (*sbx_made_fn)(struct server *srv, struct sbx *sb, const struct hut
 void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir);
 void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
               sbx_made_fn made, void *arg);
+/* The same for a pool: in the background, behind every create waiting,
+ * built at SBX_AHEAD_NICE below the server's priority (sbx.c). */
+#define SBX_AHEAD_NICE 10
+void sbx_make_ahead(struct server *srv, const struct hutch_sandbox_config *cfg,
+                    const char *template, sbx_made_fn made, void *arg);
 /* End hs off the loop; then release the fork snapshot of layers (or NULL). */
 void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers);
 /* Sandboxes being torn down that stack layer (a snapshot's id): its files

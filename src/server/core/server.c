@@ -42,6 +42,7 @@ struct server *server_new(void) {
       .relay_idle_ms = 3600 * 1000,
       .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
       .template_timeout_ms = 7200 * 1000,
+      .max_create_wait_ms = 3000,
   };
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");
@@ -50,6 +51,7 @@ struct server *server_new(void) {
   uv_loop_init(srv->loop);
   srv->netns_fd = -1;
   fds_init(srv);
+  offload_init(srv, 2);
   return srv;
 }
 

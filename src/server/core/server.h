@@ -32,7 +32,7 @@ struct hutch_err;
 /* Name lookups of all egress proxies under way; libuv's thread pool is
  * made larger than that (main.c), so snapshot copies always have threads. */
 #define SERVE_LOOKUPS 12
-#define SERVE_THREADPOOL "24" /* lookups, 4 snapshot copies, OFFLOAD_MAX jobs */
+#define SERVE_COPIES 4 /* snapshot copies at once (snapshots.c) */
 /* Where every sandbox of the server sees share/kernels, read-only. */
 #define SERVE_KERNELS_PATH "/opt/hutch/kernels"
 
@@ -50,6 +50,8 @@ struct serve_config {
   uint64_t tenant_disk_mb;    /* --tenant-disk-mb; 0: a quarter of the state filesystem */
   uint64_t audit_max_mb;      /* --audit-max-mb: the audit log's size before it rotates */
   char **pool_specs; /* --pool arguments, NULL-terminated */
+  unsigned create_lanes;       /* --create-lanes: sandboxes made at once (offload.h) */
+  uint64_t max_create_wait_ms; /* --max-create-wait-ms: admission of creates (sandboxes.c) */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
@@ -135,6 +137,8 @@ struct server {
   unsigned captures; /* snapshot copies under way */
   /* Blocking work off the loop (offload.c): running, and waiting in order. */
   struct offload_queue offload[OFFLOAD_LANES];
+  uint64_t create_ns; /* a create's time on its lane, averaged (sbx.c); 0: none yet */
+  unsigned refilling; /* pools' sandboxes being made (pool.c) */
   uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
   bool checkpointing;
   struct creating *creating; /* sandboxes being made (core/sandboxes.c) */
