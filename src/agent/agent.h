@@ -81,6 +81,7 @@ struct spare {
   pid_t pid; /* 0 when there is none */
   int sock;
   bool ready; /* it said so: its setup went through */
+  uint64_t born_ns; /* when the sandbox fell idle and it was forked */
   struct hutch_cgroup leaf;
   char leaf_name[16];
 };
@@ -201,6 +202,9 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
 bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
+/* End a spare that has waited SPARE_IDLE_MS; the milliseconds until the
+ * one there is would be, or -1 without one (epoll_wait's timeout). */
+int spare_expire(struct agent *a);
 
 /* monitor.c. Start listening when the first process passed a listener
  * (without one nothing is counted, which is not an error). */

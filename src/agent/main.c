@@ -385,7 +385,7 @@ int main(int argc, char **argv) {
     if (!a.detached)
       agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];
-    int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), -1);
+    int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), spare_expire(&a));
     if (n < 0 && errno != EINTR)
       break;
     for (int i = 0; i < n; i++) {

@@ -21,7 +21,17 @@
  * A sandbox that can outlive its client (a server's, whose agent listens
  * for the next one) gets a new spare each time it falls idle; a one-shot
  * sandbox (hutch run) only the first, which overlaps its setup with the
- * client's first request: a second would only slow the teardown. */
+ * client's first request: a second would only slow the teardown.
+ *
+ * A spare that waits SPARE_IDLE_MS untaken ends, and the next one is made
+ * only when a job ends again: a sandbox idle between an agent's turns then
+ * holds one process and one memory cgroup instead of two. A memory cgroup
+ * costs the kernel a slot for every memory-aware shrinker on the host (one
+ * per mounted filesystem: about ten per sandbox), so with thousands of
+ * sandboxes the idle spares' leaves would cost more than the rest of the
+ * sandbox. The exec after a long idle runs the slow way (its own leaf and
+ * fork: a few milliseconds more, most of it the host-wide cgroup lock), so
+ * the wait is long enough to span an agent's turn (a model's answer). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,6 +47,7 @@
 /* How long an exec waits for a spare still setting up (normally well under
  * a millisecond) before it ends it and forks its own process. */
 #define SPARE_READY_WAIT_MS 100
+#define SPARE_IDLE_MS 30000
 
 static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)
@@ -94,6 +105,18 @@ void spare_keep(struct agent *a) {
     return;
   }
   s->pid = pid;
+  s->born_ns = now_ns();
+}
+
+int spare_expire(struct agent *a) {
+  struct spare *s = &a->spare;
+  if (s->pid <= 0)
+    return -1;
+  uint64_t age_ms = (now_ns() - s->born_ns) / 1000000;
+  if (age_ms < SPARE_IDLE_MS)
+    return (int)(SPARE_IDLE_MS - age_ms);
+  spare_drop(a);
+  return -1;
 }
 
 /* Wait for the spare's "R": it is set up, its filter installed. */

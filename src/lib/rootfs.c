@@ -317,7 +317,7 @@ static int mount_host_template(int root, struct hutch_err *err) {
 }
 
 /* /proc of the sandbox's pid namespace, with Docker's masked paths hidden
- * (files under /dev/null, directories under an empty read-only tmpfs) and
+ * (files under /dev/null, directories under an empty read-only directory) and
  * the kernel-tuning paths read-only. */
 /* Beyond Docker's: config.gz and vmcoreinfo tell the host kernel's exact
  * build and the addresses of its symbols (what a kernel exploit needs to
@@ -340,9 +340,22 @@ static int mask_path(int root, int dirfd, const char *name, struct hutch_err *er
     return 0; /* not on this kernel */
   if (fstat(fd, &st) < 0)
     return hutch_err_set(err, errno, "mask %s", name);
-  if (S_ISDIR(st.st_mode))
-    return mount_at("hutch-masked", fd, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                    "size=4k,nr_inodes=1,mode=0555", err);
+  if (S_ISDIR(st.st_mode)) {
+    /* A read-only bind of the storage's empty directory, not a tmpfs of
+     * its own: as empty and as unwritable (the overlays' spare lower layer,
+     * which nothing writes and the sandbox cannot reach but here), and no
+     * superblock more. Each superblock is a memory-aware shrinker, and
+     * every memory cgroup on the host pays for each shrinker (kernel
+     * shrinker_info), so each one a sandbox mounts costs in proportion to
+     * the number of sandboxes. */
+    _cleanup_close_ int tree =
+        open_tree(AT_FDCWD, HUTCH_STAGING_DIR "/empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tree < 0)
+      return hutch_err_set(err, errno, "mask %s", name);
+    return attach_tree(tree, fd,
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                       -1, IDMAP_NONE, err);
+  }
   _cleanup_close_ int dev = open_mounted(root, "dev", err);
   if (dev < 0)
     return hutch_err_wrap(err, "mask %s", name);

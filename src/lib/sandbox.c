@@ -263,7 +263,7 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
   sb->lock_fd = hutch_slot_claim(&sb->root, ctls, &sb->slot, &sb->cg, err);
   if (sb->lock_fd < 0)
     return -1;
-  sb->uid_base = HUTCH_UID_BASE + sb->slot * HUTCH_ID_RANGE;
+  sb->uid_base = hutch_slot_uid_base(sb->slot);
   if (sb->root.ops->leaves_only && sb->root.ops->mkchild(&sb->cg, "agent", ctls, agent_cg, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
   return 0;
@@ -280,7 +280,8 @@ static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sa
   if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->enable_children(&sb->cg, err) < 0 ||
       ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
-  hutch_gc(&sb->root);
+  if (!cfg->gc_elsewhere)
+    hutch_gc(&sb->root);
   return 0;
 }
 
@@ -427,6 +428,12 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   return 0;
 }
 
+static void close_root(struct hutch_sandbox *sb) {
+  if (sb->root.ops)
+    hutch_cgroup_close(&sb->root);
+  memset(&sb->root, 0, sizeof sb->root);
+}
+
 int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                          struct hutch_err *err) {
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
@@ -445,6 +452,7 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
     hutch_sandbox_destroy(sb, &ignored);
     return -1;
   }
+  close_root(sb);
   *out = sb;
   return 0;
 }
@@ -499,7 +507,7 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   memcpy(sb->id, id, sizeof sb->id);
   sb->slot = slot;
-  sb->uid_base = HUTCH_UID_BASE + slot * HUTCH_ID_RANGE;
+  sb->uid_base = hutch_slot_uid_base(slot);
   sb->pid = pid;
   char name[16];
   snprintf(name, sizeof name, "%u", slot);
@@ -543,6 +551,7 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
     hutch_sandbox_destroy(sb, &ignored);
     return -1;
   }
+  close_root(sb);
   *out = sb;
   return 0;
 }
@@ -619,8 +628,7 @@ void hutch_sandbox_release(struct hutch_sandbox *sb) {
     close(sb->lock_fd);
   if (sb->cg.ops)
     hutch_cgroup_close(&sb->cg);
-  if (sb->root.ops)
-    hutch_cgroup_close(&sb->root);
+  close_root(sb);
   free(sb);
 }
 
@@ -667,13 +675,13 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   /* No process is left: they were all in the agent's pid namespace. */
   if (sb->cg.ops) {
     hutch_cgroup_close(&sb->cg);
-    if (hutch_slot_remove(&sb->root, sb->slot, err) < 0)
+    if ((!sb->root.ops && hutch_cgroup_open_root(&sb->root, err) < 0) ||
+        hutch_slot_remove(&sb->root, sb->slot, err) < 0)
       ret = -1;
   }
   if (sb->lock_fd >= 0)
     close(sb->lock_fd);
-  if (sb->root.ops)
-    hutch_cgroup_close(&sb->root);
+  close_root(sb);
   free(sb);
   return ret;
 }

@@ -56,6 +56,10 @@ struct hutch_sandbox_config {
    * server): DIR/<id>.sock, in a directory only root may enter. NULL: the
    * agent ends, and with it the sandbox, when its first connection does. */
   const char *listen_dir;
+  /* The caller collects the cgroups crashed runs left (hutch_gc_host, as
+   * hutch serve does every few seconds): a create then does not scan every
+   * slot, which with thousands of sandboxes is most of its cost. */
+  bool gc_elsewhere;
 };
 
 /* Defaults and bounds shared by every front end. */
@@ -75,6 +79,9 @@ struct hutch_sandbox {
   pid_t pid;      /* host pid of the agent */
   int pidfd;
   int conn_fd;    /* our end of the agent protocol connection */
+  /* root: the `hutch` cgroup, open only while the sandbox is made or ended.
+   * A server holds thousands of sandboxes, and every descriptor it holds is
+   * copied into, and closed by, each process it clones. */
   struct hutch_cgroup root, cg;
   int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
   int storage_fd; /* the sandbox's storage tmpfs (O_PATH), -1 when not reached */

@@ -19,6 +19,11 @@
  * taken the lock yet. */
 #define GC_MIN_AGE_S 10
 
+_Static_assert(HUTCH_UID_BASE + (uint64_t)HUTCH_SLOTS_LOW * HUTCH_ID_RANGE <= 0x7FFE0000u,
+               "low slots end below systemd's foreign-uid range");
+_Static_assert(HUTCH_UID_HIGH + (uint64_t)(HUTCH_SLOTS - HUTCH_SLOTS_LOW) * HUTCH_ID_RANGE <= 0xFFFF0000u,
+               "high slots end below (uid_t)-2");
+
 int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *slot,
                      struct hutch_cgroup *cg, struct hutch_err *err) {
   unsigned start = 0;
@@ -85,10 +90,15 @@ static bool collectable(const struct hutch_cgroup *root, const char *name) {
   if (fstatat(hutch_cg_fd(root, CG_MEMORY), name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
       st.st_mtime > time(NULL) - GC_MIN_AGE_S)
     return false;
+  /* The lock first: a live sandbox's slot (held) costs an open and a
+   * flock, not an open in every hierarchy, on each pass over thousands. */
+  _cleanup_close_ int lock =
+      openat(hutch_cg_fd(root, CG_MEMORY), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0)
+    return false;
   if (root->ops->open(root, name, &cg, &ignored) < 0)
     return true; /* half-made: missing from a hierarchy */
-  _cleanup_close_ int lock = openat(hutch_cg_fd(&cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  bool free = lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0 && !root->ops->populated(&cg);
+  bool free = lock >= 0 && !root->ops->populated(&cg);
   hutch_cgroup_close(&cg);
   return free;
 }

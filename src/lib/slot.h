@@ -4,14 +4,26 @@
 #ifndef HUTCH_SLOT_H
 #define HUTCH_SLOT_H
 
+#include <stdint.h>
+
 #include "cgroup.h"
 #include "err.h"
+#include "layout.h"
 
-/* Host ids of slot N: HUTCH_UID_BASE + N * HUTCH_ID_RANGE, for HUTCH_ID_RANGE
- * ids. The range sits above systemd-nspawn's and below systemd's foreign-uid
- * range (0x7FFE0000), and clear of the usual /etc/subuid allocations. */
+/* Host ids of a slot: HUTCH_ID_RANGE of them from hutch_slot_uid_base().
+ * Slots 0..4093 sit from 0x70000000, above systemd-nspawn's range and below
+ * systemd's foreign-uid range (0x7FFE0000..0x7FFEFFFF); the rest from
+ * 0x80000000, up to 0xFFFEFFFF, clear of (uid_t)-1 and -2 (nobody on some
+ * systems). Usual /etc/subuid allocations lie far below. */
 #define HUTCH_UID_BASE 0x70000000u
-#define HUTCH_SLOTS 4000u
+#define HUTCH_UID_HIGH 0x80000000u
+#define HUTCH_SLOTS_LOW 4094u
+#define HUTCH_SLOTS (HUTCH_SLOTS_LOW + 32767u)
+
+static inline uint32_t hutch_slot_uid_base(unsigned slot) {
+  return slot < HUTCH_SLOTS_LOW ? HUTCH_UID_BASE + slot * (uint32_t)HUTCH_ID_RANGE
+                                : HUTCH_UID_HIGH + (slot - HUTCH_SLOTS_LOW) * (uint32_t)HUTCH_ID_RANGE;
+}
 
 /* Create a free slot's cgroup under root, for the controllers in ctls, and
  * lock it. Returns the locked fd. */

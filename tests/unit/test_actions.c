@@ -25,8 +25,7 @@ static struct sbx *fake(struct server *srv, const char *id, const char *tenant) 
   sb->created_ms = wall_ms();
   sb->timeout_ms = 60000;
   sb->expires_ms = sb->created_ms + sb->timeout_ms;
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
+  sbx_register(srv, sb);
   return sb;
 }
 
@@ -85,11 +84,12 @@ int main(void) {
   is_str(err.code, "quota_exceeded", "code quota_exceeded");
   ok(sandboxes_check_room(srv, &bob, 0, 1, &err) == 0, "bob has room");
   srv->cfg.max_sandboxes = 2;
+  unsigned listed = srv->nsandboxes;
   srv->nsandboxes = 2;
   ok(sandboxes_check_room(srv, &bob, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_UNAVAILABLE,
      "a full server: unavailable");
   is_str(err.code, "at_capacity", "code at_capacity");
-  srv->nsandboxes = 0;
+  srv->nsandboxes = listed;
 
   /* Keys: made, let in, deleted, and not let in the next time. */
   struct key_request kr = {.tenant = "carol", .max_sandboxes = -1, .max_memory_mb = -1,

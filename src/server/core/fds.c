@@ -21,7 +21,10 @@
 #include "core/sbx.h"
 
 #define FDS_RESERVE 64
-#define FDS_SANDBOX 16
+/* The agent's connection, the egress proxy's listener, the pidfd, the
+ * storage, the slot's lock and its cgroup in each hierarchy (4, 5 with a
+ * CPU limit). */
+#define FDS_SANDBOX 10
 
 void fds_init(struct server *srv) {
   struct rlimit nofile;

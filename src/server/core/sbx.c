@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <linux/capability.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,72 @@ int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The registry: a list (for walks) and a table by id (for lookups), so
+ * that finding, adding and removing a sandbox cost the same with 5 or 5000. */
+static unsigned id_bucket(const char *id, unsigned n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (; *id; id++)
+    h = (h ^ (uint8_t)*id) * 16777619u;
+  return h & (n - 1);
+}
+
+static void by_id_grow(struct server *srv) {
+  unsigned n = srv->nby_id ? srv->nby_id * 2 : 256;
+  struct sbx **t = xcalloc(n, sizeof *t);
+  for (unsigned i = 0; i < srv->nby_id; i++)
+    for (struct sbx *sb = srv->by_id[i], *next; sb; sb = next) {
+      next = sb->id_next;
+      unsigned b = id_bucket(sb->id, n);
+      sb->id_next = t[b];
+      t[b] = sb;
+    }
+  free(srv->by_id);
+  srv->by_id = t;
+  srv->nby_id = n;
+}
+
+void sbx_register(struct server *srv, struct sbx *sb) {
+  if (srv->nsandboxes >= srv->nby_id)
+    by_id_grow(srv);
+  sb->prev = NULL;
+  sb->next = srv->sandboxes;
+  if (sb->next)
+    sb->next->prev = sb;
+  srv->sandboxes = sb;
+  unsigned b = id_bucket(sb->id, srv->nby_id);
+  sb->id_next = srv->by_id[b];
+  srv->by_id[b] = sb;
+  sb->listed = true;
+  srv->nsandboxes++;
+}
+
+/* Whether it was listed (a sandbox made for a client that left before it
+ * was its own never is). */
+static bool unregister(struct server *srv, struct sbx *sb) {
+  if (!sb->listed)
+    return false;
+  sb->listed = false;
+  if (sb->prev)
+    sb->prev->next = sb->next;
+  else
+    srv->sandboxes = sb->next;
+  if (sb->next)
+    sb->next->prev = sb->prev;
+  for (struct sbx **p = &srv->by_id[id_bucket(sb->id, srv->nby_id)]; *p; p = &(*p)->id_next)
+    if (*p == sb) {
+      *p = sb->id_next;
+      break;
+    }
+  srv->nsandboxes--;
+  return true;
+}
+
 /* Another tenant's sandbox is not found, exactly as one that never was:
  * ids must not be a way to learn about other tenants. */
 struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id) {
-  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+  if (!srv->nby_id)
+    return NULL;
+  for (struct sbx *sb = srv->by_id[id_bucket(id, srv->nby_id)]; sb; sb = sb->id_next)
     if (!sb->dying && strcmp(sb->id, id) == 0 && strcmp(sb->tenant, p->tenant) == 0)
       return sb;
   return NULL;
@@ -306,6 +369,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   if (!m->cfg.ptys)
     m->cfg.ptys = srv->cfg.sandbox_ptys;
   m->cfg.listen_dir = srv->agents_dir;
+  m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
   /* The code contexts' kernels (contexts.c): a view, not a bind, so
    * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
@@ -406,12 +470,6 @@ void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir) {
   sb->workdir = workdir ? xstrdup(workdir) : NULL;
 }
 
-void sbx_register(struct server *srv, struct sbx *sb) {
-  sb->next = srv->sandboxes;
-  srv->sandboxes = sb;
-  srv->nsandboxes++;
-}
-
 void sbx_destroy(struct sbx *sb) { sbx_destroy_then(sb, NULL, NULL); }
 
 void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
@@ -424,16 +482,7 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
   if (sb->pool) {
     pool_unlink(sb);
   } else {
-    /* Not listed: made for a client that left before it was its own. */
-    bool listed = false;
-    for (struct sbx **p = &srv->sandboxes; *p; p = &(*p)->next)
-      if (*p == sb) {
-        *p = sb->next;
-        listed = true;
-        break;
-      }
-    if (listed) {
-      srv->nsandboxes--;
+    if (unregister(srv, sb)) {
       srv->metrics.destroys++;
       usage_final(sb);
       if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
@@ -467,8 +516,7 @@ void sbx_destroy_all(struct server *srv) {
 void sbx_release_all(struct server *srv) {
   while (srv->sandboxes) {
     struct sbx *sb = srv->sandboxes;
-    srv->sandboxes = sb->next;
-    srv->nsandboxes--;
+    unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
     usage_final(sb);
@@ -572,6 +620,14 @@ static void reap(uv_timer_t *t) {
   usage_sample_all(srv);
   if (srv->reaper_ticks % 10 == 5)
     pool_shrink(srv);
+  /* Every 5 s, if sandboxes ended since: what their ends freed, on the
+   * loop and in the arenas of libuv's pool threads (which made them), goes
+   * back to the system; glibc keeps freed heap otherwise. */
+  if (srv->reaper_ticks % 50 == 0) {
+    if (srv->nsandboxes < srv->trim_mark)
+      malloc_trim(0);
+    srv->trim_mark = srv->nsandboxes;
+  }
 }
 
 /* Every 100 ms (the first at once): a sandbox outlives its timeout by at most that, plus its

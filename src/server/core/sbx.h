@@ -25,7 +25,9 @@ struct watch;
 struct egress;
 
 struct sbx {
-  struct sbx *next;
+  struct sbx *next, *prev; /* srv->sandboxes while listed; next: a pool's ready list */
+  struct sbx *id_next;     /* the chain of its bucket in srv->by_id */
+  bool listed;
   struct server *srv;
   struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
   char id[17];

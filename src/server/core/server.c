@@ -294,6 +294,7 @@ void server_free(struct server *srv) {
     close(srv->netns_fd);
   accept_close(&srv->http);
   free(srv->own_addrs);
+  free(srv->by_id);
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.host);

@@ -126,6 +126,9 @@ struct server {
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
   struct sbx *sandboxes; /* tenants' sandboxes */
   unsigned nsandboxes;
+  struct sbx **by_id;    /* the same by id: nby_id chains (sbx.c) */
+  unsigned nby_id;
+  unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx.c) */
   struct pool *pools;
   uv_timer_t refill;
   uint64_t refill_due; /* loop time by which a deferred refill runs */

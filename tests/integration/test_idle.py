@@ -1,0 +1,60 @@
+"""An idle sandbox holds as little as it can: the agent's spare process
+(forked ahead of the next exec) ends after the sandbox has been idle a few
+seconds, with its exec leaf cgroup, and the next exec still runs and brings
+a spare back (src/agent/spare.c)."""
+import os
+import pathlib
+import time
+
+import pytest
+
+from conftest import serve_each_build
+from serveapi import output, wait_for
+
+SPARE_IDLE_S = 30
+
+
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory):
+    yield from serve_each_build(request, tmp_path_factory)
+
+
+def agent_of(server, sid):
+    """The host pid of the sandbox's agent: the server's child (cloned by
+    one of its threads) whose root holds the sandbox's hostname."""
+    tasks = pathlib.Path(f"/proc/{server.proc.pid}/task").iterdir()
+    for child in (c for t in tasks for c in (t / "children").read_text().split()):
+        try:
+            if pathlib.Path(f"/proc/{child}/root/etc/hostname").read_text().strip() == sid:
+                return int(child)
+        except OSError:
+            continue
+    raise AssertionError(f"no agent for {sid}")
+
+
+def children(pid):
+    return pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def leaves(pid):
+    """The exec leaves (e<N>) under the sandbox's memory cgroup."""
+    for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if "memory" in ctls.split(",") or (ctls == "" and path.startswith("/hutch/")):
+            root = "/sys/fs/cgroup/memory" if ctls else "/sys/fs/cgroup"
+            return sorted(d.name for d in pathlib.Path(root + path).iterdir()
+                          if d.is_dir() and d.name.startswith("e"))
+    raise AssertionError("no memory cgroup")
+
+
+def test_spare_ends_when_idle_and_the_next_exec_runs(server, tenant):
+    sid = tenant.create()["id"]
+    agent = agent_of(server, sid)
+    assert output(tenant.exec(sid, {"cmd": ["echo", "one"]})) == b"one\n"
+    wait_for(lambda: len(children(agent)) == 1)  # the spare, for the next exec
+    assert len(leaves(agent)) == 1
+    time.sleep(SPARE_IDLE_S + 1)
+    assert children(agent) == [] and leaves(agent) == []
+    assert output(tenant.exec(sid, {"cmd": ["echo", "two"]})) == b"two\n"
+    wait_for(lambda: len(children(agent)) == 1)  # a spare again after a job
+    assert output(tenant.exec(sid, {"cmd": ["id", "-u"]})) == b"1000\n"
