@@ -423,6 +423,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   }
   sb->pid = s.pid;
   sb->pidfd = s.pidfd;
+  sb->child = true;
   sb->conn_fd = sv[0];
   sb->storage_fd = storage_of(sb->pidfd);
   return 0;
@@ -561,12 +562,90 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
  * running, and the caller hears so. */
 #define FREEZE_WAIT_MS 500
 
+static void close_storage(struct hutch_sandbox *sb) {
+  if (sb->storage_fd >= 0)
+    close(sb->storage_fd);
+  sb->storage_fd = -1;
+}
+
+/* Few descriptors (hutch_sandbox_few_fds). Opening the sandbox's cgroup
+ * again by its slot's name under the hutch root is as safe as holding it:
+ * the root is host root's (a sandbox owns only its own directory, which it
+ * can neither rename nor remove), and the slot is ours for as long as we
+ * hold its lock. */
+static int cg_open(const struct hutch_sandbox *sb, struct hutch_cgroup *cg, struct hutch_err *err) {
+  char name[16];
+  snprintf(name, sizeof name, "%u", sb->slot);
+  if (sb->shared->ops->open(sb->shared, name, cg, err) < 0)
+    return hutch_err_wrap(err, "sandbox %s's cgroup", sb->id);
+  return 0;
+}
+
+/* A pidfd of the agent, to close after use. Our child's pid cannot name
+ * another process before we reap it; an adopted agent's pidfd is kept. */
+static int pidfd_of(const struct hutch_sandbox *sb) {
+  if (sb->pidfd >= 0)
+    return fcntl(sb->pidfd, F_DUPFD_CLOEXEC, 3);
+  return sb->child ? (int)syscall(SYS_pidfd_open, sb->pid, 0) : -1;
+}
+
+void hutch_sandbox_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root) {
+  struct stat st;
+  if (sb->storage_fd >= 0 && fstat(sb->storage_fd, &st) == 0) {
+    sb->storage_dev = st.st_dev;
+    sb->storage_ino = st.st_ino;
+  }
+  sb->shared = root;
+  close_storage(sb);
+  if (sb->cg.ops)
+    hutch_cgroup_close(&sb->cg);
+  memset(&sb->cg, 0, sizeof sb->cg);
+  if (sb->child && sb->pidfd >= 0) {
+    close(sb->pidfd);
+    sb->pidfd = -1;
+  }
+}
+
+/* Taken from the agent again, and checked to be the directory it was
+ * when the sandbox was made: an agent a workload took over could hold
+ * anything at that number. */
+int hutch_sandbox_storage(const struct hutch_sandbox *sb) {
+  if (sb->storage_fd >= 0)
+    return fcntl(sb->storage_fd, F_DUPFD_CLOEXEC, 3);
+  if (!sb->storage_dev) {
+    errno = ENOENT;
+    return -1;
+  }
+  int pidfd = pidfd_of(sb);
+  if (pidfd < 0)
+    return -1;
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, HUTCH_AGENT_STORAGE_FD, 0);
+  close(pidfd);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_dev != sb->storage_dev ||
+                  st.st_ino != sb->storage_ino || !S_ISDIR(st.st_mode))) {
+    close(fd);
+    errno = ESTALE;
+    return -1;
+  }
+  return fd;
+}
+
 int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err) {
-  return sb->cg.ops->freeze(&sb->cg, frozen, FREEZE_WAIT_MS, err);
+  if (sb->cg.ops)
+    return sb->cg.ops->freeze(&sb->cg, frozen, FREEZE_WAIT_MS, err);
+  struct hutch_cgroup cg;
+  if (cg_open(sb, &cg, err) < 0)
+    return -1;
+  int r = cg.ops->freeze(&cg, frozen, FREEZE_WAIT_MS, err);
+  hutch_cgroup_close(&cg);
+  return r;
 }
 
 int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
                          struct hutch_err *err) {
+  if (!sb->cg.ops)
+    return cg_open(sb, out, err);
   *out = sb->cg;
   for (int i = 0; i < sb->cg.nfd; i++)
     if ((out->fd[i] = fcntl(sb->cg.fd[i], F_DUPFD_CLOEXEC, 3)) < 0) {
@@ -586,11 +665,21 @@ int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usa
                         struct hutch_err *err) {
   struct statfs st;
   memset(u, 0, sizeof *u);
-  if (sb->storage_fd >= 0 && fstatfs(sb->storage_fd, &st) == 0) {
+  int fd = sb->storage_fd >= 0 ? sb->storage_fd : hutch_sandbox_storage(sb);
+  if (fd >= 0 && fstatfs(fd, &st) == 0) {
     u->disk_total = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
     u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
   }
-  return sb->cg.ops->usage(&sb->cg, &u->cg, err);
+  if (fd >= 0 && fd != sb->storage_fd)
+    close(fd);
+  if (sb->cg.ops)
+    return sb->cg.ops->usage(&sb->cg, &u->cg, err);
+  struct hutch_cgroup cg;
+  if (cg_open(sb, &cg, err) < 0)
+    return -1;
+  int r = cg.ops->usage(&cg, &u->cg, err);
+  hutch_cgroup_close(&cg);
+  return r;
 }
 
 /* The calling thread enters the sandbox's network namespace only for the
@@ -601,8 +690,14 @@ int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usa
  * of this thread inside a sandbox: that is not survivable, so it aborts. */
 int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
                          struct hutch_err *err) {
-  if (setns(sb->pidfd, CLONE_NEWNET) < 0)
-    return hutch_err_set(err, errno, "enter the network namespace of sandbox %s", sb->id);
+  int pidfd = pidfd_of(sb);
+  if (pidfd < 0 || setns(pidfd, CLONE_NEWNET) < 0) {
+    int e = errno;
+    if (pidfd >= 0)
+      close(pidfd);
+    return hutch_err_set(err, e, "enter the network namespace of sandbox %s", sb->id);
+  }
+  close(pidfd);
   int fd = socket(domain, type | SOCK_CLOEXEC, 0);
   int e = errno;
   if (setns(own_netns, CLONE_NEWNET) < 0)
@@ -610,12 +705,6 @@ int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int doma
   if (fd < 0)
     return hutch_err_set(err, e, "socket in sandbox %s", sb->id);
   return fd;
-}
-
-static void close_storage(struct hutch_sandbox *sb) {
-  if (sb->storage_fd >= 0)
-    close(sb->storage_fd);
-  sb->storage_fd = -1;
 }
 
 void hutch_sandbox_release(struct hutch_sandbox *sb) {
@@ -644,6 +733,10 @@ void hutch_gc_host(void) {
 int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   int ret = 0;
   close_storage(sb);
+  if (sb->pidfd < 0 && sb->child)
+    sb->pidfd = pidfd_of(sb);
+  if (!sb->cg.ops && sb->shared && cg_open(sb, &sb->cg, err) < 0)
+    ret = -1;
   if (sb->conn_fd >= 0)
     close(sb->conn_fd);
   /* PID 1 of the sandbox dying takes every process of its pid namespace with
@@ -673,8 +766,9 @@ int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   if (sb->listen_path[0])
     unlink(sb->listen_path);
   /* No process is left: they were all in the agent's pid namespace. */
-  if (sb->cg.ops) {
-    hutch_cgroup_close(&sb->cg);
+  if (sb->cg.ops || sb->shared) {
+    if (sb->cg.ops)
+      hutch_cgroup_close(&sb->cg);
     if ((!sb->root.ops && hutch_cgroup_open_root(&sb->root, err) < 0) ||
         hutch_slot_remove(&sb->root, sb->slot, err) < 0)
       ret = -1;

@@ -86,6 +86,14 @@ struct hutch_sandbox {
   int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
   int storage_fd; /* the sandbox's storage tmpfs (O_PATH), -1 when not reached */
   char listen_path[108]; /* the agent's socket, "" when it has none */
+  /* Few descriptors (hutch_sandbox_few_fds): cg, storage_fd and, for an
+   * agent that is our child, pidfd are closed, and opened again for each
+   * use from `shared` (the caller's hutch root cgroup), from the agent
+   * (its storage, checked to be the one it was) and from pid. */
+  const struct hutch_cgroup *shared;
+  bool child; /* the agent is our child: its pid is ours until we reap it */
+  dev_t storage_dev;
+  ino_t storage_ino;
 };
 
 const char *hutch_default_state_dir(void);
@@ -100,6 +108,16 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
  * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone. */
 int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                         struct hutch_sandbox **out, struct hutch_err *err);
+
+/* Hold only the agent's connection, the slot's lock and (for an adopted
+ * agent) its pidfd from now on: a server with thousands of sandboxes
+ * under RLIMIT_NOFILE. root is the hutch root cgroup (hutch_cgroup_open_root),
+ * which the caller keeps open for as long as sb lives. A storage that
+ * cannot be looked at now is left unmeasured and not captured. */
+void hutch_sandbox_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root);
+/* A new descriptor of the sandbox's storage (O_PATH), or -1 (errno) when
+ * it cannot be reached. */
+int hutch_sandbox_storage(const struct hutch_sandbox *sb);
 
 /* Kill every process of the sandbox, wait for them, remove its cgroups and
  * release its id range. Frees sb. */

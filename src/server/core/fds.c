@@ -21,10 +21,10 @@
 #include "core/sbx.h"
 
 #define FDS_RESERVE 64
-/* The agent's connection, the egress proxy's listener, the pidfd, the
- * storage, the slot's lock and its cgroup in each hierarchy (4, 5 with a
- * CPU limit). */
-#define FDS_SANDBOX 10
+/* The agent's connection, the egress proxy's listener, the slot's lock
+ * and, for an agent taken over after a restart, its pidfd: the rest is
+ * opened for each use (hutch_sandbox_few_fds). */
+#define FDS_SANDBOX 4
 
 void fds_init(struct server *srv) {
   struct rlimit nofile;

@@ -266,6 +266,7 @@ struct making {
   struct hutch_bind kernels;
   char template[SERVE_TEMPLATE_MAX + 1];
   struct hutch_sandbox *hs;
+  const struct hutch_cgroup *cg_root; /* the server's, read only */
   struct hutch_err err;
   int r;
   sbx_made_fn made;
@@ -301,6 +302,8 @@ static void making_run(struct offload *o) {
   }
   uint64_t t0 = now_ns();
   m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
+  if (m->r == 0)
+    hutch_sandbox_few_fds(m->hs, m->cg_root);
   m->took_ns = now_ns() - t0;
   if (renice)
     setpriority(PRIO_PROCESS, (id_t)tid, nice);
@@ -378,6 +381,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
     m->cfg.nviews = 1;
   }
   str_copy(m->template, sizeof m->template, template);
+  m->cg_root = &srv->cg_root;
   m->made = made;
   m->arg = arg;
   if (ahead)
@@ -695,6 +699,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     ctx->ended++;
     return;
   }
+  hutch_sandbox_few_fds(sb->hs, &srv->cg_root);
   sb->srv = srv;
   memcpy(sb->id, row->id, sizeof sb->id);
   str_copy(sb->tenant, sizeof sb->tenant, row->tenant);

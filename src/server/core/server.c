@@ -250,6 +250,8 @@ int server_open(struct server *srv, const struct http_handlers *h,
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)
     return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");
+  if (hutch_cgroup_open_root(&srv->cg_root, err) < 0)
+    return hutch_err_wrap(err, "the hutch cgroup");
   if (find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 || open_state(srv, err) < 0 ||
       start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
@@ -292,6 +294,8 @@ void server_free(struct server *srv) {
   free(srv->cfg.metrics_token_file);
   if (srv->netns_fd >= 0)
     close(srv->netns_fd);
+  if (srv->cg_root.ops)
+    hutch_cgroup_close(&srv->cg_root);
   accept_close(&srv->http);
   free(srv->own_addrs);
   free(srv->by_id);

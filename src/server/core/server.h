@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <uv.h>
+#include "cgroup.h"
 #include "err.h"
 #include "images.h"
 #include "core/offload.h"
@@ -117,6 +118,9 @@ struct server {
   char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
   char *metrics_token; /* from --metrics-token-file; NULL: none */
   int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
+  /* The hutch root cgroup, open for the server's life: sandboxes hold no
+   * cgroup descriptor of their own (hutch_sandbox_few_fds). */
+  struct hutch_cgroup cg_root;
   unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;

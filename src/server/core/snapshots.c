@@ -309,11 +309,6 @@ static int capture_check(struct server *srv, const struct principal *p, struct s
                           "sandbox %s stacks %zu layers already: a snapshot of it would pass "
                           "the limit of %d",
                           sb->id, depth, HUTCH_MAX_LAYERS);
-  if (sb->hs->storage_fd < 0)
-    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "unsupported",
-                          "sandbox %s was made by an older hutch whose agent does not hold its "
-                          "storage",
-                          sb->id);
   _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
   if (mkdir(top, 0700) < 0 && errno != EEXIST)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", top, strerror(errno));
@@ -346,9 +341,12 @@ int snapshots_capture(struct server *srv, const struct principal *p, struct sbx 
                       struct hutch_err *err) {
   if (capture_check(srv, p, sb, err) < 0)
     return -1;
-  int fd = fcntl(sb->hs->storage_fd, F_DUPFD_CLOEXEC, 3);
+  int fd = hutch_sandbox_storage(sb->hs);
   if (fd < 0)
-    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "dup: %s", strerror(errno));
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "unsupported",
+                          "sandbox %s: its storage cannot be reached (%s): an agent of an older "
+                          "hutch does not hold it",
+                          sb->id, strerror(errno));
   /* Frozen for the copy, off the loop (lifecycle.c): a paused one is
    * already, and a second capture finds it so, or waits for the same
    * freeze. */
