@@ -1,9 +1,10 @@
 /* What sandboxes use, over time: every sandbox is sampled every
- * SAMPLE_EVERY_MS (CPU time, memory, disk, processes from its cgroup and
- * its storage), the last SAMPLES_KEPT samples are its metrics, and what it
- * used while running is charged to its tenant (CPU-seconds, memory
- * GB-seconds and sandbox-seconds, in the store). Paused time is not
- * charged. Its routes are api/usage.c's and e2b/control.c's. */
+ * SAMPLE_EVERY_MS, less often past 1000 sandboxes (CPU time, memory, disk,
+ * processes from its cgroup and its storage), the last SAMPLES_KEPT
+ * samples are its metrics, and what it used while running is charged to
+ * its tenant (CPU-seconds, memory GB-seconds and sandbox-seconds, in the
+ * store). Paused time is not charged. Its routes are api/usage.c's and
+ * e2b/control.c's. */
 #include "core/usage.h"
 
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "state/store.h"
 
 #define SAMPLE_EVERY_MS 2000
+#define SAMPLES_PER_S 500 /* at most, over all sandboxes */
 #define SAMPLES_KEPT 300 /* ten minutes */
 
 struct sample {
@@ -86,11 +88,19 @@ static void charge(struct sbx *sb) {
   memset(&s->charged, 0, sizeof s->charged);
 }
 
+/* Each sandbox every SAMPLE_EVERY_MS, or less often when there are more
+ * than SAMPLES_PER_S x that many seconds of them: a reading opens the
+ * sandbox's cgroup and storage and reads four files (some 20 system calls,
+ * a row written), on the loop, which thousands of idle sandboxes must not
+ * take from the requests. */
 void usage_sample_all(struct server *srv) {
   int64_t now = wall_ms();
+  int64_t every = SAMPLE_EVERY_MS;
+  if ((int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S > every)
+    every = (int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S;
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
     const struct sample *last = sb->samples ? last_of(sb->samples) : NULL;
-    if (!last || now - last->ms >= SAMPLE_EVERY_MS - 50) {
+    if (!last || now - last->ms >= every - 50) {
       usage_sample(sb);
       charge(sb);
     }
