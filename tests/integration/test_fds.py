@@ -2,6 +2,7 @@
 started with few (prlimit) answers tunnels, streams and connections past
 each budget with 429 or 503 and Retry-After, never 500, and serves again
 once they close."""
+import os
 import socket
 import stat
 import time
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from conftest import BUILD
-from serveapi import Server, wait_for
+from serveapi import Server, output, wait_for
 
 NOFILE = 256  # fds.c: pool 192, a tenant's share 48, a sandbox's 12 (two tunnels)
 
@@ -159,3 +160,27 @@ def test_connections_past_the_descriptors_get_503_and_the_server_recovers(server
     lines = tenant.exec(sid, {"cmd": ["echo", "served"]})
     assert any(l.get("data") == "served\n" for l in lines), lines
 
+
+
+def test_a_sandbox_holds_few_of_the_servers_descriptors(server):
+    """A server of thousands of sandboxes lives under RLIMIT_NOFILE: each
+    holds its agent's connection, its egress listener and its slot's lock
+    (fds.c's FDS_SANDBOX), and opens the rest when used."""
+    tenant = new_tenant(server)
+    fds = lambda: len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+    before = fds()
+    ids = [tenant.create()["id"] for _ in range(8)]
+    assert fds() - before <= 8 * 4, (before, fds())
+    # What opens the rest on use: a freeze, a reading, a capture.
+    sid = ids[0]
+    assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    assert tenant.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    assert output(tenant.exec(sid, {"shell": "head -c 3000000 /dev/zero > /tmp/d"})) == b""
+    wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/metrics").json["current"]
+             ["disk_used_bytes"] >= 3_000_000, 15)
+    r = tenant.post(f"/v1/sandboxes/{sid}/snapshots")
+    assert r.status in (200, 201), r
+    for s in ids:
+        assert tenant.delete(f"/v1/sandboxes/{s}").status in (200, 204)
+    assert tenant.delete(f"/v1/snapshots/{r.json['id']}").status in (200, 204)
+    wait_for(lambda: fds() <= before + 2, 10)

@@ -21,10 +21,10 @@
 #include "core/sbx.h"
 
 #define FDS_RESERVE 64
-/* The agent's connection, the egress proxy's listener, the slot's lock
- * and, for an agent taken over after a restart, its pidfd: the rest is
+/* The agent's connection, the egress proxy's listener and the slot's
+ * lock, and the pidfd of an agent taken over after a restart: the rest is
  * opened for each use (hutch_sandbox_few_fds). */
-#define FDS_SANDBOX 4
+#define FDS_SANDBOX 3
 
 void fds_init(struct server *srv) {
   struct rlimit nofile;
@@ -44,7 +44,7 @@ static unsigned relay_fds(const struct sbx *sb) {
 unsigned fds_server_used(const struct server *srv) {
   unsigned used = srv->http.nconns;
   for (const struct sbx *s = srv->sandboxes; s; s = s->next)
-    used += FDS_SANDBOX + relay_fds(s);
+    used += FDS_SANDBOX + (s->hs && s->hs->pidfd >= 0) + relay_fds(s);
   return used;
 }
 
