@@ -115,6 +115,37 @@ def test_a_burst_past_the_admission_bound_is_refused_with_retry_after(build, tmp
     assert "Sanitizer" not in s.log_text() and "runtime error" not in s.log_text()
 
 
+def test_a_tenants_burst_does_not_hold_up_anothers_create(tmp_path):
+    """Creates wait for a lane in turns between tenants, not in order of
+    arrival: a tenant that queued forty creates delays another's by about
+    one create, not by all of its own."""
+    from conftest import BUILD
+    from serveapi import Server
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
+               "--max-create-wait-ms", "600000").start()
+    try:
+        admin = s.api()
+        a = s.api(admin.post("/v1/keys", {"tenant": "a"}).json["key"])
+        b = s.api(admin.post("/v1/keys", {"tenant": "b"}).json["key"])
+        ended, lock = [], threading.Lock()
+
+        def create(i):
+            if i == 40:
+                time.sleep(0.1)  # the others are queued by now
+            r = (b if i == 40 else a).post("/v1/sandboxes", {}, timeout=300)
+            with lock:
+                ended.append(i)
+            return r
+
+        out = at_once(41, create)
+        assert all(r.status == 201 for r in out), [r for r in out if r.status != 201][:3]
+        assert ended.index(40) < 10, ended
+        for i, r in enumerate(out):
+            assert (b if i == 40 else a).delete(f"/v1/sandboxes/{r.json['id']}").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def metric_labeled(s, name, label):
     text = s.api().get("/metrics").raw.decode()
     want = f'{name}{{pool="{label}"}} '
