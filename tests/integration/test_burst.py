@@ -150,6 +150,26 @@ def test_a_tenants_burst_does_not_hold_up_anothers_create(tmp_path):
         assert s.stop() == 0, s.log_text()
 
 
+def test_a_fork_is_admitted_once_not_copy_by_copy(tmp_path):
+    """A fork's copies are made at once: admission judges the fork when its
+    first copy is asked for, and the others follow it, rather than one of
+    them being refused halfway (which failed the fork and destroyed the
+    copies made)."""
+    from conftest import BUILD
+    from serveapi import Server
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
+               "--max-create-wait-ms", "1").start()
+    try:
+        api = s.api()
+        parent = api.create()["id"]
+        r = api.post(f"/v1/sandboxes/{parent}/fork", {"count": 4}, timeout=300)
+        assert r.status == 201, r
+        for sid in [f["id"] for f in r.json["sandboxes"]] + [parent]:
+            assert api.delete(f"/v1/sandboxes/{sid}").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def metric_labeled(s, name, label):
     text = s.api().get("/metrics").raw.decode()
     want = f'{name}{{pool="{label}"}} '

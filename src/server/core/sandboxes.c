@@ -280,7 +280,7 @@ static int start(struct creating *cr, struct hutch_err *err) {
   if (!sb && fds_check_sandbox(srv))
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many descriptors as it can; try again");
-  if (!sb && admit(srv, &cr->p, err) < 0)
+  if (!sb && !r->admitted && admit(srv, &cr->p, err) < 0)
     return -1;
   cr->next = srv->creating;
   srv->creating = cr;
