@@ -115,6 +115,61 @@ def test_a_burst_past_the_admission_bound_is_refused_with_retry_after(build, tmp
     assert "Sanitizer" not in s.log_text() and "runtime error" not in s.log_text()
 
 
+def test_a_tenants_burst_does_not_hold_up_anothers_create(tmp_path):
+    """Creates wait for a lane in turns between tenants, not in order of
+    arrival: a tenant that queued forty creates delays another's by about
+    one create, not by all of its own."""
+    from conftest import BUILD
+    from serveapi import Server
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
+               "--max-create-wait-ms", "600000").start()
+    try:
+        admin = s.api()
+        a = s.api(admin.post("/v1/keys", {"tenant": "a"}).json["key"])
+        b = s.api(admin.post("/v1/keys", {"tenant": "b"}).json["key"])
+        ended, lock, sent = [], threading.Lock(), []
+
+        def create(i):
+            if i == 40:  # once the others are queued: the first of them is made
+                wait_for(lambda: ended, 60)
+                with lock:
+                    sent.append(len(ended))
+            r = (b if i == 40 else a).post("/v1/sandboxes", {}, timeout=300)
+            with lock:
+                ended.append(i)
+            return r
+
+        out = at_once(41, create)
+        assert all(r.status == 201 for r in out), [r for r in out if r.status != 201][:3]
+        at = ended.index(40)
+        assert len(ended) - at - 1 >= 10, ended  # many of a's were still waiting
+        assert at - sent[0] <= 3, (sent, ended)  # and at most a few went first
+        for i, r in enumerate(out):
+            assert (b if i == 40 else a).delete(f"/v1/sandboxes/{r.json['id']}").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
+def test_a_fork_is_admitted_once_not_copy_by_copy(tmp_path):
+    """A fork's copies are made at once: admission judges the fork when its
+    first copy is asked for, and the others follow it, rather than one of
+    them being refused halfway (which failed the fork and destroyed the
+    copies made)."""
+    from conftest import BUILD
+    from serveapi import Server
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
+               "--max-create-wait-ms", "1").start()
+    try:
+        api = s.api()
+        parent = api.create()["id"]
+        r = api.post(f"/v1/sandboxes/{parent}/fork", {"count": 4}, timeout=300)
+        assert r.status == 201, r
+        for sid in [f["id"] for f in r.json["sandboxes"]] + [parent]:
+            assert api.delete(f"/v1/sandboxes/{sid}").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
 def metric_labeled(s, name, label):
     text = s.api().get("/metrics").raw.decode()
     want = f'{name}{{pool="{label}"}} '

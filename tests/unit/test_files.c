@@ -202,6 +202,45 @@ static void read_flow(void) {
   ok(r2.got == 0 && !r2.ended, "... and the sink hears nothing more");
 }
 
+/* An agent that sends a stream more than its window (one broken, or
+ * taken over by its sandbox) loses its connection: the server never holds
+ * more of a stream's output than it granted, whatever its client takes. */
+static void read_past_window(void) {
+  static struct sbx sb2;
+  struct hutch_conn bad;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+    return;
+  ok(agentc_init(&sb2.ac, loop, sv[0]) == 0, "another agent connection");
+  hutch_conn_init(&bad, sv[1]);
+  struct reader r = {.take = false};
+  struct files_sink sink = {.data = rd_data, .end = rd_end, .arg = &r};
+  struct hutch_err err = {0};
+  ok(files_read(&sb2, "/f", "user", &sink, &err) != NULL, "a read starts");
+  uint32_t id = 0;
+  struct hutch_frame f;
+  for (int i = 0; i < 50 && !id; i++) {
+    pump();
+    if (hutch_conn_fill(&bad, &err) < 0)
+      break;
+    while (hutch_conn_next(&bad, &f, &err) == 1)
+      if (f.type == HUTCH_F_OPEN)
+        id = f.stream;
+  }
+  ok(id != 0, "... and is opened");
+  static char chunk[HUTCH_DATA_CHUNK];
+  for (int i = 0; i < 64 && !sb2.ac.dead; i++) { /* 4 MiB, 4 times the window */
+    hutch_conn_send(&bad, HUTCH_F_STDOUT, 0, id, chunk, sizeof chunk);
+    while (hutch_conn_flush(&bad, &err) == 1)
+      pump();
+    pump();
+  }
+  ok(sb2.ac.dead, "output past the window: the connection ends");
+  ok(r.got <= HUTCH_FILE_WINDOW, "and the sink had no more than the read's window (%zu)", r.got);
+  ok(r.ended && r.failed, "the read fails");
+  hutch_conn_free(&bad);
+}
+
 int main(void) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
@@ -211,6 +250,7 @@ int main(void) {
   hutch_conn_init(&agent, sv[1]);
   unary();
   read_flow();
+  read_past_window();
 
   struct seen s = {0};
   struct hutch_err err = {0};

@@ -107,6 +107,16 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
       s->stdin_drained(s);
     return;
   }
+  /* The agent's output stays within what was granted, or the connection
+   * ends: whatever becomes of the agent, the server holds no more of a
+   * stream's output than its window, however slowly its client reads. */
+  if (f->type == HUTCH_F_STDOUT || f->type == HUTCH_F_STDERR) {
+    if (f->len > s->credit) {
+      go_dead(ac);
+      return;
+    }
+    s->credit -= f->len;
+  }
   uint32_t id = s->id;
   s->cb(s, f);
   /* The callback may have abandoned the stream, or the connection. */
@@ -194,6 +204,7 @@ struct astream *agentc_attach(struct agentc *ac, uint32_t id, astream_cb cb, voi
   s->ctx = ctx;
   s->window = HUTCH_WINDOW_INITIAL;
   s->chunk = HUTCH_DATA_CHUNK;
+  s->credit = HUTCH_WINDOW_INITIAL;
   s->id = id;
   s->next = ac->streams;
   ac->streams = s;
@@ -287,6 +298,7 @@ size_t agentc_stdin_pending(const struct astream *s) { return s->npending; }
 void agentc_window(struct astream *s, uint32_t n) {
   if (s->ac->dead || n == 0)
     return;
+  s->credit += n;
   hutch_conn_send_window(&s->ac->conn, s->id, n);
   update_poll(s->ac);
 }

@@ -26,6 +26,7 @@ struct astream {
   astream_cb cb;
   void *ctx;
   uint32_t window;    /* STDIN bytes the agent accepts now */
+  uint64_t credit;    /* STDOUT/STDERR bytes the agent may send now (agentc_window) */
   uint8_t *pending;   /* STDIN bytes waiting for window */
   size_t npending, pcap;
   uint32_t chunk;     /* largest STDIN payload sent */

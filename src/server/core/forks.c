@@ -109,6 +109,9 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
     struct hutch_err e = {0};
     if (sandboxes_create(f->srv, &f->p, &f->r, &copy_ops, f, &e) < 0)
       copy_made(NULL, &e, f);
+    /* Admission judged the fork at its first copy: the others follow
+     * it rather than be refused halfway, which would fail the fork. */
+    f->r.admitted = true;
   }
   copy_ended(f);
 }

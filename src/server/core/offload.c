@@ -32,6 +32,7 @@ static void after(uv_work_t *w, int status) {
   q->running--;
   struct offload *next = q->head ? q->head : q->bg_head;
   if (next == q->head && next) {
+    q->turn = next->turn;
     q->head = next->next;
     if (!q->head)
       q->tail = NULL;
@@ -53,37 +54,78 @@ static void start(struct server *srv, struct offload *o) {
   uv_queue_work(srv->loop, &o->work, work, after);
 }
 
+/* Owners take turns: a job of an owner gets the turn after its owner's
+ * last waiting one (or the next turn, with none waiting), and waits behind
+ * every job of an earlier or the same turn. One tenant's burst of creates
+ * therefore delays another tenant's by about one create per tenant
+ * waiting, not by the whole burst (start-time fair queueing, one job a
+ * turn). A job without owner goes last. */
+static uint64_t turn_of(const struct offload_queue *q, const char *owner) {
+  uint64_t turn = q->turn;
+  if (!owner)
+    return q->tail && q->tail->turn > turn ? q->tail->turn : turn;
+  for (const struct offload *w = q->head; w; w = w->next)
+    if (w->owner && strcmp(w->owner, owner) == 0)
+      turn = w->turn;
+  return turn + 1;
+}
+
 static void enqueue(struct server *srv, enum offload_lane lane, bool background,
-                    struct offload *o, void (*run)(struct offload *o),
+                    const char *owner, struct offload *o, void (*run)(struct offload *o),
                     void (*done)(struct offload *o)) {
   struct offload_queue *q = &srv->offload[lane];
   o->srv = srv;
   o->lane = lane;
   o->run = run;
   o->done = done;
+  o->owner = owner;
   o->next = NULL;
   if (q->running < q->max) {
     start(srv, o);
     return;
   }
-  struct offload **head = background ? &q->bg_head : &q->head;
-  struct offload **tail = background ? &q->bg_tail : &q->tail;
-  if (*tail)
-    (*tail)->next = o;
-  else
-    *head = o;
-  *tail = o;
   q->waiting++;
+  if (background) {
+    if (q->bg_tail)
+      q->bg_tail->next = o;
+    else
+      q->bg_head = o;
+    q->bg_tail = o;
+    return;
+  }
+  o->turn = turn_of(q, owner);
+  struct offload **at = &q->head;
+  while (*at && (*at)->turn <= o->turn)
+    at = &(*at)->next;
+  o->next = *at;
+  *at = o;
+  if (!o->next)
+    q->tail = o;
 }
 
 void offload(struct server *srv, enum offload_lane lane, struct offload *o,
              void (*run)(struct offload *o), void (*done)(struct offload *o)) {
-  enqueue(srv, lane, false, o, run, done);
+  enqueue(srv, lane, false, NULL, o, run, done);
+}
+
+void offload_owned(struct server *srv, enum offload_lane lane, const char *owner,
+                   struct offload *o, void (*run)(struct offload *o),
+                   void (*done)(struct offload *o)) {
+  enqueue(srv, lane, false, owner, o, run, done);
 }
 
 void offload_background(struct server *srv, enum offload_lane lane, struct offload *o,
                         void (*run)(struct offload *o), void (*done)(struct offload *o)) {
-  enqueue(srv, lane, true, o, run, done);
+  enqueue(srv, lane, true, NULL, o, run, done);
+}
+
+unsigned offload_ahead(const struct server *srv, enum offload_lane lane, const char *owner) {
+  const struct offload_queue *q = &srv->offload[lane];
+  uint64_t turn = turn_of(q, owner);
+  unsigned n = q->running;
+  for (const struct offload *w = q->head; w && w->turn <= turn; w = w->next)
+    n++;
+  return n;
 }
 
 /* A removal: a snapshot's tree or a volume's image. */

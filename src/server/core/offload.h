@@ -40,6 +40,8 @@ struct hutch_err;
 struct offload {
   uv_work_t work;
   struct offload *next; /* waiting */
+  const char *owner;    /* whose (a tenant), for turns; NULL: none */
+  uint64_t turn;        /* its place among waiting jobs (offload.c) */
   struct server *srv;
   enum offload_lane lane;
   void (*run)(struct offload *o);  /* on a thread of the pool */
@@ -49,7 +51,8 @@ struct offload {
 struct offload_queue {
   unsigned max; /* running at once (offload_init) */
   unsigned running, waiting;
-  struct offload *head, *tail;       /* waiting, in order */
+  struct offload *head, *tail;       /* waiting, in order of turn */
+  uint64_t turn;                     /* the turn of the last started */
   struct offload *bg_head, *bg_tail; /* background jobs waiting, after those */
 };
 
@@ -60,6 +63,15 @@ void offload_init(struct server *srv, unsigned create_lanes);
  * (OFFLOAD_JOB) and must live until done. */
 void offload(struct server *srv, enum offload_lane lane, struct offload *o,
              void (*run)(struct offload *o), void (*done)(struct offload *o));
+/* The same for owner's job (a tenant's create): owners waiting take
+ * turns, one job each, whatever order their jobs came in. owner must live
+ * until the job starts. */
+void offload_owned(struct server *srv, enum offload_lane lane, const char *owner,
+                   struct offload *o, void (*run)(struct offload *o),
+                   void (*done)(struct offload *o));
+/* How many jobs a job of owner offered now would wait behind (those
+ * running included). */
+unsigned offload_ahead(const struct server *srv, enum offload_lane lane, const char *owner);
 /* The same, behind every job of the lane that is not background: work
  * ahead of demand (pool refills) never delays a request's. */
 void offload_background(struct server *srv, enum offload_lane lane, struct offload *o,

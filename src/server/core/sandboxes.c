@@ -227,18 +227,19 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
 /* Admission: a create that would wait longer than --max-create-wait-ms
  * for a lane is refused at once, with Retry-After, rather than let every
  * create of a burst wait (and a client's timeout pass) behind it. The wait
- * is judged from the creates ahead of it (made now or waiting) and what a
- * create has lately taken on its lane (before the first, ADMIT_FIRST_NS):
- * while a lane is free it waits nothing and is always let in.
+ * is judged from the creates it would wait behind (made now, or waiting
+ * with an earlier turn: tenants take turns, offload.c) and what a create
+ * has lately taken on its lane (before the first, ADMIT_FIRST_NS): while
+ * a lane is free it waits nothing and is always let in. So one tenant's
+ * burst fills the wait for itself, not for the others.
  * A tenant holding most of the queue hears 429 too_many_requests (it is
  * the one to slow down), any other 503 at_capacity. */
 #define ADMIT_FIRST_NS (20 * 1000 * 1000ull)
 static int admit(struct server *srv, const struct principal *p, struct hutch_err *err) {
-  unsigned ahead = 0, own = 0, lanes = srv->offload[OFFLOAD_CREATE].max;
-  for (const struct creating *cr = srv->creating; cr; cr = cr->next) {
-    ahead++;
+  unsigned own = 0, lanes = srv->offload[OFFLOAD_CREATE].max;
+  unsigned ahead = offload_ahead(srv, OFFLOAD_CREATE, p->tenant);
+  for (const struct creating *cr = srv->creating; cr; cr = cr->next)
     own += strcmp(cr->p.tenant, p->tenant) == 0;
-  }
   uint64_t per = srv->create_ns ? srv->create_ns : ADMIT_FIRST_NS;
   uint64_t wait_ms = ahead / lanes * per / 1000000;
   if (wait_ms <= srv->cfg.max_create_wait_ms)
@@ -279,7 +280,7 @@ static int start(struct creating *cr, struct hutch_err *err) {
   if (!sb && fds_check_sandbox(srv))
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many descriptors as it can; try again");
-  if (!sb && admit(srv, &cr->p, err) < 0)
+  if (!sb && !r->admitted && admit(srv, &cr->p, err) < 0)
     return -1;
   cr->next = srv->creating;
   srv->creating = cr;
@@ -288,7 +289,7 @@ static int start(struct creating *cr, struct hutch_err *err) {
     create_made(srv, sb, &none, cr);
     return 0;
   }
-  sbx_make(srv, cfg, r->template, create_made, cr);
+  sbx_make(srv, cfg, r->template, cr->p.tenant, create_made, cr);
   return 0;
 }
 

@@ -26,6 +26,7 @@ struct create_req {
   json_t *network, *secrets;         /* docs/network.md, or NULL */
   bool pause_on_timeout;
   bool auto_resume;
+  bool admitted; /* judged already (a fork's copies after its first): no admission */
 };
 /* template "host", the default timeout, resumed by traffic. */
 void create_req_init(struct create_req *r);

@@ -261,6 +261,7 @@ static void open_egress(struct sbx *sb) {
 struct making {
   struct offload o;
   bool ahead;       /* a pool's: made at SBX_AHEAD_NICE, in the background */
+  char *owner;      /* the tenant whose create it is: turns on the lane (offload.c) */
   uint64_t took_ns; /* on its thread */
   struct hutch_sandbox_config cfg;
   struct hutch_bind kernels;
@@ -358,13 +359,15 @@ static void making_done(struct offload *o) {
   if (!sb && m->hs)
     sbx_teardown(srv, m->hs, NULL);
   m->made(srv, sb, &m->err, m->arg);
+  free(m->owner);
   free(m);
 }
 
 static void make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
-                 bool ahead, sbx_made_fn made, void *arg) {
+                 const char *owner, sbx_made_fn made, void *arg) {
   struct making *m = xcalloc(1, sizeof *m);
-  m->ahead = ahead;
+  m->ahead = !owner;
+  m->owner = owner ? xstrdup(owner) : NULL;
   /* The server's sandboxes outlive it, to be taken over when it starts
    * again (sbx_adopt_all): their agents listen for it. */
   m->cfg = *cfg;
@@ -384,20 +387,20 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   m->cg_root = &srv->cg_root;
   m->made = made;
   m->arg = arg;
-  if (ahead)
+  if (m->ahead)
     offload_background(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
   else
-    offload(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
+    offload_owned(srv, OFFLOAD_CREATE, m->owner, &m->o, making_run, making_done);
 }
 
 void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
-              sbx_made_fn made, void *arg) {
-  make(srv, cfg, template, false, made, arg);
+              const char *tenant, sbx_made_fn made, void *arg) {
+  make(srv, cfg, template, tenant, made, arg);
 }
 
 void sbx_make_ahead(struct server *srv, const struct hutch_sandbox_config *cfg,
                     const char *template, sbx_made_fn made, void *arg) {
-  make(srv, cfg, template, true, made, arg);
+  make(srv, cfg, template, NULL, made, arg);
 }
 
 /* A sandbox's end off the loop: killing its agent waits for every process

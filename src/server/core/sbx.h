@@ -86,8 +86,9 @@ typedef void (*sbx_made_fn)(struct server *srv, struct sbx *sb, const struct hut
                             void *arg);
 /* Set sb's template defaults (sbx.h: user, workdir); NULL: none. */
 void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir);
+/* tenant's creates and other tenants' take turns for a lane (offload.c). */
 void sbx_make(struct server *srv, const struct hutch_sandbox_config *cfg, const char *template,
-              sbx_made_fn made, void *arg);
+              const char *tenant, sbx_made_fn made, void *arg);
 /* The same for a pool: in the background, behind every create waiting,
  * built at SBX_AHEAD_NICE below the server's priority (sbx.c). */
 #define SBX_AHEAD_NICE 10
