@@ -583,8 +583,12 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     return -1;
   }
   /* A file's bytes go through these pipes: large ones take a window's
-   * worth a wake-up (else the default; slower, no worse). */
-  fcntl(out[1], F_SETPIPE_SZ, FILE_PIPE);
+   * worth a wake-up (else the default; slower, no worse). Only for reads
+   * and writes: the user's pipe pages are few (pipe-user-pages-soft), and
+   * lists, stats and long-lived watches would take them from its execs. */
+  const char *op = json_string_value(json_object_get(req, "op"));
+  if (writes || strcmp(op, "read") == 0)
+    fcntl(out[1], F_SETPIPE_SZ, FILE_PIPE);
   if (writes)
     fcntl(in[1], F_SETPIPE_SZ, FILE_PIPE);
   struct who who;

@@ -29,8 +29,12 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
   unsigned start = 0;
   if (getrandom(&start, sizeof start, 0) < 0)
     start = (unsigned)now_ns();
+  /* The low slots first (from a random one), the high ones only when all
+   * those are taken: host tools print ids past 2^31 as negative numbers,
+   * and most hosts never need them. */
   for (unsigned i = 0; i < HUTCH_SLOTS; i++) {
-    unsigned s = (start + i) % HUTCH_SLOTS;
+    unsigned s = i < HUTCH_SLOTS_LOW ? (start + i) % HUTCH_SLOTS_LOW
+                                     : HUTCH_SLOTS_LOW + (start + i) % (HUTCH_SLOTS - HUTCH_SLOTS_LOW);
     char name[16];
     snprintf(name, sizeof name, "%u", s);
     if (root->ops->mkchild(root, name, ctls, cg, err) < 0) {
