@@ -68,6 +68,8 @@ static void forget(struct agent *a) {
 
 void spare_keep(struct agent *a) {
   struct spare *s = &a->spare;
+  if (s->pid > 0)
+    a->maybe_idle = false; /* what ended meanwhile found one waiting */
   if (s->pid > 0 || !a->maybe_idle || a->spare_off ||
       (a->spares_made > 0 && a->listen_w.fd < 0))
     return;
