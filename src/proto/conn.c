@@ -120,6 +120,8 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
   /* The rest of the frame, queued as bytes (its header may be cut too). */
   size_t hrest = done < sizeof head ? sizeof head - done : 0;
   size_t pdone = done > sizeof head ? done - sizeof head : 0;
+  if (hrest + len - pdone == 0)
+    return; /* all of it went */
   buf_reserve(&c->out, hrest + len - pdone);
   memcpy(c->out.data + c->out.end, head + sizeof head - hrest, hrest);
   memcpy(c->out.data + c->out.end + hrest, (const uint8_t *)payload + pdone, len - pdone);
