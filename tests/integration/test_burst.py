@@ -13,11 +13,15 @@ import pytest
 from conftest import serve_each_build
 from serveapi import error_of, output, wait_for
 
+# Creates, not memory quotas, are under test: a tenant's default memory
+# quota follows the host's RAM, which a small guest has little of.
+ROOMY = ("--tenant-memory-mb", "100000000")
+
 
 @pytest.fixture(scope="module", params=["build", "asan"])
 def server(request, tmp_path_factory):
     yield from serve_each_build(request, tmp_path_factory, "--create-lanes", "4",
-                                "--tenant-sandboxes", "200")
+                                "--tenant-sandboxes", "200", *ROOMY)
 
 
 def at_once(n, fn):
@@ -79,8 +83,9 @@ def test_creates_and_deletes_interleaved(server, tenant):
 def test_a_burst_past_the_admission_bound_is_refused_with_retry_after(build, tmp_path):
     from conftest import build_binary
     from serveapi import Server
-    s = Server(build_binary(build, "hutch-serve"), tmp_path / "state", "--create-lanes", "2",
-               "--max-create-wait-ms", "1", "--tenant-sandboxes", "200").start()
+    s = Server(build_binary(build, "hutch-serve"), tmp_path / "state", *ROOMY,
+               "--create-lanes", "2", "--max-create-wait-ms", "1",
+               "--tenant-sandboxes", "200").start()
     try:
         admin = s.api()
         key = admin.post("/v1/keys", {"tenant": "b"}).json["key"]
@@ -121,8 +126,8 @@ def test_a_tenants_burst_does_not_hold_up_anothers_create(tmp_path):
     one create, not by all of its own."""
     from conftest import BUILD
     from serveapi import Server
-    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
-               "--max-create-wait-ms", "600000").start()
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", *ROOMY, "--create-lanes", "1",
+               "--pool", "host=0", "--max-create-wait-ms", "600000").start()
     try:
         admin = s.api()
         a = s.api(admin.post("/v1/keys", {"tenant": "a"}).json["key"])
@@ -157,8 +162,8 @@ def test_a_fork_is_admitted_once_not_copy_by_copy(tmp_path):
     copies made)."""
     from conftest import BUILD
     from serveapi import Server
-    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--create-lanes", "1", "--pool", "host=0",
-               "--max-create-wait-ms", "1").start()
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", *ROOMY, "--create-lanes", "1",
+               "--pool", "host=0", "--max-create-wait-ms", "1").start()
     try:
         api = s.api()
         parent = api.create()["id"]
@@ -179,7 +184,7 @@ def metric_labeled(s, name, label):
 def test_a_pool_emptied_by_a_burst_grows_and_its_sandboxes_run_at_normal_priority(tmp_path):
     from conftest import BUILD
     from serveapi import Server
-    s = Server(BUILD / "hutch-serve", tmp_path / "state", "--pool", "host=1:4",
+    s = Server(BUILD / "hutch-serve", tmp_path / "state", *ROOMY, "--pool", "host=1:4",
                "--create-lanes", "2").start()
     try:
         api = s.api()

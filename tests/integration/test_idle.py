@@ -37,11 +37,13 @@ def children(pid):
 
 
 def leaves(pid):
-    """The exec leaves (e<N>) under the sandbox's memory cgroup."""
+    """The exec leaves (e<N>) in the sandbox's memory cgroup."""
     for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, ctls, path = line.split(":", 2)
         if "memory" in ctls.split(",") or (ctls == "" and path.startswith("/hutch/")):
             root = "/sys/fs/cgroup/memory" if ctls else "/sys/fs/cgroup"
+            if not ctls:  # v2: the agent is in its own leaf beside the execs'
+                path = path.rsplit("/", 1)[0]
             return sorted(d.name for d in pathlib.Path(root + path).iterdir()
                           if d.is_dir() and d.name.startswith("e"))
     raise AssertionError("no memory cgroup")
