@@ -36,9 +36,12 @@ test="$test clang libclang-rt-dev"
 # (test_code, test_sdk, tests/e2b), JavaScript; npm for E2B's SDKs
 # (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
+# the gvisor tier (docs/isolation.md): gVisor's runsc, which the posture
+# suite runs in as well as the ns tier
+test="$test runsc"
 # bench: the peers hutch is measured against (runc: bench/scale), a load generator, and the
 # shell of the image bench/templates makes (busybox-static)
-bench="bubblewrap runc wrk socat tinyproxy buildah skopeo umoci busybox-static"
+bench="bubblewrap runc runsc wrk socat tinyproxy buildah skopeo umoci busybox-static"
 
 want="$build"
 case "${1:-}" in

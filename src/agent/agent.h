@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
@@ -40,7 +41,9 @@ struct job {
   uint32_t id;
   enum job_kind kind;
   pid_t pid;            /* 0 once reaped */
+  pid_t pgid;           /* exec job: its session and process group, which is pid */
   int status;           /* wait status of pid */
+  struct rusage ru;     /* of pid once reaped: its CPU time without a cgroup */
   uint64_t started_ns, exited_ns;
 
   struct outpipe out, err; /* err unused for a file job or a PTY */
@@ -141,7 +144,7 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
 void job_control(struct agent *a, struct job *j, json_t *ctl);
 void job_window(struct agent *a, struct job *j, uint32_t more);
 void job_close(struct agent *a, struct job *j);
-void job_reaped(struct agent *a, struct job *j, int status);
+void job_reaped(struct agent *a, struct job *j, int status, const struct rusage *ru);
 /* Re-arm output pipes whose reading was paused by flow control. */
 void job_update_interest(struct agent *a, struct job *j);
 void job_free(struct agent *a, struct job *j);
@@ -173,6 +176,11 @@ struct child_plan {
   uint64_t caps;                    /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
   uint64_t bset;                    /* the agent's bounding set: what is left to drop */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
+  /* The agent runs on a kernel of the sandbox's own (gVisor: --cgroup
+   * none): no cgroup namespace, and no securebits, which that kernel does
+   * not have; the empty bounding set and no_new_privs still keep a
+   * workload from gaining any capability. */
+  bool guest_kernel;
   int stdin_fd, stdout_fd, stderr_fd;
   int pty_slave;  /* -1 without a PTY */
   int report_fd;  /* exec failure reason, or the file worker's result */

@@ -106,7 +106,8 @@ static void drop_privileges(const struct child_plan *p) {
   unsigned long bits = SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                        SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED |
                        SECBIT_NOROOT_LOCKED;
-  if (prctl(PR_SET_SECUREBITS, bits | (keep ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP), 0, 0,
+  if (!p->guest_kernel &&
+      prctl(PR_SET_SECUREBITS, bits | (keep ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP), 0, 0,
             0) < 0)
     fail(p, 125, "%s", "set securebits");
   if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
@@ -233,7 +234,7 @@ static void join_leaf(const struct child_plan *p) {
   struct hutch_err err;
   if (p->leaf && p->leaf->ops->enter_self(p->leaf, &err) < 0)
     fail(p, 125, "%s", err.msg);
-  if (unshare(CLONE_NEWCGROUP) < 0)
+  if (!p->guest_kernel && unshare(CLONE_NEWCGROUP) < 0)
     fail(p, 125, "%s", "cgroup namespace");
 }
 

@@ -68,8 +68,52 @@ static void kill_job(struct job *j) {
   struct hutch_err ignored;
   if (j->pid > 0)
     kill(j->pid, SIGKILL);
+  /* Without a cgroup (the gvisor tier) the job is its session: what left
+   * it is not reached, and the sandbox's own end is what ends that. */
+  if (j->kind == JOB_EXEC && j->pgid > 0 && j->leaf.ops == &hutch_cgroup_none_ops)
+    kill(-j->pgid, SIGKILL);
   if (j->kind == JOB_EXEC && j->leaf.ops)
     j->leaf.ops->kill_all(&j->leaf, &ignored);
+}
+
+/* The utime, stime, cutime and cstime of /proc/PID/stat, in ns. */
+static uint64_t proc_cpu_ns(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+  unsigned long long t[4] = {0};
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &t[0],
+                   &t[1], &t[2], &t[3]) != 4)
+    return 0;
+  long hz = sysconf(_SC_CLK_TCK);
+  return (t[0] + t[1] + t[2] + t[3]) * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100));
+}
+
+/* What the job's leaf says of it; without a cgroup, its process's own
+ * count (and its reaped children's): while it runs from /proc, once
+ * reaped from wait4. */
+static void job_stats(const struct job *j, struct hutch_cg_stats *st) {
+  struct hutch_err ignored;
+  memset(st, 0, sizeof *st);
+  if (j->leaf.ops != &hutch_cgroup_none_ops) {
+    j->leaf.ops->stats(&j->leaf, st, &ignored);
+    return;
+  }
+  if (!j->reaped) {
+    st->cpu_ns = j->pid > 0 ? proc_cpu_ns(j->pid) : 0;
+    return;
+  }
+  st->cpu_ns = (uint64_t)j->ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_utime.tv_usec * 1000 +
+               (uint64_t)j->ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_stime.tv_usec * 1000;
+  st->memory_peak = (uint64_t)j->ru.ru_maxrss * 1024;
 }
 
 static void force_end(struct agent *a, struct job *j, enum hutch_status st, const char *fmt,
@@ -280,9 +324,8 @@ static void arm_timer(struct agent *a, struct job *j) {
     next = end > now ? end - now : 1;
   }
   if (j->cpu_ms) {
-    struct hutch_cg_stats st = {0};
-    struct hutch_err ignored;
-    j->leaf.ops->stats(&j->leaf, &st, &ignored);
+    struct hutch_cg_stats st;
+    job_stats(j, &st);
     uint64_t limit = j->cpu_ms * 1000000, left = st.cpu_ns < limit ? limit - st.cpu_ns : 0;
     if (a->ncpu <= 0)
       a->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -308,9 +351,9 @@ static void on_timer(struct agent *a, struct watch *w, uint32_t events) {
     return;
   }
   if (j->cpu_ms) {
-    struct hutch_cg_stats st = {0};
-    struct hutch_err ignored;
-    if (j->leaf.ops->stats(&j->leaf, &st, &ignored) == 0 && st.cpu_ns >= j->cpu_ms * 1000000) {
+    struct hutch_cg_stats st;
+    job_stats(j, &st);
+    if (st.cpu_ns >= j->cpu_ms * 1000000) {
       force_end(a, j, HUTCH_ST_TIMEOUT, "CPU time limit of %g s exceeded", j->cpu_ms / 1e3);
       return;
     }
@@ -348,9 +391,8 @@ static void on_result(struct agent *a, struct watch *w, uint32_t events) {
 
 static struct hutch_verdict exec_verdict(struct agent *a, struct job *j) {
   struct hutch_verdict v = {.exit_code = -1};
-  struct hutch_cg_stats st = {0};
-  struct hutch_err ignored;
-  j->leaf.ops->stats(&j->leaf, &st, &ignored);
+  struct hutch_cg_stats st;
+  job_stats(j, &st);
   v.wall_ms = (double)(j->exited_ns - j->started_ns) / 1e6;
   v.cpu_ms = (double)st.cpu_ns / 1e6;
   v.peak_memory_kb = st.memory_peak / 1024;
@@ -413,8 +455,9 @@ static void maybe_finish(struct agent *a, struct job *j) {
   agent_send_json(a, HUTCH_F_EVENT, HUTCH_FL_END, j->id, ev);
 }
 
-void job_reaped(struct agent *a, struct job *j, int status) {
+void job_reaped(struct agent *a, struct job *j, int status, const struct rusage *ru) {
   j->status = status;
+  j->ru = *ru;
   j->pid = 0;
   j->reaped = true;
   j->exited_ns = now_ns();
@@ -448,6 +491,10 @@ pid_t agent_fork(const struct hutch_cgroup *leaf) {
     args.cgroup = (uint64_t)leaf->fd[0];
   }
   pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  /* gVisor's kernel (the gvisor tier) may have no clone3: its cgroup-less
+   * agent needs nothing fork does not do. */
+  if (pid < 0 && errno == ENOSYS && !args.flags)
+    pid = (pid_t)syscall(SYS_fork);
   /* The seccomp listener can let a refused call through (monitor.c): no
    * process but the agent holds it, not even until its exec. */
   if (pid == 0)
@@ -547,11 +594,13 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
         .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
         .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
         .caps = a->build ? HUTCH_BUILD_CAPS : 0, .bset = a->bset,
+      .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
     };
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf);
   }
   int spawn_errno = errno;
+  j->pgid = j->pid > 0 ? j->pid : 0;
   close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
   if (j->pid < 0) {
     close_fds((int[]){in[1], out[0], err[0], rep[0]}, 4);
@@ -600,7 +649,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
       .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = who.uid, .gid = who.gid,
-      .who = &who, .bset = a->bset,
+      .who = &who, .bset = a->bset, .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);

@@ -180,7 +180,8 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
   /* As PID 1 we reap every orphan of the sandbox as well as our jobs. */
   for (;;) {
     int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
+    struct rusage ru;
+    pid_t pid = wait4(-1, &status, WNOHANG, &ru);
     if (pid <= 0)
       break;
     a->maybe_idle = true;
@@ -188,7 +189,7 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
       continue;
     for (struct job *j = a->jobs; j; j = j->next)
       if (j->pid == pid) {
-        job_reaped(a, j, status);
+        job_reaped(a, j, status, &ru);
         break;
       }
   }
@@ -274,6 +275,16 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   }
   if (hutch_cgroup_from_spec(argv[2], &a->cg, err) < 0)
     return -1;
+  /* Under a kernel of the sandbox's own (the gvisor tier: --cgroup none),
+   * the runtime hands the container only stdio: the connection is stdin. */
+  if (a->cg.ops == &hutch_cgroup_none_ops) {
+    if (dup2(0, HUTCH_AGENT_CONN_FD) < 0)
+      return hutch_err_set(err, errno, "connection on stdin");
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0)
+      return hutch_err_set(err, errno, "/dev/null");
+    close(null);
+  }
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
     return hutch_err_set(err, errno, "storage fd");

@@ -95,6 +95,7 @@ void spare_keep(struct agent *a) {
       .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf : NULL,
       .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
       .bset = a->bset,
+      .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
   pid_t pid = agent_fork(&s->leaf);
   if (pid == 0)

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gvisor.h"
 #include "msg.h"
 #include "sandbox.h"
 
@@ -27,6 +28,8 @@ struct run_opts {
   char *tmpl_rootfs, **tmpl_layers;
   size_t tmpl_nlayers;
   int tmpl_pin;
+  const char *gvisor_platform; /* --gvisor-platform */
+  struct hutch_gvisor gvisor;  /* probed for --isolation gvisor */
 };
 
 int cmd_run(int argc, char **argv);

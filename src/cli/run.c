@@ -140,7 +140,11 @@ static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
     return NULL;
   }
   char *request = NULL;
-  if (hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
+  if (o->cfg.isolation == HUTCH_ISOLATION_GVISOR &&
+      hutch_gvisor_probe(&o->gvisor, o->gvisor_platform, &err) == 0)
+    o->cfg.gvisor = &o->gvisor;
+  if ((o->cfg.isolation == HUTCH_ISOLATION_GVISOR && !o->cfg.gvisor) ||
+      hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
     fprintf(stderr, "hutch run: %s\n", err.msg);
   return request;
 }

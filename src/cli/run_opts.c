@@ -14,7 +14,7 @@
 enum {
   OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_CPU_TIME, OPT_DISK, OPT_OUTPUT_LIMIT,
   OPT_ENV, OPT_CWD, OPT_BIND_RO, OPT_BIND_RW, OPT_STDIN, OPT_VERDICT, OPT_USER, OPT_ROOTFS,
-  OPT_STATE_DIR, OPT_PTYS, OPT_TEMPLATE, OPT_HELP,
+  OPT_STATE_DIR, OPT_PTYS, OPT_TEMPLATE, OPT_ISOLATION, OPT_GVISOR_PLATFORM, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -36,6 +36,8 @@ static const struct option long_opts[] = {
     {"rootfs", required_argument, 0, OPT_ROOTFS},
     {"template", required_argument, 0, OPT_TEMPLATE},
     {"state-dir", required_argument, 0, OPT_STATE_DIR},
+    {"isolation", required_argument, 0, OPT_ISOLATION},
+    {"gvisor-platform", required_argument, 0, OPT_GVISOR_PLATFORM},
     {"interactive", no_argument, 0, 'i'},
     {"tty", no_argument, 0, 't'},
     {"quiet", no_argument, 0, 'q'},
@@ -66,6 +68,9 @@ static const char usage[] =
     "  --template NAME      run in a template of the store (hutch template ls) instead\n"
     "                       of the host's /usr; its command when CMD is not given\n"
     "  --rootfs DIR         use DIR as the template instead of the host's /usr\n"
+    "  --isolation TIER     ns (namespaces, the default) or gvisor (gVisor's kernel,\n"
+    "                       runsc: docs/isolation.md)\n"
+    "  --gvisor-platform P  ptrace (the default) or kvm\n"
     "  --verdict-json FILE  write the verdict there as JSON\n"
     "  -q, --quiet          do not explain hutch-imposed ends on stderr\n"
     "Exit status: CMD's own; 125 hutch failed; 126 cannot execute; 127 not found;\n"
@@ -176,6 +181,18 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
       o->template_name = v;
     return 0;
   case OPT_STATE_DIR: o->cfg.state_dir = v; return 0;
+  case OPT_ISOLATION: {
+    int i = hutch_isolation_parse(v);
+    if (i < 0)
+      return bad(name, v, "ns or gvisor");
+    o->cfg.isolation = (enum hutch_isolation)i;
+    return 0;
+  }
+  case OPT_GVISOR_PLATFORM:
+    if (strcmp(v, "ptrace") != 0 && strcmp(v, "kvm") != 0)
+      return bad(name, v, "ptrace or kvm");
+    o->gvisor_platform = v;
+    return 0;
   default: return -1;
   }
 }

@@ -208,6 +208,10 @@ void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size) {
 
 int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
   memset(cg, 0, sizeof *cg);
+  if (strcmp(spec, "none") == 0) {
+    hutch_cgroup_none(cg);
+    return 0;
+  }
   if (strncmp(spec, "2:", 2) == 0) {
     uint64_t fd;
     if (!parse_u64(spec + 2, &fd) || fd > 1024)

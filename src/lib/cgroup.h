@@ -88,6 +88,10 @@ struct hutch_cgroup_ops {
 
 extern const struct hutch_cgroup_ops hutch_cgroup_v1_ops;
 extern const struct hutch_cgroup_ops hutch_cgroup_v2_ops;
+/* No cgroup at all (cgroup_none.c): the agent's, under a kernel of the
+ * sandbox's own (the gvisor tier). */
+extern const struct hutch_cgroup_ops hutch_cgroup_none_ops;
+void hutch_cgroup_none(struct hutch_cgroup *cg);
 
 /* Find the host's controllers and open (creating if needed) the hutch root
  * cgroup under them: <hierarchy>/hutch. */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "gvisor.h"
 #include "layout.h"
 #include "template.h"
 #include "util.h"
@@ -182,10 +183,39 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
       write_owned(st, "upper/etc/hosts", hosts, root, err) < 0 ||
       (!r->cfg->rootfs && copy_ld_cache(st, root, err) < 0)) /* a --rootfs has its own */
     return -1;
+  /* Where runsc binds the agent in: its gofer wants the mount point in
+   * the root, and the template's /dev is not the sandbox's to write. */
+  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR &&
+      (mkdir_owned(st, "upper/dev", 0755, root, err) < 0 ||
+       write_owned(st, "upper/dev/.hutch-agent", "", root, err) < 0))
+    return -1;
   if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0 ||
       mkdirat(st, "empty", 0755) < 0)
     return hutch_err_set(err, errno, "storage: work dirs");
   return 0;
+}
+
+/* What runsc needs beside the root, in the storage: its binary (bound
+ * read-only, as the agent's), its state directory and log (the sandbox
+ * root's, in its user namespace) and the bundle's config.json. */
+static int gvisor_storage(struct hutch_rootfs *r, int st, struct hutch_err *err) {
+  _cleanup_close_ int bin = openat(st, "bin-runsc", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
+  _cleanup_close_ int tree = open_tree(AT_FDCWD, r->cfg->gvisor->runsc, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (bin < 0 || tree < 0)
+    return hutch_err_set(err, errno, "runsc binary %s", r->cfg->gvisor->runsc);
+  _cleanup_close_ int target = openat(st, "bin-runsc", O_PATH | O_CLOEXEC);
+  if (target < 0 || attach_tree(tree, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                                -1, IDMAP_NONE, err) < 0)
+    return target < 0 ? hutch_err_set(err, errno, "runsc binary") : hutch_err_wrap(err, "runsc binary");
+  r->runsc_fd = openat(st, "bin-runsc", O_PATH | O_CLOEXEC);
+  if (r->runsc_fd < 0)
+    return hutch_err_set(err, errno, "open runsc binary");
+  /* tmp: where runsc's sandbox process makes the empty root it chroots to. */
+  if (mkdir_owned(st, "runsc", 0700, r->uid_base, err) < 0)
+    return -1;
+  if (mkdirat(st, "tmp", 0755) < 0)
+    return hutch_err_set(err, errno, "storage: tmp");
+  return hutch_gvisor_bundle(st, r->hostname, r->cfg->memory_bytes, err);
 }
 
 /* The sandbox's storage: a tmpfs of the disk quota's size holding the
@@ -219,6 +249,8 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
   r->agent_fd = openat(st, "agent", O_PATH | O_CLOEXEC);
   if (r->agent_fd < 0)
     return hutch_err_set(err, errno, "open agent binary");
+  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR && gvisor_storage(r, st, err) < 0)
+    return -1;
 
   /* Snapshot layers above the template, each id-mapped onto this
    * sandbox's range and read-only, in the storage where nothing else sees
@@ -530,18 +562,40 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
    * dumpable) does not even appear in its /proc, which would otherwise let
    * the sandbox's root list the agent's fds (the /proc files of a
    * non-dumpable process belong to root of its user namespace). */
-  if (mount_dev(r, r->root_fd, err) < 0 ||
-      mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "hidepid=invisible", proc_masked, err) < 0 ||
-      mount_views(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
+  /* gVisor makes its own /dev and /proc; the storage gets runsc's. */
+  if (r->cfg->isolation == HUTCH_ISOLATION_NS &&
+      (mount_dev(r, r->root_fd, err) < 0 ||
+       mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                   "hidepid=invisible", proc_masked, err) < 0))
+    return -1;
+  if (mount_views(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
       mount_volumes(r, r->root_fd, err) < 0)
     return -1;
   return 0;
 }
 
+/* runsc's own root: the storage, with a /dev and a /proc of the sandbox's
+ * pid namespace. The overlay root stays where runsc finds it: "root". */
+static int enter_gvisor(struct hutch_rootfs *r, struct hutch_err *err) {
+  _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (st < 0)
+    return hutch_err_set(err, errno, "open storage");
+  /* A whole /proc, nothing over any of it: the kernel lets runsc mount
+   * one of its own pid namespace only where one is fully visible. It
+   * shows this pid namespace, whose only processes are the sandbox's. */
+  _cleanup_close_ int proc = open_in_root(st, "proc", true, true, err);
+  if (proc < 0 || mount_dev(r, st, err) < 0 ||
+      mount_at("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0 ||
+      pivot(st, err) < 0)
+    return -1;
+  return 0;
+}
+
 int hutch_rootfs_enter(struct hutch_rootfs *r, struct hutch_err *err) {
-  /* sysfs shows the network devices of the namespace it is mounted from. */
-  if (mount_fresh(r->root_fd, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR) {
+    if (enter_gvisor(r, err) < 0)
+      return -1;
+  } else if (mount_fresh(r->root_fd, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
                   sys_masked, err) < 0 ||
       pivot(r->root_fd, err) < 0)
     return -1;

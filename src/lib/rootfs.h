@@ -25,6 +25,7 @@ struct hutch_rootfs {
   const int *layer_fds;   /* per cfg->layers[i], a detached copy of its mount */
   int range_userns;       /* the id map of layers and volumes: 0.. onto the sandbox's ids */
   int agent_fd;           /* out: the agent binary, on a read-only mount */
+  int runsc_fd;           /* out: the gvisor tier's runsc, likewise; -1 in the ns tier */
   int storage_fd;         /* out: the storage tmpfs (O_PATH), for the agent to hold */
   int root_fd;            /* the new root, between prepare and enter */
 };
@@ -33,7 +34,9 @@ struct hutch_rootfs {
  * template, /proc, /dev, the caller's binds. */
 int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err);
 /* In the sandbox's network namespace: /sys, the pivot into the new root,
- * the hostname, loopback up. */
+ * the hostname, loopback up. In the gvisor tier the pivot is into the
+ * storage instead, which holds runsc's bundle (the new root is its "root"),
+ * with a /proc and a /dev for runsc itself; gVisor makes the sandbox's. */
 int hutch_rootfs_enter(struct hutch_rootfs *r, struct hutch_err *err);
 
 #endif

@@ -154,6 +154,18 @@ static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   return 0;
 }
 
+const char *hutch_isolation_name(enum hutch_isolation i) {
+  return i == HUTCH_ISOLATION_GVISOR ? "gvisor" : "ns";
+}
+
+int hutch_isolation_parse(const char *name) {
+  if (strcmp(name, "ns") == 0)
+    return HUTCH_ISOLATION_NS;
+  if (strcmp(name, "gvisor") == 0)
+    return HUTCH_ISOLATION_GVISOR;
+  return -1;
+}
+
 int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   /* What hutch's whole cgroup subtree may hold (hutch_cgroup_cap_root):
    * a sandbox asking for more could never have it. */
@@ -188,6 +200,11 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
                              (unsigned long long)pids_max, HUTCH_MAX_PIDS);
   if (check_ptys(cfg, err) < 0)
     return -1;
+  if (cfg->isolation == HUTCH_ISOLATION_GVISOR && !cfg->gvisor)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "the gvisor tier is not available here (runsc was not found at start)");
+  if (cfg->isolation == HUTCH_ISOLATION_GVISOR && cfg->build)
+    return hutch_err_invalid(err, "template builds run in the ns tier");
   if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
     return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
   if (cfg->rootfs) {
@@ -391,7 +408,10 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   }
   int sv[2];
   _cleanup_close_ int lfd = -1;
-  if (cfg->listen_dir && (lfd = listen_socket(cfg->listen_dir, sb, err)) < 0) {
+  /* Under gVisor the agent's sockets are gVisor's: it cannot listen on the
+   * host for a server that comes back (docs/isolation.md, adoption). */
+  if (cfg->listen_dir && cfg->isolation == HUTCH_ISOLATION_NS &&
+      (lfd = listen_socket(cfg->listen_dir, sb, err)) < 0) {
     close_fds(fds, nfds);
     return -1;
   }
@@ -402,7 +422,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
                  .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
-                 .range_userns = *range_userns, .agent_fd = -1, .storage_fd = -1},
+                 .range_userns = *range_userns, .agent_fd = -1, .runsc_fd = -1, .storage_fd = -1},
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
       .build = cfg->build,
   };
@@ -441,6 +461,7 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
   struct hutch_cgroup leaf = {0};
   struct hutch_netns net;
   sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
+  sb->isolation = cfg->isolation;
   new_id(sb->id);
   /* First, so that the kernel makes it while everything else is prepared. */
   int r = hutch_netns_begin(&net, err);

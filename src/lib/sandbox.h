@@ -26,8 +26,19 @@ struct hutch_volume {
   bool ro;
 };
 
+/* Isolation tiers (docs/isolation.md): namespaces around the host's
+ * kernel, or gVisor's kernel (runsc) inside those same namespaces. */
+enum hutch_isolation { HUTCH_ISOLATION_NS, HUTCH_ISOLATION_GVISOR };
+const char *hutch_isolation_name(enum hutch_isolation i);
+/* HUTCH_ISOLATION_* for "ns" or "gvisor"; -1 for anything else. */
+int hutch_isolation_parse(const char *name);
+
+struct hutch_gvisor;
+
 struct hutch_sandbox_config {
   const char *state_dir; /* templates live here */
+  enum hutch_isolation isolation;
+  const struct hutch_gvisor *gvisor; /* runsc as probed: the gvisor tier's */
   const char *rootfs;    /* a directory used as the template; NULL: `host` */
   const char *agent;     /* path of hutch-agent; NULL: beside this program */
   uint64_t memory_bytes, pids, cpu_milli, disk_bytes;
@@ -74,6 +85,7 @@ struct hutch_sandbox_config {
 
 struct hutch_sandbox {
   char id[17];
+  enum hutch_isolation isolation;
   unsigned slot;
   uid_t uid_base; /* host uid of the sandbox's root; the user is +1000 */
   pid_t pid;      /* host pid of the agent */

@@ -32,10 +32,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "gvisor.h"
 #include "layout.h"
 #include "seccomp_install.h"
 #include "util.h"
@@ -172,7 +174,8 @@ static int child_become_owner(uid_t base, struct hutch_err *err) {
   return 0;
 }
 
-/* *notify: the filter's listener, or -1 when the kernel cannot give one. */
+/* *notify: the filter's listener, or -1 when the kernel cannot give one.
+ * notify NULL: no filter (the gvisor tier, gvisor_fds). */
 static int child_userns(uid_t base, int sync, int *notify, struct hutch_err *err) {
   char c;
   if (child_become_owner(base, err) < 0)
@@ -188,8 +191,8 @@ static int child_userns(uid_t base, int sync, int *notify, struct hutch_err *err
    * refuses nothing: a refused call here would wait on a listener that
    * only the agent reads. Without a listener the refusals are not counted,
    * and the sandbox is as safe. */
-  *notify = hutch_seccomp_install_sandbox_notify();
-  if (*notify < 0 && hutch_seccomp_install_sandbox() < 0)
+  if (notify && (*notify = hutch_seccomp_install_sandbox_notify()) < 0 &&
+      hutch_seccomp_install_sandbox() < 0)
     return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
     _exit(125);
@@ -249,6 +252,62 @@ static void child_close_others(const struct hutch_spawn *s, int sync) {
   hutch_close_others(keep, n);
 }
 
+/* The gvisor tier's last steps. runsc makes namespaces and mounts, which
+ * the namespaces made above (the host's) refuse to anything inside: it
+ * gets a mount and a pid namespace of the sandbox's own user namespace,
+ * nested in those, and runs as PID 1 there, with a /proc of its own. This
+ * process stays outside as the sandbox's first process, holding only the
+ * storage (layout.h), until runsc ends. runsc gets the connection as
+ * stdin (it hands the container its stdio, and nothing else) and
+ * /dev/null as stdout and stderr (it logs to its own file). No seccomp
+ * filter of ours: runsc mounts and traces its own stubs (the ptrace
+ * platform); the sentry and the gofer install filters of their own before
+ * they serve the sandbox, and the workload runs on gVisor's kernel, never
+ * the host's. */
+static void __attribute__((noreturn)) gvisor_start(struct hutch_spawn *s, int sync) {
+  struct hutch_err err = {0};
+  int storage = fcntl(s->rootfs.storage_fd, F_DUPFD_CLOEXEC, 64);
+  int runsc = fcntl(s->rootfs.runsc_fd, F_DUPFD_CLOEXEC, 64);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if ((sync = fcntl(sync, F_DUPFD_CLOEXEC, 64)) < 0 || storage < 0 || runsc < 0 || null < 0 ||
+      dup2(s->conn_fd, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+      syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
+      dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0) {
+    hutch_err_set(&err, errno, "runsc's descriptors");
+    child_fail(sync, &err);
+  }
+  umask(022);
+  if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0) {
+    hutch_err_set(&err, errno, "runsc's namespaces");
+    child_fail(sync, &err);
+  }
+  /* The system call, not glibc's fork: see set_ids. */
+  pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+      hutch_err_set(&err, errno, "runsc's /proc");
+      child_fail(sync, &err);
+    }
+    hutch_gvisor_exec(runsc, s->rootfs.cfg->gvisor, s->rootfs.hostname, &err);
+    child_fail(sync, &err);
+  }
+  if (pid < 0) {
+    hutch_err_set(&err, errno, "clone runsc");
+    child_fail(sync, &err);
+  }
+  /* The runsc child's exec closes the last copy of sync: the host's sign
+   * that the sandbox runs. */
+  if (dup2(null, 0) < 0 || syscall(SYS_close_range, 3, HUTCH_AGENT_STORAGE_FD - 1, 0) < 0 ||
+      syscall(SYS_close_range, HUTCH_AGENT_STORAGE_FD + 1, ~0U, 0) < 0)
+    _exit(125);
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      _exit(125);
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
   struct hutch_err err = {0};
   int notify = -1;
@@ -275,7 +334,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "setpriority");
     child_fail(sync, &err);
   }
-  if (child_userns(s->rootfs.uid_base, sync, &notify, &err) < 0)
+  bool gvisor = s->rootfs.cfg->isolation == HUTCH_ISOLATION_GVISOR;
+  if (child_userns(s->rootfs.uid_base, sync, gvisor ? NULL : &notify, &err) < 0)
     child_fail(sync, &err);
   /* Set after the uid change, which clears it; the sync socket tells us the
    * parent was still there when it was set. */
@@ -283,6 +343,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "PR_SET_PDEATHSIG");
     child_fail(sync, &err);
   }
+  if (gvisor)
+    gvisor_start(s, sync);
   int listen_fd, agent = s->rootfs.agent_fd;
   if (child_fds(s, &sync, &listen_fd, notify, &agent, &err) < 0)
     child_fail(sync, &err);

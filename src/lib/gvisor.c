@@ -1,0 +1,156 @@
+/* runsc, found and started (gvisor.h). */
+#include "gvisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "layout.h"
+#include "util.h"
+
+static int find_runsc(char *out, size_t size) {
+  const char *env = getenv("HUTCH_RUNSC");
+  if (env && *env) {
+    snprintf(out, size, "%s", env);
+    return access(out, X_OK);
+  }
+  static const char *const fixed[] = {"/usr/bin/runsc", "/usr/sbin/runsc", "/usr/local/bin/runsc"};
+  for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+    if (access(fixed[i], X_OK) == 0) {
+      snprintf(out, size, "%s", fixed[i]);
+      return 0;
+    }
+  const char *path = getenv("PATH");
+  for (const char *p = path ? path : ""; *p;) {
+    size_t n = strcspn(p, ":");
+    if (n && (size_t)snprintf(out, size, "%.*s/runsc", (int)n, p) < size && out[0] == '/' &&
+        access(out, X_OK) == 0)
+      return 0;
+    p += n + (p[n] == ':');
+  }
+  errno = ENOENT;
+  return -1;
+}
+
+/* The first line runsc --version prints ("runsc version 0.0~20221219.0"). */
+static int runsc_version(const char *runsc, char *out, size_t size, struct hutch_err *err) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execl(runsc, "runsc", "--version", (char *)NULL);
+    _exit(127);
+  }
+  close(p[1]);
+  char buf[256];
+  size_t n = 0;
+  ssize_t r;
+  while (pid > 0 && n < sizeof buf - 1 && (r = read(p[0], buf + n, sizeof buf - 1 - n)) > 0)
+    n += (size_t)r;
+  close(p[0]);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "%s --version failed: is it gVisor's runsc?", runsc);
+  buf[n] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  const char *v = strncmp(buf, "runsc version ", 14) == 0 ? buf + 14 : buf;
+  snprintf(out, size, "%.*s", (int)(size - 1), v);
+  return 0;
+}
+
+int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
+  memset(g, 0, sizeof *g);
+  if (find_runsc(g->runsc, sizeof g->runsc) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "the gvisor tier needs runsc (gVisor), which is not "
+                                      "installed: apt-get install runsc (scripts/deps.sh does)");
+  if (runsc_version(g->runsc, g->version, sizeof g->version, err) < 0)
+    return -1;
+  if (!want || !*want || strcmp(want, "ptrace") == 0) {
+    snprintf(g->platform, sizeof g->platform, "ptrace");
+    return 0;
+  }
+  if (strcmp(want, "kvm") != 0)
+    return hutch_err_invalid(err, "gVisor platform '%s': ptrace or kvm", want);
+  _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+  if (kvm < 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "gVisor's kvm platform needs /dev/kvm: %s", strerror(errno));
+  snprintf(g->platform, sizeof g->platform, "kvm");
+  return 0;
+}
+
+/* Every capability gVisor knows, for the agent: they are capabilities of
+ * gVisor's kernel, which the agent drops for each workload as it does in
+ * the ns tier; none of them is a capability on the host. */
+#define CAPS                                                                                  \
+  "\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\",\"CAP_DAC_READ_SEARCH\",\"CAP_FOWNER\",\"CAP_FSETID\"," \
+  "\"CAP_KILL\",\"CAP_SETGID\",\"CAP_SETUID\",\"CAP_SETPCAP\",\"CAP_NET_BIND_SERVICE\","       \
+  "\"CAP_NET_ADMIN\",\"CAP_NET_RAW\",\"CAP_IPC_OWNER\",\"CAP_SYS_CHROOT\",\"CAP_SYS_PTRACE\","  \
+  "\"CAP_SYS_ADMIN\",\"CAP_SYS_RESOURCE\",\"CAP_SYS_NICE\",\"CAP_MKNOD\",\"CAP_AUDIT_WRITE\","  \
+  "\"CAP_SETFCAP\""
+
+int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
+                        struct hutch_err *err) {
+  char spec[4096];
+  int n = snprintf(
+      spec, sizeof spec,
+      "{\"ociVersion\":\"1.0.2\","
+      "\"process\":{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},"
+      "\"args\":[\"/dev/.hutch-agent\",\"--cgroup\",\"none\"],"
+      "\"env\":[\"PATH=" HUTCH_DEFAULT_PATH "\"],\"cwd\":\"/\","
+      "\"capabilities\":{\"bounding\":[" CAPS "],\"effective\":[" CAPS "],"
+      "\"permitted\":[" CAPS "]},"
+      "\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"hard\":65536,\"soft\":65536}]},"
+      "\"root\":{\"path\":\"root\",\"readonly\":false},"
+      "\"hostname\":\"%s\","
+      "\"mounts\":["
+      "{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
+      "{\"destination\":\"/dev\",\"type\":\"tmpfs\",\"source\":\"tmpfs\","
+      "\"options\":[\"nosuid\",\"strictatime\",\"mode=755\",\"size=65536k\"]},"
+      "{\"destination\":\"/dev/pts\",\"type\":\"devpts\",\"source\":\"devpts\","
+      "\"options\":[\"nosuid\",\"noexec\",\"newinstance\",\"ptmxmode=0666\",\"mode=0620\"]},"
+      "{\"destination\":\"/dev/shm\",\"type\":\"tmpfs\",\"source\":\"shm\","
+      "\"options\":[\"nosuid\",\"noexec\",\"nodev\",\"mode=1777\",\"size=65536k\"]},"
+      "{\"destination\":\"/sys\",\"type\":\"sysfs\",\"source\":\"sysfs\","
+      "\"options\":[\"nosuid\",\"noexec\",\"nodev\",\"ro\"]},"
+      "{\"destination\":\"/dev/.hutch-agent\",\"type\":\"bind\",\"source\":\"/agent\","
+      "\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}],"
+      "\"linux\":{\"resources\":{\"memory\":{\"limit\":%llu}},"
+      "\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},"
+      "{\"type\":\"mount\"}]}}\n",
+      hostname, (unsigned long long)memory_bytes);
+  if (n < 0 || (size_t)n >= sizeof spec)
+    return hutch_err_invalid(err, "gVisor bundle: config too long");
+  _cleanup_close_ int fd = openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 || write_all(fd, spec, (size_t)n) < 0)
+    return hutch_err_set(err, errno, "gVisor bundle: config.json");
+  return 0;
+}
+
+int hutch_gvisor_exec(int runsc_fd, const struct hutch_gvisor *g, const char *id,
+                      struct hutch_err *err) {
+  char platform[32];
+  snprintf(platform, sizeof platform, "--platform=%s", g->platform);
+  /* --network=host: gVisor's sockets are the host kernel's, in the
+   * sandbox's own network namespace, which has loopback only and the
+   * egress proxy's listener (docs/isolation.md): the one route out is the
+   * proxy, as in the ns tier. --ignore-cgroups: runsc runs inside the
+   * sandbox's cgroup, which hutch made and limits. --file-access=shared:
+   * every write reaches the overlay at once, where the host measures the
+   * disk and snapshots take it. */
+  char *argv[] = {"runsc",           "--root=/runsc",          "--log=/runsc/log",
+                  platform,          "--network=host",         "--ignore-cgroups",
+                  "--file-access=shared", "run", "--bundle=/", (char *)id, NULL};
+  char *envp[] = {"PATH=/", NULL};
+  syscall(SYS_execveat, runsc_fd, "", argv, envp, AT_EMPTY_PATH);
+  return hutch_err_set(err, errno, "exec runsc");
+}

@@ -1,0 +1,38 @@
+/* The gvisor tier (docs/isolation.md): the same sandbox shell as the ns
+ * tier (slot, host id range, cgroup, storage, overlay root, loopback-only
+ * network namespace), with runsc in it instead of the agent, and the agent
+ * as PID 1 of gVisor's kernel. */
+#ifndef HUTCH_GVISOR_H
+#define HUTCH_GVISOR_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+/* runsc as found on this host, probed once by whoever makes sandboxes. */
+struct hutch_gvisor {
+  char runsc[256];    /* absolute path */
+  char version[64];   /* what `runsc --version` said first */
+  char platform[16];  /* ptrace or kvm */
+};
+
+/* Find runsc ($HUTCH_RUNSC, else /usr/bin/runsc, /usr/sbin/runsc, then the
+ * PATH), check it answers, and settle the platform: "ptrace" (everywhere)
+ * unless want is "kvm", which needs /dev/kvm open for reading and writing.
+ * HUTCH_ERR_UNSUPPORTED when runsc is missing, with the way to install it. */
+int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err);
+
+/* The bundle's config.json, written at dirfd (the sandbox's storage):
+ * hutch-agent (bound from "agent") as the container's only process, as
+ * root of gVisor's kernel, with the root filesystem "root". Runs in the
+ * sandbox's first process: no allocation. */
+int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
+                        struct hutch_err *err);
+
+/* Exec runsc (the binary bound at "runsc" in the sandbox's storage, which
+ * is the process's root), running the bundle at "/" as container id.
+ * Returns only on failure. */
+int hutch_gvisor_exec(int runsc_fd, const struct hutch_gvisor *g, const char *id,
+                      struct hutch_err *err);
+
+#endif
