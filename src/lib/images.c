@@ -437,4 +437,5 @@ void hutch_images_config(json_t *record, struct hutch_image_config *out) {
   out->workdir = wd && wd[0] == '/' ? wd : NULL;
   out->user = user && user[0] ? user : NULL;
   out->env = json_is_array(env) ? env : NULL;
+  out->isolation = json_string_value(json_object_get(json_object_get(cfg, "labels"), "hutch.isolation"));
 }

@@ -168,6 +168,9 @@ struct hutch_image_config {
   const char *workdir; /* NULL: the sandbox's default */
   const char *user;    /* NULL: the sandbox's default */
   json_t *env;         /* borrowed: an array of "K=V" */
+  /* Its LABEL hutch.isolation: the tier of its sandboxes when a create
+   * names none (docs/isolation.md); NULL: none. */
+  const char *isolation;
 };
 void hutch_images_config(json_t *record, struct hutch_image_config *out);
 

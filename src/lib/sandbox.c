@@ -546,6 +546,8 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
                                  O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
            flock(sb->lock_fd, LOCK_EX | LOCK_NB) < 0)
     hutch_err_set(err, errno, "sandbox %s: its cgroup is someone else's", id);
+  else if (!listen_dir)
+    r = 0;
   else if (snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", listen_dir, id) >=
                (int)sizeof sa.sun_path)
     hutch_err_invalid(err, "agent socket directory %s: path too long", listen_dir);

@@ -117,7 +117,9 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
                          struct hutch_err *err);
 /* Take over a sandbox made by another process that has gone (a server that
  * restarted): check that pid is still that sandbox's agent, own its cgroup
- * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone. */
+ * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone.
+ * listen_dir NULL: no connection (conn_fd -1), only to destroy it (a tier
+ * whose agent has no socket). */
 int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                         struct hutch_sandbox **out, struct hutch_err *err);
 

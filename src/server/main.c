@@ -67,13 +67,20 @@ static const char usage[] =
     "                            the first line of FILE (at least 16 characters); else only\n"
     "                            the admin key reads it\n"
     "  --metrics-public          /metrics needs no key or token at all\n"
+    "  --isolation TIER          the tier of a sandbox whose request, template or snapshot\n"
+    "                            names none: ns (namespaces, the default) or gvisor (gVisor's\n"
+    "                            kernel, runsc; docs/isolation.md). runsc is looked for at\n"
+    "                            start: without it the gvisor tier answers unsupported, and\n"
+    "                            --isolation gvisor refuses to start\n"
+    "  --gvisor-platform P       runsc's platform: ptrace (the default) or kvm (/dev/kvm)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
     "                            e2b (E2B's REST API), envd, interpreter (docs/e2b.md)\n\n"
     "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
-    "over. SIGINT (Ctrl-C) stops it and destroys them. It refuses to start (exit 78) with a\n"
-    "state directory that belongs to another user or that others may write.\n";
+    "over (gvisor ones cannot be: they end with the server). SIGINT (Ctrl-C) stops it and\n"
+    "destroys them. It refuses to start (exit 78) with a state directory that belongs to\n"
+    "another user or that others may write.\n";
 
 static int parse_listen(const char *s, struct serve_config *cfg) {
   const char *colon = strrchr(s, ':');
@@ -102,7 +109,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
          O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME,
-         O_LANES, O_CREATE_WAIT };
+         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_GVISOR_PLATFORM };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -128,6 +135,8 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"routes", optional_argument, NULL, O_ROUTES},
       {"metrics-public", no_argument, NULL, O_METRICS_PUBLIC},
       {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
+      {"isolation", required_argument, NULL, O_ISOLATION},
+      {"gvisor-platform", required_argument, NULL, O_GVISOR_PLATFORM},
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
@@ -207,6 +216,24 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
     case O_METRICS_TOKEN:
       free(cfg->metrics_token_file);
       cfg->metrics_token_file = xstrdup(optarg);
+      break;
+    case O_ISOLATION: {
+      int i = hutch_isolation_parse(optarg);
+      if (i < 0) {
+        fprintf(stderr, "hutch serve: --isolation wants ns or gvisor, not '%s'\n", optarg);
+        return -1;
+      }
+      cfg->isolation = (enum hutch_isolation)i;
+      break;
+    }
+    case O_GVISOR_PLATFORM:
+      if (strcmp(optarg, "ptrace") != 0 && strcmp(optarg, "kvm") != 0) {
+        fprintf(stderr, "hutch serve: --gvisor-platform wants ptrace or kvm, not '%s'\n",
+                optarg);
+        return -1;
+      }
+      free(cfg->gvisor_platform);
+      cfg->gvisor_platform = xstrdup(optarg);
       break;
     case O_KERNELS:
       free(cfg->kernels_dir);

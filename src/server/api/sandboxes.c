@@ -26,9 +26,9 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
                                       "pids",     "disk_mb",   "env",        "metadata",
                                       "on_timeout", "auto_resume", "volumes",    "network",
-                                      "secrets",  NULL};
+                                      "secrets",  "isolation", NULL};
   create_req_init(r);
-  const char *on_timeout = "kill";
+  const char *on_timeout = "kill", *isolation = NULL;
   r->volumes = json_object_get(o, "volumes");
   r->network = json_object_get(o, "network");
   r->secrets = json_object_get(o, "secrets");
@@ -47,8 +47,13 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
       body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
       body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
       body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
-      body_string(c, o, "on_timeout", 8, &on_timeout) < 0)
+      body_string(c, o, "on_timeout", 8, &on_timeout) < 0 ||
+      body_string(c, o, "isolation", 8, &isolation) < 0)
     return -1;
+  if (isolation && (r->isolation = hutch_isolation_parse(isolation)) < 0) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "isolation must be \"ns\" or \"gvisor\"");
+    return -1;
+  }
   if (strcmp(on_timeout, "kill") != 0 && strcmp(on_timeout, "pause") != 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
     return -1;

@@ -131,6 +131,7 @@ int snapshots_fork(struct server *srv, const struct principal *p, struct sbx *sb
   f->arg = arg;
   f->ids = json_array();
   create_req_init(&f->r);
+  f->r.isolation = (int)sb->hs->isolation;
   f->r.memory_mb = sb->memory_mb;
   f->r.disk_mb = sb->disk_mb;
   f->r.pids = sb->pids;

@@ -89,6 +89,29 @@ static void histogram(FILE *f, const char *name, const char *help, const uint64_
   fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)cum);
 }
 
+/* Sandboxes per isolation tier, and what each tier runs on. */
+static void tiers_write(FILE *f, const struct server *srv) {
+  unsigned gvisor = 0;
+  for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
+    gvisor += sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
+  fprintf(f,
+          "# HELP hutch_sandboxes_by_isolation Sandboxes by isolation tier.\n"
+          "# TYPE hutch_sandboxes_by_isolation gauge\n"
+          "hutch_sandboxes_by_isolation{isolation=\"ns\"} %u\n"
+          "hutch_sandboxes_by_isolation{isolation=\"gvisor\"} %u\n"
+          "# HELP hutch_isolation_info Isolation tiers offered (1) or not (0); runsc's version.\n"
+          "# TYPE hutch_isolation_info gauge\n"
+          "hutch_isolation_info{isolation=\"ns\",default=\"%s\"} 1\n",
+          srv->nsandboxes - gvisor, gvisor,
+          srv->cfg.isolation == HUTCH_ISOLATION_NS ? "true" : "false");
+  fprintf(f,
+          "hutch_isolation_info{isolation=\"gvisor\",default=\"%s\",runsc=\"%s\","
+          "platform=\"%s\"} %d\n",
+          srv->cfg.isolation == HUTCH_ISOLATION_GVISOR ? "true" : "false",
+          srv->has_gvisor ? srv->gvisor.version : "", srv->has_gvisor ? srv->gvisor.platform : "",
+          srv->has_gvisor);
+}
+
 void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queued) {
   const struct metrics *m = &srv->metrics;
   fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
@@ -97,6 +120,7 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
     paused += sb->paused;
   fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
           srv->nsandboxes - paused, paused);
+  tiers_write(f, srv);
   fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
              "# TYPE hutch_sandboxes_created_total counter\n"
              "hutch_sandboxes_created_total %llu\n",

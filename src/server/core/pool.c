@@ -2,7 +2,8 @@
  * that a create is served in the time it takes to hand one over. A pool is
  * `--pool SPEC=N[:MAX]`: SPEC is a template (host, or a public one of the
  * store), then optional limits as a create
- * request gives them (`host,memory_mb=256,cpus=0.5`). A create whose
+ * request gives them (`host,memory_mb=256,cpus=0.5`) and its tier
+ * (`host,isolation=gvisor`; default: the server's --isolation). A create whose
  * template and limits (defaults filled in) equal a pool's takes one of its
  * sandboxes; the pool refills in the background.
  *
@@ -53,6 +54,14 @@ struct pool {
 static int parse_limit(struct pool *p, const char *key, const char *value,
                        struct hutch_err *err) {
   uint64_t v;
+  if (strcmp(key, "isolation") == 0) {
+    int i = hutch_isolation_parse(value);
+    if (i < 0)
+      return hutch_err_invalid(err, "--pool %s: isolation wants ns or gvisor, not '%s'", p->spec,
+                               value);
+    p->cfg.isolation = (enum hutch_isolation)i;
+    return 0;
+  }
   if (strcmp(key, "cpus") == 0) {
     if (!parse_milli(value, &p->cfg.cpu_milli))
       return hutch_err_invalid(err, "--pool %s: cpus wants a number, not '%s'", p->spec, value);
@@ -68,7 +77,8 @@ static int parse_limit(struct pool *p, const char *key, const char *value,
   else if (strcmp(key, "pids") == 0)
     p->cfg.pids = v;
   else
-    return hutch_err_invalid(err, "--pool %s: no limit '%s' (memory_mb, cpus, pids, disk_mb)",
+    return hutch_err_invalid(err,
+                             "--pool %s: no limit '%s' (memory_mb, cpus, pids, disk_mb, isolation)",
                              p->spec, key);
   return 0;
 }
@@ -78,6 +88,7 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
   p->stack.pin = -1;
   p->spec = xstrdup(arg);
   p->cfg.state_dir = srv->cfg.state_dir;
+  p->cfg.isolation = srv->cfg.isolation;
   char *eq = strrchr(p->spec, '='), *colon = eq ? strchr(eq, ':') : NULL;
   uint64_t n, max = 0;
   if (colon)
@@ -130,7 +141,8 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
     p->cfg.layers = (const char *const *)p->stack.paths;
     p->cfg.nlayers = p->stack.n;
   }
-  if (hutch_config_check(&p->cfg, err) < 0) {
+  if (server_tier(srv, p->cfg.isolation, &p->cfg, err) < 0 ||
+      hutch_config_check(&p->cfg, err) < 0) {
     hutch_err_wrap(err, "--pool %s", p->spec);
     goto fail;
   }
@@ -236,7 +248,7 @@ struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg
     const struct hutch_sandbox_config *pc = &p->cfg;
     if (strcmp(p->template, template) != 0 || pc->memory_bytes != cfg->memory_bytes ||
         pc->disk_bytes != cfg->disk_bytes || pc->pids != cfg->pids ||
-        pc->cpu_milli != cfg->cpu_milli)
+        pc->cpu_milli != cfg->cpu_milli || pc->isolation != cfg->isolation)
       continue;
     if (!p->ready) {
       empty = empty ? empty : p;

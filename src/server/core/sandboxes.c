@@ -22,6 +22,7 @@
 void create_req_init(struct create_req *r) {
   memset(r, 0, sizeof *r);
   r->template = "host";
+  r->isolation = -1;
   r->timeout_s = SERVE_DEFAULT_TIMEOUT_S;
   r->auto_resume = true;
 }
@@ -38,6 +39,7 @@ struct creating {
   struct hutch_sandbox_config cfg;
   json_t *layers;        /* what it stacks (layers.h), or NULL: host */
   json_t *tmpl;          /* the store's template it is made from, or NULL */
+  int tier;              /* its snapshot's or template's tier, -1: neither names one */
   struct layer_stack stack;
   struct volume_mounts vm;
   uint64_t memory_mb, t0;
@@ -131,6 +133,22 @@ unsigned sandboxes_creating_users(const struct server *srv, const char *volume,
 }
 
 static int resolve_template(struct creating *cr, struct hutch_err *err);
+
+/* The tier a template asks for (its LABEL hutch.isolation), unless its
+ * snapshot named one already. */
+static int template_tier(struct creating *cr, struct hutch_err *err) {
+  if (cr->tier >= 0 || !cr->tmpl)
+    return 0;
+  struct hutch_image_config ic;
+  hutch_images_config(cr->tmpl, &ic);
+  if (!ic.isolation)
+    return 0;
+  if ((cr->tier = hutch_isolation_parse(ic.isolation)) < 0)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "template %s: LABEL hutch.isolation is '%s', not ns or gvisor",
+                          cr->template, ic.isolation);
+  return 0;
+}
 static void template_config(struct sbx *sb, json_t *tmpl);
 
 static void creating_free(struct creating *cr) {
@@ -264,8 +282,10 @@ static int start(struct creating *cr, struct hutch_err *err) {
   cfg->pids = r->pids;
   cfg->cpu_milli = (uint64_t)(r->cpus * 1000 + 0.5);
   if (hutch_config_check(cfg, err) < 0) {
-    err->kind = HUTCH_ERR_INVALID;
-    err->code = "invalid_argument";
+    if (err->kind != HUTCH_ERR_UNSUPPORTED) {
+      err->kind = HUTCH_ERR_INVALID;
+      err->code = "invalid_argument";
+    }
     return -1;
   }
   if (sandboxes_check_room(srv, &cr->p, cfg->memory_bytes >> 20, 1, err) < 0)
@@ -302,6 +322,7 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
   json_t *snap = snapshots_get(srv, cr->p.tenant, cr->template);
   if (snap) {
     cr->layers = json_incref(json_object_get(snap, "layers"));
+    cr->tier = hutch_isolation_parse(json_string_value(json_object_get(snap, "isolation")));
     json_decref(snap);
     /* A snapshot of a template's sandbox runs as the template does. */
     const char *tmpl = layers_template(cr->layers);
@@ -320,7 +341,7 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
   }
   if (cr->layers && layers_stack(srv, cr->layers, &cr->stack, err) < 0)
     return hutch_err_wrap(err, "template %s", cr->template);
-  return 0;
+  return template_tier(cr, err);
 }
 
 /* A template's config under the request's: its environment beneath the
@@ -357,6 +378,7 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
   }
   struct creating *cr = xcalloc(1, sizeof *cr);
   cr->stack.pin = -1;
+  cr->tier = -1;
   cr->srv = srv;
   cr->p = *p;
   cr->r = *r;
@@ -371,6 +393,9 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
   cr->arg = arg;
   cr->cfg.state_dir = srv->cfg.state_dir;
   if (resolve_template(cr, err) < 0)
+    goto fail;
+  int tier = r->isolation >= 0 ? r->isolation : cr->tier >= 0 ? cr->tier : (int)srv->cfg.isolation;
+  if (server_tier(srv, (enum hutch_isolation)tier, &cr->cfg, err) < 0)
     goto fail;
   cr->cfg.rootfs = cr->stack.rootfs;
   cr->cfg.layers = (const char *const *)cr->stack.paths;

@@ -18,6 +18,9 @@ struct principal;
  * create takes what it keeps. */
 struct create_req {
   const char *template; /* "host", or one of the tenant's snapshots */
+  /* HUTCH_ISOLATION_*, or -1: the snapshot's tier, else the template's
+   * (its LABEL hutch.isolation), else the server's --isolation. */
+  int isolation;
   double timeout_s;
   uint64_t memory_mb, pids, disk_mb; /* 0: the defaults */
   double cpus;                       /* 0: no CPU limit */
@@ -28,7 +31,7 @@ struct create_req {
   bool auto_resume;
   bool admitted; /* judged already (a fork's copies after its first): no admission */
 };
-/* template "host", the default timeout, resumed by traffic. */
+/* template "host", the default timeout and tier, resumed by traffic. */
 void create_req_init(struct create_req *r);
 
 /* How a create ends, on the loop: made(sb, NULL, arg) with the tenant's

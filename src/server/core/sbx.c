@@ -126,6 +126,7 @@ json_t *sbx_json(const struct sbx *sb) {
                         "pids", (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb,
                         "metadata", sb->metadata, "on_timeout",
                         sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  json_object_set_new(j, "isolation", json_string(hutch_isolation_name(sb->hs->isolation)));
   json_object_set_new(j, "volumes", sb->volumes ? json_deep_copy(sb->volumes) : json_array());
   json_object_set_new(j, "network", json_deep_copy(sb->network));
   json_object_set_new(j, "traffic_token", json_string(sb->traffic_token));
@@ -177,7 +178,8 @@ int sbx_store(struct sbx *sb, bool first, struct hutch_err *err) {
     return hutch_err_set(err, 0, "state store: encoding sandbox %s", sb->id);
   struct store_row row = {.id = sb->id, .tenant = sb->tenant, .template = sb->template,
                           .created_ms = sb->created_ms, .expires_ms = sb->expires_ms,
-                          .pid = sb->hs->pid, .spec = spec};
+                          .pid = sb->hs->pid, .spec = spec,
+                          .isolation = hutch_isolation_name(sb->hs->isolation)};
   int r = first ? store_sandbox_put(sb->srv->store, &row, err)
                 : store_sandbox_respec(sb->srv->store, &row, err);
   json_decref(spec);
@@ -523,6 +525,15 @@ void sbx_destroy_all(struct server *srv) {
 void sbx_release_all(struct server *srv) {
   while (srv->sandboxes) {
     struct sbx *sb = srv->sandboxes;
+    /* A gvisor agent has no socket a next server could reach it by
+     * (sandbox.h, listen_dir): it ends now rather than with its
+     * connection, its row and cgroups with it. */
+    if (sb->hs->isolation == HUTCH_ISOLATION_GVISOR) {
+      fprintf(stderr, "hutch serve: sandbox %s (gvisor) ends: a next start cannot take it over\n",
+              sb->id);
+      sbx_destroy(sb);
+      continue;
+    }
     unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
@@ -678,6 +689,24 @@ static int64_t spec_int(json_t *spec, const char *key, int64_t dflt) {
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
 }
 
+/* A sandbox of a tier that cannot be taken over (gvisor: its agent had no
+ * socket to come back to, and ended with the last server's connection):
+ * what may be left of it is killed, its row and holds go. */
+static void lost_tier(struct server *srv, const struct store_sandbox *row, const char *holder,
+                      json_t *held) {
+  struct hutch_err err = {0};
+  json_t *slot = json_object_get(row->spec, "slot");
+  struct hutch_sandbox *hs;
+  if (json_is_integer(slot) && hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot),
+                                                   (pid_t)row->pid, NULL, &hs, &err) == 0 &&
+      hutch_sandbox_destroy(hs, &err) < 0)
+    fprintf(stderr, "hutch serve: sandbox %s: %s\n", row->id, err.msg);
+  fprintf(stderr, "hutch serve: sandbox %s (%s) was lost with the last server: ended\n", row->id,
+          row->isolation);
+  layers_hold(srv, held, holder, false);
+  store_sandbox_delete(srv->store, row->id, &err);
+}
+
 /* One row of the store: take it over, or end it if it expired meanwhile,
  * or forget it if its agent is gone (its cgroups are collected later). */
 static void adopt_one(const struct store_sandbox *row, void *arg) {
@@ -691,6 +720,12 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
    * is pinned again, or at once when it is not taken over. */
   _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
   json_t *held = json_object_get(row->spec, "layers");
+  if (row->isolation && strcmp(row->isolation, "ns") != 0) {
+    lost_tier(srv, row, holder, held);
+    free(sb);
+    ctx->ended++;
+    return;
+  }
   if (!json_is_integer(slot) ||
       hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
                           srv->agents_dir, &sb->hs, &err) < 0) {

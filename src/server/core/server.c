@@ -243,6 +243,38 @@ static void checkpoint_due(uv_timer_t *t) {
   offload(srv, OFFLOAD_OTHER, &cp->o, checkpoint_run, checkpoint_done);
 }
 
+int server_tiers(struct server *srv, struct hutch_err *err) {
+  struct hutch_err why = {0};
+  srv->has_gvisor = hutch_gvisor_probe(&srv->gvisor, srv->cfg.gvisor_platform, &why) == 0;
+  if (srv->has_gvisor) {
+    fprintf(stderr, "hutch serve: gvisor tier: runsc %s, platform %s\n", srv->gvisor.version,
+            srv->gvisor.platform);
+    return 0;
+  }
+  str_copy(srv->gvisor_why, sizeof srv->gvisor_why, why.msg);
+  /* A platform asked for and not usable is the operator's mistake, as is
+   * a default tier the server cannot offer: said once, at start. */
+  if (srv->cfg.isolation == HUTCH_ISOLATION_GVISOR || srv->cfg.gvisor_platform) {
+    *err = why;
+    return hutch_err_wrap(err, "--isolation gvisor");
+  }
+  fprintf(stderr, "hutch serve: gvisor tier unavailable: %s\n", why.msg);
+  return 0;
+}
+
+int server_tier(const struct server *srv, enum hutch_isolation iso,
+                struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  cfg->isolation = iso;
+  cfg->gvisor = NULL;
+  if (iso != HUTCH_ISOLATION_GVISOR)
+    return 0;
+  if (!srv->has_gvisor)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "this server cannot run the gvisor tier: %s", srv->gvisor_why);
+  cfg->gvisor = &srv->gvisor;
+  return 0;
+}
+
 int server_open(struct server *srv, const struct http_handlers *h,
                 const struct serve_fronts *fronts, struct hutch_err *err) {
   srv->fronts = fronts;
@@ -252,8 +284,8 @@ int server_open(struct server *srv, const struct http_handlers *h,
     return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");
   if (hutch_cgroup_open_root(&srv->cg_root, err) < 0)
     return hutch_err_wrap(err, "the hutch cgroup");
-  if (find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 || open_state(srv, err) < 0 ||
-      start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
+  if (server_tiers(srv, err) < 0 || find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 ||
+      open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
   /* Unreferenced: it never keeps a stopping server's loop running. */
@@ -301,6 +333,7 @@ void server_free(struct server *srv) {
   free(srv->by_id);
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
+  free(srv->cfg.gvisor_platform);
   free(srv->cfg.host);
   free(srv->cfg.domain);
   free(srv->cfg.state_dir);

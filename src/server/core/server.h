@@ -11,7 +11,9 @@
 #include <uv.h>
 #include "cgroup.h"
 #include "err.h"
+#include "gvisor.h"
 #include "images.h"
+#include "sandbox.h"
 #include "core/offload.h"
 #include "http/http.h"
 #include "net/netpolicy.h"
@@ -62,6 +64,10 @@ struct serve_config {
   /* --egress-deny, --egress-permit, --egress-allow-private: what no
    * sandbox reaches through its proxy (netpolicy.h, egress.c). */
   struct np_floor floor;
+  /* --isolation: the tier of a sandbox whose request, template and
+   * snapshot name none; --gvisor-platform: runsc's (gvisor.h). */
+  enum hutch_isolation isolation;
+  char *gvisor_platform;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
@@ -121,6 +127,11 @@ struct server {
   /* The hutch root cgroup, open for the server's life: sandboxes hold no
    * cgroup descriptor of their own (hutch_sandbox_few_fds). */
   struct hutch_cgroup cg_root;
+  /* runsc as probed at start (server_tiers); gvisor_why says why the
+   * gvisor tier is unavailable when has_gvisor is false. */
+  struct hutch_gvisor gvisor;
+  bool has_gvisor;
+  char gvisor_why[256];
   unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;
@@ -163,5 +174,12 @@ int server_open(struct server *srv, const struct http_handlers *h,
  * hutch's own and writable by no one else; -1 (why in err) if not. */
 int server_state_dir_check(const char *dir, struct hutch_err *err);
 void server_free(struct server *srv);
+/* Probe runsc once (a missing one leaves the gvisor tier unavailable);
+ * -1 when the server's default tier is one it cannot offer. */
+int server_tiers(struct server *srv, struct hutch_err *err);
+/* cfg in tier iso: HUTCH_ERR_UNSUPPORTED "gvisor_unavailable" when this
+ * server has no runsc. */
+int server_tier(const struct server *srv, enum hutch_isolation iso,
+                struct hutch_sandbox_config *cfg, struct hutch_err *err);
 
 #endif

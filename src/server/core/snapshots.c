@@ -38,10 +38,11 @@ char *snapshots_dir(const struct server *srv, const char *id) {
 static json_t *row_json(const struct store_snapshot *sn) {
   char created[32];
   iso8601(sn->created_ms, created);
-  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:O,s:I,s:I,s:b}", "id", sn->id, "tenant", sn->tenant,
-                   "name", sn->name, "sandbox", sn->source, "created_at", created, "layers",
-                   sn->layers, "size_bytes", (json_int_t)sn->bytes, "files",
-                   (json_int_t)sn->files, "ephemeral", sn->ephemeral);
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:O,s:I,s:I,s:b,s:s}", "id", sn->id, "tenant",
+                   sn->tenant, "name", sn->name, "sandbox", sn->source, "created_at", created,
+                   "layers", sn->layers, "size_bytes", (json_int_t)sn->bytes, "files",
+                   (json_int_t)sn->files, "ephemeral", sn->ephemeral, "isolation",
+                   sn->isolation ? sn->isolation : "ns");
 }
 
 static void collect(const struct store_snapshot *sn, void *arg) {
@@ -163,6 +164,7 @@ struct capture {
   char *dir, *name;
   json_t *layers; /* its own first, then the sandbox's */
   bool ephemeral;
+  enum hutch_isolation isolation; /* the sandbox's: a create from it runs in it */
   int storage_fd; /* a copy: the sandbox may go meanwhile */
   uid_t uid_base;
   uint64_t t0;
@@ -256,7 +258,8 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
   }
   struct store_snapshot sn = {cap->id,          cap->tenant, cap->name, cap->sandbox,
                               cap->layers,      wall_ms(),   cap->stats.bytes,
-                              cap->stats.files, cap->ephemeral};
+                              cap->stats.files, cap->ephemeral,
+                              hutch_isolation_name(cap->isolation)};
   struct hutch_err e = {0};
   /* Held before it is listed: the template's layers outlive a removal of
    * the template while the snapshot stacks them. A template removed
@@ -358,6 +361,7 @@ int snapshots_capture(struct server *srv, const struct principal *p, struct sbx 
   cap->srv = srv;
   str_copy(cap->tenant, sizeof cap->tenant, p->tenant);
   memcpy(cap->sandbox, sb->id, sizeof cap->sandbox);
+  cap->isolation = sb->hs->isolation;
   memcpy(cap->id, "snap_", 5);
   serve_random_hex(cap->id + 5, 16);
   cap->dir = snapshots_dir(srv, cap->id);

@@ -137,6 +137,15 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
     goto out;
   struct create_req r;
   create_req_init(&r);
+  /* E2B's API has no tier: metadata hutch.isolation names it (docs/e2b.md),
+   * and stays in the metadata as the client gave it. */
+  const char *tier = json_string_value(json_object_get(metadata, E2B_ISOLATION_KEY));
+  if (tier && (r.isolation = hutch_isolation_parse(tier)) < 0) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "metadata " E2B_ISOLATION_KEY " must be \"ns\" or \"gvisor\"");
+    json_decref(net);
+    goto out;
+  }
   r.template = host ? "host" : chosen;
   r.timeout_s = (double)timeout;
   r.pause_on_timeout = json_is_true(json_object_get(o, "autoPause"));

@@ -24,6 +24,8 @@ void pool_metrics(FILE *f, const struct server *srv);
 /* What envd version hutch answers as: the E2B SDKs switch features by it
  * (docs/e2b.md says which this one gives). */
 #define E2B_ENVD_VERSION "0.5.2"
+/* The create metadata key that picks a sandbox's isolation tier. */
+#define E2B_ISOLATION_KEY "hutch.isolation"
 
 /* e2b/control.c: /sandboxes, /v2/sandboxes */
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);

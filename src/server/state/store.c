@@ -42,14 +42,14 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS sandboxes ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, template TEXT NOT NULL,"
     "  spec TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,"
-    "  pid INTEGER NOT NULL);"
+    "  pid INTEGER NOT NULL, isolation TEXT NOT NULL DEFAULT 'ns');"
     "CREATE TABLE IF NOT EXISTS usage ("
     "  tenant TEXT PRIMARY KEY, cpu_s REAL NOT NULL, memory_gb_s REAL NOT NULL,"
     "  sandbox_s REAL NOT NULL);"
     "CREATE TABLE IF NOT EXISTS snapshots ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,"
     "  layers TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL,"
-    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL);"
+    "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL, isolation TEXT NOT NULL DEFAULT 'ns');"
     "CREATE TABLE IF NOT EXISTS volumes ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL,"
     "  size_mb INTEGER NOT NULL, created_at INTEGER NOT NULL, UNIQUE (tenant, name));";
@@ -166,23 +166,33 @@ static int migrate(struct store *st, struct hutch_err *err) {
   return 0;
 }
 
-/* A tenants table of an older hutch has no max_disk_mb: added, -1 (the
- * server's default) for each tenant it holds. */
-static int add_disk_quota(struct store *st, struct hutch_err *err) {
+/* Columns an older hutch's tables lack, added with their defaults: a
+ * tenant's max_disk_mb (-1, the server's default), a sandbox's and a
+ * snapshot's isolation tier ('ns', the only one it had). */
+static int add_column(struct store *st, const char *table, const char *column, const char *decl,
+                      struct hutch_err *err) {
   sqlite3_stmt *s = NULL;
-  if (sqlite3_prepare_v2(st->db,
-                         "SELECT 1 FROM pragma_table_info('tenants') WHERE name = 'max_disk_mb'",
-                         -1, &s, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(st->db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", -1, &s,
+                         NULL) != SQLITE_OK)
     return fail(st, err, "migrate");
+  sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, column, -1, SQLITE_STATIC);
   int r = sqlite3_step(s);
   sqlite3_finalize(s);
   if (r == SQLITE_ROW)
     return 0;
-  if (r != SQLITE_DONE ||
-      sqlite3_exec(st->db, "ALTER TABLE tenants ADD COLUMN max_disk_mb INTEGER DEFAULT -1", NULL,
-                   NULL, NULL) != SQLITE_OK)
-    return fail(st, err, "migrate");
-  return 0;
+  char *sql = sqlite3_mprintf("ALTER TABLE %s ADD COLUMN %s %s", table, column, decl);
+  int e = r == SQLITE_DONE && sql ? sqlite3_exec(st->db, sql, NULL, NULL, NULL) : SQLITE_ERROR;
+  sqlite3_free(sql);
+  return e == SQLITE_OK ? 0 : fail(st, err, "migrate");
+}
+
+static int add_columns(struct store *st, struct hutch_err *err) {
+  return add_column(st, "tenants", "max_disk_mb", "INTEGER DEFAULT -1", err) < 0 ||
+                 add_column(st, "sandboxes", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0 ||
+                 add_column(st, "snapshots", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0
+             ? -1
+             : 0;
 }
 
 static int wal_grew(void *arg, sqlite3 *db, const char *name, int pages) {
@@ -212,7 +222,7 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
     store_close(st);
     return -1;
   }
-  if (migrate(st, err) < 0 || add_disk_quota(st, err) < 0) {
+  if (migrate(st, err) < 0 || add_columns(st, err) < 0) {
     hutch_err_wrap(err, "%s", path);
     store_close(st);
     return -1;
@@ -390,7 +400,7 @@ int store_sandbox_put(struct store *st, const struct store_row *row, struct hutc
   char *text = spec_text(st, row->id, row->spec);
   sqlite3_stmt *s = text ? prep(st,
                                 "INSERT INTO sandboxes (id, tenant, template, spec, created_at,"
-                                " expires_at, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                " expires_at, pid, isolation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                 err)
                          : NULL;
   if (!s) {
@@ -404,6 +414,7 @@ int store_sandbox_put(struct store *st, const struct store_row *row, struct hutc
   sqlite3_bind_int64(s, 5, row->created_ms);
   sqlite3_bind_int64(s, 6, row->expires_ms);
   sqlite3_bind_int64(s, 7, row->pid);
+  sqlite3_bind_text(s, 8, row->isolation, -1, SQLITE_STATIC);
   int r = step_done(st, s, err);
   free(text);
   return r;
@@ -477,8 +488,8 @@ int store_sandbox_expiry(struct store *st, const char *id, int64_t expires_ms,
 int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
                        void *arg, struct hutch_err *err) {
   sqlite3_stmt *s = prep(st,
-                         "SELECT id, tenant, template, spec, created_at, expires_at, pid "
-                         "FROM sandboxes",
+                         "SELECT id, tenant, template, spec, created_at, expires_at, pid,"
+                         " isolation FROM sandboxes",
                          err);
   if (!s)
     return -1;
@@ -487,6 +498,7 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
     char *id, *tenant, *template;
     json_t *spec;
     int64_t created, expires, pid;
+    char *isolation;
   } *rows = NULL;
   size_t n = 0;
   int r;
@@ -497,7 +509,8 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
         xstrdup((const char *)sqlite3_column_text(s, 1)),
         xstrdup((const char *)sqlite3_column_text(s, 2)),
         json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
-        sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6)};
+        sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6),
+        xstrdup((const char *)sqlite3_column_text(s, 7))};
   }
   done(st, s);
   int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
@@ -507,12 +520,13 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
         open_spec(st, rows[i].id, rows[i].spec);
       struct store_sandbox row = {rows[i].id,      rows[i].tenant,  rows[i].template,
                                   rows[i].spec,    rows[i].created, rows[i].expires,
-                                  rows[i].pid};
+                                  rows[i].pid,     rows[i].isolation};
       fn(&row, arg);
     }
     free(rows[i].id);
     free(rows[i].tenant);
     free(rows[i].template);
+    free(rows[i].isolation);
     json_decref(rows[i].spec);
   }
   free(rows);
@@ -523,8 +537,8 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct
   char *layers = json_dumps(sn->layers, JSON_COMPACT);
   sqlite3_stmt *s = layers ? prep(st,
                                   "INSERT INTO snapshots (id, tenant, name, source, layers,"
-                                  " created_at, bytes, files, ephemeral)"
-                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                  " created_at, bytes, files, ephemeral, isolation)"
+                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                   err)
                            : NULL;
   if (!s) {
@@ -540,6 +554,7 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct
   sqlite3_bind_int64(s, 7, (sqlite3_int64)sn->bytes);
   sqlite3_bind_int64(s, 8, (sqlite3_int64)sn->files);
   sqlite3_bind_int(s, 9, sn->ephemeral);
+  sqlite3_bind_text(s, 10, sn->isolation, -1, SQLITE_STATIC);
   int r = step_done(st, s, err);
   free(layers);
   return r;
@@ -554,7 +569,7 @@ int store_snapshot_each(struct store *st, const char *tenant,
                         struct hutch_err *err) {
   sqlite3_stmt *s = prep_text(st,
                               "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
-                              " ephemeral FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
+                              " ephemeral, isolation FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
                               " ORDER BY created_at, id",
                               tenant, err);
   if (!s)
@@ -567,7 +582,7 @@ int store_snapshot_each(struct store *st, const char *tenant,
         (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3),
         json_is_array(layers) ? layers : NULL,   sqlite3_column_int64(s, 5),
         (uint64_t)sqlite3_column_int64(s, 6),    (uint64_t)sqlite3_column_int64(s, 7),
-        sqlite3_column_int(s, 8) != 0};
+        sqlite3_column_int(s, 8) != 0,           (const char *)sqlite3_column_text(s, 9)};
     if (sn.layers)
       fn(&sn, arg);
     json_decref(layers);

@@ -65,6 +65,7 @@ struct store_row {
   int64_t created_ms, expires_ms;
   int pid;
   json_t *spec;
+  const char *isolation; /* its tier: "ns" or "gvisor" */
 };
 int store_sandbox_put(struct store *st, const struct store_row *row, struct hutch_err *err);
 /* Its spec (pause state included) and expiry again. */
@@ -89,6 +90,7 @@ struct store_snapshot {
   int64_t created_ms;
   uint64_t bytes, files;
   bool ephemeral; /* made for a fork: it goes when its last fork does */
+  const char *isolation; /* the tier of the sandbox it was taken from */
 };
 int store_snapshot_put(struct store *st, const struct store_snapshot *s, struct hutch_err *err);
 int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *err);
@@ -114,6 +116,7 @@ struct store_sandbox {
   const char *id, *tenant, *template;
   json_t *spec; /* metadata, env, limits, slot, token, lifecycle */
   int64_t created_ms, expires_ms, pid;
+  const char *isolation; /* "ns", "gvisor" */
 };
 /* Call fn for every sandbox recorded (fn may delete rows). */
 int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *, void *),
