@@ -122,6 +122,11 @@ int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
       "\"options\":[\"nosuid\",\"noexec\",\"nodev\",\"mode=1777\",\"size=65536k\"]},"
       "{\"destination\":\"/sys\",\"type\":\"sysfs\",\"source\":\"sysfs\","
       "\"options\":[\"nosuid\",\"noexec\",\"nodev\",\"ro\"]},"
+      /* /tmp named, or runsc mounts a tmpfs of its own there: files in it
+       * would live in the sentry's memory, outside the overlay that
+       * snapshots and forks capture. */
+      "{\"destination\":\"/tmp\",\"type\":\"bind\",\"source\":\"/root/tmp\","
+      "\"options\":[\"rbind\",\"rw\"]},"
       "{\"destination\":\"/dev/.hutch-agent\",\"type\":\"bind\",\"source\":\"/agent\","
       "\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}],"
       "\"linux\":{\"resources\":{\"memory\":{\"limit\":%llu}},"
