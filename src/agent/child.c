@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <sched.h>
@@ -188,18 +189,23 @@ static void __attribute__((noreturn)) exec_in_path(const struct child_plan *p, c
   fail(p, denied ? 126 : 127, "exec %s", file);
 }
 
+/* The last fd close_range(2) reaches: every fd there can be. Not ~0U,
+ * which gVisor's kernel of 2022 (the gvisor tier) refuses with EINVAL and
+ * so left every fd of the agent's open in its workers. */
+#define LAST_FD INT_MAX
+
 /* A worker never execs, so close-on-exec does not apply: it closes every fd
  * of the agent's itself (other streams' pipes among them, which would
  * otherwise never see end of file), keeping stdio and its result pipe. */
 static void close_agent_fds(struct child_plan *p) {
   if (p->kind == JOB_EXEC) {
-    syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    syscall(SYS_close_range, 3, LAST_FD, CLOSE_RANGE_CLOEXEC);
     return;
   }
   if (p->report_fd != 3 && dup2(p->report_fd, 3) < 0)
     fail(p, 125, "%s", "dup2");
   p->report_fd = 3;
-  syscall(SYS_close_range, 4, ~0U, 0);
+  syscall(SYS_close_range, 4, LAST_FD, 0);
 }
 
 /* Every disposition back to its default: ignored signals survive exec,
@@ -313,7 +319,7 @@ void child_spare(const struct child_plan *plan, int sock) {
   umask(022);
   /* Nothing of the agent's but the socket to it: not its connection, not
    * another stream's pipe (whose reader would never see end of file). */
-  if ((sock != 3 && dup3(sock, 3, O_CLOEXEC) < 0) || syscall(SYS_close_range, 4, ~0U, 0) < 0)
+  if ((sock != 3 && dup3(sock, 3, O_CLOEXEC) < 0) || syscall(SYS_close_range, 4, LAST_FD, 0) < 0)
     _exit(125);
   if (hutch_seccomp_install_workload() < 0)
     _exit(125);

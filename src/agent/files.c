@@ -91,11 +91,16 @@ static int copy_splice(int from, int to, uint64_t *total) {
 
 static int copy(int from, int to, uint64_t *total) {
   static char buf[256 << 10];
-  if (copy_splice(from, to, total) == 0)
-    return 0;
-  if (errno != EINVAL || *total)
-    return -1;
+  bool splicing = true;
   for (;;) {
+    if (splicing && copy_splice(from, to, total) < 0) {
+      if (errno != EINVAL || *total)
+        return -1;
+      splicing = false;
+    }
+    /* splice's 0 is the end, except in gVisor's kernel, whose splice from
+     * a pipe answers 0 while the pipe is only empty for now: a read,
+     * which waits for the writer, tells. */
     ssize_t r = read(from, buf, sizeof buf);
     if (r < 0 && errno == EINTR)
       continue;

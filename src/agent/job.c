@@ -523,15 +523,28 @@ static void close_fds(const int *fds, size_t n) {
       close(fds[i]);
 }
 
-/* The exec's stdio: pipes, or a PTY whose peer (slave) end is opened from
- * the master, never by path. */
-static int exec_stdio(struct job *j, const struct hutch_exec_req *req, int in[2], int out[2],
-                      int err[2], int *slave, struct hutch_err *e) {
+/* A PTY's peer (slave) end, opened from the master, never by path. gVisor's
+ * kernel (guest) has no TIOCGPTPEER: there the peer is opened by its
+ * number in the agent's own devpts, a mount of the bundle that no workload
+ * can cover (none holds CAP_SYS_ADMIN, even in gVisor's kernel). */
+static int pty_peer(int m, bool guest) {
+  int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  unsigned n;
+  if (s >= 0 || !guest || (errno != ENOTTY && errno != EINVAL) || ioctl(m, TIOCGPTN, &n) < 0)
+    return s;
+  char path[32];
+  snprintf(path, sizeof path, "/dev/pts/%u", n);
+  return open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+
+/* The exec's stdio: pipes, or a PTY. */
+static int exec_stdio(struct job *j, const struct hutch_exec_req *req, bool guest, int in[2],
+                      int out[2], int err[2], int *slave, struct hutch_err *e) {
   if (req->pty) {
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
     if (m < 0 || unlockpt(m) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
-        (*slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+        (*slave = pty_peer(m, guest)) < 0) {
       if (m >= 0)
         close(m);
       return hutch_err_set(e, errno, "allocate a PTY");
@@ -572,7 +585,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, str
     j->done = true;
     return -1;
   }
-  int r = exec_stdio(j, req, in, out, err, &slave, e);
+  int r = exec_stdio(j, req, a->cg.ops == &hutch_cgroup_none_ops, in, out, err, &slave, e);
   if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)
     r = hutch_err_set(e, errno, "pipe");
   if (r < 0) {
