@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "backend.h"
 #include "util.h"
 #include "core/actions.h"
 #include "core/audit.h"
@@ -525,12 +526,12 @@ void sbx_destroy_all(struct server *srv) {
 void sbx_release_all(struct server *srv) {
   while (srv->sandboxes) {
     struct sbx *sb = srv->sandboxes;
-    /* A gvisor agent has no socket a next server could reach it by
-     * (sandbox.h, listen_dir): it ends now rather than with its
-     * connection, its row and cgroups with it. */
-    if (sb->hs->isolation == HUTCH_ISOLATION_GVISOR) {
-      fprintf(stderr, "hutch serve: sandbox %s (gvisor) ends: a next start cannot take it over\n",
-              sb->id);
+    /* A tier a next server cannot take over (gvisor: its agent has no
+     * socket on the host) ends now rather than with its connection, its
+     * row and cgroups with it. */
+    if (!(hutch_backend_of(sb->hs->isolation)->can & HUTCH_CAN_ADOPT)) {
+      fprintf(stderr, "hutch serve: sandbox %s (%s) ends: a next start cannot take it over\n",
+              sb->id, hutch_isolation_name(sb->hs->isolation));
       sbx_destroy(sb);
       continue;
     }
@@ -692,13 +693,14 @@ static int64_t spec_int(json_t *spec, const char *key, int64_t dflt) {
 /* A sandbox of a tier that cannot be taken over (gvisor: its agent had no
  * socket to come back to, and ended with the last server's connection):
  * what may be left of it is killed, its row and holds go. */
-static void lost_tier(struct server *srv, const struct store_sandbox *row, const char *holder,
-                      json_t *held) {
+static void lost_tier(struct server *srv, const struct store_sandbox *row, int tier,
+                      const char *holder, json_t *held) {
   struct hutch_err err = {0};
   json_t *slot = json_object_get(row->spec, "slot");
   struct hutch_sandbox *hs;
-  if (json_is_integer(slot) && hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot),
-                                                   (pid_t)row->pid, NULL, &hs, &err) == 0 &&
+  if (json_is_integer(slot) && tier >= 0 &&
+      hutch_sandbox_adopt((enum hutch_isolation)tier, row->id, (unsigned)json_integer_value(slot),
+                          (pid_t)row->pid, NULL, &hs, &err) == 0 &&
       hutch_sandbox_destroy(hs, &err) < 0)
     fprintf(stderr, "hutch serve: sandbox %s: %s\n", row->id, err.msg);
   fprintf(stderr, "hutch serve: sandbox %s (%s) was lost with the last server: ended\n", row->id,
@@ -720,15 +722,16 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
    * is pinned again, or at once when it is not taken over. */
   _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
   json_t *held = json_object_get(row->spec, "layers");
-  if (row->isolation && strcmp(row->isolation, "ns") != 0) {
-    lost_tier(srv, row, holder, held);
+  int tier = row->isolation ? hutch_isolation_parse(row->isolation) : HUTCH_ISOLATION_NS;
+  if (tier < 0 || !(hutch_backend_of((enum hutch_isolation)tier)->can & HUTCH_CAN_ADOPT)) {
+    lost_tier(srv, row, tier, holder, held);
     free(sb);
     ctx->ended++;
     return;
   }
   if (!json_is_integer(slot) ||
-      hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
-                          srv->agents_dir, &sb->hs, &err) < 0) {
+      hutch_sandbox_adopt((enum hutch_isolation)tier, row->id, (unsigned)json_integer_value(slot),
+                          (pid_t)row->pid, srv->agents_dir, &sb->hs, &err) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: not taken over: %s\n", row->id,
             json_is_integer(slot) ? err.msg : "no slot recorded");
     layers_hold(srv, held, holder, false);
