@@ -9,7 +9,10 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const build = path.resolve(root, process.env.HUTCH_BUILD || 'build');
 
+// HUTCH_SERVE_ARGS: more options for every server, e.g. "--isolation gvisor"
+// to run the whole suite in the gvisor tier.
 export async function startServer(...args) {
+  args = [...(process.env.HUTCH_SERVE_ARGS || '').split(' ').filter(Boolean), ...args];
   const dir = mkdtempSync(path.join(tmpdir(), 'hutch-e2b-'));
   const proc = spawn(path.join(build, 'hutch-serve'),
     ['--listen', '127.0.0.1:0', '--state-dir', path.join(dir, 'state'), ...args],
