@@ -375,6 +375,11 @@ static int serve(struct server *srv) {
     return EXIT_SERVE;
   }
   warn_ptys(&srv->cfg);
+  if (srv->has_gvisor)
+    fprintf(stderr, "hutch serve: gvisor tier: runsc %s, platform %s\n", srv->gvisor.version,
+            srv->gvisor.platform);
+  else
+    fprintf(stderr, "hutch serve: gvisor tier unavailable: %s\n", srv->gvisor_why);
   uv_signal_init(srv->loop, &srv->sigterm);
   uv_signal_init(srv->loop, &srv->sigint);
   srv->sigterm.data = srv->sigint.data = srv;

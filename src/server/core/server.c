@@ -246,11 +246,8 @@ static void checkpoint_due(uv_timer_t *t) {
 int server_tiers(struct server *srv, struct hutch_err *err) {
   struct hutch_err why = {0};
   srv->has_gvisor = hutch_gvisor_probe(&srv->gvisor, srv->cfg.gvisor_platform, &why) == 0;
-  if (srv->has_gvisor) {
-    fprintf(stderr, "hutch serve: gvisor tier: runsc %s, platform %s\n", srv->gvisor.version,
-            srv->gvisor.platform);
+  if (srv->has_gvisor)
     return 0;
-  }
   str_copy(srv->gvisor_why, sizeof srv->gvisor_why, why.msg);
   /* A platform asked for and not usable is the operator's mistake, as is
    * a default tier the server cannot offer: said once, at start. */
@@ -258,7 +255,6 @@ int server_tiers(struct server *srv, struct hutch_err *err) {
     *err = why;
     return hutch_err_wrap(err, "--isolation gvisor");
   }
-  fprintf(stderr, "hutch serve: gvisor tier unavailable: %s\n", why.msg);
   return 0;
 }
 
