@@ -418,3 +418,25 @@ def test_a_restart_ends_gvisor_sandboxes_and_takes_ns_ones_over(tmp_path, sig):
     finally:
         assert s2.stop() == 0
     wait_for(lambda: not set(leftovers()) - before, 30)
+
+
+def test_a_templates_label_names_its_tier(tmp_path):
+    from test_templates_api import busybox_layer, oci_archive, upload
+    arc = oci_archive([busybox_layer()], {"Env": ["PATH=/bin"], "WorkingDir": "/",
+                                          "Labels": {"hutch.isolation": "gvisor"}})
+    bad = oci_archive([busybox_layer()], {"Env": ["PATH=/bin"],
+                                          "Labels": {"hutch.isolation": "chroot"}})
+    s = serve(tmp_path)  # the server's default: ns
+    try:
+        api = s.api()
+        assert upload(api, "/v1/templates/import?name=gvbox", arc).status == 201
+        assert upload(api, "/v1/templates/import?name=badbox", bad).status == 201
+        sb = api.create(template="gvbox")
+        assert sb["isolation"] == "gvisor", sb
+        lines = api.exec(sb["id"], {"cmd": ["sh", "-c", "cat /etc/os-release; uname -r"]})
+        assert output(lines).decode().splitlines() == ["ID=hutchapi", "4.4.0"], lines
+        assert api.create(template="gvbox", isolation="ns")["isolation"] == "ns"
+        r = api.post("/v1/sandboxes", {"template": "badbox"})
+        assert r.status == 400 and "hutch.isolation" in r.json["error"]["message"], r
+    finally:
+        assert s.stop() == 0
