@@ -34,8 +34,10 @@ static bool find_runsc(char *out, size_t size) {
   return false;
 }
 
-/* The first line `runsc --version` prints, within two seconds
- * ("runsc version 0.0~20221219.0"); "" when it printed none. */
+/* The first line `runsc --version` prints, within ten seconds
+ * ("runsc version 0.0~20221219.0"); "" when it printed none. Its 40 MB
+ * take seconds to load on a slow disk or an emulated guest (tests/vm:
+ * over 2 s), and a server probes it once. */
 static void first_line_of_version(const char *prog, char *line, size_t size) {
   int p[2];
   line[0] = '\0';
@@ -51,7 +53,7 @@ static void first_line_of_version(const char *prog, char *line, size_t size) {
   }
   close(p[1]);
   struct pollfd pf = {.fd = p[0], .events = POLLIN};
-  ssize_t n = pid > 0 && poll(&pf, 1, 2000) == 1 ? read(p[0], line, size - 1) : 0;
+  ssize_t n = pid > 0 && poll(&pf, 1, 10000) == 1 ? read(p[0], line, size - 1) : 0;
   line[n > 0 ? n : 0] = '\0';
   line[strcspn(line, "\n")] = '\0';
   close(p[0]);
