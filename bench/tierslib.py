@@ -161,6 +161,23 @@ def pss_kib(pids):
     return total
 
 
+def by_process(pids):
+    """PSS in KiB summed per process name (runsc's are all `exe` once they
+    re-exec: told apart by their first arguments)."""
+    out = {}
+    for p in pids:
+        try:
+            argv = open(f"/proc/{p}/cmdline").read().split("\0")
+        except OSError:
+            continue
+        name = os.path.basename(argv[0]) or "ptrace stubs"  # the sentry's, no argv
+        if "runsc" in name or name == "exe":
+            verb = next((x for x in argv[1:] if x in ("run", "gofer", "boot")), "")
+            name = f"runsc {verb}".strip()
+        out[name] = out.get(name, 0) + pss_kib([p])
+    return out
+
+
 def mem_delta(m0, m1, n):
     return {"mem_avail_kib": (m0["MemAvailable"] - m1["MemAvailable"]) / n,
             "slab_kib": (m1["SUnreclaim"] - m0["SUnreclaim"]) / n,
@@ -193,16 +210,24 @@ def idle_hutch_run(build, tier, n):
         out = mem_delta(m0, m1, n)
         out["pss_kib"] = pss_kib(x for t in pids for x in t) / n
         out["procs"] = sum(len(t) for t in pids) / n
+        out["n"] = n
+        out["by_process_kib"] = by_process(x for t in pids for x in t)
         return out
     finally:
-        for p in procs:
+        end(procs)
+
+
+def end(procs):
+    """SIGTERM to each `hutch run` (it forwards it to the workload), waited for."""
+    for p in procs:
+        if p.poll() is None:
             p.send_signal(15)
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 # ---------------------------------------------------------------- server
@@ -245,13 +270,14 @@ def server_tiers(srv):
     return out
 
 
-def server_tier(srv, tier, a):
-    """a.idle idle sandboxes of the tier: memory per sandbox, then the exec
-    round trip of `true` into a random one; all deleted."""
+def server_tier(srv, tier, a, named):
+    """a.idle idle sandboxes of the tier (named: the create says which):
+    memory per sandbox, then the exec round trip of `true` into a random
+    one; all deleted."""
     c = srv.client()
     sl.drop_caches()
-    m0, rss0 = sl.meminfo(), srv.rss_kib()
-    body = {"memory_mb": 256, "isolation": tier}
+    m0, rss0, pss0 = sl.meminfo(), srv.rss_kib(), pss_kib(srv.tree())
+    body = {"memory_mb": 256, **({"isolation": tier} if named else {})}
     ids = []
     try:
         for _ in range(a.idle):
@@ -262,6 +288,7 @@ def server_tier(srv, tier, a):
         sl.drop_caches()
         out = mem_delta(m0, sl.meminfo(), a.idle)
         out["server_rss_kib"] = srv.rss_kib() - rss0
+        out["pss_kib"] = (pss_kib(srv.tree()) - pss0) / a.idle
         for _ in range(5):
             c.exec(random.choice(ids))  # warm-up
         rtt = []
