@@ -18,6 +18,12 @@ import scalelib as sl
 RUNSC_FLAGS = ["--platform=ptrace", "--network=host", "--ignore-cgroups", "--file-access=shared"]
 
 
+# The environment hutch gives a workload (LANG=C.UTF-8 makes coreutils and
+# python3 read the locale's files, a dozen opens through runsc's gofer).
+HUTCH_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "HOME=/", "LANG=C.UTF-8", "TERM=dumb"]
+
+
 def pair(xs):
     """p50/p95 in ms."""
     return "/".join(f"{sl.pct(xs, p) * 1000:.1f}" for p in (50, 95)) + " ms" if xs else "-"
@@ -38,6 +44,7 @@ def bundle(tmp, runsc, argv, n):
     subprocess.run([runsc, "spec", "--bundle", str(b), "--", *argv], check=True)
     cfg = json.loads((b / "config.json").read_text())
     cfg["process"]["terminal"] = False
+    cfg["process"]["env"] = HUTCH_ENV
     cfg["root"] = {"path": str(root), "readonly": False}
     cfg["mounts"].append({"destination": "/usr", "type": "bind", "source": "/usr",
                           "options": ["rbind", "ro"]})
@@ -63,8 +70,8 @@ def commands(build, runsc, tmp):
     return {"ns": lambda w: [hutch, "run", "--", *w],
             "gvisor": lambda w: [hutch, "run", "--isolation", "gvisor", "--", *w],
             "runsc run": runsc_run,
-            "runsc do": lambda w: [runsc, f"--root={state}", "--platform=ptrace",
-                                   "--network=none", "do", *w]}
+            "runsc do": lambda w: ["/usr/bin/env", "-i", *HUTCH_ENV, runsc, f"--root={state}",
+                                   "--platform=ptrace", "--network=none", "do", *w]}
 
 
 def leftovers(runsc, tmp):
