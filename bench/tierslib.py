@@ -4,7 +4,6 @@ sched tracepoints, idle sandboxes by `hutch run` and through hutch serve."""
 import itertools
 import json
 import os
-import pathlib
 import platform
 import random
 import select
@@ -143,19 +142,6 @@ def phases(script, variant):
 # ---------------------------------------------------------------- idle
 
 
-def tree_pids(pid):
-    out, todo = [], [str(pid)]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                todo += open(f"/proc/{p}/task/{task}/children").read().split()
-        except OSError:
-            pass
-    return out
-
-
 def pss_kib(pids):
     total = 0
     for p in pids:
@@ -213,7 +199,7 @@ def idle_hutch_run(build, tier, n):
         time.sleep(1)
         sl.drop_caches()
         m1 = sl.meminfo()
-        pids = [tree_pids(p.pid) for p in procs]
+        pids = [sl.tree(p.pid) for p in procs]
         out = mem_delta(m0, m1, n)
         out["pss_kib"] = pss_kib(x for t in pids for x in t) / n
         out["procs"] = sum(len(t) for t in pids) / n
