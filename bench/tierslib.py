@@ -226,6 +226,18 @@ def end(procs):
 # ---------------------------------------------------------------- server
 
 
+# The yardstick of an exec's round trip: a bare posix_spawn + wait of
+# `true` inside the same sandbox (in the gvisor tier, what the sentry takes
+# to make a process and exec a program, agent or not), median in seconds.
+SPAWN = """import os, statistics, time
+xs = []
+for _ in range(60):
+    t = time.perf_counter()
+    os.waitpid(os.posix_spawn("/usr/bin/true", ["true"], os.environ), 0)
+    xs.append(time.perf_counter() - t)
+print(statistics.median(xs[10:]))"""
+
+
 def exec_out(c, sid, cmd):
     """stdout of an exec through the API."""
     r = c.request("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": cmd})
@@ -290,6 +302,7 @@ def server_tier(srv, tier, a, named):
             c.exec(random.choice(ids))
             rtt.append(time.perf_counter() - t)
         out["rtt"] = rtt
+        out["spawn"] = float(exec_out(c, random.choice(ids), ["/usr/bin/python3", "-c", SPAWN]))
         return out
     finally:
         for sid in ids:
@@ -306,7 +319,7 @@ def pool_acquire(build, state, a):
         return {"why": "this hutch-serve has no --isolation (a default tier for its pools)"}
     srvs = {t: sl.Server(build, state / t, "--isolation", t, "--pool", f"host={a.pool}",
                          sandboxes=a.pool * 4) for t in ("ns", "gvisor")}
-    out = {t: [] for t in srvs}
+    out = {k: [] for t in srvs for k in (t, f"{t} create")}
     try:
         clients = {t: s.client() for t, s in srvs.items()}
         for t, c in clients.items():
@@ -326,8 +339,10 @@ def pool_acquire(build, state, a):
                 c = clients[t]
                 t0 = time.perf_counter()
                 sid = c.create()
+                t1 = time.perf_counter()
                 c.exec(sid)
                 out[t].append(time.perf_counter() - t0)
+                out[f"{t} create"].append(t1 - t0)
                 c.delete(sid)
         for t, s in srvs.items():
             taken = s.metric('hutch_pool_taken_total{pool="host"}')
