@@ -22,6 +22,7 @@
 
 #include "agent.h"
 #include "layout.h"
+#include "seccomp_install.h"
 #include "util.h"
 
 #define AGENT_VERSION "0.1.0"
@@ -284,6 +285,12 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     if (null < 0 || dup2(null, 0) < 0)
       return hutch_err_set(err, errno, "/dev/null");
     close(null);
+    /* runsc cannot run under the sandbox's filter (its sentry makes host
+     * calls the profile refuses), so the agent installs it on itself, as
+     * its first process does in the ns tier: every workload inherits the
+     * same profile beneath its own. gVisor has no listener to count with. */
+    if (hutch_seccomp_install_sandbox() < 0)
+      return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   }
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
