@@ -98,13 +98,21 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
   "\"CAP_SYS_ADMIN\",\"CAP_SYS_RESOURCE\",\"CAP_SYS_NICE\",\"CAP_MKNOD\",\"CAP_AUDIT_WRITE\","  \
   "\"CAP_SETFCAP\""
 
+/* The agent's uid in gVisor's kernel: none a workload can have (theirs are
+ * below HUTCH_ID_RANGE, the sandbox's root among them). gVisor lets a
+ * process signal PID 1 and open its /proc/1/fd entries by uid alone, with
+ * none of the host's protection of a namespace's init: as uid 0 the agent
+ * could be killed, and its exec pipes opened, by any workload run as root.
+ * Its capabilities come from the bundle, not from being root. */
+#define AGENT_UID "65536"
+
 int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
                         struct hutch_err *err) {
   char spec[4096];
   int n = snprintf(
       spec, sizeof spec,
       "{\"ociVersion\":\"1.0.2\","
-      "\"process\":{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},"
+      "\"process\":{\"terminal\":false,\"user\":{\"uid\":" AGENT_UID ",\"gid\":" AGENT_UID "},"
       "\"args\":[\"/dev/.hutch-agent\",\"--cgroup\",\"none\"],"
       "\"env\":[\"PATH=" HUTCH_DEFAULT_PATH "\"],\"cwd\":\"/\","
       "\"capabilities\":{\"bounding\":[" CAPS "],\"effective\":[" CAPS "],"

@@ -23,9 +23,10 @@ struct hutch_gvisor {
 int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err);
 
 /* The bundle's config.json, written at dirfd (the sandbox's storage):
- * hutch-agent (bound from "agent") as the container's only process, as
- * root of gVisor's kernel, with the root filesystem "root". Runs in the
- * sandbox's first process: no allocation. */
+ * hutch-agent (bound from "agent") as the container's only process, with
+ * its capabilities in gVisor's kernel under a uid no workload has, and the
+ * root filesystem "root". Runs in the sandbox's first process: no
+ * allocation. */
 int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
                         struct hutch_err *err);
 
