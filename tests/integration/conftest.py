@@ -7,6 +7,7 @@ HUTCH_MUST_WORK=1 (CI) such a skip is a failure instead.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import time
 
@@ -70,6 +71,37 @@ def hutch_run(binary, args, tmp_path, input=None, timeout=120, verdict=True):
 def run(tmp_path):
     """run([...hutch run args...], input=b"") -> Run, against the normal build."""
     return lambda args, **kw: hutch_run(BUILD / "hutch", args, tmp_path, **kw)
+
+
+def runsc_found():
+    """Where hutch finds gVisor's runsc (gvisor.c's find_runsc), or None."""
+    env = os.environ.get("HUTCH_RUNSC")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    for p in ("/usr/bin/runsc", "/usr/sbin/runsc", "/usr/local/bin/runsc"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("runsc")
+
+
+def require_gvisor():
+    """The gvisor tier needs runsc: a skip where it is missing, a failure
+    under HUTCH_MUST_WORK."""
+    require(runsc_found(), "runsc (gVisor) is not installed: scripts/deps.sh --test installs it")
+
+
+@pytest.fixture(params=["ns", "gvisor"])
+def tier(request):
+    """Each isolation tier in turn."""
+    if request.param == "gvisor":
+        require_gvisor()
+    return request.param
+
+
+@pytest.fixture
+def trun(run, tier):
+    """run, in the tier of the test's `tier` param (hutch run --isolation)."""
+    return lambda args, **kw: run(["--isolation", tier, *args], **kw)
 
 
 def build_binary(param, name):

@@ -12,17 +12,22 @@ import pytest
 from conftest import BUILD, leftovers
 
 
-def test_200_create_destroy_cycles():
-    for i in range(200):
-        p = subprocess.run([BUILD / "hutch", "run", "--", "true"], capture_output=True, timeout=30)
+def test_200_create_destroy_cycles(tier):
+    # gVisor's are 25 times as slow to make: fewer of them
+    for i in range(200 if tier == "ns" else 40):
+        p = subprocess.run([BUILD / "hutch", "run", "--isolation", tier, "--", "true"],
+                           capture_output=True, timeout=30)
         assert p.returncode == 0, (i, p.stderr)
-    assert leftovers() == []
+    # what is left is checked after the test (no_leftovers), against what
+    # was there before it: other runs on the host may hold sandboxes now
 
 
-def test_crashed_hutch_is_cleaned_up_by_the_next(tmp_path):
-    """SIGKILL hutch mid-run: its sandbox dies with it (PDEATHSIG), and the
-    cgroup it could not remove is collected by a later hutch."""
-    p = subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "sh", "-c", "echo up; cat"],
+def test_crashed_hutch_is_cleaned_up_by_the_next(tmp_path, tier):
+    """SIGKILL hutch mid-run: its sandbox dies with it (PDEATHSIG; in the
+    gvisor tier runsc, its sentry, gofer and stubs too), and the cgroup it
+    could not remove is collected by a later hutch."""
+    p = subprocess.Popen([BUILD / "hutch", "run", "--isolation", tier, "-i", "--", "sh", "-c",
+                          "echo up; cat"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert p.stdout.readline() == b"up\n"
     p.kill()
