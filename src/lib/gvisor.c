@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,67 +17,61 @@
 #include "layout.h"
 #include "util.h"
 
-static int find_runsc(char *out, size_t size) {
+static bool find_runsc(char *out, size_t size) {
   const char *env = getenv("HUTCH_RUNSC");
-  if (env && *env) {
-    snprintf(out, size, "%s", env);
-    return access(out, X_OK);
-  }
-  static const char *const fixed[] = {"/usr/bin/runsc", "/usr/sbin/runsc", "/usr/local/bin/runsc"};
-  for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-    if (access(fixed[i], X_OK) == 0) {
-      snprintf(out, size, "%s", fixed[i]);
-      return 0;
-    }
+  if (env && *env)
+    return (size_t)snprintf(out, size, "%s", env) < size && access(out, X_OK) == 0;
   const char *path = getenv("PATH");
-  for (const char *p = path ? path : ""; *p;) {
+  if (!path || !*path)
+    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const char *p = path; *p;) {
     size_t n = strcspn(p, ":");
-    if (n && (size_t)snprintf(out, size, "%.*s/runsc", (int)n, p) < size && out[0] == '/' &&
+    if (n > 0 && p[0] == '/' && (size_t)snprintf(out, size, "%.*s/runsc", (int)n, p) < size &&
         access(out, X_OK) == 0)
-      return 0;
+      return true;
     p += n + (p[n] == ':');
   }
-  errno = ENOENT;
-  return -1;
+  return false;
 }
 
-/* The first line runsc --version prints ("runsc version 0.0~20221219.0"). */
-static int runsc_version(const char *runsc, char *out, size_t size, struct hutch_err *err) {
+/* The first line `runsc --version` prints, within two seconds
+ * ("runsc version 0.0~20221219.0"); "" when it printed none. */
+static void first_line_of_version(const char *prog, char *line, size_t size) {
   int p[2];
+  line[0] = '\0';
   if (pipe2(p, O_CLOEXEC) < 0)
-    return hutch_err_set(err, errno, "pipe");
+    return;
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(p[1], 1);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
-    execl(runsc, "runsc", "--version", (char *)NULL);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (dup2(p[1], 1) < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 2) < 0)
+      _exit(127);
+    execl(prog, prog, "--version", (char *)NULL);
     _exit(127);
   }
   close(p[1]);
-  char buf[256];
-  size_t n = 0;
-  ssize_t r;
-  while (pid > 0 && n < sizeof buf - 1 && (r = read(p[0], buf + n, sizeof buf - 1 - n)) > 0)
-    n += (size_t)r;
+  struct pollfd pf = {.fd = p[0], .events = POLLIN};
+  ssize_t n = pid > 0 && poll(&pf, 1, 2000) == 1 ? read(p[0], line, size - 1) : 0;
+  line[n > 0 ? n : 0] = '\0';
+  line[strcspn(line, "\n")] = '\0';
   close(p[0]);
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "%s --version failed: is it gVisor's runsc?", runsc);
-  buf[n] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
-  const char *v = strncmp(buf, "runsc version ", 14) == 0 ? buf + 14 : buf;
-  snprintf(out, size, "%.*s", (int)(size - 1), v);
-  return 0;
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
 }
 
 int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
   memset(g, 0, sizeof *g);
-  if (find_runsc(g->runsc, sizeof g->runsc) < 0)
+  if (!find_runsc(g->runsc, sizeof g->runsc))
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "the gvisor tier needs runsc (gVisor), which is not "
                                       "installed: apt-get install runsc (scripts/deps.sh does)");
-  if (runsc_version(g->runsc, g->version, sizeof g->version, err) < 0)
-    return -1;
+  char line[160];
+  first_line_of_version(g->runsc, line, sizeof line);
+  if (strncmp(line, "runsc version ", 14) != 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "%s --version said \"%s\": is it gVisor's runsc?", g->runsc, line);
+  snprintf(g->version, sizeof g->version, "%.*s", (int)sizeof g->version - 1, line + 14);
   if (!want || !*want || strcmp(want, "ptrace") == 0) {
     snprintf(g->platform, sizeof g->platform, "ptrace");
     return 0;

@@ -16,8 +16,7 @@ struct hutch_gvisor {
   char platform[16];  /* ptrace or kvm */
 };
 
-/* Find runsc ($HUTCH_RUNSC, else /usr/bin/runsc, /usr/sbin/runsc, then the
- * PATH), check it answers, and settle the platform: "ptrace" (everywhere)
+/* Find runsc ($HUTCH_RUNSC, else in the PATH), check it answers, and settle the platform: "ptrace" (everywhere)
  * unless want is "kvm", which needs /dev/kvm open for reading and writing.
  * HUTCH_ERR_UNSUPPORTED when runsc is missing, with the way to install it. */
 int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err);

@@ -9,8 +9,6 @@
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +18,11 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup.h"
 #include "cleanup.h"
+#include "gvisor.h"
 #include "layer.h"
 #include "util.h"
 
@@ -207,58 +205,18 @@ static void check_kvm(const char *state_dir, struct hutch_check *c) {
                     "/dev/kvm present, can create a VM (not proven to boot a guest)");
 }
 
-static bool find_in_path(const char *name, char *out, size_t size) {
-  const char *path = getenv("PATH");
-  if (!path || !*path)
-    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (const char *p = path; *p;) {
-    size_t n = strcspn(p, ":");
-    if (n > 0 && (size_t)snprintf(out, size, "%.*s/%s", (int)n, p, name) < size &&
-        access(out, X_OK) == 0)
-      return true;
-    p += n + (p[n] == ':');
-  }
-  return false;
-}
-
-/* The first line `prog --version` prints, within two seconds. */
-static void first_line_of_version(const char *prog, char *line, size_t size) {
-  int p[2];
-  line[0] = '\0';
-  if (pipe2(p, O_CLOEXEC) < 0)
-    return;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (dup2(p[1], 1) < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 2) < 0)
-      _exit(127);
-    execl(prog, prog, "--version", (char *)NULL);
-    _exit(127);
-  }
-  close(p[1]);
-  struct pollfd pf = {.fd = p[0], .events = POLLIN};
-  ssize_t n = pid > 0 && poll(&pf, 1, 2000) == 1 ? read(p[0], line, size - 1) : 0;
-  line[n > 0 ? n : 0] = '\0';
-  line[strcspn(line, "\n")] = '\0';
-  close(p[0]);
-  if (pid > 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-}
-
+/* The tier's own probe (gvisor.c): what hutch serve and hutch run find. */
 static void check_runsc(const char *state_dir, struct hutch_check *c) {
   (void)state_dir;
-  char path[PATH_MAX], version[160];
-  if (!find_in_path("runsc", path, sizeof path)) {
-    hutch_check_say(c, HUTCH_CHECK_MISSING,
-                    "apt-get install runsc (a Debian package)",
-                    "runsc (gVisor) is not in PATH");
+  struct hutch_gvisor g;
+  struct hutch_err err = {0};
+  if (hutch_gvisor_probe(&g, NULL, &err) < 0) {
+    hutch_check_say(c, HUTCH_CHECK_MISSING, "apt-get install runsc (a Debian package)", "%s",
+                    err.msg);
     return;
   }
-  first_line_of_version(path, version, sizeof version);
-  hutch_check_say(c, HUTCH_CHECK_OK, NULL, "%s: %s", path,
-                  version[0] ? version : "(runsc --version printed nothing)");
+  hutch_check_say(c, HUTCH_CHECK_OK, NULL, "%s: runsc %s (the gvisor tier, platform %s)",
+                  g.runsc, g.version, g.platform);
 }
 
 static const struct {

@@ -23,12 +23,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "cleanup.h"
 #include "hostlimits.h"
 #include "layout.h"
 #include "layer.h"
 #include "netns.h"
 #include "rootfs.h"
+#include "shell.h"
 #include "slot.h"
 #include "spawn.h"
 #include "template.h"
@@ -154,10 +156,6 @@ static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   return 0;
 }
 
-const char *hutch_isolation_name(enum hutch_isolation i) {
-  return i == HUTCH_ISOLATION_GVISOR ? "gvisor" : "ns";
-}
-
 int hutch_isolation_parse(const char *name) {
   if (strcmp(name, "ns") == 0)
     return HUTCH_ISOLATION_NS;
@@ -203,8 +201,10 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
   if (cfg->isolation == HUTCH_ISOLATION_GVISOR && !cfg->gvisor)
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
                           "the gvisor tier is not available here (runsc was not found at start)");
-  if (cfg->isolation == HUTCH_ISOLATION_GVISOR && cfg->build)
-    return hutch_err_invalid(err, "template builds run in the ns tier");
+  if (cfg->build && !(hutch_backend_of(cfg->isolation)->can & HUTCH_CAN_BUILD))
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
+                          "template builds do not run in the %s tier",
+                          hutch_isolation_name(cfg->isolation));
   if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
     return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
   if (cfg->rootfs) {
@@ -455,7 +455,7 @@ static void close_root(struct hutch_sandbox *sb) {
   memset(&sb->root, 0, sizeof sb->root);
 }
 
-int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
+int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                          struct hutch_err *err) {
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
   struct hutch_cgroup leaf = {0};
@@ -471,7 +471,7 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
   hutch_netns_reap(&net);
   if (r < 0) {
     struct hutch_err ignored;
-    hutch_sandbox_destroy(sb, &ignored);
+    hutch_shell_destroy(sb, &ignored);
     return -1;
   }
   close_root(sb);
@@ -521,7 +521,7 @@ static bool is_agent_of(pid_t pid, unsigned slot, uid_t base) {
   return found;
 }
 
-int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
+int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                         struct hutch_sandbox **out, struct hutch_err *err) {
   if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
     return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
@@ -570,7 +570,7 @@ int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *li
       hutch_cgroup_close(&sb->cg);
     memset(&sb->cg, 0, sizeof sb->cg);
     struct hutch_err ignored;
-    hutch_sandbox_destroy(sb, &ignored);
+    hutch_shell_destroy(sb, &ignored);
     return -1;
   }
   close_root(sb);
@@ -630,7 +630,7 @@ void hutch_sandbox_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *
 /* Taken from the agent again, and checked to be the directory it was
  * when the sandbox was made: an agent a workload took over could hold
  * anything at that number. */
-int hutch_sandbox_storage(const struct hutch_sandbox *sb) {
+int hutch_shell_storage(const struct hutch_sandbox *sb) {
   if (sb->storage_fd >= 0)
     return fcntl(sb->storage_fd, F_DUPFD_CLOEXEC, 3);
   if (!sb->storage_dev) {
@@ -652,7 +652,7 @@ int hutch_sandbox_storage(const struct hutch_sandbox *sb) {
   return fd;
 }
 
-int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err) {
+int hutch_shell_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err) {
   if (sb->cg.ops)
     return sb->cg.ops->freeze(&sb->cg, frozen, FREEZE_WAIT_MS, err);
   struct hutch_cgroup cg;
@@ -682,11 +682,11 @@ int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *er
   return cg->ops->freeze(cg, true, FREEZE_WAIT_MS, err);
 }
 
-int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+int hutch_shell_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
                         struct hutch_err *err) {
   struct statfs st;
   memset(u, 0, sizeof *u);
-  int fd = sb->storage_fd >= 0 ? sb->storage_fd : hutch_sandbox_storage(sb);
+  int fd = sb->storage_fd >= 0 ? sb->storage_fd : hutch_shell_storage(sb);
   if (fd >= 0 && fstatfs(fd, &st) == 0) {
     u->disk_total = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
     u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
@@ -709,7 +709,7 @@ int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usa
  * (egress proxy, port forwarding) while the sandbox gets no route out.
  * Failing to return to our own namespace would leave every later socket
  * of this thread inside a sandbox: that is not survivable, so it aborts. */
-int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
+int hutch_shell_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
                          struct hutch_err *err) {
   int pidfd = pidfd_of(sb);
   if (pidfd < 0 || setns(pidfd, CLONE_NEWNET) < 0) {
@@ -728,7 +728,7 @@ int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int doma
   return fd;
 }
 
-void hutch_sandbox_release(struct hutch_sandbox *sb) {
+void hutch_shell_release(struct hutch_sandbox *sb) {
   close_storage(sb);
   if (sb->conn_fd >= 0)
     close(sb->conn_fd);
@@ -751,7 +751,7 @@ void hutch_gc_host(void) {
   hutch_cgroup_close(&root);
 }
 
-int hutch_sandbox_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
+int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   int ret = 0;
   close_storage(sb);
   if (sb->pidfd < 0 && sb->child)

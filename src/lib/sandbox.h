@@ -117,9 +117,10 @@ int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sa
                          struct hutch_err *err);
 /* Take over a sandbox made by another process that has gone (a server that
  * restarted): check that pid is still that sandbox's agent, own its cgroup
- * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone. */
-int hutch_sandbox_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
-                        struct hutch_sandbox **out, struct hutch_err *err);
+ * and connect to the agent's socket. HUTCH_ERR_NOT_FOUND when it is gone;
+ * HUTCH_ERR_UNSUPPORTED for a tier that cannot be taken over (backend.h). */
+int hutch_sandbox_adopt(enum hutch_isolation tier, const char *id, unsigned slot, pid_t pid,
+                        const char *listen_dir, struct hutch_sandbox **out, struct hutch_err *err);
 
 /* Hold only the agent's connection, the slot's lock and (for an adopted
  * agent) its pidfd from now on: a server with thousands of sandboxes

@@ -692,8 +692,8 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
   json_t *held = json_object_get(row->spec, "layers");
   if (!json_is_integer(slot) ||
-      hutch_sandbox_adopt(row->id, (unsigned)json_integer_value(slot), (pid_t)row->pid,
-                          srv->agents_dir, &sb->hs, &err) < 0) {
+      hutch_sandbox_adopt(HUTCH_ISOLATION_NS, row->id, (unsigned)json_integer_value(slot),
+                          (pid_t)row->pid, srv->agents_dir, &sb->hs, &err) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: not taken over: %s\n", row->id,
             json_is_integer(slot) ? err.msg : "no slot recorded");
     layers_hold(srv, held, holder, false);

@@ -1,0 +1,24 @@
+/* The sandbox shell both tiers are built in (sandbox.c): slot and host id
+ * range, cgroup, storage and overlay root, network namespace, and the
+ * first process, which execs the agent (ns) or starts runsc (gvisor).
+ * These are the ns tier's operations; backend.c says which the gvisor
+ * tier shares. Only backend.c calls them. */
+#ifndef HUTCH_SHELL_H
+#define HUTCH_SHELL_H
+
+#include "sandbox.h"
+
+int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
+                       struct hutch_err *err);
+int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
+                      struct hutch_sandbox **out, struct hutch_err *err);
+int hutch_shell_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
+int hutch_shell_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+                      struct hutch_err *err);
+int hutch_shell_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
+                       struct hutch_err *err);
+int hutch_shell_storage(const struct hutch_sandbox *sb);
+int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err);
+void hutch_shell_release(struct hutch_sandbox *sb);
+
+#endif
