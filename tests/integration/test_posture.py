@@ -111,16 +111,15 @@ def test_posture_inside(trun, tier, tmp_path, user):
     assert tier == "ns" or got["cgroup"] == "", got["cgroup"]
 
 
-def sandbox_processes():
-    """Host pids of every process in a sandbox cgroup: (agents, workloads)."""
+def sandbox_processes(run_pid):
+    """Host pids of the processes of a `hutch run`'s sandbox: (agents,
+    workloads)."""
     comms = {}
-    for root in cgroup_roots():
-        for procs in (root / "hutch").glob("*/**/cgroup.procs"):
-            for pid in map(int, procs.read_text().split()):
-                try:
-                    comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
-                except (FileNotFoundError, ProcessLookupError):
-                    pass  # exited since the listing (a shell's short-lived child), or mid-read
+    for pid in sandbox_of(run_pid):
+        try:
+            comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # exited since the listing (a shell's short-lived child), or mid-read
     agents = {p for p, comm in comms.items() if comm == "hutch-agent"}
     return agents, set(comms) - agents
 
@@ -177,7 +176,7 @@ def test_posture_outside():
         p.stdin.write(b"ready\n")
         p.stdin.flush()
         assert p.stdout.readline() == b"ready\n"
-        agent, workload = sandbox_processes()
+        agent, workload = sandbox_processes(p.pid)
         assert len(agent) == 1 and workload, (agent, workload)
         (agent_pid,) = agent
         a = status_of(agent_pid)
@@ -263,10 +262,11 @@ attempt("exe-write", lambda: open("/proc/1/exe", "r+b") and None)
 attempt("exe-path-write", lambda: open(os.readlink("/proc/1/exe"), "r+b") and None)
 attempt("prlimit", lambda: __import__("resource").prlimit(1, __import__("resource").RLIMIT_NOFILE, (0, 0)) and None)
 def open_agent_fds():
-    # its pipes and sockets (an exec's output, the connection): a workload
-    # opening one would read or write another exec's streams
+    # its pipes and sockets (an exec's output) and its connection (fd 3;
+    # under gVisor a host file): a workload opening one would read or
+    # write another exec's streams, or speak for the agent
     for fd in os.listdir("/proc/1/fd"):
-        if os.readlink(f"/proc/1/fd/{fd}").startswith(("pipe:", "socket:", "host:[1]")):
+        if fd == "3" or os.readlink(f"/proc/1/fd/{fd}").startswith(("pipe:", "socket:")):
             try:
                 os.close(os.open(f"/proc/1/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK))
                 return f"opened {fd}"
