@@ -90,6 +90,17 @@ def require_gvisor():
     require(runsc_found(), "runsc (gVisor) is not installed: scripts/deps.sh --test installs it")
 
 
+def serve_tier_args(binary, tier):
+    """hutch serve's arguments for sandboxes of tier by default."""
+    if tier == "ns":
+        return []
+    require_gvisor()
+    helped = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
+    require("--isolation" in helped, f"{binary} has no --isolation: a server of the gvisor tier "
+            "comes with issue 20's server work")
+    return ["--isolation", tier]
+
+
 @pytest.fixture(params=["ns", "gvisor"])
 def tier(request):
     """Each isolation tier in turn."""

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, build_binary, require
+from conftest import BUILD, build_binary, require, serve_tier_args
 from serveapi import Server, wait_for
 
 # A refused call from Python: mount(2) on x86_64, n times, each EPERM.
@@ -172,6 +172,28 @@ def test_server_shows_counts_and_audits_once_a_minute(server):
     wait_for(lambda: len(mount_lines()) == 2)
     assert mount_lines() == [(1, 1), (11, 12)]
     assert f'sandbox="{sid}"' not in api.get("/metrics").raw.decode()
+
+
+def test_server_gvisor_refusals_are_refused_uncounted(tmp_path):
+    """A server's gvisor sandbox: the workload's refused calls get the same
+    EPERM, and since gVisor gives the agent no listener, nobody claims a
+    count: the verdict and the sandbox's info say null (unknown, not 0),
+    no audit line and no per-sandbox series pretend otherwise."""
+    binary = build_binary("build", "hutch-serve")
+    s = Server(binary, tmp_path / "state", *serve_tier_args(binary, "gvisor")).start()
+    try:
+        api = s.api()
+        sid = api.create()["id"]
+        end = run_in(api, sid, mounts(5))
+        assert end["status"] == "ok" and end["escape_attempts"] is None, end
+        info = api.get(f"/v1/sandboxes/{sid}").json
+        assert info["isolation"] == "gvisor"
+        assert info["escape_attempts"] is None and not info["escape_syscalls"], info
+        assert f'sandbox="{sid}"' not in api.get("/metrics").raw.decode()
+        assert api.delete(f"/v1/sandboxes/{sid}").status == 204
+    finally:
+        assert s.stop() == 0, s.log_text()
+    assert audit(s, sid) == []
 
 
 def test_public_metrics_show_no_sandbox(tmp_path):
