@@ -120,7 +120,7 @@ int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
       "\"mounts\":["
       "{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
       "{\"destination\":\"/dev\",\"type\":\"tmpfs\",\"source\":\"tmpfs\","
-      "\"options\":[\"nosuid\",\"strictatime\",\"mode=755\",\"size=65536k\"]},"
+      "\"options\":[\"nosuid\",\"noexec\",\"strictatime\",\"mode=755\",\"size=65536k\"]},"
       "{\"destination\":\"/dev/pts\",\"type\":\"devpts\",\"source\":\"devpts\","
       "\"options\":[\"nosuid\",\"noexec\",\"newinstance\",\"ptmxmode=0666\",\"mode=0620\"]},"
       "{\"destination\":\"/dev/shm\",\"type\":\"tmpfs\",\"source\":\"shm\","

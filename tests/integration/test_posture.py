@@ -56,7 +56,7 @@ print(json.dumps({
     "passwd": open("/etc/passwd").read(),
     "marker": os.path.exists(os.environ["MARKER"]),
     "masked": {p: reads(p).decode() if isinstance(reads(p), bytes) else reads(p) for p in ("/proc/keys", "/proc/timer_list", "/proc/interrupts", "/proc/kcore", "/proc/sched_debug")},
-    "writes": {p: writes(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper", "/sys/class/net/lo/mtu", "/usr/bin/env", "/etc/passwd")},
+    "writes": {p: writes(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper", "/sys/class/net/lo/mtu", "/usr/bin/env", "/etc/passwd", "/dev/planted")},
     "fds": sorted(os.listdir("/proc/self/fd")),
     "cgroup": open("/proc/self/cgroup").read(),
 }))
