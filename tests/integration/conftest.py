@@ -182,6 +182,41 @@ def cgroup_roots():
     return roots
 
 
+def sandbox_cgroups(run_pid):
+    """The cgroup directories (one per hierarchy) of the sandbox a `hutch
+    run` (run_pid) made, found through the run's child (the agent, or in
+    the gvisor tier the process runsc runs under)."""
+    kids = set()
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == run_pid:
+                kids.add(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            pass
+    found = []
+    for root in cgroup_roots():
+        for sandbox in (root / "hutch").glob("*/"):
+            if kids & procs_under(sandbox):
+                found.append(sandbox)
+    assert found, f"no sandbox cgroup holds a child of {run_pid}"
+    return found
+
+
+def procs_under(cgroup):
+    pids = set()
+    for procs in cgroup.glob("**/cgroup.procs"):
+        try:
+            pids |= set(map(int, procs.read_text().split()))
+        except OSError:
+            pass  # a leaf removed since the listing
+    return pids
+
+
+def sandbox_of(run_pid):
+    """Host pids of every process of a `hutch run`'s sandbox."""
+    return set().union(*(procs_under(cg) for cg in sandbox_cgroups(run_pid)))
+
+
 def leftovers():
     """What hutch could leave on the host: sandbox cgroups, mounts of its
     storage, processes in its id range, staged files."""

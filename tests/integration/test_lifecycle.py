@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, leftovers
+from conftest import BUILD, procs_under, sandbox_cgroups
 
 
 def test_200_create_destroy_cycles(tier):
@@ -30,21 +30,22 @@ def test_crashed_hutch_is_cleaned_up_by_the_next(tmp_path, tier):
                           "echo up; cat"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert p.stdout.readline() == b"up\n"
+    cgroups = sandbox_cgroups(p.pid)
     p.kill()
     p.wait()
+    # Only this run's sandbox: others may run on the host meanwhile.
     deadline = time.monotonic() + 10
-    while [x for x in leftovers() if x.startswith("process")] and time.monotonic() < deadline:
+    while any(procs_under(cg) for cg in cgroups) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not [x for x in leftovers() if x.startswith("process")]
-    left = [x for x in leftovers() if x.startswith("cgroup")]
-    assert left
+    assert not any(procs_under(cg) for cg in cgroups)
+    assert all(cg.is_dir() for cg in cgroups)
     # Collection spares sandbox cgroups younger than a few seconds (one may be
     # being set up): age this one instead of sleeping.
-    for entry in left:
-        os.utime(entry.split(" ", 1)[1], (1, 1))
+    for cg in cgroups:
+        os.utime(cg, (1, 1))
     q = subprocess.run([BUILD / "hutch", "run", "--", "true"], capture_output=True, timeout=30)
     assert q.returncode == 0, q.stderr
-    assert leftovers() == []
+    assert not any(cg.exists() for cg in cgroups)
 
 
 def make_rootfs(base, probe):

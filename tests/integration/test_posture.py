@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, UID_BASE, cgroup_roots, require_gvisor
+from conftest import BUILD, UID_BASE, require_gvisor, sandbox_of
 
 INSIDE = r'''
 import json, os, socket, threading
@@ -122,30 +122,6 @@ def sandbox_processes(run_pid):
             pass  # exited since the listing (a shell's short-lived child), or mid-read
     agents = {p for p, comm in comms.items() if comm == "hutch-agent"}
     return agents, set(comms) - agents
-
-
-def sandbox_of(run_pid):
-    """Host pids of every process of the sandbox a `hutch run` (run_pid)
-    made: its cgroup's, found through the run's child (the agent, or in
-    the gvisor tier the shell runsc runs under)."""
-    kids = set()
-    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == run_pid:
-                kids.add(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            pass
-    for root in cgroup_roots():
-        for sandbox in (root / "hutch").glob("*/"):
-            pids = set()
-            for procs in sandbox.glob("**/cgroup.procs"):
-                try:
-                    pids |= set(map(int, procs.read_text().split()))
-                except OSError:
-                    pass  # a leaf removed since the listing
-            if pids & kids:
-                return pids
-    raise AssertionError(f"no sandbox cgroup holds a child of {run_pid}")
 
 
 def status_of(pid):
