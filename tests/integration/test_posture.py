@@ -465,3 +465,39 @@ def test_gvisor_posture_outside():
         p.stdin.close()
         p.wait(timeout=30)
     assert p.returncode == 0
+
+
+FORKS = r'''
+import os, threading, time
+n = t = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork", e.strerror)
+try:
+    for _ in range(200):
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        t += 1
+except RuntimeError:
+    print("thread refused")
+print(n, t)
+'''
+
+
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_process_limit_is_a_refusal(trun, tier, user):
+    """Forking and threading up to --pids is refused (EAGAIN), in both
+    tiers, and the sandbox lives on. Under gVisor the limit is kept inside
+    its kernel (RLIMIT_NPROC): its processes each cost the host several, so
+    the host's limit alone ended the sandbox instead (gvisor.c)."""
+    r = trun(["--user", user, "--pids", "64", "--", "python3", "-c", FORKS])
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[:2] == ["fork Resource temporarily unavailable", "thread refused"], r.out
+    forks, threads = map(int, lines[2].split())
+    assert 60 <= forks <= 64 and threads == 0, r.out  # the forks hold the whole limit
+    assert r.verdict["status"] == "ok"
