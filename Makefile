@@ -12,7 +12,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile
 
-.PHONY: all deps run template test test-fresh fuzz bench bench-scale clean
+.PHONY: all deps run template test test-fresh fuzz bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -70,6 +70,11 @@ bench: all
 bench-scale: DEPS = --bench
 bench-scale: all
 	$(PY) bench/scale --build $(BUILD)
+
+# Issue 20's figures: the isolation tiers beside bare runsc (~3 min).
+bench-tiers: DEPS = --bench
+bench-tiers: all
+	$(PY) bench/tiers --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)

@@ -76,17 +76,7 @@ class Server(serve.Server):
         return Client(self.port, self.key, deadline, retries)
 
     def tree(self):
-        """The server's pid and its descendants', each thread's children read."""
-        out, todo = [], [str(self.pid)]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            try:
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    todo += open(f"/proc/{pid}/task/{task}/children").read().split()
-            except OSError:  # gone in between
-                pass
-        return out
+        return tree(self.pid)
 
     def cpu(self):
         """CPU seconds of the server and its descendants: each thread's run
@@ -116,6 +106,20 @@ class Server(serve.Server):
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+def tree(root):
+    """root's pid and its descendants', each thread's children read."""
+    out, todo = [], [str(root)]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                todo += open(f"/proc/{pid}/task/{task}/children").read().split()
+        except OSError:  # gone in between
+            pass
+    return out
 
 
 class Client:

@@ -141,7 +141,7 @@ static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
   }
   char *request = NULL;
   if (o->cfg.isolation == HUTCH_ISOLATION_GVISOR &&
-      hutch_gvisor_probe(&o->gvisor, o->gvisor_platform, &err) == 0)
+      hutch_gvisor_find(&o->gvisor, o->gvisor_platform, &err) == 0)
     o->cfg.gvisor = &o->gvisor;
   if ((o->cfg.isolation == HUTCH_ISOLATION_GVISOR && !o->cfg.gvisor) ||
       hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))

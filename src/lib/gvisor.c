@@ -61,17 +61,11 @@ static void first_line_of_version(const char *prog, char *line, size_t size) {
   }
 }
 
-int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
+int hutch_gvisor_find(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
   memset(g, 0, sizeof *g);
   if (!find_runsc(g->runsc, sizeof g->runsc))
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "the gvisor tier needs runsc (gVisor), which is not "
                                       "installed: apt-get install runsc (scripts/deps.sh does)");
-  char line[160];
-  first_line_of_version(g->runsc, line, sizeof line);
-  if (strncmp(line, "runsc version ", 14) != 0)
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
-                          "%s --version said \"%s\": is it gVisor's runsc?", g->runsc, line);
-  snprintf(g->version, sizeof g->version, "%.*s", (int)sizeof g->version - 1, line + 14);
   if (!want || !*want || strcmp(want, "ptrace") == 0) {
     snprintf(g->platform, sizeof g->platform, "ptrace");
     return 0;
@@ -82,6 +76,18 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
   if (kvm < 0)
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "gVisor's kvm platform needs /dev/kvm: %s", strerror(errno));
   snprintf(g->platform, sizeof g->platform, "kvm");
+  return 0;
+}
+
+int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
+  if (hutch_gvisor_find(g, want, err) < 0)
+    return -1;
+  char line[160];
+  first_line_of_version(g->runsc, line, sizeof line);
+  if (strncmp(line, "runsc version ", 14) != 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "%s --version said \"%s\": is it gVisor's runsc?", g->runsc, line);
+  snprintf(g->version, sizeof g->version, "%.*s", (int)sizeof g->version - 1, line + 14);
   return 0;
 }
 

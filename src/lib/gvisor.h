@@ -21,6 +21,11 @@ struct hutch_gvisor {
  * HUTCH_ERR_UNSUPPORTED when runsc is missing, with the way to install it. */
 int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_err *err);
 
+/* The same without asking runsc its version (version stays ""): a Go
+ * program takes about 20 ms to say it, a sixth of a gvisor create, which
+ * a one-shot `hutch run` does not pay (bench/tiers, docs/isolation.md). */
+int hutch_gvisor_find(struct hutch_gvisor *g, const char *want, struct hutch_err *err);
+
 /* The bundle's config.json, written at dirfd (the sandbox's storage):
  * hutch-agent (bound from "agent") as the container's only process, with
  * its capabilities in gVisor's kernel under a uid no workload has, and the
