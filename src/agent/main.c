@@ -6,6 +6,7 @@
  * they can neither signal nor trace it; it is also not dumpable, which keeps
  * its /proc entries closed to them. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
@@ -15,13 +16,16 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "cleanup.h"
 #include "layout.h"
+#include "seccomp_install.h"
 #include "util.h"
 
 #define AGENT_VERSION "0.1.0"
@@ -195,6 +199,32 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
   }
 }
 
+/* gVisor makes /dev, and the devices in it, its root's (uid 0): the uid of
+ * a workload run as root, which could then put a file of its own where
+ * the agent and every other exec open /dev/null, or chmod the devices. In
+ * the ns tier they are the host's, unmapped. Here they become nobody's;
+ * what is mounted on /dev (pts, shm, the agent) keeps its owner. */
+static int gvisor_dev_owner(struct hutch_err *err) {
+  _cleanup_close_ int dev = open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat top;
+  if (dev < 0 || fstat(dev, &top) < 0 || fchown(dev, HUTCH_NOBODY, HUTCH_NOBODY) < 0)
+    return hutch_err_set(err, errno, "/dev");
+  DIR *d = fdopendir(dup(dev));
+  if (!d)
+    return hutch_err_set(err, errno, "/dev");
+  int r = 0;
+  for (struct dirent *e; r == 0 && (e = readdir(d));) {
+    struct stat st;
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        fstatat(dev, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != top.st_dev)
+      continue;
+    if (fchownat(dev, e->d_name, HUTCH_NOBODY, HUTCH_NOBODY, AT_SYMLINK_NOFOLLOW) < 0)
+      r = hutch_err_set(err, errno, "/dev/%s", e->d_name);
+  }
+  closedir(d);
+  return r;
+}
+
 /* Keep only what the agent itself uses: setting workload ids, chowning a
  * PTY to its user, signalling workloads, giving each its cgroup namespace,
  * and dropping capabilities in children. */
@@ -284,6 +314,14 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     if (null < 0 || dup2(null, 0) < 0)
       return hutch_err_set(err, errno, "/dev/null");
     close(null);
+    /* runsc cannot run under the sandbox's filter (its sentry makes host
+     * calls the profile refuses), so the agent installs it on itself, as
+     * its first process does in the ns tier: every workload inherits the
+     * same profile beneath its own. gVisor has no listener to count with. */
+    if (gvisor_dev_owner(err) < 0)
+      return -1;
+    if (hutch_seccomp_install_sandbox() < 0)
+      return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   }
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)

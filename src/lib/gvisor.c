@@ -103,24 +103,47 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
   "\"CAP_SYS_ADMIN\",\"CAP_SYS_RESOURCE\",\"CAP_SYS_NICE\",\"CAP_MKNOD\",\"CAP_AUDIT_WRITE\","  \
   "\"CAP_SETFCAP\""
 
-int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
+/* The agent's uid in gVisor's kernel: none a workload can have (theirs are
+ * below HUTCH_ID_RANGE, the sandbox's root among them). gVisor lets a
+ * process signal PID 1 and open its /proc/1/fd entries by uid alone, with
+ * none of the host's protection of a namespace's init: as uid 0 the agent
+ * could be killed, and its exec pipes opened, by any workload run as root.
+ * Its capabilities come from the bundle, not from being root. */
+#define AGENT_UID "65536"
+
+/* The workload's process limit is gVisor's to keep: its processes are not
+ * the host's, and each costs the host up to five (under ptrace, a stub and
+ * the sentry's threads tracing it; 53 for an idle sandbox, 664 with 120
+ * sleeping processes). With the host's limit alone a workload forking up
+ * to it ends its sandbox (the sentry cannot make a thread) where it should
+ * get EAGAIN, so RLIMIT_NPROC holds it inside, per uid (the user's and
+ * root's execs: twice), and the cgroup leaves the sentry room for that. */
+#define HOST_PIDS_BASE 128
+#define HOST_PIDS_PER_TASK 6
+
+uint64_t hutch_gvisor_host_pids(uint64_t pids) {
+  return HOST_PIDS_BASE + 2 * HOST_PIDS_PER_TASK * pids;
+}
+
+int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes, uint64_t pids,
                         struct hutch_err *err) {
   char spec[4096];
   int n = snprintf(
       spec, sizeof spec,
       "{\"ociVersion\":\"1.0.2\","
-      "\"process\":{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},"
+      "\"process\":{\"terminal\":false,\"user\":{\"uid\":" AGENT_UID ",\"gid\":" AGENT_UID "},"
       "\"args\":[\"/dev/.hutch-agent\",\"--cgroup\",\"none\"],"
       "\"env\":[\"PATH=" HUTCH_DEFAULT_PATH "\"],\"cwd\":\"/\","
       "\"capabilities\":{\"bounding\":[" CAPS "],\"effective\":[" CAPS "],"
       "\"permitted\":[" CAPS "]},"
-      "\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"hard\":65536,\"soft\":65536}]},"
+      "\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"hard\":65536,\"soft\":65536},"
+      "{\"type\":\"RLIMIT_NPROC\",\"hard\":%llu,\"soft\":%llu}]},"
       "\"root\":{\"path\":\"root\",\"readonly\":false},"
       "\"hostname\":\"%s\","
       "\"mounts\":["
       "{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
       "{\"destination\":\"/dev\",\"type\":\"tmpfs\",\"source\":\"tmpfs\","
-      "\"options\":[\"nosuid\",\"strictatime\",\"mode=755\",\"size=65536k\"]},"
+      "\"options\":[\"nosuid\",\"noexec\",\"strictatime\",\"mode=755\",\"size=65536k\"]},"
       "{\"destination\":\"/dev/pts\",\"type\":\"devpts\",\"source\":\"devpts\","
       "\"options\":[\"nosuid\",\"noexec\",\"newinstance\",\"ptmxmode=0666\",\"mode=0620\"]},"
       "{\"destination\":\"/dev/shm\",\"type\":\"tmpfs\",\"source\":\"shm\","
@@ -137,7 +160,8 @@ int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
       "\"linux\":{\"resources\":{\"memory\":{\"limit\":%llu}},"
       "\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"ipc\"},{\"type\":\"uts\"},"
       "{\"type\":\"mount\"}]}}\n",
-      hostname, (unsigned long long)memory_bytes);
+      (unsigned long long)pids, (unsigned long long)pids, hostname,
+      (unsigned long long)memory_bytes);
   if (n < 0 || (size_t)n >= sizeof spec)
     return hutch_err_invalid(err, "gVisor bundle: config too long");
   _cleanup_close_ int fd = openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -27,11 +27,16 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
 int hutch_gvisor_find(struct hutch_gvisor *g, const char *want, struct hutch_err *err);
 
 /* The bundle's config.json, written at dirfd (the sandbox's storage):
- * hutch-agent (bound from "agent") as the container's only process, as
- * root of gVisor's kernel, with the root filesystem "root". Runs in the
- * sandbox's first process: no allocation. */
-int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes,
+ * hutch-agent (bound from "agent") as the container's only process, with
+ * its capabilities in gVisor's kernel under a uid no workload has, and the
+ * root filesystem "root", and RLIMIT_NPROC at pids. Runs in the sandbox's
+ * first process: no allocation. */
+int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes, uint64_t pids,
                         struct hutch_err *err);
+
+/* The sandbox cgroup's pids limit for a gvisor sandbox whose workloads may
+ * run `pids` processes (each uid: gVisor counts RLIMIT_NPROC per uid). */
+uint64_t hutch_gvisor_host_pids(uint64_t pids);
 
 /* Exec runsc (the binary bound at "runsc" in the sandbox's storage, which
  * is the process's root), running the bundle at "/" as container id.

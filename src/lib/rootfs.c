@@ -215,7 +215,7 @@ static int gvisor_storage(struct hutch_rootfs *r, int st, struct hutch_err *err)
     return -1;
   if (mkdirat(st, "tmp", 0755) < 0)
     return hutch_err_set(err, errno, "storage: tmp");
-  return hutch_gvisor_bundle(st, r->hostname, r->cfg->memory_bytes, err);
+  return hutch_gvisor_bundle(st, r->hostname, r->cfg->memory_bytes, r->cfg->pids, err);
 }
 
 /* The sandbox's storage: a tmpfs of the disk quota's size holding the

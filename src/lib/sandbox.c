@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "cleanup.h"
+#include "gvisor.h"
 #include "hostlimits.h"
 #include "layout.h"
 #include "layer.h"
@@ -292,8 +293,11 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
 static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                          struct hutch_err *err) {
   const struct hutch_cgroup_ops *ops = sb->cg.ops;
-  /* The agent is one of the cgroup's processes; the limit is the workload's. */
-  struct hutch_cg_limits lim = {cfg->memory_bytes, cfg->pids + 1, cfg->cpu_milli};
+  /* The agent is one of the cgroup's processes; the limit is the workload's
+   * (under gVisor, kept inside it: gvisor.c). */
+  uint64_t pids = cfg->isolation == HUTCH_ISOLATION_GVISOR ? hutch_gvisor_host_pids(cfg->pids)
+                                                           : cfg->pids + 1;
+  struct hutch_cg_limits lim = {cfg->memory_bytes, pids, cfg->cpu_milli};
   if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->enable_children(&sb->cg, err) < 0 ||
       ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");

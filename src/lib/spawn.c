@@ -284,7 +284,11 @@ static void __attribute__((noreturn)) gvisor_start(struct hutch_spawn *s, int sy
   /* The system call, not glibc's fork: see set_ids. */
   pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
   if (pid == 0) {
+    /* The storage is this process's to hold, not runsc's: the sentry, the
+     * gofer and the stubs that run the workload's code would each have a
+     * way to the sandbox's storage beside the root runsc serves them. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+        fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 ||
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
       hutch_err_set(&err, errno, "runsc's /proc");
       child_fail(sync, &err);

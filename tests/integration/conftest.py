@@ -7,6 +7,7 @@ HUTCH_MUST_WORK=1 (CI) such a skip is a failure instead.
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import time
 
@@ -70,6 +71,48 @@ def hutch_run(binary, args, tmp_path, input=None, timeout=120, verdict=True):
 def run(tmp_path):
     """run([...hutch run args...], input=b"") -> Run, against the normal build."""
     return lambda args, **kw: hutch_run(BUILD / "hutch", args, tmp_path, **kw)
+
+
+def runsc_found():
+    """Where hutch finds gVisor's runsc (gvisor.c's find_runsc), or None."""
+    env = os.environ.get("HUTCH_RUNSC")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    for p in ("/usr/bin/runsc", "/usr/sbin/runsc", "/usr/local/bin/runsc"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("runsc")
+
+
+def require_gvisor():
+    """The gvisor tier needs runsc: a skip where it is missing, a failure
+    under HUTCH_MUST_WORK."""
+    require(runsc_found(), "runsc (gVisor) is not installed: scripts/deps.sh --test installs it")
+
+
+def serve_tier_args(binary, tier):
+    """hutch serve's arguments for sandboxes of tier by default."""
+    if tier == "ns":
+        return []
+    require_gvisor()
+    helped = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
+    require("--isolation" in helped, f"{binary} has no --isolation: a server of the gvisor tier "
+            "comes with issue 20's server work")
+    return ["--isolation", tier]
+
+
+@pytest.fixture(params=["ns", "gvisor"])
+def tier(request):
+    """Each isolation tier in turn."""
+    if request.param == "gvisor":
+        require_gvisor()
+    return request.param
+
+
+@pytest.fixture
+def trun(run, tier):
+    """run, in the tier of the test's `tier` param (hutch run --isolation)."""
+    return lambda args, **kw: run(["--isolation", tier, *args], **kw)
 
 
 def build_binary(param, name):
@@ -137,6 +180,41 @@ def cgroup_roots():
         if fstype in ("cgroup", "cgroup2"):
             roots.append(pathlib.Path(fields[4]))
     return roots
+
+
+def sandbox_cgroups(run_pid):
+    """The cgroup directories (one per hierarchy) of the sandbox a `hutch
+    run` (run_pid) made, found through the run's child (the agent, or in
+    the gvisor tier the process runsc runs under)."""
+    kids = set()
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == run_pid:
+                kids.add(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            pass
+    found = []
+    for root in cgroup_roots():
+        for sandbox in (root / "hutch").glob("*/"):
+            if kids & procs_under(sandbox):
+                found.append(sandbox)
+    assert found, f"no sandbox cgroup holds a child of {run_pid}"
+    return found
+
+
+def procs_under(cgroup):
+    pids = set()
+    for procs in cgroup.glob("**/cgroup.procs"):
+        try:
+            pids |= set(map(int, procs.read_text().split()))
+        except OSError:
+            pass  # a leaf removed since the listing
+    return pids
+
+
+def sandbox_of(run_pid):
+    """Host pids of every process of a `hutch run`'s sandbox."""
+    return set().union(*(procs_under(cg) for cg in sandbox_cgroups(run_pid)))
 
 
 def leftovers():

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, UID_BASE, cgroup_roots
+from conftest import BUILD, UID_BASE, require_gvisor, sandbox_of
 
 INSIDE = r'''
 import json, os, socket, threading
@@ -30,7 +30,7 @@ for pid in os.listdir("/proc"):
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):
             s = status(f"/proc/{pid}/task/{tid}/status")
-            threads.append({k: s[k] for k in ("Name", "Uid", "Seccomp", "NoNewPrivs", "CapEff", "CapPrm", "CapBnd", "CapAmb")})
+            threads.append({k: s.get(k) for k in ("Name", "Uid", "Seccomp", "NoNewPrivs", "CapEff", "CapPrm", "CapBnd", "CapAmb")})
     except OSError:
         pass
 def reads(p):
@@ -56,7 +56,7 @@ print(json.dumps({
     "passwd": open("/etc/passwd").read(),
     "marker": os.path.exists(os.environ["MARKER"]),
     "masked": {p: reads(p).decode() if isinstance(reads(p), bytes) else reads(p) for p in ("/proc/keys", "/proc/timer_list", "/proc/interrupts", "/proc/kcore", "/proc/sched_debug")},
-    "writes": {p: writes(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper", "/sys/class/net/lo/mtu", "/usr/bin/env", "/etc/passwd")},
+    "writes": {p: writes(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger", "/sys/kernel/uevent_helper", "/sys/class/net/lo/mtu", "/usr/bin/env", "/etc/passwd", "/dev/planted")},
     "fds": sorted(os.listdir("/proc/self/fd")),
     "cgroup": open("/proc/self/cgroup").read(),
 }))
@@ -64,45 +64,62 @@ print(json.dumps({
 
 
 @pytest.mark.parametrize("user", ["user", "root"])
-def test_posture_inside(run, tmp_path, user):
+def test_posture_inside(trun, tier, tmp_path, user):
     marker = tmp_path / "host-marker"
     marker.write_text("host only")
-    r = run(["--user", user, "--env", f"MARKER={marker}", "--", "python3", "-c", INSIDE])
+    r = trun(["--user", user, "--env", f"MARKER={marker}", "--", "python3", "-c", INSIDE])
     assert r.code == 0, r
     got = json.loads(r.out)
-    workload = [t for t in got["threads"] if t["Name"] != "hutch-agent"]
+    agent = [t for t in got["threads"] if t["Name"] in ("hutch-agent", ".hutch-agent")]
+    workload = [t for t in got["threads"] if t not in agent]
     assert len(workload) >= 2  # python and its thread
     for t in workload:
-        assert t["Seccomp"] == "2" and t["NoNewPrivs"] == "1", t
-        assert t["CapEff"] == t["CapPrm"] == t["CapBnd"] == t["CapAmb"] == "0000000000000000", t
+        assert t["Seccomp"] == "2", t
+        assert t["CapEff"] == t["CapPrm"] == t["CapBnd"] == "0000000000000000", t
         assert t["Uid"].split()[0] == ("0" if user == "root" else "1000")
-    # Its own pid namespace: a handful of small pids, and PID 1 (the agent)
-    # hidden, since the workload may not trace it (hidepid=invisible).
-    assert not got["pid1_visible"]
+        if tier == "ns":
+            assert t["NoNewPrivs"] == "1" and t["CapAmb"] == "0000000000000000", t
+        else:  # gVisor's status has neither line; no_new_privs is what seccomp
+            # needs without CAP_SYS_ADMIN, which the workload lacks
+            assert t["NoNewPrivs"] is None and t["CapAmb"] is None, t
+    if tier == "ns":
+        # Its own pid namespace: a handful of small pids, and PID 1 (the
+        # agent) hidden, since the workload may not trace it
+        # (hidepid=invisible).
+        assert not got["pid1_visible"] and not agent
+    else:
+        # gVisor's /proc has no hidepid: the agent shows, as a uid no
+        # workload has (gvisor.c), so that root cannot signal it or open
+        # its descriptors (test_agent_cannot_be_touched).
+        assert got["pid1_visible"] and len(agent) == 1, got["threads"]
+        assert agent[0]["Uid"].split() == ["65536"] * 4, agent
+        assert agent[0]["Seccomp"] == "2", agent  # the profile, beneath the workload's
     assert got["pids"] and max(got["pids"]) < 50 and len(got["pids"]) <= 4, got["pids"]
     assert got["interfaces"] == ["lo"]
     assert got["hostname"] != socket.gethostname()
     assert not got["shadow"] and not got["marker"]
     assert "root:x:0:0" in got["passwd"] and os.uname().nodename not in got["passwd"]
-    assert not {"work", "farm", "old_root", "boot"} & set(got["root"])
+    assert not {"work", "farm", "old_root", "boot", "runsc", "config.json", "agent"} & set(got["root"])
     for path, content in got["masked"].items():
         assert content == "" or content.startswith("error:"), (path, content)
     for path, result in got["writes"].items():
         assert result != "written", path
     assert got["fds"] == ["0", "1", "2", "3"]  # 3: the listing itself
+    # ns: its own cgroup namespace, rooted at its exec's leaf; gVisor's
+    # kernel has no cgroup mounted and shows none.
     assert all(line.endswith(":/") for line in got["cgroup"].split()), got["cgroup"]
+    assert tier == "ns" or got["cgroup"] == "", got["cgroup"]
 
 
-def sandbox_processes():
-    """Host pids of every process in a sandbox cgroup: (agents, workloads)."""
+def sandbox_processes(run_pid):
+    """Host pids of the processes of a `hutch run`'s sandbox: (agents,
+    workloads)."""
     comms = {}
-    for root in cgroup_roots():
-        for procs in (root / "hutch").glob("*/**/cgroup.procs"):
-            for pid in map(int, procs.read_text().split()):
-                try:
-                    comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
-                except (FileNotFoundError, ProcessLookupError):
-                    pass  # exited since the listing (a shell's short-lived child), or mid-read
+    for pid in sandbox_of(run_pid):
+        try:
+            comms[pid] = pathlib.Path(f"/proc/{pid}/comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # exited since the listing (a shell's short-lived child), or mid-read
     agents = {p for p, comm in comms.items() if comm == "hutch-agent"}
     return agents, set(comms) - agents
 
@@ -135,7 +152,7 @@ def test_posture_outside():
         p.stdin.write(b"ready\n")
         p.stdin.flush()
         assert p.stdout.readline() == b"ready\n"
-        agent, workload = sandbox_processes()
+        agent, workload = sandbox_processes(p.pid)
         assert len(agent) == 1 and workload, (agent, workload)
         (agent_pid,) = agent
         a = status_of(agent_pid)
@@ -182,15 +199,19 @@ def test_posture_outside():
     assert p.returncode == 0
 
 
-def test_sandboxes_get_distinct_ids(tmp_path):
-    procs = [subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "sh", "-c", "id -u; cat"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(3)]
+def test_sandboxes_get_distinct_ids(tier):
+    procs = [subprocess.Popen([BUILD / "hutch", "run", "--isolation", tier, "-i", "--", "sh", "-c",
+                               "id -u; cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             for _ in range(3)]
     try:
         for p in procs:
             assert p.stdout.readline() == b"1000\n"
-        agents, _ = sandbox_processes()
-        uids = {int(status_of(pid)["Uid"].split()[0]) for pid in agents}
-        assert len(uids) == 3 and all(u >= UID_BASE for u in uids), uids
+        # Every process of each sandbox (gVisor's too: runsc, its sentry,
+        # gofer and stubs) runs as one of that sandbox's own host ids.
+        uids = [{int(status_of(pid)["Uid"].split()[0]) for pid in sandbox_of(p.pid)} for p in procs]
+        bases = {min(u) for u in uids}
+        assert len(bases) == 3 and all(b >= UID_BASE and b % 65536 == 0 for b in bases), bases
+        assert all(max(u) < min(u) + 65536 for u in uids), uids
     finally:
         for p in procs:
             p.stdin.close()
@@ -216,22 +237,47 @@ attempt("fds", lambda: os.listdir("/proc/1/fd") and None)
 attempt("exe-write", lambda: open("/proc/1/exe", "r+b") and None)
 attempt("exe-path-write", lambda: open(os.readlink("/proc/1/exe"), "r+b") and None)
 attempt("prlimit", lambda: __import__("resource").prlimit(1, __import__("resource").RLIMIT_NOFILE, (0, 0)) and None)
+def open_agent_fds():
+    # its pipes and sockets (an exec's output) and its connection (fd 3;
+    # under gVisor a host file): a workload opening one would read or
+    # write another exec's streams, or speak for the agent
+    for fd in os.listdir("/proc/1/fd"):
+        if fd == "3" or os.readlink(f"/proc/1/fd/{fd}").startswith(("pipe:", "socket:")):
+            try:
+                os.close(os.open(f"/proc/1/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK))
+                return f"opened {fd}"
+            except OSError:
+                pass
+    raise PermissionError(13, "none opened")
+attempt("fd-open", open_agent_fds)
 attempt("alive", lambda: open("/proc/1/status").read() and None)
 '''
 
 
 @pytest.mark.parametrize("user", ["user", "root"])
-def test_agent_cannot_be_touched(run, user):
-    r = run(["--user", user, "--", "python3", "-c", ATTACK_AGENT])
+def test_agent_cannot_be_touched(trun, tier, user):
+    r = trun(["--user", user, "--", "python3", "-c", ATTACK_AGENT])
     assert r.code == 0, r
     got = dict(line.split(" ", 1) for line in r.out.splitlines())
-    # Signals to PID 1 from inside its namespace are dropped by the kernel
-    # when it has no handler (root, same uid, may send them; they do nothing).
+    # ns: signals to PID 1 from inside its namespace are dropped by the
+    # kernel when it has no handler (root, same uid, may send them; they do
+    # nothing). gVisor delivers them by uid alone: the agent has a uid no
+    # workload has, so even root's are refused.
     for sig in ("kill-9", "kill-term", "kill-stop"):
-        assert got[sig] == ("refused 1" if user == "user" else "done"), (sig, got[sig])
-    for what in ("ptrace", "environ", "mem", "fds", "exe-write", "exe-path-write", "prlimit"):
+        want = "refused 1" if user == "user" or tier == "gvisor" else "done"
+        assert got[sig] == want, (sig, got[sig])
+    for what in ("ptrace", "mem", "exe-write", "exe-path-write", "prlimit"):
         assert got[what] != "done", (what, got[what])
-    assert got["alive"].startswith("refused"), got["alive"]  # not even visible
+    assert got["fd-open"].startswith("refused"), got["fd-open"]
+    if tier == "ns":
+        for what in ("environ", "fds"):
+            assert got[what] != "done", (what, got[what])
+        assert got["alive"].startswith("refused"), got["alive"]  # not even visible
+    else:
+        # gVisor's /proc has no hidepid and checks no ptrace access on
+        # environ or the fd listing: both show (PATH and HOME, descriptor
+        # numbers), nothing more opens.
+        assert got["alive"] == "done" and got["environ"] == "done" and got["fds"] == "done", got
     assert r.verdict["status"] == "ok"  # the agent reported the end: it survived
 
 
@@ -252,11 +298,12 @@ print("own events" if seen else "no own events", flush=True)
 '''
 
 
-def test_host_file_activity_is_invisible():
+def test_host_file_activity_is_invisible(tier):
     """The host's directories are shown through overlays of the sandbox's
-    own: an inotify watch inside sees what the sandbox does there, not which
+    own (in gVisor, through its gofer, whose inotify is the sentry's): an
+    inotify watch inside sees what the sandbox does there, not which
     programs the host or a neighbour sandbox runs and which files they open."""
-    p = subprocess.Popen([BUILD / "hutch", "run", "-i", "--", "python3", "-c", WATCHER],
+    p = subprocess.Popen([BUILD / "hutch", "run", "--isolation", tier, "-i", "--", "python3", "-c", WATCHER],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert p.stdout.readline() == b"watching\n"
@@ -270,3 +317,187 @@ def test_host_file_activity_is_invisible():
         p.stdin.close()
         p.wait(timeout=30)
     assert p.returncode == 0
+
+
+NO_ROUTE = r'''
+import errno, json, socket, sys
+got = {}
+for addr in sys.argv[2:]:
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((addr, int(sys.argv[1])))
+        got[addr] = "connected"
+    except OSError as e:
+        got[addr] = errno.errorcode.get(e.errno, str(e))
+    s.close()
+print(json.dumps(got))
+'''
+
+
+def host_addresses():
+    """The host's own IPv4 addresses, loopback aside (no packet leaves the
+    machine for them)."""
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True,
+                             text=True, timeout=10).stdout
+    except FileNotFoundError:
+        return []
+    return [l.split()[3].split("/")[0] for l in out.splitlines()
+            if len(l.split()) > 3 and not l.split()[3].startswith("127.")]
+
+
+def test_no_route_out(trun, tier):
+    """The sandbox's network is its own loopback: a listener on the host's
+    loopback or on the host's addresses is not reached (gVisor's sockets
+    are the host kernel's, --network=host, in the same namespace)."""
+    srv = socket.socket()
+    srv.bind(("0.0.0.0", 0))
+    srv.listen(8)
+    srv.setblocking(False)
+    port = srv.getsockname()[1]
+    try:
+        addrs = ["127.0.0.1", *host_addresses()]
+        r = trun(["--", "python3", "-c", NO_ROUTE, str(port), *addrs])
+        assert r.code == 0, r
+        got = json.loads(r.out)
+        assert got["127.0.0.1"] == "ECONNREFUSED", got  # its own loopback: nobody there
+        for addr in addrs[1:]:
+            assert got[addr] in ("ENETUNREACH", "EHOSTUNREACH"), (addr, got)
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+    finally:
+        srv.close()
+
+
+GVISOR_INSIDE = r'''
+import json, os
+def read(p):
+    try:
+        return open(p, "rb").read().decode(errors="replace")
+    except OSError as e:
+        return "error: " + e.strerror
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print(json.dumps({
+    "uname": list(os.uname()),
+    "version": read("/proc/version"),
+    "osrelease": read("/proc/sys/kernel/osrelease"),
+    "boot_id": read("/proc/sys/kernel/random/boot_id"),
+    "mountinfo": read("/proc/self/mountinfo"),
+    "cmdlines": {p: read(f"/proc/{p}/cmdline") for p in pids},
+}))
+'''
+
+
+def test_gvisor_kernel_and_proc_are_the_sentrys(run, tmp_path):
+    """Under gVisor the workload sees gVisor's kernel, not the host's: not
+    its version (what a kernel exploit aims by), not its boot, not its
+    mounts, not its processes."""
+    require_gvisor()
+    r = run(["--isolation", "gvisor", "--", "python3", "-c", GVISOR_INSIDE])
+    assert r.code == 0, r
+    got = json.loads(r.out)
+    host = os.uname()
+    assert got["uname"][2] != host.release and got["uname"][3] != host.version, got["uname"]
+    assert host.release not in got["version"] + got["osrelease"], (got["version"], got["osrelease"])
+    assert got["version"] != pathlib.Path("/proc/version").read_text()
+    assert got["boot_id"] != pathlib.Path("/proc/sys/kernel/random/boot_id").read_text()
+    # The sentry's mounts: its own filesystems, no host path or device.
+    mounts = [l.split() for l in got["mountinfo"].splitlines()]
+    assert mounts, got["mountinfo"]
+    for m in mounts:
+        fstype, source = m[m.index("-") + 1], m[m.index("-") + 2]
+        assert fstype in ("9p", "tmpfs", "proc", "sysfs", "devpts"), m
+        assert source in ("none", "proc", "sysfs", "tmpfs", "devpts", "shm"), m
+    for host_path in ("/run/hutch", str(BUILD), str(tmp_path), os.environ["HUTCH_STATE_DIR"]):
+        assert host_path not in got["mountinfo"], host_path
+    # PID 1 is the agent; every other process is the workload's own.
+    cmdlines = dict(got["cmdlines"])
+    assert cmdlines.pop("1") == "/dev/.hutch-agent\0--cgroup\0none\0", got["cmdlines"]
+    assert cmdlines and all(c.startswith("python3\0") for c in cmdlines.values()), cmdlines
+
+
+def test_gvisor_posture_outside():
+    """The gvisor tier from the host: every process of the sandbox (the
+    first process, runsc, its sentry, gofer and the ptrace stubs that run
+    the workload's code) runs as the sandbox's host id in its namespaces,
+    and all that serve the workload are under gVisor's seccomp filters;
+    only the first process holds the storage."""
+    require_gvisor()
+    p = subprocess.Popen([BUILD / "hutch", "run", "--isolation", "gvisor", "-i", "--", "cat"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        p.stdin.write(b"ready\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == b"ready\n"
+        pids = sandbox_of(p.pid)
+        first = [pid for pid in pids if int(status_of(pid)["PPid"]) == p.pid]
+        assert len(first) == 1, pids
+        (first,) = first
+        base = int(status_of(first)["Uid"].split()[0])
+        assert base >= UID_BASE and base % 65536 == 0
+        storage = os.stat(f"/proc/{first}/fd/16")
+        kinds = {}
+        for pid in pids:
+            try:
+                s = status_of(pid)
+                argv0 = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a stub that ended since the listing
+            kinds.setdefault(argv0.decode(), []).append(pid)
+            assert s["Uid"].split() == [str(base)] * 4 and s["Gid"].split() == [str(base)] * 4, s
+            assert userns_owner(pid) == base
+            for ns in ("mnt", "pid", "net", "ipc", "uts", "user"):
+                assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
+            if pid != first and argv0 != b"runsc":
+                # the sentry, the gofer, and the stubs the sentry forks
+                assert s["Seccomp"] == "2" and s["NoNewPrivs"] == "1", (argv0, s)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if pid == first:
+                    continue
+                try:
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                assert (st.st_dev, st.st_ino) != (storage.st_dev, storage.st_ino), (argv0, fd)
+        assert {"runsc", "runsc-sandbox", "runsc-gofer"} <= set(kinds), kinds
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    assert p.returncode == 0
+
+
+FORKS = r'''
+import os, threading, time
+n = t = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork", e.strerror)
+try:
+    for _ in range(200):
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        t += 1
+except RuntimeError:
+    print("thread refused")
+print(n, t)
+'''
+
+
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_process_limit_is_a_refusal(trun, tier, user):
+    """Forking and threading up to --pids is refused (EAGAIN), in both
+    tiers, and the sandbox lives on. Under gVisor the limit is kept inside
+    its kernel (RLIMIT_NPROC): its processes each cost the host several, so
+    the host's limit alone ended the sandbox instead (gvisor.c)."""
+    r = trun(["--user", user, "--pids", "64", "--", "python3", "-c", FORKS])
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[:2] == ["fork Resource temporarily unavailable", "thread refused"], r.out
+    forks, threads = map(int, lines[2].split())
+    assert 60 <= forks <= 64 and threads == 0, r.out  # the forks hold the whole limit
+    assert r.verdict["status"] == "ok"
