@@ -152,7 +152,7 @@ void job_free(struct agent *a, struct job *j);
  * until the sandbox ends). */
 void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name);
 /* fork(), the child born in leaf on cgroup v2 (NULL: where the agent is). */
-pid_t agent_fork(const struct hutch_cgroup *leaf);
+pid_t agent_fork(const struct agent *a, const struct hutch_cgroup *leaf);
 
 /* child.c: runs in the forked child, never returns. */
 /* users.c: the account a workload runs as. */

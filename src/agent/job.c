@@ -484,7 +484,7 @@ void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *n
     unlinkat(a->cg.fd[i], name, AT_REMOVEDIR);
 }
 
-pid_t agent_fork(const struct hutch_cgroup *leaf) {
+pid_t agent_fork(const struct agent *a, const struct hutch_cgroup *leaf) {
   struct clone_args args = {.exit_signal = SIGCHLD};
   if (leaf && leaf->ops == &hutch_cgroup_v2_ops) {
     args.flags = CLONE_INTO_CGROUP;
@@ -496,8 +496,10 @@ pid_t agent_fork(const struct hutch_cgroup *leaf) {
   if (pid < 0 && errno == ENOSYS && !args.flags)
     pid = (pid_t)syscall(SYS_fork);
   /* The seccomp listener can let a refused call through (monitor.c): no
-   * process but the agent holds it, not even until its exec. */
-  if (pid == 0)
+   * process but the agent holds it, not even until its exec. Only when
+   * there is one: otherwise that number is any fd of the agent's, an
+   * exec's pipe among them (always so under gVisor, which gives none). */
+  if (pid == 0 && a->monitor.w.fd >= 0)
     close(HUTCH_AGENT_NOTIFY_FD);
   return pid;
 }
@@ -507,10 +509,10 @@ pid_t agent_fork(const struct hutch_cgroup *leaf) {
  * holding the pid the sandbox's limit has left goes first. */
 static pid_t spawn(struct agent *a, const struct child_plan *plan,
                    const struct hutch_cgroup *leaf) {
-  pid_t pid = agent_fork(leaf);
+  pid_t pid = agent_fork(a, leaf);
   if (pid < 0 && errno == EAGAIN && a->spare.pid > 0) {
     spare_drop(a);
-    pid = agent_fork(leaf);
+    pid = agent_fork(a, leaf);
   }
   if (pid == 0)
     child_run(plan);

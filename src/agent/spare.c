@@ -97,7 +97,7 @@ void spare_keep(struct agent *a) {
       .bset = a->bset,
       .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
-  pid_t pid = agent_fork(&s->leaf);
+  pid_t pid = agent_fork(a, &s->leaf);
   if (pid == 0)
     child_spare(&plan, sv[1]);
   close(sv[1]);

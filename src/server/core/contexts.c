@@ -343,12 +343,16 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
   case HUTCH_F_ERROR:
     if (f->flags & HUTCH_FL_END) {
       json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
-      char why[96];
+      char why[256];
       json_t *code = json_object_get(j, "exit_code"), *sig = json_object_get(j, "signal");
+      /* A kernel that never ran (125: the agent could not set it up) says why. */
+      const char *msg = json_string_value(json_object_get(j, "message"));
       if (json_is_integer(sig))
         snprintf(why, sizeof why, "killed by signal %d", (int)json_integer_value(sig));
       else if (json_is_integer(code))
-        snprintf(why, sizeof why, "exit status %d", (int)json_integer_value(code));
+        snprintf(why, sizeof why, "exit status %d%s%s", (int)json_integer_value(code),
+                 msg && json_integer_value(code) == 125 ? ": " : "",
+                 msg && json_integer_value(code) == 125 ? msg : "");
       else
         snprintf(why, sizeof why, "%s",
                  json_string_value(json_object_get(j, "message")) ?: "it could not start");
