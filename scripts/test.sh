@@ -55,19 +55,24 @@ HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 took "the integration suite"
 
-# E2B's official SDKs against hutch serve (tests/e2b/run: node's runner, TAP).
-echo "== E2B's SDKs against hutch serve (tests/e2b) =="
-HUTCH_BUILD="$build" tests/e2b/run >"$log/e2b" 2>&1 || fail=1
-grep -E "^not ok|^# (tests|pass|fail)" "$log/e2b"
-epass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log/e2b" | tail -n 1)
-efail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log/e2b" | tail -n 1)
-if [ -z "$epass" ]; then # it never ran its tests (no npm registry, no node): say why
-  tail -n 20 "$log/e2b"
-  epass=0 efail=1 fail=1
-elif [ "${efail:-0}" != 0 ]; then
-  grep -A 30 "not ok" "$log/e2b" | head -n 120
-fi
-took "E2B's SDKs"
+# E2B's official SDKs against hutch serve (tests/e2b/run: node's runner, TAP),
+# once with each isolation tier as the server's default (docs/isolation.md).
+epass=0 efail=0
+for tier in ns gvisor; do
+  echo "== E2B's SDKs against hutch serve, $tier tier (tests/e2b) =="
+  HUTCH_BUILD="$build" HUTCH_SERVE_ARGS="--isolation $tier" tests/e2b/run >"$log/e2b-$tier" 2>&1 || fail=1
+  grep -E "^not ok|^# (tests|pass|fail)" "$log/e2b-$tier"
+  p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log/e2b-$tier" | tail -n 1)
+  f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log/e2b-$tier" | tail -n 1)
+  if [ -z "$p" ]; then # it never ran its tests (no npm registry, no node): say why
+    tail -n 20 "$log/e2b-$tier"
+    p=0 f=1 fail=1
+  elif [ "${f:-0}" != 0 ]; then
+    grep -A 30 "not ok" "$log/e2b-$tier" | head -n 120
+  fi
+  epass=$(( epass + p )) efail=$(( efail + ${f:-0} ))
+  took "E2B's SDKs ($tier)"
+done
 
 # The same suite where the kernel runs cgroup v2, as most hosts do now; the
 # development and CI machines are v1 (hybrid). The guest's TMPDIR and state
