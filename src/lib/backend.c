@@ -24,33 +24,27 @@ static int gvisor_adopt(const char *id, unsigned slot, pid_t pid, const char *li
                         "over", id);
 }
 
+/* What both tiers do alike, in the shell. */
+#define SHELL_OPS                                                                     \
+  .create = hutch_shell_create, .freeze = hutch_shell_freeze, .usage = hutch_shell_usage, \
+  .socket = hutch_shell_socket, .storage = hutch_shell_storage,                           \
+  .destroy = hutch_shell_destroy, .release = hutch_shell_release
+
 static const struct hutch_backend backends[] = {
     [HUTCH_ISOLATION_NS] = {
         .name = "ns",
         .isolation = HUTCH_ISOLATION_NS,
         .can = HUTCH_CAN_ADOPT | HUTCH_CAN_ESCAPES | HUTCH_CAN_EXEC_MEMORY | HUTCH_CAN_BUILD |
                HUTCH_CAN_HOST_KERNEL,
-        .create = hutch_shell_create,
+        SHELL_OPS,
         .adopt = hutch_shell_adopt,
-        .freeze = hutch_shell_freeze,
-        .usage = hutch_shell_usage,
-        .socket = hutch_shell_socket,
-        .storage = hutch_shell_storage,
-        .destroy = hutch_shell_destroy,
-        .release = hutch_shell_release,
     },
     [HUTCH_ISOLATION_GVISOR] = {
         .name = "gvisor",
         .isolation = HUTCH_ISOLATION_GVISOR,
         .can = 0,
-        .create = hutch_shell_create,
+        SHELL_OPS,
         .adopt = gvisor_adopt,
-        .freeze = hutch_shell_freeze,
-        .usage = hutch_shell_usage,
-        .socket = hutch_shell_socket,
-        .storage = hutch_shell_storage,
-        .destroy = hutch_shell_destroy,
-        .release = hutch_shell_release,
     },
 };
 
