@@ -202,12 +202,20 @@ static void on_signal(struct agent *a, struct watch *w, uint32_t events) {
 /* gVisor makes /dev, and the devices in it, its root's (uid 0): the uid of
  * a workload run as root, which could then put a file of its own where
  * the agent and every other exec open /dev/null, or chmod the devices. In
- * the ns tier they are the host's, unmapped. Here they become nobody's;
- * what is mounted on /dev (pts, shm, the agent) keeps its owner. */
+ * the ns tier they are the host's, unmapped. Here they become the agent's
+ * own (uid 65536 under gVisor, gvisor.c): an id no workload can run as
+ * (users.c takes ids below 65536 only), where nobody (65534) is one an
+ * image may well run as. What is mounted on /dev (pts, shm, the agent)
+ * keeps its owner. */
 static int gvisor_dev_owner(struct hutch_err *err) {
+  uid_t self = geteuid();
+  gid_t group = getegid();
   _cleanup_close_ int dev = open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat top;
-  if (dev < 0 || fstat(dev, &top) < 0 || fchown(dev, HUTCH_NOBODY, HUTCH_NOBODY) < 0)
+  if (self < HUTCH_ID_RANGE)
+    return hutch_err_invalid(err, "under gVisor the agent's uid must be one no workload has, "
+                                  "not %u", (unsigned)self);
+  if (dev < 0 || fstat(dev, &top) < 0 || fchown(dev, self, group) < 0)
     return hutch_err_set(err, errno, "/dev");
   DIR *d = fdopendir(dup(dev));
   if (!d)
@@ -218,7 +226,7 @@ static int gvisor_dev_owner(struct hutch_err *err) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
         fstatat(dev, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != top.st_dev)
       continue;
-    if (fchownat(dev, e->d_name, HUTCH_NOBODY, HUTCH_NOBODY, AT_SYMLINK_NOFOLLOW) < 0)
+    if (fchownat(dev, e->d_name, self, group, AT_SYMLINK_NOFOLLOW) < 0)
       r = hutch_err_set(err, errno, "/dev/%s", e->d_name);
   }
   closedir(d);

@@ -9,7 +9,6 @@
 #define HUTCH_USER_NAME "user"
 #define HUTCH_USER_HOME "/home/user"
 #define HUTCH_TTY_GID 5
-#define HUTCH_NOBODY 65534 /* as the sandbox sees the host's unmapped ids */
 /* Each sandbox maps this many ids onto its own host range. */
 #define HUTCH_ID_RANGE 65536
 

@@ -1,7 +1,9 @@
 /* Isolation tiers behind one table of operations (crun's handlers): the
  * public hutch_sandbox_* calls (sandbox.h) go through the table of the
- * sandbox's tier, and what a tier cannot do is a bit it lacks, which the
- * caller answers as `unsupported` (docs/isolation.md has the matrix).
+ * sandbox's tier, and what a tier cannot do is a bit it lacks: adoption
+ * and builds the caller refuses as `unsupported`; escape counts and
+ * per-exec memory verdicts come back unknown (null) from such a tier's
+ * agent (docs/isolation.md has the matrix).
  * Snapshot, fork and restore are built from these: a frozen sandbox's
  * storage is captured as a layer (storage), and a copy is a create with
  * layers above its template. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "hostlimits.h"
 #include "layout.h"
 #include "util.h"
 
@@ -122,7 +123,11 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
 #define HOST_PIDS_PER_TASK 6
 
 uint64_t hutch_gvisor_host_pids(uint64_t pids) {
-  return HOST_PIDS_BASE + 2 * HOST_PIDS_PER_TASK * pids;
+  /* Never past what one sandbox may hold of the host's (hutch_config_check):
+   * there a fork under more uids than two can still end the sandbox, not
+   * the host. */
+  uint64_t host = HOST_PIDS_BASE + 2 * HOST_PIDS_PER_TASK * pids, most = hutch_pids_max();
+  return host < most ? host : most;
 }
 
 int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes, uint64_t pids,
