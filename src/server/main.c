@@ -72,6 +72,10 @@ static const char usage[] =
     "                            kernel, runsc; docs/isolation.md). runsc is looked for at\n"
     "                            start: without it the gvisor tier answers unsupported, and\n"
     "                            --isolation gvisor refuses to start\n"
+    "  --isolation-min TIER      no sandbox in a weaker tier (ns < gvisor), whatever its\n"
+    "                            request, template or snapshot asks (403 isolation_floor);\n"
+    "                            raises --isolation to it; template builds, which run in\n"
+    "                            ns, are refused under a gvisor floor\n"
     "  --gvisor-platform P       runsc's platform: ptrace (the default) or kvm (/dev/kvm)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
@@ -109,7 +113,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
          O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME,
-         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_GVISOR_PLATFORM };
+         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_ISOLATION_MIN, O_GVISOR_PLATFORM };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -136,6 +140,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"metrics-public", no_argument, NULL, O_METRICS_PUBLIC},
       {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
       {"isolation", required_argument, NULL, O_ISOLATION},
+      {"isolation-min", required_argument, NULL, O_ISOLATION_MIN},
       {"gvisor-platform", required_argument, NULL, O_GVISOR_PLATFORM},
       {"help", no_argument, NULL, O_HELP},
       {0},
@@ -217,13 +222,15 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       free(cfg->metrics_token_file);
       cfg->metrics_token_file = xstrdup(optarg);
       break;
-    case O_ISOLATION: {
+    case O_ISOLATION:
+    case O_ISOLATION_MIN: {
       int i = hutch_isolation_parse(optarg);
       if (i < 0) {
-        fprintf(stderr, "hutch serve: --isolation wants ns or gvisor, not '%s'\n", optarg);
+        fprintf(stderr, "hutch serve: --%s wants ns or gvisor, not '%s'\n",
+                o == O_ISOLATION ? "isolation" : "isolation-min", optarg);
         return -1;
       }
-      cfg->isolation = (enum hutch_isolation)i;
+      *(o == O_ISOLATION ? &cfg->isolation : &cfg->isolation_min) = (enum hutch_isolation)i;
       break;
     }
     case O_GVISOR_PLATFORM:
@@ -303,6 +310,9 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       return -1;
     }
   }
+  /* The floor lifts the default with it (tiers are ordered ns < gvisor). */
+  if (cfg->isolation < cfg->isolation_min)
+    cfg->isolation = cfg->isolation_min;
   if (optind < argc) {
     fprintf(stderr, "hutch serve: unexpected argument '%s'\n", argv[optind]);
     return -1;

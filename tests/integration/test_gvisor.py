@@ -441,3 +441,32 @@ def test_a_templates_label_names_its_tier(tmp_path):
         assert r.status == 400 and "hutch.isolation" in r.json["error"]["message"], r
     finally:
         assert s.stop() == 0
+
+
+def test_an_operator_floor_no_request_label_snapshot_or_build_lowers(tmp_path):
+    """--isolation-min gvisor: the default is gvisor, and a tenant's request,
+    an image's label or a build (whose RUN steps run in ns) cannot go below
+    it (review: an imported image with LABEL hutch.isolation=ns left gVisor
+    on a gvisor server)."""
+    from test_templates_api import busybox_layer, oci_archive, upload
+    arc = oci_archive([busybox_layer()], {"Env": ["PATH=/bin"], "WorkingDir": "/",
+                                          "Labels": {"hutch.isolation": "ns"}})
+    s = serve(tmp_path, "--isolation-min", "gvisor")
+    try:
+        api = s.api()
+        assert api.create()["isolation"] == "gvisor"
+        r = api.post("/v1/sandboxes", {"isolation": "ns"})
+        assert r.status == 403 and error_of(r) == "isolation_floor", r
+        assert upload(api, "/v1/templates/import?name=nsbox", arc).status == 201
+        r = api.post("/v1/sandboxes", {"template": "nsbox"})
+        assert r.status == 403 and error_of(r) == "isolation_floor", r
+        assert api.create(template="nsbox", isolation="gvisor")["isolation"] == "gvisor"
+        r = api.post("/v1/templates", {"name": "built", "dockerfile": "FROM nsbox\nRUN true\n"})
+        assert r.status == 403 and error_of(r) == "isolation_floor", r
+        assert api.create()["isolation"] == "gvisor"  # it serves on
+    finally:
+        assert s.stop() == 0
+    p = subprocess.run([BUILD / "hutch-serve", "--listen", "127.0.0.1:0", "--state-dir",
+                        tmp_path / "state", "--isolation-min", "vm"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 125 and "--isolation-min" in p.stderr, p.stderr

@@ -63,11 +63,15 @@ print(json.dumps({
 '''
 
 
-@pytest.mark.parametrize("user", ["user", "root"])
+# 65534: nobody, an id images run as; under gVisor /dev must not be its
+# (the agent's own uid owns it, which no workload can have).
+@pytest.mark.parametrize("user", ["user", "root", "65534"])
 def test_posture_inside(trun, tier, tmp_path, user):
     marker = tmp_path / "host-marker"
     marker.write_text("host only")
-    r = trun(["--user", user, "--env", f"MARKER={marker}", "--", "python3", "-c", INSIDE])
+    # /tmp: nobody's home in /etc/passwd is /nonexistent
+    r = trun(["--user", user, "--cwd", "/tmp", "--env", f"MARKER={marker}", "--", "python3", "-c",
+              INSIDE])
     assert r.code == 0, r
     got = json.loads(r.out)
     agent = [t for t in got["threads"] if t["Name"] in ("hutch-agent", ".hutch-agent")]
@@ -76,7 +80,7 @@ def test_posture_inside(trun, tier, tmp_path, user):
     for t in workload:
         assert t["Seccomp"] == "2", t
         assert t["CapEff"] == t["CapPrm"] == t["CapBnd"] == "0000000000000000", t
-        assert t["Uid"].split()[0] == ("0" if user == "root" else "1000")
+        assert t["Uid"].split()[0] == {"root": "0", "user": "1000"}.get(user, user)
         if tier == "ns":
             assert t["NoNewPrivs"] == "1" and t["CapAmb"] == "0000000000000000", t
         else:  # gVisor's status has neither line; no_new_privs is what seccomp

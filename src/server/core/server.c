@@ -262,6 +262,14 @@ int server_tier(const struct server *srv, enum hutch_isolation iso,
                 struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   cfg->isolation = iso;
   cfg->gvisor = NULL;
+  /* A tenant's request, an image's label or a snapshot chooses among the
+   * tiers the operator allows, never below them: internet-sourced code
+   * must not pick its own sandbox. */
+  if (iso < srv->cfg.isolation_min)
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "isolation_floor",
+                          "this server runs no sandbox below the %s tier (--isolation-min): "
+                          "%s was asked",
+                          hutch_isolation_name(srv->cfg.isolation_min), hutch_isolation_name(iso));
   if (iso != HUTCH_ISOLATION_GVISOR)
     return 0;
   if (!srv->has_gvisor)

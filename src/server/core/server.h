@@ -67,6 +67,9 @@ struct serve_config {
   /* --isolation: the tier of a sandbox whose request, template and
    * snapshot name none; --gvisor-platform: runsc's (gvisor.h). */
   enum hutch_isolation isolation;
+  /* --isolation-min: the operator's floor, which no request, template
+   * label or snapshot lowers (server_tier). */
+  enum hutch_isolation isolation_min;
   char *gvisor_platform;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */

@@ -659,6 +659,12 @@ static int begin_check(struct template_job *j, const struct principal *p,
   struct templates *t = templates_state(srv);
   if (!spec_ok(spec, p, err))
     return -1;
+  /* A build's RUN steps run in the ns tier (HUTCH_CAN_BUILD). */
+  if (strcmp(spec->kind, "build") == 0 && srv->cfg.isolation_min > HUTCH_ISOLATION_NS)
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "isolation_floor",
+                          "template builds run in the ns tier, below this server's %s floor "
+                          "(--isolation-min)",
+                          hutch_isolation_name(srv->cfg.isolation_min));
   if (srv->stopping)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
   if (running(t, p->tenant) >= TEMPLATE_JOBS_TENANT)
