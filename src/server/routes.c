@@ -62,6 +62,8 @@ static void healthz(struct http_conn *c, const struct principal *p) {
  * ({path} matches it whole, slashes and all, or nothing); the handler
  * checks the caller itself, as a port may be public. */
 #define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true}
+#define E2B_PORT(m) \
+  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true, DIALECT_E2B}
 
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
@@ -142,9 +144,13 @@ static const struct route e2b_api[] = {
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/pause", TENANT, "sandbox.pause", e2b_sandboxes_pause, false,
      DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect, false,
+     DIALECT_E2B},
     {HTTP_POST, "/v2/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect,
      false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}/metrics", TENANT, NULL, e2b_sandboxes_metrics, false, DIALECT_E2B},
+    E2B_PORT(HTTP_GET), E2B_PORT(HTTP_HEAD), E2B_PORT(HTTP_POST), E2B_PORT(HTTP_PUT),
+    E2B_PORT(HTTP_PATCH), E2B_PORT(HTTP_DELETE), E2B_PORT(HTTP_OPTIONS),
     {HTTP_PUT, "/sandboxes/{id}/network", TENANT, "sandbox.network", e2b_sandboxes_network, false,
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/fork", TENANT, "sandbox.fork", e2b_sandboxes_fork, false,
@@ -203,6 +209,7 @@ static const struct route e2b_envd[] = {
 #undef RPC
 #undef STREAM
 #undef PORT
+#undef E2B_PORT
 
 /* The code interpreter (E2B's code-interpreter template server). */
 static const struct route e2b_interp[] = {
@@ -314,8 +321,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
     if (!s->dying && strcmp(s->id, id) == 0)
       sb = s;
   if (!sb) {
-    http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_not_found", "no sandbox %.32s on this server (it ended, or never was)",
-               id ? id : "");
+    ports_sandbox_missing(c, id ? id : "");
     return NULL;
   }
   if (access == SANDBOX_ANY)
@@ -352,6 +358,11 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   const struct route *found = find(req, &path_known);
   if (!found) {
     size_t n;
+    /* Outside the native API's paths, the client is E2B's: its SDKs read
+     * {"code", "message"} (another shape shows as "[object Object]"). */
+    if (table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
+        strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0)
+      c->dialect = DIALECT_E2B;
     if (!table_for(req, &n))
       http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
                  http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");

@@ -29,7 +29,6 @@ void pool_metrics(FILE *f, const struct server *srv);
 
 /* e2b/control.c: /sandboxes, /v2/sandboxes */
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
-void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
@@ -37,6 +36,10 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p);
+/* A sandbox as E2B lists it (ListedSandbox). */
+json_t *e2b_listed_json(const struct sbx *sb);
+/* e2b/lists.c: the lists, a page at a time */
+void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
