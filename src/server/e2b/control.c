@@ -6,10 +6,12 @@
  *   GET  /sandboxes/{id}                  detail
  *   DELETE /sandboxes/{id}                204
  *   POST /sandboxes/{id}/timeout          {timeout} seconds from now, 204
- *   POST /v2/sandboxes/{id}/connect       {timeout} extends only; the sandbox again
+ *   POST /sandboxes/{id}/connect          {timeout} extends only; the sandbox again
+ *   POST /v2/sandboxes/{id}/connect       the same
  *   POST /sandboxes/{id}/pause            204
- *   GET  /sandboxes/{id}/metrics          samples
- *   …and snapshots, forks (docs/e2b.md); network settings in e2b/network.c
+ *   POST /sandboxes/{id}/refreshes        {duration}: its end moves later, 204
+ *   …and snapshots, forks (docs/e2b.md); network settings in e2b/network.c,
+ *   lists in e2b/lists.c, metrics and logs in e2b/observe.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
 #include <stdlib.h>
@@ -224,6 +226,24 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, sandbox_json(sb));
 }
 
+/* {duration}: seconds (0 to 3600) it lives from now at least, never less
+ * than E2B's 15 s; its end only ever moves later (E2B's keep-alive). */
+#define REFRESH_MIN_S 15
+#define REFRESH_MAX_S 3600
+void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"duration", NULL};
+  uint64_t d = REFRESH_MIN_S;
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
+  bool ok = sb && (!c->req.body_len || (o && body_only(c, o, known) >= 0 &&
+                                        body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0));
+  json_decref(o);
+  if (!ok)
+    return;
+  act_set_timeout(sb, (double)(d < REFRESH_MIN_S ? REFRESH_MIN_S : d), true);
+  http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
 static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
   struct http_wait *w = arg;
   struct http_conn *c = http_wait_end(w);
@@ -256,28 +276,6 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
     http_wait_begin(w, c);
     sbx_pause(sb, e2b_answer_pause, w);
   }
-}
-
-static void e2b_point(const struct usage_point *pt, void *arg) {
-  char t[32];
-  iso8601(pt->ms, t);
-  json_array_append_new(
-      arg, json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
-                     (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct",
-                     pt->cpu_pct, "memUsed", (json_int_t)pt->memory_used, "memTotal",
-                     (json_int_t)pt->memory_limit, "memCache", (json_int_t)pt->memory_cache,
-                     "diskUsed", (json_int_t)pt->disk_used, "diskTotal",
-                     (json_int_t)pt->disk_limit));
-}
-
-void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
-    return;
-  json_t *a = json_array();
-  usage_points(sb, start, end, e2b_point, a);
-  http_json(c, 200, a);
 }
 
 struct sbx *e2b_sandbox(struct http_conn *c) {

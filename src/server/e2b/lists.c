@@ -45,9 +45,7 @@ static json_t *metadata_filter(const char *q) {
   return want;
 }
 
-/* An RFC 3339 time, as JavaScript's toISOString writes it
- * ("2026-11-26T17:30:00.123Z", or with an offset), in ms since the epoch. */
-static bool parse_time(const char *s, int64_t *ms) {
+bool e2b_parse_time(const char *s, int64_t *ms) {
   struct tm tm = {0};
   const char *r = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
   if (!r)
@@ -101,7 +99,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     return true;
   }
   if (strcmp(key, "startedAfter") == 0)
-    return parse_time(value, &q->f.started_after_ms);
+    return e2b_parse_time(value, &q->f.started_after_ms);
   if (strcmp(key, "limit") == 0)
     return parse_u64(value, &q->limit) && q->limit >= 1 && q->limit <= LIST_MAX;
   if (strcmp(key, "order") == 0) {
