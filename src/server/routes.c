@@ -305,6 +305,23 @@ static const struct route *find(const struct http_req *req, bool *path_known) {
   return NULL;
 }
 
+/* The dialect of req's errors: its route's; a path no route has outside
+ * the native API's is E2B's (its SDKs read {"code", "message"}, and show
+ * another shape as "[object Object]"), as is a port reached by host. */
+static enum http_dialect serve_dialect(struct server *srv, const struct http_req *req) {
+  bool known;
+  size_t n;
+  const struct route *r = find(req, &known);
+  if (ports_routed_by_host(srv, req))
+    return DIALECT_E2B;
+  if (r)
+    return r->dialect;
+  return table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
+                 strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0
+             ? DIALECT_E2B
+             : DIALECT_HUTCH;
+}
+
 bool serve_streams_body(struct server *srv, const struct http_req *req) {
   if (ports_routed_by_host(srv, req))
     return true;
@@ -365,11 +382,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   const struct route *found = find(req, &path_known);
   if (!found) {
     size_t n;
-    /* Outside the native API's paths, the client is E2B's: its SDKs read
-     * {"code", "message"} (another shape shows as "[object Object]"). */
-    if (table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
-        strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0)
-      c->dialect = DIALECT_E2B;
+    c->dialect = serve_dialect(srv, req);
     if (!table_for(req, &n))
       http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
                  http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
@@ -475,6 +488,7 @@ static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_
 const struct http_handlers serve_http = {
     .dispatch = serve_dispatch,
     .streams_body = serve_streams_body,
+    .dialect = serve_dialect,
     .done = serve_request_done,
     .room = room,
 };

@@ -66,6 +66,11 @@ def test_connect_in_both_forms_and_errors_in_e2bs_shape(server, team):
         r = api.request(method, path)
         assert set(r.json) == {"code", "message"} and r.json["code"] == r.status, r
     assert api.get("/v1/nothing").json["error"]["code"] == "not_found"
+    # Refused by the transport before any route: the same shapes.
+    big = b"x" * ((1 << 20) + 1)
+    assert api.request("POST", "/sandboxes", big).json == {
+        "code": 413, "message": "request body exceeds 1048576 bytes"}
+    assert api.request("POST", "/v1/sandboxes", big).json["error"]["code"] == "body_too_large"
     # Another tenant's sandbox is not there either.
     other = server.api(server.api().post("/v1/keys", {"tenant": "ctl-other"}).json["key"])
     assert other.post(f"/sandboxes/{sid}/connect", {}).status == 404
