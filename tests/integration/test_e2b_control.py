@@ -165,7 +165,8 @@ def test_ports_by_path_and_a_gone_sandbox(server, team):
         assert (r.status, r.json) == (502, want), r
     # Nothing listening: 502 too, in E2B's shape.
     r = api.get(f"/sandboxes/{sid}/ports/8001/")
-    assert (r.status, r.json["code"]) == (502, 502)
+    assert (r.status, r.json) == (502, {"code": 502, "sandboxId": sid, "port": 8001,
+                                        "message": "The sandbox is running but port is not open"})
 
 
 def test_refresh_metrics_and_logs_for_the_owner_only(server, team):

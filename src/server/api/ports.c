@@ -3,8 +3,9 @@
  *   /v1/sandboxes/{id}/ports/{port}/PATH   the rest of the path goes on
  *   /sandboxes/{id}/ports/{port}/PATH      the same, in E2B's API
  *   Host: {port}-{id}.{domain}             E2B's getHost(); the path as is
- * The last two answer as E2B's proxy does: {"code", "message"}, and a
- * sandbox that is not there a 502 "The sandbox was not found".
+ * The last two answer as E2B's proxy does: {"code", "message"}, a sandbox
+ * that is not there a 502 "The sandbox was not found", a port nothing
+ * listens on a 502 "The sandbox is running but port is not open".
  * A port is private unless the sandbox makes it public: a private one
  * needs the owner's API key or the sandbox's traffic token, and the
  * credential is taken off the request before it goes in.
@@ -168,8 +169,15 @@ static void on_connected(struct relay *r, int status) {
   if (status < 0) {
     pc->c = NULL;
     http_own(c, NULL, NULL);
-    http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)", pc->sandbox,
-               pc->port, uv_strerror(status));
+    if (c->dialect == DIALECT_E2B) { /* as E2B's proxy says it */
+      c->last_error = "port_closed";
+      http_json(c, 502, json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
+                                  "The sandbox is running but port is not open", "sandboxId",
+                                  pc->sandbox, "port", pc->port));
+    } else {
+      http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)",
+                 pc->sandbox, pc->port, uv_strerror(status));
+    }
     relay_close(&pc->relay);
     return;
   }
