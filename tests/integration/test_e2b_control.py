@@ -107,6 +107,9 @@ def test_sandbox_list_filters_and_pages(server, team):
     assert [s["sandboxID"] for s in got] == ids
     got, _ = page(api, "/v2/sandboxes?limit=1&state=paused")
     assert [s["sandboxID"] for s in got] == ids[:1]
+    for both in ("state=paused,running", "state=paused&state=running"):
+        assert len(api.get(f"/v2/sandboxes?{both}").json) == 3
+    assert [s["sandboxID"] for s in api.get("/v2/sandboxes?state=running").json] == ids[:0:-1]
     # A page's last sandbox gone before the next page: the next goes on.
     r = api.get("/v2/sandboxes?limit=1")
     api.delete(f"/sandboxes/{r.json[0]['sandboxID']}")

@@ -76,7 +76,7 @@ bool e2b_parse_time(const char *s, int64_t *ms) {
 struct sandbox_query {
   struct sandbox_filter f;
   uint64_t limit;
-  bool asc;
+  bool asc, state_given;
   char *template;
   /* nextToken "<created ms>_<id>": the last sandbox of the page before. */
   bool after;
@@ -91,7 +91,10 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     return (q->f.metadata = metadata_filter(value)) != NULL;
   }
   if (strcmp(key, "state") == 0) {
-    q->f.running = q->f.paused = false;
+    /* "running,paused", or the key once per state */
+    if (!q->state_given)
+      q->f.running = q->f.paused = false;
+    q->state_given = true;
     for (char *st = value, *save = NULL, *tok; (tok = strtok_r(st, ",", &save)); st = NULL) {
       q->f.running |= strcmp(tok, "running") == 0;
       q->f.paused |= strcmp(tok, "paused") == 0;
