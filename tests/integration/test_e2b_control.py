@@ -107,6 +107,8 @@ def test_sandbox_list_filters_and_pages(server, team):
     assert [s["sandboxID"] for s in got] == ids
     got, _ = page(api, "/v2/sandboxes?limit=1&state=paused")
     assert [s["sandboxID"] for s in got] == ids[:1]
+    for name, n in (("base", 3), ("host", 3), ("code-interpreter-v1", 3), ("unknown", 0)):
+        assert len(api.get(f"/v2/sandboxes?template={name}").json) == n, name
     for both in ("state=paused,running", "state=paused&state=running"):
         assert len(api.get(f"/v2/sandboxes?{both}").json) == 3
     assert [s["sandboxID"] for s in api.get("/v2/sandboxes?state=running").json] == ids[:0:-1]

@@ -134,10 +134,10 @@ static int token_cmp(const struct sandbox_query *q, const struct sbx *sb) {
 
 static void sandboxes_page(struct http_conn *c, const struct principal *p,
                            struct sandbox_query *q) {
-  /* E2B's names of the host template list the host's sandboxes. */
+  /* A template's sandboxes; E2B's names of its defaults are the host
+   * template's too when the store has no template of that name. */
   const char *t = q->template;
   bool host = t && (strcmp(t, "base") == 0 || strncmp(t, "code-interpreter", 16) == 0);
-  q->f.template = host ? "host" : t;
   size_t n;
   struct sbx **all = sandboxes_list(c->srv, p, &q->f, &n);
   json_t *a = json_array();
@@ -145,7 +145,8 @@ static void sandboxes_page(struct http_conn *c, const struct principal *p,
   bool more = false;
   for (size_t k = 0; k < n && !more; k++) {
     const struct sbx *sb = all[q->asc ? n - 1 - k : k];
-    if (q->after && (q->asc ? token_cmp(q, sb) >= 0 : token_cmp(q, sb) <= 0))
+    if ((q->after && (q->asc ? token_cmp(q, sb) >= 0 : token_cmp(q, sb) <= 0)) ||
+        (t && strcmp(sb->template, t) != 0 && !(host && strcmp(sb->template, "host") == 0)))
       continue;
     more = json_array_size(a) == q->limit;
     if (!more) {
