@@ -361,3 +361,17 @@ describe('volumes', () => {
     assert.equal(await Volume.destroy(vol.volumeId), false);
   });
 });
+
+describe('volume mounts', () => {
+  it('mount a volume in a sandbox, which sees what its content API wrote', T, async () => {
+    const vol = await Volume.create(`mounted${process.pid}`);
+    await vol.writeFile('/in.txt', 'from outside');
+    const box = await BaseSandbox.create({ volumeMounts: { '/mnt/vol': vol }, timeoutMs: 60000 });
+    assert.deepEqual((await box.getInfo()).volumeMounts, [{ name: vol.name, path: '/mnt/vol' }]);
+    assert.equal(await box.files.read('/mnt/vol/in.txt'), 'from outside');
+    await box.files.write('/mnt/vol/out.txt', 'from inside');
+    assert.equal(await vol.readFile('/out.txt', { format: 'text' }), 'from inside');
+    await box.kill();
+    assert.equal(await Volume.destroy(vol.volumeId), true);
+  });
+});

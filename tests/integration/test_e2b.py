@@ -110,7 +110,9 @@ def test_network_settings_map_onto_hutchs(server):
     ({"templateID": "base", "network": {"egressProxy": {"address": "a:1"}}}, 400),
     ({"templateID": "base", "network": {"allowOut": ["exa mple"]}}, 400),
     ({"templateID": "base", "network": {"rules": {"a.org": [{"drop": True}]}}}, 400),
-    ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/v"}]}, 400),
+    ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/v"}]}, 404),
+    ({"templateID": "base", "volumeMounts": {"/v": "v"}}, 400),
+    ({"templateID": "base", "volumeMounts": [{"name": "v", "path": "/proc/x"}]}, 400),
     ({"templateID": "base", "bogus": 1}, 400),
     ({"templateID": "base", "envVars": {"A": 1}}, 400),
 ])

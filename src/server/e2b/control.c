@@ -26,6 +26,7 @@
 #include "api/api.h"
 #include "core/snapshots.h"
 #include "core/usage.h"
+#include "core/volumes.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/connect.h"
@@ -57,6 +58,20 @@ static json_t *sandbox_json(const struct sbx *sb) {
                    sb->traffic_token, "domain", domain_json(sb));
 }
 
+/* Its volumes as E2B's volumeMounts [{name, path}]. */
+static json_t *volume_mounts(const struct sbx *sb) {
+  json_t *out = json_array(), *m;
+  size_t i;
+  json_array_foreach(sb->volumes, i, m) {
+    json_t *vol = volumes_find(sb->srv, sb->tenant, json_string_value(json_object_get(m, "id")));
+    json_array_append_new(out, json_pack("{s:O,s:O}", "name",
+                                         vol ? json_object_get(vol, "name") : json_object_get(m, "id"),
+                                         "path", json_object_get(m, "path")));
+    json_decref(vol);
+  }
+  return out;
+}
+
 json_t *e2b_listed_json(const struct sbx *sb) {
   char started[32], ends[32];
   iso8601(sb->created_ms, started);
@@ -64,12 +79,13 @@ json_t *e2b_listed_json(const struct sbx *sb) {
   iso8601(sb->paused ? sb->paused_ms + sb->srv->cfg.paused_retention_ms : sb->expires_ms, ends);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   json_int_t cpus = sb->cpu_milli ? (json_int_t)((sb->cpu_milli + 999) / 1000) : ncpu;
-  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:[]}", "sandboxID", sb->id,
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:o}", "sandboxID", sb->id,
                    "templateID", sb->template, "alias", sb->template, "clientID", "hutch",
                    "startedAt", started, "endAt", ends, "state", sb->paused ? "paused" : "running",
                    "cpuCount", cpus,
                    "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB", (json_int_t)sb->disk_mb,
-                   "metadata", sb->metadata, "envdVersion", E2B_ENVD_VERSION, "volumeMounts");
+                   "metadata", sb->metadata, "envdVersion", E2B_ENVD_VERSION, "volumeMounts",
+                   volume_mounts(sb));
 }
 
 /* A field hutch cannot honour yet: 400 when it asks for more than hutch
@@ -102,11 +118,11 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
       body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
       body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
       body_string_map(c, o, "envVars", 256, &env) < 0 ||
-      refuse_if(c, "mcp", json_object_get(o, "mcp") != NULL,
-                "the MCP gateway is not available in hutch") < 0 ||
+      /* mcp is the SDK's to act on: it starts E2B's gateway inside the
+       * sandbox itself (mcp-gateway, in templates that have it). */
       refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0 ||
-      refuse_if(c, "volumeMounts", vols && json_array_size(vols) > 0,
-                "volumes are not available in hutch yet") < 0)
+      refuse_if(c, "volumeMounts", vols && !json_is_array(vols),
+                "a list of {name, path}") < 0)
     goto out;
   if (!tmpl) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "templateID is required");
@@ -158,6 +174,8 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   r.env = env;
   r.network = json_object_get(net, "network");
   r.secrets = json_object_get(net, "secrets");
+  /* E2B's volumeMounts [{name, path}] are the native create's volumes. */
+  r.volumes = json_array_size(vols) ? vols : NULL;
   sandboxes_make(c, p, &r, render_created);
   json_decref(net);
 out:
