@@ -54,6 +54,24 @@ static const char *type_name(mode_t m) {
   return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
+/* A link's target as envd gives it, absolute: where the link leads in
+ * the end, or, when that is not there, its text taken from the link's
+ * directory. NULL when it cannot be read. */
+static char *link_target(const char *path, const char *name, int at) {
+  char text[PATH_MAX];
+  ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, text, sizeof text - 1);
+  if (n < 0)
+    return NULL;
+  text[n] = '\0';
+  char *real = realpath(path, NULL);
+  if (real || text[0] == '/')
+    return real ? real : xstrdup(text);
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return xstrdup(text);
+  return xasprintf("%.*s/%s", (int)(slash - path), path, text);
+}
+
 /* Names come from the file system, where a workload may have made them any
  * bytes: they are reported lossily rather than not at all. */
 static json_t *entry(const char *path, const char *name, const struct stat *st, int at) {
@@ -64,12 +82,10 @@ static json_t *entry(const char *path, const char *name, const struct stat *st, 
                         (int)st->st_gid, "mtime",
                         (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
   if (S_ISLNK(st->st_mode)) {
-    char target[PATH_MAX];
-    ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, target, sizeof target - 1);
-    if (n >= 0) {
-      target[n] = '\0';
+    char *target = link_target(path, name, at);
+    if (target)
       json_object_set_new(e, "target", hutch_json_text(target));
-    }
+    free(target);
   }
   return e;
 }
@@ -183,38 +199,70 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
   return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
 }
 
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A directory's names, sorted byte-wise as envd's (Go's os.ReadDir) are;
+ * NULL when it cannot be read (errno). */
+static char **dir_names(DIR *d, size_t *n) {
+  char **names = NULL;
+  size_t cap = 0;
+  *n = 0;
+  errno = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (*n == cap)
+      names = xrealloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
+    names[(*n)++] = xstrdup(de->d_name);
+  }
+  if (errno) {
+    while (*n)
+      free(names[--*n]);
+    free(names);
+    return NULL;
+  }
+  if (*n)
+    qsort(names, *n, sizeof *names, name_cmp);
+  return names ? names : xcalloc(1, sizeof *names);
+}
+
 static int list_dir(int fd, const char *path, int depth, int out, uint64_t *count) {
   DIR *d = fdopendir(fd);
   if (!d) {
     close(fd);
     return -1;
   }
-  for (struct dirent *de; (de = readdir(d));) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
+  size_t n;
+  char **names = dir_names(d, &n);
+  int r = names ? 0 : -1;
+  for (size_t i = 0; i < n; i++) {
     struct stat st;
-    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    const char *name = names[i];
+    if (r < 0 || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue; /* gone since readdir */
-    char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", de->d_name);
-    char *line = json_dumps(entry(child, de->d_name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
-    int r = line ? write_all(out, line, strlen(line)) : -1;
+    char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", name);
+    char *line = json_dumps(entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
+    r = line ? write_all(out, line, strlen(line)) : -1;
     if (r == 0)
       r = write_all(out, "\n", 1);
     free(line);
     (*count)++;
     if (r == 0 && S_ISDIR(st.st_mode) && depth > 1) {
-      int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0)
         list_dir(sub, child, depth - 1, out, count);
     }
     free(child);
-    if (r < 0) {
-      closedir(d);
-      return -1;
-    }
   }
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+  int e = errno;
   closedir(d);
-  return 0;
+  errno = e;
+  return r;
 }
 
 static int op_list(json_t *req, const char *path, int out, int in, int res) {

@@ -518,6 +518,7 @@ struct part {
   struct upload *up;
   struct files_op *op; /* NULL once its write has ended */
   char *path;
+  size_t index;        /* its place in the answer: the request's order */
 };
 
 struct upload {
@@ -527,7 +528,7 @@ struct upload {
   struct multipart mp;
   struct part *parts;  /* writes not ended */
   struct part *cur;    /* the part being read; NULL: one not wanted */
-  json_t *results;
+  json_t *results;     /* a place per part, filled as its write ends */
   struct hutch_err err; /* the first write that failed, when failed */
   bool failed;
   bool body_done;
@@ -567,7 +568,7 @@ static void part_end(struct part *pt, const struct hutch_err *err) {
     up->failed = true;
     up->err = *err;
   } else if (!err) {
-    json_array_append_new(up->results, written(pt->path));
+    json_array_set_new(up->results, pt->index, written(pt->path));
   }
   free(pt->path);
   free(pt);
@@ -627,6 +628,8 @@ static void part_begin(void *ctx, const char *headers) {
     free(pt);
     return;
   }
+  pt->index = json_array_size(up->results);
+  json_array_append_new(up->results, json_null());
   pt->next = up->parts;
   up->parts = pt;
   up->cur = pt;
