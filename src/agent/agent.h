@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
@@ -226,6 +227,9 @@ json_t *monitor_json(const struct agent *a);
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);
 /* Report errno e as the operation's result; -1. */
 int files_fail(int fd, int e, const char *what, const char *path);
+/* An entry as the operations report it: path's lstat st (name in the
+ * directory at, or AT_FDCWD for path itself). */
+json_t *files_entry(const char *path, const char *name, const struct stat *st, int at);
 /* watch.c: the "watch" operation. */
 int files_watch(json_t *req, const char *path, int out, int in, int res);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -72,15 +73,65 @@ static char *link_target(const char *path, const char *name, int at) {
   return xasprintf("%.*s/%s", (int)(slash - path), path, text);
 }
 
+/* A file's metadata, as envd keeps it: extended attributes in the
+ * user.e2b. namespace, named without it. NULL when there is none. Read
+ * without following a link (the entry is the link). */
+#define META_NS "user.e2b."
+#define META_MAX 4096
+
+static json_t *metadata(const char *path) {
+  char names[META_MAX * 2];
+  ssize_t n = llistxattr(path, names, sizeof names);
+  json_t *m = NULL;
+  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+    const char *name = names + i;
+    char value[META_MAX + 1];
+    ssize_t v;
+    if (strncmp(name, META_NS, strlen(META_NS)) != 0 ||
+        (v = lgetxattr(path, name, value, sizeof value - 1)) < 0)
+      continue;
+    value[v] = '\0';
+    if (!m)
+      m = json_object();
+    json_object_set_new(m, name + strlen(META_NS), hutch_json_text(value));
+  }
+  return m;
+}
+
+/* Replace the open file's metadata with meta's keys (an upload's): the
+ * old keys go, the new are set. A file system without user attributes
+ * fails only when there is something to set. */
+static int metadata_set(int fd, json_t *meta) {
+  char names[META_MAX * 2];
+  ssize_t n = flistxattr(fd, names, sizeof names);
+  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1)
+    if (strncmp(names + i, META_NS, strlen(META_NS)) == 0 && fremovexattr(fd, names + i) < 0)
+      return -1;
+  const char *key;
+  json_t *v;
+  json_object_foreach(meta, key, v) {
+    char *name = xasprintf("%s%s", META_NS, key);
+    const char *s = json_string_value(v);
+    int r = s ? fsetxattr(fd, name, s, strlen(s), 0) : 0;
+    free(name);
+    if (r < 0)
+      return -1;
+  }
+  return 0;
+}
+
 /* Names come from the file system, where a workload may have made them any
  * bytes: they are reported lossily rather than not at all. */
-static json_t *entry(const char *path, const char *name, const struct stat *st, int at) {
+json_t *files_entry(const char *path, const char *name, const struct stat *st, int at) {
   json_t *e = json_pack("{s:o, s:o, s:s, s:I, s:i, s:i, s:i, s:f}", "name", hutch_json_text(name),
                         "path", hutch_json_text(path),
                         "type", type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode",
                         (int)(st->st_mode & 07777), "uid", (int)st->st_uid, "gid",
                         (int)st->st_gid, "mtime",
                         (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
+  json_t *meta = metadata(path);
+  if (meta)
+    json_object_set_new(e, "metadata", meta);
   if (S_ISLNK(st->st_mode)) {
     char *target = link_target(path, name, at);
     if (target)
@@ -187,6 +238,12 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
                         (mode_t)(mode & 07777), res);
   if (fd < 0)
     return -1;
+  json_t *meta = json_object_get(req, "metadata");
+  if (json_is_object(meta) && metadata_set(fd, meta) < 0) {
+    int e = errno;
+    close(fd);
+    return files_fail(res, e, "set the metadata of", path);
+  }
   uint64_t n = 0;
   int r = copy(in, fd, &n);
   int e = errno;
@@ -196,7 +253,10 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
   }
   if (r < 0)
     return files_fail(res, e, "write", path);
-  return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
+  json_t *ok = json_pack("{s:I}", "size", (json_int_t)n);
+  if (json_object_size(meta))
+    json_object_set(ok, "metadata", meta);
+  return result(res, json_pack("{s:o}", "ok", ok));
 }
 
 static int name_cmp(const void *a, const void *b) {
@@ -243,7 +303,7 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
     if (r < 0 || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue; /* gone since readdir */
     char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", name);
-    char *line = json_dumps(entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *line = json_dumps(files_entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
     r = line ? write_all(out, line, strlen(line)) : -1;
     if (r == 0)
       r = write_all(out, "\n", 1);
@@ -288,7 +348,7 @@ static int op_stat(json_t *req, const char *path, int out, int in, int res) {
     return files_fail(res, errno, "stat", path);
   const char *slash = strrchr(path, '/');
   const char *name = slash && slash[1] ? slash + 1 : path;
-  return result(res, json_pack("{s:o}", "ok", entry(path, name, &st, AT_FDCWD)));
+  return result(res, json_pack("{s:o}", "ok", files_entry(path, name, &st, AT_FDCWD)));
 }
 
 static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {

@@ -5,6 +5,7 @@
  * the agent has not taken what came. */
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "util.h"
 #include "api/api.h"
@@ -315,41 +316,130 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
   if (!sb)
     return;
   struct download *d = dl_new(c, "application/x-ndjson", &sink);
-  d->op = files_watch(sb, path, user, recursive, &sink, &err);
+  d->op = files_watch(sb, path, user, recursive, false, &sink, &err);
   dl_start(c, d, &err);
   free(path);
 }
 
 /* ---- uploads ---- */
 
+#define INFLATE_CHUNK (64u << 10) /* inflated bytes handed to the write at a time */
+
 struct upload {
   struct http_conn *c;
   struct files_op *op; /* NULL once the write has ended */
   files_written_fn answer;
+  bool gzip;           /* the body is gzip (Content-Encoding), inflated here */
+  bool gz_end;         /* the last gzip member ended */
+  bool bad;            /* the gzip was not: the write is cancelled, 400 at the body's end */
+  bool body_done;
+  bool ended;          /* the write was told the end */
+  z_stream z;
+  char *in;            /* a gzip piece of the body not inflated yet (reading paused) */
+  size_t nin, off;
 };
+
+static void up_free(struct upload *up) {
+  if (up->gzip)
+    inflateEnd(&up->z);
+  free(up->in);
+  free(up);
+}
 
 static void up_abort(void *ctx) {
   struct upload *up = ctx;
   if (up->op)
     files_cancel(up->op);
-  free(up);
+  up_free(up);
 }
 
-static void up_body(void *ctx, const char *data, size_t n) {
-  struct upload *up = ctx;
-  if (up->op && !files_write_data(up->op, data, n))
-    http_body_pause(up->c);
+/* Inflate what is pending into the write, until it is all in or the agent
+ * has not taken enough (then false: reading stays paused until resumed).
+ * What is held for the agent is bounded by the write's own limit plus one
+ * chunk, whatever the ratio: a gzip bomb fills the sandbox's disk quota,
+ * never the server's memory. */
+static bool up_inflate(struct upload *up) {
+  char out[INFLATE_CHUNK];
+  while (up->op && !up->bad && up->off < up->nin) {
+    if (up->gz_end) { /* another gzip member follows, as gzip allows */
+      inflateReset(&up->z);
+      up->gz_end = false;
+    }
+    up->z.next_in = (Bytef *)up->in + up->off;
+    up->z.avail_in = (uInt)(up->nin - up->off);
+    up->z.next_out = (Bytef *)out;
+    up->z.avail_out = sizeof out;
+    int r = inflate(&up->z, Z_NO_FLUSH);
+    up->off = up->nin - up->z.avail_in;
+    if (r == Z_STREAM_END) {
+      up->gz_end = true;
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      up->bad = true;
+      files_cancel(up->op);
+      up->op = NULL;
+      break;
+    }
+    size_t n = sizeof out - up->z.avail_out;
+    if (n && !files_write_data(up->op, out, n))
+      return false;
+  }
+  free(up->in);
+  up->in = NULL;
+  up->nin = up->off = 0;
+  return true;
+}
+
+static void up_answer_bad(struct upload *up) {
+  struct http_conn *c = up->c;
+  up_free(up);
+  http_own(c, NULL, NULL);
+  http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not the gzip it says");
 }
 
 static void up_body_end(void *ctx) {
   struct upload *up = ctx;
-  if (up->op)
+  up->body_done = true;
+  if (up->gzip && up->in)
+    return; /* up_resume ends it once the rest is inflated */
+  if (up->gzip && !up->bad && !up->gz_end) { /* cut short */
+    up->bad = true;
+    if (up->op)
+      files_cancel(up->op);
+    up->op = NULL;
+  }
+  if (up->bad) {
+    up_answer_bad(up);
+  } else if (up->op && !up->ended) {
+    up->ended = true;
     files_write_end(up->op);
+  }
+}
+
+static void up_body(void *ctx, const char *data, size_t n) {
+  struct upload *up = ctx;
+  if (!up->op || n == 0)
+    return; /* the write ended or was refused: the rest of the body is dropped */
+  if (!up->gzip) {
+    if (!files_write_data(up->op, data, n))
+      http_body_pause(up->c);
+    return;
+  }
+  up->in = xmalloc(n);
+  memcpy(up->in, data, n);
+  up->nin = n;
+  up->off = 0;
+  if (!up_inflate(up))
+    http_body_pause(up->c);
 }
 
 static void up_resume(void *arg) {
   struct upload *up = arg;
-  http_body_resume(up->c);
+  if (up->gzip && up->in && !up_inflate(up))
+    return;
+  if (!up->body_done)
+    http_body_resume(up->c);
+  else if (up->gzip && !up->ended)
+    up_body_end(up);
 }
 
 static const struct http_stream_ops up_ops = {
@@ -359,7 +449,8 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
   struct upload *up = arg;
   struct http_conn *c = up->c;
   files_written_fn answer = up->answer;
-  free(up);
+  up->op = NULL;
+  up_free(up);
   http_own(c, NULL, NULL);
   if (err)
     http_fail(c, err);
@@ -368,14 +459,21 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
 }
 
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  files_written_fn answer) {
+                  const struct files_upload_opts *o, files_written_fn answer) {
   struct hutch_err err = {0};
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
-  up->op = files_write(sb, path, user, up_resume, up_done, up, &err);
-  if (!up->op) {
+  /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
+  if (o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
     free(up);
+    http_error(c, HUTCH_ERR_SYSTEM, "internal", "cannot start inflating the body");
+    return;
+  }
+  up->gzip = o && o->gzip;
+  up->op = files_write(sb, path, user, o ? o->metadata : NULL, up_resume, up_done, up, &err);
+  if (!up->op) {
+    up_free(up);
     http_fail(c, &err);
     return;
   }
@@ -392,6 +490,6 @@ void api_files_write(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_upload(c, sb, path, user, answer_written);
+    files_upload(c, sb, path, user, NULL, answer_written);
   free(path);
 }

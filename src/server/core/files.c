@@ -297,11 +297,11 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
 }
 
 struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, const struct files_sink *sink,
+                             bool recursive, bool entries, const struct files_sink *sink,
                              struct hutch_err *err) {
   struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path,
-                                        "user", user, "recursive", recursive),
+                              json_pack("{s:s,s:s,s:s,s:b,s:b}", "op", "watch", "path", path,
+                                        "user", user, "recursive", recursive, "entry", entries),
                               path, OP_WATCH, err);
   if (op)
     op->sink = *sink;
@@ -309,11 +309,11 @@ struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
 }
 
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             void (*resume)(void *arg), files_done_fn done, void *arg,
-                             struct hutch_err *err) {
+                             json_t *metadata, void (*resume)(void *arg), files_done_fn done,
+                             void *arg, struct hutch_err *err) {
   struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", path,
-                                        "user", user, "parents", 1),
+                              json_pack("{s:s,s:s,s:s,s:b,s:O*}", "op", "write", "path", path,
+                                        "user", user, "parents", 1, "metadata", metadata),
                               path, OP_WRITE, err);
   if (!op)
     return NULL;

@@ -69,18 +69,21 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
                             const struct files_sink *sink, struct hutch_err *err);
 /* Changes under the directory at path, until the front end cancels: the
  * agent's events ({"type":"ready"} first, then create, write, remove,
- * rename, chmod and overflow; docs/protocol.md). */
+ * rename, chmod and overflow; docs/protocol.md), with entries: each with
+ * the "entry" at its path when there is one. */
 struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, const struct files_sink *sink,
+                             bool recursive, bool entries, const struct files_sink *sink,
                              struct hutch_err *err);
 /* Write the file at path (making its parents) from what the front end
- * feeds: files_write_data, then files_write_end; done tells how it ended
+ * feeds: files_write_data, then files_write_end; metadata, when not NULL,
+ * replaces the file's (an object of strings, envd's user.e2b. extended
+ * attributes); done tells how it ended
  * (r->done's "size"). files_write_data returns false when the agent has
  * not taken enough of what came: the front end stops reading until
  * resume(arg) is called. done may come before the end (the write failed),
  * after which op is gone. */
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             void (*resume)(void *arg), files_done_fn done, void *arg,
+                             json_t *metadata, void (*resume)(void *arg), files_done_fn done, void *arg,
                              struct hutch_err *err);
 bool files_write_data(struct files_op *op, const void *p, size_t n);
 void files_write_end(struct files_op *op);

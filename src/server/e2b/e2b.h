@@ -23,7 +23,7 @@ void pool_metrics(FILE *f, const struct server *srv);
 #define E2B_INTERPRETER_PORT "49999"
 /* What envd version hutch answers as: the E2B SDKs switch features by it
  * (docs/e2b.md says which this one gives). */
-#define E2B_ENVD_VERSION "0.5.2"
+#define E2B_ENVD_VERSION "0.6.4"
 /* The create metadata key that picks a sandbox's isolation tier. */
 #define E2B_ISOLATION_KEY "hutch.isolation"
 
