@@ -39,6 +39,7 @@ static const char *errno_code(int e) {
   case ENOTEMPTY: return "not_empty";
   case ENOSPC: case EDQUOT: case EFBIG: return "no_space";
   case EINVAL: case ENAMETOOLONG: case ELOOP: case EXDEV: return "invalid";
+  case EOPNOTSUPP: return "not_supported";
   default: return "io";
   }
 }

@@ -233,11 +233,15 @@ describe('files', () => {
     const bytes = new Uint8Array([0, 1, 2, 255, 254]);
     await sbx.files.write('notes/b.bin', bytes.buffer);
     assert.deepEqual(await sbx.files.read('/home/user/notes/b.bin', { format: 'bytes' }), bytes);
-    const many = await sbx.files.write([{ path: 'notes/c.txt', data: 'c' }, { path: '/tmp/d.txt', data: 'd' }]);
-    assert.deepEqual(many.map((w) => w.path).sort(), ['/home/user/notes/c.txt', '/tmp/d.txt']);
+    // The answer is in the request's order, whichever write ends first.
+    const many = await sbx.files.write([{ path: 'notes/c.txt', data: 'c'.repeat(1 << 20) },
+      { path: '/tmp/d.txt', data: 'd' }]);
+    assert.deepEqual(many.map((w) => w.path), ['/home/user/notes/c.txt', '/tmp/d.txt']);
 
+    await sbx.commands.run('cd notes && mkdir Z && ln -s a.txt link');
     const list = await sbx.files.list('/home/user/notes');
-    assert.deepEqual(list.map((e) => e.name).sort(), ['a.txt', 'b.bin', 'c.txt']);
+    assert.deepEqual(list.map((e) => e.name), ['Z', 'a.txt', 'b.bin', 'c.txt', 'link'], 'sorted as envd sorts');
+    assert.equal(list[4].symlinkTarget, '/home/user/notes/a.txt');
     const a = list.find((e) => e.name === 'a.txt');
     assert.equal(a.type, 'file');
     assert.equal(a.size, 13);
@@ -254,6 +258,24 @@ describe('files', () => {
     await assert.rejects(sbx.files.read('/home/user/notes/a.txt'), NotFoundError);
   });
 
+  it('upload streams, gzip and metadata, as envd 0.6.4', T, async () => {
+    const content = 'gzipped. '.repeat(100000);
+    const info = await sbx.files.write('gz.txt', new Blob([content]).stream(), { gzip: true });
+    assert.equal(info.path, '/home/user/gz.txt');
+    assert.equal(await sbx.files.read('gz.txt'), content);
+    // gVisor's file systems keep no user attributes: refused, not dropped.
+    if ((process.env.HUTCH_SERVE_ARGS || '').includes('gvisor')) {
+      await assert.rejects(sbx.files.write('meta.txt', 'm', { metadata: { author: 'me' } }),
+        /not supported/);
+      return;
+    }
+    const meta = await sbx.files.write('meta.txt', 'm', { metadata: { author: 'me' } });
+    assert.deepEqual(meta.metadata, { author: 'me' });
+    assert.deepEqual((await sbx.files.getInfo('meta.txt')).metadata, { author: 'me' });
+    await sbx.files.write('meta.txt', 'n');
+    assert.equal((await sbx.files.getInfo('meta.txt')).metadata, undefined, 'a new upload clears it');
+  });
+
   it('refuse what the sandbox user may not touch', T, async () => {
     await assert.rejects(sbx.files.write('/etc/passwd', 'x'));
     await assert.rejects(sbx.files.read('/root/secret'));
@@ -262,7 +284,7 @@ describe('files', () => {
   it('watch a directory', T, async () => {
     await sbx.files.makeDir('/home/user/watched');
     const events = [];
-    const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e));
+    const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e), { includeEntry: true });
     await sbx.files.write('/home/user/watched/new.txt', 'hello');
     await sbx.files.remove('/home/user/watched/new.txt');
     const deadline = Date.now() + 10000;
@@ -271,7 +293,8 @@ describe('files', () => {
     }
     await w.stop();
     assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'create'), JSON.stringify(events));
-    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'write'), JSON.stringify(events));
+    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'write' && e.entry?.size === 5),
+      JSON.stringify(events));
     assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'remove'), JSON.stringify(events));
   });
 });

@@ -4,6 +4,7 @@ multipart bodies get E2B's error shapes and leave the server serving (the
 SDKs' own behaviour is tests/e2b). Against both builds: the sanitizers
 watch the parsers."""
 import base64
+import gzip
 import json
 import struct
 import time
@@ -226,9 +227,17 @@ def test_uploads(server, sbx):
     assert upload(b"x", "application/octet-stream").status == 400  # no path
     r = upload(b"x", "application/octet-stream", "?path=/etc/passwd")
     assert r.status == 403, r
-    r = upload(b"x", "application/octet-stream", "?path=/tmp/z",
+    r = upload(gzip.compress(b"inflated"), "application/octet-stream", "?path=/tmp/z",
                {"Content-Encoding": "gzip"})
-    assert r.status == 415
+    assert r.status == 200 and r.json[0]["path"] == "/tmp/z", r
+    assert envd(server, sbx, "/files?path=/tmp/z", None, method="GET").raw == b"inflated"
+    for bad in (b"not gzip at all", gzip.compress(b"cut short" * 100)[:-12]):
+        r = upload(bad, "application/octet-stream", "?path=/tmp/z", {"Content-Encoding": "gzip"})
+        assert r.status == 400 and r.json["code"] == 400, r
+    r = upload(form, f"multipart/form-data; boundary={b}", extra={"Content-Encoding": "gzip"})
+    assert r.status == 415  # gzip is for a file's bytes alone, as envd's
+    assert upload(b"x", "application/octet-stream", "?path=/tmp/z",
+                  {"Content-Encoding": "br"}).status == 415
     # The server still serves, and the sandbox is whole.
     r = envd(server, sbx, "/files?path=/tmp/raw", None, method="GET")
     assert r.raw == b"raw bytes"
@@ -307,3 +316,56 @@ def test_polled_watcher(server, sbx):
     assert rpc("RemoveWatcher", {"watcherId": wid})[0] == 200
     assert rpc("GetWatcherEvents", {"watcherId": wid})[1]["code"] == "not_found"
     assert rpc("CreateWatcher", {"path": "/no/such/dir"})[1]["code"] == "not_found"
+
+
+def test_upload_metadata(server, sbx):
+    """X-Metadata-* headers become the file's metadata (replaced by each
+    upload), shown by Stat and ListDir; bad keys or values are a 400 and
+    write nothing."""
+    def upload(path, data, meta):
+        h = {"Content-Type": "application/octet-stream"}
+        h.update({f"X-Metadata-{k}": v for k, v in meta.items()})
+        return envd(server, sbx, f"/files?path={path}", data, extra=h)
+
+    def stat(path):
+        return envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": path})).json
+
+    r = upload("/tmp/m", b"x", {"Author": "mish", "purpose": "a b"})
+    assert r.status == 200 and r.json[0]["metadata"] == {"author": "mish", "purpose": "a b"}, r
+    assert stat("/tmp/m")["entry"]["metadata"] == {"author": "mish", "purpose": "a b"}
+    r = envd(server, sbx, "/filesystem.Filesystem/ListDir", json.dumps({"path": "/tmp"}))
+    assert [e.get("metadata") for e in r.json["entries"] if e["name"] == "m"] == \
+        [{"author": "mish", "purpose": "a b"}]
+    assert "metadata" not in upload("/tmp/m", b"y", {}).json[0]
+    assert "metadata" not in stat("/tmp/m")["entry"]
+    for bad in ({"k": "caf\u00e9".encode().decode("latin-1")}, {"k" * 247: "v"},
+                {f"k{i}": "v" * 400 for i in range(12)}):
+        r = upload("/tmp/never", b"x", bad)
+        assert r.status == 400 and r.json["code"] == 400, (bad, r)
+    assert stat("/tmp/never")["code"] == "not_found"
+
+
+def test_gzip_bomb_meets_the_disk_quota(server):
+    """256 MiB of zeros in 256 KiB of gzip, into a sandbox of 32 MiB: the
+    upload ends with the sandbox's no_space, inflated as the agent takes
+    it, so the server's memory does not grow by what it inflated."""
+    api = server.api()
+    r = api.post("/v1/sandboxes", {"disk_mb": 32})
+    assert r.status == 201, r
+    sid = r.json["id"]
+    try:
+        sbx = api.get(f"/sandboxes/{sid}").json
+        bomb = gzip.compress(bytes(256 << 20), 9)
+        assert len(bomb) < 1 << 20
+
+        def rss_kb():
+            with open(f"/proc/{server.proc.pid}/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+        before = rss_kb()
+        r = envd(server, sbx, "/files?path=/tmp/bomb", bomb,
+                 extra={"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
+        assert r.status == 507 and r.json["code"] == 507, r
+        assert rss_kb() - before < 64 << 10
+        assert api.get("/healthz").status == 200
+    finally:
+        api.delete(f"/v1/sandboxes/{sid}")

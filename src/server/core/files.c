@@ -64,6 +64,7 @@ static void agent_err(json_t *ev, struct hutch_err *err) {
       {"exists", HUTCH_ERR_CONFLICT},         {"not_a_directory", HUTCH_ERR_INVALID},
       {"is_a_directory", HUTCH_ERR_INVALID},  {"not_empty", HUTCH_ERR_CONFLICT},
       {"no_space", HUTCH_ERR_NO_SPACE},       {"invalid", HUTCH_ERR_INVALID},
+      {"not_supported", HUTCH_ERR_UNSUPPORTED},
   };
   const char *code = json_string_value(json_object_get(ev, "code"));
   const char *msg = json_string_value(json_object_get(ev, "message"));
