@@ -223,6 +223,10 @@ bool monitor_on(const struct agent *a);
 /* {"total": N, "syscalls": {name: N}}, both null when not counting. */
 json_t *monitor_json(const struct agent *a);
 
+/* What the worker of a write whose parents it hands to the user starts
+ * with, as root (job.c): chown, and becoming the user. */
+#define FILE_OWNER_CAPS ((1ull << 0 /* CHOWN */) | (1ull << 6 /* SETGID */) | (1ull << 7 /* SETUID */))
+
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);
 /* Report errno e as the operation's result; -1. */

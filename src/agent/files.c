@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -222,8 +224,65 @@ static int mkdir_parents(char *path, mode_t mode) {
   return 0;
 }
 
+/* Make what it can of path's missing parents as the sandbox's root, and
+ * give each one made to the owner, as envd does; existing ones are left
+ * as they are. Root has no DAC_OVERRIDE: where it may not make one (in
+ * the user's own directories), the user's own mkdir goes on from there
+ * (op_write). A directory made is opened without following a link, so
+ * that nothing swapped in its place is chowned through one, and all are
+ * made before any is given away (root may not write in the user's). */
+static void owned_parents(const char *path, uid_t uid, gid_t gid) {
+  char *p = xstrdup(path);
+  int dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), *made = NULL;
+  size_t n = 0;
+  char *save = NULL, *comp = strtok_r(p, "/", &save);
+  for (char *next; dfd >= 0 && comp && (next = strtok_r(NULL, "/", &save)); comp = next) {
+    int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (nd < 0 && errno == ENOENT && mkdirat(dfd, comp, 0755) == 0) {
+      nd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (nd >= 0) {
+        made = xrealloc(made, (n + 1) * sizeof *made);
+        made[n++] = fcntl(nd, F_DUPFD_CLOEXEC, 0);
+      }
+    }
+    close(dfd);
+    dfd = nd;
+  }
+  if (dfd >= 0)
+    close(dfd);
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    if (made[i] >= 0 && fstat(made[i], &st) == 0 && st.st_uid == 0)
+      (void)!fchown(made[i], uid, gid);
+    if (made[i] >= 0)
+      close(made[i]);
+  }
+  free(made);
+  free(p);
+}
+
+/* The worker becomes the owner for good: its ids, and no capability
+ * left (the kernel clears them as root's ids go; capset says so again). */
+static int become(uid_t uid, gid_t gid) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {{0, 0, 0}, {0, 0, 0}};
+  if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0 ||
+      syscall(SYS_capset, &h, d) < 0)
+    return -1;
+  return 0;
+}
+
 static int op_write(json_t *req, const char *path, int out, int in, int res) {
   (void)out;
+  json_t *owner = json_object_get(req, "owner");
+  if (owner) { /* job.c started this worker as root for it */
+    uid_t uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
+    gid_t gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
+    if (path[0] == '/' && json_is_true(json_object_get(req, "parents")))
+      owned_parents(path, uid, gid);
+    if (become(uid, gid) < 0)
+      _exit(125); /* never go on as root */
+  }
   json_int_t mode = json_is_integer(json_object_get(req, "mode"))
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;

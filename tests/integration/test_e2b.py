@@ -369,3 +369,25 @@ def test_gzip_bomb_meets_the_disk_quota(server):
         assert api.get("/healthz").status == 200
     finally:
         api.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_uploads_make_missing_parents_for_the_user(server, sbx):
+    """As envd: an upload outside the user's home makes the missing
+    parents (the sandbox's root makes them, the user owns them), while the
+    file itself is written as the user: what exists stays as unix
+    permissions say."""
+    def upload(path):
+        return envd(server, sbx, f"/files?path={path}", b"x",
+                    extra={"Content-Type": "application/octet-stream"})
+
+    def stat(path):
+        return envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": path})).json
+
+    r = upload("/0/a/b/c.txt")
+    assert r.status == 200 and r.json[0]["path"] == "/0/a/b/c.txt", r
+    for p in ("/0", "/0/a", "/0/a/b", "/0/a/b/c.txt"):
+        assert stat(p)["entry"]["owner"] == "user", p
+    assert upload("/home/user/n1/n2/f").status == 200
+    for p in ("/etc/passwd", "/etc/x", "/usr/newdir/x"):
+        assert upload(p).status == 403, p
+    assert stat("/etc/passwd")["entry"]["owner"] != "user"

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "core/files.h"
 #include "core/sbx.h"
 #include "http/http.h"
 
@@ -71,7 +72,7 @@ void files_download(struct http_conn *c, struct sbx *sb, const char *path, const
 typedef void (*files_written_fn)(struct http_conn *c, const struct files_result *r);
 struct files_upload_opts {
   bool gzip;
-  json_t *metadata;
+  struct files_write_opts write;
 };
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
                   const struct files_upload_opts *o, files_written_fn answer);

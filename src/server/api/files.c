@@ -471,7 +471,7 @@ void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const c
     return;
   }
   up->gzip = o && o->gzip;
-  up->op = files_write(sb, path, user, o ? o->metadata : NULL, up_resume, up_done, up, &err);
+  up->op = files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err);
   if (!up->op) {
     up_free(up);
     http_fail(c, &err);

@@ -74,16 +74,23 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
 struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
                              bool recursive, bool entries, const struct files_sink *sink,
                              struct hutch_err *err);
+/* How a write goes, beyond its bytes (NULL: as the user, nothing more).
+ * metadata, when not NULL, replaces the file's (an object of strings,
+ * envd's user.e2b. extended attributes). owned_parents: missing parents
+ * are made by the sandbox's root and given to the user, as envd does (the
+ * file itself is still written as the user). */
+struct files_write_opts {
+  json_t *metadata;
+  bool owned_parents;
+};
 /* Write the file at path (making its parents) from what the front end
- * feeds: files_write_data, then files_write_end; metadata, when not NULL,
- * replaces the file's (an object of strings, envd's user.e2b. extended
- * attributes); done tells how it ended
+ * feeds: files_write_data, then files_write_end; done tells how it ended
  * (r->done's "size"). files_write_data returns false when the agent has
  * not taken enough of what came: the front end stops reading until
  * resume(arg) is called. done may come before the end (the write failed),
  * after which op is gone. */
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             json_t *metadata, void (*resume)(void *arg), files_done_fn done, void *arg,
+                             const struct files_write_opts *o, void (*resume)(void *arg), files_done_fn done, void *arg,
                              struct hutch_err *err);
 bool files_write_data(struct files_op *op, const void *p, size_t n);
 void files_write_end(struct files_op *op);

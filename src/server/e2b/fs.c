@@ -680,7 +680,8 @@ static void part_begin(void *ctx, const char *headers) {
   pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
   free(name);
   /* Fails too when the filename is not UTF-8: no request for the agent. */
-  pt->op = files_write(sb, pt->path, up->user, up->metadata, part_resume, part_done, pt, &err);
+  struct files_write_opts o = {up->metadata, true};
+  pt->op = files_write(sb, pt->path, up->user, &o, part_resume, part_done, pt, &err);
   if (!pt->op) {
     up->bad = true;
     free(pt->path);
@@ -788,7 +789,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
   } else if (!path) { /* the bytes themselves: one file, at ?path= */
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
   } else {
-    struct files_upload_opts o = {.gzip = gzip, .metadata = meta};
+    struct files_upload_opts o = {.gzip = gzip, .write = {meta, true}};
     files_upload(c, sb, path, user, &o, answer_written);
   }
   json_decref(meta);
