@@ -276,6 +276,21 @@ describe('files', () => {
     assert.equal((await sbx.files.getInfo('meta.txt')).metadata, undefined, 'a new upload clears it');
   });
 
+  it('are reached by signed download and upload URLs', T, async () => {
+    await sbx.files.write('signed.txt', 'by url');
+    const res = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 600 }));
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'by url');
+    const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -600 }));
+    assert.equal(expired.status, 401);
+    assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' });
+    const form = new FormData();
+    form.append('file', 'uploaded by url');
+    const up = await fetch(await sbx.uploadUrl('/tmp/by-url.txt'), { method: 'POST', body: form });
+    assert.deepEqual(await up.json(), [{ name: 'by-url.txt', type: 'file', path: '/tmp/by-url.txt' }]);
+    assert.equal(await sbx.files.read('/tmp/by-url.txt'), 'uploaded by url');
+  });
+
   it('refuse what the sandbox user may not touch', T, async () => {
     await assert.rejects(sbx.files.write('/etc/passwd', 'x'));
     await assert.rejects(sbx.files.read('/root/secret'));

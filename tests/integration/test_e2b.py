@@ -391,3 +391,46 @@ def test_uploads_make_missing_parents_for_the_user(server, sbx):
     for p in ("/etc/passwd", "/etc/x", "/usr/newdir/x"):
         assert upload(p).status == 403, p
     assert stat("/etc/passwd")["entry"]["owner"] != "user"
+
+
+def sign(path, op, user, token, exp=None):
+    import hashlib
+    raw = f"{path}:{op}:{user}:{token}" + (f":{exp}" if exp is not None else "")
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+def test_signed_file_urls(server, sbx):
+    """envd's signed URLs, as downloadUrl/uploadUrl make them: /files with
+    no sandbox headers (the server's own URL, E2B_SANDBOX_URL), the sandbox
+    found by the token the signature was made with; expired, wrong or
+    missing signatures are E2B's 401."""
+    from urllib.parse import quote
+    tok = sbx["envdAccessToken"]
+    anon = server.api(None)
+
+    def url(path, op, user="", exp=None, sig=None):
+        q = f"/files?path={quote(path, safe='')}"
+        q += f"&username={user}" if user else ""
+        q += f"&signature={quote(sig or sign(path, op, user, tok, exp), safe='')}"
+        return q + (f"&signature_expiration={exp}" if exp is not None else "")
+
+    r = envd(server, sbx, "/files?path=s.txt", b"signed", extra={"Content-Type": "application/octet-stream"})
+    assert r.status == 200, r
+    later = int(time.time()) + 600
+    assert anon.request("GET", url("s.txt", "read")).raw == b"signed"
+    assert anon.request("GET", url("s.txt", "read", exp=later)).raw == b"signed"
+    r = anon.request("GET", url("s.txt", "read", exp=int(time.time()) - 10))
+    assert r.status == 401 and r.json == {"code": 401, "message": "signature is already expired"}
+    for bad in (url("s.txt", "write"), url("s.txt", "read", user="root", sig=sign("s.txt", "read", "", tok)),
+                url("s.txt", "read", sig="v1_" + "A" * 43), "/files?path=s.txt"):
+        r = anon.request("GET", bad)
+        assert r.status == 401 and r.json["code"] == 401, (bad, r)
+    # A read signature does not write, nor does another sandbox's token.
+    h = {"Content-Type": "application/octet-stream"}
+    assert anon.request("POST", url("w.txt", "read"), b"x", headers=h).status == 401
+    r = anon.request("POST", url("w.txt", "write", user="root"), b"as root", headers=h)
+    assert r.status == 200 and r.json[0]["path"] == "/root/w.txt", r
+    # With the sandbox's headers, the signature stands for the token.
+    h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983"}
+    assert anon.request("GET", url("s.txt", "read"), headers=h).raw == b"signed"
+    assert anon.request("GET", url("s.txt", "write"), headers=h).status == 401

@@ -48,6 +48,13 @@ const char *e2b_user(struct http_conn *c, const struct sbx *sb);
 /* An envd path: absolute as given, else under the user's home (malloc'd). */
 char *e2b_path(const char *path, const char *user);
 
+/* e2b/signing.c: envd's signed /files URLs (signature=). 1: the request's
+ * signature is sb's and in time; 0: it has none; -1 after a 401. */
+int e2b_signature_check(struct http_conn *c, const struct sbx *sb);
+/* The sandbox whose access token signed the request (a URL that names no
+ * sandbox), woken if paused; NULL after an answer. */
+struct sbx *e2b_signed_sandbox(struct http_conn *c);
+
 /* e2b/process.c: process.Process */
 void e2b_envd_health(struct http_conn *c, const struct principal *p);
 void e2b_process_start(struct http_conn *c, const struct principal *p);
