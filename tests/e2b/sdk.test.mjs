@@ -223,6 +223,23 @@ describe('commands', () => {
     assert.equal(r.exitCode, 0);
     assert.equal(seen.join(''), 'later\n');
   });
+
+  it('reconnect to a running PTY, its output as the terminal\'s', T, async () => {
+    const dec = new TextDecoder();
+    let first = '';
+    let second = '';
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { first += dec.decode(d); }, envs: { FOO: 'bar' } });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo $FOO\n'));
+    const deadline = Date.now() + 10000;
+    while (Date.now() < deadline && !first.includes('bar')) await new Promise((r) => setTimeout(r, 50));
+    await term.disconnect();
+    const again = await sbx.pty.connect(term.pid, { onData: (d) => { second += dec.decode(d); } });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo $FOO-again\nexit\n'));
+    const r = await again.wait();
+    assert.equal(r.exitCode, 0);
+    assert.ok(first.includes('bar'), first);
+    assert.ok(second.includes('bar-again'), second);
+  });
 });
 
 describe('files', () => {

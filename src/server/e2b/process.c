@@ -249,7 +249,7 @@ void e2b_process_connect(struct http_conn *c, const struct principal *p) {
   json_t *m = sb ? connect_request(c, 1) : NULL;
   struct proc *pr = m ? selected(c, sb, m) : NULL;
   if (pr) {
-    struct pstream *ps = ps_attach(c, pr, false);
+    struct pstream *ps = ps_attach(c, pr, procs_pty(pr));
     if (ps)
       ps_start(ps->u, procs_pid(pr));
   }
