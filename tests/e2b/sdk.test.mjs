@@ -6,7 +6,7 @@ import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
 import { Sandbox } from '@e2b/code-interpreter';
-import { CommandExitError, NotFoundError, Sandbox as BaseSandbox } from 'e2b';
+import { CommandExitError, NotFoundError, Sandbox as BaseSandbox, TimeoutError } from 'e2b';
 
 import { startServer } from './server.mjs';
 
@@ -239,6 +239,25 @@ describe('commands', () => {
     assert.equal(r.exitCode, 0);
     assert.ok(first.includes('bar'), first);
     assert.ok(second.includes('bar-again'), second);
+  });
+});
+
+describe('a killed sandbox', () => {
+  it('cuts its command and cell streams: the SDKs say it was killed', T, async () => {
+    const box = await BaseSandbox.create({ timeoutMs: 60000 });
+    const cmd = await box.commands.run('sleep 60', { background: true });
+    await box.kill();
+    const err = await cmd.wait().catch((e) => e);
+    assert.ok(err instanceof TimeoutError, String(err));
+    assert.match(err.message, /sandbox was killed or reached its end of life/);
+
+    const ci = await Sandbox.create({ timeoutMs: 60000 });
+    const cell = ci.runCode('import time; time.sleep(300)', { timeoutMs: 300000 }).catch((e) => e);
+    await new Promise((r) => setTimeout(r, 1000));
+    await ci.kill();
+    const cellErr = await cell;
+    assert.equal(cellErr?.name, 'TimeoutError', String(cellErr));
+    assert.match(cellErr.message, /sandbox was killed while the request was in progress/);
   });
 });
 

@@ -434,3 +434,26 @@ def test_signed_file_urls(server, sbx):
     h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983"}
     assert anon.request("GET", url("s.txt", "read"), headers=h).raw == b"signed"
     assert anon.request("GET", url("s.txt", "write"), headers=h).status == 401
+
+
+def test_a_killed_sandbox_cuts_its_streams(server, sbx):
+    """As E2B's proxy does: a process stream (and a cell's) whose sandbox
+    is killed is cut, with no end message; the SDKs then find the sandbox
+    gone and say it was killed. The server goes on."""
+    import socket
+    body = envelope({"process": {"cmd": "sleep", "args": ["60"]}})
+    head = (f"POST /process.Process/Start HTTP/1.1\r\nHost: x\r\n"
+            f"E2b-Sandbox-Id: {sbx['sandboxID']}\r\nE2b-Sandbox-Port: 49983\r\n"
+            f"X-Access-Token: {sbx['envdAccessToken']}\r\n"
+            f"Content-Type: application/connect+json\r\nContent-Length: {len(body)}\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+        s.sendall(head.encode() + body)
+        out = b""
+        while b'"start"' not in out:
+            out += s.recv(65536)
+        assert server.api().delete(f"/sandboxes/{sbx['sandboxID']}").status == 204
+        while (got := s.recv(65536)):
+            out += got
+    assert out.startswith(b"HTTP/1.1 200"), out
+    assert b'"end"' not in out and not out.endswith(b"0\r\n\r\n"), out  # cut, not ended
+    assert server.api().get("/healthz").status == 200

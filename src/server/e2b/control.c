@@ -397,6 +397,11 @@ void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, a);
 }
 
+void e2b_cut(struct http_conn *c) {
+  http_own(c, NULL, NULL);
+  http_abort(c);
+}
+
 struct sbx *e2b_sandbox(struct http_conn *c) {
   for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
     if (!sb->dying && strcmp(sb->id, c->req.params[0]) == 0)

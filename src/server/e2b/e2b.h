@@ -41,6 +41,10 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);
+/* End a stream whose sandbox was killed as E2B's proxy does: the
+ * connection is cut, with no end message (the SDKs then check the
+ * sandbox's health and say it was killed). The stream's owner lets go. */
+void e2b_cut(struct http_conn *c);
 /* The user a data-plane request acts as (Authorization: Basic, or the
  * username query): "user", "root" or sb's template's user; with neither,
  * the template's user (E2B's setUser), else "user". NULL after a 400. */

@@ -373,6 +373,9 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     else
       http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended before the watch began");
     watch_free(w);
+  } else if (!w->polled && !e2b_sandbox(c)) {
+    e2b_cut(c); /* the sandbox was killed: cut, as E2B's proxy does */
+    watch_free(w);
   } else if (!w->polled) {
     http_own(c, NULL, NULL);
     struct hutch_err end = {0};
