@@ -603,6 +603,11 @@ struct sbx *e2b_sandbox(struct http_conn *c) {
   return &w.sb;
 }
 
+void e2b_cut(struct http_conn *c) {
+  http_own(c, NULL, NULL);
+  http_abort(c);
+}
+
 const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
   (void)sb;
   char *q = http_query(&c->req, "username");

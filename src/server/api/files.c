@@ -327,13 +327,16 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
 
 struct upload {
   struct http_conn *c;
-  struct files_op *op; /* NULL once the write has ended */
+  struct files_op *op; /* NULL before the write starts and once it has ended */
+  bool started, gone;  /* files_upload_into came; the client left before it */
+  bool body_done;      /* the body ended (maybe before the write started) */
+  bool told_end;       /* the write was told the end */
+  char *early;         /* what came before the write started */
+  size_t nearly;
   files_written_fn answer;
   bool gzip;           /* the body is gzip (Content-Encoding), inflated here */
   bool gz_end;         /* the last gzip member ended */
   bool bad;            /* the gzip was not: the write is cancelled, 400 at the body's end */
-  bool body_done;
-  bool ended;          /* the write was told the end */
   z_stream z;
   char *in;            /* a gzip piece of the body not inflated yet (reading paused) */
   size_t nin, off;
@@ -342,6 +345,7 @@ struct upload {
 static void up_free(struct upload *up) {
   if (up->gzip)
     inflateEnd(&up->z);
+  free(up->early);
   free(up->in);
   free(up);
 }
@@ -350,7 +354,11 @@ static void up_abort(void *ctx) {
   struct upload *up = ctx;
   if (up->op)
     files_cancel(up->op);
-  up_free(up);
+  up->op = NULL;
+  if (up->started)
+    up_free(up);
+  else
+    up->gone = true; /* files_upload_into frees it */
 }
 
 /* Inflate what is pending into the write, until it is all in or the agent
@@ -389,6 +397,27 @@ static bool up_inflate(struct upload *up) {
   return true;
 }
 
+/* The next bytes of the body, for the started write: false when it has
+ * not taken enough (reading pauses until up_resume). data is taken over
+ * when own. */
+static bool up_feed(struct upload *up, char *data, size_t n, bool own) {
+  if (!up->op || n == 0) { /* the write ended or was refused: the rest is dropped */
+    if (own)
+      free(data);
+    return true;
+  }
+  if (!up->gzip) {
+    bool more = files_write_data(up->op, data, n);
+    if (own)
+      free(data);
+    return more;
+  }
+  up->in = own ? data : memcpy(xmalloc(n), data, n);
+  up->nin = n;
+  up->off = 0;
+  return up_inflate(up);
+}
+
 static void up_answer_bad(struct upload *up) {
   struct http_conn *c = up->c;
   up_free(up);
@@ -396,11 +425,8 @@ static void up_answer_bad(struct upload *up) {
   http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not the gzip it says");
 }
 
-static void up_body_end(void *ctx) {
-  struct upload *up = ctx;
-  up->body_done = true;
-  if (up->gzip && up->in)
-    return; /* up_resume ends it once the rest is inflated */
+/* The body has ended and all of it is in the write (or dropped). */
+static void up_finish(struct upload *up) {
   if (up->gzip && !up->bad && !up->gz_end) { /* cut short */
     up->bad = true;
     if (up->op)
@@ -409,37 +435,39 @@ static void up_body_end(void *ctx) {
   }
   if (up->bad) {
     up_answer_bad(up);
-  } else if (up->op && !up->ended) {
-    up->ended = true;
+  } else if (up->op && !up->told_end) {
+    up->told_end = true;
     files_write_end(up->op);
   }
 }
 
 static void up_body(void *ctx, const char *data, size_t n) {
   struct upload *up = ctx;
-  if (!up->op || n == 0)
-    return; /* the write ended or was refused: the rest of the body is dropped */
-  if (!up->gzip) {
-    if (!files_write_data(up->op, data, n))
-      http_body_pause(up->c);
-    return;
-  }
-  up->in = xmalloc(n);
-  memcpy(up->in, data, n);
-  up->nin = n;
-  up->off = 0;
-  if (!up_inflate(up))
+  if (!up->started) { /* kept until the write starts, reading paused meanwhile */
+    up->early = xrealloc(up->early, up->nearly + n);
+    memcpy(up->early + up->nearly, data, n);
+    up->nearly += n;
     http_body_pause(up->c);
+  } else if (!up_feed(up, (char *)data, n, false)) {
+    http_body_pause(up->c);
+  }
+}
+
+static void up_body_end(void *ctx) {
+  struct upload *up = ctx;
+  up->body_done = true;
+  if (up->started && !up->in) /* else files_upload_into or up_resume ends it */
+    up_finish(up);
 }
 
 static void up_resume(void *arg) {
   struct upload *up = arg;
-  if (up->gzip && up->in && !up_inflate(up))
+  if (up->in && !up_inflate(up))
     return;
   if (!up->body_done)
     http_body_resume(up->c);
-  else if (up->gzip && !up->ended)
-    up_body_end(up);
+  else if (!up->told_end)
+    up_finish(up);
 }
 
 static const struct http_stream_ops up_ops = {
@@ -458,26 +486,54 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
     answer(c, r);
 }
 
-void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  const struct files_upload_opts *o, files_written_fn answer) {
-  struct hutch_err err = {0};
+struct upload *files_upload_later(struct http_conn *c, files_written_fn answer) {
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
-  /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
-  if (o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
-    free(up);
-    http_error(c, HUTCH_ERR_SYSTEM, "internal", "cannot start inflating the body");
-    return;
-  }
-  up->gzip = o && o->gzip;
-  up->op = files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err);
-  if (!up->op) {
-    up_free(up);
-    http_fail(c, &err);
-    return;
-  }
   http_body_start(c, &up_ops, up);
+  return up;
+}
+
+static void upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                        const struct files_upload_opts *o, const struct hutch_err *why) {
+  struct hutch_err err = {0};
+  if (up->gone) {
+    up_free(up);
+    return;
+  }
+  up->started = true;
+  /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
+  if (sb && o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
+    hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal", "cannot start inflating the body");
+    up_done(NULL, &err, up);
+    return;
+  }
+  up->gzip = sb && o && o->gzip;
+  up->op = sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err)
+              : NULL;
+  if (!up->op) {
+    up_done(NULL, sb ? &err : why, up);
+    return;
+  }
+  /* The write takes what came early, then the rest as it comes. */
+  char *early = up->early;
+  size_t n = up->nearly;
+  up->early = NULL;
+  bool more = up_feed(up, early, n, true);
+  if (up->body_done && more)
+    up_finish(up);
+  else if (more)
+    http_body_resume(up->c);
+}
+
+void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                       const struct hutch_err *why) {
+  upload_into(up, sb, path, user, NULL, why);
+}
+
+void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                  const struct files_upload_opts *o, files_written_fn answer) {
+  upload_into(files_upload_later(c, answer), sb, path, user, o, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
