@@ -224,29 +224,38 @@ static int mkdir_parents(char *path, mode_t mode) {
   return 0;
 }
 
-/* Make what it can of path's missing parents as the sandbox's root, and
- * give each one made to the owner, as envd does; existing ones are left
- * as they are. Root has no DAC_OVERRIDE: where it may not make one (in
- * the user's own directories), the user's own mkdir goes on from there
- * (op_write). A directory made is opened without following a link, so
- * that nothing swapped in its place is chowned through one, and all are
- * made before any is given away (root may not write in the user's). */
-static void owned_parents(const char *path, uid_t uid, gid_t gid) {
+/* Make what it can of path's missing directories (its parents, and the
+ * last one too with last) as the sandbox's root, and give each one made
+ * to the owner, as envd does; existing ones are left as they are. Root
+ * has no DAC_OVERRIDE: where it may not make one (in the user's own
+ * directories), the user's own mkdir goes on from there. A directory made
+ * is opened without following a link, so that nothing swapped in its
+ * place is chowned through one, and all are made before any is given away
+ * (root may not write in the user's). Whether it made the last one. */
+static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
   char *p = xstrdup(path);
   int dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), *made = NULL;
   size_t n = 0;
+  bool made_last = false;
   char *save = NULL, *comp = strtok_r(p, "/", &save);
-  for (char *next; dfd >= 0 && comp && (next = strtok_r(NULL, "/", &save)); comp = next) {
+  while (dfd >= 0 && comp) {
+    char *next = strtok_r(NULL, "/", &save);
+    if (!next && !last)
+      break;
     int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    bool now = false;
     if (nd < 0 && errno == ENOENT && mkdirat(dfd, comp, 0755) == 0) {
       nd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (nd >= 0) {
         made = xrealloc(made, (n + 1) * sizeof *made);
         made[n++] = fcntl(nd, F_DUPFD_CLOEXEC, 0);
+        now = true;
       }
     }
+    made_last = !next && now;
     close(dfd);
     dfd = nd;
+    comp = next;
   }
   if (dfd >= 0)
     close(dfd);
@@ -259,6 +268,7 @@ static void owned_parents(const char *path, uid_t uid, gid_t gid) {
   }
   free(made);
   free(p);
+  return made_last;
 }
 
 /* The worker becomes the owner for good: its ids, and no capability
@@ -272,17 +282,25 @@ static int become(uid_t uid, gid_t gid) {
   return 0;
 }
 
+/* A worker job.c started as root for a request with an "owner": the
+ * missing directories of an absolute path with "parents" made for the
+ * owner (owned_dirs), then the owner for good. Whether it made the last. */
+static bool owner_first(json_t *req, const char *path, bool last) {
+  json_t *owner = json_object_get(req, "owner");
+  if (!owner)
+    return false;
+  uid_t uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
+  gid_t gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
+  bool made = path[0] == '/' && json_is_true(json_object_get(req, "parents")) &&
+              owned_dirs(path, last, uid, gid);
+  if (become(uid, gid) < 0)
+    _exit(125); /* never go on as root */
+  return made;
+}
+
 static int op_write(json_t *req, const char *path, int out, int in, int res) {
   (void)out;
-  json_t *owner = json_object_get(req, "owner");
-  if (owner) { /* job.c started this worker as root for it */
-    uid_t uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
-    gid_t gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
-    if (path[0] == '/' && json_is_true(json_object_get(req, "parents")))
-      owned_parents(path, uid, gid);
-    if (become(uid, gid) < 0)
-      _exit(125); /* never go on as root */
-  }
+  owner_first(req, path, false);
   json_int_t mode = json_is_integer(json_object_get(req, "mode"))
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;
@@ -413,6 +431,8 @@ static int op_stat(json_t *req, const char *path, int out, int in, int res) {
 
 static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {
   (void)out, (void)in;
+  if (owner_first(req, path, true))
+    return result(res, json_pack("{s:{s:b}}", "ok", "created", 1));
   if (json_is_true(json_object_get(req, "parents"))) {
     char *p = xstrdup(path);
     int r = mkdir_parents(p, 0755);

@@ -661,11 +661,12 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return -1;
   }
-  /* A write whose missing parents are the sandbox root's to make and the
-   * user's to own (envd's uploads): its worker starts as root with only
-   * the capabilities to hand them over and to become the user, which it
-   * does before it opens the file (files.c, write_owned_parents). */
-  bool owned = writes && who.uid != 0 && json_is_true(json_object_get(req, "parents_owned"));
+  /* A write or mkdir whose missing directories are the sandbox root's to
+   * make and the user's to own (envd's): its worker starts as root with
+   * only the capabilities to hand them over and to become the user, which
+   * it does before anything else (files.c, owner_first). */
+  bool owned = (writes || strcmp(op, "mkdir") == 0) && who.uid != 0 &&
+               json_is_true(json_object_get(req, "parents_owned"));
   if (owned)
     json_object_set_new(req, "owner", json_pack("{s:I,s:I}", "uid", (json_int_t)who.uid, "gid",
                                                 (json_int_t)who.gid));

@@ -392,6 +392,14 @@ def test_uploads_make_missing_parents_for_the_user(server, sbx):
         assert upload(p).status == 403, p
     assert stat("/etc/passwd")["entry"]["owner"] != "user"
 
+    def mkdir(path):
+        return envd(server, sbx, "/filesystem.Filesystem/MakeDir", json.dumps({"path": path}))
+    r = mkdir("/mk/a/b")
+    assert r.status == 200 and r.json["entry"]["path"] == "/mk/a/b", r
+    assert stat("/mk/a/b")["entry"]["owner"] == "user" and stat("/mk")["entry"]["owner"] == "user"
+    assert mkdir("/mk/a/b").status == 409  # there already
+    assert mkdir("/usr/newdir").status == 403
+
 
 def sign(path, op, user, token, exp=None):
     import hashlib

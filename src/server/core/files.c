@@ -267,6 +267,14 @@ int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents
                path, OP_UNARY, done, arg, err);
 }
 
+int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                      void *arg, struct hutch_err *err) {
+  return unary(sb,
+               json_pack("{s:s,s:s,s:s,s:b,s:b}", "op", "mkdir", "path", path, "user", user,
+                         "parents", 1, "parents_owned", 1),
+               path, OP_UNARY, done, arg, err);
+}
+
 int files_move(struct sbx *sb, const char *path, const char *to, const char *user,
                files_done_fn done, void *arg, struct hutch_err *err) {
   return unary(sb,

@@ -46,6 +46,11 @@ int files_list(struct sbx *sb, const char *path, const char *user, unsigned dept
                files_done_fn done, void *arg, struct hutch_err *err);
 int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents,
                 files_done_fn done, void *arg, struct hutch_err *err);
+/* envd's MakeDir: with parents, the missing ones (and path itself) made
+ * by the sandbox's root and given to the user, as files_write's
+ * owned_parents. */
+int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                      void *arg, struct hutch_err *err);
 int files_move(struct sbx *sb, const char *path, const char *to, const char *user,
                files_done_fn done, void *arg, struct hutch_err *err);
 int files_remove(struct sbx *sb, const char *path, const char *user, bool recursive,

@@ -181,7 +181,7 @@ static void answer_mkdir(struct http_conn *c, const struct files_result *r,
 
 static int mkdir_parents(struct sbx *sb, const char *path, const char *user, files_done_fn done,
                          void *arg, struct hutch_err *err) {
-  return files_mkdir(sb, path, user, true, done, arg, err);
+  return files_mkdir_owned(sb, path, user, done, arg, err);
 }
 
 void e2b_fs_mkdir(struct http_conn *c, const struct principal *p) {
