@@ -8,8 +8,9 @@ set -eu
 # for the 32-bit syscall probe (meson looks for it when it configures), and
 # the python3 that `make run` shows at work in a sandbox
 build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
-# the server: event loop, HTTP parser, WebSocket frames, database, hashing
-build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev"
+# the server: event loop, HTTP parser, WebSocket frames, database, hashing,
+# gzip uploads (envd's Content-Encoding)
+build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev zlib1g-dev"
 # hutch-template: archives (gzip, zstd), the registry client
 build="$build libarchive-dev libcurl4-openssl-dev"
 # tests: a sandbox's userland is the host's /usr, so what a test runs in one

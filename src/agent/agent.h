@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
@@ -222,10 +223,17 @@ bool monitor_on(const struct agent *a);
 /* {"total": N, "syscalls": {name: N}}, both null when not counting. */
 json_t *monitor_json(const struct agent *a);
 
+/* What the worker of a write whose parents it hands to the user starts
+ * with, as root (job.c): chown, and becoming the user. */
+#define FILE_OWNER_CAPS ((1ull << 0 /* CHOWN */) | (1ull << 6 /* SETGID */) | (1ull << 7 /* SETUID */))
+
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);
 /* Report errno e as the operation's result; -1. */
 int files_fail(int fd, int e, const char *what, const char *path);
+/* An entry as the operations report it: path's lstat st (name in the
+ * directory at, or AT_FDCWD for path itself). */
+json_t *files_entry(const char *path, const char *name, const struct stat *st, int at);
 /* watch.c: the "watch" operation. */
 int files_watch(json_t *req, const char *path, int out, int in, int res);
 

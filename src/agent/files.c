@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -38,6 +41,7 @@ static const char *errno_code(int e) {
   case ENOTEMPTY: return "not_empty";
   case ENOSPC: case EDQUOT: case EFBIG: return "no_space";
   case EINVAL: case ENAMETOOLONG: case ELOOP: case EXDEV: return "invalid";
+  case EOPNOTSUPP: return "not_supported";
   default: return "io";
   }
 }
@@ -54,22 +58,88 @@ static const char *type_name(mode_t m) {
   return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
 }
 
+/* A link's target as envd gives it, absolute: where the link leads in
+ * the end, or, when that is not there, its text taken from the link's
+ * directory. NULL when it cannot be read. */
+static char *link_target(const char *path, const char *name, int at) {
+  char text[PATH_MAX];
+  ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, text, sizeof text - 1);
+  if (n < 0)
+    return NULL;
+  text[n] = '\0';
+  char *real = realpath(path, NULL);
+  if (real || text[0] == '/')
+    return real ? real : xstrdup(text);
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return xstrdup(text);
+  return xasprintf("%.*s/%s", (int)(slash - path), path, text);
+}
+
+/* A file's metadata, as envd keeps it: extended attributes in the
+ * user.e2b. namespace, named without it. NULL when there is none. Read
+ * without following a link (the entry is the link). */
+#define META_NS "user.e2b."
+#define META_MAX 4096
+
+static json_t *metadata(const char *path) {
+  char names[META_MAX * 2];
+  ssize_t n = llistxattr(path, names, sizeof names);
+  json_t *m = NULL;
+  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
+    const char *name = names + i;
+    char value[META_MAX + 1];
+    ssize_t v;
+    if (strncmp(name, META_NS, strlen(META_NS)) != 0 ||
+        (v = lgetxattr(path, name, value, sizeof value - 1)) < 0)
+      continue;
+    value[v] = '\0';
+    if (!m)
+      m = json_object();
+    json_object_set_new(m, name + strlen(META_NS), hutch_json_text(value));
+  }
+  return m;
+}
+
+/* Replace the open file's metadata with meta's keys (an upload's): the
+ * old keys go, the new are set. A file system without user attributes
+ * fails only when there is something to set. */
+static int metadata_set(int fd, json_t *meta) {
+  char names[META_MAX * 2];
+  ssize_t n = flistxattr(fd, names, sizeof names);
+  for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1)
+    if (strncmp(names + i, META_NS, strlen(META_NS)) == 0 && fremovexattr(fd, names + i) < 0)
+      return -1;
+  const char *key;
+  json_t *v;
+  json_object_foreach(meta, key, v) {
+    char *name = xasprintf("%s%s", META_NS, key);
+    const char *s = json_string_value(v);
+    int r = s ? fsetxattr(fd, name, s, strlen(s), 0) : 0;
+    free(name);
+    if (r < 0)
+      return -1;
+  }
+  return 0;
+}
+
 /* Names come from the file system, where a workload may have made them any
  * bytes: they are reported lossily rather than not at all. */
-static json_t *entry(const char *path, const char *name, const struct stat *st, int at) {
+json_t *files_entry(const char *path, const char *name, const struct stat *st, int at) {
   json_t *e = json_pack("{s:o, s:o, s:s, s:I, s:i, s:i, s:i, s:f}", "name", hutch_json_text(name),
                         "path", hutch_json_text(path),
                         "type", type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode",
                         (int)(st->st_mode & 07777), "uid", (int)st->st_uid, "gid",
                         (int)st->st_gid, "mtime",
                         (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
+  json_t *meta = metadata(path);
+  if (meta)
+    json_object_set_new(e, "metadata", meta);
   if (S_ISLNK(st->st_mode)) {
-    char target[PATH_MAX];
-    ssize_t n = readlinkat(at, at == AT_FDCWD ? path : name, target, sizeof target - 1);
-    if (n >= 0) {
-      target[n] = '\0';
+    char *target = link_target(path, name, at);
+    if (target)
       json_object_set_new(e, "target", hutch_json_text(target));
-    }
+    free(target);
   }
   return e;
 }
@@ -154,8 +224,83 @@ static int mkdir_parents(char *path, mode_t mode) {
   return 0;
 }
 
+/* Make what it can of path's missing directories (its parents, and the
+ * last one too with last) as the sandbox's root, and give each one made
+ * to the owner, as envd does; existing ones are left as they are. Root
+ * has no DAC_OVERRIDE: where it may not make one (in the user's own
+ * directories), the user's own mkdir goes on from there. A directory made
+ * is opened without following a link, so that nothing swapped in its
+ * place is chowned through one, and all are made before any is given away
+ * (root may not write in the user's). Whether it made the last one. */
+static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
+  char *p = xstrdup(path);
+  int dfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), *made = NULL;
+  size_t n = 0;
+  bool made_last = false;
+  char *save = NULL, *comp = strtok_r(p, "/", &save);
+  while (dfd >= 0 && comp) {
+    char *next = strtok_r(NULL, "/", &save);
+    if (!next && !last)
+      break;
+    int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    bool now = false;
+    if (nd < 0 && errno == ENOENT && mkdirat(dfd, comp, 0755) == 0) {
+      nd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (nd >= 0) {
+        made = xrealloc(made, (n + 1) * sizeof *made);
+        made[n++] = fcntl(nd, F_DUPFD_CLOEXEC, 0);
+        now = true;
+      }
+    }
+    made_last = !next && now;
+    close(dfd);
+    dfd = nd;
+    comp = next;
+  }
+  if (dfd >= 0)
+    close(dfd);
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    if (made[i] >= 0 && fstat(made[i], &st) == 0 && st.st_uid == 0)
+      (void)!fchown(made[i], uid, gid);
+    if (made[i] >= 0)
+      close(made[i]);
+  }
+  free(made);
+  free(p);
+  return made_last;
+}
+
+/* The worker becomes the owner for good: its ids, and no capability
+ * left (the kernel clears them as root's ids go; capset says so again). */
+static int become(uid_t uid, gid_t gid) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {{0, 0, 0}, {0, 0, 0}};
+  if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0 ||
+      syscall(SYS_capset, &h, d) < 0)
+    return -1;
+  return 0;
+}
+
+/* A worker job.c started as root for a request with an "owner": the
+ * missing directories of an absolute path with "parents" made for the
+ * owner (owned_dirs), then the owner for good. Whether it made the last. */
+static bool owner_first(json_t *req, const char *path, bool last) {
+  json_t *owner = json_object_get(req, "owner");
+  if (!owner)
+    return false;
+  uid_t uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
+  gid_t gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
+  bool made = path[0] == '/' && json_is_true(json_object_get(req, "parents")) &&
+              owned_dirs(path, last, uid, gid);
+  if (become(uid, gid) < 0)
+    _exit(125); /* never go on as root */
+  return made;
+}
+
 static int op_write(json_t *req, const char *path, int out, int in, int res) {
   (void)out;
+  owner_first(req, path, false);
   json_int_t mode = json_is_integer(json_object_get(req, "mode"))
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;
@@ -171,6 +316,12 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
                         (mode_t)(mode & 07777), res);
   if (fd < 0)
     return -1;
+  json_t *meta = json_object_get(req, "metadata");
+  if (json_is_object(meta) && metadata_set(fd, meta) < 0) {
+    int e = errno;
+    close(fd);
+    return files_fail(res, e, "set the metadata of", path);
+  }
   uint64_t n = 0;
   int r = copy(in, fd, &n);
   int e = errno;
@@ -180,7 +331,39 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
   }
   if (r < 0)
     return files_fail(res, e, "write", path);
-  return result(res, json_pack("{s:{s:I}}", "ok", "size", (json_int_t)n));
+  json_t *ok = json_pack("{s:I}", "size", (json_int_t)n);
+  if (json_object_size(meta))
+    json_object_set(ok, "metadata", meta);
+  return result(res, json_pack("{s:o}", "ok", ok));
+}
+
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A directory's names, sorted byte-wise as envd's (Go's os.ReadDir) are;
+ * NULL when it cannot be read (errno). */
+static char **dir_names(DIR *d, size_t *n) {
+  char **names = NULL;
+  size_t cap = 0;
+  *n = 0;
+  errno = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (*n == cap)
+      names = xrealloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
+    names[(*n)++] = xstrdup(de->d_name);
+  }
+  if (errno) {
+    while (*n)
+      free(names[--*n]);
+    free(names);
+    return NULL;
+  }
+  if (*n)
+    qsort(names, *n, sizeof *names, name_cmp);
+  return names ? names : xcalloc(1, sizeof *names);
 }
 
 static int list_dir(int fd, const char *path, int depth, int out, uint64_t *count) {
@@ -189,32 +372,35 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
     close(fd);
     return -1;
   }
-  for (struct dirent *de; (de = readdir(d));) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
+  size_t n;
+  char **names = dir_names(d, &n);
+  int r = names ? 0 : -1;
+  for (size_t i = 0; i < n; i++) {
     struct stat st;
-    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    const char *name = names[i];
+    if (r < 0 || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue; /* gone since readdir */
-    char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", de->d_name);
-    char *line = json_dumps(entry(child, de->d_name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
-    int r = line ? write_all(out, line, strlen(line)) : -1;
+    char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", name);
+    char *line = json_dumps(files_entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
+    r = line ? write_all(out, line, strlen(line)) : -1;
     if (r == 0)
       r = write_all(out, "\n", 1);
     free(line);
     (*count)++;
     if (r == 0 && S_ISDIR(st.st_mode) && depth > 1) {
-      int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0)
         list_dir(sub, child, depth - 1, out, count);
     }
     free(child);
-    if (r < 0) {
-      closedir(d);
-      return -1;
-    }
   }
+  for (size_t i = 0; i < n; i++)
+    free(names[i]);
+  free(names);
+  int e = errno;
   closedir(d);
-  return 0;
+  errno = e;
+  return r;
 }
 
 static int op_list(json_t *req, const char *path, int out, int in, int res) {
@@ -240,11 +426,13 @@ static int op_stat(json_t *req, const char *path, int out, int in, int res) {
     return files_fail(res, errno, "stat", path);
   const char *slash = strrchr(path, '/');
   const char *name = slash && slash[1] ? slash + 1 : path;
-  return result(res, json_pack("{s:o}", "ok", entry(path, name, &st, AT_FDCWD)));
+  return result(res, json_pack("{s:o}", "ok", files_entry(path, name, &st, AT_FDCWD)));
 }
 
 static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {
   (void)out, (void)in;
+  if (owner_first(req, path, true))
+    return result(res, json_pack("{s:{s:b}}", "ok", "created", 1));
   if (json_is_true(json_object_get(req, "parents"))) {
     char *p = xstrdup(path);
     int r = mkdir_parents(p, 0755);

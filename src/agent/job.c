@@ -661,10 +661,20 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return -1;
   }
+  /* A write or mkdir whose missing directories are the sandbox root's to
+   * make and the user's to own (envd's): its worker starts as root with
+   * only the capabilities to hand them over and to become the user, which
+   * it does before anything else (files.c, owner_first). */
+  bool owned = (writes || strcmp(op, "mkdir") == 0) && who.uid != 0 &&
+               json_is_true(json_object_get(req, "parents_owned"));
+  if (owned)
+    json_object_set_new(req, "owner", json_pack("{s:I,s:I}", "uid", (json_int_t)who.uid, "gid",
+                                                (json_int_t)who.gid));
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
-      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = who.uid, .gid = who.gid,
-      .who = &who, .bset = a->bset, .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
+      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = owned ? 0 : who.uid,
+      .gid = owned ? 0 : who.gid, .who = &who, .caps = owned ? FILE_OWNER_CAPS : 0,
+      .bset = a->bset, .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);

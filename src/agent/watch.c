@@ -7,7 +7,9 @@
  *   {"type":"ready"}      first: the watches are in place
  *   {"type":"overflow"}   events were lost (the kernel's queue filled)
  *
- * "rename" is the old name; the new one comes as "create". With
+ * With "entry", an event also has "entry": what is at the path now (as
+ * stat reports it), when something is. "rename" is the old name; the new
+ * one comes as "create". With
  * "recursive", directories below are watched too, new ones as they come
  * (at most WATCH_MAX directories). A new directory's watch is added only
  * once its creation is read, and what was made in it meanwhile made no
@@ -34,6 +36,7 @@
 
 struct watches {
   int fd;
+  bool entries; /* each event carries its entry */
   char *path[WATCH_MAX]; /* by watch descriptor, for those below WATCH_MAX */
   size_t n;
   bool recursive;
@@ -71,10 +74,17 @@ static void add(struct watches *w, const char *dir, int depth) {
   closedir(d);
 }
 
-static int emit(int out, const char *type, const char *path, bool dir) {
+/* An event's line; with entries (the watch's "entry"), what is at path
+ * now, when something is (not after a remove or a rename away). */
+static int emit(int out, const char *type, const char *path, bool dir, bool entries) {
   json_t *j = path ? json_pack("{s:s,s:o,s:b}", "type", type, "path", hutch_json_text(path),
                                "dir", dir)
                    : json_pack("{s:s}", "type", type);
+  struct stat st;
+  if (path && entries && lstat(path, &st) == 0) {
+    const char *slash = strrchr(path, '/');
+    json_object_set_new(j, "entry", files_entry(path, slash ? slash + 1 : path, &st, AT_FDCWD));
+  }
   char *s = json_dumps(j, JSON_COMPACT);
   json_decref(j);
   int r = s ? write_all(out, s, strlen(s)) : -1;
@@ -86,7 +96,7 @@ static int emit(int out, const char *type, const char *path, bool dir) {
 
 /* What a directory new to the watch already holds; -1 when the reader has
  * gone. */
-static int announce(int out, const char *dir, int depth) {
+static int announce(const struct watches *w, int out, const char *dir, int depth) {
   /* Not through a link the workload put in the new directory's place. */
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -103,11 +113,11 @@ static int announce(int out, const char *dir, int depth) {
     struct stat st;
     if (lstat(sub, &st) == 0) {
       bool is_dir = S_ISDIR(st.st_mode);
-      r = emit(out, "create", sub, is_dir);
+      r = emit(out, "create", sub, is_dir, w->entries);
       if (r == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        r = emit(out, "write", sub, false);
+        r = emit(out, "write", sub, false, w->entries);
       if (r == 0 && is_dir && depth < 64)
-        r = announce(out, sub, depth + 1);
+        r = announce(w, out, sub, depth + 1);
     }
     free(sub);
   }
@@ -124,12 +134,13 @@ int files_watch(json_t *req, const char *path, int out, int in, int res) {
     return files_fail(res, ENOTDIR, "watch", path);
   struct watches *w = xcalloc(1, sizeof *w);
   w->recursive = json_is_true(json_object_get(req, "recursive"));
+  w->entries = json_is_true(json_object_get(req, "entry"));
   if ((w->fd = inotify_init1(IN_CLOEXEC)) < 0)
     return files_fail(res, errno, "watch", path);
   add(w, path, 0);
   if (w->n == 0)
     return files_fail(res, errno ? errno : EACCES, "watch", path);
-  if (emit(out, "ready", NULL, false) < 0)
+  if (emit(out, "ready", NULL, false, false) < 0)
     return 0;
   char buf[64 << 10] __attribute__((aligned(__alignof__(struct inotify_event))));
   for (;;) {
@@ -142,7 +153,7 @@ int files_watch(json_t *req, const char *path, int out, int in, int res) {
       struct inotify_event *ev = (struct inotify_event *)p;
       p += sizeof *ev + ev->len;
       if (ev->mask & IN_Q_OVERFLOW) {
-        if (emit(out, "overflow", NULL, false) < 0)
+        if (emit(out, "overflow", NULL, false, false) < 0)
           return 0; /* the reader has gone */
         continue;
       }
@@ -156,10 +167,10 @@ int files_watch(json_t *req, const char *path, int out, int in, int res) {
                          : ev->mask & IN_DELETE                ? "remove"
                          : ev->mask & IN_MOVED_FROM            ? "rename"
                                                                : NULL;
-      int r = type ? emit(out, type, full, is_dir) : 0;
+      int r = type ? emit(out, type, full, is_dir, w->entries) : 0;
       if (r == 0 && type && !strcmp(type, "create") && is_dir && w->recursive) {
         add(w, full, 1);
-        r = announce(out, full, 1);
+        r = announce(w, out, full, 1);
       }
       free(full);
       if (r < 0)

@@ -35,6 +35,7 @@ enum access {
   ADMIN,  /* the admin key only */
   SANDBOX, /* the sandbox the headers name, with its access token */
   SANDBOX_ANY, /* the sandbox the headers name, without a token (health) */
+  SIGNED,  /* the sandbox whose access token signed the URL (e2b/signing.c) */
 };
 
 struct route {
@@ -200,6 +201,10 @@ static const struct route e2b_api[] = {
     VOLUME(HTTP_PUT, "file", "volume.write", e2b_volume_content, true),
     {HTTP_DELETE, "/templates/{id}", TENANT, "template.delete", e2b_templates_delete, false,
      DIALECT_E2B},
+    /* envd's signed URLs as the SDKs make them with E2B_SANDBOX_URL: the
+     * signature names the sandbox. */
+    {HTTP_GET, "/files", SIGNED, NULL, e2b_files_read, false, DIALECT_E2B},
+    {HTTP_POST, "/files", SIGNED, "file.write", e2b_files_write, true, DIALECT_E2B},
 };
 
 /* envd: Connect RPC (unary and server streams) and its HTTP file routes. */
@@ -375,7 +380,13 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   bool ok = tok ? token_is(tok, sb->token)
                : traffic && (token_is(traffic, sb->token) ||
                              (interpreter && token_is(traffic, sb->traffic_token)));
-  if (!ok) {
+  /* envd's /files also take a URL signed with the token instead. */
+  int sig = !ok && !tok && !traffic && !interpreter && strcmp(c->req.path, "/files") == 0
+                ? e2b_signature_check(c, sb)
+                : 0;
+  if (sig < 0)
+    return NULL;
+  if (!ok && !sig) {
     http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                "the sandbox's access token is required (X-Access-Token: envdAccessToken)");
     return NULL;
@@ -418,8 +429,8 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
     return;
   }
   struct principal p = {0};
-  if (found->access == SANDBOX || found->access == SANDBOX_ANY) {
-    struct sbx *sb = sandbox_of(c, found->access);
+  if (found->access == SANDBOX || found->access == SANDBOX_ANY || found->access == SIGNED) {
+    struct sbx *sb = found->access == SIGNED ? e2b_signed_sandbox(c) : sandbox_of(c, found->access);
     if (!sb)
       return;
     /* The handlers find the sandbox as a native route's: params[0] is its

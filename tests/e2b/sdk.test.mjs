@@ -6,7 +6,7 @@ import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
 import { Sandbox } from '@e2b/code-interpreter';
-import { CommandExitError, NotFoundError, Sandbox as BaseSandbox, Volume, VolumeError } from 'e2b';
+import { CommandExitError, NotFoundError, Sandbox as BaseSandbox, TimeoutError, Volume, VolumeError } from 'e2b';
 
 import { startServer } from './server.mjs';
 
@@ -223,6 +223,42 @@ describe('commands', () => {
     assert.equal(r.exitCode, 0);
     assert.equal(seen.join(''), 'later\n');
   });
+
+  it('reconnect to a running PTY, its output as the terminal\'s', T, async () => {
+    const dec = new TextDecoder();
+    let first = '';
+    let second = '';
+    const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { first += dec.decode(d); }, envs: { FOO: 'bar' } });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo $FOO\n'));
+    const deadline = Date.now() + 10000;
+    while (Date.now() < deadline && !first.includes('bar')) await new Promise((r) => setTimeout(r, 50));
+    await term.disconnect();
+    const again = await sbx.pty.connect(term.pid, { onData: (d) => { second += dec.decode(d); } });
+    await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo $FOO-again\nexit\n'));
+    const r = await again.wait();
+    assert.equal(r.exitCode, 0);
+    assert.ok(first.includes('bar'), first);
+    assert.ok(second.includes('bar-again'), second);
+  });
+});
+
+describe('a killed sandbox', () => {
+  it('cuts its command and cell streams: the SDKs say it was killed', T, async () => {
+    const box = await BaseSandbox.create({ timeoutMs: 60000 });
+    const cmd = await box.commands.run('sleep 60', { background: true });
+    await box.kill();
+    const err = await cmd.wait().catch((e) => e);
+    assert.ok(err instanceof TimeoutError, String(err));
+    assert.match(err.message, /sandbox was killed or reached its end of life/);
+
+    const ci = await Sandbox.create({ timeoutMs: 60000 });
+    const cell = ci.runCode('import time; time.sleep(300)', { timeoutMs: 300000 }).catch((e) => e);
+    await new Promise((r) => setTimeout(r, 1000));
+    await ci.kill();
+    const cellErr = await cell;
+    assert.equal(cellErr?.name, 'TimeoutError', String(cellErr));
+    assert.match(cellErr.message, /sandbox was killed while the request was in progress/);
+  });
 });
 
 describe('files', () => {
@@ -233,11 +269,15 @@ describe('files', () => {
     const bytes = new Uint8Array([0, 1, 2, 255, 254]);
     await sbx.files.write('notes/b.bin', bytes.buffer);
     assert.deepEqual(await sbx.files.read('/home/user/notes/b.bin', { format: 'bytes' }), bytes);
-    const many = await sbx.files.write([{ path: 'notes/c.txt', data: 'c' }, { path: '/tmp/d.txt', data: 'd' }]);
-    assert.deepEqual(many.map((w) => w.path).sort(), ['/home/user/notes/c.txt', '/tmp/d.txt']);
+    // The answer is in the request's order, whichever write ends first.
+    const many = await sbx.files.write([{ path: 'notes/c.txt', data: 'c'.repeat(1 << 20) },
+      { path: '/tmp/d.txt', data: 'd' }]);
+    assert.deepEqual(many.map((w) => w.path), ['/home/user/notes/c.txt', '/tmp/d.txt']);
 
+    await sbx.commands.run('cd notes && mkdir Z && ln -s a.txt link');
     const list = await sbx.files.list('/home/user/notes');
-    assert.deepEqual(list.map((e) => e.name).sort(), ['a.txt', 'b.bin', 'c.txt']);
+    assert.deepEqual(list.map((e) => e.name), ['Z', 'a.txt', 'b.bin', 'c.txt', 'link'], 'sorted as envd sorts');
+    assert.equal(list[4].symlinkTarget, '/home/user/notes/a.txt');
     const a = list.find((e) => e.name === 'a.txt');
     assert.equal(a.type, 'file');
     assert.equal(a.size, 13);
@@ -254,6 +294,39 @@ describe('files', () => {
     await assert.rejects(sbx.files.read('/home/user/notes/a.txt'), NotFoundError);
   });
 
+  it('upload streams, gzip and metadata, as envd 0.6.4', T, async () => {
+    const content = 'gzipped. '.repeat(100000);
+    const info = await sbx.files.write('gz.txt', new Blob([content]).stream(), { gzip: true });
+    assert.equal(info.path, '/home/user/gz.txt');
+    assert.equal(await sbx.files.read('gz.txt'), content);
+    // gVisor's file systems keep no user attributes: refused, not dropped.
+    if ((process.env.HUTCH_SERVE_ARGS || '').includes('gvisor')) {
+      await assert.rejects(sbx.files.write('meta.txt', 'm', { metadata: { author: 'me' } }),
+        /not supported/);
+      return;
+    }
+    const meta = await sbx.files.write('meta.txt', 'm', { metadata: { author: 'me' } });
+    assert.deepEqual(meta.metadata, { author: 'me' });
+    assert.deepEqual((await sbx.files.getInfo('meta.txt')).metadata, { author: 'me' });
+    await sbx.files.write('meta.txt', 'n');
+    assert.equal((await sbx.files.getInfo('meta.txt')).metadata, undefined, 'a new upload clears it');
+  });
+
+  it('are reached by signed download and upload URLs', T, async () => {
+    await sbx.files.write('signed.txt', 'by url');
+    const res = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 600 }));
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'by url');
+    const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -600 }));
+    assert.equal(expired.status, 401);
+    assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' });
+    const form = new FormData();
+    form.append('file', 'uploaded by url');
+    const up = await fetch(await sbx.uploadUrl('/tmp/by-url.txt'), { method: 'POST', body: form });
+    assert.deepEqual(await up.json(), [{ name: 'by-url.txt', type: 'file', path: '/tmp/by-url.txt' }]);
+    assert.equal(await sbx.files.read('/tmp/by-url.txt'), 'uploaded by url');
+  });
+
   it('refuse what the sandbox user may not touch', T, async () => {
     await assert.rejects(sbx.files.write('/etc/passwd', 'x'));
     await assert.rejects(sbx.files.read('/root/secret'));
@@ -262,7 +335,7 @@ describe('files', () => {
   it('watch a directory', T, async () => {
     await sbx.files.makeDir('/home/user/watched');
     const events = [];
-    const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e));
+    const w = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e), { includeEntry: true });
     await sbx.files.write('/home/user/watched/new.txt', 'hello');
     await sbx.files.remove('/home/user/watched/new.txt');
     const deadline = Date.now() + 10000;
@@ -271,7 +344,8 @@ describe('files', () => {
     }
     await w.stop();
     assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'create'), JSON.stringify(events));
-    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'write'), JSON.stringify(events));
+    assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'write' && e.entry?.size === 5),
+      JSON.stringify(events));
     assert.ok(events.some((e) => e.name === 'new.txt' && e.type === 'remove'), JSON.stringify(events));
   });
 });

@@ -19,7 +19,7 @@ enum fake_state { F_HANDLING, F_BODY, F_STREAMING, F_RAW, F_DONE, F_CLOSED };
 struct proc {
   struct sub *sub;
   json_t *cmd;
-  bool ended, stdin_open;
+  bool ended, stdin_open, pty;
   procs_started_cb started; /* who waits for it to run */
   void *started_arg;
 };
@@ -439,6 +439,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
     return NULL;
   }
   w.proc.cmd = json_incref(argv);
+  w.proc.pty = json_object_get(req, "pty") != NULL;
   w.proc.stdin_open = keep_stdin || in;
   w.proc.ended = false;
   w.proc.started = started;
@@ -471,6 +472,8 @@ int procs_pid(const struct proc *pr) {
 }
 
 json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
+
+bool procs_pty(const struct proc *pr) { return pr->pty; }
 
 /* One request has at most one reader of the process. */
 struct sub *procs_subscribe(struct proc *pr,
@@ -603,6 +606,11 @@ bool sbx_wake(struct http_conn *c, struct sbx *sb) {
 struct sbx *e2b_sandbox(struct http_conn *c) {
   (void)c;
   return &w.sb;
+}
+
+void e2b_cut(struct http_conn *c) {
+  http_own(c, NULL, NULL);
+  http_abort(c);
 }
 
 const char *e2b_user(struct http_conn *c, const struct sbx *sb) {

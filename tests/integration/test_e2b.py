@@ -4,6 +4,7 @@ multipart bodies get E2B's error shapes and leave the server serving (the
 SDKs' own behaviour is tests/e2b). Against both builds: the sanitizers
 watch the parsers."""
 import base64
+import gzip
 import json
 import struct
 import time
@@ -228,9 +229,17 @@ def test_uploads(server, sbx):
     assert upload(b"x", "application/octet-stream").status == 400  # no path
     r = upload(b"x", "application/octet-stream", "?path=/etc/passwd")
     assert r.status == 403, r
-    r = upload(b"x", "application/octet-stream", "?path=/tmp/z",
+    r = upload(gzip.compress(b"inflated"), "application/octet-stream", "?path=/tmp/z",
                {"Content-Encoding": "gzip"})
-    assert r.status == 415
+    assert r.status == 200 and r.json[0]["path"] == "/tmp/z", r
+    assert envd(server, sbx, "/files?path=/tmp/z", None, method="GET").raw == b"inflated"
+    for bad in (b"not gzip at all", gzip.compress(b"cut short" * 100)[:-12]):
+        r = upload(bad, "application/octet-stream", "?path=/tmp/z", {"Content-Encoding": "gzip"})
+        assert r.status == 400 and r.json["code"] == 400, r
+    r = upload(form, f"multipart/form-data; boundary={b}", extra={"Content-Encoding": "gzip"})
+    assert r.status == 415  # gzip is for a file's bytes alone, as envd's
+    assert upload(b"x", "application/octet-stream", "?path=/tmp/z",
+                  {"Content-Encoding": "br"}).status == 415
     # The server still serves, and the sandbox is whole.
     r = envd(server, sbx, "/files?path=/tmp/raw", None, method="GET")
     assert r.raw == b"raw bytes"
@@ -309,6 +318,155 @@ def test_polled_watcher(server, sbx):
     assert rpc("RemoveWatcher", {"watcherId": wid})[0] == 200
     assert rpc("GetWatcherEvents", {"watcherId": wid})[1]["code"] == "not_found"
     assert rpc("CreateWatcher", {"path": "/no/such/dir"})[1]["code"] == "not_found"
+
+
+def test_upload_metadata(server, sbx):
+    """X-Metadata-* headers become the file's metadata (replaced by each
+    upload), shown by Stat and ListDir; bad keys or values are a 400 and
+    write nothing."""
+    def upload(path, data, meta):
+        h = {"Content-Type": "application/octet-stream"}
+        h.update({f"X-Metadata-{k}": v for k, v in meta.items()})
+        return envd(server, sbx, f"/files?path={path}", data, extra=h)
+
+    def stat(path):
+        return envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": path})).json
+
+    r = upload("/tmp/m", b"x", {"Author": "mish", "purpose": "a b"})
+    assert r.status == 200 and r.json[0]["metadata"] == {"author": "mish", "purpose": "a b"}, r
+    assert stat("/tmp/m")["entry"]["metadata"] == {"author": "mish", "purpose": "a b"}
+    r = envd(server, sbx, "/filesystem.Filesystem/ListDir", json.dumps({"path": "/tmp"}))
+    assert [e.get("metadata") for e in r.json["entries"] if e["name"] == "m"] == \
+        [{"author": "mish", "purpose": "a b"}]
+    assert "metadata" not in upload("/tmp/m", b"y", {}).json[0]
+    assert "metadata" not in stat("/tmp/m")["entry"]
+    for bad in ({"k": "caf\u00e9".encode().decode("latin-1")}, {"k" * 247: "v"},
+                {f"k{i}": "v" * 400 for i in range(12)}):
+        r = upload("/tmp/never", b"x", bad)
+        assert r.status == 400 and r.json["code"] == 400, (bad, r)
+    assert stat("/tmp/never")["code"] == "not_found"
+
+
+def test_gzip_bomb_meets_the_disk_quota(server):
+    """256 MiB of zeros in 256 KiB of gzip, into a sandbox of 32 MiB: the
+    upload ends with the sandbox's no_space, inflated as the agent takes
+    it, so the server's memory does not grow by what it inflated."""
+    api = server.api()
+    r = api.post("/v1/sandboxes", {"disk_mb": 32})
+    assert r.status == 201, r
+    sid = r.json["id"]
+    try:
+        sbx = api.get(f"/sandboxes/{sid}").json
+        bomb = gzip.compress(bytes(256 << 20), 9)
+        assert len(bomb) < 1 << 20
+
+        def rss_kb():
+            with open(f"/proc/{server.proc.pid}/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+        before = rss_kb()
+        r = envd(server, sbx, "/files?path=/tmp/bomb", bomb,
+                 extra={"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"})
+        assert r.status == 507 and r.json["code"] == 507, r
+        assert rss_kb() - before < 64 << 10
+        assert api.get("/healthz").status == 200
+    finally:
+        api.delete(f"/v1/sandboxes/{sid}")
+
+
+def test_uploads_make_missing_parents_for_the_user(server, sbx):
+    """As envd: an upload outside the user's home makes the missing
+    parents (the sandbox's root makes them, the user owns them), while the
+    file itself is written as the user: what exists stays as unix
+    permissions say."""
+    def upload(path):
+        return envd(server, sbx, f"/files?path={path}", b"x",
+                    extra={"Content-Type": "application/octet-stream"})
+
+    def stat(path):
+        return envd(server, sbx, "/filesystem.Filesystem/Stat", json.dumps({"path": path})).json
+
+    r = upload("/0/a/b/c.txt")
+    assert r.status == 200 and r.json[0]["path"] == "/0/a/b/c.txt", r
+    for p in ("/0", "/0/a", "/0/a/b", "/0/a/b/c.txt"):
+        assert stat(p)["entry"]["owner"] == "user", p
+    assert upload("/home/user/n1/n2/f").status == 200
+    for p in ("/etc/passwd", "/etc/x", "/usr/newdir/x"):
+        assert upload(p).status == 403, p
+    assert stat("/etc/passwd")["entry"]["owner"] != "user"
+
+    def mkdir(path):
+        return envd(server, sbx, "/filesystem.Filesystem/MakeDir", json.dumps({"path": path}))
+    r = mkdir("/mk/a/b")
+    assert r.status == 200 and r.json["entry"]["path"] == "/mk/a/b", r
+    assert stat("/mk/a/b")["entry"]["owner"] == "user" and stat("/mk")["entry"]["owner"] == "user"
+    assert mkdir("/mk/a/b").status == 409  # there already
+    assert mkdir("/usr/newdir").status == 403
+
+
+def sign(path, op, user, token, exp=None):
+    import hashlib
+    raw = f"{path}:{op}:{user}:{token}" + (f":{exp}" if exp is not None else "")
+    return "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).decode().rstrip("=")
+
+
+def test_signed_file_urls(server, sbx):
+    """envd's signed URLs, as downloadUrl/uploadUrl make them: /files with
+    no sandbox headers (the server's own URL, E2B_SANDBOX_URL), the sandbox
+    found by the token the signature was made with; expired, wrong or
+    missing signatures are E2B's 401."""
+    from urllib.parse import quote
+    tok = sbx["envdAccessToken"]
+    anon = server.api(None)
+
+    def url(path, op, user="", exp=None, sig=None):
+        q = f"/files?path={quote(path, safe='')}"
+        q += f"&username={user}" if user else ""
+        q += f"&signature={quote(sig or sign(path, op, user, tok, exp), safe='')}"
+        return q + (f"&signature_expiration={exp}" if exp is not None else "")
+
+    r = envd(server, sbx, "/files?path=s.txt", b"signed", extra={"Content-Type": "application/octet-stream"})
+    assert r.status == 200, r
+    later = int(time.time()) + 600
+    assert anon.request("GET", url("s.txt", "read")).raw == b"signed"
+    assert anon.request("GET", url("s.txt", "read", exp=later)).raw == b"signed"
+    r = anon.request("GET", url("s.txt", "read", exp=int(time.time()) - 10))
+    assert r.status == 401 and r.json == {"code": 401, "message": "signature is already expired"}
+    for bad in (url("s.txt", "write"), url("s.txt", "read", user="root", sig=sign("s.txt", "read", "", tok)),
+                url("s.txt", "read", sig="v1_" + "A" * 43), "/files?path=s.txt"):
+        r = anon.request("GET", bad)
+        assert r.status == 401 and r.json["code"] == 401, (bad, r)
+    # A read signature does not write, nor does another sandbox's token.
+    h = {"Content-Type": "application/octet-stream"}
+    assert anon.request("POST", url("w.txt", "read"), b"x", headers=h).status == 401
+    r = anon.request("POST", url("w.txt", "write", user="root"), b"as root", headers=h)
+    assert r.status == 200 and r.json[0]["path"] == "/root/w.txt", r
+    # With the sandbox's headers, the signature stands for the token.
+    h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983"}
+    assert anon.request("GET", url("s.txt", "read"), headers=h).raw == b"signed"
+    assert anon.request("GET", url("s.txt", "write"), headers=h).status == 401
+
+
+def test_a_killed_sandbox_cuts_its_streams(server, sbx):
+    """As E2B's proxy does: a process stream (and a cell's) whose sandbox
+    is killed is cut, with no end message; the SDKs then find the sandbox
+    gone and say it was killed. The server goes on."""
+    import socket
+    body = envelope({"process": {"cmd": "sleep", "args": ["60"]}})
+    head = (f"POST /process.Process/Start HTTP/1.1\r\nHost: x\r\n"
+            f"E2b-Sandbox-Id: {sbx['sandboxID']}\r\nE2b-Sandbox-Port: 49983\r\n"
+            f"X-Access-Token: {sbx['envdAccessToken']}\r\n"
+            f"Content-Type: application/connect+json\r\nContent-Length: {len(body)}\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+        s.sendall(head.encode() + body)
+        out = b""
+        while b'"start"' not in out:
+            out += s.recv(65536)
+        assert server.api().delete(f"/sandboxes/{sbx['sandboxID']}").status == 204
+        while (got := s.recv(65536)):
+            out += got
+    assert out.startswith(b"HTTP/1.1 200"), out
+    assert b'"end"' not in out and not out.endswith(b"0\r\n\r\n"), out  # cut, not ended
+    assert server.api().get("/healthz").status == 200
 
 
 def test_volumes_and_their_content_by_token(server):

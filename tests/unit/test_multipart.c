@@ -194,7 +194,7 @@ static void test_filename(void) {
               "../../etc/x"); /* as sent: the caller resolves it in the sandbox */
   filename_is("Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n", "");
   filename_is("Content-Disposition: form-data; name=\"other\"; filename=\"d\"\r\n", NULL);
-  filename_is("Content-Disposition: form-data; name=\"file\"\r\n", NULL);
+  filename_is("Content-Disposition: form-data; name=\"file\"\r\n", ""); /* a field */
   filename_is("Content-Disposition: form-data; name=\"file\"; filename=\"open\r\n", NULL);
   filename_is("Content-Type: text/plain\r\n", NULL);
   filename_is("", NULL);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "core/files.h"
 #include "core/sbx.h"
 #include "http/http.h"
 
@@ -71,10 +72,16 @@ void files_waited(const struct files_result *r, const struct hutch_err *err, voi
 void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err);
 /* Stream the file at path to c: 200 and its bytes, or the error. */
 void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user);
-/* Write c's body, as it comes, to path; answer renders the result. */
+/* Write c's body, as it comes, to path; answer renders the result. o
+ * (may be NULL): the body is gzip, inflated as it comes; the file's
+ * metadata (files_write). */
 typedef void (*files_written_fn)(struct http_conn *c, const struct files_result *r);
+struct files_upload_opts {
+  bool gzip;
+  struct files_write_opts write;
+};
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  files_written_fn answer);
+                  const struct files_upload_opts *o, files_written_fn answer);
 /* The same in two steps, for a handler that finds its sandbox later: the
  * body is taken (and held, reading paused) at once; files_upload_into
  * writes it to sb, or answers why (sb NULL) — always, even after the

@@ -142,8 +142,24 @@ static void sink_event(json_t *ev, void *arg) {
   free(s);
 }
 
+/* Whether the sandbox of the request is gone (killed, or at its end). */
+static bool sandbox_gone(const struct http_conn *c) {
+  for (const struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
+    if (!sb->dying && c->req.nparams && strcmp(sb->id, c->req.params[0]) == 0)
+      return false;
+  return true;
+}
+
 static void sink_end(void *arg) {
-  http_stream_end(arg);
+  struct http_conn *c = arg;
+  /* E2B's interpreter (the text dialect): a cell whose sandbox was killed
+   * is cut as E2B's proxy cuts it, which its SDK reports as the kill. */
+  if (c->dialect == DIALECT_TEXT && sandbox_gone(c)) {
+    http_own(c, NULL, NULL);
+    http_abort(c);
+    return;
+  }
+  http_stream_end(c);
 }
 
 static bool sink_full(void *arg) {

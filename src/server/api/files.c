@@ -5,6 +5,7 @@
  * the agent has not taken what came. */
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "util.h"
 #include "api/api.h"
@@ -315,32 +316,129 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
   if (!sb)
     return;
   struct download *d = dl_new(c, "application/x-ndjson", &sink);
-  d->op = files_watch(sb, path, user, recursive, &sink, &err);
+  d->op = files_watch(sb, path, user, recursive, false, &sink, &err);
   dl_start(c, d, &err);
   free(path);
 }
 
 /* ---- uploads ---- */
 
+#define INFLATE_CHUNK (64u << 10) /* inflated bytes handed to the write at a time */
+
 struct upload {
   struct http_conn *c;
   struct files_op *op; /* NULL before the write starts and once it has ended */
   bool started, gone;  /* files_upload_into came; the client left before it */
-  bool ended;          /* the body ended before the write started */
+  bool body_done;      /* the body ended (maybe before the write started) */
+  bool told_end;       /* the write was told the end */
   char *early;         /* what came before the write started */
   size_t nearly;
   files_written_fn answer;
+  bool gzip;           /* the body is gzip (Content-Encoding), inflated here */
+  bool gz_end;         /* the last gzip member ended */
+  bool bad;            /* the gzip was not: the write is cancelled, 400 at the body's end */
+  z_stream z;
+  char *in;            /* a gzip piece of the body not inflated yet (reading paused) */
+  size_t nin, off;
 };
+
+static void up_free(struct upload *up) {
+  if (up->gzip)
+    inflateEnd(&up->z);
+  free(up->early);
+  free(up->in);
+  free(up);
+}
 
 static void up_abort(void *ctx) {
   struct upload *up = ctx;
   if (up->op)
     files_cancel(up->op);
-  free(up->early);
+  up->op = NULL;
   if (up->started)
-    free(up);
+    up_free(up);
   else
     up->gone = true; /* files_upload_into frees it */
+}
+
+/* Inflate what is pending into the write, until it is all in or the agent
+ * has not taken enough (then false: reading stays paused until resumed).
+ * What is held for the agent is bounded by the write's own limit plus one
+ * chunk, whatever the ratio: a gzip bomb fills the sandbox's disk quota,
+ * never the server's memory. */
+static bool up_inflate(struct upload *up) {
+  char out[INFLATE_CHUNK];
+  while (up->op && !up->bad && up->off < up->nin) {
+    if (up->gz_end) { /* another gzip member follows, as gzip allows */
+      inflateReset(&up->z);
+      up->gz_end = false;
+    }
+    up->z.next_in = (Bytef *)up->in + up->off;
+    up->z.avail_in = (uInt)(up->nin - up->off);
+    up->z.next_out = (Bytef *)out;
+    up->z.avail_out = sizeof out;
+    int r = inflate(&up->z, Z_NO_FLUSH);
+    up->off = up->nin - up->z.avail_in;
+    if (r == Z_STREAM_END) {
+      up->gz_end = true;
+    } else if (r != Z_OK && r != Z_BUF_ERROR) {
+      up->bad = true;
+      files_cancel(up->op);
+      up->op = NULL;
+      break;
+    }
+    size_t n = sizeof out - up->z.avail_out;
+    if (n && !files_write_data(up->op, out, n))
+      return false;
+  }
+  free(up->in);
+  up->in = NULL;
+  up->nin = up->off = 0;
+  return true;
+}
+
+/* The next bytes of the body, for the started write: false when it has
+ * not taken enough (reading pauses until up_resume). data is taken over
+ * when own. */
+static bool up_feed(struct upload *up, char *data, size_t n, bool own) {
+  if (!up->op || n == 0) { /* the write ended or was refused: the rest is dropped */
+    if (own)
+      free(data);
+    return true;
+  }
+  if (!up->gzip) {
+    bool more = files_write_data(up->op, data, n);
+    if (own)
+      free(data);
+    return more;
+  }
+  up->in = own ? data : memcpy(xmalloc(n), data, n);
+  up->nin = n;
+  up->off = 0;
+  return up_inflate(up);
+}
+
+static void up_answer_bad(struct upload *up) {
+  struct http_conn *c = up->c;
+  up_free(up);
+  http_own(c, NULL, NULL);
+  http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not the gzip it says");
+}
+
+/* The body has ended and all of it is in the write (or dropped). */
+static void up_finish(struct upload *up) {
+  if (up->gzip && !up->bad && !up->gz_end) { /* cut short */
+    up->bad = true;
+    if (up->op)
+      files_cancel(up->op);
+    up->op = NULL;
+  }
+  if (up->bad) {
+    up_answer_bad(up);
+  } else if (up->op && !up->told_end) {
+    up->told_end = true;
+    files_write_end(up->op);
+  }
 }
 
 static void up_body(void *ctx, const char *data, size_t n) {
@@ -350,21 +448,26 @@ static void up_body(void *ctx, const char *data, size_t n) {
     memcpy(up->early + up->nearly, data, n);
     up->nearly += n;
     http_body_pause(up->c);
-  } else if (up->op && !files_write_data(up->op, data, n)) {
+  } else if (!up_feed(up, (char *)data, n, false)) {
     http_body_pause(up->c);
   }
 }
 
 static void up_body_end(void *ctx) {
   struct upload *up = ctx;
-  up->ended = !up->started;
-  if (up->op)
-    files_write_end(up->op);
+  up->body_done = true;
+  if (up->started && !up->in) /* else files_upload_into or up_resume ends it */
+    up_finish(up);
 }
 
 static void up_resume(void *arg) {
   struct upload *up = arg;
-  http_body_resume(up->c);
+  if (up->in && !up_inflate(up))
+    return;
+  if (!up->body_done)
+    http_body_resume(up->c);
+  else if (!up->told_end)
+    up_finish(up);
 }
 
 static const struct http_stream_ops up_ops = {
@@ -374,8 +477,8 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
   struct upload *up = arg;
   struct http_conn *c = up->c;
   files_written_fn answer = up->answer;
-  free(up->early);
-  free(up);
+  up->op = NULL;
+  up_free(up);
   http_own(c, NULL, NULL);
   if (err)
     http_fail(c, err);
@@ -391,34 +494,46 @@ struct upload *files_upload_later(struct http_conn *c, files_written_fn answer) 
   return up;
 }
 
-void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
-                       const struct hutch_err *why) {
+static void upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                        const struct files_upload_opts *o, const struct hutch_err *why) {
   struct hutch_err err = {0};
   if (up->gone) {
-    free(up);
+    up_free(up);
     return;
   }
   up->started = true;
-  up->op = sb ? files_write(sb, path, user, up_resume, up_done, up, &err) : NULL;
+  /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
+  if (sb && o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
+    hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal", "cannot start inflating the body");
+    up_done(NULL, &err, up);
+    return;
+  }
+  up->gzip = sb && o && o->gzip;
+  up->op = sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err)
+              : NULL;
   if (!up->op) {
     up_done(NULL, sb ? &err : why, up);
     return;
   }
+  /* The write takes what came early, then the rest as it comes. */
   char *early = up->early;
   size_t n = up->nearly;
   up->early = NULL;
-  /* The write takes what came early, then the rest as it comes. */
-  bool more = !n || files_write_data(up->op, early, n);
-  free(early);
-  if (up->ended)
-    files_write_end(up->op);
+  bool more = up_feed(up, early, n, true);
+  if (up->body_done && more)
+    up_finish(up);
   else if (more)
     http_body_resume(up->c);
 }
 
+void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                       const struct hutch_err *why) {
+  upload_into(up, sb, path, user, NULL, why);
+}
+
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  files_written_fn answer) {
-  files_upload_into(files_upload_later(c, answer), sb, path, user, NULL);
+                  const struct files_upload_opts *o, files_written_fn answer) {
+  upload_into(files_upload_later(c, answer), sb, path, user, o, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
@@ -431,6 +546,6 @@ void api_files_write(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_upload(c, sb, path, user, answer_written);
+    files_upload(c, sb, path, user, NULL, answer_written);
   free(path);
 }

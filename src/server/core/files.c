@@ -64,6 +64,7 @@ static void agent_err(json_t *ev, struct hutch_err *err) {
       {"exists", HUTCH_ERR_CONFLICT},         {"not_a_directory", HUTCH_ERR_INVALID},
       {"is_a_directory", HUTCH_ERR_INVALID},  {"not_empty", HUTCH_ERR_CONFLICT},
       {"no_space", HUTCH_ERR_NO_SPACE},       {"invalid", HUTCH_ERR_INVALID},
+      {"not_supported", HUTCH_ERR_UNSUPPORTED},
   };
   const char *code = json_string_value(json_object_get(ev, "code"));
   const char *msg = json_string_value(json_object_get(ev, "message"));
@@ -266,6 +267,14 @@ int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents
                path, OP_UNARY, done, arg, err);
 }
 
+int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                      void *arg, struct hutch_err *err) {
+  return unary(sb,
+               json_pack("{s:s,s:s,s:s,s:b,s:b}", "op", "mkdir", "path", path, "user", user,
+                         "parents", 1, "parents_owned", 1),
+               path, OP_UNARY, done, arg, err);
+}
+
 int files_move(struct sbx *sb, const char *path, const char *to, const char *user,
                files_done_fn done, void *arg, struct hutch_err *err) {
   return unary(sb,
@@ -297,11 +306,11 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
 }
 
 struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, const struct files_sink *sink,
+                             bool recursive, bool entries, const struct files_sink *sink,
                              struct hutch_err *err) {
   struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b}", "op", "watch", "path", path,
-                                        "user", user, "recursive", recursive),
+                              json_pack("{s:s,s:s,s:s,s:b,s:b}", "op", "watch", "path", path,
+                                        "user", user, "recursive", recursive, "entry", entries),
                               path, OP_WATCH, err);
   if (op)
     op->sink = *sink;
@@ -309,11 +318,13 @@ struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
 }
 
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             void (*resume)(void *arg), files_done_fn done, void *arg,
-                             struct hutch_err *err) {
+                             const struct files_write_opts *o, void (*resume)(void *arg),
+                             files_done_fn done, void *arg, struct hutch_err *err) {
   struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b}", "op", "write", "path", path,
-                                        "user", user, "parents", 1),
+                              json_pack("{s:s,s:s,s:s,s:b,s:b,s:O*}", "op", "write", "path",
+                                        path, "user", user, "parents", 1, "parents_owned",
+                                        o && o->owned_parents, "metadata",
+                                        o ? o->metadata : NULL),
                               path, OP_WRITE, err);
   if (!op)
     return NULL;

@@ -46,6 +46,11 @@ int files_list(struct sbx *sb, const char *path, const char *user, unsigned dept
                files_done_fn done, void *arg, struct hutch_err *err);
 int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents,
                 files_done_fn done, void *arg, struct hutch_err *err);
+/* envd's MakeDir: with parents, the missing ones (and path itself) made
+ * by the sandbox's root and given to the user, as files_write's
+ * owned_parents. */
+int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_done_fn done,
+                      void *arg, struct hutch_err *err);
 int files_move(struct sbx *sb, const char *path, const char *to, const char *user,
                files_done_fn done, void *arg, struct hutch_err *err);
 int files_remove(struct sbx *sb, const char *path, const char *user, bool recursive,
@@ -69,10 +74,20 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
                             const struct files_sink *sink, struct hutch_err *err);
 /* Changes under the directory at path, until the front end cancels: the
  * agent's events ({"type":"ready"} first, then create, write, remove,
- * rename, chmod and overflow; docs/protocol.md). */
+ * rename, chmod and overflow; docs/protocol.md), with entries: each with
+ * the "entry" at its path when there is one. */
 struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, const struct files_sink *sink,
+                             bool recursive, bool entries, const struct files_sink *sink,
                              struct hutch_err *err);
+/* How a write goes, beyond its bytes (NULL: as the user, nothing more).
+ * metadata, when not NULL, replaces the file's (an object of strings,
+ * envd's user.e2b. extended attributes). owned_parents: missing parents
+ * are made by the sandbox's root and given to the user, as envd does (the
+ * file itself is still written as the user). */
+struct files_write_opts {
+  json_t *metadata;
+  bool owned_parents;
+};
 /* Write the file at path (making its parents) from what the front end
  * feeds: files_write_data, then files_write_end; done tells how it ended
  * (r->done's "size"). files_write_data returns false when the agent has
@@ -80,7 +95,7 @@ struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
  * resume(arg) is called. done may come before the end (the write failed),
  * after which op is gone. */
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             void (*resume)(void *arg), files_done_fn done, void *arg,
+                             const struct files_write_opts *o, void (*resume)(void *arg), files_done_fn done, void *arg,
                              struct hutch_err *err);
 bool files_write_data(struct files_op *op, const void *p, size_t n);
 void files_write_end(struct files_op *op);

@@ -36,6 +36,7 @@ struct proc {
   procs_started_cb started; /* who waits for it to run, until told */
   void *started_arg;
   bool stdin_open;
+  bool pty;                /* its output is a terminal's */
 };
 
 /* ---- output ---- */
@@ -178,6 +179,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
   struct proc *pr = xcalloc(1, sizeof *pr);
   pr->sb = sb;
   pr->cmd = json_incref(json_object_get(req, "argv"));
+  pr->pty = json_object_get(req, "pty") != NULL;
   pr->started_ms = wall_ms();
   pr->stdin_open = keep_stdin;
   if (keep_stdin)
@@ -258,6 +260,8 @@ struct proc *procs_by_pid(struct sbx *sb, int pid) {
       return pr; /* the newest first: a pid used again names the live one */
   return NULL;
 }
+
+bool procs_pty(const struct proc *pr) { return pr->pty; }
 
 int procs_pid(const struct proc *pr) { return pr->pid; }
 

@@ -301,6 +301,10 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   }
 }
 
+void e2b_cut(struct http_conn *c) {
+  http_own(c, NULL, NULL);
+  http_abort(c);
+}
 struct sbx *e2b_sandbox(struct http_conn *c) {
   for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
     if (!sb->dying && strcmp(sb->id, c->req.params[0]) == 0)

@@ -25,7 +25,7 @@ void pool_metrics(FILE *f, const struct server *srv);
 #define E2B_INTERPRETER_PORT "49999"
 /* What envd version hutch answers as: the E2B SDKs switch features by it
  * (docs/e2b.md says which this one gives). */
-#define E2B_ENVD_VERSION "0.5.2"
+#define E2B_ENVD_VERSION "0.6.4"
 /* The create metadata key that picks a sandbox's isolation tier. */
 #define E2B_ISOLATION_KEY "hutch.isolation"
 
@@ -55,12 +55,23 @@ void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);
+/* End a stream whose sandbox was killed as E2B's proxy does: the
+ * connection is cut, with no end message (the SDKs then check the
+ * sandbox's health and say it was killed). The stream's owner lets go. */
+void e2b_cut(struct http_conn *c);
 /* The user a data-plane request acts as (Authorization: Basic, or the
  * username query): "user", "root" or sb's template's user; with neither,
  * the template's user (E2B's setUser), else "user". NULL after a 400. */
 const char *e2b_user(struct http_conn *c, const struct sbx *sb);
 /* An envd path: absolute as given, else under the user's home (malloc'd). */
 char *e2b_path(const char *path, const char *user);
+
+/* e2b/signing.c: envd's signed /files URLs (signature=). 1: the request's
+ * signature is sb's and in time; 0: it has none; -1 after a 401. */
+int e2b_signature_check(struct http_conn *c, const struct sbx *sb);
+/* The sandbox whose access token signed the request (a URL that names no
+ * sandbox), woken if paused; NULL after an answer. */
+struct sbx *e2b_signed_sandbox(struct http_conn *c);
 
 /* e2b/process.c: process.Process */
 void e2b_envd_health(struct http_conn *c, const struct principal *p);

@@ -15,6 +15,7 @@
  *                                            the path) or the bytes as
  *                                            application/octet-stream;
  *                                            → [{name, type, path}] */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -69,6 +70,8 @@ static json_t *entry_info(json_t *e) {
     json_object_set_new(j, "type", json_string(ptype));
   if (json_object_get(e, "target"))
     json_object_set(j, "symlinkTarget", json_object_get(e, "target"));
+  if (json_object_get(e, "metadata"))
+    json_object_set(j, "metadata", json_object_get(e, "metadata"));
   return j;
 }
 
@@ -178,7 +181,7 @@ static void answer_mkdir(struct http_conn *c, const struct files_result *r,
 
 static int mkdir_parents(struct sbx *sb, const char *path, const char *user, files_done_fn done,
                          void *arg, struct hutch_err *err) {
-  return files_mkdir(sb, path, user, true, done, arg, err);
+  return files_mkdir_owned(sb, path, user, done, arg, err);
 }
 
 void e2b_fs_mkdir(struct http_conn *c, const struct principal *p) {
@@ -304,7 +307,10 @@ static json_t *fs_event(const struct watch *w, json_t *ev) {
   for (size_t i = 0; type && path && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0) {
       const char *name = strncmp(path, w->root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
-      return json_pack("{s:o,s:s}", "name", serve_json_text(name), "type", types[i][1]);
+      json_t *fe = json_pack("{s:o,s:s}", "name", serve_json_text(name), "type", types[i][1]);
+      if (json_is_object(json_object_get(ev, "entry")))
+        json_object_set_new(fe, "entry", entry_info(json_object_get(ev, "entry")));
+      return fe;
     }
   return NULL;
 }
@@ -367,6 +373,9 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     else
       http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended before the watch began");
     watch_free(w);
+  } else if (!w->polled && !e2b_sandbox(c)) {
+    e2b_cut(c); /* the sandbox was killed: cut, as E2B's proxy does */
+    watch_free(w);
   } else if (!w->polled) {
     http_own(c, NULL, NULL);
     struct hutch_err end = {0};
@@ -393,7 +402,10 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
     json_decref(m);
     return;
   }
+  /* allowNetworkMounts asks envd to watch a network file system too:
+   * hutch's sandboxes have none (volumes are local), nothing to refuse. */
   bool recursive = json_is_true(json_object_get(m, "recursive"));
+  bool entries = json_is_true(json_object_get(m, "includeEntry"));
   json_decref(m);
   struct watch *w = xcalloc(1, sizeof *w);
   w->sb = sb;
@@ -403,7 +415,7 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   serve_random_hex(w->id, sizeof w->id - 1);
   struct files_sink sink = {.event = watch_event, .end = watch_end, .arg = w};
   struct hutch_err err = {0};
-  w->op = files_watch(sb, path, user, recursive, &sink, &err);
+  w->op = files_watch(sb, path, user, recursive, entries, &sink, &err);
   if (!w->op) {
     watch_free(w);
     http_fail(c, &err);
@@ -497,15 +509,63 @@ void e2b_files_read(struct http_conn *c, const struct principal *p) {
   free(path);
 }
 
-/* What envd answers for a file written: [{name, type, path}]. */
-static json_t *written(const char *path) {
+/* What envd answers for a file written: [{name, type, path, metadata?}]
+ * (done: the write's result, which has the metadata set). */
+static json_t *written(const char *path, json_t *done) {
   const char *slash = strrchr(path, '/');
-  return json_pack("{s:o,s:s,s:o}", "name", serve_json_text(slash ? slash + 1 : path), "type",
-                   "file", "path", serve_json_text(path));
+  return json_pack("{s:o,s:s,s:o,s:O*}", "name", serve_json_text(slash ? slash + 1 : path),
+                   "type", "file", "path", serve_json_text(path), "metadata",
+                   json_object_get(done, "metadata"));
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
-  http_json(c, 200, json_pack("[o]", written(r->path)));
+  http_json(c, 200, json_pack("[o]", written(r->path, r->done)));
+}
+
+/* An upload's metadata, envd's: each X-Metadata-KEY header, KEY
+ * lowercased, the first of a name; keys and values printable ASCII, a key
+ * at most 246 bytes, all of them (with "user.e2b." before each key) at
+ * most 4096. An object (maybe empty: the file's metadata is cleared), or
+ * NULL after a 400. */
+#define META_PREFIX "X-Metadata-"
+#define META_NS_LEN 9 /* "user.e2b." */
+
+static bool printable(const char *s) {
+  for (; *s; s++)
+    if (*s < 0x20 || *s > 0x7e)
+      return false;
+  return true;
+}
+
+static json_t *upload_metadata(struct http_conn *c) {
+  json_t *m = json_object();
+  size_t total = 0, plen = strlen(META_PREFIX);
+  for (size_t i = 0; i < c->req.nheaders; i++) {
+    const struct http_header *h = &c->req.headers[i];
+    if (strncasecmp(h->name, META_PREFIX, plen) != 0)
+      continue;
+    char key[256];
+    size_t klen = strlen(h->name + plen);
+    if (klen == 0 || klen > 246 || !printable(h->name + plen) || !printable(h->value)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "metadata keys (1 to 246 bytes) and values are printable ASCII");
+      json_decref(m);
+      return NULL;
+    }
+    for (size_t k = 0; k <= klen; k++)
+      key[k] = (char)tolower((unsigned char)h->name[plen + k]);
+    if (json_object_get(m, key))
+      continue;
+    total += META_NS_LEN + klen + strlen(h->value);
+    if (total > 4096) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "a file's metadata is at most 4096 bytes");
+      json_decref(m);
+      return NULL;
+    }
+    json_object_set_new(m, key, json_string(h->value));
+  }
+  return m;
 }
 
 /* A multipart/form-data upload: its parts are parsed as the body comes,
@@ -518,6 +578,7 @@ struct part {
   struct upload *up;
   struct files_op *op; /* NULL once its write has ended */
   char *path;
+  size_t index;        /* its place in the answer: the request's order */
 };
 
 struct upload {
@@ -527,7 +588,8 @@ struct upload {
   struct multipart mp;
   struct part *parts;  /* writes not ended */
   struct part *cur;    /* the part being read; NULL: one not wanted */
-  json_t *results;
+  json_t *results;     /* a place per part, filled as its write ends */
+  json_t *metadata;    /* every part's */
   struct hutch_err err; /* the first write that failed, when failed */
   bool failed;
   bool body_done;
@@ -551,10 +613,12 @@ static void upload_maybe_end(struct upload *up) {
   free(up->path);
   multipart_free(&up->mp);
   json_decref(up->results);
+  json_decref(up->metadata);
   free(up);
 }
 
-static void part_end(struct part *pt, const struct hutch_err *err) {
+/* done: the write's result (NULL when it failed or was cancelled). */
+static void part_end(struct part *pt, json_t *done, const struct hutch_err *err) {
   struct upload *up = pt->up;
   for (struct part **q = &up->parts; *q; q = &(*q)->next)
     if (*q == pt) {
@@ -567,7 +631,7 @@ static void part_end(struct part *pt, const struct hutch_err *err) {
     up->failed = true;
     up->err = *err;
   } else if (!err) {
-    json_array_append_new(up->results, written(pt->path));
+    json_array_set_new(up->results, pt->index, written(pt->path, done));
   }
   free(pt->path);
   free(pt);
@@ -581,9 +645,8 @@ static void part_end(struct part *pt, const struct hutch_err *err) {
 
 static void part_done(const struct files_result *r, const struct hutch_err *err, void *arg) {
   struct part *pt = arg;
-  (void)r;
   pt->op = NULL;
-  part_end(pt, err);
+  part_end(pt, r ? r->done : NULL, err);
 }
 
 static void part_resume(void *arg) {
@@ -620,13 +683,16 @@ static void part_begin(void *ctx, const char *headers) {
   pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
   free(name);
   /* Fails too when the filename is not UTF-8: no request for the agent. */
-  pt->op = files_write(sb, pt->path, up->user, part_resume, part_done, pt, &err);
+  struct files_write_opts o = {up->metadata, true};
+  pt->op = files_write(sb, pt->path, up->user, &o, part_resume, part_done, pt, &err);
   if (!pt->op) {
     up->bad = true;
     free(pt->path);
     free(pt);
     return;
   }
+  pt->index = json_array_size(up->results);
+  json_array_append_new(up->results, json_null());
   pt->next = up->parts;
   up->parts = pt;
   up->cur = pt;
@@ -681,7 +747,7 @@ static void mp_abort(void *ctx) {
     if (pt->op)
       files_cancel(pt->op);
     pt->op = NULL;
-    part_end(pt, NULL);
+    part_end(pt, NULL, NULL);
     if (last)
       return;
   }
@@ -698,34 +764,37 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     return;
   const char *ctype = http_header(&c->req, "Content-Type");
   const char *enc = http_header(&c->req, "Content-Encoding");
-  if (enc && strcasecmp(enc, "identity") != 0) {
+  bool multipart = ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0;
+  bool gzip = enc && strcasecmp(enc, "gzip") == 0;
+  json_t *meta = NULL;
+  if (enc && strcasecmp(enc, "identity") != 0 && (!gzip || multipart)) {
     http_error(c, HUTCH_ERR_MEDIA, "unsupported_encoding",
-               "Content-Encoding %.32s: hutch takes uploads uncompressed", enc);
-    free(path);
-    return;
-  }
-  if (ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
+               "Content-Encoding %.32s: hutch takes gzip on application/octet-stream uploads only",
+               enc);
+  } else if (!(meta = upload_metadata(c))) {
+    /* answered */
+  } else if (multipart) {
     char *b = multipart_boundary(ctype);
     if (!b) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "multipart/form-data needs a boundary");
-      free(path);
-      return;
+    } else {
+      struct upload *up = xcalloc(1, sizeof *up);
+      up->c = c;
+      str_copy(up->user, sizeof up->user, user);
+      up->path = path;
+      path = NULL;
+      multipart_init(&up->mp, b, &part_ops, up);
+      up->results = json_array();
+      up->metadata = json_incref(meta);
+      free(b);
+      http_body_start(c, &mp_ops, up);
     }
-    struct upload *up = xcalloc(1, sizeof *up);
-    up->c = c;
-    str_copy(up->user, sizeof up->user, user);
-    up->path = path;
-    multipart_init(&up->mp, b, &part_ops, up);
-    up->results = json_array();
-    free(b);
-    http_body_start(c, &mp_ops, up);
-    return;
-  }
-  /* The bytes themselves: one file, at ?path=. */
-  if (!path) {
+  } else if (!path) { /* the bytes themselves: one file, at ?path= */
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
-    return;
+  } else {
+    struct files_upload_opts o = {.gzip = gzip, .write = {meta, true}};
+    files_upload(c, sb, path, user, &o, answer_written);
   }
-  files_upload(c, sb, path, user, answer_written);
+  json_decref(meta);
   free(path);
 }

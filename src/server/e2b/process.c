@@ -107,6 +107,14 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
   json_t *exit = json_loadb(line, n, 0, NULL);
   const char *status = json_string_value(json_object_get(exit, "status"));
   const char *msg = json_string_value(json_object_get(exit, "message"));
+  if (status && strcmp(status, "sandbox_error") == 0 && !e2b_sandbox(c)) {
+    /* The sandbox was killed: E2B's proxy cuts the stream, and the SDKs
+     * tell that (the health check then finds it gone) from an end. */
+    json_decref(exit);
+    e2b_cut(c);
+    free(ps);
+    return;
+  }
   if (!ps->started) {
     /* It never ran: envd answers that with invalid_argument. */
     struct hutch_err err = {0};
@@ -249,7 +257,7 @@ void e2b_process_connect(struct http_conn *c, const struct principal *p) {
   json_t *m = sb ? connect_request(c, 1) : NULL;
   struct proc *pr = m ? selected(c, sb, m) : NULL;
   if (pr) {
-    struct pstream *ps = ps_attach(c, pr, false);
+    struct pstream *ps = ps_attach(c, pr, procs_pty(pr));
     if (ps)
       ps_start(ps->u, procs_pid(pr));
   }

@@ -33,6 +33,8 @@ char *multipart_filename(const char *headers) {
       fn += 10;
       const char *q = strchr(fn, '"');
       out = q ? strndup(fn, (size_t)(q - fn)) : NULL;
+    } else if (name) {
+      out = xstrdup(""); /* a field's value, not a file's: its path is the query's */
     }
     free(line);
     return out;

@@ -35,7 +35,8 @@ struct multipart {
  * 70 characters; malloc'd), or NULL. */
 char *multipart_boundary(const char *ctype);
 /* The filename of a part's Content-Disposition if the part is named
- * "file" (as it is sent, path and all; malloc'd), or NULL. */
+ * "file" (as it is sent, path and all; "" when it has none: a form's
+ * field; malloc'd), or NULL. */
 char *multipart_filename(const char *headers);
 
 void multipart_init(struct multipart *mp, const char *boundary, const struct multipart_ops *ops,
