@@ -479,6 +479,61 @@ static int op_move(json_t *req, const char *path, int out, int in, int res) {
   return result(res, json_pack("{s:{}}", "ok"));
 }
 
+/* A request with a "root" (a volume's worker, docs/e2b.md) acts beneath
+ * that directory alone: no link on the path may be crossed, and the last
+ * part may be one only for a stat or a remove, which act on the link
+ * itself; a read, a write or a list of a link is refused. A missing part
+ * is the operation's to report (a write makes it, a directory). The
+ * volume is also mounted by sandboxes of the same tenant, which could
+ * swap a directory for a link between this check and the operation: what
+ * that could reach is the worker's own root, which any sandbox of the
+ * tenant sees already. 0, or -1 after the error. */
+static int confined(json_t *req, const char *op, const char *path, int res) {
+  const char *root = json_string_value(json_object_get(req, "root"));
+  if (!root)
+    return 0;
+  size_t n = strlen(root);
+  if (strncmp(path, root, n) != 0 || (path[n] && path[n] != '/') ||
+      json_object_get(req, "to")) /* a move names a second path: none here */
+    return files_fail(res, EXDEV, "outside", root);
+  /* A part at a time, each opened without following it: gVisor 2022 has
+   * no openat2 to ask RESOLVE_NO_SYMLINKS of. */
+  int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return files_fail(res, errno, "open", root);
+  for (const char *p = path + n; *p;) {
+    p += strspn(p, "/");
+    size_t len = strcspn(p, "/");
+    if (!len || (len == 1 && *p == '.')) {
+      p += len;
+      continue;
+    }
+    char part[NAME_MAX + 1];
+    if (len > NAME_MAX || (len == 2 && strncmp(p, "..", 2) == 0)) {
+      close(dir);
+      return files_fail(res, EXDEV, "outside the root:", path);
+    }
+    memcpy(part, p, len);
+    part[len] = '\0';
+    p += len;
+    int next = openat(dir, part, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(dir);
+    if (next < 0) /* missing, or not a directory: the operation tells */
+      return e == ENOENT || e == ENOTDIR ? 0 : files_fail(res, e, "open", path);
+    struct stat st;
+    bool last = !p[strspn(p, "/")];
+    if (fstat(next, &st) == 0 && S_ISLNK(st.st_mode) &&
+        (!last || (strcmp(op, "stat") != 0 && strcmp(op, "remove") != 0))) {
+      close(next);
+      return files_fail(res, ELOOP, "a link on the way to", path);
+    }
+    dir = next;
+  }
+  close(dir);
+  return 0;
+}
+
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
   static const struct {
     const char *op;
@@ -492,6 +547,7 @@ int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
     return files_fail(result_fd, EINVAL, "request:", "a non-empty \"path\" is required");
   for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
     if (op && strcmp(op, ops[i].op) == 0)
-      return ops[i].run(req, path, out_fd, in_fd, result_fd);
+      return confined(req, op, path, result_fd) < 0 ? -1
+                                                    : ops[i].run(req, path, out_fd, in_fd, result_fd);
   return files_fail(result_fd, EINVAL, "unknown file operation", op ? op : "(none)");
 }

@@ -487,14 +487,15 @@ def test_volumes_and_their_content_by_token(server):
     base = f"/volumecontent/{vid}"
     r = content.request("PUT", f"{base}/file?path=/dir/hello.txt", b"hi",
                         headers={"Content-Type": "application/octet-stream"})
-    assert r.status == 200 and r.json["path"] == "/dir/hello.txt" and r.json["size"] == 2, r
+    assert r.status == 201 and r.json["path"] == "/dir/hello.txt" and r.json["size"] == 2, r
     assert r.json["type"] == "file" and {"atime", "mtime", "ctime", "uid", "gid", "mode"} <= set(r.json)
     r = content.request("POST", f"{base}/dir?path=/dir")  # the write made it
     assert (r.status, r.json["code"]) == (409, "already_exists"), r
-    assert content.request("POST", f"{base}/dir?path=/dir&force=true").json["type"] == "directory"
+    r = content.request("POST", f"{base}/dir?path=/dir&force=true")
+    assert r.status == 201 and r.json["type"] == "directory", r
     r = content.request("PUT", f"{base}/file?path=/dir/hello.txt", b"again")
     assert (r.status, r.json["code"]) == (409, "already_exists"), r  # without force
-    assert content.request("PUT", f"{base}/file?path=/dir/hello.txt&force=true", b"again").status == 200
+    assert content.request("PUT", f"{base}/file?path=/dir/hello.txt&force=true", b"again").status == 201
     assert content.get(f"{base}/file?path=/dir/hello.txt").raw == b"again"
     r = content.get(f"{base}/dir?path=/&depth=2")
     assert {"/dir", "/dir/hello.txt"} <= {e["path"] for e in r.json}, r
@@ -503,6 +504,7 @@ def test_volumes_and_their_content_by_token(server):
     for bad in (f"{base}/path?path=/../etc/passwd", f"{base}/dir?path=/&depth=0",
                 f"{base}/path"):
         assert content.get(bad).status == 400, bad
+    assert content.request("DELETE", f"{base}/path?path=/").status == 400  # not the volume's root
     r = content.request("POST", f"{base}/dir?path=/x&uid=0")
     assert (r.status, r.json["code"]) == (400, "unimplemented"), r
     assert content.request("PATCH", f"{base}/path?path=/dir", {"mode": 511}).status == 400
@@ -521,3 +523,56 @@ def test_volumes_and_their_content_by_token(server):
     assert api.delete(f"/volumes/{vid}").status == 404
     assert content.get(f"{base}/path?path=/").status == 401
     assert not [s for s in api.get("/v2/sandboxes").json if s["metadata"].get("hutch.volume") == vid]
+
+
+def test_a_volumes_token_opens_that_volume_alone(server):
+    """Review's attacks on the content API: workers made at once are one;
+    links a mounting sandbox plants lead nowhere; another tenant's token or
+    delete reaches nothing; a native delete ends the worker first."""
+    import threading
+    api = server.api()
+    other = server.api(api.post("/v1/keys", {"tenant": f"vo{time.monotonic_ns()}"}).json["key"])
+    vol = api.post("/volumes", {"name": "attacked"}).json
+    vid, content = vol["volumeID"], server.api(vol["token"])
+    base = f"/volumecontent/{vid}"
+    results = []
+
+    def stat():
+        results.append(content.get(f"{base}/path?path=/").status)
+    threads = [threading.Thread(target=stat) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [200] * 6, results
+    workers = [s for s in api.get("/v2/sandboxes").json if s["metadata"].get("hutch.volume") == vid]
+    assert len(workers) == 1, workers
+
+    # A sandbox that mounts the volume plants links out of it.
+    sb = api.create(volumes=[{"name": vid, "path": "/data"}])
+    r = api.exec(sb["id"], {"cmd": ["/bin/sh", "-c", "ln -s / /data/esc && ln -s /etc/passwd /data/pw"
+                                     " && mkdir /data/d && ln -s /proc /data/d/p"]})
+    assert r[-1].get("exit_code") == 0, r
+    for bad in ("dir?path=/esc", "file?path=/pw", "file?path=/esc/etc/passwd", "dir?path=/d/p",
+                "path?path=/esc/etc"):
+        r = content.get(f"{base}/{bad}")
+        assert r.status == 400 and r.json["code"] == "invalid_argument", (bad, r)
+    r = content.request("PUT", f"{base}/file?path=/esc/tmp/planted&force=true", b"x")
+    assert r.status == 400, r
+    r = content.get(f"{base}/path?path=/esc")  # the link itself, never where it leads
+    assert r.status == 200 and r.json["type"] == "symlink" and r.json["target"] == "/", r
+    assert content.request("DELETE", f"{base}/path?path=/pw").status == 204
+    assert api.delete(f"/v1/sandboxes/{sb['id']}").status == 204
+
+    # Another tenant: its token and key reach nothing, nor end the worker.
+    theirs = other.post("/volumes", {"name": "theirs"}).json
+    assert server.api(theirs["token"]).get(f"{base}/path?path=/").status == 401
+    assert other.delete(f"/volumes/{vid}").status == 404
+    assert other.delete(f"/v1/volumes/{vid}").status == 404
+    assert content.get(f"{base}/path?path=/").status == 200
+    assert len([s for s in api.get("/v2/sandboxes").json
+                if s["metadata"].get("hutch.volume") == vid]) == 1
+    # The native delete ends the worker first, as E2B's does.
+    assert api.delete(f"/v1/volumes/{vid}").status == 204
+    assert not [s for s in api.get("/v2/sandboxes").json if s["metadata"].get("hutch.volume") == vid]
+    assert other.delete(f"/volumes/{theirs['volumeID']}").status == 204

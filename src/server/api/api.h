@@ -72,6 +72,9 @@ void files_waited(const struct files_result *r, const struct hutch_err *err, voi
 void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err);
 /* Stream the file at path to c: 200 and its bytes, or the error. */
 void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user);
+/* The same, and ended(arg) once it is over, however it ended. */
+void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                         void (*ended)(void *arg), void *arg);
 /* Write c's body, as it comes, to path; answer renders the result. o
  * (may be NULL): the body is gzip, inflated as it comes; the file's
  * metadata (files_write). */
@@ -85,9 +88,11 @@ void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const c
 /* The same in two steps, for a handler that finds its sandbox later: the
  * body is taken (and held, reading paused) at once; files_upload_into
  * writes it to sb, or answers why (sb NULL) — always, even after the
- * client left (then it only frees). */
+ * client left (then it only frees). over(arg), if given, is told once the
+ * upload is over, however it ended. */
 struct upload;
-struct upload *files_upload_later(struct http_conn *c, files_written_fn answer);
+struct upload *files_upload_later(struct http_conn *c, files_written_fn answer,
+                                  void (*over)(void *arg), void *arg);
 void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
                        const struct hutch_err *why);
 

@@ -210,14 +210,22 @@ struct download {
   const char *ctype;
   bool streaming; /* answered 200: the first bytes came */
   bool busy;      /* in a sink call: the client's end must not free d under it */
+  void (*ended)(void *arg); /* told once it is over, however it ended; or NULL */
+  void *ended_arg;
 };
+
+static void dl_free(struct download *d) {
+  if (d->ended)
+    d->ended(d->ended_arg);
+  free(d);
+}
 
 static void dl_abort(void *ctx) {
   struct download *d = ctx;
   d->c = NULL;
   files_cancel(d->op);
   if (!d->busy)
-    free(d);
+    dl_free(d);
 }
 
 static void dl_drain(void *ctx) {
@@ -239,7 +247,7 @@ static bool dl_send(struct download *d, const void *p, size_t n) {
   bool more = !d->c || http_queued(d->c) < HTTP_STREAM_HIGH;
   d->busy = false;
   if (!d->c)
-    free(d); /* the client left meanwhile: the action is cancelled */
+    dl_free(d); /* the client left meanwhile: the action is cancelled */
   return more;
 }
 
@@ -257,7 +265,7 @@ static void dl_end(void *arg, const struct hutch_err *err) {
   struct download *d = arg;
   struct http_conn *c = d->c;
   bool streaming = d->streaming;
-  free(d);
+  dl_free(d);
   http_own(c, NULL, NULL);
   if (err && streaming)
     http_abort(c); /* a download failed after it began: cut it short */
@@ -279,7 +287,7 @@ static struct download *dl_new(struct http_conn *c, const char *ctype, struct fi
 
 static void dl_start(struct http_conn *c, struct download *d, const struct hutch_err *err) {
   if (!d->op) {
-    free(d);
+    dl_free(d);
     http_fail(c, err);
     return;
   }
@@ -287,12 +295,19 @@ static void dl_start(struct http_conn *c, struct download *d, const struct hutch
   http_watch(c); /* a client that leaves before the first byte is heard */
 }
 
-void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
+void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                         void (*ended)(void *arg), void *arg) {
   struct hutch_err err = {0};
   struct files_sink sink;
   struct download *d = dl_new(c, "application/octet-stream", &sink);
+  d->ended = ended;
+  d->ended_arg = arg;
   d->op = files_read(sb, path, user, &sink, &err);
   dl_start(c, d, &err);
+}
+
+void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
+  files_download_then(c, sb, path, user, NULL, NULL);
 }
 
 void api_files_read(struct http_conn *c, const struct principal *p) {
@@ -340,9 +355,13 @@ struct upload {
   z_stream z;
   char *in;            /* a gzip piece of the body not inflated yet (reading paused) */
   size_t nin, off;
+  void (*over)(void *arg); /* told once it is over, however it ended; or NULL */
+  void *over_arg;
 };
 
 static void up_free(struct upload *up) {
+  if (up->over)
+    up->over(up->over_arg);
   if (up->gzip)
     inflateEnd(&up->z);
   free(up->early);
@@ -486,10 +505,13 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
     answer(c, r);
 }
 
-struct upload *files_upload_later(struct http_conn *c, files_written_fn answer) {
+struct upload *files_upload_later(struct http_conn *c, files_written_fn answer,
+                                  void (*over)(void *arg), void *arg) {
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
+  up->over = over;
+  up->over_arg = arg;
   http_body_start(c, &up_ops, up);
   return up;
 }
@@ -533,7 +555,7 @@ void files_upload_into(struct upload *up, struct sbx *sb, const char *path, cons
 
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
                   const struct files_upload_opts *o, files_written_fn answer) {
-  upload_into(files_upload_later(c, answer), sb, path, user, o, NULL);
+  upload_into(files_upload_later(c, answer, NULL, NULL), sb, path, user, o, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {

@@ -7,6 +7,7 @@
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/volumes.h"
+#include "core/volworker.h"
 #include "http/body.h"
 
 /* A create's request, held while the image is made. */
@@ -86,12 +87,36 @@ void api_volumes_get(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, v);
 }
 
-void api_volumes_delete(struct http_conn *c, const struct principal *p) {
+struct volume_delete {
+  struct server *srv;
+  struct principal p;
+  char *id;
+  struct http_wait *w;
+};
+
+static void delete_now(void *arg) {
+  struct volume_delete *d = arg;
   struct hutch_err err = {0};
-  struct http_wait *w = api_wait(c);
-  if (volumes_delete(c->srv, p, c->req.params[0], api_answer_204, w, &err) < 0) {
-    http_wait_end(w);
-    free(w);
-    http_fail(c, &err);
+  if (volumes_delete(d->srv, &d->p, d->id, api_answer_204, d->w, &err) < 0) {
+    struct http_conn *c = http_wait_end(d->w);
+    free(d->w);
+    if (c)
+      http_fail(c, &err);
   }
+  free(d->id);
+  free(d);
+}
+
+/* DELETE /v1/volumes/{id}: a worker of E2B's content API (volworker.h)
+ * goes first; a sandbox of the tenant's that mounts it keeps it (409). */
+void api_volumes_delete(struct http_conn *c, const struct principal *p) {
+  json_t *vol = volumes_find(c->srv, p->tenant, c->req.params[0]);
+  struct volume_delete *d = xcalloc(1, sizeof *d);
+  d->srv = c->srv;
+  d->p = *p;
+  d->id = xstrdup(vol ? json_string_value(json_object_get(vol, "id")) : c->req.params[0]);
+  d->w = api_wait(c);
+  json_decref(vol);
+  if (volworker_end(c->srv, p, d->id, delete_now, d) == 0)
+    delete_now(d);
 }

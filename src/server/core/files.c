@@ -221,6 +221,9 @@ static struct files_op *start(struct sbx *sb, json_t *req, const char *path, enu
     hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "the path is not UTF-8");
     return NULL;
   }
+  /* The agent acts beneath that directory alone (agent/files.c, confined). */
+  if (sb->file_root)
+    json_object_set_new(req, "root", json_string(sb->file_root));
   struct files_op *op = xcalloc(1, sizeof *op);
   op->kind = kind;
   op->s = agentc_open(&sb->ac, req, on_frame, op);

@@ -74,6 +74,9 @@ struct sbx {
   struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];
+  /* Where its file actions stay beneath (a volume's worker: volworker.h);
+   * NULL: anywhere its user may go. */
+  const char *file_root;
   struct escapes escapes; /* refused syscalls (escapes.c) */
   json_t *log; /* its audit lines, the last SBX_LOG_MAX (audit.c); NULL: none yet */
   bool dying;

@@ -111,6 +111,8 @@ struct serve_fronts {
   void (*sandbox_sweep)(struct sbx *sb, uint64_t idle_ms);
 };
 
+struct volworker;
+
 struct server {
   uv_loop_t *loop;
   unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
@@ -163,7 +165,7 @@ struct server {
   struct templates *templates; /* the template store and jobs (core/templates.c) */
   struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
-  json_t *volworkers; /* {volume id: its worker's sandbox id} (volworker.c) */
+  struct volworker *volworkers; /* volumes' workers, up or being made (volworker.c) */
   unsigned char volume_key[32]; /* what E2B's volume tokens are a MAC under (volworker.c) */
   bool stopping;
 };

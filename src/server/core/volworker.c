@@ -68,23 +68,73 @@ int volworker_open(struct server *srv, const char *volume_id, const char *token,
   return 0;
 }
 
-struct sbx *volworker_of(struct server *srv, const struct principal *p, const char *volume_id) {
-  const char *id = json_string_value(json_object_get(srv->volworkers, volume_id));
-  struct sbx *sb = id ? sbx_find_own(srv, p, id) : NULL;
-  /* Paused or going (its tenant may pause or kill it): a new one serves. */
-  if (sb && (sb->paused || sb->dying))
-    sb = NULL;
-  if (!sb && id)
-    json_object_del(srv->volworkers, volume_id);
+/* A volume's worker: one per volume at most, being made (sbx empty, its
+ * waiters queued) or up (sbx its id). */
+struct vw_wait {
+  struct vw_wait *next;
+  volworker_fn ready;
+  void *arg;
+};
+struct volworker {
+  struct volworker *next;
+  struct server *srv;
+  char volume[64];
+  char tenant[SERVE_TENANT_LEN + 1];
+  char sbx[17];             /* "" while being made */
+  unsigned holds;           /* actions under way on it */
+  struct vw_wait *waits;    /* while being made */
+  void (*ended)(void *arg); /* volworker_end's, when it came while being made */
+  void *ended_arg;
+};
+
+/* While an action holds it, a worker's timeout stands this far off (the
+ * transfer's own HTTP timeouts end a stalled one first). */
+#define VOLWORKER_BUSY_S (24 * 3600)
+
+static struct volworker *find(struct server *srv, const char *volume_id) {
+  for (struct volworker *w = srv->volworkers; w; w = w->next)
+    if (strcmp(w->volume, volume_id) == 0)
+      return w;
+  return NULL;
+}
+
+static void forget(struct volworker *gone) {
+  for (struct volworker **w = &gone->srv->volworkers; *w; w = &(*w)->next)
+    if (*w == gone) {
+      *w = gone->next;
+      break;
+    }
+  free(gone);
+}
+
+/* The worker's sandbox, if it is up and usable: a paused or going one (its
+ * tenant may pause or kill it) is forgotten, and a new one serves. */
+static struct sbx *live(struct volworker *w) {
+  if (!w->sbx[0])
+    return NULL;
+  struct principal p = {0};
+  snprintf(p.tenant, sizeof p.tenant, "%s", w->tenant);
+  struct sbx *sb = sbx_find_own(w->srv, &p, w->sbx);
+  if (!sb || sb->paused || sb->dying) {
+    forget(w);
+    return NULL;
+  }
   return sb;
 }
 
-struct making {
-  volworker_fn ready;
-  void *arg;
-  struct server *srv;
-  char volume[64];
-};
+static void hold(struct volworker *w, struct sbx *sb) {
+  if (w->holds++ == 0)
+    act_set_timeout(sb, VOLWORKER_BUSY_S, false);
+}
+
+void volworker_release(struct server *srv, const char *volume_id) {
+  struct volworker *w = find(srv, volume_id);
+  if (!w || !w->holds || --w->holds)
+    return;
+  struct sbx *sb = live(w);
+  if (sb)
+    act_set_timeout(sb, VOLWORKER_IDLE_S, false);
+}
 
 static bool always(void *arg) {
   (void)arg; /* a worker its first client left serves the next */
@@ -92,54 +142,114 @@ static bool always(void *arg) {
 }
 
 static void made(struct sbx *sb, const struct hutch_err *err, void *arg) {
-  struct making *m = arg;
-  if (sb) {
-    if (!m->srv->volworkers)
-      m->srv->volworkers = json_object();
-    json_object_set_new(m->srv->volworkers, m->volume, json_string(sb->id));
+  struct volworker *w = arg;
+  struct vw_wait *waits = w->waits;
+  void (*ended)(void *) = w->ended;
+  void *ended_arg = w->ended_arg;
+  struct hutch_err gone = {0};
+  w->waits = NULL;
+  if (sb && !ended) {
+    snprintf(w->sbx, sizeof w->sbx, "%s", sb->id);
+    sb->file_root = VOLWORKER_MOUNT;
+  } else {
+    hutch_err_fail(&gone, HUTCH_ERR_NOT_FOUND, "volume_not_found", "the volume is being deleted");
+    forget(w); /* no worker: the next use makes one (or finds no volume) */
+    w = NULL;
   }
-  m->ready(sb, err, m->arg);
-  free(m);
+  for (struct vw_wait *q = waits; q;) { /* each waiter holds it, as volworker_get's callers */
+    struct vw_wait *next = q->next;
+    if (w)
+      hold(w, sb);
+    q->ready(w ? sb : NULL, err ? err : &gone, q->arg);
+    free(q);
+    q = next;
+  }
+  if (sb && ended) /* its volume is being deleted: it goes at once */
+    sbx_destroy_then(sb, ended, ended_arg);
+  else if (ended)
+    ended(ended_arg);
 }
 
 static const struct create_ops worker_ops = {.wanted = always, .made = made};
 
 int volworker_get(struct server *srv, const struct principal *p, const char *volume_id,
                   struct sbx **out, volworker_fn ready, void *arg, struct hutch_err *err) {
-  *out = volworker_of(srv, p, volume_id);
+  struct volworker *w = find(srv, volume_id);
+  *out = w && strcmp(w->tenant, p->tenant) == 0 ? live(w) : NULL;
+  w = *out ? w : find(srv, volume_id); /* live() may have forgotten it */
   if (*out) {
-    act_set_timeout(*out, VOLWORKER_IDLE_S, true);
+    hold(w, *out);
     return 1;
   }
-  json_t *vol = volumes_find(srv, p->tenant, volume_id);
-  if (!vol || strlen(volume_id) >= sizeof ((struct making *)0)->volume) {
-    json_decref(vol);
+  if (w && strcmp(w->tenant, p->tenant) != 0)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s",
                           volume_id);
+  if (!w) {
+    json_t *vol = volumes_find(srv, p->tenant, volume_id);
+    bool ok = vol && strcmp(json_string_value(json_object_get(vol, "id")), volume_id) == 0 &&
+              strlen(volume_id) < sizeof w->volume;
+    json_decref(vol);
+    if (!ok)
+      return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s",
+                            volume_id);
+    w = xcalloc(1, sizeof *w);
+    w->srv = srv;
+    snprintf(w->volume, sizeof w->volume, "%s", volume_id);
+    snprintf(w->tenant, sizeof w->tenant, "%s", p->tenant);
+    struct create_req r;
+    create_req_init(&r);
+    r.template = "host";
+    r.timeout_s = VOLWORKER_IDLE_S;
+    r.volumes = json_pack("[{s:s,s:s}]", "name", volume_id, "path", VOLWORKER_MOUNT);
+    r.metadata = json_pack("{s:s}", "hutch.volume", volume_id);
+    int rc = sandboxes_create(srv, p, &r, &worker_ops, w, err);
+    json_decref(r.volumes);
+    json_decref(r.metadata);
+    if (rc < 0) {
+      free(w);
+      return -1;
+    }
+    w->next = srv->volworkers;
+    srv->volworkers = w;
   }
-  json_decref(vol);
-  struct making *m = xcalloc(1, sizeof *m);
-  m->ready = ready;
-  m->arg = arg;
-  m->srv = srv;
-  snprintf(m->volume, sizeof m->volume, "%s", volume_id);
-  struct create_req r;
-  create_req_init(&r);
-  r.template = "host";
-  r.timeout_s = VOLWORKER_IDLE_S;
-  r.volumes = json_pack("[{s:s,s:s}]", "name", volume_id, "path", VOLWORKER_MOUNT);
-  r.metadata = json_pack("{s:s}", "hutch.volume", volume_id);
-  int rc = sandboxes_create(srv, p, &r, &worker_ops, m, err);
-  json_decref(r.volumes);
-  json_decref(r.metadata);
-  if (rc < 0) {
-    free(m);
-    return -1;
-  }
+  /* Being made (by this call or an earlier one): one more to tell. */
+  struct vw_wait *q = xcalloc(1, sizeof *q);
+  q->ready = ready;
+  q->arg = arg;
+  q->next = w->waits;
+  w->waits = q;
   return 0;
 }
 
+int volworker_end(struct server *srv, const struct principal *p, const char *volume_id,
+                  void (*then)(void *arg), void *arg) {
+  struct volworker *w = find(srv, volume_id);
+  if (!w || strcmp(w->tenant, p->tenant) != 0)
+    return 0;
+  if (!w->sbx[0]) { /* being made: it goes as soon as it is */
+    if (w->ended)
+      return 0; /* one delete waits on it already: this one answers as if none */
+    w->ended = then;
+    w->ended_arg = arg;
+    return 1;
+  }
+  struct sbx *sb = live(w);
+  if (!sb)
+    return 0;
+  forget(w);
+  sbx_destroy_then(sb, then, arg);
+  return 1;
+}
+
 void volworker_free_all(struct server *srv) {
-  json_decref(srv->volworkers);
-  srv->volworkers = NULL;
+  while (srv->volworkers) {
+    struct volworker *w = srv->volworkers;
+    srv->volworkers = w->next;
+    for (struct vw_wait *q = w->waits; q;) {
+      struct vw_wait *next = q->next;
+      free(q);
+      q = next;
+    }
+    free(w);
+  }
 }

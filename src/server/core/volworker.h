@@ -37,15 +37,23 @@ bool volworker_token_ok(const struct server *srv, const char *tenant, const char
 int volworker_open(struct server *srv, const char *volume_id, const char *token,
                    struct principal *p);
 
-/* How the wait for a worker ended: its sandbox, or NULL and why. */
+/* How the wait for a worker ended: its sandbox, held (volworker_release
+ * once done with it), or NULL and why. */
 typedef void (*volworker_fn)(struct sbx *sb, const struct hutch_err *err, void *arg);
-/* The worker of p's volume (its id): 1 and *out when one is up (its
- * timeout pushed on); 0 when one is being made, and ready is called once,
- * on the loop; -1 and err when none can be (volume_not_found, quota...). */
+/* The worker of p's volume (its id), held for one action: 1 and *out when
+ * one is up; 0 when one is being made (by this call or an earlier one),
+ * and ready is called once, on the loop; -1 and err when none can be
+ * (volume_not_found, quota...). While any action holds it, its timeout
+ * stands off; VOLWORKER_IDLE_S after the last, it ends. */
 int volworker_get(struct server *srv, const struct principal *p, const char *volume_id,
                   struct sbx **out, volworker_fn ready, void *arg, struct hutch_err *err);
-/* The volume's worker, if one is up (before the volume is deleted). */
-struct sbx *volworker_of(struct server *srv, const struct principal *p, const char *volume_id);
+/* An action on the volume's worker is over. */
+void volworker_release(struct server *srv, const char *volume_id);
+/* End p's volume's worker, if one is up or being made: 1, and then(arg)
+ * once it is gone; 0 when there is none (then is not called). Before the
+ * volume is deleted, by either front end. */
+int volworker_end(struct server *srv, const struct principal *p, const char *volume_id,
+                  void (*then)(void *arg), void *arg);
 void volworker_free_all(struct server *srv);
 
 #endif

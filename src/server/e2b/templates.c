@@ -150,10 +150,10 @@ static void e2b_base(struct http_conn *c, const struct principal *p, json_t *spe
   const char *img = json_string_value(json_object_get(spec, "fromImage"));
   if (!img)
     return;
-  size_t n = strcspn(img, ":@");
+  /* E2B's own name, untagged or :latest (a pinned tag or digest is that
+   * image, pulled). */
   const char *name = strncmp(img, "docker.io/", 10) == 0 ? img + 10 : img;
-  n -= (size_t)(name - img);
-  if (n != strlen("e2bdev/base") || strncmp(name, "e2bdev/base", n) != 0)
+  if (strcmp(name, "e2bdev/base") != 0 && strcmp(name, "e2bdev/base:latest") != 0)
     return;
   struct hutch_err none = {0};
   json_t *rec = templates_get(c->srv, p, "base", &none);

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
+#include "core/fds.h"
 #include "core/files.h"
 #include "core/sbx.h"
 #include "core/server.h"
@@ -70,57 +71,75 @@ void e2b_volumes_get(struct http_conn *c, const struct principal *p) {
 
 struct volume_delete {
   struct http_wait w;
+  struct server *srv;
   struct principal p;
   char *id;
 };
 
-static void delete_now(struct http_conn *c, const struct principal *p, const char *id) {
+static void delete_now(struct http_conn *c, struct server *srv, const struct principal *p,
+                       const char *id) {
   struct hutch_err err = {0};
-  if (volumes_delete(c->srv, p, id, NULL, NULL, &err) < 0)
+  int r = volumes_delete(srv, p, id, NULL, NULL, &err);
+  if (c && r < 0)
     http_fail(c, &err);
-  else
+  else if (c)
     http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
+/* The worker gone, the volume goes, whether or not its client waited. */
 static void worker_gone(void *arg) {
   struct volume_delete *d = arg;
-  struct http_conn *c = http_wait_end(&d->w);
-  if (c)
-    delete_now(c, &d->p, d->id);
+  delete_now(http_wait_end(&d->w), d->srv, &d->p, d->id);
   free(d->id);
   free(d);
 }
 
 /* DELETE /volumes/{volumeID}: its worker goes first. */
 void e2b_volumes_delete(struct http_conn *c, const struct principal *p) {
-  const char *id = c->req.params[0];
-  struct sbx *worker = volworker_of(c->srv, p, id);
-  if (!worker) {
-    delete_now(c, p, id);
-    return;
-  }
   struct volume_delete *d = xcalloc(1, sizeof *d);
+  d->srv = c->srv;
   d->p = *p;
-  d->id = xstrdup(id);
+  d->id = xstrdup(c->req.params[0]);
   http_wait_begin(&d->w, c);
-  sbx_destroy_then(worker, worker_gone, d);
+  if (volworker_end(c->srv, p, d->id, worker_gone, d) == 0)
+    worker_gone(d);
 }
 
 /* ---- the content ---- */
 
 enum content_op { C_STAT, C_REMOVE, C_LIST, C_MKDIR, C_READ, C_WRITE };
 
+/* One action on a volume's content, from the request to its end; it
+ * holds the worker (volworker_release) from when it has one. */
 struct content {
   struct http_wait w; /* all but a write, which its upload holds */
   struct upload *up;
+  struct server *srv;
+  char volume[64];
   enum content_op op;
   char *path; /* in the worker: under VOLWORKER_MOUNT */
   unsigned depth;
   bool force;
+  bool created; /* answered 201: a write's or a mkdir's stat */
+  bool held;
   struct sbx *sb;
 };
 
-static void content_free(struct content *k) {
+static struct content *content_new(struct server *srv, const char *volume, enum content_op op,
+                                   char *path) {
+  struct content *k = xcalloc(1, sizeof *k);
+  k->srv = srv;
+  snprintf(k->volume, sizeof k->volume, "%s", volume);
+  k->op = op;
+  k->path = path;
+  k->depth = 1;
+  return k;
+}
+
+static void content_end(void *arg) {
+  struct content *k = arg;
+  if (k->held)
+    volworker_release(k->srv, k->volume);
   free(k->path);
   free(k);
 }
@@ -145,7 +164,16 @@ static char *worker_path(const char *path) {
   return out;
 }
 
-/* An agent's entry as E2B's VolumeEntryStat, its path the volume's. */
+/* A worker's path as the volume's: VOLWORKER_MOUNT off ("/" for its root);
+ * NULL when it is not beneath it. */
+static const char *volume_path(const char *path) {
+  size_t m = strlen(VOLWORKER_MOUNT);
+  if (!path || strncmp(path, VOLWORKER_MOUNT, m) != 0 || (path[m] && path[m] != '/'))
+    return NULL;
+  return path[m] ? path + m : "/";
+}
+
+/* An agent's entry as E2B's VolumeEntryStat, its paths the volume's. */
 static json_t *entry_stat(json_t *e) {
   static const char *const types[][2] = {{"file", "file"}, {"dir", "directory"},
                                          {"symlink", "symlink"}};
@@ -153,38 +181,48 @@ static json_t *entry_stat(json_t *e) {
   for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0)
       t = types[i][1];
-  const char *path = json_string_value(json_object_get(e, "path"));
-  size_t m = strlen(VOLWORKER_MOUNT);
-  if (path && strncmp(path, VOLWORKER_MOUNT, m) == 0 && (!path[m] || path[m] == '/'))
-    path += m;
+  const char *path = volume_path(json_string_value(json_object_get(e, "path")));
   /* A file's time is the workload's to set: kept to what a date can say. */
   double mtime = json_number_value(json_object_get(e, "mtime"));
   char when[32];
   iso8601(mtime >= 0 && mtime < 253402300800.0 ? (int64_t)(mtime * 1000) : 0, when);
+  bool root = path && strcmp(path, "/") == 0;
+  json_t *name = root ? json_string("") : json_incref(json_object_get(e, "name"));
   json_t *j = json_pack(
-      "{s:O?,s:s,s:s,s:I,s:I,s:I,s:I,s:s,s:s,s:s}", "name", json_object_get(e, "name"), "type", t,
-      "path", path && *path ? path : "/", "size", json_integer_value(json_object_get(e, "size")),
-      "mode", json_integer_value(json_object_get(e, "mode")), "uid",
+      "{s:o?,s:s,s:s,s:I,s:I,s:I,s:I,s:s,s:s,s:s}", "name", name, "type", t, "path",
+      path ? path : "/",
+      "size", json_integer_value(json_object_get(e, "size")), "mode",
+      json_integer_value(json_object_get(e, "mode")), "uid",
       json_integer_value(json_object_get(e, "uid")), "gid",
       json_integer_value(json_object_get(e, "gid")), "atime", when, "mtime", when, "ctime", when);
-  if (json_object_get(e, "target"))
-    json_object_set(j, "target", json_object_get(e, "target"));
+  const char *target = json_string_value(json_object_get(e, "target"));
+  if (target) /* where a link leads: the volume's path when it stays in it */
+    json_object_set_new(j, "target", json_string(volume_path(target) ? volume_path(target) : target));
   return j;
 }
 
 /* The principal a content request acts as: the tenant whose volume the
  * path names, when the bearer token is that volume's; false after an
  * error answer (401 for any other token: a volume that is not there is
- * not told from one that is another's). */
+ * not told from one that is another's). The connection is the tenant's
+ * from then on, for its descriptor share and the audit log. */
 static bool content_principal(struct http_conn *c, struct principal *p) {
   const char *auth = http_header(&c->req, "authorization");
   const char *token = auth && strncasecmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
+  struct hutch_err err = {0};
   if (!token || volworker_open(c->srv, c->req.params[0], token, p) < 0) {
     http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized", "not this volume's token");
     return false;
   }
+  if (fds_check(c->srv, p->tenant, NULL, 1, &err) < 0) {
+    http_fail(c, &err);
+    return false;
+  }
+  str_copy(c->tenant, sizeof c->tenant, p->tenant);
   return true;
 }
+
+static void content_go(struct content *k, struct sbx *sb, const struct hutch_err *why);
 
 /* How an action on the worker ended: answered here (a mkdir, with what is
  * there now). */
@@ -197,55 +235,54 @@ static void content_done(const struct files_result *r, const struct hutch_err *e
     hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "a directory is there already (force)");
     err = &e;
   }
-  if (!c) {
-    content_free(k);
-  } else if (err) {
-    http_fail(c, err);
-    content_free(k);
-  } else if (k->op == C_MKDIR) {
+  if (c && !err && k->op == C_MKDIR) {
     k->op = C_STAT;
+    k->created = true;
     http_wait_begin(&k->w, c);
-    if (files_stat(k->sb, k->path, "user", content_done, k, &e) < 0) {
-      http_wait_end(&k->w);
-      http_fail(c, &e);
-      content_free(k);
-    }
-  } else {
-    if (k->op == C_LIST) {
-      json_t *out = json_array(), *v;
-      size_t i;
-      json_array_foreach(r->entries, i, v) json_array_append_new(out, entry_stat(v));
-      http_json(c, 200, out);
-    } else if (k->op == C_REMOVE) {
-      http_respond(c, 204, "application/json", "", 0, NULL);
-    } else {
-      http_json(c, 200, entry_stat(r->done));
-    }
-    content_free(k);
+    content_go(k, k->sb, NULL);
+    return;
+  }
+  if (c && err) {
+    http_fail(c, err);
+  } else if (c && k->op == C_LIST) {
+    json_t *out = json_array(), *v;
+    size_t i;
+    json_array_foreach(r->entries, i, v) json_array_append_new(out, entry_stat(v));
+    http_json(c, 200, out);
+  } else if (c && k->op == C_REMOVE) {
+    http_respond(c, 204, "application/json", "", 0, NULL);
+  } else if (c) {
+    http_json(c, k->created ? 201 : 200, entry_stat(r->done));
+  }
+  content_end(k);
+}
+
+static void worker_ready(struct sbx *sb, const struct hutch_err *err, void *arg) {
+  struct content *k = arg;
+  k->held = sb != NULL;
+  content_go(k, sb, err);
+}
+
+/* Start k on the volume's worker: now, or once it is made. */
+static void content_start(struct content *k, const struct principal *p) {
+  struct hutch_err err = {0};
+  struct sbx *sb = NULL;
+  int r = volworker_get(k->srv, p, k->volume, &sb, worker_ready, k, &err);
+  if (r != 0) {
+    k->held = r == 1;
+    content_go(k, sb, &err);
   }
 }
 
-/* A write's answer: what the file is now. */
+/* A write's answer: what the file is now (201). */
 static void written(struct http_conn *c, const struct files_result *r) {
   struct principal p;
   if (!content_principal(c, &p))
     return;
-  struct sbx *sb = volworker_of(c->srv, &p, c->req.params[0]);
-  struct hutch_err err = {0};
-  if (!sb) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "the volume's worker ended");
-    return;
-  }
-  struct content *k = xcalloc(1, sizeof *k);
-  k->op = C_STAT;
-  k->sb = sb;
-  k->path = xstrdup(r->path);
+  struct content *k = content_new(c->srv, c->req.params[0], C_STAT, xstrdup(r->path));
+  k->created = true;
   http_wait_begin(&k->w, c);
-  if (files_stat(sb, k->path, "user", content_done, k, &err) < 0) {
-    http_wait_end(&k->w);
-    http_fail(c, &err);
-    content_free(k);
-  }
+  content_start(k, &p);
 }
 
 /* A write without force: only where nothing is. */
@@ -254,41 +291,31 @@ static void write_checked(const struct files_result *r, const struct hutch_err *
   struct hutch_err e = {0};
   (void)r;
   if (!err)
-    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "a file is there already (force)");
+    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "something is there already (force)");
   if (err && err->kind == HUTCH_ERR_NOT_FOUND)
     files_upload_into(k->up, k->sb, k->path, "user", NULL);
   else
     files_upload_into(k->up, NULL, NULL, NULL, err ? err : &e);
-  content_free(k);
 }
 
-static void write_go(struct content *k, struct sbx *sb, const struct hutch_err *why) {
+/* The worker is there (sb), or not (why): the action starts. k ends with
+ * it: here, in content_done, or when its download or upload is over. */
+static void content_go(struct content *k, struct sbx *sb, const struct hutch_err *why) {
   struct hutch_err err = {0};
   k->sb = sb;
-  if (sb && !k->force) {
-    if (files_stat(sb, k->path, "user", write_checked, k, &err) == 0)
-      return;
-    why = &err;
-    sb = NULL;
-  }
-  files_upload_into(k->up, sb, k->path, "user", why);
-  content_free(k);
-}
-
-/* The worker is there (sb), or not (why): the action starts. */
-static void content_go(struct content *k, struct sbx *sb, const struct hutch_err *why) {
   if (k->op == C_WRITE) {
-    write_go(k, sb, why);
+    if (sb && !k->force && files_stat(sb, k->path, "user", write_checked, k, &err) == 0)
+      return;
+    files_upload_into(k->up, sb && k->force ? sb : NULL, k->path, "user", sb ? &err : why);
     return;
   }
   struct http_conn *c = http_wait_end(&k->w);
-  struct hutch_err err = {0};
   int r = -1;
-  k->sb = sb;
   if (c && !sb) {
     http_fail(c, why);
   } else if (c && k->op == C_READ) {
-    files_download(c, sb, k->path, "user");
+    files_download_then(c, sb, k->path, "user", content_end, k);
+    return;
   } else if (c) {
     http_wait_begin(&k->w, c);
     if (k->op == C_STAT)
@@ -304,11 +331,7 @@ static void content_go(struct content *k, struct sbx *sb, const struct hutch_err
     http_wait_end(&k->w);
     http_fail(c, &err);
   }
-  content_free(k);
-}
-
-static void worker_ready(struct sbx *sb, const struct hutch_err *err, void *arg) {
-  content_go(arg, sb, err);
+  content_end(k);
 }
 
 /* A query flag: true only when "true". */
@@ -323,7 +346,6 @@ static void content(struct http_conn *c, enum content_op op) {
     return;
   _cleanup_free_ char *path = http_query(&c->req, "path");
   _cleanup_free_ char *depth = http_query(&c->req, "depth");
-  struct hutch_err err = {0};
   /* Ownership and mode are the sandbox user's, as for every file a
    * sandbox writes on a volume: asking for others is refused, not dropped. */
   static const char *const unsupported[] = {"uid", "gid", "mode", NULL};
@@ -337,25 +359,22 @@ static void content(struct http_conn *c, enum content_op op) {
   }
   char *full = path && *path ? worker_path(path) : NULL;
   long d = depth ? strtol(depth, NULL, 10) : 1;
-  if (!full || (depth && (d < 1 || d > 64 || strspn(depth, "0123456789") != strlen(depth)))) {
+  if (!full || (depth && (d < 1 || d > 64 || strspn(depth, "0123456789") != strlen(depth))) ||
+      (op == C_REMOVE && strcmp(full, VOLWORKER_MOUNT) == 0)) {
     free(full);
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "path: the volume's path, without '..'; depth: 1 to 64");
+               "path: the volume's path, without '..' (and not its root, to remove); depth: 1 to 64");
     return;
   }
-  struct content *k = xcalloc(1, sizeof *k);
-  k->op = op;
-  k->path = full;
+  struct content *k = content_new(c->srv, c->req.params[0], op, full);
   k->depth = (unsigned)d;
   k->force = flag(c, "force");
+  k->created = op == C_MKDIR || op == C_WRITE;
   if (op == C_WRITE)
-    k->up = files_upload_later(c, written);
+    k->up = files_upload_later(c, written, content_end, k);
   else
     http_wait_begin(&k->w, c);
-  struct sbx *sb = NULL;
-  int r = volworker_get(c->srv, &p, c->req.params[0], &sb, worker_ready, k, &err);
-  if (r != 0)
-    content_go(k, sb, &err);
+  content_start(k, &p);
 }
 
 /* Every content route: the action is the method's on what the path's
@@ -365,9 +384,9 @@ void e2b_volume_content(struct http_conn *c, const struct principal *p) {
     enum http_method method;
     const char *what;
     enum content_op op;
-  } ops[] = {{HTTP_GET, "/path", C_STAT},  {HTTP_DELETE, "/path", C_REMOVE},
-             {HTTP_GET, "/dir", C_LIST},   {HTTP_POST, "/dir", C_MKDIR},
-             {HTTP_GET, "/file", C_READ},  {HTTP_PUT, "/file", C_WRITE}};
+  } ops[] = {{HTTP_GET, "/path", C_STAT}, {HTTP_DELETE, "/path", C_REMOVE},
+             {HTTP_GET, "/dir", C_LIST},  {HTTP_POST, "/dir", C_MKDIR},
+             {HTTP_GET, "/file", C_READ}, {HTTP_PUT, "/file", C_WRITE}};
   (void)p;
   size_t n = strlen(c->req.path);
   for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
