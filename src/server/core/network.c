@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/egress_tls.h"
 #include "core/sbx.h"
 #include "http/body.h"
 #include "state/store.h"
@@ -97,6 +98,8 @@ int network_restore(struct sbx *sb, json_t *network, json_t *secrets, struct hut
 
 void network_free(struct sbx *sb) {
   netpolicy_free(&sb->policy);
+  tls_ca_free(sb->tls_ca);
+  sb->tls_ca = NULL;
   json_decref(sb->network);
   json_decref(sb->secrets);
   sb->network = sb->secrets = NULL;
@@ -106,6 +109,7 @@ int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutc
   if (network_set(sb, network, secrets, err) < 0)
     return -1;
   egress_recheck(sb);
+  egress_trust(sb, NULL, NULL);
   if (sbx_store(sb, false, err) < 0) {
     err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
     err->errnum = 0;

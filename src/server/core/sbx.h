@@ -23,6 +23,7 @@ struct samples;
 struct context;
 struct watch;
 struct egress;
+struct tls_ca;
 
 struct sbx {
   struct sbx *next, *prev; /* srv->sandboxes while listed; next: a pool's ready list */
@@ -69,6 +70,7 @@ struct sbx {
   json_t *network, *secrets;
   struct netpolicy policy;
   struct egress *egress;
+  struct tls_ca *tls_ca; /* its proxy's CA, once it has secrets (egress_tls.h) */
   struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];

@@ -1,0 +1,168 @@
+"""Secrets over HTTPS (docs/network.md): the egress proxy terminates TLS
+for a CONNECT to a host that carries a secret, with the sandbox's own CA,
+adds the secret and verifies the host's certificate; other hosts stay a
+blind tunnel.
+
+Only loopback: the hosts "out there" are TLS servers of this test on the
+host's 127.0.0.1 with certificates of a CA the test makes, which the
+server trusts through --egress-ca (the host's trust store does not hold
+it); the floor is lifted for 127.0.0.1 (--egress-permit). Against both
+builds of the server."""
+import json
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import serve_each_build
+from serveapi import output
+
+SECRET = "Bearer tls-s3cr3t-" + "9c4e1b" * 4
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A test CA, a certificate it signs for localhost, and a self-signed
+    one for localhost that nothing trusts."""
+    d = tmp_path_factory.mktemp("certs")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=hutch test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign", cwd=d)
+    openssl("req", *ec, "-keyout", "good.key", "-out", "good.csr", "-subj", "/CN=localhost",
+            cwd=d)
+    (d / "ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                           "extendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "good.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "good.crt", "-days", "2", "-extfile", "ext", cwd=d)
+    openssl("req", "-x509", *ec, "-keyout", "bad.key", "-out", "bad.crt", "-days", "2",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", cwd=d)
+    return d
+
+
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory, certs):
+    yield from serve_each_build(request, tmp_path_factory, "--egress-permit", "127.0.0.1",
+                                "--egress-ca", str(certs / "ca.crt"))
+
+
+class TLSOrigin:
+    """An HTTPS server on the host's loopback that records the headers it
+    got."""
+
+    def __init__(self, cert, key):
+        seen = self.seen = []
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(dict(self.headers.items()))
+                body = f"tls origin {self.path}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def origins(certs):
+    made = [TLSOrigin(certs / "good.crt", certs / "good.key"),
+            TLSOrigin(certs / "bad.crt", certs / "bad.key")]
+    yield made
+    for o in made:
+        o.close()
+
+
+def sh(api, sid, script, timeout=60):
+    lines = api.exec(sid, {"shell": script}, timeout=timeout)
+    return (lines[-1]["exit_code"], output(lines).decode(errors="replace"),
+            output(lines, "stderr").decode(errors="replace"))
+
+
+CURL = "curl --noproxy '' -sS -m 20 -o /dev/null -w '%{http_code}\\n'"
+
+
+def test_secret_reaches_the_host_over_https_never_the_sandbox(server, tenant, origins):
+    good, bad = origins
+    sb = tenant.create(network={"allow": [f"localhost:{good.port}", f"127.0.0.1:{good.port}",
+                                          f"localhost:{bad.port}"]},
+                       secrets=[{"host": "localhost", "header": "Authorization",
+                                 "value": SECRET}])
+    sid = sb["id"]
+    # curl trusts the system bundle, which now holds the sandbox's CA.
+    code, out, err = sh(tenant, sid, f"{CURL} -v -H 'Authorization: Bearer forged' "
+                                     f"https://localhost:{good.port}/api")
+    assert out.strip() == "200", (out, err)
+    assert "hutch egress CA" in err  # the certificate curl saw is the proxy's
+    assert good.seen[-1]["Authorization"] == SECRET  # replaced, not added to
+    assert good.seen[-1]["Host"] == f"localhost:{good.port}"
+    # Python's ssl finds it by SSL_CERT_FILE; Node would by NODE_EXTRA_CA_CERTS.
+    code, out, err = sh(tenant, sid, "env; NO_PROXY= no_proxy= python3 -c \"import urllib.request; print("
+                                     f"urllib.request.urlopen('https://localhost:{good.port}/py')"
+                                     ".status)\"")
+    assert code == 0, err
+    env = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+    assert env["SSL_CERT_FILE"] == env["REQUESTS_CA_BUNDLE"] == "/etc/hutch/ca-bundle.crt"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/hutch/egress-ca.crt"
+    assert out.splitlines()[-1] == "200"
+    assert good.seen[-1]["Authorization"] == SECRET
+    n = len(good.seen)
+    # A host without secrets: a blind tunnel, the host's own certificate.
+    code, out, err = sh(tenant, sid, f"{CURL} -k -v -H 'Authorization: Bearer forged' "
+                                     f"https://127.0.0.1:{good.port}/blind")
+    assert out.strip() == "200", (out, err)
+    assert "hutch test CA" in err and "hutch egress CA" not in err
+    assert len(good.seen) == n + 1 and good.seen[-1]["Authorization"] == "Bearer forged"
+    # A host whose certificate the server does not trust gets no request.
+    code, out, err = sh(tenant, sid, f"curl --noproxy '' -sS -m 20 "
+                                     f"https://localhost:{bad.port}/x")
+    assert "certificate is not trusted" in out, (out, err)
+    assert not bad.seen
+    # Nothing of the secret, nor any key, is inside the sandbox.
+    needle = SECRET.split()[1]
+    code, out, err = sh(tenant, sid,
+                        f"env; cat /proc/*/environ | tr '\\0' '\\n'; "
+                        f"grep -rsl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
+                        f"--exclude-dir=dev -e {needle} -e 'PRIVATE KEY' / ; true")
+    assert needle not in out and needle not in err
+    assert "PRIVATE KEY" not in out
+    audit = [json.loads(l) for l in (server.state_dir / "audit.jsonl").read_text().splitlines()]
+    mine = [a for a in audit if a.get("sandbox") == sid and a["action"] == "sandbox.egress"]
+    assert any(a["status"] == 502 and "not trusted" in a.get("reason", "") for a in mine)
+    assert any(a["status"] == 200 and a["host"] == "localhost" and a["bytes_in"] > 0
+               for a in mine)
+
+
+def test_the_host_trust_store_is_untouched(server, tenant, origins):
+    """The sandbox's bundle is its own file: the host's is not written."""
+    host_bundle = "/etc/ssl/certs/ca-certificates.crt"
+    before = open(host_bundle, "rb").read()
+    sb = tenant.create(network={"allow": [f"localhost:{origins[0].port}"]},
+                       secrets=[{"host": "localhost", "header": "X-Key", "value": "k"}])
+    code, out, err = sh(tenant, sb["id"], "grep -c 'BEGIN CERTIFICATE' /etc/hutch/egress-ca.crt; "
+                                          "tail -c 200 /etc/hutch/ca-bundle.crt")
+    assert out.splitlines()[0] == "1", (out, err)
+    assert open(host_bundle, "rb").read() == before
+    # Without secrets, nothing is installed.
+    other = tenant.create(network={"allow": [f"localhost:{origins[0].port}"]})
+    code, out, _ = sh(tenant, other["id"], "ls /etc/hutch 2>&1; env | grep -c SSL_CERT_FILE")
+    assert "No such file" in out and out.splitlines()[-1] == "0", out
