@@ -9,6 +9,7 @@ server trusts through --egress-ca (the host's trust store does not hold
 it); the floor is lifted for 127.0.0.1 (--egress-permit). Against both
 builds of the server."""
 import json
+import time
 import ssl
 import subprocess
 import threading
@@ -166,3 +167,61 @@ def test_the_host_trust_store_is_untouched(server, tenant, origins):
     other = tenant.create(network={"allow": [f"localhost:{origins[0].port}"]})
     code, out, _ = sh(tenant, other["id"], "ls /etc/hutch 2>&1; env | grep -c SSL_CERT_FILE")
     assert "No such file" in out and out.splitlines()[-1] == "0", out
+
+
+HOSTILE = r'''
+import socket, ssl, sys, time
+PORT = int(sys.argv[1])
+def tunnel():
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % PORT)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(1)
+    return s, buf.split(b"\r\n")[0].decode()
+s, line = tunnel()
+print(line, flush=True)
+s.sendall(b"NOT TLS AT ALL\r\n\r\n")
+s.settimeout(20)
+try:
+    got = s.recv(100)
+except ConnectionResetError:
+    got = b""
+print("garbage:", got, flush=True)
+s, line = tunnel()
+t = ssl.create_default_context().wrap_socket(s, server_hostname="localhost")
+print("held", flush=True)
+time.sleep(600)
+'''
+
+
+def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
+    good = origins[0]
+    sb = tenant.create(network={"allow": [f"localhost:{good.port}"]},
+                       secrets=[{"host": "localhost", "header": "X-Key", "value": "k"}])
+    sid = sb["id"]
+    r = tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hostile.py", HOSTILE)
+    assert r.status in (200, 201), r
+    r = tenant.post(f"/v1/sandboxes/{sid}/exec",
+                    {"shell": f"python3 /tmp/hostile.py {good.port} > /tmp/out 2>&1",
+                     "background": True})
+    assert r.status in (200, 201, 202), r
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        out = sh(tenant, sid, "cat /tmp/out")[1]
+        if "held" in out:
+            break
+        time.sleep(0.3)
+    assert "HTTP/1.1 200" in out and "garbage: b''" in out and "held" in out, out
+    assert not good.seen  # neither sent a request
+    assert tenant.delete(f"/v1/sandboxes/{sid}").status in (200, 204)
+    # The held connection's thread ended with the sandbox; the server serves on.
+    def lines():
+        return [json.loads(l) for l in (server.state_dir / "audit.jsonl").read_text().splitlines()
+                if '"sandbox.egress"' in l and sid in l]
+    while time.monotonic() < deadline + 10 and len(lines()) < 2:
+        time.sleep(0.2)
+    got = lines()
+    assert len(got) == 2, got
+    assert any("handshake failed" in a.get("reason", "") for a in got), got
+    assert tenant.get("/v1/sandboxes").status == 200
