@@ -225,3 +225,66 @@ def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
     assert len(got) == 2, got
     assert any("handshake failed" in a.get("reason", "") for a in got), got
     assert tenant.get("/v1/sandboxes").status == 200
+
+
+def test_e2b_secrets_api_and_placeholders(server, tenant, origins):
+    """E2B's /secrets: names, versions and metadata, never a value; a
+    network rule's ${e2b.secrets.NAME} is the value the proxy adds, over
+    HTTPS too. Another tenant sees none of them."""
+    good = origins[0]
+    e2b = server.api(None)
+    h = {"X-API-Key": tenant.key}
+    r = e2b.post("/secrets", {"name": "My-Key", "value": SECRET, "metadata": {"env": "t"}},
+                 headers=h)
+    assert r.status == 201, r
+    s = r.json
+    assert s["secretID"].startswith("sec_") and s["name"] == "my-key"
+    assert s["currentVersion"] == 1 and s["metadata"] == {"env": "t"}
+    assert set(s) == {"secretID", "name", "currentVersion", "metadata", "createdAt", "updatedAt"}
+    assert e2b.post("/secrets", {"name": "my-key", "value": "x"}, headers=h).status == 409
+    for bad in ({"name": "sec_x", "value": "v"}, {"name": "a b", "value": "v"},
+                {"name": "k", "value": "line\nbreak"}, {"name": "k"}, {"name": "k", "value": 1}):
+        r = e2b.post("/secrets", bad, headers=h)
+        assert r.status == 400 and set(r.json) == {"code", "message"}, (bad, r)
+    for name in ("a", "b"):
+        assert e2b.post("/secrets", {"name": name, "value": "v"}, headers=h).status == 201
+    r = e2b.get("/secrets?limit=2", headers=h)
+    assert r.status == 200 and len(r.json) == 2 and r.headers.get("X-Next-Token") == "2", r
+    r = e2b.get("/secrets?limit=2&nextToken=2", headers=h)
+    assert [x["name"] for x in r.json] == ["b"] and "X-Next-Token" not in r.headers
+    assert e2b.get("/secrets/MY-KEY", headers=h).json["secretID"] == s["secretID"]
+    assert e2b.get(f"/secrets/{s['secretID']}", headers=h).json["name"] == "my-key"
+    r = e2b.post(f"/secrets/{s['secretID']}", {"value": SECRET}, headers=h)
+    assert r.status == 200 and r.json["currentVersion"] == 2 and r.json["metadata"] == {"env": "t"}
+    assert e2b.post("/secrets/missing", {"value": "v"}, headers=h).status == 404
+    # Another tenant: none of them.
+    other = server.api(server.api().post("/v1/keys", {"tenant": f"o{time.monotonic_ns()}"})
+                       .json["key"])
+    oh = {"X-API-Key": other.key}
+    assert e2b.get("/secrets", headers=oh).json == []
+    assert e2b.get(f"/secrets/{s['secretID']}", headers=oh).status == 404
+    assert e2b.request("DELETE", f"/secrets/{s['secretID']}", headers=oh).status == 404
+    # The placeholder in a rule, and nothing of the value anywhere it can be read.
+    rule = {f"localhost": [{"transform": {"headers": {
+        "Authorization": "${e2b.secrets.my-key}", "X-Other": "plain"}}}]}
+    r = e2b.post("/v2/sandboxes", {"templateID": "base", "network": {
+        "allowOut": [f"localhost:{good.port}"], "denyOut": ["0.0.0.0/0"], "rules": rule}},
+        headers=h)
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    assert SECRET.split()[1] not in json.dumps(e2b.get(f"/sandboxes/{sid}", headers=h).json)
+    assert SECRET.split()[1] not in json.dumps(e2b.get("/secrets", headers=h).json)
+    for f in server.state_dir.glob("hutch.db*"):  # sealed in the store
+        assert SECRET.split()[1].encode() not in f.read_bytes(), f
+    code, out, err = sh(tenant, sid, f"{CURL} https://localhost:{good.port}/e2b")
+    assert out.strip() == "200", (out, err)
+    assert good.seen[-1]["Authorization"] == SECRET and good.seen[-1]["X-Other"] == "plain"
+    # A rule naming a secret the team does not have is refused.
+    bad = {"localhost": [{"transform": {"headers": {"A": "${e2b.secrets.nope}"}}}]}
+    r = e2b.post("/v2/sandboxes", {"templateID": "base", "network": {"rules": bad}}, headers=h)
+    assert r.status == 400 and "nope" in r.json["message"], r
+    r = e2b.request("DELETE", f"/secrets/{s['secretID']}", headers=h)
+    assert r.status == 204
+    assert e2b.get("/secrets/my-key", headers=h).status == 404
+    assert e2b.request("DELETE", f"/secrets/{s['secretID']}", headers=h).status == 404
+    e2b.delete(f"/sandboxes/{sid}", headers=h)

@@ -39,8 +39,49 @@ static json_t *entry(const char *s) {
   return json_string(s);
 }
 
+/* A header's value with each ${e2b.secrets.NAME} replaced by the value
+ * of the tenant's secret NAME (secrets.c); NULL after a 400. */
+static json_t *resolve(struct http_conn *c, const char *tenant, json_t *value) {
+  static const char mark[] = "${e2b.secrets.";
+  const char *s = json_string_value(value);
+  if (!s || !strstr(s, mark))
+    return json_incref(value);
+  char *out = xstrdup("");
+  for (const char *at; (at = strstr(s, mark));) {
+    const char *name = at + sizeof mark - 1, *end = strchr(name, '}');
+    char *v = NULL;
+    if (end && end - name <= 128) {
+      char *n = xasprintf("%.*s", (int)(end - name), name);
+      v = e2b_secret_value(c->srv, tenant, n);
+      free(n);
+    }
+    if (!v) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "network.rules: %.*s names no secret of the team", end ? (int)(end - at + 1) : 64,
+                 at);
+      explicit_bzero(out, strlen(out));
+      free(out);
+      return NULL;
+    }
+    char *more = xasprintf("%s%.*s%s", out, (int)(at - s), s, v);
+    explicit_bzero(out, strlen(out));
+    free(out);
+    explicit_bzero(v, strlen(v));
+    free(v);
+    out = more;
+    s = end + 1;
+  }
+  char *more = xasprintf("%s%s", out, s);
+  explicit_bzero(out, strlen(out));
+  free(out);
+  json_t *j = json_string(more);
+  explicit_bzero(more, strlen(more));
+  free(more);
+  return j;
+}
+
 /* The secrets E2B's rules ask for, added to secrets; -1 after a 400. */
-static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
+static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules, json_t *secrets) {
   if (!rules || json_is_null(rules))
     return 0;
   if (!json_is_object(rules)) {
@@ -70,8 +111,11 @@ static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
       const char *name;
       json_t *value;
       json_object_foreach(headers, name, value) {
+        json_t *v = resolve(c, tenant, value);
+        if (!v)
+          return -1;
         json_array_append_new(
-            secrets, json_pack("{s:s,s:s,s:O}", "host", host, "header", name, "value", value));
+            secrets, json_pack("{s:s,s:s,s:o}", "host", host, "header", name, "value", v));
       }
     }
   }
@@ -81,7 +125,8 @@ static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
 /* hutch's {network, secrets} for E2B's allow_internet_access (absent:
  * NULL) and network (NULL: none); public: whether ports are public, or
  * -1 to leave it out. NULL after a 400. */
-static json_t *translate(struct http_conn *c, json_t *internet, json_t *network, int public) {
+static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
+                         json_t *network, int public) {
   static const char *const unsupported[] = {"egressProxy", "maskRequestHost", "httpsPorts", NULL};
   if (internet && !json_is_boolean(internet)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "allow_internet_access must be true or false");
@@ -127,14 +172,14 @@ static json_t *translate(struct http_conn *c, json_t *internet, json_t *network,
                       json_string(json_array_size(allow) ? "allowlist" : "none"));
   if (public >= 0)
     json_object_set_new(json_object_get(out, "network"), "public", json_boolean(public));
-  if (rules_secrets(c, json_object_get(network, "rules"), secrets) < 0) {
+  if (rules_secrets(c, tenant, json_object_get(network, "rules"), secrets) < 0) {
     json_decref(out);
     return NULL;
   }
   return out;
 }
 
-json_t *e2b_network_request(struct http_conn *c, json_t *o) {
+json_t *e2b_network_request(struct http_conn *c, const struct principal *p, json_t *o) {
   json_t *network = json_object_get(o, "network");
   json_t *pub = json_object_get(network, "allowPublicTraffic");
   if (pub && !json_is_boolean(pub)) {
@@ -142,7 +187,8 @@ json_t *e2b_network_request(struct http_conn *c, json_t *o) {
     return NULL;
   }
   /* E2B's ports are public unless asked otherwise. */
-  return translate(c, json_object_get(o, "allow_internet_access"), network, !json_is_false(pub));
+  return translate(c, p->tenant, json_object_get(o, "allow_internet_access"), network,
+                   !json_is_false(pub));
 }
 
 json_t *e2b_network_json(const struct sbx *sb) {
@@ -174,7 +220,7 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   json_t *o = network_request(c, p, known, &sb);
   if (!o)
     return;
-  json_t *t = translate(c, json_object_get(o, "allow_internet_access"), o, -1);
+  json_t *t = translate(c, p->tenant, json_object_get(o, "allow_internet_access"), o, -1);
   json_decref(o);
   if (!t)
     return;
