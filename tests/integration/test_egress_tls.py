@@ -288,3 +288,85 @@ def test_e2b_secrets_api_and_placeholders(server, tenant, origins):
     assert e2b.get("/secrets/my-key", headers=h).status == 404
     assert e2b.request("DELETE", f"/secrets/{s['secretID']}", headers=h).status == 404
     e2b.delete(f"/sandboxes/{sid}", headers=h)
+
+
+def test_deny_lists_native_and_e2b(server, tenant, origins):
+    """A deny list takes back from "*" what it names; an allow entry that
+    names a host wins over it (E2B's allowOut over denyOut)."""
+    good = origins[0]
+    url = f"https://localhost:{good.port}/deny"
+    sb = tenant.create(network={"allow": ["*"], "deny": ["localhost", "10.0.0.0/8"]})
+    assert sb["network"]["deny"] == ["localhost", "10.0.0.0/8"]
+    plain = f"http://localhost:{good.port}/deny"  # a refusal's reason is its body
+    code, out, _ = sh(tenant, sb["id"], f"curl --noproxy '' -sS -m 20 {plain}")
+    assert "or its deny list holds it" in out, out
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network",
+                       {"allow": ["*", f"localhost:{good.port}"]})
+    assert r.status == 200 and r.json["network"]["deny"] == ["localhost", "10.0.0.0/8"], r
+    code, out, err = sh(tenant, sb["id"], f"{CURL} -k {url}")
+    assert out.strip() == "200", (out, err)
+    assert good.seen and good.seen[-1]["Host"] == f"localhost:{good.port}"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sb['id']}/network", {"deny": ["*"]})
+    assert r.status == 400, r
+    # E2B: denyOut with addresses and blocks; all traffic is still "nothing but allowOut".
+    e2b = server.api(None)
+    h = {"X-API-Key": tenant.key}
+    r = e2b.post("/v2/sandboxes", {"templateID": "base", "network": {
+        "denyOut": ["8.8.8.8", "10.0.0.0/8", "2606:4700::1111", "localhost"]}}, headers=h)
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    d = e2b.get(f"/sandboxes/{sid}", headers=h).json
+    assert d["allowInternetAccess"] is True
+    assert d["network"]["denyOut"] == ["8.8.8.8", "10.0.0.0/8", "2606:4700::1111", "localhost"]
+    native = tenant.get(f"/v1/sandboxes/{sid}").json["network"]
+    assert native["allow"] == ["*"] and "[2606:4700::1111]" in native["deny"]
+    code, out, _ = sh(tenant, sid, f"curl --noproxy '' -sS -m 20 {plain}")
+    assert "or its deny list holds it" in out, out
+    r = e2b.request("PUT", f"/sandboxes/{sid}/network",
+                    {"allowOut": [f"localhost:{good.port}"], "denyOut": ["0.0.0.0/0"]}, headers=h)
+    assert r.status == 204, r
+    d = e2b.get(f"/sandboxes/{sid}", headers=h).json
+    assert d["allowInternetAccess"] is False and d["network"]["denyOut"] == ["0.0.0.0/0"]
+    assert d["network"]["allowOut"] == [f"localhost:{good.port}"]
+    assert sh(tenant, sid, f"{CURL} -k {url}")[1].strip() == "200"
+    e2b.delete(f"/sandboxes/{sid}", headers=h)
+
+
+def test_mask_host_is_the_host_a_port_gets(server, tenant):
+    """network.mask_host (E2B's maskRequestHost): the Host header a port's
+    service gets, ${PORT} the port."""
+    from test_network import SERVICE
+    bad = tenant.post("/v1/sandboxes", {"network": {"mask_host": "a\r\nX-Evil: 1"}})
+    assert bad.status == 400, bad
+    bad = tenant.post("/v1/sandboxes", {"network": {"mask_host": "${HOME}"}})
+    assert bad.status == 400, bad
+    e2b = server.api(None)
+    h = {"X-API-Key": tenant.key}
+    r = e2b.post("/v2/sandboxes", {"templateID": "base", "network": {
+        "maskRequestHost": "custom-host.example.com:${PORT}"}}, headers=h)
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    d = e2b.get(f"/sandboxes/{sid}", headers=h).json
+    assert d["network"]["maskRequestHost"] == "custom-host.example.com:${PORT}"
+    r = tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service.py", SERVICE)
+    assert r.status in (200, 201), r
+    tenant.post(f"/v1/sandboxes/{sid}/exec",
+                {"cmd": ["python3", "/tmp/service.py", "8000", "0.0.0.0"], "background": True})
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r = tenant.get(f"/v1/sandboxes/{sid}/ports/8000/headers")
+        if r.status == 200:
+            break
+        time.sleep(0.2)
+    assert r.status == 200, r
+    assert r.json["Host"] == "custom-host.example.com:8000", r.json
+    # An E2B network change keeps it; a native PATCH may clear it.
+    r = e2b.request("PUT", f"/sandboxes/{sid}/network", {"allowOut": []}, headers=h)
+    assert r.status == 204, r
+    assert tenant.get(f"/v1/sandboxes/{sid}/ports/8000/headers").json["Host"] == \
+        "custom-host.example.com:8000"
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"mask_host": None})
+    assert r.status == 200 and "mask_host" not in r.json["network"], r
+    assert tenant.get(f"/v1/sandboxes/{sid}/ports/8000/headers").json["Host"] != \
+        "custom-host.example.com:8000"
+    e2b.delete(f"/sandboxes/{sid}", headers=h)

@@ -447,7 +447,8 @@ static void decide(struct econn *e) {
   }
   e->match = netpolicy_check_host(&sb->policy, e->host, e->port);
   if (e->match == NP_DENIED) {
-    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: it is not in the sandbox's allow-list", e->host, e->port);
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: it is not in the sandbox's allow-list%s",
+           e->host, e->port, sb->policy.ndeny ? ", or its deny list holds it" : "");
     return;
   }
   /* A name the operator denies is not even looked up (connect_out checks

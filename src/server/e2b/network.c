@@ -2,14 +2,14 @@
  *
  *   allow_internet_access   true (E2B's default): any public host, "*"
  *   network.allowOut        allow-list entries (CIDRs, addresses, names, *.names)
- *   network.denyOut         only all traffic (0.0.0.0/0): nothing but allowOut
+ *   network.denyOut         addresses and blocks "*" does not reach; all traffic
+ *                           (0.0.0.0/0): nothing but allowOut
  *   network.allowPublicTraffic  every port public (E2B's default) or private
  *   network.rules           {host: [{transform: {headers}}]}: secrets
  *   PUT /sandboxes/{id}/network  the egress part replaced; 204
  *
- * hutch's proxy lets through what is listed; what E2B can say and hutch
- * cannot (deny rules, an egress proxy of one's own, a host mask, HTTPS
- * ports) is refused with 400 not_supported. */
+ * What E2B can say and hutch cannot (an egress proxy of one's own, a host
+ * mask, HTTPS ports) is refused with 400 not_supported. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,7 +127,7 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
  * -1 to leave it out. NULL after a 400. */
 static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
                          json_t *network, int public) {
-  static const char *const unsupported[] = {"egressProxy", "maskRequestHost", "httpsPorts", NULL};
+  static const char *const unsupported[] = {"egressProxy", "httpsPorts", NULL};
   if (internet && !json_is_boolean(internet)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "allow_internet_access must be true or false");
     return NULL;
@@ -143,20 +143,22 @@ static json_t *translate(struct http_conn *c, const char *tenant, json_t *intern
       return NULL;
     }
   }
-  json_t *allow = json_array(), *secrets = json_array();
-  json_t *out = json_pack("{s:{s:o},s:o}", "network", "allow", allow, "secrets", secrets);
+  json_t *allow = json_array(), *deny = json_array(), *secrets = json_array();
+  json_t *out = json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny,
+                          "secrets", secrets);
   bool deny_all = internet && json_is_false(internet);
   size_t i;
   json_t *v;
   json_array_foreach(json_object_get(network, "denyOut"), i, v) {
-    if (!json_is_string(v) || !all_traffic(json_string_value(v))) {
-      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-                 "network.denyOut: hutch lets through what is listed; the only deny rule it "
-                 "takes is all traffic (0.0.0.0/0)");
+    if (!json_is_string(v)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.denyOut must be a list of strings");
       json_decref(out);
       return NULL;
     }
-    deny_all = true;
+    if (all_traffic(json_string_value(v)))
+      deny_all = true;
+    else
+      json_array_append_new(deny, entry(json_string_value(v)));
   }
   json_array_foreach(json_object_get(network, "allowOut"), i, v) {
     if (!json_is_string(v)) {
@@ -168,10 +170,15 @@ static json_t *translate(struct http_conn *c, const char *tenant, json_t *intern
   }
   if (!deny_all) /* E2B's default: the Internet (hutch's proxy: its public part) */
     json_array_append_new(allow, json_string("*"));
+  else
+    json_array_clear(deny); /* nothing but allowOut: the rest says nothing more */
   json_object_set_new(json_object_get(out, "network"), "mode",
                       json_string(json_array_size(allow) ? "allowlist" : "none"));
   if (public >= 0)
     json_object_set_new(json_object_get(out, "network"), "public", json_boolean(public));
+  json_t *mask = json_object_get(network, "maskRequestHost");
+  if (mask && !json_is_null(mask))
+    json_object_set(json_object_get(out, "network"), "mask_host", mask);
   if (rules_secrets(c, tenant, json_object_get(network, "rules"), secrets) < 0) {
     json_decref(out);
     return NULL;
@@ -192,23 +199,31 @@ json_t *e2b_network_request(struct http_conn *c, const struct principal *p, json
 }
 
 json_t *e2b_network_json(const struct sbx *sb) {
-  json_t *allow = json_object_get(sb->network, "allow"), *out = json_array();
+  json_t *out = json_array(), *denied = json_array();
   bool internet = false;
   size_t i;
   json_t *v;
-  json_array_foreach(allow, i, v) {
-    const char *e = json_string_value(v);
-    size_t n = strlen(e);
-    if (strcmp(e, "*") == 0)
-      internet = true;
-    else if (e[0] == '[' && e[n - 1] == ']') /* E2B writes IPv6 bare */
-      json_array_append_new(out, json_stringn(e + 1, n - 2));
-    else
-      json_array_append(out, v);
-  }
-  return json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network", "allowOut",
-                   out, "denyOut", internet ? json_array() : json_pack("[s]", "0.0.0.0/0"),
-                   "allowPublicTraffic", json_is_true(json_object_get(sb->network, "public")));
+  for (int list = 0; list < 2; list++)
+    json_array_foreach(json_object_get(sb->network, list ? "deny" : "allow"), i, v) {
+      const char *e = json_string_value(v);
+      size_t n = strlen(e);
+      json_t *to = list ? denied : out;
+      if (strcmp(e, "*") == 0)
+        internet = true;
+      else if (e[0] == '[' && e[n - 1] == ']') /* E2B writes IPv6 bare */
+        json_array_append_new(to, json_stringn(e + 1, n - 2));
+      else
+        json_array_append(to, v);
+    }
+  if (!internet)
+    json_array_append_new(denied, json_string("0.0.0.0/0"));
+  json_t *j = json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network",
+                        "allowOut", out, "denyOut", denied, "allowPublicTraffic",
+                        json_is_true(json_object_get(sb->network, "public")));
+  json_t *mask = json_object_get(sb->network, "mask_host");
+  if (j && mask)
+    json_object_set(json_object_get(j, "network"), "maskRequestHost", mask);
+  return j;
 }
 
 /* PUT /sandboxes/{id}/network: E2B's egress settings replace the
@@ -227,6 +242,8 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   json_t *network = json_object_get(t, "network");
   json_object_set(network, "public_ports", json_object_get(sb->network, "public_ports"));
   json_object_set(network, "public", json_object_get(sb->network, "public"));
+  if (json_object_get(sb->network, "mask_host"))
+    json_object_set(network, "mask_host", json_object_get(sb->network, "mask_host"));
   struct hutch_err err = {0};
   int rc = network_change(sb, network, json_object_get(t, "secrets"), &err);
   json_decref(t);

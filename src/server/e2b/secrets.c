@@ -203,7 +203,7 @@ void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   int r = store_secret_put(c->srv->store, &s, false, &err);
   if (r == 1)
-    http_error(c, HUTCH_ERR_CONFLICT, "already_exists", "a secret named '%s' exists already",
+    http_error(c, HUTCH_ERR_CONFLICT, "exists", "a secret named '%s' exists already",
                lower);
   else if (r < 0)
     http_fail(c, &err);

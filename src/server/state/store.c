@@ -681,7 +681,7 @@ int store_secret_each(struct store *st, const char *tenant,
                       struct hutch_err *err) {
   sqlite3_stmt *s = prep_text(st,
                               "SELECT id, tenant, name, version, metadata, value, created_at,"
-                              " updated_at FROM secrets WHERE tenant = ?1 ORDER BY created_at, id",
+                              " updated_at FROM secrets WHERE tenant = ?1 ORDER BY created_at, rowid",
                               tenant, err);
   if (!s)
     return -1;
