@@ -12,13 +12,12 @@ import json
 import time
 import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from conftest import serve_each_build
 from serveapi import output
+from test_network import SERVICE, Origin
 
 SECRET = "Bearer tls-s3cr3t-" + "9c4e1b" * 4
 
@@ -53,41 +52,18 @@ def server(request, tmp_path_factory, certs):
                                 "--egress-ca", str(certs / "ca.crt"))
 
 
-class TLSOrigin:
+def tls_origin(cert, key):
     """An HTTPS server on the host's loopback that records the headers it
-    got."""
-
-    def __init__(self, cert, key):
-        seen = self.seen = []
-
-        class H(BaseHTTPRequestHandler):
-            def do_GET(self):
-                seen.append(dict(self.headers.items()))
-                body = f"tls origin {self.path}".encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    got (test_network's Origin)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    return Origin(tls=ctx)
 
 
 @pytest.fixture
 def origins(certs):
-    made = [TLSOrigin(certs / "good.crt", certs / "good.key"),
-            TLSOrigin(certs / "bad.crt", certs / "bad.key")]
+    made = [tls_origin(certs / "good.crt", certs / "good.key"),
+            tls_origin(certs / "bad.crt", certs / "bad.key")]
     yield made
     for o in made:
         o.close()
@@ -335,7 +311,6 @@ def test_deny_lists_native_and_e2b(server, tenant, origins):
 def test_mask_host_is_the_host_a_port_gets(server, tenant):
     """network.mask_host (E2B's maskRequestHost): the Host header a port's
     service gets, ${PORT} the port."""
-    from test_network import SERVICE
     bad = tenant.post("/v1/sandboxes", {"network": {"mask_host": "a\r\nX-Evil: 1"}})
     assert bad.status == 400, bad
     bad = tenant.post("/v1/sandboxes", {"network": {"mask_host": "${HOME}"}})

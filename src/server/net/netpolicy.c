@@ -276,6 +276,33 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
   return 0;
 }
 
+/* The entries of network.<what> (a list; may be NULL when what is
+ * "deny"), into *list (allocated). */
+static int parse_list(json_t *arr, const char *what, struct np_entry **list, size_t *n,
+                      char *why, size_t whylen) {
+  bool optional = strcmp(what, "deny") == 0;
+  if ((arr || !optional) && (!json_is_array(arr) || json_array_size(arr) > NETPOLICY_MAX_ENTRIES)) {
+    snprintf(why, whylen, "network.%s must be a list of at most %d entries", what,
+             NETPOLICY_MAX_ENTRIES);
+    return -1;
+  }
+  *list = xcalloc(json_array_size(arr) + 1, sizeof **list);
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) {
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) > NETPOLICY_HOST_MAX + 8) {
+      snprintf(why, whylen, "network.%s[%zu] must be a string of at most %d bytes", what, i,
+               NETPOLICY_HOST_MAX + 8);
+      return -1;
+    }
+    if (parse_entry(s, &(*list)[*n], why, whylen) < 0)
+      return -1;
+    (*n)++;
+  }
+  return 0;
+}
+
 int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, char *why,
                     size_t whylen) {
   memset(out, 0, sizeof *out);
@@ -302,50 +329,18 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
     snprintf(why, whylen, "network.mode must be \"none\" or \"allowlist\"");
     goto fail;
   }
-  if (!json_is_array(allow) || json_array_size(allow) > NETPOLICY_MAX_ENTRIES) {
-    snprintf(why, whylen, "network.allow must be a list of at most %d entries",
-             NETPOLICY_MAX_ENTRIES);
-    goto fail;
-  }
   out->allowlist = true;
-  out->entries = xcalloc(json_array_size(allow) + 1, sizeof *out->entries);
-  size_t i;
-  json_t *v;
-  json_array_foreach(allow, i, v) {
-    const char *s = json_string_value(v);
-    if (!s || strlen(s) > NETPOLICY_HOST_MAX + 8) {
-      snprintf(why, whylen, "network.allow[%zu] must be a string of at most %d bytes", i,
-               NETPOLICY_HOST_MAX + 8);
-      goto fail;
-    }
-    if (parse_entry(s, &out->entries[out->n], why, whylen) < 0)
-      goto fail;
-    out->n++;
-  }
   json_t *deny = json_object_get(network, "deny");
-  if (deny && !json_is_null(deny) &&
-      (!json_is_array(deny) || json_array_size(deny) > NETPOLICY_MAX_ENTRIES)) {
-    snprintf(why, whylen, "network.deny must be a list of at most %d entries",
-             NETPOLICY_MAX_ENTRIES);
+  if (parse_list(allow, "allow", &out->entries, &out->n, why, whylen) < 0 ||
+      parse_list(json_is_null(deny) ? NULL : deny, "deny", &out->deny, &out->ndeny, why,
+                 whylen) < 0)
     goto fail;
-  }
-  out->deny = xcalloc(json_array_size(deny) + 1, sizeof *out->deny);
-  json_array_foreach(deny, i, v) {
-    const char *s = json_string_value(v);
-    if (!s || strlen(s) > NETPOLICY_HOST_MAX + 8) {
-      snprintf(why, whylen, "network.deny[%zu] must be a string of at most %d bytes", i,
-               NETPOLICY_HOST_MAX + 8);
-      goto fail;
-    }
-    if (parse_entry(s, &out->deny[out->ndeny], why, whylen) < 0)
-      goto fail;
-    if (out->deny[out->ndeny].kind == NP_ANY) {
+  for (size_t i = 0; i < out->ndeny; i++)
+    if (out->deny[i].kind == NP_ANY) {
       snprintf(why, whylen, "network.deny[%zu]: to deny all, leave \"*\" out of the allow-list",
                i);
       goto fail;
     }
-    out->ndeny++;
-  }
   return 0;
 fail:
   netpolicy_free(out);
