@@ -9,6 +9,7 @@ server trusts through --egress-ca (the host's trust store does not hold
 it); the floor is lifted for 127.0.0.1 (--egress-permit). Against both
 builds of the server."""
 import json
+import socket
 import time
 import ssl
 import subprocess
@@ -147,10 +148,10 @@ def test_the_host_trust_store_is_untouched(server, tenant, origins):
 
 HOSTILE = r'''
 import socket, ssl, sys, time
-PORT = int(sys.argv[1])
-def tunnel():
+PORT, RAW = int(sys.argv[1]), int(sys.argv[2])
+def tunnel(port=PORT):
     s = socket.create_connection(("127.0.0.1", 3128))
-    s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % PORT)
+    s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % port)
     buf = b""
     while b"\r\n\r\n" not in buf:
         buf += s.recv(1)
@@ -164,6 +165,11 @@ try:
 except ConnectionResetError:
     got = b""
 print("garbage:", got, flush=True)
+many = [tunnel(RAW) for _ in range(16)]
+print("17th:", tunnel(RAW)[1], flush=True)
+for t, _ in many:
+    t.close()
+time.sleep(1)
 s, line = tunnel()
 t = ssl.create_default_context().wrap_socket(s, server_hostname="localhost")
 print("held", flush=True)
@@ -173,13 +179,20 @@ time.sleep(600)
 
 def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
     good = origins[0]
-    sb = tenant.create(network={"allow": [f"localhost:{good.port}"]},
+    # A host that completes TCP handshakes and says nothing (the origins
+    # accept one connection at a time, doing its TLS handshake first).
+    raw = socket.socket()
+    raw.bind(("127.0.0.1", 0))
+    raw.listen(64)
+    sb = tenant.create(network={"allow": [f"localhost:{good.port}",
+                                          f"localhost:{raw.getsockname()[1]}"]},
                        secrets=[{"host": "localhost", "header": "X-Key", "value": "k"}])
     sid = sb["id"]
     r = tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hostile.py", HOSTILE)
     assert r.status in (200, 201), r
     r = tenant.post(f"/v1/sandboxes/{sid}/exec",
-                    {"shell": f"python3 /tmp/hostile.py {good.port} > /tmp/out 2>&1",
+                    {"shell": f"python3 /tmp/hostile.py {good.port} {raw.getsockname()[1]} "
+                              "> /tmp/out 2>&1",
                      "background": True})
     assert r.status in (200, 201, 202), r
     deadline = time.monotonic() + 30
@@ -189,18 +202,20 @@ def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
             break
         time.sleep(0.3)
     assert "HTTP/1.1 200" in out and "garbage: b''" in out and "held" in out, out
+    assert "17th: HTTP/1.1 503" in out, out  # 16 intercepted at once, a sandbox
     assert not good.seen  # neither sent a request
     assert tenant.delete(f"/v1/sandboxes/{sid}").status in (200, 204)
     # The held connection's thread ended with the sandbox; the server serves on.
     def lines():
         return [json.loads(l) for l in (server.state_dir / "audit.jsonl").read_text().splitlines()
                 if '"sandbox.egress"' in l and sid in l]
-    while time.monotonic() < deadline + 10 and len(lines()) < 2:
+    while time.monotonic() < deadline + 10 and len(lines()) < 19:
         time.sleep(0.2)
     got = lines()
-    assert len(got) == 2, got
+    assert len(got) == 19, got
     assert any("handshake failed" in a.get("reason", "") for a in got), got
     assert tenant.get("/v1/sandboxes").status == 200
+    raw.close()
 
 
 def test_e2b_secrets_api_and_placeholders(server, tenant, origins):

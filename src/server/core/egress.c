@@ -42,12 +42,16 @@
 #define EGRESS_HEAD_TIMEOUT_MS 10000    /* to send them */
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
 #define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */
+/* A sandbox's intercepted connections at once (each a thread of the
+ * server's EGRESS_TLS_THREADS): one sandbox cannot take them all. */
+#define EGRESS_MITMS 16
 
 struct egress {
   uv_tcp_t listener;
   struct sbx *sb; /* NULL once the sandbox has gone and the listener closes */
   struct relay_set conns;
   unsigned lookups; /* name lookups under way */
+  unsigned mitms;   /* intercepted connections (EGRESS_MITMS) */
 };
 
 enum econn_phase { E_HEAD, E_RESOLVING, E_CONNECTING, E_RELAYING, E_ENDING };
@@ -60,6 +64,7 @@ struct econn {
   uv_timer_t timer;
   uv_getaddrinfo_t gai;
   bool resolving, relay_done, ended, audited;
+  bool mitm_counted; /* in eg->mitms */
   struct egress_mitm *mitm; /* its TLS, terminated for the host's secrets (egress_tls.h) */
   enum econn_phase phase;
   http_parser parser;
@@ -129,7 +134,14 @@ static void timer_closed(uv_handle_t *h) {
     econn_free(e);
 }
 
+static void uncount_mitm(struct econn *e) {
+  if (e->mitm_counted && e->eg)
+    e->eg->mitms--;
+  e->mitm_counted = false;
+}
+
 static void unlink_conn(struct econn *e) {
+  uncount_mitm(e);
   relay_set_leave(&e->relay);
   e->eg = NULL;
 }
@@ -225,6 +237,7 @@ static void mitm_done(struct egress_mitm *m, const struct mitm_result *res, void
   (void)m;
   struct econn *e = arg;
   e->mitm = NULL;
+  uncount_mitm(e);
   e->relay.bytes[0] += res->bytes_out;
   e->relay.bytes[1] += res->bytes_in;
   if (res->reason[0]) {
@@ -254,6 +267,11 @@ static bool intercept(struct econn *e) {
     egress_trust(sb, NULL, NULL);
     return false;
   }
+  if (e->eg->mitms >= EGRESS_MITMS) {
+    refuse(e, HUTCH_ERR_UNAVAILABLE,
+           "the sandbox has %d connections with secrets over HTTPS already", EGRESS_MITMS);
+    return true;
+  }
   struct mitm_header hdrs[16];
   size_t n = 0;
   for (const struct np_secret *sec = NULL;
@@ -276,6 +294,8 @@ static bool intercept(struct econn *e) {
     refuse(e, hutch_err_class(&err), "%s", err.msg);
     return true;
   }
+  e->eg->mitms++;
+  e->mitm_counted = true;
   /* The relay's own handles stay as they are until the thread ends. */
   uv_read_stop((uv_stream_t *)&e->relay.side[0]);
   return true;
