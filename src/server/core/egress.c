@@ -256,17 +256,17 @@ static void mitm_done(struct egress_mitm *m, const struct mitm_result *res, void
 }
 
 /* A CONNECT to a host with secrets, once connected: its TLS is
- * terminated (egress_tls.h) when the sandbox has its CA, else it is a
+ * terminated (egress_tls.h) when the sandbox trusts its CA, else it is a
  * tunnel as any other (its CA is made and installed now, for the next).
  * false when it is not intercepted. */
 static bool intercept(struct econn *e) {
   struct sbx *sb = e->eg->sb;
   if (!netpolicy_next_secret(&sb->policy, e->host, NULL))
     return false;
-  if (!sb->tls_ca) {
+  if (!sb->tls_ca)
     egress_trust(sb, NULL, NULL);
+  if (!sb->tls_trusted)
     return false;
-  }
   if (e->eg->mitms >= EGRESS_MITMS) {
     refuse(e, HUTCH_ERR_UNAVAILABLE,
            "the sandbox has %d connections with secrets over HTTPS already", EGRESS_MITMS);

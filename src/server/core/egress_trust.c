@@ -56,6 +56,14 @@ static void set_default(json_t *env, const char *name, const char *value) {
     json_object_set_new(env, name, json_string(value));
 }
 
+/* A CA the sandbox does not trust is no use: its hosts' CONNECTs stay
+ * tunnels, and the next one tries again (a sandbox paused meanwhile, say). */
+static void forget_ca(struct sbx *sb) {
+  tls_ca_free(sb->tls_ca);
+  sb->tls_ca = NULL;
+  sb->tls_trusted = false;
+}
+
 static void trust_start(json_t *pid, void *arg) { (void)pid, (void)arg; }
 
 static bool trust_output(int which, const uint8_t *data, size_t n, void *arg) {
@@ -77,11 +85,13 @@ static void trust_end(json_t *exit, void *arg) {
   struct hutch_err err = {0};
   if (!sb)
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended");
-  else if (!status || strcmp(status, "ok") != 0 || code != 0)
+  else if (!status || strcmp(status, "ok") != 0 || code != 0) {
     hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal",
                    "installing the egress CA in sandbox %s failed (%s, exit code %lld): %s",
                    t->id, status ? status : "?", (long long)code, t->out);
-  else {
+    forget_ca(sb);
+  } else {
+    sb->tls_trusted = true;
     set_default(sb->env, "SSL_CERT_FILE", TRUST_DIR "/ca-bundle.crt");
     set_default(sb->env, "REQUESTS_CA_BUNDLE", TRUST_DIR "/ca-bundle.crt");
     set_default(sb->env, "CURL_CA_BUNDLE", TRUST_DIR "/ca-bundle.crt");
@@ -124,6 +134,7 @@ int egress_trust(struct sbx *sb, trust_done_fn done, void *arg) {
   json_decref(req);
   if (!x) {
     fprintf(stderr, "hutch serve: sandbox %s: installing its egress CA: %s\n", sb->id, err.msg);
+    forget_ca(sb);
     free(t);
     return 0;
   }

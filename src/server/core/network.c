@@ -133,6 +133,7 @@ void network_free(struct sbx *sb) {
   netpolicy_free(&sb->policy);
   tls_ca_free(sb->tls_ca);
   sb->tls_ca = NULL;
+  sb->tls_trusted = false;
   json_decref(sb->network);
   json_decref(sb->secrets);
   sb->network = sb->secrets = NULL;

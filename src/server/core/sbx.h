@@ -71,6 +71,7 @@ struct sbx {
   struct netpolicy policy;
   struct egress *egress;
   struct tls_ca *tls_ca; /* its proxy's CA, once it has secrets (egress_tls.h) */
+  bool tls_trusted;      /* ... installed in the sandbox's trust store */
   struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];
