@@ -336,10 +336,10 @@ def test_volumes_and_their_content_by_token(server):
     assert r.status == 200 and r.json["path"] == "/dir/hello.txt" and r.json["size"] == 2, r
     assert r.json["type"] == "file" and {"atime", "mtime", "ctime", "uid", "gid", "mode"} <= set(r.json)
     r = content.request("POST", f"{base}/dir?path=/dir")  # the write made it
-    assert (r.status, r.json["code"]) == (409, "failed_precondition"), r
+    assert (r.status, r.json["code"]) == (409, "already_exists"), r
     assert content.request("POST", f"{base}/dir?path=/dir&force=true").json["type"] == "directory"
     r = content.request("PUT", f"{base}/file?path=/dir/hello.txt", b"again")
-    assert (r.status, r.json["code"]) == (409, "failed_precondition"), r  # without force
+    assert (r.status, r.json["code"]) == (409, "already_exists"), r  # without force
     assert content.request("PUT", f"{base}/file?path=/dir/hello.txt&force=true", b"again").status == 200
     assert content.get(f"{base}/file?path=/dir/hello.txt").raw == b"again"
     r = content.get(f"{base}/dir?path=/&depth=2")

@@ -180,7 +180,7 @@ static bool content_principal(struct http_conn *c, struct principal *p) {
   const char *auth = http_header(&c->req, "authorization");
   const char *token = auth && strncasecmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
   if (!token || volworker_open(c->srv, c->req.params[0], token, p) < 0) {
-    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthenticated", "not this volume's token");
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized", "not this volume's token");
     return false;
   }
   return true;
@@ -194,7 +194,7 @@ static void content_done(const struct files_result *r, const struct hutch_err *e
   struct hutch_err e = {0};
   if (c && !err && k->op == C_MKDIR && !k->force &&
       !json_is_true(json_object_get(r->done, "created"))) {
-    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "already_exists", "a directory is there already (force)");
+    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "a directory is there already (force)");
     err = &e;
   }
   if (!c) {
@@ -254,7 +254,7 @@ static void write_checked(const struct files_result *r, const struct hutch_err *
   struct hutch_err e = {0};
   (void)r;
   if (!err)
-    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "already_exists", "a file is there already (force)");
+    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "a file is there already (force)");
   if (err && err->kind == HUTCH_ERR_NOT_FOUND)
     files_upload_into(k->up, k->sb, k->path, "user", NULL);
   else
