@@ -11,10 +11,10 @@
 #include "core/egress_tls.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +73,7 @@ struct egress_mitm {
   char *url;
   struct http_header *headers;
   size_t nheaders, head_bytes;
-  bool in_value, head_done, upgrade;
+  bool in_value, head_done;
 };
 
 /* ---- the server's context ---- */
@@ -301,7 +301,6 @@ static int on_value(http_parser *p, const char *at, size_t n) {
 static int on_head_done(http_parser *p) {
   struct egress_mitm *m = mitm_of(p);
   m->head_done = true;
-  m->upgrade = p->upgrade;
   http_parser_pause(p, 1);
   return 0;
 }
