@@ -17,8 +17,7 @@ import subprocess
 import pytest
 
 from conftest import serve_each_build
-from serveapi import output
-from test_network import SERVICE, Origin
+from test_network import SERVICE, Origin, sh
 
 SECRET = "Bearer tls-s3cr3t-" + "9c4e1b" * 4
 
@@ -68,12 +67,6 @@ def origins(certs):
     yield made
     for o in made:
         o.close()
-
-
-def sh(api, sid, script, timeout=60):
-    lines = api.exec(sid, {"shell": script}, timeout=timeout)
-    return (lines[-1]["exit_code"], output(lines).decode(errors="replace"),
-            output(lines, "stderr").decode(errors="replace"))
 
 
 CURL = "curl --noproxy '' -sS -m 20 -o /dev/null -w '%{http_code}\\n'"
