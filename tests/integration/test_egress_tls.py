@@ -353,3 +353,21 @@ def test_mask_host_is_the_host_a_port_gets(server, tenant):
     assert tenant.get(f"/v1/sandboxes/{sid}/ports/8000/headers").json["Host"] != \
         "custom-host.example.com:8000"
     e2b.delete(f"/sandboxes/{sid}", headers=h)
+
+
+def test_secrets_given_later_go_over_https_too(server, tenant, origins):
+    """A PATCH that gives a running sandbox secrets installs its CA then."""
+    good = origins[0]
+    sb = tenant.create(network={"allow": [f"localhost:{good.port}"]})
+    sid = sb["id"]
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network",
+                       {"secrets": [{"host": "localhost", "header": "X-Key", "value": "later"}]})
+    assert r.status == 200, r
+    deadline = time.monotonic() + 20
+    # Set, as the interception starts, once the files are there.
+    while sh(tenant, sid, 'test -n "$CURL_CA_BUNDLE"')[0] != 0:
+        assert time.monotonic() < deadline, "the CA was not installed"
+        time.sleep(0.2)
+    code, out, err = sh(tenant, sid, f"{CURL} https://localhost:{good.port}/later")
+    assert out.strip() == "200", (out, err)
+    assert good.seen[-1]["X-Key"] == "later"
