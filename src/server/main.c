@@ -63,6 +63,8 @@ static const char usage[] =
     "                            lift what it holds from the floor (repeatable; IPv6 in [ ];\n"
     "                            this server's own address only with its port named)\n"
     "  --egress-allow-private    lift 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7\n"
+    "  --egress-ca FILE          also trust the CAs in FILE (PEM) for the hosts whose\n"
+    "                            secrets go over HTTPS (beside the host's trust store)\n"
     "  --metrics-token-file FILE  /metrics also takes Authorization: Bearer TOKEN, TOKEN being\n"
     "                            the first line of FILE (at least 16 characters); else only\n"
     "                            the admin key reads it\n"
@@ -113,7 +115,7 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 static int parse(int argc, char **argv, struct serve_config *cfg) {
   enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
          O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME,
-         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_ISOLATION_MIN, O_GVISOR_PLATFORM };
+         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_ISOLATION_MIN, O_GVISOR_PLATFORM, O_ECA };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -136,6 +138,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"egress-deny", required_argument, NULL, O_EDENY},
       {"egress-permit", required_argument, NULL, O_EPERMIT},
       {"egress-allow-private", no_argument, NULL, O_EPRIVATE},
+      {"egress-ca", required_argument, NULL, O_ECA},
       {"routes", optional_argument, NULL, O_ROUTES},
       {"metrics-public", no_argument, NULL, O_METRICS_PUBLIC},
       {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
@@ -292,6 +295,10 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
     }
     case O_EPRIVATE:
       cfg->floor.allow_private = true;
+      break;
+    case O_ECA:
+      free(cfg->egress_ca);
+      cfg->egress_ca = xstrdup(optarg);
       break;
     case O_ROUTES:
       if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {

@@ -205,6 +205,12 @@ static const struct route e2b_api[] = {
      * signature names the sandbox. */
     {HTTP_GET, "/files", SIGNED, NULL, e2b_files_read, false, DIALECT_E2B},
     {HTTP_POST, "/files", SIGNED, "file.write", e2b_files_write, true, DIALECT_E2B},
+    {HTTP_GET, "/secrets", TENANT, NULL, e2b_secrets_list, false, DIALECT_E2B},
+    {HTTP_POST, "/secrets", TENANT, "secret.create", e2b_secrets_create, false, DIALECT_E2B},
+    {HTTP_GET, "/secrets/{id}", TENANT, NULL, e2b_secrets_get, false, DIALECT_E2B},
+    {HTTP_POST, "/secrets/{id}", TENANT, "secret.update", e2b_secrets_update, false, DIALECT_E2B},
+    {HTTP_DELETE, "/secrets/{id}", TENANT, "secret.delete", e2b_secrets_delete, false,
+     DIALECT_E2B},
 };
 
 /* envd: Connect RPC (unary and server streams) and its HTTP file routes. */

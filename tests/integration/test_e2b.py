@@ -88,6 +88,11 @@ def test_network_settings_map_onto_hutchs(server):
         assert native["allow"] == ["10.1.2.3", "[2001:db8::/32]", "*.pypi.org"]
         assert native["public"] is True  # the update leaves ports alone
         r = api.request("PUT", f"/sandboxes/{sid}/network", {"denyOut": ["8.8.8.8"]})
+        assert r.status == 204, r  # the Internet, less 8.8.8.8
+        got = api.get(f"/sandboxes/{sid}").json
+        assert got["allowInternetAccess"] is True and got["network"]["denyOut"] == ["8.8.8.8"]
+        assert api.get(f"/v1/sandboxes/{sid}").json["network"]["deny"] == ["8.8.8.8"]
+        r = api.request("PUT", f"/sandboxes/{sid}/network", {"denyOut": ["exa mple"]})
         assert (r.status, r.json["code"]) == (400, 400)
         r = api.request("PUT", "/sandboxes/0123456789abcdef/network", {})
         assert (r.status, r.json["code"]) == (404, 404)
@@ -107,7 +112,8 @@ def test_network_settings_map_onto_hutchs(server):
     ({"templateID": "base", "timeout": 0}, 400),
     ({"templateID": "base", "autoResume": "yes"}, 400),
     ({"templateID": "base", "allow_internet_access": "yes"}, 400),
-    ({"templateID": "base", "network": {"denyOut": ["10.0.0.0/8"]}}, 400),
+    ({"templateID": "base", "network": {"denyOut": ["10.0.0.0/99"]}}, 400),
+    ({"templateID": "base", "network": {"maskRequestHost": "a\r\nb"}}, 400),
     ({"templateID": "base", "network": {"egressProxy": {"address": "a:1"}}}, 400),
     ({"templateID": "base", "network": {"allowOut": ["exa mple"]}}, 400),
     ({"templateID": "base", "network": {"rules": {"a.org": [{"drop": True}]}}}, 400),

@@ -95,9 +95,10 @@ def server(request, tmp_path_factory):
 
 class Origin:
     """An HTTP server on the host's loopback (or host, an address of a
-    namespace the test made) that records what it got."""
+    namespace the test made) that records what it got; HTTPS with tls (an
+    ssl.SSLContext)."""
 
-    def __init__(self, host="127.0.0.1"):
+    def __init__(self, host="127.0.0.1", tls=None):
         seen = self.seen = []
 
         class H(BaseHTTPRequestHandler):
@@ -116,6 +117,8 @@ class Origin:
         if ":" in host:
             kind = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
         self.httpd = kind((host, 0), H)
+        if tls:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

@@ -227,11 +227,45 @@ int main(void) {
   netpolicy_free(&p);
 
   struct netpolicy meta = policy("[\"*\", \"169.254.169.254:80\"]", NULL);
-  host_is(&meta, "anything.example", 443, NP_BY_PATTERN);
-  host_is(&meta, "8.8.8.8", 53, NP_DENIED);
+  host_is(&meta, "anything.example", 443, NP_BY_ANY);
+  host_is(&meta, "8.8.8.8", 53, NP_BY_ANY); /* "*": a public address too */
+  ok(addr_ok(&meta, NP_BY_ANY, "8.8.8.8", 53), "\"*\" reaches a public address literal");
+  ok(!addr_ok(&meta, NP_BY_ANY, "10.0.0.1", 53), "... never a private one");
+  ok(!addr_ok(&meta, NP_BY_ANY, "169.254.169.254", 81), "... nor the metadata service");
   host_is(&meta, "169.254.169.254", 80, NP_BY_ADDR);
   ok(addr_ok(&meta, NP_BY_ADDR, "169.254.169.254", 80), "metadata when listed as an address");
   netpolicy_free(&meta);
+
+  /* A deny list takes back from "*" alone; other allow entries win. */
+  struct netpolicy den;
+  char dwhy[256];
+  json_t *dn = json_loads("{\"allow\": [\"*\", \"1.1.1.1\", \"*.ok.example\"],"
+                          " \"deny\": [\"8.8.8.0/24\", \"1.0.0.0/8\", \"bad.example\","
+                          " \"*.ok.example\", \"[2606:4700::/32]:443\"]}",
+                          0, NULL);
+  ok(netpolicy_parse(dn, NULL, &den, dwhy, sizeof dwhy) == 0, "a deny list parses (%s)", dwhy);
+  json_decref(dn);
+  host_is(&den, "8.8.8.8", 443, NP_DENIED);
+  host_is(&den, "8.8.4.4", 443, NP_BY_ANY);
+  host_is(&den, "1.1.1.1", 443, NP_BY_ADDR); /* allowOut over denyOut */
+  host_is(&den, "1.0.0.1", 443, NP_DENIED);
+  host_is(&den, "bad.example", 443, NP_DENIED);
+  host_is(&den, "good.example", 443, NP_BY_ANY);
+  host_is(&den, "a.ok.example", 443, NP_BY_PATTERN); /* an allow pattern wins */
+  ok(!addr_ok(&den, NP_BY_ANY, "8.8.8.9", 443), "a name resolving into a denied block is not");
+  ok(addr_ok(&den, NP_BY_PATTERN, "8.8.8.9", 443), "... unless an allow pattern named it");
+  ok(addr_ok(&den, NP_BY_ANY, "2606:4700::1111", 80), "a denied block's port only");
+  ok(!addr_ok(&den, NP_BY_ANY, "2606:4700::1111", 443), "... is denied");
+  json_t *dj = netpolicy_deny_json(&den);
+  char *dtext = json_dumps(dj, JSON_COMPACT);
+  is_str(dtext, "[\"8.8.8.0/24\",\"1.0.0.0/8\",\"bad.example\",\"*.ok.example\","
+                "\"[2606:4700::/32]:443\"]", "the deny list, normalised");
+  free(dtext);
+  json_decref(dj);
+  netpolicy_free(&den);
+  refused("{\"allow\": [\"*\"], \"deny\": [\"*\"]}", NULL);
+  refused("{\"allow\": [\"*\"], \"deny\": \"x\"}", NULL);
+  refused("{\"allow\": [\"*\"], \"deny\": [\"bad_host!\"]}", NULL);
 
   /* IPv4 in IPv6 is matched as IPv4: an IPv6 block lets none through. */
   struct netpolicy v6 = policy("[\"[::/0]\", \"127.0.0.1:80\"]", NULL);

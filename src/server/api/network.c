@@ -1,4 +1,4 @@
-/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, public_ports?, public?,
+/* PATCH /v1/sandboxes/{id}/network {mode?, allow?, deny?, public_ports?, public?, mask_host?,
  * secrets?} (core/network.c): what is given replaces what was; the rest
  * stays. → 200 the sandbox. */
 #include "util.h"
@@ -22,7 +22,8 @@ json_t *network_request(struct http_conn *c, const struct principal *p, const ch
 }
 
 void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"mode", "allow", "public_ports", "public", "secrets", NULL};
+  static const char *const known[] = {"mode",   "allow",   "deny",      "public_ports",
+                                      "public", "secrets", "mask_host", NULL};
   struct hutch_err err = {0};
   struct sbx *sb;
   json_t *o = network_request(c, p, known, &sb);

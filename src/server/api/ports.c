@@ -267,20 +267,41 @@ static bool is_public(const struct sbx *sb, unsigned port) {
   return false;
 }
 
-/* What of the client's head does not go in: hutch's credentials, and for
- * one request only, what would keep the connection. */
-static bool dropped(const struct http_header *h, void *one_request) {
-  return credential(h) || (*(bool *)one_request && (strcasecmp(h->name, "Connection") == 0 ||
-                                                    strcasecmp(h->name, "Keep-Alive") == 0));
+struct inner {
+  bool one_request, masked;
+};
+
+/* What of the client's head does not go in: hutch's credentials, for one
+ * request only what would keep the connection, and Host when the sandbox
+ * masks it. */
+static bool dropped(const struct http_header *h, void *arg) {
+  const struct inner *in = arg;
+  return credential(h) ||
+         (in->one_request &&
+          (strcasecmp(h->name, "Connection") == 0 || strcasecmp(h->name, "Keep-Alive") == 0)) ||
+         (in->masked && strcasecmp(h->name, "Host") == 0);
 }
 
-/* The head the service gets: the client's, with target as the target. */
-static char *inner_head(struct http_conn *c, const char *target, bool one_request) {
+/* The head the service gets: the client's, with target as the target,
+ * and the sandbox's network.mask_host (${PORT}: the port) as its Host. */
+static char *inner_head(struct http_conn *c, const struct sbx *sb, unsigned port,
+                        const char *target, bool one_request) {
+  const char *mask = json_string_value(json_object_get(sb->network, "mask_host"));
+  struct inner in = {one_request, mask != NULL};
   char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(c->req.method), target,
                          c->parser.http_major, c->parser.http_minor);
+  char *extra = xstrdup(one_request ? "Connection: close\r\n" : "");
+  if (mask) {
+    const char *at = strstr(mask, "${PORT}");
+    char *more = at ? xasprintf("%sHost: %.*s%u%s\r\n", extra, (int)(at - mask), mask, port, at + 7)
+                    : xasprintf("%sHost: %s\r\n", extra, mask);
+    free(extra);
+    extra = more;
+  }
   size_t len;
-  char *head = http_head_write(line, c->req.headers, c->req.nheaders, dropped, &one_request,
-                               one_request ? "Connection: close\r\n" : NULL, &len);
+  char *head = http_head_write(line, c->req.headers, c->req.nheaders, dropped, &in,
+                               extra[0] ? extra : NULL, &len);
+  free(extra);
   free(line);
   return head;
 }
@@ -386,7 +407,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     pc->started_ns = req->started_ns;
     str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
     str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
-    pc->head = inner_head(c, target, one_request);
+    pc->head = inner_head(c, sb, port, target, one_request);
     pc->upgrade = upgrade;
     pc->one_body = !checked                              ? UINT64_MAX
                    : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length

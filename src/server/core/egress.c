@@ -19,6 +19,7 @@
  * is a line in the audit log. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -30,6 +31,7 @@
 
 #include "util.h"
 #include "core/audit.h"
+#include "core/egress_tls.h"
 #include "core/fds.h"
 #include "core/network.h"
 #include "core/sbx.h"
@@ -40,12 +42,16 @@
 #define EGRESS_HEAD_TIMEOUT_MS 10000    /* to send them */
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
 #define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */
+/* A sandbox's intercepted connections at once (each a thread of the
+ * server's EGRESS_TLS_THREADS): one sandbox cannot take them all. */
+#define EGRESS_MITMS 16
 
 struct egress {
   uv_tcp_t listener;
   struct sbx *sb; /* NULL once the sandbox has gone and the listener closes */
   struct relay_set conns;
   unsigned lookups; /* name lookups under way */
+  unsigned mitms;   /* intercepted connections (EGRESS_MITMS) */
 };
 
 enum econn_phase { E_HEAD, E_RESOLVING, E_CONNECTING, E_RELAYING, E_ENDING };
@@ -57,7 +63,9 @@ struct econn {
   char tenant[SERVE_TENANT_LEN + 1], sandbox[17];
   uv_timer_t timer;
   uv_getaddrinfo_t gai;
-  bool resolving, relay_done;
+  bool resolving, relay_done, ended, audited;
+  bool mitm_counted; /* in eg->mitms */
+  struct egress_mitm *mitm; /* its TLS, terminated for the host's secrets (egress_tls.h) */
   enum econn_phase phase;
   http_parser parser;
   size_t head_bytes, head_read; /* counted for the cap; read from the client */
@@ -85,6 +93,9 @@ struct econn {
 /* ---- the end of a connection, and its audit line ---- */
 
 static void audit(struct econn *e) {
+  if (e->audited)
+    return;
+  e->audited = true;
   double ms = (double)(now_ns() - e->started_ns) / 1e6;
   json_t *j =
       json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:b,s:i,s:I,s:I,s:f}", "tenant", e->tenant, "action",
@@ -119,11 +130,18 @@ static void econn_free(struct econn *e) {
 static void timer_closed(uv_handle_t *h) {
   struct econn *e = h->data;
   e->relay_done = true;
-  if (!e->resolving) /* else the lookup's callback frees it */
+  if (!e->resolving && !e->mitm) /* else the lookup's or the thread's end frees it */
     econn_free(e);
 }
 
+static void uncount_mitm(struct econn *e) {
+  if (e->mitm_counted && e->eg)
+    e->eg->mitms--;
+  e->mitm_counted = false;
+}
+
 static void unlink_conn(struct econn *e) {
+  uncount_mitm(e);
   relay_set_leave(&e->relay);
   e->eg = NULL;
 }
@@ -136,7 +154,10 @@ static void relay_done(struct relay *r) {
       e->eg->lookups--;
   }
   unlink_conn(e);
-  if (e->status)
+  e->ended = true;
+  if (e->mitm) /* audited when its thread has ended */
+    egress_mitm_stop(e->mitm);
+  else if (e->status)
     audit(e);
   uv_close((uv_handle_t *)&e->timer, timer_closed);
 }
@@ -210,6 +231,76 @@ static void send_head(struct econn *e) {
   free(line);
 }
 
+/* An intercepted connection's thread has ended: its bytes and how it
+ * ended are the connection's. */
+static void mitm_done(struct egress_mitm *m, const struct mitm_result *res, void *arg) {
+  (void)m;
+  struct econn *e = arg;
+  e->mitm = NULL;
+  uncount_mitm(e);
+  e->relay.bytes[0] += res->bytes_out;
+  e->relay.bytes[1] += res->bytes_in;
+  if (res->reason[0]) {
+    free(e->reason);
+    e->reason = xstrdup(res->reason);
+  }
+  if (res->status)
+    e->status = res->status;
+  if (!e->ended) {
+    relay_close(&e->relay);
+    return;
+  }
+  audit(e);
+  if (e->relay_done)
+    econn_free(e);
+}
+
+/* A CONNECT to a host with secrets, once connected: its TLS is
+ * terminated (egress_tls.h) when the sandbox trusts its CA, else it is a
+ * tunnel as any other (its CA is made and installed now, for the next).
+ * false when it is not intercepted. */
+static bool intercept(struct econn *e) {
+  struct sbx *sb = e->eg->sb;
+  if (!netpolicy_next_secret(&sb->policy, e->host, NULL))
+    return false;
+  if (!sb->tls_ca)
+    egress_trust(sb, NULL, NULL);
+  if (!sb->tls_trusted)
+    return false;
+  if (e->eg->mitms >= EGRESS_MITMS) {
+    refuse(e, HUTCH_ERR_UNAVAILABLE,
+           "the sandbox has %d connections with secrets over HTTPS already", EGRESS_MITMS);
+    return true;
+  }
+  struct mitm_header hdrs[16];
+  size_t n = 0;
+  for (const struct np_secret *sec = NULL;
+       n < ARRAY_SIZE(hdrs) && (sec = netpolicy_next_secret(&sb->policy, e->host, sec));)
+    hdrs[n++] = (struct mitm_header){sec->header, sec->value};
+  uv_os_fd_t fd;
+  int client = uv_fileno((uv_handle_t *)&e->relay.side[0], &fd) == 0
+                   ? fcntl(fd, F_DUPFD_CLOEXEC, 3)
+                   : -1;
+  if (client < 0) {
+    refuse(e, HUTCH_ERR_UNAVAILABLE, "out of descriptors");
+    return true;
+  }
+  int upstream = e->relay.fd[1];
+  e->relay.fd[1] = -1;
+  struct hutch_err err = {0};
+  e->mitm = egress_mitm_start(e->srv, sb->tls_ca, client, upstream, e->host, e->port, hdrs, n,
+                              e->srv->cfg.relay_idle_ms, mitm_done, e, &err);
+  if (!e->mitm) {
+    refuse(e, hutch_err_class(&err), "%s", err.msg);
+    return true;
+  }
+  e->eg->mitms++;
+  e->mitm_counted = true;
+  /* The relay's own handles stay as they are until the thread ends. */
+  uv_read_stop((uv_stream_t *)&e->relay.side[0]);
+  return true;
+}
+
 static void on_connected(struct relay *r, int status) {
   struct econn *e = (struct econn *)r;
   if (e->phase == E_ENDING) /* refused meanwhile (timed out): its answer is going */
@@ -223,6 +314,10 @@ static void on_connected(struct relay *r, int status) {
   e->phase = E_RELAYING;
   if (e->tunnel) {
     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    /* Bytes sent before the 200 (a client that did not wait for it) are
+     * no TLS the proxy could read from their start: a tunnel. */
+    if (!e->nrest && intercept(e))
+      return;
     relay_send(&e->relay, 0, ok, sizeof ok - 1);
   } else {
     send_head(e);
@@ -372,7 +467,8 @@ static void decide(struct econn *e) {
   }
   e->match = netpolicy_check_host(&sb->policy, e->host, e->port);
   if (e->match == NP_DENIED) {
-    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: it is not in the sandbox's allow-list", e->host, e->port);
+    refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: it is not in the sandbox's allow-list%s",
+           e->host, e->port, sb->policy.ndeny ? ", or its deny list holds it" : "");
     return;
   }
   /* A name the operator denies is not even looked up (connect_out checks

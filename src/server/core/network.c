@@ -3,10 +3,12 @@
  * (api/network.c's PATCH /v1/sandboxes/{id}/network, e2b/network.c's PUT). */
 #include "core/network.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util.h"
+#include "core/egress_tls.h"
 #include "core/sbx.h"
 #include "http/body.h"
 #include "state/store.h"
@@ -33,10 +35,35 @@ static int check_ports(json_t *ports, char *why, size_t whylen) {
   return 0;
 }
 
+/* mask_host: the Host a port's service gets (E2B's maskRequestHost):
+ * absent, or a host[:port] of at most 261 bytes, ${PORT} standing for the
+ * port reached. It goes into a request head: nothing but what a host
+ * holds. */
+static int check_mask(json_t *mask, char *why, size_t whylen) {
+  if (!mask || json_is_null(mask))
+    return 0;
+  const char *s = json_string_value(mask);
+  size_t n = s ? strlen(s) : 0;
+  bool ok = s && n && n <= NETPOLICY_HOST_MAX + 8 && json_string_length(mask) == n;
+  const char *port = ok ? strstr(s, "${PORT}") : NULL;
+  for (size_t i = 0; ok && i < n; i++) {
+    if (port && s + i == port)
+      i += 6; /* the one ${PORT} */
+    else
+      ok = isalnum((unsigned char)s[i]) || strchr("-._:[]", s[i]);
+  }
+  if (!ok) {
+    snprintf(why, whylen, "network.mask_host must be a host[:port] (${PORT}: the port reached)");
+    return -1;
+  }
+  return 0;
+}
+
 /* Apply network (a whole {mode, allow, public_ports, public}) and secrets
  * to sb. */
 static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, size_t whylen) {
-  static const char *const known[] = {"mode", "allow", "public_ports", "public", NULL};
+  static const char *const known[] = {"mode",   "allow",     "deny", "public_ports",
+                                      "public", "mask_host", NULL};
   if (network && !json_is_null(network)) {
     if (!json_is_object(network)) {
       snprintf(why, whylen, "network must be an object {mode, allow, public_ports}");
@@ -56,6 +83,9 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
     snprintf(why, whylen, "network.public must be true or false");
     return -1;
   }
+  json_t *mask = json_object_get(network, "mask_host");
+  if (check_mask(mask, why, whylen) < 0)
+    return -1;
   struct netpolicy pol;
   if (netpolicy_parse(network, secrets, &pol, why, whylen) < 0)
     return -1;
@@ -66,6 +96,10 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
                           "allow", netpolicy_allow_json(&pol), "public_ports",
                           json_is_array(ports) ? json_deep_copy(ports) : json_array(), "public",
                           json_is_true(public));
+  if (pol.ndeny)
+    json_object_set_new(sb->network, "deny", netpolicy_deny_json(&pol));
+  if (json_is_string(mask))
+    json_object_set(sb->network, "mask_host", mask);
   /* Copied before the old goes: secrets may be sb->secrets itself (a
    * change that leaves them as they were). */
   json_t *kept = json_array_size(secrets) ? json_deep_copy(secrets) : NULL;
@@ -97,6 +131,9 @@ int network_restore(struct sbx *sb, json_t *network, json_t *secrets, struct hut
 
 void network_free(struct sbx *sb) {
   netpolicy_free(&sb->policy);
+  tls_ca_free(sb->tls_ca);
+  sb->tls_ca = NULL;
+  sb->tls_trusted = false;
   json_decref(sb->network);
   json_decref(sb->secrets);
   sb->network = sb->secrets = NULL;
@@ -106,6 +143,7 @@ int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutc
   if (network_set(sb, network, secrets, err) < 0)
     return -1;
   egress_recheck(sb);
+  egress_trust(sb, NULL, NULL);
   if (sbx_store(sb, false, err) < 0) {
     err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
     err->errnum = 0;
@@ -124,6 +162,10 @@ int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err) {
     json_object_set(network, "allow", allow);
   else if (json_is_string(mode) && strcmp(json_string_value(mode), "none") == 0)
     json_object_set_new(network, "allow", json_array());
+  if (json_object_get(o, "mask_host"))
+    json_object_set(network, "mask_host", json_object_get(o, "mask_host"));
+  if (json_object_get(o, "deny"))
+    json_object_set(network, "deny", json_object_get(o, "deny"));
   if (json_object_get(o, "public_ports"))
     json_object_set(network, "public_ports", json_object_get(o, "public_ports"));
   if (json_object_get(o, "public"))

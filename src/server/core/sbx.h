@@ -23,6 +23,7 @@ struct samples;
 struct context;
 struct watch;
 struct egress;
+struct tls_ca;
 
 #define SBX_LOG_MAX 256
 
@@ -71,6 +72,8 @@ struct sbx {
   json_t *network, *secrets;
   struct netpolicy policy;
   struct egress *egress;
+  struct tls_ca *tls_ca; /* its proxy's CA, once it has secrets (egress_tls.h) */
+  bool tls_trusted;      /* ... installed in the sandbox's trust store */
   struct relay_set ports;
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];

@@ -20,6 +20,7 @@
 #include "hostlimits.h"
 #include "util.h"
 #include "core/audit.h"
+#include "core/egress_tls.h"
 #include "core/fds.h"
 #include "core/keys.h"
 #include "core/metrics.h"
@@ -299,6 +300,7 @@ int server_open(struct server *srv, const struct http_handlers *h,
   if (hutch_cgroup_open_root(&srv->cg_root, err) < 0)
     return hutch_err_wrap(err, "the hutch cgroup");
   if (server_tiers(srv, err) < 0 || find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 ||
+      egress_tls_init(srv, srv->cfg.egress_ca, err) < 0 ||
       open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
     return -1;
   sbx_reaper_start(srv);
@@ -345,6 +347,8 @@ void server_free(struct server *srv) {
     hutch_cgroup_close(&srv->cg_root);
   accept_close(&srv->http);
   free(srv->own_addrs);
+  egress_tls_free(srv);
+  free(srv->cfg.egress_ca);
   free(srv->by_id);
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);

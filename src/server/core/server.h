@@ -64,6 +64,9 @@ struct serve_config {
   /* --egress-deny, --egress-permit, --egress-allow-private: what no
    * sandbox reaches through its proxy (netpolicy.h, egress.c). */
   struct np_floor floor;
+  /* --egress-ca: a PEM file of CAs trusted beside the host's store for
+   * the hosts the proxy terminates TLS to (egress_tls.h). */
+  char *egress_ca;
   /* --isolation: the tier of a sandbox whose request, template and
    * snapshot name none; --gvisor-platform: runsc's (gvisor.h). */
   enum hutch_isolation isolation;
@@ -138,6 +141,7 @@ struct server {
   bool has_gvisor;
   char gvisor_why[256];
   unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
+  struct egress_tls *egress_tls; /* secrets over HTTPS (egress_tls.h) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;
   uint64_t own_addrs_at;

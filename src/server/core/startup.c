@@ -1,4 +1,6 @@
-/* A template's start and ready commands (startup.h): the start command
+/* What runs before a create ends (startup.h): the sandbox's egress CA
+ * installed when it has secrets (egress_tls.h); a template's start and
+ * ready commands: the start command
  * as a background process of the new sandbox, then the ready command run
  * every STARTUP_POLL_MS until it exits 0; the create answers only then.
  * Both run as any exec of the sandbox (its user, working directory and
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/egress_tls.h"
 #include "core/exec.h"
 #include "core/procs.h"
 #include "core/sandboxes.h"
@@ -20,7 +23,7 @@ struct startup {
   struct server *srv;
   struct principal p;
   char id[17];
-  char *ready;
+  char *start, *ready;
   const struct create_ops *ops;
   void *arg;
   uint64_t deadline_ns;
@@ -62,6 +65,7 @@ static void startup_end(struct startup *su, struct sbx *sb, const struct hutch_e
   }
   if (sb && err)
     sbx_destroy(sb);
+  free(su->start);
   free(su->ready);
   uv_close((uv_handle_t *)&su->timer, timer_closed);
   ops->made(err ? NULL : sb, err, arg);
@@ -131,36 +135,68 @@ static void check_due(uv_timer_t *t) {
     startup_end(su, sb, &err);
 }
 
+/* The commands, once the sandbox trusts its egress CA (if it needed to). */
+static void run_commands(struct startup *su, struct sbx *sb) {
+  struct hutch_err err = {0};
+  if (su->start) {
+    json_t *req = shell_request(sb, su->start, 0);
+    struct proc *pr = procs_start(sb, req, NULL, false, NULL, NULL, &err);
+    json_decref(req);
+    if (!pr) {
+      hutch_err_wrap(&err, "the template's start command");
+      startup_end(su, sb, &err);
+      return;
+    }
+  }
+  if (!su->ready)
+    startup_end(su, sb, NULL);
+  else
+    check_due(&su->timer);
+}
+
+static void trusted_due(uv_timer_t *t) {
+  struct startup *su = t->data;
+  struct principal p = su->p;
+  struct sbx *sb = sbx_find_own(su->srv, &p, su->id);
+  if (!sb || su->srv->stopping) {
+    struct hutch_err err = {0};
+    hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
+                   "the sandbox ended before it was ready");
+    startup_end(su, NULL, &err);
+    return;
+  }
+  run_commands(su, sb);
+}
+
+/* Its CA is installed, or could not be (the sandbox runs on, its secrets
+ * going over plain HTTP only): on the timer, as check_end. */
+static void trusted(const struct hutch_err *err, void *arg) {
+  struct startup *su = arg;
+  if (err)
+    fprintf(stderr, "hutch serve: %s\n", err->msg);
+  uv_timer_start(&su->timer, trusted_due, 0, 0);
+}
+
 int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb, json_t *tmpl,
                   const struct create_ops *ops, void *arg) {
   const char *start = config_cmd(tmpl, "start_cmd", "hutch.start_cmd");
   const char *ready = config_cmd(tmpl, "ready_cmd", "hutch.ready_cmd");
-  if (!start && !ready)
+  bool trust = json_array_size(sb->secrets) && !sb->tls_ca;
+  if (!start && !ready && !trust)
     return 0;
-  struct hutch_err err = {0};
   struct startup *su = xcalloc(1, sizeof *su);
   su->srv = srv;
   su->p = *p;
   str_copy(su->id, sizeof su->id, sb->id);
   su->ops = ops;
   su->arg = arg;
+  su->start = start ? xstrdup(start) : NULL;
   su->ready = ready ? xstrdup(ready) : NULL;
   su->deadline_ns = now_ns() + srv->cfg.ready_timeout_ms * 1000000;
   uv_timer_init(srv->loop, &su->timer);
   su->timer.data = su;
-  if (start) {
-    json_t *req = shell_request(sb, start, 0);
-    struct proc *pr = procs_start(sb, req, NULL, false, NULL, NULL, &err);
-    json_decref(req);
-    if (!pr) {
-      hutch_err_wrap(&err, "the template's start command");
-      startup_end(su, sb, &err);
-      return 1;
-    }
-  }
-  if (!ready)
-    startup_end(su, sb, NULL);
-  else
-    check_due(&su->timer);
+  /* The sandbox trusts its egress CA before anything of it runs. */
+  if (!egress_trust(sb, trusted, su))
+    run_commands(su, sb);
   return 1;
 }

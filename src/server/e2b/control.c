@@ -152,7 +152,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   /* The create of both APIs (a snapshot's id is a native template).
    * autoPauseMemory false asks for a pause that keeps only the files:
    * hutch's pause keeps memory always, which loses nothing. */
-  json_t *net = e2b_network_request(c, o);
+  json_t *net = e2b_network_request(c, p, o);
   if (!net)
     goto out;
   struct create_req r;

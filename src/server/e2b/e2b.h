@@ -100,9 +100,18 @@ void e2b_watches_free(struct sbx *sb);
 /* e2b/network.c: E2B's network settings. A create's as hutch's {network,
  * secrets} (NULL after a 400); a sandbox's as E2B shows them
  * {allowInternetAccess, network}; PUT /sandboxes/{id}/network. */
-json_t *e2b_network_request(struct http_conn *c, json_t *o);
+json_t *e2b_network_request(struct http_conn *c, const struct principal *p, json_t *o);
 json_t *e2b_network_json(const struct sbx *sb);
 void e2b_sandboxes_network(struct http_conn *c, const struct principal *p);
+
+/* secrets.c: E2B's /secrets; and the value of the tenant's secret name
+ * (malloc'd; NULL: none), which network rules name as ${e2b.secrets.NAME}. */
+void e2b_secrets_list(struct http_conn *c, const struct principal *p);
+void e2b_secrets_create(struct http_conn *c, const struct principal *p);
+void e2b_secrets_get(struct http_conn *c, const struct principal *p);
+void e2b_secrets_update(struct http_conn *c, const struct principal *p);
+void e2b_secrets_delete(struct http_conn *c, const struct principal *p);
+char *e2b_secret_value(struct server *srv, const char *tenant, const char *name);
 
 /* e2b/templates.c: E2B's template API (Template.build and friends). */
 void e2b_templates_request(struct http_conn *c, const struct principal *p);

@@ -2,14 +2,14 @@
  *
  *   allow_internet_access   true (E2B's default): any public host, "*"
  *   network.allowOut        allow-list entries (CIDRs, addresses, names, *.names)
- *   network.denyOut         only all traffic (0.0.0.0/0): nothing but allowOut
+ *   network.denyOut         addresses and blocks "*" does not reach; all traffic
+ *                           (0.0.0.0/0): nothing but allowOut
  *   network.allowPublicTraffic  every port public (E2B's default) or private
  *   network.rules           {host: [{transform: {headers}}]}: secrets
  *   PUT /sandboxes/{id}/network  the egress part replaced; 204
  *
- * hutch's proxy lets through what is listed; what E2B can say and hutch
- * cannot (deny rules, an egress proxy of one's own, a host mask, HTTPS
- * ports) is refused with 400 not_supported. */
+ * What E2B can say and hutch cannot (an egress proxy of one's own, a host
+ * mask, HTTPS ports) is refused with 400 not_supported. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,8 +39,49 @@ static json_t *entry(const char *s) {
   return json_string(s);
 }
 
+/* A header's value with each ${e2b.secrets.NAME} replaced by the value
+ * of the tenant's secret NAME (secrets.c); NULL after a 400. */
+static json_t *resolve(struct http_conn *c, const char *tenant, json_t *value) {
+  static const char mark[] = "${e2b.secrets.";
+  const char *s = json_string_value(value);
+  if (!s || !strstr(s, mark))
+    return json_incref(value);
+  char *out = xstrdup("");
+  for (const char *at; (at = strstr(s, mark));) {
+    const char *name = at + sizeof mark - 1, *end = strchr(name, '}');
+    char *v = NULL;
+    if (end && end - name <= 128) {
+      char *n = xasprintf("%.*s", (int)(end - name), name);
+      v = e2b_secret_value(c->srv, tenant, n);
+      free(n);
+    }
+    if (!v) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "network.rules: %.*s names no secret of the team", end ? (int)(end - at + 1) : 64,
+                 at);
+      explicit_bzero(out, strlen(out));
+      free(out);
+      return NULL;
+    }
+    char *more = xasprintf("%s%.*s%s", out, (int)(at - s), s, v);
+    explicit_bzero(out, strlen(out));
+    free(out);
+    explicit_bzero(v, strlen(v));
+    free(v);
+    out = more;
+    s = end + 1;
+  }
+  char *more = xasprintf("%s%s", out, s);
+  explicit_bzero(out, strlen(out));
+  free(out);
+  json_t *j = json_string(more);
+  explicit_bzero(more, strlen(more));
+  free(more);
+  return j;
+}
+
 /* The secrets E2B's rules ask for, added to secrets; -1 after a 400. */
-static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
+static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules, json_t *secrets) {
   if (!rules || json_is_null(rules))
     return 0;
   if (!json_is_object(rules)) {
@@ -70,8 +111,11 @@ static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
       const char *name;
       json_t *value;
       json_object_foreach(headers, name, value) {
+        json_t *v = resolve(c, tenant, value);
+        if (!v)
+          return -1;
         json_array_append_new(
-            secrets, json_pack("{s:s,s:s,s:O}", "host", host, "header", name, "value", value));
+            secrets, json_pack("{s:s,s:s,s:o}", "host", host, "header", name, "value", v));
       }
     }
   }
@@ -81,8 +125,9 @@ static int rules_secrets(struct http_conn *c, json_t *rules, json_t *secrets) {
 /* hutch's {network, secrets} for E2B's allow_internet_access (absent:
  * NULL) and network (NULL: none); public: whether ports are public, or
  * -1 to leave it out. NULL after a 400. */
-static json_t *translate(struct http_conn *c, json_t *internet, json_t *network, int public) {
-  static const char *const unsupported[] = {"egressProxy", "maskRequestHost", "httpsPorts", NULL};
+static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
+                         json_t *network, int public) {
+  static const char *const unsupported[] = {"egressProxy", "httpsPorts", NULL};
   if (internet && !json_is_boolean(internet)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "allow_internet_access must be true or false");
     return NULL;
@@ -98,20 +143,22 @@ static json_t *translate(struct http_conn *c, json_t *internet, json_t *network,
       return NULL;
     }
   }
-  json_t *allow = json_array(), *secrets = json_array();
-  json_t *out = json_pack("{s:{s:o},s:o}", "network", "allow", allow, "secrets", secrets);
+  json_t *allow = json_array(), *deny = json_array(), *secrets = json_array();
+  json_t *out = json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny,
+                          "secrets", secrets);
   bool deny_all = internet && json_is_false(internet);
   size_t i;
   json_t *v;
   json_array_foreach(json_object_get(network, "denyOut"), i, v) {
-    if (!json_is_string(v) || !all_traffic(json_string_value(v))) {
-      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported",
-                 "network.denyOut: hutch lets through what is listed; the only deny rule it "
-                 "takes is all traffic (0.0.0.0/0)");
+    if (!json_is_string(v)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.denyOut must be a list of strings");
       json_decref(out);
       return NULL;
     }
-    deny_all = true;
+    if (all_traffic(json_string_value(v)))
+      deny_all = true;
+    else
+      json_array_append_new(deny, entry(json_string_value(v)));
   }
   json_array_foreach(json_object_get(network, "allowOut"), i, v) {
     if (!json_is_string(v)) {
@@ -123,18 +170,23 @@ static json_t *translate(struct http_conn *c, json_t *internet, json_t *network,
   }
   if (!deny_all) /* E2B's default: the Internet (hutch's proxy: its public part) */
     json_array_append_new(allow, json_string("*"));
+  else
+    json_array_clear(deny); /* nothing but allowOut: the rest says nothing more */
   json_object_set_new(json_object_get(out, "network"), "mode",
                       json_string(json_array_size(allow) ? "allowlist" : "none"));
   if (public >= 0)
     json_object_set_new(json_object_get(out, "network"), "public", json_boolean(public));
-  if (rules_secrets(c, json_object_get(network, "rules"), secrets) < 0) {
+  json_t *mask = json_object_get(network, "maskRequestHost");
+  if (mask && !json_is_null(mask))
+    json_object_set(json_object_get(out, "network"), "mask_host", mask);
+  if (rules_secrets(c, tenant, json_object_get(network, "rules"), secrets) < 0) {
     json_decref(out);
     return NULL;
   }
   return out;
 }
 
-json_t *e2b_network_request(struct http_conn *c, json_t *o) {
+json_t *e2b_network_request(struct http_conn *c, const struct principal *p, json_t *o) {
   json_t *network = json_object_get(o, "network");
   json_t *pub = json_object_get(network, "allowPublicTraffic");
   if (pub && !json_is_boolean(pub)) {
@@ -142,27 +194,36 @@ json_t *e2b_network_request(struct http_conn *c, json_t *o) {
     return NULL;
   }
   /* E2B's ports are public unless asked otherwise. */
-  return translate(c, json_object_get(o, "allow_internet_access"), network, !json_is_false(pub));
+  return translate(c, p->tenant, json_object_get(o, "allow_internet_access"), network,
+                   !json_is_false(pub));
 }
 
 json_t *e2b_network_json(const struct sbx *sb) {
-  json_t *allow = json_object_get(sb->network, "allow"), *out = json_array();
+  json_t *out = json_array(), *denied = json_array();
   bool internet = false;
   size_t i;
   json_t *v;
-  json_array_foreach(allow, i, v) {
-    const char *e = json_string_value(v);
-    size_t n = strlen(e);
-    if (strcmp(e, "*") == 0)
-      internet = true;
-    else if (e[0] == '[' && e[n - 1] == ']') /* E2B writes IPv6 bare */
-      json_array_append_new(out, json_stringn(e + 1, n - 2));
-    else
-      json_array_append(out, v);
-  }
-  return json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network", "allowOut",
-                   out, "denyOut", internet ? json_array() : json_pack("[s]", "0.0.0.0/0"),
-                   "allowPublicTraffic", json_is_true(json_object_get(sb->network, "public")));
+  for (int list = 0; list < 2; list++)
+    json_array_foreach(json_object_get(sb->network, list ? "deny" : "allow"), i, v) {
+      const char *e = json_string_value(v);
+      size_t n = strlen(e);
+      json_t *to = list ? denied : out;
+      if (strcmp(e, "*") == 0)
+        internet = true;
+      else if (e[0] == '[' && e[n - 1] == ']') /* E2B writes IPv6 bare */
+        json_array_append_new(to, json_stringn(e + 1, n - 2));
+      else
+        json_array_append(to, v);
+    }
+  if (!internet)
+    json_array_append_new(denied, json_string("0.0.0.0/0"));
+  json_t *j = json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network",
+                        "allowOut", out, "denyOut", denied, "allowPublicTraffic",
+                        json_is_true(json_object_get(sb->network, "public")));
+  json_t *mask = json_object_get(sb->network, "mask_host");
+  if (j && mask)
+    json_object_set(json_object_get(j, "network"), "maskRequestHost", mask);
+  return j;
 }
 
 /* PUT /sandboxes/{id}/network: E2B's egress settings replace the
@@ -174,13 +235,15 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   json_t *o = network_request(c, p, known, &sb);
   if (!o)
     return;
-  json_t *t = translate(c, json_object_get(o, "allow_internet_access"), o, -1);
+  json_t *t = translate(c, p->tenant, json_object_get(o, "allow_internet_access"), o, -1);
   json_decref(o);
   if (!t)
     return;
   json_t *network = json_object_get(t, "network");
   json_object_set(network, "public_ports", json_object_get(sb->network, "public_ports"));
   json_object_set(network, "public", json_object_get(sb->network, "public"));
+  if (json_object_get(sb->network, "mask_host"))
+    json_object_set(network, "mask_host", json_object_get(sb->network, "mask_host"));
   struct hutch_err err = {0};
   int rc = network_change(sb, network, json_object_get(t, "secrets"), &err);
   json_decref(t);

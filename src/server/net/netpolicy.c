@@ -276,6 +276,33 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
   return 0;
 }
 
+/* The entries of network.<what> (a list; may be NULL when what is
+ * "deny"), into *list (allocated). */
+static int parse_list(json_t *arr, const char *what, struct np_entry **list, size_t *n,
+                      char *why, size_t whylen) {
+  bool optional = strcmp(what, "deny") == 0;
+  if ((arr || !optional) && (!json_is_array(arr) || json_array_size(arr) > NETPOLICY_MAX_ENTRIES)) {
+    snprintf(why, whylen, "network.%s must be a list of at most %d entries", what,
+             NETPOLICY_MAX_ENTRIES);
+    return -1;
+  }
+  *list = xcalloc(json_array_size(arr) + 1, sizeof **list);
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) {
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) > NETPOLICY_HOST_MAX + 8) {
+      snprintf(why, whylen, "network.%s[%zu] must be a string of at most %d bytes", what, i,
+               NETPOLICY_HOST_MAX + 8);
+      return -1;
+    }
+    if (parse_entry(s, &(*list)[*n], why, whylen) < 0)
+      return -1;
+    (*n)++;
+  }
+  return 0;
+}
+
 int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, char *why,
                     size_t whylen) {
   memset(out, 0, sizeof *out);
@@ -302,26 +329,18 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
     snprintf(why, whylen, "network.mode must be \"none\" or \"allowlist\"");
     goto fail;
   }
-  if (!json_is_array(allow) || json_array_size(allow) > NETPOLICY_MAX_ENTRIES) {
-    snprintf(why, whylen, "network.allow must be a list of at most %d entries",
-             NETPOLICY_MAX_ENTRIES);
-    goto fail;
-  }
   out->allowlist = true;
-  out->entries = xcalloc(json_array_size(allow) + 1, sizeof *out->entries);
-  size_t i;
-  json_t *v;
-  json_array_foreach(allow, i, v) {
-    const char *s = json_string_value(v);
-    if (!s || strlen(s) > NETPOLICY_HOST_MAX + 8) {
-      snprintf(why, whylen, "network.allow[%zu] must be a string of at most %d bytes", i,
-               NETPOLICY_HOST_MAX + 8);
+  json_t *deny = json_object_get(network, "deny");
+  if (parse_list(allow, "allow", &out->entries, &out->n, why, whylen) < 0 ||
+      parse_list(json_is_null(deny) ? NULL : deny, "deny", &out->deny, &out->ndeny, why,
+                 whylen) < 0)
+    goto fail;
+  for (size_t i = 0; i < out->ndeny; i++)
+    if (out->deny[i].kind == NP_ANY) {
+      snprintf(why, whylen, "network.deny[%zu]: to deny all, leave \"*\" out of the allow-list",
+               i);
       goto fail;
     }
-    if (parse_entry(s, &out->entries[out->n], why, whylen) < 0)
-      goto fail;
-    out->n++;
-  }
   return 0;
 fail:
   netpolicy_free(out);
@@ -337,13 +356,14 @@ void netpolicy_free(struct netpolicy *p) {
   }
   free(p->secrets);
   free(p->entries);
+  free(p->deny);
   memset(p, 0, sizeof *p);
 }
 
-json_t *netpolicy_allow_json(const struct netpolicy *p) {
+static json_t *entries_json(const struct np_entry *list, size_t n) {
   json_t *a = json_array();
-  for (size_t i = 0; i < p->n; i++) {
-    const struct np_entry *e = &p->entries[i];
+  for (size_t i = 0; i < n; i++) {
+    const struct np_entry *e = &list[i];
     char host[NETPOLICY_HOST_MAX + 64], port[8] = "";
     switch (e->kind) {
     case NP_NAME:
@@ -373,6 +393,10 @@ json_t *netpolicy_allow_json(const struct netpolicy *p) {
   return a;
 }
 
+json_t *netpolicy_allow_json(const struct netpolicy *p) { return entries_json(p->entries, p->n); }
+
+json_t *netpolicy_deny_json(const struct netpolicy *p) { return entries_json(p->deny, p->ndeny); }
+
 static bool in_block(const unsigned char *addr, const unsigned char *block, unsigned prefix) {
   unsigned whole = prefix / 8, rest = prefix % 8;
   if (memcmp(addr, block, whole) != 0)
@@ -385,6 +409,26 @@ static bool in_block(const unsigned char *addr, const unsigned char *block, unsi
 
 static bool port_ok(const struct np_entry *e, uint16_t port) { return !e->port || e->port == port; }
 
+/* An address entry of list holding a:port; with exact_port, only one
+ * that names that port. */
+static bool listed(const struct np_entry *list, size_t n, int family, const unsigned char *a,
+                   uint16_t port, bool exact_port) {
+  for (size_t i = 0; i < n; i++) {
+    const struct np_entry *e = &list[i];
+    if (e->kind == NP_ADDR && e->family == family && in_block(a, e->addr, e->prefix) &&
+        (exact_port ? e->port == port : port_ok(e, port)))
+      return true;
+  }
+  return false;
+}
+
+static bool has_any(const struct netpolicy *p, uint16_t port) {
+  for (size_t i = 0; i < p->n; i++)
+    if (p->entries[i].kind == NP_ANY && port_ok(&p->entries[i], port))
+      return true;
+  return false;
+}
+
 enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, uint16_t port) {
   if (!p->allowlist)
     return NP_DENIED;
@@ -392,14 +436,12 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
   unsigned char a[16];
   if (parse_addr(host, &family, a)) {
     unwrap(&family, a);
-    /* An address is reached only when a listed block holds it. */
-    for (size_t i = 0; i < p->n; i++) {
-      const struct np_entry *e = &p->entries[i];
-      if (e->kind == NP_ADDR && e->family == family && port_ok(e, port) &&
-          in_block(a, e->addr, e->prefix))
-        return NP_BY_ADDR;
-    }
-    return NP_DENIED;
+    /* An address is reached when a listed block holds it, or through "*"
+     * (then a public one only: netpolicy_check_addr) unless denied. */
+    if (listed(p->entries, p->n, family, a, port, false))
+      return NP_BY_ADDR;
+    return has_any(p, port) && !listed(p->deny, p->ndeny, family, a, port, false) ? NP_BY_ANY
+                                                                             : NP_DENIED;
   }
   enum np_match best = NP_DENIED;
   size_t n = strlen(host);
@@ -410,9 +452,18 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
     if (e->kind == NP_NAME && strcmp(e->name, host) == 0)
       return NP_BY_NAME;
     size_t sl = strlen(e->name);
-    if ((e->kind == NP_SUFFIX && n > sl && strcmp(host + n - sl, e->name) == 0) ||
-        e->kind == NP_ANY)
+    if (e->kind == NP_SUFFIX && n > sl && strcmp(host + n - sl, e->name) == 0)
       best = NP_BY_PATTERN;
+    else if (e->kind == NP_ANY && best == NP_DENIED)
+      best = NP_BY_ANY;
+  }
+  /* What "*" alone lets through, the deny list's names take back. */
+  for (size_t i = 0; best == NP_BY_ANY && i < p->ndeny; i++) {
+    const struct np_entry *e = &p->deny[i];
+    size_t sl = strlen(e->name);
+    if (port_ok(e, port) && ((e->kind == NP_NAME && strcmp(e->name, host) == 0) ||
+                             (e->kind == NP_SUFFIX && n > sl && strcmp(host + n - sl, e->name) == 0)))
+      best = NP_DENIED;
   }
   return best;
 }
@@ -525,11 +576,11 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
   char text[INET6_ADDRSTRLEN];
   inet_ntop(family, a, text, sizeof text);
   /* A listed block holding the address lets it through, whatever it is. */
-  for (size_t i = 0; i < p->n; i++) {
-    const struct np_entry *e = &p->entries[i];
-    if (e->kind == NP_ADDR && e->family == family && port_ok(e, port) &&
-        in_block(a, e->addr, e->prefix))
-      return true;
+  if (listed(p->entries, p->n, family, a, port, false))
+    return true;
+  if (m == NP_BY_ANY && listed(p->deny, p->ndeny, family, a, port, false)) {
+    snprintf(why, whylen, "it resolves to %s, which the sandbox's deny list holds", text);
+    return false;
   }
   enum np_class class = netpolicy_classify(family, a);
   bool own = class == NP_PUBLIC && host_own;
@@ -590,19 +641,6 @@ void netpolicy_floor_free(struct np_floor *f) {
   free(f->deny);
   free(f->permit);
   memset(f, 0, sizeof *f);
-}
-
-/* An address entry of list holding a:port; with exact_port, only one
- * that names that port. */
-static bool listed(const struct np_entry *list, size_t n, int family, const unsigned char *a,
-                   uint16_t port, bool exact_port) {
-  for (size_t i = 0; i < n; i++) {
-    const struct np_entry *e = &list[i];
-    if (e->kind == NP_ADDR && e->family == family && in_block(a, e->addr, e->prefix) &&
-        (exact_port ? e->port == port : port_ok(e, port)))
-      return true;
-  }
-  return false;
 }
 
 /* Whether a:port reaches hutch serve's own listening socket. connect(2)

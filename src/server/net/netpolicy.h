@@ -6,7 +6,10 @@
  * one, any port):
  *   pypi.org        that name exactly
  *   *.github.com    any name under github.com (not github.com itself)
- *   *               any name (public addresses only)
+ *   *               any name, or address, that is public
+ * A deny list (entries of the same forms but "*") takes back from what
+ * "*" alone lets through: what another allow entry names is let through
+ * whatever the deny list says (E2B's allowOut over denyOut).
  *   10.1.2.3        that address; 10.0.0.0/8 the block
  *   [::1] [fd00::/8]  IPv6, in brackets
  * docs/network.md says which addresses a name may resolve to. */
@@ -48,6 +51,8 @@ struct netpolicy {
   bool allowlist; /* false: mode "none", nothing passes */
   struct np_entry *entries;
   size_t n;
+  struct np_entry *deny; /* what "*" does not let through */
+  size_t ndeny;
   struct np_secret *secrets;
   size_t nsecrets;
 };
@@ -55,12 +60,13 @@ struct netpolicy {
 /* What a host let through, and so which addresses it may go on to. */
 enum np_match {
   NP_DENIED,
+  NP_BY_ANY,     /* "*" alone: public addresses only, none the deny list holds */
   NP_BY_PATTERN, /* a wildcard: public addresses only */
   NP_BY_NAME,    /* named exactly: private ones too */
   NP_BY_ADDR,    /* an address literal within a listed block */
 };
 
-/* The policy a request's "network" object {mode, allow} and "secrets"
+/* The policy a request's "network" object {mode, allow, deny} and "secrets"
  * list ask for (either may be NULL: mode none, no secrets). -1 with why
  * filled when one is malformed. */
 int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, char *why,
@@ -68,6 +74,8 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
 void netpolicy_free(struct netpolicy *p);
 /* The normalised allow-list as given back to clients: a new array. */
 json_t *netpolicy_allow_json(const struct netpolicy *p);
+/* The deny list, likewise. */
+json_t *netpolicy_deny_json(const struct netpolicy *p);
 
 /* host: as the client named it (a name, or an address; lower-cased,
  * without brackets); port: its port. */

@@ -1,0 +1,672 @@
+/* Secrets over HTTPS: a sandbox's CA, and the interception of a CONNECT
+ * to a host that carries a secret (egress_tls.h).
+ *
+ * What a thread here does is the sandbox's doing, and hostile: its
+ * handshake and its request head have a deadline (EGRESS_TLS_HEAD_MS),
+ * the head a size cap, the relay an idle limit; the thread ends when the
+ * loop asks (its stop eventfd). The CA's key and each leaf's key stay in
+ * the server's memory. The upstream host must prove its name with a
+ * certificate the host trusts, or the request is not sent: the secret
+ * never goes to a host that merely answers at the address. */
+#include "core/egress_tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <http_parser.h>
+#include <openssl/err.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "util.h"
+#include "core/server.h"
+#include "http/http.h"
+
+#define EGRESS_TLS_HEAD_MS 10000   /* the handshakes and the first request's head */
+#define EGRESS_TLS_HEAD_MAX (16u << 10)
+#define EGRESS_TLS_BUF (16u << 10) /* one TLS record each way */
+
+struct egress_tls {
+  SSL_CTX *upstream; /* verifies the hosts connected to */
+  unsigned running;  /* threads (on the loop's count) */
+};
+
+struct tls_ca {
+  EVP_PKEY *key; /* the CA's */
+  X509 *cert;
+  EVP_PKEY *leaf_key; /* every leaf's: one per CA, made with it */
+  char *pem;
+};
+
+struct egress_mitm {
+  struct server *srv;
+  uv_async_t async;
+  int stop; /* eventfd: the loop asks the thread to end */
+  int fd[2]; /* 0: the sandbox's client, 1: the host */
+  SSL *ssl[2];
+  X509 *leaf, *ca_cert;        /* ca_*: the sandbox's, referenced */
+  EVP_PKEY *leaf_key, *ca_key; /* referenced */
+  SSL_CTX *client_ctx;
+  char host[256];
+  uint16_t port;
+  char *extra; /* the header lines added */
+  uint64_t idle_ms;
+  mitm_done_fn done;
+  void *arg;
+  struct mitm_result res;
+  /* The head, as read. */
+  http_parser parser;
+  char *url;
+  struct http_header *headers;
+  size_t nheaders, head_bytes;
+  bool in_value, head_done;
+};
+
+/* ---- the server's context ---- */
+
+int egress_tls_init(struct server *srv, const char *extra_ca, struct hutch_err *err) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  if (!ctx)
+    return hutch_err_set(err, 0, "the egress proxy's TLS context");
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_default_verify_paths(ctx);
+  if (extra_ca && SSL_CTX_load_verify_locations(ctx, extra_ca, NULL) != 1) {
+    SSL_CTX_free(ctx);
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                          "--egress-ca %s: no PEM certificate could be read", extra_ca);
+  }
+  static const unsigned char alpn[] = "\x08http/1.1";
+  SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+  srv->egress_tls = xcalloc(1, sizeof *srv->egress_tls);
+  srv->egress_tls->upstream = ctx;
+  return 0;
+}
+
+void egress_tls_free(struct server *srv) {
+  if (!srv->egress_tls)
+    return;
+  SSL_CTX_free(srv->egress_tls->upstream);
+  free(srv->egress_tls);
+  srv->egress_tls = NULL;
+}
+
+/* ---- certificates ---- */
+
+static EVP_PKEY *new_key(void) { return EVP_EC_gen("P-256"); }
+
+struct ext {
+  int nid;
+  const char *value;
+};
+
+static bool add_ext(X509 *c, X509 *issuer, int nid, const char *value) {
+  X509V3_CTX v3;
+  X509V3_set_ctx(&v3, issuer, c, NULL, NULL, 0);
+  X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
+  bool ok = e && X509_add_ext(c, e, -1) == 1;
+  X509_EXTENSION_free(e);
+  return ok;
+}
+
+/* A certificate for subject cn with key, issued by issuer (NULL: itself)
+ * whose key is ikey, valid from an hour ago for days, with exts (ending
+ * with nid 0) and the key identifiers strict verifiers want. */
+static X509 *new_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ikey, long days,
+                      const struct ext *exts) {
+  X509 *c = X509_new();
+  unsigned char serial[16];
+  if (!c || RAND_bytes(serial, sizeof serial) != 1)
+    goto fail;
+  serial[0] &= 0x7f;
+  BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
+  bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(c));
+  BN_free(bn);
+  if (!ok || X509_set_version(c, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(c), -3600) ||
+      !X509_gmtime_adj(X509_getm_notAfter(c), days * 86400) || X509_set_pubkey(c, key) != 1)
+    goto fail;
+  X509_NAME *name = X509_get_subject_name(c);
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                 0) != 1 ||
+      X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
+    goto fail;
+  X509 *iss = issuer ? issuer : c;
+  if (!add_ext(c, iss, NID_subject_key_identifier, "hash") ||
+      !add_ext(c, iss, NID_authority_key_identifier, "keyid:always"))
+    goto fail;
+  for (const struct ext *x = exts; x->nid; x++)
+    if (!add_ext(c, iss, x->nid, x->value))
+      goto fail;
+  if (X509_sign(c, ikey ? ikey : key, EVP_sha256()) <= 0)
+    goto fail;
+  return c;
+fail:
+  X509_free(c);
+  return NULL;
+}
+
+struct tls_ca *tls_ca_new(const char *sandbox, struct hutch_err *err) {
+  static const struct ext exts[] = {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
+                                    {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                                    {0, NULL}};
+  struct tls_ca *ca = xcalloc(1, sizeof *ca);
+  char cn[96];
+  snprintf(cn, sizeof cn, "hutch egress CA (sandbox %s)", sandbox);
+  ca->key = new_key();
+  ca->leaf_key = new_key();
+  /* Ten years: the CA lives as long as the sandbox (a new one with each
+   * sandbox, and with each start of the server). */
+  if (!ca->key || !ca->leaf_key || !(ca->cert = new_cert(cn, ca->key, NULL, NULL, 3650, exts)))
+    goto fail;
+  BIO *b = BIO_new(BIO_s_mem());
+  if (!b || PEM_write_bio_X509(b, ca->cert) != 1) {
+    BIO_free(b);
+    goto fail;
+  }
+  char *data;
+  long n = BIO_get_mem_data(b, &data);
+  ca->pem = xmalloc((size_t)n + 1);
+  memcpy(ca->pem, data, (size_t)n);
+  ca->pem[n] = '\0';
+  BIO_free(b);
+  return ca;
+fail:
+  ERR_clear_error();
+  tls_ca_free(ca);
+  hutch_err_set(err, 0, "making the egress CA of sandbox %s", sandbox);
+  return NULL;
+}
+
+const char *tls_ca_pem(const struct tls_ca *ca) { return ca->pem; }
+
+void tls_ca_free(struct tls_ca *ca) {
+  if (!ca)
+    return;
+  EVP_PKEY_free(ca->key);
+  EVP_PKEY_free(ca->leaf_key);
+  X509_free(ca->cert);
+  free(ca->pem);
+  free(ca);
+}
+
+/* ---- on the thread: waiting, with the loop's stop and a deadline ---- */
+
+/* Wait for fd to be ready for ev (or fd2 for ev2, when ev2), the stop
+ * eventfd or ms: 1 ready, 0 timed out, -1 stopped. */
+static int wait_for(struct egress_mitm *m, int fd, short ev, int fd2, short ev2, int ms) {
+  struct pollfd p[3] = {{.fd = m->stop, .events = POLLIN}, {.fd = fd, .events = ev},
+                        {.fd = fd2, .events = ev2}};
+  int n;
+  do
+    n = poll(p, ev2 ? 3 : 2, ms);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 || (p[0].revents & POLLIN))
+    return -1;
+  return n > 0;
+}
+
+static int left_ms(uint64_t deadline_ns) {
+  uint64_t now = now_ns();
+  return now >= deadline_ns ? 0 : (int)((deadline_ns - now) / 1000000 + 1);
+}
+
+/* One TLS step of side i that may want to wait (handshake, read, write):
+ * done when step returns > 0; 0 on the peer's end, -1 failed. */
+static int step(struct egress_mitm *m, int i, uint64_t deadline_ns,
+                int (*fn)(SSL *s, void *buf, int n), void *buf, int n) {
+  for (;;) {
+    int r = fn(m->ssl[i], buf, n);
+    if (r > 0)
+      return r;
+    int e = SSL_get_error(m->ssl[i], r);
+    short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (!ev)
+      return e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+    if (wait_for(m, m->fd[i], ev, -1, 0, left_ms(deadline_ns)) <= 0)
+      return -1;
+  }
+}
+
+static int do_accept(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_accept(s); }
+static int do_connect(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_connect(s); }
+static int do_read(SSL *s, void *buf, int n) { return SSL_read(s, buf, n); }
+static int do_write(SSL *s, void *buf, int n) { return SSL_write(s, buf, n); }
+
+static void fail(struct egress_mitm *m, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct egress_mitm *m, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->res.reason, sizeof m->res.reason, fmt, ap);
+  va_end(ap);
+  m->res.status = status;
+}
+
+/* The answer to the client, inside its TLS: the proxy's own refusal. */
+static void answer(struct egress_mitm *m, uint64_t deadline_ns) {
+  char *msg = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                        "Content-Length: %zu\r\nConnection: close\r\n\r\nhutch egress: %s\n",
+                        m->res.status, http_status_text(m->res.status),
+                        strlen(m->res.reason) + 15, m->res.reason);
+  step(m, 0, deadline_ns, do_write, msg, (int)strlen(msg));
+  SSL_shutdown(m->ssl[0]);
+  free(msg);
+}
+
+/* ---- the client's side ---- */
+
+static struct egress_mitm *mitm_of(http_parser *p) {
+  return (struct egress_mitm *)((char *)p - offsetof(struct egress_mitm, parser));
+}
+
+static int count(struct egress_mitm *m, size_t n) {
+  m->head_bytes += n;
+  return m->head_bytes > EGRESS_TLS_HEAD_MAX ? -1 : 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n) {
+  struct egress_mitm *m = mitm_of(p);
+  if (count(m, n) < 0)
+    return -1;
+  str_append(&m->url, at, n);
+  return 0;
+}
+
+static int on_field(http_parser *p, const char *at, size_t n) {
+  struct egress_mitm *m = mitm_of(p);
+  return count(m, n) < 0 ? -1
+                         : http_header_piece(&m->headers, &m->nheaders, &m->in_value, false, at, n);
+}
+
+static int on_value(http_parser *p, const char *at, size_t n) {
+  struct egress_mitm *m = mitm_of(p);
+  return count(m, n) < 0 ? -1
+                         : http_header_piece(&m->headers, &m->nheaders, &m->in_value, true, at, n);
+}
+
+static int on_head_done(http_parser *p) {
+  struct egress_mitm *m = mitm_of(p);
+  m->head_done = true;
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+static const http_parser_settings head_settings = {
+    .on_url = on_url,
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_headers_complete = on_head_done,
+};
+
+/* The client's handshake, with a certificate for the host it asked for. */
+static bool client_tls(struct egress_mitm *m, uint64_t deadline_ns) {
+  if (!(m->ssl[0] = SSL_new(m->client_ctx)) || SSL_set_fd(m->ssl[0], m->fd[0]) != 1) {
+    fail(m, 500, "setting up TLS for the client failed");
+    return false;
+  }
+  if (step(m, 0, deadline_ns, do_accept, NULL, 0) <= 0) {
+    unsigned long e = ERR_peek_last_error();
+    fail(m, 502, "the client's TLS handshake failed (does it trust the sandbox's CA?)%s%s",
+         e ? ": " : "", e ? ERR_reason_error_string(e) : "");
+    return false;
+  }
+  return true;
+}
+
+/* The first request's head: 0 read (what followed it in rest), -1 not. */
+static int read_head(struct egress_mitm *m, uint64_t deadline_ns, char *buf, size_t *rest,
+                     size_t *nrest) {
+  http_parser_init(&m->parser, HTTP_REQUEST);
+  while (!m->head_done) {
+    int n = step(m, 0, deadline_ns, do_read, buf, EGRESS_TLS_BUF);
+    if (n <= 0) {
+      fail(m, 408, "no request came in time");
+      return -1;
+    }
+    m->res.bytes_out += (uint64_t)n;
+    size_t used = http_parser_execute(&m->parser, &head_settings, buf, (size_t)n);
+    if (m->head_done) {
+      if (used < (size_t)n && buf[used] == '\n')
+        used++;
+      *rest = used;
+      *nrest = (size_t)n - used;
+      return 0;
+    }
+    if (HTTP_PARSER_ERRNO(&m->parser) != HPE_OK) {
+      if (m->head_bytes > EGRESS_TLS_HEAD_MAX || m->nheaders == HTTP_MAX_HEADERS)
+        fail(m, 431, "the request head exceeds %u bytes or %d headers", EGRESS_TLS_HEAD_MAX,
+             HTTP_MAX_HEADERS);
+      else
+        fail(m, 400, "malformed request: %s", http_errno_name(HTTP_PARSER_ERRNO(&m->parser)));
+      return -1;
+    }
+  }
+  return -1;
+}
+
+/* What of the client's head does not go on: hop-by-hop and proxy headers,
+ * Host (the host's own is sent: the secret goes to the host the policy
+ * let through, whatever the client names), and what the secrets set. */
+static bool dropped(const struct http_header *h, void *arg) {
+  const char *extra = arg, *n = h->name;
+  if (strcasecmp(n, "Host") == 0 || strcasecmp(n, "Proxy-Connection") == 0 ||
+      strcasecmp(n, "Proxy-Authorization") == 0 || strcasecmp(n, "Connection") == 0 ||
+      strcasecmp(n, "Keep-Alive") == 0)
+    return true;
+  size_t len = strlen(n);
+  for (const char *l = extra; *l; l = strchr(l, '\n') + 1)
+    if (strncasecmp(l, n, len) == 0 && l[len] == ':')
+      return true;
+  return false;
+}
+
+/* ---- the host's side ---- */
+
+static bool upstream_tls(struct egress_mitm *m, uint64_t deadline_ns) {
+  struct egress_tls *t = m->srv->egress_tls;
+  if (!(m->ssl[1] = SSL_new(t->upstream)) || SSL_set_fd(m->ssl[1], m->fd[1]) != 1) {
+    fail(m, 500, "setting up TLS for %s failed", m->host);
+    return false;
+  }
+  bool ip = strchr(m->host, ':') || strspn(m->host, "0123456789.") == strlen(m->host);
+  if (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(m->ssl[1]), m->host) != 1
+         : (SSL_set_tlsext_host_name(m->ssl[1], m->host) != 1 || SSL_set1_host(m->ssl[1], m->host) != 1)) {
+    fail(m, 500, "setting up TLS for %s failed", m->host);
+    return false;
+  }
+  if (step(m, 1, deadline_ns, do_connect, NULL, 0) <= 0) {
+    long v = SSL_get_verify_result(m->ssl[1]);
+    if (v != X509_V_OK)
+      fail(m, 502, "%s:%u's certificate is not trusted: %s", m->host, m->port,
+           X509_verify_cert_error_string(v));
+    else
+      fail(m, 502, "the TLS handshake with %s:%u failed", m->host, m->port);
+    return false;
+  }
+  return true;
+}
+
+/* ---- both ways ---- */
+
+/* Move records both ways until both have ended, one is cut, the loop
+ * asks, or nothing moves for idle_ms. */
+static void pump(struct egress_mitm *m) {
+  char *buf[2] = {xmalloc(EGRESS_TLS_BUF), xmalloc(EGRESS_TLS_BUF)};
+  size_t len[2] = {0, 0}, off[2] = {0, 0};
+  bool eof[2] = {false, false}, shut[2] = {false, false};
+  int idle = m->idle_ms > INT32_MAX ? INT32_MAX : (int)m->idle_ms;
+  for (;;) {
+    bool moved = false;
+    short ev[2] = {0, 0};
+    for (int d = 0; d < 2; d++) { /* d: from side d to side 1 - d */
+      int t = 1 - d;
+      if (!eof[d] && !len[d]) {
+        int n = SSL_read(m->ssl[d], buf[d], EGRESS_TLS_BUF);
+        if (n > 0) {
+          len[d] = (size_t)n;
+          off[d] = 0;
+          moved = true;
+          if (d == 0)
+            m->res.bytes_out += (uint64_t)n;
+          else
+            m->res.bytes_in += (uint64_t)n;
+        } else {
+          int e = SSL_get_error(m->ssl[d], n);
+          if (e == SSL_ERROR_WANT_READ)
+            ev[d] |= POLLIN;
+          else if (e == SSL_ERROR_WANT_WRITE)
+            ev[d] |= POLLOUT;
+          else
+            eof[d] = moved = true;
+        }
+      }
+      if (len[d]) {
+        int n = SSL_write(m->ssl[t], buf[d] + off[d], (int)(len[d] - off[d]));
+        if (n > 0) {
+          off[d] += (size_t)n;
+          if (off[d] == len[d])
+            len[d] = off[d] = 0;
+          moved = true;
+        } else {
+          int e = SSL_get_error(m->ssl[t], n);
+          if (e == SSL_ERROR_WANT_READ)
+            ev[t] |= POLLIN;
+          else if (e == SSL_ERROR_WANT_WRITE)
+            ev[t] |= POLLOUT;
+          else
+            goto out;
+        }
+      }
+      if (eof[d] && !len[d] && !shut[t]) {
+        SSL_shutdown(m->ssl[t]);
+        shutdown(m->fd[t], SHUT_WR);
+        shut[t] = moved = true;
+      }
+    }
+    if ((eof[0] && eof[1]) || (shut[0] && shut[1]))
+      break;
+    if (moved)
+      continue;
+    int r = wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1], idle);
+    if (r <= 0) {
+      if (r == 0)
+        fail(m, 0, "closed: no byte either way for %llu s",
+             (unsigned long long)(m->idle_ms / 1000));
+      break;
+    }
+  }
+out:
+  free(buf[0]);
+  free(buf[1]);
+}
+
+static bool leaf_for(struct egress_mitm *m);
+
+static void *mitm_run(void *arg) {
+  struct egress_mitm *m = arg;
+  uint64_t deadline_ns = now_ns() + (uint64_t)EGRESS_TLS_HEAD_MS * 1000000;
+  char *buf = xmalloc(EGRESS_TLS_BUF);
+  size_t rest = 0, nrest = 0;
+  for (int i = 0; i < 2; i++)
+    fcntl(m->fd[i], F_SETFL, fcntl(m->fd[i], F_GETFL) | O_NONBLOCK);
+  static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  for (size_t sent = 0; sent < sizeof ok - 1;) {
+    ssize_t n = send(m->fd[0], ok + sent, sizeof ok - 1 - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EAGAIN && wait_for(m, m->fd[0], POLLOUT, -1, 0, left_ms(deadline_ns)) > 0)
+      continue;
+    if (n <= 0)
+      goto end;
+    sent += (size_t)n;
+  }
+  if (!leaf_for(m)) {
+    fail(m, 500, "making a certificate for %s failed", m->host);
+    goto end;
+  }
+  if (!client_tls(m, deadline_ns))
+    goto end;
+  if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0 || !upstream_tls(m, deadline_ns)) {
+    answer(m, deadline_ns);
+    goto end;
+  }
+  char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(m->parser.method),
+                         m->url ? m->url : "/", m->parser.http_major, m->parser.http_minor);
+  size_t hlen;
+  char *head = http_head_write(line, m->headers, m->nheaders, dropped, m->extra, m->extra, &hlen);
+  free(line);
+  int sent = step(m, 1, deadline_ns, do_write, head, (int)hlen);
+  explicit_bzero(head, hlen);
+  free(head);
+  if (sent <= 0 || (nrest && step(m, 1, deadline_ns, do_write, buf + rest, (int)nrest) <= 0)) {
+    fail(m, 502, "%s:%u closed the connection", m->host, m->port);
+    goto end;
+  }
+  pump(m);
+end:
+  free(buf);
+  ERR_clear_error();
+  /* The last thing it does: after this the loop may free m. */
+  uv_async_send(&m->async);
+  return NULL;
+}
+
+/* ---- on the loop ---- */
+
+static void mitm_free(struct egress_mitm *m) {
+  for (int i = 0; i < 2; i++) {
+    SSL_free(m->ssl[i]);
+    if (m->fd[i] >= 0)
+      close(m->fd[i]);
+  }
+  SSL_CTX_free(m->client_ctx);
+  X509_free(m->leaf);
+  X509_free(m->ca_cert);
+  EVP_PKEY_free(m->leaf_key);
+  EVP_PKEY_free(m->ca_key);
+  if (m->stop >= 0)
+    close(m->stop);
+  if (m->extra) {
+    explicit_bzero(m->extra, strlen(m->extra));
+    free(m->extra);
+  }
+  free(m->url);
+  for (size_t i = 0; i < m->nheaders; i++) {
+    free(m->headers[i].name);
+    if (m->headers[i].value)
+      explicit_bzero(m->headers[i].value, strlen(m->headers[i].value));
+    free(m->headers[i].value);
+  }
+  free(m->headers);
+  free(m);
+}
+
+static void async_closed(uv_handle_t *h) {
+  struct egress_mitm *m = h->data;
+  m->srv->egress_tls->running--;
+  m->done(m, &m->res, m->arg);
+  mitm_free(m);
+}
+
+static void never_ran(uv_handle_t *h) { mitm_free(h->data); }
+
+static void on_ended(uv_async_t *a) { uv_close((uv_handle_t *)a, async_closed); }
+
+/* HTTP/1.1 only, so that the head can be read. */
+static int select_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned inlen, void *arg) {
+  (void)s, (void)arg;
+  static const unsigned char h1[] = "\x08http/1.1";
+  unsigned char *o;
+  if (SSL_select_next_proto(&o, outlen, h1, sizeof h1 - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_NOACK;
+  *out = o;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+/* The client's context, on the thread: a leaf for host (a name, or an
+ * address) signed by the sandbox's CA, for a week. */
+static bool leaf_for(struct egress_mitm *m) {
+  bool ip = strchr(m->host, ':') || strspn(m->host, "0123456789.") == strlen(m->host);
+  char san[300];
+  snprintf(san, sizeof san, "%s:%s", ip ? "IP" : "DNS", m->host);
+  const struct ext exts[] = {{NID_basic_constraints, "critical,CA:FALSE"},
+                             {NID_key_usage, "critical,digitalSignature"},
+                             {NID_ext_key_usage, "serverAuth"},
+                             {NID_subject_alt_name, san},
+                             {0, NULL}};
+  m->leaf = new_cert(m->host, m->leaf_key, m->ca_cert, m->ca_key, 7, exts);
+  m->client_ctx = SSL_CTX_new(TLS_server_method());
+  if (!m->leaf || !m->client_ctx || SSL_CTX_use_certificate(m->client_ctx, m->leaf) != 1 ||
+      SSL_CTX_use_PrivateKey(m->client_ctx, m->leaf_key) != 1)
+    return false;
+  SSL_CTX_set_min_proto_version(m->client_ctx, TLS1_2_VERSION);
+  SSL_CTX_set_alpn_select_cb(m->client_ctx, select_alpn, NULL);
+  return true;
+}
+
+struct egress_mitm *egress_mitm_start(struct server *srv, const struct tls_ca *ca, int client,
+                                      int upstream, const char *host, uint16_t port,
+                                      const struct mitm_header *hdrs, size_t nhdrs,
+                                      uint64_t idle_ms, mitm_done_fn done, void *arg,
+                                      struct hutch_err *err) {
+  struct egress_tls *t = srv->egress_tls;
+  if (!t || t->running >= EGRESS_TLS_THREADS) {
+    close(client);
+    close(upstream);
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                   "%d connections with secrets over HTTPS are under way on the server",
+                   EGRESS_TLS_THREADS);
+    return NULL;
+  }
+  struct egress_mitm *m = xcalloc(1, sizeof *m);
+  m->srv = srv;
+  m->fd[0] = client;
+  m->fd[1] = upstream;
+  m->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  str_copy(m->host, sizeof m->host, host);
+  m->port = port;
+  m->idle_ms = idle_ms;
+  m->done = done;
+  m->arg = arg;
+  bool v6 = strchr(host, ':') != NULL;
+  m->extra = port == 443 ? xasprintf("Host: %s%s%s\r\n", v6 ? "[" : "", host, v6 ? "]" : "")
+                         : xasprintf("Host: %s%s%s:%u\r\n", v6 ? "[" : "", host, v6 ? "]" : "", port);
+  for (size_t i = 0; i < nhdrs; i++) {
+    char *more = xasprintf("%s%s: %s\r\n", m->extra, hdrs[i].name, hdrs[i].value);
+    explicit_bzero(m->extra, strlen(m->extra));
+    free(m->extra);
+    m->extra = more;
+  }
+  char *conn = xasprintf("%sConnection: close\r\n", m->extra);
+  explicit_bzero(m->extra, strlen(m->extra));
+  free(m->extra);
+  m->extra = conn;
+  m->leaf_key = ca->leaf_key;
+  m->ca_key = ca->key;
+  m->ca_cert = ca->cert;
+  EVP_PKEY_up_ref(m->leaf_key);
+  EVP_PKEY_up_ref(m->ca_key);
+  X509_up_ref(m->ca_cert);
+  if (m->stop < 0) {
+    ERR_clear_error();
+    mitm_free(m);
+    hutch_err_set(err, 0, "intercepting the connection to %s", host);
+    return NULL;
+  }
+  uv_async_init(srv->loop, &m->async, on_ended);
+  m->async.data = m;
+  pthread_attr_t attr;
+  pthread_t th;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  int rc = pthread_create(&th, &attr, mitm_run, m);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&m->async, never_ran);
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded", "no thread for the connection to %s",
+                   host);
+    return NULL;
+  }
+  t->running++;
+  return m;
+}
+
+void egress_mitm_stop(struct egress_mitm *m) {
+  uint64_t one = 1;
+  ssize_t n = write(m->stop, &one, sizeof one); /* fails only when asked already */
+  (void)n;
+}

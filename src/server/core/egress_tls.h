@@ -1,0 +1,78 @@
+/* Secrets over HTTPS (docs/network.md, "Secrets over HTTPS"): the egress
+ * proxy terminates TLS for a CONNECT to a host that carries a secret,
+ * with a certificate for that host signed by the sandbox's own CA, reads
+ * the first request's head, adds the secrets and sends it on over a TLS
+ * connection of its own to the host, whose certificate is verified
+ * against the host's trust store (and --egress-ca). Every other CONNECT
+ * stays a blind tunnel.
+ *
+ * Handshakes and record encryption run on a thread per intercepted
+ * connection (at most EGRESS_TLS_THREADS at once on the server), never on
+ * the event loop; the thread touches only what its struct egress_mitm
+ * holds and tells the loop it is done through its uv_async_t. */
+#ifndef HUTCH_CORE_EGRESS_TLS_H
+#define HUTCH_CORE_EGRESS_TLS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "err.h"
+
+#define EGRESS_TLS_THREADS 64 /* intercepted connections at once, server-wide */
+
+struct server;
+struct tls_ca;
+struct egress_mitm;
+
+/* The server's side of it: the context that verifies upstream hosts
+ * (the host's trust store, and extra_ca, a PEM file, when given). */
+int egress_tls_init(struct server *srv, const char *extra_ca, struct hutch_err *err);
+void egress_tls_free(struct server *srv);
+
+/* A sandbox's CA: a key that never leaves the server's memory, and its
+ * certificate (PEM), which the sandbox trusts (egress_trust.c). */
+struct tls_ca *tls_ca_new(const char *sandbox, struct hutch_err *err);
+const char *tls_ca_pem(const struct tls_ca *ca);
+void tls_ca_free(struct tls_ca *ca);
+
+/* A header the proxy adds to the intercepted request. */
+struct mitm_header {
+  const char *name, *value;
+};
+
+/* How an interception ended: bytes each way (decrypted), and, when it
+ * failed before relaying, a status (0: it relayed) and why. */
+struct mitm_result {
+  uint64_t bytes_out, bytes_in;
+  int status;
+  char reason[256];
+};
+
+typedef void (*mitm_done_fn)(struct egress_mitm *m, const struct mitm_result *res, void *arg);
+
+/* Intercept the tunnel between client (the sandbox's side, which the
+ * thread answers the 200 of its CONNECT) and upstream (connected to host:port): both descriptors
+ * are taken. The headers (copied) go into the first request. done is
+ * called on the loop once the thread has ended, after which m is freed.
+ * NULL and err when the server's threads are all taken (the caller still
+ * owns nothing: the descriptors are closed). */
+struct egress_mitm *egress_mitm_start(struct server *srv, const struct tls_ca *ca, int client,
+                                      int upstream, const char *host, uint16_t port,
+                                      const struct mitm_header *hdrs, size_t nhdrs,
+                                      uint64_t idle_ms, mitm_done_fn done, void *arg,
+                                      struct hutch_err *err);
+/* End it soon (the sandbox went, its policy changed, it idled): done
+ * still comes. */
+void egress_mitm_stop(struct egress_mitm *m);
+
+/* egress_trust.c: when sb has secrets and no CA yet, make its CA and
+ * install its certificate in the sandbox (1; done(NULL or why, arg) is
+ * called once it is there or failed, from the agent connection's
+ * callback); else 0, and done is not called. With done NULL, a failure is
+ * said on stderr. */
+struct sbx;
+typedef void (*trust_done_fn)(const struct hutch_err *err, void *arg);
+int egress_trust(struct sbx *sb, trust_done_fn done, void *arg);
+
+#endif
