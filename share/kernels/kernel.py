@@ -20,9 +20,11 @@ import ast
 import base64
 import builtins
 import codecs
+import importlib.abc
 import io
 import json
 import linecache
+import math
 import os
 import shlex
 import select
@@ -120,21 +122,69 @@ MIME = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
 BINARY = {"png", "jpeg", "pdf"}
 
 
-def figure_png(fig):
+def plain(text):
+    """A result's text as E2B's interpreter gives it: a string's repr
+    without its quotes."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def jsonable(obj):
+    """obj as JSON can carry it: numpy's values as Python's, times as ISO
+    text, NaN and infinities as null, anything else as its str()."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if type(obj).__module__ == "numpy" and hasattr(obj, "tolist"):
+        return jsonable(obj.tolist())
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, type(None))):
+        return obj
+    return str(obj)
+
+
+def figure_formats(fig):
+    """A matplotlib figure: its PNG and, as E2B's, its data as a chart."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+    out = {"text": repr(fig), "png": base64.b64encode(buf.getvalue()).decode()}
+    try:
+        import hutch_charts
+        chart = hutch_charts.chart(fig)
+    except Exception:  # a figure the extraction does not understand is still shown
+        chart = None
+    if chart:
+        out["chart"] = jsonable(chart)
+    return out
 
 
 def formats(obj):
-    """The formats an object shows itself in, as E2B's results carry them."""
+    """The formats an object shows itself in, as E2B's results carry them:
+    IPython's, and E2B's own `data` (a DataFrame's columns), `json` (a list
+    or dict) and `chart` (a matplotlib figure's data)."""
     out = {}
     try:
-        out["text"] = repr(obj)
+        out["text"] = plain(repr(obj))
     except Exception as e:  # a broken __repr__ still leaves the others
         out["text"] = f"<repr failed: {type(e).__name__}: {e}>"
     if isinstance(obj, type):
         return out
+    if isinstance(obj, (list, dict)):
+        try:
+            out["json"] = json.loads(json.dumps(obj, allow_nan=False))
+        except (TypeError, ValueError):
+            pass
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(obj, pandas.DataFrame):
+        try:
+            out["data"] = jsonable(obj.to_dict(orient="list"))
+        except Exception:
+            pass
     bundle = getattr(obj, "_repr_mimebundle_", None)
     if callable(bundle):
         try:
@@ -157,7 +207,7 @@ def formats(obj):
         if value is not None:
             out[key] = value
     if type(obj).__name__ == "Figure" and type(obj).__module__.startswith("matplotlib"):
-        out["png"] = figure_png(obj)
+        out.update(figure_formats(obj))
     for key in BINARY & out.keys():
         if isinstance(out[key], (bytes, bytearray)):
             out[key] = base64.b64encode(out[key]).decode()
@@ -165,6 +215,51 @@ def formats(obj):
 
 
 # ---- Python ---------------------------------------------------------------
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Runs hooks[name](module) once module name is imported: what E2B's
+    interpreter sets up in PIL at its start, here only if a cell imports it."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+
+    def find_spec(self, name, path, target=None):
+        hook = self.hooks.pop(name, None)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if finder is not self and find else None
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+                spec.loader.exec_module = lambda module: (run(module), hook(module))
+                return spec
+        return None
+
+
+class Viewer:
+    """PIL's Image.show(): the image as a result, as in IPython."""
+
+    def __init__(self, display):
+        self.display = display
+
+    def show(self, image, **options):
+        self.display(image)
+        return 1
+
+
+def pil_hooks(display):
+    def image(module):
+        save = module.Image.save
+
+        def save_shown(self, fp, format=None, **params):  # E2B shows a saved image
+            if isinstance(fp, str):
+                display(self)
+            return save(self, fp, format, **params)
+        module.Image.save = save_shown
+    return {"PIL.Image": image,
+            "PIL.ImageShow": lambda module: module.register(Viewer(display), 0)}
+
 
 class Python:
     language = "python"
@@ -185,6 +280,9 @@ class Python:
             os.environ.setdefault("MATPLOTLIBRC", rc)
         sys.path.insert(0, HERE)
         builtins.__hutch_show_figures__ = self.show_figures
+        import hutch_ipy
+        self.ipy = builtins.__hutch_ipy__ = hutch_ipy
+        sys.meta_path.insert(0, AfterImport(pil_hooks(self.display)))
         signal.signal(signal.SIGINT, self.on_sigint)
 
     def on_sigint(self, signum, frame):
@@ -200,37 +298,36 @@ class Python:
         if not plt:
             return
         for num in plt.get_fignums():
-            fig = plt.figure(num)
-            self.ch.event("result", is_main_result=False, text=repr(fig), png=figure_png(fig))
+            self.ch.event("result", is_main_result=False, **figure_formats(plt.figure(num)))
         plt.close("all")
 
     def error(self, e):
         """The cell's exception, its traceback without the kernel's frames."""
         tb = traceback.TracebackException(type(e), e, e.__traceback__)
-        mine = os.path.abspath(__file__)
         tb.stack = traceback.StackSummary.from_list(
-            [f for f in tb.stack if os.path.abspath(f.filename) != mine])
+            [f for f in tb.stack if os.path.dirname(os.path.abspath(f.filename)) != HERE])
         self.ch.event("error", name=type(e).__name__, value=str(e), traceback="".join(tb.format()))
 
-    def unsupported(self, code, e):
-        line = code.splitlines()[e.lineno - 1].lstrip() if e.lineno and e.text is not None else ""
-        if line.startswith(("!", "%")):
-            self.ch.event("error", name="NotSupportedError",
-                          value="`!shell` lines and `%magic` commands are not supported: use "
-                                "subprocess.run() in Python, or a bash context",
-                          traceback=f"{line}\nNotSupportedError: not Python")
-            return True
-        return False
+    def parse(self, code, name):
+        """The cell as Python, IPython's `!` and `%` lines made calls
+        (hutch_ipy) when it is not Python as written."""
+        code = self.ipy.dedent(code)
+        try:
+            return ast.parse(code, name, "exec")
+        except SyntaxError as e:
+            try:
+                return ast.parse(self.ipy.rewrite(code), name, "exec")
+            except SyntaxError:
+                raise e from None
 
     def run(self, code):
         self.count += 1
         name = f"<cell-{self.count}>"
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         try:
-            tree = ast.parse(code, name, "exec")
-        except SyntaxError as e:
-            if not self.unsupported(code, e):
-                self.error(e)
+            tree = self.parse(code, name)
+        except SyntaxError as e:  # the parser's own frames are not the cell's
+            self.error(e.with_traceback(None))
             return
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -441,6 +538,8 @@ class Child:
                               traceback=f"the cell's last command exited with status {status}")
             return
         for ev in json.loads(line):
+            if ev.get("type") == "result" and isinstance(ev.get("text"), str):
+                ev["text"] = plain(ev["text"])
             self.ch.event(ev.pop("type"), **ev)
 
 
