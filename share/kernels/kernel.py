@@ -25,6 +25,7 @@ import io
 import json
 import linecache
 import math
+import mimetypes
 import os
 import shlex
 import select
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -212,6 +214,57 @@ def formats(obj):
         if isinstance(out[key], (bytes, bytearray)):
             out[key] = base64.b64encode(out[key]).decode()
     return out
+
+
+# ---- artifacts: the files a cell made or changed ---------------------------
+
+# Where a cell's files are looked for (and what in them is not its work);
+# how many entries a look may visit, and how many files it reports.
+NOT_ARTIFACTS = {".cache", ".config", ".local", ".npm", ".ipython", ".git", "__pycache__",
+                 "node_modules"}
+SCAN_MAX = 20000
+ARTIFACTS_MAX = 100
+CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
+
+
+def since():
+    """Now, by the clock the kernel stamps files with (a coarse one: a
+    finer now could be later than the stamp of a file written after it)."""
+    return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+
+
+def artifacts(t0, skip):
+    """Regular files under the cwd, the home directory and /tmp whose
+    inode changed at or after t0 (written, made, moved in): path, size
+    and a MIME type guessed from the name. Symlinks are not followed."""
+    roots = []
+    for root in sorted({os.getcwd(), os.path.expanduser("~"), "/tmp"}):
+        if not any(root.startswith(r.rstrip("/") + "/") for r in roots):
+            roots.append(root)
+    found, budget = {}, SCAN_MAX
+    while roots and budget > 0:
+        try:
+            entries = os.scandir(roots.pop())
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                budget -= 1
+                if budget <= 0:
+                    break
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name not in NOT_ARTIFACTS and e.path not in skip:
+                            roots.append(e.path)
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.is_file(follow_symlinks=False) and st.st_ctime_ns >= t0:
+                    found.setdefault((st.st_dev, st.st_ino), {
+                        "path": e.path, "size": st.st_size,
+                        "mime_type": mimetypes.guess_type(e.name)[0] or "application/octet-stream"})
+    return sorted(found.values(), key=lambda f: f["path"])[:ARTIFACTS_MAX]
 
 
 # ---- Python ---------------------------------------------------------------
@@ -464,6 +517,7 @@ class Child:
                 devnull = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(devnull, 0)
         self.proc = subprocess.Popen(argv, preexec_fn=setup, close_fds=False)
+        self.private = {self.dir} if language == "bash" else set()
         for fd in (cmd_r, ev_w):
             os.close(fd)
         self.cmd = os.fdopen(cmd_w, "w", buffering=1, encoding="utf-8")
@@ -583,6 +637,7 @@ def main():
             ch.cell = None
             continue
         env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+        t0 = since()
         if language == "python":
             saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
@@ -596,6 +651,9 @@ def main():
                         os.environ[k] = v
         else:
             runner.run(str(req.get("code", "")), env)
+        files = artifacts(t0, getattr(runner, "private", ()))
+        if files:
+            ch.event("artifacts", files=files)
         ch.event("number_of_executions", execution_count=runner.count)
         ch.event("end_of_execution")
         ch.cell = None

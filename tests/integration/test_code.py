@@ -118,6 +118,23 @@ def test_matplotlib_figure_data_as_e2b_chart(api, sid):
     assert "chart" not in of(lines, "result")[0], "an empty figure has no chart"
 
 
+def test_cell_reports_the_files_it_made(api, sid):
+    lines = api.code(sid, {"code": "open('made.txt', 'w').write('hello')\nimport os\n"
+                                   "os.makedirs('/tmp/d', exist_ok=True)\n"
+                                   "open('/tmp/d/x.json', 'w').write('{}')"})
+    (art,) = of(lines, "artifacts")
+    assert art["files"] == [
+        {"path": "/home/user/made.txt", "size": 5, "mime_type": "text/plain"},
+        {"path": "/tmp/d/x.json", "size": 2, "mime_type": "application/json"}], lines
+    assert [l["type"] for l in lines][-3:] == ["artifacts", "number_of_executions",
+                                               "end_of_execution"]
+    lines = api.code(sid, {"code": "echo hi > /tmp/sh.txt; ln -s /etc/passwd /tmp/link",
+                           "language": "bash"})
+    assert of(lines, "artifacts")[0]["files"] == [
+        {"path": "/tmp/sh.txt", "size": 3, "mime_type": "text/plain"}], "no symlink followed"
+    assert not of(api.code(sid, {"code": "1"}), "artifacts")
+
+
 def test_timeout_interrupts_the_cell_and_keeps_the_context(api, sid):
     api.code(sid, {"code": "kept = 'yes'"})
     t = time.monotonic()

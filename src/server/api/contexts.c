@@ -142,6 +142,15 @@ static void sink_event(json_t *ev, void *arg) {
   free(s);
 }
 
+/* E2B's SDKs know the lines of E2B's interpreter only. */
+static void sink_event_e2b(json_t *ev, void *arg) {
+  const char *type = json_string_value(json_object_get(ev, "type"));
+  if (type && strcmp(type, "artifacts") == 0)
+    json_decref(ev);
+  else
+    sink_event(ev, arg);
+}
+
 static void sink_end(void *arg) {
   http_stream_end(arg);
 }
@@ -150,7 +159,7 @@ static bool sink_full(void *arg) {
   return http_queued(arg) >= HTTP_STREAM_HIGH;
 }
 
-void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o) {
+void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
   static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
   struct cell_request r = {.timeout_s = CONTEXTS_CELL_TIMEOUT_S};
   struct hutch_err err = {0};
@@ -161,7 +170,7 @@ void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o) {
   if (r.code && (body_string(c, o, "context_id", 16, &r.context_id) < 0 ||
                  body_string(c, o, "language", 15, &r.language) < 0))
     return;
-  struct cell_sink sink = {sink_start, sink_event, sink_end, sink_full, c};
+  struct cell_sink sink = {sink_start, e2b ? sink_event_e2b : sink_event, sink_end, sink_full, c};
   if (contexts_run(sb, &r, &sink, &err) < 0)
     http_fail(c, &err);
 }
@@ -170,6 +179,6 @@ void api_code(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   if (o)
-    contexts_code(c, sb, o);
+    contexts_code(c, sb, o, false);
   json_decref(o);
 }

@@ -54,7 +54,7 @@ void e2b_execute(struct http_conn *c, const struct principal *p) {
     json_object_set(n, "language", given(o, "language"));
   if (given(o, "env_vars"))
     json_object_set(n, "env", given(o, "env_vars"));
-  contexts_code(c, sb, n);
+  contexts_code(c, sb, n, true);
   json_decref(n);
   json_decref(o);
 }
