@@ -2,7 +2,8 @@
 # `make template` makes the code-interpreter template,
 # `make test` runs every test, `make test-fresh` runs `make test` in a
 # fresh Debian 12 root as CI does, `make bench` measures against peers,
-# `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md).
+# `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md),
+# `make e2b-conformance` runs E2B's own test suites against hutch.
 BUILD ?= build
 ASAN  ?= build-asan
 FUZZ  ?= build-fuzz
@@ -12,7 +13,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile
 
-.PHONY: all deps run template test test-fresh fuzz bench bench-scale bench-tiers clean
+.PHONY: all deps run template test test-fresh fuzz e2b-conformance bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -53,6 +54,12 @@ fuzz: DEPS = --test
 fuzz: deps $(FUZZ)/build.ninja
 	ninja -C $(FUZZ) $(FUZZ_EXES)
 	./scripts/fuzz.sh $(FUZZ) $(FUZZ_SECONDS) $(FUZZ_ONLY)
+
+# E2B's own suites at their pinned commits, unchanged (docs/e2b.md): E2B_GIT
+# and E2B_CI_GIT name clones of e2b-dev/E2B and e2b-dev/code-interpreter.
+e2b-conformance: DEPS = --test
+e2b-conformance: all
+	tests/e2b-conformance/run
 
 # The committed HEAD, cloned into a fresh Debian 12 root (docs/ci.md).
 test-fresh:

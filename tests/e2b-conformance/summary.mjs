@@ -1,0 +1,58 @@
+// The summary of one suite's run: vitest's JSON report read against the
+// list of tests that cannot pass here (./cannot-pass), printed as a line a
+// file and one "N passed, N failed" line. Exits 1 when a test not on the
+// list failed, or the runner never reported.
+//   node summary.mjs SUITE CANNOT-PASS RUNNER.log REPORT.json...
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+const [suite, listFile, logFile, ...reports] = process.argv.slice(2);
+
+// cannot-pass: "SUITE | FILE | TEST | REASON", TEST a test's full name (its
+// describe blocks and title, joined by spaces) or * for the whole file.
+const listed = readFileSync(listFile, 'utf8').split('\n')
+  .filter((l) => l.trim() && !l.startsWith('#'))
+  .map((l) => l.split(' | ').map((f) => f.trim()))
+  .filter(([s]) => s === suite)
+  .map(([, file, test, reason]) => ({ file, test, reason }));
+const reasonOf = (file, name) =>
+  listed.find((l) => l.file === file && (l.test === '*' || l.test === name))?.reason;
+
+if (!reports.every((r) => existsSync(r))) {
+  console.log(readFileSync(logFile, 'utf8').split('\n').slice(-40).join('\n'));
+  console.log(`e2b-conformance ${suite}: the runner reported nothing (its log is above)`);
+  process.exit(1);
+}
+// REPORT-mocked.json: the files that mock E2B's API (./run), marked so.
+const testResults = reports.flatMap((r) => JSON.parse(readFileSync(r, 'utf8')).testResults
+  .map((f) => ({ ...f, mocked: r.endsWith('-mocked.json') })));
+const total = { passed: 0, failed: 0, skipped: 0, listed: 0 };
+const failures = [];
+const root = path.dirname(reports[0]) + '/' + suite + '/';
+for (const f of testResults.sort((a, b) => a.name.localeCompare(b.name))) {
+  const file = f.name.startsWith(root) ? f.name.slice(root.length) : f.name;
+  const n = { passed: 0, failed: 0, skipped: 0, listed: 0 };
+  const tests = f.assertionResults;
+  // A file that failed before any test ran (an import, a hook) is one failure.
+  if (tests.length === 0 && f.status === 'failed') {
+    tests.push({ fullName: '(the file)', status: 'failed', failureMessages: [f.message] });
+  }
+  for (const t of tests) {
+    const name = t.fullName || [...(t.ancestorTitles || []), t.title].join(' ');
+    const reason = reasonOf(file, name);
+    if (t.status === 'passed') n.passed++;
+    else if (reason) n.listed++;
+    else if (t.status === 'failed') {
+      n.failed++;
+      failures.push(`${file} > ${name}\n    ${(t.failureMessages || []).join(' ').split('\n')[0].slice(0, 300)}`);
+    } else n.skipped++;
+  }
+  for (const k in n) total[k] += n[k];
+  const mark = n.failed ? 'FAIL' : n.passed ? 'pass' : n.listed ? 'list' : 'skip';
+  console.log(`${mark} ${file}${f.mocked ? ' (E2B\'s API mocked)' : ''}: ` +
+    `${n.passed} passed, ${n.failed} failed, ${n.skipped} skipped, ${n.listed} cannot pass here`);
+}
+for (const f of failures) console.log(`  failed: ${f}`);
+console.log(`e2b-conformance ${suite}: ${total.passed} passed, ${total.failed} failed, ` +
+  `${total.skipped} skipped, ${total.listed} cannot pass here (tests/e2b-conformance/cannot-pass)`);
+process.exit(total.failed ? 1 : 0);
