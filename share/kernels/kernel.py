@@ -222,6 +222,7 @@ def formats(obj):
 # how many entries a look may visit, and how many files it reports.
 NOT_ARTIFACTS = {".cache", ".config", ".local", ".npm", ".ipython", ".git", "__pycache__",
                  "node_modules"}
+PRIVATE = "hutch-bash-"  # a bash kernel's cells (Child), in /tmp
 SCAN_MAX = 20000
 ARTIFACTS_MAX = 100
 CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
@@ -233,10 +234,13 @@ def since():
     return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
 
 
-def artifacts(t0, skip):
+def artifacts(t0, skip, reported):
     """Regular files under the cwd, the home directory and /tmp whose
     inode changed at or after t0 (written, made, moved in): path, size
-    and a MIME type guessed from the name. Symlinks are not followed."""
+    and a MIME type guessed from the name. Symlinks are not followed.
+    reported: (device, inode) -> ctime of the files reported before, which
+    are not again unless changed since (one the cell before wrote within
+    t0's clock tick has a ctime of t0)."""
     roots = []
     for root in sorted({os.getcwd(), os.path.expanduser("~"), "/tmp"}):
         if not any(root.startswith(r.rstrip("/") + "/") for r in roots):
@@ -254,16 +258,23 @@ def artifacts(t0, skip):
                     break
                 try:
                     if e.is_dir(follow_symlinks=False):
-                        if e.name not in NOT_ARTIFACTS and e.path not in skip:
+                        if e.name not in NOT_ARTIFACTS and not e.name.startswith(PRIVATE) and \
+                                e.path not in skip:
                             roots.append(e.path)
                         continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if e.is_file(follow_symlinks=False) and st.st_ctime_ns >= t0:
-                    found.setdefault((st.st_dev, st.st_ino), {
+                key = (st.st_dev, st.st_ino)
+                if e.is_file(follow_symlinks=False) and st.st_ctime_ns >= t0 and \
+                        reported.get(key) != st.st_ctime_ns:
+                    reported[key] = st.st_ctime_ns
+                    found.setdefault(key, {
                         "path": e.path, "size": st.st_size,
                         "mime_type": mimetypes.guess_type(e.name)[0] or "application/octet-stream"})
+    if len(reported) > 10 * ARTIFACTS_MAX:  # only the last cell's matter
+        for key in set(reported) - set(found):
+            del reported[key]
     return sorted(found.values(), key=lambda f: f["path"])[:ARTIFACTS_MAX]
 
 
@@ -507,7 +518,7 @@ class Child:
             argv, fds = ["node", os.path.join(HERE, "js_kernel.mjs")], {3: cmd_r, 4: ev_w}
         else:
             argv, fds = ["bash", "--noprofile", "--norc"], {0: cmd_r, 3: ev_w}
-            self.dir = tempfile.mkdtemp(prefix="hutch-bash-")
+            self.dir = tempfile.mkdtemp(prefix=PRIVATE)
         def setup():
             if language == "javascript":  # interrupts reach node from us only: on_sigint
                 os.setpgid(0, 0)
@@ -619,6 +630,7 @@ def main():
                                   errors="backslashreplace", line_buffering=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     runner = Python(ch, captures) if language == "python" else Child(ch, captures, language)
+    reported = {}
     ch.send({"type": "ready", "language": language, "pid": os.getpid()})
     while line := requests.readline():
         try:
@@ -651,7 +663,7 @@ def main():
                         os.environ[k] = v
         else:
             runner.run(str(req.get("code", "")), env)
-        files = artifacts(t0, getattr(runner, "private", ()))
+        files = artifacts(t0, getattr(runner, "private", ()), reported)
         if files:
             ch.event("artifacts", files=files)
         ch.event("number_of_executions", execution_count=runner.count)

@@ -44,6 +44,10 @@ def test_create_run_kill(env):
         r = sbx.commands.run("unshare -U true")  # refused: a user namespace
         assert not r.ok and r.escape_attempts == 1, (r, r.verdict)
         assert sbx.commands.run("cat", stdin="piped").stdout == "piped"
+        (made,) = sbx.commands.run("echo report > report.md").artifacts
+        assert (made.path, made.size, made.mime_type) == ("/home/user/report.md", 7,
+                                                           "text/markdown")
+        assert made.read() == b"report\n"
         assert [s["id"] for s in Sandbox.list(metadata={"suite": "sdk"})] == [sbx.id]
         assert Sandbox.connect(sbx.id).id == sbx.id
         before = sbx.info["expires_at"]

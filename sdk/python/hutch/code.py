@@ -32,9 +32,9 @@ class ExecutionError:
 
 
 class Artifact:
-    """A file a cell made or changed (under its cwd, the home directory or
-    /tmp): its path, size in bytes and MIME type (guessed from its name).
-    read() downloads it as it is now."""
+    """A file a cell or a command made or changed (under its cwd, the home
+    directory or /tmp): its path, size in bytes and MIME type (guessed from
+    its name). read() downloads it as it is now."""
 
     def __init__(self, sbx, info):
         self._sbx = sbx
