@@ -414,7 +414,30 @@ static char *clean_source(const char *s, struct hutch_err *err) {
   return out;
 }
 
-/* A glob in the source's last name: each match, copied as if named. */
+/* Whether dir/name, a glob's match at rel, is a link that leads to
+ * nothing. */
+static bool dangling(const struct copier *c, int dir, const char *name, const char *rel) {
+  struct stat st;
+  struct hutch_err none = {0};
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+    return false;
+  int fd = open_resolved(c, rel, &none);
+  if (fd >= 0)
+    close(fd);
+  return fd < 0 && none.kind == HUTCH_ERR_NOT_FOUND;
+}
+
+/* Such a match is copied as the link, as a link inside a copied directory
+ * is (and under the same check that it stays in the context): E2B's
+ * builds copy every match of a folder over a folder holding one. */
+static int copy_dangling(struct copier *c, int dir, const char *name, const char *rel,
+                         const char *dest, struct hutch_err *err) {
+  _cleanup_close_ int d = copy_mkdirs(c, dest, err);
+  return d < 0 ? -1 : copy_entry(c, dir, name, rel, d, 0, err);
+}
+
+/* A glob in the source's last name: each match, copied as if named (a link
+ * that leads nowhere, as the link). */
 static int copy_glob(struct copier *c, const char *path, const char *dest, size_t *matched,
                      struct hutch_err *err) {
   const char *slash = strrchr(path, '/');
@@ -438,7 +461,9 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
     if (c->from_context && build_ignored(c->b->ignore, sub))
       continue;
     (*matched)++;
-    r = copy_source(c, sub, dest, true, err);
+    r = dangling(c, dirfd(d), e->d_name, sub)
+            ? copy_dangling(c, dirfd(d), e->d_name, sub, dest, err)
+            : copy_source(c, sub, dest, true, err);
   }
   closedir(d);
   return r;

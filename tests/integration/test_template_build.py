@@ -383,6 +383,22 @@ def test_context_symlink_escaping(store, tmp_path):
     p = template(store, "build", "-t", "escape", str(ctx))
     assert p.returncode == 0, p.stderr
     assert os.readlink(merged_file(store, record(store, "escape"), "/x/inside")) == "busybox"
+    # A glob's match that is a link to nothing is copied as the link (E2B's
+    # builds copy folder/* over such a folder); one leading out still fails.
+    ctx = context(tmp_path, "FROM scratch\nCOPY dir/* /y/\n")
+    (ctx / "dir").mkdir()
+    (ctx / "dir" / "file").write_text("data")
+    os.symlink("file", ctx / "dir" / "good")
+    os.symlink("nothing-here", ctx / "dir" / "dangling")
+    p = template(store, "build", "-t", "globbed", str(ctx))
+    assert p.returncode == 0, p.stderr
+    rec = record(store, "globbed")
+    assert os.readlink(merged_file(store, rec, "/y/dangling")) == "nothing-here"
+    good = merged_file(store, rec, "/y/good")
+    assert not os.path.islink(good) and open(good).read() == "data"  # a named link is followed
+    os.symlink("/etc/passwd", ctx / "dir" / "out")
+    p = template(store, "build", "-t", "globbed2", str(ctx))
+    assert p.returncode == 2 and "leads out" in p.stderr, p.stderr
     assert tmp_empty(store)
 
 

@@ -331,6 +331,34 @@ def test_e2b_tags_of_a_build(server, tenant):
     assert tenant.post("/templates/tags", {"target": "tagged:v1"}).status == 400
 
 
+def test_e2b_base_image_is_the_stores_base(server, tenant):
+    """E2B's base image (fromBaseImage(): e2bdev/base) is the store's template
+    base, without Docker Hub; the SDKs' default names exist without it."""
+    for name in ("base", "code-interpreter-v1"):
+        r = tenant.get(f"/templates/aliases/{name}")
+        assert r.status == 200 and r.json == {"templateID": name, "public": True}, r
+    assert upload(tenant, "/v1/templates/import?name=base",
+                  oci_archive([busybox_layer()])).status == 201
+    tid = tenant.post("/v3/templates", {"name": "onbase"}).json["buildID"]
+    spec = {"fromImage": "e2bdev/base:latest", "force": False,
+            "steps": [{"type": "RUN", "args": ["echo built > /on-base", "root"]}]}
+    assert tenant.post(f"/v2/templates/onbase/builds/{tid}", spec).status == 202
+    status = {}
+
+    def ended():
+        status.update(tenant.get(f"/templates/onbase/builds/{tid}/status").json)
+        return status["status"] in ("ready", "error")
+    wait_for(ended, 120)
+    assert status["status"] == "ready", status
+    sb = tenant.create(template="onbase")
+    lines = tenant.exec(sb["id"], {"cmd": ["/bin/cat", "/on-base"]})
+    assert output(lines).decode() == "built\n", lines
+    assert tenant.delete(f"/v1/sandboxes/{sb['id']}").status == 204
+    for n in ("onbase", "base"):
+        assert tenant.delete(f"/v1/templates/{n}").status == 204
+    assert tmp_left(server) == []
+
+
 def test_e2b_upload_flow_refuses_hostile_files(server, tenant):
     """E2B's build flow by hand: the upload URL is hutch's own, good once;
     a tar whose entry leaves the context fails the build (status error,

@@ -38,6 +38,13 @@
 static const char *const host_aliases[] = {"base", "code-interpreter-v1", "code-interpreter",
                                            "host", NULL};
 
+bool e2b_host_alias(const char *name) {
+  for (const char *const *a = host_aliases; *a; a++)
+    if (strcmp(name, *a) == 0)
+      return true;
+  return false;
+}
+
 /* Where its ports are reached: {port}-{id}.DOMAIN, at the server's port
  * (the SDKs' getHost()). */
 static json_t *domain_json(const struct sbx *sb) {
@@ -115,9 +122,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   /* E2B's default names: a template of the store by that name, or for the
    * code interpreter's the store's "code-interpreter" (docs/templates.md),
    * else the host template. */
-  bool host = false;
-  for (const char *const *a = host_aliases; *a; a++)
-    host |= strcmp(tmpl, *a) == 0;
+  bool host = e2b_host_alias(tmpl);
   const char *chosen = tmpl;
   if (host && strcmp(tmpl, "host") != 0) {
     const char *names[] = {tmpl, strncmp(tmpl, "code-interpreter", 16) == 0 ? "code-interpreter" : NULL};

@@ -86,6 +86,9 @@ void e2b_templates_upload(struct http_conn *c, const struct principal *p);
 void e2b_templates_build(struct http_conn *c, const struct principal *p);
 void e2b_templates_status(struct http_conn *c, const struct principal *p);
 void e2b_templates_alias(struct http_conn *c, const struct principal *p);
+/* e2b/control.c: whether name is one of E2B's template names that the
+ * host template stands for when the store has none of that name. */
+bool e2b_host_alias(const char *name);
 void e2b_templates_list(struct http_conn *c, const struct principal *p);
 void e2b_templates_tags(struct http_conn *c, const struct principal *p);
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p);

@@ -143,6 +143,27 @@ void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
   templates_receive(c, &owner, upload_stored, xstrdup(hash));
 }
 
+/* E2B's base image (the SDK's fromBaseImage(): e2bdev/base from Docker
+ * Hub) is the store's template `base` when there is one (docs/e2b.md):
+ * builds start from what this host made of it, without Docker Hub. */
+static void e2b_base(struct http_conn *c, const struct principal *p, json_t *spec) {
+  const char *img = json_string_value(json_object_get(spec, "fromImage"));
+  if (!img)
+    return;
+  size_t n = strcspn(img, ":@");
+  const char *name = strncmp(img, "docker.io/", 10) == 0 ? img + 10 : img;
+  n -= (size_t)(name - img);
+  if (n != strlen("e2bdev/base") || strncmp(name, "e2bdev/base", n) != 0)
+    return;
+  struct hutch_err none = {0};
+  json_t *rec = templates_get(c->srv, p, "base", &none);
+  if (rec) {
+    json_object_del(spec, "fromImage");
+    json_object_set_new(spec, "fromTemplate", json_string("base"));
+  }
+  json_decref(rec);
+}
+
 /* The user a build's base runs as: a local template's, else root. */
 static char *base_user(struct http_conn *c, const struct principal *p, json_t *spec) {
   struct hutch_err err = {0};
@@ -160,6 +181,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   json_t *o = j ? body_object(c) : NULL;
   if (!o)
     return;
+  e2b_base(c, p, o);
   json_t *hashes = json_array(), *v;
   _cleanup_free_ char *user = base_user(c, p, o);
   _cleanup_free_ char *df = e2b_dockerfile(o, user, hashes, &err);
@@ -262,7 +284,14 @@ void e2b_templates_status(struct http_conn *c, const struct principal *p) {
 
 void e2b_templates_alias(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  json_t *rec = templates_get(c->srv, p, c->req.params[0], &err);
+  const char *name = c->req.params[0];
+  json_t *rec = templates_get(c->srv, p, name, &err);
+  /* The SDKs' default names are there whether the store has them or not:
+   * a create of one makes a host sandbox (Template.exists("base")). */
+  if (!rec && err.kind == HUTCH_ERR_NOT_FOUND && e2b_host_alias(name)) {
+    http_json(c, 200, json_pack("{s:s,s:b}", "templateID", name, "public", 1));
+    return;
+  }
   if (!rec) {
     http_fail(c, &err);
     return;
