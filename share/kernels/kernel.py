@@ -223,6 +223,7 @@ def formats(obj):
 NOT_ARTIFACTS = {".cache", ".config", ".local", ".npm", ".ipython", ".git", "__pycache__",
                  "node_modules"}
 PRIVATE = "hutch-bash-"  # a bash kernel's cells (Child), in /tmp
+KERNEL_FS = ("/proc", "/sys", "/dev")  # a cwd of "/": not files anyone made
 SCAN_MAX = 20000
 ARTIFACTS_MAX = 100
 CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
@@ -241,14 +242,14 @@ def artifacts(t0, skip, reported):
     reported: (device, inode) -> ctime of the files reported before, which
     are not again unless changed since (one the cell before wrote within
     t0's clock tick has a ctime of t0)."""
-    roots = []
-    for root in sorted({os.getcwd(), os.path.expanduser("~"), "/tmp"}):
-        if not any(root.startswith(r.rstrip("/") + "/") for r in roots):
-            roots.append(root)
-    found, budget = {}, SCAN_MAX
-    while roots and budget > 0:
+    home = os.path.expanduser("~")  # "/" for a UID without a name: none
+    # Each root on its own (never looked in from another), the likeliest
+    # small first: a cwd of "/" would take the whole budget.
+    every = list(dict.fromkeys(["/tmp", home if home != "/" else "/tmp", os.getcwd()]))
+    roots, found, budget, dirs = list(every), {}, SCAN_MAX, []
+    while (dirs or roots) and budget > 0:
         try:
-            entries = os.scandir(roots.pop())
+            entries = os.scandir(dirs.pop() if dirs else roots.pop(0))
         except OSError:
             continue
         with entries:
@@ -259,8 +260,9 @@ def artifacts(t0, skip, reported):
                 try:
                     if e.is_dir(follow_symlinks=False):
                         if e.name not in NOT_ARTIFACTS and not e.name.startswith(PRIVATE) and \
-                                e.path not in skip:
-                            roots.append(e.path)
+                                e.path not in skip and e.path not in KERNEL_FS and \
+                                e.path not in every:
+                            dirs.append(e.path)
                         continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:

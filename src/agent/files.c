@@ -313,6 +313,7 @@ struct changed {
   unsigned visits;
   size_t bytes;
   json_t *files;
+  const char *const *roots; /* each looked in on its own, never from another */
   char **dirs; /* to look in: a stack */
   size_t ndirs, cap;
 };
@@ -344,7 +345,12 @@ static void changed_dir(struct changed *c, const char *dir) {
         fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue;
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-    if (S_ISDIR(st.st_mode) && !not_artifacts(e->d_name))
+    /* The kernel's own file systems (a cwd of "/"): not files anyone made. */
+    bool skip = not_artifacts(e->d_name) || strcmp(path, "/proc") == 0 ||
+                strcmp(path, "/sys") == 0 || strcmp(path, "/dev") == 0;
+    for (const char *const *r = c->roots; *r && !skip; r++)
+      skip = strcmp(path, *r) == 0;
+    if (S_ISDIR(st.st_mode) && !skip)
       changed_push(c, xstrdup(path));
     else if (S_ISREG(st.st_mode) && ctime_ns >= c->since_ns &&
              json_array_size(c->files) < CHANGED_FILES_MAX &&
@@ -356,12 +362,6 @@ static void changed_dir(struct changed *c, const char *dir) {
     }
   }
   closedir(d);
-}
-
-/* a is b or under it (both absolute, without a trailing slash). */
-static bool within(const char *a, const char *b) {
-  size_t n = strlen(b);
-  return strcmp(b, "/") == 0 || (strncmp(a, b, n) == 0 && (a[n] == '/' || a[n] == '\0'));
 }
 
 static int by_path(const void *a, const void *b) {
@@ -379,18 +379,23 @@ static int op_changed(json_t *req, const char *path, int out, int in, int res) {
   struct who w;
   struct hutch_err err = {0};
   const char *user = json_string_value(json_object_get(req, "user"));
-  const char *roots[] = {path, agent_who(user, &w, &err) == 0 ? w.home : "/tmp", "/tmp"};
-  for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
-    bool again = false; /* a root within another is looked in once */
-    for (size_t k = 0; k < ARRAY_SIZE(roots); k++)
-      again |= k != i && within(roots[i], roots[k]) && (k < i || !within(roots[k], roots[i]));
-    if (!again)
-      changed_push(&c, xstrdup(roots[i]));
-  }
-  while (c.ndirs > 0 && c.visits < CHANGED_VISIT_MAX) {
-    char *dir = c.dirs[--c.ndirs];
-    changed_dir(&c, dir);
-    free(dir);
+  /* A UID without a name has "/" for a home: none to look in. */
+  bool home = agent_who(user, &w, &err) == 0 && strcmp(w.home, "/") != 0;
+  /* The likeliest small first: a cwd of "/" would take the whole budget. */
+  const char *roots[] = {"/tmp", home ? w.home : "/tmp", path, NULL};
+  c.roots = roots;
+  for (size_t i = 0; roots[i]; i++) {
+    bool again = false;
+    for (size_t k = 0; k < i; k++)
+      again |= strcmp(roots[i], roots[k]) == 0;
+    if (again)
+      continue;
+    changed_push(&c, xstrdup(roots[i]));
+    while (c.ndirs > 0 && c.visits < CHANGED_VISIT_MAX) {
+      char *dir = c.dirs[--c.ndirs];
+      changed_dir(&c, dir);
+      free(dir);
+    }
   }
   while (c.ndirs > 0)
     free(c.dirs[--c.ndirs]);

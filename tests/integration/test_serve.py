@@ -145,6 +145,11 @@ def test_exec_reports_the_files_it_made(api, sandbox):
     last = api.exec(sid, {"shell": "echo r > /root/r.bin", "user": "root"})[-1]
     assert last["artifacts"] == [
         {"path": "/root/r.bin", "size": 2, "mime_type": "application/octet-stream"}]
+    # a UID without a name has / for a home: not looked in
+    last = api.exec(sid, {"shell": "echo n > /tmp/n.txt", "user": "4242"})[-1]
+    assert [a["path"] for a in last["artifacts"]] == ["/tmp/n.txt"], last
+    last = api.exec(sid, {"shell": "sleep 1 & echo s > /tmp/s.txt", "cwd": "/"})[-1]
+    assert [a["path"] for a in last["artifacts"]] == ["/tmp/s.txt"], last
 
 
 def test_exec_argv_cwd_user_stdin(api, sandbox):
