@@ -129,6 +129,8 @@ static const struct route native[] = {
 };
 
 /* E2B's REST API (its spec/openapi.yml), by X-API-Key as the native one. */
+#define VOLUME(m, what, action, fn, stream)                                                    \
+  {m, "/volumecontent/{id}/" what, PUBLIC, action, fn, stream, DIALECT_CONNECT}
 static const struct route e2b_api[] = {
     {HTTP_POST, "/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false, DIALECT_E2B},
     {HTTP_POST, "/v2/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false,
@@ -170,6 +172,19 @@ static const struct route e2b_api[] = {
      false, DIALECT_E2B},
     {HTTP_GET, "/templates/{id}/builds/{build}/status", TENANT, NULL, e2b_templates_status, false,
      DIALECT_E2B},
+    {HTTP_POST, "/volumes", TENANT, "volume.create", e2b_volumes_create, false, DIALECT_E2B},
+    {HTTP_GET, "/volumes", TENANT, NULL, e2b_volumes_list, false, DIALECT_E2B},
+    {HTTP_GET, "/volumes/{id}", TENANT, NULL, e2b_volumes_get, false, DIALECT_E2B},
+    {HTTP_DELETE, "/volumes/{id}", TENANT, "volume.delete", e2b_volumes_delete, false,
+     DIALECT_E2B},
+    /* A volume's content: its token (volworker.h) is the key. */
+    VOLUME(HTTP_GET, "path", NULL, e2b_volume_content, false),
+    VOLUME(HTTP_PATCH, "path", "volume.chmod", e2b_volume_chmod, false),
+    VOLUME(HTTP_DELETE, "path", "volume.remove", e2b_volume_content, false),
+    VOLUME(HTTP_GET, "dir", NULL, e2b_volume_content, false),
+    VOLUME(HTTP_POST, "dir", "volume.mkdir", e2b_volume_content, false),
+    VOLUME(HTTP_GET, "file", NULL, e2b_volume_content, false),
+    VOLUME(HTTP_PUT, "file", "volume.write", e2b_volume_content, true),
     {HTTP_DELETE, "/templates/{id}", TENANT, "template.delete", e2b_templates_delete, false,
      DIALECT_E2B},
 };

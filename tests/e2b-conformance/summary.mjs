@@ -23,12 +23,10 @@ if (!reports.every((r) => existsSync(r))) {
   console.log(`e2b-conformance ${suite}: the runner reported nothing (its log is above)`);
   process.exit(1);
 }
-// REPORT-mocked.json: the files that mock E2B's API (./run), marked so.
-const testResults = reports.flatMap((r) => JSON.parse(readFileSync(r, 'utf8')).testResults
-  .map((f) => ({ ...f, mocked: r.endsWith('-mocked.json') })));
+const testResults = reports.flatMap((r) => JSON.parse(readFileSync(r, 'utf8')).testResults);
 const root = path.dirname(reports[0]) + '/' + suite + '/';
-// Each test once: a file run both ways (./run) passes a test that passed
-// in either run.
+// Each test once: it passed when it passed in either run (./run); a
+// failure is told as the run against the server saw it.
 const files = new Map();
 for (const f of testResults) {
   const file = f.name.startsWith(root) ? f.name.slice(root.length) : f.name;
@@ -37,11 +35,17 @@ for (const f of testResults) {
   const results = f.assertionResults.length || f.status !== 'failed' ? f.assertionResults
     // A file that failed before any test ran (an import, a hook) is one failure.
     : [{ fullName: '(the file)', status: 'failed', failureMessages: [f.message] }];
+  // Two tests of a file may share a name (read.test.ts): the k-th of a
+  // name in one run is the k-th in the other.
+  const nth = new Map();
   for (const t of results) {
     const name = t.fullName || [...(t.ancestorTitles || []), t.title].join(' ');
-    const seen = tests.get(name);
+    const k = (nth.get(name) ?? 0) + 1;
+    nth.set(name, k);
+    const key = k > 1 ? `${name} (${k})` : name;
+    const seen = tests.get(key);
     if (!seen || t.status === 'passed')
-      tests.set(name, { status: t.status, message: (t.failureMessages || []).join(' '), mocked: f.mocked });
+      tests.set(key, { name, status: t.status, message: (t.failureMessages || []).join(' ') });
   }
 }
 const total = { passed: 0, failed: 0, skipped: 0, listed: 0 };
@@ -49,12 +53,12 @@ const failures = [];
 for (const [file, tests] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
   const n = { passed: 0, failed: 0, skipped: 0, listed: 0 };
   for (const [name, t] of tests) {
-    const reason = reasonOf(file, name);
+    const reason = reasonOf(file, t.name);
     if (t.status === 'passed') n.passed++;
     else if (reason) n.listed++;
     else if (t.status === 'failed') {
       n.failed++;
-      failures.push(`${file} > ${name}${t.mocked ? ' (E2B\'s API mocked)' : ''}\n    ` +
+      failures.push(`${file} > ${name}\n    ` +
         t.message.split('\n')[0].slice(0, 300));
     } else n.skipped++;
   }

@@ -6,7 +6,7 @@ import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
 import { Sandbox } from '@e2b/code-interpreter';
-import { CommandExitError, NotFoundError, Sandbox as BaseSandbox } from 'e2b';
+import { CommandExitError, NotFoundError, Sandbox as BaseSandbox, Volume, VolumeError } from 'e2b';
 
 import { startServer } from './server.mjs';
 
@@ -340,5 +340,24 @@ describe('code interpreter', () => {
     await assert.rejects(sbx.runCode('import time\ntime.sleep(60)', { context: ctx, timeoutMs: 1500 }));
     const ex = await sbx.runCode('z * 6', { context: ctx, timeoutMs: 30000 });
     assert.equal(ex.text, '42');
+  });
+});
+
+describe('volumes', () => {
+  it('are made, written and read through their content API, and destroyed', T, async () => {
+    const vol = await Volume.create(`sdkvol${process.pid}`);
+    const stat = await vol.writeFile('/notes/a.txt', 'hello');
+    assert.equal(stat.path, '/notes/a.txt');
+    assert.equal(stat.type, 'file');
+    assert.equal(await vol.readFile('/notes/a.txt', { format: 'text' }), 'hello');
+    await assert.rejects(vol.writeFile('/notes/a.txt', 'again'), VolumeError);
+    await vol.writeFile('/notes/a.txt', 'again', { force: true });
+    assert.equal(await vol.readFile('/notes/a.txt', { format: 'text' }), 'again');
+    assert.deepEqual((await vol.list('/notes')).map((e) => e.name), ['a.txt']);
+    await vol.remove('/notes');
+    assert.equal(await vol.exists('/notes'), false);
+    assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId));
+    assert.equal(await Volume.destroy(vol.volumeId), true);
+    assert.equal(await Volume.destroy(vol.volumeId), false);
   });
 });

@@ -32,6 +32,7 @@ export async function startServer(...args) {
   const key = readFileSync(path.join(dir, 'state', 'admin.key'), 'utf8').trim();
   process.env.E2B_API_URL = url;
   process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_VOLUME_API_URL = url;
   process.env.E2B_API_KEY = key;
   return {
     url, key, stateDir: path.join(dir, 'state'), build, log: () => log,

@@ -308,3 +308,57 @@ def test_polled_watcher(server, sbx):
     assert rpc("RemoveWatcher", {"watcherId": wid})[0] == 200
     assert rpc("GetWatcherEvents", {"watcherId": wid})[1]["code"] == "not_found"
     assert rpc("CreateWatcher", {"path": "/no/such/dir"})[1]["code"] == "not_found"
+
+
+def test_volumes_and_their_content_by_token(server):
+    """E2B's /volumes are hutch's; their content is reached with the volume's
+    token alone, through a worker sandbox, and only that volume's."""
+    api = server.api()
+    tenant = server.api(api.post("/v1/keys", {"tenant": f"vol{time.monotonic_ns()}"}).json["key"])
+    r = api.post("/volumes", {"name": "e2bdata"})
+    assert r.status == 201 and set(r.json) == {"volumeID", "name", "token"}, r
+    vid, token = r.json["volumeID"], r.json["token"]
+    assert api.get(f"/volumes/{vid}").json["token"] == token
+    assert {"volumeID": vid, "name": "e2bdata"} in api.get("/volumes").json
+    assert tenant.get(f"/volumes/{vid}").status == 404  # another tenant's is not there
+    assert tenant.get("/volumes").json == []
+    assert api.post("/volumes", {"name": "bad name"}).status == 400
+    assert api.post("/volumes", {"name": "e2bdata"}).status == 409
+    content = server.api(token)
+    base = f"/volumecontent/{vid}"
+    r = content.request("PUT", f"{base}/file?path=/dir/hello.txt", b"hi",
+                        headers={"Content-Type": "application/octet-stream"})
+    assert r.status == 200 and r.json["path"] == "/dir/hello.txt" and r.json["size"] == 2, r
+    assert r.json["type"] == "file" and {"atime", "mtime", "ctime", "uid", "gid", "mode"} <= set(r.json)
+    r = content.request("POST", f"{base}/dir?path=/dir")  # the write made it
+    assert (r.status, r.json["code"]) == (409, "already_exists"), r
+    assert content.request("POST", f"{base}/dir?path=/dir&force=true").json["type"] == "directory"
+    r = content.request("PUT", f"{base}/file?path=/dir/hello.txt", b"again")
+    assert (r.status, r.json["code"]) == (409, "already_exists"), r  # without force
+    assert content.request("PUT", f"{base}/file?path=/dir/hello.txt&force=true", b"again").status == 200
+    assert content.get(f"{base}/file?path=/dir/hello.txt").raw == b"again"
+    r = content.get(f"{base}/dir?path=/&depth=2")
+    assert {"/dir", "/dir/hello.txt"} <= {e["path"] for e in r.json}, r
+    assert content.get(f"{base}/path?path=/dir").json["type"] == "directory"
+    # Bad input: leaving the volume, ownership, depth, no or another token.
+    for bad in (f"{base}/path?path=/../etc/passwd", f"{base}/dir?path=/&depth=0",
+                f"{base}/path"):
+        assert content.get(bad).status == 400, bad
+    r = content.request("POST", f"{base}/dir?path=/x&uid=0")
+    assert (r.status, r.json["code"]) == (400, "unimplemented"), r
+    assert content.request("PATCH", f"{base}/path?path=/dir", {"mode": 511}).status == 400
+    assert server.api(None).get(f"{base}/path?path=/").status == 401
+    assert server.api("0" * 64).get(f"{base}/path?path=/").status == 401
+    assert server.api(token).get("/volumecontent/vol_0123456789abcdef/path?path=/").status == 401
+    assert api.get(f"{base}/path?path=/").status == 401  # an API key is not the volume's token
+    r = content.request("DELETE", f"{base}/path?path=/dir")
+    assert r.status == 204, r
+    assert content.get(f"{base}/path?path=/dir").status == 404
+    assert content.request("DELETE", f"{base}/path?path=/dir").status == 404
+    # The worker is the tenant's own sandbox; deleting the volume ends it.
+    workers = [s for s in api.get("/v2/sandboxes").json if s["metadata"].get("hutch.volume") == vid]
+    assert len(workers) == 1, workers
+    assert api.delete(f"/volumes/{vid}").status == 204
+    assert api.delete(f"/volumes/{vid}").status == 404
+    assert content.get(f"{base}/path?path=/").status == 401
+    assert not [s for s in api.get("/v2/sandboxes").json if s["metadata"].get("hutch.volume") == vid]

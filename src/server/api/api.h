@@ -26,6 +26,12 @@ struct proc *api_proc(struct http_conn *c, const struct principal *p);
  * render answers with it; an error is answered as the request's dialect
  * writes it. A client that leaves meanwhile leaves no sandbox behind. */
 struct create_req;
+/* volumes.c: make p's volume of size_mb for the request c; render answers
+ * with it (the caller's for the call), unless the client left: then the
+ * volume goes too. */
+typedef void (*volume_render_fn)(struct http_conn *c, json_t *vol, const struct principal *p);
+void volumes_make(struct http_conn *c, const struct principal *p, const char *name,
+                  uint64_t size_mb, volume_render_fn render);
 typedef void (*sandbox_render_fn)(struct http_conn *c, struct sbx *sb);
 void sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
                     sandbox_render_fn render);
@@ -69,6 +75,14 @@ void files_download(struct http_conn *c, struct sbx *sb, const char *path, const
 typedef void (*files_written_fn)(struct http_conn *c, const struct files_result *r);
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
                   files_written_fn answer);
+/* The same in two steps, for a handler that finds its sandbox later: the
+ * body is taken (and held, reading paused) at once; files_upload_into
+ * writes it to sb, or answers why (sb NULL) — always, even after the
+ * client left (then it only frees). */
+struct upload;
+struct upload *files_upload_later(struct http_conn *c, files_written_fn answer);
+void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                       const struct hutch_err *why);
 
 /* keys.c: 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);

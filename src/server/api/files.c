@@ -324,7 +324,11 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
 
 struct upload {
   struct http_conn *c;
-  struct files_op *op; /* NULL once the write has ended */
+  struct files_op *op; /* NULL before the write starts and once it has ended */
+  bool started, gone;  /* files_upload_into came; the client left before it */
+  bool ended;          /* the body ended before the write started */
+  char *early;         /* what came before the write started */
+  size_t nearly;
   files_written_fn answer;
 };
 
@@ -332,17 +336,28 @@ static void up_abort(void *ctx) {
   struct upload *up = ctx;
   if (up->op)
     files_cancel(up->op);
-  free(up);
+  free(up->early);
+  if (up->started)
+    free(up);
+  else
+    up->gone = true; /* files_upload_into frees it */
 }
 
 static void up_body(void *ctx, const char *data, size_t n) {
   struct upload *up = ctx;
-  if (up->op && !files_write_data(up->op, data, n))
+  if (!up->started) { /* kept until the write starts, reading paused meanwhile */
+    up->early = xrealloc(up->early, up->nearly + n);
+    memcpy(up->early + up->nearly, data, n);
+    up->nearly += n;
     http_body_pause(up->c);
+  } else if (up->op && !files_write_data(up->op, data, n)) {
+    http_body_pause(up->c);
+  }
 }
 
 static void up_body_end(void *ctx) {
   struct upload *up = ctx;
+  up->ended = !up->started;
   if (up->op)
     files_write_end(up->op);
 }
@@ -359,6 +374,7 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
   struct upload *up = arg;
   struct http_conn *c = up->c;
   files_written_fn answer = up->answer;
+  free(up->early);
   free(up);
   http_own(c, NULL, NULL);
   if (err)
@@ -367,19 +383,42 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
     answer(c, r);
 }
 
-void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  files_written_fn answer) {
-  struct hutch_err err = {0};
+struct upload *files_upload_later(struct http_conn *c, files_written_fn answer) {
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
-  up->op = files_write(sb, path, user, up_resume, up_done, up, &err);
-  if (!up->op) {
+  http_body_start(c, &up_ops, up);
+  return up;
+}
+
+void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                       const struct hutch_err *why) {
+  struct hutch_err err = {0};
+  if (up->gone) {
     free(up);
-    http_fail(c, &err);
     return;
   }
-  http_body_start(c, &up_ops, up);
+  up->started = true;
+  up->op = sb ? files_write(sb, path, user, up_resume, up_done, up, &err) : NULL;
+  if (!up->op) {
+    up_done(NULL, sb ? &err : why, up);
+    return;
+  }
+  char *early = up->early;
+  size_t n = up->nearly;
+  up->early = NULL;
+  /* The write takes what came early, then the rest as it comes. */
+  bool more = !n || files_write_data(up->op, early, n);
+  free(early);
+  if (up->ended)
+    files_write_end(up->op);
+  else if (more)
+    http_body_resume(up->c);
+}
+
+void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                  files_written_fn answer) {
+  files_upload_into(files_upload_later(c, answer), sb, path, user, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {

@@ -14,6 +14,7 @@ struct volume_wait {
   struct http_wait w;
   struct server *srv;
   struct principal p;
+  volume_render_fn render;
 };
 
 static void volume_made(json_t *vol, const struct hutch_err *err, void *arg) {
@@ -24,13 +25,32 @@ static void volume_made(json_t *vol, const struct hutch_err *err, void *arg) {
       volumes_delete(vw->srv, &vw->p, json_string_value(json_object_get(vol, "id")), NULL, NULL,
                      &e) < 0)
     fprintf(stderr, "hutch serve: %s\n", e.msg);
-  if (c && vol) {
-    json_object_del(vol, "tenant");
-    http_json(c, 201, json_incref(vol));
-  } else if (c) {
+  if (c && vol)
+    vw->render(c, vol, &vw->p);
+  else if (c)
     http_fail(c, err);
-  }
   free(vw);
+}
+
+void volumes_make(struct http_conn *c, const struct principal *p, const char *name,
+                  uint64_t size_mb, volume_render_fn render) {
+  struct hutch_err err = {0};
+  struct volume_wait *vw = xcalloc(1, sizeof *vw);
+  vw->srv = c->srv;
+  vw->p = *p;
+  vw->render = render;
+  http_wait_begin(&vw->w, c);
+  if (volumes_create(c->srv, p, name, size_mb, volume_made, vw, &err) < 0) {
+    http_wait_end(&vw->w);
+    free(vw);
+    http_fail(c, &err);
+  }
+}
+
+static void render(struct http_conn *c, json_t *vol, const struct principal *p) {
+  (void)p;
+  json_object_del(vol, "tenant");
+  http_json(c, 201, json_incref(vol));
 }
 
 /* POST /v1/volumes {name, size_mb} */
@@ -40,18 +60,8 @@ void api_volumes_create(struct http_conn *c, const struct principal *p) {
   const char *name = NULL;
   uint64_t size_mb = 0;
   if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0 &&
-      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0) {
-    struct hutch_err err = {0};
-    struct volume_wait *vw = xcalloc(1, sizeof *vw);
-    vw->srv = c->srv;
-    vw->p = *p;
-    http_wait_begin(&vw->w, c);
-    if (volumes_create(c->srv, p, name, size_mb, volume_made, vw, &err) < 0) {
-      http_wait_end(&vw->w);
-      free(vw);
-      http_fail(c, &err);
-    }
-  }
+      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0)
+    volumes_make(c, p, name, size_mb, render);
   json_decref(o);
 }
 

@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "cleanup.h"
 #include "hostlimits.h"
 #include "util.h"
@@ -24,6 +27,7 @@
 #include "core/snapshots.h"
 #include "core/startup.h"
 #include "core/templates.h"
+#include "core/volworker.h"
 #include "state/seal.h"
 #include "state/store.h"
 
@@ -136,6 +140,12 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   _cleanup_free_ char *db = xasprintf("%s/hutch.db", dir);
   unsigned char key[SEAL_KEY_LEN];
   int r = keys_state_key(dir, key, err) < 0 ? -1 : store_open(db, key, &srv->store, err);
+  /* E2B's volume tokens: a key of their own, from the state key. */
+  static const char purpose[] = "hutch volume tokens";
+  unsigned len = 0;
+  if (r == 0 && !HMAC(EVP_sha256(), key, sizeof key, (const unsigned char *)purpose,
+                      sizeof purpose - 1, srv->volume_key, &len))
+    r = hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "derive the volume token key");
   explicit_bzero(key, sizeof key);
   if (r < 0)
     return -1;
@@ -315,6 +325,7 @@ void server_free(struct server *srv) {
   free(srv->loop);
   pool_free(srv);
   templates_free(srv);
+  volworker_free_all(srv);
   for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);

@@ -163,6 +163,8 @@ struct server {
   struct templates *templates; /* the template store and jobs (core/templates.c) */
   struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
+  json_t *volworkers; /* {volume id: its worker's sandbox id} (volworker.c) */
+  unsigned char volume_key[32]; /* what E2B's volume tokens are a MAC under (volworker.c) */
   bool stopping;
 };
 

@@ -94,6 +94,13 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p);
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p);
 void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p);
 void e2b_templates_delete(struct http_conn *c, const struct principal *p);
+/* e2b/volumes.c: E2B's volumes and their content */
+void e2b_volumes_create(struct http_conn *c, const struct principal *p);
+void e2b_volumes_list(struct http_conn *c, const struct principal *p);
+void e2b_volumes_get(struct http_conn *c, const struct principal *p);
+void e2b_volumes_delete(struct http_conn *c, const struct principal *p);
+void e2b_volume_content(struct http_conn *c, const struct principal *p);
+void e2b_volume_chmod(struct http_conn *c, const struct principal *p);
 /* e2b/tplbuild.c: a build spec as a Dockerfile (malloc'd), base_user the
  * base's user (USER goes back to it after a RUN as another); the COPY
  * steps' file hashes appended to hashes. NULL and err when it cannot be. */
