@@ -62,6 +62,8 @@ static void healthz(struct http_conn *c, const struct principal *p) {
  * ({path} matches it whole, slashes and all, or nothing); the handler
  * checks the caller itself, as a port may be public. */
 #define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true}
+#define E2B_PORT(m) \
+  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true, DIALECT_E2B}
 
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
@@ -137,6 +139,8 @@ static const struct route e2b_api[] = {
      DIALECT_E2B},
     {HTTP_GET, "/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
     {HTTP_GET, "/v2/sandboxes", TENANT, NULL, e2b_sandboxes_list, false, DIALECT_E2B},
+    /* before /sandboxes/{id}, which would take "metrics" for an id */
+    {HTTP_GET, "/sandboxes/metrics", TENANT, NULL, e2b_sandboxes_metrics_many, false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}", TENANT, NULL, e2b_sandboxes_get, false, DIALECT_E2B},
     {HTTP_DELETE, "/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete, false,
      DIALECT_E2B},
@@ -144,9 +148,18 @@ static const struct route e2b_api[] = {
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/pause", TENANT, "sandbox.pause", e2b_sandboxes_pause, false,
      DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect, false,
+     DIALECT_E2B},
     {HTTP_POST, "/v2/sandboxes/{id}/connect", TENANT, "sandbox.connect", e2b_sandboxes_connect,
      false, DIALECT_E2B},
     {HTTP_GET, "/sandboxes/{id}/metrics", TENANT, NULL, e2b_sandboxes_metrics, false, DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/refreshes", TENANT, "sandbox.refresh", e2b_sandboxes_refresh,
+     false, DIALECT_E2B},
+    {HTTP_GET, "/sandboxes/{id}/logs", TENANT, NULL, e2b_sandboxes_logs_v1, false, DIALECT_E2B},
+    {HTTP_GET, "/v2/sandboxes/{id}/logs", TENANT, NULL, e2b_sandboxes_logs, false, DIALECT_E2B},
+    {HTTP_GET, "/teams/{id}/metrics", TENANT, NULL, e2b_team_metrics, false, DIALECT_E2B},
+    E2B_PORT(HTTP_GET), E2B_PORT(HTTP_HEAD), E2B_PORT(HTTP_POST), E2B_PORT(HTTP_PUT),
+    E2B_PORT(HTTP_PATCH), E2B_PORT(HTTP_DELETE), E2B_PORT(HTTP_OPTIONS),
     {HTTP_PUT, "/sandboxes/{id}/network", TENANT, "sandbox.network", e2b_sandboxes_network, false,
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/fork", TENANT, "sandbox.fork", e2b_sandboxes_fork, false,
@@ -218,6 +231,7 @@ static const struct route e2b_envd[] = {
 #undef RPC
 #undef STREAM
 #undef PORT
+#undef E2B_PORT
 
 /* The code interpreter (E2B's code-interpreter template server). */
 static const struct route e2b_interp[] = {
@@ -306,6 +320,23 @@ static const struct route *find(const struct http_req *req, bool *path_known) {
   return NULL;
 }
 
+/* The dialect of req's errors: its route's; a path no route has outside
+ * the native API's is E2B's (its SDKs read {"code", "message"}, and show
+ * another shape as "[object Object]"), as is a port reached by host. */
+static enum http_dialect serve_dialect(struct server *srv, const struct http_req *req) {
+  bool known;
+  size_t n;
+  const struct route *r = find(req, &known);
+  if (ports_routed_by_host(srv, req))
+    return DIALECT_E2B;
+  if (r)
+    return r->dialect;
+  return table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
+                 strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0
+             ? DIALECT_E2B
+             : DIALECT_HUTCH;
+}
+
 bool serve_streams_body(struct server *srv, const struct http_req *req) {
   if (ports_routed_by_host(srv, req))
     return true;
@@ -329,8 +360,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
     if (!s->dying && strcmp(s->id, id) == 0)
       sb = s;
   if (!sb) {
-    http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_not_found", "no sandbox %.32s on this server (it ended, or never was)",
-               id ? id : "");
+    ports_sandbox_missing(c, id ? id : "");
     return NULL;
   }
   if (access == SANDBOX_ANY)
@@ -367,6 +397,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   const struct route *found = find(req, &path_known);
   if (!found) {
     size_t n;
+    c->dialect = serve_dialect(srv, req);
     if (!table_for(req, &n))
       http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
                  http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
@@ -472,6 +503,7 @@ static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_
 const struct http_handlers serve_http = {
     .dispatch = serve_dispatch,
     .streams_body = serve_streams_body,
+    .dialect = serve_dialect,
     .done = serve_request_done,
     .room = room,
 };

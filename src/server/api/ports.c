@@ -1,7 +1,11 @@
 /* Inbound ports: a service listening inside a sandbox, reached through the
  * server (docs/network.md). Two ways name it:
  *   /v1/sandboxes/{id}/ports/{port}/PATH   the rest of the path goes on
+ *   /sandboxes/{id}/ports/{port}/PATH      the same, in E2B's API
  *   Host: {port}-{id}.{domain}             E2B's getHost(); the path as is
+ * The last two answer as E2B's proxy does: {"code", "message"}, a sandbox
+ * that is not there a 502 "The sandbox was not found", a port nothing
+ * listens on a 502 "The sandbox is running but port is not open".
  * A port is private unless the sandbox makes it public: a private one
  * needs the owner's API key or the sandbox's traffic token, and the
  * credential is taken off the request before it goes in.
@@ -40,6 +44,7 @@
 #include "core/keys.h"
 #include "core/network.h"
 #include "core/sbx.h"
+#include "http/json.h"
 
 #define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */
 
@@ -164,8 +169,15 @@ static void on_connected(struct relay *r, int status) {
   if (status < 0) {
     pc->c = NULL;
     http_own(c, NULL, NULL);
-    http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)", pc->sandbox,
-               pc->port, uv_strerror(status));
+    if (c->dialect == DIALECT_E2B) { /* as E2B's proxy says it */
+      c->last_error = "port_closed";
+      http_json(c, 502, json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
+                                  "The sandbox is running but port is not open", "sandboxId",
+                                  pc->sandbox, "port", pc->port));
+    } else {
+      http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)",
+                 pc->sandbox, pc->port, uv_strerror(status));
+    }
     relay_close(&pc->relay);
     return;
   }
@@ -273,6 +285,14 @@ static char *inner_head(struct http_conn *c, const char *target, bool one_reques
   return head;
 }
 
+void ports_sandbox_missing(struct http_conn *c, const char *id) {
+  char shown[33];
+  str_copy(shown, sizeof shown, id);
+  c->last_error = "sandbox_not_found";
+  http_json(c, 502, json_pack("{s:i,s:s,s:o}", "code", 502, "message", "The sandbox was not found",
+                              "sandboxId", serve_json_text(shown)));
+}
+
 void ports_forward(struct http_conn *c, const struct principal *unused) {
   (void)unused;
   struct server *srv = c->srv;
@@ -281,11 +301,14 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   char id[17];
   char *target;
   bool by_host = host_route(srv, http_header(req, "Host"), &port, id);
+  bool native = !by_host && strncmp(req->target, "/v1/", 4) == 0;
+  if (!native)
+    c->dialect = DIALECT_E2B;
   if (by_host) {
     target = xstrdup(req->target);
   } else {
-    /* /v1/sandboxes/{id}/ports/{port}[/rest][?query] */
-    const char *s = req->target + strlen("/v1/sandboxes/");
+    /* [/v1]/sandboxes/{id}/ports/{port}[/rest][?query] */
+    const char *s = req->target + strlen(native ? "/v1/sandboxes/" : "/sandboxes/");
     const char *slash = strchr(s, '/');
     if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0 || !utf8_valid(s, 16)) {
       http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
@@ -325,6 +348,8 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   bool one_request = checked && !upgrade;
   if (port == 0 || port > 65535) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
+  } else if (!sb && !native) {
+    ports_sandbox_missing(c, id);
   } else if (!sb) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
   } else if (!public && !may_enter(c, sb)) {
@@ -333,7 +358,9 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
     bool any = http_header(req, "Authorization") || http_header(req, "X-API-Key") ||
                http_header(req, "X-Hutch-Traffic-Token") ||
                http_header(req, "E2B-Traffic-Access-Token");
-    if (any)
+    if (any && !native)
+      ports_sandbox_missing(c, id);
+    else if (any)
       http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
     else
       http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",

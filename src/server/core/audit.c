@@ -146,22 +146,44 @@ void audit_close(struct audit *a) {
   free(a);
 }
 
+/* A sandbox's own lines, kept in memory while it lives (the last
+ * SBX_LOG_MAX): what E2B shows as a sandbox's logs. They are its owner's
+ * actions on it and what it did (egress, ports, escapes): nothing another
+ * tenant did, as no other tenant reaches it. */
+static void keep_for_sandbox(struct server *srv, json_t *line) {
+  const char *id = json_string_value(json_object_get(line, "sandbox"));
+  const char *tenant = json_string_value(json_object_get(line, "tenant"));
+  struct principal p = {0};
+  if (!id || !tenant)
+    return;
+  str_copy(p.tenant, sizeof p.tenant, tenant);
+  struct sbx *sb = sbx_find_own(srv, &p, id);
+  if (!sb)
+    return;
+  if (!sb->log)
+    sb->log = json_array();
+  if (json_array_size(sb->log) == SBX_LOG_MAX)
+    json_array_remove(sb->log, 0);
+  json_array_append(sb->log, line);
+}
+
 void serve_audit(struct server *srv, json_t *j) {
   /* No line must go missing unseen: one that could not be made is said. */
   if (!j)
     j = json_pack("{s:s}", "error", "an audit line could not be written as JSON");
+  char when[32];
+  iso8601(wall_ms(), when);
+  /* "time" first: a reader sees when before what. */
+  json_t *line = json_pack("{s:s}", "time", when);
+  json_object_update(line, j);
   if (srv->audit) {
-    char when[32];
-    iso8601(wall_ms(), when);
-    /* "time" first: a reader sees when before what. */
-    json_t *line = json_pack("{s:s}", "time", when);
-    json_object_update(line, j);
     char *text = json_dumps(line, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
     if (!text)
       abort(); /* out of memory */
     audit_append(srv, srv->audit, text, strlen(text));
     free(text);
-    json_decref(line);
   }
+  keep_for_sandbox(srv, line);
+  json_decref(line);
   json_decref(j);
 }

@@ -106,7 +106,8 @@ struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
   for (struct sbx *sb = srv->sandboxes; sb && *n < srv->nsandboxes; sb = sb->next)
     if (strcmp(sb->tenant, p->tenant) == 0 && (sb->paused ? f->paused : f->running) &&
         (!f->metadata || metadata_match(sb, f->metadata)) &&
-        (!f->template || strcmp(f->template, sb->template) == 0))
+        (!f->template || strcmp(f->template, sb->template) == 0) &&
+        sb->created_ms >= f->started_after_ms)
       all[(*n)++] = sb;
   qsort(all, *n, sizeof *all, newer_first);
   return all;

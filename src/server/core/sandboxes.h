@@ -51,6 +51,7 @@ struct sandbox_filter {
   bool running, paused; /* the states shown */
   json_t *metadata;     /* an object: every pair must match; NULL: any */
   const char *template; /* NULL: any */
+  int64_t started_after_ms; /* made at or after it (ms since the epoch) */
 };
 /* The caller's sandboxes that pass f, newest first (ties by id): a
  * malloc'd array of *n (the sandboxes are the registry's). */

@@ -24,6 +24,8 @@ struct context;
 struct watch;
 struct egress;
 
+#define SBX_LOG_MAX 256
+
 struct sbx {
   struct sbx *next, *prev; /* srv->sandboxes while listed; next: a pool's ready list */
   struct sbx *id_next;     /* the chain of its bucket in srv->by_id */
@@ -75,6 +77,7 @@ struct sbx {
   /* What lets a client reach its private ports without an API key. */
   char traffic_token[SERVE_TOKEN_LEN + 1];
   struct escapes escapes; /* refused syscalls (escapes.c) */
+  json_t *log; /* its audit lines, the last SBX_LOG_MAX (audit.c); NULL: none yet */
   bool dying;
 };
 

@@ -6,10 +6,12 @@
  *   GET  /sandboxes/{id}                  detail
  *   DELETE /sandboxes/{id}                204
  *   POST /sandboxes/{id}/timeout          {timeout} seconds from now, 204
- *   POST /v2/sandboxes/{id}/connect       {timeout} extends only; the sandbox again
+ *   POST /sandboxes/{id}/connect          {timeout} extends only; the sandbox again
+ *   POST /v2/sandboxes/{id}/connect       the same
  *   POST /sandboxes/{id}/pause            204
- *   GET  /sandboxes/{id}/metrics          samples
- *   …and snapshots, forks (docs/e2b.md); network settings in e2b/network.c
+ *   POST /sandboxes/{id}/refreshes        {duration}: its end moves later, 204
+ *   …and snapshots, forks (docs/e2b.md); network settings in e2b/network.c,
+ *   lists in e2b/lists.c, metrics and logs in e2b/observe.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
 #include <stdlib.h>
@@ -28,9 +30,6 @@
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/json.h"
-
-#define LIST_DEFAULT 100
-#define LIST_MAX 100
 
 /* E2B's template names that the `host` template stands for, unless the
  * store has a template of that name (docs/templates.md: a
@@ -58,7 +57,7 @@ static json_t *sandbox_json(const struct sbx *sb) {
                    sb->traffic_token, "domain", domain_json(sb));
 }
 
-static json_t *listed_json(const struct sbx *sb) {
+json_t *e2b_listed_json(const struct sbx *sb) {
   char started[32], ends[32];
   iso8601(sb->created_ms, started);
   /* Paused: it ends when its retention does. */
@@ -165,125 +164,11 @@ out:
   json_decref(o);
 }
 
-/* E2B's metadata filter: the SDK sends the pairs as a query string, each
- * key and value escaped, the whole escaped again (decoded once already by
- * http_query_next). All pairs must match. */
-static json_t *metadata_filter(struct http_conn *c, const char *q) {
-  char *pairs = http_unescape(q);
-  json_t *want = json_object();
-  for (const char *s = pairs; s && *s;) {
-    char *key = NULL, *value = NULL;
-    s = http_query_next(s, &key, &value);
-    if (!key || !value) {
-      free(key);
-      free(value);
-      json_decref(want);
-      want = NULL;
-      break;
-    }
-    json_object_set_new(want, key, serve_json_text(value));
-    free(key);
-    free(value);
-  }
-  if (!pairs || !want) {
-    json_decref(want);
-    want = NULL;
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "metadata must be key=value pairs, URL-encoded");
-  }
-  free(pairs);
-  return want;
-}
-
-void e2b_sandboxes_list(struct http_conn *c, const struct principal *p) {
-  json_t *want = NULL;
-  bool running = true, paused = true, asc = false, bad = false;
-  uint64_t limit = LIST_DEFAULT;
-  char *after = NULL, *tmpl = NULL;
-  for (const char *q = c->req.query; q && *q && !bad;) {
-    char *key = NULL, *value = NULL;
-    q = http_query_next(q, &key, &value);
-    if (!key || !value) {
-      bad = true;
-    } else if (strcmp(key, "metadata") == 0) {
-      json_decref(want);
-      bad = !(want = metadata_filter(c, value));
-      if (bad) { /* answered */
-        free(key);
-        free(value);
-        free(after);
-        free(tmpl);
-        return;
-      }
-    } else if (strcmp(key, "state") == 0) {
-      running = paused = false;
-      for (char *st = value, *save = NULL, *tok; (tok = strtok_r(st, ",", &save)); st = NULL) {
-        running |= strcmp(tok, "running") == 0;
-        paused |= strcmp(tok, "paused") == 0;
-      }
-    } else if (strcmp(key, "limit") == 0) {
-      bad = !parse_u64(value, &limit) || limit < 1 || limit > LIST_MAX;
-    } else if (strcmp(key, "order") == 0) {
-      asc = strcmp(value, "asc") == 0;
-      bad = !asc && strcmp(value, "desc") != 0;
-    } else if (strcmp(key, "nextToken") == 0) {
-      free(after);
-      after = xstrdup(value);
-    } else if (strcmp(key, "template") == 0) {
-      free(tmpl);
-      tmpl = xstrdup(value);
-    }
-    free(key);
-    free(value);
-  }
-  if (bad) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "bad query: limit is 1 to %d, order asc or desc, and values URL-encoded", LIST_MAX);
-    goto out;
-  }
-  /* E2B's names of the host template list the host's sandboxes. */
-  bool host = tmpl && (strcmp(tmpl, "base") == 0 || strncmp(tmpl, "code-interpreter", 16) == 0);
-  struct sandbox_filter f = {.running = running, .paused = paused, .metadata = want,
-                             .template = host ? "host" : tmpl};
-  size_t n;
-  struct sbx **all = sandboxes_list(c->srv, p, &f, &n);
-  /* The page starts after the sandbox the token names: "<created>_<id>". */
-  size_t from = 0;
-  if (after) {
-    from = n;
-    for (size_t i = 0; i < n; i++) {
-      char tok[48];
-      snprintf(tok, sizeof tok, "%lld_%s", (long long)all[asc ? n - 1 - i : i]->created_ms,
-               all[asc ? n - 1 - i : i]->id);
-      if (strcmp(tok, after) == 0)
-        from = i + 1;
-    }
-  }
-  json_t *a = json_array();
-  size_t i;
-  for (i = from; i < n && json_array_size(a) < limit; i++)
-    json_array_append_new(a, listed_json(all[asc ? n - 1 - i : i]));
-  char extra[96] = "";
-  if (i < n) {
-    const struct sbx *last = all[asc ? n - i : i - 1];
-    snprintf(extra, sizeof extra, "X-Next-Token: %lld_%s\r\n", (long long)last->created_ms,
-             last->id);
-  }
-  free(all);
-  size_t len;
-  char *body = http_json_line(a, &len);
-  http_respond(c, 200, "application/json", body, len, extra[0] ? extra : NULL);
-  free(body);
-out:
-  json_decref(want);
-  free(after);
-  free(tmpl);
-}
-
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  json_t *j = listed_json(sb);
+  json_t *j = e2b_listed_json(sb);
   json_object_set_new(j, "envdAccessToken", json_string(sb->token));
   json_object_set_new(j, "domain", domain_json(sb));
   json_t *net = e2b_network_json(sb);
@@ -346,6 +231,24 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, sandbox_json(sb));
 }
 
+/* {duration}: seconds (0 to 3600) it lives from now at least, never less
+ * than E2B's 15 s; its end only ever moves later (E2B's keep-alive). */
+#define REFRESH_MIN_S 15
+#define REFRESH_MAX_S 3600
+void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"duration", NULL};
+  uint64_t d = REFRESH_MIN_S;
+  struct sbx *sb = sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
+  bool ok = sb && (!c->req.body_len || (o && body_only(c, o, known) >= 0 &&
+                                        body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0));
+  json_decref(o);
+  if (!ok)
+    return;
+  act_set_timeout(sb, (double)(d < REFRESH_MIN_S ? REFRESH_MIN_S : d), true);
+  http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
 static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
   struct http_wait *w = arg;
   struct http_conn *c = http_wait_end(w);
@@ -378,28 +281,6 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
     http_wait_begin(w, c);
     sbx_pause(sb, e2b_answer_pause, w);
   }
-}
-
-static void e2b_point(const struct usage_point *pt, void *arg) {
-  char t[32];
-  iso8601(pt->ms, t);
-  json_array_append_new(
-      arg, json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
-                     (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct",
-                     pt->cpu_pct, "memUsed", (json_int_t)pt->memory_used, "memTotal",
-                     (json_int_t)pt->memory_limit, "memCache", (json_int_t)pt->memory_cache,
-                     "diskUsed", (json_int_t)pt->disk_used, "diskTotal",
-                     (json_int_t)pt->disk_limit));
-}
-
-void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
-    return;
-  json_t *a = json_array();
-  usage_points(sb, start, end, e2b_point, a);
-  http_json(c, 200, a);
 }
 
 struct sbx *e2b_sandbox(struct http_conn *c) {
@@ -477,24 +358,6 @@ void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
   if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
     snapshots_take(c, p, sb, name, e2b_snapshot_made);
   json_decref(o);
-}
-
-/* ?sandboxID= filters by the sandbox a snapshot was taken of. */
-void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
-  char *of = http_query(&c->req, "sandboxID");
-  json_t *all = snapshots_list(c->srv, p->tenant), *out = json_array(), *v;
-  size_t i;
-  json_array_foreach(all, i, v) {
-    const char *name = json_string_value(json_object_get(v, "name"));
-    if (json_is_true(json_object_get(v, "ephemeral")) ||
-        (of && strcmp(of, json_string_value(json_object_get(v, "sandbox"))) != 0))
-      continue;
-    json_array_append_new(out, json_pack("{s:O,s:o}", "snapshotID", json_object_get(v, "id"),
-                                         "names", *name ? json_pack("[s]", name) : json_array()));
-  }
-  json_decref(all);
-  free(of);
-  http_json(c, 200, out);
 }
 
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {

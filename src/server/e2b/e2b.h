@@ -4,6 +4,8 @@
 #define HUTCH_E2B_E2B_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 struct server;
 struct sbx;
@@ -29,15 +31,27 @@ void pool_metrics(FILE *f, const struct server *srv);
 
 /* e2b/control.c: /sandboxes, /v2/sandboxes */
 void e2b_sandboxes_create(struct http_conn *c, const struct principal *p);
-void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p);
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p);
+/* A sandbox as E2B lists it (ListedSandbox). */
+json_t *e2b_listed_json(const struct sbx *sb);
+/* e2b/lists.c: the lists, a page at a time */
+void e2b_sandboxes_list(struct http_conn *c, const struct principal *p);
 void e2b_snapshots_list(struct http_conn *c, const struct principal *p);
+/* An RFC 3339 time, as JavaScript's toISOString writes it
+ * ("2026-11-26T17:30:00.123Z", or with an offset), in ms since the epoch. */
+bool e2b_parse_time(const char *s, int64_t *ms);
+/* e2b/observe.c: metrics and logs */
+void e2b_sandboxes_metrics_many(struct http_conn *c, const struct principal *p);
+void e2b_team_metrics(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p);
+void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p);
 /* The sandbox of a data-plane request (routes.c checked it), or NULL once
  * it is gone. */
 struct sbx *e2b_sandbox(struct http_conn *c);

@@ -353,7 +353,15 @@ void e2b_process_update(struct http_conn *c, const struct principal *p) {
   json_decref(m);
 }
 
+/* A paused sandbox's envd does not answer: 502, as E2B's proxy says it
+ * (the SDKs' isRunning() reads it as "not running"); one made to resume on
+ * traffic resumes, as any request to it would. */
 void e2b_envd_health(struct http_conn *c, const struct principal *p) {
   (void)p;
-  http_respond(c, 204, "application/json", "", 0, NULL);
+  struct sbx *sb = e2b_sandbox(c);
+  if (!sb || (sb->paused && !sb->auto_resume))
+    http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_paused", "sandbox %s is paused: connect resumes it",
+               c->req.params[0]);
+  else if (sbx_wake(c, sb))
+    http_respond(c, 204, "application/json", "", 0, NULL);
 }

@@ -131,6 +131,7 @@ static int on_headers_complete(http_parser *p) {
   r->query = q ? xstrdup(q + 1) : NULL;
   if (!r->path)
     abort();
+  c->dialect = c->hs->h->dialect(c->hs->owner, r);
   if (c->hs->h->streams_body(c->hs->owner, r)) {
     /* The handler takes the body as it comes: stop here and dispatch. */
     c->headers_done = true;

@@ -33,12 +33,26 @@ struct server;
 struct http_conn;
 struct http_req;
 
+/* How http_error writes an error: the API the request came in by decides
+ * (routes.c: http_handlers.dialect when the headers are read, then
+ * the route's own before the handler runs). */
+enum http_dialect {
+  DIALECT_HUTCH,   /* {"error":{"code","message"}} */
+  DIALECT_E2B,     /* E2B's REST API and envd's HTTP routes: {"code":STATUS,"message"} */
+  DIALECT_CONNECT, /* Connect RPC, unary: {"code":"not_found","message"} */
+  DIALECT_CONNECT_STREAM, /* Connect RPC, server stream: 200 and an end-of-stream error */
+  DIALECT_TEXT,    /* E2B's code interpreter: the message as text/plain */
+};
+
 /* What the transport asks of the server it serves (routes.c, fds.c). */
 struct http_handlers {
   /* A request is read: answer it. */
   void (*dispatch)(struct server *srv, struct http_conn *c);
   /* Whether the route for req takes its body streamed (file uploads). */
   bool (*streams_body)(struct server *srv, const struct http_req *req);
+  /* How req's errors are written before its route answers (a body too
+   * large): its front end's dialect. */
+  enum http_dialect (*dialect)(struct server *srv, const struct http_req *req);
   /* A response has ended (audit line, metrics). */
   void (*done)(struct server *srv, struct http_conn *c);
   /* Whether the server has descriptors to spare for one more client. */
@@ -102,16 +116,6 @@ struct http_stream_ops {
   void (*body_end)(void *ctx);
   /* After http_raw_start: bytes the client sent. */
   void (*raw)(void *ctx, const char *data, size_t n);
-};
-
-/* How http_error writes an error: the API the request came in by decides
- * (routes.c sets it before the handler runs). */
-enum http_dialect {
-  DIALECT_HUTCH,   /* {"error":{"code","message"}} */
-  DIALECT_E2B,     /* E2B's REST API and envd's HTTP routes: {"code":STATUS,"message"} */
-  DIALECT_CONNECT, /* Connect RPC, unary: {"code":"not_found","message"} */
-  DIALECT_CONNECT_STREAM, /* Connect RPC, server stream: 200 and an end-of-stream error */
-  DIALECT_TEXT,    /* E2B's code interpreter: the message as text/plain */
 };
 
 enum http_conn_state {
