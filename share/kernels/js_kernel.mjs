@@ -7,7 +7,8 @@
 //
 // Cells are evaluated by node's own REPL evaluator, so that declarations
 // persist from cell to cell in one context and top-level await works;
-// An interrupt stops the running cell: SIGINT breaks one that never yields
+// static `import` declarations, which the REPL refuses, become dynamic
+// imports (esmImports). An interrupt stops the running cell: SIGINT breaks one that never yields
 // (breakEvalOnSigint; kernel.py starts node with SIGINT ignored otherwise,
 // since a SIGINT listener would disable that), and an {"interrupt":true}
 // line from kernel.py ends one waiting on a promise.
@@ -50,6 +51,29 @@ function errorEvent(err, name) {
   return { type: 'error', name: name || 'Error', value: util.inspect(err), traceback: '' };
 }
 
+// `import x from 'm'`, `import * as ns from 'm'`, `import { a, b as c }
+// from 'm'`, `import x, { a } from 'm'` and `import 'm'` at the start of a
+// line, as `var` bindings of a dynamic import (a cell may run again, and
+// names made by a cell stay for the next ones, as the REPL's do). Each
+// keeps its lines, so an error's line number is the cell's.
+const IMPORT = /^([ \t]*)import[ \t]+(?!type\b)(?:([\w$]+)[ \t]*(?:,[ \t]*)?)?(\*[ \t]*as[ \t]+[\w$]+|\{[^}]*\})?[ \t\n]*(?:from[ \t]*)?(['"])([^'"\n]+)\4[ \t]*;?/gm;
+let imports = 0;
+function esmImports(code) {
+  return code.replace(IMPORT, (all, indent, def, rest, quote, spec) => {
+    if (!def && !rest && /\bfrom\b/.test(all)) return all;
+    const m = `__hutch_import${imports++}`;
+    const parts = [`var ${m} = await import(${JSON.stringify(spec)});`];
+    if (def) parts.push(`var ${def} = ${m}.default;`);
+    if (rest && rest.startsWith('*')) parts.push(`var ${rest.replace(/^\*\s*as\s+/, '')} = ${m};`);
+    else if (rest) {
+      const names = rest.slice(1, -1).split(',').map((n) => n.trim()).filter(Boolean)
+        .map((n) => n.replace(/\s+as\s+/, ': '));
+      parts.push(`var { ${names.join(', ')} } = ${m};`);
+    }
+    return indent + parts.join(' ') + '\n'.repeat((all.match(/\n/g) || []).length);
+  });
+}
+
 function runCell(code, env) {
   return new Promise((resolve) => {
     const saved = {};
@@ -80,7 +104,7 @@ function runCell(code, env) {
     };
     pending = finish;
     try {
-      server.eval(code, server.context, 'cell', (err, result) => finish(err, result));
+      server.eval(esmImports(code), server.context, 'cell', (err, result) => finish(err, result));
     } catch (err) {
       finish(err);
     }

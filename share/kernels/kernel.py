@@ -20,9 +20,12 @@ import ast
 import base64
 import builtins
 import codecs
+import importlib.abc
 import io
 import json
 import linecache
+import math
+import mimetypes
 import os
 import shlex
 import select
@@ -33,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,21 +124,69 @@ MIME = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
 BINARY = {"png", "jpeg", "pdf"}
 
 
-def figure_png(fig):
+def plain(text):
+    """A result's text as E2B's interpreter gives it: a string's repr
+    without its quotes."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def jsonable(obj):
+    """obj as JSON can carry it: numpy's values as Python's, times as ISO
+    text, NaN and infinities as null, anything else as its str()."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if type(obj).__module__ == "numpy" and hasattr(obj, "tolist"):
+        return jsonable(obj.tolist())
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (str, int, type(None))):
+        return obj
+    return str(obj)
+
+
+def figure_formats(fig):
+    """A matplotlib figure: its PNG and, as E2B's, its data as a chart."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
+    out = {"text": repr(fig), "png": base64.b64encode(buf.getvalue()).decode()}
+    try:
+        import hutch_charts
+        chart = hutch_charts.chart(fig)
+    except Exception:  # a figure the extraction does not understand is still shown
+        chart = None
+    if chart:
+        out["chart"] = jsonable(chart)
+    return out
 
 
 def formats(obj):
-    """The formats an object shows itself in, as E2B's results carry them."""
+    """The formats an object shows itself in, as E2B's results carry them:
+    IPython's, and E2B's own `data` (a DataFrame's columns), `json` (a list
+    or dict) and `chart` (a matplotlib figure's data)."""
     out = {}
     try:
-        out["text"] = repr(obj)
+        out["text"] = plain(repr(obj))
     except Exception as e:  # a broken __repr__ still leaves the others
         out["text"] = f"<repr failed: {type(e).__name__}: {e}>"
     if isinstance(obj, type):
         return out
+    if isinstance(obj, (list, dict)):
+        try:
+            out["json"] = json.loads(json.dumps(obj, allow_nan=False))
+        except (TypeError, ValueError):
+            pass
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(obj, pandas.DataFrame):
+        try:
+            out["data"] = jsonable(obj.to_dict(orient="list"))
+        except Exception:
+            pass
     bundle = getattr(obj, "_repr_mimebundle_", None)
     if callable(bundle):
         try:
@@ -157,14 +209,123 @@ def formats(obj):
         if value is not None:
             out[key] = value
     if type(obj).__name__ == "Figure" and type(obj).__module__.startswith("matplotlib"):
-        out["png"] = figure_png(obj)
+        out.update(figure_formats(obj))
     for key in BINARY & out.keys():
         if isinstance(out[key], (bytes, bytearray)):
             out[key] = base64.b64encode(out[key]).decode()
     return out
 
 
+# ---- artifacts: the files a cell made or changed ---------------------------
+
+# Where a cell's files are looked for (and what in them is not its work);
+# how many entries a look may visit, and how many files it reports.
+NOT_ARTIFACTS = {".cache", ".config", ".local", ".npm", ".ipython", ".git", "__pycache__",
+                 "node_modules"}
+PRIVATE = "hutch-bash-"  # a bash kernel's cells (Child), in /tmp
+KERNEL_FS = ("/proc", "/sys", "/dev")  # a cwd of "/": not files anyone made
+SCAN_MAX = 20000
+ARTIFACTS_MAX = 100
+CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
+
+
+def since():
+    """Now, by the clock the kernel stamps files with (a coarse one: a
+    finer now could be later than the stamp of a file written after it)."""
+    return time.clock_gettime_ns(CLOCK_REALTIME_COARSE)
+
+
+def artifacts(t0, skip, reported):
+    """Regular files under the cwd, the home directory and /tmp whose
+    inode changed at or after t0 (written, made, moved in): path, size
+    and a MIME type guessed from the name. Symlinks are not followed.
+    reported: (device, inode) -> ctime of the files reported before, which
+    are not again unless changed since (one the cell before wrote within
+    t0's clock tick has a ctime of t0)."""
+    home = os.path.expanduser("~")  # "/" for a UID without a name: none
+    # Each root on its own (never looked in from another), the likeliest
+    # small first: a cwd of "/" would take the whole budget.
+    every = list(dict.fromkeys(["/tmp", home if home != "/" else "/tmp", os.getcwd()]))
+    roots, found, budget, dirs = list(every), {}, SCAN_MAX, []
+    while (dirs or roots) and budget > 0:
+        try:
+            entries = os.scandir(dirs.pop() if dirs else roots.pop(0))
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                budget -= 1
+                if budget <= 0:
+                    break
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name not in NOT_ARTIFACTS and not e.name.startswith(PRIVATE) and \
+                                e.path not in skip and e.path not in KERNEL_FS and \
+                                e.path not in every:
+                            dirs.append(e.path)
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if e.is_file(follow_symlinks=False) and st.st_ctime_ns >= t0 and \
+                        reported.get(key) != st.st_ctime_ns:
+                    reported[key] = st.st_ctime_ns
+                    found.setdefault(key, {
+                        "path": e.path, "size": st.st_size,
+                        "mime_type": mimetypes.guess_type(e.name)[0] or "application/octet-stream"})
+    if len(reported) > 10 * ARTIFACTS_MAX:  # only the last cell's matter
+        for key in set(reported) - set(found):
+            del reported[key]
+    return sorted(found.values(), key=lambda f: f["path"])[:ARTIFACTS_MAX]
+
+
 # ---- Python ---------------------------------------------------------------
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Runs hooks[name](module) once module name is imported: what E2B's
+    interpreter sets up in PIL at its start, here only if a cell imports it."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+
+    def find_spec(self, name, path, target=None):
+        hook = self.hooks.pop(name, None)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if finder is not self and find else None
+            if spec is not None and spec.loader is not None:
+                run = spec.loader.exec_module
+                spec.loader.exec_module = lambda module: (run(module), hook(module))
+                return spec
+        return None
+
+
+class Viewer:
+    """PIL's Image.show(): the image as a result, as in IPython."""
+
+    def __init__(self, display):
+        self.display = display
+
+    def show(self, image, **options):
+        self.display(image)
+        return 1
+
+
+def pil_hooks(display):
+    def image(module):
+        save = module.Image.save
+
+        def save_shown(self, fp, format=None, **params):  # E2B shows a saved image
+            if isinstance(fp, str):
+                display(self)
+            return save(self, fp, format, **params)
+        module.Image.save = save_shown
+    return {"PIL.Image": image,
+            "PIL.ImageShow": lambda module: module.register(Viewer(display), 0)}
+
 
 class Python:
     language = "python"
@@ -185,6 +346,9 @@ class Python:
             os.environ.setdefault("MATPLOTLIBRC", rc)
         sys.path.insert(0, HERE)
         builtins.__hutch_show_figures__ = self.show_figures
+        import hutch_ipy
+        self.ipy = builtins.__hutch_ipy__ = hutch_ipy
+        sys.meta_path.insert(0, AfterImport(pil_hooks(self.display)))
         signal.signal(signal.SIGINT, self.on_sigint)
 
     def on_sigint(self, signum, frame):
@@ -200,37 +364,36 @@ class Python:
         if not plt:
             return
         for num in plt.get_fignums():
-            fig = plt.figure(num)
-            self.ch.event("result", is_main_result=False, text=repr(fig), png=figure_png(fig))
+            self.ch.event("result", is_main_result=False, **figure_formats(plt.figure(num)))
         plt.close("all")
 
     def error(self, e):
         """The cell's exception, its traceback without the kernel's frames."""
         tb = traceback.TracebackException(type(e), e, e.__traceback__)
-        mine = os.path.abspath(__file__)
         tb.stack = traceback.StackSummary.from_list(
-            [f for f in tb.stack if os.path.abspath(f.filename) != mine])
+            [f for f in tb.stack if os.path.dirname(os.path.abspath(f.filename)) != HERE])
         self.ch.event("error", name=type(e).__name__, value=str(e), traceback="".join(tb.format()))
 
-    def unsupported(self, code, e):
-        line = code.splitlines()[e.lineno - 1].lstrip() if e.lineno and e.text is not None else ""
-        if line.startswith(("!", "%")):
-            self.ch.event("error", name="NotSupportedError",
-                          value="`!shell` lines and `%magic` commands are not supported: use "
-                                "subprocess.run() in Python, or a bash context",
-                          traceback=f"{line}\nNotSupportedError: not Python")
-            return True
-        return False
+    def parse(self, code, name):
+        """The cell as Python, IPython's `!` and `%` lines made calls
+        (hutch_ipy) when it is not Python as written."""
+        code = self.ipy.dedent(code)
+        try:
+            return ast.parse(code, name, "exec")
+        except SyntaxError as e:
+            try:
+                return ast.parse(self.ipy.rewrite(code), name, "exec")
+            except SyntaxError:
+                raise e from None
 
     def run(self, code):
         self.count += 1
         name = f"<cell-{self.count}>"
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         try:
-            tree = ast.parse(code, name, "exec")
-        except SyntaxError as e:
-            if not self.unsupported(code, e):
-                self.error(e)
+            tree = self.parse(code, name)
+        except SyntaxError as e:  # the parser's own frames are not the cell's
+            self.error(e.with_traceback(None))
             return
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -357,7 +520,7 @@ class Child:
             argv, fds = ["node", os.path.join(HERE, "js_kernel.mjs")], {3: cmd_r, 4: ev_w}
         else:
             argv, fds = ["bash", "--noprofile", "--norc"], {0: cmd_r, 3: ev_w}
-            self.dir = tempfile.mkdtemp(prefix="hutch-bash-")
+            self.dir = tempfile.mkdtemp(prefix=PRIVATE)
         def setup():
             if language == "javascript":  # interrupts reach node from us only: on_sigint
                 os.setpgid(0, 0)
@@ -367,6 +530,7 @@ class Child:
                 devnull = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(devnull, 0)
         self.proc = subprocess.Popen(argv, preexec_fn=setup, close_fds=False)
+        self.private = {self.dir} if language == "bash" else set()
         for fd in (cmd_r, ev_w):
             os.close(fd)
         self.cmd = os.fdopen(cmd_w, "w", buffering=1, encoding="utf-8")
@@ -441,6 +605,8 @@ class Child:
                               traceback=f"the cell's last command exited with status {status}")
             return
         for ev in json.loads(line):
+            if ev.get("type") == "result" and isinstance(ev.get("text"), str):
+                ev["text"] = plain(ev["text"])
             self.ch.event(ev.pop("type"), **ev)
 
 
@@ -466,6 +632,7 @@ def main():
                                   errors="backslashreplace", line_buffering=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     runner = Python(ch, captures) if language == "python" else Child(ch, captures, language)
+    reported = {}
     ch.send({"type": "ready", "language": language, "pid": os.getpid()})
     while line := requests.readline():
         try:
@@ -484,6 +651,7 @@ def main():
             ch.cell = None
             continue
         env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+        t0 = since()
         if language == "python":
             saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
@@ -497,6 +665,9 @@ def main():
                         os.environ[k] = v
         else:
             runner.run(str(req.get("code", "")), env)
+        files = artifacts(t0, getattr(runner, "private", ()), reported)
+        if files:
+            ch.event("artifacts", files=files)
         ch.event("number_of_executions", execution_count=runner.count)
         ch.event("end_of_execution")
         ch.cell = None

@@ -534,13 +534,134 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
   return 0;
 }
 
+/* ---- changed: an exec's artifacts ---- */
+
+#define CHANGED_VISIT_MAX 20000       /* entries looked at */
+#define CHANGED_FILES_MAX 100         /* files reported */
+#define CHANGED_BYTES_MAX (32u << 10) /* of their paths: the result stays under the agent's cap */
+
+/* Tool caches and version control, and the bash kernel's cells
+ * (share/kernels/kernel.py): not what a command is asked to make. */
+static bool not_artifacts(const char *name) {
+  static const char *const skip[] = {".cache", ".config", ".local", ".npm", ".ipython", ".git",
+                                     "__pycache__", "node_modules", NULL};
+  for (const char *const *s = skip; *s; s++)
+    if (strcmp(name, *s) == 0)
+      return true;
+  return strncmp(name, "hutch-bash-", 11) == 0;
+}
+
+struct changed {
+  int64_t since_ns;
+  unsigned visits;
+  size_t bytes;
+  json_t *files;
+  const char *const *roots; /* each looked in on its own, never from another */
+  char **dirs; /* to look in: a stack */
+  size_t ndirs, cap;
+};
+
+static void changed_push(struct changed *c, char *dir) {
+  if (c->ndirs == c->cap) {
+    c->cap = c->cap ? 2 * c->cap : 64;
+    c->dirs = xrealloc(c->dirs, c->cap * sizeof *c->dirs);
+  }
+  c->dirs[c->ndirs++] = dir;
+}
+
+/* One directory's regular files whose inode changed at or after since_ns
+ * (lstat: a symlink is never followed, nor reported), its subdirectories
+ * to the stack. */
+static void changed_dir(struct changed *c, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) && c->visits < CHANGED_VISIT_MAX) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    c->visits++;
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", strcmp(dir, "/") ? dir : "", e->d_name) >=
+            (int)sizeof path ||
+        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+    int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    /* The kernel's own file systems (a cwd of "/"): not files anyone made. */
+    bool skip = not_artifacts(e->d_name) || strcmp(path, "/proc") == 0 ||
+                strcmp(path, "/sys") == 0 || strcmp(path, "/dev") == 0;
+    for (const char *const *r = c->roots; *r && !skip; r++)
+      skip = strcmp(path, *r) == 0;
+    if (S_ISDIR(st.st_mode) && !skip)
+      changed_push(c, xstrdup(path));
+    else if (S_ISREG(st.st_mode) && ctime_ns >= c->since_ns &&
+             json_array_size(c->files) < CHANGED_FILES_MAX &&
+             c->bytes + strlen(path) <= CHANGED_BYTES_MAX) {
+      c->bytes += strlen(path);
+      json_array_append_new(c->files,
+                            json_pack("{s:o,s:I,s:I}", "path", hutch_json_text(path), "size",
+                                      (json_int_t)st.st_size, "ctime_ns", (json_int_t)ctime_ns));
+    }
+  }
+  closedir(d);
+}
+
+static int by_path(const void *a, const void *b) {
+  return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "path")),
+                json_string_value(json_object_get(*(json_t *const *)b, "path")));
+}
+
+/* The regular files under path, the user's home and /tmp whose inode
+ * changed (written, made, moved in) at or after since_ns, by path. As the
+ * user: what it cannot read is not looked in. */
+static int op_changed(json_t *req, const char *path, int out, int in, int res) {
+  (void)out, (void)in;
+  struct changed c = {.since_ns = json_integer_value(json_object_get(req, "since_ns")),
+                      .files = json_array()};
+  struct who w;
+  struct hutch_err err = {0};
+  const char *user = json_string_value(json_object_get(req, "user"));
+  /* A UID without a name has "/" for a home: none to look in. */
+  bool home = agent_who(user, &w, &err) == 0 && strcmp(w.home, "/") != 0;
+  /* The likeliest small first: a cwd of "/" would take the whole budget. */
+  const char *roots[] = {"/tmp", home ? w.home : "/tmp", path, NULL};
+  c.roots = roots;
+  for (size_t i = 0; roots[i]; i++) {
+    bool again = false;
+    for (size_t k = 0; k < i; k++)
+      again |= strcmp(roots[i], roots[k]) == 0;
+    if (again)
+      continue;
+    changed_push(&c, xstrdup(roots[i]));
+    while (c.ndirs > 0 && c.visits < CHANGED_VISIT_MAX) {
+      char *dir = c.dirs[--c.ndirs];
+      changed_dir(&c, dir);
+      free(dir);
+    }
+  }
+  while (c.ndirs > 0)
+    free(c.dirs[--c.ndirs]);
+  free(c.dirs);
+  size_t n = json_array_size(c.files);
+  json_t **items = xcalloc(n ? n : 1, sizeof *items);
+  for (size_t i = 0; i < n; i++)
+    items[i] = json_incref(json_array_get(c.files, i));
+  qsort(items, n, sizeof *items, by_path);
+  json_array_clear(c.files);
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(c.files, items[i]);
+  free(items);
+  return result(res, json_pack("{s:{s:o}}", "ok", "files", c.files));
+}
+
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
   static const struct {
     const char *op;
     int (*run)(json_t *, const char *, int, int, int);
   } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
              {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move},
-             {"watch", files_watch}};
+             {"watch", files_watch}, {"changed", op_changed}};
   const char *op = json_string_value(json_object_get(req, "op"));
   const char *path = json_string_value(json_object_get(req, "path"));
   if (!path || !*path || strlen(path) >= PATH_MAX)

@@ -91,8 +91,8 @@ bool agent_can_send(const struct agent *a) {
   return !a->detached && hutch_conn_queued(&a->conn) < CONN_HIGH_WATER;
 }
 
-static const char *const file_ops[] = {"read",   "write", "list",  "stat", "mkdir",
-                                       "remove", "move",  "watch", NULL};
+static const char *const file_ops[] = {"read", "write", "list",  "stat",    "mkdir",
+                                       "remove", "move", "watch", "changed", NULL};
 
 static void on_open(struct agent *a, const struct hutch_frame *f) {
   struct hutch_err err = {0};

@@ -291,7 +291,8 @@ def test_interpreter_routes(server, sbx):
     lines = [json.loads(l) for l in r.raw.splitlines()]
     assert {"type": "result", "is_main_result": True, "text": "2"}.items() <= lines[0].items()
     assert lines[-1] == {"type": "end_of_execution"}
-    r = interp("/execute", {"code": "print('é')"})
+    r = interp("/execute", {"code": "print('é'); open('/tmp/e2b.txt', 'w').write('x')"})
+    assert "artifacts" not in r.raw.decode(), "E2B's SDKs get E2B's lines only"
     assert r.raw.isascii() and "é" in json.loads(r.raw.splitlines()[0])["text"]
     assert interp("/execute", {"code": "1", "context_id": "x", "language": "python"}).status == 400
     r = interp("/execute", {"code": "1", "context_id": "nope"})

@@ -44,6 +44,10 @@ def test_create_run_kill(env):
         r = sbx.commands.run("unshare -U true")  # refused: a user namespace
         assert not r.ok and r.escape_attempts == 1, (r, r.verdict)
         assert sbx.commands.run("cat", stdin="piped").stdout == "piped"
+        (made,) = sbx.commands.run("echo report > report.md").artifacts
+        assert (made.path, made.size, made.mime_type) == ("/home/user/report.md", 7,
+                                                           "text/markdown")
+        assert made.read() == b"report\n"
         assert [s["id"] for s in Sandbox.list(metadata={"suite": "sdk"})] == [sbx.id]
         assert Sandbox.connect(sbx.id).id == sbx.id
         before = sbx.info["expires_at"]
@@ -249,12 +253,22 @@ def test_run_code_and_contexts(env):
         ex = sbx.run_code("import time\ntime.sleep(30)", timeout=0.5)
         assert ex.error.name == "TimeoutError"
         assert sbx.run_code("x").text == "6"
+        # The files a cell made or changed, and only those, downloadable.
+        ex = sbx.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                          "plt.savefig('plot.png')\nplt.close()\n"
+                          "open('/tmp/out.csv', 'w').write('a,b\\n')")
+        got = {a.path: a for a in ex.artifacts}
+        assert {"/home/user/plot.png", "/tmp/out.csv"} <= set(got), ex.artifacts
+        assert (got["/tmp/out.csv"].size, got["/tmp/out.csv"].mime_type) == (4, "text/csv")
+        assert got["/home/user/plot.png"].mime_type == "image/png"
+        assert got["/home/user/plot.png"].read().startswith(b"\x89PNG")
+        assert sbx.run_code("x").artifacts == []
         js = sbx.create_code_context(language="javascript")
         assert sbx.run_code("let y = 2; y + 1", context=js).text == "3"
         assert sbx.run_code("y * 10", context=js.id).text == "20"
         assert js.id in [c.id for c in sbx.list_code_contexts()]
         sbx.restart_code_context(js)
-        assert sbx.run_code("typeof y", context=js).text == "'undefined'"
+        assert sbx.run_code("typeof y", context=js).text == "undefined"
         sbx.remove_code_context(js)
         with pytest.raises(hutch.NotFound):
             sbx.run_code("1", context=js)

@@ -126,6 +126,32 @@ def test_exec_stream_shape(api, sandbox):
     assert [l["type"] for l in lines].count("exit") == 1
 
 
+def test_exec_reports_the_files_it_made(api, sandbox):
+    sid = sandbox["id"]
+    api.exec(sid, {"shell": "mkdir -p ~/w && echo old > ~/w/old.txt"})
+    lines = api.exec(sid, {"shell": "echo 1 > a.csv && mkdir -p d/.cache && "
+                                    "printf 12 > d/b.png && echo x > d/.cache/c && "
+                                    "ln -s /etc/passwd link && echo t > /tmp/t.json && "
+                                    "echo h > ~/h.txt", "cwd": "/home/user/w/"})
+    assert lines[-1]["status"] == "ok", lines
+    assert lines[-1]["artifacts"] == [
+        {"path": "/home/user/h.txt", "size": 2, "mime_type": "text/plain"},
+        {"path": "/home/user/w/a.csv", "size": 2, "mime_type": "text/csv"},
+        {"path": "/home/user/w/d/b.png", "size": 2, "mime_type": "image/png"},
+        {"path": "/tmp/t.json", "size": 2, "mime_type": "application/json"}]
+    # one that changes nothing has none, right after (in the same clock
+    # tick, maybe) as before; as root, root's home is looked in
+    assert "artifacts" not in api.exec(sid, {"shell": "cat ~/w/old.txt"})[-1]
+    last = api.exec(sid, {"shell": "echo r > /root/r.bin", "user": "root"})[-1]
+    assert last["artifacts"] == [
+        {"path": "/root/r.bin", "size": 2, "mime_type": "application/octet-stream"}]
+    # a UID without a name has / for a home: not looked in
+    last = api.exec(sid, {"shell": "echo n > /tmp/n.txt", "user": "4242"})[-1]
+    assert [a["path"] for a in last["artifacts"]] == ["/tmp/n.txt"], last
+    last = api.exec(sid, {"shell": "sleep 1 & echo s > /tmp/s.txt", "cwd": "/"})[-1]
+    assert [a["path"] for a in last["artifacts"]] == ["/tmp/s.txt"], last
+
+
 def test_exec_argv_cwd_user_stdin(api, sandbox):
     sid = sandbox["id"]
     lines = api.exec(sid, {"cmd": ["sh", "-c", "pwd; id -u; cat"], "cwd": "/tmp",

@@ -31,6 +31,22 @@ class ExecutionError:
         return f"ExecutionError({self.name}: {self.value})"
 
 
+class Artifact:
+    """A file a cell or a command made or changed (under its cwd, the home
+    directory or /tmp): its path, size in bytes and MIME type (guessed from
+    its name). read() downloads it as it is now."""
+
+    def __init__(self, sbx, info):
+        self._sbx = sbx
+        self.path, self.size, self.mime_type = info["path"], info["size"], info["mime_type"]
+
+    def read(self, *, format="bytes"):
+        return self._sbx.files.read(self.path, format=format)
+
+    def __repr__(self):
+        return f"Artifact({self.path!r}, size={self.size}, mime_type={self.mime_type!r})"
+
+
 class Logs:
     def __init__(self):
         self.stdout, self.stderr = [], []
@@ -40,10 +56,12 @@ class Logs:
 
 
 class Execution:
-    """What a cell gave: results, logs, an error (or None), its number."""
+    """What a cell gave: results, logs, an error (or None), its number, and
+    the files it made or changed (artifacts)."""
 
     def __init__(self):
         self.results, self.logs, self.error, self.execution_count = [], Logs(), None, None
+        self.artifacts = []
 
     @property
     def text(self):
@@ -94,6 +112,8 @@ def run(sbx, code, language, context, on_stdout, on_stderr, on_result, on_error,
             ex.error = ExecutionError(line.get("name"), line.get("value"), line.get("traceback"))
             if on_error:
                 on_error(ex.error)
+        elif kind == "artifacts":
+            ex.artifacts += [Artifact(sbx, f) for f in line.get("files", [])]
         elif kind == "number_of_executions":
             ex.execution_count = line.get("execution_count")
     return ex

@@ -20,9 +20,11 @@ def _client(api_url, api_key, request_timeout):
 class CommandResult:
     """How a command ended: its output and hutch's verdict."""
 
-    def __init__(self, stdout, stderr, verdict, pid):
+    def __init__(self, stdout, stderr, verdict, pid, sbx=None):
         self.stdout, self.stderr, self.pid = stdout, stderr, pid
         self.verdict = verdict
+        # the files it made or changed (a foreground command's), each with read()
+        self.artifacts = [_code.Artifact(sbx, a) for a in verdict.get("artifacts", [])]
         self.status = verdict.get("status")
         self.exit_code = verdict.get("exit_code")
         self.signal = verdict.get("signal")
@@ -66,8 +68,8 @@ def _collect(lines, on_stdout, on_stderr):
     return "".join(out), "".join(err), verdict, pid
 
 
-def _result(out, err, verdict, pid, check):
-    result = CommandResult(out, err, verdict, pid)
+def _result(out, err, verdict, pid, check, sbx=None):
+    result = CommandResult(out, err, verdict, pid, sbx)
     if result.status == "timeout":
         raise Timeout(f"command timed out: {result.message}", code="timeout")
     if check and not result.ok:
@@ -150,7 +152,7 @@ class Commands:
         # timeout unless the command has one.
         wait = timeout + 30 if timeout else None
         lines = self._sbx._client.stream("POST", path, body, wait)
-        return _result(*_collect(lines, on_stdout, on_stderr), check)
+        return _result(*_collect(lines, on_stdout, on_stderr), check, self._sbx)
 
 
 class Sandbox:

@@ -109,8 +109,9 @@ struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p);
  * answer (409 when it may not be resumed by traffic). */
 bool sbx_wake(struct http_conn *c, struct sbx *sb);
 
-/* api/contexts.c: run the cell of a native /code body o on c (NDJSON). */
-void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o);
+/* api/contexts.c: run the cell of a native /code body o on c (NDJSON);
+ * e2b: only the lines E2B's interpreter sends (no "artifacts"). */
+void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b);
 
 /* api/network.c: the sandbox and the body object of a request that
  * changes its network (fields of known only); NULL after an error answer. */

@@ -150,6 +150,15 @@ static bool sandbox_gone(const struct http_conn *c) {
   return true;
 }
 
+/* E2B's SDKs know the lines of E2B's interpreter only. */
+static void sink_event_e2b(json_t *ev, void *arg) {
+  const char *type = json_string_value(json_object_get(ev, "type"));
+  if (type && strcmp(type, "artifacts") == 0)
+    json_decref(ev);
+  else
+    sink_event(ev, arg);
+}
+
 static void sink_end(void *arg) {
   struct http_conn *c = arg;
   /* E2B's interpreter (the text dialect): a cell whose sandbox was killed
@@ -166,7 +175,7 @@ static bool sink_full(void *arg) {
   return http_queued(arg) >= HTTP_STREAM_HIGH;
 }
 
-void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o) {
+void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
   static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
   struct cell_request r = {.timeout_s = CONTEXTS_CELL_TIMEOUT_S};
   struct hutch_err err = {0};
@@ -177,7 +186,7 @@ void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o) {
   if (r.code && (body_string(c, o, "context_id", 16, &r.context_id) < 0 ||
                  body_string(c, o, "language", 15, &r.language) < 0))
     return;
-  struct cell_sink sink = {sink_start, sink_event, sink_end, sink_full, c};
+  struct cell_sink sink = {sink_start, e2b ? sink_event_e2b : sink_event, sink_end, sink_full, c};
   if (contexts_run(sb, &r, &sink, &err) < 0)
     http_fail(c, &err);
 }
@@ -186,6 +195,6 @@ void api_code(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sbx_lookup_live(c, p);
   json_t *o = sb ? body_object(c) : NULL;
   if (o)
-    contexts_code(c, sb, o);
+    contexts_code(c, sb, o, false);
   json_decref(o);
 }

@@ -4,7 +4,8 @@
  *   {"type":"start","pid":N}
  *   {"type":"stdout"|"stderr","data":"…"}   (or "data_b64" for bytes that
  *                                            are not UTF-8)
- *   {"type":"exit", …the verdict…}          always last
+ *   {"type":"exit", …the verdict…}          always last; "artifacts": the
+ *                                            files it made or changed
  *
  * The HTTP client's pace sets the workload's: the agent gets more window
  * only as the client takes what was sent. A client that goes away kills
@@ -12,12 +13,15 @@
  * runs, and the process outlives the request (procs.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "msg.h"
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/exec.h"
+#include "core/files.h"
 #include "core/outlines.h"
 #include "core/procs.h"
 #include "http/body.h"
@@ -30,6 +34,13 @@ struct ndexec {
   struct http_conn *c;
   struct exec *x; /* NULL once it has ended */
   struct outlines out;
+  /* Its artifacts: looked for once it ends, in its cwd (else the home
+   * directory) and /tmp, as its user, among files changed since since_ns. */
+  struct sbx *sb;
+  char root[FILES_PATH_MAX + 1], user[33];
+  int64_t since_ns;
+  json_t *exit;  /* the verdict, while its artifacts are looked for */
+  bool gone;     /* the client left meanwhile */
 };
 
 static void send_line(struct http_conn *c, json_t *j) {
@@ -59,26 +70,111 @@ static bool on_output(int which, const uint8_t *data, size_t len, void *arg) {
   return http_queued(nd->c) < HTTP_STREAM_HIGH; /* take more only as fast as the client reads */
 }
 
-static void on_end(json_t *exit, void *arg) {
-  struct ndexec *nd = arg;
-  for (int i = 0; i < 2; i++)
-    send_output(nd, i, NULL, 0, true); /* what a cut character held back */
+/* A MIME type by the name's extension; the kernels' Python guesses more. */
+static const char *mime_of(const char *path) {
+  static const char *const types[][2] = {
+      {"png", "image/png"}, {"jpg", "image/jpeg"}, {"jpeg", "image/jpeg"}, {"gif", "image/gif"},
+      {"svg", "image/svg+xml"}, {"webp", "image/webp"}, {"pdf", "application/pdf"},
+      {"json", "application/json"}, {"csv", "text/csv"}, {"txt", "text/plain"},
+      {"log", "text/plain"}, {"md", "text/markdown"}, {"html", "text/html"},
+      {"xml", "application/xml"}, {"py", "text/x-python"}, {"js", "text/javascript"},
+      {"sh", "application/x-sh"}, {"zip", "application/zip"}, {"gz", "application/gzip"},
+      {"tar", "application/x-tar"}, {"wav", "audio/x-wav"}, {"mp3", "audio/mpeg"},
+      {"mp4", "video/mp4"}};
+  const char *dot = strrchr(path, '.');
+  if (dot && !strchr(dot, '/'))
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+      if (strcasecmp(dot + 1, types[i][0]) == 0)
+        return types[i][1];
+  return "application/octet-stream";
+}
+
+static void finish(struct ndexec *nd) {
   size_t n;
-  char *s = http_json_line(exit, &n);
+  char *s = http_json_line(nd->exit, &n); /* takes the verdict */
   http_stream_end_with(nd->c, s, n); /* the exit line and the end: one write */
   free(s);
   free(nd); /* the response has ended: no abort follows */
 }
 
+static void on_artifacts(const struct files_result *r, const struct hutch_err *err, void *arg) {
+  struct ndexec *nd = arg;
+  (void)err; /* not looked for (the sandbox went): the verdict alone */
+  if (nd->gone) {
+    json_decref(nd->exit);
+    free(nd);
+    return;
+  }
+  json_t *files = r ? json_object_get(r->done, "files") : NULL, *f;
+  size_t i;
+  /* A file an exec before reported, unchanged since, is not this one's
+   * (it was written within the clock tick this one began in). */
+  json_t *seen = json_object(), *a = json_array();
+  json_array_foreach(files, i, f) {
+    const char *path = json_string_value(json_object_get(f, "path"));
+    json_t *ctime = json_object_get(f, "ctime_ns");
+    if (!path || !json_is_integer(ctime))
+      continue;
+    json_object_set(seen, path, ctime);
+    json_t *before = json_object_get(nd->sb->artifacts_seen, path);
+    if (!before || json_integer_value(before) != json_integer_value(ctime))
+      json_array_append_new(a, json_pack("{s:s,s:O,s:s}", "path", path, "size",
+                                         json_object_get(f, "size"), "mime_type",
+                                         mime_of(path)));
+  }
+  if (r) {
+    json_decref(nd->sb->artifacts_seen);
+    nd->sb->artifacts_seen = json_incref(seen);
+  }
+  json_decref(seen);
+  if (json_array_size(a) > 0)
+    json_object_set_new(nd->exit, "artifacts", a);
+  else
+    json_decref(a);
+  finish(nd);
+}
+
+static void on_end(json_t *exit, void *arg) {
+  struct ndexec *nd = arg;
+  nd->x = NULL;
+  for (int i = 0; i < 2; i++)
+    send_output(nd, i, NULL, 0, true); /* what a cut character held back */
+  nd->exit = exit;
+  struct hutch_err err = {0};
+  /* A sandbox_error is the sandbox's, gone or failing: nothing to look in. */
+  const char *status = json_string_value(json_object_get(exit, "status"));
+  if (!status || strcmp(status, "sandbox_error") == 0 ||
+      files_changed(nd->sb, nd->root, nd->user, nd->since_ns, on_artifacts, nd, &err) < 0)
+    finish(nd);
+}
+
 static void on_abort(void *ctx) {
   struct ndexec *nd = ctx;
+  if (!nd->x) { /* ended: its artifacts are being looked for */
+    nd->gone = true;
+    return;
+  }
   exec_abandon(nd->x);
   free(nd);
 }
 
 static void on_drain(void *ctx) {
   struct ndexec *nd = ctx;
-  exec_resume(nd->x);
+  if (nd->x)
+    exec_resume(nd->x);
+}
+
+/* Where an exec's artifacts are looked for besides the home directory and
+ * /tmp: its cwd when absolute, without a trailing slash. */
+static void artifacts_root(struct ndexec *nd, json_t *req) {
+  const char *cwd = json_string_value(json_object_get(req, "cwd"));
+  str_copy(nd->root, sizeof nd->root, cwd && cwd[0] == '/' ? cwd : "/tmp");
+  for (size_t n = strlen(nd->root); n > 1 && nd->root[n - 1] == '/'; n--)
+    nd->root[n - 1] = '\0';
+  str_copy(nd->user, sizeof nd->user, json_string_value(json_object_get(req, "user")));
+  struct timespec ts; /* the clock file times are stamped with: never later than theirs */
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  nd->since_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_drain};
@@ -204,6 +300,8 @@ void api_exec(struct http_conn *c, const struct principal *p) {
     start_background(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
   } else if (req) {
     struct ndexec *nd = xcalloc(1, sizeof *nd);
+    nd->sb = sb;
+    artifacts_root(nd, req);
     const struct exec_sink sink = {on_start, on_output, on_end, nd};
     nd->x = exec_start(sb, req, in, c->req.started_ns, &sink, &err);
     if (!nd->x) {

@@ -553,6 +553,17 @@ struct context *contexts_default(struct sbx *sb, const char *language, struct hu
   return cx;
 }
 
+void contexts_defaults(struct sbx *sb) {
+  if (sb->contexts_defaulted)
+    return;
+  sb->contexts_defaulted = true;
+  /* Not made (too many contexts, no kernels): the request that needs one says why. */
+  for (const char *const *l = languages; *l && strcmp(*l, "bash") != 0; l++) {
+    struct hutch_err err = {0};
+    (void)contexts_default(sb, *l, &err);
+  }
+}
+
 /* The context a cell names: its context_id, or the default one of its
  * language (made, or made again, as needed). */
 static struct context *cell_context(struct sbx *sb, const struct cell_request *r,

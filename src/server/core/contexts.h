@@ -35,6 +35,10 @@ struct context *contexts_create(struct sbx *sb, const char *language, const char
 struct context *contexts_find(struct sbx *sb, const char *id, struct hutch_err *err);
 /* The default context of a language (made, or made again if it died). */
 struct context *contexts_default(struct sbx *sb, const char *language, struct hutch_err *err);
+/* E2B's interpreter starts with a python and a javascript context, listed
+ * before any other: each sandbox's are made the first time this is called
+ * (once; a default that dies is made again by the next cell that asks). */
+void contexts_defaults(struct sbx *sb);
 struct context *contexts_next(struct sbx *sb, struct context *prev); /* in order made */
 void contexts_delete(struct context *cx);
 int contexts_restart(struct context *cx, struct hutch_err *err);

@@ -262,6 +262,14 @@ int files_list(struct sbx *sb, const char *path, const char *user, unsigned dept
                path, OP_LIST, done, arg, err);
 }
 
+int files_changed(struct sbx *sb, const char *path, const char *user, int64_t since_ns,
+                  files_done_fn done, void *arg, struct hutch_err *err) {
+  return unary(sb,
+               json_pack("{s:s,s:s,s:s,s:I}", "op", "changed", "path", path, "user", user,
+                         "since_ns", (json_int_t)since_ns),
+               path, OP_UNARY, done, arg, err);
+}
+
 int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents,
                 files_done_fn done, void *arg, struct hutch_err *err) {
   return unary(sb,

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -55,6 +56,11 @@ int files_move(struct sbx *sb, const char *path, const char *to, const char *use
                files_done_fn done, void *arg, struct hutch_err *err);
 int files_remove(struct sbx *sb, const char *path, const char *user, bool recursive,
                  files_done_fn done, void *arg, struct hutch_err *err);
+/* The regular files under path, the user's home and /tmp whose inode
+ * changed at or after since_ns (the sandbox's realtime clock): done's
+ * r->done holds "files", [{path, size}] by path, at most 100. */
+int files_changed(struct sbx *sb, const char *path, const char *user, int64_t since_ns,
+                  files_done_fn done, void *arg, struct hutch_err *err);
 
 /* A stream's consumer. data: the next bytes (read) or event (watch, one
  * JSON object, the agent's {"type",…} line, valid during the call);

@@ -203,6 +203,7 @@ static void sbx_free_now(struct sbx *sb) {
   json_decref(sb->metadata);
   json_decref(sb->env);
   json_decref(sb->log);
+  json_decref(sb->artifacts_seen);
   network_free(sb);
   free(sb);
 }

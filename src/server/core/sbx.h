@@ -47,6 +47,8 @@ struct sbx {
   struct context *contexts; /* code contexts (contexts.c) */
   struct watch *watches; /* E2B's polled watchers (e2b/fs.c) */
   unsigned ncontexts;
+  bool contexts_defaulted; /* E2B's default contexts were made (contexts_defaults) */
+  json_t *artifacts_seen; /* path -> ctime_ns of the files execs reported (api/exec.c) */
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
   /* Pause (lifecycle.c): every process frozen, the timeout's clock

@@ -4,8 +4,9 @@
  *   POST /execute {code, context_id | language, env_vars}  → NDJSON, the
  *        lines of the native /code (E2B's own shapes)
  *   POST /contexts {language, cwd} → {id, language, cwd}
- *   GET  /contexts                 → [context…], the python and javascript
- *                                    defaults among them, in the order made
+ *   GET  /contexts                 → [context…] in the order made: the python
+ *                                    and javascript defaults first, made at
+ *                                    the interpreter's first use
  *   DELETE /contexts/{id}, POST /contexts/{id}/restart
  *
  * Errors are text, as that server's are: its SDKs show the body. A cell has
@@ -44,6 +45,7 @@ void e2b_execute(struct http_conn *c, const struct principal *p) {
     json_decref(o);
     return;
   }
+  contexts_defaults(sb);
   json_t *n = json_pack("{s:O?,s:I}", "code", given(o, "code"), "timeout_s",
                         (json_int_t)E2B_CELL_TIMEOUT_S);
   if (given(o, "context_id"))
@@ -52,7 +54,7 @@ void e2b_execute(struct http_conn *c, const struct principal *p) {
     json_object_set(n, "language", given(o, "language"));
   if (given(o, "env_vars"))
     json_object_set(n, "env", given(o, "env_vars"));
-  contexts_code(c, sb, n);
+  contexts_code(c, sb, n, true);
   json_decref(n);
   json_decref(o);
 }
@@ -69,6 +71,7 @@ void e2b_contexts_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "language and cwd are strings");
   else if (body_only(c, o, known) >= 0) {
     struct hutch_err err = {0};
+    contexts_defaults(sb);
     struct context *cx = contexts_create(sb, lang, cwd ? cwd : DEFAULT_CWD, NULL, &err);
     if (cx)
       http_json(c, 200, e2b_context(cx));
@@ -78,16 +81,11 @@ void e2b_contexts_create(struct http_conn *c, const struct principal *p) {
   json_decref(o);
 }
 
-/* E2B's interpreter starts with a python and a javascript context. */
 void e2b_contexts_list(struct http_conn *c, const struct principal *p) {
-  struct hutch_err err = {0};
   struct sbx *sb = sbx_lookup(c, p);
   if (!sb)
     return;
-  if (!contexts_default(sb, "python", &err) || !contexts_default(sb, "javascript", &err)) {
-    http_fail(c, &err);
-    return;
-  }
+  contexts_defaults(sb);
   json_t *a = json_array();
   for (struct context *cx = contexts_next(sb, NULL); cx; cx = contexts_next(sb, cx))
     json_array_append_new(a, e2b_context(cx));
