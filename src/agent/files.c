@@ -242,7 +242,9 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
     char *next = strtok_r(NULL, "/", &save);
     if (!next && !last)
       break;
-    int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* A link on the way (the user's to plant) ends root's walk: the
+     * user's own mkdir_parents goes on from there, as the user. */
+    int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     bool now = false;
     if (nd < 0 && errno == ENOENT && mkdirat(dfd, comp, 0755) == 0) {
       nd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -408,6 +408,16 @@ def test_uploads_make_missing_parents_for_the_user(server, sbx):
     assert stat("/mk/a/b")["entry"]["owner"] == "user" and stat("/mk")["entry"]["owner"] == "user"
     assert mkdir("/mk/a/b").status == 409  # there already
     assert mkdir("/usr/newdir").status == 403
+    # A link the user planted on the way ends root's part: through it, the
+    # user's own permissions hold (review: root made and gave away a
+    # directory inside /etc through such a link).
+    api = server.api()
+    lines = api.exec(sbx["sandboxID"], {"cmd": ["ln", "-s", "/etc", "/home/user/out"]})
+    assert lines[-1].get("exit_code") == 0, lines
+    assert upload("/home/user/out/planted/x.conf").status == 403
+    assert mkdir("/home/user/out/planted2").status == 403
+    assert stat("/etc/planted")["code"] == "not_found"
+    assert stat("/etc/planted2")["code"] == "not_found"
 
 
 def sign(path, op, user, token, exp=None):

@@ -139,9 +139,11 @@ static X509 *new_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ike
   if (!ok || X509_set_version(c, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(c), -3600) ||
       !X509_gmtime_adj(X509_getm_notAfter(c), days * 86400) || X509_set_pubkey(c, key) != 1)
     goto fail;
+  /* A commonName holds 64 bytes at most (a host name may be longer):
+   * clients check a leaf's SAN, the CN only names it. */
   X509_NAME *name = X509_get_subject_name(c);
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
-                                 0) != 1 ||
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn,
+                                 (int)(strlen(cn) > 64 ? 64 : strlen(cn)), -1, 0) != 1 ||
       X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
     goto fail;
   X509 *iss = issuer ? issuer : c;
@@ -208,8 +210,10 @@ void tls_ca_free(struct tls_ca *ca) {
 /* Wait for fd to be ready for ev (or fd2 for ev2, when ev2), the stop
  * eventfd or ms: 1 ready, 0 timed out, -1 stopped. */
 static int wait_for(struct egress_mitm *m, int fd, short ev, int fd2, short ev2, int ms) {
-  struct pollfd p[3] = {{.fd = m->stop, .events = POLLIN}, {.fd = fd, .events = ev},
-                        {.fd = fd2, .events = ev2}};
+  /* A side waited on for nothing is left out: poll would report its
+   * hang-up again and again, and the thread would spin. */
+  struct pollfd p[3] = {{.fd = m->stop, .events = POLLIN}, {.fd = ev ? fd : -1, .events = ev},
+                        {.fd = ev2 ? fd2 : -1, .events = ev2}};
   int n;
   do
     n = poll(p, ev2 ? 3 : 2, ms);
@@ -408,7 +412,8 @@ static void pump(struct egress_mitm *m) {
   char *buf[2] = {xmalloc(EGRESS_TLS_BUF), xmalloc(EGRESS_TLS_BUF)};
   size_t len[2] = {0, 0}, off[2] = {0, 0};
   bool eof[2] = {false, false}, shut[2] = {false, false};
-  int idle = m->idle_ms > INT32_MAX ? INT32_MAX : (int)m->idle_ms;
+  /* Idle is since the last byte moved, not since the last wake-up. */
+  uint64_t last_ns = now_ns();
   for (;;) {
     bool moved = false;
     short ev[2] = {0, 0};
@@ -459,9 +464,12 @@ static void pump(struct egress_mitm *m) {
     }
     if ((eof[0] && eof[1]) || (shut[0] && shut[1]))
       break;
-    if (moved)
+    if (moved) {
+      last_ns = now_ns();
       continue;
-    int r = wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1], idle);
+    }
+    int r = wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1],
+                     left_ms(last_ns + m->idle_ms * 1000000ull));
     if (r <= 0) {
       if (r == 0)
         fail(m, 0, "closed: no byte either way for %llu s",

@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "core/sbx.h"
 #include "core/server.h"
+#include "core/files.h"
 #include "e2b/e2b.h"
 
 #define SIGNATURE_MAX 64 /* "v1_" and 43 characters of base64 */
@@ -61,6 +62,15 @@ static bool signed_query(const struct http_req *req, struct signed_query *q) {
   q->user = http_query(req, "username");
   q->exp = http_query(req, "signature_expiration");
   return q->sig != NULL;
+}
+
+/* Whether it can be a signature at all, before one hash a live sandbox is
+ * spent on it (the request carries no key): "v1_" and 43 characters, a
+ * path a file action takes, a user's name, an expiry of digits. */
+static bool plausible(const struct signed_query *q) {
+  return strlen(q->sig) == 46 && strncmp(q->sig, "v1_", 3) == 0 &&
+         (!q->path || strlen(q->path) <= FILES_PATH_MAX) && (!q->user || strlen(q->user) <= 64) &&
+         (!q->exp || (strlen(q->exp) <= 20 && strspn(q->exp, "0123456789") == strlen(q->exp)));
 }
 
 static void signed_query_free(struct signed_query *q) {
@@ -104,7 +114,7 @@ int e2b_signature_check(struct http_conn *c, const struct sbx *sb) {
 struct sbx *e2b_signed_sandbox(struct http_conn *c) {
   struct signed_query q;
   struct sbx *found = NULL;
-  if (signed_query(&c->req, &q))
+  if (signed_query(&c->req, &q) && plausible(&q))
     for (struct sbx *s = c->srv->sandboxes; s && !found; s = s->next)
       if (!s->dying && matches(&c->req, s, q.sig, q.path ? q.path : "", q.user ? q.user : "", q.exp))
         found = s;
