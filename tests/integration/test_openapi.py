@@ -204,3 +204,18 @@ def test_readme_serve_synopsis_lists_every_flag():
     assert len(flags) > 10, usage
     assert flags - listed == set(), "hutch-serve --help has flags README.md's synopsis lacks"
     assert listed - flags - {"--help"} == set(), "README.md's synopsis has flags the server lacks"
+
+
+def test_what_cannot_pass_is_in_the_docs():
+    """docs/e2b.md lists every test of E2B's suites that cannot pass here,
+    as tests/e2b-conformance/cannot-pass (which the runner reads) does."""
+    doc = (ROOT / "docs" / "e2b.md").read_text()
+    section = doc.split("## What cannot pass here", 1)[1].split("\n## ", 1)[0]
+    listed = set()
+    for line in (ROOT / "tests" / "e2b-conformance" / "cannot-pass").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            suite, file, test, why = line.split(" | ")
+            listed.add((suite, file, "(all)" if test == "*" else test, why))
+    documented = set(tuple(c.strip().strip("`") for c in row.strip("|").split(" | "))
+                     for row in re.findall(r"^\| (?:sdk|ci) \|.*\|$", section, re.M))
+    assert listed and listed == documented, listed ^ documented
