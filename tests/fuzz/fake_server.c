@@ -57,6 +57,7 @@ static void reset(void) {
   free(w.raw);
   json_decref(w.proc.cmd);
   json_decref(w.sb.env);
+  json_decref(w.sb.artifacts_seen); /* as sbx.c frees a sandbox's */
   for (size_t i = 0; i < w.nlog; i++)
     free(w.log[i].data);
   memset(&w, 0, sizeof w);
