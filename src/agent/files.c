@@ -307,6 +307,10 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;
   bool append = json_is_true(json_object_get(req, "append"));
+  /* exclusive: made here, or not at all (a link there is something too). */
+  int how = json_is_true(json_object_get(req, "exclusive")) ? O_EXCL
+            : append                                         ? O_APPEND
+                                                             : O_TRUNC;
   if (json_is_true(json_object_get(req, "parents"))) {
     char *p = xstrdup(path);
     int r = mkdir_parents(p, 0755);
@@ -314,8 +318,7 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
     if (r < 0)
       return files_fail(res, errno, "create parents of", path);
   }
-  int fd = open_regular(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
-                        (mode_t)(mode & 07777), res);
+  int fd = open_regular(path, O_WRONLY | O_CREAT | how, (mode_t)(mode & 07777), res);
   if (fd < 0)
     return -1;
   json_t *meta = json_object_get(req, "metadata");
