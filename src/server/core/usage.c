@@ -19,6 +19,7 @@
 #define SAMPLE_EVERY_MS 2000
 #define SAMPLES_PER_S 500 /* at most, over all sandboxes */
 #define SAMPLES_KEPT 300 /* ten minutes */
+#define SAMPLES_FIRST 8 /* the ring's first size: it grows with the sandbox's age */
 
 struct sample {
   int64_t ms;
@@ -26,9 +27,11 @@ struct sample {
   uint64_t cpu_ns, memory, cache, disk, disk_total, pids;
 };
 
+/* A ring of cap samples, grown (by doubling, to SAMPLES_KEPT) only while
+ * it has not wrapped: a young sandbox holds few. */
 struct samples {
-  struct sample ring[SAMPLES_KEPT];
-  unsigned head, n; /* the next slot written; how many are held */
+  struct sample *ring;
+  unsigned cap, head, n; /* its size; the next slot written; how many are held */
   struct usage_delta charged; /* since the store last heard */
 };
 
@@ -39,7 +42,7 @@ static double cpus_of(const struct sbx *sb) {
 }
 
 static const struct sample *last_of(const struct samples *s) {
-  return s->n ? &s->ring[(s->head + SAMPLES_KEPT - 1) % SAMPLES_KEPT] : NULL;
+  return s->n ? &s->ring[(s->head + s->cap - 1) % s->cap] : NULL;
 }
 
 /* A reading now, its CPU share measured since prev. */
@@ -72,9 +75,13 @@ void usage_sample(struct sbx *sb) {
     s->charged.memory_gb_s += (double)now.memory / (1 << 30) * dt;
     s->charged.sandbox_s += dt;
   }
+  if (s->n == s->cap && s->cap < SAMPLES_KEPT) { /* not wrapped: head == n */
+    s->cap = s->cap ? (s->cap * 2 < SAMPLES_KEPT ? s->cap * 2 : SAMPLES_KEPT) : SAMPLES_FIRST;
+    s->ring = xrealloc(s->ring, s->cap * sizeof *s->ring);
+  }
   s->ring[s->head] = now;
-  s->head = (s->head + 1) % SAMPLES_KEPT;
-  if (s->n < SAMPLES_KEPT)
+  s->head = (s->head + 1) % s->cap;
+  if (s->n < s->cap)
     s->n++;
 }
 
@@ -113,6 +120,8 @@ void usage_final(struct sbx *sb) {
 }
 
 void usage_free(struct sbx *sb) {
+  if (sb->samples)
+    free(sb->samples->ring);
   free(sb->samples);
   sb->samples = NULL;
 }
@@ -131,7 +140,7 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
     usage_sample(sb);
   const struct samples *s = sb->samples;
   for (unsigned i = 0; i < s->n; i++) {
-    const struct sample *x = &s->ring[(s->head + SAMPLES_KEPT - s->n + i) % SAMPLES_KEPT];
+    const struct sample *x = &s->ring[(s->head + s->cap - s->n + i) % s->cap];
     if (x->ms >= start_ms && x->ms <= end_ms) {
       struct usage_point pt = point_of(sb, x);
       fn(&pt, arg);
