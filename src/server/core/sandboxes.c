@@ -256,12 +256,16 @@ static int admit(struct server *srv, const struct principal *p, struct hutch_err
   if (wait_ms <= srv->cfg.max_create_wait_ms)
     return 0;
   if (own * 2 > ahead)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
-                          "tenant %s has %u creates waiting (about %llu ms): try again later",
-                          p->tenant, own, (unsigned long long)wait_ms);
-  return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
-                        "%u creates are waiting (about %llu ms): try again later", ahead,
-                        (unsigned long long)wait_ms);
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
+                   "tenant %s has %u creates waiting (about %llu ms): try again later",
+                   p->tenant, own, (unsigned long long)wait_ms);
+  else
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
+                   "%u creates are waiting (about %llu ms): try again later", ahead,
+                   (unsigned long long)wait_ms);
+  /* Retry-After: the wait, in whole seconds rounded up. */
+  err->retry_s = (unsigned)((wait_ms + 999) / 1000);
+  return -1;
 }
 
 /* The sandbox cr asks for: a warm one if a pool holds one made just so
