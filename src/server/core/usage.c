@@ -20,6 +20,10 @@
 #define SAMPLES_PER_S 500 /* at most, over all sandboxes */
 #define SAMPLES_KEPT 300 /* ten minutes */
 #define SAMPLES_FIRST 8 /* the ring's first size: it grows with the sandbox's age */
+/* Its storage's use is read every DISK_EVERY samples (it moves slower than
+ * CPU and memory, and its reading costs as much as theirs); a sample in
+ * between keeps the last. */
+#define DISK_EVERY 2
 
 struct sample {
   int64_t ms;
@@ -32,6 +36,7 @@ struct sample {
 struct samples {
   struct sample *ring;
   unsigned cap, head, n; /* its size; the next slot written; how many are held */
+  unsigned taken;         /* samples taken: the disk is read on every DISK_EVERY-th */
   struct usage_delta charged; /* since the store last heard */
 };
 
@@ -45,15 +50,22 @@ static const struct sample *last_of(const struct samples *s) {
   return s->n ? &s->ring[(s->head + s->cap - 1) % s->cap] : NULL;
 }
 
-/* A reading now, its CPU share measured since prev. */
-static int read_now(const struct sbx *sb, const struct sample *prev, struct sample *out) {
+/* A reading now, its CPU share measured since prev; its disk's use read
+ * only when disk (or there is no prev), else prev's. */
+static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
+                    struct sample *out) {
   struct hutch_sandbox_usage u;
   struct hutch_err err = {0};
-  if (!sb->hs || hutch_sandbox_usage(sb->hs, &u, &err) < 0)
+  disk = disk || !prev;
+  if (!sb->hs || hutch_sandbox_usage(sb->hs, disk, &u, &err) < 0)
     return -1;
   *out = (struct sample){.ms = wall_ms(), .cpu_ns = u.cg.cpu_ns, .memory = u.cg.memory_bytes,
                          .cache = u.cg.memory_cache, .disk = u.disk_used,
                          .disk_total = u.disk_total, .pids = u.cg.pids};
+  if (!disk) {
+    out->disk = prev->disk;
+    out->disk_total = prev->disk_total;
+  }
   if (prev && out->ms > prev->ms && out->cpu_ns >= prev->cpu_ns)
     out->cpu_pct = (double)(out->cpu_ns - prev->cpu_ns) / ((double)(out->ms - prev->ms) * 1e6) /
                    cpus_of(sb) * 100;
@@ -66,7 +78,7 @@ void usage_sample(struct sbx *sb) {
   struct samples *s = sb->samples;
   const struct sample *prev = last_of(s);
   struct sample now;
-  if (read_now(sb, prev, &now) < 0)
+  if (read_now(sb, prev, s->taken++ % DISK_EVERY == 0, &now) < 0)
     return;
   /* Charged: the time since the last sample, if it ran all of it. */
   if (prev && !sb->paused && now.ms > prev->ms) {
@@ -75,9 +87,11 @@ void usage_sample(struct sbx *sb) {
     s->charged.memory_gb_s += (double)now.memory / (1 << 30) * dt;
     s->charged.sandbox_s += dt;
   }
-  if (s->n == s->cap && s->cap < SAMPLES_KEPT) { /* not wrapped: head == n */
+  if (s->n == s->cap && s->cap < SAMPLES_KEPT) {
+    /* Full for the first time: oldest first from slot 0, the next after. */
     s->cap = s->cap ? (s->cap * 2 < SAMPLES_KEPT ? s->cap * 2 : SAMPLES_KEPT) : SAMPLES_FIRST;
     s->ring = xrealloc(s->ring, s->cap * sizeof *s->ring);
+    s->head = s->n;
   }
   s->ring[s->head] = now;
   s->head = (s->head + 1) % s->cap;
@@ -97,8 +111,8 @@ static void charge(struct sbx *sb) {
 
 /* Each sandbox every SAMPLE_EVERY_MS, or less often when there are more
  * than SAMPLES_PER_S x that many seconds of them: a reading opens the
- * sandbox's cgroup and storage and reads four files (some 20 system calls,
- * a row written), on the loop, which thousands of idle sandboxes must not
+ * sandbox's cgroup and reads four files, every DISK_EVERY-th takes its
+ * storage again too (some 20 system calls, a row written), on the loop, which thousands of idle sandboxes must not
  * take from the requests. */
 void usage_sample_all(struct server *srv) {
   int64_t now = wall_ms();
@@ -148,7 +162,7 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
   }
   /* And now, measured since the last sample (not kept). */
   struct sample now;
-  if (read_now(sb, last_of(s), &now) == 0 && now.ms >= start_ms && now.ms <= end_ms) {
+  if (read_now(sb, last_of(s), true, &now) == 0 && now.ms >= start_ms && now.ms <= end_ms) {
     if (sb->paused)
       now.cpu_pct = 0;
     struct usage_point pt = point_of(sb, &now);
