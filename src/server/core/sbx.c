@@ -504,7 +504,7 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
   } else {
     if (unregister(srv, sb)) {
       srv->metrics.destroys++;
-      usage_final(sb);
+      usage_sample(sb); /* its last use counted */
       if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
         fprintf(stderr, "hutch serve: %s\n", err.msg);
     }
@@ -548,7 +548,7 @@ void sbx_release_all(struct server *srv) {
     unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
-    usage_final(sb);
+    usage_sample(sb); /* its last use counted */
     escapes_final(sb); /* the next server starts from the agent's counts */
     egress_close(sb);
     if (srv->fronts)

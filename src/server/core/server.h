@@ -154,9 +154,9 @@ struct server {
   unsigned nby_id;
   /* What is held now (tally.h): each tenant's counts by name, and the
    * server's: creates under way, listed sandboxes' own descriptors, their
-   * relayed connections. */
+   * relayed connections, the paused ones, those of the gvisor tier. */
   struct tally **tallies;
-  unsigned ncreating, sandbox_fds, relays;
+  unsigned ncreating, sandbox_fds, relays, npaused, ngvisor;
   unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx.c) */
   struct pool *pools;
   uv_timer_t refill;

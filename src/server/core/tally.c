@@ -88,6 +88,9 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
     t->memory_mb += sb->memory_mb;
     sb->fds = fds_of_sandbox(sb);
     srv->sandbox_fds += sb->fds;
+    t->paused += sb->paused;
+    srv->npaused += sb->paused;
+    srv->ngvisor += sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
     relays_counted(&sb->ports, t, srv);
     relays_counted(egress_relays(sb), t, srv);
     return;
@@ -96,10 +99,24 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
   relays_counted(&sb->ports, NULL, srv);
   relays_counted(egress_relays(sb), NULL, srv);
   srv->sandbox_fds -= sb->fds;
+  t->paused -= sb->paused;
+  srv->npaused -= sb->paused;
+  srv->ngvisor -= sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
   t->sandboxes--;
   t->memory_mb -= sb->memory_mb;
   sb->tally = NULL;
   put(srv, t);
+}
+
+void tally_paused(struct sbx *sb, bool paused) {
+  if (sb->tally && paused && !sb->paused) {
+    sb->tally->paused++;
+    sb->srv->npaused++;
+  } else if (sb->tally && !paused && sb->paused) {
+    sb->tally->paused--;
+    sb->srv->npaused--;
+  }
+  sb->paused = paused;
 }
 
 void tally_relays_like(struct relay_set *set, const struct relay_set *like) {

@@ -22,6 +22,7 @@ struct tally {
   unsigned creating;  /* being made (core/sandboxes.c) */
   uint64_t memory_mb; /* of both */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
+  unsigned paused;    /* of its listed sandboxes */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
@@ -31,6 +32,8 @@ void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, 
 /* sb listed (on) or out of the registry (off): it, its descriptors and
  * its relays counted, for its tenant and the server. */
 void tally_listed(struct server *srv, struct sbx *sb, bool on);
+/* sb->paused set, and counted while it is listed. */
+void tally_paused(struct sbx *sb, bool paused);
 /* A set of relays of a listed sandbox made after it was listed (its
  * egress proxy's) is counted as its ports are. */
 void tally_relays_like(struct relay_set *set, const struct relay_set *like);

@@ -14,6 +14,7 @@
 
 #include "util.h"
 #include "core/sbx.h"
+#include "core/tally.h"
 #include "state/store.h"
 
 #define SAMPLE_EVERY_MS 2000
@@ -56,7 +57,6 @@ struct samples {
   struct ring ms;   /* int64_t */
   struct ring runs; /* struct run */
   unsigned taken;   /* samples taken: the disk is read on every DISK_EVERY-th */
-  struct usage_delta charged; /* since the store last heard */
 };
 
 static void *ring_at(const struct ring *r, size_t size, unsigned i) { /* i: 0 the oldest */
@@ -140,6 +140,14 @@ static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
   return 0;
 }
 
+/* Charged to its tenant in the store at once: usage_of reads the store
+ * alone. */
+static void charge(struct sbx *sb, const struct usage_delta *d) {
+  struct hutch_err err = {0};
+  if ((d->cpu_s || d->sandbox_s) && store_usage_add(sb->srv->store, sb->tenant, d, &err) < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+}
+
 void usage_sample(struct sbx *sb) {
   if (!sb->samples)
     sb->samples = xcalloc(1, sizeof *sb->samples);
@@ -151,21 +159,12 @@ void usage_sample(struct sbx *sb) {
   /* Charged: the time since the last sample, if it ran all of it. */
   if (prev && !sb->paused && now.ms > prev->ms) {
     double dt = (double)(now.ms - prev->ms) / 1000;
-    s->charged.cpu_s += (double)(now.v.cpu_ns - prev->v.cpu_ns) / 1e9;
-    s->charged.memory_gb_s += (double)now.v.memory / (1 << 30) * dt;
-    s->charged.sandbox_s += dt;
+    struct usage_delta d = {.cpu_s = (double)(now.v.cpu_ns - prev->v.cpu_ns) / 1e9,
+                            .memory_gb_s = (double)now.v.memory / (1 << 30) * dt,
+                            .sandbox_s = dt};
+    charge(sb, &d);
   }
   keep(s, &now);
-}
-
-static void charge(struct sbx *sb) {
-  struct hutch_err err = {0};
-  struct samples *s = sb->samples;
-  if (!s || (!s->charged.cpu_s && !s->charged.sandbox_s))
-    return;
-  if (store_usage_add(sb->srv->store, sb->tenant, &s->charged, &err) < 0)
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
-  memset(&s->charged, 0, sizeof s->charged);
 }
 
 /* Each sandbox every SAMPLE_EVERY_MS, or less often when there are more
@@ -181,16 +180,9 @@ void usage_sample_all(struct server *srv) {
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
     struct sample x;
     const struct sample *last = last_of(sb->samples, &x);
-    if (!last || now - last->ms >= every - 50) {
+    if (!last || now - last->ms >= every - 50)
       usage_sample(sb);
-      charge(sb);
-    }
   }
-}
-
-void usage_final(struct sbx *sb) {
-  usage_sample(sb);
-  charge(sb);
 }
 
 void usage_free(struct sbx *sb) {
@@ -251,15 +243,10 @@ int usage_of(struct server *srv, const struct principal *p, const char *tenant,
     err->code = "internal";
     return -1;
   }
-  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
-    if (strcmp(sb->tenant, tenant) != 0)
-      continue;
-    sb->paused ? out->paused++ : out->running++;
-    if (sb->samples) {
-      out->used.cpu_s += sb->samples->charged.cpu_s;
-      out->used.memory_gb_s += sb->samples->charged.memory_gb_s;
-      out->used.sandbox_s += sb->samples->charged.sandbox_s;
-    }
+  const struct tally *t = tally_of(srv, tenant);
+  if (t) {
+    out->paused = t->paused;
+    out->running = t->sandboxes - t->paused;
   }
   return 0;
 }
