@@ -186,6 +186,10 @@ static int copy(int from, int to, uint64_t *total) {
  * the worker forever or act on something that is not a file. */
 static int open_regular(const char *path, int flags, mode_t mode, int res) {
   int fd = open(path, flags | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, mode);
+  /* ENXIO: a FIFO no process reads, a socket, a device with nothing behind
+   * it: none a regular file. */
+  if (fd < 0 && errno == ENXIO)
+    return files_fail(res, EINVAL, "not a regular file:", path);
   if (fd < 0)
     return files_fail(res, errno, "open", path);
   struct stat st;

@@ -10,6 +10,7 @@ static int err_vset(struct hutch_err *err, enum hutch_errkind kind, int errnum,
   err->kind = kind;
   err->errnum = errnum;
   err->code = NULL;
+  err->retry_s = 0;
   int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
   if (errnum != 0 && n >= 0 && (size_t)n < sizeof err->msg)
     snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(errnum));

@@ -39,6 +39,7 @@ struct hutch_err {
   enum hutch_errkind kind;
   int errnum;       /* errno behind the failure, 0 when none */
   const char *code; /* a string literal naming the case ("already_paused"); NULL: the kind's */
+  unsigned retry_s; /* a refusal worth retrying: in about this many seconds; 0: unknown (1) */
   char msg[1024];
 };
 

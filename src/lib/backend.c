@@ -68,9 +68,9 @@ int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err
   return hutch_backend_of(sb->isolation)->freeze(sb, frozen, err);
 }
 
-int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+int hutch_sandbox_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
                         struct hutch_err *err) {
-  return hutch_backend_of(sb->isolation)->usage(sb, u, err);
+  return hutch_backend_of(sb->isolation)->usage(sb, disk, u, err);
 }
 
 int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,

@@ -29,7 +29,8 @@ struct hutch_backend {
   int (*adopt)(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                struct hutch_sandbox **out, struct hutch_err *err);
   int (*freeze)(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err); /* pause, resume */
-  int (*usage)(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u, struct hutch_err *err);
+  int (*usage)(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
+               struct hutch_err *err);
   /* A socket in the sandbox's network: the egress proxy's listener, port routes. */
   int (*socket)(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
                 struct hutch_err *err);

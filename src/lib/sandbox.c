@@ -688,11 +688,11 @@ int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *er
   return cg->ops->freeze(cg, true, FREEZE_WAIT_MS, err);
 }
 
-int hutch_shell_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
-                        struct hutch_err *err) {
+int hutch_shell_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
+                      struct hutch_err *err) {
   struct statfs st;
   memset(u, 0, sizeof *u);
-  int fd = sb->storage_fd >= 0 ? sb->storage_fd : hutch_shell_storage(sb);
+  int fd = !disk ? -1 : sb->storage_fd >= 0 ? sb->storage_fd : hutch_shell_storage(sb);
   if (fd >= 0 && fstatfs(fd, &st) == 0) {
     u->disk_total = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
     u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;

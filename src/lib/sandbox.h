@@ -162,9 +162,11 @@ int hutch_sandbox_socket(const struct hutch_sandbox *sb, int own_netns, int doma
 
 struct hutch_sandbox_usage {
   struct hutch_cg_usage cg;
-  uint64_t disk_used, disk_total; /* bytes of its storage; 0 when unknown */
+  uint64_t disk_used, disk_total; /* bytes of its storage; 0 when unknown or not read */
 };
-int hutch_sandbox_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+/* disk: its storage's use too (its storage taken again from the agent: a
+ * few system calls more than the cgroup's counters). */
+int hutch_sandbox_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
                         struct hutch_err *err);
 
 /* Remove what crashed hutch processes left behind: sandbox cgroups nobody

@@ -13,7 +13,7 @@ int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sand
 int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                       struct hutch_sandbox **out, struct hutch_err *err);
 int hutch_shell_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
-int hutch_shell_usage(const struct hutch_sandbox *sb, struct hutch_sandbox_usage *u,
+int hutch_shell_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
                       struct hutch_err *err);
 int hutch_shell_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
                        struct hutch_err *err);

@@ -46,6 +46,18 @@ void hutch_conn_free(struct hutch_conn *c) {
   c->fd = -1;
 }
 
+static void buf_trim(struct hutch_buf *b) {
+  if (b->start != b->end)
+    return;
+  free(b->data);
+  *b = (struct hutch_buf){0};
+}
+
+void hutch_conn_trim(struct hutch_conn *c) {
+  buf_trim(&c->in);
+  buf_trim(&c->out);
+}
+
 int hutch_conn_fill(struct hutch_conn *c, struct hutch_err *err) {
   for (;;) {
     buf_reserve(&c->in, 64 << 10);

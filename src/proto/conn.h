@@ -24,6 +24,10 @@ struct hutch_conn {
 
 void hutch_conn_init(struct hutch_conn *c, int fd);
 void hutch_conn_free(struct hutch_conn *c);
+/* Give back the memory of buffers that hold nothing (an idle connection's:
+ * a read makes one of 64-128 KiB); the next fill or send makes them
+ * again. Frames from hutch_conn_next are invalid after it. */
+void hutch_conn_trim(struct hutch_conn *c);
 
 /* Read what the socket has. 0: read something or nothing available;
  * -1: error (err set). Sets c->eof when the peer closed. */

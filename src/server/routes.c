@@ -366,10 +366,7 @@ static bool token_is(const char *given, const char *want) {
  * otherwise. */
 static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   const char *id = http_header(&c->req, "E2b-Sandbox-Id");
-  struct sbx *sb = NULL;
-  for (struct sbx *s = c->srv->sandboxes; s && id; s = s->next)
-    if (!s->dying && strcmp(s->id, id) == 0)
-      sb = s;
+  struct sbx *sb = sbx_find(c->srv, id);
   if (!sb) {
     ports_sandbox_missing(c, id ? id : "");
     return NULL;

@@ -235,6 +235,10 @@ def test_uploads(server, sbx):
     assert upload(b"x", "application/octet-stream").status == 400  # no path
     r = upload(b"x", "application/octet-stream", "?path=/etc/passwd")
     assert r.status == 403, r
+    envd(server, sbx, "/process.Process/Start",
+         envelope({"process": {"cmd": "mkfifo", "args": ["/tmp/fifo"]}}))
+    r = upload(b"x", "application/octet-stream", "?path=/tmp/fifo")  # a FIFO no one reads
+    assert r.status == 400 and r.json["code"] == 400 and "regular" in r.json["message"], r
     r = upload(gzip.compress(b"inflated"), "application/octet-stream", "?path=/tmp/z",
                {"Content-Encoding": "gzip"})
     assert r.status == 200 and r.json[0]["path"] == "/tmp/z", r

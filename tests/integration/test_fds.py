@@ -141,6 +141,47 @@ def test_a_tenants_streams_past_its_share_are_429_and_others_are_served(server, 
     assert any(l.get("data") == "again\n" for l in lines), lines
 
 
+def test_a_tenants_tunnels_over_its_sandboxes_stop_at_its_share_and_count_down(server, tenant):
+    """A tenant's share (8 tunnels) is counted over all its sandboxes as
+    tunnels open and close: the ninth, on a sandbox holding none, is 429;
+    once they close, tunnels are let through again."""
+    sids = [tenant.create()["id"] for _ in range(5)]
+    for sid in sids:
+        tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hold.py", HOLD)
+        tenant.post(f"/v1/sandboxes/{sid}/exec",
+                    {"cmd": ["python3", "/tmp/hold.py"], "background": True})
+    for sid in sids:
+        wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/ports/8600/up").status == 200, 20)
+    hold = lambda sid: (f"GET /v1/sandboxes/{sid}/ports/8600/hold HTTP/1.1\r\nHost: x\r\n"
+                        f"Authorization: Bearer {tenant.key}\r\nContent-Length: 0\r\n\r\n")
+    held, socks, refused = [], [], []
+    try:
+        # two on each of the first four; the probes' tunnels still count
+        # for a moment after their answers: those refused meanwhile again
+        pending, deadline = [sids[i // 2] for i in range(8)], time.monotonic() + 20
+        while pending and time.monotonic() < deadline:
+            batch = [(sid, raw(server, hold(sid))) for sid in pending]
+            socks += [s for _, s in batch]
+            time.sleep(1)
+            pending = []
+            for sid, s in batch:
+                status, head = status_of(s, 0.01)
+                if status is None:
+                    held.append(s)
+                else:
+                    refused.append(head)
+                    pending.append(sid)
+        assert len(held) == 8, refused
+        s = raw(server, hold(sids[4]))
+        socks.append(s)
+        status, head = status_of(s, 3)
+        assert status == 429 and b"your sandboxes hold your share" in head, head
+    finally:
+        for s in socks:
+            s.close()
+    wait_for(lambda: tenant.get(f"/v1/sandboxes/{sids[4]}/ports/8600/up").status == 200, 20)
+
+
 def test_connections_past_the_descriptors_get_503_and_the_server_recovers(server, tenant):
     socks = [raw(server, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") for _ in range(NOFILE + 50)]
     try:

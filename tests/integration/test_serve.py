@@ -488,6 +488,14 @@ def test_files_refuse(api, sandbox, method, suffix, body, status, code):
     assert r.status == status and error_of(r) == code, r
 
 
+def test_a_file_written_to_a_fifo_no_one_reads_is_refused(api, sandbox):
+    sid = sandbox["id"]
+    assert output(api.exec(sid, {"cmd": ["mkfifo", "/tmp/fifo"]})) == b""
+    r = api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/fifo", body=b"x")
+    assert r.status == 400 and error_of(r) == "invalid", r
+    assert "not a regular file" in r.json["error"]["message"], r
+
+
 def test_files_watch_sees_what_a_new_directory_already_holds(api, sandbox):
     """mkdir -p makes a directory and its children faster than the watch
     can add a watch for each: what was made before the watch was in place

@@ -144,10 +144,7 @@ static void sink_event(json_t *ev, void *arg) {
 
 /* Whether the sandbox of the request is gone (killed, or at its end). */
 static bool sandbox_gone(const struct http_conn *c) {
-  for (const struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    if (!sb->dying && c->req.nparams && strcmp(sb->id, c->req.params[0]) == 0)
-      return false;
-  return true;
+  return !c->req.nparams || !sbx_find(c->srv, c->req.params[0]);
 }
 
 /* E2B's SDKs know the lines of E2B's interpreter only. */

@@ -348,10 +348,9 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   }
   c->action = "sandbox.port";
   str_copy(c->sandbox, sizeof c->sandbox, id);
-  struct sbx *sb = NULL;
-  for (struct sbx *s = srv->sandboxes; s; s = s->next)
-    if (!s->dying && !s->pool && strcmp(s->id, id) == 0)
-      sb = s;
+  struct sbx *sb = sbx_find(srv, id);
+  if (sb && sb->pool)
+    sb = NULL;
   /* A private port, or a path to rewrite: one request a connection, so that
    * every request is checked and rewritten. An Upgrade turns it into
    * another protocol, nothing follows in HTTP, but only once the service

@@ -152,6 +152,10 @@ static void on_poll(uv_poll_t *p, int status, int events) {
     }
   }
   update_poll(ac);
+  /* Thousands of sandboxes sit idle: with no stream open, a connection
+   * keeps no buffer between its frames. */
+  if (!ac->streams)
+    hutch_conn_trim(&ac->conn);
 }
 
 /* Watch for reading always, for writing while frames wait to go out. */

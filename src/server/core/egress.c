@@ -35,6 +35,7 @@
 #include "core/fds.h"
 #include "core/network.h"
 #include "core/sbx.h"
+#include "core/tally.h"
 #include "http/json.h"
 
 #define EGRESS_MAX_CONNS 256            /* a sandbox's connections through the proxy */
@@ -722,11 +723,14 @@ int egress_open(struct sbx *sb, struct hutch_err *err) {
     uv_close((uv_handle_t *)&eg->listener, listener_closed);
     return hutch_err_set(err, 0, "listening for the egress proxy of sandbox %s", sb->id);
   }
+  tally_relays_like(&eg->conns, &sb->ports);
   sb->egress = eg;
   return 0;
 }
 
 unsigned egress_conns(const struct sbx *sb) { return sb->egress ? sb->egress->conns.n : 0; }
+
+struct relay_set *egress_relays(struct sbx *sb) { return sb->egress ? &sb->egress->conns : NULL; }
 
 void egress_close(struct sbx *sb) {
   struct egress *eg = sb->egress;

@@ -13,12 +13,12 @@
  * running out would be a 500 for everyone. */
 #include "core/fds.h"
 
-#include <string.h>
 #include <sys/resource.h>
 
 #include "util.h"
 #include "core/network.h"
 #include "core/sbx.h"
+#include "core/tally.h"
 
 #define FDS_RESERVE 64
 /* The agent's connection, the egress proxy's listener and the slot's
@@ -41,21 +41,21 @@ static unsigned relay_fds(const struct sbx *sb) {
   return (sb->ports.n + egress_conns(sb)) * FDS_RELAY;
 }
 
+unsigned fds_of_sandbox(const struct sbx *sb) {
+  return FDS_SANDBOX + (sb->hs && sb->hs->pidfd >= 0);
+}
+
+/* Listed sandboxes' descriptors and relays are counted as they come and
+ * go (tally.h). */
 unsigned fds_server_used(const struct server *srv) {
-  unsigned used = srv->http.nconns;
-  for (const struct sbx *s = srv->sandboxes; s; s = s->next)
-    used += FDS_SANDBOX + (s->hs && s->hs->pidfd >= 0) + relay_fds(s);
-  return used;
+  return srv->http.nconns + srv->sandbox_fds + srv->relays * FDS_RELAY;
 }
 
 /* A tenant's relays, and its connections that a handler holds open (exec
  * and file streams, WebSockets): what it keeps past a request's end. */
 static unsigned tenant_used(const struct server *srv, const char *tenant) {
-  unsigned used = 0;
-  for (const struct sbx *s = srv->sandboxes; s; s = s->next)
-    if (strcmp(s->tenant, tenant) == 0)
-      used += relay_fds(s);
-  return used + http_conns_held(&srv->http, tenant);
+  const struct tally *t = tally_of(srv, tenant);
+  return (t ? t->relays * FDS_RELAY : 0) + http_conns_held(&srv->http, tenant);
 }
 
 int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,

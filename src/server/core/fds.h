@@ -17,6 +17,8 @@ struct hutch_err;
 void fds_init(struct server *srv);
 unsigned fds_pool(const struct server *srv);
 unsigned fds_server_used(const struct server *srv);
+/* What a sandbox holds of the server's descriptors, its relays aside. */
+unsigned fds_of_sandbox(const struct sbx *sb);
 int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,
               struct hutch_err *err);
 int fds_check_sandbox(const struct server *srv);

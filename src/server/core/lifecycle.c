@@ -20,6 +20,7 @@
 #include "core/offload.h"
 #include "core/sbx.h"
 #include "core/server.h"
+#include "core/tally.h"
 #include "core/usage.h"
 #include "state/store.h"
 
@@ -107,7 +108,7 @@ void sbx_freeze_forget(struct sbx *sb) {
 static void mark_paused(struct sbx *sb) {
   usage_sample(sb); /* its running time is counted up to now */
   int64_t now = wall_ms();
-  sb->paused = true;
+  tally_paused(sb, true);
   sb->paused_ms = now;
   /* Paused by its timeout, it has none left: it gets its timeout's length
    * again when it resumes. */
@@ -161,7 +162,7 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
     sbx_destroy(sb);
     return -1;
   }
-  sb->paused = false;
+  tally_paused(sb, false);
   sb->expires_ms = wall_ms() + (timeout_ms >= 0 ? timeout_ms : sb->left_ms);
   save(sb);
   return 0;

@@ -91,9 +91,7 @@ static void histogram(FILE *f, const char *name, const char *help, const uint64_
 
 /* Sandboxes per isolation tier, and what each tier runs on. */
 static void tiers_write(FILE *f, const struct server *srv) {
-  unsigned gvisor = 0;
-  for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
-    gvisor += sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
+  unsigned gvisor = srv->ngvisor;
   fprintf(f,
           "# HELP hutch_sandboxes_by_isolation Sandboxes by isolation tier.\n"
           "# TYPE hutch_sandboxes_by_isolation gauge\n"
@@ -115,9 +113,7 @@ static void tiers_write(FILE *f, const struct server *srv) {
 void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queued) {
   const struct metrics *m = &srv->metrics;
   fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
-  unsigned paused = 0;
-  for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
-    paused += sb->paused;
+  unsigned paused = srv->npaused;
   fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
           srv->nsandboxes - paused, paused);
   tiers_write(f, srv);

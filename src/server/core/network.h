@@ -34,6 +34,8 @@ int egress_open(struct sbx *sb, struct hutch_err *err);
 void egress_close(struct sbx *sb);
 /* Connections through the sandbox's proxy now. */
 unsigned egress_conns(const struct sbx *sb);
+/* Its proxy's connections, NULL: no proxy (tally.c counts them). */
+struct relay_set *egress_relays(struct sbx *sb);
 void egress_recheck(struct sbx *sb);
 /* Connections through its proxy, or its ports, idle for idle_ms end. */
 void egress_sweep(struct sbx *sb, uint64_t idle_ms);

@@ -17,6 +17,7 @@
 #include "core/server.h"
 #include "core/snapshots.h"
 #include "core/startup.h"
+#include "core/tally.h"
 #include "core/volumes.h"
 
 void create_req_init(struct create_req *r) {
@@ -54,19 +55,10 @@ int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t
     return -1;
   uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
   uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
-  uint64_t n = 0, mem = 0, all = srv->nsandboxes;
-  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
-    if (strcmp(sb->tenant, p->tenant) == 0) {
-      n++;
-      mem += sb->memory_mb;
-    }
-  for (struct creating *cr = srv->creating; cr; cr = cr->next) {
-    all++;
-    if (strcmp(cr->p.tenant, p->tenant) == 0) {
-      n++;
-      mem += cr->memory_mb;
-    }
-  }
+  /* Creates under way count as live sandboxes (tally.h). */
+  const struct tally *t = tally_of(srv, p->tenant);
+  uint64_t n = t ? t->sandboxes + t->creating : 0, mem = t ? t->memory_mb : 0;
+  uint64_t all = srv->nsandboxes + srv->ncreating;
   if (n + count > max_sbx)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "tenant %s may run at most %llu sandboxes", p->tenant,
@@ -156,6 +148,7 @@ static void creating_free(struct creating *cr) {
   for (struct creating **q = &cr->srv->creating; *q; q = &(*q)->next)
     if (*q == cr) {
       *q = cr->next;
+      tally_creating(cr->srv, cr->p.tenant, cr->memory_mb, false);
       break;
     }
   volumes_release(&cr->vm);
@@ -255,21 +248,24 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
  * the one to slow down), any other 503 at_capacity. */
 #define ADMIT_FIRST_NS (20 * 1000 * 1000ull)
 static int admit(struct server *srv, const struct principal *p, struct hutch_err *err) {
-  unsigned own = 0, lanes = srv->offload[OFFLOAD_CREATE].max;
+  const struct tally *t = tally_of(srv, p->tenant);
+  unsigned own = t ? t->creating : 0, lanes = srv->offload[OFFLOAD_CREATE].max;
   unsigned ahead = offload_ahead(srv, OFFLOAD_CREATE, p->tenant);
-  for (const struct creating *cr = srv->creating; cr; cr = cr->next)
-    own += strcmp(cr->p.tenant, p->tenant) == 0;
   uint64_t per = srv->create_ns ? srv->create_ns : ADMIT_FIRST_NS;
   uint64_t wait_ms = ahead / lanes * per / 1000000;
   if (wait_ms <= srv->cfg.max_create_wait_ms)
     return 0;
   if (own * 2 > ahead)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
-                          "tenant %s has %u creates waiting (about %llu ms): try again later",
-                          p->tenant, own, (unsigned long long)wait_ms);
-  return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
-                        "%u creates are waiting (about %llu ms): try again later", ahead,
-                        (unsigned long long)wait_ms);
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
+                   "tenant %s has %u creates waiting (about %llu ms): try again later",
+                   p->tenant, own, (unsigned long long)wait_ms);
+  else
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
+                   "%u creates are waiting (about %llu ms): try again later", ahead,
+                   (unsigned long long)wait_ms);
+  /* Retry-After: the wait, in whole seconds rounded up. */
+  err->retry_s = (unsigned)((wait_ms + 999) / 1000);
+  return -1;
 }
 
 /* The sandbox cr asks for: a warm one if a pool holds one made just so
@@ -305,6 +301,7 @@ static int start(struct creating *cr, struct hutch_err *err) {
     return -1;
   cr->next = srv->creating;
   srv->creating = cr;
+  tally_creating(srv, cr->p.tenant, cr->memory_mb, true);
   if (sb) {
     struct hutch_err none = {0};
     create_made(srv, sb, &none, cr);

@@ -26,6 +26,7 @@
 #include "core/pool.h"
 #include "core/procs.h"
 #include "core/snapshots.h"
+#include "core/tally.h"
 #include "core/usage.h"
 #include "state/store.h"
 
@@ -72,6 +73,7 @@ void sbx_register(struct server *srv, struct sbx *sb) {
   srv->by_id[b] = sb;
   sb->listed = true;
   srv->nsandboxes++;
+  tally_listed(srv, sb, true);
 }
 
 /* Whether it was listed (a sandbox made for a client that left before it
@@ -80,6 +82,7 @@ static bool unregister(struct server *srv, struct sbx *sb) {
   if (!sb->listed)
     return false;
   sb->listed = false;
+  tally_listed(srv, sb, false);
   if (sb->prev)
     sb->prev->next = sb->next;
   else
@@ -98,10 +101,15 @@ static bool unregister(struct server *srv, struct sbx *sb) {
 /* Another tenant's sandbox is not found, exactly as one that never was:
  * ids must not be a way to learn about other tenants. */
 struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id) {
-  if (!srv->nby_id)
+  struct sbx *sb = sbx_find(srv, id);
+  return sb && strcmp(sb->tenant, p->tenant) == 0 ? sb : NULL;
+}
+
+struct sbx *sbx_find(struct server *srv, const char *id) {
+  if (!srv->nby_id || !id)
     return NULL;
   for (struct sbx *sb = srv->by_id[id_bucket(id, srv->nby_id)]; sb; sb = sb->id_next)
-    if (!sb->dying && strcmp(sb->id, id) == 0 && strcmp(sb->tenant, p->tenant) == 0)
+    if (!sb->dying && strcmp(sb->id, id) == 0)
       return sb;
   return NULL;
 }
@@ -496,7 +504,7 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
   } else {
     if (unregister(srv, sb)) {
       srv->metrics.destroys++;
-      usage_final(sb);
+      usage_sample(sb); /* its last use counted */
       if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
         fprintf(stderr, "hutch serve: %s\n", err.msg);
     }
@@ -540,7 +548,7 @@ void sbx_release_all(struct server *srv) {
     unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
-    usage_final(sb);
+    usage_sample(sb); /* its last use counted */
     escapes_final(sb); /* the next server starts from the agent's counts */
     egress_close(sb);
     if (srv->fronts)

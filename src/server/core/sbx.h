@@ -24,6 +24,7 @@ struct context;
 struct watch;
 struct egress;
 struct tls_ca;
+struct tally;
 
 #define SBX_LOG_MAX 256
 
@@ -31,6 +32,8 @@ struct sbx {
   struct sbx *next, *prev; /* srv->sandboxes while listed; next: a pool's ready list */
   struct sbx *id_next;     /* the chain of its bucket in srv->by_id */
   bool listed;
+  struct tally *tally; /* its tenant's counts, while listed (tally.h) */
+  unsigned fds;        /* the server's descriptors it holds, counted while listed (fds.c) */
   struct server *srv;
   struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
   char id[17];
@@ -118,6 +121,9 @@ int sbx_connect_agent(struct sbx *sb);
 int sbx_adopt_all(struct server *srv, struct hutch_err *err);
 /* The caller's sandbox id, or NULL (another tenant's too). */
 struct sbx *sbx_find_own(struct server *srv, const struct principal *p, const char *id);
+/* Whoever's sandbox id is (NULL: none live): for the routes a sandbox's
+ * own token or a signature authenticates, which check it themselves. */
+struct sbx *sbx_find(struct server *srv, const char *id);
 /* Out of the registry at once; its processes and cgroups go off the loop
  * (sbx_teardown). sbx_destroy_then calls gone(arg) once they are gone. */
 void sbx_destroy(struct sbx *sb);

@@ -27,6 +27,7 @@
 #include "core/pool.h"
 #include "core/snapshots.h"
 #include "core/startup.h"
+#include "core/tally.h"
 #include "core/templates.h"
 #include "core/volworker.h"
 #include "state/seal.h"
@@ -350,6 +351,7 @@ void server_free(struct server *srv) {
   egress_tls_free(srv);
   free(srv->cfg.egress_ca);
   free(srv->by_id);
+  tally_free_all(srv);
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.gvisor_platform);

@@ -14,23 +14,93 @@
 
 #include "util.h"
 #include "core/sbx.h"
+#include "core/tally.h"
 #include "state/store.h"
 
 #define SAMPLE_EVERY_MS 2000
 #define SAMPLES_PER_S 500 /* at most, over all sandboxes */
 #define SAMPLES_KEPT 300 /* ten minutes */
+#define SAMPLES_FIRST 8 /* the ring's first size: it grows with the sandbox's age */
+/* Its storage's use is read every DISK_EVERY samples (it moves slower than
+ * CPU and memory, and its reading costs as much as theirs); a sample in
+ * between keeps the last. */
+#define DISK_EVERY 2
 
-struct sample {
-  int64_t ms;
+struct values {
   double cpu_pct;
   uint64_t cpu_ns, memory, cache, disk, disk_total, pids;
 };
 
-struct samples {
-  struct sample ring[SAMPLES_KEPT];
-  unsigned head, n; /* the next slot written; how many are held */
-  struct usage_delta charged; /* since the store last heard */
+struct sample {
+  int64_t ms;
+  struct values v;
 };
+
+/* Samples in a row that read the same (an idle sandbox's: all but the
+ * time), kept once. */
+struct run {
+  struct values v;
+  unsigned n;
+};
+
+/* A ring: cap slots of size bytes, n of them held, the next written at
+ * head. It grows by doubling, to SAMPLES_KEPT, as it fills. */
+struct ring {
+  void *slot;
+  unsigned cap, head, n;
+};
+
+/* The samples, oldest first: their times, and what they read as runs
+ * (the runs' n add up to the times' n). A young or an idle sandbox holds
+ * little. */
+struct samples {
+  struct ring ms;   /* int64_t */
+  struct ring runs; /* struct run */
+  unsigned taken;   /* samples taken: the disk is read on every DISK_EVERY-th */
+};
+
+static void *ring_at(const struct ring *r, size_t size, unsigned i) { /* i: 0 the oldest */
+  return (char *)r->slot + (size_t)((r->head + r->cap - r->n + i) % r->cap) * size;
+}
+
+/* Room for one more at the newest end: the ring grows, or its oldest must
+ * go first (the caller's). */
+static void *ring_push(struct ring *r, size_t size) {
+  if (r->n == r->cap && r->cap < SAMPLES_KEPT) {
+    unsigned cap = r->cap ? (r->cap * 2 < SAMPLES_KEPT ? r->cap * 2 : SAMPLES_KEPT) : SAMPLES_FIRST;
+    char *to = xcalloc(cap, size);
+    for (unsigned i = 0; i < r->n; i++)
+      memcpy(to + (size_t)i * size, ring_at(r, size, i), size);
+    free(r->slot);
+    *r = (struct ring){.slot = to, .cap = cap, .head = r->n, .n = r->n};
+  }
+  void *at = (char *)r->slot + (size_t)r->head * size;
+  r->head = (r->head + 1) % r->cap;
+  r->n++;
+  return at;
+}
+
+static bool same(const struct values *a, const struct values *b) {
+  return a->cpu_pct == b->cpu_pct && a->cpu_ns == b->cpu_ns && a->memory == b->memory &&
+         a->cache == b->cache && a->disk == b->disk && a->disk_total == b->disk_total &&
+         a->pids == b->pids;
+}
+
+/* Keep x as the newest sample, the oldest going once SAMPLES_KEPT are. */
+static void keep(struct samples *s, const struct sample *x) {
+  if (s->ms.n == SAMPLES_KEPT) {
+    s->ms.n--;
+    struct run *oldest = ring_at(&s->runs, sizeof *oldest, 0);
+    if (--oldest->n == 0)
+      s->runs.n--;
+  }
+  *(int64_t *)ring_push(&s->ms, sizeof(int64_t)) = x->ms;
+  struct run *newest = s->runs.n ? ring_at(&s->runs, sizeof *newest, s->runs.n - 1) : NULL;
+  if (newest && same(&newest->v, &x->v))
+    newest->n++;
+  else
+    *(struct run *)ring_push(&s->runs, sizeof(struct run)) = (struct run){.v = x->v, .n = 1};
+}
 
 /* The CPUs a sandbox may use: its limit, or the host's. */
 static double cpus_of(const struct sbx *sb) {
@@ -38,91 +108,98 @@ static double cpus_of(const struct sbx *sb) {
   return sb->cpu_milli ? (double)sb->cpu_milli / 1000 : (double)(n > 0 ? n : 1);
 }
 
-static const struct sample *last_of(const struct samples *s) {
-  return s->n ? &s->ring[(s->head + SAMPLES_KEPT - 1) % SAMPLES_KEPT] : NULL;
+/* The newest sample into out: out, or NULL when there is none. */
+static const struct sample *last_of(const struct samples *s, struct sample *out) {
+  if (!s || !s->ms.n)
+    return NULL;
+  out->ms = *(int64_t *)ring_at(&s->ms, sizeof(int64_t), s->ms.n - 1);
+  out->v = ((struct run *)ring_at(&s->runs, sizeof(struct run), s->runs.n - 1))->v;
+  return out;
 }
 
-/* A reading now, its CPU share measured since prev. */
-static int read_now(const struct sbx *sb, const struct sample *prev, struct sample *out) {
+/* A reading now, its CPU share measured since prev; its disk's use read
+ * only when disk (or there is no prev), else prev's. */
+static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
+                    struct sample *out) {
   struct hutch_sandbox_usage u;
   struct hutch_err err = {0};
-  if (!sb->hs || hutch_sandbox_usage(sb->hs, &u, &err) < 0)
+  disk = disk || !prev;
+  if (!sb->hs || hutch_sandbox_usage(sb->hs, disk, &u, &err) < 0)
     return -1;
-  *out = (struct sample){.ms = wall_ms(), .cpu_ns = u.cg.cpu_ns, .memory = u.cg.memory_bytes,
-                         .cache = u.cg.memory_cache, .disk = u.disk_used,
-                         .disk_total = u.disk_total, .pids = u.cg.pids};
-  if (prev && out->ms > prev->ms && out->cpu_ns >= prev->cpu_ns)
-    out->cpu_pct = (double)(out->cpu_ns - prev->cpu_ns) / ((double)(out->ms - prev->ms) * 1e6) /
-                   cpus_of(sb) * 100;
+  *out = (struct sample){.ms = wall_ms(),
+                         .v = {.cpu_ns = u.cg.cpu_ns, .memory = u.cg.memory_bytes,
+                               .cache = u.cg.memory_cache, .disk = u.disk_used,
+                               .disk_total = u.disk_total, .pids = u.cg.pids}};
+  if (!disk) {
+    out->v.disk = prev->v.disk;
+    out->v.disk_total = prev->v.disk_total;
+  }
+  if (prev && out->ms > prev->ms && out->v.cpu_ns >= prev->v.cpu_ns)
+    out->v.cpu_pct = (double)(out->v.cpu_ns - prev->v.cpu_ns) /
+                     ((double)(out->ms - prev->ms) * 1e6) / cpus_of(sb) * 100;
   return 0;
+}
+
+/* Charged to its tenant in the store at once: usage_of reads the store
+ * alone. */
+static void charge(struct sbx *sb, const struct usage_delta *d) {
+  struct hutch_err err = {0};
+  if ((d->cpu_s || d->sandbox_s) && store_usage_add(sb->srv->store, sb->tenant, d, &err) < 0)
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
 }
 
 void usage_sample(struct sbx *sb) {
   if (!sb->samples)
     sb->samples = xcalloc(1, sizeof *sb->samples);
   struct samples *s = sb->samples;
-  const struct sample *prev = last_of(s);
-  struct sample now;
-  if (read_now(sb, prev, &now) < 0)
+  struct sample last, now;
+  const struct sample *prev = last_of(s, &last);
+  if (read_now(sb, prev, s->taken++ % DISK_EVERY == 0, &now) < 0)
     return;
   /* Charged: the time since the last sample, if it ran all of it. */
   if (prev && !sb->paused && now.ms > prev->ms) {
     double dt = (double)(now.ms - prev->ms) / 1000;
-    s->charged.cpu_s += (double)(now.cpu_ns - prev->cpu_ns) / 1e9;
-    s->charged.memory_gb_s += (double)now.memory / (1 << 30) * dt;
-    s->charged.sandbox_s += dt;
+    struct usage_delta d = {.cpu_s = (double)(now.v.cpu_ns - prev->v.cpu_ns) / 1e9,
+                            .memory_gb_s = (double)now.v.memory / (1 << 30) * dt,
+                            .sandbox_s = dt};
+    charge(sb, &d);
   }
-  s->ring[s->head] = now;
-  s->head = (s->head + 1) % SAMPLES_KEPT;
-  if (s->n < SAMPLES_KEPT)
-    s->n++;
-}
-
-static void charge(struct sbx *sb) {
-  struct hutch_err err = {0};
-  struct samples *s = sb->samples;
-  if (!s || (!s->charged.cpu_s && !s->charged.sandbox_s))
-    return;
-  if (store_usage_add(sb->srv->store, sb->tenant, &s->charged, &err) < 0)
-    fprintf(stderr, "hutch serve: %s\n", err.msg);
-  memset(&s->charged, 0, sizeof s->charged);
+  keep(s, &now);
 }
 
 /* Each sandbox every SAMPLE_EVERY_MS, or less often when there are more
  * than SAMPLES_PER_S x that many seconds of them: a reading opens the
- * sandbox's cgroup and storage and reads four files (some 20 system calls,
- * a row written), on the loop, which thousands of idle sandboxes must not
- * take from the requests. */
+ * sandbox's cgroup and reads four files, every DISK_EVERY-th takes its
+ * storage again too (some 20 system calls, a row written), on the loop,
+ * which thousands of idle sandboxes must not take from the requests. */
 void usage_sample_all(struct server *srv) {
   int64_t now = wall_ms();
   int64_t every = SAMPLE_EVERY_MS;
   if ((int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S > every)
     every = (int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S;
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
-    const struct sample *last = sb->samples ? last_of(sb->samples) : NULL;
-    if (!last || now - last->ms >= every - 50) {
+    struct sample x;
+    const struct sample *last = last_of(sb->samples, &x);
+    if (!last || now - last->ms >= every - 50)
       usage_sample(sb);
-      charge(sb);
-    }
   }
 }
 
-void usage_final(struct sbx *sb) {
-  usage_sample(sb);
-  charge(sb);
-}
-
 void usage_free(struct sbx *sb) {
+  if (sb->samples) {
+    free(sb->samples->ms.slot);
+    free(sb->samples->runs.slot);
+  }
   free(sb->samples);
   sb->samples = NULL;
 }
 
 static struct usage_point point_of(const struct sbx *sb, const struct sample *s) {
   return (struct usage_point){
-      .ms = s->ms, .cpu_pct = s->cpu_pct, .cpus = (unsigned)(cpus_of(sb) + 0.999),
-      .memory_used = s->memory, .memory_cache = s->cache, .memory_limit = sb->memory_mb << 20,
-      .disk_used = s->disk, .disk_limit = s->disk_total ? s->disk_total : sb->disk_mb << 20,
-      .pids = s->pids};
+      .ms = s->ms, .cpu_pct = s->v.cpu_pct, .cpus = (unsigned)(cpus_of(sb) + 0.999),
+      .memory_used = s->v.memory, .memory_cache = s->v.cache,
+      .memory_limit = sb->memory_mb << 20, .disk_used = s->v.disk,
+      .disk_limit = s->v.disk_total ? s->v.disk_total : sb->disk_mb << 20, .pids = s->v.pids};
 }
 
 void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
@@ -130,18 +207,23 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
   if (!sb->samples)
     usage_sample(sb);
   const struct samples *s = sb->samples;
-  for (unsigned i = 0; i < s->n; i++) {
-    const struct sample *x = &s->ring[(s->head + SAMPLES_KEPT - s->n + i) % SAMPLES_KEPT];
-    if (x->ms >= start_ms && x->ms <= end_ms) {
-      struct usage_point pt = point_of(sb, x);
-      fn(&pt, arg);
+  unsigned i = 0;
+  for (unsigned r = 0; r < s->runs.n; r++) {
+    const struct run *run = ring_at(&s->runs, sizeof *run, r);
+    for (unsigned k = 0; k < run->n; k++, i++) {
+      struct sample x = {.ms = *(int64_t *)ring_at(&s->ms, sizeof(int64_t), i), .v = run->v};
+      if (x.ms >= start_ms && x.ms <= end_ms) {
+        struct usage_point pt = point_of(sb, &x);
+        fn(&pt, arg);
+      }
     }
   }
   /* And now, measured since the last sample (not kept). */
-  struct sample now;
-  if (read_now(sb, last_of(s), &now) == 0 && now.ms >= start_ms && now.ms <= end_ms) {
+  struct sample last, now;
+  if (read_now(sb, last_of(s, &last), true, &now) == 0 && now.ms >= start_ms &&
+      now.ms <= end_ms) {
     if (sb->paused)
-      now.cpu_pct = 0;
+      now.v.cpu_pct = 0;
     struct usage_point pt = point_of(sb, &now);
     fn(&pt, arg);
   }
@@ -161,15 +243,10 @@ int usage_of(struct server *srv, const struct principal *p, const char *tenant,
     err->code = "internal";
     return -1;
   }
-  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
-    if (strcmp(sb->tenant, tenant) != 0)
-      continue;
-    sb->paused ? out->paused++ : out->running++;
-    if (sb->samples) {
-      out->used.cpu_s += sb->samples->charged.cpu_s;
-      out->used.memory_gb_s += sb->samples->charged.memory_gb_s;
-      out->used.sandbox_s += sb->samples->charged.sandbox_s;
-    }
+  const struct tally *t = tally_of(srv, tenant);
+  if (t) {
+    out->paused = t->paused;
+    out->running = t->sandboxes - t->paused;
   }
   return 0;
 }

@@ -13,11 +13,10 @@ struct principal;
 
 /* usage.c: what sandboxes use, sampled (metrics), and what tenants used. */
 void usage_sample_all(struct server *srv);
-/* Take one sample now (before a pause and a resume, so each is counted
- * to the moment). */
+/* Take one sample now, its use since the last charged to its tenant
+ * (before a pause and a resume, and before it goes, so each is counted to
+ * the moment). */
 void usage_sample(struct sbx *sb);
-/* A sandbox's last use is counted before it goes. */
-void usage_final(struct sbx *sb);
 void usage_free(struct sbx *sb);
 /* The samples from start to end (ms since the epoch), oldest first, with
  * one taken now at the end, each passed to fn. */

@@ -305,12 +305,7 @@ void e2b_cut(struct http_conn *c) {
   http_own(c, NULL, NULL);
   http_abort(c);
 }
-struct sbx *e2b_sandbox(struct http_conn *c) {
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    if (!sb->dying && strcmp(sb->id, c->req.params[0]) == 0)
-      return sb;
-  return NULL;
-}
+struct sbx *e2b_sandbox(struct http_conn *c) { return sbx_find(c->srv, c->req.params[0]); }
 
 /* Which of the sandbox's users a name is: "user", "root", or its
  * template's own (sb->user); NULL for any other. */
@@ -387,9 +382,9 @@ static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *mad
   json_t *out = json_array(), *v;
   size_t i;
   json_array_foreach(made, i, v) {
-    for (struct sbx *f = c->srv->sandboxes; f; f = f->next)
-      if (strcmp(f->id, json_string_value(json_object_get(v, "id"))) == 0)
-        json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
+    struct sbx *f = sbx_find(c->srv, json_string_value(json_object_get(v, "id")));
+    if (f)
+      json_array_append_new(out, json_pack("{s:o}", "sandbox", sandbox_json(f)));
   }
   http_json(c, 201, out);
 }

@@ -59,12 +59,14 @@ const char *http_connect_code(enum hutch_errkind kind, const char *code) {
 }
 
 static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code,
-                   const char *msg) {
+                   const char *msg, unsigned retry_s) {
   kind = checked(kind);
   int status = kinds[kind].status;
   code = code ? code : kinds[kind].code;
   c->last_error = code;
-  const char *extra = kinds[kind].retry ? "Retry-After: 1\r\n" : NULL;
+  char retry[48];
+  snprintf(retry, sizeof retry, "Retry-After: %u\r\n", retry_s ? retry_s : 1);
+  const char *extra = kinds[kind].retry ? retry : NULL;
   json_t *j;
   switch (c->dialect) {
   case DIALECT_TEXT:
@@ -106,11 +108,11 @@ void http_error(struct http_conn *c, enum hutch_errkind kind, const char *code, 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  answer(c, kind, code, msg);
+  answer(c, kind, code, msg, 0);
 }
 
 void http_fail(struct http_conn *c, const struct hutch_err *err) {
-  answer(c, hutch_err_class(err), err->code, err->msg);
+  answer(c, hutch_err_class(err), err->code, err->msg, err->retry_s);
 }
 
 /* The reason phrase of each status the server answers with. */

@@ -85,6 +85,9 @@ void relay_set_join(struct relay_set *s, struct relay *r) {
     s->first->prev = r;
   s->first = r;
   s->n++;
+  for (int i = 0; i < 2; i++)
+    if (s->tally[i])
+      (*s->tally[i])++;
 }
 
 void relay_set_leave(struct relay *r) {
@@ -98,6 +101,9 @@ void relay_set_leave(struct relay *r) {
   if (r->next)
     r->next->prev = r->prev;
   s->n--;
+  for (int i = 0; i < 2; i++)
+    if (s->tally[i])
+      (*s->tally[i])--;
   r->set = NULL;
 }
 

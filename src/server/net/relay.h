@@ -29,6 +29,9 @@ typedef void (*relay_done_fn)(struct relay *r);
 struct relay_set {
   struct relay *first;
   unsigned n;
+  /* Counts that count this set's relays too (its owner's tenant's, the
+   * server's); NULL: none. */
+  unsigned *tally[2];
 };
 
 struct relay {

@@ -1,0 +1,141 @@
+/* What the server and each tenant hold now (tally.h). */
+#include "core/tally.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "core/fds.h"
+#include "core/network.h"
+#include "core/sbx.h"
+
+#define TALLY_BUCKETS 256
+
+static unsigned bucket(const char *tenant) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (; *tenant; tenant++)
+    h = (h ^ (uint8_t)*tenant) * 16777619u;
+  return h & (TALLY_BUCKETS - 1);
+}
+
+static struct tally **slot_of(const struct server *srv, const char *tenant) {
+  if (!srv->tallies)
+    return NULL;
+  struct tally **p = &srv->tallies[bucket(tenant)];
+  while (*p && strcmp((*p)->tenant, tenant) != 0)
+    p = &(*p)->next;
+  return p;
+}
+
+const struct tally *tally_of(const struct server *srv, const char *tenant) {
+  struct tally **p = slot_of(srv, tenant);
+  return p ? *p : NULL;
+}
+
+static struct tally *get(struct server *srv, const char *tenant) {
+  if (!srv->tallies)
+    srv->tallies = xcalloc(TALLY_BUCKETS, sizeof *srv->tallies);
+  struct tally **p = slot_of(srv, tenant);
+  if (!*p) {
+    *p = xcalloc(1, sizeof **p);
+    str_copy((*p)->tenant, sizeof (*p)->tenant, tenant);
+  }
+  return *p;
+}
+
+/* A tenant that holds nothing has no counts left to keep. */
+static void put(struct server *srv, struct tally *t) {
+  if (t->sandboxes || t->creating)
+    return;
+  struct tally **p = slot_of(srv, t->tenant);
+  *p = t->next;
+  free(t);
+}
+
+void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
+  struct tally *t = get(srv, tenant);
+  if (on) {
+    t->creating++;
+    t->memory_mb += memory_mb;
+    srv->ncreating++;
+  } else {
+    t->creating--;
+    t->memory_mb -= memory_mb;
+    srv->ncreating--;
+  }
+  put(srv, t);
+}
+
+static void relays_counted(struct relay_set *set, struct tally *t, struct server *srv) {
+  if (!set)
+    return;
+  if (t) {
+    set->tally[0] = &t->relays;
+    set->tally[1] = &srv->relays;
+    t->relays += set->n;
+    srv->relays += set->n;
+  } else if (set->tally[0]) {
+    *set->tally[0] -= set->n;
+    *set->tally[1] -= set->n;
+    set->tally[0] = set->tally[1] = NULL;
+  }
+}
+
+void tally_listed(struct server *srv, struct sbx *sb, bool on) {
+  if (on) {
+    struct tally *t = sb->tally = get(srv, sb->tenant);
+    t->sandboxes++;
+    t->memory_mb += sb->memory_mb;
+    sb->fds = fds_of_sandbox(sb);
+    srv->sandbox_fds += sb->fds;
+    t->paused += sb->paused;
+    srv->npaused += sb->paused;
+    srv->ngvisor += sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
+    relays_counted(&sb->ports, t, srv);
+    relays_counted(egress_relays(sb), t, srv);
+    return;
+  }
+  struct tally *t = sb->tally;
+  relays_counted(&sb->ports, NULL, srv);
+  relays_counted(egress_relays(sb), NULL, srv);
+  srv->sandbox_fds -= sb->fds;
+  t->paused -= sb->paused;
+  srv->npaused -= sb->paused;
+  srv->ngvisor -= sb->hs && sb->hs->isolation == HUTCH_ISOLATION_GVISOR;
+  t->sandboxes--;
+  t->memory_mb -= sb->memory_mb;
+  sb->tally = NULL;
+  put(srv, t);
+}
+
+void tally_paused(struct sbx *sb, bool paused) {
+  if (sb->tally && paused && !sb->paused) {
+    sb->tally->paused++;
+    sb->srv->npaused++;
+  } else if (sb->tally && !paused && sb->paused) {
+    sb->tally->paused--;
+    sb->srv->npaused--;
+  }
+  sb->paused = paused;
+}
+
+void tally_relays_like(struct relay_set *set, const struct relay_set *like) {
+  set->tally[0] = like->tally[0];
+  set->tally[1] = like->tally[1];
+  for (int i = 0; i < 2; i++)
+    if (set->tally[i])
+      *set->tally[i] += set->n;
+}
+
+void tally_free_all(struct server *srv) {
+  if (!srv->tallies)
+    return;
+  for (unsigned i = 0; i < TALLY_BUCKETS; i++)
+    while (srv->tallies[i]) {
+      struct tally *t = srv->tallies[i];
+      srv->tallies[i] = t->next;
+      free(t);
+    }
+  free(srv->tallies);
+  srv->tallies = NULL;
+}

@@ -1,0 +1,42 @@
+/* What the server and each tenant hold now: sandboxes, creates under way,
+ * their memory, relayed connections. Counted as they come and go, so that
+ * quotas and descriptor budgets cost the same with 5 sandboxes or 5000
+ * (no walk of every sandbox per request or per create). */
+#ifndef HUTCH_CORE_TALLY_H
+#define HUTCH_CORE_TALLY_H
+
+#include <stdint.h>
+
+#include "state/store.h"
+
+struct server;
+struct sbx;
+struct relay_set;
+
+/* A tenant's counts; there is one only while it has a sandbox listed or
+ * being made. */
+struct tally {
+  struct tally *next; /* its bucket's chain in srv->tallies */
+  char tenant[SERVE_TENANT_LEN + 1];
+  unsigned sandboxes; /* listed (sbx_register) */
+  unsigned creating;  /* being made (core/sandboxes.c) */
+  uint64_t memory_mb; /* of both */
+  unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
+  unsigned paused;    /* of its listed sandboxes */
+};
+
+/* tenant's counts, or NULL when it holds nothing. */
+const struct tally *tally_of(const struct server *srv, const char *tenant);
+/* A create under way: counted (on) or not any more (off). */
+void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
+/* sb listed (on) or out of the registry (off): it, its descriptors and
+ * its relays counted, for its tenant and the server. */
+void tally_listed(struct server *srv, struct sbx *sb, bool on);
+/* sb->paused set, and counted while it is listed. */
+void tally_paused(struct sbx *sb, bool paused);
+/* A set of relays of a listed sandbox made after it was listed (its
+ * egress proxy's) is counted as its ports are. */
+void tally_relays_like(struct relay_set *set, const struct relay_set *like);
+void tally_free_all(struct server *srv);
+
+#endif
