@@ -247,7 +247,9 @@ static void open_egress(struct sbx *sb) {
  *    but its pipe's end, reads and _exits; the network namespace's is a
  *    thread that unshares, opens and ends (netns.c). Each create's clones
  *    close what other creates hold first (offload.h), so creates run
- *    --create-lanes at once.
+ *    --create-lanes at once. Under hutch serve the clone is the spawner's
+ *    (spawner.c), which has one thread: the rules above still hold for a
+ *    request it cannot carry, cloned here.
  *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
  *    between processes, then flock on an fd of their own: flock locks
  *    belong to the open file, so the collector (hutch_gc, on this thread
