@@ -28,6 +28,7 @@
 #include <linux/sched.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,9 +166,18 @@ static void pack(struct blob *b, const struct hutch_spawn *s) {
 #define REL(p)                                                                                     \
   do {                                                                                             \
     if ((p) && (uintptr_t)(p) >= len)                                                              \
-      return NULL;                                                                                 \
+      return 0;                                                                                    \
     (p) = (p) ? (__typeof__(p))(base + (uintptr_t)(p)) : NULL;                                     \
   } while (0)
+
+static bool rel_binds(char *base, size_t len, const struct hutch_bind *binds, size_t n) {
+  struct hutch_bind *v = (struct hutch_bind *)binds;
+  for (size_t i = 0; v && i < n; i++) {
+    REL(v[i].src);
+    REL(v[i].dst);
+  }
+  return true;
+}
 
 static struct hutch_spawn *unpack(char *base, size_t len) {
   struct hutch_spawn *s = (struct hutch_spawn *)(base + 16);
@@ -189,15 +199,9 @@ static struct hutch_spawn *unpack(char *base, size_t len) {
   REL(c->agent);
   REL(c->listen_dir);
   REL(c->binds);
-  for (size_t i = 0; c->binds && i < c->nbinds; i++) {
-    REL(((struct hutch_bind *)c->binds)[i].src);
-    REL(((struct hutch_bind *)c->binds)[i].dst);
-  }
   REL(c->views);
-  for (size_t i = 0; c->views && i < c->nviews; i++) {
-    REL(((struct hutch_bind *)c->views)[i].src);
-    REL(((struct hutch_bind *)c->views)[i].dst);
-  }
+  if (!rel_binds(base, len, c->binds, c->nbinds) || !rel_binds(base, len, c->views, c->nviews))
+    return NULL;
   REL(c->layers);
   for (size_t i = 0; c->layers && i < c->nlayers; i++)
     REL(((const char **)c->layers)[i]);
