@@ -75,6 +75,9 @@ struct hutch_sandbox_config {
   /* Clone the first process from here (spawner.h), not from the caller:
    * NULL for a caller that is small and single-threaded anyway. */
   struct hutch_spawner *spawner;
+  /* The hutch root cgroup (hutch_cgroup_open_root), held open by the
+   * caller: NULL to open it for each create. */
+  const struct hutch_cgroup *cg_root;
 };
 
 /* Defaults and bounds shared by every front end. */

@@ -137,6 +137,7 @@ static size_t pack_cfg(struct blob *b, const struct hutch_sandbox_config *c) {
   }
   SET(listen_dir, put_str(b, c->listen_dir));
   SET(spawner, NULL);
+  SET(cg_root, NULL);
 #undef SET
   return at;
 }

@@ -384,6 +384,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   m->cfg.listen_dir = srv->agents_dir;
   m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
   m->cfg.spawner = srv->spawner;
+  m->cfg.cg_root = &srv->cg_root;
   /* The code contexts' kernels (contexts.c): a view, not a bind, so
    * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
