@@ -72,6 +72,14 @@ struct job {
 
   uint64_t escape_attempts; /* exec job: refused calls its processes made */
 
+  /* Exec job whose artifacts the client asked for: where to look besides
+   * the home and /tmp, since when, and as whom (job.c, exec_changed). */
+  char *changed_root;
+  int64_t changed_since_ns;
+  uid_t uid;
+  gid_t gid;
+  char home[256];          /* "" for none */
+
   uint32_t send_window;     /* bytes we may still send on this stream */
   bool closed;              /* the client abandoned the stream */
   bool reaped;
@@ -139,7 +147,11 @@ void agent_send_raw(struct agent *a, const void *p, size_t n);
 bool agent_can_send(const struct agent *a);
 
 /* job.c */
-int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *err);
+/* artifacts: NULL, or {"path", "since_ns"}: the files the exec changes
+ * come in its exit event's "changed" (as the file op "changed" answers),
+ * unless this kernel cannot look as the user (the client asks a worker). */
+int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, json_t *artifacts,
+                   struct hutch_err *err);
 int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *err);
 void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool eof);
 void job_control(struct agent *a, struct job *j, json_t *ctl);
@@ -236,5 +248,8 @@ int files_fail(int fd, int e, const char *what, const char *path);
 json_t *files_entry(const char *path, const char *name, const struct stat *st, int at);
 /* watch.c: the "watch" operation. */
 int files_watch(json_t *req, const char *path, int out, int in, int res);
+/* An exec's artifacts (files.c, op "changed"): {path, size, ctime_ns}
+ * objects, by path. */
+json_t *files_changed_since(const char *path, const char *home, int64_t since_ns);
 
 #endif

@@ -307,6 +307,10 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;
   bool append = json_is_true(json_object_get(req, "append"));
+  /* exclusive: made here, or not at all (a link there is something too). */
+  int how = json_is_true(json_object_get(req, "exclusive")) ? O_EXCL
+            : append                                         ? O_APPEND
+                                                             : O_TRUNC;
   if (json_is_true(json_object_get(req, "parents"))) {
     char *p = xstrdup(path);
     int r = mkdir_parents(p, 0755);
@@ -314,8 +318,7 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
     if (r < 0)
       return files_fail(res, errno, "create parents of", path);
   }
-  int fd = open_regular(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
-                        (mode_t)(mode & 07777), res);
+  int fd = open_regular(path, O_WRONLY | O_CREAT | how, (mode_t)(mode & 07777), res);
   if (fd < 0)
     return -1;
   json_t *meta = json_object_get(req, "metadata");
@@ -553,6 +556,18 @@ static bool not_artifacts(const char *name) {
   return strncmp(name, "hutch-bash-", 11) == 0;
 }
 
+/* Under /proc, /sys or /dev: the kernel's own, not files anyone made, and
+ * (/proc/1) the agent's, which looks as itself (job.c, exec_changed). */
+static bool kernel_fs(const char *path) {
+  static const char *const fs[] = {"/proc", "/sys", "/dev"};
+  for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
+    size_t n = strlen(fs[i]);
+    if (strncmp(path, fs[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+      return true;
+  }
+  return false;
+}
+
 struct changed {
   int64_t since_ns;
   unsigned visits;
@@ -591,8 +606,7 @@ static void changed_dir(struct changed *c, const char *dir) {
       continue;
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     /* The kernel's own file systems (a cwd of "/"): not files anyone made. */
-    bool skip = not_artifacts(e->d_name) || strcmp(path, "/proc") == 0 ||
-                strcmp(path, "/sys") == 0 || strcmp(path, "/dev") == 0;
+    bool skip = not_artifacts(e->d_name) || kernel_fs(path);
     for (const char *const *r = c->roots; *r && !skip; r++)
       skip = strcmp(path, *r) == 0;
     if (S_ISDIR(st.st_mode) && !skip)
@@ -614,23 +628,16 @@ static int by_path(const void *a, const void *b) {
                 json_string_value(json_object_get(*(json_t *const *)b, "path")));
 }
 
-/* The regular files under path, the user's home and /tmp whose inode
- * changed (written, made, moved in) at or after since_ns, by path. As the
- * user: what it cannot read is not looked in. */
-static int op_changed(json_t *req, const char *path, int out, int in, int res) {
-  (void)out, (void)in;
-  struct changed c = {.since_ns = json_integer_value(json_object_get(req, "since_ns")),
-                      .files = json_array()};
-  struct who w;
-  struct hutch_err err = {0};
-  const char *user = json_string_value(json_object_get(req, "user"));
-  /* A UID without a name has "/" for a home: none to look in. */
-  bool home = agent_who(user, &w, &err) == 0 && strcmp(w.home, "/") != 0;
+/* The regular files under path, home (NULL: none) and /tmp whose inode
+ * changed (written, made, moved in) at or after since_ns, by path, with
+ * what the caller can read: what it cannot is not looked in. */
+json_t *files_changed_since(const char *path, const char *home, int64_t since_ns) {
+  struct changed c = {.since_ns = since_ns, .files = json_array()};
   /* The likeliest small first: a cwd of "/" would take the whole budget. */
-  const char *roots[] = {"/tmp", home ? w.home : "/tmp", path, NULL};
+  const char *roots[] = {"/tmp", home ? home : "/tmp", path, NULL};
   c.roots = roots;
   for (size_t i = 0; roots[i]; i++) {
-    bool again = false;
+    bool again = kernel_fs(roots[i]);
     for (size_t k = 0; k < i; k++)
       again |= strcmp(roots[i], roots[k]) == 0;
     if (again)
@@ -654,7 +661,21 @@ static int op_changed(json_t *req, const char *path, int out, int in, int res) {
   for (size_t i = 0; i < n; i++)
     json_array_append_new(c.files, items[i]);
   free(items);
-  return result(res, json_pack("{s:{s:o}}", "ok", "files", c.files));
+  return c.files;
+}
+
+/* The same, for a file worker, which runs as the user (the agent looks
+ * itself where it can: job.c, exec_changed). */
+static int op_changed(json_t *req, const char *path, int out, int in, int res) {
+  (void)out, (void)in;
+  struct who w;
+  struct hutch_err err = {0};
+  const char *user = json_string_value(json_object_get(req, "user"));
+  /* A UID without a name has "/" for a home: none to look in. */
+  bool home = agent_who(user, &w, &err) == 0 && strcmp(w.home, "/") != 0;
+  json_t *files = files_changed_since(
+      path, home ? w.home : NULL, json_integer_value(json_object_get(req, "since_ns")));
+  return result(res, json_pack("{s:{s:o}}", "ok", "files", files));
 }
 
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {

@@ -3,12 +3,14 @@
  * once: a verdict for an exec, a result for a file operation. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -56,6 +58,7 @@ void job_free(struct agent *a, struct job *j) {
     agent_remove_leaf(a, &j->leaf, j->leaf_name);
   free(j->inbuf);
   free(j->resbuf);
+  free(j->changed_root);
   free(j);
 }
 
@@ -438,6 +441,41 @@ static void finish_file(struct agent *a, struct job *j) {
   json_decref(res);
 }
 
+/* An exec's artifacts, looked for by the agent itself once the exec has
+ * ended: a file worker for it would cost every exec a fork, a leaf and the
+ * spare (a third of an exec's round trip). It must see no more than the
+ * exec's user would, as the worker did: the agent takes the user's
+ * file-system ids for the look (setfsuid/setfsgid: this thread's alone,
+ * and the agent has one), and a change of fsuid from 0 takes the
+ * file-system capabilities (DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER: a build
+ * step's agent has them) out of its effective set until it goes back.
+ * Groups: a workload has no supplementary groups (child.c), so the agent
+ * looks only while it has none either. Only stat and directory reads are
+ * made, without following links (files.c, changed_dir), and a look is
+ * bounded (CHANGED_VISIT_MAX entries): a hostile tree slows only its own
+ * sandbox's agent. gVisor's kernel has no setfsuid: there, and whenever the
+ * ids cannot be taken, NULL, and the client asks a worker (op "changed"). */
+static json_t *exec_changed(struct agent *a, struct job *j) {
+  if (!j->changed_root || a->cg.ops == &hutch_cgroup_none_ops || getgroups(0, NULL) != 0)
+    return NULL;
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  setfsgid(j->gid);
+  setfsuid(j->uid);
+  json_t *files = NULL;
+  /* setfsuid answers the previous id, never an error: -1 reads it back. */
+  if ((uid_t)setfsuid((uid_t)-1) == j->uid && (gid_t)setfsgid((gid_t)-1) == j->gid)
+    files = files_changed_since(j->changed_root, j->home[0] ? j->home : NULL,
+                                j->changed_since_ns);
+  setfsuid(uid);
+  setfsgid(gid);
+  /* Going back to its own ids cannot fail; if it did, the agent would go
+   * on with less than it needs, never more: stop rather than misbehave. */
+  if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid)
+    abort();
+  return files;
+}
+
 /* A job ends once its process is reaped and its pipes are read out. */
 static void maybe_finish(struct agent *a, struct job *j) {
   if (j->done || !j->reaped || j->out.w.fd >= 0 || j->err.w.fd >= 0 || j->result.fd >= 0)
@@ -452,6 +490,9 @@ static void maybe_finish(struct agent *a, struct job *j) {
   struct hutch_verdict v = exec_verdict(a, j);
   json_t *ev = hutch_verdict_to_json(&v);
   json_object_set_new(ev, "event", json_string("exit"));
+  json_t *changed = v.status == HUTCH_ST_SANDBOX_ERROR ? NULL : exec_changed(a, j);
+  if (changed)
+    json_object_set_new(ev, "changed", changed);
   agent_send_json(a, HUTCH_F_EVENT, HUTCH_FL_END, j->id, ev);
 }
 
@@ -579,13 +620,23 @@ static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int e
   agent_watch(a, &j->result, EPOLLIN);
 }
 
-int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, struct hutch_err *e) {
+int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, json_t *artifacts,
+                   struct hutch_err *e) {
   struct job *j = job_new(a, id, JOB_EXEC);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, rep[2] = {-1, -1}, slave = -1;
   struct who who;
   if (agent_who(req->user, &who, e) < 0) {
     j->done = true;
     return -1;
+  }
+  const char *root = json_string_value(json_object_get(artifacts, "path"));
+  if (root && root[0] == '/' && strlen(root) < PATH_MAX) {
+    j->changed_root = xstrdup(root);
+    j->changed_since_ns = json_integer_value(json_object_get(artifacts, "since_ns"));
+    j->uid = who.uid;
+    j->gid = who.gid;
+    /* A UID without a name has "/" for a home: none to look in. */
+    snprintf(j->home, sizeof j->home, "%s", strcmp(who.home, "/") ? who.home : "");
   }
   int r = exec_stdio(j, req, a->cg.ops == &hutch_cgroup_none_ops, in, out, err, &slave, e);
   if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)

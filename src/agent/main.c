@@ -111,7 +111,7 @@ static void on_open(struct agent *a, const struct hutch_frame *f) {
   } else if (strcmp(op, "exec") == 0) {
     struct hutch_exec_req er;
     if (hutch_exec_req_from_json(req, &er, &err) == 0) {
-      r = job_start_exec(a, f->stream, &er, &err);
+      r = job_start_exec(a, f->stream, &er, json_object_get(req, "artifacts"), &err);
       hutch_exec_req_free(&er);
     }
   } else {

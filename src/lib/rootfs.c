@@ -430,9 +430,38 @@ static int mount_fresh(int root, const char *dir, const char *type, unsigned lon
   return 0;
 }
 
+/* A directory of the sandbox's storage, bound on target: a bind, not a
+ * tmpfs of its own, because each superblock is a memory-aware shrinker and
+ * every memory cgroup on the host pays for every shrinker (kernel
+ * shrinker_info), so each superblock a sandbox mounts costs in proportion to
+ * the number of sandboxes (mask_path's empty directories, likewise).
+ * The directory is host root's, made here before the user namespace, so
+ * nothing in the sandbox owns it. Nothing can move a directory out from
+ * under the bind (the way out of a bind of a subdirectory): the sandbox
+ * reaches the storage only through this bind and the overlay, which renames
+ * only within upper/ and work/, and host root does not write there.
+ * Everything written below counts against the storage's size and inodes:
+ * the disk quota bounds it. clr: attributes the storage's own mount has
+ * (nosuid, nodev) that this bind must not. */
+static int storage_bind(const char *storage_dir, int target, uint64_t attrs, uint64_t clr,
+                        struct hutch_err *err) {
+  _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int tree =
+      st < 0 ? -1 : open_tree(st, storage_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  struct mount_attr a = {.attr_clr = clr};
+  if (tree < 0 || (clr && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0))
+    return hutch_err_set(err, errno, "storage: %s", storage_dir);
+  return attach_tree(tree, target, attrs, -1, IDMAP_NONE, err);
+}
+
 /* A minimal /dev: the usual character devices, a private devpts instance
- * whose ttys belong to the sandbox's tty group, and /dev/shm. The tmpfs is
- * nosuid and noexec; nothing in the sandbox owns it. */
+ * whose ttys belong to the sandbox's tty group, and /dev/shm. /dev is the
+ * storage's "devfs", bound nosuid and noexec but not nodev (its devices
+ * must open): nothing in the sandbox can write there (host root's, 0755),
+ * and the storage's own mount, the only other way to these nodes, is nodev
+ * and out of the sandbox's reach. /dev/shm is the storage's "shm", 1777,
+ * bound nosuid, nodev and noexec; what it holds counts against the disk
+ * quota (it had a 64 MiB tmpfs of its own). */
 static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
   static const struct {
     const char *name;
@@ -444,21 +473,35 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
   } links[] = {{"fd", "/proc/self/fd"},        {"stdin", "/proc/self/fd/0"},
                {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
                {"ptmx", "pts/ptmx"}};
-  _cleanup_close_ int target = open_in_root(root, "dev", true, true, err);
-  if (target < 0 || mount_at("tmpfs", target, "tmpfs", MS_NOSUID | MS_NOEXEC,
-                             "size=64k,nr_inodes=64,mode=0755", err) < 0)
-    return hutch_err_wrap(err, "/dev");
-  _cleanup_close_ int dev = open_mounted(root, "dev", err);
+  _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (st < 0 || mkdirat(st, "devfs", 0755) < 0 || fchmodat(st, "devfs", 0755, 0) < 0 ||
+      mkdirat(st, "shm", 01777) < 0 || fchmodat(st, "shm", 01777, 0) < 0)
+    return hutch_err_set(err, errno, "storage: /dev");
+  _cleanup_close_ int dev = openat(st, "devfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dev < 0)
-    return -1;
+    return hutch_err_set(err, errno, "storage: /dev");
   for (size_t i = 0; i < ARRAY_SIZE(devs); i++)
-    if (mknodat(dev, devs[i].name, S_IFCHR | 0666, makedev(devs[i].maj, devs[i].min)) < 0)
+    if (mknodat(dev, devs[i].name, S_IFCHR | 0666, makedev(devs[i].maj, devs[i].min)) < 0 ||
+        fchmodat(dev, devs[i].name, 0666, 0) < 0)
       return hutch_err_set(err, errno, "/dev/%s", devs[i].name);
   for (size_t i = 0; i < ARRAY_SIZE(links); i++)
     if (symlinkat(links[i].target, dev, links[i].name) < 0)
       return hutch_err_set(err, errno, "/dev/%s", links[i].name);
-  if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 01777) < 0)
+  if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 0755) < 0)
     return hutch_err_set(err, errno, "/dev mount points");
+  _cleanup_close_ int target = open_in_root(root, "dev", true, true, err);
+  if (target < 0 ||
+      storage_bind("devfs", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV, err) < 0)
+    return hutch_err_wrap(err, "/dev");
+  _cleanup_close_ int mounted = open_mounted(root, "dev", err);
+  if (mounted < 0)
+    return -1;
+  _cleanup_close_ int pts = openat(mounted, "pts", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  _cleanup_close_ int shm = openat(mounted, "shm", O_PATH | O_CLOEXEC | O_NOFOLLOW);
+  if (pts < 0 || shm < 0)
+    return hutch_err_set(err, errno, "/dev mount points");
+  if (storage_bind("shm", shm, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, err) < 0)
+    return hutch_err_wrap(err, "/dev/shm");
   /* max=: without it one sandbox could take every pty the kernel lets
    * devpts instances share (kernel.pty.max − reserve) and leave the other
    * sandboxes without a terminal. */
@@ -466,12 +509,7 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
   snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,gid=%u,max=%u",
            (unsigned)(r->uid_base + HUTCH_TTY_GID),
            r->cfg->ptys ? r->cfg->ptys : HUTCH_DEFAULT_PTYS);
-  _cleanup_close_ int pts = openat(dev, "pts", O_PATH | O_CLOEXEC | O_NOFOLLOW);
-  _cleanup_close_ int shm = openat(dev, "shm", O_PATH | O_CLOEXEC | O_NOFOLLOW);
-  if (pts < 0 || shm < 0)
-    return hutch_err_set(err, errno, "/dev mount points");
-  if (mount_at("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, opts, err) < 0 ||
-      mount_at("shm", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777", err) < 0)
+  if (mount_at("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, opts, err) < 0)
     return hutch_err_wrap(err, "/dev");
   return 0;
 }

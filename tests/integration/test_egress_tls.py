@@ -211,6 +211,60 @@ def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
     raw.close()
 
 
+HOLD = r'''
+import socket, sys, time
+n, port = int(sys.argv[1]), int(sys.argv[2])
+def tunnel():
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % port)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(1)
+    return s, buf.split(b"\r\n")[0].decode()
+held = [tunnel() for _ in range(n)]
+print(" ".join(line.split()[1] for _, line in held), flush=True)
+time.sleep(float(sys.argv[3]))
+'''
+
+
+def test_one_tenant_holds_at_most_half_the_interception_threads(server, tenant):
+    # Two of a tenant's sandboxes hold 16 intercepted connections each (to a
+    # host that never answers a handshake): the tenant's 32 are taken, so
+    # its third sandbox's first is refused while another tenant's goes.
+    raw = socket.socket()
+    raw.bind(("127.0.0.1", 0))
+    raw.listen(128)
+    port = raw.getsockname()[1]
+    other = server.api(server.api().post("/v1/keys", {"tenant": f"o{time.monotonic_ns()}"})
+                       .json["key"])
+    spec = {"network": {"allow": [f"localhost:{port}"]},
+            "secrets": [{"host": "localhost", "header": "X-Key", "value": "k"}]}
+    sbs = [tenant.create(**spec)["id"] for _ in range(3)] + [other.create(**spec)["id"]]
+    try:
+        for api, sid in zip([tenant] * 3 + [other], sbs):
+            assert api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hold.py",
+                               HOLD).status in (200, 201)
+        for sid in sbs[:2]:
+            r = tenant.post(f"/v1/sandboxes/{sid}/exec", {
+                "shell": f"python3 /tmp/hold.py 16 {port} 30 > /tmp/out 2>&1", "background": True})
+            assert r.status == 201, r
+        deadline = time.monotonic() + 8  # within the threads' 10 s for a handshake
+        outs = []
+        while time.monotonic() < deadline:
+            outs = [sh(tenant, sid, "cat /tmp/out")[1].strip() for sid in sbs[:2]]
+            if all(outs):
+                break
+            time.sleep(0.1)
+        assert outs == ["200 " * 15 + "200"] * 2, outs
+        assert sh(tenant, sbs[2], f"python3 /tmp/hold.py 1 {port} 0")[1].strip() == "503"
+        assert sh(other, sbs[3], f"python3 /tmp/hold.py 1 {port} 0")[1].strip() == "200"
+    finally:
+        for sid in sbs[:3]:
+            tenant.delete(f"/v1/sandboxes/{sid}")
+        other.delete(f"/v1/sandboxes/{sbs[3]}")
+        raw.close()
+
+
 def test_e2b_secrets_api_and_placeholders(server, tenant, origins):
     """E2B's /secrets: names, versions and metadata, never a value; a
     network rule's ${e2b.secrets.NAME} is the value the proxy adds, over

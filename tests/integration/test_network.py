@@ -336,9 +336,12 @@ def test_ports_are_reached_by_path_and_by_host(server, tenant):
     assert error_of(anon.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
     # Nothing listening: 502.
     assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
-    lines = [l for l in audit(server) if l.get("action") == "sandbox.port" and
-             l.get("sandbox") == sid and "bytes_in" in l]
-    assert lines and all(l["port"] == 8000 for l in lines)
+    # audit lines are written off the loop, moments after a connection ends
+    def lines():
+        return [l for l in audit(server) if l.get("action") == "sandbox.port" and
+                l.get("sandbox") == sid and "bytes_in" in l]
+    wait_for(lines)
+    assert all(l["port"] == 8000 for l in lines())
 
 
 # A service that answers every request and keeps the connection, whatever
@@ -464,8 +467,12 @@ def test_audit_lists_every_attempt(server, tenant, origins):
     a = origins[0]
     sb = tenant.create(network={"allow": [f"127.0.0.1:{a.port}"]})
     sh(tenant, sb["id"], f"{CURL} http://127.0.0.1:{a.port}/audited; {CURL} http://pypi.org/")
-    lines = [l for l in audit(server) if l.get("action") == "sandbox.egress" and
-             l["sandbox"] == sb["id"]]
+
+    def mine():
+        return [l for l in audit(server) if l.get("action") == "sandbox.egress" and
+                l["sandbox"] == sb["id"]]
+    wait_for(lambda: len(mine()) >= 2)  # written off the loop, moments after
+    lines = mine()
     ok = [l for l in lines if l["allowed"]]
     denied = [l for l in lines if not l["allowed"]]
     assert len(ok) == 1 and ok[0]["host"] == "127.0.0.1" and ok[0]["port"] == a.port
@@ -600,8 +607,8 @@ print(round(time.monotonic() - t))
         code, out, err = sh(api, sid, f"python3 - <<'EOF'\n{tunnel}\nEOF")
         assert code == 0, err
         assert 1 <= int(out) <= 4, out
-        line = [l for l in audit(s) if l.get("action") == "sandbox.egress"][-1]
-        assert "no byte either way" in line["reason"]
+        wait_for(lambda: any("no byte either way" in l.get("reason", "") for l in audit(s)
+                             if l.get("action") == "sandbox.egress"))
         # A port: a connection that sends nothing after its head is closed.
         api.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/greedy.py", GREEDY)
         api.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/greedy.py"],

@@ -505,3 +505,49 @@ def test_process_limit_is_a_refusal(trun, tier, user):
     forks, threads = map(int, lines[2].split())
     assert 60 <= forks <= 64 and threads == 0, r.out  # the forks hold the whole limit
     assert r.verdict["status"] == "ok"
+
+
+DEV_INSIDE = r'''
+import json, os, subprocess
+opts = {}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    opts[f[4]] = set(f[5].split(","))
+def fill(path):
+    try:
+        with open(path, "wb") as f:
+            for _ in range(16):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+        return "written"
+    except OSError as e:
+        return e.strerror
+shm = fill("/dev/shm/big")
+os.unlink("/dev/shm/big")
+tmp = fill("/tmp/big")
+os.unlink("/tmp/big")
+open("/dev/shm/t", "wb").write(open("/bin/true", "rb").read())
+os.chmod("/dev/shm/t", 0o755)
+try:
+    subprocess.run(["/dev/shm/t"])
+    ran = "ran"
+except OSError as e:
+    ran = e.strerror
+print(json.dumps({"dev": sorted(opts["/dev"]), "shm": sorted(opts["/dev/shm"]), "fill": [shm, tmp],
+                  "exec": ran, "null": open("/dev/null", "w").write("x")}))
+'''
+
+
+def test_dev_and_shm_are_bounded_binds(run):
+    """/dev and /dev/shm are directories of the sandbox's storage bound in
+    (rootfs.c mount_dev): /dev's devices open but nothing runs from it,
+    /dev/shm is nosuid, nodev and noexec, and what it holds counts against
+    the disk quota (8 MiB here: 16 MiB does not fit, in /dev/shm as in
+    /tmp)."""
+    r = run(["--disk", "8", "--", "python3", "-c", DEV_INSIDE])
+    assert r.code == 0, r
+    got = json.loads(r.out)
+    assert {"nosuid", "noexec"} <= set(got["dev"]) and "nodev" not in got["dev"], got
+    assert {"nosuid", "nodev", "noexec"} <= set(got["shm"]), got
+    assert got["fill"] == ["No space left on device"] * 2, got
+    assert got["exec"] == "Permission denied" and got["null"] == 1, got

@@ -152,6 +152,24 @@ def test_exec_reports_the_files_it_made(api, sandbox):
     assert [a["path"] for a in last["artifacts"]] == ["/tmp/s.txt"], last
 
 
+def test_an_execs_artifacts_are_only_what_its_user_can_see(api, sandbox):
+    # The agent looks for them itself, with the user's file-system ids: a
+    # file root keeps changing in a directory only root may enter shows to
+    # a root exec, never to the user's, which sees its own file only.
+    sid = sandbox["id"]
+    assert api.exec(sid, {"shell": "mkdir -m 700 /tmp/priv", "user": "root"})[-1]["status"] == "ok"
+    r = api.post(f"/v1/sandboxes/{sid}/exec", {
+        "shell": "while :; do date > /tmp/priv/x; sleep 0.02; done", "user": "root",
+        "background": True})
+    assert r.status == 201, r
+    mine = api.exec(sid, {"shell": "sleep 0.2; echo u > /tmp/u.txt"})[-1]
+    assert [a["path"] for a in mine["artifacts"]] == ["/tmp/u.txt"], mine
+    roots = api.exec(sid, {"shell": "sleep 0.2", "user": "root", "cwd": "/root"})[-1]
+    assert [a["path"] for a in roots["artifacts"]] == ["/tmp/priv/x"], roots
+    # the kernel's file systems are not looked in, the agent's /proc/1 above all
+    assert "artifacts" not in api.exec(sid, {"shell": "true", "cwd": "/proc/1"})[-1]
+
+
 def test_exec_argv_cwd_user_stdin(api, sandbox):
     sid = sandbox["id"]
     lines = api.exec(sid, {"cmd": ["sh", "-c", "pwd; id -u; cat"], "cwd": "/tmp",

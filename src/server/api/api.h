@@ -94,7 +94,7 @@ struct upload;
 struct upload *files_upload_later(struct http_conn *c, files_written_fn answer,
                                   void (*over)(void *arg), void *arg);
 void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
-                       const struct hutch_err *why);
+                       const struct files_upload_opts *o, const struct hutch_err *why);
 
 /* keys.c: 1 and *p filled when the request carries a valid key, 0 otherwise. */
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);

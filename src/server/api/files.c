@@ -549,8 +549,8 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
 }
 
 void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
-                       const struct hutch_err *why) {
-  upload_into(up, sb, path, user, NULL, why);
+                       const struct files_upload_opts *o, const struct hutch_err *why) {
+  upload_into(up, sb, path, user, o, why);
 }
 
 void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,

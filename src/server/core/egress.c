@@ -288,7 +288,7 @@ static bool intercept(struct econn *e) {
   int upstream = e->relay.fd[1];
   e->relay.fd[1] = -1;
   struct hutch_err err = {0};
-  e->mitm = egress_mitm_start(e->srv, sb->tls_ca, client, upstream, e->host, e->port, hdrs, n,
+  e->mitm = egress_mitm_start(e->srv, sb->tenant, sb->tls_ca, client, upstream, e->host, e->port, hdrs, n,
                               e->srv->cfg.relay_idle_ms, mitm_done, e, &err);
   if (!e->mitm) {
     refuse(e, hutch_err_class(&err), "%s", err.msg);

@@ -43,6 +43,12 @@
 struct egress_tls {
   SSL_CTX *upstream; /* verifies the hosts connected to */
   unsigned running;  /* threads (on the loop's count) */
+  /* Whose they are: one slot per tenant with a thread running (at most
+   * one per thread), n 0 when free. */
+  struct mitm_owner {
+    char tenant[SERVE_TENANT_LEN + 1];
+    unsigned n;
+  } owners[EGRESS_TLS_THREADS];
 };
 
 struct tls_ca {
@@ -54,6 +60,7 @@ struct tls_ca {
 
 struct egress_mitm {
   struct server *srv;
+  struct mitm_owner *owner; /* counted there while the thread runs */
   uv_async_t async;
   int stop; /* eventfd: the loop asks the thread to end */
   int fd[2]; /* 0: the sandbox's client, 1: the host */
@@ -564,6 +571,7 @@ static void mitm_free(struct egress_mitm *m) {
 static void async_closed(uv_handle_t *h) {
   struct egress_mitm *m = h->data;
   m->srv->egress_tls->running--;
+  m->owner->n--;
   m->done(m, &m->res, m->arg);
   mitm_free(m);
 }
@@ -605,18 +613,40 @@ static bool leaf_for(struct egress_mitm *m) {
   return true;
 }
 
-struct egress_mitm *egress_mitm_start(struct server *srv, const struct tls_ca *ca, int client,
+/* The tenant's slot: its own, else a free one (there is always one while
+ * a thread is free: a slot per running thread at most). */
+static struct mitm_owner *owner_of(struct egress_tls *t, const char *tenant) {
+  struct mitm_owner *free_slot = NULL;
+  for (size_t i = 0; i < ARRAY_SIZE(t->owners); i++) {
+    struct mitm_owner *o = &t->owners[i];
+    if (o->n > 0 && strcmp(o->tenant, tenant) == 0)
+      return o;
+    if (o->n == 0 && !free_slot)
+      free_slot = o;
+  }
+  str_copy(free_slot->tenant, sizeof free_slot->tenant, tenant);
+  return free_slot;
+}
+
+struct egress_mitm *egress_mitm_start(struct server *srv, const char *tenant,
+                                      const struct tls_ca *ca, int client,
                                       int upstream, const char *host, uint16_t port,
                                       const struct mitm_header *hdrs, size_t nhdrs,
                                       uint64_t idle_ms, mitm_done_fn done, void *arg,
                                       struct hutch_err *err) {
   struct egress_tls *t = srv->egress_tls;
-  if (!t || t->running >= EGRESS_TLS_THREADS) {
+  struct mitm_owner *owner = t && t->running < EGRESS_TLS_THREADS ? owner_of(t, tenant) : NULL;
+  if (!owner || owner->n >= EGRESS_TLS_TENANT) {
     close(client);
     close(upstream);
-    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                   "%d connections with secrets over HTTPS are under way on the server",
-                   EGRESS_TLS_THREADS);
+    if (owner)
+      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                     "the tenant has %d connections with secrets over HTTPS under way",
+                     EGRESS_TLS_TENANT);
+    else
+      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                     "%d connections with secrets over HTTPS are under way on the server",
+                     EGRESS_TLS_THREADS);
     return NULL;
   }
   struct egress_mitm *m = xcalloc(1, sizeof *m);
@@ -670,6 +700,8 @@ struct egress_mitm *egress_mitm_start(struct server *srv, const struct tls_ca *c
     return NULL;
   }
   t->running++;
+  m->owner = owner;
+  owner->n++;
   return m;
 }
 

@@ -20,6 +20,9 @@
 #include "err.h"
 
 #define EGRESS_TLS_THREADS 64 /* intercepted connections at once, server-wide */
+/* A tenant's at once, all its sandboxes together: one tenant's sandboxes
+ * (16 each, egress.c) cannot take every thread the server has. */
+#define EGRESS_TLS_TENANT (EGRESS_TLS_THREADS / 2)
 
 struct server;
 struct tls_ca;
@@ -55,9 +58,11 @@ typedef void (*mitm_done_fn)(struct egress_mitm *m, const struct mitm_result *re
  * thread answers the 200 of its CONNECT) and upstream (connected to host:port): both descriptors
  * are taken. The headers (copied) go into the first request. done is
  * called on the loop once the thread has ended, after which m is freed.
- * NULL and err when the server's threads are all taken (the caller still
- * owns nothing: the descriptors are closed). */
-struct egress_mitm *egress_mitm_start(struct server *srv, const struct tls_ca *ca, int client,
+ * NULL and err when the server's threads, or the tenant's share of them
+ * (EGRESS_TLS_TENANT), are all taken (the caller still owns nothing: the
+ * descriptors are closed). */
+struct egress_mitm *egress_mitm_start(struct server *srv, const char *tenant,
+                                      const struct tls_ca *ca, int client,
                                       int upstream, const char *host, uint16_t port,
                                       const struct mitm_header *hdrs, size_t nhdrs,
                                       uint64_t idle_ms, mitm_done_fn done, void *arg,

@@ -332,10 +332,10 @@ struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
                              const struct files_write_opts *o, void (*resume)(void *arg),
                              files_done_fn done, void *arg, struct hutch_err *err) {
   struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b,s:b,s:O*}", "op", "write", "path",
+                              json_pack("{s:s,s:s,s:s,s:b,s:b,s:b,s:O*}", "op", "write", "path",
                                         path, "user", user, "parents", 1, "parents_owned",
-                                        o && o->owned_parents, "metadata",
-                                        o ? o->metadata : NULL),
+                                        o && o->owned_parents, "exclusive", o && o->exclusive,
+                                        "metadata", o ? o->metadata : NULL),
                               path, OP_WRITE, err);
   if (!op)
     return NULL;

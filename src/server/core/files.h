@@ -93,6 +93,7 @@ struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
 struct files_write_opts {
   json_t *metadata;
   bool owned_parents;
+  bool exclusive; /* only where nothing is: else it fails, "exists" (conflict) */
 };
 /* Write the file at path (making its parents) from what the front end
  * feeds: files_write_data, then files_write_end; done tells how it ended

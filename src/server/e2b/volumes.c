@@ -285,28 +285,16 @@ static void written(struct http_conn *c, const struct files_result *r) {
   content_start(k, &p);
 }
 
-/* A write without force: only where nothing is. */
-static void write_checked(const struct files_result *r, const struct hutch_err *err, void *arg) {
-  struct content *k = arg;
-  struct hutch_err e = {0};
-  (void)r;
-  if (!err)
-    hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "something is there already (force)");
-  if (err && err->kind == HUTCH_ERR_NOT_FOUND)
-    files_upload_into(k->up, k->sb, k->path, "user", NULL);
-  else
-    files_upload_into(k->up, NULL, NULL, NULL, err ? err : &e);
-}
-
 /* The worker is there (sb), or not (why): the action starts. k ends with
  * it: here, in content_done, or when its download or upload is over. */
 static void content_go(struct content *k, struct sbx *sb, const struct hutch_err *why) {
   struct hutch_err err = {0};
   k->sb = sb;
   if (k->op == C_WRITE) {
-    if (sb && !k->force && files_stat(sb, k->path, "user", write_checked, k, &err) == 0)
-      return;
-    files_upload_into(k->up, sb && k->force ? sb : NULL, k->path, "user", sb ? &err : why);
+    /* Without force, only where nothing is: the agent's O_EXCL decides,
+     * so two such writes at once cannot both write. */
+    const struct files_upload_opts o = {.write = {.exclusive = !k->force}};
+    files_upload_into(k->up, sb, k->path, "user", &o, why);
     return;
   }
   struct http_conn *c = http_wait_end(&k->w);
