@@ -23,6 +23,19 @@ int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c) {
 
 const char *hutch_cg_ctl_name(enum hutch_cg_ctl c) { return ctl_names[c]; }
 
+int hutch_cgroup_dup(const struct hutch_cgroup *src, struct hutch_cgroup *dst,
+                     struct hutch_err *err) {
+  *dst = *src;
+  for (int i = 0; i < src->nfd; i++)
+    if ((dst->fd[i] = fcntl(src->fd[i], F_DUPFD_CLOEXEC, 3)) < 0) {
+      int e = errno;
+      dst->nfd = i;
+      hutch_cgroup_close(dst);
+      return hutch_err_set(err, e, "hutch's cgroup");
+    }
+  return 0;
+}
+
 void hutch_cgroup_close(struct hutch_cgroup *cg) {
   for (int i = 0; i < cg->nfd; i++)
     if (cg->fd[i] >= 0)

@@ -96,6 +96,11 @@ void hutch_cgroup_none(struct hutch_cgroup *cg);
 /* Find the host's controllers and open (creating if needed) the hutch root
  * cgroup under them: <hierarchy>/hutch. */
 int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err);
+/* The same directories as src, on descriptors of dst's own (a root the
+ * caller holds open: no /proc/self/mountinfo to read, which waits on the
+ * host's mount namespace lock while sandboxes mount and unmount). */
+int hutch_cgroup_dup(const struct hutch_cgroup *src, struct hutch_cgroup *dst,
+                     struct hutch_err *err);
 /* The ceiling of hutch's whole subtree: every sandbox together holds at
  * most memory bytes (0: no ceiling) and pids processes. */
 int hutch_cgroup_cap_root(const struct hutch_cgroup *root, uint64_t memory, uint64_t pids,

@@ -272,7 +272,8 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
                         struct hutch_cgroup *agent_cg, struct hutch_err *err) {
   unsigned ctls = CG_BIT(CG_MEMORY) | CG_BIT(CG_PIDS) | CG_BIT(CG_CPUACCT) | CG_BIT(CG_FREEZER) |
                   (cfg->cpu_milli ? CG_BIT(CG_CPU) : 0);
-  if (hutch_cgroup_open_root(&sb->root, err) < 0)
+  if ((cfg->cg_root ? hutch_cgroup_dup(cfg->cg_root, &sb->root, err)
+                    : hutch_cgroup_open_root(&sb->root, err)) < 0)
     return -1;
   /* Best effort: a ceiling that cannot be written (memory in use above
    * it) leaves each sandbox's own limits, which still hold. */
@@ -796,7 +797,8 @@ int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
   if (sb->cg.ops || sb->shared) {
     if (sb->cg.ops)
       hutch_cgroup_close(&sb->cg);
-    if ((!sb->root.ops && hutch_cgroup_open_root(&sb->root, err) < 0) ||
+    if ((!sb->root.ops && (sb->shared ? hutch_cgroup_dup(sb->shared, &sb->root, err)
+                                      : hutch_cgroup_open_root(&sb->root, err)) < 0) ||
         hutch_slot_remove(&sb->root, sb->slot, err) < 0)
       ret = -1;
   }

@@ -34,6 +34,7 @@ const char *hutch_isolation_name(enum hutch_isolation i);
 int hutch_isolation_parse(const char *name);
 
 struct hutch_gvisor;
+struct hutch_spawner;
 
 struct hutch_sandbox_config {
   const char *state_dir; /* templates live here */
@@ -71,6 +72,12 @@ struct hutch_sandbox_config {
    * hutch serve does every few seconds): a create then does not scan every
    * slot, which with thousands of sandboxes is most of its cost. */
   bool gc_elsewhere;
+  /* Clone the first process from here (spawner.h), not from the caller:
+   * NULL for a caller that is small and single-threaded anyway. */
+  struct hutch_spawner *spawner;
+  /* The hutch root cgroup (hutch_cgroup_open_root), held open by the
+   * caller: NULL to open it for each create. */
+  const struct hutch_cgroup *cg_root;
 };
 
 /* Defaults and bounds shared by every front end. */

@@ -40,6 +40,7 @@
 #include "gvisor.h"
 #include "layout.h"
 #include "seccomp_install.h"
+#include "spawner.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -56,7 +57,8 @@ static pid_t clone3_pidfd(uint64_t flags, int cgroup_fd, int *pidfd) {
   struct clone_args args = {
       .flags = flags | CLONE_PIDFD,
       .pidfd = (uint64_t)(uintptr_t)pidfd,
-      .exit_signal = SIGCHLD,
+      /* CLONE_PARENT's child signals the parent as the caller would. */
+      .exit_signal = flags & CLONE_PARENT ? 0 : SIGCHLD,
   };
   if (cgroup_fd >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
@@ -430,26 +432,34 @@ static int send_netns(struct hutch_spawn *s, int fd, struct hutch_err *err) {
   return n == 1 ? 0 : hutch_err_set(err, errno, "send the network namespace");
 }
 
+pid_t hutch_spawn_clone(struct hutch_spawn *s, int sync, uint64_t flags, int *pidfd) {
+  int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
+  pid_t pid = clone3_pidfd(flags | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd,
+                           pidfd);
+  if (pid == 0)
+    child_main(s, sync);
+  return pid;
+}
+
 int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return hutch_err_set(err, errno, "socketpair");
-  int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
   s->pidfd = -1;
   /* The main thread's: PRIO_PROCESS with a pid names that one thread. */
   errno = 0;
   s->nice = getpriority(PRIO_PROCESS, (id_t)getpid());
   if (s->nice == -1 && errno)
     s->nice = 0;
-  s->pid = clone3_pidfd(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd, &s->pidfd);
-  if (s->pid == 0) {
-    close(sv[0]);
-    child_main(s, sv[1]);
+  int r = s->rootfs.cfg->spawner ? hutch_spawner_clone(s->rootfs.cfg->spawner, s, sv[1], err) : 1;
+  if (r == 1) {
+    s->pid = hutch_spawn_clone(s, sv[1], 0, &s->pidfd);
+    r = s->pid < 0 ? hutch_err_set(err, errno, "clone sandbox") : 0;
   }
   close(sv[1]);
-  if (s->pid < 0) {
+  if (r < 0) {
     close(sv[0]);
-    return hutch_err_set(err, errno, "clone sandbox");
+    return -1;
   }
   s->sync_fd = sv[0];
   return 0;

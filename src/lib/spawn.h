@@ -28,6 +28,10 @@ struct hutch_spawn {
 int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err);
 int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err);
 void hutch_spawn_abort(struct hutch_spawn *s);
+/* The clone itself, with flags beyond the namespaces (spawner.c adds
+ * CLONE_PARENT): the child runs the first process's steps with sync as its
+ * end of the sync socket, and never returns. */
+pid_t hutch_spawn_clone(struct hutch_spawn *s, int sync, uint64_t flags, int *pidfd);
 
 /* A user namespace mapping count host uids/gids from from_uid/from_gid to
  * to (both), for id-mapped mounts. */

@@ -10,6 +10,7 @@
 
 #include "hostcheck.h"
 #include "hostlimits.h"
+#include "spawner.h"
 #include "util.h"
 #include "core/sbx.h"
 #include "core/templates.h"
@@ -387,8 +388,13 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
+  /* Forked now, while the server is small and has one thread. Without it
+   * sandboxes are cloned from the server itself: slower with many. */
+  if (!(srv->spawner = hutch_spawner_start(&err)))
+    fprintf(stderr, "hutch serve: %s; sandboxes are cloned from the server\n", err.msg);
   if (server_open(srv, &serve_http, &serve_fronts, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
+    hutch_spawner_free(srv->spawner);
     return EXIT_SERVE;
   }
   warn_ptys(&srv->cfg);
@@ -406,6 +412,8 @@ static int serve(struct server *srv) {
           strchr(srv->cfg.host, ':') ? "[" : "", srv->cfg.host,
           strchr(srv->cfg.host, ':') ? "]" : "", srv->cfg.port, srv->cfg.state_dir);
   uv_run(srv->loop, UV_RUN_DEFAULT);
+  hutch_spawner_free(srv->spawner);
+  srv->spawner = NULL;
   return 0;
 }
 

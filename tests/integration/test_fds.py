@@ -3,6 +3,7 @@ started with few (prlimit) answers tunnels, streams and connections past
 each budget with 429 or 503 and Retry-After, never 500, and serves again
 once they close."""
 import os
+import signal
 import socket
 import stat
 import time
@@ -225,3 +226,38 @@ def test_a_sandbox_holds_few_of_the_servers_descriptors(server):
         assert tenant.delete(f"/v1/sandboxes/{s}").status in (200, 204)
     assert tenant.delete(f"/v1/snapshots/{r.json['id']}").status in (200, 204)
     wait_for(lambda: fds() <= before + 2, 10)
+
+
+def children(pid):
+    """{child pid: its name} of every thread of pid."""
+    out = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        for c in open(f"/proc/{pid}/task/{task}/children").read().split():
+            out[int(c)] = open(f"/proc/{c}/comm").read().strip()
+    return out
+
+
+def test_sandboxes_are_cloned_by_a_spawner_that_holds_none_of_the_servers_fds(server, tmp_path):
+    """Cloning from the server would copy its page tables and descriptors
+    into each sandbox's first process (spawner.c): a process forked at
+    start clones them instead, holding only its socket, and the agents
+    stay the server's children. It ends with the server, even killed."""
+    tenant = new_tenant(server)
+    before = {p for p, n in children(server.proc.pid).items() if n == "hutch-agent"}
+    sid = tenant.create()["id"]
+    kids = children(server.proc.pid)
+    spawners = [p for p, n in kids.items() if n == "hutch-spawner"]
+    assert len(spawners) == 1, kids
+    # stdin, stdout and stderr (the server's), and its socket
+    fds = {int(f): os.readlink(f"/proc/{spawners[0]}/fd/{f}")
+           for f in os.listdir(f"/proc/{spawners[0]}/fd")}
+    high = [f for n, f in fds.items() if n > 2]
+    assert len(high) == 1 and high[0].startswith("socket:"), fds
+    agents = {p for p, n in kids.items() if n == "hutch-agent"} - before
+    assert len(agents) == 1, kids
+    assert output(tenant.exec(sid, {"cmd": ["echo", "ok"]})) == b"ok\n"
+    assert tenant.delete(f"/v1/sandboxes/{sid}").status in (200, 204)
+    other = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    spawner = next(p for p, n in children(other.proc.pid).items() if n == "hutch-spawner")
+    other.stop(signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{spawner}"), 10)

@@ -255,7 +255,9 @@ static void open_egress(struct sbx *sb) {
  *    but its pipe's end, reads and _exits; the network namespace's is a
  *    thread that unshares, opens and ends (netns.c). Each create's clones
  *    close what other creates hold first (offload.h), so creates run
- *    --create-lanes at once.
+ *    --create-lanes at once. Under hutch serve the clone is the spawner's
+ *    (spawner.c), which has one thread: the rules above still hold for a
+ *    request it cannot carry, cloned here.
  *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
  *    between processes, then flock on an fd of their own: flock locks
  *    belong to the open file, so the collector (hutch_gc, on this thread
@@ -389,6 +391,8 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
     m->cfg.ptys = srv->cfg.sandbox_ptys;
   m->cfg.listen_dir = srv->agents_dir;
   m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
+  m->cfg.spawner = srv->spawner;
+  m->cfg.cg_root = &srv->cg_root;
   /* The code contexts' kernels (contexts.c): a view, not a bind, so
    * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};

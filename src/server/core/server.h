@@ -119,6 +119,7 @@ struct volworker;
 struct server {
   uv_loop_t *loop;
   unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
+  struct hutch_spawner *spawner; /* clones sandboxes (spawner.h); NULL: this process does */
   struct sockaddr_storage listen_addr; /* where it listens (family 0 until it does) */
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
