@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -572,13 +575,30 @@ static bool kernel_fs(const char *path) {
   return false;
 }
 
+/* The kernel's own file systems, by what a directory is on: nothing
+ * anyone made, and (/proc/1) the agent's own, which it may open whatever
+ * its file-system ids. */
+static bool kernel_dir(int fd) {
+  static const long types[] = {PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC,
+                               CGROUP2_SUPER_MAGIC, DEVPTS_SUPER_MAGIC};
+  struct statfs sf;
+  if (fstatfs(fd, &sf) < 0)
+    return true;
+  for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+    if ((long)sf.f_type == types[i])
+      return true;
+  return false;
+}
+
 struct changed {
   int64_t since_ns;
   unsigned visits;
   size_t bytes;
   json_t *files;
   const char *const *roots; /* each looked in on its own, never from another */
-  char **dirs; /* to look in: a stack */
+  const char *root;         /* the one looked in now, as asked */
+  int root_fd;              /* it, opened */
+  char **dirs; /* beneath it, to look in: a stack of paths relative to root_fd */
   size_t ndirs, cap;
 };
 
@@ -590,22 +610,58 @@ static void changed_push(struct changed *c, char *dir) {
   c->dirs[c->ndirs++] = dir;
 }
 
+/* A directory beneath the root (rel "" the root itself), opened without
+ * following a link anywhere on the way: the agent looks itself, and a link
+ * a workload swapped in (to /proc/1/fd/N, the agent's own descriptors)
+ * must lead nowhere. gVisor's kernel has no openat2: there only a worker
+ * looks, which is the user, and O_NOFOLLOW guards the last step. */
+static int open_beneath(int root, const char *rel) {
+  struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+  const char *p = *rel ? rel : ".";
+  int fd = (int)syscall(SYS_openat2, root, p, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS)
+    fd = openat(root, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  return fd;
+}
+
+/* A root as asked: an ordinary link on its path is the user's to follow,
+ * a magic one (/proc/PID/fd, root, cwd) never. */
+static int open_root(const char *path) {
+  struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                         .resolve = RESOLVE_NO_MAGICLINKS};
+  int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS)
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd;
+}
+
 /* One directory's regular files whose inode changed at or after since_ns
  * (lstat: a symlink is never followed, nor reported), its subdirectories
  * to the stack. */
-static void changed_dir(struct changed *c, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
+static void changed_dir(struct changed *c, const char *rel) {
+  int fd = open_beneath(c->root_fd, rel);
+  DIR *d = fd < 0 || kernel_dir(fd) ? NULL : fdopendir(fd);
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
     return;
+  }
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s%s%s", strcmp(c->root, "/") ? c->root : "", *rel ? "/" : "",
+               rel) >= (int)sizeof dir) {
+    closedir(d);
+    return;
+  }
   struct dirent *e;
   while ((e = readdir(d)) && c->visits < CHANGED_VISIT_MAX) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
     c->visits++;
-    char path[PATH_MAX];
+    char path[PATH_MAX], sub[PATH_MAX];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/%s", strcmp(dir, "/") ? dir : "", e->d_name) >=
-            (int)sizeof path ||
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >= (int)sizeof sub ||
         fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue;
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
@@ -614,7 +670,7 @@ static void changed_dir(struct changed *c, const char *dir) {
     for (const char *const *r = c->roots; *r && !skip; r++)
       skip = strcmp(path, *r) == 0;
     if (S_ISDIR(st.st_mode) && !skip)
-      changed_push(c, xstrdup(path));
+      changed_push(c, xstrdup(sub));
     else if (S_ISREG(st.st_mode) && ctime_ns >= c->since_ns &&
              json_array_size(c->files) < CHANGED_FILES_MAX &&
              c->bytes + strlen(path) <= CHANGED_BYTES_MAX) {
@@ -644,17 +700,19 @@ json_t *files_changed_since(const char *path, const char *home, int64_t since_ns
     bool again = kernel_fs(roots[i]);
     for (size_t k = 0; k < i; k++)
       again |= strcmp(roots[i], roots[k]) == 0;
-    if (again)
+    if (again || (c.root_fd = open_root(roots[i])) < 0)
       continue;
-    changed_push(&c, xstrdup(roots[i]));
+    c.root = roots[i];
+    changed_push(&c, xstrdup(""));
     while (c.ndirs > 0 && c.visits < CHANGED_VISIT_MAX) {
       char *dir = c.dirs[--c.ndirs];
       changed_dir(&c, dir);
       free(dir);
     }
+    while (c.ndirs > 0)
+      free(c.dirs[--c.ndirs]);
+    close(c.root_fd);
   }
-  while (c.ndirs > 0)
-    free(c.dirs[--c.ndirs]);
   free(c.dirs);
   size_t n = json_array_size(c.files);
   json_t **items = xcalloc(n ? n : 1, sizeof *items);

@@ -168,6 +168,15 @@ def test_an_execs_artifacts_are_only_what_its_user_can_see(api, sandbox):
     assert [a["path"] for a in roots["artifacts"]] == ["/tmp/priv/x"], roots
     # the kernel's file systems are not looked in, the agent's /proc/1 above all
     assert "artifacts" not in api.exec(sid, {"shell": "true", "cwd": "/proc/1"})[-1]
+    # nor what a link swapped in for a directory leads to: the agent's own
+    # descriptors (its storage's upper layer holds this exec's file), its root
+    for target in ("/proc/1/fd/16", "/proc/1/root", "/proc/1/cwd/tmp"):
+        assert api.exec(sid, {"shell": "mkdir /tmp/w"})[-1]["status"] == "ok"
+        last = api.exec(sid, {"shell": f"echo s > /tmp/swap.txt; cd /; rmdir /tmp/w; "
+                                       f"ln -s {target} /tmp/w", "cwd": "/tmp/w"})[-1]
+        got = [a["path"] for a in last["artifacts"]]
+        assert got == ["/tmp/swap.txt"], (target, last)
+        assert api.exec(sid, {"shell": "rm /tmp/w"})[-1]["status"] == "ok"
 
 
 def test_exec_argv_cwd_user_stdin(api, sandbox):
