@@ -31,6 +31,7 @@ int hutch_cgroup_dup(const struct hutch_cgroup *src, struct hutch_cgroup *dst,
       int e = errno;
       dst->nfd = i;
       hutch_cgroup_close(dst);
+      dst->ops = NULL; /* not open: as if never copied */
       return hutch_err_set(err, e, "hutch's cgroup");
     }
   return 0;

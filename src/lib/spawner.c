@@ -43,9 +43,11 @@
 #include "spawn.h"
 #include "util.h"
 
-/* What one request carries at most: more is cloned directly (spawn.c). */
+/* What one request carries at most: more is cloned directly (spawn.c).
+ * One SEQPACKET message must fit the socket's send buffer (wmem_default,
+ * 208 KiB on a stock kernel): the blob stays well below it. */
 #define SPAWNER_MAX_FDS 250
-#define SPAWNER_MAX_BLOB (256 * 1024)
+#define SPAWNER_MAX_BLOB (128 * 1024)
 
 struct hutch_spawner {
   pthread_mutex_t lock; /* one request at a time on the socket */
@@ -63,7 +65,7 @@ struct spawner_req {
 };
 
 struct spawner_ans {
-  int errnum; /* 0: pid runs, its pidfd passed */
+  int errnum; /* 0: pid runs, its pidfd passed; -1: nothing cloned */
   pid_t pid;
 };
 
@@ -255,8 +257,12 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
   h->cmsg_len = CMSG_LEN(req->nfd * sizeof(int));
   memcpy(CMSG_DATA(h), req->fdnum, req->nfd * sizeof(int));
   if (sendmsg(sp->sock, &m, MSG_NOSIGNAL) < 0) {
-    sp->gone = true;
-    return 1; /* nothing was cloned */
+    /* Nothing was cloned: this create clones directly. Only a spawner
+     * that has ended turns it off for good; a request it cannot take now
+     * (ENOBUFS, ENOMEM) does not. */
+    if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN)
+      sp->gone = true;
+    return 1;
   }
   struct spawner_ans ans;
   struct iovec ai = {&ans, sizeof ans};
@@ -269,11 +275,20 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
     sp->gone = true;
     return hutch_err_set(err, n < 0 ? errno : EPIPE, "the spawner ended");
   }
+  if (ans.errnum < 0)
+    return 1; /* nothing was cloned: this create clones directly */
   if (ans.errnum)
     return hutch_err_set(err, ans.errnum, "clone sandbox");
   h = CMSG_FIRSTHDR(&am);
-  if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int)))
+  if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int))) {
+    /* It runs (our child: CLONE_PARENT), but with no pidfd nothing would
+     * wait for it: end it here rather than leave it to the server's exit. */
+    if (ans.pid > 0) {
+      kill(ans.pid, SIGKILL);
+      waitpid(ans.pid, NULL, 0);
+    }
     return hutch_err_set(err, EPROTO, "the spawner sent no pidfd");
+  }
   memcpy(&s->pidfd, CMSG_DATA(h), sizeof(int));
   s->pid = ans.pid;
   return 0;
@@ -282,7 +297,7 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
 int hutch_spawner_clone(struct hutch_spawner *sp, struct hutch_spawn *s, int sync,
                         struct hutch_err *err) {
   struct spawner_req req = {.sync = sync};
-  if (sp->gone || (req.nfd = keep_fds(s, sync, req.fdnum)) < 0)
+  if ((req.nfd = keep_fds(s, sync, req.fdnum)) < 0)
     return 1;
   struct blob b = {0};
   pack(&b, s);
@@ -293,8 +308,8 @@ int hutch_spawner_clone(struct hutch_spawner *sp, struct hutch_spawn *s, int syn
     req.nice = getpriority(PRIO_PROCESS, 0); /* this thread's */
     if (req.nice == -1 && errno)
       req.nice = 0;
-    pthread_mutex_lock(&sp->lock);
-    r = request(sp, &req, &b, s, err);
+    pthread_mutex_lock(&sp->lock); /* gone, too, is read and set under it */
+    r = sp->gone ? 1 : request(sp, &req, &b, s, err);
     pthread_mutex_unlock(&sp->lock);
   }
   free(b.buf);
@@ -341,7 +356,9 @@ static void close_got(const struct spawner_req *req, int *got, int ngot, bool pl
 static int serve_one(int *sock, struct spawner_req *req, char *buf, size_t len, int *got,
                      int ngot) {
   struct hutch_spawn *s = NULL;
-  int e = EPROTO, base_nice = getpriority(PRIO_PROCESS, 0), pidfd = -1;
+  /* -1: nothing was cloned (a request it could not take, descriptors it
+   * could not place): the server clones this one itself. */
+  int e = -1, base_nice = getpriority(PRIO_PROCESS, 0), pidfd = -1;
   pid_t pid = -1;
   bool placed = false;
   if (ngot == req->nfd && req->len == len && (s = unpack(buf, len)) &&
@@ -354,8 +371,6 @@ static int serve_one(int *sock, struct spawner_req *req, char *buf, size_t len, 
     e = pid < 0 ? errno : 0;
     if (req->nice != base_nice)
       setpriority(PRIO_PROCESS, 0, base_nice);
-  } else if (s) {
-    e = errno;
   }
   close_got(req, got, ngot, placed);
   struct spawner_ans ans = {e, pid};
