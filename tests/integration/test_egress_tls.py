@@ -139,17 +139,21 @@ def test_the_host_trust_store_is_untouched(server, tenant, origins):
     assert "No such file" in out and out.splitlines()[-1] == "0", out
 
 
-HOSTILE = r'''
+# A CONNECT through the sandbox's proxy, and its status line.
+TUNNEL = r'''
 import socket, ssl, sys, time
-PORT, RAW = int(sys.argv[1]), int(sys.argv[2])
-def tunnel(port=PORT):
+def tunnel(port):
     s = socket.create_connection(("127.0.0.1", 3128))
     s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % port)
     buf = b""
     while b"\r\n\r\n" not in buf:
         buf += s.recv(1)
     return s, buf.split(b"\r\n")[0].decode()
-s, line = tunnel()
+'''
+
+HOSTILE = TUNNEL + r'''
+PORT, RAW = int(sys.argv[1]), int(sys.argv[2])
+s, line = tunnel(PORT)
 print(line, flush=True)
 s.sendall(b"NOT TLS AT ALL\r\n\r\n")
 s.settimeout(20)
@@ -163,7 +167,7 @@ print("17th:", tunnel(RAW)[1], flush=True)
 for t, _ in many:
     t.close()
 time.sleep(1)
-s, line = tunnel()
+s, line = tunnel(PORT)
 t = ssl.create_default_context().wrap_socket(s, server_hostname="localhost")
 print("held", flush=True)
 time.sleep(600)
@@ -211,17 +215,9 @@ def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
     raw.close()
 
 
-HOLD = r'''
-import socket, sys, time
+HOLD = TUNNEL + r'''
 n, port = int(sys.argv[1]), int(sys.argv[2])
-def tunnel():
-    s = socket.create_connection(("127.0.0.1", 3128))
-    s.sendall(b"CONNECT localhost:%d HTTP/1.1\r\nHost: localhost\r\n\r\n" % port)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        buf += s.recv(1)
-    return s, buf.split(b"\r\n")[0].decode()
-held = [tunnel() for _ in range(n)]
+held = [tunnel(port) for _ in range(n)]
 print(" ".join(line.split()[1] for _, line in held), flush=True)
 time.sleep(float(sys.argv[3]))
 '''
