@@ -37,6 +37,13 @@ struct outpipe {
 };
 
 /* One stream: an exec, or a file operation run by a worker process. */
+/* An exec's own cgroup (leaf.c): made for it, or an ended exec's kept. */
+struct leaf {
+  struct hutch_cgroup cg; /* cg.ops is NULL when there is none */
+  char name[16];
+  uint64_t oom_base; /* OOM kills counted in it before this exec */
+};
+
 struct job {
   struct job *next;
   uint32_t id;
@@ -63,8 +70,7 @@ struct job {
   struct watch exec_err;   /* exec job: why exec failed, if it did */
   char exec_msg[256];
 
-  struct hutch_cgroup leaf; /* exec job: its own cgroup */
-  char leaf_name[16];
+  struct leaf leaf;         /* exec job: its own cgroup */
   struct watch timer;       /* exec job: wall and CPU limits */
   uint64_t timeout_ms, cpu_ms, output_limit, output_bytes;
   enum hutch_status forced; /* set when the agent ended it: timeout, output_limit */
@@ -94,8 +100,7 @@ struct spare {
   int sock;
   bool ready; /* it said so: its setup went through */
   uint64_t born_ns; /* when the sandbox fell idle and it was forked */
-  struct hutch_cgroup leaf;
-  char leaf_name[16];
+  struct leaf leaf;
 };
 
 /* monitor.c: refused syscalls, counted. */
@@ -126,6 +131,8 @@ struct agent {
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
+  struct leaf kept;      /* an ended exec's leaf, for the next (leaf.c) */
+  uint64_t kept_ns;      /* since when */
   struct spare spare;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
@@ -161,9 +168,6 @@ void job_reaped(struct agent *a, struct job *j, int status, const struct rusage 
 /* Re-arm output pipes whose reading was paused by flow control. */
 void job_update_interest(struct agent *a, struct job *j);
 void job_free(struct agent *a, struct job *j);
-/* Close an exec leaf and remove it (a leaf still holding processes stays
- * until the sandbox ends). */
-void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name);
 /* fork(), the child born in leaf on cgroup v2 (NULL: where the agent is). */
 pid_t agent_fork(const struct agent *a, const struct hutch_cgroup *leaf);
 
@@ -223,9 +227,24 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
 bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
-/* End a spare that has waited SPARE_IDLE_MS; the milliseconds until the
+/* End a spare that has waited AGENT_IDLE_MS; the milliseconds until the
  * one there is would be, or -1 without one (epoll_wait's timeout). */
 int spare_expire(struct agent *a);
+
+/* leaf.c. What the spare and a kept leaf wait before they go: long enough
+ * to span an agent's turn (a model's answer). */
+#define AGENT_IDLE_MS 30000
+/* A leaf for the next exec: the kept one, else a new one. */
+int leaf_get(struct agent *a, struct leaf *l, struct hutch_err *err);
+/* Done with an exec's leaf (its processes gone): kept for the next exec
+ * when it can be, else removed. l is empty after. */
+void leaf_put(struct agent *a, struct leaf *l);
+/* Close a leaf and remove it (a leaf still holding processes stays until
+ * the sandbox ends). */
+void leaf_remove(struct agent *a, struct leaf *l);
+/* Remove a leaf kept AGENT_IDLE_MS, and tell when the one kept would go:
+ * in milliseconds, or -1 without one. */
+int leaf_expire(struct agent *a);
 
 /* monitor.c. Start listening when the first process passed a listener
  * (without one nothing is counted, which is not an error). */

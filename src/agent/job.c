@@ -54,8 +54,7 @@ void job_free(struct agent *a, struct job *j) {
   agent_close_watch(a, &j->result);
   agent_close_watch(a, &j->exec_err);
   agent_close_watch(a, &j->timer);
-  if (j->leaf.ops)
-    agent_remove_leaf(a, &j->leaf, j->leaf_name);
+  leaf_put(a, &j->leaf);
   free(j->inbuf);
   free(j->resbuf);
   free(j->changed_root);
@@ -73,10 +72,10 @@ static void kill_job(struct job *j) {
     kill(j->pid, SIGKILL);
   /* Without a cgroup (the gvisor tier) the job is its session: what left
    * it is not reached, and the sandbox's own end is what ends that. */
-  if (j->kind == JOB_EXEC && j->pgid > 0 && j->leaf.ops == &hutch_cgroup_none_ops)
+  if (j->kind == JOB_EXEC && j->pgid > 0 && j->leaf.cg.ops == &hutch_cgroup_none_ops)
     kill(-j->pgid, SIGKILL);
-  if (j->kind == JOB_EXEC && j->leaf.ops)
-    j->leaf.ops->kill_all(&j->leaf, &ignored);
+  if (j->kind == JOB_EXEC && j->leaf.cg.ops)
+    j->leaf.cg.ops->kill_all(&j->leaf.cg, &ignored);
 }
 
 /* The utime, stime, cutime and cstime of /proc/PID/stat, in ns. */
@@ -106,8 +105,9 @@ static uint64_t proc_cpu_ns(pid_t pid) {
 static void job_stats(const struct job *j, struct hutch_cg_stats *st) {
   struct hutch_err ignored;
   memset(st, 0, sizeof *st);
-  if (j->leaf.ops != &hutch_cgroup_none_ops) {
-    j->leaf.ops->stats(&j->leaf, st, &ignored);
+  if (j->leaf.cg.ops != &hutch_cgroup_none_ops) {
+    j->leaf.cg.ops->stats(&j->leaf.cg, st, &ignored);
+    st->oom_kills -= st->oom_kills < j->leaf.oom_base ? st->oom_kills : j->leaf.oom_base;
     return;
   }
   if (!j->reaped) {
@@ -519,12 +519,6 @@ void job_reaped(struct agent *a, struct job *j, int status, const struct rusage 
   maybe_finish(a, j);
 }
 
-void agent_remove_leaf(struct agent *a, struct hutch_cgroup *leaf, const char *name) {
-  hutch_cgroup_close(leaf);
-  for (int i = 0; i < a->cg.nfd; i++)
-    unlinkat(a->cg.fd[i], name, AT_REMOVEDIR);
-}
-
 pid_t agent_fork(const struct agent *a, const struct hutch_cgroup *leaf) {
   struct clone_args args = {.exit_signal = SIGCHLD};
   if (leaf && leaf->ops == &hutch_cgroup_v2_ops) {
@@ -649,21 +643,20 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
   j->started_ns = now_ns();
   j->pid = spare_take(a, j, req, in[0], out[1], err[1], rep[1]);
   if (j->pid < 0) {
-    snprintf(j->leaf_name, sizeof j->leaf_name, "e%u", a->next_leaf++);
-    if (a->cg.ops->mkchild(&a->cg, j->leaf_name, CG_LEAF_CTLS, &j->leaf, e) < 0) {
+    if (leaf_get(a, &j->leaf, e) < 0) {
       close_fds((int[]){in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1], slave}, 9);
       j->done = true;
       return hutch_err_wrap(e, "exec cgroup");
     }
     struct child_plan plan = {
-        .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf : NULL,
+        .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf.cg : NULL,
         .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
         .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
         .caps = a->build ? HUTCH_BUILD_CAPS : 0, .bset = a->bset,
       .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
     };
     j->started_ns = now_ns();
-    j->pid = spawn(a, &plan, &j->leaf);
+    j->pid = spawn(a, &plan, &j->leaf.cg);
   }
   int spawn_errno = errno;
   j->pgid = j->pid > 0 ? j->pid : 0;

@@ -429,11 +429,9 @@ int main(int argc, char **argv) {
       detach(&a);
     }
     /* Ended jobs are freed after their last frame is on its way (freeing
-     * removes their cgroup, which is slow on v1), and never inside a
-     * callback that might still use them. */
-    /* The next exec's spare first, the ended jobs' cleanup after: the
-     * spare sets itself up while their leaves are removed. */
-    spare_keep(&a);
+     * keeps or removes their leaf: leaf.c), and never inside a callback
+     * that might still use them. The spare comes after, in the leaf an
+     * ended job left. */
     reap_done(&a);
     /* After the flush: output paused while the connection was backed up
      * reads again once it has drained, and nothing else would wake us. */
@@ -442,7 +440,10 @@ int main(int argc, char **argv) {
     if (!a.detached)
       agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
     struct epoll_event ev[32];
-    int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), spare_expire(&a));
+    int wait_ms = spare_expire(&a), kept_ms = leaf_expire(&a);
+    if (kept_ms >= 0 && (wait_ms < 0 || kept_ms < wait_ms))
+      wait_ms = kept_ms;
+    int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), wait_ms);
     if (n < 0 && errno != EINTR)
       break;
     for (int i = 0; i < n; i++) {

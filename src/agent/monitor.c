@@ -68,7 +68,7 @@ static struct job *job_of(struct agent *a, pid_t tid) {
     if (j->kind == JOB_EXEC && !j->done && j->pid == tid)
       return j;
   for (struct job *j = a->jobs; j; j = j->next)
-    if (j->kind == JOB_EXEC && !j->done && j->leaf.nfd > 0 && leaf_holds(&j->leaf, tid))
+    if (j->kind == JOB_EXEC && !j->done && j->leaf.cg.nfd > 0 && leaf_holds(&j->leaf.cg, tid))
       return j;
   return NULL;
 }

@@ -23,7 +23,7 @@
  * sandbox (hutch run) only the first, which overlaps its setup with the
  * client's first request: a second would only slow the teardown.
  *
- * A spare that waits SPARE_IDLE_MS untaken ends, and the next one is made
+ * A spare that waits AGENT_IDLE_MS untaken ends, and the next one is made
  * only when a job ends again: a sandbox idle between an agent's turns then
  * holds one process and one memory cgroup instead of two. A memory cgroup
  * costs the kernel a slot for every memory-aware shrinker on the host (one
@@ -47,7 +47,6 @@
 /* How long an exec waits for a spare still setting up (normally well under
  * a millisecond) before it ends it and forks its own process. */
 #define SPARE_READY_WAIT_MS 100
-#define SPARE_IDLE_MS 30000
 
 static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)
@@ -62,7 +61,7 @@ static bool sandbox_idle(struct agent *a) {
 static void forget(struct agent *a) {
   struct spare *s = &a->spare;
   close(s->sock);
-  agent_remove_leaf(a, &s->leaf, s->leaf_name);
+  leaf_put(a, &s->leaf);
   *s = (struct spare){.sock = -1};
 }
 
@@ -78,9 +77,8 @@ void spare_keep(struct agent *a) {
     return;
   a->spares_made++;
   struct hutch_err err;
-  snprintf(s->leaf_name, sizeof s->leaf_name, "e%u", a->next_leaf++);
   int sv[2];
-  if (a->cg.ops->mkchild(&a->cg, s->leaf_name, CG_LEAF_CTLS, &s->leaf, &err) < 0) {
+  if (leaf_get(a, &s->leaf, &err) < 0) {
     a->spare_off = true;
     return;
   }
@@ -92,12 +90,12 @@ void spare_keep(struct agent *a) {
   }
   struct child_plan plan = {
       .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID,
-      .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf : NULL,
+      .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf.cg : NULL,
       .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
       .bset = a->bset,
       .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
-  pid_t pid = agent_fork(a, &s->leaf);
+  pid_t pid = agent_fork(a, &s->leaf.cg);
   if (pid == 0)
     child_spare(&plan, sv[1]);
   close(sv[1]);
@@ -116,9 +114,11 @@ int spare_expire(struct agent *a) {
   if (s->pid <= 0)
     return -1;
   uint64_t age_ms = (now_ns() - s->born_ns) / 1000000;
-  if (age_ms < SPARE_IDLE_MS)
-    return (int)(SPARE_IDLE_MS - age_ms);
+  if (age_ms < AGENT_IDLE_MS)
+    return (int)(AGENT_IDLE_MS - age_ms);
   spare_drop(a);
+  if (a->kept.cg.ops) /* its leaf, or an older one: not kept past the spare */
+    leaf_remove(a, &a->kept);
   return -1;
 }
 
@@ -187,7 +187,6 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   }
   pid_t pid = s->pid;
   j->leaf = s->leaf;
-  memcpy(j->leaf_name, s->leaf_name, sizeof j->leaf_name);
   close(s->sock);
   *s = (struct spare){.sock = -1};
   return pid;

@@ -4,7 +4,8 @@
  * path after the cgroup has been opened. libc only: the agent links this.
  *
  * Layout (docs/security.md): <root>/hutch/<slot>/ is a sandbox and each exec
- * runs in its own leaf <slot>/e<N>. The agent runs in the sandbox cgroup on
+ * runs in a leaf <slot>/e<N> of its own (an ended exec's, its counts reset,
+ * where the kernel allows: the agent's leaf.c). The agent runs in the sandbox cgroup on
  * v1, and in a leaf <slot>/agent on v2, where only leaves hold processes.
  * On v1 a cgroup exists only in the hierarchies of the controllers it is
  * made for: every directory costs a mkdir, a migration and an rmdir. */
@@ -84,6 +85,14 @@ struct hutch_cgroup_ops {
   bool (*populated)(const struct hutch_cgroup *cg);
   /* Hand cg to uid:gid so it can make children and move its own processes. */
   int (*delegate)(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err);
+  /* Make an exec's ended leaf ready for the next exec: its CPU time and
+   * memory peak start again, and base gets what cannot (the OOM kills so
+   * far, to subtract). Fails with EBUSY while a process is in cg or more
+   * than max_charged bytes are still charged to it (page cache, tmpfs
+   * files), which the next exec's peak would count. NULL where the kernel
+   * cannot reset a peak: v2 before 6.12, whose memory.peak only grows. */
+  int (*reset)(const struct hutch_cgroup *cg, uint64_t max_charged, struct hutch_cg_stats *base,
+               struct hutch_err *err);
 };
 
 extern const struct hutch_cgroup_ops hutch_cgroup_v1_ops;

@@ -287,6 +287,28 @@ static int v1_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
   return 0;
 }
 
+static int v1_reset(const struct hutch_cgroup *cg, uint64_t max_charged,
+                    struct hutch_cg_stats *base, struct hutch_err *err) {
+  memset(base, 0, sizeof *base);
+  for (int i = 0; i < cg->nfd; i++)
+    if (hutch_cg_has_procs(cg->fd[i]))
+      return hutch_err_set(err, EBUSY, "cgroup still holds a process");
+  uint64_t charged = 0;
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &charged, err) < 0)
+    return -1;
+  if (charged > max_charged)
+    return hutch_err_set(err, EBUSY, "cgroup still holds %llu bytes",
+                         (unsigned long long)charged);
+  /* The kernel takes only 0 for either: the peak becomes what is charged
+   * now (at most max_charged), the CPU time starts from nothing. */
+  if (write_file_at(FD(cg, CG_CPUACCT), "cpuacct.usage", "0", err) < 0 ||
+      write_file_at(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", "0", err) < 0)
+    return -1;
+  struct hutch_err ignored;
+  hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.oom_control", "oom_kill", &base->oom_kills, &ignored);
+  return 0;
+}
+
 const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .name = "v1",
     .leaves_only = false,
@@ -303,4 +325,5 @@ const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {
     .freeze = v1_freeze,
     .populated = v1_populated,
     .delegate = v1_delegate,
+    .reset = v1_reset,
 };

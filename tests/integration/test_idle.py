@@ -60,3 +60,45 @@ def test_spare_ends_when_idle_and_the_next_exec_runs(server, tenant):
     assert output(tenant.exec(sid, {"cmd": ["echo", "two"]})) == b"two\n"
     wait_for(lambda: len(children(agent)) == 1)  # a spare again after a job
     assert output(tenant.exec(sid, {"cmd": ["id", "-u"]})) == b"1000\n"
+
+
+def cgroup_v1(pid):
+    return any(line.split(":", 2)[1] for line in
+               pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines())
+
+
+def verdict(lines):
+    return next(l for l in lines if l["type"] == "exit")
+
+
+def test_exec_leaf_is_kept_and_its_counts_start_again(server, tenant):
+    """An ended exec's leaf is the next exec's (src/agent/leaf.c) where the
+    kernel can reset a peak (v1), and nothing of one exec's counts shows in
+    the next's verdict: CPU time, memory peak, OOM kills. A leaf still
+    holding an exec's file (charged to it) is not kept."""
+    sid = tenant.create(memory_mb=96)["id"]
+    agent = agent_of(server, sid)
+    v1 = cgroup_v1(agent)
+    assert verdict(tenant.exec(sid, {"cmd": ["true"]}))["status"] == "ok"
+    wait_for(lambda: len(children(agent)) == 1)
+    first = leaves(agent)
+    burn = verdict(tenant.exec(sid, {"cmd": ["python3", "-c",
+                                             "import time\nt=time.process_time()\n"
+                                             "while time.process_time()-t<0.3: pass"]}))
+    assert burn["cpu_ms"] >= 250, burn
+    big = verdict(tenant.exec(sid, {"cmd": ["python3", "-c", "x=bytearray(40<<20)"]}))
+    assert big["peak_memory_kb"] >= 40 << 10, big
+    oom = verdict(tenant.exec(sid, {"cmd": ["python3", "-c", "x=bytearray(400<<20)"]}))
+    assert oom["status"] == "oom", oom
+    after = verdict(tenant.exec(sid, {"cmd": ["true"]}))
+    assert after["status"] == "ok", after
+    assert after["cpu_ms"] < 100 and after["peak_memory_kb"] < 4096, after
+    wait_for(lambda: len(children(agent)) == 1)
+    assert len(leaves(agent)) == 1
+    if v1:
+        assert leaves(agent) == first
+    # 8 MiB of /tmp charged to the leaf that wrote it: that leaf goes.
+    tenant.exec(sid, {"cmd": ["sh", "-c", "head -c 8000000 /dev/zero > /tmp/f"]})
+    wait_for(lambda: len(children(agent)) == 1)
+    assert len(leaves(agent)) == 1 and leaves(agent) != first
+    assert verdict(tenant.exec(sid, {"cmd": ["true"]}))["peak_memory_kb"] < 4096
