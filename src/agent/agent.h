@@ -136,6 +136,7 @@ struct agent {
   struct spare spare;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
+  uint64_t first_spare_ns; /* when the first spare is due; 0: now */
   /* Something ended (a job, an orphan): the sandbox may be idle now, and
    * worth a look for a spare. Not looked at on every loop turn. */
   bool maybe_idle;
@@ -217,6 +218,9 @@ void __attribute__((noreturn)) child_spare(const struct child_plan *p, int sock)
 struct spare_msg {
   uint32_t has_stdin, argc, envc;
 };
+/* How long a server's sandbox waits for its first spare, unless a job ends
+ * first (spare.c). */
+#define SPARE_FIRST_MS 20
 /* Fork a spare when the sandbox is idle and has none. */
 void spare_keep(struct agent *a);
 /* Hand the command to the spare: its pid, now the job's (with the leaf),
@@ -228,7 +232,8 @@ bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
 void spare_drop(struct agent *a);
 /* End a spare that has waited AGENT_IDLE_MS; the milliseconds until the
- * one there is would be, or -1 without one (epoll_wait's timeout). */
+ * one there is would be, or until the first is due, or -1 (epoll_wait's
+ * timeout). */
 int spare_expire(struct agent *a);
 
 /* leaf.c. What the spare and a kept leaf wait before they go: long enough

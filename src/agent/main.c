@@ -304,6 +304,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC [--build] [--listen FD] "
                                   "(started by hutch)");
   if (argc == 5) {
+    a->first_spare_ns = now_ns() + (uint64_t)SPARE_FIRST_MS * 1000000;
     a->listen_w.fd = (int)lfd;
     a->listen_w.ready = on_listen;
     int fl = fcntl(a->listen_w.fd, F_GETFL);
@@ -400,6 +401,7 @@ static void reap_done(struct agent *a) {
       *p = j->next;
       job_free(a, j);
       a->maybe_idle = true;
+      a->first_spare_ns = 0; /* in use: its spare is due now */
     } else {
       p = &j->next;
     }

@@ -21,7 +21,12 @@
  * A sandbox that can outlive its client (a server's, whose agent listens
  * for the next one) gets a new spare each time it falls idle; a one-shot
  * sandbox (hutch run) only the first, which overlaps its setup with the
- * client's first request: a second would only slow the teardown.
+ * client's first request: a second would only slow the teardown. A
+ * server's sandbox gets its first SPARE_FIRST_MS after its start, or when
+ * its first job ends: one made and deleted at once (a probe, a pool's
+ * churn, a create that fails the client's checks) then costs no leaf and no
+ * fork, and one that lives has it long before an agent's first exec
+ * usually comes (that exec runs the slow way if it comes sooner).
  *
  * A spare that waits AGENT_IDLE_MS untaken ends, and the next one is made
  * only when a job ends again: a sandbox idle between an agent's turns then
@@ -67,6 +72,11 @@ static void forget(struct agent *a) {
 
 void spare_keep(struct agent *a) {
   struct spare *s = &a->spare;
+  if (a->first_spare_ns) {
+    if (now_ns() < a->first_spare_ns)
+      return;
+    a->first_spare_ns = 0;
+  }
   if (s->pid > 0)
     a->maybe_idle = false; /* what ended meanwhile found one waiting */
   if (s->pid > 0 || !a->maybe_idle || a->spare_off ||
@@ -111,6 +121,10 @@ void spare_keep(struct agent *a) {
 
 int spare_expire(struct agent *a) {
   struct spare *s = &a->spare;
+  if (s->pid <= 0 && a->first_spare_ns) {
+    uint64_t now = now_ns();
+    return now < a->first_spare_ns ? (int)((a->first_spare_ns - now + 999999) / 1000000) : 0;
+  }
   if (s->pid <= 0)
     return -1;
   uint64_t age_ms = (now_ns() - s->born_ns) / 1000000;

@@ -62,6 +62,20 @@ def test_spare_ends_when_idle_and_the_next_exec_runs(server, tenant):
     assert output(tenant.exec(sid, {"cmd": ["id", "-u"]})) == b"1000\n"
 
 
+def test_first_spare_comes_without_an_exec(server, tenant):
+    """A server's sandbox gets its first spare a moment after its start
+    (SPARE_FIRST_MS), whether or not an exec has come: its agent wakes up
+    for it, and an exec then takes it."""
+    sid = tenant.create()["id"]
+    agent = agent_of(server, sid)
+    wait_for(lambda: len(children(agent)) == 1)
+    spare = children(agent)
+    lines = tenant.exec(sid, {"cmd": ["sh", "-c", "echo $PPID"]})
+    assert next(l for l in lines if l["type"] == "start")["pid"] == 2
+    assert output(lines) == b"1\n"
+    wait_for(lambda: len(children(agent)) == 1 and children(agent) != spare)
+
+
 def cgroup_v1(pid):
     return any(line.split(":", 2)[1] for line in
                pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines())
