@@ -239,6 +239,8 @@ int spare_expire(struct agent *a);
 /* leaf.c. What the spare and a kept leaf wait before they go: long enough
  * to span an agent's turn (a model's answer). */
 #define AGENT_IDLE_MS 30000
+/* Whether the sandbox holds no process but the agent. */
+bool agent_alone(struct agent *a);
 /* A leaf for the next exec: the kept one, else a new one. */
 int leaf_get(struct agent *a, struct leaf *l, struct hutch_err *err);
 /* Done with an exec's leaf (its processes gone): kept for the next exec

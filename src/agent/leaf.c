@@ -13,13 +13,16 @@
  * files: no cgroup file system is mounted in a sandbox and the agent, which
  * alone holds the leaf's fds, is not dumpable. So an ended exec leaves
  * nothing in its leaf that the next could inherit but the kernel's
- * counters, and the leaf is kept only when those can start again
- * (ops->reset: the CPU time and memory peak zeroed, the OOM kills so far
- * taken as the next exec's base), no process is left in it, and at most
- * KEEP_CHARGED bytes are still charged to it: a file an exec left in /tmp
- * stays charged to the leaf it was written from, and would otherwise count
- * in the next exec's peak. Where the kernel cannot reset a peak (cgroup v2
- * before 6.12), every exec gets a new leaf, as before.
+ * counters and what is still charged to it, and a leaf is kept only when:
+ *  - the sandbox holds no process but the agent (pids.current is 1): no
+ *    process is left in the leaf, and none elsewhere holds an object the
+ *    kernel charges to the leaf it was made in (an inotify instance whose
+ *    events a leftover daemon could pile up on the next exec's peak);
+ *  - at most KEEP_CHARGED bytes are still charged to it: a file an exec
+ *    left in /tmp stays charged to the leaf it was written from;
+ *  - its counters can start again (ops->reset: CPU time and memory peak
+ *    zeroed, the OOM kills so far the next exec's base), and it is thawed.
+ * cgroup v1 only: on v2 every exec gets a new leaf, as before (cgroup.h).
  *
  * One leaf is kept at most, and for AGENT_IDLE_MS: a sandbox idle between
  * an agent's turns then holds no memory cgroup but its own. */
@@ -33,8 +36,17 @@
 /* What an exec of a small command leaves charged: a few slab objects, and
  * the charges each CPU it ran on holds in advance (64 pages a CPU, drained
  * only when another cgroup charges there). The most a reused leaf's peak
- * can report that is not the exec's own. */
+ * can report that is not the exec's own. Not scaled with the CPUs: on a
+ * large host an exec that ran on many keeps its leaf less often, rather
+ * than the next peak counting more. */
 #define KEEP_CHARGED (1u << 20)
+
+bool agent_alone(struct agent *a) {
+  struct hutch_err ignored;
+  uint64_t n = 0;
+  int fd = hutch_cg_fd(&a->cg, CG_PIDS);
+  return fd >= 0 && hutch_cg_read_u64(fd, "pids.current", NULL, &n, &ignored) == 0 && n == 1;
+}
 
 int leaf_get(struct agent *a, struct leaf *l, struct hutch_err *err) {
   if (a->kept.cg.ops) {
@@ -63,7 +75,7 @@ void leaf_put(struct agent *a, struct leaf *l) {
   struct hutch_err ignored;
   if (!l->cg.ops)
     return;
-  if (a->kept.cg.ops || !l->cg.ops->reset ||
+  if (a->kept.cg.ops || !l->cg.ops->reset || !agent_alone(a) ||
       l->cg.ops->reset(&l->cg, KEEP_CHARGED, &base, &ignored) < 0) {
     leaf_remove(a, l);
     return;

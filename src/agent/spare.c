@@ -57,10 +57,7 @@ static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)
     if (!j->done)
       return false;
-  struct hutch_err ignored;
-  uint64_t n = 0;
-  int fd = hutch_cg_fd(&a->cg, CG_PIDS);
-  return fd >= 0 && hutch_cg_read_u64(fd, "pids.current", NULL, &n, &ignored) == 0 && n == 1;
+  return agent_alone(a);
 }
 
 static void forget(struct agent *a) {

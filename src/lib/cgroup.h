@@ -89,8 +89,9 @@ struct hutch_cgroup_ops {
    * memory peak start again, and base gets what cannot (the OOM kills so
    * far, to subtract). Fails with EBUSY while a process is in cg or more
    * than max_charged bytes are still charged to it (page cache, tmpfs
-   * files), which the next exec's peak would count. NULL where the kernel
-   * cannot reset a peak: v2 before 6.12, whose memory.peak only grows. */
+   * files), which the next exec's peak would count, or when it cannot be
+   * (frozen, no OOM count). NULL on v2: memory.peak is reset only per
+   * descriptor, and only from 6.12 (Debian 12 has 6.1); not built. */
   int (*reset)(const struct hutch_cgroup *cg, uint64_t max_charged, struct hutch_cg_stats *base,
                struct hutch_err *err);
 };

@@ -293,6 +293,10 @@ static int v1_reset(const struct hutch_cgroup *cg, uint64_t max_charged,
   for (int i = 0; i < cg->nfd; i++)
     if (hutch_cg_has_procs(cg->fd[i]))
       return hutch_err_set(err, EBUSY, "cgroup still holds a process");
+  /* Frozen by a kill that could not thaw it: the next process would stop
+   * in it, and SIGKILL does not end a process frozen on v1. */
+  if (!freezer_is(FD(cg, CG_FREEZER), "THAWED"))
+    return hutch_err_set(err, EBUSY, "cgroup is not thawed");
   uint64_t charged = 0;
   if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &charged, err) < 0)
     return -1;
@@ -304,9 +308,10 @@ static int v1_reset(const struct hutch_cgroup *cg, uint64_t max_charged,
   if (write_file_at(FD(cg, CG_CPUACCT), "cpuacct.usage", "0", err) < 0 ||
       write_file_at(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", "0", err) < 0)
     return -1;
-  struct hutch_err ignored;
-  hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.oom_control", "oom_kill", &base->oom_kills, &ignored);
-  return 0;
+  /* Without the count so far (a kernel before 4.13 has none), the next
+   * exec would be told of this one's OOM kills: no reuse. */
+  return hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.oom_control", "oom_kill", &base->oom_kills,
+                           err);
 }
 
 const struct hutch_cgroup_ops hutch_cgroup_v1_ops = {

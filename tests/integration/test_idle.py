@@ -116,3 +116,25 @@ def test_exec_leaf_is_kept_and_its_counts_start_again(server, tenant):
     wait_for(lambda: len(children(agent)) == 1)
     assert len(leaves(agent)) == 1 and leaves(agent) != first
     assert verdict(tenant.exec(sid, {"cmd": ["true"]}))["peak_memory_kb"] < 4096
+
+
+def test_a_leftover_process_keeps_no_leaf_for_the_next_exec(server, tenant):
+    """A process an exec left running (a daemon) keeps every leaf from
+    being reused while it lives (src/agent/leaf.c): the next exec's verdict
+    counts none of the daemon's CPU time, and an exec after the daemon ends
+    gets a kept leaf again."""
+    sid = tenant.create()["id"]
+    agent = agent_of(server, sid)
+    tenant.exec(sid, {"cmd": ["true"]})
+    wait_for(lambda: len(children(agent)) == 1)
+    tenant.exec(sid, {"cmd": ["sh", "-c",
+                              "setsid sh -c 'while :; do :; done' >/dev/null 2>&1 &"]})
+    time.sleep(0.3)
+    for _ in range(3):
+        v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
+        assert v["status"] == "ok" and v["cpu_ms"] < 100, v
+    wait_for(lambda: len(leaves(agent)) == 1)  # the daemon's: none kept beside it
+    tenant.exec(sid, {"cmd": ["pkill", "-f", "while"]})
+    wait_for(lambda: len(children(agent)) == 1)
+    v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
+    assert v["status"] == "ok" and v["cpu_ms"] < 100, v
