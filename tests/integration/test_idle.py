@@ -2,6 +2,7 @@
 (forked ahead of the next exec) ends after the sandbox has been idle a few
 seconds, with its exec leaf cgroup, and the next exec still runs and brings
 a spare back (src/agent/spare.c)."""
+import json
 import os
 import pathlib
 import time
@@ -138,3 +139,27 @@ def test_a_leftover_process_keeps_no_leaf_for_the_next_exec(server, tenant):
     wait_for(lambda: len(children(agent)) == 1)
     v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
     assert v["status"] == "ok" and v["cpu_ms"] < 100, v
+
+
+def test_kept_leaf_after_kills_and_execs_at_once(server, tenant):
+    """A leaf whose exec was killed (out of memory, twice in a row; a
+    timeout, which freezes and thaws the leaf on v1) serves the next exec
+    with nothing carried over; after two execs at once, one leaf is left
+    beside none kept twice."""
+    sid = tenant.create(memory_mb=96)["id"]
+    agent = agent_of(server, sid)
+    for _ in range(2):
+        v = verdict(tenant.exec(sid, {"cmd": ["python3", "-c", "x=bytearray(400<<20)"]}))
+        assert v["status"] == "oom", v
+    v = verdict(tenant.exec(sid, {"cmd": ["sleep", "30"], "timeout_s": 0.3}))
+    assert v["status"] == "timeout", v
+    v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
+    assert v["status"] == "ok" and v["cpu_ms"] < 100 and v["peak_memory_kb"] < 4096, v
+    streams = [tenant.exec_stream(sid, {"shell": f"sleep 0.3; echo {i}"}) for i in range(2)]
+    for i, (conn, r) in enumerate(streams):
+        lines = [json.loads(l) for l in r.read().splitlines()]
+        conn.close()
+        assert output(lines) == f"{i}\n".encode() and lines[-1]["status"] == "ok"
+    wait_for(lambda: len(children(agent)) == 1)
+    assert len(leaves(agent)) == 1
+    assert verdict(tenant.exec(sid, {"cmd": ["true"]}))["status"] == "ok"
