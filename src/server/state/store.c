@@ -31,6 +31,9 @@ struct store {
 static const char schema[] =
     "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=NORMAL;"
+    /* A WAL that a crowd's commits grew is cut back to this when it starts
+     * over after a checkpoint, instead of staying at its largest. */
+    "PRAGMA journal_size_limit=4194304;"
     /* What is deleted or overwritten is zeroed, not left in free pages. */
     "PRAGMA secure_delete=ON;"
     "CREATE TABLE IF NOT EXISTS tenants ("
@@ -718,8 +721,13 @@ int store_checkpoint(const char *path, struct hutch_err *err) {
   int r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
   if (r == SQLITE_OK) {
     sqlite3_busy_timeout(db, 1000);
-    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    /* A connection learns that the file is in WAL mode only once it has
+     * read it: until then a checkpoint finds no WAL and does nothing,
+     * successfully (so the WAL grew without end, by every commit). */
+    r = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
   }
+  if (r == SQLITE_OK)
+    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
   if (r != SQLITE_OK)
     hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
                   db ? sqlite3_errmsg(db) : "out of memory");
