@@ -655,10 +655,13 @@ static void reap(uv_timer_t *t) {
     pool_shrink(srv);
   /* Every 5 s, if sandboxes ended since: what their ends freed, on the
    * loop and in the arenas of libuv's pool threads (which made them), goes
-   * back to the system; glibc keeps freed heap otherwise. */
+   * back to the system; glibc keeps freed heap otherwise, and SQLite its
+   * page cache. */
   if (srv->reaper_ticks % 50 == 0) {
-    if (srv->nsandboxes < srv->trim_mark)
+    if (srv->nsandboxes < srv->trim_mark) {
+      store_release_memory(srv->store);
       malloc_trim(0);
+    }
     srv->trim_mark = srv->nsandboxes;
   }
 }

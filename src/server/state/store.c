@@ -716,6 +716,10 @@ int store_secret_each(struct store *st, const char *tenant,
 
 int store_wal_pages(const struct store *st) { return st->wal_pages; }
 
+void store_release_memory(struct store *st) {
+  sqlite3_db_release_memory(st->db);
+}
+
 int store_checkpoint(const char *path, struct hutch_err *err) {
   sqlite3 *db = NULL;
   int r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);

@@ -37,6 +37,12 @@ void store_close(struct store *st);
 int store_wal_pages(const struct store *st);
 int store_checkpoint(const char *path, struct hutch_err *err);
 
+/* Give the connection's page cache back (SQLite keeps up to 2 MiB of
+ * pages read, which a crowd of sandboxes' rows fills): the reaper calls it
+ * beside malloc_trim once sandboxes have ended. The pages are read again,
+ * from the OS's cache, when next needed. */
+void store_release_memory(struct store *st);
+
 /* A key by the hash of its secret: 1 found (tenant, id, admin filled),
  * 0 not found, -1 error. */
 int store_key_find(struct store *st, const char *hash, struct principal *p,
