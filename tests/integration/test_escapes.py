@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, build_binary, require, serve_tier_args
+from conftest import BUILD, build_binary, no_i386_abi, require, serve_tier_args
 from serveapi import Server, wait_for
 
 # A refused call from Python: mount(2) on x86_64, n times, each EPERM.
@@ -49,6 +49,8 @@ def test_every_refusal_is_counted_once(trun, tier, probe, abi):
         # gVisor runs 64-bit programs only (test_seccomp_sandbox checks it)
         return
     if r.code == 77:
+        if no_i386_abi(probe):
+            pytest.skip("this kernel has no i386 ABI at all: no i386 call to count")
         require(False, "int $0x80 reaches no i386 ABI on this kernel")
     assert r.code == 0, r
     got = dict(line.split(" ", 1) for line in r.out.splitlines())
