@@ -56,9 +56,10 @@ def pids_current_max():
     worst = 0
     for root in cgroup_roots():
         for d in (root / "hutch").glob("*"):
-            f = d / "pids.current"
-            if f.exists():
-                worst = max(worst, int(f.read_text()))
+            try:
+                worst = max(worst, int((d / "pids.current").read_text()))
+            except OSError:  # none there, or the cgroup went since the listing (ENODEV)
+                pass
     return worst
 
 
