@@ -221,8 +221,12 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
 }
 
 /* The store's checkpoints, off the loop (store.h): looked at every second,
- * run once the WAL holds CHECKPOINT_PAGES (SQLite's own default). */
+ * run once the WAL holds CHECKPOINT_PAGES (SQLite's own default). Past
+ * TRUNCATE_PAGES (16 MiB of 4 KiB pages: 4 times the journal_size_limit
+ * a WAL is cut back to when it starts over by itself), the checkpoint
+ * empties it, holding the loop's commits off for its last frames. */
 #define CHECKPOINT_PAGES 1000
+#define TRUNCATE_PAGES 4096
 
 struct checkpoint {
   struct offload o;
@@ -233,7 +237,7 @@ struct checkpoint {
 
 static void checkpoint_run(struct offload *o) {
   struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
-  cp->r = store_checkpoint(cp->path, &cp->err);
+  cp->r = store_checkpoint(cp->path, TRUNCATE_PAGES, &cp->err);
 }
 
 static void checkpoint_done(struct offload *o) {

@@ -720,7 +720,7 @@ void store_release_memory(struct store *st) {
   sqlite3_db_release_memory(st->db);
 }
 
-int store_checkpoint(const char *path, struct hutch_err *err) {
+int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err) {
   sqlite3 *db = NULL;
   int r = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
   if (r == SQLITE_OK) {
@@ -730,8 +730,20 @@ int store_checkpoint(const char *path, struct hutch_err *err) {
      * successfully (so the WAL grew without end, by every commit). */
     r = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
   }
+  int frames = 0;
   if (r == SQLITE_OK)
-    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, NULL);
+  /* Under steady commits the passive one never catches up, and the WAL
+   * would start over only in a lull: past truncate_pages, copy what the
+   * passive one left with writers held off, and empty the file. The
+   * loop's commits wait meanwhile (its busy timeout): a few frames and
+   * two fsyncs. SQLITE_BUSY (a transaction open past our timeout) leaves
+   * it for the next round. */
+  if (r == SQLITE_OK && frames > truncate_pages) {
+    r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (r == SQLITE_BUSY)
+      r = SQLITE_OK;
+  }
   if (r != SQLITE_OK)
     hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
                   db ? sqlite3_errmsg(db) : "out of memory");

@@ -33,9 +33,13 @@ void store_close(struct store *st);
  * the server calls store_checkpoint, on a connection of its own, from a
  * thread off the loop, once store_wal_pages has grown. A PASSIVE
  * checkpoint takes no lock writers wait for: the loop's connection goes on
- * committing meanwhile, and reads see every commit as before. */
+ * committing meanwhile, and reads see every commit as before. But the WAL
+ * starts over only once a checkpoint has caught up with every commit,
+ * which under steady commits never happens: when the WAL still holds more
+ * than truncate_pages after it, a TRUNCATE checkpoint holds writers off
+ * for the rest and empties the file. */
 int store_wal_pages(const struct store *st);
-int store_checkpoint(const char *path, struct hutch_err *err);
+int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err);
 
 /* Give the connection's page cache back (SQLite keeps up to 2 MiB of
  * pages read, which a crowd of sandboxes' rows fills): the reaper calls it
