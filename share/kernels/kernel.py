@@ -248,8 +248,13 @@ def artifacts(t0, skip, reported):
     every = list(dict.fromkeys(["/tmp", home if home != "/" else "/tmp", os.getcwd()]))
     roots, found, budget, dirs = list(every), {}, SCAN_MAX, []
     while (dirs or roots) and budget > 0:
+        path = dirs.pop() if dirs else roots.pop(0)
         try:
-            entries = os.scandir(dirs.pop() if dirs else roots.pop(0))
+            # A read-only mount holds nothing a cell changed: the host
+            # template's /usr, most of what a cwd of "/" holds.
+            if os.statvfs(path).f_flag & os.ST_RDONLY:
+                continue
+            entries = os.scandir(path)
         except OSError:
             continue
         with entries:

@@ -135,9 +135,12 @@ def test_cell_reports_the_files_it_made(api, sid):
     assert not of(api.code(sid, {"code": "1", "language": "bash"}), "artifacts")
     time.sleep(0.05)  # another context: past the file clock's tick (docs/kernels.md)
     assert not of(api.code(sid, {"code": "1"}), "artifacts")
-    # from "/": the kernel's own file systems are not looked in
+    # from "/": the kernel's own file systems are not looked in, nor a
+    # read-only mount (the host template's /usr), but the rest of "/" is
     lines = api.code(sid, {"code": "import os\nos.chdir('/')\nopen('/tmp/r.txt', 'w').write('r')"})
     assert [f["path"] for f in of(lines, "artifacts")[0]["files"]] == ["/tmp/r.txt"], lines
+    lines = api.code(sid, {"code": "open('/var/tmp/v.txt', 'w').write('v')"})
+    assert [f["path"] for f in of(lines, "artifacts")[0]["files"]] == ["/var/tmp/v.txt"], lines
 
 
 def test_timeout_interrupts_the_cell_and_keeps_the_context(api, sid):

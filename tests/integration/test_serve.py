@@ -150,6 +150,10 @@ def test_exec_reports_the_files_it_made(api, sandbox):
     assert [a["path"] for a in last["artifacts"]] == ["/tmp/n.txt"], last
     last = api.exec(sid, {"shell": "sleep 1 & echo s > /tmp/s.txt", "cwd": "/"})[-1]
     assert [a["path"] for a in last["artifacts"]] == ["/tmp/s.txt"], last
+    # From "/", the read-only /usr (190,000 entries on a Debian host) is not
+    # looked in: it took the whole budget, and /etc came after it
+    last = api.exec(sid, {"shell": "echo e > /etc/made.conf", "user": "root", "cwd": "/"})[-1]
+    assert [a["path"] for a in last["artifacts"]] == ["/etc/made.conf"], last
 
 
 def test_an_execs_artifacts_are_only_what_its_user_can_see(api, sandbox):
