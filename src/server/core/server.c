@@ -224,27 +224,38 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
  * run once the WAL holds CHECKPOINT_PAGES (SQLite's own default). Past
  * TRUNCATE_PAGES (16 MiB of 4 KiB pages: 4 times the journal_size_limit
  * a WAL is cut back to when it starts over by itself), the checkpoint
- * empties it, holding the loop's commits off for its last frames. */
+ * empties it, holding the loop's commits off for its last frames; when a
+ * reader kept it from that, not again for TRUNCATE_AGAIN_MS (each try
+ * holds the commits off up to 20 ms more). */
 #define CHECKPOINT_PAGES 1000
 #define TRUNCATE_PAGES 4096
+#define TRUNCATE_AGAIN_MS 5000
 
 struct checkpoint {
   struct offload o;
   char *path;
+  int truncate_pages;
   struct hutch_err err;
   int r;
 };
 
 static void checkpoint_run(struct offload *o) {
   struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
-  cp->r = store_checkpoint(cp->path, TRUNCATE_PAGES, &cp->err);
+  cp->r = store_checkpoint(cp->path, cp->truncate_pages, &cp->err);
 }
 
 static void checkpoint_done(struct offload *o) {
   struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
+  struct server *srv = o->srv;
   if (cp->r < 0)
     fprintf(stderr, "hutch serve: %s\n", cp->err.msg);
-  o->srv->checkpointing = false;
+  if (cp->r == 1) {
+    if (!srv->truncate_after)
+      fprintf(stderr, "hutch serve: state store: a reader holds its WAL, which is emptied "
+                      "once the reader is done\n");
+    srv->truncate_after = uv_now(srv->loop) + TRUNCATE_AGAIN_MS;
+  }
+  srv->checkpointing = false;
   free(cp->path);
   free(cp);
 }
@@ -255,6 +266,7 @@ static void checkpoint_due(uv_timer_t *t) {
     return;
   struct checkpoint *cp = xcalloc(1, sizeof *cp);
   cp->path = xasprintf("%s/hutch.db", srv->cfg.state_dir);
+  cp->truncate_pages = uv_now(srv->loop) >= srv->truncate_after ? TRUNCATE_PAGES : INT_MAX;
   srv->checkpointing = true;
   offload(srv, OFFLOAD_OTHER, &cp->o, checkpoint_run, checkpoint_done);
 }

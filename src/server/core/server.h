@@ -171,6 +171,7 @@ struct server {
   unsigned refilling; /* pools' sandboxes being made (pool.c) */
   uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
   bool checkpointing;
+  uint64_t truncate_after; /* uv_now: no WAL truncation before (server.c); 0: never put off */
   struct creating *creating; /* sandboxes being made (core/sandboxes.c) */
   struct templates *templates; /* the template store and jobs (core/templates.c) */
   struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */

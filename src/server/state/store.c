@@ -278,7 +278,7 @@ static void done(struct store *st, sqlite3_stmt *s) {
       st->cache[i].busy = false;
       return;
     }
-  done(st, s);
+  sqlite3_finalize(s);
 }
 
 static int step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
@@ -730,23 +730,29 @@ int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err
      * successfully (so the WAL grew without end, by every commit). */
     r = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
   }
-  int frames = 0;
+  int frames = 0; /* in the WAL, copied or not */
   if (r == SQLITE_OK)
     r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, NULL);
-  /* Under steady commits the passive one never catches up, and the WAL
-   * would start over only in a lull: past truncate_pages, copy what the
-   * passive one left with writers held off, and empty the file. The
-   * loop's commits wait meanwhile (its busy timeout): a few frames and
-   * two fsyncs. SQLITE_BUSY (a transaction open past our timeout) leaves
-   * it for the next round. */
+  /* A passive checkpoint catches up only when no commit comes while it
+   * runs, and the WAL starts over only after one has: under commits closer
+   * together than a checkpoint takes it grew until a lull. Past
+   * truncate_pages, a TRUNCATE checkpoint takes the writers' lock, copies
+   * what is left and empties the file; the loop's commits wait meanwhile
+   * (its busy timeout): the last frames and two fsyncs. It also waits for
+   * readers still on the WAL (an operator's sqlite3 shell, a backup) while
+   * it holds that lock: 20 ms at most, then SQLITE_BUSY, and the server
+   * leaves the WAL alone for a while. */
+  bool busy = false;
   if (r == SQLITE_OK && frames > truncate_pages) {
+    sqlite3_busy_timeout(db, 20);
     r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    if (r == SQLITE_BUSY)
+    busy = r == SQLITE_BUSY;
+    if (busy)
       r = SQLITE_OK;
   }
   if (r != SQLITE_OK)
     hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
                   db ? sqlite3_errmsg(db) : "out of memory");
   sqlite3_close(db);
-  return r == SQLITE_OK ? 0 : -1;
+  return r != SQLITE_OK ? -1 : busy ? 1 : 0;
 }

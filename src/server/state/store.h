@@ -35,9 +35,11 @@ void store_close(struct store *st);
  * checkpoint takes no lock writers wait for: the loop's connection goes on
  * committing meanwhile, and reads see every commit as before. But the WAL
  * starts over only once a checkpoint has caught up with every commit,
- * which under steady commits never happens: when the WAL still holds more
- * than truncate_pages after it, a TRUNCATE checkpoint holds writers off
- * for the rest and empties the file. */
+ * which commits closer together than a checkpoint takes put off: when the
+ * WAL holds more than truncate_pages, a TRUNCATE checkpoint follows, which
+ * holds writers off for the rest and empties the file. 0, or 1 when a
+ * reader kept the WAL from being emptied (it will be once the reader is
+ * done), or -1 with err. */
 int store_wal_pages(const struct store *st);
 int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err);
 
