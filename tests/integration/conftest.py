@@ -44,7 +44,10 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
-        (drop if spec and other in spec.params.values() else keep).append(item)
+        # A fixture's params, and (on a pytest that keeps them apart) a
+        # test's own parametrize values: ["build", "asan"] either way.
+        values = {**spec.params, **getattr(spec, "funcargs", {})}.values() if spec else ()
+        (drop if other in values else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -104,11 +104,12 @@ def test_tight_pids_limit_with_execs_files_and_root(api):
             assert lines[-1]["status"] == "ok" and output(lines) == f"{user}\n".encode(), lines
             r = api.get(f"/v1/sandboxes/{sid}/files/stat?path=/tmp")
             assert r.status == 200, r
-        # sh and its child: two pids. dash gives up on the fork's EAGAIN at
-        # once, where bash (a "shell" exec's) retries for 15 s.
+        # sh and its child: two pids. Debian's sh (dash) gives up on the
+        # fork's EAGAIN at once, where bash (a "shell" exec's) retries 15 s.
         two = {"cmd": ["sh", "-c", "/bin/true && echo ok"]}
         lines = api.exec(sid, two)
-        assert lines[-1]["status"] == "nonzero" and b"Cannot fork" in output(lines, "stderr"), lines
+        assert lines[-1]["status"] == "nonzero", lines
+        assert b"fork" in output(lines, "stderr").lower(), lines
         sb2 = api.create(pids=2)
         try:
             lines = api.exec(sb2["id"], two)
