@@ -29,6 +29,13 @@ def require(condition, reason):
     pytest.skip(reason)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "userspace: the server's own work, minutes on the cgroup v2 guest's "
+        "emulated CPU and nothing a kernel or cgroup version changes: scripts/test.sh "
+        "runs it on the host only")
+
+
 def pytest_collection_modifyitems(config, items):
     """HUTCH_ONLY_BUILD=asan (or build): the tests that run once against
     each build (a "build" and an "asan" param) run against that one only;

@@ -111,6 +111,7 @@ def test_output_flood_hits_limit(run):
     assert r.code == 137
 
 
+@pytest.mark.userspace
 def test_output_flood_keeps_memory_flat():
     # A fresh parent, so that the peak covers only this hutch, its agent and
     # the workload (every process it waited for, directly or not).

@@ -416,6 +416,7 @@ def test_metrics_public_and_bad_token_file(tmp_path):
     assert p.returncode == 125 and b"--metrics-token-file" in p.stderr, p.stderr
 
 
+@pytest.mark.userspace
 def test_a_tenant_cannot_fill_the_disk_with_audit_lines(tmp_path):
     """Every request that is an action writes an audit line, and a tenant
     decides how many it makes: the log rotates at --audit-max-mb into

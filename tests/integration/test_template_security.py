@@ -233,6 +233,7 @@ def test_a_file_named_like_a_whiteout_is_refused(store, tmp_path, make):
     assert "whiteout-name" not in template(store, "ls").stdout
 
 
+@pytest.mark.userspace
 def test_uploaded_files_are_bounded_in_number(tmp_path_factory):
     """Each quota check lists the tenant's uploads, on the server's loop:
     their number is bounded (1024), the least recently used going first
