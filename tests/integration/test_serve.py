@@ -3,7 +3,6 @@ tenants, the timeout reaper, the audit log, overload and bad input. Each
 test runs against the normal and the sanitizer build of the server."""
 import http.client
 import json
-import os
 import pathlib
 import signal
 import socket
@@ -736,6 +735,19 @@ def test_keys_are_required_and_checked(server):
     assert (server.state_dir / "admin.key").stat().st_mode & 0o777 == 0o600
 
 
+def wal_salt(wal):
+    """The WAL header's checkpoint sequence number and salts, which change
+    when it starts over (sqlite.org/walformat)."""
+    with open(wal, "rb") as f:
+        return f.read(24)[12:]
+
+
+def commit_key(api, tenant):
+    """Two commits to the store: a key made and deleted."""
+    k = api.post("/v1/keys", {"tenant": tenant})
+    assert k.status == 201 and api.delete(f"/v1/keys/{k.json['id']}").status == 204
+
+
 def test_the_store_wal_is_checkpointed_and_starts_over(server, api):
     """The server copies its store's WAL into the database once it holds
     1000 pages (off the loop, looked at every second), and the WAL then
@@ -745,15 +757,8 @@ def test_the_store_wal_is_checkpointed_and_starts_over(server, api):
     read the database found no WAL and did nothing: 838 MB of WAL after
     5,000 sandboxes came and went."""
     wal = server.state_dir / "hutch.db-wal"
-
-    def salt():  # the checkpoint sequence number and salts (sqlite.org/walformat)
-        with open(wal, "rb") as f:
-            return f.read(24)[12:]
-
-    def commit():
-        k = api.post("/v1/keys", {"tenant": "wal"})
-        assert k.status == 201 and api.delete(f"/v1/keys/{k.json['id']}").status == 204
-
+    salt = lambda: wal_salt(wal)
+    commit = lambda: commit_key(api, "wal")
     commit()
     before = salt()
     for _ in range(3000):  # past 4 MiB: over the 1000 pages a checkpoint waits for
@@ -781,14 +786,8 @@ def test_the_store_wal_is_emptied_once_grown_past_16_mib(server, api):
     sqlite3 shell would: the server leaves the WAL for it, and says so once)."""
     import sqlite3
     wal = server.state_dir / "hutch.db-wal"
-
-    def salt():  # the checkpoint sequence number and salts (sqlite.org/walformat)
-        with open(wal, "rb") as f:
-            return f.read(24)[12:]
-
-    def commit():
-        k = api.post("/v1/keys", {"tenant": "wal-grown"})
-        assert k.status == 201 and api.delete(f"/v1/keys/{k.json['id']}").status == 204
+    salt = lambda: wal_salt(wal)
+    commit = lambda: commit_key(api, "wal-grown")
 
     def hold():
         """A read begun right after a commit, so on a WAL that holds
