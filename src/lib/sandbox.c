@@ -585,10 +585,12 @@ int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *list
   return 0;
 }
 
-/* Half a second is long for a freeze, which takes microseconds: what does
- * not freeze by then (a process stuck in the kernel) keeps the sandbox
- * running, and the caller hears so. */
-#define FREEZE_WAIT_MS 500
+/* A freeze takes microseconds to milliseconds (a gVisor sandbox's Go
+ * threads: 12 ms at the median on a loaded 2-core machine); what does not
+ * freeze within 2 s (a process stuck in the kernel) keeps the sandbox
+ * running, and the caller hears so. Half a second was once too short for
+ * a gVisor sandbox on a CI machine running the whole suite. */
+#define FREEZE_WAIT_MS 2000
 
 static void close_storage(struct hutch_sandbox *sb) {
   if (sb->storage_fd >= 0)
