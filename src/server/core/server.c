@@ -251,8 +251,8 @@ static void checkpoint_done(struct offload *o) {
     fprintf(stderr, "hutch serve: %s\n", cp->err.msg);
   if (cp->r == 1) {
     if (!srv->truncate_after)
-      fprintf(stderr, "hutch serve: state store: a reader holds its WAL, which is emptied "
-                      "once the reader is done\n");
+      fprintf(stderr, "hutch serve: state store: a reader (or a long write) holds its WAL, "
+                      "which is emptied once it is done\n");
     srv->truncate_after = uv_now(srv->loop) + TRUNCATE_AGAIN_MS;
   }
   srv->checkpointing = false;
