@@ -1,7 +1,9 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
 # `make template` makes the code-interpreter template,
-# `make test` runs every test, `make test-fresh` runs `make test` in a
-# fresh Debian 12 root as CI does, `make bench` measures against peers,
+# `make test` runs every test (on a cgroup v2 guest, a pinned part),
+# `make test-v2` runs the whole suite on that guest (~30 min under TCG),
+# `make test-fresh` runs `make test` in a fresh Debian 12 root as CI does,
+# `make bench` measures against peers,
 # `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md),
 # `make e2b-conformance` runs E2B's own test suites against hutch.
 BUILD ?= build
@@ -13,7 +15,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile
 
-.PHONY: all deps run template test test-fresh fuzz e2b-conformance bench bench-scale bench-tiers clean
+.PHONY: all deps run template test test-v2 test-fresh fuzz e2b-conformance bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -48,6 +50,13 @@ test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja
 	ninja -C $(ASAN)
 	ninja -C $(FUZZ) $(FUZZ_EXES)
 	./scripts/test.sh $(BUILD) $(ASAN) $(FUZZ)
+
+# The integration suite on the cgroup v2 guest, all of what it can run
+# there, where make test runs a pinned part (scripts/test-v2.sh).
+test-v2: DEPS = --test
+test-v2: all $(ASAN)/build.ninja
+	ninja -C $(ASAN)
+	./scripts/test-v2.sh $(BUILD) $(ASAN) all
 
 # The long run: each target (or those FUZZ_ONLY names) for FUZZ_SECONDS.
 fuzz: DEPS = --test

@@ -32,14 +32,14 @@ def require(condition, reason):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "userspace: the server's own work, minutes on the cgroup v2 guest's "
-        "emulated CPU and nothing a kernel or cgroup version changes: scripts/test.sh "
-        "runs it on the host only")
+        "emulated CPU and nothing a kernel or cgroup version changes: the guest "
+        "(scripts/test-v2.sh) leaves it out")
 
 
 def pytest_collection_modifyitems(config, items):
     """HUTCH_ONLY_BUILD=asan (or build): the tests that run once against
     each build (a "build" and an "asan" param) run against that one only;
-    the rest run as ever. The cgroup v2 guest's choice (scripts/test.sh):
+    the rest run as ever. The cgroup v2 guest's choice (scripts/test-v2.sh):
     the builds differ in their checks, not their behaviour, and the host's
     suite runs both."""
     only = os.environ.get("HUTCH_ONLY_BUILD")
