@@ -40,9 +40,9 @@ test="$test python3-matplotlib python3-pandas nodejs"
 # the gvisor tier (docs/isolation.md): gVisor's runsc, which the posture
 # suite runs in as well as the ns tier
 test="$test runsc"
-# bench: the peers hutch is measured against (runc: bench/scale), a load generator, and the
-# shell of the image bench/templates makes (busybox-static)
-bench="bubblewrap runc runsc wrk socat tinyproxy buildah skopeo umoci busybox-static"
+# bench: the peers hutch is measured against (runc: bench/scale), a load generator, the
+# shell of the image bench/templates makes (busybox-static), and perf (bench/events)
+bench="bubblewrap runc runsc wrk socat tinyproxy buildah skopeo umoci busybox-static linux-perf"
 
 want="$build"
 case "${1:-}" in
