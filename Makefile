@@ -1,7 +1,7 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
 # `make template` makes the code-interpreter template,
 # `make test` runs every test (on a cgroup v2 guest, a pinned part),
-# `make test-v2` runs the whole suite on that guest (~30 min under TCG),
+# `make test-v2` runs all of the suite that guest can (~30 min under TCG),
 # `make test-fresh` runs `make test` in a fresh Debian 12 root as CI does,
 # `make bench` measures against peers,
 # `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md),

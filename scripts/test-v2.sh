@@ -27,9 +27,9 @@
 # "pinned" (make test): of those, the files whose subject is what the
 # kernel and the cgroup hierarchy do (limits, freezing, killing, leaves,
 # namespaces, seccomp, id-mapped layers on ext4, the gVisor tier's own
-# cgroups, the network namespaces, the host's checks), all of hutch run
-# (its own path to a sandbox, cheap), and the server's tests that reach a
-# cgroup file. What it leaves out is the server's and the templates' own
+# cgroups, the network namespaces, the host's checks), hutch run's own tests
+# (test_cli: its own path to a sandbox, cheap), and the server's tests that
+# reach a cgroup file. What it leaves out is the server's and the templates' own
 # work over HTTP (the API's shapes, template builds and imports, the code
 # interpreter, the SDK, bursts, the relay): the host's suite runs those,
 # and make test-v2 runs them on v2.
@@ -54,6 +54,11 @@ serve=(
   files_one_gib_round_trip_in_bounded_memory destroy_with_a_frozen_exec
   timeout_reaper_and_extension restart_takes_sandboxes_over sigint_ends_the_sandboxes
 )
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-v2: the suite creates real sandboxes and needs root" >&2
+  exit 1
+fi
 
 case "$what" in
   pinned) tests=("${pinned[@]}" "${serve[@]/#/$t/test_serve.py::test_}") ;;

@@ -25,7 +25,7 @@ def base(state_dir):
     """The base, in the session's state directory (hutch run's too)."""
     require(shutil.which("mmdebstrap"), "mmdebstrap is not installed (scripts/deps.sh --test)")
     # The cgroup v2 guest has no network device by design, and does not run
-    # this file (scripts/test.sh): a bootstrap depends on no cgroup.
+    # this file (scripts/test-v2.sh): a bootstrap depends on no cgroup.
     require(set(os.listdir("/sys/class/net")) - {"lo"},
             "no network device: the Debian mirror is out of reach")
     p = subprocess.run([str(BUILD / "hutch-template"), "--progress", "ndjson", "bootstrap", NAME,
