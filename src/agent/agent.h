@@ -92,7 +92,7 @@ struct job {
   bool done;                /* final frame sent; freed after this loop turn */
 };
 
-/* A process forked ahead of the next exec (spare.c): in its own leaf, as
+/* A process started ahead of the next exec (spare.c): in its own leaf, as
  * the sandbox user, every step of child_run() done but the command's own
  * (stdio, cwd, env, exec), waiting for it on sock. */
 struct spare {
@@ -221,7 +221,9 @@ struct spare_msg {
 /* How long a server's sandbox waits for its first spare, unless a job ends
  * first (spare.c). */
 #define SPARE_FIRST_MS 20
-/* Fork a spare when the sandbox is idle and has none. */
+/* A spawned spare's start: `hutch-agent --spare ...` (spare.c). */
+void __attribute__((noreturn)) spare_main(int argc, char **argv);
+/* Start a spare when the sandbox is idle and has none. */
 void spare_keep(struct agent *a);
 /* Hand the command to the spare: its pid, now the job's (with the leaf),
  * or -1 when there is no spare that can run it. */

@@ -415,6 +415,8 @@ static void update_interest(struct agent *a) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--spare") == 0)
+    spare_main(argc, argv);
   struct agent a = {.epfd = -1, .spare.sock = -1, .maybe_idle = true};
   struct hutch_err err = {0};
   if (setup(&a, argc, argv, &err) < 0) {

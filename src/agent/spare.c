@@ -1,4 +1,4 @@
-/* The spare: one process forked ahead of the next exec, so that an exec in
+/* The spare: one process started ahead of the next exec, so that an exec in
  * an idle sandbox costs a message and an execve instead of a leaf cgroup,
  * a fork, the move into the leaf, the drop to the sandbox user and the
  * seccomp filter (more than half of an exec's cost in the agent).
@@ -11,12 +11,12 @@
  * makes it go first. It is set up exactly as child_run() sets up an exec
  * (same leaf, ids, bounding set, securebits, rlimits, filter) and runs as
  * the sandbox user, never root: an exec as root is run the slow way. It
- * changed uid after the fork, so it is not dumpable: no workload can trace
- * it or open its /proc files, and it holds no fd of the agent's but its
- * socket. A workload can kill it (same uid), which costs only that
- * workload's own sandbox a slower exec. A spare that dies before it is
- * taken turns spares off for the agent's life, so that a setup that cannot
- * work is not retried on every loop turn.
+ * makes itself not dumpable, so no workload can trace it or open its /proc
+ * files, and it holds no fd of the agent's but its socket. A workload can
+ * kill it (same uid), which costs only that workload's own sandbox a
+ * slower exec. A spare that dies before it is taken turns spares off for
+ * the agent's life, so that a setup that cannot work is not retried on
+ * every loop turn.
  *
  * A sandbox that can outlive its client (a server's, whose agent listens
  * for the next one) gets a new spare each time it falls idle; a one-shot
@@ -28,6 +28,26 @@
  * fork, and one that lives has it long before an agent's first exec
  * usually comes (that exec runs the slow way if it comes sooner).
  *
+ * A server's sandbox spawns its spares rather than forking them: the agent
+ * starts its own binary again (/proc/self/exe --spare: spare_main) from a
+ * child that shares its memory until that exec, the agent waiting
+ * (CLONE_VFORK, as posix_spawn does). A fork would write-protect every
+ * page the agent has written, and the agent writes a dozen or more for
+ * each exec (stack, heap, static buffers): each would then cost a page
+ * fault on the next exec's path, in the agent and again in the spare when
+ * taken, where a fault is dear (on a PVM guest about 20 us, and a flush of
+ * the other CPUs' TLBs when a page is copied). The spare's own start (an
+ * exec, its binary's first pages) comes while the sandbox is idle. What it
+ * needs from the agent comes in its argv (the bounding set, which cgroup
+ * it joins) and in fds above any the agent has: its socket, then the
+ * leaf's directories. Between its exec and its drop to the sandbox user
+ * it is root of the sandbox with the agent's bounding set, as a fork of
+ * the agent is; no workload runs then (the sandbox is idle), and it makes
+ * itself not dumpable first. Without /proc there is nothing to exec: it
+ * dies, and spares are off, as when a fork fails. A one-shot sandbox's
+ * only spare is forked: set up sooner, which its first exec waits for,
+ * and the shared pages cost that one exec alone.
+ *
  * A spare that waits AGENT_IDLE_MS untaken ends, and the next one is made
  * only when a job ends again: a sandbox idle between an agent's turns then
  * holds one process and one memory cgroup instead of two. A memory cgroup
@@ -37,10 +57,15 @@
  * sandbox. The exec after a long idle runs the slow way (its own leaf and
  * fork: a few milliseconds more, most of it the host-wide cgroup lock), so
  * the wait is long enough to span an agent's turn (a model's answer). */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +77,9 @@
 /* How long an exec waits for a spare still setting up (normally well under
  * a millisecond) before it ends it and forks its own process. */
 #define SPARE_READY_WAIT_MS 100
+
+/* The stack spawn()'s child runs on until its exec: three calls deep. */
+#define SPARE_STACK (16u << 10)
 
 static bool sandbox_idle(struct agent *a) {
   for (struct job *j = a->jobs; j; j = j->next)
@@ -65,6 +93,122 @@ static void forget(struct agent *a) {
   close(s->sock);
   leaf_put(a, &s->leaf);
   *s = (struct spare){.sock = -1};
+}
+
+/* The spare's setup (child_spare): leaf is the cgroup it joins, NULL when
+ * it was born there or has none. */
+static struct child_plan spare_plan(const struct hutch_cgroup *leaf, uint64_t bset, bool guest) {
+  return (struct child_plan){
+      .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID, .leaf = leaf,
+      .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
+      .bset = bset, .guest_kernel = guest,
+  };
+}
+
+/* A one-shot sandbox's spare: a fork, whose child is set up soonest (on v2
+ * it is born in its leaf). */
+static pid_t fork_spare(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
+  struct child_plan plan = spare_plan(leaf->ops == &hutch_cgroup_v1_ops ? leaf : NULL, a->bset,
+                                      a->cg.ops == &hutch_cgroup_none_ops);
+  pid_t pid = agent_fork(a, leaf);
+  if (pid == 0)
+    child_spare(&plan, sock);
+  return pid;
+}
+
+/* What the spare is told in its argv: how the leaf's fds are to be read. */
+enum { SPARE_CG_NONE, SPARE_CG_V1, SPARE_CG_V2 };
+
+/* The child of spawn(): the agent's memory is its own until the exec, with
+ * the agent waiting (CLONE_VFORK), so it only moves fds and execs. */
+struct spawn_plan {
+  int from[1 + HUTCH_CG_MAXH], n, base;
+  bool close_notify;
+  char **argv;
+};
+
+static int spawned(void *arg) {
+  const struct spawn_plan *s = arg;
+  char *envp[] = {NULL};
+  for (int i = 0; i < s->n; i++)
+    if (dup2(s->from[i], s->base + i) < 0)
+      _exit(125);
+  /* The seccomp listener: no process but the agent holds it (job.c). */
+  if (s->close_notify)
+    close(HUTCH_AGENT_NOTIFY_FD);
+  execve("/proc/self/exe", s->argv, envp);
+  _exit(127);
+}
+
+/* Start the spare (see above): its socket at fd base, the leaf's
+ * directories right after it; base is above every fd they come from, so
+ * that no dup2 overwrites the source of a later one. Every signal stays
+ * blocked in the child until the spare resets its mask (child.c): none
+ * may run a handler on the agent's memory. */
+static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
+  int kind = leaf->ops == &hutch_cgroup_v1_ops   ? SPARE_CG_V1
+             : leaf->ops == &hutch_cgroup_v2_ops ? SPARE_CG_V2
+                                                 : SPARE_CG_NONE;
+  struct spawn_plan plan = {.n = 1, .from = {sock}, .base = sock,
+                            .close_notify = a->monitor.w.fd >= 0};
+  for (int i = 0; kind != SPARE_CG_NONE && i < leaf->nfd; i++)
+    plan.from[plan.n++] = leaf->fd[i];
+  for (int i = 0; i < plan.n; i++)
+    if (plan.from[i] > plan.base)
+      plan.base = plan.from[i];
+  if (plan.base < HUTCH_AGENT_NOTIFY_FD)
+    plan.base = HUTCH_AGENT_NOTIFY_FD;
+  plan.base++;
+  char base_s[16], bset_s[24], kind_s[16], nfd_s[16], guest_s[16];
+  snprintf(base_s, sizeof base_s, "%d", plan.base);
+  snprintf(bset_s, sizeof bset_s, "%llu", (unsigned long long)a->bset);
+  snprintf(kind_s, sizeof kind_s, "%d", kind);
+  snprintf(nfd_s, sizeof nfd_s, "%d", plan.n - 1);
+  snprintf(guest_s, sizeof guest_s, "%d", a->cg.ops == &hutch_cgroup_none_ops);
+  char *argv[] = {"hutch-agent", "--spare", base_s, bset_s, kind_s, nfd_s, guest_s, NULL};
+  plan.argv = argv;
+  /* The child's stack: this frame's, unused while the agent waits. */
+  static_assert(SPARE_STACK % 16 == 0, "a stack 16-byte aligned");
+  _Alignas(16) char stack[SPARE_STACK];
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t pid = clone(spawned, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  return pid;
+}
+
+static bool parse_int(const char *s, long long min, long long max, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max)
+    return false;
+  *out = v;
+  return true;
+}
+
+void spare_main(int argc, char **argv) {
+  /* Not dumpable before anything else: its exec made it so again. */
+  if (prctl(PR_SET_DUMPABLE, 0) < 0)
+    _exit(125);
+  long long base, bset, kind, nfd, guest;
+  if (argc != 7 || !parse_int(argv[2], 3, 1 << 20, &base) ||
+      !parse_int(argv[3], 0, INT64_MAX, &bset) ||
+      !parse_int(argv[4], SPARE_CG_NONE, SPARE_CG_V2, &kind) ||
+      !parse_int(argv[5], 0, HUTCH_CG_MAXH, &nfd) || !parse_int(argv[6], 0, 1, &guest)) {
+    fprintf(stderr, "hutch-agent: --spare is for the agent's own use\n");
+    _exit(125);
+  }
+  struct hutch_cgroup leaf = {.ops = kind == SPARE_CG_V1 ? &hutch_cgroup_v1_ops
+                                                         : &hutch_cgroup_v2_ops,
+                              .nfd = (int)nfd};
+  for (int i = 0; i < leaf.nfd; i++)
+    leaf.fd[i] = (int)base + 1 + i;
+  memset(leaf.ctl, -1, sizeof leaf.ctl);
+  struct child_plan plan =
+      spare_plan(kind == SPARE_CG_NONE || nfd == 0 ? NULL : &leaf, (uint64_t)bset, guest != 0);
+  child_spare(&plan, (int)base);
 }
 
 void spare_keep(struct agent *a) {
@@ -95,16 +239,8 @@ void spare_keep(struct agent *a) {
     a->spare_off = true;
     return;
   }
-  struct child_plan plan = {
-      .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID,
-      .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &s->leaf.cg : NULL,
-      .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
-      .bset = a->bset,
-      .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
-  };
-  pid_t pid = agent_fork(a, &s->leaf.cg);
-  if (pid == 0)
-    child_spare(&plan, sv[1]);
+  pid_t pid = a->listen_w.fd < 0 ? fork_spare(a, &s->leaf.cg, sv[1])
+                                 : spawn(a, &s->leaf.cg, sv[1]);
   close(sv[1]);
   s->sock = sv[0];
   if (pid < 0) {

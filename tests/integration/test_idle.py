@@ -1,5 +1,5 @@
 """An idle sandbox holds as little as it can: the agent's spare process
-(forked ahead of the next exec) ends after the sandbox has been idle a few
+(started ahead of the next exec) ends after the sandbox has been idle a few
 seconds, with its exec leaf cgroup, and the next exec still runs and brings
 a spare back (src/agent/spare.c)."""
 import json
@@ -75,6 +75,51 @@ def test_first_spare_comes_without_an_exec(server, tenant):
     assert next(l for l in lines if l["type"] == "start")["pid"] == 2
     assert output(lines) == b"1\n"
     wait_for(lambda: len(children(agent)) == 1 and children(agent) != spare)
+
+
+def status(pid):
+    return dict(line.split(":", 1) for line in
+                pathlib.Path(f"/proc/{pid}/status").read_text().splitlines())
+
+
+def test_spare_holds_nothing_of_the_agents(server, tenant):
+    """A server's sandbox spawns its spare (the agent's binary again,
+    src/agent/spare.c), and the spare, before any exec takes it, is set up
+    as an exec is: the sandbox user's ids, no capability (bounding set
+    included), no_new_privs, the workload's filter on the sandbox's, its
+    own exec leaf and cgroup namespace, not dumpable (its /proc files are
+    the sandbox root's, not its uid's), and no fd but stdio and its
+    socket. The next exec is that process."""
+    sid = tenant.create()["id"]
+    agent = agent_of(server, sid)
+    tenant.exec(sid, {"cmd": ["true"]})
+    wait_for(lambda: len(children(agent)) == 1)
+    spare = int(children(agent)[0])
+    # Its setup is done: the workload's filter is its last step.
+    wait_for(lambda: status(spare)["Seccomp_filters"].strip() == "2")
+    st = status(spare)
+    argv = pathlib.Path(f"/proc/{spare}/cmdline").read_bytes().split(b"\0")
+    assert argv[1] == b"--spare", argv
+    uid = st["Uid"].split()
+    assert len(set(uid)) == 1 and set(st["Gid"].split()) == {uid[0]}, st
+    assert int(uid[0]) == int(status(agent)["Uid"].split()[0]) + 1000, (uid, status(agent))
+    assert st["Groups"].strip() == ""
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[cap], 16) == 0, (cap, st[cap])
+    assert st["Seccomp"].strip() == "2" and st["NoNewPrivs"].strip() == "1", st
+    # A process's /proc files (not its world-readable directory) are its
+    # own uid's only while it is dumpable.
+    assert os.stat(f"/proc/{spare}/status").st_uid == int(status(agent)["Uid"].split()[0])
+    assert sorted(int(fd) for fd in os.listdir(f"/proc/{spare}/fd")) == [0, 1, 2, 3]
+    assert os.readlink(f"/proc/{spare}/ns/cgroup") != os.readlink(f"/proc/{agent}/ns/cgroup")
+    for line in pathlib.Path(f"/proc/{spare}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if "memory" in ctls.split(",") or (ctls == "" and path.startswith("/hutch/")):
+            assert path.rsplit("/", 1)[-1] in leaves(agent), line
+    lines = tenant.exec(sid, {"cmd": ["id", "-u"]})
+    started = next(l for l in lines if l["type"] == "start")["pid"]
+    assert started == int(st["NSpid"].split()[-1]), (started, st["NSpid"])
+    assert output(lines) == b"1000\n"
 
 
 def cgroup_v1(pid):
