@@ -99,7 +99,7 @@ struct spare {
   pid_t pid; /* 0 when there is none */
   int sock;
   bool ready; /* it said so: its setup went through */
-  uint64_t born_ns; /* when the sandbox fell idle and it was forked */
+  uint64_t born_ns; /* when the sandbox fell idle and it was started */
   struct leaf leaf;
 };
 

@@ -28,25 +28,30 @@
  * fork, and one that lives has it long before an agent's first exec
  * usually comes (that exec runs the slow way if it comes sooner).
  *
- * A server's sandbox spawns its spares rather than forking them: the agent
- * starts its own binary again (/proc/self/exe --spare: spare_main) from a
- * child that shares its memory until that exec, the agent waiting
- * (CLONE_VFORK, as posix_spawn does). A fork would write-protect every
- * page the agent has written, and the agent writes a dozen or more for
- * each exec (stack, heap, static buffers): each would then cost a page
- * fault on the next exec's path, in the agent and again in the spare when
- * taken, where a fault is dear (on a PVM guest about 20 us, and a flush of
- * the other CPUs' TLBs when a page is copied). The spare's own start (an
- * exec, its binary's first pages) comes while the sandbox is idle. What it
- * needs from the agent comes in its argv (the bounding set, which cgroup
- * it joins) and in fds above any the agent has: its socket, then the
- * leaf's directories. Between its exec and its drop to the sandbox user
- * it is root of the sandbox with the agent's bounding set, as a fork of
- * the agent is; no workload runs then (the sandbox is idle), and it makes
- * itself not dumpable first. Without /proc there is nothing to exec: it
- * dies, and spares are off, as when a fork fails. A one-shot sandbox's
- * only spare is forked: set up sooner, which its first exec waits for,
- * and the shared pages cost that one exec alone.
+ * A server's sandbox spawns its spares rather than forking them (on cgroup
+ * v1): the agent starts its own binary again (/proc/self/exe --spare:
+ * spare_main) from a child that shares its memory until that exec, the
+ * agent waiting (CLONE_VFORK, as posix_spawn does). A fork would
+ * write-protect every page the agent has written, and the agent writes a
+ * dozen or more for each exec (stack, heap, static buffers): each would
+ * then cost a page fault on the next exec's path, in the agent and again
+ * in the spare when taken, where a fault is dear (about 20 us on a PVM
+ * guest). The spare's own start (an exec, its binary's first pages) comes
+ * while the sandbox is idle. What it needs from the agent comes in its
+ * argv (the bounding set) and as fds above any the agent has: its socket,
+ * then the leaf's directories.
+ * Between its exec and its drop to the sandbox user it is root of the
+ * sandbox with the agent's bounding set, as a fork of the agent is, while
+ * the agent is the only process (sandbox_idle); it makes itself not
+ * dumpable first. Without /proc there is nothing to exec: it dies, and
+ * spares are off, as when a fork fails. Forked still: a one-shot
+ * sandbox's only spare (its first exec waits for the spare's setup, which
+ * a fork finishes sooner, and the shared pages cost that one exec alone),
+ * and on cgroup v2, where a fork is born in its leaf (CLONE_INTO_CGROUP)
+ * and a spawned spare would have to move there, a migration that takes
+ * the host-wide lock the clone avoids (glibc 2.36 cannot spawn into a
+ * cgroup; on v1 every spare moves either way). Under gVisor there is no
+ * spare (no pids controller: agent_alone() never holds).
  *
  * A spare that waits AGENT_IDLE_MS untaken ends, and the next one is made
  * only when a job ends again: a sandbox idle between an agent's turns then
@@ -105,8 +110,8 @@ static struct child_plan spare_plan(const struct hutch_cgroup *leaf, uint64_t bs
   };
 }
 
-/* A one-shot sandbox's spare: a fork, whose child is set up soonest (on v2
- * it is born in its leaf). */
+/* A forked spare (a one-shot sandbox's, or on cgroup v2, where it is born
+ * in its leaf). */
 static pid_t fork_spare(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
   struct child_plan plan = spare_plan(leaf->ops == &hutch_cgroup_v1_ops ? leaf : NULL, a->bset,
                                       a->cg.ops == &hutch_cgroup_none_ops);
@@ -115,9 +120,6 @@ static pid_t fork_spare(struct agent *a, const struct hutch_cgroup *leaf, int so
     child_spare(&plan, sock);
   return pid;
 }
-
-/* What the spare is told in its argv: how the leaf's fds are to be read. */
-enum { SPARE_CG_NONE, SPARE_CG_V1, SPARE_CG_V2 };
 
 /* The child of spawn(): the agent's memory is its own until the exec, with
  * the agent waiting (CLONE_VFORK), so it only moves fds and execs. */
@@ -140,18 +142,15 @@ static int spawned(void *arg) {
   _exit(127);
 }
 
-/* Start the spare (see above): its socket at fd base, the leaf's
- * directories right after it; base is above every fd they come from, so
- * that no dup2 overwrites the source of a later one. Every signal stays
- * blocked in the child until the spare resets its mask (child.c): none
- * may run a handler on the agent's memory. */
+/* Start the spare (cgroup v1; see above): its socket at fd base, the
+ * leaf's directories right after it; base is above every fd they come
+ * from, so that no dup2 overwrites the source of a later one. Every signal
+ * stays blocked in the child until the spare resets its mask (child.c):
+ * none may run a handler on the agent's memory. */
 static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
-  int kind = leaf->ops == &hutch_cgroup_v1_ops   ? SPARE_CG_V1
-             : leaf->ops == &hutch_cgroup_v2_ops ? SPARE_CG_V2
-                                                 : SPARE_CG_NONE;
   struct spawn_plan plan = {.n = 1, .from = {sock}, .base = sock,
                             .close_notify = a->monitor.w.fd >= 0};
-  for (int i = 0; kind != SPARE_CG_NONE && i < leaf->nfd; i++)
+  for (int i = 0; i < leaf->nfd; i++)
     plan.from[plan.n++] = leaf->fd[i];
   for (int i = 0; i < plan.n; i++)
     if (plan.from[i] > plan.base)
@@ -159,13 +158,11 @@ static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
   if (plan.base < HUTCH_AGENT_NOTIFY_FD)
     plan.base = HUTCH_AGENT_NOTIFY_FD;
   plan.base++;
-  char base_s[16], bset_s[24], kind_s[16], nfd_s[16], guest_s[16];
+  char base_s[16], nfd_s[16], bset_s[24];
   snprintf(base_s, sizeof base_s, "%d", plan.base);
-  snprintf(bset_s, sizeof bset_s, "%llu", (unsigned long long)a->bset);
-  snprintf(kind_s, sizeof kind_s, "%d", kind);
   snprintf(nfd_s, sizeof nfd_s, "%d", plan.n - 1);
-  snprintf(guest_s, sizeof guest_s, "%d", a->cg.ops == &hutch_cgroup_none_ops);
-  char *argv[] = {"hutch-agent", "--spare", base_s, bset_s, kind_s, nfd_s, guest_s, NULL};
+  snprintf(bset_s, sizeof bset_s, "%llu", (unsigned long long)a->bset);
+  char *argv[] = {"hutch-agent", "--spare", base_s, nfd_s, bset_s, NULL};
   plan.argv = argv;
   /* The child's stack: this frame's, unused while the agent waits. */
   static_assert(SPARE_STACK % 16 == 0, "a stack 16-byte aligned");
@@ -189,25 +186,24 @@ static bool parse_int(const char *s, long long min, long long max, long long *ou
 }
 
 void spare_main(int argc, char **argv) {
-  /* Not dumpable before anything else: its exec made it so again. */
-  if (prctl(PR_SET_DUMPABLE, 0) < 0)
+  /* Not dumpable before anything else: its exec made it so again. Named
+   * as the agent's other processes are ("exe" after its exec). */
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_NAME, "hutch-agent") < 0)
     _exit(125);
-  long long base, bset, kind, nfd, guest;
-  if (argc != 7 || !parse_int(argv[2], 3, 1 << 20, &base) ||
-      !parse_int(argv[3], 0, INT64_MAX, &bset) ||
-      !parse_int(argv[4], SPARE_CG_NONE, SPARE_CG_V2, &kind) ||
-      !parse_int(argv[5], 0, HUTCH_CG_MAXH, &nfd) || !parse_int(argv[6], 0, 1, &guest)) {
+  long long base, nfd, bset;
+  if (argc != 5 || !parse_int(argv[2], 3, 1 << 20, &base) ||
+      !parse_int(argv[3], 1, HUTCH_CG_MAXH, &nfd) || !parse_int(argv[4], 0, INT64_MAX, &bset)) {
     fprintf(stderr, "hutch-agent: --spare is for the agent's own use\n");
     _exit(125);
   }
-  struct hutch_cgroup leaf = {.ops = kind == SPARE_CG_V1 ? &hutch_cgroup_v1_ops
-                                                         : &hutch_cgroup_v2_ops,
-                              .nfd = (int)nfd};
+  struct hutch_cgroup leaf = {.ops = &hutch_cgroup_v1_ops, .nfd = (int)nfd};
   for (int i = 0; i < leaf.nfd; i++)
     leaf.fd[i] = (int)base + 1 + i;
   memset(leaf.ctl, -1, sizeof leaf.ctl);
-  struct child_plan plan =
-      spare_plan(kind == SPARE_CG_NONE || nfd == 0 ? NULL : &leaf, (uint64_t)bset, guest != 0);
+  /* The agent's bounding set, what is left to drop (child.c), as a fork
+   * has it. Only the agent writes these numbers; anyone else who runs the
+   * binary so has no capability to keep or lose. */
+  struct child_plan plan = spare_plan(&leaf, (uint64_t)bset, false);
   child_spare(&plan, (int)base);
 }
 
@@ -239,8 +235,9 @@ void spare_keep(struct agent *a) {
     a->spare_off = true;
     return;
   }
-  pid_t pid = a->listen_w.fd < 0 ? fork_spare(a, &s->leaf.cg, sv[1])
-                                 : spawn(a, &s->leaf.cg, sv[1]);
+  pid_t pid = a->listen_w.fd >= 0 && s->leaf.cg.ops == &hutch_cgroup_v1_ops
+                  ? spawn(a, &s->leaf.cg, sv[1])
+                  : fork_spare(a, &s->leaf.cg, sv[1]);
   close(sv[1]);
   s->sock = sv[0];
   if (pid < 0) {

@@ -83,9 +83,9 @@ def status(pid):
 
 
 def test_spare_holds_nothing_of_the_agents(server, tenant):
-    """A server's sandbox spawns its spare (the agent's binary again,
-    src/agent/spare.c), and the spare, before any exec takes it, is set up
-    as an exec is: the sandbox user's ids, no capability (bounding set
+    """A server's sandbox spawns its spare on cgroup v1 (the agent's binary
+    again, src/agent/spare.c; on v2 it is forked into its leaf), and the
+    spare, before any exec takes it, is set up as an exec is: the sandbox user's ids, no capability (bounding set
     included), no_new_privs, the workload's filter on the sandbox's, its
     own exec leaf and cgroup namespace, not dumpable (its /proc files are
     the sandbox root's, not its uid's), and no fd but stdio and its
@@ -99,7 +99,8 @@ def test_spare_holds_nothing_of_the_agents(server, tenant):
     wait_for(lambda: status(spare)["Seccomp_filters"].strip() == "2")
     st = status(spare)
     argv = pathlib.Path(f"/proc/{spare}/cmdline").read_bytes().split(b"\0")
-    assert argv[1] == b"--spare", argv
+    assert (argv[1] == b"--spare") == cgroup_v1(agent), argv
+    assert pathlib.Path(f"/proc/{spare}/comm").read_text() == "hutch-agent\n"
     uid = st["Uid"].split()
     assert len(set(uid)) == 1 and set(st["Gid"].split()) == {uid[0]}, st
     assert int(uid[0]) == int(status(agent)["Uid"].split()[0]) + 1000, (uid, status(agent))
