@@ -85,11 +85,12 @@ def status(pid):
 def test_spare_holds_nothing_of_the_agents(server, tenant):
     """A server's sandbox spawns its spare on cgroup v1 (the agent's binary
     again, src/agent/spare.c; on v2 it is forked into its leaf), and the
-    spare, before any exec takes it, is set up as an exec is: the sandbox user's ids, no capability (bounding set
-    included), no_new_privs, the workload's filter on the sandbox's, its
-    own exec leaf and cgroup namespace, not dumpable (its /proc files are
-    the sandbox root's, not its uid's), and no fd but stdio and its
-    socket. The next exec is that process."""
+    spare, before any exec takes it, is set up as an exec is: the sandbox
+    user's ids, no capability (bounding set included), no_new_privs, the
+    workload's filter on the sandbox's, its own exec leaf and cgroup
+    namespace, not dumpable (its /proc files are the sandbox root's, not
+    its uid's), and no fd but stdio and its socket. The next exec is that
+    process."""
     sid = tenant.create()["id"]
     agent = agent_of(server, sid)
     tenant.exec(sid, {"cmd": ["true"]})
