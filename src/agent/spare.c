@@ -39,11 +39,10 @@
  * guest). The spare's own start (an exec, its binary's first pages) comes
  * while the sandbox is idle. What it needs from the agent comes in its
  * argv (the bounding set) and as fds above any the agent has: its socket,
- * then the leaf's directories.
- * Between its exec and its drop to the sandbox user it is root of the
- * sandbox with the agent's bounding set, as a fork of the agent is, while
- * the agent is the only process (sandbox_idle); it makes itself not
- * dumpable first. Without /proc there is nothing to exec: it dies, and
+ * then the leaf's directories. Between its exec and its drop to the
+ * sandbox user it is root of the sandbox with the agent's bounding set, as
+ * a fork of the agent is, while the agent is the only process
+ * (sandbox_idle); it makes itself not dumpable first. Without /proc there is nothing to exec: it dies, and
  * spares are off, as when a fork fails. Forked still: a one-shot
  * sandbox's only spare (its first exec waits for the spare's setup, which
  * a fork finishes sooner, and the shared pages cost that one exec alone),
@@ -68,7 +67,6 @@
 #include <signal.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -175,24 +173,14 @@ static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
   return pid;
 }
 
-static bool parse_int(const char *s, long long min, long long max, long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < min || v > max)
-    return false;
-  *out = v;
-  return true;
-}
-
 void spare_main(int argc, char **argv) {
   /* Not dumpable before anything else: its exec made it so again. Named
    * as the agent's other processes are ("exe" after its exec). */
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_NAME, "hutch-agent") < 0)
     _exit(125);
-  long long base, nfd, bset;
-  if (argc != 5 || !parse_int(argv[2], 3, 1 << 20, &base) ||
-      !parse_int(argv[3], 1, HUTCH_CG_MAXH, &nfd) || !parse_int(argv[4], 0, INT64_MAX, &bset)) {
+  uint64_t base, nfd, bset;
+  if (argc != 5 || !parse_u64(argv[2], &base) || base < 3 || base > 1 << 20 ||
+      !parse_u64(argv[3], &nfd) || nfd < 1 || nfd > HUTCH_CG_MAXH || !parse_u64(argv[4], &bset)) {
     fprintf(stderr, "hutch-agent: --spare is for the agent's own use\n");
     _exit(125);
   }
@@ -203,7 +191,7 @@ void spare_main(int argc, char **argv) {
   /* The agent's bounding set, what is left to drop (child.c), as a fork
    * has it. Only the agent writes these numbers; anyone else who runs the
    * binary so has no capability to keep or lose. */
-  struct child_plan plan = spare_plan(&leaf, (uint64_t)bset, false);
+  struct child_plan plan = spare_plan(&leaf, bset, false);
   child_spare(&plan, (int)base);
 }
 
