@@ -42,15 +42,16 @@
  * then the leaf's directories. Between its exec and its drop to the
  * sandbox user it is root of the sandbox with the agent's bounding set, as
  * a fork of the agent is, while the agent is the only process
- * (sandbox_idle); it makes itself not dumpable first. Without /proc there is nothing to exec: it dies, and
- * spares are off, as when a fork fails. Forked still: a one-shot
- * sandbox's only spare (its first exec waits for the spare's setup, which
- * a fork finishes sooner, and the shared pages cost that one exec alone),
- * and on cgroup v2, where a fork is born in its leaf (CLONE_INTO_CGROUP)
- * and a spawned spare would have to move there, a migration that takes
- * the host-wide lock the clone avoids (glibc 2.36 cannot spawn into a
- * cgroup; on v1 every spare moves either way). Under gVisor there is no
- * spare (no pids controller: agent_alone() never holds).
+ * (sandbox_idle); it makes itself not dumpable first. Without /proc there
+ * is nothing to exec: it dies, and spares are off, as when a fork fails.
+ * Forked still: a one-shot sandbox's only spare (its first exec waits for
+ * the spare's setup, which a fork finishes sooner, and the shared pages
+ * cost that one exec alone), and on cgroup v2, where a fork is born in its
+ * leaf (CLONE_INTO_CGROUP) and a spawned spare would have to move there, a
+ * migration that takes the host-wide lock the clone avoids (glibc 2.36
+ * cannot spawn into a cgroup; on v1 every spare moves either way). Under
+ * gVisor there is no spare (no pids controller: agent_alone() never
+ * holds).
  *
  * A spare that waits AGENT_IDLE_MS untaken ends, and the next one is made
  * only when a job ends again: a sandbox idle between an agent's turns then
