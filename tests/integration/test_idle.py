@@ -133,6 +133,23 @@ def verdict(lines):
     return next(l for l in lines if l["type"] == "exit")
 
 
+def leaf_cpu_ms(agent, leaf):
+    """The CPU time one of the sandbox's exec leaves has counted, read
+    from the host (cpuacct on v1, cpu.stat on v2)."""
+    for line in pathlib.Path(f"/proc/{agent}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if "cpuacct" in ctls.split(","):
+            d = pathlib.Path(f"/sys/fs/cgroup/{ctls}{path}") / leaf
+            return int((d / "cpuacct.usage").read_text()) / 1e6
+        if ctls == "" and path.startswith("/hutch/"):
+            # v2: the agent is in its own leaf beside the execs'
+            d = pathlib.Path("/sys/fs/cgroup" + path).parent / leaf
+            usec = next(l for l in (d / "cpu.stat").read_text().splitlines()
+                        if l.startswith("usage_usec "))
+            return int(usec.split()[1]) / 1e3
+    raise AssertionError("no cpu cgroup")
+
+
 def test_exec_leaf_is_kept_and_its_counts_start_again(server, tenant):
     """An ended exec's leaf is the next exec's (src/agent/leaf.c) where the
     kernel can reset a peak (v1), and nothing of one exec's counts shows in
@@ -141,6 +158,12 @@ def test_exec_leaf_is_kept_and_its_counts_start_again(server, tenant):
     sid = tenant.create(memory_mb=96)["id"]
     agent = agent_of(server, sid)
     v1 = cgroup_v1(agent)
+    # The first python3 in a fresh sandbox looks up its modules in the
+    # sandbox's own overlay, and the new dentries and inodes are charged to
+    # that exec's leaf: 0.8 to 1.5 MiB with the per-CPU stocks, on either
+    # side of what a kept leaf may hold (KEEP_CHARGED). Paid here, before the
+    # leaf whose reuse is checked.
+    assert verdict(tenant.exec(sid, {"cmd": ["python3", "-c", "pass"]}))["status"] == "ok"
     assert verdict(tenant.exec(sid, {"cmd": ["true"]}))["status"] == "ok"
     wait_for(lambda: len(children(agent)) == 1)
     first = leaves(agent)
@@ -154,7 +177,11 @@ def test_exec_leaf_is_kept_and_its_counts_start_again(server, tenant):
     assert oom["status"] == "oom", oom
     after = verdict(tenant.exec(sid, {"cmd": ["true"]}))
     assert after["status"] == "ok", after
-    assert after["cpu_ms"] < 100 and after["peak_memory_kb"] < 4096, after
+    # Carried over, the burn's CPU time would all be in true's: half of it is
+    # the line between the two (true costs a few ms on the host, up to a few
+    # hundred on the cgroup v2 guest's emulated CPU, where the burn's python3
+    # costs a second or more).
+    assert after["cpu_ms"] < burn["cpu_ms"] / 2 and after["peak_memory_kb"] < 4096, (burn, after)
     wait_for(lambda: len(children(agent)) == 1)
     assert len(leaves(agent)) == 1
     if v1:
@@ -177,15 +204,18 @@ def test_a_leftover_process_keeps_no_leaf_for_the_next_exec(server, tenant):
     wait_for(lambda: len(children(agent)) == 1)
     tenant.exec(sid, {"cmd": ["sh", "-c",
                               "setsid sh -c 'while :; do :; done' >/dev/null 2>&1 &"]})
-    time.sleep(0.3)
+    # Until the daemon's leaf has counted a second: were its CPU time in an
+    # exec's verdict, half of that is the line (true's own costs a few ms
+    # on the host, up to a few hundred on the cgroup v2 guest).
+    wait_for(lambda: max(leaf_cpu_ms(agent, l) for l in leaves(agent)) >= 1000, 30)
     for _ in range(3):
         v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
-        assert v["status"] == "ok" and v["cpu_ms"] < 100, v
+        assert v["status"] == "ok" and v["cpu_ms"] < 500, v
     wait_for(lambda: len(leaves(agent)) == 1)  # the daemon's: none kept beside it
     tenant.exec(sid, {"cmd": ["pkill", "-f", "while"]})
     wait_for(lambda: len(children(agent)) == 1)
     v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
-    assert v["status"] == "ok" and v["cpu_ms"] < 100, v
+    assert v["status"] == "ok" and v["cpu_ms"] < 500, v
 
 
 def test_kept_leaf_after_kills_and_execs_at_once(server, tenant):
