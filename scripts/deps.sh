@@ -17,6 +17,7 @@ build="$build libarchive-dev libcurl4-openssl-dev"
 # must be installed here. Beyond a minbase root (sh, bash, coreutils, grep,
 # sed, mawk, diffutils, util-linux's setsid, gzip, dpkg-deb) the tests run:
 #   pytest, yaml     the integration suite; test_openapi
+#   pytest-xdist     the suite on several workers at once (scripts/test.sh)
 #   curl             in sandboxes: test_network's egress tests, test_sdk's
 #                    test_network, tests/e2b's network test
 #   procps           pgrep in sandboxes: test_code's forked contexts
@@ -26,7 +27,7 @@ build="$build libarchive-dev libcurl4-openssl-dev"
 #   qemu-system-x86  the cgroup v2 guest (tests/vm/run-v2)
 #   e2fsprogs        mkfs.ext4: volumes, the guest's disk (Priority required,
 #                    not Essential: a root may go without)
-test="python3 python3-pytest python3-yaml curl procps iproute2 util-linux qemu-system-x86 busybox-static"
+test="python3 python3-pytest python3-pytest-xdist python3-yaml curl procps iproute2 util-linux qemu-system-x86 busybox-static"
 test="$test e2fsprogs"
 # templates (tests/integration/test_template*): archives made by skopeo and
 # umoci, a registry on loopback, zstd layers, Debian bases by mmdebstrap

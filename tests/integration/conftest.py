@@ -34,9 +34,19 @@ def pytest_configure(config):
         "markers", "userspace: the server's own work, minutes on the cgroup v2 guest's "
         "emulated CPU and nothing a kernel or cgroup version changes: the guest "
         "(scripts/test-v2.sh) leaves it out")
+    config.addinivalue_line(
+        "markers", "serial: needs the machine to itself (host-wide limits, bursts, a "
+        "server's own fds, times against a bound): scripts/test.sh runs these after the "
+        "concurrent part, one at a time")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    only_build(config, items)
+    group_shared_fixtures(items)
+
+
+def only_build(config, items):
     """HUTCH_ONLY_BUILD=asan (or build): the tests that run once against
     each build (a "build" and an "asan" param) run against that one only;
     the rest run as ever. The cgroup v2 guest's choice (scripts/test-v2.sh):
@@ -58,6 +68,27 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def group_shared_fixtures(items):
+    """Under xdist (--dist loadgroup, scripts/test.sh), the tests that share
+    a fixture wider than a test (a module's server, registry, template) go
+    to one worker together, so that each such fixture is made once: one
+    group per module and per value of those fixtures' params (a module's
+    "build" server and its "asan" server are two groups, run side by side).
+    A test that shares nothing is a unit of its own."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = [name for name in item.fixturenames
+                  if (defs := info.name2fixturedefs.get(name))
+                  and defs[-1].scope in ("class", "module", "package")]
+        if not shared:
+            continue
+        spec = getattr(item, "callspec", None)
+        params = sorted(f"{n}={spec.params[n]}" for n in shared if spec and n in spec.params)
+        item.add_marker(pytest.mark.xdist_group(":".join([item.module.__name__, *params])))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -252,7 +283,11 @@ def sandbox_cgroups(run_pid):
 
 def procs_under(cgroup):
     pids = set()
-    for procs in cgroup.glob("**/cgroup.procs"):
+    try:
+        files = list(cgroup.glob("**/cgroup.procs"))
+    except OSError:
+        return pids  # removed meanwhile
+    for procs in files:
         try:
             pids |= set(map(int, procs.read_text().split()))
         except OSError:
@@ -265,14 +300,96 @@ def sandbox_of(run_pid):
     return set().union(*(procs_under(cg) for cg in sandbox_cgroups(run_pid)))
 
 
+# Which xdist worker this is ("gw0"...), or None in a serial run.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def worker_of(pid):
+    """The xdist worker a process was started under: the first of it and
+    its ancestors whose environment names one (hutch serve and hutch run
+    inherit the worker's; an agent or a workload is reached through its
+    parents). GONE when the process itself has ended (it is no leftover),
+    None for an orphan. An ancestor that ends during the walk has handed
+    its children to another parent: the walk starts again."""
+    for _ in range(5):
+        p = pid
+        while p > 1:
+            try:
+                env = pathlib.Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
+                stat = pathlib.Path(f"/proc/{p}/stat").read_text()
+            except OSError:
+                if p == pid:
+                    return GONE
+                break
+            for var in env:
+                if var.startswith(b"PYTEST_XDIST_WORKER="):
+                    return var.split(b"=", 1)[1].decode()
+            p = int(stat.rsplit(")", 1)[1].split()[1])
+        else:
+            return None
+    return None
+
+
+GONE = object()
+
+
+def slot_lockers():
+    """{(st_dev, st_ino): {pid}} of the flocks held on directories: a
+    sandbox's memory cgroup is locked by the hutch process that claimed its
+    slot (src/lib/slot.c) for the sandbox's life."""
+    held = {}
+    for line in open("/proc/locks"):
+        f = line.split()
+        if len(f) < 6 or f[1] != "FLOCK" or f[4] == "-1":
+            continue
+        major, minor, ino = f[5].split(":")
+        dev = os.makedev(int(major, 16), int(minor, 16))
+        held.setdefault((dev, int(ino)), set()).add(int(f[4]))
+    return held
+
+
+def foreign(pids):
+    """Whether anything of pids belongs to another xdist worker's test
+    (which is that worker's to check). A thing no live process accounts for
+    is this worker's to answer for: a leak found by the wrong worker still
+    fails the run."""
+    return WORKER is not None and any(w not in (None, GONE, WORKER) for w in map(worker_of, pids))
+
+
+def subdirs(d):
+    """The directories in d, none if d itself has gone meanwhile."""
+    try:
+        return [p for p in d.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+
+
+def sandbox_cgroup_owners():
+    """{cgroup directory name ("hutch/<slot>"): pids that account for it:
+    the processes in it and the holder of its slot's lock}."""
+    owners, held = {}, slot_lockers()
+    for root in cgroup_roots():
+        for p in subdirs(root / "hutch"):
+            pids = procs_under(p)
+            try:
+                st = p.stat()
+                pids |= held.get((st.st_dev, st.st_ino), set())
+            except OSError:
+                pass
+            owners.setdefault(p.name, set()).update(pids)
+    return owners
+
+
 def leftovers():
     """What hutch could leave on the host: sandbox cgroups, mounts of its
-    storage, processes in its id range, staged files."""
+    storage, processes in its id range, staged files. Under xdist, what a
+    live process of another worker accounts for is left out: that worker's
+    test is still running, and checks it after."""
     found = []
+    owners = sandbox_cgroup_owners() if WORKER else {}
     for root in cgroup_roots():
-        d = root / "hutch"
-        if d.is_dir():
-            found += [f"cgroup {p}" for p in d.iterdir() if p.is_dir()]
+        found += [f"cgroup {p}" for p in subdirs(root / "hutch")
+                  if not foreign(owners.get(p.name, ()))]
     for line in open("/proc/self/mountinfo"):
         if "/run/hutch" in line.split()[4]:
             found.append(f"mount {line.split()[4]}")
@@ -281,12 +398,25 @@ def leftovers():
             uid = int(next(l for l in status.read_text().splitlines() if l.startswith("Uid:")).split()[1])
         except (OSError, StopIteration, ValueError):
             continue
-        if uid >= UID_BASE:
-            found.append(f"process {status.parent.name} uid {uid}")
+        pid = int(status.parent.name)
+        if uid >= UID_BASE and not foreign({pid} | owners.get(slot_of(pid), set())):
+            found.append(f"process {pid} uid {uid}")
     staging = pathlib.Path("/run/hutch/mnt")
     if staging.is_dir() and any(staging.iterdir()):
         found.append("files in /run/hutch/mnt")
     return found
+
+
+def slot_of(pid):
+    """The sandbox slot ("hutch/<slot>" in any hierarchy) a process is in."""
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            path = line.split(":", 2)[2].split("/")
+            if len(path) > 2 and path[1] == "hutch":
+                return path[2]
+    except OSError:
+        pass
+    return None
 
 
 @pytest.fixture(autouse=True)

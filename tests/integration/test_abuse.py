@@ -10,6 +10,11 @@ import pytest
 
 from conftest import BUILD, cgroup_roots
 
+# Serial (conftest.py): fork, memory and pty bombs press on what the host
+# shares (pids, memory, the kernel's pty pool), and the output flood measures
+# the server's memory: each needs the machine to itself.
+pytestmark = pytest.mark.serial
+
 
 class Neighbour:
     """A sandbox doing steady, checkable work while another one misbehaves:

@@ -14,6 +14,10 @@ import pytest
 from conftest import serve_each_build
 from serveapi import error_of, output, wait_for
 
+# Serial (conftest.py): bursts of forty creates, and admission that judges
+# the host's load and the order in which creates end.
+pytestmark = pytest.mark.serial
+
 # Creates, not memory quotas, are under test: a tenant's default memory
 # quota follows the host's RAM, which a small guest has little of.
 ROOMY = ("--tenant-memory-mb", "100000000")

@@ -13,6 +13,10 @@ import pytest
 from conftest import BUILD
 from serveapi import Server, output, wait_for
 
+# Serial (conftest.py): a server run out of descriptors on purpose, and
+# shares counted against the whole server.
+pytestmark = pytest.mark.serial
+
 NOFILE = 256  # fds.c: pool 192, a tenant's share 48, a sandbox's 12 (two tunnels)
 
 HOLD = b"""import socket, threading

@@ -11,6 +11,10 @@ import pytest
 from conftest import BUILD, cgroup_roots
 from serveapi import Server, error_of, output
 
+# Serial (conftest.py): bounds taken from what the whole host has (RAM,
+# pid_max, the state filesystem's free space, hutch's own cgroup subtree).
+pytestmark = pytest.mark.serial
+
 
 def ram():
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -155,6 +155,7 @@ def test_creates_in_flight_count_against_the_quota(server):
         assert t.delete(f"/v1/sandboxes/{sb['id']}").status == 204
 
 
+@pytest.mark.serial  # no new cgroup at all on the host at the moment of the answer
 def test_a_deleted_sandbox_is_gone_when_the_answer_comes(server, tenant):
     before = hutch_cgroups()
     sb = tenant.create()

@@ -106,6 +106,7 @@ def test_python_context_survives_pause(server, tenant):
     assert results and results[0]["text"] == "(42, True)", lines
 
 
+@pytest.mark.serial  # counts CPU seconds a busy loop earns in a given time
 def test_paused_time_is_not_charged_and_metrics_see_the_load(tenant):
     sid = tenant.create(cpus=1, memory_mb=512)["id"]
     background(tenant, sid, "while :; do :; done")
