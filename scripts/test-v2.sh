@@ -24,36 +24,16 @@
 # (HUTCH_ONLY_BUILD, conftest.py): the builds behave alike and the host
 # runs both.
 #
-# "pinned" (make test): of those, the files whose subject is what the
-# kernel and the cgroup hierarchy do (limits, freezing, killing, leaves,
-# namespaces, seccomp, id-mapped layers on ext4, the gVisor tier's own
-# cgroups, the network namespaces, the host's checks), hutch run's own tests
-# (test_cli: its own path to a sandbox, cheap), and the server's tests that
-# reach a cgroup file. What it leaves out is the server's and the templates' own
-# work over HTTP (the API's shapes, template builds and imports, the code
-# interpreter, the SDK, bursts, the relay): the host's suite runs those,
-# and make test-v2 runs them on v2.
+# "pinned" (make test): the tests listed in tests/vm/pinned, each there
+# for a cgroup operation or a kernel behaviour of its own (limits, leaves,
+# kills, freezing, adoption, id-mapped layers on ext4, namespaces, /proc,
+# seccomp, the host's probes), and nothing that only makes a sandbox on
+# its way to something else (docs/ci.md says how they were chosen).
 set -u
 build=${1:?build dir}
 asan=${2:?sanitizer build dir}
 what=${3:?pinned or all}
 t=tests/integration
-
-pinned=(
-  $t/test_abuse.py $t/test_agent.py $t/test_cli.py $t/test_doctor.py $t/test_escapes.py
-  $t/test_fds.py $t/test_floor.py $t/test_gvisor.py $t/test_gvisor_run.py
-  $t/test_host_limits.py $t/test_idle.py $t/test_lifecycle.py $t/test_network.py
-  $t/test_pause.py $t/test_posture.py $t/test_seccomp_sandbox.py $t/test_snapshots.py
-  $t/test_template_security.py $t/test_volumes.py
-)
-# The server's tests that reach a cgroup file: limits, verdicts, kills,
-# quotas, a frozen exec's end, a file's pages charged to the sandbox.
-serve=(
-  create_get_list_delete limits_reach_the_sandbox tight_pids_limit_with_execs_files_and_root
-  exec_verdicts client_gone_kills_the_exec background_stdin_signal_kill files_quota_is_enforced
-  files_one_gib_round_trip_in_bounded_memory destroy_with_a_frozen_exec
-  timeout_reaper_and_extension restart_takes_sandboxes_over sigint_ends_the_sandboxes
-)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-v2: the suite creates real sandboxes and needs root" >&2
@@ -61,7 +41,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 case "$what" in
-  pinned) tests=("${pinned[@]}" "${serve[@]/#/$t/test_serve.py::test_}") ;;
+  pinned) mapfile -t tests < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' -e "s|^|$t/|" tests/vm/pinned) ;;
   all)
     tests=($t --ignore $t/test_template_bootstrap.py --ignore $t/test_e2b.py
       --ignore $t/test_e2b_control.py --ignore $t/test_openapi.py --ignore $t/test_egress_tls.py)
