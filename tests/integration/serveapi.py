@@ -37,7 +37,9 @@ class Server:
                 [str(self.binary), "--listen", f"127.0.0.1:{self.port}",
                  "--state-dir", str(self.state_dir), *self.args],
                 stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        # A sanitizer build on the cgroup v2 guest's emulated CPU, beside
+        # the host's own stages, takes tens of seconds to answer.
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"hutch serve exited {self.proc.returncode}: {self.log_text()}")

@@ -222,17 +222,17 @@ def test_pause_and_resume(tenant):
     assert r.status == 201
     count = lambda: int(tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c").raw or 0)
     wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/c").status == 200 and
-             count() >= 3, 20)
+             count() >= 3, 60)
     r = tenant.post(f"/v1/sandboxes/{sid}/pause")
     assert r.status == 200 and r.json["state"] == "paused", r
-    time.sleep(0.3)
     r = tenant.post(f"/v1/sandboxes/{sid}/exec", {"shell": "true"})
     assert r.status == 409 and error_of(r) == "sandbox_paused"
     r = tenant.post(f"/v1/sandboxes/{sid}/resume")
     assert r.status == 200 and r.json["state"] == "running", r
     before = count()
-    time.sleep(1.5)  # the loop was frozen, not killed: it goes on counting
-    wait_for(lambda: count() > before + 3, 10)
+    # The loop was frozen, not killed: it goes on counting (an iteration
+    # takes seconds on the cgroup v2 guest's emulated CPU).
+    wait_for(lambda: count() > before + 3, 60)
 
 
 # ---- snapshots, forks, restores ----
@@ -419,9 +419,14 @@ def test_a_restart_ends_gvisor_sandboxes_and_takes_ns_ones_over(tmp_path, sig):
             assert f"sandbox {g['id']} (gvisor) was lost" in s2.log_text()
         _, out, _ = sh(api, n["id"], "echo still")
         assert out == "still\n"
+        assert api.delete(f"/v1/sandboxes/{n['id']}").status == 204
+        # The lost sandbox's cgroup goes at once, or, while its many threads
+        # are still being released (slow on an emulated CPU), with the next
+        # server's collection (every 30 s, of slots unlocked and older than
+        # 10 s): this server is that next one, and runs until it is done.
+        wait_for(lambda: not set(leftovers()) - before, 60)
     finally:
         assert s2.stop() == 0
-    wait_for(lambda: not set(leftovers()) - before, 30)
 
 
 def test_a_templates_label_names_its_tier(tmp_path):

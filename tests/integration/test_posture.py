@@ -498,7 +498,8 @@ def test_process_limit_is_a_refusal(trun, tier, user):
     tiers, and the sandbox lives on. Under gVisor the limit is kept inside
     its kernel (RLIMIT_NPROC): its processes each cost the host several, so
     the host's limit alone ended the sandbox instead (gvisor.c)."""
-    r = trun(["--user", user, "--pids", "64", "--", "python3", "-c", FORKS])
+    # 64 forks under gVisor take minutes on the cgroup v2 guest's emulated CPU.
+    r = trun(["--user", user, "--pids", "64", "--", "python3", "-c", FORKS], timeout=600)
     assert r.code == 0, r
     lines = r.out.splitlines()
     assert lines[:2] == ["fork Resource temporarily unavailable", "thread refused"], r.out
