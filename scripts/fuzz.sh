@@ -1,8 +1,8 @@
 #!/bin/bash
-# Run the libFuzzer targets (tests/fuzz/README.md) one after another, each
-# from its seed corpus (copied: what a run finds stays out of the
-# checkout) for SECONDS, one core. Prints one line per target and exits
-# non-zero if any failed.
+# Run the libFuzzer targets (tests/fuzz/README.md), each from its seed
+# corpus (copied: what a run finds stays out of the checkout) for SECONDS
+# on one core, FUZZ_JOBS of them at a time (default 1). Prints one line per
+# target, in the order given, and exits non-zero if any failed.
 #
 # A target fails when it crashed, leaked, hit undefined behaviour, ran
 # one input longer than its -timeout (a hang), or ran fewer inputs than
@@ -23,17 +23,17 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(request connect body multipart ws dockerfile)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail=0
-for t in "${targets[@]}"; do
-  exe="$build/tests/fuzz_$t"
+jobs=${FUZZ_JOBS:-1}
+
+# One target, its lines on stdout (the caller keeps them for the report).
+one() {
+  local t=$1 exe="$build/tests/fuzz_$1" log="$work/$1.log" rc runs took cov min keep
   if [ ! -x "$exe" ] || [ -z "${floor[$t]:-}" ]; then
     echo "fuzz_$t: FAIL: no such target built in $build"
-    fail=1
-    continue
+    return 1
   fi
   mkdir -p "$work/$t"
   cp tests/fuzz/corpus/"$t"/* "$work/$t/"
-  log="$work/$t.log"
   "$exe" -max_total_time="$seconds" -timeout="${timeout[$t]}" -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$work/$t-" "$work/$t" >"$log" 2>&1
   rc=$?
@@ -48,13 +48,28 @@ for t in "${targets[@]}"; do
     keep=$(mktemp -d "${TMPDIR:-/tmp}/hutch-fuzz-$t-XXXXXX")
     cp "$work/$t"-* "$log" "$keep/" 2>/dev/null
     echo "fuzz_$t: the failing input and the log are in $keep"
-    fail=1
+    return 1
   elif [ -z "$runs" ] || [ "$runs" -lt "$min" ]; then
     echo "fuzz_$t: FAIL: ${runs:-no} runs in ${took:-?} s, fewer than its floor of $min"
     tail -n 20 "$log"
-    fail=1
-  else
-    echo "fuzz_$t: $runs runs in $took s ($(( runs / (took > 0 ? took : 1) ))/s), $cov, no failure (floor $min)"
+    return 1
   fi
+  echo "fuzz_$t: $runs runs in $took s ($(( runs / (took > 0 ? took : 1) ))/s), $cov, no failure (floor $min)"
+}
+
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  one "$t" >"$work/$t.result" 2>&1 &
+  running=$((running + 1))
+done
+wait
+fail=0
+for t in "${targets[@]}"; do
+  cat "$work/$t.result"
+  grep -q '^fuzz_[a-z]*: FAIL' "$work/$t.result" && fail=1
 done
 exit $fail
