@@ -116,6 +116,9 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
   unsigned paused = srv->npaused;
   fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
           srv->nsandboxes - paused, paused);
+  fprintf(f, "# HELP hutch_sandboxes_creating Creates under way, their client there or gone.\n"
+             "# TYPE hutch_sandboxes_creating gauge\nhutch_sandboxes_creating %u\n",
+          srv->ncreating);
   tiers_write(f, srv);
   fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
              "# TYPE hutch_sandboxes_created_total counter\n"
