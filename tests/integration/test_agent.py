@@ -7,7 +7,6 @@ import os
 import queue
 import struct
 import threading
-import time
 
 import pytest
 
@@ -107,8 +106,9 @@ def test_pty_and_resize(agent):
     agent.next_frame(1)
     while b"30 100" not in out:
         out += agent.next_frame(1).payload
+    # The agent takes a stream's frames in order: the resize is made before
+    # the line reaches the terminal.
     agent.send(CONTROL, 1, {"resize": {"rows": 50, "cols": 132}})
-    time.sleep(0.1)
     agent.send(STDIN, 1, b"hello\n")
     frames = agent.collect(1)
     out += b"".join(f.payload for f in frames if f.type == STDOUT)
@@ -179,7 +179,6 @@ def test_flow_control_blocks_the_writer_not_the_agent(bridge):
         frames2 = a.collect(2)
         a.window(2, 1 << 20)
         assert b"other" in b"".join(f.payload for f in frames2 if f.type == STDOUT)
-        time.sleep(0.3)
         got = 0
         while True:
             try:

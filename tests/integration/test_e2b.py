@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import serve_each_build
+from serveapi import wait_for
 
 E2B_ERROR_SHAPE = {"code", "message"}
 
@@ -272,7 +273,8 @@ def test_an_upload_whose_sandbox_ends_between_parts(server, sbx):
                          f"filename=\"{name}\"\r\n\r\nbytes\r\n")
     with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
         s.sendall(head.encode() + chunk(part("one.txt")))
-        time.sleep(0.3)
+        # The first part is on its way into the sandbox when it ends.
+        wait_for(lambda: envd(server, sbx, "/files?path=one.txt", None, method="GET").status == 200)
         r = server.api().delete(f"/sandboxes/{sbx['sandboxID']}")
         assert r.status == 204, r
         s.sendall(chunk(part("two.txt")) + chunk(f"--{b}--\r\n") + b"0\r\n\r\n")

@@ -6,15 +6,13 @@ work in flight finishes it and leaves nothing. Ordering and outcomes only:
 timings belong to bench/loop. Against both builds of the server."""
 import json
 import os
-import pathlib
 import socket
-import threading
 import time
 
 import pytest
 
 from conftest import build_binary, leftovers, serve_each_build
-from serveapi import Server, error_of, wait_for
+from serveapi import Server, audit_log, error_of, wait_for
 
 SHIM = """#!/bin/sh
 # mkfs.ext4 that waits while {gate}/hold exists (saying so in {gate}/started)
@@ -108,8 +106,13 @@ def test_a_volume_whose_client_left_is_not_kept(server, tenant, gate):
         s = raw_request(server.port, "POST", "/v1/volumes", tenant.key,
                         {"name": "gone", "size_mb": 32})
         wait_for(lambda: (gate / "started").exists(), 30)
+        left = lambda lines: sum(l["action"] == "volume.create" and l["status"] == 499
+                                 for l in lines)
+        gone = left(audit_log(server.state_dir))
         s.close()
-        time.sleep(0.2)
+        # The server has seen its client go (and audited it so) before the
+        # volume it was making is done.
+        audit_log(server.state_dir, lambda lines: left(lines) > gone)
     finally:
         (gate / "hold").unlink(missing_ok=True)
     (gate / "started").unlink(missing_ok=True)
@@ -125,14 +128,23 @@ def hutch_cgroups():
     return {l for l in leftovers() if l.startswith("cgroup ")}
 
 
+def metric(server, name):
+    text = server.api().get("/metrics").raw.decode()
+    return int(float(next(l.split()[1] for l in text.splitlines() if l.startswith(name + " "))))
+
+
 def test_a_client_that_leaves_mid_create_leaves_nothing(server, tenant):
     before = hutch_cgroups()
+    left = lambda lines: sum(l["action"] == "sandbox.create" and l["status"] == 499
+                             for l in lines)
+    gone = left(audit_log(server.state_dir))
     socks = [raw_request(server.port, "POST", "/v1/sandboxes", tenant.key, {})
              for _ in range(3)]
     for s in socks:
         s.close()  # before the answer: the sandboxes being made have no one to go to
     # each create ran to its end (made, then destroyed) and nothing stayed
-    time.sleep(1)
+    audit_log(server.state_dir, lambda lines: left(lines) == gone + 3)  # seen to go, under way
+    wait_for(lambda: metric(server, "hutch_sandboxes_creating") == 0, 30)
     wait_for(lambda: hutch_cgroups() <= before, 30)  # none new (old ones may go)
     assert tenant.get("/v1/sandboxes").json["sandboxes"] == []
     # the server goes on as before
@@ -169,8 +181,9 @@ def test_a_deleted_sandbox_is_gone_when_the_answer_comes(server, tenant):
 def test_a_server_stopped_mid_create_finishes_and_leaves_nothing(build, tmp_path):
     s = Server(build_binary(build, "hutch-serve"), tmp_path / "state").start()
     key = s.admin_key
+    before = hutch_cgroups()
     socks = [raw_request(s.port, "POST", "/v1/sandboxes", key, {}) for _ in range(4)]
-    time.sleep(0.05)
+    wait_for(lambda: hutch_cgroups() - before, 30)  # under way
     assert s.stop() == 0, s.log_text()
     for sock in socks:
         sock.close()

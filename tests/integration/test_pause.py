@@ -116,8 +116,11 @@ def test_paused_time_is_not_charged_and_metrics_see_the_load(tenant):
     # Once the memory is held (an emulated guest on a busy machine may take
     # seconds), at least one sample is taken while both run.
     wait_for(lambda: output(tenant.exec(sid, {"shell": "test -e /tmp/held && echo y"})) == b"y\n", 60)
-    time.sleep(2.5)
-    m = tenant.get(f"/v1/sandboxes/{sid}/metrics").json
+    metrics = lambda: tenant.get(f"/v1/sandboxes/{sid}/metrics").json
+    last_tick = lambda: metrics()["samples"][-1]["time"]
+    held = last_tick()
+    wait_for(lambda: last_tick() > held, 30)  # a sample taken while both run
+    m = metrics()
     now = m["current"]
     assert now["cpus"] == 1 and now["cpu_pct"] > 40, now
     assert now["memory_used_bytes"] > 150 << 20 and now["memory_limit_bytes"] == 512 << 20, now
@@ -126,16 +129,20 @@ def test_paused_time_is_not_charged_and_metrics_see_the_load(tenant):
     times = [s["time"] for s in m["samples"]]
     assert len(times) >= 2 and times == sorted(times)
     assert max(s["cpu_pct"] for s in m["samples"]) > 40
+    # Charged at each sample: a CPU second and a tenth of a GiB-second first.
+    used = lambda: tenant.get("/v1/usage").json
+    wait_for(lambda: used()["cpu_seconds"] > 1 and used()["memory_gb_seconds"] > 0.1, 30)
     assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
     u1 = tenant.get("/v1/usage").json
     assert u1["cpu_seconds"] > 1 and u1["memory_gb_seconds"] > 0.1 and u1["paused"] == 1, u1
-    time.sleep(2.5)  # a sample tick passes while paused
+    paused_at = last_tick()
+    wait_for(lambda: last_tick() > paused_at, 30)  # a sample tick passes while paused
     u2 = tenant.get("/v1/usage").json
     assert u2["cpu_seconds"] - u1["cpu_seconds"] < 0.05, (u1, u2)
     assert u2["sandbox_seconds"] == pytest.approx(u1["sandbox_seconds"], abs=0.05), (u1, u2)
     assert u2["memory_gb_seconds"] == pytest.approx(u1["memory_gb_seconds"], abs=0.01)
     assert tenant.post(f"/v1/sandboxes/{sid}/resume").status == 200
-    time.sleep(2.5)
+    wait_for(lambda: tenant.get("/v1/usage").json["cpu_seconds"] - u2["cpu_seconds"] > 1, 30)
     u3 = tenant.get("/v1/usage").json
     assert u3["cpu_seconds"] - u2["cpu_seconds"] > 1, (u2, u3)
     # what it used stays counted after it is gone

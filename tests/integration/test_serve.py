@@ -1,8 +1,10 @@
 """hutch serve, driven over HTTP: sandbox lifecycle, streamed exec, keys and
 tenants, the timeout reaper, the audit log, overload and bad input. Each
 test runs against the normal and the sanitizer build of the server."""
+import datetime
 import http.client
 import json
+import os
 import pathlib
 import signal
 import socket
@@ -271,7 +273,7 @@ def test_slow_reader_slows_the_workload_not_the_server(server, api, sandbox):
     sid = sandbox["id"]
     conn, r = api.exec_stream(sid, {"shell": "head -c 100000000 /dev/zero"})
     r.read(1000)  # then stop reading: the workload must block, the server must go on
-    time.sleep(0.5)
+    wait_for(lambda: metric(server, "hutch_http_queued_bytes") > 0)  # it waits for this client
     rss = lambda: int(next(l for l in open(f"/proc/{server.proc.pid}/status")
                            if l.startswith("VmRSS:")).split()[1])
     before = rss()
@@ -662,7 +664,9 @@ def test_upload_cut_short_leaves_the_server_serving(server, api, sandbox):
         s.sendall(f"PUT /v1/sandboxes/{sandbox['id']}/files?path=/tmp/part HTTP/1.1\r\n"
                   f"Authorization: Bearer {server.admin_key}\r\n"
                   "Content-Length: 10000000\r\n\r\n".encode() + b"x" * 100000)
-    time.sleep(0.2)
+    audit_log(server.state_dir, lambda lines: any(
+        l["action"] == "file.write" and l["sandbox"] == sandbox["id"] and l["status"] == 499
+        for l in lines))  # the server has seen it end
     assert api.get("/healthz").status == 200
     assert output(api.exec(sandbox["id"], {"cmd": ["echo", "fine"]})) == b"fine\n"
 
@@ -1048,6 +1052,21 @@ def test_metrics(server, api, sandbox):
 
 # ---- capacity and restarts (own servers) ----
 
+def accepted(server):
+    """The connections the server holds: its sockets on its own port, but
+    the listener (an fd is there once it has accepted one)."""
+    port = f":{server.port:04X}"
+    inodes = {f[9] for f in (l.split() for l in open("/proc/net/tcp").readlines()[1:])
+              if f[1].endswith(port) and f[3] != "0A"}
+    held = 0
+    for fd in pathlib.Path(f"/proc/{server.proc.pid}/fd").iterdir():
+        try:
+            held += os.readlink(fd)[8:-1] in inodes
+        except OSError:
+            pass  # closed meanwhile
+    return held
+
+
 def test_capacity_answers_503(tmp_path):
     s = Server(BUILD / "hutch-serve", tmp_path / "state", "--max-sandboxes", "1",
                "--max-connections", "3").start()
@@ -1056,9 +1075,9 @@ def test_capacity_answers_503(tmp_path):
         sb = api.create()
         r = api.post("/v1/sandboxes", {})
         assert r.status == 503 and error_of(r) == "at_capacity" and r.headers["Retry-After"]
-        time.sleep(0.2)  # the server has seen the requests' connections close
+        wait_for(lambda: accepted(s) == 0)  # the server has seen the requests' connections close
         socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(3)]
-        time.sleep(0.2)
+        wait_for(lambda: accepted(s) == 3)
         out = raw_exchange(s.port, b"GET /healthz HTTP/1.1\r\n\r\n")
         assert out.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in out
         for k in socks:  # the three were let in, and are left waiting
@@ -1067,7 +1086,7 @@ def test_capacity_answers_503(tmp_path):
                 k.recv(1)
         for k in socks:
             k.close()
-        time.sleep(0.2)
+        wait_for(lambda: accepted(s) == 0)
         assert api.get("/healthz").status == 200
         assert api.delete(f"/v1/sandboxes/{sb['id']}").status == 204
     finally:
@@ -1137,7 +1156,9 @@ def test_restart_takes_sandboxes_over(tmp_path, sig):
                                          "sleep 0.05; done")
     reader = start_bg(tenant, sid, cmd=["sh", "-c", "cat; echo fin"], keep_stdin=True)
     assert s.stop(sig) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
-    time.sleep(1.5)  # `short` expires while no server runs
+    # `short` expires while no server runs
+    expires = datetime.datetime.fromisoformat(short["expires_at"].replace("Z", "+00:00"))
+    time.sleep(max(0.0, expires.timestamp() - time.time()) + 0.1)
     assert [l for l in set(leftovers()) - before if l.startswith("process")]  # still running
     s.start()
     try:

@@ -91,11 +91,10 @@ def test_the_sandbox_runs_on_while_and_after_its_snapshot(tenant):
         "shell": "i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; "
                  "sleep 0.05; done", "background": True})
     assert r.status == 201
-    time.sleep(0.3)
+    wait_for(lambda: tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/n").status == 200)
     snapshot(tenant, sid)
     n = int(sh(tenant, sid, "cat /tmp/n"))
-    time.sleep(0.3)
-    assert int(sh(tenant, sid, "cat /tmp/n")) > n
+    wait_for(lambda: int(sh(tenant, sid, "cat /tmp/n")) > n)  # it counts on
     assert [p["running"] for p in tenant.get(f"/v1/sandboxes/{sid}/processes").json["processes"]] == [True]
     # a paused sandbox stays paused through its snapshot
     assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
@@ -271,8 +270,7 @@ def test_snapshots_pause_and_delete_at_once(tenant):
     assert a.result().status == 201 and b.result().status == 201
     assert a.result().json["size_bytes"] >= 150000000 and a.result().json["id"] != b.result().json["id"]
     n = int(sh(tenant, sid, "cat /tmp/n"))
-    time.sleep(0.2)
-    assert int(sh(tenant, sid, "cat /tmp/n")) > n
+    wait_for(lambda: int(sh(tenant, sid, "cat /tmp/n")) > n)  # it counts on
     # a pause while a snapshot is copied: paused it stays
     snap = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots")
     assert tenant.post(f"/v1/sandboxes/{sid}/pause").status == 200
@@ -283,8 +281,7 @@ def test_snapshots_pause_and_delete_at_once(tenant):
     assert tenant.post(f"/v1/sandboxes/{sid}/resume").status == 200
     assert snap.result().status == 201
     n = int(sh(tenant, sid, "cat /tmp/n"))
-    time.sleep(0.2)
-    assert int(sh(tenant, sid, "cat /tmp/n")) > n
+    wait_for(lambda: int(sh(tenant, sid, "cat /tmp/n")) > n)  # it counts on
     # a delete while a snapshot is copied: the snapshot is whole, or never began
     snap = pool.submit(tenant.post, f"/v1/sandboxes/{sid}/snapshots")
     assert tenant.delete(f"/v1/sandboxes/{sid}").status == 204

@@ -84,7 +84,7 @@ def test_a_tenants_job_never_gets_the_operators_registry_credentials(tmp_path_fa
         t = server.api(admin.post("/v1/keys", {"tenant": "creds"}).json["key"])
         r = upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()]))
         assert r.status == 201, r
-        r = t.post("/v1/templates", {"name": "slow", "dockerfile": "FROM box\nRUN sleep 5\n"},
+        r = t.post("/v1/templates", {"name": "slow", "dockerfile": "FROM box\nRUN sleep 1\n"},
                    headers={"Prefer": "respond-async"})
         assert r.status == 202, r
         wait_for(lambda: children_named(server.proc.pid, "hutch-template"), 10)
