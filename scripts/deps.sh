@@ -5,9 +5,11 @@
 set -eu
 
 # build: compiler, meson, static libraries for the agent, the i386 toolchain
-# for the 32-bit syscall probe (meson looks for it when it configures), and
-# the python3 that `make run` shows at work in a sandbox
-build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3"
+# for the 32-bit syscall probe (meson looks for it when it configures), the
+# python3 that `make run` shows at work in a sandbox, and ccache (meson
+# uses it when it is there: a source compiled before with the same
+# compiler and flags, in any build directory, is not compiled again)
+build="gcc meson ninja-build pkg-config libjansson-dev libseccomp-dev gcc-multilib python3 ccache"
 # the server: event loop, HTTP parser, WebSocket frames, database, hashing,
 # gzip uploads (envd's Content-Encoding)
 build="$build libuv1-dev libhttp-parser-dev libwslay-dev libsqlite3-dev libssl-dev zlib1g-dev"

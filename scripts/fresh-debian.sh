@@ -9,7 +9,11 @@
 # /etc/npmrc, resolv.conf. Those belong to the machine (a user's fresh
 # machine reaches its registries its own way), the rest is the project's
 # to install. The host's apt archive cache is shown inside so that packages
-# are fetched once per machine, not once per run.
+# are fetched once per machine, not once per run, and so are a compiler
+# cache and npm's (/var/cache/hutch-ci): both are keyed by what they hold
+# (ccache by the preprocessed source, the compiler and its flags; npm by
+# each package's integrity hash), so a warm one can make a build quicker
+# but never a different one.
 #
 # The root is entered with its own mount and pid namespaces and pivot_root,
 # not chroot: the kernel refuses user namespaces to a chrooted process, and
@@ -38,6 +42,9 @@ if [ "${1:-}" = --enter ]; then
   mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$root/run"
   mkdir -p "$root/var/cache/apt/archives"
   mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
+  mkdir -p "$root/root/.cache/ccache" "$root/root/.npm"
+  mount --bind /var/cache/hutch-ci/ccache "$root/root/.cache/ccache"
+  mount --bind /var/cache/hutch-ci/npm "$root/root/.npm"
   cd "$root"
   mkdir -p .oldroot
   pivot_root . .oldroot
@@ -72,6 +79,7 @@ commit=$(git -C "$top" rev-parse HEAD) || die "$top is not a git checkout"
 [ -z "$(git -C "$top" status --porcelain --untracked-files=no)" ] ||
   echo "fresh-debian: uncommitted changes in $top are not tested (only $commit is)" >&2
 
+mkdir -p /var/cache/hutch-ci/ccache /var/cache/hutch-ci/npm || die "cannot make /var/cache/hutch-ci"
 work=$(mktemp -d /tmp/hutch-fresh.XXXXXX) || die "cannot make a directory in /tmp"
 root=$work/root
 inner=
