@@ -35,9 +35,9 @@ def pytest_configure(config):
         "emulated CPU and nothing a kernel or cgroup version changes: the guest "
         "(scripts/test-v2.sh) leaves it out")
     config.addinivalue_line(
-        "markers", "serial: needs the machine to itself (host-wide limits, bursts, a "
-        "server's own fds, times against a bound): scripts/test.sh runs these after the "
-        "concurrent part, one at a time")
+        "markers", "serial: needs the host to itself (host-wide limits, bursts, a "
+        "server out of descriptors, CPU time earned in a given time): scripts/test.sh "
+        "runs these one at a time, before the rest of the suite runs on several workers")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
@@ -302,6 +302,7 @@ def sandbox_of(run_pid):
 
 # Which xdist worker this is ("gw0"...), or None in a serial run.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+GONE = object()  # worker_of's answer for a process that has ended
 
 
 def worker_of(pid):
@@ -328,9 +329,6 @@ def worker_of(pid):
         else:
             return None
     return None
-
-
-GONE = object()
 
 
 def slot_lockers():
