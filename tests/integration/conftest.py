@@ -300,18 +300,23 @@ def sandbox_of(run_pid):
     return set().union(*(procs_under(cg) for cg in sandbox_cgroups(run_pid)))
 
 
-# Which xdist worker this is ("gw0"...), or None in a serial run.
+# Who runs this test: the pytest session (one per run, its xdist workers
+# share it) and the xdist worker ("gw0"...; "" in a serial run). Two runs on
+# one host, or two workers of one run, each answer for their own sandboxes.
+SESSION = os.environ.setdefault("HUTCH_TEST_SESSION", f"{os.getpid()}-{time.time_ns()}")
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-GONE = object()  # worker_of's answer for a process that has ended
+ME = f"{SESSION}/{WORKER or ''}"
+GONE = object()  # runner_of's answer for a process that has ended
 
 
-def worker_of(pid):
-    """The xdist worker a process was started under: the first of it and
-    its ancestors whose environment names one (hutch serve and hutch run
-    inherit the worker's; an agent or a workload is reached through its
-    parents). GONE when the process itself has ended (it is no leftover),
-    None for an orphan. An ancestor that ends during the walk has handed
-    its children to another parent: the walk starts again."""
+def runner_of(pid):
+    """The session and worker ("SESSION/WORKER") a process was started
+    under: the first of it and its ancestors whose environment names a
+    session (hutch serve and hutch run inherit the test's; an agent or a
+    workload is reached through its parents). GONE when the process itself
+    has ended (it is no leftover), None for an orphan. An ancestor that
+    ends during the walk has handed its children to another parent: the
+    walk starts again."""
     for _ in range(5):
         p = pid
         while p > 1:
@@ -322,9 +327,10 @@ def worker_of(pid):
                 if p == pid:
                     return GONE
                 break
-            for var in env:
-                if var.startswith(b"PYTEST_XDIST_WORKER="):
-                    return var.split(b"=", 1)[1].decode()
+            found = dict(v.split(b"=", 1) for v in env if b"=" in v)
+            if b"HUTCH_TEST_SESSION" in found:
+                return (found[b"HUTCH_TEST_SESSION"] + b"/" +
+                        found.get(b"PYTEST_XDIST_WORKER", b"")).decode()
             p = int(stat.rsplit(")", 1)[1].split()[1])
         else:
             return None
@@ -347,11 +353,11 @@ def slot_lockers():
 
 
 def foreign(pids):
-    """Whether anything of pids belongs to another xdist worker's test
-    (which is that worker's to check). A thing no live process accounts for
-    is this worker's to answer for: a leak found by the wrong worker still
+    """Whether anything of pids belongs to another worker's or another
+    run's test (which is theirs to check). A thing no live process accounts
+    for is this one's to answer for: a leak found by the wrong worker still
     fails the run."""
-    return WORKER is not None and any(w not in (None, GONE, WORKER) for w in map(worker_of, pids))
+    return any(r not in (None, GONE, ME) for r in map(runner_of, pids))
 
 
 def subdirs(d):
@@ -380,11 +386,11 @@ def sandbox_cgroup_owners():
 
 def leftovers():
     """What hutch could leave on the host: sandbox cgroups, mounts of its
-    storage, processes in its id range, staged files. Under xdist, what a
-    live process of another worker accounts for is left out: that worker's
-    test is still running, and checks it after."""
+    storage, processes in its id range, staged files. What a live process of
+    another worker or another run accounts for is left out: that test is
+    still running, and checks it after."""
     found = []
-    owners = sandbox_cgroup_owners() if WORKER else {}
+    owners = sandbox_cgroup_owners()
     for root in cgroup_roots():
         found += [f"cgroup {p}" for p in subdirs(root / "hutch")
                   if not foreign(owners.get(p.name, ()))]
