@@ -77,29 +77,31 @@ static const char *hide_private(const struct http_conn *c, const char *msg, char
   size_t n = dir ? strlen(dir) : 0;
   while (n > 1 && dir[n - 1] == '/')
     n--;
-  const char *at = n > 1 ? strstr(msg, dir) : NULL;
-  if (!at)
+  if (n < 2)
     return msg;
   size_t len = 0;
+  bool hidden = false;
   for (const char *p = msg; *p && len + 1 < cap;) {
     if (strncmp(p, dir, n) == 0 && (p[n] == '/' || path_end(p[n]))) {
       len += (size_t)snprintf(out + len, cap - len, "(the state directory)");
       len = len < cap ? len : cap - 1;
-      p += n;
-      while (!path_end(*p))
-        p++;
+      for (p += n; !path_end(*p); p++)
+        ;
+      hidden = true;
       continue;
     }
     out[len++] = *p++;
   }
   out[len] = '\0';
+  if (!hidden)
+    return msg;
   fprintf(stderr, "hutch serve: %s\n", msg);
   return out;
 }
 
 static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code,
                    const char *msg, unsigned retry_s) {
-  char hidden[512];
+  char hidden[sizeof ((struct hutch_err *)0)->msg];
   msg = hide_private(c, msg, hidden, sizeof hidden);
   kind = checked(kind);
   int status = kinds[kind].status;
