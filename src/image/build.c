@@ -25,7 +25,7 @@ static const char usage[] =
 
 struct build_opts {
   const char *file, *context, *allow_out, *permit;
-  const char *ref; /* --ref: what the record says it came from; NULL: the context's path */
+  const char *ref; /* --ref: what the record says it came from, or NULL */
   char *name;  /* of -t NAME[:TAG] (every -t names one template) */
   json_t *tags; /* the -t's tags; empty: latest */
 };
