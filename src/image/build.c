@@ -21,10 +21,11 @@
 static const char usage[] =
     "usage: hutch template build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--build-arg K=V]...\n"
     "         [--allow-out HOST,...] [--egress-permit CIDR[:PORT],...] [--memory MB] [--disk MB]\n"
-    "         [--timeout S] [--insecure] CONTEXT\n";
+    "         [--timeout S] [--insecure] [--ref REF] CONTEXT\n";
 
 struct build_opts {
   const char *file, *context, *allow_out, *permit;
+  const char *ref; /* --ref: what the record says it came from, or NULL */
   char *name;  /* of -t NAME[:TAG] (every -t names one template) */
   json_t *tags; /* the -t's tags; empty: latest */
 };
@@ -65,7 +66,8 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
       {"allow-out", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'm'},
       {"disk", required_argument, 0, 'd'},      {"timeout", required_argument, 0, 'T'},
       {"egress-permit", required_argument, 0, 'P'}, {"insecure", no_argument, 0, 'k'},
-      {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+      {"ref", required_argument, 0, 'R'},       {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
     switch (c) {
@@ -86,6 +88,7 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
     }
     case 'o': o->allow_out = optarg; break;
     case 'P': o->permit = optarg; break;
+    case 'R': o->ref = optarg; break;
     case 'm':
       if (mb("--memory", optarg, &b->memory_bytes) < 0)
         return -1;
@@ -382,8 +385,12 @@ static json_t *final_config(const struct stage *st) {
 
 static int add_template(struct build *b, const struct build_opts *o, struct hutch_err *err) {
   const struct stage *st = &b->stages[b->nstages - 1];
+  /* hutch serve names the build (--ref): its context's path is the
+   * host's, under the state directory, and no tenant's to see. */
   char ref[4096];
-  if (!realpath(o->context, ref))
+  if (o->ref)
+    str_copy(ref, sizeof ref, o->ref);
+  else if (!realpath(o->context, ref))
     str_copy(ref, sizeof ref, o->context);
   json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O}", "name", o->name, "owner",
                           b->ctx->owner, "source", "build", "ref", ref, "layers", st->layers,

@@ -74,8 +74,11 @@ static int copy_data(struct archive *in, struct archive *out, uint64_t *bytes, u
   return 0;
 }
 
-static int unpack_one(struct image_ctx *ctx, const char *tar, uint64_t *bytes, uint64_t *files,
-                      struct hutch_err *err) {
+/* The n-th tar of the command line into the current directory. Its
+ * errors name it by n: hutch serve's context tars lie under its state
+ * directory, whose paths are the host's, never a tenant's to read. */
+static int unpack_one(struct image_ctx *ctx, const char *tar, int n, uint64_t *bytes,
+                      uint64_t *files, struct hutch_err *err) {
   struct archive *in = archive_read_new(), *out = archive_write_disk_new();
   archive_read_support_filter_all(in);
   archive_read_support_format_tar(in);
@@ -83,14 +86,14 @@ static int unpack_one(struct image_ctx *ctx, const char *tar, uint64_t *bytes, u
   archive_write_disk_set_options(out, EXTRACT_FLAGS);
   int r = 0;
   if (archive_read_open_filename(in, tar, 64 << 10) != ARCHIVE_OK)
-    r = hutch_err_invalid(err, "%s: %s", tar, archive_error_string(in));
+    r = hutch_err_invalid(err, "context tar %d: %s", n, archive_error_string(in));
   struct archive_entry *e;
   while (r == 0) {
     int h = archive_read_next_header(in, &e);
     if (h == ARCHIVE_EOF)
       break;
     if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
-      r = hutch_err_invalid(err, "%s: %s", tar, archive_error_string(in));
+      r = hutch_err_invalid(err, "context tar %d: %s", n, archive_error_string(in));
     } else if (++*files > ctx->max_files) {
       r = hutch_err_fail(err, HUTCH_ERR_INVALID, "too_large",
                          "the context holds more than %llu files",
@@ -127,7 +130,7 @@ int cmd_context(struct image_ctx *ctx, int argc, char **argv) {
   umask(022);
   uint64_t bytes = 0, files = 0;
   for (int i = 1; i < argc - 1; i++)
-    if (unpack_one(ctx, argv[i], &bytes, &files, &err) < 0)
+    if (unpack_one(ctx, argv[i], i, &bytes, &files, &err) < 0)
       return image_fail(ctx, "context", &err);
   image_progress(ctx, json_pack("{s:s,s:I,s:I,s:s}", "event", "context", "bytes",
                                 (json_int_t)bytes, "files", (json_int_t)files, "message",

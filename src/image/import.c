@@ -226,21 +226,28 @@ static json_t *import_dir(struct image_ctx *ctx, const char *dir, const char *na
   return NULL;
 }
 
+/* The image at input as the template name. shown is what the record,
+ * the progress and the errors say it came from: the absolute path when
+ * NULL (the local user's own), else what --ref gave (hutch serve's
+ * "upload@sha256:HEX": its upload's path under the state directory is
+ * the host's, never a tenant's to see). */
 static json_t *import_path(struct image_ctx *ctx, const char *input, const char *name,
-                           struct hutch_err *err) {
-  char ref[PATH_MAX];
-  if (!realpath(input, ref)) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_image", "%.200s: %s", input, strerror(errno));
+                           const char *shown, struct hutch_err *err) {
+  char path[PATH_MAX];
+  if (!realpath(input, path)) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_image", "%.200s: %s", shown ? shown : input,
+                   strerror(errno));
     return NULL;
   }
+  const char *ref = shown ? shown : path;
   struct stat st;
-  if (stat(ref, &st) < 0) {
+  if (stat(path, &st) < 0) {
     hutch_err_set(err, errno, "%.200s", ref);
     return NULL;
   }
   if (S_ISDIR(st.st_mode))
-    return import_dir(ctx, ref, name, ref, err);
-  _cleanup_close_ int fd = open(ref, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    return import_dir(ctx, path, name, ref, err);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     hutch_err_set(err, errno, "%.200s", ref);
     return NULL;
@@ -253,7 +260,7 @@ static json_t *import_path(struct image_ctx *ctx, const char *input, const char 
   image_progress(ctx, json_pack("{s:s,s:s,s:s+}", "event", "extract", "path", ref, "message",
                                 "extracting ", ref));
   if (root < 0)
-    hutch_err_set(err, errno, "%s", tmp);
+    hutch_err_set(err, errno, "open the store's tmp/");
   else if (extract(ctx, fd, root, err) == 0)
     record = import_dir(ctx, tmp, name, ref, err);
   struct hutch_err ignored = {0};
@@ -266,14 +273,16 @@ int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
                                        {"replace", no_argument, 0, 'r'},
                                        {"max-bytes", required_argument, 0, 'b'},
                                        {"max-files", required_argument, 0, 'f'},
+                                       {"ref", required_argument, 0, 'R'},
                                        {0, 0, 0, 0}};
-  const char *name = NULL;
+  const char *name = NULL, *ref = NULL;
   struct hutch_err err = {0};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case 'n': name = optarg; break;
     case 'r': ctx->replace = true; break;
+    case 'R': ref = optarg; break;
     case 'b':
     case 'f':
       if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files)) {
@@ -283,7 +292,7 @@ int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
       break;
     default:
       hutch_err_invalid(&err, "usage: hutch template import FILE|DIR --name NAME [--replace] "
-                              "[--max-bytes N] [--max-files N]");
+                              "[--max-bytes N] [--max-files N] [--ref REF]");
       return image_fail(ctx, "import", &err);
     }
   }
@@ -296,6 +305,6 @@ int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
                             "letter or digit, not 'host')", name);
     return image_fail(ctx, "import", &err);
   }
-  json_t *record = import_path(ctx, argv[optind], name, &err);
+  json_t *record = import_path(ctx, argv[optind], name, ref, &err);
   return record ? image_done(ctx, "imported", record) : image_fail(ctx, "import", &err);
 }

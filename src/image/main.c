@@ -13,7 +13,7 @@
 static const char usage[] =
     "usage: hutch template [--state-dir DIR] [--owner TENANT] [--progress plain|ndjson]\n"
     "                      [--max-bytes N] [--max-files N] [--public-registries] VERB ...\n\n"
-    "  import FILE|DIR --name NAME     an OCI layout, oci-archive or docker-archive\n"
+    "  import FILE|DIR --name NAME [--ref REF]  an OCI layout, oci-archive or docker-archive\n"
     "  pull [--insecure] REF [--name NAME]  from an OCI registry (REGISTRY/NAME:TAG)\n"
     "  bootstrap NAME [--suite S] [--include PKG,...]  a Debian base (mmdebstrap)\n"
     "  build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--allow-out HOST,...] CONTEXT\n"

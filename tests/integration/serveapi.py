@@ -9,6 +9,8 @@ import socket
 import subprocess
 import time
 
+import hostpaths
+
 
 def free_port():
     with socket.socket() as s:
@@ -67,7 +69,11 @@ class Server:
         return (self.state_dir / "admin.key").read_text().strip()
 
     def api(self, key="admin"):
-        return Api(self.port, self.admin_key if key == "admin" else key)
+        return Api(self.port, self.admin_key if key == "admin" else key, self)
+
+    def host_dirs(self):
+        """The directories only the host has (hostpaths' rule)."""
+        return hostpaths.host_dirs(self.state_dir, self.binary)
 
 
 class Response:
@@ -83,8 +89,13 @@ class Response:
 
 
 class Api:
-    def __init__(self, port, key):
+    """A client of one server. Every answer it reads whole goes through
+    hostpaths.check, which fails the test on a host path in it."""
+
+    def __init__(self, port, key, server=None):
         self.port, self.key = port, key
+        self.dirs = server.host_dirs() if server else []
+        self.pid = server.proc.pid if server and server.proc else 0
 
     def headers(self, extra=None):
         h = {"Authorization": f"Bearer {self.key}"} if self.key else {}
@@ -92,12 +103,15 @@ class Api:
         return h
 
     def request(self, method, path, body=None, headers=None, timeout=60):
+        __tracebackhide__ = True
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
         conn.request(method, path, body=data, headers=self.headers(headers))
         r = conn.getresponse()
         out = Response(r.status, dict(r.getheaders()), r.read())
         conn.close()
+        hostpaths.check(f"{method} {path}", out.status, r.getheader("Content-Type"), out.raw,
+                        self.dirs, self.pid)
         return out
 
     def get(self, path, **kw):
@@ -133,9 +147,10 @@ class Api:
         conn, r = self.exec_stream(sid, body, timeout)
         assert r.status == 200, (r.status, r.read())
         assert r.getheader("Content-Type") == "application/x-ndjson"
-        lines = [json.loads(l) for l in r.read().splitlines()]
+        raw = r.read()
         conn.close()
-        return lines
+        hostpaths.check(f"exec in {sid}", r.status, "application/x-ndjson", raw, self.dirs, self.pid)
+        return [json.loads(l) for l in raw.splitlines()]
 
 
     def code(self, sid, body, timeout=60):
@@ -144,8 +159,10 @@ class Api:
         conn, r = self.request_stream("POST", f"/v1/sandboxes/{sid}/code", body, timeout)
         assert r.status == 200, (r.status, r.read())
         assert r.getheader("Content-Type") == "application/x-ndjson"
-        lines = [json.loads(l) for l in r.read().splitlines()]
+        raw = r.read()
         conn.close()
+        hostpaths.check(f"code in {sid}", r.status, "application/x-ndjson", raw, self.dirs, self.pid)
+        lines = [json.loads(l) for l in raw.splitlines()]
         assert lines and lines[-1] == {"type": "end_of_execution"}, lines
         return lines
 

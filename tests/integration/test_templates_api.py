@@ -171,6 +171,44 @@ def test_other_tenants_neither_see_nor_delete(server, tenant):
     assert tenant.delete("/v1/templates/mine").status == 204
 
 
+def test_a_public_template_tells_no_tenant_where_the_host_keeps_it(server, tenant, tmp_path):
+    """Finding 6 of issue 41: a public template's record, which every
+    tenant lists, said it came from its upload's path under the state
+    directory, with the server's pid. It names the upload by its sha256
+    now (the client's own archive's), and its build by its Dockerfile; an
+    operator's `hutch template import PATH` keeps PATH for the operator and
+    shows tenants the file's name. The client's check (hostpaths.py) fails
+    any answer with a host path."""
+    box = tmp_path / "box.tar"
+    box.write_bytes(oci_archive([busybox_layer()]))
+    cli = subprocess.run([str(server.binary.parent / "hutch-template"), "--state-dir",
+                          str(server.state_dir), "import", str(box), "--name", "clibox"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    inspect = subprocess.run([str(server.binary.parent / "hutch-template"), "--state-dir",
+                              str(server.state_dir), "inspect", "clibox"],
+                             capture_output=True, text=True, timeout=60)
+    try:
+        assert json.loads(inspect.stdout)["ref"] == str(box.resolve()), inspect
+        assert tenant.get("/v1/templates/clibox").json["ref"] == "box.tar"
+    finally:
+        assert server.api().delete("/v1/templates/clibox").status == 204
+
+    arc = oci_archive([busybox_layer()])
+    admin = server.api()
+    assert upload(admin, "/v1/templates/import?name=pubref&public=true", arc).status == 201
+    try:
+        listed = {t["name"]: t for t in tenant.get("/v1/templates").json["templates"]}
+        assert listed["pubref"]["public"] is True
+        assert listed["pubref"]["ref"] == "upload@sha256:" + hashlib.sha256(arc).hexdigest()
+        r = tenant.post("/v1/templates", {"name": "pubref-built",
+                                          "dockerfile": "FROM pubref\nENV X=1\n"}, timeout=300)
+        assert r.status == 201 and r.json["ref"] == "Dockerfile", r
+        assert tenant.delete("/v1/templates/pubref-built").status == 204
+    finally:
+        assert admin.delete("/v1/templates/pubref").status == 204
+
+
 @pytest.mark.parametrize("case", ["escape", "garbage", "bad_digest"])
 def test_hostile_archives_fail_cleanly(server, tenant, case):
     if case == "escape":
@@ -430,6 +468,15 @@ def test_dockerfile_build_with_an_uploaded_context(server, tenant):
                     timeout=300)
     assert 400 <= r.status < 500 and err(r)[1] == "step_failed", r
     assert tenant.get("/v1/templates/broken").status == 404
+    # A context that is no tar: the job's error names it by its place, not
+    # by where the server keeps it (the client's check reads the job too).
+    junk = upload(tenant, "/v1/templates/contexts", b"no tar at all " * 64).json["id"]
+    r = tenant.post("/v1/templates", {"name": "junk", "dockerfile": "FROM buildbase\n",
+                                      "context": junk}, headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    wait_for(lambda: tenant.get(r.headers["Location"]).json["status"] == "error", 60)
+    failed = tenant.get(r.headers["Location"]).json["log"][-1]
+    assert failed["message"].startswith("context tar 1: "), failed
     for n in ("built", "buildbase"):
         assert tenant.delete(f"/v1/templates/{n}").status == 204
     assert tmp_left(server) == []
@@ -490,6 +537,8 @@ def test_a_job_whose_program_cannot_run_fails_cleanly(tmp_path, build, monkeypat
         api = s.api()
         r = api.post("/v1/templates", {"name": "nope", "from": "example.org/a:b"})
         assert r.status == 500 and error_of(r) == "internal", r
+        # The answer says what failed; the program's path is the operator's.
+        assert f"run {tmp_path}/bin/hutch-template" in s.log_text()
         assert api.get("/v1/templates/nope").status == 404
         assert api.get("/healthz").status == 200
     finally:

@@ -178,3 +178,24 @@ def test_volumes_survive_a_restart(tmp_path):
         assert run(api, sid, "cat /d/f")[0] == "before\nafter\n"
     finally:
         assert s.stop() == 0
+
+
+def test_an_internal_error_names_no_host_path(tmp_path):
+    """An internal failure says what failed, not where the host keeps it
+    (issue 41, no host paths): with STATE/volumes not a directory, making a
+    volume fails 500 and its message says "(the state directory)" where
+    the image's path was; the whole path is on the server's stderr for the
+    operator. The client's check (hostpaths.py) fails an answer with it."""
+    s = Server(BUILD / "hutch-serve", tmp_path / "state").start()
+    try:
+        vols = s.state_dir / "volumes"
+        if vols.is_dir():
+            vols.rmdir()
+        vols.write_text("")
+        r = s.api().post("/v1/volumes", {"name": "v", "size_mb": 16})
+        assert r.status == 500 and error_of(r) == "internal", r
+        assert r.json["error"]["message"].startswith("volume image (the state directory): "), r
+        assert f"{vols}/vol_" in s.log_text()
+        assert s.api().get("/healthz").status == 200
+    finally:
+        assert s.stop() == 0

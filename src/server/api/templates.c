@@ -17,12 +17,20 @@
 #include "http/body.h"
 #include "http/json.h"
 
-/* A record as a tenant sees it: whose it is said as public or not. */
+/* A record as a tenant sees it: whose it is said as public or not, and
+ * where it came from without the host's directories. `hutch template
+ * import PATH` and `build CONTEXT` record the path the operator gave
+ * (theirs to see in `hutch template ls`), and such a template is public:
+ * every tenant would read where the operator keeps images. The name the
+ * operator gave the file is shown, the directories above it are not. */
 json_t *templates_view(json_t *rec) {
   json_t *o = json_deep_copy(rec);
   const char *owner = json_string_value(json_object_get(rec, "owner"));
   json_object_set_new(o, "public", json_boolean(!owner || !*owner));
   json_object_del(o, "owner");
+  const char *ref = json_string_value(json_object_get(rec, "ref"));
+  if (ref && ref[0] == '/')
+    json_object_set_new(o, "ref", json_string(strrchr(ref, '/') + 1));
   return o;
 }
 
@@ -342,8 +350,12 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
                      char *name) {
   struct hutch_err err = {0};
   bool public = strncmp(name, "+", 1) == 0;
+  /* The record names the upload by its sha256 (what the client can check
+   * its archive against), not by its path under the state directory. */
+  char ref[80];
+  snprintf(ref, sizeof ref, "upload@sha256:%s", tpl_upload_digest(u));
   struct template_spec spec = {.name = name + public, .public = public, .kind = "import",
-                               .source = tpl_upload_path(u)};
+                               .source = tpl_upload_path(u), .ref = ref};
   struct template_job *j = templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
   if (j)
     templates_answer(c, j);

@@ -311,6 +311,7 @@ int server_open(struct server *srv, const struct http_handlers *h,
                 const struct serve_fronts *fronts, struct hutch_err *err) {
   srv->fronts = fronts;
   http_server_init(&srv->http, srv->loop, srv, h, srv->cfg.max_conns);
+  srv->http.private_dir = srv->cfg.state_dir;
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)
     return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");

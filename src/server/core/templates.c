@@ -417,7 +417,9 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
     j->handles = 2;
     uv_close((uv_handle_t *)&j->out, spawn_undone);
     uv_close((uv_handle_t *)&j->proc, spawn_undone);
-    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "run %s: %s", prog, uv_strerror(r));
+    /* The program's path is the host's: the operator reads it here. */
+    fprintf(stderr, "hutch serve: run %s: %s\n", prog, uv_strerror(r));
+    return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "run hutch-template: %s", uv_strerror(r));
   }
   uv_timer_init(j->srv->loop, &j->linger);
   j->linger.data = j;
@@ -534,7 +536,7 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
                       struct hutch_err *err) {
   j->steps = xcalloc(3, sizeof *j->steps);
   if (strcmp(s->kind, "import") == 0) {
-    j->steps[j->nsteps++] = argv_of("import", s->source, "--name", s->name, NULL);
+    j->steps[j->nsteps++] = argv_of("import", s->source, "--ref", s->ref, "--name", s->name, NULL);
   } else if (strcmp(s->kind, "pull") == 0) {
     j->steps[j->nsteps++] = s->insecure ? argv_of("pull", "--insecure", s->source, "--name",
                                                   s->name, NULL)
@@ -557,11 +559,15 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
       v[n + 1] = xstrdup(ctx);
       j->steps[j->nsteps++] = v;
     }
-    /* build -f DF -t NAME[:TAG]... [--no-cache] CONTEXT */
+    /* build -f DF -t NAME[:TAG]... [--no-cache] --ref Dockerfile CONTEXT: the
+     * record says the template came from a Dockerfile, not from the
+     * context's path, which is the host's. */
     size_t ntags = json_array_size(s->tags);
-    char **v = xcalloc(ntags * 2 + 8, sizeof *v);
+    char **v = xcalloc(ntags * 2 + 10, sizeof *v);
     size_t n = 0;
     v[n++] = xstrdup("build");
+    v[n++] = xstrdup("--ref");
+    v[n++] = xstrdup("Dockerfile");
     v[n++] = xstrdup("-f");
     v[n++] = xstrdup(df);
     for (size_t i = 0; i < (ntags ? ntags : 1); i++) {

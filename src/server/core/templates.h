@@ -125,6 +125,7 @@ struct template_spec {
   bool public;
   const char *kind;      /* "import", "pull", "build" */
   const char *source;    /* import: the archive; pull: the reference */
+  const char *ref;       /* import: what its record says it came from (never a host path) */
   bool insecure;         /* pull: plain http (loopback registries only) */
   const char *dockerfile; /* build: its text */
   char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */

@@ -58,8 +58,51 @@ const char *http_connect_code(enum hutch_errkind kind, const char *code) {
   return kinds[checked(kind)].connect;
 }
 
+/* Whether ch ends a path quoted in a message ("open /x/y: ...", "'/x'"). */
+static bool path_end(char ch) {
+  return !ch || strchr(" \t\n'\"`,;:=()<>[]{}", ch);
+}
+
+/* msg, with every path under the state directory said as "(the state
+ * directory)", into out. An error's message goes to whoever asked, a
+ * tenant; the state directory's layout is the host's, and under its
+ * images/tmp/ a path holds the server's pid. An internal error still says
+ * what failed ("write (the state directory): No space left on device");
+ * the operator finds the whole message on the server's stderr. Messages
+ * quote paths of hutch's own making here (the state directory is never a
+ * sandbox's path), so a quoted prefix of it is the host's. */
+static const char *hide_private(const struct http_conn *c, const char *msg, char *out,
+                                size_t cap) {
+  const char *dir = c->hs ? c->hs->private_dir : NULL;
+  size_t n = dir ? strlen(dir) : 0;
+  while (n > 1 && dir[n - 1] == '/')
+    n--;
+  if (n < 2)
+    return msg;
+  size_t len = 0;
+  bool hidden = false;
+  for (const char *p = msg; *p && len + 1 < cap;) {
+    if (strncmp(p, dir, n) == 0 && (p[n] == '/' || path_end(p[n]))) {
+      len += (size_t)snprintf(out + len, cap - len, "(the state directory)");
+      len = len < cap ? len : cap - 1;
+      for (p += n; !path_end(*p); p++)
+        ;
+      hidden = true;
+      continue;
+    }
+    out[len++] = *p++;
+  }
+  out[len] = '\0';
+  if (!hidden)
+    return msg;
+  fprintf(stderr, "hutch serve: %s\n", msg);
+  return out;
+}
+
 static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code,
                    const char *msg, unsigned retry_s) {
+  char hidden[sizeof ((struct hutch_err *)0)->msg];
+  msg = hide_private(c, msg, hidden, sizeof hidden);
   kind = checked(kind);
   int status = kinds[kind].status;
   code = code ? code : kinds[kind].code;

@@ -65,6 +65,7 @@ struct http_server {
   uv_loop_t *loop;
   struct server *owner; /* handed to the handlers, and as each connection's srv */
   const struct http_handlers *h;
+  const char *private_dir; /* no error answer names it (the state directory): errors.c */
   unsigned max_conns;
   bool stopping;
   struct http_conn *conns;
