@@ -102,12 +102,13 @@ def test_two_tenants_holding_every_slot_make_a_third_wait_not_fail(server, box):
     assert tmp_left(server) == []
 
 
-def test_a_tenant_past_its_queue_is_refused_and_so_is_its_import_before_the_body(server, box):
-    """A tenant holds its share of the slots and queues more, up to its
-    queue's bound: the next job is a 429 naming the bound. An import then
-    (8 GiB announced, Expect: 100-continue) is refused from its headers:
-    not one byte of the body is asked for or read, where the old server
-    took the whole body to disk before its job's refusal."""
+def test_an_import_the_queue_would_refuse_is_refused_before_its_body(server, box):
+    """A tenant holds its share of the slots and queues jobs until one is
+    refused. An import then (8 GiB announced, Expect: 100-continue) is
+    refused from its headers: not one byte of the body is asked for or
+    read, where the old server took the whole body to disk before the
+    job's 429. The refusal is the queue's bound, named, with Retry-After;
+    another tenant is not held up by this one's queue."""
     t = tenant_of(server)
     jobs = []
     try:
@@ -116,17 +117,17 @@ def test_a_tenant_past_its_queue_is_refused_and_so_is_its_import_before_the_body
             if r.status != 202:
                 break
             jobs.append((t, r))
-        assert len(jobs) == SHARE + QUEUED, jobs
         assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
-        assert f"maximum of {QUEUED} template jobs queued" in r.json["error"]["message"], r
-        assert r.headers.get("Retry-After"), r
-        assert [job(t, r)["status"] for _, r in jobs[SHARE:]] == ["queued"] * QUEUED
 
         status, body = headers_only(server.port, t.key, "/v1/templates/import?name=big",
                                     8 << 30)
         assert status == 429 and body["error"]["code"] == "quota_exceeded", (status, body)
         assert f"{QUEUED} template jobs queued" in body["error"]["message"], body
-        # Another tenant is not held up by this one's queue.
+
+        assert len(jobs) == SHARE + QUEUED, jobs
+        assert f"maximum of {QUEUED} template jobs queued" in r.json["error"]["message"], r
+        assert r.headers.get("Retry-After"), r
+        assert [job(t, r)["status"] for _, r in jobs[SHARE:]] == ["queued"] * QUEUED
         other = tenant_of(server)
         r = upload(other, "/v1/templates/import?name=mine", oci_archive([busybox_layer()]),
                    headers={"Prefer": "respond-async"})
