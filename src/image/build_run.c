@@ -133,22 +133,27 @@ static int exec_loop(struct run_client *c, int sfd, struct hutch_err *err) {
   return r;
 }
 
+/* The interrupts a RUN step answers by cleaning up (exec_loop). */
+static void interrupts(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGINT);
+  sigaddset(set, SIGTERM);
+  sigaddset(set, SIGHUP);
+}
+
+/* With the interrupts blocked (build_run): one that came while the
+ * sandbox was being made is read here, pending. */
 static int run_exec(struct build *b, int conn_fd, const char *req, size_t len,
                     struct hutch_verdict *v, struct hutch_err *err) {
   struct run_client c = {.b = b, .v = v};
   hutch_conn_init(&c.conn, conn_fd);
   hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, RUN_STREAM, req, len);
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  sigprocmask(SIG_BLOCK, &set, &old);
+  sigset_t set;
+  interrupts(&set);
   int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   int r = sfd < 0 ? hutch_err_set(err, errno, "signalfd") : exec_loop(&c, sfd, err);
   if (sfd >= 0)
     close(sfd);
-  sigprocmask(SIG_SETMASK, &old, NULL);
   for (int i = 0; i < 2; i++) {
     if (c.partial[i])
       build_log(b, c.partial[i], strlen(c.partial[i]), i == 1);
@@ -284,6 +289,15 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   };
   struct hutch_sandbox *sb = NULL;
   struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};
+  /* An interrupt (the server cancelling the job, or stopping) waits from
+   * here until the sandbox is destroyed: one that came while the sandbox
+   * was being made killed the build there, and left the sandbox's cgroups
+   * (its processes die with the build) behind on the host. Blocked, it
+   * fails the step as soon as the command runs, or ends the build once
+   * the sandbox is gone. */
+  sigset_t set, old;
+  interrupts(&set);
+  sigprocmask(SIG_BLOCK, &set, &old);
   if (hutch_config_check(&cfg, err) < 0 || hutch_sandbox_create(&cfg, &sb, err) < 0) {
     r = hutch_err_wrap(err, "build sandbox");
   } else {
@@ -302,6 +316,7 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
     if (hutch_sandbox_destroy(sb, &derr) < 0 && r == 0)
       r = hutch_err_wrap(&derr, "build sandbox teardown"), *err = derr;
   }
+  sigprocmask(SIG_SETMASK, &old, NULL);
   hutch_images_stack_free(rootfs, layers, nlayers);
   return r;
 }

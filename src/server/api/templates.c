@@ -150,6 +150,11 @@ static void await_end(struct template_job *j, void *arg) {
 
 static const struct template_watch await_watch = {.end = await_end};
 
+/* Whether j has its end still to come: running, or queued for a slot. */
+static bool job_live(const struct template_job *j) {
+  return j->state == TJOB_QUEUED || j->state == TJOB_BUILDING;
+}
+
 void templates_answer(struct http_conn *c, struct template_job *j) {
   if (wants_async(c) && !wants_ndjson(c)) {
     _cleanup_free_ char *loc = xasprintf("Location: /v1/templates/jobs/%s\r\n", j->id);
@@ -163,7 +168,7 @@ void templates_answer(struct http_conn *c, struct template_job *j) {
   if (!wants_ndjson(c)) {
     struct await *a = xcalloc(1, sizeof *a);
     http_wait_begin(&a->w, c);
-    if (j->state == TJOB_BUILDING)
+    if (job_live(j))
       templates_watch(j, &await_watch, a);
     else
       await_end(j, a);
@@ -176,15 +181,15 @@ void templates_answer(struct http_conn *c, struct template_job *j) {
   json_t *first = json_pack("{s:s,s:s,s:s}", "event", "job", "id", j->id, "name", j->name);
   follow_send(c, first);
   json_decref(first);
-  if (j->state == TJOB_BUILDING) {
-    templates_watch(j, &follow_watch, f);
-    return;
-  }
-  /* Ended already (it failed to start): its last events, then the end. */
+  /* Its events so far (queued: why; ended already, as it failed to
+   * start: its last), then the rest as they come, or the end. */
   size_t i;
   json_t *ev;
   json_array_foreach(j->log, i, ev) follow_send(c, ev);
-  follow_end(j, f);
+  if (job_live(j))
+    templates_watch(j, &follow_watch, f);
+  else
+    follow_end(j, f);
 }
 
 /* {"name", "from": REF, "insecure"} pulls; {"name", "dockerfile", "context":
@@ -375,6 +380,16 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
   }
   if (public && !p->admin) {
     http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key publishes templates");
+    return;
+  }
+  /* The body may be 8 GiB, written to disk as it comes: a job the queue
+   * would refuse is refused before a byte of it is read, as the disk
+   * quota refuses a Content-Length too large for it (templates_receive),
+   * not after the upload filled the disk and held the connection. The
+   * job is admitted again once the body is in. */
+  struct hutch_err err = {0};
+  if (tplqueue_room(c->srv, p, &err) < 0) {
+    http_fail(c, &err);
     return;
   }
   /* The name rides along to the end; a '+' before it says public. */

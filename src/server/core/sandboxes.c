@@ -55,10 +55,11 @@ int sandboxes_check_room(struct server *srv, const struct principal *p, uint64_t
     return -1;
   uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
   uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
-  /* Creates under way count as live sandboxes (tally.h). */
+  /* Creates under way and the RUN sandboxes of template builds count as
+   * live sandboxes (tally.h). */
   const struct tally *t = tally_of(srv, p->tenant);
-  uint64_t n = t ? t->sandboxes + t->creating : 0, mem = t ? t->memory_mb : 0;
-  uint64_t all = srv->nsandboxes + srv->ncreating;
+  uint64_t n = t ? t->sandboxes + t->creating + t->builds : 0, mem = t ? t->memory_mb : 0;
+  uint64_t all = srv->nsandboxes + srv->ncreating + srv->nbuilds;
   if (n + count > max_sbx)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "tenant %s may run at most %llu sandboxes", p->tenant,

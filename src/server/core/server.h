@@ -154,10 +154,11 @@ struct server {
   struct sbx **by_id;    /* the same by id: nby_id chains (sbx.c) */
   unsigned nby_id;
   /* What is held now (tally.h): each tenant's counts by name, and the
-   * server's: creates under way, listed sandboxes' own descriptors, their
-   * relayed connections, the paused ones, those of the gvisor tier. */
+   * server's: creates under way, template builds' RUN sandboxes, listed
+   * sandboxes' own descriptors, their relayed connections, the paused
+   * ones, those of the gvisor tier. */
   struct tally **tallies;
-  unsigned ncreating, sandbox_fds, relays, npaused, ngvisor;
+  unsigned ncreating, nbuilds, sandbox_fds, relays, npaused, ngvisor;
   unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx.c) */
   struct pool *pools;
   uv_timer_t refill;

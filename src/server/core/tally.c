@@ -45,25 +45,37 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating)
+  if (t->sandboxes || t->creating || t->builds)
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
   free(t);
 }
 
-void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
-  struct tally *t = get(srv, tenant);
+/* One more (on) or one fewer of t's mine and the server's all, with its
+ * memory. */
+static void held(struct server *srv, struct tally *t, unsigned *mine, unsigned *all,
+                 uint64_t memory_mb, bool on) {
   if (on) {
-    t->creating++;
+    (*mine)++;
+    (*all)++;
     t->memory_mb += memory_mb;
-    srv->ncreating++;
   } else {
-    t->creating--;
+    (*mine)--;
+    (*all)--;
     t->memory_mb -= memory_mb;
-    srv->ncreating--;
   }
   put(srv, t);
+}
+
+void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
+  struct tally *t = get(srv, tenant);
+  held(srv, t, &t->creating, &srv->ncreating, memory_mb, on);
+}
+
+void tally_building(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
+  struct tally *t = get(srv, tenant);
+  held(srv, t, &t->builds, &srv->nbuilds, memory_mb, on);
 }
 
 static void relays_counted(struct relay_set *set, struct tally *t, struct server *srv) {

@@ -13,14 +13,15 @@ struct server;
 struct sbx;
 struct relay_set;
 
-/* A tenant's counts; there is one only while it has a sandbox listed or
- * being made. */
+/* A tenant's counts; there is one only while it has a sandbox listed, being
+ * made or building a template. */
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
   unsigned sandboxes; /* listed (sbx_register) */
   unsigned creating;  /* being made (core/sandboxes.c) */
-  uint64_t memory_mb; /* of both */
+  unsigned builds;    /* RUN sandboxes of its template builds running (tplqueue.c) */
+  uint64_t memory_mb; /* of all three */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
 };
@@ -29,6 +30,9 @@ struct tally {
 const struct tally *tally_of(const struct server *srv, const char *tenant);
 /* A create under way: counted (on) or not any more (off). */
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
+/* A template build's RUN sandbox (made by hutch-template, not listed):
+ * counted while the build runs (on), not once it ended (off). */
+void tally_building(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
 /* sb listed (on) or out of the registry (off): it, its descriptors and
  * its relays counted, for its tenant and the server. */
 void tally_listed(struct server *srv, struct sbx *sb, bool on);

@@ -30,6 +30,7 @@
 #include "core/keys.h"
 #include "core/server.h"
 #include "core/tplfiles.h"
+#include "core/tplqueue.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
@@ -302,9 +303,9 @@ static void linger_due(uv_timer_t *t) {
 
 /* A tenant's job past its time: its child is killed, the job fails. Each
  * step is bounded (a RUN step by --timeout, a pull by its low-speed
- * limit), but a Dockerfile may hold many: without this, two tenants'
- * long jobs would hold every slot of the server (TEMPLATE_JOBS_SERVER)
- * for as long as they like. */
+ * limit), but a Dockerfile may hold many: without this, a tenant's long
+ * jobs would hold their slots (TEMPLATE_JOBS_SERVER), and everyone else's
+ * jobs wait in the queue, for as long as they like. */
 static void kill_due(uv_timer_t *t) {
   struct template_job *j = t->data;
   uv_process_kill(&j->proc, SIGKILL);
@@ -450,13 +451,18 @@ static void free_steps(struct template_job *j) {
 }
 
 /* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
- * never keep, which its caller still holds. Only its tenant's: another
- * tenant's jobs are never pushed out by this one's. */
+ * never keep, which its caller still holds (nor the job whose end
+ * started keep, tplqueue.h), nor a job whose failed spawn's handles are
+ * still closing. Only its tenant's: another tenant's
+ * jobs are never pushed out by this one's. Queued jobs are bounded by the
+ * queue (TEMPLATE_JOBS_QUEUED). */
 static void forget_old(struct templates *t, const struct template_job *keep) {
   size_t ended = 0;
   for (struct template_job **pp = &t->jobs; *pp;) {
     struct template_job *j = *pp;
-    if (j->state != TJOB_BUILDING && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
+    bool live = j->state == TJOB_QUEUED || j->state == TJOB_BUILDING || j->handles ||
+                j == t->queue.ending;
+    if (!live && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
         ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
       *pp = j->next;
       job_free(j);
@@ -510,14 +516,7 @@ static void job_ended(struct template_job *j) {
   if (w && w->end)
     w->end(j, j->watch_arg);
   forget_old(templates_state(j->srv), j);
-}
-
-static unsigned running(const struct templates *t, const char *tenant) {
-  unsigned n = 0;
-  for (const struct template_job *j = t->jobs; j; j = j->next)
-    if (j->state == TJOB_BUILDING && (!tenant || strcmp(j->tenant, tenant) == 0))
-      n++;
-  return n;
+  tplqueue_ended(j);
 }
 
 static char **argv_of(const char *first, ...) {
@@ -577,6 +576,10 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
     }
     if (s->no_cache)
       v[n++] = xstrdup("--no-cache");
+    /* Its RUN sandbox has the memory its tenant is counted for. */
+    j->run_memory_mb = tplqueue_run_memory_mb();
+    v[n++] = xstrdup("--memory");
+    v[n++] = xasprintf("%llu", (unsigned long long)j->run_memory_mb);
     v[n++] = xstrdup(ctx);
     j->steps[j->nsteps++] = v;
   } else {
@@ -662,7 +665,6 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
 static int begin_check(struct template_job *j, const struct principal *p,
                        const struct template_spec *spec, struct hutch_err *err) {
   struct server *srv = j->srv;
-  struct templates *t = templates_state(srv);
   if (!spec_ok(spec, p, err))
     return -1;
   /* A build's RUN steps run in the ns tier (HUTCH_CAN_BUILD). */
@@ -673,21 +675,27 @@ static int begin_check(struct template_job *j, const struct principal *p,
                           hutch_isolation_name(srv->cfg.isolation_min));
   if (srv->stopping)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
-  if (running(t, p->tenant) >= TEMPLATE_JOBS_TENANT)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "tenant %s runs its maximum of %d template jobs at once", p->tenant,
-                          TEMPLATE_JOBS_TENANT);
-  if (running(t, NULL) >= TEMPLATE_JOBS_SERVER)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "the server runs its maximum of %d template jobs at once",
-                          TEMPLATE_JOBS_SERVER);
-  if (!j->admin)
-    j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (!*j->owner)
     return 0;
-  if (disk_room(srv, p, 0, err) < 0)
+  return disk_room(srv, p, 0, err);
+}
+
+/* A queued job's turn: its disk cap as its quota is now (a full quota
+ * fails it, as it would have been refused), its deadline from now, its
+ * child. */
+int templates_launch(struct template_job *j, struct hutch_err *err) {
+  struct server *srv = j->srv;
+  struct principal p = {0};
+  str_copy(p.tenant, sizeof p.tenant, j->tenant);
+  if (*j->owner && disk_room(srv, &p, 0, err) < 0)
     return -1;
-  j->max_bytes = disk_quota_left(srv, p);
+  if (*j->owner)
+    j->max_bytes = disk_quota_left(srv, &p);
+  if (!j->admin)
+    j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
+  if (job_spawn(j, err) < 0)
+    return -1;
+  j->state = TJOB_BUILDING;
   return 0;
 }
 
@@ -703,12 +711,18 @@ int templates_begin(struct template_job *j, const struct principal *p,
   j->workdir = workdir;
   free(j->kind);
   j->kind = xstrdup(spec->kind);
+  char why[192] = "";
   if (begin_check(j, p, spec, err) < 0 || spec_steps(j, spec, workdir, err) < 0 ||
-      job_spawn(j, err) < 0) {
+      tplqueue_admit(j, p, why, sizeof why, err) < 0) {
     templates_fail(j, err);
     return -1;
   }
-  j->state = TJOB_BUILDING;
+  if (j->state == TJOB_QUEUED) {
+    json_t *ev = json_pack("{s:s,s:s,s:I}", "event", "queued", "message", why, "time",
+                           (json_int_t)time(NULL) * 1000);
+    job_event(j, ev, false);
+    json_decref(ev);
+  }
   return 0;
 }
 
@@ -746,7 +760,7 @@ struct template_job *templates_job(struct server *srv, const struct principal *p
   return NULL;
 }
 
-static const char *const state_names[] = {"waiting", "building", "ready", "error"};
+static const char *const state_names[] = {"waiting", "queued", "building", "ready", "error"};
 
 json_t *templates_job_json(const struct template_job *j, size_t log_from) {
   json_t *log = json_array();
@@ -772,14 +786,14 @@ void templates_watch(struct template_job *j, const struct template_watch *w, voi
 }
 
 void templates_fail(struct template_job *j, const struct hutch_err *err) {
-  if (j->state != TJOB_WAITING)
+  if (j->state != TJOB_WAITING && j->state != TJOB_QUEUED)
     return;
   j->err = *err;
   job_ended(j);
 }
 
 void templates_cancel(struct template_job *j) {
-  if (j->state == TJOB_WAITING) {
+  if (j->state == TJOB_WAITING || j->state == TJOB_QUEUED) {
     struct hutch_err err = {0};
     hutch_err_fail(&err, HUTCH_ERR_CONFLICT, "cancelled", "the job was cancelled");
     j->cancelled = true;
@@ -794,13 +808,14 @@ void templates_cancel(struct template_job *j) {
     job_kill(j);
 }
 
-/* A stopping server ends its jobs as a cancel does: SIGTERM, for a build
- * to tear down the sandbox of its RUN step (a SIGKILL would leave its
- * cgroups behind), then SIGKILL after TEMPLATE_KILL_GRACE_MS; the loop
- * runs until they are gone. */
+/* A stopping server fails its queued jobs, and ends its running ones as a
+ * cancel does: SIGTERM, for a build to tear down the sandbox of its RUN
+ * step (a SIGKILL would leave its cgroups behind), then SIGKILL after
+ * TEMPLATE_KILL_GRACE_MS; the loop runs until they are gone. */
 void templates_stop(struct server *srv) {
   if (!srv->templates)
     return;
+  tplqueue_stop(srv);
   for (struct template_job *j = srv->templates->jobs; j; j = j->next)
     if (j->spawned && !j->exited)
       job_kill(j);
@@ -820,6 +835,7 @@ void templates_free(struct server *srv) {
     t->tokens = k->next;
     free(k);
   }
+  tplqueue_free(srv);
   free(t);
   srv->templates = NULL;
 }

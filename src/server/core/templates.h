@@ -14,14 +14,18 @@
 #include "err.h"
 #include "images.h"
 #include "core/offload.h"
+#include "core/tplqueue.h"
 
 struct server;
 struct principal;
 
-/* Jobs running at once, per tenant and on the server (the machine's
- * cores do the builds); more are refused 429 quota_exceeded. */
-#define TEMPLATE_JOBS_TENANT 2
+/* Jobs running at once on the server (the machine's cores do the
+ * builds), and a tenant's share of them; more wait their turn in the
+ * queue (tplqueue.h), up to TEMPLATE_JOBS_QUEUED of each tenant, past
+ * which a job is refused 429 quota_exceeded. */
 #define TEMPLATE_JOBS_SERVER 4
+#define TEMPLATE_JOBS_TENANT 2
+#define TEMPLATE_JOBS_QUEUED 8
 /* One event line of a child, and the events and bytes a job's log keeps
  * (what a tenant's kept jobs hold of the server's memory: a RUN step may
  * print without end). */
@@ -37,8 +41,9 @@ struct principal;
  * pushes out only its own. */
 #define TEMPLATE_JOBS_KEPT 32
 
-/* WAITING: made for E2B's two-step build, no child yet. */
-enum template_job_state { TJOB_WAITING, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
+/* WAITING: made for E2B's two-step build, not started yet. QUEUED:
+ * started, waiting for its turn in a slot (tplqueue.h); no child yet. */
+enum template_job_state { TJOB_WAITING, TJOB_QUEUED, TJOB_BUILDING, TJOB_READY, TJOB_ERROR };
 
 struct template_job;
 /* Who follows a job: each event as it comes, then its end. */
@@ -69,6 +74,9 @@ struct template_job {
   size_t nsteps, step;
   char *workdir;  /* removed when the job ends (a tmpdir of the store) */
   uint64_t max_bytes; /* what the tenant's disk quota has left (0: no cap, public) */
+  uint64_t run_memory_mb; /* a build's RUN sandbox, counted while it runs (0: no build) */
+  struct template_job *qnext; /* its tenant's queue (tplqueue.c) */
+  bool in_queue, slot; /* queued; holding one of the server's slots */
   uv_process_t proc;
   uv_pipe_t out;
   uv_timer_t linger;
@@ -93,10 +101,11 @@ struct template_token {
   uint64_t expires_ns;
 };
 
-/* The server's (srv->templates, made on first use): the jobs, the upload
- * tokens. */
+/* The server's (srv->templates, made on first use): the jobs, their
+ * queue, the upload tokens. */
 struct templates {
   struct template_job *jobs; /* newest first */
+  struct tplqueue queue;
   struct template_token *tokens;
 };
 struct templates *templates_state(struct server *srv);
@@ -133,8 +142,9 @@ struct template_spec {
   json_t *tags;          /* build: its tags, or NULL: latest */
 };
 /* Start a job for p: -1 and err (invalid_argument, forbidden for a public
- * one without the admin key, quota_exceeded when too many run or the
- * tenant's disk is full, internal), else the job (the server's; it lives
+ * one without the admin key, quota_exceeded when the tenant's queue is
+ * full, its disk is, or its quotas hold no RUN sandbox for a build,
+ * internal), else the job, running or queued (the server's; it lives
  * until forgotten, TEMPLATE_JOBS_KEPT after it ended). workdir is taken
  * either way. */
 struct template_job *templates_start(struct server *srv, const struct principal *p,
@@ -148,7 +158,8 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
                                        struct hutch_err *err);
 int templates_begin(struct template_job *j, const struct principal *p,
                     const struct template_spec *spec, char *workdir, struct hutch_err *err);
-/* End a job still waiting with err (its start could not be made). */
+/* End a job still waiting or queued with err (its start could not be
+ * made). */
 void templates_fail(struct template_job *j, const struct hutch_err *err);
 /* The builds of p's template name (its own), each with its tags. */
 json_t *templates_builds(struct server *srv, const struct principal *p, const char *name);
@@ -165,10 +176,11 @@ struct template_job *templates_job(struct server *srv, const struct principal *p
 json_t *templates_job_json(const struct template_job *j, size_t log_from);
 /* Follow j (one watcher at a time; NULL stops): events from now on. */
 void templates_watch(struct template_job *j, const struct template_watch *w, void *arg);
-/* Cancel a running job: its child is killed, the job fails "cancelled". */
+/* Cancel a job: a running one's child is killed; the job fails
+ * "cancelled". */
 void templates_cancel(struct template_job *j);
-/* At stop: every child ended (SIGTERM, then SIGKILL); the jobs are freed
- * after the loop. */
+/* At stop: every queued job failed "stopping", every child ended
+ * (SIGTERM, then SIGKILL); the jobs are freed after the loop. */
 void templates_stop(struct server *srv);
 void templates_free(struct server *srv);
 

@@ -256,7 +256,9 @@ static json_t *log_entry(json_t *ev) {
   return o;
 }
 
-static const char *const statuses[] = {"waiting", "building", "ready", "error"};
+/* E2B's BuildStatus for each state: a queued job is "waiting", which
+ * its SDK polls on as it does "building". */
+static const char *const statuses[] = {"waiting", "waiting", "building", "ready", "error"};
 
 /* ?logsOffset=N: the log from its Nth event. */
 void e2b_templates_status(struct http_conn *c, const struct principal *p) {
