@@ -562,7 +562,9 @@ static int spec_steps(struct template_job *j, const struct template_spec *s, con
      * record says the template came from a Dockerfile, not from the
      * context's path, which is the host's. */
     size_t ntags = json_array_size(s->tags);
-    char **v = xcalloc(ntags * 2 + 10, sizeof *v);
+    /* build, --ref and -f with theirs, --no-cache, --memory N, the
+     * context and the NULL: 10, and each -t NAME (one when no tags). */
+    char **v = xcalloc(2 * (ntags ? ntags : 1) + 10, sizeof *v);
     size_t n = 0;
     v[n++] = xstrdup("build");
     v[n++] = xstrdup("--ref");
