@@ -67,8 +67,26 @@ int main(void) {
   leaves("HTTP/1.1 200 OK\r\nX-Fold: a\r\n " SECRET "\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n",
          "a folded line");
 
+  leaves("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\n"
+         "X-T: " SECRET "\r\nX-U: u\r\n\r\nafter",
+         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n0\r\n"
+         "X-U: u\r\n\r\nafter",
+         "a chunked body's trailers are headers too");
+  leaves("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+         "a chunked body without trailers");
+  leaves("HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\nnext",
+         "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\nnext",
+         "no body after a 304, whatever it says");
+
   int rc;
-  char *out = scrubbed("NOT HTTP\r\n\r\n", 0, &rc);
+  char *out = scrubbed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, &rc);
+  ok(rc == -2, "a chunked body it cannot follow: cut after the head");
+  free(out);
+  out = scrubbed("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", 0, &rc);
+  ok(rc == 0 && strstr(out, "\r\n\r\n5\r\nhel"), "the body goes on as it comes: %s", out);
+  free(out);
+  out = scrubbed("NOT HTTP\r\n\r\n", 0, &rc);
   ok(rc < 0 && !*out, "no HTTP: refused, nothing goes on");
   free(out);
   out = scrubbed("HTTP/1.1 200 OK\r\nX-A: b\r\n", 0, &rc);

@@ -25,11 +25,15 @@ struct field {
   size_t nname, nvalue;
 };
 
+/* Where in the answer it is: its heads; a chunked body, passed on as it
+ * is up to its last chunk; that body's trailers (headers too); past it. */
+enum scrub_phase { SCRUB_HEADS, SCRUB_BODY, SCRUB_TRAILERS, SCRUB_DONE };
+
 struct scrub {
   struct needle *needles;
   size_t nneedles;
   http_parser parser;
-  bool done;
+  enum scrub_phase phase;
   size_t head_bytes;
   char *reason;
   size_t nreason;
@@ -203,27 +207,36 @@ static int on_value(http_parser *p, const char *at, size_t n) {
   return 0;
 }
 
-static int on_head_done(http_parser *p) {
+static int pause_here(http_parser *p) {
   http_parser_pause(p, 1);
   return 0;
 }
 
-static const http_parser_settings settings = {
+/* The last chunk's size line has been read: its trailers follow. */
+static int on_chunk_header(http_parser *p) {
+  if (p->content_length == 0)
+    http_parser_pause(p, 1);
+  return 0;
+}
+
+static const http_parser_settings head_settings = {
     .on_status = on_status,
     .on_header_field = on_field,
     .on_header_value = on_value,
-    .on_headers_complete = on_head_done,
+    .on_headers_complete = pause_here,
 };
 
-/* The head as parsed, written anew into out without what carries a
- * secret. */
-static void write_head(struct scrub *s, char **out, size_t *nout) {
-  const http_parser *p = &s->parser;
-  bool reason_ok = s->reason && !scrub_carries(s, s->reason, s->nreason);
-  char *line = xasprintf("HTTP/%u.%u %u %s\r\n", p->http_major, p->http_minor, p->status_code,
-                         reason_ok ? s->reason : "");
-  append(out, nout, line, strlen(line));
-  free(line);
+static const http_parser_settings body_settings = {.on_chunk_header = on_chunk_header};
+
+static const http_parser_settings trailer_settings = {
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_message_complete = pause_here,
+};
+
+/* The fields as parsed, written anew into out without those that carry
+ * a secret, and the blank line. */
+static void write_fields(struct scrub *s, char **out, size_t *nout) {
   for (size_t i = 0; i < s->nfields; i++) {
     const struct field *f = &s->fields[i];
     const char *value = f->value ? f->value : "";
@@ -237,34 +250,85 @@ static void write_head(struct scrub *s, char **out, size_t *nout) {
   append(out, nout, "\r\n", 2);
 }
 
+/* The head as parsed, written anew into out without what carries a
+ * secret; the phase that follows it. */
+static enum scrub_phase write_head(struct scrub *s, char **out, size_t *nout) {
+  const http_parser *p = &s->parser;
+  bool reason_ok = s->reason && !scrub_carries(s, s->reason, s->nreason);
+  char *line = xasprintf("HTTP/%u.%u %u %s\r\n", p->http_major, p->http_minor, p->status_code,
+                         reason_ok ? s->reason : "");
+  append(out, nout, line, strlen(line));
+  free(line);
+  write_fields(s, out, nout);
+
+  /* An interim answer (100 Continue, 103 Early Hints) comes before the
+   * answer itself, whose head is checked in turn; 101 ends the HTTP. A
+   * chunked body may end with trailers, which clients take for headers
+   * (curl shows them with the head, Node as res.trailers). */
+  unsigned status = p->status_code;
+  bool chunked = (p->flags & F_CHUNKED) && status != 204 && status != 304;
+  fields_free(s);
+  if (status < 200 && status != 101) {
+    http_parser_init(&s->parser, HTTP_RESPONSE);
+    return SCRUB_HEADS;
+  }
+  return status != 101 && chunked ? SCRUB_BODY : SCRUB_DONE;
+}
+
+/* One step of the phase over data: how much of it was taken, and the
+ * parser's verdict. */
+static size_t step(struct scrub *s, const char *data, size_t n, enum http_errno *err) {
+  const http_parser_settings *set = s->phase == SCRUB_HEADS  ? &head_settings
+                                    : s->phase == SCRUB_BODY ? &body_settings
+                                                             : &trailer_settings;
+  size_t used = http_parser_execute(&s->parser, set, data, n);
+  *err = HTTP_PARSER_ERRNO(&s->parser);
+  return used;
+}
+
+/* Paused at the end of a head, the parser has not taken its last LF
+ * (already written with the head): a parser that goes on into the body
+ * takes it now, one that is done with it leaves it. */
+static size_t head_lf(struct scrub *s, const char *data, size_t n) {
+  if (!n || data[0] != '\n')
+    return 0;
+  if (s->phase == SCRUB_BODY)
+    http_parser_execute(&s->parser, &body_settings, data, 1);
+  return 1;
+}
+
 int scrub_feed(struct scrub *s, const char *data, size_t n, char **out, size_t *nout) {
-  while (!s->done && n) {
-    size_t used = http_parser_execute(&s->parser, &settings, data, n);
-    enum http_errno err = HTTP_PARSER_ERRNO(&s->parser);
-    if (err != HPE_PAUSED) {
-      if (err != HPE_OK)
-        return -1;
-      return 0; /* all taken, the head not yet whole */
-    }
-    /* Paused at the end of the head, the parser has not taken its last LF. */
-    if (used < n && data[used] == '\n')
-      used++;
+  bool head_gone = s->phase != SCRUB_HEADS;
+  while (s->phase != SCRUB_DONE && n) {
+    enum http_errno err;
+    size_t used = step(s, data, n, &err);
+    if (err != HPE_OK && err != HPE_PAUSED)
+      return head_gone ? -2 : -1;
+    if (s->phase == SCRUB_BODY)
+      append(out, nout, data, used);
     data += used;
     n -= used;
-    write_head(s, out, nout);
-    /* An interim answer (100 Continue, 103 Early Hints) comes before the
-     * answer itself, whose head is checked in turn; 101 ends the HTTP. */
-    unsigned status = s->parser.status_code;
-    fields_free(s);
-    if (status >= 200 || status == 101)
-      s->done = true;
-    else
-      http_parser_init(&s->parser, HTTP_RESPONSE);
+    if (err == HPE_OK)
+      return 0; /* all taken: the step is not over */
+
+    http_parser_pause(&s->parser, 0);
+    if (s->phase == SCRUB_HEADS) {
+      s->phase = write_head(s, out, nout);
+      head_gone = s->phase != SCRUB_HEADS;
+      size_t lf = head_lf(s, data, n);
+      data += lf;
+      n -= lf;
+    } else if (s->phase == SCRUB_BODY) {
+      s->phase = SCRUB_TRAILERS;
+    } else {
+      write_fields(s, out, nout);
+      fields_free(s);
+      s->phase = SCRUB_DONE;
+    }
   }
-  if (s->done) {
-    if (n)
-      append(out, nout, data, n);
-    return 1;
-  }
-  return 0;
+  if (s->phase != SCRUB_DONE)
+    return 0;
+  if (n)
+    append(out, nout, data, n);
+  return 1;
 }

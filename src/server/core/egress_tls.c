@@ -467,24 +467,29 @@ static bool upstream_tls(struct egress_mitm *m, uint64_t deadline_ns) {
 /* ---- both ways ---- */
 
 /* What the host sent (n bytes at buf) as it may go on to the sandbox:
- * through the scrubber until its answer's head has gone by, so that no
- * header hands a secret back (egress_scrub.h). *data and *len: what to
- * write (a new buffer when scrubbed, in *own). false when the answer is
- * no HTTP the scrubber can read: nothing of it goes on. */
-static bool from_host(struct egress_mitm *m, char *buf, size_t n, char **data, size_t *len,
-                      char **own) {
+ * through the scrubber until its answer's heads and trailers have gone
+ * by, so that no header hands a secret back (egress_scrub.h). *data and
+ * *len: what to write (a new buffer when scrubbed, in *own). 1 to go
+ * on; 0 when the answer is no HTTP the scrubber can read (nothing of it
+ * has gone on: the client is to be told); -1 to cut the connection. */
+static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, size_t *len,
+                     char **own) {
   *data = buf;
   *len = n;
   if (!m->scrub)
-    return true;
+    return 1;
   char *out = NULL;
   size_t nout = 0;
   int rc = scrub_feed(m->scrub, buf, n, &out, &nout);
   if (rc < 0) {
     free(out);
-    fail(m, 502, "%s:%u answered no HTTP head (of at most %u bytes) the proxy could check for "
-         "its secrets", m->host, m->port, SCRUB_HEAD_MAX);
-    return false;
+    if (rc == -1)
+      fail(m, 502, "%s:%u answered no HTTP head (of at most %u bytes) the proxy could check for "
+           "its secrets", m->host, m->port, SCRUB_HEAD_MAX);
+    else
+      fail(m, 0, "cut: %s:%u sent a chunked body the proxy could not follow to its trailers",
+           m->host, m->port);
+    return rc == -1 ? 0 : -1;
   }
   if (rc == 1) {
     scrub_free(m->scrub);
@@ -492,7 +497,7 @@ static bool from_host(struct egress_mitm *m, char *buf, size_t n, char **data, s
   }
   *own = *data = out;
   *len = nout;
-  return true;
+  return 1;
 }
 
 /* Move bytes both ways until both have ended, one is cut, the loop asks,
@@ -520,8 +525,9 @@ static bool pump(struct egress_mitm *m) {
           off[d] = 0;
           data[d] = buf[d];
           len[d] = (size_t)n;
-          if (d == 1 && !from_host(m, buf[d], (size_t)n, &data[d], &len[d], &own[d])) {
-            ok = false;
+          int go = d == 1 ? from_host(m, buf[d], (size_t)n, &data[d], &len[d], &own[d]) : 1;
+          if (go < 1) {
+            ok = go < 0; /* cut: part of the answer went on, no answer of the proxy's follows */
             goto out;
           }
         } else if (n < 0 && want) {
