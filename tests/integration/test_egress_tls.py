@@ -475,16 +475,21 @@ def test_plain_http_to_the_secrets_host_gets_no_secret(server, tenant, clear_ori
     to that host, on any port, used to carry it in clear to whatever
     answered there, which handed it back. Now none gets it."""
     a, b = clear_origins
-    sb = tenant.create(network={"allow": [f"localhost:{a.port}", f"localhost:{b.port}"]},
-                       secrets=[{"host": "localhost", "header": "Authorization",
-                                 "value": SECRET}])
-    sid = sb["id"]
-    for o in (a, b):
-        code, out, err = sh(tenant, sid, f"{HEADERS} -H 'Authorization: mine' "
-                                         f"http://localhost:{o.port}/clear")
-        assert out.startswith("HTTP/1.0 200"), (out, err)
-        assert o.seen[-1]["Authorization"] == "mine", o.seen  # the sandbox's own, untouched
-        assert SECRET.split()[1] not in out
+    on_443 = Origin(reflect=True, port=443)  # the rule's own port, in clear
+    try:
+        sb = tenant.create(network={"allow": [f"localhost:{a.port}", f"localhost:{b.port}",
+                                              "localhost:443"]},
+                           secrets=[{"host": "localhost", "header": "Authorization",
+                                     "value": SECRET}])
+        sid = sb["id"]
+        for o in (on_443, a, b):
+            code, out, err = sh(tenant, sid, f"{HEADERS} -H 'Authorization: mine' "
+                                             f"http://localhost:{o.port}/clear")
+            assert out.startswith("HTTP/1.0 200"), (out, err)
+            assert o.seen[-1]["Authorization"] == "mine", o.seen  # the sandbox's own
+            assert SECRET.split()[1] not in out
+    finally:
+        on_443.close()
     # A rule that names a port for TLS: a plain request to that same port
     # gets none either.
     r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"secrets": [
