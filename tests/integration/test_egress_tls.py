@@ -8,6 +8,8 @@ host's 127.0.0.1 with certificates of a CA the test makes, which the
 server trusts through --egress-ca (the host's trust store does not hold
 it); the floor is lifted for 127.0.0.1 (--egress-permit). Against both
 builds of the server."""
+import contextlib
+import fcntl
 import json
 import socket
 import time
@@ -263,12 +265,25 @@ def test_one_tenant_holds_at_most_half_the_interception_threads(server, tenant):
         raw.close()
 
 
+@contextlib.contextmanager
+def on_port_443(make):
+    """An origin make(port=443) makes on 443, the port a rule without ports
+    names: one at a time on the host (xdist runs a module's build and asan
+    groups side by side), each waiting for the last to close."""
+    with open("/tmp/hutch-test-port-443.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        o = make(port=443)
+        try:
+            yield o
+        finally:
+            o.close()
+
+
 @pytest.fixture
 def origin_443(certs):
-    """The good origin on 443, the port a rule without ports names."""
-    o = tls_origin(certs / "good.crt", certs / "good.key", port=443)
-    yield o
-    o.close()
+    """The good origin on 443."""
+    with on_port_443(lambda **kw: tls_origin(certs / "good.crt", certs / "good.key", **kw)) as o:
+        yield o
 
 
 def test_e2b_secrets_api_and_placeholders(server, tenant, origin_443):
@@ -475,8 +490,7 @@ def test_plain_http_to_the_secrets_host_gets_no_secret(server, tenant, clear_ori
     to that host, on any port, used to carry it in clear to whatever
     answered there, which handed it back. Now none gets it."""
     a, b = clear_origins
-    on_443 = Origin(reflect=True, port=443)  # the rule's own port, in clear
-    try:
+    with on_port_443(lambda **kw: Origin(reflect=True, **kw)) as on_443:  # the rule's port
         sb = tenant.create(network={"allow": [f"localhost:{a.port}", f"localhost:{b.port}",
                                               "localhost:443"]},
                            secrets=[{"host": "localhost", "header": "Authorization",
@@ -488,8 +502,6 @@ def test_plain_http_to_the_secrets_host_gets_no_secret(server, tenant, clear_ori
             assert out.startswith("HTTP/1.0 200"), (out, err)
             assert o.seen[-1]["Authorization"] == "mine", o.seen  # the sandbox's own
             assert SECRET.split()[1] not in out
-    finally:
-        on_443.close()
     # A rule that names a port for TLS: a plain request to that same port
     # gets none either.
     r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"secrets": [
@@ -552,8 +564,8 @@ def test_a_reflecting_host_over_tls_hands_no_secret_back(server, tenant, certs):
     """A host that proved its name, on 443 (the rule's default), reflects
     the request's headers in its answer's: the sandbox gets none that
     carries the secret."""
-    mirror = tls_origin(certs / "good.crt", certs / "good.key", reflect=True, port=443)
-    try:
+    with on_port_443(lambda **kw: tls_origin(certs / "good.crt", certs / "good.key",
+                                             reflect=True, **kw)) as mirror:
         sb = tenant.create(network={"allow": [f"localhost:{mirror.port}"]},
                            secrets=[{"host": "localhost", "header": "Authorization",
                                      "value": SECRET}])
@@ -565,5 +577,3 @@ def test_a_reflecting_host_over_tls_hands_no_secret_back(server, tenant, certs):
         assert token not in out and "X-Echo-Authorization" not in out, out
         assert "X-Echo64-Authorization" not in out, out  # nor in base64
         assert "X-Echo-X-Mine: kept" in out, out
-    finally:
-        mirror.close()
