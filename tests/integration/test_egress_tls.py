@@ -8,6 +8,8 @@ host's 127.0.0.1 with certificates of a CA the test makes, which the
 server trusts through --egress-ca (the host's trust store does not hold
 it); the floor is lifted for 127.0.0.1 (--egress-permit). Against both
 builds of the server."""
+import contextlib
+import fcntl
 import json
 import socket
 import time
@@ -52,12 +54,12 @@ def server(request, tmp_path_factory, certs):
                                 "--egress-ca", str(certs / "ca.crt"))
 
 
-def tls_origin(cert, key):
+def tls_origin(cert, key, **kw):
     """An HTTPS server on the host's loopback that records the headers it
-    got (test_network's Origin)."""
+    got (test_network's Origin: reflect, port)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
-    return Origin(tls=ctx)
+    return Origin(tls=ctx, **kw)
 
 
 @pytest.fixture
@@ -77,7 +79,7 @@ def test_secret_reaches_the_host_over_https_never_the_sandbox(server, tenant, or
     sb = tenant.create(network={"allow": [f"localhost:{good.port}", f"127.0.0.1:{good.port}",
                                           f"localhost:{bad.port}"]},
                        secrets=[{"host": "localhost", "header": "Authorization",
-                                 "value": SECRET}])
+                                 "value": SECRET, "https_ports": [good.port, bad.port]}])
     sid = sb["id"]
     # curl trusts the system bundle, which now holds the sandbox's CA.
     code, out, err = sh(tenant, sid, f"{CURL} -v -H 'Authorization: Bearer forged' "
@@ -183,7 +185,8 @@ def test_hostile_clients_and_an_end_mid_connection(server, tenant, origins):
     raw.listen(64)
     sb = tenant.create(network={"allow": [f"localhost:{good.port}",
                                           f"localhost:{raw.getsockname()[1]}"]},
-                       secrets=[{"host": "localhost", "header": "X-Key", "value": "k"}])
+                       secrets=[{"host": "localhost", "header": "X-Key", "value": "k",
+                                 "https_ports": [good.port, raw.getsockname()[1]]}])
     sid = sb["id"]
     r = tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/hostile.py", HOSTILE)
     assert r.status in (200, 201), r
@@ -234,7 +237,8 @@ def test_one_tenant_holds_at_most_half_the_interception_threads(server, tenant):
     other = server.api(server.api().post("/v1/keys", {"tenant": f"o{time.monotonic_ns()}"})
                        .json["key"])
     spec = {"network": {"allow": [f"localhost:{port}"]},
-            "secrets": [{"host": "localhost", "header": "X-Key", "value": "k"}]}
+            "secrets": [{"host": "localhost", "header": "X-Key", "value": "k",
+                         "https_ports": [port]}]}
     sbs = [tenant.create(**spec)["id"] for _ in range(3)] + [other.create(**spec)["id"]]
     try:
         for api, sid in zip([tenant] * 3 + [other], sbs):
@@ -261,11 +265,33 @@ def test_one_tenant_holds_at_most_half_the_interception_threads(server, tenant):
         raw.close()
 
 
-def test_e2b_secrets_api_and_placeholders(server, tenant, origins):
+@contextlib.contextmanager
+def on_port_443(make):
+    """An origin make(port=443) makes on 443, the port a rule without ports
+    names: one at a time on the host (xdist runs a module's build and asan
+    groups side by side), each waiting for the last to close."""
+    with open("/tmp/hutch-test-port-443.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        o = make(port=443)
+        try:
+            yield o
+        finally:
+            o.close()
+
+
+@pytest.fixture
+def origin_443(certs):
+    """The good origin on 443."""
+    with on_port_443(lambda **kw: tls_origin(certs / "good.crt", certs / "good.key", **kw)) as o:
+        yield o
+
+
+def test_e2b_secrets_api_and_placeholders(server, tenant, origin_443):
     """E2B's /secrets: names, versions and metadata, never a value; a
     network rule's ${e2b.secrets.NAME} is the value the proxy adds, over
-    HTTPS too. Another tenant sees none of them."""
-    good = origins[0]
+    HTTPS to 443 (E2B's rules name no port: the native default), never in
+    clear. Another tenant sees none of them."""
+    good = origin_443
     e2b = server.api(None)
     h = {"X-API-Key": tenant.key}
     r = e2b.post("/secrets", {"name": "My-Key", "value": SECRET, "metadata": {"env": "t"}},
@@ -313,6 +339,19 @@ def test_e2b_secrets_api_and_placeholders(server, tenant, origins):
     code, out, err = sh(tenant, sid, f"{CURL} https://localhost:{good.port}/e2b")
     assert out.strip() == "200", (out, err)
     assert good.seen[-1]["Authorization"] == SECRET and good.seen[-1]["X-Other"] == "plain"
+    assert good.seen[-1]["Host"] == "localhost"
+    # The same rule as the native API's: never in clear, to any port.
+    clear = Origin()
+    try:
+        r = e2b.request("PUT", f"/sandboxes/{sid}/network", {
+            "allowOut": [f"localhost:{good.port}", f"localhost:{clear.port}"],
+            "denyOut": ["0.0.0.0/0"], "rules": rule}, headers=h)
+        assert r.status == 204, r
+        code, out, err = sh(tenant, sid, f"{CURL} http://localhost:{clear.port}/e2b")
+        assert out.strip() == "200", (out, err)
+        assert "Authorization" not in clear.seen[-1] and "X-Other" not in clear.seen[-1]
+    finally:
+        clear.close()
     # A rule naming a secret the team does not have is refused.
     bad = {"localhost": [{"transform": {"headers": {"A": "${e2b.secrets.nope}"}}}]}
     r = e2b.post("/v2/sandboxes", {"templateID": "base", "network": {"rules": bad}}, headers=h)
@@ -411,7 +450,8 @@ def test_secrets_given_later_go_over_https_too(server, tenant, origins):
     sb = tenant.create(network={"allow": [f"localhost:{good.port}"]})
     sid = sb["id"]
     r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network",
-                       {"secrets": [{"host": "localhost", "header": "X-Key", "value": "later"}]})
+                       {"secrets": [{"host": "localhost", "header": "X-Key", "value": "later",
+                                     "https_ports": [good.port]}]})
     assert r.status == 200, r
     deadline = time.monotonic() + 20
     # Set, as the interception starts, once the files are there.
@@ -421,3 +461,119 @@ def test_secrets_given_later_go_over_https_too(server, tenant, origins):
     code, out, err = sh(tenant, sid, f"{CURL} https://localhost:{good.port}/later")
     assert out.strip() == "200", (out, err)
     assert good.seen[-1]["X-Key"] == "later"
+
+
+# Where a secret goes (issue 41, finding 4): only over TLS to a host that
+# proves its name, on the ports its rule names (443 unless it says), and
+# in clear only on a port the rule opts in for; and no header of the
+# answer hands it back.
+
+HEADERS = "curl --noproxy '' -sS -m 20 -D - -o /dev/null"
+
+
+@pytest.fixture
+def clear_origins():
+    """Two plain-HTTP hosts on the host's loopback that reflect every
+    request header in their answer's headers."""
+    made = [Origin(reflect=True), Origin(reflect=True)]
+    yield made
+    for o in made:
+        o.close()
+
+
+def no_secret(o):
+    return all(SECRET not in v and SECRET.split()[1] not in v for v in o.seen[-1].values())
+
+
+def test_plain_http_to_the_secrets_host_gets_no_secret(server, tenant, clear_origins):
+    """The attack: the secret is the sandbox's for a host; a plain request
+    to that host, on any port, used to carry it in clear to whatever
+    answered there, which handed it back. Now none gets it."""
+    a, b = clear_origins
+    with on_port_443(lambda **kw: Origin(reflect=True, **kw)) as on_443:  # the rule's port
+        sb = tenant.create(network={"allow": [f"localhost:{a.port}", f"localhost:{b.port}",
+                                              "localhost:443"]},
+                           secrets=[{"host": "localhost", "header": "Authorization",
+                                     "value": SECRET}])
+        sid = sb["id"]
+        for o in (on_443, a, b):
+            code, out, err = sh(tenant, sid, f"{HEADERS} -H 'Authorization: mine' "
+                                             f"http://localhost:{o.port}/clear")
+            assert out.startswith("HTTP/1.0 200"), (out, err)
+            assert o.seen[-1]["Authorization"] == "mine", o.seen  # the sandbox's own
+            assert SECRET.split()[1] not in out
+    # A rule that names a port for TLS: a plain request to that same port
+    # gets none either.
+    r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"secrets": [
+        {"host": "localhost", "header": "Authorization", "value": SECRET,
+         "https_ports": [a.port]}]})
+    assert r.status == 200, r
+    code, out, err = sh(tenant, sid, f"{HEADERS} http://localhost:{a.port}/same-port")
+    assert out.startswith("HTTP/1.0 200"), (out, err)
+    assert no_secret(a) and SECRET.split()[1] not in out, a.seen[-1]
+
+
+def test_tls_on_a_port_the_rule_does_not_name_gets_no_secret(server, tenant, certs, origins):
+    good = origins[0]
+    other = tls_origin(certs / "good.crt", certs / "good.key")
+    try:
+        sb = tenant.create(network={"allow": [f"localhost:{good.port}", f"localhost:{other.port}"]},
+                           secrets=[{"host": "localhost", "header": "Authorization",
+                                     "value": SECRET, "https_ports": [good.port]}])
+        sid = sb["id"]
+        code, out, err = sh(tenant, sid, f"{CURL} https://localhost:{good.port}/named")
+        assert out.strip() == "200", (out, err)
+        assert good.seen[-1]["Authorization"] == SECRET
+        # Another port of the same host: a blind tunnel, the host's own
+        # certificate (not the sandbox's CA), and no secret.
+        code, out, err = sh(tenant, sid, f"{CURL} -k -v https://localhost:{other.port}/unnamed")
+        assert out.strip() == "200", (out, err)
+        assert "hutch test CA" in err and "hutch egress CA" not in err
+        assert "Authorization" not in other.seen[-1], other.seen
+    finally:
+        other.close()
+
+
+def test_plain_http_only_where_the_rule_opts_in(server, tenant, clear_origins):
+    a, b = clear_origins
+    sb = tenant.create(network={"allow": [f"localhost:{a.port}", f"localhost:{b.port}"]},
+                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET,
+                                 "https_ports": [], "http_ports": [a.port]},
+                                {"host": "localhost", "header": "X-Other", "value": "x"}])
+    sid = sb["id"]
+    code, out, err = sh(tenant, sid, f"{HEADERS} -H 'Authorization: forged' "
+                                     f"http://localhost:{a.port}/opted-in")
+    assert out.startswith("HTTP/1.0 200"), (out, err)
+    assert a.seen[-1]["Authorization"] == SECRET  # replaced, not added to
+    assert "X-Other" not in a.seen[-1]  # that one's rule names no plain port
+    # The answer reflected it: the sandbox gets none of those headers.
+    assert SECRET.split()[1] not in out and "X-Echo-Authorization" not in out, out
+    assert "X-Echo-Host:" in out  # what carries no secret goes on
+    code, out, err = sh(tenant, sid, f"{HEADERS} http://localhost:{b.port}/not")
+    assert out.startswith("HTTP/1.0 200"), (out, err)
+    assert no_secret(b) and "Authorization" not in b.seen[-1]
+    # A request with a body gets its answer (the thread relays both ways).
+    code, out, err = sh(tenant, sid, f"{CURL} -d hello http://localhost:{a.port}/post")
+    assert out.strip() in ("501", "200"), (out, err)
+    bad = tenant.post("/v1/sandboxes", {"secrets": [
+        {"host": "localhost", "header": "X-K", "value": "v", "http_ports": [80, "81"]}]})
+    assert bad.status == 400 and "http_ports" in bad.json["error"]["message"], bad
+
+
+def test_a_reflecting_host_over_tls_hands_no_secret_back(server, tenant, certs):
+    """A host that proved its name, on 443 (the rule's default), reflects
+    the request's headers in its answer's: the sandbox gets none that
+    carries the secret."""
+    with on_port_443(lambda **kw: tls_origin(certs / "good.crt", certs / "good.key",
+                                             reflect=True, **kw)) as mirror:
+        sb = tenant.create(network={"allow": [f"localhost:{mirror.port}"]},
+                           secrets=[{"host": "localhost", "header": "Authorization",
+                                     "value": SECRET}])
+        code, out, err = sh(tenant, sb["id"], f"{HEADERS} -H 'X-Mine: kept' "
+                                              f"https://localhost:{mirror.port}/mirror")
+        assert "HTTP/1.0 200 OK" in out, (out, err)  # after the proxy's 200 to the CONNECT
+        assert mirror.seen[-1]["Authorization"] == SECRET  # it got it, and reflected it
+        token = SECRET.split()[1]
+        assert token not in out and "X-Echo-Authorization" not in out, out
+        assert "X-Echo64-Authorization" not in out, out  # nor in base64
+        assert "X-Echo-X-Mine: kept" in out, out

@@ -7,6 +7,7 @@ reaches only through its proxy, and only because the operator lifted the
 deny floor for them (--egress-permit). The floor itself is tested at the
 end, with services on the host's loopback it must keep sandboxes from.
 Against both builds of the server."""
+import base64
 import hashlib
 import json
 import os
@@ -96,9 +97,11 @@ def server(request, tmp_path_factory):
 class Origin:
     """An HTTP server on the host's loopback (or host, an address of a
     namespace the test made) that records what it got; HTTPS with tls (an
-    ssl.SSLContext)."""
+    ssl.SSLContext). With reflect, it hands each request header back as
+    X-Echo-NAME, and in base64 as X-Echo64-NAME (a hostile host's way to
+    give a secret to the sandbox)."""
 
-    def __init__(self, host="127.0.0.1", tls=None):
+    def __init__(self, host="127.0.0.1", tls=None, reflect=False, port=0):
         seen = self.seen = []
 
         class H(BaseHTTPRequestHandler):
@@ -106,6 +109,9 @@ class Origin:
                 seen.append(dict(self.headers.items()))
                 body = f"origin {self.path}".encode()
                 self.send_response(200)
+                for k, v in self.headers.items() if reflect else ():
+                    self.send_header(f"X-Echo-{k}", v)
+                    self.send_header(f"X-Echo64-{k}", base64.b64encode(v.encode()).decode())
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -116,7 +122,7 @@ class Origin:
         kind = ThreadingHTTPServer
         if ":" in host:
             kind = type("Server6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
-        self.httpd = kind((host, 0), H)
+        self.httpd = kind((host, port), H)
         if tls:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
@@ -266,7 +272,8 @@ print("cut" if s.recv(100) == b"" else "data", flush=True)
 def test_secrets_reach_the_host_but_never_the_sandbox(server, tenant, origins):
     a = origins[0]
     sb = tenant.create(network={"allow": [f"localhost:{a.port}"]},
-                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET}],
+                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET,
+                                 "http_ports": [a.port]}],
                        env={"OTHER": "x"})
     assert "secrets" not in sb and SECRET not in json.dumps(tenant.get(
         f"/v1/sandboxes/{sb['id']}").json)
@@ -286,7 +293,8 @@ def test_secrets_reach_the_host_but_never_the_sandbox(server, tenant, origins):
 def test_forks_keep_the_network(server, tenant, origins):
     a = origins[0]
     sb = tenant.create(network={"allow": [f"localhost:{a.port}"]},
-                       secrets=[{"host": "localhost", "header": "X-Key", "value": "fork-k"}])
+                       secrets=[{"host": "localhost", "header": "X-Key", "value": "fork-k",
+                                 "http_ports": [a.port]}])
     r = tenant.post(f"/v1/sandboxes/{sb['id']}/fork", {"count": 1})
     assert r.status == 201, r
     fork = r.json["sandboxes"][0]
@@ -559,7 +567,8 @@ def test_the_network_survives_restarts(tmp_path, origins):
     try:
         api = s.api()
         sb = api.create(network={"allow": [f"localhost:{a.port}"]},
-                        secrets=[{"host": "localhost", "header": "X-Key", "value": "k1"}])
+                        secrets=[{"host": "localhost", "header": "X-Key", "value": "k1",
+                                  "http_ports": [a.port]}])
         sid = sb["id"]
         # A change that leaves the secrets out keeps them, stored too.
         sb = api.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public_ports": [8000]}).json

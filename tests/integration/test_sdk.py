@@ -127,7 +127,8 @@ def test_network(env, server):
     curl = f"curl --noproxy '' -sS -o /dev/null -w '%{{http_code}}' http://localhost:{port}/"
     try:
         with Sandbox.create(timeout=60, network={"allow": [f"localhost:{port}"]},
-                            secrets=[{"host": "localhost", "header": "X-Key", "value": "sdk"}]) as sbx:
+                            secrets=[{"host": "localhost", "header": "X-Key", "value": "sdk",
+                                      "http_ports": [port]}]) as sbx:
             assert sbx.info["network"]["allow"] == [f"localhost:{port}"]
             assert sbx.commands.run(curl).stdout == "200" and seen == ["sdk"]
             assert sbx.set_network(mode="none")["mode"] == "none"

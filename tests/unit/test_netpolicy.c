@@ -333,12 +333,30 @@ int main(void) {
       policy("[\"api.example.com\"]", "[{\"host\":\"API.example.com\",\"header\":\"Authorization\","
                                       "\"value\":\"Bearer x\"},{\"host\":\"api.example.com\","
                                       "\"header\":\"X-Two\",\"value\":\"2\"}]");
-  const struct np_secret *sec = netpolicy_next_secret(&s, "api.example.com", NULL);
+  const struct np_secret *sec = netpolicy_next_secret(&s, "api.example.com", 443, true, NULL);
   ok(sec && strcmp(sec->header, "Authorization") == 0, "first secret");
-  sec = sec ? netpolicy_next_secret(&s, "api.example.com", sec) : NULL;
+  sec = sec ? netpolicy_next_secret(&s, "api.example.com", 443, true, sec) : NULL;
   ok(sec && strcmp(sec->value, "2") == 0, "second secret");
-  ok(!netpolicy_next_secret(&s, "example.com", NULL), "no secret for another host");
+  ok(!netpolicy_next_secret(&s, "example.com", 443, true, NULL), "no secret for another host");
+  /* Where a secret goes: TLS on 443 unless its rule says, plain HTTP
+   * only on the ports its rule opts in for. */
+  ok(!netpolicy_next_secret(&s, "api.example.com", 80, false, NULL), "none in clear by default");
+  ok(!netpolicy_next_secret(&s, "api.example.com", 443, false, NULL), "none in clear on 443");
+  ok(!netpolicy_next_secret(&s, "api.example.com", 8443, true, NULL), "none over TLS elsewhere");
   netpolicy_free(&s);
+  s = policy(NULL, "[{\"host\":\"a.org\",\"header\":\"X-K\",\"value\":\"v\","
+                   "\"https_ports\":[8443],\"http_ports\":[8080]}]");
+  ok(netpolicy_next_secret(&s, "a.org", 8443, true, NULL), "TLS on a port the rule names");
+  ok(!netpolicy_next_secret(&s, "a.org", 443, true, NULL), "not on 443 when it names others");
+  ok(netpolicy_next_secret(&s, "a.org", 8080, false, NULL), "in clear where it opts in");
+  ok(!netpolicy_next_secret(&s, "a.org", 8080, true, NULL), "an http port is no TLS port");
+  ok(!netpolicy_next_secret(&s, "a.org", 8443, false, NULL), "a TLS port is no plain one");
+  netpolicy_free(&s);
+  refused(NULL, "[{\"host\":\"a.org\",\"header\":\"X\",\"value\":\"v\",\"https_ports\":[]}]");
+  refused(NULL, "[{\"host\":\"a.org\",\"header\":\"X\",\"value\":\"v\",\"http_ports\":[0]}]");
+  refused(NULL, "[{\"host\":\"a.org\",\"header\":\"X\",\"value\":\"v\",\"http_ports\":[443]}]");
+  refused(NULL, "[{\"host\":\"a.org\",\"header\":\"X\",\"value\":\"v\",\"http_ports\":80}]");
+  refused(NULL, "[{\"host\":\"a.org\",\"header\":\"X\",\"value\":\"v\",\"plain\":true}]");
 
   refused("{\"mode\":\"open\"}", NULL);
   refused("{\"mode\":\"none\",\"allow\":[\"a.org\"]}", NULL);

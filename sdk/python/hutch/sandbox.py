@@ -187,9 +187,11 @@ class Sandbox:
         network: {"mode": "none" | "allowlist", "allow": ["pypi.org",
         "*.github.com", "10.0.0.5:8080", ...], "public_ports": [8000]};
         by default the sandbox reaches nothing. secrets: [{"host",
-        "header", "value"}]: the egress proxy adds the header to plain-HTTP
-        requests to that host; the value never enters the sandbox
-        (docs/network.md)."""
+        "header", "value", "https_ports"?, "http_ports"?}]: the egress
+        proxy adds the header to HTTPS requests to that host on
+        https_ports (default [443]), to a server that proves the name,
+        and to plain-HTTP ones only on the http_ports given; the value
+        never enters the sandbox (docs/network.md)."""
         body = {"template": template}
         for k, v in (("timeout_s", timeout), ("memory_mb", memory_mb), ("cpus", cpus),
                      ("pids", pids), ("disk_mb", disk_mb), ("env", envs),

@@ -14,9 +14,13 @@
  * with a size cap and a deadline, each sandbox may hold a bounded number
  * of connections, and a plain request is rewritten (origin-form target, a
  * Host header that is the URI's own, Connection: close so that the next
- * request on the connection cannot reach another host unchecked) before
- * the secrets for its host are added. Every attempt, let through or not,
- * is a line in the audit log. */
+ * request on the connection cannot reach another host unchecked). A
+ * secret goes only where its rule says (netpolicy.h): into a CONNECT's
+ * TLS to a host that proves its name, on the rule's TLS ports, and into
+ * a plain request only on a port the rule opts in for plain HTTP; every
+ * request that carries one runs on a thread of egress_tls.c, which keeps
+ * the answer's head from handing it back. Every attempt, let through or
+ * not, is a line in the audit log. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -202,34 +206,34 @@ static bool dropped(const struct http_header *h, void *arg) {
       strcasecmp(n, "Keep-Alive") == 0)
     return true;
   for (const struct np_secret *sec = NULL;
-       (sec = netpolicy_next_secret(&e->eg->sb->policy, e->host, sec));)
+       (sec = netpolicy_next_secret(&e->eg->sb->policy, e->host, e->port, false, sec));)
     if (strcasecmp(n, sec->header) == 0)
       return true;
   return false;
 }
 
 /* The plain request, rewritten for an origin server (see the top), with
- * the secrets for its host. */
-static void send_head(struct econn *e) {
+ * the secrets whose rules name its port for plain HTTP (a request that
+ * carries one is not upgraded: Connection: close); malloc'd, *len long. */
+static char *plain_head(struct econn *e, size_t *len) {
+  const struct netpolicy *pol = &e->eg->sb->policy;
+  bool secrets = netpolicy_next_secret(pol, e->host, e->port, false, NULL) != NULL;
   char *line = xasprintf("%s %s HTTP/%d.%d", e->method, e->target, e->parser.http_major,
                          e->parser.http_minor);
-  char *extra =
-      xasprintf("Host: %s\r\nConnection: %s\r\n", e->authority, e->upgrade ? "Upgrade" : "close");
+  char *extra = xasprintf("Host: %s\r\nConnection: %s\r\n", e->authority,
+                          e->upgrade && !secrets ? "Upgrade" : "close");
   for (const struct np_secret *sec = NULL;
-       (sec = netpolicy_next_secret(&e->eg->sb->policy, e->host, sec));) {
+       (sec = netpolicy_next_secret(pol, e->host, e->port, false, sec));) {
     char *more = xasprintf("%s%s: %s\r\n", extra, sec->header, sec->value);
     explicit_bzero(extra, strlen(extra));
     free(extra);
     extra = more;
   }
-  size_t len;
-  char *head = http_head_write(line, e->headers, e->nheaders, dropped, e, extra, &len);
-  relay_send(&e->relay, 1, head, len);
+  char *head = http_head_write(line, e->headers, e->nheaders, dropped, e, extra, len);
   explicit_bzero(extra, strlen(extra));
-  explicit_bzero(head, len);
   free(extra);
-  free(head);
   free(line);
+  return head;
 }
 
 /* An intercepted connection's thread has ended: its bytes and how it
@@ -256,27 +260,23 @@ static void mitm_done(struct egress_mitm *m, const struct mitm_result *res, void
     econn_free(e);
 }
 
-/* A CONNECT to a host with secrets, once connected: its TLS is
- * terminated (egress_tls.h) when the sandbox trusts its CA, else it is a
- * tunnel as any other (its CA is made and installed now, for the next).
- * false when it is not intercepted. */
-static bool intercept(struct econn *e) {
+/* Hand the connection, once connected, to a thread of egress_tls.c that
+ * adds the secrets for its host and port (over TLS when ca is given,
+ * else in clear with pre, the plain request as it goes on) and scrubs
+ * the answer of them: a request that carries a secret is never a relay
+ * the proxy does not read. */
+static void hand_over(struct econn *e, const struct tls_ca *ca, const char *pre, size_t npre) {
   struct sbx *sb = e->eg->sb;
-  if (!netpolicy_next_secret(&sb->policy, e->host, NULL))
-    return false;
-  if (!sb->tls_ca)
-    egress_trust(sb, NULL, NULL);
-  if (!sb->tls_trusted)
-    return false;
   if (e->eg->mitms >= EGRESS_MITMS) {
-    refuse(e, HUTCH_ERR_UNAVAILABLE,
-           "the sandbox has %d connections with secrets over HTTPS already", EGRESS_MITMS);
-    return true;
+    refuse(e, HUTCH_ERR_UNAVAILABLE, "the sandbox has %d connections with secrets already",
+           EGRESS_MITMS);
+    return;
   }
-  struct mitm_header hdrs[16];
+  struct mitm_header hdrs[NETPOLICY_MAX_SECRETS];
   size_t n = 0;
   for (const struct np_secret *sec = NULL;
-       n < ARRAY_SIZE(hdrs) && (sec = netpolicy_next_secret(&sb->policy, e->host, sec));)
+       n < ARRAY_SIZE(hdrs) &&
+       (sec = netpolicy_next_secret(&sb->policy, e->host, e->port, ca != NULL, sec));)
     hdrs[n++] = (struct mitm_header){sec->header, sec->value};
   uv_os_fd_t fd;
   int client = uv_fileno((uv_handle_t *)&e->relay.side[0], &fd) == 0
@@ -284,22 +284,60 @@ static bool intercept(struct econn *e) {
                    : -1;
   if (client < 0) {
     refuse(e, HUTCH_ERR_UNAVAILABLE, "out of descriptors");
-    return true;
+    return;
   }
-  int upstream = e->relay.fd[1];
+  struct mitm_spec sp = {.tenant = sb->tenant, .ca = ca, .client = client,
+                         .upstream = e->relay.fd[1], .host = e->host, .port = e->port,
+                         .hdrs = hdrs, .nhdrs = n, .pre = pre, .npre = npre,
+                         .idle_ms = e->srv->cfg.relay_idle_ms, .done = mitm_done, .arg = e};
   e->relay.fd[1] = -1;
   struct hutch_err err = {0};
-  e->mitm = egress_mitm_start(e->srv, sb->tenant, sb->tls_ca, client, upstream, e->host, e->port, hdrs, n,
-                              e->srv->cfg.relay_idle_ms, mitm_done, e, &err);
+  e->mitm = egress_mitm_start(e->srv, &sp, &err);
   if (!e->mitm) {
     refuse(e, hutch_err_class(&err), "%s", err.msg);
-    return true;
+    return;
   }
   e->eg->mitms++;
   e->mitm_counted = true;
   /* The relay's own handles stay as they are until the thread ends. */
   uv_read_stop((uv_stream_t *)&e->relay.side[0]);
+}
+
+/* A CONNECT to a host and port with secrets for TLS, once connected: its
+ * TLS is terminated (egress_tls.h) when the sandbox trusts its CA, else
+ * it is a tunnel as any other (its CA is made and installed now, for the
+ * next). false when it is not intercepted. */
+static bool intercept(struct econn *e) {
+  struct sbx *sb = e->eg->sb;
+  if (!netpolicy_next_secret(&sb->policy, e->host, e->port, true, NULL))
+    return false;
+  if (!sb->tls_ca)
+    egress_trust(sb, NULL, NULL);
+  if (!sb->tls_trusted)
+    return false;
+  hand_over(e, sb->tls_ca, NULL, 0);
   return true;
+}
+
+/* A plain request, once connected: sent on, or, when its port carries
+ * secrets for plain HTTP, handed to a thread with them. The body's first
+ * bytes (rest) go with the head. */
+static void send_plain(struct econn *e) {
+  size_t len;
+  char *head = plain_head(e, &len);
+  if (netpolicy_next_secret(&e->eg->sb->policy, e->host, e->port, false, NULL)) {
+    head = xrealloc(head, len + e->nrest + 1);
+    memcpy(head + len, e->rest, e->nrest);
+    hand_over(e, NULL, head, len + e->nrest);
+    explicit_bzero(head, len + e->nrest);
+    free(head);
+    return;
+  }
+  relay_send(&e->relay, 1, head, len);
+  relay_send(&e->relay, 1, e->rest, e->nrest);
+  explicit_bzero(head, len);
+  free(head);
+  relay_start(&e->relay);
 }
 
 static void on_connected(struct relay *r, int status) {
@@ -320,11 +358,11 @@ static void on_connected(struct relay *r, int status) {
     if (!e->nrest && intercept(e))
       return;
     relay_send(&e->relay, 0, ok, sizeof ok - 1);
+    relay_send(&e->relay, 1, e->rest, e->nrest);
+    relay_start(&e->relay);
   } else {
-    send_head(e);
+    send_plain(e);
   }
-  relay_send(&e->relay, 1, e->rest, e->nrest);
-  relay_start(&e->relay);
 }
 
 /* The one place the proxy connects out, for every kind of request: the

@@ -1,5 +1,6 @@
-/* Secrets over HTTPS: a sandbox's CA, and the interception of a CONNECT
- * to a host that carries a secret (egress_tls.h).
+/* Secrets over HTTPS: the interception of a CONNECT to a host and port
+ * that carry a secret, and of a plain request that carries one
+ * (egress_tls.h); the sandbox's CA is egress_ca.c's.
  *
  * What a thread here does is the sandbox's doing, and hostile: its
  * handshake and its request head have a deadline (EGRESS_TLS_HEAD_MS),
@@ -25,14 +26,13 @@
 
 #include <http_parser.h>
 #include <openssl/err.h>
-#include <openssl/ec.h>
 #include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "util.h"
+#include "core/egress_ca.h"
+#include "core/egress_scrub.h"
 #include "core/server.h"
 #include "http/http.h"
 
@@ -51,20 +51,17 @@ struct egress_tls {
   } owners[EGRESS_TLS_THREADS];
 };
 
-struct tls_ca {
-  EVP_PKEY *key; /* the CA's */
-  X509 *cert;
-  EVP_PKEY *leaf_key; /* every leaf's: one per CA, made with it */
-  char *pem;
-};
-
 struct egress_mitm {
   struct server *srv;
   struct mitm_owner *owner; /* counted there while the thread runs */
   uv_async_t async;
   int stop; /* eventfd: the loop asks the thread to end */
   int fd[2]; /* 0: the sandbox's client, 1: the host */
-  SSL *ssl[2];
+  SSL *ssl[2]; /* NULL: that side is in clear (a plain request, both sides) */
+  bool plain;  /* a plain request: in clear both ways, its head given (pre) */
+  char *pre;   /* plain: the request as it goes on, secrets included */
+  size_t npre;
+  struct scrub *scrub; /* the answer's head, until it has gone by (egress_scrub.h) */
   X509 *leaf, *ca_cert;        /* ca_*: the sandbox's, referenced */
   EVP_PKEY *leaf_key, *ca_key; /* referenced */
   SSL_CTX *client_ctx;
@@ -112,106 +109,6 @@ void egress_tls_free(struct server *srv) {
   srv->egress_tls = NULL;
 }
 
-/* ---- certificates ---- */
-
-static EVP_PKEY *new_key(void) { return EVP_EC_gen("P-256"); }
-
-struct ext {
-  int nid;
-  const char *value;
-};
-
-static bool add_ext(X509 *c, X509 *issuer, int nid, const char *value) {
-  X509V3_CTX v3;
-  X509V3_set_ctx(&v3, issuer, c, NULL, NULL, 0);
-  X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v3, nid, value);
-  bool ok = e && X509_add_ext(c, e, -1) == 1;
-  X509_EXTENSION_free(e);
-  return ok;
-}
-
-/* A certificate for subject cn with key, issued by issuer (NULL: itself)
- * whose key is ikey, valid from an hour ago for days, with exts (ending
- * with nid 0) and the key identifiers strict verifiers want. */
-static X509 *new_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ikey, long days,
-                      const struct ext *exts) {
-  X509 *c = X509_new();
-  unsigned char serial[16];
-  if (!c || RAND_bytes(serial, sizeof serial) != 1)
-    goto fail;
-  serial[0] &= 0x7f;
-  BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
-  bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(c));
-  BN_free(bn);
-  if (!ok || X509_set_version(c, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(c), -3600) ||
-      !X509_gmtime_adj(X509_getm_notAfter(c), days * 86400) || X509_set_pubkey(c, key) != 1)
-    goto fail;
-  /* A commonName holds 64 bytes at most (a host name may be longer):
-   * clients check a leaf's SAN, the CN only names it. */
-  X509_NAME *name = X509_get_subject_name(c);
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn,
-                                 (int)(strlen(cn) > 64 ? 64 : strlen(cn)), -1, 0) != 1 ||
-      X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
-    goto fail;
-  X509 *iss = issuer ? issuer : c;
-  if (!add_ext(c, iss, NID_subject_key_identifier, "hash") ||
-      !add_ext(c, iss, NID_authority_key_identifier, "keyid:always"))
-    goto fail;
-  for (const struct ext *x = exts; x->nid; x++)
-    if (!add_ext(c, iss, x->nid, x->value))
-      goto fail;
-  if (X509_sign(c, ikey ? ikey : key, EVP_sha256()) <= 0)
-    goto fail;
-  return c;
-fail:
-  X509_free(c);
-  return NULL;
-}
-
-struct tls_ca *tls_ca_new(const char *sandbox, struct hutch_err *err) {
-  static const struct ext exts[] = {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-                                    {NID_key_usage, "critical,keyCertSign,cRLSign"},
-                                    {0, NULL}};
-  struct tls_ca *ca = xcalloc(1, sizeof *ca);
-  char cn[96];
-  snprintf(cn, sizeof cn, "hutch egress CA (sandbox %s)", sandbox);
-  ca->key = new_key();
-  ca->leaf_key = new_key();
-  /* Ten years: the CA lives as long as the sandbox (a new one with each
-   * sandbox, and with each start of the server). */
-  if (!ca->key || !ca->leaf_key || !(ca->cert = new_cert(cn, ca->key, NULL, NULL, 3650, exts)))
-    goto fail;
-  BIO *b = BIO_new(BIO_s_mem());
-  if (!b || PEM_write_bio_X509(b, ca->cert) != 1) {
-    BIO_free(b);
-    goto fail;
-  }
-  char *data;
-  long n = BIO_get_mem_data(b, &data);
-  ca->pem = xmalloc((size_t)n + 1);
-  memcpy(ca->pem, data, (size_t)n);
-  ca->pem[n] = '\0';
-  BIO_free(b);
-  return ca;
-fail:
-  ERR_clear_error();
-  tls_ca_free(ca);
-  hutch_err_set(err, 0, "making the egress CA of sandbox %s", sandbox);
-  return NULL;
-}
-
-const char *tls_ca_pem(const struct tls_ca *ca) { return ca->pem; }
-
-void tls_ca_free(struct tls_ca *ca) {
-  if (!ca)
-    return;
-  EVP_PKEY_free(ca->key);
-  EVP_PKEY_free(ca->leaf_key);
-  X509_free(ca->cert);
-  free(ca->pem);
-  free(ca);
-}
-
 /* ---- on the thread: waiting, with the loop's stop and a deadline ---- */
 
 /* Wait for fd to be ready for ev (or fd2 for ev2, when ev2), the stop
@@ -254,8 +151,55 @@ static int step(struct egress_mitm *m, int i, uint64_t deadline_ns,
 
 static int do_accept(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_accept(s); }
 static int do_connect(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_connect(s); }
-static int do_read(SSL *s, void *buf, int n) { return SSL_read(s, buf, n); }
-static int do_write(SSL *s, void *buf, int n) { return SSL_write(s, buf, n); }
+
+/* One read (wr false) or write of side i, over TLS or in clear: the bytes
+ * moved (> 0), 0 when the peer has ended, else -1 with *ev what it waits
+ * for (0: it failed). */
+static int side_io(struct egress_mitm *m, int i, bool wr, void *buf, int n, short *ev) {
+  *ev = 0;
+  if (!m->ssl[i]) {
+    ssize_t r = wr ? send(m->fd[i], buf, (size_t)n, MSG_NOSIGNAL) : recv(m->fd[i], buf, (size_t)n, 0);
+    if (r >= 0)
+      return (int)r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+      *ev = wr ? POLLOUT : POLLIN;
+    return -1;
+  }
+  int r = wr ? SSL_write(m->ssl[i], buf, n) : SSL_read(m->ssl[i], buf, n);
+  if (r > 0)
+    return r;
+  int e = SSL_get_error(m->ssl[i], r);
+  if (e == SSL_ERROR_ZERO_RETURN)
+    return 0;
+  *ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+  return -1;
+}
+
+/* side_io, waiting until deadline_ns: > 0 moved; 0 the peer's end; -1
+ * failed or timed out. */
+static int step_io(struct egress_mitm *m, int i, bool wr, void *buf, int n, uint64_t deadline_ns) {
+  for (;;) {
+    short ev;
+    int r = side_io(m, i, wr, buf, n, &ev);
+    if (r >= 0 || !ev)
+      return r;
+    if (wait_for(m, m->fd[i], ev, -1, 0, left_ms(deadline_ns)) <= 0)
+      return -1;
+  }
+}
+
+/* All n bytes at buf to side i by deadline_ns (a socket in clear takes
+ * them in parts): false when it could not. */
+static bool side_write_all(struct egress_mitm *m, int i, const char *buf, size_t n,
+                      uint64_t deadline_ns) {
+  for (size_t done = 0; done < n;) {
+    int r = step_io(m, i, true, (char *)buf + done, (int)(n - done), deadline_ns);
+    if (r <= 0)
+      return false;
+    done += (size_t)r;
+  }
+  return true;
+}
 
 static void fail(struct egress_mitm *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -273,8 +217,9 @@ static void answer(struct egress_mitm *m, uint64_t deadline_ns) {
                         "Content-Length: %zu\r\nConnection: close\r\n\r\nhutch egress: %s\n",
                         m->res.status, http_status_text(m->res.status),
                         strlen(m->res.reason) + 15, m->res.reason);
-  step(m, 0, deadline_ns, do_write, msg, (int)strlen(msg));
-  SSL_shutdown(m->ssl[0]);
+  side_write_all(m, 0, msg, strlen(msg), deadline_ns);
+  if (m->ssl[0])
+    SSL_shutdown(m->ssl[0]);
   free(msg);
 }
 
@@ -343,7 +288,7 @@ static int read_head(struct egress_mitm *m, uint64_t deadline_ns, char *buf, siz
                      size_t *nrest) {
   http_parser_init(&m->parser, HTTP_REQUEST);
   while (!m->head_done) {
-    int n = step(m, 0, deadline_ns, do_read, buf, EGRESS_TLS_BUF);
+    int n = step_io(m, 0, false, buf, EGRESS_TLS_BUF, deadline_ns);
     if (n <= 0) {
       fail(m, 408, "no request came in time");
       return -1;
@@ -413,58 +358,92 @@ static bool upstream_tls(struct egress_mitm *m, uint64_t deadline_ns) {
 
 /* ---- both ways ---- */
 
-/* Move records both ways until both have ended, one is cut, the loop
- * asks, or nothing moves for idle_ms. */
-static void pump(struct egress_mitm *m) {
+/* What the host sent (n bytes at buf) as it may go on to the sandbox:
+ * through the scrubber until its answer's heads and trailers have gone
+ * by, so that no header hands a secret back (egress_scrub.h). *data and
+ * *len: what to write (a new buffer when scrubbed, in *own). 1 to go
+ * on; 0 when the answer is no HTTP the scrubber can read (nothing of it
+ * has gone on: the client is to be told); -1 to cut the connection. */
+static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, size_t *len,
+                     char **own) {
+  *data = buf;
+  *len = n;
+  if (!m->scrub)
+    return 1;
+  char *out = NULL;
+  size_t nout = 0;
+  int rc = scrub_feed(m->scrub, buf, n, &out, &nout);
+  if (rc < 0) {
+    free(out);
+    if (rc == -1)
+      fail(m, 502, "%s:%u answered no HTTP head (of at most %u bytes) the proxy could check for "
+           "its secrets", m->host, m->port, SCRUB_HEAD_MAX);
+    else
+      fail(m, 0, "cut: %s:%u sent a chunked body the proxy could not follow to its trailers",
+           m->host, m->port);
+    return rc == -1 ? 0 : -1;
+  }
+  if (rc == 1) {
+    scrub_free(m->scrub);
+    m->scrub = NULL;
+  }
+  *own = *data = out;
+  *len = nout;
+  return 1;
+}
+
+/* Move bytes both ways until both have ended, one is cut, the loop asks,
+ * or nothing moves for idle_ms. false when the host's answer could not
+ * be checked (nothing of it has gone to the client). */
+static bool pump(struct egress_mitm *m) {
   char *buf[2] = {xmalloc(EGRESS_TLS_BUF), xmalloc(EGRESS_TLS_BUF)};
+  char *data[2] = {NULL, NULL}, *own[2] = {NULL, NULL};
   size_t len[2] = {0, 0}, off[2] = {0, 0};
-  bool eof[2] = {false, false}, shut[2] = {false, false};
+  bool eof[2] = {false, false}, shut[2] = {false, false}, ok = true;
   /* Idle is since the last byte moved, not since the last wake-up. */
   uint64_t last_ns = now_ns();
   for (;;) {
     bool moved = false;
-    short ev[2] = {0, 0};
+    short ev[2] = {0, 0}, want;
     for (int d = 0; d < 2; d++) { /* d: from side d to side 1 - d */
       int t = 1 - d;
       if (!eof[d] && !len[d]) {
-        int n = SSL_read(m->ssl[d], buf[d], EGRESS_TLS_BUF);
+        free(own[d]);
+        own[d] = NULL;
+        int n = side_io(m, d, false, buf[d], EGRESS_TLS_BUF, &want);
         if (n > 0) {
-          len[d] = (size_t)n;
-          off[d] = 0;
           moved = true;
-          if (d == 0)
-            m->res.bytes_out += (uint64_t)n;
-          else
-            m->res.bytes_in += (uint64_t)n;
+          *(d == 0 ? &m->res.bytes_out : &m->res.bytes_in) += (uint64_t)n;
+          off[d] = 0;
+          data[d] = buf[d];
+          len[d] = (size_t)n;
+          int go = d == 1 ? from_host(m, buf[d], (size_t)n, &data[d], &len[d], &own[d]) : 1;
+          if (go < 1) {
+            ok = go < 0; /* cut: part of the answer went on, no answer of the proxy's follows */
+            goto out;
+          }
+        } else if (n < 0 && want) {
+          ev[d] |= want;
         } else {
-          int e = SSL_get_error(m->ssl[d], n);
-          if (e == SSL_ERROR_WANT_READ)
-            ev[d] |= POLLIN;
-          else if (e == SSL_ERROR_WANT_WRITE)
-            ev[d] |= POLLOUT;
-          else
-            eof[d] = moved = true;
+          eof[d] = moved = true;
         }
       }
       if (len[d]) {
-        int n = SSL_write(m->ssl[t], buf[d] + off[d], (int)(len[d] - off[d]));
+        int n = side_io(m, t, true, data[d] + off[d], (int)(len[d] - off[d]), &want);
         if (n > 0) {
           off[d] += (size_t)n;
           if (off[d] == len[d])
             len[d] = off[d] = 0;
           moved = true;
+        } else if (n < 0 && want) {
+          ev[t] |= want;
         } else {
-          int e = SSL_get_error(m->ssl[t], n);
-          if (e == SSL_ERROR_WANT_READ)
-            ev[t] |= POLLIN;
-          else if (e == SSL_ERROR_WANT_WRITE)
-            ev[t] |= POLLOUT;
-          else
-            goto out;
+          goto out;
         }
       }
       if (eof[d] && !len[d] && !shut[t]) {
-        SSL_shutdown(m->ssl[t]);
+        if (m->ssl[t])
+          SSL_shutdown(m->ssl[t]);
         shutdown(m->fd[t], SHUT_WR);
         shut[t] = moved = true;
       }
@@ -485,52 +464,65 @@ static void pump(struct egress_mitm *m) {
     }
   }
 out:
-  free(buf[0]);
-  free(buf[1]);
+  for (int d = 0; d < 2; d++) {
+    free(buf[d]);
+    free(own[d]);
+  }
+  return ok;
 }
 
 static bool leaf_for(struct egress_mitm *m);
 
-static void *mitm_run(void *arg) {
-  struct egress_mitm *m = arg;
-  uint64_t deadline_ns = now_ns() + (uint64_t)EGRESS_TLS_HEAD_MS * 1000000;
-  char *buf = xmalloc(EGRESS_TLS_BUF);
-  size_t rest = 0, nrest = 0;
-  for (int i = 0; i < 2; i++)
-    fcntl(m->fd[i], F_SETFL, fcntl(m->fd[i], F_GETFL) | O_NONBLOCK);
+/* A CONNECT's TLS, terminated: the 200, the client's handshake with a
+ * leaf for the host, its first request's head, the host's handshake
+ * (which proves its name), and that request sent on with the secrets.
+ * false when the relay is not to start (the client has its answer). */
+static bool intercept_tls(struct egress_mitm *m, uint64_t deadline_ns, char *buf) {
   static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-  for (size_t sent = 0; sent < sizeof ok - 1;) {
-    ssize_t n = send(m->fd[0], ok + sent, sizeof ok - 1 - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EAGAIN && wait_for(m, m->fd[0], POLLOUT, -1, 0, left_ms(deadline_ns)) > 0)
-      continue;
-    if (n <= 0)
-      goto end;
-    sent += (size_t)n;
-  }
+  size_t rest = 0, nrest = 0;
+  if (!side_write_all(m, 0, ok, sizeof ok - 1, deadline_ns))
+    return false;
   if (!leaf_for(m)) {
     fail(m, 500, "making a certificate for %s failed", m->host);
-    goto end;
+    return false;
   }
   if (!client_tls(m, deadline_ns))
-    goto end;
+    return false;
   if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0 || !upstream_tls(m, deadline_ns)) {
     answer(m, deadline_ns);
-    goto end;
+    return false;
   }
+
   char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(m->parser.method),
                          m->url ? m->url : "/", m->parser.http_major, m->parser.http_minor);
   size_t hlen;
   char *head = http_head_write(line, m->headers, m->nheaders, dropped, m->extra, m->extra, &hlen);
   free(line);
-  int sent = step(m, 1, deadline_ns, do_write, head, (int)hlen);
+  bool sent = side_write_all(m, 1, head, hlen, deadline_ns) &&
+              side_write_all(m, 1, buf + rest, nrest, deadline_ns);
   explicit_bzero(head, hlen);
   free(head);
-  if (sent <= 0 || (nrest && step(m, 1, deadline_ns, do_write, buf + rest, (int)nrest) <= 0)) {
+  if (!sent)
     fail(m, 502, "%s:%u closed the connection", m->host, m->port);
-    goto end;
+  return sent;
+}
+
+static void *mitm_run(void *arg) {
+  struct egress_mitm *m = arg;
+  uint64_t deadline_ns = now_ns() + (uint64_t)EGRESS_TLS_HEAD_MS * 1000000;
+  char *buf = xmalloc(EGRESS_TLS_BUF);
+  for (int i = 0; i < 2; i++)
+    fcntl(m->fd[i], F_SETFL, fcntl(m->fd[i], F_GETFL) | O_NONBLOCK);
+
+  bool go = m->plain ? side_write_all(m, 1, m->pre, m->npre, deadline_ns)
+                     : intercept_tls(m, deadline_ns, buf);
+  if (m->plain && !go) {
+    fail(m, 502, "%s:%u closed the connection", m->host, m->port);
+    answer(m, deadline_ns);
   }
-  pump(m);
-end:
+  if (go && !pump(m))
+    answer(m, now_ns() + (uint64_t)EGRESS_TLS_HEAD_MS * 1000000);
+
   free(buf);
   ERR_clear_error();
   /* The last thing it does: after this the loop may free m. */
@@ -565,6 +557,11 @@ static void mitm_free(struct egress_mitm *m) {
     free(m->headers[i].value);
   }
   free(m->headers);
+  if (m->pre) {
+    explicit_bzero(m->pre, m->npre);
+    free(m->pre);
+  }
+  scrub_free(m->scrub);
   free(m);
 }
 
@@ -595,15 +592,7 @@ static int select_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
 /* The client's context, on the thread: a leaf for host (a name, or an
  * address) signed by the sandbox's CA, for a week. */
 static bool leaf_for(struct egress_mitm *m) {
-  bool ip = strchr(m->host, ':') || strspn(m->host, "0123456789.") == strlen(m->host);
-  char san[300];
-  snprintf(san, sizeof san, "%s:%s", ip ? "IP" : "DNS", m->host);
-  const struct ext exts[] = {{NID_basic_constraints, "critical,CA:FALSE"},
-                             {NID_key_usage, "critical,digitalSignature"},
-                             {NID_ext_key_usage, "serverAuth"},
-                             {NID_subject_alt_name, san},
-                             {0, NULL}};
-  m->leaf = new_cert(m->host, m->leaf_key, m->ca_cert, m->ca_key, 7, exts);
+  m->leaf = egress_ca_leaf(m->host, m->leaf_key, m->ca_cert, m->ca_key);
   m->client_ctx = SSL_CTX_new(TLS_server_method());
   if (!m->leaf || !m->client_ctx || SSL_CTX_use_certificate(m->client_ctx, m->leaf) != 1 ||
       SSL_CTX_use_PrivateKey(m->client_ctx, m->leaf_key) != 1)
@@ -628,62 +617,85 @@ static struct mitm_owner *owner_of(struct egress_tls *t, const char *tenant) {
   return free_slot;
 }
 
-struct egress_mitm *egress_mitm_start(struct server *srv, const char *tenant,
-                                      const struct tls_ca *ca, int client,
-                                      int upstream, const char *host, uint16_t port,
-                                      const struct mitm_header *hdrs, size_t nhdrs,
-                                      uint64_t idle_ms, mitm_done_fn done, void *arg,
-                                      struct hutch_err *err) {
-  struct egress_tls *t = srv->egress_tls;
-  struct mitm_owner *owner = t && t->running < EGRESS_TLS_THREADS ? owner_of(t, tenant) : NULL;
-  if (!owner || owner->n >= EGRESS_TLS_TENANT) {
-    close(client);
-    close(upstream);
-    if (owner)
-      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                     "the tenant has %d connections with secrets over HTTPS under way",
-                     EGRESS_TLS_TENANT);
-    else
-      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                     "%d connections with secrets over HTTPS are under way on the server",
-                     EGRESS_TLS_THREADS);
-    return NULL;
+/* The header lines an intercepted request gets: Host as the CONNECT
+ * named it, the secrets, and Connection: close. */
+static char *tls_extra(const struct mitm_spec *sp) {
+  bool v6 = strchr(sp->host, ':') != NULL;
+  char *extra = sp->port == 443
+                    ? xasprintf("Host: %s%s%s\r\n", v6 ? "[" : "", sp->host, v6 ? "]" : "")
+                    : xasprintf("Host: %s%s%s:%u\r\n", v6 ? "[" : "", sp->host, v6 ? "]" : "",
+                                sp->port);
+  for (size_t i = 0; i <= sp->nhdrs; i++) {
+    char *more = i < sp->nhdrs
+                     ? xasprintf("%s%s: %s\r\n", extra, sp->hdrs[i].name, sp->hdrs[i].value)
+                     : xasprintf("%sConnection: close\r\n", extra);
+    explicit_bzero(extra, strlen(extra));
+    free(extra);
+    extra = more;
   }
+  return extra;
+}
+
+/* What the thread is given: both sockets, the secrets (to add, over TLS,
+ * and to scrub from the answer either way), and a plain request's head. */
+static struct egress_mitm *mitm_new(struct server *srv, const struct mitm_spec *sp) {
   struct egress_mitm *m = xcalloc(1, sizeof *m);
   m->srv = srv;
-  m->fd[0] = client;
-  m->fd[1] = upstream;
+  m->fd[0] = sp->client;
+  m->fd[1] = sp->upstream;
   m->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  str_copy(m->host, sizeof m->host, host);
-  m->port = port;
-  m->idle_ms = idle_ms;
-  m->done = done;
-  m->arg = arg;
-  bool v6 = strchr(host, ':') != NULL;
-  m->extra = port == 443 ? xasprintf("Host: %s%s%s\r\n", v6 ? "[" : "", host, v6 ? "]" : "")
-                         : xasprintf("Host: %s%s%s:%u\r\n", v6 ? "[" : "", host, v6 ? "]" : "", port);
-  for (size_t i = 0; i < nhdrs; i++) {
-    char *more = xasprintf("%s%s: %s\r\n", m->extra, hdrs[i].name, hdrs[i].value);
-    explicit_bzero(m->extra, strlen(m->extra));
-    free(m->extra);
-    m->extra = more;
+  str_copy(m->host, sizeof m->host, sp->host);
+  m->port = sp->port;
+  m->idle_ms = sp->idle_ms;
+  m->done = sp->done;
+  m->arg = sp->arg;
+  const char *values[32];
+  size_t n = 0;
+  for (; n < sp->nhdrs && n < ARRAY_SIZE(values); n++)
+    values[n] = sp->hdrs[n].value;
+  m->scrub = scrub_new(values, n);
+  m->plain = !sp->ca;
+  if (m->plain) {
+    m->pre = xmalloc(sp->npre + 1);
+    memcpy(m->pre, sp->pre, sp->npre);
+    m->npre = sp->npre;
+    return m;
   }
-  char *conn = xasprintf("%sConnection: close\r\n", m->extra);
-  explicit_bzero(m->extra, strlen(m->extra));
-  free(m->extra);
-  m->extra = conn;
-  m->leaf_key = ca->leaf_key;
-  m->ca_key = ca->key;
-  m->ca_cert = ca->cert;
+  m->extra = tls_extra(sp);
+  m->leaf_key = sp->ca->leaf_key;
+  m->ca_key = sp->ca->key;
+  m->ca_cert = sp->ca->cert;
   EVP_PKEY_up_ref(m->leaf_key);
   EVP_PKEY_up_ref(m->ca_key);
   X509_up_ref(m->ca_cert);
+  return m;
+}
+
+struct egress_mitm *egress_mitm_start(struct server *srv, const struct mitm_spec *sp,
+                                      struct hutch_err *err) {
+  struct egress_tls *t = srv->egress_tls;
+  struct mitm_owner *owner =
+      t && t->running < EGRESS_TLS_THREADS ? owner_of(t, sp->tenant) : NULL;
+  if (!owner || owner->n >= EGRESS_TLS_TENANT) {
+    close(sp->client);
+    close(sp->upstream);
+    if (owner)
+      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                     "the tenant has %d connections with secrets under way", EGRESS_TLS_TENANT);
+    else
+      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
+                     "%d connections with secrets are under way on the server",
+                     EGRESS_TLS_THREADS);
+    return NULL;
+  }
+  struct egress_mitm *m = mitm_new(srv, sp);
   if (m->stop < 0) {
     ERR_clear_error();
     mitm_free(m);
-    hutch_err_set(err, 0, "intercepting the connection to %s", host);
+    hutch_err_set(err, 0, "intercepting the connection to %s", sp->host);
     return NULL;
   }
+
   uv_async_init(srv->loop, &m->async, on_ended);
   m->async.data = m;
   pthread_attr_t attr;
@@ -696,7 +708,7 @@ struct egress_mitm *egress_mitm_start(struct server *srv, const char *tenant,
   if (rc != 0) {
     uv_close((uv_handle_t *)&m->async, never_ran);
     hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded", "no thread for the connection to %s",
-                   host);
+                   sp->host);
     return NULL;
   }
   t->running++;

@@ -42,9 +42,16 @@ struct np_entry {
   uint16_t port; /* 0: any */
 };
 
+/* A secret goes to its host only on the ports its rule names: over TLS
+ * to a server that proved the host's name (https_ports, 443 unless the
+ * rule says otherwise), and in clear only where the rule opts in with a
+ * port (http_ports, none unless it says). */
+#define NETPOLICY_SECRET_PORTS 16
 struct np_secret {
   char host[NETPOLICY_HOST_MAX + 1];
   char *header, *value;
+  uint16_t https_ports[NETPOLICY_SECRET_PORTS], http_ports[NETPOLICY_SECRET_PORTS];
+  size_t nhttps, nhttp;
 };
 
 struct netpolicy {
@@ -137,8 +144,11 @@ bool netpolicy_addr_of(const struct sockaddr *sa, int *family, unsigned char a[1
  * name or address. */
 bool netpolicy_host_ok(const char *host, char out[NETPOLICY_HOST_MAX + 1]);
 
-/* The secrets for a host (exact name), in order; prev NULL for the first. */
+/* The secrets for a request to host (exact name) at port, over TLS to a
+ * server that must prove the name (tls) or in clear, in order; prev NULL
+ * for the first. */
 const struct np_secret *netpolicy_next_secret(const struct netpolicy *p, const char *host,
+                                              uint16_t port, bool tls,
                                               const struct np_secret *prev);
 
 #endif
