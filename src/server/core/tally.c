@@ -45,7 +45,7 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating)
+  if (t->sandboxes || t->creating || t->disk_reserved || t->uploads)
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
@@ -79,6 +79,14 @@ static void relays_counted(struct relay_set *set, struct tally *t, struct server
     *set->tally[1] -= set->n;
     set->tally[0] = set->tally[1] = NULL;
   }
+}
+
+void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads) {
+  struct tally *t = get(srv, tenant);
+  t->disk_reserved += (uint64_t)bytes;
+  srv->disk_reserved += (uint64_t)bytes;
+  t->uploads += (unsigned)uploads;
+  put(srv, t);
 }
 
 void tally_listed(struct server *srv, struct sbx *sb, bool on) {

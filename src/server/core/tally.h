@@ -14,7 +14,7 @@ struct sbx;
 struct relay_set;
 
 /* A tenant's counts; there is one only while it has a sandbox listed or
- * being made. */
+ * being made, or disk reserved. */
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
@@ -23,6 +23,8 @@ struct tally {
   uint64_t memory_mb; /* of both */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
+  uint64_t disk_reserved; /* of its disk quota, for writes under way (diskroom.c) */
+  unsigned uploads;       /* under way (api/templates.c) */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
@@ -37,6 +39,9 @@ void tally_paused(struct sbx *sb, bool paused);
 /* A set of relays of a listed sandbox made after it was listed (its
  * egress proxy's) is counted as its ports are. */
 void tally_relays_like(struct relay_set *set, const struct relay_set *like);
+/* bytes more (or fewer) of the tenant's disk reserved, and uploads more
+ * (or fewer) under way; counted for the server too. */
+void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads);
 void tally_free_all(struct server *srv);
 
 #endif
