@@ -89,6 +89,35 @@ def test_build_cache_layers_stay_within_the_quota(server):
     wait_for(lambda: layer_names(server) == before, 30)
 
 
+def test_cache_let_go_of_stays_charged_until_collected(server):
+    """The store removes no layer while any job works in its tmp/: another
+    tenant's long build keeps every layer this tenant's cache lets go of
+    on the disk. Charged to nobody once dropped, failed builds in a loop
+    would fill it; they stay charged to the tenant until collected, so
+    its builds get less and less room, and all goes once the other's
+    build ends."""
+    other = small_tenant(server, "sleeper")
+    assert upload(other, "/v1/templates/import?name=box",
+                  oci_archive([busybox_layer()])).status == 201
+    # Once it made a layer, its child works in tmp/ until it ends.
+    df = "FROM box\nRUN echo made > /made\nRUN sleep 120\n"
+    r = other.post("/v1/templates", {"name": "long", "dockerfile": df},
+                   headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    job = r.headers["Location"]
+    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3
+                         for e in other.get(job).json["log"]), 30)
+
+    t = small_tenant(server, "looper")
+    assert upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()])).status == 201
+    for i in range(12):
+        r = build(t, f"fails{i}", "FROM box\n" + fill(i, 4) + "RUN false\n")
+        assert r.status >= 400, r
+    assert layer_bytes(server) <= 2 * QUOTA_MB * MiB + 4 * MiB
+    assert other.delete(job).status == 204
+    wait_for(lambda: layer_bytes(server) <= QUOTA_MB * MiB + 4 * MiB, 30)
+
+
 def raw_upload(port, path, key, length, body, barrier=None, half=0):
     """An upload over its own socket: headers, half of the body, the
     barrier (every upload has started), the rest; the answer's status and

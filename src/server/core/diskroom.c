@@ -68,10 +68,11 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
       store_volume_each(srv->store, p->tenant, add_volume, used, &e) < 0 ||
       store_snapshot_each(srv->store, p->tenant, add_snapshot, used, &e) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
-  const struct tally *t = tally_of(srv, p->tenant);
   uint64_t mine = 0;
-  *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant, &mine) +
-           (t ? t->disk_reserved : 0);
+  *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant, &mine);
+  /* Read after: counting what the tenant let go of may end its tally. */
+  const struct tally *t = tally_of(srv, p->tenant);
+  *used += t ? t->disk_reserved : 0;
   if (cache)
     *cache = mine;
   *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;

@@ -45,10 +45,12 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating || t->disk_reserved || t->uploads)
+  if (t->sandboxes || t->creating || t->disk_reserved || t->uploads ||
+      json_object_size(t->uncollected))
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
+  json_decref(t->uncollected);
   free(t);
 }
 
@@ -86,6 +88,17 @@ void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploa
   t->disk_reserved += (uint64_t)bytes;
   srv->disk_reserved += (uint64_t)bytes;
   t->uploads += (unsigned)uploads;
+  put(srv, t);
+}
+
+void tally_uncollected(struct server *srv, const char *tenant, const char *hex, uint64_t bytes) {
+  struct tally *t = get(srv, tenant);
+  if (!t->uncollected)
+    t->uncollected = json_object();
+  if (bytes)
+    json_object_set_new(t->uncollected, hex, json_integer((json_int_t)bytes));
+  else
+    json_object_del(t->uncollected, hex);
   put(srv, t);
 }
 
@@ -142,6 +155,7 @@ void tally_free_all(struct server *srv) {
     while (srv->tallies[i]) {
       struct tally *t = srv->tallies[i];
       srv->tallies[i] = t->next;
+      json_decref(t->uncollected);
       free(t);
     }
   free(srv->tallies);

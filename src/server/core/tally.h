@@ -5,6 +5,7 @@
 #ifndef HUTCH_CORE_TALLY_H
 #define HUTCH_CORE_TALLY_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "state/store.h"
@@ -25,6 +26,9 @@ struct tally {
   unsigned paused;    /* of its listed sandboxes */
   uint64_t disk_reserved; /* of its disk quota, for writes under way (diskroom.c) */
   unsigned uploads;       /* under way (api/templates.c) */
+  /* Layers it let go of that are still in the store, each with what it
+   * is charged until collected: layer hex -> bytes (tplcache.c). */
+  json_t *uncollected;
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
@@ -42,6 +46,9 @@ void tally_relays_like(struct relay_set *set, const struct relay_set *like);
 /* bytes more (or fewer) of the tenant's disk reserved, and uploads more
  * (or fewer) under way; counted for the server too. */
 void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads);
+/* Layer hex let go of by the tenant, charged bytes until collected; 0
+ * bytes: collected, no longer charged. */
+void tally_uncollected(struct server *srv, const char *tenant, const char *hex, uint64_t bytes);
 void tally_free_all(struct server *srv);
 
 #endif

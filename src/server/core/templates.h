@@ -115,8 +115,10 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
 int templates_delete(struct server *srv, const struct principal *p, const char *ref,
                      offload_done_fn done, void *arg, struct hutch_err *err);
 /* Bytes of the tenant's own templates (their size_bytes: a layer two of
- * them share counts twice), its build cache beyond them (also in *cache)
- * and its uploads, for its disk quota (diskroom.c). */
+ * them share counts twice), its build cache beyond them (also in *cache,
+ * which makes way when the tenant needs room), the layers it let go of
+ * until they are collected, and its uploads, for its disk quota
+ * (diskroom.c). */
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t *cache);
 /* The layers the tenant's own templates hold (a set of hex, new), and in
  * bytes their templates' charge. */

@@ -11,6 +11,7 @@
 #include "core/diskroom.h"
 #include "core/offload.h"
 #include "core/server.h"
+#include "core/tally.h"
 #include "core/templates.h"
 
 /* What an entry costs, once per layer: held takes it as counted. */
@@ -21,13 +22,33 @@ static uint64_t charge(const struct hutch_cache_entry *c, json_t *held, uint64_t
   return c->size + c->files * entry;
 }
 
-uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held) {
+/* What the layers the tenant let go of cost until they are collected:
+ * the store removes no layer while any job works in its tmp/, and a
+ * tenant keeping one job running would otherwise drop cache entries (no
+ * longer charged) faster than their layers go. Those gone are forgotten. */
+static uint64_t uncollected_bytes(struct server *srv, const char *tenant, json_t *held) {
+  const struct tally *t = tally_of(srv, tenant);
+  json_t *gone = t && t->uncollected ? json_deep_copy(t->uncollected) : NULL, *v;
+  const char *hex;
+  uint64_t bytes = 0;
+  json_object_foreach(gone, hex, v) {
+    if (!hutch_images_layer_exists(&srv->images, hex))
+      tally_uncollected(srv, tenant, hex, 0);
+    else if (!json_object_get(held, hex))
+      bytes += (uint64_t)json_integer_value(v);
+  }
+  json_decref(gone);
+  return bytes;
+}
+
+uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held, uint64_t *gone) {
   size_t n;
   struct hutch_cache_entry *v = hutch_images_cache_list(&srv->images, tenant, &n);
   uint64_t bytes = 0, entry = disk_entry_cost(srv);
   for (size_t i = 0; i < n; i++)
     bytes += charge(&v[i], held, entry);
   free(v);
+  *gone = uncollected_bytes(srv, tenant, held);
   return bytes;
 }
 
@@ -45,8 +66,11 @@ uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want)
     for (size_t k = i + 1; k < n && !shared; k++)
       shared = strcmp(v[k].layer, v[i].layer) == 0;
     hutch_images_cache_drop(&srv->images, tenant, v[i].key);
-    if (!shared)
-      freed += v[i].size + v[i].files * entry;
+    if (!shared) {
+      uint64_t cost = v[i].size + v[i].files * entry;
+      tally_uncollected(srv, tenant, v[i].layer, cost);
+      freed += cost;
+    }
   }
   free(v);
   json_decref(held);

@@ -75,8 +75,9 @@ uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t
   /* Its build cache beyond its templates' layers: without it, builds
    * ending in a failing step, or templates built then deleted, would
    * leave every step's layer on the disk, charged to nobody. */
-  *cache = tplcache_bytes(srv, tenant, held);
-  n += *cache;
+  uint64_t gone;
+  *cache = tplcache_bytes(srv, tenant, held, &gone);
+  n += *cache + gone;
   json_decref(held);
   /* And what it uploaded: without this, uploads of new content, each
    * within the quota, would take the disk from every other tenant. */
