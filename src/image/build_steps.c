@@ -2,8 +2,9 @@
  * config, and the steps that make layers (RUN, COPY, ADD, WORKDIR), with
  * the step cache: a step's key is the sha256 of the stage's chain (every
  * instruction before it, substituted, and the layers they made), its own
- * text after substitution; a hit is STATE/images/cache/<key>.json naming a
- * layer still in the store. COPY and ADD need no entry: their layer is
+ * text after substitution; a hit is an entry of the owner's cache
+ * (STATE/images/cache/<owner>/<key>.json) naming a layer still in the
+ * store. COPY and ADD need no entry: their layer is
  * named by its content, so the same files are the same layer. */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,26 +56,7 @@ char **build_run_env(const struct stage *st) {
   return env;
 }
 
-/* ---- the cache ---- */
-
-static char *cache_name(const char *key) { return xasprintf("cache/%s.json", key); }
-
-/* The layer of a cached step, if its entry and its layer are there. */
-static bool cache_get(struct build *b, const char *key, char hex[65]) {
-  _cleanup_free_ char *name = cache_name(key);
-  char buf[512];
-  struct hutch_err e = {0};
-  if (read_file_at(b->ctx->store.dirfd, name, buf, sizeof buf, &e) < 0)
-    return false;
-  json_t *j = json_loads(buf, 0, NULL);
-  const char *layer = json_string_value(json_object_get(j, "layer"));
-  bool ok = layer && strlen(layer) == 64 && strspn(layer, "0123456789abcdef") == 64 &&
-            hutch_images_layer_exists(&b->ctx->store, layer);
-  if (ok)
-    memcpy(hex, layer, 65);
-  json_decref(j);
-  return ok;
-}
+/* ---- the cache (the store's, images_cache.c, kept per owner) ---- */
 
 /* A stored layer's size, from its layers/<hex>.json. */
 static uint64_t layer_size(struct build *b, const char *hex) {
@@ -87,21 +69,6 @@ static uint64_t layer_size(struct build *b, const char *hex) {
   json_int_t n = json_integer_value(json_object_get(j, "size"));
   json_decref(j);
   return n > 0 ? (uint64_t)n : 0;
-}
-
-/* Written whole by rename: a reader sees the entry or none. A failure
- * costs only a later rebuild. */
-static void cache_put(struct build *b, const char *key, const char *hex) {
-  int dfd = b->ctx->store.dirfd;
-  if (mkdirat(dfd, "cache", 0700) < 0 && errno != EEXIST)
-    return;
-  _cleanup_free_ char *name = cache_name(key);
-  _cleanup_free_ char *tmp = xasprintf("cache/.%s.%d", key, (int)getpid());
-  _cleanup_free_ char *text = xasprintf("{\"layer\": \"%s\"}\n", hex);
-  _cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0 ||
-      renameat(dfd, tmp, dfd, name) < 0)
-    unlinkat(dfd, tmp, 0);
 }
 
 /* ---- steps that make layers ---- */
@@ -135,7 +102,7 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   _cleanup_free_ char *keyed = xasprintf("%s allow-out=%s", text, b->network);
   struct stage probe = *st;
   build_chain(&probe, keyed, "");
-  if (!b->no_cache && cache_get(b, probe.chain, res->hex)) {
+  if (!b->no_cache && hutch_images_cache_get(&b->ctx->store, b->ctx->owner, probe.chain, res->hex)) {
     res->cached = true;
     res->bytes = layer_size(b, res->hex);
     return 0;
@@ -148,7 +115,7 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   free(v);
   res->cached = false;
   if (r == 0)
-    cache_put(b, probe.chain, res->hex);
+    hutch_images_cache_put(&b->ctx->store, b->ctx->owner, probe.chain, res->hex);
   return r;
 }
 

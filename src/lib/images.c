@@ -150,6 +150,14 @@ json_t *hutch_images_load_fd(int fd) {
   return n < 0 ? NULL : json_loadb(buf, (size_t)n, 0, NULL);
 }
 
+DIR *hutch_images_opendir(const struct hutch_images *s, const char *sub) {
+  int fd = openat(s->dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d && fd >= 0)
+    close(fd);
+  return d;
+}
+
 /* Each record in templates/, parsed; fn returns false to stop. Records
  * that do not parse are skipped: the store writes them whole. */
 static void each_record(const struct hutch_images *s, bool (*fn)(json_t *, void *), void *arg) {

@@ -17,7 +17,8 @@
  *                        last sandbox ends and the last holder lets go
  *   templates/<id>.refs/ one empty file per holder that outlives any
  *                        process (a server's snapshot stacked on it)
- *   cache/<key>.json     a build step's result (the builder's)
+ *   cache/<o>/<key>.json a build step's result (the builder's), o the
+ *                        sha256 of its owner (images_cache.c)
  *   tmp/<pid>-<n>/       work under way; swept once its process is gone
  *   lock                 flock, exclusive while records or layers change
  *   work.lock            flock, shared by every process working in tmp/
@@ -42,6 +43,7 @@
 #ifndef HUTCH_IMAGES_H
 #define HUTCH_IMAGES_H
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,6 +107,10 @@ char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err);
  * larger than 16 MiB, or not JSON. */
 json_t *hutch_images_load_fd(int fd);
 
+/* The store's directory sub, opened to read (not following a link), or
+ * NULL. */
+DIR *hutch_images_opendir(const struct hutch_images *s, const char *sub);
+
 /* Whether hex is 64 lowercase hex digits (a sha256). */
 bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */
@@ -130,8 +136,9 @@ json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
                          struct hutch_err *err);
 /* Remove owner's template ref (owner NULL: anyone's): NAME every build of
  * it, NAME:TAG that tag (the build goes with its last tag), an id that
- * build; then every layer no template, live sandbox or build cache entry
- * still uses. */
+ * build; then the template owner's cache entries whose layer none of its
+ * templates left holds (the cache lives for its owner's templates), and
+ * every layer no template, live sandbox or build cache entry still uses. */
 int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
                         struct hutch_err *err);
 /* Give the build ref names (owner's own; owner NULL: anyone's) the tags
@@ -144,6 +151,32 @@ int hutch_images_untag(struct hutch_images *s, const char *owner, const char *na
                        struct hutch_err *err);
 /* Remove layers and cache entries nothing uses (hutch_images_remove does). */
 int hutch_images_gc(struct hutch_images *s, struct hutch_err *err);
+
+/* images_cache.c: the build cache, kept per owner (NULL or "": the
+ * public builds'). The most entries one owner keeps. */
+#define HUTCH_IMAGES_CACHE_MAX 256
+struct hutch_cache_entry {
+  char key[65], layer[65];
+  uint64_t size, files; /* the layer's, as its meta said when cached */
+  int64_t used;         /* its last use, ns since the epoch */
+};
+/* The layer of owner's step key, if the entry and its layer are there
+ * (a use of it). */
+bool hutch_images_cache_get(const struct hutch_images *s, const char *owner, const char *key,
+                            char hex[65]);
+/* Remember layer hex for owner's step key; the owner's least recently
+ * used entries past HUTCH_IMAGES_CACHE_MAX go. */
+void hutch_images_cache_put(const struct hutch_images *s, const char *owner, const char *key,
+                            const char *hex);
+/* owner's entries, least recently used first (malloc'd), and their count. */
+struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s,
+                                                  const char *owner, size_t *n);
+void hutch_images_cache_drop(const struct hutch_images *s, const char *owner, const char *key);
+/* The store's writer's (images_write.c, under its lock): mark in used
+ * every layer a cache entry names, dropping the entries whose layer is
+ * gone; drop owner's entries whose layer held (a set) does not name. */
+void hutch_images_cache_keep(const struct hutch_images *s, json_t *used);
+void hutch_images_cache_follow(const struct hutch_images *s, const char *owner, json_t *held);
 
 /* What a sandbox made from record mounts: *rootfs, the directory under
  * the layers (mount points only), and *layers, topmost first, as

@@ -565,6 +565,25 @@ json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
   return rec;
 }
 
+static bool mark(json_t *used, json_t *v, const struct hutch_images *s);
+
+/* An owner's build cache lives for its templates: once one goes, the
+ * entries whose layer none of the owner's templates left holds go too (a
+ * deleted template's steps, a failed build's), and the collection after
+ * frees their layers; else a tenant building and deleting templates would
+ * keep every step's layer. */
+static void cache_follow(const struct hutch_images *s, const char *owner) {
+  json_t *all = hutch_images_list(s, owner), *held = json_object(), *v;
+  size_t i;
+  json_array_foreach(all, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", owner) == 0)
+      mark(held, v, s);
+  }
+  json_decref(all);
+  hutch_images_cache_follow(s, owner, held);
+  json_decref(held);
+}
+
 int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
                         struct hutch_err *err) {
   {
@@ -602,6 +621,8 @@ int hutch_images_remove(struct hutch_images *s, const char *owner, const char *r
           retire(s, json_string_value(json_object_get(b, "id")), err);
     }
     json_decref(builds);
+    if (r == 0)
+      cache_follow(s, rowner ? rowner : "");
     json_decref(rec);
     if (r < 0)
       return -1;
@@ -665,13 +686,9 @@ int hutch_images_untag(struct hutch_images *s, const char *owner, const char *na
 static char **names_in(const struct hutch_images *s, const char *sub, const char *suffix,
                        size_t *n) {
   *n = 0;
-  int fd = openat(s->dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = hutch_images_opendir(s, sub);
+  if (!d)
     return NULL;
-  }
   char **v = NULL;
   size_t cap = 0, sl = strlen(suffix);
   struct dirent *e;
@@ -747,20 +764,16 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
     }
   }
   free_names(ids, n);
-  /* Build cache entries keep their layers, unless one is missing. */
+  /* Build cache entries keep their layers, unless one is missing; one
+   * outside an owner's directory (an older layout's) is nobody's to
+   * charge, and goes. */
   ids = names_in(s, "cache", ".json", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *name = xasprintf("cache/%s.json", ids[i]);
-    json_t *c = load_at(s, name);
-    json_t *mine = json_object();
-    if (c && mark(mine, c, s))
-      json_object_update(used, mine);
-    else
-      unlinkat(s->dirfd, name, 0);
-    json_decref(mine);
-    json_decref(c);
+    unlinkat(s->dirfd, name, 0);
   }
   free_names(ids, n);
+  hutch_images_cache_keep(s, used);
 
   /* A layer committed for a template not added yet is in no record: while
    * any process works in tmp/ (work.lock shared), no layer goes. */

@@ -12,6 +12,7 @@
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/diskroom.h"
+#include "core/tally.h"
 #include "core/templates.h"
 #include "core/tplfiles.h"
 #include "http/body.h"
@@ -271,19 +272,54 @@ void api_templates_job_cancel(struct http_conn *c, const struct principal *p) {
 
 /* ---- uploads: the body, as it comes, to a file ---- */
 
+/* An upload holds the bytes it may write as a reservation of its tenant's
+ * disk quota (disk_reserve) from before its first byte to its end: the
+ * whole Content-Length up front, refused 429 before a byte is read, or,
+ * without a length, as it grows, stopped where the quota is. Uploads side
+ * by side thus share one quota, where each capped at the quota left when
+ * it began let five parallel uploads of 15 MiB put 76 MiB on the disk of a
+ * tenant with 20. Their number is bounded as well, each holding a
+ * connection, a file and a piece of memory. */
 struct receive {
+  struct server *srv;
   struct http_conn *c;
   struct principal p;
   struct tpl_upload *u;
   receive_fn done;
   char *arg;
+  uint64_t held; /* reserved of the tenant's quota */
+  bool sized;    /* held is the Content-Length: the body can be no more */
 };
+
+/* Grown a MiB at a time or by what is held so far, whichever is more, so
+ * that a large upload checks its quota a few dozen times, not per piece;
+ * what is not asked fits exactly. */
+static int receive_grow(struct receive *r, uint64_t need, struct hutch_err *err) {
+  if (r->sized || need <= r->held)
+    return 0;
+  uint64_t more = need - r->held, step = r->held > (1u << 20) ? r->held : (1u << 20);
+  struct hutch_err ignored = {0};
+  if (more < step && disk_reserve(r->srv, &r->p, step, &ignored) == 0) {
+    r->held += step;
+    return 0;
+  }
+  if (disk_reserve(r->srv, &r->p, more, err) < 0)
+    return -1;
+  r->held += more;
+  return 0;
+}
+
+static void receive_free(struct receive *r) {
+  disk_release(r->srv, r->p.tenant, r->held);
+  tally_disk(r->srv, r->p.tenant, 0, -1);
+  free(r->arg);
+  free(r);
+}
 
 static void receive_abort(void *ctx) {
   struct receive *r = ctx;
   tpl_upload_close(r->u);
-  free(r->arg);
-  free(r);
+  receive_free(r);
 }
 
 static void receive_resume(void *arg) {
@@ -294,7 +330,8 @@ static void receive_resume(void *arg) {
 static void receive_body(void *ctx, const char *data, size_t n) {
   struct receive *r = ctx;
   struct hutch_err err = {0};
-  if (tpl_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
+  if (receive_grow(r, tpl_upload_size(r->u) + n, &err) < 0 ||
+      tpl_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
     struct http_conn *c = r->c;
     receive_abort(r);
     http_own(c, NULL, NULL);
@@ -304,50 +341,68 @@ static void receive_body(void *ctx, const char *data, size_t n) {
   http_body_pause(r->c);
 }
 
+/* The bytes stay reserved until done has put the file where it is
+ * counted (a context, E2B's files) or given it to a job. */
 static void receive_end(void *ctx) {
   struct receive *r = ctx;
   struct http_conn *c = r->c;
   http_own(c, NULL, NULL);
   r->done(c, &r->p, r->u, r->arg);
   tpl_upload_close(r->u);
-  free(r->arg);
-  free(r);
+  receive_free(r);
 }
 
 static const struct http_stream_ops receive_ops = {
     .abort = receive_abort, .body = receive_body, .body_end = receive_end};
+
+static int receive_admit(struct http_conn *c, const struct principal *p, uint64_t n,
+                         struct hutch_err *err) {
+  const struct tally *t = tally_of(c->srv, p->tenant);
+  if (t && t->uploads >= TEMPLATE_UPLOADS_TENANT)
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "tenant %s has its maximum of %d uploads under way", p->tenant,
+                          TEMPLATE_UPLOADS_TENANT);
+  /* The tenant's old uploads make way for this one before its quota
+   * refuses it (they count against it). */
+  if (tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n, err) < 0)
+    return -1;
+  return n ? disk_reserve(c->srv, p, n, err) : 0;
+}
 
 void templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
                        char *arg) {
   struct hutch_err err = {0};
   const char *len = http_header(&c->req, "Content-Length");
   uint64_t n = 0;
-  if (len && parse_u64(len, &n) && n > TEMPLATE_UPLOAD_MAX) {
+  bool sized = len && parse_u64(len, &n);
+  if (sized && n > TEMPLATE_UPLOAD_MAX) {
     free(arg);
     http_error(c, HUTCH_ERR_TOO_LARGE, "too_large", "an upload may carry at most %llu MiB",
                (unsigned long long)(TEMPLATE_UPLOAD_MAX >> 20));
     return;
   }
-  /* The tenant's old uploads make way for this one before its quota
-   * refuses it (they count against it). A body without a length stops
-   * where the quota does. */
-  struct tpl_upload *u = NULL;
-  if (tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n, &err) == 0 &&
-      disk_room(c->srv, p, n, &err) == 0) {
-    uint64_t left = disk_quota_left(c->srv, p);
-    u = tpl_upload_open(c->srv, left < TEMPLATE_UPLOAD_MAX ? left : TEMPLATE_UPLOAD_MAX, &err);
+  if (receive_admit(c, p, n, &err) < 0) {
+    free(arg);
+    http_fail(c, &err);
+    return;
   }
+  struct tpl_upload *u = tpl_upload_open(c->srv, sized ? n : TEMPLATE_UPLOAD_MAX, &err);
   if (!u) {
+    disk_release(c->srv, p->tenant, n);
     free(arg);
     http_fail(c, &err);
     return;
   }
   struct receive *r = xcalloc(1, sizeof *r);
+  r->srv = c->srv;
   r->c = c;
   r->p = *p;
   r->u = u;
   r->done = done;
   r->arg = arg;
+  r->held = n;
+  r->sized = sized;
+  tally_disk(c->srv, p->tenant, 0, 1);
   http_body_start(c, &receive_ops, r);
 }
 
@@ -362,10 +417,15 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
   struct template_spec spec = {.name = name + public, .public = public, .kind = "import",
                                .source = tpl_upload_path(u), .ref = ref};
   struct template_job *j = templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
-  if (j)
-    templates_answer(c, j);
-  else
+  if (!j) {
     http_fail(c, &err);
+    return;
+  }
+  /* The archive stays in the job's directory until the job ends: so does
+   * its reservation. */
+  j->held = tpl_upload_size(u);
+  disk_hand_on(c->srv, p->tenant, j->held);
+  templates_answer(c, j);
 }
 
 /* POST /v1/templates/import?name=N[&public=true]: the archive is the body. */

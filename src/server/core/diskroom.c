@@ -1,8 +1,10 @@
 /* Room on the state filesystem for what tenants keep there: volumes'
- * images (allocated in full) and snapshots' copies. Two bounds, checked
- * before anything is written (docs/security.md, "Resources"):
+ * images (allocated in full), snapshots' copies, templates, their build
+ * cache, uploads. Two bounds, checked before anything is written
+ * (docs/security.md, "Resources"):
  *
- *  - each tenant's volumes, snapshots and templates together hold at most its
+ *  - each tenant's volumes, snapshots, templates, build cache, uploaded
+ *    files and the writes it has under way together hold at most its
  *    max_disk_mb (POST /v1/keys), else --tenant-disk-mb (default: a quarter
  *    of the state filesystem's size), so one tenant cannot take the disk
  *    from the others: 429 quota_exceeded;
@@ -10,8 +12,11 @@
  *    quotas add up to, so the database, the audit log and the host's own
  *    files always have room to be written: 507 no_space.
  *
- * A write that would cross either is refused whole; nothing is left half
- * written. */
+ * A write whose size is known only as it comes (an upload) reserves its
+ * bytes before they are written (disk_reserve): a write under way counts
+ * as used, so that writes side by side, each within what the quota left
+ * when it began, cannot pass it together. A write that would cross either
+ * bound is refused whole; nothing is left half written. */
 #include "core/diskroom.h"
 
 #include <errno.h>
@@ -19,7 +24,9 @@
 #include <sys/statvfs.h>
 
 #include "core/server.h"
+#include "core/tally.h"
 #include "core/templates.h"
+#include "core/tplcache.h"
 #include "core/volumes.h"
 #include "state/store.h"
 
@@ -50,9 +57,10 @@ static void add_snapshot(const struct store_snapshot *s, void *arg) {
   *(uint64_t *)arg += s->bytes;
 }
 
-/* The tenant's quota and what its volumes, snapshots and templates use. */
+/* The tenant's quota and what it uses: volumes, snapshots, templates,
+ * build cache (of which *cache, if asked), uploads, writes under way. */
 static int tenant_use(struct server *srv, const struct principal *p, const struct fs_room *r,
-                      uint64_t *quota, uint64_t *used, struct hutch_err *err) {
+                      uint64_t *quota, uint64_t *used, uint64_t *cache, struct hutch_err *err) {
   struct hutch_err e = {0};
   struct tenant_quota q;
   *used = 0;
@@ -60,7 +68,13 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
       store_volume_each(srv->store, p->tenant, add_volume, used, &e) < 0 ||
       store_snapshot_each(srv->store, p->tenant, add_snapshot, used, &e) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
-  *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant);
+  uint64_t mine = 0;
+  *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant, &mine);
+  /* Read after: counting what the tenant let go of may end its tally. */
+  const struct tally *t = tally_of(srv, p->tenant);
+  *used += t ? t->disk_reserved : 0;
+  if (cache)
+    *cache = mine;
   *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;
   if (q.max_disk_mb >= 0)
     *quota = (uint64_t)q.max_disk_mb << 20;
@@ -81,9 +95,12 @@ uint64_t disk_entry_cost(const struct server *srv) {
 uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
   struct hutch_err err = {0};
   struct fs_room r;
-  uint64_t quota, used;
-  if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &err) < 0)
+  uint64_t quota, used, cache;
+  if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
     return 0;
+  /* The build cache makes way for what the tenant asks (disk_room), so
+   * it is room left too. */
+  used -= cache;
   return used < quota ? quota - used : 0;
 }
 
@@ -94,17 +111,22 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
   if (fs_room(srv, &r) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", srv->cfg.state_dir,
                           strerror(errno));
-  if (tenant_use(srv, p, &r, &quota, &used, err) < 0)
+  if (tenant_use(srv, p, &r, &quota, &used, NULL, err) < 0)
     return -1;
+  /* The tenant's build cache is the one thing here it did not ask to
+   * keep: its least recently used entries make way before a refusal. */
+  if (used + bytes > quota) {
+    uint64_t freed = tplcache_collect(srv, p->tenant, used + bytes - quota);
+    used = used > freed ? used - freed : 0;
+  }
   if (used + bytes > quota)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "tenant %s may keep at most %llu MiB of volumes, "
-                          "snapshots and templates (%llu in use, "
-                          "%llu more asked)",
+                          "tenant %s may keep at most %llu MiB of volumes, snapshots, "
+                          "templates, build cache and uploads (%llu in use, %llu more asked)",
                           p->tenant, (unsigned long long)(quota >> 20),
                           (unsigned long long)(used >> 20),
                           (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
-  uint64_t making = volumes_pending_bytes(srv, NULL);
+  uint64_t making = volumes_pending_bytes(srv, NULL) + srv->disk_reserved;
   r.avail = r.avail > making ? r.avail - making : 0;
   if (r.avail < bytes || r.avail - bytes < r.reserve)
     return hutch_err_fail(err, HUTCH_ERR_NO_SPACE, "no_space",
@@ -115,4 +137,21 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
                           (unsigned long long)(r.reserve >> 20),
                           (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
   return 0;
+}
+
+int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err) {
+  if (disk_room(srv, p, bytes, err) < 0)
+    return -1;
+  tally_disk(srv, p->tenant, (int64_t)bytes, 0);
+  return 0;
+}
+
+void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {
+  tally_disk(srv, tenant, (int64_t)bytes, 0);
+}
+
+void disk_release(struct server *srv, const char *tenant, uint64_t bytes) {
+  if (bytes)
+    tally_disk(srv, tenant, -(int64_t)bytes, 0);
 }

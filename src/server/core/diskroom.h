@@ -11,7 +11,8 @@ struct principal;
 
 /* diskroom.c: 0 when bytes more fit the tenant's disk quota and leave the
  * state filesystem its reserve; else -1 with quota_exceeded (quota) or
- * no_space (no space). */
+ * no_space (no space). The tenant's least recently used build cache
+ * entries go first when they stand in the way. */
 int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
               struct hutch_err *err);
 /* What one entry of a template's layers (a file, a directory, a link)
@@ -22,5 +23,13 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
 uint64_t disk_entry_cost(const struct server *srv);
 /* What the tenant's disk quota has left (0 when it is used up). */
 uint64_t disk_quota_left(struct server *srv, const struct principal *p);
+/* Reserve bytes of the tenant's quota and of the filesystem for a write
+ * under way, counted as used until released: 0, or -1 as disk_room. */
+int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err);
+void disk_release(struct server *srv, const char *tenant, uint64_t bytes);
+/* bytes reserved again, unchecked, by the next holder of a reservation
+ * (the job an upload's archive goes to), before the first releases it. */
+void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes);
 
 #endif

@@ -159,6 +159,10 @@ struct server {
    * ones, those of the gvisor tier. */
   struct tally **tallies;
   unsigned ncreating, nbuilds, sandbox_fds, relays, npaused, ngvisor;
+  uint64_t disk_reserved; /* of the state filesystem, for writes under way (diskroom.c) */
+  /* The template store's collection of unused layers, off the loop
+   * (tplcache.c): running, and asked again meanwhile. */
+  bool store_collecting, store_collect_again;
   unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx.c) */
   struct pool *pools;
   uv_timer_t refill;

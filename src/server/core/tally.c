@@ -45,10 +45,12 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating || t->builds)
+  if (t->sandboxes || t->creating || t->builds || t->disk_reserved || t->uploads ||
+      json_object_size(t->uncollected))
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
+  json_decref(t->uncollected);
   free(t);
 }
 
@@ -91,6 +93,25 @@ static void relays_counted(struct relay_set *set, struct tally *t, struct server
     *set->tally[1] -= set->n;
     set->tally[0] = set->tally[1] = NULL;
   }
+}
+
+void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads) {
+  struct tally *t = get(srv, tenant);
+  t->disk_reserved += (uint64_t)bytes;
+  srv->disk_reserved += (uint64_t)bytes;
+  t->uploads += (unsigned)uploads;
+  put(srv, t);
+}
+
+void tally_uncollected(struct server *srv, const char *tenant, const char *hex, uint64_t bytes) {
+  struct tally *t = get(srv, tenant);
+  if (!t->uncollected)
+    t->uncollected = json_object();
+  if (bytes)
+    json_object_set_new(t->uncollected, hex, json_integer((json_int_t)bytes));
+  else
+    json_object_del(t->uncollected, hex);
+  put(srv, t);
 }
 
 void tally_listed(struct server *srv, struct sbx *sb, bool on) {
@@ -146,6 +167,7 @@ void tally_free_all(struct server *srv) {
     while (srv->tallies[i]) {
       struct tally *t = srv->tallies[i];
       srv->tallies[i] = t->next;
+      json_decref(t->uncollected);
       free(t);
     }
   free(srv->tallies);

@@ -5,6 +5,7 @@
 #ifndef HUTCH_CORE_TALLY_H
 #define HUTCH_CORE_TALLY_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "state/store.h"
@@ -13,8 +14,8 @@ struct server;
 struct sbx;
 struct relay_set;
 
-/* A tenant's counts; there is one only while it has a sandbox listed, being
- * made or building a template. */
+/* A tenant's counts; there is one only while it has a sandbox listed or
+ * being made, a template building, or disk reserved. */
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
@@ -24,6 +25,11 @@ struct tally {
   uint64_t memory_mb; /* of all three */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
+  uint64_t disk_reserved; /* of its disk quota, for writes under way (diskroom.c) */
+  unsigned uploads;       /* under way (api/templates.c) */
+  /* Layers it let go of that are still in the store, each with what it
+   * is charged until collected: layer hex -> bytes (tplcache.c). */
+  json_t *uncollected;
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
@@ -41,6 +47,12 @@ void tally_paused(struct sbx *sb, bool paused);
 /* A set of relays of a listed sandbox made after it was listed (its
  * egress proxy's) is counted as its ports are. */
 void tally_relays_like(struct relay_set *set, const struct relay_set *like);
+/* bytes more (or fewer) of the tenant's disk reserved, and uploads more
+ * (or fewer) under way; counted for the server too. */
+void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads);
+/* Layer hex let go of by the tenant, charged bytes until collected; 0
+ * bytes: collected, no longer charged. */
+void tally_uncollected(struct server *srv, const char *tenant, const char *hex, uint64_t bytes);
 void tally_free_all(struct server *srv);
 
 #endif

@@ -29,6 +29,7 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tplcache.h"
 #include "core/tplfiles.h"
 #include "core/tplqueue.h"
 
@@ -472,18 +473,24 @@ static void forget_old(struct templates *t, const struct template_job *keep) {
   }
 }
 
-/* A template that passes the tenant's disk quota once made goes again:
- * the quota is checked before the job too, but only the finished
- * template's size is known. */
+/* What a job leaves past its tenant's disk quota goes: the quota is
+ * checked before the job too, but only the finished template's size is
+ * known, and the tenant's jobs side by side were each capped at what the
+ * quota left when it began. Its least recently used build cache entries
+ * go first (disk_room collects them), then the template this job made.
+ * The layers nothing holds any more (a failed build's, the entries
+ * collected) go off the loop. */
 static void over_quota(struct template_job *j) {
   struct principal p = {0};
+  struct hutch_err ignored = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  if (!*j->owner || disk_room(j->srv, &p, 0, &j->err) == 0)
-    return;
-  remove_off_loop(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
-                  NULL);
-  json_decref(j->record);
-  j->record = NULL;
+  if (*j->owner && disk_room(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
+    remove_off_loop(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
+                    NULL);
+    json_decref(j->record);
+    j->record = NULL;
+  }
+  tplcache_gc(j->srv);
 }
 
 /* The code a failed job says: the error's own, else its kind's. */
@@ -494,11 +501,10 @@ static const char *err_code(const struct hutch_err *err) {
 }
 
 static void job_ended(struct template_job *j) {
-  if (!j->err.msg[0] && !j->cancelled) {
+  if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
-    if (j->record)
-      over_quota(j);
-  }
+  if (j->state == TJOB_BUILDING)
+    over_quota(j);
   j->state = j->record ? TJOB_READY : TJOB_ERROR;
   j->ended_ms = (int64_t)time(NULL) * 1000;
   json_t *last = j->record ? json_pack("{s:s,s:O}", "event", "done", "template", j->record)
@@ -511,6 +517,8 @@ static void job_ended(struct template_job *j) {
   if (j->workdir)
     offload_remove(j->srv, j->workdir, true, NULL, NULL);
   j->workdir = NULL;
+  disk_release(j->srv, j->tenant, j->held);
+  j->held = 0;
   const struct template_watch *w = j->watch;
   j->watch = NULL;
   if (w && w->end)

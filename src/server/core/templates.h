@@ -77,6 +77,7 @@ struct template_job {
   uint64_t run_memory_mb; /* a build's RUN sandbox, counted while it runs (0: no build) */
   struct template_job *qnext; /* its tenant's queue (tplqueue.c) */
   bool in_queue, slot; /* queued; holding one of the server's slots */
+  uint64_t held;  /* of the tenant's disk quota, reserved for its files (an import's archive) */
   uv_process_t proc;
   uv_pipe_t out;
   uv_timer_t linger;
@@ -123,8 +124,14 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
 int templates_delete(struct server *srv, const struct principal *p, const char *ref,
                      offload_done_fn done, void *arg, struct hutch_err *err);
 /* Bytes of the tenant's own templates (their size_bytes: a layer two of
- * them share counts twice), for its disk quota (diskroom.c). */
-uint64_t templates_tenant_bytes(struct server *srv, const char *tenant);
+ * them share counts twice), its build cache beyond them (also in *cache,
+ * which makes way when the tenant needs room), the layers it let go of
+ * until they are collected, and its uploads, for its disk quota
+ * (diskroom.c). */
+uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t *cache);
+/* The layers the tenant's own templates hold (a set of hex, new), and in
+ * bytes their templates' charge. */
+json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes);
 
 /* What a job makes: the template name, public (an admin's, owner "")
  * or the tenant's, and how. workdir is a store tmpdir the job takes (it

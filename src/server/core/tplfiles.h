@@ -18,6 +18,8 @@ struct server;
 
 /* The most one upload may carry: an image archive, a context. */
 #define TEMPLATE_UPLOAD_MAX (8ull << 30)
+/* The most uploads one tenant has under way at once (api/templates.c). */
+#define TEMPLATE_UPLOADS_TENANT 8
 /* How long an E2B upload URL stays good. */
 #define TEMPLATE_UPLOAD_TOKEN_MS (15 * 60 * 1000)
 

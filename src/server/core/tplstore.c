@@ -1,6 +1,6 @@
 /* The store's templates as a tenant sees them (templates.h): listed,
  * found, the builds of a name and their tags, and what they take of the
- * tenant's disk quota. Small JSON records, read and written on the loop. */
+ * tenant's disk quota (with its build cache and uploads). Small JSON records, read and written on the loop. */
 #include "core/templates.h"
 
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "util.h"
 #include "core/diskroom.h"
 #include "core/server.h"
+#include "core/tplcache.h"
 #include "core/tplfiles.h"
 
 json_t *templates_list(struct server *srv, const struct principal *p) {
@@ -45,18 +46,39 @@ int templates_untag(struct server *srv, const struct principal *p, const char *n
   return hutch_images_untag(&srv->images, p->tenant, name, tags, err);
 }
 
-uint64_t templates_tenant_bytes(struct server *srv, const char *tenant) {
-  json_t *all = hutch_images_list(&srv->images, tenant), *v;
-  uint64_t n = 0, entry = disk_entry_cost(srv);
-  size_t i;
+json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes) {
+  json_t *all = hutch_images_list(&srv->images, tenant), *held = json_object(), *v, *l;
+  uint64_t entry = disk_entry_cost(srv);
+  size_t i, k;
+  *bytes = 0;
   /* Each entry as well as the data: layers of empty directories or files
    * would otherwise cost nothing and fill the disk's blocks and inodes. */
   json_array_foreach(all, i, v) {
-    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
-      n += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
-           (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
+    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) != 0)
+      continue;
+    *bytes += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
+              (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
+    json_array_foreach(json_object_get(v, "layers"), k, l) {
+      if (json_is_string(l))
+        json_object_set_new(held, json_string_value(l), json_true());
+    }
+    if (json_is_string(l = json_object_get(v, "top")))
+      json_object_set_new(held, json_string_value(l), json_true());
   }
   json_decref(all);
+  return held;
+}
+
+uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t *cache) {
+  uint64_t n;
+  json_t *held = templates_held(srv, tenant, &n);
+  /* Its build cache beyond its templates' layers: without it, builds
+   * ending in a failing step, or templates built then deleted, would
+   * leave every step's layer on the disk, charged to nobody. */
+  uint64_t gone;
+  *cache = tplcache_bytes(srv, tenant, held, &gone);
+  n += *cache + gone;
+  json_decref(held);
   /* And what it uploaded: without this, uploads of new content, each
    * within the quota, would take the disk from every other tenant. */
   return n + tplfiles_bytes(srv, tenant);

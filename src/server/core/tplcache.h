@@ -1,0 +1,28 @@
+/* A tenant's build cache as the server charges and collects it: each
+ * entry of the tenant's (images_cache.c) is its layer's bytes plus its
+ * files at disk_entry_cost, charged once per layer and not at all when one
+ * of the tenant's templates holds the layer (the template is charged for
+ * it). Entries are collected least recently used first when the tenant
+ * needs room, and the layers nothing holds any more then go off the loop;
+ * their bytes stay charged to the tenant until they are gone. */
+#ifndef HUTCH_CORE_TPLCACHE_H
+#define HUTCH_CORE_TPLCACHE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct server;
+
+/* What the tenant's cache entries cost beyond the layers in held (a set
+ * of layer hex, the tenant's templates'), which takes the layers counted;
+ * *gone what the layers it let go of cost until they are collected. */
+uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held, uint64_t *gone);
+/* Drop the tenant's least recently used entries until want bytes are
+ * freed or none is left whose layer its templates do not hold; then
+ * collect the store. Returns the bytes freed. */
+uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want);
+/* Remove, off the loop, the store's layers nothing uses (hutch_images_gc);
+ * asked while one runs, it runs once more after. */
+void tplcache_gc(struct server *srv);
+
+#endif
