@@ -472,7 +472,7 @@ static struct context *context_new(struct sbx *sb, const char *language, json_t 
     return NULL;
   }
   if (sb->ncontexts >= CONTEXTS_MAX) {
-    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_contexts",
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                    "a sandbox has at most %d code contexts", CONTEXTS_MAX);
     return NULL;
   }

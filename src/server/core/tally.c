@@ -45,7 +45,7 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating)
+  if (t->sandboxes || t->creating || t->held || t->tokens)
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
@@ -63,6 +63,18 @@ void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, 
     t->memory_mb -= memory_mb;
     srv->ncreating--;
   }
+  put(srv, t);
+}
+
+void tally_held(struct server *srv, const char *tenant, bool on) {
+  struct tally *t = get(srv, tenant);
+  t->held += on ? 1 : -1u;
+  put(srv, t);
+}
+
+void tally_tokens(struct server *srv, const char *tenant, bool on) {
+  struct tally *t = get(srv, tenant);
+  t->tokens += on ? 1 : -1u;
   put(srv, t);
 }
 

@@ -1,10 +1,13 @@
 /* What the server and each tenant hold now: sandboxes, creates under way,
- * their memory, relayed connections. Counted as they come and go, so that
- * quotas and descriptor budgets cost the same with 5 sandboxes or 5000
- * (no walk of every sandbox per request or per create). */
+ * their memory, relayed connections, connections held open, upload URLs.
+ * Counted as they come and go, so that quotas and descriptor budgets cost
+ * the same with 5 sandboxes or 5000 (no walk of every sandbox, connection
+ * or token per request or per create): a tenant's counts are found by a
+ * hash of its name, never by walking what other tenants hold. */
 #ifndef HUTCH_CORE_TALLY_H
 #define HUTCH_CORE_TALLY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "state/store.h"
@@ -13,8 +16,8 @@ struct server;
 struct sbx;
 struct relay_set;
 
-/* A tenant's counts; there is one only while it has a sandbox listed or
- * being made. */
+/* A tenant's counts; there is one only while it holds something counted
+ * here but relays and paused sandboxes (which need a listed sandbox). */
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
@@ -23,12 +26,18 @@ struct tally {
   uint64_t memory_mb; /* of both */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
+  unsigned held;      /* HTTP connections a handler keeps past the request (http.h) */
+  unsigned tokens;    /* upload URLs issued and not yet used or collected (tpltokens.h) */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
 const struct tally *tally_of(const struct server *srv, const char *tenant);
 /* A create under way: counted (on) or not any more (off). */
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
+/* One more (on) or one fewer of tenant's held connections, or its
+ * tokens: the counts each bound reads. */
+void tally_held(struct server *srv, const char *tenant, bool on);
+void tally_tokens(struct server *srv, const char *tenant, bool on);
 /* sb listed (on) or out of the registry (off): it, its descriptors and
  * its relays counted, for its tenant and the server. */
 void tally_listed(struct server *srv, struct sbx *sb, bool on);

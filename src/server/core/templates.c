@@ -30,6 +30,7 @@
 #include "core/keys.h"
 #include "core/server.h"
 #include "core/tplfiles.h"
+#include "core/tpltokens.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
@@ -809,11 +810,7 @@ void templates_free(struct server *srv) {
     t->jobs = j->next;
     job_free(j);
   }
-  while (t->tokens) {
-    struct template_token *k = t->tokens;
-    t->tokens = k->next;
-    free(k);
-  }
+  tpltokens_free(t->tokens);
   free(t);
   srv->templates = NULL;
 }

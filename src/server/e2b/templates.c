@@ -23,6 +23,7 @@
 #include "core/snapshots.h"
 #include "core/templates.h"
 #include "core/tplfiles.h"
+#include "core/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/json.h"
@@ -116,7 +117,11 @@ void e2b_templates_file(struct http_conn *c, const struct principal *p) {
     return;
   }
   char token[41];
-  tplfiles_token(c->srv, p->tenant, hash, token);
+  struct hutch_err err = {0};
+  if (tpltokens_issue(c->srv, p->tenant, hash, token, &err) < 0) {
+    http_fail(c, &err);
+    return;
+  }
   _cleanup_free_ char *url = xasprintf("http://%s/templates/uploads/%s", host, token);
   http_json(c, 201, json_pack("{s:b,s:s}", "present", 0, "url", url));
 }
@@ -136,7 +141,7 @@ void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
   (void)p;
   struct principal owner = {0};
   char hash[65];
-  if (tplfiles_claim(c->srv, c->req.params[0], owner.tenant, hash) < 0) {
+  if (tpltokens_claim(c->srv, c->req.params[0], owner.tenant, hash) < 0) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no such upload (or its URL expired)");
     return;
   }
