@@ -52,6 +52,11 @@ static void put(struct server *srv, struct tally *t) {
   free(t);
 }
 
+struct sbx *tally_sandboxes(const struct server *srv, const char *tenant) {
+  const struct tally *t = tally_of(srv, tenant);
+  return t ? t->listed : NULL;
+}
+
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
   struct tally *t = get(srv, tenant);
   if (on) {
@@ -96,6 +101,11 @@ static void relays_counted(struct relay_set *set, struct tally *t, struct server
 void tally_listed(struct server *srv, struct sbx *sb, bool on) {
   if (on) {
     struct tally *t = sb->tally = get(srv, sb->tenant);
+    sb->tenant_prev = NULL;
+    sb->tenant_next = t->listed;
+    if (t->listed)
+      t->listed->tenant_prev = sb;
+    t->listed = sb;
     t->sandboxes++;
     t->memory_mb += sb->memory_mb;
     sb->fds = fds_of_sandbox(sb);
@@ -108,6 +118,13 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
     return;
   }
   struct tally *t = sb->tally;
+  if (sb->tenant_prev)
+    sb->tenant_prev->tenant_next = sb->tenant_next;
+  else
+    t->listed = sb->tenant_next;
+  if (sb->tenant_next)
+    sb->tenant_next->tenant_prev = sb->tenant_prev;
+  sb->tenant_next = sb->tenant_prev = NULL;
   relays_counted(&sb->ports, NULL, srv);
   relays_counted(egress_relays(sb), NULL, srv);
   srv->sandbox_fds -= sb->fds;

@@ -26,12 +26,16 @@ struct tally {
   uint64_t memory_mb; /* of both */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
+  struct sbx *listed; /* its listed sandboxes, newest first (sbx.tenant_next) */
   unsigned held;      /* HTTP connections a handler keeps past the request (http.h) */
   unsigned tokens;    /* upload URLs issued and not yet used or collected (tpltokens.h) */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
 const struct tally *tally_of(const struct server *srv, const char *tenant);
+/* tenant's listed sandboxes, newest first (then sb->tenant_next), or
+ * NULL: a tenant's listing walks its own, never every tenant's. */
+struct sbx *tally_sandboxes(const struct server *srv, const char *tenant);
 /* A create under way: counted (on) or not any more (off). */
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
 /* One more (on) or one fewer of tenant's held connections, or its

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
+#include "core/fds.h"
 #include "core/sbx.h"
 #include "core/snapshots.h"
 #include "core/templates.h"
@@ -136,13 +137,23 @@ static void upload_stored(struct http_conn *c, const struct principal *p, struct
     http_respond(c, 200, "application/json", "", 0, NULL);
 }
 
-/* PUT /templates/uploads/{token}: the token is the key. */
+/* PUT /templates/uploads/{token}: the token is the key. The upload is
+ * the token's tenant's: its connection, held while the body comes, counts
+ * in that tenant's share of the server's connections (fds.c), or a
+ * tenant's 256 URLs would be 256 slow uploads held on no one's count
+ * (one refused has used its URL up: the client asks for another). */
 void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
   (void)p;
   struct principal owner = {0};
+  struct hutch_err err = {0};
   char hash[65];
   if (tpltokens_claim(c->srv, c->req.params[0], owner.tenant, hash) < 0) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no such upload (or its URL expired)");
+    return;
+  }
+  str_copy(c->tenant, sizeof c->tenant, owner.tenant);
+  if (fds_check(c->srv, owner.tenant, NULL, 1, &err) < 0) {
+    http_fail(c, &err);
     return;
   }
   templates_receive(c, &owner, upload_stored, xstrdup(hash));
