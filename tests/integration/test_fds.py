@@ -178,6 +178,28 @@ def test_a_tenants_websockets_count_in_its_share_and_others_are_served(server, t
         assert b"quota_exceeded" in refused.buf and b" 48 descriptors" in refused.buf, refused.buf
 
 
+def test_uploads_to_a_tenants_urls_count_in_its_share(server, tenant):
+    """An upload URL needs no key, but the upload is its tenant's: slow
+    PUTs to 60 of its URLs hold 48 connections (its share), the rest are
+    429 naming the share; another tenant is served. (They counted for no
+    one: 256 URLs were 256 connections held on no tenant's share.)"""
+    paths = []
+    for i in range(60):
+        r = tenant.get(f"/templates/t/files/{'%064x' % i}")
+        assert r.status == 201, r
+        paths.append(r.json["url"].split(str(server.port), 1)[1])
+    socks = []
+    with held_until_closed(server, tenant, socks):
+        for path in paths:
+            socks.append(raw(server, f"PUT {path} HTTP/1.1\r\nHost: x\r\n"
+                                     "Content-Length: 1000000\r\n\r\npart"))
+        got = [status_of(s, 0.5) for s in socks[48:]]
+        # E2B's shape of quota_exceeded
+        assert all(st == 429 and b"share of the server's connections: 48" in head
+                   for st, head in got), got
+        assert all(status_of(s, 0.01)[0] is None for s in socks[:48])
+
+
 def test_a_tenants_tunnels_over_its_sandboxes_stop_at_its_share_and_count_down(server, tenant):
     """A tenant's share (8 tunnels) is counted over all its sandboxes as
     tunnels open and close: the ninth, on a sandbox holding none, is 429;

@@ -70,8 +70,8 @@ int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb
   if (tenant && tenant[0] && tenant_used(srv, tenant) + want > pool / 4)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "your sandboxes hold your share of the server's connections: %u "
-                          "descriptors of relays (%u each) and of streams, WebSockets and "
-                          "waits held open (1 each); try again once some close",
+                          "descriptors of relays (%u each) and of streams, WebSockets, waits "
+                          "and uploads held open (1 each); try again once some close",
                           pool / 4, FDS_RELAY);
   if (fds_server_used(srv) + want > pool)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
