@@ -440,25 +440,6 @@ void http_accept(struct http_server *srv, int fd) {
   start_reading(c);
 }
 
-const char *http_request_text(const struct http_req *req, const char **code) {
-  *code = "bad_request";
-  for (size_t i = 0; i < req->nheaders; i++)
-    if (!utf8_valid(req->headers[i].name, strlen(req->headers[i].name)) ||
-        !utf8_valid(req->headers[i].value, strlen(req->headers[i].value)))
-      return "the request's headers must be UTF-8";
-  *code = "invalid_argument";
-  for (const char *q = req->query; q && *q;) {
-    char *key, *value;
-    q = http_query_next(q, &key, &value);
-    bool bad = !key || !value;
-    free(key);
-    free(value);
-    if (bad)
-      return "the query must be key=value pairs, URL-encoded UTF-8";
-  }
-  return NULL;
-}
-
 void http_close_all(struct http_server *srv) {
   srv->stopping = true;
   accept_stop(srv);
@@ -837,17 +818,4 @@ int http_detach(struct http_conn *c, char **rest, size_t *nrest) {
   c->action = NULL;
   conn_close(c);
   return dup_fd;
-}
-
-/* ---- request accessors ---- */
-
-const char *http_header(const struct http_req *req, const char *name) {
-  for (size_t i = 0; i < req->nheaders; i++)
-    if (strcasecmp(req->headers[i].name, name) == 0)
-      return req->headers[i].value;
-  return NULL;
-}
-
-char *http_query(const struct http_req *req, const char *name) {
-  return http_query_get(req->query, name);
 }
