@@ -26,6 +26,7 @@
 #include "core/metrics.h"
 #include "core/pool.h"
 #include "core/sbx.h"
+#include "core/tally.h"
 #include "e2b/e2b.h"
 #include "http/json.h"
 
@@ -514,12 +515,15 @@ int serve_print_routes(FILE *out, const char *table) {
 
 static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_pool(srv); }
 
+static void held(struct server *srv, const char *tenant, bool on) { tally_held(srv, tenant, on); }
+
 const struct http_handlers serve_http = {
     .dispatch = serve_dispatch,
     .streams_body = serve_streams_body,
     .dialect = serve_dialect,
     .done = serve_request_done,
     .room = room,
+    .held = held,
 };
 
 const struct serve_fronts serve_fronts = {

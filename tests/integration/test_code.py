@@ -330,4 +330,5 @@ def test_context_routes_refuse_what_they_do_not_know(api, sid):
     for _ in range(16 - len(api.get(f"/v1/sandboxes/{sid}/contexts").json["contexts"])):
         assert api.post(f"/v1/sandboxes/{sid}/contexts", {}).status == 201
     r = api.post(f"/v1/sandboxes/{sid}/contexts", {})
-    assert r.status == 429 and r.json["error"]["code"] == "too_many_contexts", r
+    assert r.status == 429 and r.json["error"]["code"] == "quota_exceeded", r
+    assert "at most 16 code contexts" in r.json["error"]["message"], r

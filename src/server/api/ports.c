@@ -389,7 +389,8 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
                  "traffic token (X-Hutch-Traffic-Token)",
                  port);
   } else if (sb->ports.n >= PORTS_MAX_CONNS) {
-    http_error(c, HUTCH_ERR_QUOTA, "busy", "sandbox %s has %d connections through its ports already", id,
+    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded",
+               "sandbox %s has %d connections through its ports already, the most it may", id,
                PORTS_MAX_CONNS);
   } else if (fds_check(srv, sb->tenant, sb, FDS_RELAY, &err) < 0) {
     http_fail(c, &err);

@@ -472,7 +472,7 @@ static struct context *context_new(struct sbx *sb, const char *language, json_t 
     return NULL;
   }
   if (sb->ncontexts >= CONTEXTS_MAX) {
-    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_contexts",
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                    "a sandbox has at most %d code contexts", CONTEXTS_MAX);
     return NULL;
   }
@@ -596,8 +596,9 @@ int contexts_run(struct sbx *sb, const struct cell_request *r, const struct cell
   if (!cx)
     return -1;
   if (cx->ncells >= CELLS_QUEUED_MAX)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "context_busy",
-                          "%d cells already wait in context %s", CELLS_QUEUED_MAX, cx->id);
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "%d cells already wait in context %s, the most one may hold",
+                          CELLS_QUEUED_MAX, cx->id);
   struct cell *ce = xcalloc(1, sizeof *ce);
   ce->cx = cx;
   ce->id = ++cx->next_cell;

@@ -52,24 +52,27 @@ unsigned fds_server_used(const struct server *srv) {
 }
 
 /* A tenant's relays, and its connections that a handler holds open (exec
- * and file streams, WebSockets): what it keeps past a request's end. */
+ * and file streams, WebSockets, waits): what it keeps past a request's
+ * end, both counted as they come and go (tally.h). */
 static unsigned tenant_used(const struct server *srv, const char *tenant) {
   const struct tally *t = tally_of(srv, tenant);
-  return (t ? t->relays * FDS_RELAY : 0) + http_conns_held(&srv->http, tenant);
+  return t ? t->relays * FDS_RELAY + t->held : 0;
 }
 
 int fds_check(const struct server *srv, const char *tenant, const struct sbx *sb, unsigned want,
               struct hutch_err *err) {
   unsigned pool = fds_pool(srv);
   if (sb && relay_fds(sb) + want > pool / 16)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "busy",
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "sandbox %s holds its share of the server's connections (%u); try "
                           "again once some close",
                           sb->id, pool / 16 / FDS_RELAY);
   if (tenant && tenant[0] && tenant_used(srv, tenant) + want > pool / 4)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "busy",
-                          "your sandboxes hold your share of the server's connections; try "
-                          "again once some close");
+    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                          "your sandboxes hold your share of the server's connections: %u "
+                          "descriptors of relays (%u each) and of streams, WebSockets, waits "
+                          "and uploads held open (1 each); try again once some close",
+                          pool / 4, FDS_RELAY);
   if (fds_server_used(srv) + want > pool)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many connections as it can; try again");

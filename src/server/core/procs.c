@@ -172,7 +172,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
   for (struct proc *p = sb->procs; p; p = p->next)
     n++;
   if (n >= PROC_MAX) {
-    hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_processes",
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                    "the sandbox has %d background processes; wait for some to end", PROC_MAX);
     return NULL;
   }

@@ -21,7 +21,7 @@ typedef void (*procs_started_cb)(int pid, json_t *exit, void *arg);
 /* Start a background process (an exec with "background": true) from the
  * agent request req (exec_request): in (NULL: none) is written to its
  * stdin, keep_stdin: more may follow. started (NULL: none) is called once,
- * from the loop. NULL and err: quota too_many_processes, unavailable
+ * from the loop. NULL and err: quota_exceeded, unavailable
  * sandbox_error. */
 struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_stdin,
                          procs_started_cb started, void *arg, struct hutch_err *err);

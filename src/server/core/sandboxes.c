@@ -94,10 +94,11 @@ static int newer_first(const void *a, const void *b) {
 
 struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
                             const struct sandbox_filter *f, size_t *n) {
-  struct sbx **all = xcalloc(srv->nsandboxes + 1, sizeof *all);
+  const struct tally *t = tally_of(srv, p->tenant);
+  struct sbx **all = xcalloc((t ? t->sandboxes : 0) + 1, sizeof *all);
   *n = 0;
-  for (struct sbx *sb = srv->sandboxes; sb && *n < srv->nsandboxes; sb = sb->next)
-    if (strcmp(sb->tenant, p->tenant) == 0 && (sb->paused ? f->paused : f->running) &&
+  for (struct sbx *sb = t ? t->listed : NULL; sb; sb = sb->tenant_next)
+    if ((sb->paused ? f->paused : f->running) &&
         (!f->metadata || metadata_match(sb, f->metadata)) &&
         (!f->template || strcmp(f->template, sb->template) == 0) &&
         sb->created_ms >= f->started_after_ms)

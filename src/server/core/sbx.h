@@ -33,6 +33,7 @@ struct sbx {
   struct sbx *id_next;     /* the chain of its bucket in srv->by_id */
   bool listed;
   struct tally *tally; /* its tenant's counts, while listed (tally.h) */
+  struct sbx *tenant_next, *tenant_prev; /* its tenant's listed ones (tally.h) */
   unsigned fds;        /* the server's descriptors it holds, counted while listed (fds.c) */
   struct server *srv;
   struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */

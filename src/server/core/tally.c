@@ -45,8 +45,8 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating || t->builds || t->disk_reserved || t->uploads ||
-      json_object_size(t->uncollected))
+  if (t->sandboxes || t->creating || t->builds || t->held || t->tokens || t->disk_reserved ||
+      t->uploads || json_object_size(t->uncollected))
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
@@ -54,10 +54,15 @@ static void put(struct server *srv, struct tally *t) {
   free(t);
 }
 
+struct sbx *tally_sandboxes(const struct server *srv, const char *tenant) {
+  const struct tally *t = tally_of(srv, tenant);
+  return t ? t->listed : NULL;
+}
+
 /* One more (on) or one fewer of t's mine and the server's all, with its
  * memory. */
-static void held(struct server *srv, struct tally *t, unsigned *mine, unsigned *all,
-                 uint64_t memory_mb, bool on) {
+static void count_one(struct server *srv, struct tally *t, unsigned *mine, unsigned *all,
+                      uint64_t memory_mb, bool on) {
   if (on) {
     (*mine)++;
     (*all)++;
@@ -72,12 +77,24 @@ static void held(struct server *srv, struct tally *t, unsigned *mine, unsigned *
 
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
   struct tally *t = get(srv, tenant);
-  held(srv, t, &t->creating, &srv->ncreating, memory_mb, on);
+  count_one(srv, t, &t->creating, &srv->ncreating, memory_mb, on);
 }
 
 void tally_building(struct server *srv, const char *tenant, uint64_t memory_mb, bool on) {
   struct tally *t = get(srv, tenant);
-  held(srv, t, &t->builds, &srv->nbuilds, memory_mb, on);
+  count_one(srv, t, &t->builds, &srv->nbuilds, memory_mb, on);
+}
+
+void tally_held(struct server *srv, const char *tenant, bool on) {
+  struct tally *t = get(srv, tenant);
+  t->held += on ? 1 : -1u;
+  put(srv, t);
+}
+
+void tally_tokens(struct server *srv, const char *tenant, bool on) {
+  struct tally *t = get(srv, tenant);
+  t->tokens += on ? 1 : -1u;
+  put(srv, t);
 }
 
 static void relays_counted(struct relay_set *set, struct tally *t, struct server *srv) {
@@ -117,6 +134,11 @@ void tally_uncollected(struct server *srv, const char *tenant, const char *hex, 
 void tally_listed(struct server *srv, struct sbx *sb, bool on) {
   if (on) {
     struct tally *t = sb->tally = get(srv, sb->tenant);
+    sb->tenant_prev = NULL;
+    sb->tenant_next = t->listed;
+    if (t->listed)
+      t->listed->tenant_prev = sb;
+    t->listed = sb;
     t->sandboxes++;
     t->memory_mb += sb->memory_mb;
     sb->fds = fds_of_sandbox(sb);
@@ -129,6 +151,13 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
     return;
   }
   struct tally *t = sb->tally;
+  if (sb->tenant_prev)
+    sb->tenant_prev->tenant_next = sb->tenant_next;
+  else
+    t->listed = sb->tenant_next;
+  if (sb->tenant_next)
+    sb->tenant_next->tenant_prev = sb->tenant_prev;
+  sb->tenant_next = sb->tenant_prev = NULL;
   relays_counted(&sb->ports, NULL, srv);
   relays_counted(egress_relays(sb), NULL, srv);
   srv->sandbox_fds -= sb->fds;

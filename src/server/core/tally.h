@@ -1,11 +1,14 @@
 /* What the server and each tenant hold now: sandboxes, creates under way,
- * their memory, relayed connections. Counted as they come and go, so that
- * quotas and descriptor budgets cost the same with 5 sandboxes or 5000
- * (no walk of every sandbox per request or per create). */
+ * their memory, relayed connections, connections held open, upload URLs.
+ * Counted as they come and go, so that quotas and descriptor budgets cost
+ * the same with 5 sandboxes or 5000 (no walk of every sandbox, connection
+ * or token per request or per create): a tenant's counts are found by a
+ * hash of its name, never by walking what other tenants hold. */
 #ifndef HUTCH_CORE_TALLY_H
 #define HUTCH_CORE_TALLY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "state/store.h"
@@ -14,8 +17,8 @@ struct server;
 struct sbx;
 struct relay_set;
 
-/* A tenant's counts; there is one only while it has a sandbox listed or
- * being made, a template building, or disk reserved. */
+/* A tenant's counts; there is one only while it holds something counted
+ * here but relays and paused sandboxes (which need a listed sandbox). */
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
@@ -30,15 +33,25 @@ struct tally {
   /* Layers it let go of that are still in the store, each with what it
    * is charged until collected: layer hex -> bytes (tplcache.c). */
   json_t *uncollected;
+  struct sbx *listed; /* its listed sandboxes, newest first (sbx.tenant_next) */
+  unsigned held;      /* HTTP connections a handler keeps past the request (http.h) */
+  unsigned tokens;    /* upload URLs issued and not yet used or collected (tpltokens.h) */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
 const struct tally *tally_of(const struct server *srv, const char *tenant);
+/* tenant's listed sandboxes, newest first (then sb->tenant_next), or
+ * NULL: a tenant's listing walks its own, never every tenant's. */
+struct sbx *tally_sandboxes(const struct server *srv, const char *tenant);
 /* A create under way: counted (on) or not any more (off). */
 void tally_creating(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
 /* A template build's RUN sandbox (made by hutch-template, not listed):
  * counted while the build runs (on), not once it ended (off). */
 void tally_building(struct server *srv, const char *tenant, uint64_t memory_mb, bool on);
+/* One more (on) or one fewer of tenant's held connections, or its
+ * tokens: the counts each bound reads. */
+void tally_held(struct server *srv, const char *tenant, bool on);
+void tally_tokens(struct server *srv, const char *tenant, bool on);
 /* sb listed (on) or out of the registry (off): it, its descriptors and
  * its relays counted, for its tenant and the server. */
 void tally_listed(struct server *srv, struct sbx *sb, bool on);

@@ -32,6 +32,7 @@
 #include "core/tplcache.h"
 #include "core/tplfiles.h"
 #include "core/tplqueue.h"
+#include "core/tpltokens.h"
 
 struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
@@ -840,11 +841,7 @@ void templates_free(struct server *srv) {
     t->jobs = j->next;
     job_free(j);
   }
-  while (t->tokens) {
-    struct template_token *k = t->tokens;
-    t->tokens = k->next;
-    free(k);
-  }
+  tpltokens_free(t->tokens);
   tplqueue_free(srv);
   free(t);
   srv->templates = NULL;

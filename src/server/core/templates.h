@@ -95,19 +95,12 @@ struct template_job {
   void *watch_arg;
 };
 
-/* An E2B upload URL's token (tplfiles.c). */
-struct template_token {
-  struct template_token *next;
-  char token[41], tenant[65], hash[65];
-  uint64_t expires_ns;
-};
-
 /* The server's (srv->templates, made on first use): the jobs, their
  * queue, the upload tokens. */
 struct templates {
   struct template_job *jobs; /* newest first */
   struct tplqueue queue;
-  struct template_token *tokens;
+  struct tpltokens *tokens;  /* tpltokens.c; NULL until the first */
 };
 struct templates *templates_state(struct server *srv);
 

@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "cleanup.h"
@@ -128,45 +127,6 @@ int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_le
                           "tenant %s keeps %d uploaded files, all used in the last %d minutes",
                           tenant, TEMPLATE_FILES_MAX, TEMPLATE_FILES_FRESH_S / 60);
   return 0;
-}
-
-void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]) {
-  struct templates *t = templates_state(srv);
-  uint64_t now = now_ns();
-  /* Tokens past their time go as new ones come. */
-  for (struct template_token **pp = &t->tokens; *pp;) {
-    struct template_token *k = *pp;
-    if (k->expires_ns < now) {
-      *pp = k->next;
-      free(k);
-    } else {
-      pp = &k->next;
-    }
-  }
-  struct template_token *k = xcalloc(1, sizeof *k);
-  serve_random_hex(k->token, 40);
-  str_copy(k->tenant, sizeof k->tenant, tenant);
-  str_copy(k->hash, sizeof k->hash, hash);
-  k->expires_ns = now + (uint64_t)TEMPLATE_UPLOAD_TOKEN_MS * 1000000;
-  k->next = t->tokens;
-  t->tokens = k;
-  memcpy(out, k->token, 41);
-}
-
-int tplfiles_claim(struct server *srv, const char *token, char tenant[65], char hash[65]) {
-  struct templates *t = templates_state(srv);
-  for (struct template_token **pp = &t->tokens; *pp; pp = &(*pp)->next) {
-    struct template_token *k = *pp;
-    if (strlen(token) != 40 || CRYPTO_memcmp(k->token, token, 40) != 0)
-      continue;
-    *pp = k->next;
-    bool good = k->expires_ns >= now_ns();
-    memcpy(tenant, k->tenant, 65);
-    memcpy(hash, k->hash, 65);
-    free(k);
-    return good ? 0 : -1;
-  }
-  return -1;
 }
 
 struct tpl_upload {

@@ -20,8 +20,6 @@ struct server;
 #define TEMPLATE_UPLOAD_MAX (8ull << 30)
 /* The most uploads one tenant has under way at once (api/templates.c). */
 #define TEMPLATE_UPLOADS_TENANT 8
-/* How long an E2B upload URL stays good. */
-#define TEMPLATE_UPLOAD_TOKEN_MS (15 * 60 * 1000)
 
 /* A file used or written this recently is never removed to make room: a
  * build may be about to read it. */
@@ -41,12 +39,6 @@ uint64_t tplfiles_bytes(struct server *srv, const char *tenant);
  * the files are still too many. */
 int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
                        uint64_t need, struct hutch_err *err);
-
-/* A one-use token for an upload URL of the tenant's file hash (E2B's SDK
- * PUTs there without its key); out gets 40 hex digits. */
-void tplfiles_token(struct server *srv, const char *tenant, const char *hash, char out[41]);
-/* The tenant and hash of a token still good, which is used up: 0, or -1. */
-int tplfiles_claim(struct server *srv, const char *token, char tenant[65], char hash[65]);
 
 /* A streamed upload to a new file in a store tmpdir: pieces written off
  * the loop one at a time, a sha256 of what came, a size cap. */

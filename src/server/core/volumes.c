@@ -28,6 +28,7 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tally.h"
 #include "state/store.h"
 
 #define VOLUMES_PER_SANDBOX 16
@@ -213,9 +214,10 @@ int volumes_create(struct server *srv, const struct principal *p, const char *na
 
 /* Its users: live sandboxes, and those being made (their loop device is
  * attached already, and their create may wait in its lane for a while). */
-static unsigned users_of(struct server *srv, const char *id) {
+static unsigned users_of(struct server *srv, const char *tenant, const char *id) {
   unsigned n = sandboxes_creating_users(srv, id, NULL);
-  for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
+  /* Only its tenant's sandboxes mount it (volumes_find is by tenant). */
+  for (struct sbx *sb = tally_sandboxes(srv, tenant); sb; sb = sb->tenant_next) {
     json_t *m;
     size_t i;
     json_array_foreach(sb->volumes, i, m) n +=
@@ -231,7 +233,7 @@ int volumes_delete(struct server *srv, const struct principal *p, const char *id
   if (!v)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", id_or_name);
   const char *id = json_string_value(json_object_get(v, "id"));
-  unsigned n = users_of(srv, id);
+  unsigned n = users_of(srv, p->tenant, id);
   int r = 0;
   if (n)
     r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "volume_in_use",

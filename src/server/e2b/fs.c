@@ -394,7 +394,7 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   for (struct watch *w = sb ? sb->watches : NULL; w; w = w->next)
     n++;
   if (sb && polled && n >= WATCHERS_MAX) {
-    http_error(c, HUTCH_ERR_QUOTA, "too_many_watchers", "a sandbox has at most %d watchers", WATCHERS_MAX);
+    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded", "a sandbox has at most %d polled watchers", WATCHERS_MAX);
     sb = NULL;
   }
   if (!sb) {

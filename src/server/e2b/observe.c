@@ -16,6 +16,7 @@
 
 #include "util.h"
 #include "core/actions.h"
+#include "core/tally.h"
 #include "core/usage.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
@@ -86,8 +87,8 @@ void e2b_team_metrics(struct http_conn *c, const struct principal *p) {
     return;
   }
   unsigned started = 0;
-  for (struct sbx *sb = c->srv->sandboxes; sb; sb = sb->next)
-    started += strcmp(sb->tenant, u.tenant) == 0 && !sb->pool && sb->created_ms > now - 60000;
+  for (struct sbx *sb = tally_sandboxes(c->srv, u.tenant); sb; sb = sb->tenant_next)
+    started += !sb->pool && sb->created_ms > now - 60000;
   json_t *a = json_array();
   char t[32];
   iso8601(now, t);

@@ -19,10 +19,12 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
+#include "core/fds.h"
 #include "core/sbx.h"
 #include "core/snapshots.h"
 #include "core/templates.h"
 #include "core/tplfiles.h"
+#include "core/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/json.h"
@@ -116,7 +118,11 @@ void e2b_templates_file(struct http_conn *c, const struct principal *p) {
     return;
   }
   char token[41];
-  tplfiles_token(c->srv, p->tenant, hash, token);
+  struct hutch_err err = {0};
+  if (tpltokens_issue(c->srv, p->tenant, hash, token, &err) < 0) {
+    http_fail(c, &err);
+    return;
+  }
   _cleanup_free_ char *url = xasprintf("http://%s/templates/uploads/%s", host, token);
   http_json(c, 201, json_pack("{s:b,s:s}", "present", 0, "url", url));
 }
@@ -131,13 +137,23 @@ static void upload_stored(struct http_conn *c, const struct principal *p, struct
     http_respond(c, 200, "application/json", "", 0, NULL);
 }
 
-/* PUT /templates/uploads/{token}: the token is the key. */
+/* PUT /templates/uploads/{token}: the token is the key. The upload is
+ * the token's tenant's: its connection, held while the body comes, counts
+ * in that tenant's share of the server's connections (fds.c), or a
+ * tenant's 256 URLs would be 256 slow uploads held on no one's count
+ * (one refused has used its URL up: the client asks for another). */
 void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
   (void)p;
   struct principal owner = {0};
+  struct hutch_err err = {0};
   char hash[65];
-  if (tplfiles_claim(c->srv, c->req.params[0], owner.tenant, hash) < 0) {
+  if (tpltokens_claim(c->srv, c->req.params[0], owner.tenant, hash) < 0) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no such upload (or its URL expired)");
+    return;
+  }
+  str_copy(c->tenant, sizeof c->tenant, owner.tenant);
+  if (fds_check(c->srv, owner.tenant, NULL, 1, &err) < 0) {
+    http_fail(c, &err);
     return;
   }
   templates_receive(c, &owner, upload_stored, xstrdup(hash));

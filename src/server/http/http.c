@@ -186,6 +186,24 @@ static const http_parser_settings settings = {
 
 /* ---- connection lifetime ---- */
 
+/* The handler that keeps c past its request (ops NULL: none any more),
+ * for tenant: each tenant's held connections are counted as they come
+ * and go (handlers.held), which its share of descriptors is judged by. */
+static void own(struct http_conn *c, const char *tenant, const struct http_stream_ops *ops,
+                void *ctx) {
+  bool held = ops && tenant[0];
+  if (c->holder[0] && (!held || strcmp(c->holder, tenant) != 0)) {
+    c->hs->h->held(c->hs->owner, c->holder, false);
+    c->holder[0] = '\0';
+  }
+  if (held && !c->holder[0]) {
+    str_copy(c->holder, sizeof c->holder, tenant);
+    c->hs->h->held(c->hs->owner, c->holder, true);
+  }
+  c->ops = ops;
+  c->ctx = ctx;
+}
+
 static void conn_close(struct http_conn *c) {
   if (c->state == HC_CLOSING)
     return;
@@ -201,7 +219,7 @@ static void conn_close(struct http_conn *c) {
     c->last_error = "client_closed";
     c->hs->h->done(c->hs->owner, c);
   }
-  c->ops = NULL;
+  own(c, "", NULL, NULL);
   uv_timer_stop(&c->timer);
   /* Both handles live in c: it is freed when the second has closed (libuv
    * calls close callbacks in no order to rely on). */
@@ -422,33 +440,6 @@ void http_accept(struct http_server *srv, int fd) {
   start_reading(c);
 }
 
-const char *http_request_text(const struct http_req *req, const char **code) {
-  *code = "bad_request";
-  for (size_t i = 0; i < req->nheaders; i++)
-    if (!utf8_valid(req->headers[i].name, strlen(req->headers[i].name)) ||
-        !utf8_valid(req->headers[i].value, strlen(req->headers[i].value)))
-      return "the request's headers must be UTF-8";
-  *code = "invalid_argument";
-  for (const char *q = req->query; q && *q;) {
-    char *key, *value;
-    q = http_query_next(q, &key, &value);
-    bool bad = !key || !value;
-    free(key);
-    free(value);
-    if (bad)
-      return "the query must be key=value pairs, URL-encoded UTF-8";
-  }
-  return NULL;
-}
-
-unsigned http_conns_held(const struct http_server *hs, const char *tenant) {
-  unsigned n = 0;
-  for (const struct http_conn *c = hs->conns; c; c = c->next)
-    if (c->ops && strcmp(c->tenant, tenant) == 0)
-      n++;
-  return n;
-}
-
 void http_close_all(struct http_server *srv) {
   srv->stopping = true;
   accept_stop(srv);
@@ -459,8 +450,7 @@ void http_close_all(struct http_server *srv) {
 /* ---- handlers that own a request ---- */
 
 void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
-  c->ops = ops;
-  c->ctx = ctx;
+  own(c, c->tenant, ops, ctx);
 }
 
 static void wait_gone(void *ctx) {
@@ -630,8 +620,7 @@ static void close_later(uv_timer_t *t) { conn_close(t->data); }
 static void finish(struct http_conn *c) {
   if (c->state == HC_CLOSING)
     return;
-  c->ops = NULL;
-  c->ctx = NULL;
+  own(c, "", NULL, NULL);
   c->last_error = NULL;
   c->dialect = DIALECT_HUTCH;
   req_free(&c->req);
@@ -724,8 +713,7 @@ void http_json(struct http_conn *c, int status, json_t *j) {
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx) {
   c->last_status = status;
-  c->ops = ops;
-  c->ctx = ctx;
+  own(c, c->tenant, ops, ctx);
   head(c, status, ctype, "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n", NULL);
   if (c->state == HC_CLOSING)
     return;
@@ -775,10 +763,11 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
   if (c->state == HC_CLOSING)
     return;
   c->last_status = 101;
+  /* Held for the tenant the request was for: its audit line, written
+   * now, forgets it. */
+  own(c, c->tenant, ops, ctx);
   c->hs->h->done(c->hs->owner, c); /* the request's part ends here */
   c->state = HC_RAW;
-  c->ops = ops;
-  c->ctx = ctx;
   uv_timer_stop(&c->timer);
   if (c->leftover) { /* sent right after the request */
     char *rest = c->leftover;
@@ -825,21 +814,8 @@ int http_detach(struct http_conn *c, char **rest, size_t *nrest) {
     memmove(*rest, *rest + 1, --*nrest);
   c->leftover = NULL;
   c->leftover_len = 0;
-  c->ops = NULL;
+  own(c, "", NULL, NULL);
   c->action = NULL;
   conn_close(c);
   return dup_fd;
-}
-
-/* ---- request accessors ---- */
-
-const char *http_header(const struct http_req *req, const char *name) {
-  for (size_t i = 0; i < req->nheaders; i++)
-    if (strcasecmp(req->headers[i].name, name) == 0)
-      return req->headers[i].value;
-  return NULL;
-}
-
-char *http_query(const struct http_req *req, const char *name) {
-  return http_query_get(req->query, name);
 }

@@ -57,6 +57,11 @@ struct http_handlers {
   void (*done)(struct server *srv, struct http_conn *c);
   /* Whether the server has descriptors to spare for one more client. */
   bool (*room)(const struct server *srv);
+  /* A tenant's connection is held by a handler past its request (a
+   * stream, a WebSocket, a wait) from now on (on), or no longer: the
+   * server counts them per tenant, so that no request walks the list of
+   * every tenant's connections to learn its own. */
+  void (*held)(struct server *srv, const char *tenant, bool on);
 };
 
 /* The transport's state: the listening socket (accept.c) and the open
@@ -165,6 +170,9 @@ struct http_conn {
   const char *action;
   char tenant[65];
   char sandbox[17];
+  /* The tenant a handler holds the connection for (handlers.held), "" when
+   * none does: kept apart from tenant, which the audit line clears. */
+  char holder[65];
 };
 
 /* A transport with no socket yet, for owner. */
@@ -177,9 +185,6 @@ void http_accept(struct http_server *hs, int fd);
  * NULL, or why not and the error code that says so (bad_request for the
  * headers, invalid_argument for the query). */
 const char *http_request_text(const struct http_req *req, const char **code);
-/* The connections of tenant that a handler holds past its request
- * (streams, WebSockets, waits). */
-unsigned http_conns_held(const struct http_server *hs, const char *tenant);
 /* Stop: no more connections, and every open one closed. */
 void http_close_all(struct http_server *hs);
 

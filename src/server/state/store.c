@@ -53,6 +53,9 @@ static const char schema[] =
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL,"
     "  layers TEXT NOT NULL, created_at INTEGER NOT NULL, bytes INTEGER NOT NULL,"
     "  files INTEGER NOT NULL, ephemeral INTEGER NOT NULL, isolation TEXT NOT NULL DEFAULT 'ns');"
+    /* A tenant's rows are found through an index, not by reading every
+     * tenant's (volumes and secrets have theirs in UNIQUE (tenant, name)). */
+    "CREATE INDEX IF NOT EXISTS snapshots_by_tenant ON snapshots (tenant);"
     "CREATE TABLE IF NOT EXISTS volumes ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL,"
     "  size_mb INTEGER NOT NULL, created_at INTEGER NOT NULL, UNIQUE (tenant, name));"
@@ -574,10 +577,15 @@ int store_snapshot_delete(struct store *st, const char *id, struct hutch_err *er
 int store_snapshot_each(struct store *st, const char *tenant,
                         void (*fn)(const struct store_snapshot *, void *), void *arg,
                         struct hutch_err *err) {
+  /* Two statements, not "?1 IS NULL OR tenant = ?1", which SQLite
+   * answers by reading every tenant's rows. */
   sqlite3_stmt *s = prep_text(st,
-                              "SELECT id, tenant, name, source, layers, created_at, bytes, files,"
-                              " ephemeral, isolation FROM snapshots WHERE ?1 IS NULL OR tenant = ?1"
-                              " ORDER BY created_at, id",
+                              tenant ? "SELECT id, tenant, name, source, layers, created_at, bytes,"
+                                       " files, ephemeral, isolation FROM snapshots"
+                                       " WHERE tenant = ?1 ORDER BY created_at, id"
+                                     : "SELECT id, tenant, name, source, layers, created_at, bytes,"
+                                       " files, ephemeral, isolation FROM snapshots"
+                                       " WHERE ?1 IS NULL ORDER BY created_at, id",
                               tenant, err);
   if (!s)
     return -1;
@@ -625,8 +633,10 @@ int store_volume_each(struct store *st, const char *tenant,
                       void (*fn)(const struct store_volume *, void *), void *arg,
                       struct hutch_err *err) {
   sqlite3_stmt *s = prep_text(st,
-                              "SELECT id, tenant, name, size_mb, created_at FROM volumes"
-                              " WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at, id",
+                              tenant ? "SELECT id, tenant, name, size_mb, created_at FROM volumes"
+                                       " WHERE tenant = ?1 ORDER BY created_at, id"
+                                     : "SELECT id, tenant, name, size_mb, created_at FROM volumes"
+                                       " WHERE ?1 IS NULL ORDER BY created_at, id",
                               tenant, err);
   if (!s)
     return -1;
