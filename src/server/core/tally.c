@@ -8,6 +8,7 @@
 #include "core/fds.h"
 #include "core/network.h"
 #include "core/sbx.h"
+#include "core/templates.h"
 
 #define TALLY_BUCKETS 256
 
@@ -45,8 +46,8 @@ static struct tally *get(struct server *srv, const char *tenant) {
 
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
-  if (t->sandboxes || t->creating || t->builds || t->held || t->tokens || t->disk_reserved ||
-      t->uploads || json_object_size(t->uncollected))
+  if (t->sandboxes || t->creating || t->builds || t->held || t->tokens || t->jobs ||
+      t->disk_reserved || t->uploads || json_object_size(t->uncollected))
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
@@ -95,6 +96,27 @@ void tally_tokens(struct server *srv, const char *tenant, bool on) {
   struct tally *t = get(srv, tenant);
   t->tokens += on ? 1 : -1u;
   put(srv, t);
+}
+
+void tally_job(struct server *srv, struct template_job *j, bool on) {
+  struct tally *t = get(srv, j->tenant);
+  if (on) {
+    j->tenant_next = t->jobs;
+    t->jobs = j;
+  } else {
+    struct template_job **pp = &t->jobs;
+    while (*pp && *pp != j)
+      pp = &(*pp)->tenant_next;
+    if (*pp)
+      *pp = j->tenant_next;
+    j->tenant_next = NULL;
+  }
+  put(srv, t);
+}
+
+struct template_job *tally_jobs(const struct server *srv, const char *tenant) {
+  const struct tally *t = tally_of(srv, tenant);
+  return t ? t->jobs : NULL;
 }
 
 static void relays_counted(struct relay_set *set, struct tally *t, struct server *srv) {

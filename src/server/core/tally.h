@@ -16,6 +16,7 @@
 struct server;
 struct sbx;
 struct relay_set;
+struct template_job;
 
 /* A tenant's counts; there is one only while it holds something counted
  * here but relays and paused sandboxes (which need a listed sandbox). */
@@ -36,6 +37,7 @@ struct tally {
   struct sbx *listed; /* its listed sandboxes, newest first (sbx.tenant_next) */
   unsigned held;      /* HTTP connections a handler keeps past the request (http.h) */
   unsigned tokens;    /* upload URLs issued and not yet used or collected (tpltokens.h) */
+  struct template_job *jobs; /* its template jobs kept, newest first (template_job.tenant_next) */
 };
 
 /* tenant's counts, or NULL when it holds nothing. */
@@ -52,6 +54,11 @@ void tally_building(struct server *srv, const char *tenant, uint64_t memory_mb, 
  * tokens: the counts each bound reads. */
 void tally_held(struct server *srv, const char *tenant, bool on);
 void tally_tokens(struct server *srv, const char *tenant, bool on);
+/* A template job of its tenant's kept (on) or forgotten (off); and the
+ * tenant's jobs, newest first (then j->tenant_next), or NULL: a lookup of
+ * a tenant's job walks its own, never every tenant's. */
+void tally_job(struct server *srv, struct template_job *j, bool on);
+struct template_job *tally_jobs(const struct server *srv, const char *tenant);
 /* sb listed (on) or out of the registry (off): it, its descriptors and
  * its relays counted, for its tenant and the server. */
 void tally_listed(struct server *srv, struct sbx *sb, bool on);

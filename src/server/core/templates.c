@@ -29,6 +29,7 @@
 #include "core/diskroom.h"
 #include "core/keys.h"
 #include "core/server.h"
+#include "core/tally.h"
 #include "core/tplcache.h"
 #include "core/tplfiles.h"
 #include "core/tplqueue.h"
@@ -458,19 +459,31 @@ static void free_steps(struct template_job *j) {
  * still closing. Only its tenant's: another tenant's
  * jobs are never pushed out by this one's. Queued jobs are bounded by the
  * queue (TEMPLATE_JOBS_QUEUED). */
-static void forget_old(struct templates *t, const struct template_job *keep) {
+/* j off the server's list and its tenant's: no lookup finds it again. */
+static void job_unlist(struct server *srv, struct template_job *j) {
+  struct templates *t = templates_state(srv);
+  if (j->prev)
+    j->prev->next = j->next;
+  else if (t->jobs == j)
+    t->jobs = j->next;
+  if (j->next)
+    j->next->prev = j->prev;
+  j->next = j->prev = NULL;
+  tally_job(srv, j, false);
+}
+
+static void forget_old(struct server *srv, const struct template_job *keep) {
+  struct templates *t = templates_state(srv);
   size_t ended = 0;
-  for (struct template_job **pp = &t->jobs; *pp;) {
-    struct template_job *j = *pp;
+  struct template_job *next;
+  for (struct template_job *j = tally_jobs(srv, keep->tenant); j; j = next) {
+    next = j->tenant_next;
     bool live = j->state == TJOB_QUEUED || j->state == TJOB_BUILDING || j->handles ||
                 j == t->queue.ending;
-    if (!live && !j->watch && strcmp(j->tenant, keep->tenant) == 0 &&
-        ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
-      *pp = j->next;
+    if (!live && !j->watch && ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
+      job_unlist(srv, j);
       job_free(j);
-      continue;
     }
-    pp = &j->next;
   }
 }
 
@@ -524,7 +537,7 @@ static void job_ended(struct template_job *j) {
   j->watch = NULL;
   if (w && w->end)
     w->end(j, j->watch_arg);
-  forget_old(templates_state(j->srv), j);
+  forget_old(j->srv, j);
   tplqueue_ended(j);
 }
 
@@ -668,8 +681,11 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   j->log = json_array();
   j->created_ms = (int64_t)time(NULL) * 1000;
   j->next = t->jobs;
+  if (t->jobs)
+    t->jobs->prev = j;
   t->jobs = j;
-  forget_old(t, j);
+  tally_job(srv, j, true);
+  forget_old(srv, j);
   return j;
 }
 
@@ -749,12 +765,7 @@ struct template_job *templates_start(struct server *srv, const struct principal 
   if (templates_begin(j, p, spec, workdir, err) < 0) {
     /* Never seen by the caller: it goes now, or once the handles of a
      * spawn that failed are closed. */
-    struct templates *t = templates_state(srv);
-    for (struct template_job **pp = &t->jobs; *pp; pp = &(*pp)->next)
-      if (*pp == j) {
-        *pp = j->next;
-        break;
-      }
+    job_unlist(srv, j);
     if (j->handles)
       j->orphan = true;
     else
@@ -765,8 +776,8 @@ struct template_job *templates_start(struct server *srv, const struct principal 
 }
 
 struct template_job *templates_job(struct server *srv, const struct principal *p, const char *id) {
-  for (struct template_job *j = templates_state(srv)->jobs; j; j = j->next)
-    if (strcmp(j->id, id) == 0 && strcmp(j->tenant, p->tenant) == 0)
+  for (struct template_job *j = tally_jobs(srv, p->tenant); j; j = j->tenant_next)
+    if (strcmp(j->id, id) == 0)
       return j;
   return NULL;
 }

@@ -53,7 +53,9 @@ struct template_watch {
 };
 
 struct template_job {
-  struct template_job *next;
+  /* The server's list of every job (for a stop), and its tenant's own
+   * (tally.h), which every lookup of a tenant's job walks. */
+  struct template_job *next, *prev, *tenant_next;
   struct server *srv;
   char id[17];
   char tenant[65];
