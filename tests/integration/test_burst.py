@@ -156,7 +156,11 @@ def test_a_tenants_burst_does_not_hold_up_anothers_create(tmp_path):
         assert all(r.status == 201 for r in out), [r for r in out if r.status != 201][:3]
         at = ended.index(40)
         assert len(ended) - at - 1 >= 10, ended  # many of a's were still waiting
-        assert at - sent[0] <= 3, (sent, ended)  # and at most a few went first
+        # And a few went first, where in order of arrival all 36 would have.
+        # A create takes about 15 ms here: between the moment b's thread
+        # counted and its request reached the queue, a busy host (the
+        # cgroup v2 guest runs beside this stage) let several of a's end.
+        assert at - sent[0] <= 8, (sent, ended)
         for i, r in enumerate(out):
             assert (b if i == 40 else a).delete(f"/v1/sandboxes/{r.json['id']}").status == 204
     finally:

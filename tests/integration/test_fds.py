@@ -179,25 +179,34 @@ def test_a_tenants_websockets_count_in_its_share_and_others_are_served(server, t
 
 
 def test_uploads_to_a_tenants_urls_count_in_its_share(server, tenant):
-    """An upload URL needs no key, but the upload is its tenant's: slow
-    PUTs to 60 of its URLs hold 48 connections (its share), the rest are
-    429 naming the share; another tenant is served. (They counted for no
-    one: 256 URLs were 256 connections held on no tenant's share.)"""
+    """An upload URL needs no key, but the upload is its tenant's: with 44
+    of its 48 connections (its share) held by WebSockets, slow PUTs to 8 of
+    its URLs hold the 4 left, and the other 4 are 429 naming the share;
+    another tenant is served. (They counted for no one: 256 URLs were 256
+    connections held on no tenant's share.) 8 is also the most uploads a
+    tenant has under way, so the share is reached before that bound."""
+    sid = tenant.create()["id"]
+    r = tenant.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["sleep", "300"], "background": True})
+    assert r.status == 201, r
+    ws_path = f"/v1/sandboxes/{sid}/exec/{r.json['pid']}/ws"
     paths = []
-    for i in range(60):
+    for i in range(8):
         r = tenant.get(f"/templates/t/files/{'%064x' % i}")
         assert r.status == 201, r
         paths.append(r.json["url"].split(str(server.port), 1)[1])
-    socks = []
-    with held_until_closed(server, tenant, socks):
-        for path in paths:
-            socks.append(raw(server, f"PUT {path} HTTP/1.1\r\nHost: x\r\n"
-                                     "Content-Length: 1000000\r\n\r\npart"))
-        got = [status_of(s, 0.5) for s in socks[48:]]
+    held = []
+    with held_until_closed(server, tenant, held):
+        for _ in range(44):
+            held.append(WebSocket(server.port, ws_path, tenant.key))
+        assert [ws.status for ws in held] == [101] * 44
+        socks = [raw(server, f"PUT {path} HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Length: 1000000\r\n\r\npart") for path in paths]
+        held += socks
+        got = [status_of(s, 0.5) for s in socks[4:]]
         # E2B's shape of quota_exceeded
         assert all(st == 429 and b"share of the server's connections: 48" in head
                    for st, head in got), got
-        assert all(status_of(s, 0.01)[0] is None for s in socks[:48])
+        assert all(status_of(s, 0.01)[0] is None for s in socks[:4])
 
 
 def test_a_tenants_tunnels_over_its_sandboxes_stop_at_its_share_and_count_down(server, tenant):
