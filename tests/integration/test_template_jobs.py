@@ -68,34 +68,42 @@ def cancel_all(jobs):
         wait_for(lambda: job(api, r)["status"] in ("ready", "error"), 60)
 
 
-def test_two_tenants_holding_every_slot_make_a_third_wait_not_fail(server, box):
-    """Two tenants start two long builds each: every slot of the server is
-    theirs. A third tenant's build (through E2B's routes) is queued, its
-    status "waiting" as E2B's SDK polls on, not refused; when a slot frees
-    it goes to the third tenant, although an attacker queued a job before
-    it."""
-    m1, m2, victim = tenant_of(server), tenant_of(server), tenant_of(server)
+def test_two_tenants_cannot_hold_every_slot_and_a_later_tenant_waits_its_turn(server, box):
+    """Two tenants start two long builds each: they get three of the
+    server's four slots, the last being kept for a tenant running none. A
+    third tenant's build (through E2B's routes) runs at once. A fourth's,
+    with every slot held, is queued, its status "waiting" as E2B's SDK
+    polls on, not refused; when a slot frees it goes to the fourth tenant,
+    although an attacker queued a job before it."""
+    m1, m2, third, fourth = (tenant_of(server) for _ in range(4))
     held = [(m, long_build(m, box)) for m in (m1, m2) for _ in range(SHARE)]
     try:
-        assert [job(api, r)["status"] for api, r in held] == ["building"] * SLOTS
-        early = long_build(m1, box)  # m1's, queued before the victim's
+        assert [job(api, r)["status"] for api, r in held] == ["building"] * 3 + ["queued"]
+        assert any("last free slot" in (ev.get("message") or "")
+                   for ev in job(m2, held[3][1])["log"]), job(m2, held[3][1])
+        early = long_build(m1, box)  # m1's, queued before the fourth's
         held.append((m1, early))
         assert job(m1, early)["status"] == "queued", job(m1, early)
 
-        bid = victim.post("/v3/templates", {"name": "victim"}).json["buildID"]
-        spec = {"fromTemplate": box,
-                "steps": [{"type": "RUN", "args": [f"sleep 600 # {time.monotonic_ns()}"]}]}
-        r = victim.post(f"/v2/templates/victim/builds/{bid}", spec)
-        assert r.status == 202, r
-        held.append((victim, bid))
-        status = lambda: victim.get(f"/templates/victim/builds/{bid}/status").json
-        assert status()["status"] == "waiting", status()
-        assert any("queued" in line for line in status()["logs"]), status()
+        def e2b_build(api, name):
+            bid = api.post("/v3/templates", {"name": name}).json["buildID"]
+            spec = {"fromTemplate": box,
+                    "steps": [{"type": "RUN", "args": [f"sleep 600 # {time.monotonic_ns()}"]}]}
+            r = api.post(f"/v2/templates/{name}/builds/{bid}", spec)
+            assert r.status == 202, r
+            held.append((api, bid))
+            return lambda: api.get(f"/templates/{name}/builds/{bid}/status").json
 
-        # A slot frees: the victim's turn comes before m1's older job.
+        third_status = e2b_build(third, "third")
+        wait_for(lambda: third_status()["status"] == "building", 60)
+        fourth_status = e2b_build(fourth, "fourth")
+        assert fourth_status()["status"] == "waiting", fourth_status()
+        assert any("queued" in line for line in fourth_status()["logs"]), fourth_status()
+
+        # A slot frees: the fourth's turn comes before m1's older job.
         assert m1.delete(f"/v1/templates/jobs/{held[0][1].json['id']}").status == 204
-        wait_for(lambda: status()["status"] != "waiting", 60)
-        assert status()["status"] == "building", status()
+        wait_for(lambda: fourth_status()["status"] != "waiting", 60)
+        assert fourth_status()["status"] == "building", fourth_status()
         assert job(m1, early)["status"] == "queued", job(m1, early)
     finally:
         cancel_all(held)

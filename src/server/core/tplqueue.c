@@ -108,13 +108,26 @@ int tplqueue_room(struct server *srv, const struct principal *p, struct hutch_er
   return 0;
 }
 
+/* Whether e, running some jobs already, must leave the last free slot to
+ * a tenant running none. Jobs are never stopped to make room, and one may
+ * run for --template-timeout: were every slot open to a second job, two
+ * tenants with two long builds each would hold the server's four for two
+ * hours while every other tenant waited. The last slot is kept, so a
+ * tenant running nothing starts at once until as many tenants as slots
+ * run a job each. */
+static bool keeps_last_slot(const struct tplqueue *q, const struct tplq_tenant *e) {
+  return e->running > 0 && q->running + 1 >= TEMPLATE_JOBS_SERVER;
+}
+
 /* The tenant whose turn it is: of those with a job queued and less than
- * their share running (and not passed over in this round), the one that
- * runs fewest, then the one that has waited longest since its last turn. */
+ * their share running (and not passed over in this round, nor held back
+ * for the last slot), the one that runs fewest, then the one that has
+ * waited longest since its last turn. */
 static struct tplq_tenant *pick(struct tplqueue *q) {
   struct tplq_tenant *best = NULL;
   for (struct tplq_tenant *e = q->tenants; e; e = e->next) {
-    if (!e->head || e->running >= TEMPLATE_JOBS_TENANT || e->passed == q->round)
+    if (!e->head || e->running >= TEMPLATE_JOBS_TENANT || e->passed == q->round ||
+        keeps_last_slot(q, e))
       continue;
     if (!best || e->running < best->running ||
         (e->running == best->running && e->turn_ns < best->turn_ns))
@@ -179,6 +192,10 @@ static void wait_reason(const struct tplqueue *q, const struct tplq_tenant *e,
              TEMPLATE_JOBS_TENANT);
   else if (e->head != j)
     snprintf(why, n, "queued behind %u older jobs of tenant %s", e->queued - 1, e->tenant);
+  else if (keeps_last_slot(q, e))
+    snprintf(why, n,
+             "queued: the server keeps its last free slot for a tenant running no template "
+             "job");
   else
     snprintf(why, n, "queued: the server runs its %d template jobs at once",
              TEMPLATE_JOBS_SERVER);
