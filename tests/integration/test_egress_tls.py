@@ -577,3 +577,73 @@ def test_a_reflecting_host_over_tls_hands_no_secret_back(server, tenant, certs):
         assert token not in out and "X-Echo-Authorization" not in out, out
         assert "X-Echo64-Authorization" not in out, out  # nor in base64
         assert "X-Echo-X-Mine: kept" in out, out
+
+
+BODY = "curl --noproxy '' -sS -m 20 -w '\\n%{http_code}\\n'"
+
+
+def test_a_request_inside_the_tls_names_no_other_host(server, tenant, origins, clear_origins):
+    """Review 41, finding 4. The attack: CONNECT localhost:P, whose host
+    proves that name, then inside the TLS a request for another host's URI
+    (absolute form): a shared front routes on it, and the secret added for
+    localhost would reach a virtual host that proved nothing. Now the
+    proxy answers 400 and sends nothing on; an absolute URI on the proven
+    host itself goes on in origin form."""
+    good, a = origins[0], clear_origins[0]
+    p = good.port
+    sb = tenant.create(network={"allow": [f"localhost:{p}", f"localhost:{a.port}"]},
+                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET,
+                                 "https_ports": [p], "http_ports": [a.port]}])
+    sid = sb["id"]
+    for target in ("https://victim-b.example/steal", f"https://victim-b.example:{p}/steal",
+                   "https://localhost/other-port", f"http://localhost:{p}/other-scheme",
+                   f"https://u@localhost:{p}/user", "*", f"localhost:{p}"):
+        code, out, err = sh(tenant, sid, f"{BODY} --request-target '{target}' "
+                                         f"https://localhost:{p}/")
+        assert out.splitlines()[-1] == "400", (target, out, err)
+        assert SECRET.split()[1] not in out
+    assert "is not this connection's host" in sh(
+        tenant, sid, f"{BODY} --request-target https://victim-b.example/ https://localhost:{p}/")[1]
+    assert not good.lines, good.lines  # nothing went on, so no secret did
+    for target, line in ((f"https://localhost:{p}/mine?q=1", "GET /mine?q=1 HTTP/1.1"),
+                         (f"HTTPS://LOCALHOST:{p}", "GET / HTTP/1.1"),
+                         ("/origin-form", "GET /origin-form HTTP/1.1")):
+        code, out, err = sh(tenant, sid, f"{BODY} --request-target '{target}' "
+                                         f"https://localhost:{p}/")
+        assert out.splitlines()[-1] == "200", (target, out, err)
+        assert good.lines[-1] == line and good.seen[-1]["Authorization"] == SECRET
+        assert good.seen[-1]["Host"] == f"localhost:{p}"
+    code, out, err = sh(tenant, sid, f"{BODY} -X OPTIONS --request-target '*' "
+                                     f"https://localhost:{p}/")
+    assert out.splitlines()[-1] == "200" and good.lines[-1] == "OPTIONS * HTTP/1.1", (out, err)
+    # Plain HTTP where the rule opts in: the target and Host that go on are
+    # the URI's own, whatever Host the client names.
+    code, out, err = sh(tenant, sid, f"{BODY} -H 'Host: victim-b.example' "
+                                     f"http://localhost:{a.port}/plain?x=1")
+    assert out.splitlines()[-1] == "200", (out, err)
+    assert a.lines[-1] == "GET /plain?x=1 HTTP/1.1" and a.seen[-1]["Host"] == f"localhost:{a.port}"
+    assert a.seen[-1]["Authorization"] == SECRET
+
+
+def test_trace_with_a_secret_is_refused(server, tenant, origins, clear_origins):
+    """Review 41, finding 7. The attack: TRACE (or TRACK) to the secret's
+    host, which echoes the request, the secret in it, in its body, where
+    the scrubber does not look. Now none such goes on where a secret
+    would be added, over TLS or plain; elsewhere TRACE is the client's."""
+    good, (a, b) = origins[0], clear_origins
+    sb = tenant.create(network={"allow": [f"localhost:{good.port}", f"localhost:{a.port}",
+                                          f"localhost:{b.port}"]},
+                       secrets=[{"host": "localhost", "header": "Authorization", "value": SECRET,
+                                 "https_ports": [good.port], "http_ports": [a.port]}])
+    sid = sb["id"]
+    token = SECRET.split()[1]
+    for url in (f"https://localhost:{good.port}/t", f"http://localhost:{a.port}/t"):
+        code, out, err = sh(tenant, sid, f"{BODY} -X TRACE {url}")
+        assert out.splitlines()[-1] == "405" and token not in out, (url, out, err)
+        assert "TRACE" in out
+        code, out, err = sh(tenant, sid, f"{BODY} -X TRACK {url}")
+        assert out.splitlines()[-1] == "400" and token not in out, (url, out, err)
+    assert not good.lines and not a.lines, (good.lines, a.lines)
+    code, out, err = sh(tenant, sid, f"{BODY} -X TRACE http://localhost:{b.port}/mine")
+    assert out.splitlines()[-1] == "200" and b.lines[-1].startswith("TRACE "), (out, err)
+    assert "Authorization" not in b.seen[-1]

@@ -99,15 +99,21 @@ class Origin:
     namespace the test made) that records what it got; HTTPS with tls (an
     ssl.SSLContext). With reflect, it hands each request header back as
     X-Echo-NAME, and in base64 as X-Echo64-NAME (a hostile host's way to
-    give a secret to the sandbox)."""
+    give a secret to the sandbox). lines: each request line it got; a
+    TRACE or TRACK gets the request back in the body, as Apache and IIS
+    answer them."""
 
     def __init__(self, host="127.0.0.1", tls=None, reflect=False, port=0):
         seen = self.seen = []
+        lines = self.lines = []
 
         class H(BaseHTTPRequestHandler):
             def do_GET(self):
                 seen.append(dict(self.headers.items()))
+                lines.append(self.requestline)
                 body = f"origin {self.path}".encode()
+                if self.command in ("TRACE", "TRACK"):
+                    body = f"{self.requestline}\r\n{self.headers}".encode()
                 self.send_response(200)
                 for k, v in self.headers.items() if reflect else ():
                     self.send_header(f"X-Echo-{k}", v)
@@ -115,6 +121,8 @@ class Origin:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            do_OPTIONS = do_TRACE = do_TRACK = do_GET
 
             def log_message(self, *a):
                 pass

@@ -326,6 +326,17 @@ static void send_plain(struct econn *e) {
   size_t len;
   char *head = plain_head(e, &len);
   if (netpolicy_next_secret(&e->eg->sb->policy, e->host, e->port, false, NULL)) {
+    /* A TRACE would come back with the secret in its body (egress_tls.c,
+     * target_of): refused. Its target and Host are the URI's own, as any
+     * plain request's (plain_head), so it names no other host. */
+    if (e->parser.method == HTTP_TRACE) {
+      explicit_bzero(head, len);
+      free(head);
+      refuse(e, HUTCH_ERR_METHOD,
+             "TRACE would echo the secret added for %s:%u back: the proxy does not send it",
+             e->host, e->port);
+      return;
+    }
     head = xrealloc(head, len + e->nrest + 1);
     memcpy(head + len, e->rest, e->nrest);
     hand_over(e, NULL, head, len + e->nrest);
@@ -482,16 +493,8 @@ static void decide(struct econn *e) {
     return;
   }
   if (!e->tunnel) {
-    /* The path and query as sent; "/" when there is no path. */
-    size_t off = (u.field_set & (1 << UF_PATH))    ? u.field_data[UF_PATH].off
-                 : (u.field_set & (1 << UF_QUERY)) ? u.field_data[UF_QUERY].off - 1
-                                                   : 0;
-    e->target = !off                 ? xstrdup("/")
-                : e->url[off] == '?' ? xasprintf("/%s", e->url + off)
-                                     : xstrdup(e->url + off);
-    char *frag = strchr(e->target, '#');
-    if (frag)
-      *frag = '\0';
+    /* The path and query as sent ("/", or "*" for OPTIONS, when neither). */
+    e->target = egress_origin_target(e->url, &u, e->parser.method == HTTP_OPTIONS);
     bool v6 = strchr(e->host, ':') != NULL;
     snprintf(e->authority, sizeof e->authority, "%s%s%s", v6 ? "[" : "", e->host, v6 ? "]" : "");
     if (u.field_set & (1 << UF_PORT))

@@ -473,6 +473,70 @@ out:
 
 static bool leaf_for(struct egress_mitm *m);
 
+char *egress_origin_target(const char *url, const struct http_parser_url *u, bool options) {
+  size_t off = (u->field_set & (1 << UF_PATH))    ? u->field_data[UF_PATH].off
+               : (u->field_set & (1 << UF_QUERY)) ? u->field_data[UF_QUERY].off - 1
+                                                  : 0;
+  char *target = !off               ? xstrdup(options ? "*" : "/")
+                 : url[off] == '?' ? xasprintf("/%s", url + off)
+                                   : xstrdup(url + off);
+  char *frag = strchr(target, '#');
+  if (frag)
+    *frag = '\0';
+  return target;
+}
+
+/* Whether the absolute URI url, parsed into u, is https:// on the proven
+ * host and port itself (no user part; the port 443 may go unsaid). */
+static bool names_proven_host(const struct egress_mitm *m, const char *url,
+                              const struct http_parser_url *u) {
+  if (!(u->field_set & (1 << UF_SCHEMA)) || !(u->field_set & (1 << UF_HOST)) ||
+      (u->field_set & (1 << UF_USERINFO)))
+    return false;
+  size_t sl = u->field_data[UF_SCHEMA].len, hl = u->field_data[UF_HOST].len;
+  const char *sch = url + u->field_data[UF_SCHEMA].off, *h = url + u->field_data[UF_HOST].off;
+  bool port_ok = (u->field_set & (1 << UF_PORT)) ? u->port == m->port : m->port == 443;
+  return sl == 5 && strncasecmp(sch, "https", 5) == 0 && hl == strlen(m->host) &&
+         strncasecmp(h, m->host, hl) == 0 && port_ok;
+}
+
+/* The target the intercepted request goes on with (malloc'd), or NULL
+ * with the client's answer in m->res. Every request here gets a secret.
+ *
+ * The attack: CONNECT api.example.com:443, whose host proves that name,
+ * then inside the TLS "GET https://victim-b.example/ HTTP/1.1". A shared
+ * front (nginx, a CDN) routes on the request line's authority before
+ * Host, so the secret added for api.example.com would go to a virtual
+ * host that never proved its name. Host is the CONNECT's own (tls_extra);
+ * the target must not name another: origin-form (/...), "*" for OPTIONS,
+ * or an absolute https URI on exactly the proven host[:port], which goes
+ * on in origin form. Any other (another host or port, a user part, an
+ * authority-form, a CONNECT inside) is refused and nothing is sent.
+ *
+ * TRACE makes a host (Apache's default) echo the request, the secret
+ * included, in its body, which the scrubber does not read (it reads
+ * heads): refused, 405. TRACK, which IIS echoes alike, is no method the
+ * parser knows: its head is refused as malformed (read_head), 400. */
+static char *target_of(struct egress_mitm *m) {
+  const char *url = m->url ? m->url : "";
+  if (m->parser.method == HTTP_TRACE) {
+    fail(m, 405, "TRACE would echo the secret added for %s back: the proxy does not send it",
+         m->host);
+    return NULL;
+  }
+  if (url[0] == '/' || (strcmp(url, "*") == 0 && m->parser.method == HTTP_OPTIONS))
+    return xstrdup(url);
+  struct http_parser_url u;
+  http_parser_url_init(&u);
+  if (m->parser.method != HTTP_CONNECT &&
+      http_parser_parse_url(url, strlen(url), 0, &u) == 0 && names_proven_host(m, url, &u))
+    return egress_origin_target(url, &u, m->parser.method == HTTP_OPTIONS);
+  fail(m, 400, "the request target '%.200s' is not this connection's host %s:%u: inside a "
+       "CONNECT with a secret, send an origin-form target (/path), or an https:// URI on "
+       "%s:%u itself", url, m->host, m->port, m->host, m->port);
+  return NULL;
+}
+
 /* A CONNECT's TLS, terminated: the 200, the client's handshake with a
  * leaf for the host, its first request's head, the host's handshake
  * (which proves its name), and that request sent on with the secrets.
@@ -488,13 +552,17 @@ static bool intercept_tls(struct egress_mitm *m, uint64_t deadline_ns, char *buf
   }
   if (!client_tls(m, deadline_ns))
     return false;
-  if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0 || !upstream_tls(m, deadline_ns)) {
+  char *target = NULL;
+  if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0 || !(target = target_of(m)) ||
+      !upstream_tls(m, deadline_ns)) {
+    free(target);
     answer(m, deadline_ns);
     return false;
   }
 
-  char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(m->parser.method),
-                         m->url ? m->url : "/", m->parser.http_major, m->parser.http_minor);
+  char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(m->parser.method), target,
+                         m->parser.http_major, m->parser.http_minor);
+  free(target);
   size_t hlen;
   char *head = http_head_write(line, m->headers, m->nheaders, dropped, m->extra, m->extra, &hlen);
   free(line);

@@ -90,6 +90,13 @@ struct egress_mitm *egress_mitm_start(struct server *srv, const struct mitm_spec
  * still comes. */
 void egress_mitm_stop(struct egress_mitm *m);
 
+/* The origin-form target (path and query, "/" when neither; "*" for an
+ * OPTIONS with neither) of an absolute URI url parsed into u; malloc'd.
+ * A request that gets a secret goes on with its target in this form only
+ * (egress_tls.c says why). */
+struct http_parser_url;
+char *egress_origin_target(const char *url, const struct http_parser_url *u, bool options);
+
 /* egress_trust.c: when sb has secrets and no CA yet, make its CA and
  * install its certificate in the sandbox (1; done(NULL or why, arg) is
  * called once it is there or failed, from the agent connection's
