@@ -270,3 +270,43 @@ def test_uploads_under_way_are_bounded(server):
         for s in socks:
             s.close()
     wait_for(lambda: upload(t, "/v1/templates/contexts", b"z" * 1024).status == 201, 10)
+
+
+def public_box(server):
+    """A public busybox template, charged to no tenant."""
+    r = upload(server.api(), "/v1/templates/import?name=pbox&public=true",
+               oci_archive([busybox_layer()]))
+    assert r.status == 201, r
+
+
+def test_a_tenant_at_its_quota_gets_no_uncapped_job(server):
+    """At exactly its quota, what the quota left (0) was the job's cap,
+    and 0 meant none: the child's own 16 GiB. A job now asks at least a
+    byte: refused before any step runs, nothing written."""
+    public_box(server)
+    t = small_tenant(server, "atquota")
+    assert t.post("/v1/volumes", {"name": "v", "size_mb": QUOTA_MB}).status == 201
+    before = layer_names(server)
+    r = t.post("/v1/templates", {"name": "big", "dockerfile": "FROM pbox\n" + fill(0, 30)},
+               headers={"Prefer": "respond-async"})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+    assert str(QUOTA_MB) in r.json["error"]["message"]
+    assert layer_names(server) == before
+
+
+def test_jobs_side_by_side_share_one_quota(server):
+    """Two jobs side by side were each capped at the same room left, so
+    together they could write twice it. A running job's cap is reserved
+    of the quota: the second job's cap is what the first left."""
+    public_box(server)
+    t = small_tenant(server, "twojobs")
+    r = t.post("/v1/templates", {"name": "long", "dockerfile": "FROM pbox\nRUN sleep 120\n"},
+               headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    job = r.headers["Location"]
+    wait_for(lambda: any(e["event"] == "step" and e["step"] == 2 for e in t.get(job).json["log"]),
+             30)
+    r = build(t, "wide", "FROM pbox\n" + fill(0, 15))
+    assert r.status >= 400 and error_of(r) in ("step_failed", "too_large"), r
+    assert layer_bytes(server) <= QUOTA_MB * MiB + 4 * MiB
+    assert t.delete(job).status == 204

@@ -388,13 +388,14 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
    * loopback, which would reach the host's own services. */
   if (!j->admin)
     argv[a++] = "--public-registries";
-  /* What the child unpacks stops at the tenant's quota, not after it. */
+  /* What the child unpacks stops at the tenant's quota, not after it: an
+   * owned job always has its cap (templates_launch), a public one none. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
   char files[24];
   snprintf(files, sizeof files, "%llu",
            (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
-  if (j->max_bytes) {
+  if (*j->owner) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
     argv[a++] = "--max-files";
@@ -517,6 +518,9 @@ static const char *err_code(const struct hutch_err *err) {
 static void job_ended(struct template_job *j) {
   if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
+  /* The cap's bytes are the template's now, charged as it is kept. */
+  disk_release(j->srv, j->tenant, j->max_bytes);
+  j->max_bytes = 0;
   if (j->state == TJOB_BUILDING)
     over_quota(j);
   j->state = j->record ? TJOB_READY : TJOB_ERROR;
@@ -704,7 +708,35 @@ static int begin_check(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
   if (!*j->owner)
     return 0;
-  return disk_room(srv, p, 0, err);
+  /* A job writes: a tenant with no byte left is refused (at least one
+   * asked), not given a job its cap could not bound (job_cap). */
+  return disk_room(srv, p, 1, err);
+}
+
+/* The attack: a tenant exactly at its quota was given a job with a cap of
+ * what the quota left, 0, which meant no cap at all (the child's own
+ * 16 GiB); and two of its jobs side by side were each capped at the same
+ * room left, together twice it. So an owned job's cap is reserved of its
+ * quota while it runs (released as it ends, job_ended), as an upload's
+ * bytes are: a second job's cap is what the first's left. Of what is
+ * left, a job takes its share of the tenant's slots not running (all of
+ * it when it is the last one), so that a job beside it has room too. No
+ * room left fails the job, quota_exceeded, as admission would have. */
+static int job_cap(struct template_job *j, struct hutch_err *err) {
+  struct server *srv = j->srv;
+  struct principal p = {0};
+  str_copy(p.tenant, sizeof p.tenant, j->tenant);
+  int running = 0;
+  for (const struct template_job *o = tally_jobs(srv, j->tenant); o; o = o->tenant_next)
+    running += o != j && o->state == TJOB_BUILDING;
+  int free = TEMPLATE_JOBS_TENANT - running;
+  uint64_t left = disk_quota_left(srv, &p);
+  uint64_t cap = free > 1 && left / (uint64_t)free ? left / (uint64_t)free : left;
+  /* Nothing left: the byte asked fails it, and names the quota. */
+  if (disk_reserve(srv, &p, cap ? cap : 1, err) < 0)
+    return -1;
+  j->max_bytes = cap ? cap : 1;
+  return 0;
 }
 
 /* A queued job's turn: its disk cap as its quota is now (a full quota
@@ -712,12 +744,8 @@ static int begin_check(struct template_job *j, const struct principal *p,
  * child. */
 int templates_launch(struct template_job *j, struct hutch_err *err) {
   struct server *srv = j->srv;
-  struct principal p = {0};
-  str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  if (*j->owner && disk_room(srv, &p, 0, err) < 0)
+  if (*j->owner && job_cap(j, err) < 0)
     return -1;
-  if (*j->owner)
-    j->max_bytes = disk_quota_left(srv, &p);
   if (!j->admin)
     j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (job_spawn(j, err) < 0)

@@ -75,7 +75,8 @@ struct template_job {
   char ***steps;  /* each an argv after the global options, run in order */
   size_t nsteps, step;
   char *workdir;  /* removed when the job ends (a tmpdir of the store) */
-  uint64_t max_bytes; /* what the tenant's disk quota has left (0: no cap, public) */
+  uint64_t max_bytes; /* an owned job's cap, reserved of its tenant's quota while it runs
+                       * (0: a public job's, uncapped) */
   uint64_t run_memory_mb; /* a build's RUN sandbox, counted while it runs (0: no build) */
   struct template_job *qnext; /* its tenant's queue (tplqueue.c) */
   bool in_queue, slot; /* queued; holding one of the server's slots */
