@@ -104,8 +104,8 @@ uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
   return used < quota ? quota - used : 0;
 }
 
-int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
-              struct hutch_err *err) {
+static int room(struct server *srv, const struct principal *p, uint64_t bytes, bool collect,
+                struct hutch_err *err) {
   struct fs_room r;
   uint64_t quota, used;
   if (fs_room(srv, &r) < 0)
@@ -115,7 +115,7 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
     return -1;
   /* The tenant's build cache is the one thing here it did not ask to
    * keep: its least recently used entries make way before a refusal. */
-  if (used + bytes > quota) {
+  if (used + bytes > quota && collect) {
     uint64_t freed = tplcache_collect(srv, p->tenant, used + bytes - quota);
     used = used > freed ? used - freed : 0;
   }
@@ -139,12 +139,31 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
   return 0;
 }
 
-int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
-                 struct hutch_err *err) {
-  if (disk_room(srv, p, bytes, err) < 0)
+int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
+              struct hutch_err *err) {
+  return room(srv, p, bytes, true, err);
+}
+
+static int reserve(struct server *srv, const struct principal *p, uint64_t bytes, bool collect,
+                   struct hutch_err *err) {
+  if (room(srv, p, bytes, collect, err) < 0)
     return -1;
   tally_disk(srv, p->tenant, (int64_t)bytes, 0);
   return 0;
+}
+
+int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err) {
+  return reserve(srv, p, bytes, true, err);
+}
+
+/* The attack: an upload's step ahead (up to 1 MiB, or a doubling) made
+ * room by collecting the tenant's build cache for bytes it may never
+ * write, so chunked uploads emptied the cache. Only what is to be written
+ * for sure collects. */
+int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
+                       struct hutch_err *err) {
+  return reserve(srv, p, bytes, false, err);
 }
 
 void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {

@@ -27,6 +27,11 @@ uint64_t disk_quota_left(struct server *srv, const struct principal *p);
  * under way, counted as used until released: 0, or -1 as disk_room. */
 int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
                  struct hutch_err *err);
+/* As disk_reserve, for bytes that may never be written (a step ahead of
+ * an upload): only if they fit as things are, no cache entry collected
+ * for them; 0, or -1 and err. */
+int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err);
 void disk_release(struct server *srv, const char *tenant, uint64_t bytes);
 /* bytes reserved again, unchecked, by the next holder of a reservation
  * (the job an upload's archive goes to), before the first releases it. */
