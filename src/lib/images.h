@@ -90,6 +90,9 @@ char *hutch_images_split_tag(char *ref);
 /* Every template owner may use (its own and the public ones; NULL: all),
  * sorted by name. */
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
+/* owner's removed templates still kept (a sandbox or a snapshot holds
+ * them, their layers with them), unsorted. */
+json_t *hutch_images_kept(const struct hutch_images *s, const char *owner);
 
 /* A new empty directory under tmp/ for work under way (malloc'd path). The
  * caller removes it (hutch_layer_remove); if the process dies first, the

@@ -8,13 +8,14 @@ import json
 import os
 import pathlib
 import socket
+import tarfile
 import threading
 
 import pytest
 
 from conftest import serve_each_build
 from serveapi import error_of, wait_for
-from test_templates_api import busybox_layer, oci_archive, upload
+from test_templates_api import busybox_layer, oci_archive, tar_of, upload
 
 QUOTA_MB = 20
 MiB = 1 << 20
@@ -310,3 +311,27 @@ def test_jobs_side_by_side_share_one_quota(server):
     assert r.status >= 400 and error_of(r) in ("step_failed", "too_large"), r
     assert layer_bytes(server) <= QUOTA_MB * MiB + 4 * MiB
     assert t.delete(job).status == 204
+
+
+def random_layer(mb):
+    """A layer of mb MiB that no other shares."""
+    return tar_of([("blob", os.urandom(mb * MiB), 0o644, None, tarfile.REGTYPE)])
+
+
+def test_a_deleted_template_kept_for_a_snapshot_stays_charged(server):
+    """A template deleted while a snapshot holds it is kept, its layers
+    with it, and was charged to nobody: import, sandbox, snapshot, delete
+    in a loop filled the disk with the quota never reached. A kept
+    template stays its owner's charge."""
+    t = small_tenant(server, "keeper")
+    for i in range(2):
+        r = upload(t, f"/v1/templates/import?name=t{i}",
+                   oci_archive([busybox_layer(), random_layer(3)]))
+        assert r.status == 201, r
+        sid = t.create(template=f"t{i}")["id"]
+        assert t.post(f"/v1/sandboxes/{sid}/snapshots", {}).status == 201
+        assert t.delete(f"/v1/sandboxes/{sid}").status == 204
+        assert t.delete(f"/v1/templates/t{i}").status == 204
+    assert len(list((server.state_dir / "images" / "templates").glob("*.gone"))) == 2
+    r = t.post("/v1/volumes", {"name": "v", "size_mb": 16})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r

@@ -125,8 +125,8 @@ int templates_delete(struct server *srv, const struct principal *p, const char *
  * until they are collected, and its uploads, for its disk quota
  * (diskroom.c). */
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t *cache);
-/* The layers the tenant's own templates hold (a set of hex, new), and in
- * bytes their templates' charge. */
+/* The layers the tenant's own templates hold, and its removed ones still
+ * kept (a set of hex, new), and in bytes their templates' charge. */
 json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes);
 
 /* What a job makes: the template name, public (an admin's, owner "")

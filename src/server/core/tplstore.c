@@ -46,26 +46,40 @@ int templates_untag(struct server *srv, const struct principal *p, const char *n
   return hutch_images_untag(&srv->images, p->tenant, name, tags, err);
 }
 
-json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes) {
-  json_t *all = hutch_images_list(&srv->images, tenant), *held = json_object(), *v, *l;
-  uint64_t entry = disk_entry_cost(srv);
-  size_t i, k;
-  *bytes = 0;
-  /* Each entry as well as the data: layers of empty directories or files
-   * would otherwise cost nothing and fill the disk's blocks and inodes. */
-  json_array_foreach(all, i, v) {
-    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) != 0)
-      continue;
-    *bytes += (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
-              (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
-    json_array_foreach(json_object_get(v, "layers"), k, l) {
-      if (json_is_string(l))
-        json_object_set_new(held, json_string_value(l), json_true());
-    }
-    if (json_is_string(l = json_object_get(v, "top")))
+/* A record's bytes, each entry as well as the data (layers of empty
+ * directories or files would otherwise cost nothing and fill the disk's
+ * blocks and inodes), and its layers into held. */
+static uint64_t record_held(json_t *v, uint64_t entry, json_t *held) {
+  json_t *l;
+  size_t k;
+  json_array_foreach(json_object_get(v, "layers"), k, l) {
+    if (json_is_string(l))
       json_object_set_new(held, json_string_value(l), json_true());
   }
+  if (json_is_string(l = json_object_get(v, "top")))
+    json_object_set_new(held, json_string_value(l), json_true());
+  return (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
+         (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
+}
+
+/* The attack: a template deleted while a sandbox or a snapshot holds it
+ * is kept (<id>.gone, its layers with it) and was charged to nobody, so
+ * import, sandbox, snapshot, delete in a loop filled the disk with the
+ * quota never reached. A kept template stays its owner's charge until
+ * the store lets it go. */
+json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes) {
+  json_t *all = hutch_images_list(&srv->images, tenant), *held = json_object(), *v;
+  json_t *kept = hutch_images_kept(&srv->images, tenant);
+  uint64_t entry = disk_entry_cost(srv);
+  size_t i;
+  *bytes = 0;
+  json_array_foreach(all, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
+      *bytes += record_held(v, entry, held);
+  }
+  json_array_foreach(kept, i, v) *bytes += record_held(v, entry, held);
   json_decref(all);
+  json_decref(kept);
   return held;
 }
 
