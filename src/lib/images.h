@@ -119,6 +119,8 @@ bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex);
 bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);
+/* A number of layer hex's meta: "size" or "files" (0 when it is gone). */
+uint64_t hutch_images_layer_meta(const struct hutch_images *s, const char *hex, const char *key);
 /* Move staged (a finished layer tree under tmp/) to layers/<hex>, with
  * meta as layers/<hex>.json. When the layer is already there, staged is
  * removed instead: layers are shared. */

@@ -335,3 +335,30 @@ def test_a_deleted_template_kept_for_a_snapshot_stays_charged(server):
     assert len(list((server.state_dir / "images" / "templates").glob("*.gone"))) == 2
     r = t.post("/v1/volumes", {"name": "v", "size_mb": 16})
     assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+
+
+def test_a_deleted_template_stays_charged_until_collected(server):
+    """The store removes no layer while any job works in its tmp/, and a
+    deleted template's layers (and the cache entries that followed it)
+    left the charge at once: build and delete in a loop beside another
+    tenant's long build filled the disk, charged to nobody. They stay
+    charged until collected."""
+    public_box(server)
+    other = small_tenant(server, "sleeper")
+    df = "FROM pbox\nRUN echo made > /made\nRUN sleep 120\n"
+    r = other.post("/v1/templates", {"name": "long", "dockerfile": df},
+                   headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    job = r.headers["Location"]
+    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3
+                         for e in other.get(job).json["log"]), 30)
+
+    t = small_tenant(server, "deleter")
+    for i in range(2):
+        assert build(t, f"made{i}", "FROM pbox\n" + fill(i, 4)).status == 201
+        assert t.delete(f"/v1/templates/made{i}").status == 204
+    # Its 8 MiB let go of are still on the disk, and still its charge.
+    r = t.post("/v1/volumes", {"name": "v", "size_mb": 16})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+    assert other.delete(job).status == 204
+    wait_for(lambda: t.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201, 30)

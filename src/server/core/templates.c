@@ -44,8 +44,10 @@ struct templates *templates_state(struct server *srv) {
 /* A removal off the loop: the store's lock and the layers' trees. */
 struct removal {
   struct offload o;
+  struct server *srv;
   struct hutch_images *store;
   char *owner, *ref;
+  json_t *charged; /* the owner's layers charged before (tplcache_let_go) */
   struct hutch_err err;
   int r;
   offload_done_fn done;
@@ -59,6 +61,9 @@ static void removal_run(struct offload *o) {
 
 static void removal_done(struct offload *o) {
   struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  if (*rm->owner)
+    tplcache_let_go(rm->srv, rm->owner, rm->charged);
+  json_decref(rm->charged);
   if (rm->done)
     rm->done(rm->r < 0 ? &rm->err : NULL, rm->arg);
   else if (rm->r < 0)
@@ -71,7 +76,10 @@ static void removal_done(struct offload *o) {
 static void remove_off_loop(struct server *srv, const char *owner, const char *ref,
                             offload_done_fn done, void *arg) {
   struct removal *rm = xcalloc(1, sizeof *rm);
+  rm->srv = srv;
   rm->store = &srv->images;
+  /* What the removal lets go of stays charged until collected. */
+  rm->charged = *owner ? tplcache_charged(srv, owner) : NULL;
   rm->owner = xstrdup(owner);
   rm->ref = xstrdup(ref);
   rm->done = done;
