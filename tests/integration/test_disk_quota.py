@@ -90,6 +90,19 @@ def test_build_cache_layers_stay_within_the_quota(server):
     wait_for(lambda: layer_names(server) == before, 30)
 
 
+def long_job(t, base):
+    """A build of t's that made a layer and sleeps: its child works in
+    tmp/ until it ends. Its job's path."""
+    df = f"FROM {base}\nRUN echo made > /made\nRUN sleep 120\n"
+    r = t.post("/v1/templates", {"name": "long", "dockerfile": df},
+               headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    job = r.headers["Location"]
+    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3 for e in t.get(job).json["log"]),
+             30)
+    return job
+
+
 def test_cache_let_go_of_stays_charged_until_collected(server):
     """The store removes no layer while any job works in its tmp/: another
     tenant's long build keeps every layer this tenant's cache lets go of
@@ -100,14 +113,7 @@ def test_cache_let_go_of_stays_charged_until_collected(server):
     other = small_tenant(server, "sleeper")
     assert upload(other, "/v1/templates/import?name=box",
                   oci_archive([busybox_layer()])).status == 201
-    # Once it made a layer, its child works in tmp/ until it ends.
-    df = "FROM box\nRUN echo made > /made\nRUN sleep 120\n"
-    r = other.post("/v1/templates", {"name": "long", "dockerfile": df},
-                   headers={"Prefer": "respond-async"})
-    assert r.status == 202, r
-    job = r.headers["Location"]
-    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3
-                         for e in other.get(job).json["log"]), 30)
+    job = long_job(other, "box")
 
     t = small_tenant(server, "looper")
     assert upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()])).status == 201
@@ -345,13 +351,7 @@ def test_a_deleted_template_stays_charged_until_collected(server):
     charged until collected."""
     public_box(server)
     other = small_tenant(server, "sleeper")
-    df = "FROM pbox\nRUN echo made > /made\nRUN sleep 120\n"
-    r = other.post("/v1/templates", {"name": "long", "dockerfile": df},
-                   headers={"Prefer": "respond-async"})
-    assert r.status == 202, r
-    job = r.headers["Location"]
-    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3
-                         for e in other.get(job).json["log"]), 30)
+    job = long_job(other, "pbox")
 
     t = small_tenant(server, "deleter")
     for i in range(2):

@@ -128,6 +128,8 @@ uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t
 /* The layers the tenant's own templates hold, and its removed ones still
  * kept (a set of hex, new), and in bytes their templates' charge. */
 json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes);
+/* Mark the layers template record rec holds in the set held. */
+void templates_mark_layers(json_t *rec, json_t *held);
 
 /* What a job makes: the template name, public (an admin's, owner "")
  * or the tenant's, and how. workdir is a store tmpdir the job takes (it

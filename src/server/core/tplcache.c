@@ -75,16 +75,7 @@ void tplcache_let_go(struct server *srv, const char *tenant, json_t *before) {
   size_t i;
   /* A layer another template still holds (a public FROM's) is not one
    * this removal leaves behind. */
-  json_array_foreach(all, i, v) {
-    json_t *l;
-    size_t k;
-    json_array_foreach(json_object_get(v, "layers"), k, l) {
-      if (json_is_string(l))
-        json_object_set_new(after, json_string_value(l), json_true());
-    }
-    if (json_is_string(l = json_object_get(v, "top")))
-      json_object_set_new(after, json_string_value(l), json_true());
-  }
+  json_array_foreach(all, i, v) templates_mark_layers(v, after);
   json_decref(all);
   json_object_foreach(before, hex, v) {
     if (json_object_get(after, hex) || !hutch_images_layer_exists(&srv->images, hex))

@@ -48,16 +48,20 @@ int templates_untag(struct server *srv, const struct principal *p, const char *n
 
 /* A record's bytes, each entry as well as the data (layers of empty
  * directories or files would otherwise cost nothing and fill the disk's
- * blocks and inodes), and its layers into held. */
-static uint64_t record_held(json_t *v, uint64_t entry, json_t *held) {
+ * blocks and inodes), with its layers marked in held. */
+void templates_mark_layers(json_t *rec, json_t *held) {
   json_t *l;
   size_t k;
-  json_array_foreach(json_object_get(v, "layers"), k, l) {
+  json_array_foreach(json_object_get(rec, "layers"), k, l) {
     if (json_is_string(l))
       json_object_set_new(held, json_string_value(l), json_true());
   }
-  if (json_is_string(l = json_object_get(v, "top")))
+  if (json_is_string(l = json_object_get(rec, "top")))
     json_object_set_new(held, json_string_value(l), json_true());
+}
+
+static uint64_t record_held(json_t *v, uint64_t entry, json_t *held) {
+  templates_mark_layers(v, held);
   return (uint64_t)json_integer_value(json_object_get(v, "size_bytes")) +
          (uint64_t)json_integer_value(json_object_get(v, "files")) * entry;
 }
