@@ -4,6 +4,7 @@ when reserved and released when collected (docs/security.md,
 template built then deleted), uploads side by side, an import's body
 before it is read. From the attacker's side: a tenant with a small
 quota tries to leave more than its quota on the disk."""
+import http.client
 import json
 import os
 import pathlib
@@ -362,3 +363,43 @@ def test_a_deleted_template_stays_charged_until_collected(server):
     assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
     assert other.delete(job).status == 204
     wait_for(lambda: t.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201, 30)
+
+
+def chunked_upload(port, path, key, body):
+    """An upload without a Content-Length: its body chunked. Its status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=iter([body]), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-tar",
+                          "Transfer-Encoding": "chunked"})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_an_uploads_step_ahead_keeps_the_build_cache(server):
+    """A chunked upload reserves a MiB ahead of what it has: that step
+    collected the tenant's build cache for bytes never sent. Only what
+    is written makes room; the cache entry stays."""
+    t = small_tenant(server, "ahead")
+    assert upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()])).status == 201
+    before = layer_names(server)
+    r = build(t, "fails", "FROM box\n" + fill(0, 1) + "RUN false\n")
+    assert r.status >= 400, r
+    layers = server.state_dir / "images" / "layers"
+    cached = [json.loads((layers / n).read_text()) for n in layer_names(server) - before
+              if n.endswith(".json")]
+    box = next(json.loads(p.read_text())
+               for p in (server.state_dir / "images" / "templates").glob("*.json"))
+    vfs = os.statvfs(server.state_dir)
+    entry = max(4096, vfs.f_blocks * vfs.f_frsize // vfs.f_files)
+    used = box["size_bytes"] + box["files"] * entry + sum(c["size"] + c["files"] * entry
+                                                          for c in cached)
+    assert t.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201
+    # What is left: 64 KiB.
+    pad = (QUOTA_MB - 16) * MiB - used - 64 * 1024
+    assert pad > 0
+    got = raw_upload(server.port, "/v1/templates/contexts", t.key, pad, os.urandom(pad))
+    assert got[0] == 201, got
+    entries = list((server.state_dir / "images" / "cache").rglob("*.json"))
+    assert chunked_upload(server.port, "/v1/templates/contexts", t.key, os.urandom(8192)) == 201
+    assert list((server.state_dir / "images" / "cache").rglob("*.json")) == entries != []
