@@ -304,16 +304,11 @@ def test_a_tenant_at_its_quota_gets_no_uncapped_job(server):
 
 def test_jobs_side_by_side_share_one_quota(server):
     """Two jobs side by side were each capped at the same room left, so
-    together they could write twice it. A running job's cap is reserved
-    of the quota: the second job's cap is what the first left."""
+    together they could write twice it. A running job's cap is held of
+    the quota: the second job's cap is what the first's left."""
     public_box(server)
     t = small_tenant(server, "twojobs")
-    r = t.post("/v1/templates", {"name": "long", "dockerfile": "FROM pbox\nRUN sleep 120\n"},
-               headers={"Prefer": "respond-async"})
-    assert r.status == 202, r
-    job = r.headers["Location"]
-    wait_for(lambda: any(e["event"] == "step" and e["step"] == 2 for e in t.get(job).json["log"]),
-             30)
+    job = long_job(t, "pbox")
     r = build(t, "wide", "FROM pbox\n" + fill(0, 15))
     assert r.status >= 400 and error_of(r) in ("step_failed", "too_large"), r
     assert layer_bytes(server) <= QUOTA_MB * MiB + 4 * MiB

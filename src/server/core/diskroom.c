@@ -72,7 +72,7 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant, &mine);
   /* Read after: counting what the tenant let go of may end its tally. */
   const struct tally *t = tally_of(srv, p->tenant);
-  *used += t ? t->disk_reserved : 0;
+  *used += t ? t->disk_reserved + t->disk_capped : 0;
   if (cache)
     *cache = mine;
   *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;
@@ -99,9 +99,13 @@ uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
   if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
     return 0;
   /* The build cache makes way for what the tenant asks (disk_room), so
-   * it is room left too. */
+   * it is room left too; and no more than the filesystem has beside its
+   * reserve and the writes under way. */
   used -= cache;
-  return used < quota ? quota - used : 0;
+  uint64_t left = used < quota ? quota - used : 0;
+  uint64_t making = volumes_pending_bytes(srv, NULL) + srv->disk_reserved + r.reserve;
+  uint64_t fs = r.avail > making ? r.avail - making : 0;
+  return left < fs ? left : fs;
 }
 
 static int room(struct server *srv, const struct principal *p, uint64_t bytes, bool collect,
@@ -164,6 +168,19 @@ int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
 int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
                        struct hutch_err *err) {
   return reserve(srv, p, bytes, false, err);
+}
+
+int disk_cap(struct server *srv, const struct principal *p, uint64_t bytes,
+             struct hutch_err *err) {
+  if (room(srv, p, bytes, true, err) < 0)
+    return -1;
+  tally_disk_capped(srv, p->tenant, (int64_t)bytes);
+  return 0;
+}
+
+void disk_uncap(struct server *srv, const char *tenant, uint64_t bytes) {
+  if (bytes)
+    tally_disk_capped(srv, tenant, -(int64_t)bytes);
 }
 
 void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {

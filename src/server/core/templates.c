@@ -527,7 +527,7 @@ static void job_ended(struct template_job *j) {
   if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
   /* The cap's bytes are the template's now, charged as it is kept. */
-  disk_release(j->srv, j->tenant, j->max_bytes);
+  disk_uncap(j->srv, j->tenant, j->max_bytes);
   j->max_bytes = 0;
   if (j->state == TJOB_BUILDING)
     over_quota(j);
@@ -701,6 +701,14 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   return j;
 }
 
+/* How many of j's tenant's jobs but j are in state. */
+static int jobs_in(struct server *srv, const struct template_job *j, enum template_job_state state) {
+  int n = 0;
+  for (const struct template_job *o = tally_jobs(srv, j->tenant); o; o = o->tenant_next)
+    n += o != j && o->state == state;
+  return n;
+}
+
 static int begin_check(struct template_job *j, const struct principal *p,
                        const struct template_spec *spec, struct hutch_err *err) {
   struct server *srv = j->srv;
@@ -714,11 +722,19 @@ static int begin_check(struct template_job *j, const struct principal *p,
                           hutch_isolation_name(srv->cfg.isolation_min));
   if (srv->stopping)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
-  if (!*j->owner)
-    return 0;
   /* A job writes: a tenant with no byte left is refused (at least one
-   * asked), not given a job its cap could not bound (job_cap). */
+   * asked), not given a job its cap could not bound (job_cap); unless its
+   * running jobs' ceilings hold the room, which their end gives back: it
+   * waits in the queue for it (templates_disk_waits). */
+  if (!*j->owner || jobs_in(srv, j, TJOB_BUILDING))
+    return 0;
   return disk_room(srv, p, 1, err);
+}
+
+bool templates_disk_waits(struct template_job *j) {
+  struct principal p = {0};
+  str_copy(p.tenant, sizeof p.tenant, j->tenant);
+  return *j->owner && jobs_in(j->srv, j, TJOB_BUILDING) && disk_quota_left(j->srv, &p) == 0;
 }
 
 /* The attack: a tenant exactly at its quota was given a job with a cap of
@@ -727,21 +743,20 @@ static int begin_check(struct template_job *j, const struct principal *p,
  * room left, together twice it. So an owned job's cap is reserved of its
  * quota while it runs (released as it ends, job_ended), as an upload's
  * bytes are: a second job's cap is what the first's left. Of what is
- * left, a job takes its share of the tenant's slots not running (all of
- * it when it is the last one), so that a job beside it has room too. No
- * room left fails the job, quota_exceeded, as admission would have. */
+ * left, a job takes its share of the tenant's slots not running (half
+ * when none runs, all of it in the last slot), so that a job beside it
+ * has room too. A job that finds nothing left while others of its
+ * tenant's run waits for their end (templates_disk_waits); with none
+ * running it fails, quota_exceeded, as admission would have. */
 static int job_cap(struct template_job *j, struct hutch_err *err) {
   struct server *srv = j->srv;
   struct principal p = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  int running = 0;
-  for (const struct template_job *o = tally_jobs(srv, j->tenant); o; o = o->tenant_next)
-    running += o != j && o->state == TJOB_BUILDING;
-  int free = TEMPLATE_JOBS_TENANT - running;
+  int free = TEMPLATE_JOBS_TENANT - jobs_in(srv, j, TJOB_BUILDING);
   uint64_t left = disk_quota_left(srv, &p);
   uint64_t cap = free > 1 && left / (uint64_t)free ? left / (uint64_t)free : left;
   /* Nothing left: the byte asked fails it, and names the quota. */
-  if (disk_reserve(srv, &p, cap ? cap : 1, err) < 0)
+  if (disk_cap(srv, &p, cap ? cap : 1, err) < 0)
     return -1;
   j->max_bytes = cap ? cap : 1;
   return 0;
