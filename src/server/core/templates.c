@@ -31,6 +31,7 @@
 #include "core/server.h"
 #include "core/tally.h"
 #include "core/tplcache.h"
+#include "core/tplcap.h"
 #include "core/tplfiles.h"
 #include "core/tplqueue.h"
 #include "core/tpltokens.h"
@@ -701,14 +702,6 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   return j;
 }
 
-/* How many of j's tenant's jobs but j are in state. */
-static int jobs_in(struct server *srv, const struct template_job *j, enum template_job_state state) {
-  int n = 0;
-  for (const struct template_job *o = tally_jobs(srv, j->tenant); o; o = o->tenant_next)
-    n += o != j && o->state == state;
-  return n;
-}
-
 static int begin_check(struct template_job *j, const struct principal *p,
                        const struct template_spec *spec, struct hutch_err *err) {
   struct server *srv = j->srv;
@@ -725,41 +718,10 @@ static int begin_check(struct template_job *j, const struct principal *p,
   /* A job writes: a tenant with no byte left is refused (at least one
    * asked), not given a job its cap could not bound (job_cap); unless its
    * running jobs' ceilings hold the room, which their end gives back: it
-   * waits in the queue for it (templates_disk_waits). */
-  if (!*j->owner || jobs_in(srv, j, TJOB_BUILDING))
+   * waits in the queue for it (tplcap_waits). */
+  if (!*j->owner || tplcap_running(j))
     return 0;
   return disk_room(srv, p, 1, err);
-}
-
-bool templates_disk_waits(struct template_job *j) {
-  struct principal p = {0};
-  str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  return *j->owner && jobs_in(j->srv, j, TJOB_BUILDING) && disk_quota_left(j->srv, &p) == 0;
-}
-
-/* The attack: a tenant exactly at its quota was given a job with a cap of
- * what the quota left, 0, which meant no cap at all (the child's own
- * 16 GiB); and two of its jobs side by side were each capped at the same
- * room left, together twice it. So an owned job's cap is reserved of its
- * quota while it runs (released as it ends, job_ended), as an upload's
- * bytes are: a second job's cap is what the first's left. Of what is
- * left, a job takes its share of the tenant's slots not running (half
- * when none runs, all of it in the last slot), so that a job beside it
- * has room too. A job that finds nothing left while others of its
- * tenant's run waits for their end (templates_disk_waits); with none
- * running it fails, quota_exceeded, as admission would have. */
-static int job_cap(struct template_job *j, struct hutch_err *err) {
-  struct server *srv = j->srv;
-  struct principal p = {0};
-  str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  int free = TEMPLATE_JOBS_TENANT - jobs_in(srv, j, TJOB_BUILDING);
-  uint64_t left = disk_quota_left(srv, &p);
-  uint64_t cap = free > 1 && left / (uint64_t)free ? left / (uint64_t)free : left;
-  /* Nothing left: the byte asked fails it, and names the quota. */
-  if (disk_cap(srv, &p, cap ? cap : 1, err) < 0)
-    return -1;
-  j->max_bytes = cap ? cap : 1;
-  return 0;
 }
 
 /* A queued job's turn: its disk cap as its quota is now (a full quota
@@ -767,7 +729,7 @@ static int job_cap(struct template_job *j, struct hutch_err *err) {
  * child. */
 int templates_launch(struct template_job *j, struct hutch_err *err) {
   struct server *srv = j->srv;
-  if (*j->owner && job_cap(j, err) < 0)
+  if (*j->owner && tplcap_take(j, err) < 0)
     return -1;
   if (!j->admin)
     j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;

@@ -35,6 +35,7 @@
 #include "util.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
+#include "core/tplcap.h"
 #include "core/tally.h"
 #include "core/templates.h"
 
@@ -132,7 +133,7 @@ static void start_head(struct server *srv, struct tplqueue *q, struct tplq_tenan
   bool build = j->run_memory_mb > 0;
   /* Its tenant's running jobs hold the disk room it needs: it waits for
    * their end, which gives it back. */
-  if (templates_disk_waits(j)) {
+  if (tplcap_waits(j)) {
     e->passed = q->round;
     return;
   }

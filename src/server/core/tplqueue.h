@@ -67,8 +67,5 @@ uint64_t tplqueue_run_memory_mb(void);
 /* templates.c's, for the queue: start j's child (deadline, disk cap):
  * -1 and err when it cannot be. */
 int templates_launch(struct template_job *j, struct hutch_err *err);
-/* Whether j must wait for its tenant's running jobs to end: their
- * ceilings hold all of its disk quota left (templates.c). */
-bool templates_disk_waits(struct template_job *j);
 
 #endif
