@@ -42,72 +42,6 @@ struct templates *templates_state(struct server *srv) {
   return srv->templates;
 }
 
-/* A removal off the loop: the store's lock and the layers' trees. */
-struct removal {
-  struct offload o;
-  struct server *srv;
-  struct hutch_images *store;
-  char *owner, *ref;
-  json_t *charged; /* the owner's layers charged before (tplcache_let_go) */
-  struct hutch_err err;
-  int r;
-  offload_done_fn done;
-  void *arg;
-};
-
-static void removal_run(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  rm->r = hutch_images_remove(rm->store, rm->owner, rm->ref, &rm->err);
-}
-
-static void removal_done(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  if (*rm->owner)
-    tplcache_let_go(rm->srv, rm->owner, rm->charged);
-  json_decref(rm->charged);
-  if (rm->done)
-    rm->done(rm->r < 0 ? &rm->err : NULL, rm->arg);
-  else if (rm->r < 0)
-    fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
-  free(rm->owner);
-  free(rm->ref);
-  free(rm);
-}
-
-static void remove_off_loop(struct server *srv, const char *owner, const char *ref,
-                            offload_done_fn done, void *arg) {
-  struct removal *rm = xcalloc(1, sizeof *rm);
-  rm->srv = srv;
-  rm->store = &srv->images;
-  /* What the removal lets go of stays charged until collected. */
-  rm->charged = *owner ? tplcache_charged(srv, owner) : NULL;
-  rm->owner = xstrdup(owner);
-  rm->ref = xstrdup(ref);
-  rm->done = done;
-  rm->arg = arg;
-  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
-}
-
-int templates_delete(struct server *srv, const struct principal *p, const char *ref,
-                     offload_done_fn done, void *arg, struct hutch_err *err) {
-  /* Found as the caller would use it: its own first, then a public one,
-   * which only the admin key may remove. */
-  json_t *rec = hutch_images_find(&srv->images, p->tenant, ref, err);
-  if (!rec)
-    return -1;
-  const char *owner = json_string_value(json_object_get(rec, "owner")) ?: "";
-  if (strcmp(owner, p->tenant) != 0 && !(p->admin && !*owner)) {
-    json_decref(rec);
-    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                          "template %s is public: only the admin key removes it", ref);
-  }
-  /* By id: the name a ref gave could name another template by the time
-   * the removal runs. */
-  remove_off_loop(srv, owner, json_string_value(json_object_get(rec, "id")), done, arg);
-  json_decref(rec);
-  return 0;
-}
-
 /* hutch-template: the program beside this one, as hutch-agent is. */
 static char *template_program(void) {
   char exe[PATH_MAX];
@@ -509,8 +443,8 @@ static void over_quota(struct template_job *j) {
   struct hutch_err ignored = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
   if (*j->owner && disk_room(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
-    remove_off_loop(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
-                    NULL);
+    templates_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
+                     NULL);
     json_decref(j->record);
     j->record = NULL;
   }

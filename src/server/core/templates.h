@@ -117,6 +117,11 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
  * (not_found: none of p's), else 0 and done later, once its layers nothing
  * else uses are gone (off the loop). Sandboxes made from it keep its
  * layers (the store's pins) until they end. */
+/* Remove owner's template ref (an id) off the loop (tplstore.c); done, if
+ * given, is told how it went. What it lets go of stays charged to owner
+ * until collected (tplcache_let_go). */
+void templates_remove(struct server *srv, const char *owner, const char *ref,
+                      offload_done_fn done, void *arg);
 int templates_delete(struct server *srv, const struct principal *p, const char *ref,
                      offload_done_fn done, void *arg, struct hutch_err *err);
 /* Bytes of the tenant's own templates (their size_bytes: a layer two of

@@ -3,11 +3,14 @@
  * tenant's disk quota (with its build cache and uploads). Small JSON records, read and written on the loop. */
 #include "core/templates.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "images.h"
 #include "util.h"
 #include "core/diskroom.h"
+#include "core/offload.h"
 #include "core/server.h"
 #include "core/tplcache.h"
 #include "core/tplfiles.h"
@@ -100,4 +103,70 @@ uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t
   /* And what it uploaded: without this, uploads of new content, each
    * within the quota, would take the disk from every other tenant. */
   return n + tplfiles_bytes(srv, tenant);
+}
+
+/* A removal off the loop: the store's lock and the layers' trees. */
+struct removal {
+  struct offload o;
+  struct server *srv;
+  struct hutch_images *store;
+  char *owner, *ref;
+  json_t *charged; /* the owner's layers charged before (tplcache_let_go) */
+  struct hutch_err err;
+  int r;
+  offload_done_fn done;
+  void *arg;
+};
+
+static void removal_run(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  rm->r = hutch_images_remove(rm->store, rm->owner, rm->ref, &rm->err);
+}
+
+static void removal_done(struct offload *o) {
+  struct removal *rm = OFFLOAD_JOB(o, struct removal);
+  if (*rm->owner)
+    tplcache_let_go(rm->srv, rm->owner, rm->charged);
+  json_decref(rm->charged);
+  if (rm->done)
+    rm->done(rm->r < 0 ? &rm->err : NULL, rm->arg);
+  else if (rm->r < 0)
+    fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
+  free(rm->owner);
+  free(rm->ref);
+  free(rm);
+}
+
+void templates_remove(struct server *srv, const char *owner, const char *ref,
+                      offload_done_fn done, void *arg) {
+  struct removal *rm = xcalloc(1, sizeof *rm);
+  rm->srv = srv;
+  rm->store = &srv->images;
+  /* What the removal lets go of stays charged until collected. */
+  rm->charged = *owner ? tplcache_charged(srv, owner) : NULL;
+  rm->owner = xstrdup(owner);
+  rm->ref = xstrdup(ref);
+  rm->done = done;
+  rm->arg = arg;
+  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
+}
+
+int templates_delete(struct server *srv, const struct principal *p, const char *ref,
+                     offload_done_fn done, void *arg, struct hutch_err *err) {
+  /* Found as the caller would use it: its own first, then a public one,
+   * which only the admin key may remove. */
+  json_t *rec = hutch_images_find(&srv->images, p->tenant, ref, err);
+  if (!rec)
+    return -1;
+  const char *owner = json_string_value(json_object_get(rec, "owner")) ?: "";
+  if (strcmp(owner, p->tenant) != 0 && !(p->admin && !*owner)) {
+    json_decref(rec);
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                          "template %s is public: only the admin key removes it", ref);
+  }
+  /* By id: the name a ref gave could name another template by the time
+   * the removal runs. */
+  templates_remove(srv, owner, json_string_value(json_object_get(rec, "id")), done, arg);
+  json_decref(rec);
+  return 0;
 }
