@@ -158,9 +158,12 @@ DIR *hutch_images_opendir(const struct hutch_images *s, const char *sub) {
   return d;
 }
 
-/* Each record in templates/, parsed; fn returns false to stop. Records
- * that do not parse are skipped: the store writes them whole. */
-static void each_record(const struct hutch_images *s, bool (*fn)(json_t *, void *), void *arg) {
+/* Each record in templates/ whose name ends in suffix (".json": the
+ * templates; ".gone": removed ones still kept), parsed; fn returns false
+ * to stop. Records that do not parse are skipped: the store writes them
+ * whole. */
+static void each_record(const struct hutch_images *s, const char *suffix,
+                        bool (*fn)(json_t *, void *), void *arg) {
   int fd = openat(s->dirfd, "templates", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DIR *d = fd < 0 ? NULL : fdopendir(fd);
   if (!d) {
@@ -172,7 +175,8 @@ static void each_record(const struct hutch_images *s, bool (*fn)(json_t *, void 
   bool more = true;
   while (more && (e = readdir(d))) {
     size_t n = strlen(e->d_name);
-    if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 || e->d_name[0] == '.')
+    size_t k = strlen(suffix);
+    if (n <= k || strcmp(e->d_name + n - k, suffix) != 0 || e->d_name[0] == '.')
       continue;
     _cleanup_close_ int rfd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     json_t *rec = hutch_images_load_fd(rfd);
@@ -249,7 +253,7 @@ json_t *hutch_images_find(const struct hutch_images *s, const char *owner, const
   str_copy(name, sizeof name, ref);
   const char *tag = hutch_images_split_tag(name);
   struct finding f = {.owner = owner, .name = name, .tag = tag, .ref = ref};
-  each_record(s, find_one, &f);
+  each_record(s, ".json", find_one, &f);
   if (f.own) {
     json_decref(f.public);
     return f.own;
@@ -306,7 +310,7 @@ static int by_name(const void *a, const void *b) {
 
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner) {
   struct listing l = {owner, json_array()};
-  each_record(s, list_one, &l);
+  each_record(s, ".json", list_one, &l);
   size_t n = json_array_size(l.all);
   json_t **v = xcalloc(n ? n : 1, sizeof *v);
   for (size_t i = 0; i < n; i++)
@@ -318,6 +322,19 @@ json_t *hutch_images_list(const struct hutch_images *s, const char *owner) {
   free(v);
   json_decref(l.all);
   return sorted;
+}
+
+static bool kept_one(json_t *rec, void *arg) {
+  struct listing *l = arg;
+  if (strcmp(str_of(rec, "owner"), l->owner) == 0)
+    json_array_append(l->all, rec);
+  return true;
+}
+
+json_t *hutch_images_kept(const struct hutch_images *s, const char *owner) {
+  struct listing l = {owner, json_array()};
+  each_record(s, ".gone", kept_one, &l);
+  return l.all;
 }
 
 static char *make_tmpdir(struct hutch_images *s, struct hutch_err *err) {

@@ -90,6 +90,9 @@ char *hutch_images_split_tag(char *ref);
 /* Every template owner may use (its own and the public ones; NULL: all),
  * sorted by name. */
 json_t *hutch_images_list(const struct hutch_images *s, const char *owner);
+/* owner's removed templates still kept (a sandbox or a snapshot holds
+ * them, their layers with them), unsorted. */
+json_t *hutch_images_kept(const struct hutch_images *s, const char *owner);
 
 /* A new empty directory under tmp/ for work under way (malloc'd path). The
  * caller removes it (hutch_layer_remove); if the process dies first, the
@@ -116,6 +119,8 @@ bool hutch_images_hex_ok(const char *hex);
 /* layers/<hex> (malloc'd), and whether it is there. */
 char *hutch_images_layer_path(const struct hutch_images *s, const char *hex);
 bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex);
+/* A number of layer hex's meta: "size" or "files" (0 when it is gone). */
+uint64_t hutch_images_layer_meta(const struct hutch_images *s, const char *hex, const char *key);
 /* Move staged (a finished layer tree under tmp/) to layers/<hex>, with
  * meta as layers/<hex>.json. When the layer is already there, staged is
  * removed instead: layers are shared. */

@@ -262,8 +262,7 @@ struct same_name {
   size_t n;
 };
 
-/* A number of layer hex's meta: "size" or "files". */
-static uint64_t layer_meta(const struct hutch_images *s, const char *hex, const char *key) {
+uint64_t hutch_images_layer_meta(const struct hutch_images *s, const char *hex, const char *key) {
   _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   json_t *m = hutch_images_load_fd(fd);
@@ -415,8 +414,8 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
     if (!json_is_string(v) || !hutch_images_layer_exists(s, json_string_value(v)))
       return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL,
                             "template %s: layer %zu is not in the store", name, i);
-    size += layer_meta(s, json_string_value(v), "size");
-    files += layer_meta(s, json_string_value(v), "files");
+    size += hutch_images_layer_meta(s, json_string_value(v), "size");
+    files += hutch_images_layer_meta(s, json_string_value(v), "files");
   }
   char top[65];
   if (top_layer(s, layers, top, err) < 0)

@@ -4,17 +4,19 @@ when reserved and released when collected (docs/security.md,
 template built then deleted), uploads side by side, an import's body
 before it is read. From the attacker's side: a tenant with a small
 quota tries to leave more than its quota on the disk."""
+import http.client
 import json
 import os
 import pathlib
 import socket
+import tarfile
 import threading
 
 import pytest
 
 from conftest import serve_each_build
 from serveapi import error_of, wait_for
-from test_templates_api import busybox_layer, oci_archive, upload
+from test_templates_api import busybox_layer, oci_archive, tar_of, upload
 
 QUOTA_MB = 20
 MiB = 1 << 20
@@ -89,6 +91,19 @@ def test_build_cache_layers_stay_within_the_quota(server):
     wait_for(lambda: layer_names(server) == before, 30)
 
 
+def long_job(t, base):
+    """A build of t's that made a layer and sleeps: its child works in
+    tmp/ until it ends. Its job's path."""
+    df = f"FROM {base}\nRUN echo made > /made\nRUN sleep 120\n"
+    r = t.post("/v1/templates", {"name": "long", "dockerfile": df},
+               headers={"Prefer": "respond-async"})
+    assert r.status == 202, r
+    job = r.headers["Location"]
+    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3 for e in t.get(job).json["log"]),
+             30)
+    return job
+
+
 def test_cache_let_go_of_stays_charged_until_collected(server):
     """The store removes no layer while any job works in its tmp/: another
     tenant's long build keeps every layer this tenant's cache lets go of
@@ -99,14 +114,7 @@ def test_cache_let_go_of_stays_charged_until_collected(server):
     other = small_tenant(server, "sleeper")
     assert upload(other, "/v1/templates/import?name=box",
                   oci_archive([busybox_layer()])).status == 201
-    # Once it made a layer, its child works in tmp/ until it ends.
-    df = "FROM box\nRUN echo made > /made\nRUN sleep 120\n"
-    r = other.post("/v1/templates", {"name": "long", "dockerfile": df},
-                   headers={"Prefer": "respond-async"})
-    assert r.status == 202, r
-    job = r.headers["Location"]
-    wait_for(lambda: any(e["event"] == "step" and e["step"] == 3
-                         for e in other.get(job).json["log"]), 30)
+    job = long_job(other, "box")
 
     t = small_tenant(server, "looper")
     assert upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()])).status == 201
@@ -270,3 +278,123 @@ def test_uploads_under_way_are_bounded(server):
         for s in socks:
             s.close()
     wait_for(lambda: upload(t, "/v1/templates/contexts", b"z" * 1024).status == 201, 10)
+
+
+def public_box(server):
+    """A public busybox template, charged to no tenant."""
+    r = upload(server.api(), "/v1/templates/import?name=pbox&public=true",
+               oci_archive([busybox_layer()]))
+    assert r.status == 201, r
+
+
+def test_a_tenant_at_its_quota_gets_no_uncapped_job(server):
+    """At exactly its quota, what the quota left (0) was the job's cap,
+    and 0 meant none: the child's own 16 GiB. A job now asks at least a
+    byte: refused before any step runs, nothing written."""
+    public_box(server)
+    t = small_tenant(server, "atquota")
+    assert t.post("/v1/volumes", {"name": "v", "size_mb": QUOTA_MB}).status == 201
+    before = layer_names(server)
+    r = t.post("/v1/templates", {"name": "big", "dockerfile": "FROM pbox\n" + fill(0, 30)},
+               headers={"Prefer": "respond-async"})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+    assert str(QUOTA_MB) in r.json["error"]["message"]
+    assert layer_names(server) == before
+
+
+def test_jobs_side_by_side_share_one_quota(server):
+    """Two jobs side by side were each capped at the same room left, so
+    together they could write twice it. A running job's cap is held of
+    the quota: the second job's cap is what the first's left."""
+    public_box(server)
+    t = small_tenant(server, "twojobs")
+    job = long_job(t, "pbox")
+    r = build(t, "wide", "FROM pbox\n" + fill(0, 15))
+    assert r.status >= 400 and error_of(r) in ("step_failed", "too_large"), r
+    assert layer_bytes(server) <= QUOTA_MB * MiB + 4 * MiB
+    assert t.delete(job).status == 204
+
+
+def random_layer(mb):
+    """A layer of mb MiB that no other shares."""
+    return tar_of([("blob", os.urandom(mb * MiB), 0o644, None, tarfile.REGTYPE)])
+
+
+def test_a_deleted_template_kept_for_a_snapshot_stays_charged(server):
+    """A template deleted while a snapshot holds it is kept, its layers
+    with it, and was charged to nobody: import, sandbox, snapshot, delete
+    in a loop filled the disk with the quota never reached. A kept
+    template stays its owner's charge."""
+    t = small_tenant(server, "keeper")
+    for i in range(2):
+        r = upload(t, f"/v1/templates/import?name=t{i}",
+                   oci_archive([busybox_layer(), random_layer(3)]))
+        assert r.status == 201, r
+        sid = t.create(template=f"t{i}")["id"]
+        assert t.post(f"/v1/sandboxes/{sid}/snapshots", {}).status == 201
+        assert t.delete(f"/v1/sandboxes/{sid}").status == 204
+        assert t.delete(f"/v1/templates/t{i}").status == 204
+    assert len(list((server.state_dir / "images" / "templates").glob("*.gone"))) == 2
+    r = t.post("/v1/volumes", {"name": "v", "size_mb": 16})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+
+
+def test_a_deleted_template_stays_charged_until_collected(server):
+    """The store removes no layer while any job works in its tmp/, and a
+    deleted template's layers (and the cache entries that followed it)
+    left the charge at once: build and delete in a loop beside another
+    tenant's long build filled the disk, charged to nobody. They stay
+    charged until collected."""
+    public_box(server)
+    other = small_tenant(server, "sleeper")
+    job = long_job(other, "pbox")
+
+    t = small_tenant(server, "deleter")
+    for i in range(2):
+        assert build(t, f"made{i}", "FROM pbox\n" + fill(i, 4)).status == 201
+        assert t.delete(f"/v1/templates/made{i}").status == 204
+    # Its 8 MiB let go of are still on the disk, and still its charge.
+    r = t.post("/v1/volumes", {"name": "v", "size_mb": 16})
+    assert (r.status, error_of(r)) == (429, "quota_exceeded"), r
+    assert other.delete(job).status == 204
+    wait_for(lambda: t.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201, 30)
+
+
+def chunked_upload(port, path, key, body):
+    """An upload without a Content-Length: its body chunked. Its status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=iter([body]), encode_chunked=True,
+                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/x-tar",
+                          "Transfer-Encoding": "chunked"})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_an_uploads_step_ahead_keeps_the_build_cache(server):
+    """A chunked upload reserves a MiB ahead of what it has: that step
+    collected the tenant's build cache for bytes never sent. Only what
+    is written makes room; the cache entry stays."""
+    t = small_tenant(server, "ahead")
+    assert upload(t, "/v1/templates/import?name=box", oci_archive([busybox_layer()])).status == 201
+    before = layer_names(server)
+    r = build(t, "fails", "FROM box\n" + fill(0, 1) + "RUN false\n")
+    assert r.status >= 400, r
+    layers = server.state_dir / "images" / "layers"
+    cached = [json.loads((layers / n).read_text()) for n in layer_names(server) - before
+              if n.endswith(".json")]
+    box = next(json.loads(p.read_text())
+               for p in (server.state_dir / "images" / "templates").glob("*.json"))
+    vfs = os.statvfs(server.state_dir)
+    entry = max(4096, vfs.f_blocks * vfs.f_frsize // vfs.f_files)
+    used = box["size_bytes"] + box["files"] * entry + sum(c["size"] + c["files"] * entry
+                                                          for c in cached)
+    assert t.post("/v1/volumes", {"name": "v", "size_mb": 16}).status == 201
+    # What is left: 64 KiB.
+    pad = (QUOTA_MB - 16) * MiB - used - 64 * 1024
+    assert pad > 0
+    got = raw_upload(server.port, "/v1/templates/contexts", t.key, pad, os.urandom(pad))
+    assert got[0] == 201, got
+    entries = list((server.state_dir / "images" / "cache").rglob("*.json"))
+    assert chunked_upload(server.port, "/v1/templates/contexts", t.key, os.urandom(8192)) == 201
+    assert list((server.state_dir / "images" / "cache").rglob("*.json")) == entries != []

@@ -299,7 +299,7 @@ static int receive_grow(struct receive *r, uint64_t need, struct hutch_err *err)
     return 0;
   uint64_t more = need - r->held, step = r->held > (1u << 20) ? r->held : (1u << 20);
   struct hutch_err ignored = {0};
-  if (more < step && disk_reserve(r->srv, &r->p, step, &ignored) == 0) {
+  if (more < step && disk_reserve_ahead(r->srv, &r->p, step, &ignored) == 0) {
     r->held += step;
     return 0;
   }
@@ -416,7 +416,11 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
   snprintf(ref, sizeof ref, "upload@sha256:%s", tpl_upload_digest(u));
   struct template_spec spec = {.name = name + public, .public = public, .kind = "import",
                                .source = tpl_upload_path(u), .ref = ref};
-  struct template_job *j = templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
+  /* An archive cut short by a failed write is imported as nothing (and
+   * its size, UINT64_MAX then, is handed on as no reservation). */
+  struct template_job *j = tpl_upload_whole(u, &err) < 0
+                               ? NULL
+                               : templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
   if (!j) {
     http_fail(c, &err);
     return;

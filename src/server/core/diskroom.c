@@ -72,7 +72,7 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   *used += volumes_pending_bytes(srv, p->tenant) + templates_tenant_bytes(srv, p->tenant, &mine);
   /* Read after: counting what the tenant let go of may end its tally. */
   const struct tally *t = tally_of(srv, p->tenant);
-  *used += t ? t->disk_reserved : 0;
+  *used += t ? t->disk_reserved + t->disk_capped : 0;
   if (cache)
     *cache = mine;
   *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;
@@ -99,13 +99,17 @@ uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
   if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
     return 0;
   /* The build cache makes way for what the tenant asks (disk_room), so
-   * it is room left too. */
+   * it is room left too; and no more than the filesystem has beside its
+   * reserve and the writes under way. */
   used -= cache;
-  return used < quota ? quota - used : 0;
+  uint64_t left = used < quota ? quota - used : 0;
+  uint64_t making = volumes_pending_bytes(srv, NULL) + srv->disk_reserved + r.reserve;
+  uint64_t fs = r.avail > making ? r.avail - making : 0;
+  return left < fs ? left : fs;
 }
 
-int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
-              struct hutch_err *err) {
+static int room(struct server *srv, const struct principal *p, uint64_t bytes, bool collect,
+                struct hutch_err *err) {
   struct fs_room r;
   uint64_t quota, used;
   if (fs_room(srv, &r) < 0)
@@ -115,7 +119,7 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
     return -1;
   /* The tenant's build cache is the one thing here it did not ask to
    * keep: its least recently used entries make way before a refusal. */
-  if (used + bytes > quota) {
+  if (used + bytes > quota && collect) {
     uint64_t freed = tplcache_collect(srv, p->tenant, used + bytes - quota);
     used = used > freed ? used - freed : 0;
   }
@@ -139,12 +143,44 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
   return 0;
 }
 
-int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
-                 struct hutch_err *err) {
-  if (disk_room(srv, p, bytes, err) < 0)
+int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
+              struct hutch_err *err) {
+  return room(srv, p, bytes, true, err);
+}
+
+static int reserve(struct server *srv, const struct principal *p, uint64_t bytes, bool collect,
+                   struct hutch_err *err) {
+  if (room(srv, p, bytes, collect, err) < 0)
     return -1;
   tally_disk(srv, p->tenant, (int64_t)bytes, 0);
   return 0;
+}
+
+int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err) {
+  return reserve(srv, p, bytes, true, err);
+}
+
+/* The attack: an upload's step ahead (up to 1 MiB, or a doubling) made
+ * room by collecting the tenant's build cache for bytes it may never
+ * write, so chunked uploads emptied the cache. Only what is to be written
+ * for sure collects. */
+int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
+                       struct hutch_err *err) {
+  return reserve(srv, p, bytes, false, err);
+}
+
+int disk_cap(struct server *srv, const struct principal *p, uint64_t bytes,
+             struct hutch_err *err) {
+  if (room(srv, p, bytes, true, err) < 0)
+    return -1;
+  tally_disk_capped(srv, p->tenant, (int64_t)bytes);
+  return 0;
+}
+
+void disk_uncap(struct server *srv, const char *tenant, uint64_t bytes) {
+  if (bytes)
+    tally_disk_capped(srv, tenant, -(int64_t)bytes);
 }
 
 void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {

@@ -21,11 +21,25 @@ int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
  * most that fraction of its inodes too. Entries without data cost the
  * disk inodes and blocks all the same. */
 uint64_t disk_entry_cost(const struct server *srv);
-/* What the tenant's disk quota has left (0 when it is used up). */
+/* What the tenant's disk quota has left (0 when it is used up), at most
+ * what the filesystem has beside its reserve. */
 uint64_t disk_quota_left(struct server *srv, const struct principal *p);
 /* Reserve bytes of the tenant's quota and of the filesystem for a write
  * under way, counted as used until released: 0, or -1 as disk_room. */
 int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+                 struct hutch_err *err);
+/* Hold a job's ceiling (bytes, within disk_quota_left) of the tenant's
+ * quota while it runs, until disk_uncap: 0, or -1 as disk_room. Unlike a
+ * reservation it holds none of the filesystem's room, which the job's
+ * child takes only as it writes: one tenant's large ceiling leaves the
+ * others their room. */
+int disk_cap(struct server *srv, const struct principal *p, uint64_t bytes,
+             struct hutch_err *err);
+void disk_uncap(struct server *srv, const char *tenant, uint64_t bytes);
+/* As disk_reserve, for bytes that may never be written (a step ahead of
+ * an upload): only if they fit as things are, no cache entry collected
+ * for them; 0, or -1 and err. */
+int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
                  struct hutch_err *err);
 void disk_release(struct server *srv, const char *tenant, uint64_t bytes);
 /* bytes reserved again, unchecked, by the next holder of a reservation

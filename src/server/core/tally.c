@@ -47,7 +47,7 @@ static struct tally *get(struct server *srv, const char *tenant) {
 /* A tenant that holds nothing has no counts left to keep. */
 static void put(struct server *srv, struct tally *t) {
   if (t->sandboxes || t->creating || t->builds || t->held || t->tokens || t->jobs ||
-      t->disk_reserved || t->uploads || json_object_size(t->uncollected))
+      t->disk_reserved || t->disk_capped || t->uploads || json_object_size(t->uncollected))
     return;
   struct tally **p = slot_of(srv, t->tenant);
   *p = t->next;
@@ -132,6 +132,12 @@ static void relays_counted(struct relay_set *set, struct tally *t, struct server
     *set->tally[1] -= set->n;
     set->tally[0] = set->tally[1] = NULL;
   }
+}
+
+void tally_disk_capped(struct server *srv, const char *tenant, int64_t bytes) {
+  struct tally *t = get(srv, tenant);
+  t->disk_capped += (uint64_t)bytes;
+  put(srv, t);
 }
 
 void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads) {

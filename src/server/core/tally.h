@@ -30,6 +30,8 @@ struct tally {
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
   unsigned paused;    /* of its listed sandboxes */
   uint64_t disk_reserved; /* of its disk quota, for writes under way (diskroom.c) */
+  uint64_t disk_capped; /* of its disk quota, its running jobs' ceilings (not of the
+                         * filesystem's room: their children write as they go) */
   unsigned uploads;       /* under way (api/templates.c) */
   /* Layers it let go of that are still in the store, each with what it
    * is charged until collected: layer hex -> bytes (tplcache.c). */
@@ -70,6 +72,7 @@ void tally_relays_like(struct relay_set *set, const struct relay_set *like);
 /* bytes more (or fewer) of the tenant's disk reserved, and uploads more
  * (or fewer) under way; counted for the server too. */
 void tally_disk(struct server *srv, const char *tenant, int64_t bytes, int uploads);
+void tally_disk_capped(struct server *srv, const char *tenant, int64_t bytes);
 /* Layer hex let go of by the tenant, charged bytes until collected; 0
  * bytes: collected, no longer charged. */
 void tally_uncollected(struct server *srv, const char *tenant, const char *hex, uint64_t bytes);

@@ -31,6 +31,7 @@
 #include "core/server.h"
 #include "core/tally.h"
 #include "core/tplcache.h"
+#include "core/tplcap.h"
 #include "core/tplfiles.h"
 #include "core/tplqueue.h"
 #include "core/tpltokens.h"
@@ -39,64 +40,6 @@ struct templates *templates_state(struct server *srv) {
   if (!srv->templates)
     srv->templates = xcalloc(1, sizeof *srv->templates);
   return srv->templates;
-}
-
-/* A removal off the loop: the store's lock and the layers' trees. */
-struct removal {
-  struct offload o;
-  struct hutch_images *store;
-  char *owner, *ref;
-  struct hutch_err err;
-  int r;
-  offload_done_fn done;
-  void *arg;
-};
-
-static void removal_run(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  rm->r = hutch_images_remove(rm->store, rm->owner, rm->ref, &rm->err);
-}
-
-static void removal_done(struct offload *o) {
-  struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  if (rm->done)
-    rm->done(rm->r < 0 ? &rm->err : NULL, rm->arg);
-  else if (rm->r < 0)
-    fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
-  free(rm->owner);
-  free(rm->ref);
-  free(rm);
-}
-
-static void remove_off_loop(struct server *srv, const char *owner, const char *ref,
-                            offload_done_fn done, void *arg) {
-  struct removal *rm = xcalloc(1, sizeof *rm);
-  rm->store = &srv->images;
-  rm->owner = xstrdup(owner);
-  rm->ref = xstrdup(ref);
-  rm->done = done;
-  rm->arg = arg;
-  offload(srv, OFFLOAD_OTHER, &rm->o, removal_run, removal_done);
-}
-
-int templates_delete(struct server *srv, const struct principal *p, const char *ref,
-                     offload_done_fn done, void *arg, struct hutch_err *err) {
-  /* Found as the caller would use it: its own first, then a public one,
-   * which only the admin key may remove. */
-  json_t *rec = hutch_images_find(&srv->images, p->tenant, ref, err);
-  if (!rec)
-    return -1;
-  const char *owner = json_string_value(json_object_get(rec, "owner")) ?: "";
-  if (strcmp(owner, p->tenant) != 0 && !(p->admin && !*owner)) {
-    json_decref(rec);
-    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                          "template %s is public: only the admin key removes it", ref);
-  }
-  /* By id: the name a ref gave could name another template by the time
-   * the removal runs. */
-  remove_off_loop(srv, owner, json_string_value(json_object_get(rec, "id")), done, arg);
-  json_decref(rec);
-  return 0;
 }
 
 /* hutch-template: the program beside this one, as hutch-agent is. */
@@ -388,13 +331,14 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
    * loopback, which would reach the host's own services. */
   if (!j->admin)
     argv[a++] = "--public-registries";
-  /* What the child unpacks stops at the tenant's quota, not after it. */
+  /* What the child unpacks stops at the tenant's quota, not after it: an
+   * owned job always has its cap (templates_launch), a public one none. */
   char max[24];
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
   char files[24];
   snprintf(files, sizeof files, "%llu",
            (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
-  if (j->max_bytes) {
+  if (*j->owner) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
     argv[a++] = "--max-files";
@@ -499,8 +443,8 @@ static void over_quota(struct template_job *j) {
   struct hutch_err ignored = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
   if (*j->owner && disk_room(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
-    remove_off_loop(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
-                    NULL);
+    templates_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
+                     NULL);
     json_decref(j->record);
     j->record = NULL;
   }
@@ -517,6 +461,9 @@ static const char *err_code(const struct hutch_err *err) {
 static void job_ended(struct template_job *j) {
   if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
+  /* The cap's bytes are the template's now, charged as it is kept. */
+  disk_uncap(j->srv, j->tenant, j->max_bytes);
+  j->max_bytes = 0;
   if (j->state == TJOB_BUILDING)
     over_quota(j);
   j->state = j->record ? TJOB_READY : TJOB_ERROR;
@@ -702,9 +649,13 @@ static int begin_check(struct template_job *j, const struct principal *p,
                           hutch_isolation_name(srv->cfg.isolation_min));
   if (srv->stopping)
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
-  if (!*j->owner)
+  /* A job writes: a tenant with no byte left is refused (at least one
+   * asked), not given a job its cap could not bound (job_cap); unless its
+   * running jobs' ceilings hold the room, which their end gives back: it
+   * waits in the queue for it (tplcap_waits). */
+  if (!*j->owner || tplcap_running(j))
     return 0;
-  return disk_room(srv, p, 0, err);
+  return disk_room(srv, p, 1, err);
 }
 
 /* A queued job's turn: its disk cap as its quota is now (a full quota
@@ -712,12 +663,8 @@ static int begin_check(struct template_job *j, const struct principal *p,
  * child. */
 int templates_launch(struct template_job *j, struct hutch_err *err) {
   struct server *srv = j->srv;
-  struct principal p = {0};
-  str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  if (*j->owner && disk_room(srv, &p, 0, err) < 0)
+  if (*j->owner && tplcap_take(j, err) < 0)
     return -1;
-  if (*j->owner)
-    j->max_bytes = disk_quota_left(srv, &p);
   if (!j->admin)
     j->deadline_ns = now_ns() + srv->cfg.template_timeout_ms * 1000000;
   if (job_spawn(j, err) < 0)

@@ -75,7 +75,8 @@ struct template_job {
   char ***steps;  /* each an argv after the global options, run in order */
   size_t nsteps, step;
   char *workdir;  /* removed when the job ends (a tmpdir of the store) */
-  uint64_t max_bytes; /* what the tenant's disk quota has left (0: no cap, public) */
+  uint64_t max_bytes; /* an owned job's cap, reserved of its tenant's quota while it runs
+                       * (0: a public job's, uncapped) */
   uint64_t run_memory_mb; /* a build's RUN sandbox, counted while it runs (0: no build) */
   struct template_job *qnext; /* its tenant's queue (tplqueue.c) */
   bool in_queue, slot; /* queued; holding one of the server's slots */
@@ -116,6 +117,11 @@ json_t *templates_get(struct server *srv, const struct principal *p, const char 
  * (not_found: none of p's), else 0 and done later, once its layers nothing
  * else uses are gone (off the loop). Sandboxes made from it keep its
  * layers (the store's pins) until they end. */
+/* Remove owner's template ref (an id) off the loop (tplstore.c); done, if
+ * given, is told how it went. What it lets go of stays charged to owner
+ * until collected (tplcache_let_go). */
+void templates_remove(struct server *srv, const char *owner, const char *ref,
+                      offload_done_fn done, void *arg);
 int templates_delete(struct server *srv, const struct principal *p, const char *ref,
                      offload_done_fn done, void *arg, struct hutch_err *err);
 /* Bytes of the tenant's own templates (their size_bytes: a layer two of
@@ -124,9 +130,11 @@ int templates_delete(struct server *srv, const struct principal *p, const char *
  * until they are collected, and its uploads, for its disk quota
  * (diskroom.c). */
 uint64_t templates_tenant_bytes(struct server *srv, const char *tenant, uint64_t *cache);
-/* The layers the tenant's own templates hold (a set of hex, new), and in
- * bytes their templates' charge. */
+/* The layers the tenant's own templates hold, and its removed ones still
+ * kept (a set of hex, new), and in bytes their templates' charge. */
 json_t *templates_held(struct server *srv, const char *tenant, uint64_t *bytes);
+/* Mark the layers template record rec holds in the set held. */
+void templates_mark_layers(json_t *rec, json_t *held);
 
 /* What a job makes: the template name, public (an admin's, owner "")
  * or the tenant's, and how. workdir is a store tmpdir the job takes (it

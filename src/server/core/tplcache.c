@@ -52,6 +52,41 @@ uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held, ui
   return bytes;
 }
 
+json_t *tplcache_charged(struct server *srv, const char *tenant) {
+  uint64_t ignored;
+  json_t *held = templates_held(srv, tenant, &ignored);
+  size_t n;
+  struct hutch_cache_entry *v = hutch_images_cache_list(&srv->images, tenant, &n);
+  for (size_t i = 0; i < n; i++)
+    json_object_set_new(held, v[i].layer, json_true());
+  free(v);
+  return held;
+}
+
+/* The attack: the store removes no layer while any job works in its tmp/,
+ * and a template deleted (or removed past the quota) took its layers, and
+ * the cache entries that followed it, out of the charge at once: build
+ * and delete in a loop beside a long job filled the disk, charged to
+ * nobody. What left the charge stays charged until collected. */
+void tplcache_let_go(struct server *srv, const char *tenant, json_t *before) {
+  json_t *after = tplcache_charged(srv, tenant), *all = hutch_images_list(&srv->images, NULL), *v;
+  uint64_t entry = disk_entry_cost(srv);
+  const char *hex;
+  size_t i;
+  /* A layer another template still holds (a public FROM's) is not one
+   * this removal leaves behind. */
+  json_array_foreach(all, i, v) templates_mark_layers(v, after);
+  json_decref(all);
+  json_object_foreach(before, hex, v) {
+    if (json_object_get(after, hex) || !hutch_images_layer_exists(&srv->images, hex))
+      continue;
+    tally_uncollected(srv, tenant, hex,
+                      hutch_images_layer_meta(&srv->images, hex, "size") +
+                          hutch_images_layer_meta(&srv->images, hex, "files") * entry);
+  }
+  json_decref(after);
+}
+
 uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want) {
   uint64_t ignored, freed = 0, entry = disk_entry_cost(srv);
   json_t *held = templates_held(srv, tenant, &ignored);

@@ -17,6 +17,13 @@ struct server;
  * of layer hex, the tenant's templates'), which takes the layers counted;
  * *gone what the layers it let go of cost until they are collected. */
 uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held, uint64_t *gone);
+/* The layers charged to the tenant (a set of hex, new): its templates',
+ * its removed ones kept, its build cache entries'. */
+json_t *tplcache_charged(struct server *srv, const char *tenant);
+/* What of before is no longer charged to the tenant but still on the disk
+ * (a removal under way while a job held the store's collection off) is
+ * charged as let go of, until collected. */
+void tplcache_let_go(struct server *srv, const char *tenant, json_t *before);
 /* Drop the tenant's least recently used entries until want bytes are
  * freed or none is left whose layer its templates do not hold; then
  * collect the store. Returns the bytes freed. */

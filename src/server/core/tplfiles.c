@@ -239,9 +239,15 @@ char *tpl_upload_take_dir(struct tpl_upload *u) {
   return d;
 }
 
-int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err) {
+int tpl_upload_whole(const struct tpl_upload *u, struct hutch_err *err) {
   if (u->size == UINT64_MAX)
     return hutch_err_set(err, EIO, "writing the upload failed");
+  return 0;
+}
+
+int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err) {
+  if (tpl_upload_whole(u, err) < 0)
+    return -1;
   if (rename(u->path, path) < 0)
     return hutch_err_set(err, errno, "rename %s", path);
   return 0;

@@ -49,8 +49,12 @@ struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutc
  * and err (too_large past max, internal) and the upload is unusable. */
 int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
                  void *arg, struct hutch_err *err);
-/* What was written: its sha256 (64 hex) and size; the file's path and its
- * tmpdir (the upload's, until taken). */
+/* 0 if every write made it to the file, else -1 and err (EIO): a file
+ * whose last write failed is cut short, and is used for nothing. */
+int tpl_upload_whole(const struct tpl_upload *u, struct hutch_err *err);
+/* What was written: its sha256 (64 hex) and size (UINT64_MAX once a
+ * write failed); the file's path and its tmpdir (the upload's, until
+ * taken). */
 const char *tpl_upload_digest(struct tpl_upload *u);
 uint64_t tpl_upload_size(const struct tpl_upload *u);
 const char *tpl_upload_path(const struct tpl_upload *u);

@@ -35,6 +35,7 @@
 #include "util.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
+#include "core/tplcap.h"
 #include "core/tally.h"
 #include "core/templates.h"
 
@@ -143,6 +144,12 @@ static void start_head(struct server *srv, struct tplqueue *q, struct tplq_tenan
   struct template_job *j = e->head;
   struct hutch_err err = {0};
   bool build = j->run_memory_mb > 0;
+  /* Its tenant's running jobs hold the disk room it needs: it waits for
+   * their end, which gives it back. */
+  if (tplcap_waits(j)) {
+    e->passed = q->round;
+    return;
+  }
   if (build && run_room(srv, j, &err) < 0) {
     if (e->builds) {
       e->passed = q->round;
