@@ -587,10 +587,14 @@ int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *list
 
 /* A freeze takes microseconds to milliseconds (a gVisor sandbox's Go
  * threads: 12 ms at the median on a loaded 2-core machine); what does not
- * freeze within 2 s (a process stuck in the kernel) keeps the sandbox
- * running, and the caller hears so. Half a second was once too short for
- * a gVisor sandbox on a CI machine running the whole suite. */
-#define FREEZE_WAIT_MS 2000
+ * freeze within 5 s (a process stuck in the kernel) keeps the sandbox
+ * running, and the caller hears so. A task freezes only once it leaves an
+ * uninterruptible wait, and a page-in or a write throttled behind a busy
+ * disk is one: half a second was once too short for a gVisor sandbox on a
+ * CI machine running the whole suite, and 2 s for an idle ns sandbox (its
+ * agent's spare starting) while the suite's workers and the cgroup v2
+ * guest kept the disk busy. The wait is off the server's loop. */
+#define FREEZE_WAIT_MS 5000
 
 static void close_storage(struct hutch_sandbox *sb) {
   if (sb->storage_fd >= 0)
