@@ -1,7 +1,8 @@
 /* A template job's disk ceiling (tplcap.c): what its child may write,
  * held of its tenant's disk quota while it runs, released at its end
  * (disk_uncap of j->max_bytes). */
-#pragma once
+#ifndef HUTCH_CORE_TPLCAP_H
+#define HUTCH_CORE_TPLCAP_H
 
 #include <stdbool.h>
 
@@ -19,3 +20,5 @@ bool tplcap_waits(struct template_job *j);
 /* Hold j's ceiling (j->max_bytes): 0, or -1 and err (quota_exceeded when
  * nothing is left, no_space). */
 int tplcap_take(struct template_job *j, struct hutch_err *err);
+
+#endif
