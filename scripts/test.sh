@@ -71,13 +71,13 @@ HUTCH_BUILD="$build" HUTCH_ASAN_BUILD="$asan" \
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 took "the serial part" 120
 
-# The fuzz targets (tests/fuzz/README.md), 12 s each from their seed
+# The fuzz targets (tests/fuzz/README.md), 10 s each from their seed
 # corpora, two at a time (scripts/fuzz.sh): one test per target, which
 # passes when nothing crashed, leaked or hung and it ran at least its floor
 # of inputs.
 fpass=0 ffail=0
 if [ -x "$fuzz/tests/fuzz_request" ]; then
-  FUZZ_JOBS=2 scripts/fuzz.sh "$fuzz" 12 >"$log/fuzz" 2>&1
+  FUZZ_JOBS=2 scripts/fuzz.sh "$fuzz" 10 >"$log/fuzz" 2>&1
   frc=$?
   cat "$log/fuzz"
   fpass=$(grep -c '^fuzz_[a-z]*: [0-9]* runs' "$log/fuzz")
