@@ -80,7 +80,9 @@ def test_fork_bomb_is_contained(run, tmp_path):
     t.start()
     try:
         bomb = "import os\nwhile True:\n try: os.fork()\n except OSError: pass"
-        r = run(["--pids", "64", "--timeout", "3", "--", "python3", "-c", bomb])
+        # 8 s: on the cgroup v2 guest's emulated CPU a python3 takes 1 to 2 s to
+        # start, and with 3 s a busy run's bomb had forked twice by the timeout.
+        r = run(["--pids", "64", "--timeout", "8", "--", "python3", "-c", bomb])
     finally:
         stop.set()
         t.join()
