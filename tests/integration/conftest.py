@@ -314,19 +314,25 @@ def runner_of(pid):
     under: the first of it and its ancestors whose environment names a
     session (hutch serve and hutch run inherit the test's; an agent or a
     workload is reached through its parents). GONE when the process itself
-    has ended (it is no leftover), None for an orphan. An ancestor that
-    ends during the walk has handed its children to another parent: the
-    walk starts again."""
+    has ended (it is no leftover), None for an orphan. A process that is
+    ending has no environment to read (a zombie, or an agent taking its pid
+    namespace down, which can take seconds for a fork bomb's thousands of
+    processes; a zombie is out of its cgroups too): its parent answers for
+    it. An ancestor that ends during the walk has handed its children to
+    another parent: the walk starts again."""
     for _ in range(5):
         p = pid
         while p > 1:
             try:
-                env = pathlib.Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
                 stat = pathlib.Path(f"/proc/{p}/stat").read_text()
             except OSError:
                 if p == pid:
                     return GONE
                 break
+            try:
+                env = pathlib.Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
+            except OSError:
+                env = []  # ending: no memory, no environment
             found = dict(v.split(b"=", 1) for v in env if b"=" in v)
             if b"HUTCH_TEST_SESSION" in found:
                 return (found[b"HUTCH_TEST_SESSION"] + b"/" +
@@ -403,7 +409,10 @@ def leftovers():
         except (OSError, StopIteration, ValueError):
             continue
         pid = int(status.parent.name)
-        if uid >= UID_BASE and not foreign({pid} | owners.get(slot_of(pid), set())):
+        if uid < UID_BASE or runner_of(pid) is GONE:
+            continue
+        # Still there after the walk: one reaped meanwhile left no trace.
+        if not foreign({pid} | owners.get(slot_of(pid), set())) and runner_of(pid) is not GONE:
             found.append(f"process {pid} uid {uid}")
     staging = pathlib.Path("/run/hutch/mnt")
     if staging.is_dir() and any(staging.iterdir()):
