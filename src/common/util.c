@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +189,36 @@ uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void iso8601(int64_t ms, char out[32]) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+void random_hex(char *out, size_t nhex) {
+  unsigned char raw[64];
+  size_t n = (nhex + 1) / 2;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(raw + got, n - got, 0);
+    if (r < 0 && errno != EINTR)
+      abort(); /* no randomness, no keys: nothing sensible to go on with */
+    if (r > 0)
+      got += (size_t)r;
+  }
+  for (size_t i = 0; i < nhex; i++)
+    out[i] = "0123456789abcdef"[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+  out[nhex] = '\0';
 }
 
 bool utf8_valid(const char *s, size_t n) {

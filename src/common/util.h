@@ -57,5 +57,11 @@ void hutch_close_others(int *keep, size_t n);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
+/* The wall clock in ms since the epoch. */
+int64_t wall_ms(void);
+/* ms since the epoch as "2026-01-02T03:04:05.678Z". */
+void iso8601(int64_t ms, char out[32]);
+/* nhex (at most 128) random hex digits and a NUL; aborts without randomness. */
+void random_hex(char *out, size_t nhex);
 
 #endif

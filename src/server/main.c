@@ -12,10 +12,11 @@
 #include "hostlimits.h"
 #include "spawner.h"
 #include "util.h"
-#include "core/sbx.h"
-#include "core/templates.h"
+#include "core/disk/templates.h"
 #include "routes.h"
 #include "e2b/e2b.h"
+#include "core/life/sbx_teardown.h"
+#include "core/serve/server_open.h"
 
 #define EXIT_SERVE 125 /* as hutch run: the server itself failed */
 #define EXIT_STATE_DIR 78 /* the state dir may not be trusted (sysexits' EX_CONFIG) */

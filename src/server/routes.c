@@ -20,15 +20,13 @@
 #include "api/handlers.h"
 #include "api/ports.h"
 #include "api/api.h"
-#include "core/audit.h"
-#include "core/fds.h"
-#include "core/keys.h"
-#include "core/metrics.h"
-#include "core/pool.h"
-#include "core/sbx.h"
-#include "core/tally.h"
+#include "core/sandbox/audit.h"
+#include "core/sandbox/fds.h"
+#include "core/life/pool.h"
+#include "core/sandbox/sbx.h"
+#include "core/sandbox/tally.h"
 #include "e2b/e2b.h"
-#include "http/json.h"
+#include "core/base/counters.h"
 
 enum access {
   PUBLIC, /* no key */
@@ -482,7 +480,7 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   if (status >= 400 && status < 600)
     srv->metrics.errors_by_status[status]++;
   if (c->last_error)
-    metrics_error_code(&srv->metrics, c->last_error);
+    counters_error_code(&srv->metrics, c->last_error);
   if (!c->action || !srv->audit) {
     c->sandbox[0] = '\0';
     return;

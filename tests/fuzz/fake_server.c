@@ -632,12 +632,12 @@ char *e2b_path(const char *path, const char *user) {
 
 void iso8601(int64_t ms, char out[32]) { snprintf(out, 32, "%lld", (long long)ms); }
 
-void serve_random_hex(char *out, size_t nhex) {
+void random_hex(char *out, size_t nhex) {
   memset(out, 'a', nhex);
   out[nhex] = '\0';
 }
 
-void metrics_observe(uint64_t hist[16], double *sum, double seconds) {
+void counters_observe(uint64_t hist[16], double *sum, double seconds) {
   (void)hist, (void)sum, (void)seconds;
 }
 

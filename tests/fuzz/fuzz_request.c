@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "routes.h"
-#include "core/sbx.h"
-#include "core/server.h"
+#include "core/sandbox/sbx.h"
+#include "core/base/server.h"
 #include "http/http.h"
 #include "util.h"
 

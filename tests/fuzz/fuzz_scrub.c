@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/egress_scrub.h"
+#include "core/egress/egress_scrub.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,14 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/actions.h"
-#include "core/keys.h"
-#include "core/sandboxes.h"
-#include "core/sbx.h"
-#include "core/server.h"
+#include "core/life/actions.h"
+#include "core/tenancy/keys.h"
+#include "core/life/sandboxes.h"
+#include "core/sandbox/sbx.h"
+#include "core/base/server.h"
+#include "core/sandbox/tally.h"
+#include "core/serve/server_open.h"
 #include "http/http.h"
 #include "state/seal.h"
 #include "state/store.h"
+#include "util.h"
 #include "tap.h"
 
 static struct sbx *fake(struct server *srv, const char *id, const char *tenant) {
@@ -79,14 +82,14 @@ int main(void) {
   /* Room for more: the tenant's quota, then the server's capacity. */
   struct tenant_quota q = {.max_sandboxes = 1, .max_memory_mb = -1, .max_disk_mb = -1};
   ok(store_tenant_put(srv->store, "alice", &q, &err) == 0, "alice may run 1 sandbox");
-  ok(sandboxes_check_room(srv, &alice, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_QUOTA,
+  ok(tally_check_room(srv, &alice, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_QUOTA,
      "alice, who runs 1 already: quota (%s)", err.msg);
   is_str(err.code, "quota_exceeded", "code quota_exceeded");
-  ok(sandboxes_check_room(srv, &bob, 0, 1, &err) == 0, "bob has room");
+  ok(tally_check_room(srv, &bob, 0, 1, &err) == 0, "bob has room");
   srv->cfg.max_sandboxes = 2;
   unsigned listed = srv->nsandboxes;
   srv->nsandboxes = 2;
-  ok(sandboxes_check_room(srv, &bob, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_UNAVAILABLE,
+  ok(tally_check_room(srv, &bob, 0, 1, &err) < 0 && err.kind == HUTCH_ERR_UNAVAILABLE,
      "a full server: unavailable");
   is_str(err.code, "at_capacity", "code at_capacity");
   srv->nsandboxes = listed;

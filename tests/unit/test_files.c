@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/files.h"
-#include "core/sbx.h"
+#include "core/run/files.h"
+#include "core/sandbox/sbx.h"
 #include "tap.h"
 
 static uv_loop_t *loop;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/egress_scrub.h"
+#include "core/egress/egress_scrub.h"
 #include "tap.h"
 
 #define SECRET "Bearer sk-live-0123456789abcdef"

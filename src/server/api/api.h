@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "core/files.h"
-#include "core/sbx.h"
+#include "core/run/files.h"
+#include "core/sandbox/sbx.h"
 #include "http/http.h"
 
 struct server;

@@ -18,7 +18,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/contexts.h"
+#include "core/run/contexts.h"
 #include "http/body.h"
 #include "http/json.h"
 

@@ -20,10 +20,10 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/exec.h"
-#include "core/files.h"
-#include "core/outlines.h"
-#include "core/procs.h"
+#include "core/run/exec.h"
+#include "core/run/files.h"
+#include "core/run/outlines.h"
+#include "core/run/procs.h"
 #include "http/body.h"
 
 #define MAX_ARGS 4096

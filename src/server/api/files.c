@@ -10,7 +10,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/files.h"
+#include "core/run/files.h"
 #include "http/body.h"
 
 /* ---- answers of the unary actions ---- */

@@ -4,8 +4,8 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/keys.h"
-#include "core/server.h"
+#include "core/tenancy/keys.h"
+#include "core/base/server.h"
 #include "http/body.h"
 
 int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {

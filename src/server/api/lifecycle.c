@@ -7,9 +7,10 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/actions.h"
-#include "core/sbx.h"
-#include "core/server.h"
+#include "core/life/actions.h"
+#include "core/sandbox/sbx.h"
+#include "core/base/server.h"
+#include "core/life/sbx_pause.h"
 
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};

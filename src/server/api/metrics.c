@@ -6,8 +6,8 @@
 
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/metrics.h"
-#include "core/server.h"
+#include "core/serve/metrics.h"
+#include "core/base/server.h"
 #include "http/http.h"
 
 /* /metrics counts every tenant's sandboxes, requests and errors together:

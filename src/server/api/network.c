@@ -4,7 +4,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/network.h"
+#include "core/egress/network.h"
 #include "http/body.h"
 
 json_t *network_request(struct http_conn *c, const struct principal *p, const char *const *known,

@@ -39,11 +39,11 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/audit.h"
-#include "core/fds.h"
-#include "core/keys.h"
-#include "core/network.h"
-#include "core/sbx.h"
+#include "core/sandbox/audit.h"
+#include "core/sandbox/fds.h"
+#include "core/tenancy/keys.h"
+#include "core/egress/network.h"
+#include "core/sandbox/sbx.h"
 #include "http/json.h"
 
 #define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */

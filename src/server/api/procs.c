@@ -8,7 +8,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/procs.h"
+#include "core/run/procs.h"
 #include "http/body.h"
 
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */

@@ -9,7 +9,8 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/snapshots.h"
+#include "core/life/forks.h"
+#include "core/life/snapshots.h"
 #include "http/body.h"
 
 struct http_wait *api_wait(struct http_conn *c) {
@@ -147,7 +148,7 @@ void forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, 
   fw->p = *p;
   fw->answer = answer;
   http_wait_begin(&fw->w, c);
-  if (snapshots_fork(c->srv, p, sb, count, timeout_s, &fork_ops, fw, &err) < 0) {
+  if (forks_start(c->srv, p, sb, count, timeout_s, &fork_ops, fw, &err) < 0) {
     http_wait_end(&fw->w);
     free(fw);
     http_fail(c, &err);

@@ -11,12 +11,13 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/diskroom.h"
-#include "core/tally.h"
-#include "core/templates.h"
-#include "core/tplfiles.h"
+#include "core/disk/diskroom.h"
+#include "core/sandbox/tally.h"
+#include "core/disk/templates.h"
+#include "core/disk/tplfiles.h"
 #include "http/body.h"
 #include "http/json.h"
+#include "core/disk/tplstore.h"
 
 /* A record as a tenant sees it: whose it is said as public or not, and
  * where it came from without the host's directories. `hutch template
@@ -36,7 +37,7 @@ json_t *templates_view(json_t *rec) {
 }
 
 void api_templates_list(struct http_conn *c, const struct principal *p) {
-  json_t *all = templates_list(c->srv, p), *out = json_array(), *v;
+  json_t *all = tplstore_list(c->srv, p), *out = json_array(), *v;
   size_t i;
   json_array_foreach(all, i, v) json_array_append_new(out, templates_view(v));
   json_decref(all);
@@ -57,7 +58,7 @@ static char *name_param(struct http_conn *c) {
 void api_templates_get(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   _cleanup_free_ char *name = name_param(c);
-  json_t *rec = name ? templates_get(c->srv, p, name, &err) : NULL;
+  json_t *rec = name ? tplstore_get(c->srv, p, name, &err) : NULL;
   if (rec)
     http_json(c, 200, templates_view(rec));
   else if (name)
@@ -71,7 +72,7 @@ void api_templates_delete(struct http_conn *c, const struct principal *p) {
   if (!name)
     return;
   struct http_wait *w = api_wait(c);
-  if (templates_delete(c->srv, p, name, api_answer_204, w, &err) < 0) {
+  if (tplstore_delete(c->srv, p, name, api_answer_204, w, &err) < 0) {
     http_wait_end(w);
     free(w);
     http_fail(c, &err);

@@ -9,7 +9,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/usage.h"
+#include "core/tenancy/usage.h"
 
 static json_t *point_json(const struct usage_point *pt) {
   char t[32];

@@ -6,8 +6,8 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/volumes.h"
-#include "core/volworker.h"
+#include "core/disk/volumes.h"
+#include "core/life/volworker.h"
 #include "http/body.h"
 
 /* A create's request, held while the image is made. */

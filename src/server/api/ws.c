@@ -18,7 +18,7 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/procs.h"
+#include "core/run/procs.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
 #define WS_MSG_MAX (1u << 20)     /* largest message taken from a client */

@@ -20,17 +20,18 @@
 #include <unistd.h>
 
 #include "util.h"
-#include "core/actions.h"
-#include "core/layers.h"
-#include "core/sandboxes.h"
+#include "core/life/actions.h"
+#include "core/disk/layers.h"
+#include "core/life/sandboxes.h"
 #include "api/api.h"
-#include "core/snapshots.h"
-#include "core/usage.h"
-#include "core/volumes.h"
+#include "core/life/snapshots.h"
+#include "core/tenancy/usage.h"
+#include "core/disk/volumes.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/json.h"
+#include "core/life/sbx_pause.h"
 
 /* E2B's template names that the `host` template stands for, unless the
  * store has a template of that name (docs/templates.md: a

@@ -22,9 +22,9 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/files.h"
-#include "core/keys.h"
-#include "core/sbx.h"
+#include "core/run/files.h"
+#include "core/tenancy/keys.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/connect.h"
 #include "http/json.h"
@@ -412,7 +412,7 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   w->polled = polled;
   w->root = path;
   w->events = json_array();
-  serve_random_hex(w->id, sizeof w->id - 1);
+  random_hex(w->id, sizeof w->id - 1);
   struct files_sink sink = {.event = watch_event, .end = watch_end, .arg = w};
   struct hutch_err err = {0};
   w->op = files_watch(sb, path, user, recursive, entries, &sink, &err);

@@ -17,7 +17,7 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/contexts.h"
+#include "core/run/contexts.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 

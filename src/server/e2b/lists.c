@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "util.h"
-#include "core/sandboxes.h"
-#include "core/snapshots.h"
+#include "core/life/sandboxes.h"
+#include "core/life/snapshots.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
 #include "http/json.h"

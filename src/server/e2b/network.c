@@ -16,8 +16,8 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/network.h"
-#include "core/sbx.h"
+#include "core/egress/network.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 
 static bool all_traffic(const char *s) {

@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/actions.h"
-#include "core/tally.h"
-#include "core/usage.h"
+#include "core/life/actions.h"
+#include "core/sandbox/tally.h"
+#include "core/tenancy/usage.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
 #include "http/json.h"

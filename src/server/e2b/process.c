@@ -17,7 +17,7 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/procs.h"
+#include "core/run/procs.h"
 #include "e2b/e2b.h"
 #include "http/connect.h"
 #include "http/json.h"

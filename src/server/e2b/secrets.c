@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/keys.h"
-#include "core/sbx.h"
+#include "core/tenancy/keys.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/http.h"
@@ -197,7 +197,7 @@ void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
     goto out;
   }
   char id[4 + 32 + 1] = "sec_";
-  serve_random_hex(id + 4, 32);
+  random_hex(id + 4, 32);
   int64_t now = wall_ms();
   struct store_secret s = {id, p->tenant, lower, 1, meta ? meta : "{}", value, now, now};
   struct hutch_err err = {0};

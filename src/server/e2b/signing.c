@@ -20,9 +20,9 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/sbx.h"
-#include "core/server.h"
-#include "core/files.h"
+#include "core/sandbox/sbx.h"
+#include "core/base/server.h"
+#include "core/run/files.h"
 #include "e2b/e2b.h"
 
 #define SIGNATURE_MAX 64 /* "v1_" and 43 characters of base64 */

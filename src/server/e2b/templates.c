@@ -19,15 +19,16 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
-#include "core/fds.h"
-#include "core/sbx.h"
-#include "core/snapshots.h"
-#include "core/templates.h"
-#include "core/tplfiles.h"
-#include "core/tpltokens.h"
+#include "core/sandbox/fds.h"
+#include "core/sandbox/sbx.h"
+#include "core/life/snapshots.h"
+#include "core/disk/templates.h"
+#include "core/disk/tplfiles.h"
+#include "core/disk/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/json.h"
+#include "core/disk/tplstore.h"
 
 /* A name E2B's API may carry in a path: a template name without '/'. */
 static bool e2b_name_ok(const char *name) {
@@ -172,7 +173,7 @@ static void e2b_base(struct http_conn *c, const struct principal *p, json_t *spe
   if (strcmp(name, "e2bdev/base") != 0 && strcmp(name, "e2bdev/base:latest") != 0)
     return;
   struct hutch_err none = {0};
-  json_t *rec = templates_get(c->srv, p, "base", &none);
+  json_t *rec = tplstore_get(c->srv, p, "base", &none);
   if (rec) {
     json_object_del(spec, "fromImage");
     json_object_set_new(spec, "fromTemplate", json_string("base"));
@@ -184,7 +185,7 @@ static void e2b_base(struct http_conn *c, const struct principal *p, json_t *spe
 static char *base_user(struct http_conn *c, const struct principal *p, json_t *spec) {
   struct hutch_err err = {0};
   const char *tpl = json_string_value(json_object_get(spec, "fromTemplate"));
-  json_t *rec = tpl ? templates_get(c->srv, p, tpl, &err) : NULL;
+  json_t *rec = tpl ? tplstore_get(c->srv, p, tpl, &err) : NULL;
   const char *user = json_string_value(json_object_get(json_object_get(rec, "config"), "user"));
   char *out = xstrdup(user && *user ? user : "root");
   json_decref(rec);
@@ -303,7 +304,7 @@ void e2b_templates_status(struct http_conn *c, const struct principal *p) {
 void e2b_templates_alias(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   const char *name = c->req.params[0];
-  json_t *rec = templates_get(c->srv, p, name, &err);
+  json_t *rec = tplstore_get(c->srv, p, name, &err);
   /* The SDKs' default names are there whether the store has them or not:
    * a create of one makes a host sandbox (Template.exists("base")). */
   if (!rec && err.kind == HUTCH_ERR_NOT_FOUND && e2b_host_alias(name)) {
@@ -336,7 +337,7 @@ static json_t *e2b_template(json_t *rec) {
 }
 
 void e2b_templates_list(struct http_conn *c, const struct principal *p) {
-  json_t *all = templates_list(c->srv, p), *out = json_array(), *v;
+  json_t *all = tplstore_list(c->srv, p), *out = json_array(), *v;
   size_t i;
   json_array_foreach(all, i, v) json_array_append_new(out, e2b_template(v));
   json_decref(all);
@@ -345,7 +346,7 @@ void e2b_templates_list(struct http_conn *c, const struct principal *p) {
 
 /* GET /templates/{id}/tags: every tag of the template's builds. */
 void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
-  json_t *builds = templates_builds(c->srv, p, c->req.params[0]), *b, *v;
+  json_t *builds = tplstore_builds(c->srv, p, c->req.params[0]), *b, *v;
   if (json_array_size(builds) == 0) {
     json_decref(builds);
     http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template '%s'",
@@ -380,8 +381,8 @@ void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
                "{target: \"NAME:TAG\", tags: [TAG, ...]}, each tag 1 to %d of A-Z, a-z, 0-9, "
                "'.', '_' and '-'",
                HUTCH_IMAGE_NAME_MAX);
-  else if (templates_tag(c->srv, p, target, tags, &err) < 0 ||
-           !(rec = templates_get(c->srv, p, target, &err)))
+  else if (tplstore_tag(c->srv, p, target, tags, &err) < 0 ||
+           !(rec = tplstore_get(c->srv, p, target, &err)))
     http_fail(c, &err);
   else
     http_json(c, 201, json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
@@ -400,7 +401,7 @@ void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   if (!name || !tags_ok(tags) || json_array_size(tags) == 0)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "{name, tags: [TAG, ...]}");
-  else if (templates_untag(c->srv, p, name, tags, &err) < 0)
+  else if (tplstore_untag(c->srv, p, name, tags, &err) < 0)
     http_fail(c, &err);
   else
     http_respond(c, 204, NULL, NULL, 0, NULL);
@@ -418,7 +419,7 @@ void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
     return;
   }
   struct http_wait *w = api_wait(c);
-  if (templates_delete(c->srv, p, c->req.params[0], api_answer_204, w, &err) < 0) {
+  if (tplstore_delete(c->srv, p, c->req.params[0], api_answer_204, w, &err) < 0) {
     http_wait_end(w);
     free(w);
     http_fail(c, &err);

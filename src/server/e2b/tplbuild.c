@@ -21,7 +21,7 @@
 
 #include "images.h"
 #include "util.h"
-#include "core/tplfiles.h"
+#include "core/disk/tplfiles.h"
 #include "e2b/e2b.h"
 
 static bool one_line(const char *s) { return s && !strpbrk(s, "\r\n"); }

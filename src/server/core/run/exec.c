@@ -1,0 +1,125 @@
+/* A foreground exec: the agent's stream of one command, its events handed
+ * to the caller's sink. The reader's pace sets the workload's: the agent
+ * gets more window only as the reader takes what it was given. */
+#include "core/run/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "util.h"
+#include "core/sandbox/agentc.h"
+#include "core/run/outlines.h"
+#include "core/sandbox/sbx.h"
+#include "core/base/counters.h"
+
+struct exec {
+  struct astream *s;
+  struct server *srv;
+  struct exec_sink sink;
+  uint64_t t0;
+  uint32_t owed; /* window to give back once the reader catches up */
+  bool started;
+  /* In a sink call: an exec_abandon from inside it leaves x to be freed
+   * when the call returns, and the stream untouched after. */
+  int busy;
+  bool abandoned;
+};
+
+static void end(struct exec *x, json_t *exit_line) {
+  x->s = NULL;
+  x->busy++;
+  x->sink.end(exit_line, x->sink.arg);
+  free(x);
+}
+
+/* After a sink call: false when the exec was abandoned in it (x is gone). */
+static bool still_here(struct exec *x) {
+  if (--x->busy == 0 && x->abandoned) {
+    free(x);
+    return false;
+  }
+  return !x->abandoned;
+}
+
+static void on_event(struct exec *x, const struct hutch_frame *f) {
+  json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
+  const char *ev = json_string_value(json_object_get(j, "event"));
+  if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0 && !x->started) {
+    x->started = true;
+    x->srv->metrics.execs++;
+    counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
+                    (double)(now_ns() - x->t0) / 1e9);
+    x->busy++;
+    x->sink.start(json_object_get(j, "pid"), x->sink.arg);
+    still_here(x);
+  } else if (f->flags & HUTCH_FL_END) {
+    end(x, outlines_exit(f->type, j));
+  }
+  json_decref(j);
+}
+
+static void on_frame(struct astream *s, const struct hutch_frame *f) {
+  struct exec *x = s->ctx;
+  if (!f) { /* the sandbox went away under the exec */
+    end(x, outlines_exit_gone("the sandbox ended during the exec"));
+    return;
+  }
+  switch (f->type) {
+  case HUTCH_F_STDOUT:
+  case HUTCH_F_STDERR:
+  {
+    x->busy++;
+    bool more = x->sink.output(f->type == HUTCH_F_STDERR, f->payload, f->len, x->sink.arg);
+    if (!still_here(x))
+      break;
+    if (more)
+      agentc_window(s, f->len);
+    else
+      x->owed += f->len;
+    break;
+  }
+  case HUTCH_F_EVENT:
+  case HUTCH_F_ERROR:
+    on_event(x, f);
+    break;
+  default:
+    break;
+  }
+}
+
+struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0_ns,
+                        const struct exec_sink *sink, struct hutch_err *err) {
+  struct exec *x = xcalloc(1, sizeof *x);
+  x->srv = sb->srv;
+  x->t0 = t0_ns;
+  x->sink = *sink;
+  x->s = agentc_open(&sb->ac, req, on_frame, x);
+  if (!x->s) {
+    free(x);
+    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
+                   "the sandbox's agent is not reachable");
+    return NULL;
+  }
+  if (in)
+    agentc_stdin(x->s, in, strlen(in), true);
+  return x;
+}
+
+void exec_resume(struct exec *x) {
+  if (x->owed) {
+    agentc_window(x->s, x->owed);
+    x->owed = 0;
+  }
+}
+
+void exec_abandon(struct exec *x) {
+  if (x->abandoned)
+    return;
+  if (x->s)
+    agentc_abandon(x->s); /* the agent kills what the exec started */
+  x->s = NULL;
+  x->abandoned = true;
+  if (!x->busy)
+    free(x);
+}
