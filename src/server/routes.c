@@ -488,7 +488,7 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   /* One JSON line per API action: when, who, what, on which sandbox, how
    * it ended and how long it took. Reads (GET) are not actions. */
   double ms = (double)(now_ns() - c->req.started_ns) / 1e6;
-  serve_audit(srv, json_pack("{s:s,s:s,s:o,s:i,s:o,s:f}", "tenant", c->tenant, "action",
+  audit_record(srv, json_pack("{s:s,s:s,s:o,s:i,s:o,s:f}", "tenant", c->tenant, "action",
                              c->action, "sandbox",
                              c->sandbox[0] ? json_string(c->sandbox) : json_null(), "status",
                              status, "error",

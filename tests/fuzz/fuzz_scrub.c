@@ -31,20 +31,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
   size_t piece = 1 + data[0];
-  struct scrub *s = scrub_new(secrets, 2);
+  struct scrub *s = egress_scrub_new(secrets, 2);
   int r = 0;
   bool first = true;
   for (size_t at = 1; at < size && r == 0; at += piece) {
     size_t n = size - at < piece ? size - at : piece;
     char *out = NULL;
     size_t nout = 0;
-    r = scrub_feed(s, (const char *)data + at, n, &out, &nout);
+    r = egress_scrub_feed(s, (const char *)data + at, n, &out, &nout);
     if (r >= 0 && nout && first) {
       check_head(out, nout);
       first = false;
     }
     free(out);
   }
-  scrub_free(s);
+  egress_scrub_free(s);
   return 0;
 }

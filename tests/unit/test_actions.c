@@ -47,37 +47,37 @@ int main(void) {
   struct sbx *a = fake(srv, "aaaaaaaaaaaaaaaa", "alice");
   fake(srv, "bbbbbbbbbbbbbbbb", "bob");
 
-  ok(act_find(srv, &alice, a->id, &err) == a, "the caller's own sandbox is found");
-  ok(!act_find(srv, &bob, a->id, &err), "another tenant's is not");
+  ok(actions_find(srv, &alice, a->id, &err) == a, "the caller's own sandbox is found");
+  ok(!actions_find(srv, &bob, a->id, &err), "another tenant's is not");
   is_int(err.kind, HUTCH_ERR_NOT_FOUND, "... and is as missing as one that never was");
   is_str(err.code, "not_found", "code not_found");
-  ok(!act_find(srv, &alice, "cccccccccccccccc", &err) && err.kind == HUTCH_ERR_NOT_FOUND,
+  ok(!actions_find(srv, &alice, "cccccccccccccccc", &err) && err.kind == HUTCH_ERR_NOT_FOUND,
      "an unknown id: not_found");
 
   int64_t before = a->expires_ms;
-  act_set_timeout(a, 10, true);
+  actions_set_timeout(a, 10, true);
   ok(a->expires_ms == before, "extend_only never shortens the timeout");
-  act_set_timeout(a, 10, false);
+  actions_set_timeout(a, 10, false);
   ok(a->expires_ms < before && a->expires_ms > wall_ms() + 9000, "a new timeout counts from now");
-  act_set_timeout(a, 3600, true);
+  actions_set_timeout(a, 3600, true);
   ok(a->expires_ms > wall_ms() + 3599000, "extend_only extends");
 
-  ok(act_resume(a, -1, &err) < 0 && err.kind == HUTCH_ERR_CONFLICT, "a running one: no resume");
+  ok(actions_resume(a, -1, &err) < 0 && err.kind == HUTCH_ERR_CONFLICT, "a running one: no resume");
   is_str(err.code, "not_paused", "code not_paused");
-  ok(act_pause_check(a, &err) == 0, "a running one may be paused");
+  ok(actions_pause_check(a, &err) == 0, "a running one may be paused");
   a->paused = true;
   a->left_ms = 5000;
-  ok(act_pause_check(a, &err) < 0 && err.kind == HUTCH_ERR_CONFLICT, "a paused one: no pause");
+  ok(actions_pause_check(a, &err) < 0 && err.kind == HUTCH_ERR_CONFLICT, "a paused one: no pause");
   is_str(err.code, "already_paused", "code already_paused");
 
   struct hutch_err why = {0};
   hutch_err_set(&why, 16 /* EBUSY */, "a process did not freeze");
-  ok(act_pause_result(a, -1, &why, &err) < 0 && hutch_err_class(&err) == HUTCH_ERR_BUSY,
+  ok(actions_pause_result(a, -1, &why, &err) < 0 && hutch_err_class(&err) == HUTCH_ERR_BUSY,
      "a freeze that timed out: busy (%s)", err.msg);
   is_str(err.code, "not_frozen", "code not_frozen");
-  ok(act_pause_result(NULL, 0, &why, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
+  ok(actions_pause_result(NULL, 0, &why, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "destroyed while pausing: not_found");
-  ok(act_pause_result(a, 0, &why, &err) == 0, "a freeze that worked: paused");
+  ok(actions_pause_result(a, 0, &why, &err) == 0, "a freeze that worked: paused");
 
   /* Room for more: the tenant's quota, then the server's capacity. */
   struct tenant_quota q = {.max_sandboxes = 1, .max_memory_mb = -1, .max_disk_mb = -1};

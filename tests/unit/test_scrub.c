@@ -10,16 +10,16 @@
 #define SECRET "Bearer sk-live-0123456789abcdef"
 
 /* What goes on to the sandbox of an answer fed in pieces of step bytes
- * (0: whole); rc gets scrub_feed's last answer. */
+ * (0: whole); rc gets egress_scrub_feed's last answer. */
 static char *scrubbed(const char *answer, size_t step, int *rc) {
   const char *values[] = {SECRET, "short"};
-  struct scrub *s = scrub_new(values, 2);
+  struct scrub *s = egress_scrub_new(values, 2);
   char *out = NULL;
   size_t nout = 0, len = strlen(answer), off = 0;
   *rc = 0;
   while (off < len && *rc == 0) {
     size_t n = step && len - off > step ? step : len - off;
-    *rc = scrub_feed(s, answer + off, n, &out, &nout);
+    *rc = egress_scrub_feed(s, answer + off, n, &out, &nout);
     off += n;
   }
   /* Once the head has gone by, the rest goes as it is (the caller's). */
@@ -27,7 +27,7 @@ static char *scrubbed(const char *answer, size_t step, int *rc) {
     out = realloc(out, nout + len - off + 1);
     memcpy(out + nout, answer + off, len - off + 1);
   }
-  scrub_free(s);
+  egress_scrub_free(s);
   return out ? out : strdup("");
 }
 

@@ -14,7 +14,7 @@
 
 struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  struct sbx *sb = act_find(c->srv, p, c->req.params[0], &err);
+  struct sbx *sb = actions_find(c->srv, p, c->req.params[0], &err);
   /* For the audit line: an id, never the cut-off start of something else
    * (whose cut could split a character the line's JSON refuses). */
   if (strlen(c->req.params[0]) < sizeof c->sandbox)
@@ -26,7 +26,7 @@ struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
 
 bool sbx_wake(struct http_conn *c, struct sbx *sb) {
   struct hutch_err err = {0};
-  if (act_wake(sb, &err) < 0) {
+  if (actions_wake(sb, &err) < 0) {
     http_fail(c, &err);
     return false;
   }
@@ -45,7 +45,7 @@ static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg
   free(w);
   if (!c)
     return; /* the client left: paused (or not) all the same */
-  if (act_pause_result(sb, r, why, &err) < 0)
+  if (actions_pause_result(sb, r, why, &err) < 0)
     http_fail(c, &err);
   else
     http_json(c, 200, sbx_json(sb));
@@ -56,7 +56,7 @@ void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   if (!sb)
     return;
   struct hutch_err err = {0};
-  if (act_pause_check(sb, &err) < 0) {
+  if (actions_pause_check(sb, &err) < 0) {
     http_fail(c, &err);
     return;
   }
@@ -73,7 +73,7 @@ void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = sandboxes_timeout_body(c, p, &t);
   if (!sb)
     return;
-  if (act_resume(sb, t, &err) < 0)
+  if (actions_resume(sb, t, &err) < 0)
     http_fail(c, &err);
   else
     http_json(c, 200, sbx_json(sb));

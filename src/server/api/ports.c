@@ -104,7 +104,7 @@ static void relay_done(struct relay *r) {
   unlink_conn(pc);
   if (pc->relayed) {
     double ms = (double)(now_ns() - pc->started_ns) / 1e6;
-    serve_audit(pc->srv, json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "tenant", pc->tenant, "action",
+    audit_record(pc->srv, json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "tenant", pc->tenant, "action",
                                    "sandbox.port", "sandbox", pc->sandbox, "port", pc->port,
                                    "bytes_in", (json_int_t)(pc->sent + r->bytes[0]), "bytes_out",
                                    (json_int_t)r->bytes[1], "duration_ms", ms));

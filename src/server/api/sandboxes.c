@@ -28,7 +28,7 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
                                       "pids",     "disk_mb",   "env",        "metadata",
                                       "on_timeout", "auto_resume", "volumes",    "network",
                                       "secrets",  "isolation", NULL};
-  create_req_init(r);
+  sandboxes_req_init(r);
   const char *on_timeout = "kill", *isolation = NULL;
   r->volumes = json_object_get(o, "volumes");
   r->network = json_object_get(o, "network");
@@ -190,6 +190,6 @@ void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "timeout_s is required");
     return;
   }
-  act_set_timeout(sb, t, false);
+  actions_set_timeout(sb, t, false);
   http_json(c, 200, sbx_json(sb));
 }

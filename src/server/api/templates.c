@@ -274,7 +274,7 @@ void api_templates_job_cancel(struct http_conn *c, const struct principal *p) {
 /* ---- uploads: the body, as it comes, to a file ---- */
 
 /* An upload holds the bytes it may write as a reservation of its tenant's
- * disk quota (disk_reserve) from before its first byte to its end: the
+ * disk quota (diskroom_reserve) from before its first byte to its end: the
  * whole Content-Length up front, refused 429 before a byte is read, or,
  * without a length, as it grows, stopped where the quota is. Uploads side
  * by side thus share one quota, where each capped at the quota left when
@@ -300,18 +300,18 @@ static int receive_grow(struct receive *r, uint64_t need, struct hutch_err *err)
     return 0;
   uint64_t more = need - r->held, step = r->held > (1u << 20) ? r->held : (1u << 20);
   struct hutch_err ignored = {0};
-  if (more < step && disk_reserve_ahead(r->srv, &r->p, step, &ignored) == 0) {
+  if (more < step && diskroom_reserve_ahead(r->srv, &r->p, step, &ignored) == 0) {
     r->held += step;
     return 0;
   }
-  if (disk_reserve(r->srv, &r->p, more, err) < 0)
+  if (diskroom_reserve(r->srv, &r->p, more, err) < 0)
     return -1;
   r->held += more;
   return 0;
 }
 
 static void receive_free(struct receive *r) {
-  disk_release(r->srv, r->p.tenant, r->held);
+  diskroom_release(r->srv, r->p.tenant, r->held);
   tally_disk(r->srv, r->p.tenant, 0, -1);
   free(r->arg);
   free(r);
@@ -319,7 +319,7 @@ static void receive_free(struct receive *r) {
 
 static void receive_abort(void *ctx) {
   struct receive *r = ctx;
-  tpl_upload_close(r->u);
+  tplfiles_upload_close(r->u);
   receive_free(r);
 }
 
@@ -331,8 +331,8 @@ static void receive_resume(void *arg) {
 static void receive_body(void *ctx, const char *data, size_t n) {
   struct receive *r = ctx;
   struct hutch_err err = {0};
-  if (receive_grow(r, tpl_upload_size(r->u) + n, &err) < 0 ||
-      tpl_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
+  if (receive_grow(r, tplfiles_upload_size(r->u) + n, &err) < 0 ||
+      tplfiles_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
     struct http_conn *c = r->c;
     receive_abort(r);
     http_own(c, NULL, NULL);
@@ -349,7 +349,7 @@ static void receive_end(void *ctx) {
   struct http_conn *c = r->c;
   http_own(c, NULL, NULL);
   r->done(c, &r->p, r->u, r->arg);
-  tpl_upload_close(r->u);
+  tplfiles_upload_close(r->u);
   receive_free(r);
 }
 
@@ -365,9 +365,9 @@ static int receive_admit(struct http_conn *c, const struct principal *p, uint64_
                           TEMPLATE_UPLOADS_TENANT);
   /* The tenant's old uploads make way for this one before its quota
    * refuses it (they count against it). */
-  if (tplfiles_make_room(c->srv, p->tenant, disk_quota_left(c->srv, p), n, err) < 0)
+  if (tplfiles_make_room(c->srv, p->tenant, diskroom_quota_left(c->srv, p), n, err) < 0)
     return -1;
-  return n ? disk_reserve(c->srv, p, n, err) : 0;
+  return n ? diskroom_reserve(c->srv, p, n, err) : 0;
 }
 
 void templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
@@ -387,9 +387,9 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
     http_fail(c, &err);
     return;
   }
-  struct tpl_upload *u = tpl_upload_open(c->srv, sized ? n : TEMPLATE_UPLOAD_MAX, &err);
+  struct tpl_upload *u = tplfiles_upload_open(c->srv, sized ? n : TEMPLATE_UPLOAD_MAX, &err);
   if (!u) {
-    disk_release(c->srv, p->tenant, n);
+    diskroom_release(c->srv, p->tenant, n);
     free(arg);
     http_fail(c, &err);
     return;
@@ -414,22 +414,22 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
   /* The record names the upload by its sha256 (what the client can check
    * its archive against), not by its path under the state directory. */
   char ref[80];
-  snprintf(ref, sizeof ref, "upload@sha256:%s", tpl_upload_digest(u));
+  snprintf(ref, sizeof ref, "upload@sha256:%s", tplfiles_upload_digest(u));
   struct template_spec spec = {.name = name + public, .public = public, .kind = "import",
-                               .source = tpl_upload_path(u), .ref = ref};
+                               .source = tplfiles_upload_path(u), .ref = ref};
   /* An archive cut short by a failed write is imported as nothing (and
    * its size, UINT64_MAX then, is handed on as no reservation). */
-  struct template_job *j = tpl_upload_whole(u, &err) < 0
+  struct template_job *j = tplfiles_upload_whole(u, &err) < 0
                                ? NULL
-                               : templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
+                               : templates_start(c->srv, p, &spec, tplfiles_upload_take_dir(u), &err);
   if (!j) {
     http_fail(c, &err);
     return;
   }
   /* The archive stays in the job's directory until the job ends: so does
    * its reservation. */
-  j->held = tpl_upload_size(u);
-  disk_hand_on(c->srv, p->tenant, j->held);
+  j->held = tplfiles_upload_size(u);
+  diskroom_hand_on(c->srv, p->tenant, j->held);
   templates_answer(c, j);
 }
 
@@ -465,12 +465,12 @@ static void context_stored(struct http_conn *c, const struct principal *p, struc
                            char *arg) {
   (void)arg;
   struct hutch_err err = {0};
-  const char *id = tpl_upload_digest(u);
+  const char *id = tplfiles_upload_digest(u);
   _cleanup_free_ char *path = tplfiles_path(c->srv, p->tenant, id);
-  if (tpl_upload_move(u, path, &err) < 0)
+  if (tplfiles_upload_move(u, path, &err) < 0)
     http_fail(c, &err);
   else
-    http_json(c, 201, json_pack("{s:s,s:I}", "id", id, "size", (json_int_t)tpl_upload_size(u)));
+    http_json(c, 201, json_pack("{s:s,s:I}", "id", id, "size", (json_int_t)tplfiles_upload_size(u)));
 }
 
 /* POST /v1/templates/contexts: a build context (a tar, plain or

@@ -157,7 +157,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   if (!net)
     goto out;
   struct create_req r;
-  create_req_init(&r);
+  sandboxes_req_init(&r);
   /* E2B's API has no tier: metadata hutch.isolation names it (docs/e2b.md),
    * and stays in the metadata as the client gave it. */
   const char *tier = json_string_value(json_object_get(metadata, E2B_ISOLATION_KEY));
@@ -224,7 +224,7 @@ void e2b_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "timeout (seconds, from 1) is required");
     return;
   }
-  act_set_timeout(sb, (double)t, false);
+  actions_set_timeout(sb, (double)t, false);
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
@@ -239,14 +239,14 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
     return;
   if (sb->paused) {
     struct hutch_err err = {0};
-    if (act_resume(sb, (double)(t ? t : SERVE_DEFAULT_TIMEOUT_S), &err) < 0)
+    if (actions_resume(sb, (double)(t ? t : SERVE_DEFAULT_TIMEOUT_S), &err) < 0)
       http_fail(c, &err);
     else
       http_json(c, 201, sandbox_json(sb));
     return;
   }
   if (t)
-    act_set_timeout(sb, (double)t, true);
+    actions_set_timeout(sb, (double)t, true);
   http_json(c, 200, sandbox_json(sb));
 }
 
@@ -264,7 +264,7 @@ void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p) {
   json_decref(o);
   if (!ok)
     return;
-  act_set_timeout(sb, (double)(d < REFRESH_MIN_S ? REFRESH_MIN_S : d), true);
+  actions_set_timeout(sb, (double)(d < REFRESH_MIN_S ? REFRESH_MIN_S : d), true);
   http_respond(c, 204, "application/json", "", 0, NULL);
 }
 
@@ -275,7 +275,7 @@ static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void 
   free(w);
   if (!c)
     return;
-  if (act_pause_result(sb, r, why, &err) < 0)
+  if (actions_pause_result(sb, r, why, &err) < 0)
     http_fail(c, &err);
   else
     http_respond(c, 204, "application/json", "", 0, NULL);
@@ -293,7 +293,7 @@ void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   }
   json_decref(o);
   struct hutch_err err = {0};
-  if (act_pause_check(sb, &err) < 0)
+  if (actions_pause_check(sb, &err) < 0)
     http_fail(c, &err);
   else {
     struct http_wait *w = xcalloc(1, sizeof *w);

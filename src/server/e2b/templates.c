@@ -132,7 +132,7 @@ static void upload_stored(struct http_conn *c, const struct principal *p, struct
                           char *hash) {
   struct hutch_err err = {0};
   _cleanup_free_ char *path = tplfiles_path(c->srv, p->tenant, hash);
-  if (tpl_upload_move(u, path, &err) < 0)
+  if (tplfiles_upload_move(u, path, &err) < 0)
     http_fail(c, &err);
   else
     http_respond(c, 200, "application/json", "", 0, NULL);

@@ -13,7 +13,7 @@
  *    files always have room to be written: 507 no_space.
  *
  * A write whose size is known only as it comes (an upload) reserves its
- * bytes before they are written (disk_reserve): a write under way counts
+ * bytes before they are written (diskroom_reserve): a write under way counts
  * as used, so that writes side by side, each within what the quota left
  * when it began, cannot pass it together. A write that would cross either
  * bound is refused whole; nothing is left half written. */
@@ -82,7 +82,7 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   return 0;
 }
 
-uint64_t disk_entry_cost(const struct server *srv) {
+uint64_t diskroom_entry_cost(const struct server *srv) {
   struct statvfs vfs;
   uint64_t cost = DISK_ENTRY_MIN;
   if (statvfs(srv->cfg.state_dir, &vfs) == 0 && vfs.f_files > 0) {
@@ -93,13 +93,13 @@ uint64_t disk_entry_cost(const struct server *srv) {
   return cost;
 }
 
-uint64_t disk_quota_left(struct server *srv, const struct principal *p) {
+uint64_t diskroom_quota_left(struct server *srv, const struct principal *p) {
   struct hutch_err err = {0};
   struct fs_room r;
   uint64_t quota, used, cache;
   if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
     return 0;
-  /* The build cache makes way for what the tenant asks (disk_room), so
+  /* The build cache makes way for what the tenant asks (diskroom_check), so
    * it is room left too; and no more than the filesystem has beside its
    * reserve and the writes under way. */
   used -= cache;
@@ -144,7 +144,7 @@ static int room(struct server *srv, const struct principal *p, uint64_t bytes, b
   return 0;
 }
 
-int disk_room(struct server *srv, const struct principal *p, uint64_t bytes,
+int diskroom_check(struct server *srv, const struct principal *p, uint64_t bytes,
               struct hutch_err *err) {
   return room(srv, p, bytes, true, err);
 }
@@ -157,7 +157,7 @@ static int reserve(struct server *srv, const struct principal *p, uint64_t bytes
   return 0;
 }
 
-int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
+int diskroom_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
                  struct hutch_err *err) {
   return reserve(srv, p, bytes, true, err);
 }
@@ -166,12 +166,12 @@ int disk_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
  * room by collecting the tenant's build cache for bytes it may never
  * write, so chunked uploads emptied the cache. Only what is to be written
  * for sure collects. */
-int disk_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
+int diskroom_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
                        struct hutch_err *err) {
   return reserve(srv, p, bytes, false, err);
 }
 
-int disk_cap(struct server *srv, const struct principal *p, uint64_t bytes,
+int diskroom_cap(struct server *srv, const struct principal *p, uint64_t bytes,
              struct hutch_err *err) {
   if (room(srv, p, bytes, true, err) < 0)
     return -1;
@@ -179,16 +179,16 @@ int disk_cap(struct server *srv, const struct principal *p, uint64_t bytes,
   return 0;
 }
 
-void disk_uncap(struct server *srv, const char *tenant, uint64_t bytes) {
+void diskroom_uncap(struct server *srv, const char *tenant, uint64_t bytes) {
   if (bytes)
     tally_disk_capped(srv, tenant, -(int64_t)bytes);
 }
 
-void disk_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {
+void diskroom_hand_on(struct server *srv, const char *tenant, uint64_t bytes) {
   tally_disk(srv, tenant, (int64_t)bytes, 0);
 }
 
-void disk_release(struct server *srv, const char *tenant, uint64_t bytes) {
+void diskroom_release(struct server *srv, const char *tenant, uint64_t bytes) {
   if (bytes)
     tally_disk(srv, tenant, -(int64_t)bytes, 0);
 }

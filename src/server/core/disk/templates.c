@@ -337,7 +337,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   snprintf(max, sizeof max, "%llu", (unsigned long long)j->max_bytes);
   char files[24];
   snprintf(files, sizeof files, "%llu",
-           (unsigned long long)(j->max_bytes / disk_entry_cost(j->srv)));
+           (unsigned long long)(j->max_bytes / diskroom_entry_cost(j->srv)));
   if (*j->owner) {
     argv[a++] = "--max-bytes";
     argv[a++] = max;
@@ -458,14 +458,14 @@ static void forget_old(struct server *srv, const struct template_job *keep) {
  * checked before the job too, but only the finished template's size is
  * known, and the tenant's jobs side by side were each capped at what the
  * quota left when it began. Its least recently used build cache entries
- * go first (disk_room collects them), then the template this job made.
+ * go first (diskroom_check collects them), then the template this job made.
  * The layers nothing holds any more (a failed build's, the entries
  * collected) go off the loop. */
 static void over_quota(struct template_job *j) {
   struct principal p = {0};
   struct hutch_err ignored = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  if (*j->owner && disk_room(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
+  if (*j->owner && diskroom_check(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
     tplstore_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
                      NULL);
     json_decref(j->record);
@@ -485,7 +485,7 @@ static void job_ended(struct template_job *j) {
   if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
   /* The cap's bytes are the template's now, charged as it is kept. */
-  disk_uncap(j->srv, j->tenant, j->max_bytes);
+  diskroom_uncap(j->srv, j->tenant, j->max_bytes);
   j->max_bytes = 0;
   if (j->state == TJOB_BUILDING)
     over_quota(j);
@@ -501,7 +501,7 @@ static void job_ended(struct template_job *j) {
   if (j->workdir)
     offload_remove(j->srv, j->workdir, true, NULL, NULL);
   j->workdir = NULL;
-  disk_release(j->srv, j->tenant, j->held);
+  diskroom_release(j->srv, j->tenant, j->held);
   j->held = 0;
   const struct template_watch *w = j->watch;
   j->watch = NULL;
@@ -678,7 +678,7 @@ static int begin_check(struct template_job *j, const struct principal *p,
    * waits in the queue for it (tplcap_waits). */
   if (!*j->owner || tplcap_running(j))
     return 0;
-  return disk_room(srv, p, 1, err);
+  return diskroom_check(srv, p, 1, err);
 }
 
 /* A queued job's turn: its disk cap as its quota is now (a full quota

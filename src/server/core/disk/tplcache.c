@@ -45,7 +45,7 @@ static uint64_t uncollected_bytes(struct server *srv, const char *tenant, json_t
 uint64_t tplcache_bytes(struct server *srv, const char *tenant, json_t *held, uint64_t *gone) {
   size_t n;
   struct hutch_cache_entry *v = hutch_images_cache_list(&srv->images, tenant, &n);
-  uint64_t bytes = 0, entry = disk_entry_cost(srv);
+  uint64_t bytes = 0, entry = diskroom_entry_cost(srv);
   for (size_t i = 0; i < n; i++)
     bytes += charge(&v[i], held, entry);
   free(v);
@@ -71,7 +71,7 @@ json_t *tplcache_charged(struct server *srv, const char *tenant) {
  * nobody. What left the charge stays charged until collected. */
 void tplcache_let_go(struct server *srv, const char *tenant, json_t *before) {
   json_t *after = tplcache_charged(srv, tenant), *all = hutch_images_list(&srv->images, NULL), *v;
-  uint64_t entry = disk_entry_cost(srv);
+  uint64_t entry = diskroom_entry_cost(srv);
   const char *hex;
   size_t i;
   /* A layer another template still holds (a public FROM's) is not one
@@ -89,7 +89,7 @@ void tplcache_let_go(struct server *srv, const char *tenant, json_t *before) {
 }
 
 uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want) {
-  uint64_t ignored, freed = 0, entry = disk_entry_cost(srv);
+  uint64_t ignored, freed = 0, entry = diskroom_entry_cost(srv);
   json_t *held = tplstore_held(srv, tenant, &ignored);
   size_t n;
   struct hutch_cache_entry *v = hutch_images_cache_list(&srv->images, tenant, &n);

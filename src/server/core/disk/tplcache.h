@@ -1,6 +1,6 @@
 /* A tenant's build cache as the server charges and collects it: each
  * entry of the tenant's (images_cache.c) is its layer's bytes plus its
- * files at disk_entry_cost, charged once per layer and not at all when one
+ * files at diskroom_entry_cost, charged once per layer and not at all when one
  * of the tenant's templates holds the layer (the template is charged for
  * it). Entries are collected least recently used first when the tenant
  * needs room, and the layers nothing holds any more then go off the loop;

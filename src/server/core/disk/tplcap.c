@@ -18,7 +18,7 @@ int tplcap_running(const struct template_job *j) {
 bool tplcap_waits(struct template_job *j) {
   struct principal p = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  return *j->owner && tplcap_running(j) && disk_quota_left(j->srv, &p) == 0;
+  return *j->owner && tplcap_running(j) && diskroom_quota_left(j->srv, &p) == 0;
 }
 
 /* The attack: a tenant exactly at its quota was given a job with a cap of
@@ -37,10 +37,10 @@ int tplcap_take(struct template_job *j, struct hutch_err *err) {
   struct principal p = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
   int free = TEMPLATE_JOBS_TENANT - tplcap_running(j);
-  uint64_t left = disk_quota_left(srv, &p);
+  uint64_t left = diskroom_quota_left(srv, &p);
   uint64_t cap = free > 1 && left / (uint64_t)free ? left / (uint64_t)free : left;
   /* Nothing left: the byte asked fails it, and names the quota. */
-  if (disk_cap(srv, &p, cap ? cap : 1, err) < 0)
+  if (diskroom_cap(srv, &p, cap ? cap : 1, err) < 0)
     return -1;
   j->max_bytes = cap ? cap : 1;
   return 0;

@@ -1,6 +1,6 @@
 /* A template job's disk ceiling (tplcap.c): what its child may write,
  * held of its tenant's disk quota while it runs, released at its end
- * (disk_uncap of j->max_bytes). */
+ * (diskroom_uncap of j->max_bytes). */
 #ifndef HUTCH_CORE_TPLCAP_H
 #define HUTCH_CORE_TPLCAP_H
 

@@ -142,7 +142,7 @@ struct tpl_upload {
   void *arg;
 };
 
-struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err) {
+struct tpl_upload *tplfiles_upload_open(struct server *srv, uint64_t max, struct hutch_err *err) {
   char *dir = hutch_images_scratchdir(&srv->images, err);
   if (!dir)
     return NULL;
@@ -154,7 +154,7 @@ struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutc
   u->fd = open(u->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (u->fd < 0) {
     hutch_err_set(err, errno, "%s", u->path);
-    tpl_upload_close(u);
+    tplfiles_upload_close(u);
     return NULL;
   }
   u->md = EVP_MD_CTX_new();
@@ -162,7 +162,7 @@ struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutc
   return u;
 }
 
-static void tpl_upload_free(struct tpl_upload *u) {
+static void tplfiles_free(struct tpl_upload *u) {
   if (u->fd >= 0)
     close(u->fd);
   if (u->dir)
@@ -181,7 +181,7 @@ static void piece_written(uv_fs_t *req) {
   free(u->buf);
   u->buf = NULL;
   if (u->closing) {
-    tpl_upload_free(u);
+    tplfiles_free(u);
     return;
   }
   if (r < 0) {
@@ -192,7 +192,7 @@ static void piece_written(uv_fs_t *req) {
   u->written(u->arg);
 }
 
-int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
+int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
                  void *arg, struct hutch_err *err) {
   if (u->size == UINT64_MAX)
     return hutch_err_set(err, EIO, "writing the upload failed");
@@ -218,7 +218,7 @@ int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*wr
   return 0;
 }
 
-const char *tpl_upload_digest(struct tpl_upload *u) {
+const char *tplfiles_upload_digest(struct tpl_upload *u) {
   if (!u->hex[0]) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned len = 0;
@@ -229,35 +229,35 @@ const char *tpl_upload_digest(struct tpl_upload *u) {
   return u->hex;
 }
 
-uint64_t tpl_upload_size(const struct tpl_upload *u) { return u->size; }
-const char *tpl_upload_path(const struct tpl_upload *u) { return u->path; }
+uint64_t tplfiles_upload_size(const struct tpl_upload *u) { return u->size; }
+const char *tplfiles_upload_path(const struct tpl_upload *u) { return u->path; }
 
-char *tpl_upload_take_dir(struct tpl_upload *u) {
+char *tplfiles_upload_take_dir(struct tpl_upload *u) {
   char *d = u->dir;
   u->dir = NULL;
   return d;
 }
 
-int tpl_upload_whole(const struct tpl_upload *u, struct hutch_err *err) {
+int tplfiles_upload_whole(const struct tpl_upload *u, struct hutch_err *err) {
   if (u->size == UINT64_MAX)
     return hutch_err_set(err, EIO, "writing the upload failed");
   return 0;
 }
 
-int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err) {
-  if (tpl_upload_whole(u, err) < 0)
+int tplfiles_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err) {
+  if (tplfiles_upload_whole(u, err) < 0)
     return -1;
   if (rename(u->path, path) < 0)
     return hutch_err_set(err, errno, "rename %s", path);
   return 0;
 }
 
-void tpl_upload_close(struct tpl_upload *u) {
+void tplfiles_upload_close(struct tpl_upload *u) {
   if (!u)
     return;
   if (u->writing) {
     u->closing = true;
     return;
   }
-  tpl_upload_free(u);
+  tplfiles_free(u);
 }

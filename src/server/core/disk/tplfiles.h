@@ -44,26 +44,26 @@ int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_le
  * the loop one at a time, a sha256 of what came, a size cap. */
 struct tpl_upload;
 /* -1 and err (internal, no_space) if the file cannot be made. */
-struct tpl_upload *tpl_upload_open(struct server *srv, uint64_t max, struct hutch_err *err);
+struct tpl_upload *tplfiles_upload_open(struct server *srv, uint64_t max, struct hutch_err *err);
 /* Write n bytes (copied): 0 and written(arg) once they are on disk; -1
  * and err (too_large past max, internal) and the upload is unusable. */
-int tpl_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
+int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
                  void *arg, struct hutch_err *err);
 /* 0 if every write made it to the file, else -1 and err (EIO): a file
  * whose last write failed is cut short, and is used for nothing. */
-int tpl_upload_whole(const struct tpl_upload *u, struct hutch_err *err);
+int tplfiles_upload_whole(const struct tpl_upload *u, struct hutch_err *err);
 /* What was written: its sha256 (64 hex) and size (UINT64_MAX once a
  * write failed); the file's path and its tmpdir (the upload's, until
  * taken). */
-const char *tpl_upload_digest(struct tpl_upload *u);
-uint64_t tpl_upload_size(const struct tpl_upload *u);
-const char *tpl_upload_path(const struct tpl_upload *u);
+const char *tplfiles_upload_digest(struct tpl_upload *u);
+uint64_t tplfiles_upload_size(const struct tpl_upload *u);
+const char *tplfiles_upload_path(const struct tpl_upload *u);
 /* Give the tmpdir (with the file in it) to the caller, who removes it. */
-char *tpl_upload_take_dir(struct tpl_upload *u);
+char *tplfiles_upload_take_dir(struct tpl_upload *u);
 /* Move the file to path (the same filesystem): 0, or -1 and err. */
-int tpl_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err);
+int tplfiles_upload_move(struct tpl_upload *u, const char *path, struct hutch_err *err);
 /* Done: closed, and its tmpdir (if not taken) removed off the loop. A
  * write still under way finishes first. */
-void tpl_upload_close(struct tpl_upload *u);
+void tplfiles_upload_close(struct tpl_upload *u);
 
 #endif

@@ -78,7 +78,7 @@ static uint64_t record_held(json_t *v, uint64_t entry, json_t *held) {
 json_t *tplstore_held(struct server *srv, const char *tenant, uint64_t *bytes) {
   json_t *all = hutch_images_list(&srv->images, tenant), *held = json_object(), *v;
   json_t *kept = hutch_images_kept(&srv->images, tenant);
-  uint64_t entry = disk_entry_cost(srv);
+  uint64_t entry = diskroom_entry_cost(srv);
   size_t i;
   *bytes = 0;
   json_array_foreach(all, i, v) {

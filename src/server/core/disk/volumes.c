@@ -193,7 +193,7 @@ int volumes_create(struct server *srv, const struct principal *p, const char *na
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", dir, strerror(errno));
   /* All of it now: the host's disk must hold every volume full, within
    * the tenant's quota and the filesystem's reserve (diskroom.c). */
-  if (disk_room(srv, p, size_mb << 20, err) < 0)
+  if (diskroom_check(srv, p, size_mb << 20, err) < 0)
     return -1;
   struct vol_making *vm = xcalloc(1, sizeof *vm);
   memcpy(vm->id, "vol_", 4);

@@ -116,7 +116,7 @@ static void audit(struct econn *e) {
     e->srv->metrics.egress_allowed++;
   else
     e->srv->metrics.egress_denied++;
-  serve_audit(e->srv, j);
+  audit_record(e->srv, j);
 }
 
 static void econn_free(struct econn *e) {
@@ -163,7 +163,7 @@ static void relay_done(struct relay *r) {
   unlink_conn(e);
   e->ended = true;
   if (e->mitm) /* audited when its thread has ended */
-    egress_mitm_stop(e->mitm);
+    egress_tls_mitm_stop(e->mitm);
   else if (e->status)
     audit(e);
   uv_close((uv_handle_t *)&e->timer, timer_closed);
@@ -294,7 +294,7 @@ static void hand_over(struct econn *e, const struct tls_ca *ca, const char *pre,
                          .idle_ms = e->srv->cfg.relay_idle_ms, .done = mitm_done, .arg = e};
   e->relay.fd[1] = -1;
   struct hutch_err err = {0};
-  e->mitm = egress_mitm_start(e->srv, &sp, &err);
+  e->mitm = egress_tls_mitm_start(e->srv, &sp, &err);
   if (!e->mitm) {
     refuse(e, hutch_err_class(&err), "%s", err.msg);
     return;
@@ -496,7 +496,7 @@ static void decide(struct econn *e) {
   }
   if (!e->tunnel) {
     /* The path and query as sent ("/", or "*" for OPTIONS, when neither). */
-    e->target = egress_origin_target(e->url, &u, e->parser.method == HTTP_OPTIONS);
+    e->target = egress_tls_origin_target(e->url, &u, e->parser.method == HTTP_OPTIONS);
     bool v6 = strchr(e->host, ':') != NULL;
     snprintf(e->authority, sizeof e->authority, "%s%s%s", v6 ? "[" : "", e->host, v6 ? "]" : "");
     if (u.field_set & (1 << UF_PORT))

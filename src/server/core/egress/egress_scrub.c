@@ -104,7 +104,7 @@ static void add_value(struct scrub *s, const char *v) {
   }
 }
 
-struct scrub *scrub_new(const char *const *values, size_t n) {
+struct scrub *egress_scrub_new(const char *const *values, size_t n) {
   struct scrub *s = xcalloc(1, sizeof *s);
   for (size_t i = 0; i < n; i++)
     add_value(s, values[i]);
@@ -127,7 +127,7 @@ static void fields_free(struct scrub *s) {
   s->head_bytes = 0;
 }
 
-void scrub_free(struct scrub *s) {
+void egress_scrub_free(struct scrub *s) {
   if (!s)
     return;
   for (size_t i = 0; i < s->nneedles; i++) {
@@ -141,7 +141,7 @@ void scrub_free(struct scrub *s) {
 
 /* ---- looking ---- */
 
-bool scrub_carries(const struct scrub *s, const char *text, size_t len) {
+bool egress_scrub_carries(const struct scrub *s, const char *text, size_t len) {
   while (len && (*text == ' ' || *text == '\t'))
     text++, len--;
   while (len && (text[len - 1] == ' ' || text[len - 1] == '\t'))
@@ -240,7 +240,7 @@ static void write_fields(struct scrub *s, char **out, size_t *nout) {
   for (size_t i = 0; i < s->nfields; i++) {
     const struct field *f = &s->fields[i];
     const char *value = f->value ? f->value : "";
-    if (scrub_carries(s, f->name, f->nname) || scrub_carries(s, value, f->nvalue))
+    if (egress_scrub_carries(s, f->name, f->nname) || egress_scrub_carries(s, value, f->nvalue))
       continue;
     append(out, nout, f->name, f->nname);
     append(out, nout, ": ", 2);
@@ -254,7 +254,7 @@ static void write_fields(struct scrub *s, char **out, size_t *nout) {
  * secret; the phase that follows it. */
 static enum scrub_phase write_head(struct scrub *s, char **out, size_t *nout) {
   const http_parser *p = &s->parser;
-  bool reason_ok = s->reason && !scrub_carries(s, s->reason, s->nreason);
+  bool reason_ok = s->reason && !egress_scrub_carries(s, s->reason, s->nreason);
   char *line = xasprintf("HTTP/%u.%u %u %s\r\n", p->http_major, p->http_minor, p->status_code,
                          reason_ok ? s->reason : "");
   append(out, nout, line, strlen(line));
@@ -297,7 +297,7 @@ static size_t head_lf(struct scrub *s, const char *data, size_t n) {
   return 1;
 }
 
-int scrub_feed(struct scrub *s, const char *data, size_t n, char **out, size_t *nout) {
+int egress_scrub_feed(struct scrub *s, const char *data, size_t n, char **out, size_t *nout) {
   bool head_gone = s->phase != SCRUB_HEADS;
   while (s->phase != SCRUB_DONE && n) {
     enum http_errno err;

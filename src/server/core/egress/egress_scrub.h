@@ -30,8 +30,8 @@ struct scrub;
 
 /* A scrubber for the secret values given (copied; n may be 0: then it
  * still rewrites the heads, and strips nothing). */
-struct scrub *scrub_new(const char *const *values, size_t n);
-void scrub_free(struct scrub *s);
+struct scrub *egress_scrub_new(const char *const *values, size_t n);
+void egress_scrub_free(struct scrub *s);
 
 /* Feed n bytes the host sent. What may go on to the sandbox is appended
  * to *out (malloc'd, *nout bytes, maybe none; the caller frees it). 1:
@@ -41,10 +41,10 @@ void scrub_free(struct scrub *s);
  * that answer has gone on: the client may be told); -2: a chunked body
  * the parser cannot follow to its trailers, after its head went on (the
  * connection is to be cut). */
-int scrub_feed(struct scrub *s, const char *data, size_t n, char **out, size_t *nout);
+int egress_scrub_feed(struct scrub *s, const char *data, size_t n, char **out, size_t *nout);
 
-/* Whether text carries one of the secrets (as scrub_feed judges a
+/* Whether text carries one of the secrets (as egress_scrub_feed judges a
  * header). */
-bool scrub_carries(const struct scrub *s, const char *text, size_t len);
+bool egress_scrub_carries(const struct scrub *s, const char *text, size_t len);
 
 #endif

@@ -372,7 +372,7 @@ static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, si
     return 1;
   char *out = NULL;
   size_t nout = 0;
-  int rc = scrub_feed(m->scrub, buf, n, &out, &nout);
+  int rc = egress_scrub_feed(m->scrub, buf, n, &out, &nout);
   if (rc < 0) {
     free(out);
     if (rc == -1)
@@ -384,7 +384,7 @@ static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, si
     return rc == -1 ? 0 : -1;
   }
   if (rc == 1) {
-    scrub_free(m->scrub);
+    egress_scrub_free(m->scrub);
     m->scrub = NULL;
   }
   *own = *data = out;
@@ -473,7 +473,7 @@ out:
 
 static bool leaf_for(struct egress_mitm *m);
 
-char *egress_origin_target(const char *url, const struct http_parser_url *u, bool options) {
+char *egress_tls_origin_target(const char *url, const struct http_parser_url *u, bool options) {
   size_t off = (u->field_set & (1 << UF_PATH))    ? u->field_data[UF_PATH].off
                : (u->field_set & (1 << UF_QUERY)) ? u->field_data[UF_QUERY].off - 1
                                                   : 0;
@@ -530,7 +530,7 @@ static char *target_of(struct egress_mitm *m) {
   http_parser_url_init(&u);
   if (m->parser.method != HTTP_CONNECT &&
       http_parser_parse_url(url, strlen(url), 0, &u) == 0 && names_proven_host(m, url, &u))
-    return egress_origin_target(url, &u, m->parser.method == HTTP_OPTIONS);
+    return egress_tls_origin_target(url, &u, m->parser.method == HTTP_OPTIONS);
   fail(m, 400, "the request target '%.200s' is not this connection's host %s:%u: inside a "
        "CONNECT with a secret, send an origin-form target (/path), or an https:// URI on "
        "%s:%u itself", url, m->host, m->port, m->host, m->port);
@@ -629,7 +629,7 @@ static void mitm_free(struct egress_mitm *m) {
     explicit_bzero(m->pre, m->npre);
     free(m->pre);
   }
-  scrub_free(m->scrub);
+  egress_scrub_free(m->scrub);
   free(m);
 }
 
@@ -721,7 +721,7 @@ static struct egress_mitm *mitm_new(struct server *srv, const struct mitm_spec *
   size_t n = 0;
   for (; n < sp->nhdrs && n < ARRAY_SIZE(values); n++)
     values[n] = sp->hdrs[n].value;
-  m->scrub = scrub_new(values, n);
+  m->scrub = egress_scrub_new(values, n);
   m->plain = !sp->ca;
   if (m->plain) {
     m->pre = xmalloc(sp->npre + 1);
@@ -739,7 +739,7 @@ static struct egress_mitm *mitm_new(struct server *srv, const struct mitm_spec *
   return m;
 }
 
-struct egress_mitm *egress_mitm_start(struct server *srv, const struct mitm_spec *sp,
+struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
                                       struct hutch_err *err) {
   struct egress_tls *t = srv->egress_tls;
   struct mitm_owner *owner =
@@ -785,7 +785,7 @@ struct egress_mitm *egress_mitm_start(struct server *srv, const struct mitm_spec
   return m;
 }
 
-void egress_mitm_stop(struct egress_mitm *m) {
+void egress_tls_mitm_stop(struct egress_mitm *m) {
   uint64_t one = 1;
   ssize_t n = write(m->stop, &one, sizeof one); /* fails only when asked already */
   (void)n;

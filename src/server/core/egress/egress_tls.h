@@ -78,18 +78,18 @@ struct mitm_spec {
  * ended, after which m is freed. NULL and err when the server's threads,
  * or the tenant's share of them (EGRESS_TLS_TENANT), are all taken (the
  * caller still owns nothing: the descriptors are closed). */
-struct egress_mitm *egress_mitm_start(struct server *srv, const struct mitm_spec *sp,
+struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
                                       struct hutch_err *err);
 /* End it soon (the sandbox went, its policy changed, it idled): done
  * still comes. */
-void egress_mitm_stop(struct egress_mitm *m);
+void egress_tls_mitm_stop(struct egress_mitm *m);
 
 /* The origin-form target (path and query, "/" when neither; "*" for an
  * OPTIONS with neither) of an absolute URI url parsed into u; malloc'd.
  * A request that gets a secret goes on with its target in this form only
  * (egress_tls.c says why). */
 struct http_parser_url;
-char *egress_origin_target(const char *url, const struct http_parser_url *u, bool options);
+char *egress_tls_origin_target(const char *url, const struct http_parser_url *u, bool options);
 
 
 #endif

@@ -11,7 +11,7 @@
 #include "core/life/sbx_pause.h"
 #include "util.h"
 
-struct sbx *act_find(struct server *srv, const struct principal *p, const char *id,
+struct sbx *actions_find(struct server *srv, const struct principal *p, const char *id,
                      struct hutch_err *err) {
   struct sbx *sb = sbx_find_own(srv, p, id);
   if (!sb)
@@ -19,7 +19,7 @@ struct sbx *act_find(struct server *srv, const struct principal *p, const char *
   return sb;
 }
 
-void act_set_expiry(struct sbx *sb, int64_t expires_ms) {
+void actions_set_expiry(struct sbx *sb, int64_t expires_ms) {
   struct hutch_err err = {0};
   int64_t now = wall_ms();
   sb->timeout_ms = expires_ms > now ? expires_ms - now : 0;
@@ -34,21 +34,21 @@ void act_set_expiry(struct sbx *sb, int64_t expires_ms) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
 }
 
-void act_set_timeout(struct sbx *sb, double seconds, bool extend_only) {
+void actions_set_timeout(struct sbx *sb, double seconds, bool extend_only) {
   int64_t until = wall_ms() + (int64_t)(seconds * 1000);
   int64_t now_ends = sb->paused ? wall_ms() + sb->left_ms : sb->expires_ms;
   if (!extend_only || until > now_ends)
-    act_set_expiry(sb, until);
+    actions_set_expiry(sb, until);
 }
 
-int act_pause_check(const struct sbx *sb, struct hutch_err *err) {
+int actions_pause_check(const struct sbx *sb, struct hutch_err *err) {
   if (sb->paused)
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "already_paused",
                           "sandbox %s is already paused", sb->id);
   return 0;
 }
 
-int act_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
+int actions_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
                      struct hutch_err *err) {
   if (!sb)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found",
@@ -62,7 +62,7 @@ int act_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
   return hutch_err_wrap(err, "pausing sandbox %s", sb->id);
 }
 
-int act_resume(struct sbx *sb, double timeout_s, struct hutch_err *err) {
+int actions_resume(struct sbx *sb, double timeout_s, struct hutch_err *err) {
   if (!sb->paused)
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "not_paused",
                           "sandbox %s is running, not paused", sb->id);
@@ -75,7 +75,7 @@ int act_resume(struct sbx *sb, double timeout_s, struct hutch_err *err) {
   return 0;
 }
 
-int act_wake(struct sbx *sb, struct hutch_err *err) {
+int actions_wake(struct sbx *sb, struct hutch_err *err) {
   if (!sb->paused)
     return 0;
   if (!sb->auto_resume)
@@ -83,5 +83,5 @@ int act_wake(struct sbx *sb, struct hutch_err *err) {
                           "sandbox %s is paused (created with auto_resume false): resume it "
                           "first",
                           sb->id);
-  return act_resume(sb, -1, err);
+  return actions_resume(sb, -1, err);
 }

@@ -134,7 +134,7 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   f->ops = ops;
   f->arg = arg;
   f->ids = json_array();
-  create_req_init(&f->r);
+  sandboxes_req_init(&f->r);
   f->r.isolation = (int)sb->hs->isolation;
   f->r.memory_mb = sb->memory_mb;
   f->r.disk_mb = sb->disk_mb;

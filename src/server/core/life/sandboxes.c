@@ -22,7 +22,7 @@
 #include "core/life/sbx_make.h"
 #include "core/life/sbx_teardown.h"
 
-void create_req_init(struct create_req *r) {
+void sandboxes_req_init(struct create_req *r) {
   memset(r, 0, sizeof *r);
   r->template = "host";
   r->isolation = -1;

@@ -32,7 +32,7 @@ struct create_req {
   bool admitted; /* judged already (a fork's copies after its first): no admission */
 };
 /* template "host", the default timeout and tier, resumed by traffic. */
-void create_req_init(struct create_req *r);
+void sandboxes_req_init(struct create_req *r);
 
 /* How a create ends, on the loop: made(sb, NULL, arg) with the tenant's
  * new sandbox, or made(NULL, err, arg). wanted(arg) is asked first, once

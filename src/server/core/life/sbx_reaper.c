@@ -29,7 +29,7 @@
 #include "core/life/sbx_teardown.h"
 
 static void audit_reaped(struct server *srv, const struct sbx *sb, const char *action) {
-  serve_audit(srv, json_pack("{s:s,s:s,s:s,s:i,s:n,s:i}", "tenant", sb->tenant, "action", action,
+  audit_record(srv, json_pack("{s:s,s:s,s:s,s:i,s:n,s:i}", "tenant", sb->tenant, "action", action,
                              "sandbox", sb->id, "status", 200, "error", "duration_ms", 0));
 }
 

@@ -333,7 +333,7 @@ static int capture_check(struct server *srv, const struct principal *p, struct s
   struct hutch_err e = {0};
   if (hutch_sandbox_usage(sb->hs, true, &use, &e) < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "sandbox %s: %s", sb->id, e.msg);
-  return disk_room(srv, p, use.disk_used, err);
+  return diskroom_check(srv, p, use.disk_used, err);
 }
 
 int snapshots_capture(struct server *srv, const struct principal *p, struct sbx *sb,

@@ -125,7 +125,7 @@ static struct sbx *live(struct volworker *w) {
 
 static void hold(struct volworker *w, struct sbx *sb) {
   if (w->holds++ == 0)
-    act_set_timeout(sb, VOLWORKER_BUSY_S, false);
+    actions_set_timeout(sb, VOLWORKER_BUSY_S, false);
 }
 
 void volworker_release(struct server *srv, const char *volume_id) {
@@ -134,7 +134,7 @@ void volworker_release(struct server *srv, const char *volume_id) {
     return;
   struct sbx *sb = live(w);
   if (sb)
-    act_set_timeout(sb, VOLWORKER_IDLE_S, false);
+    actions_set_timeout(sb, VOLWORKER_IDLE_S, false);
 }
 
 static bool always(void *arg) {
@@ -198,7 +198,7 @@ int volworker_get(struct server *srv, const struct principal *p, const char *vol
     snprintf(w->volume, sizeof w->volume, "%s", volume_id);
     snprintf(w->tenant, sizeof w->tenant, "%s", p->tenant);
     struct create_req r;
-    create_req_init(&r);
+    sandboxes_req_init(&r);
     r.template = "host";
     r.timeout_s = VOLWORKER_IDLE_S;
     r.volumes = json_pack("[{s:s,s:s}]", "name", volume_id, "path", VOLWORKER_MOUNT);

@@ -167,7 +167,7 @@ static void keep_for_sandbox(struct server *srv, json_t *line) {
   json_array_append(sb->log, line);
 }
 
-void serve_audit(struct server *srv, json_t *j) {
+void audit_record(struct server *srv, json_t *j) {
   /* No line must go missing unseen: one that could not be made is said. */
   if (!j)
     j = json_pack("{s:s}", "error", "an audit line could not be written as JSON");

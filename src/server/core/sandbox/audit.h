@@ -33,6 +33,6 @@ void audit_append(struct server *srv, struct audit *a, const char *line, size_t 
 void audit_close(struct audit *a);
 
 /* Write one audit line (its "time" is added here); takes j's reference. */
-void serve_audit(struct server *srv, json_t *j);
+void audit_record(struct server *srv, json_t *j);
 
 #endif

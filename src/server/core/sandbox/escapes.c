@@ -37,7 +37,7 @@ static struct escape_call *find_or_add(struct escapes *e, const char *name) {
 }
 
 static void audit_line(struct sbx *sb, struct escape_call *c, int64_t now_ms) {
-  serve_audit(sb->srv, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "tenant", sb->tenant, "action",
+  audit_record(sb->srv, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "tenant", sb->tenant, "action",
                                  "sandbox.escape_attempt", "sandbox", sb->id, "syscall",
                                  c->name, "count", (json_int_t)(c->n - c->audited), "total",
                                  (json_int_t)c->n));
