@@ -275,7 +275,7 @@ int files_fail(int fd, int e, const char *what, const char *path);
  * directory at, or AT_FDCWD for path itself). */
 json_t *files_entry(const char *path, const char *name, const struct stat *st, int at);
 /* watch.c: the "watch" operation. */
-int files_watch(json_t *req, const char *path, int out, int in, int res);
+int watch_files(json_t *req, const char *path, int out, int in, int res);
 /* An exec's artifacts (files.c, op "changed"): {path, size, ctime_ns}
  * objects, by path. */
 json_t *files_changed_since(const char *path, const char *home, int64_t since_ns);

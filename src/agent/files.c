@@ -749,7 +749,7 @@ int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
     int (*run)(json_t *, const char *, int, int, int);
   } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
              {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move},
-             {"watch", files_watch}, {"changed", op_changed}};
+             {"watch", watch_files}, {"changed", op_changed}};
   const char *op = json_string_value(json_object_get(req, "op"));
   const char *path = json_string_value(json_object_get(req, "path"));
   if (!path || !*path || strlen(path) >= PATH_MAX)

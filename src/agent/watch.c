@@ -125,7 +125,7 @@ static int announce(const struct watches *w, int out, const char *dir, int depth
   return r;
 }
 
-int files_watch(json_t *req, const char *path, int out, int in, int res) {
+int watch_files(json_t *req, const char *path, int out, int in, int res) {
   (void)in;
   struct stat st;
   if (stat(path, &st) < 0)
