@@ -149,7 +149,7 @@ static void on_frame(struct agent *a, const struct hutch_frame *f) {
     break;
   }
   case HUTCH_F_WINDOW:
-    job_window(a, j, hutch_window_increment(f));
+    job_window(a, j, hutch_conn_window_increment(f));
     break;
   case HUTCH_F_CLOSE:
     job_close(a, j);

@@ -72,7 +72,7 @@ static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_
     r = forward_output(c, f->type == HUTCH_F_STDOUT ? 1 : 2, f, err);
     break;
   case HUTCH_F_WINDOW:
-    c->in_window += hutch_window_increment(f);
+    c->in_window += hutch_conn_window_increment(f);
     break;
   case HUTCH_F_EVENT:
     if (json_is_string(json_object_get(j, "event")) &&

@@ -146,7 +146,7 @@ void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t incr
   hutch_conn_send(c, HUTCH_F_WINDOW, 0, stream, p, sizeof p);
 }
 
-uint32_t hutch_window_increment(const struct hutch_frame *f) {
+uint32_t hutch_conn_window_increment(const struct hutch_frame *f) {
   if (f->len != 4)
     return 0;
   const uint8_t *p = f->payload;
