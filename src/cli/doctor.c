@@ -44,7 +44,7 @@ static void print_json(const struct hutch_check *c, size_t n, bool ok, const cha
   json_decref(j);
 }
 
-int cmd_doctor(int argc, char **argv) {
+int cli_doctor(int argc, char **argv) {
   enum { O_JSON = 256, O_STATE, O_HELP };
   static const struct option opts[] = {
       {"json", no_argument, NULL, O_JSON},

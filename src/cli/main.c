@@ -26,13 +26,13 @@ int main(int argc, char **argv) {
   }
   const char *verb = argv[1];
   if (strcmp(verb, "run") == 0)
-    return cmd_run(argc - 1, argv + 1);
+    return cli_run(argc - 1, argv + 1);
   if (strcmp(verb, "serve") == 0)
-    return cmd_serve(argc - 1, argv + 1);
+    return cli_serve(argc - 1, argv + 1);
   if (strcmp(verb, "template") == 0)
-    return cmd_template(argc - 1, argv + 1);
+    return cli_template(argc - 1, argv + 1);
   if (strcmp(verb, "doctor") == 0)
-    return cmd_doctor(argc - 1, argv + 1);
+    return cli_doctor(argc - 1, argv + 1);
   if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
     printf("hutch %s (agent protocol %d)\n", HUTCH_VERSION, HUTCH_PROTOCOL_VERSION);
     return 0;

@@ -105,13 +105,13 @@ static int run_sandbox(struct run_opts *o, const char *request, size_t len, int 
     fprintf(stderr, "hutch run: %s\n", err.msg);
     say_host_cause(o, &err);
     o->quiet = true; /* said */
-  } else if (run_stream(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
+  } else if (stream_exec(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
     v.status = HUTCH_ST_SANDBOX_ERROR;
   }
   if (v.status == HUTCH_ST_SANDBOX_ERROR && !v.message[0])
     str_copy(v.message, sizeof v.message, err.msg);
   if (sb) {
-    sb->conn_fd = -1; /* run_stream owned and closed it */
+    sb->conn_fd = -1; /* stream_exec owned and closed it */
     struct hutch_err derr = {0};
     if (hutch_sandbox_destroy(sb, &derr) < 0 && v.status != HUTCH_ST_SANDBOX_ERROR) {
       v.status = HUTCH_ST_SANDBOX_ERROR;
@@ -144,15 +144,15 @@ static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
       hutch_gvisor_find(&o->gvisor, o->gvisor_platform, &err) == 0)
     o->cfg.gvisor = &o->gvisor;
   if ((o->cfg.isolation == HUTCH_ISOLATION_GVISOR && !o->cfg.gvisor) ||
-      hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
+      hutch_config_check(&o->cfg, &err) < 0 || !(request = stream_request(&o->req, len, &err)))
     fprintf(stderr, "hutch run: %s\n", err.msg);
   return request;
 }
 
-int cmd_run(int argc, char **argv) {
+int cli_run(int argc, char **argv) {
   struct run_opts o;
   int code = EXIT_HUTCH, in = -1, vfd = -1;
-  int r = run_parse(argc, argv, &o);
+  int r = run_opts_parse(argc, argv, &o);
   if (r != 0) {
     if (r < 0 && o.verdict_path) /* given before the bad option: no stale verdict */
       (void)!truncate(o.verdict_path, 0);

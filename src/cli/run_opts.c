@@ -198,7 +198,7 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
 }
 
 /* 0: run; 1: help was printed; -1: bad usage (already reported). */
-int run_parse(int argc, char **argv, struct run_opts *o) {
+int run_opts_parse(int argc, char **argv, struct run_opts *o) {
   memset(o, 0, sizeof *o);
   o->tmpl_pin = -1;
   o->cfg.die_with_parent = true;

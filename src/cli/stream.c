@@ -173,7 +173,7 @@ static int check_request(const struct hutch_exec_req *r, struct hutch_err *err) 
   return 0;
 }
 
-char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err) {
+char *stream_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err) {
   struct hutch_exec_req r = *req;
   struct winsize ws;
   if (r.pty) {
@@ -194,7 +194,7 @@ char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_er
   return payload;
 }
 
-int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
+int stream_exec(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err) {
   struct client c = {.v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
   hutch_conn_init(&c.conn, conn_fd);
