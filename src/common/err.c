@@ -1,3 +1,6 @@
+/* Filling in a struct hutch_err (err.h): its kind, errno and message, the
+ * kind a system error counts as, and the context a caller puts before the
+ * message on the way up. */
 #include "err.h"
 
 #include <errno.h>

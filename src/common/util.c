@@ -1,3 +1,7 @@
+/* Small helpers shared by the host side and the agent (util.h): allocation
+ * that aborts on failure, whole-buffer and whole-file I/O, strict number
+ * parsing, bounded strings, UTF-8 checking, the monotonic clock, and
+ * closing every fd but some. */
 #include "util.h"
 
 #include <errno.h>

@@ -1,3 +1,6 @@
+/* A framed connection (conn.h): the receive buffer that frames are parsed
+ * out of as they complete, and the send queue, written as far as the
+ * socket takes it. Both ends of the agent protocol use it. */
 #include "conn.h"
 
 #include <errno.h>

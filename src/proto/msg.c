@@ -1,3 +1,6 @@
+/* The JSON codecs of msg.h: the exec request and the verdict to JSON and
+ * back, each field checked on the way in; which accounts a request may
+ * name; and text made fit for JSON. */
 #include "msg.h"
 
 #include <stdlib.h>
