@@ -52,6 +52,7 @@ int cli_doctor(int argc, char **argv) {
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
+
   const char *state_dir = hutch_default_state_dir();
   bool json = false;
   int o;
@@ -74,11 +75,13 @@ int cli_doctor(int argc, char **argv) {
     fprintf(stderr, "hutch doctor: unexpected argument '%s'\n", argv[optind]);
     return EXIT_HUTCH;
   }
+
   struct hutch_check checks[HUTCH_CHECK_MAX];
   size_t n = hutch_host_check_all(state_dir, checks);
   bool ok = true;
   for (size_t i = 0; i < n; i++)
     ok &= !hutch_check_fails(&checks[i]);
+
   if (json)
     print_json(checks, n, ok, state_dir);
   else
