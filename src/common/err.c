@@ -80,6 +80,7 @@ int hutch_err_wrap(struct hutch_err *err, const char *fmt, ...) {
   va_end(ap);
   if (n < 0)
     return -1;
+
   size_t plen = strlen(prefix), cap = sizeof err->msg - 1;
   memcpy(prefix + plen, ": ", 3);
   plen += 2;
@@ -88,6 +89,7 @@ int hutch_err_wrap(struct hutch_err *err, const char *fmt, ...) {
   size_t keep = strnlen(err->msg, cap);
   if (keep > cap - plen)
     keep = cap - plen;
+
   memmove(err->msg + plen, err->msg, keep);
   memcpy(err->msg, prefix, plen);
   err->msg[plen + keep] = '\0';

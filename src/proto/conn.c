@@ -75,6 +75,7 @@ int hutch_conn_fill(struct hutch_conn *c, struct hutch_err *err) {
       c->eof = true;
       return 0;
     }
+
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN)
@@ -124,6 +125,7 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
   hutch_frame_header(head, type, flags, stream, (uint32_t)len);
   struct iovec iov[2] = {{head, sizeof head}, {(void *)payload, len}};
   struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+
   ssize_t w = c->out.end == c->out.start && c->fd >= 0
                   ? sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)
                   : -1;
@@ -132,6 +134,7 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
     hutch_conn_send(c, type, flags, stream, payload, len);
     return;
   }
+
   /* The rest of the frame, queued as bytes (its header may be cut too). */
   size_t hrest = done < sizeof head ? sizeof head - done : 0;
   size_t pdone = done > sizeof head ? done - sizeof head : 0;
