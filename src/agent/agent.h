@@ -36,7 +36,6 @@ struct outpipe {
   bool eof;
 };
 
-/* One stream: an exec, or a file operation run by a worker process. */
 /* An exec's own cgroup (leaf.c): made for it, or an ended exec's kept. */
 struct leaf {
   struct hutch_cgroup cg; /* cg.ops is NULL when there is none */
@@ -44,6 +43,7 @@ struct leaf {
   uint64_t oom_base; /* OOM kills counted in it before this exec */
 };
 
+/* One stream: an exec, or a file operation run by a worker process. */
 struct job {
   struct job *next;
   uint32_t id;
@@ -172,7 +172,6 @@ void job_free(struct agent *a, struct job *j);
 /* fork(), the child born in leaf on cgroup v2 (NULL: where the agent is). */
 pid_t agent_fork(const struct agent *a, const struct hutch_cgroup *leaf);
 
-/* child.c: runs in the forked child, never returns. */
 /* users.c: the account a workload runs as. */
 struct who {
   uid_t uid;
@@ -184,6 +183,7 @@ struct who {
  * /etc/passwd, or UID[:GID]. */
 int agent_who(const char *user, struct who *w, struct hutch_err *err);
 
+/* child.c: runs in the forked child, never returns. */
 struct child_plan {
   enum job_kind kind;
   const struct hutch_exec_req *req; /* exec */
@@ -275,7 +275,7 @@ int files_fail(int fd, int e, const char *what, const char *path);
  * directory at, or AT_FDCWD for path itself). */
 json_t *files_entry(const char *path, const char *name, const struct stat *st, int at);
 /* watch.c: the "watch" operation. */
-int files_watch(json_t *req, const char *path, int out, int in, int res);
+int watch_files(json_t *req, const char *path, int out, int in, int res);
 /* An exec's artifacts (files.c, op "changed"): {path, size, ctime_ns}
  * objects, by path. */
 json_t *files_changed_since(const char *path, const char *home, int64_t since_ns);

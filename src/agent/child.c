@@ -42,6 +42,7 @@ static void __attribute__((noreturn)) fail(const struct child_plan *p, int code,
   int n = snprintf(msg, sizeof msg, fmt, arg);
   if (e && n > 0 && (size_t)n < sizeof msg)
     snprintf(msg + n, sizeof msg - (size_t)n, ": %s", strerror(e));
+
   if (p->kind == JOB_FILE) {
     /* The worker reports through its result, as JSON. */
     json_t *j = json_pack("{s:{s:s, s:o}}", "error", "code", "sandbox_error", "message",
@@ -52,22 +53,31 @@ static void __attribute__((noreturn)) fail(const struct child_plan *p, int code,
   } else {
     (void)!write(p->report_fd, msg, strlen(msg));
   }
+
   _exit(code);
 }
 
 static void stdio(const struct child_plan *p) {
   if (p->pty_slave >= 0) {
-    if (ioctl(p->pty_slave, TIOCSCTTY, 0) < 0 ||
-        fchown(p->pty_slave, p->uid, HUTCH_TTY_GID) < 0)
+    if (ioctl(p->pty_slave, TIOCSCTTY, 0) < 0)
+      fail(p, 125, "%s", "set up the PTY");
+    if (fchown(p->pty_slave, p->uid, HUTCH_TTY_GID) < 0)
       fail(p, 125, "%s", "set up the PTY");
     for (int fd = 0; fd < 3; fd++)
       if (dup2(p->pty_slave, fd) < 0)
         fail(p, 125, "%s", "dup2");
     return;
   }
+
   int in = p->stdin_fd >= 0 ? p->stdin_fd : open("/dev/null", O_RDONLY | O_CLOEXEC);
   int err = p->stderr_fd >= 0 ? p->stderr_fd : open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (in < 0 || err < 0 || dup2(in, 0) < 0 || dup2(p->stdout_fd, 1) < 0 || dup2(err, 2) < 0)
+  if (in < 0 || err < 0)
+    fail(p, 125, "%s", "set up stdio");
+  if (dup2(in, 0) < 0)
+    fail(p, 125, "%s", "set up stdio");
+  if (dup2(p->stdout_fd, 1) < 0)
+    fail(p, 125, "%s", "set up stdio");
+  if (dup2(err, 2) < 0)
     fail(p, 125, "%s", "set up stdio");
 }
 
@@ -77,8 +87,11 @@ static void limits(const struct child_plan *p) {
     nofile.rlim_max = cur.rlim_max;
   if (nofile.rlim_cur > nofile.rlim_max)
     nofile.rlim_cur = nofile.rlim_max;
-  if (setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+  if (setrlimit(RLIMIT_CORE, &core) < 0)
     fail(p, 125, "%s", "set rlimits");
+  if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+    fail(p, 125, "%s", "set rlimits");
+
   /* A workload, not the agent, is what the OOM killer should pick. */
   int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -95,6 +108,7 @@ static void limits(const struct child_plan *p) {
  * other at exec. */
 static void drop_privileges(const struct child_plan *p) {
   uint64_t keep = p->uid == 0 ? p->caps : 0;
+
   /* A fork has its parent's bounding set, and the agent's holds only
    * p->bset (main.c): the rest is gone already, one call each is enough
    * for what is left (6 calls, not 64, on every exec's path). */
@@ -102,6 +116,7 @@ static void drop_privileges(const struct child_plan *p) {
     if ((p->bset & ~keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
         errno != EINVAL)
       fail(p, 125, "%s", "drop the bounding set");
+
   /* A build step's root that becomes another user (su, runuser) loses
    * its capabilities, as in Docker: no NO_SETUID_FIXUP then. */
   unsigned long bits = SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
@@ -111,9 +126,14 @@ static void drop_privileges(const struct child_plan *p) {
       prctl(PR_SET_SECUREBITS, bits | (keep ? 0 : SECBIT_NOROOT | SECBIT_NO_SETUID_FIXUP), 0, 0,
             0) < 0)
     fail(p, 125, "%s", "set securebits");
-  if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
-      setresuid(p->uid, p->uid, p->uid) < 0)
+
+  if (setgroups(0, NULL) < 0)
     fail(p, 125, "%s", "set the sandbox user's ids");
+  if (setresgid(p->gid, p->gid, p->gid) < 0)
+    fail(p, 125, "%s", "set the sandbox user's ids");
+  if (setresuid(p->uid, p->uid, p->uid) < 0)
+    fail(p, 125, "%s", "set the sandbox user's ids");
+
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2] = {
       {(uint32_t)keep, (uint32_t)keep, 0},
@@ -125,17 +145,26 @@ static void drop_privileges(const struct child_plan *p) {
 
 /* The account's home: its own, or hutch's defaults by uid. */
 static const char *home_of(const struct child_plan *p) {
-  return p->who ? p->who->home : p->uid == 0 ? "/root" : HUTCH_USER_HOME;
+  if (p->who)
+    return p->who->home;
+  return p->uid == 0 ? "/root" : HUTCH_USER_HOME;
+}
+
+/* The account's name: its own, or hutch's defaults by uid. */
+static const char *name_of(const struct child_plan *p) {
+  if (p->who && p->who->name[0])
+    return p->who->name;
+  return p->uid == 0 ? "root" : HUTCH_USER_NAME;
 }
 
 static char **workload_env(const struct child_plan *p) {
   const struct hutch_exec_req *r = p->req;
-  bool root = p->uid == 0;
-  const char *name = p->who && p->who->name[0] ? p->who->name : root ? "root" : HUTCH_USER_NAME;
+  const char *name = name_of(p);
   char home[300], user[48], logname[48];
   snprintf(home, sizeof home, "HOME=%s", home_of(p));
   snprintf(user, sizeof user, "USER=%s", name);
   snprintf(logname, sizeof logname, "LOGNAME=%s", name);
+
   char *defaults[] = {
       "PATH=" HUTCH_DEFAULT_PATH,
       home,
@@ -148,6 +177,7 @@ static char **workload_env(const struct child_plan *p) {
   size_t nreq = 0;
   while (r->env && r->env[nreq])
     nreq++;
+
   char **env = xcalloc(ARRAY_SIZE(defaults) + nreq + 1, sizeof(char *));
   size_t n = 0;
   for (size_t i = 0; i < ARRAY_SIZE(defaults); i++) {
@@ -160,6 +190,7 @@ static char **workload_env(const struct child_plan *p) {
   }
   for (size_t k = 0; k < nreq; k++)
     env[n++] = r->env[k];
+
   return env;
 }
 
@@ -284,6 +315,7 @@ static int spare_parse(char *buf, size_t len, struct hutch_exec_req *req, char *
   memcpy(&h, buf, sizeof h);
   if ((size_t)h.argc + h.envc + 3 > nptrs || h.argc == 0)
     return -1;
+
   char *s = buf + sizeof h, *end = buf + len;
   size_t want = 1 + (size_t)h.argc + h.envc, n = 0;
   for (char *q = s; q < end && n < want; n++) {
@@ -295,6 +327,7 @@ static int spare_parse(char *buf, size_t len, struct hutch_exec_req *req, char *
   }
   if (n != want)
     return -1;
+
   req->cwd = *ptrs[0] ? ptrs[0] : NULL;
   req->argv = ptrs + 1;
   req->env = ptrs + 1 + h.argc + 1;
@@ -302,6 +335,7 @@ static int spare_parse(char *buf, size_t len, struct hutch_exec_req *req, char *
   req->argv[h.argc] = NULL;
   req->env[h.envc] = NULL;
   req->stdin_open = h.has_stdin;
+
   return 0;
 }
 
@@ -309,6 +343,7 @@ void child_spare(const struct child_plan *plan, int sock) {
   static char buf[SPARE_MSG_MAX];
   static char *ptrs[SPARE_MSG_MAX / 2 + 2];
   struct child_plan copy = *plan, *p = &copy;
+
   reset_signals();
   errno = 0;
   join_leaf(p);
@@ -317,10 +352,14 @@ void child_spare(const struct child_plan *plan, int sock) {
   limits(p);
   drop_privileges(p);
   umask(022);
+
   /* Nothing of the agent's but the socket to it: not its connection, not
    * another stream's pipe (whose reader would never see end of file). */
-  if ((sock != 3 && dup3(sock, 3, O_CLOEXEC) < 0) || syscall(SYS_close_range, 4, LAST_FD, 0) < 0)
+  if (sock != 3 && dup3(sock, 3, O_CLOEXEC) < 0)
     _exit(125);
+  if (syscall(SYS_close_range, 4, LAST_FD, 0) < 0)
+    _exit(125);
+
   if (hutch_seccomp_install_workload() < 0)
     _exit(125);
   static const char ready = 'R';
@@ -341,6 +380,7 @@ void child_spare(const struct child_plan *plan, int sock) {
       c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof fds))
     _exit(125);
   memcpy(fds, CMSG_DATA(c), sizeof fds);
+
   struct hutch_exec_req req = {0};
   p->report_fd = fds[3];
   if (spare_parse(buf, (size_t)n, &req, ptrs, ARRAY_SIZE(ptrs)) < 0)
@@ -350,6 +390,7 @@ void child_spare(const struct child_plan *plan, int sock) {
   p->stdout_fd = fds[1];
   p->stderr_fd = fds[2];
   p->pty_slave = -1;
+
   stdio(p);
   const char *cwd = workload_cwd(p);
   if (chdir(cwd) < 0)

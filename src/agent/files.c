@@ -59,7 +59,13 @@ int files_fail(int fd, int e, const char *what, const char *path) {
 }
 
 static const char *type_name(mode_t m) {
-  return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+  if (S_ISREG(m))
+    return "file";
+  if (S_ISDIR(m))
+    return "dir";
+  if (S_ISLNK(m))
+    return "symlink";
+  return "other";
 }
 
 /* A link's target as envd gives it, absolute: where the link leads in
@@ -93,9 +99,10 @@ static json_t *metadata(const char *path) {
   for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1) {
     const char *name = names + i;
     char value[META_MAX + 1];
-    ssize_t v;
-    if (strncmp(name, META_NS, strlen(META_NS)) != 0 ||
-        (v = lgetxattr(path, name, value, sizeof value - 1)) < 0)
+    if (strncmp(name, META_NS, strlen(META_NS)) != 0)
+      continue;
+    ssize_t v = lgetxattr(path, name, value, sizeof value - 1);
+    if (v < 0)
       continue;
     value[v] = '\0';
     if (!m)
@@ -246,10 +253,12 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
   size_t n = 0;
   bool made_last = false;
   char *save = NULL, *comp = strtok_r(p, "/", &save);
+
   while (dfd >= 0 && comp) {
     char *next = strtok_r(NULL, "/", &save);
     if (!next && !last)
       break;
+
     /* A link on the way (the user's to plant) ends root's walk: the
      * user's own mkdir_parents goes on from there, as the user. */
     int nd = openat(dfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -262,6 +271,7 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
         now = true;
       }
     }
+
     made_last = !next && now;
     close(dfd);
     dfd = nd;
@@ -269,6 +279,7 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
   }
   if (dfd >= 0)
     close(dfd);
+
   for (size_t i = 0; i < n; i++) {
     struct stat st;
     if (made[i] >= 0 && fstat(made[i], &st) == 0 && st.st_uid == 0)
@@ -276,6 +287,7 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
     if (made[i] >= 0)
       close(made[i]);
   }
+
   free(made);
   free(p);
   return made_last;
@@ -286,8 +298,11 @@ static bool owned_dirs(const char *path, bool last, uid_t uid, gid_t gid) {
 static int become(uid_t uid, gid_t gid) {
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2] = {{0, 0, 0}, {0, 0, 0}};
-  if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0 ||
-      syscall(SYS_capset, &h, d) < 0)
+  if (setresgid(gid, gid, gid) < 0)
+    return -1;
+  if (setresuid(uid, uid, uid) < 0)
+    return -1;
+  if (syscall(SYS_capset, &h, d) < 0)
     return -1;
   return 0;
 }
@@ -311,14 +326,18 @@ static bool owner_first(json_t *req, const char *path, bool last) {
 static int op_write(json_t *req, const char *path, int out, int in, int res) {
   (void)out;
   owner_first(req, path, false);
+
   json_int_t mode = json_is_integer(json_object_get(req, "mode"))
                         ? json_integer_value(json_object_get(req, "mode"))
                         : 0644;
-  bool append = json_is_true(json_object_get(req, "append"));
-  /* exclusive: made here, or not at all (a link there is something too). */
-  int how = json_is_true(json_object_get(req, "exclusive")) ? O_EXCL
-            : append                                         ? O_APPEND
-                                                             : O_TRUNC;
+  /* An exclusive write makes the file here, or does not happen at all (a
+   * link there is something too). */
+  int how = O_TRUNC;
+  if (json_is_true(json_object_get(req, "exclusive")))
+    how = O_EXCL;
+  else if (json_is_true(json_object_get(req, "append")))
+    how = O_APPEND;
+
   if (json_is_true(json_object_get(req, "parents"))) {
     char *p = xstrdup(path);
     int r = mkdir_parents(p, 0755);
@@ -326,15 +345,18 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
     if (r < 0)
       return files_fail(res, errno, "create parents of", path);
   }
+
   int fd = open_regular(path, O_WRONLY | O_CREAT | how, (mode_t)(mode & 07777), res);
   if (fd < 0)
     return -1;
+
   json_t *meta = json_object_get(req, "metadata");
   if (json_is_object(meta) && metadata_set(fd, meta) < 0) {
     int e = errno;
     close(fd);
     return files_fail(res, e, "set the metadata of", path);
   }
+
   uint64_t n = 0;
   int r = copy(in, fd, &n);
   int e = errno;
@@ -344,6 +366,7 @@ static int op_write(json_t *req, const char *path, int out, int in, int res) {
   }
   if (r < 0)
     return files_fail(res, e, "write", path);
+
   json_t *ok = json_pack("{s:I}", "size", (json_int_t)n);
   if (json_object_size(meta))
     json_object_set(ok, "metadata", meta);
@@ -385,14 +408,18 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
     close(fd);
     return -1;
   }
+
   size_t n;
   char **names = dir_names(d, &n);
   int r = names ? 0 : -1;
   for (size_t i = 0; i < n; i++) {
     struct stat st;
     const char *name = names[i];
-    if (r < 0 || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (r < 0)
+      continue;
+    if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue; /* gone since readdir */
+
     char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", name);
     char *line = json_dumps(files_entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
     r = line ? write_all(out, line, strlen(line)) : -1;
@@ -400,6 +427,7 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
       r = write_all(out, "\n", 1);
     free(line);
     (*count)++;
+
     if (r == 0 && S_ISDIR(st.st_mode) && depth > 1) {
       int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0)
@@ -407,6 +435,7 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
     }
     free(child);
   }
+
   for (size_t i = 0; i < n; i++)
     free(names[i]);
   free(names);
@@ -462,7 +491,8 @@ static int op_mkdir(json_t *req, const char *path, int out, int in, int res) {
 
 static int remove_entry(const char *p, const struct stat *st, int type, struct FTW *ftw) {
   (void)st, (void)ftw;
-  return (type == FTW_DP ? rmdir(p) : unlink(p)) < 0 && errno != ENOENT ? -1 : 0;
+  int r = type == FTW_DP ? rmdir(p) : unlink(p);
+  return r < 0 && errno != ENOENT ? -1 : 0;
 }
 
 static int op_remove(json_t *req, const char *path, int out, int in, int res) {
@@ -509,11 +539,13 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
   if (strncmp(path, root, n) != 0 || (path[n] && path[n] != '/') ||
       json_object_get(req, "to")) /* a move names a second path: none here */
     return files_fail(res, EXDEV, "outside", root);
+
   /* A part at a time, each opened without following it: gVisor 2022 has
    * no openat2 to ask RESOLVE_NO_SYMLINKS of. */
   int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0)
     return files_fail(res, errno, "open", root);
+
   for (const char *p = path + n; *p;) {
     p += strspn(p, "/");
     size_t len = strcspn(p, "/");
@@ -521,6 +553,7 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
       p += len;
       continue;
     }
+
     char part[NAME_MAX + 1];
     if (len > NAME_MAX || (len == 2 && strncmp(p, "..", 2) == 0)) {
       close(dir);
@@ -529,11 +562,13 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
     memcpy(part, p, len);
     part[len] = '\0';
     p += len;
+
     int next = openat(dir, part, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     int e = errno;
     close(dir);
     if (next < 0) /* missing, or not a directory: the operation tells */
       return e == ENOENT || e == ENOTDIR ? 0 : files_fail(res, e, "open", path);
+
     struct stat st;
     bool last = !p[strspn(p, "/")];
     if (fstat(next, &st) == 0 && S_ISLNK(st.st_mode) &&
@@ -543,6 +578,7 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
     }
     dir = next;
   }
+
   close(dir);
   return 0;
 }
@@ -650,28 +686,35 @@ static void changed_dir(struct changed *c, const char *rel) {
       close(fd);
     return;
   }
+
   char dir[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s%s%s", strcmp(c->root, "/") ? c->root : "", *rel ? "/" : "",
                rel) >= (int)sizeof dir) {
     closedir(d);
     return;
   }
+
   struct dirent *e;
   while ((e = readdir(d)) && c->visits < CHANGED_VISIT_MAX) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
     c->visits++;
+
     char path[PATH_MAX], sub[PATH_MAX];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
-        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >= (int)sizeof sub ||
-        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
       continue;
+    if (snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name) >= (int)sizeof sub)
+      continue;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     /* The kernel's own file systems (a cwd of "/"): not files anyone made. */
     bool skip = not_artifacts(e->d_name) || kernel_fs(path);
     for (const char *const *r = c->roots; *r && !skip; r++)
       skip = strcmp(path, *r) == 0;
+
     if (S_ISDIR(st.st_mode) && !skip)
       changed_push(c, xstrdup(sub));
     else if (S_ISREG(st.st_mode) && ctime_ns >= c->since_ns &&
@@ -683,6 +726,7 @@ static void changed_dir(struct changed *c, const char *rel) {
                                       (json_int_t)st.st_size, "ctime_ns", (json_int_t)ctime_ns));
     }
   }
+
   closedir(d);
 }
 
@@ -699,12 +743,17 @@ json_t *files_changed_since(const char *path, const char *home, int64_t since_ns
   /* The likeliest small first: a cwd of "/" would take the whole budget. */
   const char *roots[] = {"/tmp", home ? home : "/tmp", path, NULL};
   c.roots = roots;
+
   for (size_t i = 0; roots[i]; i++) {
     bool again = kernel_fs(roots[i]);
     for (size_t k = 0; k < i; k++)
       again |= strcmp(roots[i], roots[k]) == 0;
-    if (again || (c.root_fd = open_root(roots[i])) < 0)
+    if (again)
       continue;
+    c.root_fd = open_root(roots[i]);
+    if (c.root_fd < 0)
+      continue;
+
     c.root = roots[i];
     changed_push(&c, xstrdup(""));
     while (c.ndirs > 0 && c.visits < CHANGED_VISIT_MAX) {
@@ -717,6 +766,8 @@ json_t *files_changed_since(const char *path, const char *home, int64_t since_ns
     close(c.root_fd);
   }
   free(c.dirs);
+
+  /* The files, sorted by path. */
   size_t n = json_array_size(c.files);
   json_t **items = xcalloc(n ? n : 1, sizeof *items);
   for (size_t i = 0; i < n; i++)
@@ -726,6 +777,7 @@ json_t *files_changed_since(const char *path, const char *home, int64_t since_ns
   for (size_t i = 0; i < n; i++)
     json_array_append_new(c.files, items[i]);
   free(items);
+
   return c.files;
 }
 
@@ -749,14 +801,19 @@ int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
     int (*run)(json_t *, const char *, int, int, int);
   } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
              {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move},
-             {"watch", files_watch}, {"changed", op_changed}};
+             {"watch", watch_files}, {"changed", op_changed}};
   const char *op = json_string_value(json_object_get(req, "op"));
   const char *path = json_string_value(json_object_get(req, "path"));
   if (!path || !*path || strlen(path) >= PATH_MAX)
     return files_fail(result_fd, EINVAL, "request:", "a non-empty \"path\" is required");
-  for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
-    if (op && strcmp(op, ops[i].op) == 0)
-      return confined(req, op, path, result_fd) < 0 ? -1
-                                                    : ops[i].run(req, path, out_fd, in_fd, result_fd);
+
+  for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+    if (!op || strcmp(op, ops[i].op) != 0)
+      continue;
+    if (confined(req, op, path, result_fd) < 0)
+      return -1;
+    return ops[i].run(req, path, out_fd, in_fd, result_fd);
+  }
+
   return files_fail(result_fd, EINVAL, "unknown file operation", op ? op : "(none)");
 }

@@ -134,6 +134,7 @@ static void force_end(struct agent *a, struct job *j, enum hutch_status st, cons
 static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
   size_t chunk = j->kind == JOB_FILE ? HUTCH_FILE_CHUNK : HUTCH_DATA_CHUNK;
   size_t budget = TURN_FRAMES * chunk;
+
   /* An abandoned stream's output is read and dropped, window or not. */
   while (op->w.fd >= 0 && budget > 0 && (j->closed || (j->send_window > 0 && agent_can_send(a)))) {
     size_t n = j->closed || chunk < j->send_window ? chunk : j->send_window;
@@ -151,18 +152,21 @@ static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
       agent_close_watch(a, &op->w);
       break;
     }
+
     size_t send = (size_t)r;
     bool over = false;
     if (j->output_limit && j->output_bytes + send > j->output_limit) {
       send = (size_t)(j->output_limit - j->output_bytes);
       over = true;
     }
+
     if (send > 0 && !j->closed) {
       hutch_conn_commit(&a->conn, op->frame_type, 0, j->id, send);
       j->send_window -= (uint32_t)send;
     }
     j->output_bytes += send;
     budget -= send < budget ? send : budget;
+
     if (over) {
       force_end(a, j, HUTCH_ST_OUTPUT_LIMIT, "output limit of %.0f bytes exceeded",
                 (double)j->output_limit);
@@ -170,6 +174,7 @@ static void pump_output(struct agent *a, struct job *j, struct outpipe *op) {
       agent_close_watch(a, &j->err.w);
     }
   }
+
   maybe_finish(a, j);
 }
 
@@ -212,6 +217,7 @@ static void flush_stdin(struct agent *a, struct job *j) {
   }
   if (granted)
     hutch_conn_send_window(&a->conn, j->id, granted);
+
   if (j->in.fd < 0)
     return;
   if (j->inlen == 0 && j->in_eof) {
@@ -222,6 +228,7 @@ static void flush_stdin(struct agent *a, struct job *j) {
     agent_close_watch(a, &j->in);
     return;
   }
+
   agent_watch(a, &j->in, j->inlen ? EPOLLOUT : 0);
 }
 
@@ -242,6 +249,7 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
     return;
   }
   j->in_eof |= eof;
+
   /* Nothing waits before these bytes: they go from the frame straight to
    * the pipe, and only what it cannot take now is kept. */
   size_t wrote = 0;
@@ -255,11 +263,13 @@ void job_stdin(struct agent *a, struct job *j, const uint8_t *p, size_t n, bool 
   }
   if (wrote)
     hutch_conn_send_window(&a->conn, j->id, (uint32_t)wrote);
+
   if (wrote < n) {
     j->inbuf = xgrow(j->inbuf, &j->incap, j->inlen + n - wrote);
     memcpy(j->inbuf + j->inlen, p + wrote, n - wrote);
     j->inlen += n - wrote;
   }
+
   flush_stdin(a, j);
 }
 
@@ -400,10 +410,12 @@ static struct hutch_verdict exec_verdict(struct agent *a, struct job *j) {
   v.cpu_ms = (double)st.cpu_ns / 1e6;
   v.peak_memory_kb = st.memory_peak / 1024;
   v.escape_attempts = monitor_on(a) ? (int64_t)j->escape_attempts : -1;
+
   if (WIFEXITED(j->status))
     v.exit_code = WEXITSTATUS(j->status);
   else if (WIFSIGNALED(j->status))
     v.signal = WTERMSIG(j->status);
+
   if (j->forced != HUTCH_ST_OK) {
     v.status = j->forced;
     snprintf(v.message, sizeof v.message, "%s", j->forced_msg);
@@ -421,6 +433,7 @@ static struct hutch_verdict exec_verdict(struct agent *a, struct job *j) {
   } else {
     v.status = v.exit_code == 0 ? HUTCH_ST_OK : HUTCH_ST_NONZERO;
   }
+
   return v;
 }
 
@@ -566,8 +579,11 @@ static void close_fds(const int *fds, size_t n) {
  * can cover (none holds CAP_SYS_ADMIN, even in gVisor's kernel). */
 static int pty_peer(int m, bool guest) {
   int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (s >= 0 || !guest || (errno != ENOTTY && errno != EINVAL))
+    return s;
+
   unsigned n;
-  if (s >= 0 || !guest || (errno != ENOTTY && errno != EINVAL) || ioctl(m, TIOCGPTN, &n) < 0)
+  if (ioctl(m, TIOCGPTN, &n) < 0)
     return s;
   char path[32];
   snprintf(path, sizeof path, "/dev/pts/%u", n);
@@ -580,28 +596,51 @@ static int exec_stdio(struct job *j, const struct hutch_exec_req *req, bool gues
   if (req->pty) {
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     struct winsize ws = {.ws_row = req->rows, .ws_col = req->cols};
-    if (m < 0 || unlockpt(m) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
-        (*slave = pty_peer(m, guest)) < 0) {
-      if (m >= 0)
-        close(m);
+    if (m < 0)
       return hutch_err_set(e, errno, "allocate a PTY");
-    }
+    if (unlockpt(m) < 0)
+      goto no_pty;
+    if (ioctl(m, TIOCSWINSZ, &ws) < 0)
+      goto no_pty;
+    *slave = pty_peer(m, guest);
+    if (*slave < 0)
+      goto no_pty;
+
     out[0] = m;
     in[1] = fcntl(m, F_DUPFD_CLOEXEC, 0);
     j->pty = true;
     return in[1] < 0 ? hutch_err_set(e, errno, "dup") : 0;
+
+  no_pty:
+    close(m);
+    return hutch_err_set(e, errno, "allocate a PTY");
   }
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-      (req->stdin_open && pipe2(in, O_CLOEXEC) < 0))
+
+  if (pipe2(out, O_CLOEXEC) < 0)
+    return hutch_err_set(e, errno, "pipe");
+  if (pipe2(err, O_CLOEXEC) < 0)
+    return hutch_err_set(e, errno, "pipe");
+  if (req->stdin_open && pipe2(in, O_CLOEXEC) < 0)
     return hutch_err_set(e, errno, "pipe");
   return 0;
 }
 
 static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int err, int report) {
-  struct { struct watch *w; int fd; void (*ready)(struct agent *, struct watch *, uint32_t); } fds[] = {
-      {&j->out.w, out, on_output}, {&j->err.w, err, on_output},
-      {&j->in, in, on_stdin_writable}, {report == -1 ? NULL : j->kind == JOB_FILE ? &j->result : &j->exec_err, report, on_result},
+  /* A file operation reports its result, an exec only a failure to start. */
+  struct watch *report_w = NULL;
+  if (report != -1)
+    report_w = j->kind == JOB_FILE ? &j->result : &j->exec_err;
+  struct {
+    struct watch *w;
+    int fd;
+    void (*ready)(struct agent *, struct watch *, uint32_t);
+  } fds[] = {
+      {&j->out.w, out, on_output},
+      {&j->err.w, err, on_output},
+      {&j->in, in, on_stdin_writable},
+      {report_w, report, on_result},
   };
+
   for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
     if (!fds[i].w || fds[i].fd < 0)
       continue;
@@ -609,6 +648,7 @@ static void watch_job_fds(struct agent *a, struct job *j, int in, int out, int e
     fds[i].w->fd = fds[i].fd;
     fds[i].w->ready = fds[i].ready;
   }
+
   agent_watch(a, &j->out.w, EPOLLIN);
   agent_watch(a, &j->err.w, EPOLLIN);
   agent_watch(a, &j->result, EPOLLIN);
@@ -623,6 +663,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     j->done = true;
     return -1;
   }
+
   const char *root = json_string_value(json_object_get(artifacts, "path"));
   if (root && root[0] == '/' && strlen(root) < PATH_MAX) {
     j->changed_root = xstrdup(root);
@@ -632,6 +673,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     /* A UID without a name has "/" for a home: none to look in. */
     snprintf(j->home, sizeof j->home, "%s", strcmp(who.home, "/") ? who.home : "");
   }
+
   int r = exec_stdio(j, req, a->cg.ops == &hutch_cgroup_none_ops, in, out, err, &slave, e);
   if (r == 0 && pipe2(rep, O_CLOEXEC) < 0)
     r = hutch_err_set(e, errno, "pipe");
@@ -640,6 +682,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     j->done = true;
     return -1;
   }
+
   j->started_ns = now_ns();
   j->pid = spare_take(a, j, req, in[0], out[1], err[1], rep[1]);
   if (j->pid < 0) {
@@ -658,6 +701,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf.cg);
   }
+
   int spawn_errno = errno;
   j->pgid = j->pid > 0 ? j->pid : 0;
   close_fds((int[]){in[0], out[1], err[1], rep[1], slave}, 5);
@@ -666,6 +710,7 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     j->done = true;
     return hutch_err_set(e, spawn_errno, "fork");
   }
+
   watch_job_fds(a, j, in[1], out[0], err[0], rep[0]);
   j->timeout_ms = req->timeout_ms;
   j->cpu_ms = req->cpu_ms;
@@ -676,7 +721,20 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     agent_watch(a, &j->timer, EPOLLIN);
     arm_timer(a, j);
   }
+
   agent_send_json(a, HUTCH_F_EVENT, 0, id, json_pack("{s:s, s:i}", "event", "started", "pid", j->pid));
+  return 0;
+}
+
+/* A file operation's pipes: its output and its result, and its input for
+ * a write. -1 with errno when one cannot be made. */
+static int file_pipes(int in[2], int out[2], int res[2], bool writes) {
+  if (pipe2(out, O_CLOEXEC) < 0)
+    return -1;
+  if (pipe2(res, O_CLOEXEC) < 0)
+    return -1;
+  if (writes && pipe2(in, O_CLOEXEC) < 0)
+    return -1;
   return 0;
 }
 
@@ -684,12 +742,13 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   struct job *j = job_new(a, id, JOB_FILE);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, res[2] = {-1, -1};
   bool writes = strcmp(json_string_value(json_object_get(req, "op")), "write") == 0;
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0 || (writes && pipe2(in, O_CLOEXEC) < 0)) {
+  if (file_pipes(in, out, res, writes) < 0) {
     hutch_err_set(e, errno, "pipe");
     close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);
     j->done = true;
     return -1;
   }
+
   /* A file's bytes go through these pipes: large ones take a window's
    * worth a wake-up (else the default; slower, no worse). Only for reads
    * and writes: the user's pipe pages are few (pipe-user-pages-soft), and
@@ -699,12 +758,14 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     fcntl(out[1], F_SETPIPE_SZ, FILE_PIPE);
   if (writes)
     fcntl(in[1], F_SETPIPE_SZ, FILE_PIPE);
+
   struct who who;
   if (agent_who(json_string_value(json_object_get(req, "user")), &who, e) < 0) {
     close_fds((int[]){in[0], in[1], out[0], out[1], res[0], res[1]}, 6);
     j->done = true;
     return -1;
   }
+
   /* A write or mkdir whose missing directories are the sandbox root's to
    * make and the user's to own (envd's): its worker starts as root with
    * only the capabilities to hand them over and to become the user, which
@@ -714,6 +775,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   if (owned)
     json_object_set_new(req, "owner", json_pack("{s:I,s:I}", "uid", (json_int_t)who.uid, "gid",
                                                 (json_int_t)who.gid));
+
   struct child_plan plan = {
       .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
       .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = owned ? 0 : who.uid,
@@ -722,6 +784,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);
+
   int spawn_errno = errno;
   close_fds((int[]){in[0], out[1], res[1]}, 3);
   if (j->pid < 0) {
@@ -729,6 +792,7 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
     j->done = true;
     return hutch_err_set(e, spawn_errno, "fork");
   }
+
   watch_job_fds(a, j, in[1], out[0], -1, res[0]);
   if (writes) { /* the content comes in a file's window */
     hutch_conn_send_window(&a->conn, id, HUTCH_FILE_WINDOW - HUTCH_WINDOW_INITIAL);

@@ -36,7 +36,9 @@ void agent_watch(struct agent *a, struct watch *w, uint32_t events) {
   if (w->fd < 0 || w->events == events)
     return;
   struct epoll_event ev = {.events = events, .data.ptr = w};
-  int op = w->events ? (events ? EPOLL_CTL_MOD : EPOLL_CTL_DEL) : EPOLL_CTL_ADD;
+  int op = EPOLL_CTL_ADD;
+  if (w->events)
+    op = events ? EPOLL_CTL_MOD : EPOLL_CTL_DEL;
   if (epoll_ctl(a->epfd, op, w->fd, &ev) == 0)
     w->events = events;
 }
@@ -102,9 +104,11 @@ static void on_open(struct agent *a, const struct hutch_frame *f) {
                     json_pack("{s:s, s:s}", "code", "protocol", "message", "stream id in use"));
     return;
   }
+
   json_error_t je;
   json_t *req = json_loadb((const char *)f->payload, f->len, 0, &je);
   const char *op = req ? json_string_value(json_object_get(req, "op")) : NULL;
+
   int r = -1;
   if (!op) {
     hutch_err_invalid(&err, "request is not a JSON object with an \"op\"");
@@ -124,6 +128,7 @@ static void on_open(struct agent *a, const struct hutch_frame *f) {
       hutch_err_invalid(&err, "unknown op '%s'", op);
   }
   json_decref(req);
+
   if (r < 0)
     agent_send_error(a, f->stream, err.kind == HUTCH_ERR_INVALID ? "invalid" : "sandbox_error",
                      err.msg);
@@ -134,9 +139,11 @@ static void on_frame(struct agent *a, const struct hutch_frame *f) {
     on_open(a, f);
     return;
   }
+
   struct job *j = agent_find_job(a, f->stream);
   if (!j)
     return; /* the stream has ended; frames in flight are dropped */
+
   switch (f->type) {
   case HUTCH_F_STDIN:
     job_stdin(a, j, f->payload, f->len, f->flags & HUTCH_FL_EOF);
@@ -149,7 +156,7 @@ static void on_frame(struct agent *a, const struct hutch_frame *f) {
     break;
   }
   case HUTCH_F_WINDOW:
-    job_window(a, j, hutch_window_increment(f));
+    job_window(a, j, hutch_conn_window_increment(f));
     break;
   case HUTCH_F_CLOSE:
     job_close(a, j);
@@ -215,20 +222,28 @@ static int gvisor_dev_owner(struct hutch_err *err) {
   if (self < HUTCH_ID_RANGE)
     return hutch_err_invalid(err, "under gVisor the agent's uid must be one no workload has, "
                                   "not %u", (unsigned)self);
-  if (dev < 0 || fstat(dev, &top) < 0 || fchown(dev, self, group) < 0)
+
+  if (dev < 0)
     return hutch_err_set(err, errno, "/dev");
+  if (fstat(dev, &top) < 0)
+    return hutch_err_set(err, errno, "/dev");
+  if (fchown(dev, self, group) < 0)
+    return hutch_err_set(err, errno, "/dev");
+
   DIR *d = fdopendir(dup(dev));
   if (!d)
     return hutch_err_set(err, errno, "/dev");
   int r = 0;
   for (struct dirent *e; r == 0 && (e = readdir(d));) {
     struct stat st;
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-        fstatat(dev, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != top.st_dev)
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (fstatat(dev, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != top.st_dev)
       continue;
     if (fchownat(dev, e->d_name, self, group, AT_SYMLINK_NOFOLLOW) < 0)
       r = hutch_err_set(err, errno, "/dev/%s", e->d_name);
   }
+
   closedir(d);
   return r;
 }
@@ -288,9 +303,22 @@ static void on_listen(struct agent *a, struct watch *w, uint32_t events) {
   hello(a, fd);
 }
 
+/* fd made non-blocking and close-on-exec; -1 with errno when it cannot be. */
+static int nonblock_cloexec(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0)
+    return -1;
+  if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    return -1;
+  if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+    return -1;
+  return 0;
+}
+
 static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) {
   uint64_t lfd = 0;
   a->listen_w.fd = -1;
+
   /* --build comes right after the spec when given (spawn.c). */
   a->build = argc >= 4 && strcmp(argv[3], "--build") == 0;
   if (a->build) {
@@ -298,6 +326,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
       argv[i] = argv[i + 1];
     argc--;
   }
+
   if ((argc != 3 && argc != 5) || strcmp(argv[1], "--cgroup") != 0 ||
       (argc == 5 && (strcmp(argv[3], "--listen") != 0 || !parse_u64(argv[4], &lfd) ||
                      lfd > 1024)))
@@ -307,22 +336,25 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     a->first_spare_ns = now_ns() + (uint64_t)SPARE_FIRST_MS * 1000000;
     a->listen_w.fd = (int)lfd;
     a->listen_w.ready = on_listen;
-    int fl = fcntl(a->listen_w.fd, F_GETFL);
-    if (fl < 0 || fcntl(a->listen_w.fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-        fcntl(a->listen_w.fd, F_SETFD, FD_CLOEXEC) < 0)
+    if (nonblock_cloexec(a->listen_w.fd) < 0)
       return hutch_err_set(err, errno, "listening socket");
   }
+
   if (hutch_cgroup_from_spec(argv[2], &a->cg, err) < 0)
     return -1;
+
   /* Under a kernel of the sandbox's own (the gvisor tier: --cgroup none),
    * the runtime hands the container only stdio: the connection is stdin. */
   if (a->cg.ops == &hutch_cgroup_none_ops) {
     if (dup2(0, HUTCH_AGENT_CONN_FD) < 0)
       return hutch_err_set(err, errno, "connection on stdin");
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0 || dup2(null, 0) < 0)
+    if (null < 0)
+      return hutch_err_set(err, errno, "/dev/null");
+    if (dup2(null, 0) < 0)
       return hutch_err_set(err, errno, "/dev/null");
     close(null);
+
     /* runsc cannot run under the sandbox's filter (its sentry makes host
      * calls the profile refuses), so the agent installs it on itself, as
      * its first process does in the ns tier: every workload inherits the
@@ -332,11 +364,15 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
     if (hutch_seccomp_install_sandbox() < 0)
       return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
   }
+
   /* Held for the host, never used here (layout.h); no workload inherits it. */
   if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 && errno != EBADF)
     return hutch_err_set(err, errno, "storage fd");
-  if (prctl(PR_SET_DUMPABLE, 0) < 0 || drop_capabilities(a) < 0)
+  if (prctl(PR_SET_DUMPABLE, 0) < 0)
     return hutch_err_set(err, errno, "drop privileges");
+  if (drop_capabilities(a) < 0)
+    return hutch_err_set(err, errno, "drop privileges");
+
   /* Nothing hutch's caller ignored stays ignored, here or in a child;
    * SIGPIPE is the one disposition the agent sets, and the one a child
    * resets (child.c). As PID 1 of its namespace, the agent hears no signal
@@ -348,19 +384,20 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   sigaddset(&set, SIGCHLD);
   if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
     return hutch_err_set(err, errno, "sigprocmask");
+
   a->epfd = epoll_create1(EPOLL_CLOEXEC);
   a->sig_w.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (a->epfd < 0 || a->sig_w.fd < 0)
     return hutch_err_set(err, errno, "event loop");
   a->sig_w.ready = on_signal;
   agent_watch(a, &a->sig_w, EPOLLIN);
-  int fl = fcntl(HUTCH_AGENT_CONN_FD, F_GETFL);
-  if (fl < 0 || fcntl(HUTCH_AGENT_CONN_FD, F_SETFL, fl | O_NONBLOCK) < 0 ||
-      fcntl(HUTCH_AGENT_CONN_FD, F_SETFD, FD_CLOEXEC) < 0)
+
+  if (nonblock_cloexec(HUTCH_AGENT_CONN_FD) < 0)
     return hutch_err_set(err, errno, "connection fd");
   for (int i = 0; i < a->cg.nfd; i++)
     fcntl(a->cg.fd[i], F_SETFD, FD_CLOEXEC);
   a->conn_w.ready = on_conn;
+
   return monitor_start(a, err);
 }
 
@@ -370,6 +407,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
 static void hello(struct agent *a, int fd) {
   struct hutch_conn old = a->conn;
   hutch_conn_init(&a->conn, fd);
+
   json_t *jobs = json_array();
   for (struct job *j = a->jobs; j; j = j->next) {
     if (j->done || j->closed || j->kind != JOB_EXEC)
@@ -383,11 +421,13 @@ static void hello(struct agent *a, int fd) {
                             "agent", "hutch-agent", "version", AGENT_VERSION, "jobs", jobs,
                             "escape_attempts", monitor_json(a)));
   a->monitor.dirty = false; /* the client has the counts */
+
   size_t kept = old.out.end - old.out.start;
   if (kept)
     agent_send_raw(a, old.out.data + old.out.start, kept);
   old.fd = -1;
   hutch_conn_free(&old);
+
   a->conn_w.fd = fd;
   a->conn_w.events = 0;
   a->detached = false;
@@ -417,6 +457,7 @@ static void update_interest(struct agent *a) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--spare") == 0)
     spare_main(argc, argv);
+
   struct agent a = {.epfd = -1, .spare.sock = -1, .maybe_idle = true};
   struct hutch_err err = {0};
   if (setup(&a, argc, argv, &err) < 0) {
@@ -424,6 +465,7 @@ int main(int argc, char **argv) {
     return 125;
   }
   hello(&a, HUTCH_AGENT_CONN_FD);
+
   for (;;) {
     if (!a.detached && (a.conn.eof || hutch_conn_flush(&a.conn, &err) < 0)) {
       /* The client is gone. As PID 1, exiting ends the whole sandbox:
@@ -432,6 +474,7 @@ int main(int argc, char **argv) {
         break;
       detach(&a);
     }
+
     /* Ended jobs are freed after their last frame is on its way (freeing
      * keeps or removes their leaf: leaf.c), and never inside a callback
      * that might still use them. The spare comes after, in the leaf an
@@ -443,6 +486,7 @@ int main(int argc, char **argv) {
     spare_keep(&a);
     if (!a.detached)
       agent_watch(&a, &a.conn_w, EPOLLIN | (hutch_conn_queued(&a.conn) ? EPOLLOUT : 0));
+
     struct epoll_event ev[32];
     int wait_ms = spare_expire(&a), kept_ms = leaf_expire(&a);
     if (kept_ms >= 0 && (wait_ms < 0 || kept_ms < wait_ms))
@@ -450,11 +494,13 @@ int main(int argc, char **argv) {
     int n = epoll_wait(a.epfd, ev, ARRAY_SIZE(ev), wait_ms);
     if (n < 0 && errno != EINTR)
       break;
+
     for (int i = 0; i < n; i++) {
       struct watch *w = ev[i].data.ptr;
       if (w->fd >= 0) /* closed by an earlier callback of this turn */
         w->ready(&a, w, ev[i].events);
     }
   }
+
   return 0;
 }

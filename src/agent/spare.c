@@ -151,18 +151,21 @@ static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
                             .close_notify = a->monitor.w.fd >= 0};
   for (int i = 0; i < leaf->nfd; i++)
     plan.from[plan.n++] = leaf->fd[i];
+
   for (int i = 0; i < plan.n; i++)
     if (plan.from[i] > plan.base)
       plan.base = plan.from[i];
   if (plan.base < HUTCH_AGENT_NOTIFY_FD)
     plan.base = HUTCH_AGENT_NOTIFY_FD;
   plan.base++;
+
   char base_s[16], nfd_s[16], bset_s[24];
   snprintf(base_s, sizeof base_s, "%d", plan.base);
   snprintf(nfd_s, sizeof nfd_s, "%d", plan.n - 1);
   snprintf(bset_s, sizeof bset_s, "%llu", (unsigned long long)a->bset);
   char *argv[] = {"hutch-agent", "--spare", base_s, nfd_s, bset_s, NULL};
   plan.argv = argv;
+
   /* The child's stack: this frame's, unused while the agent waits. */
   static_assert(SPARE_STACK % 16 == 0, "a stack 16-byte aligned");
   _Alignas(16) char stack[SPARE_STACK];
@@ -177,18 +180,23 @@ static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
 void spare_main(int argc, char **argv) {
   /* Not dumpable before anything else: its exec made it so again. Named
    * as the agent's other processes are ("exe" after its exec). */
-  if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_NAME, "hutch-agent") < 0)
+  if (prctl(PR_SET_DUMPABLE, 0) < 0)
     _exit(125);
+  if (prctl(PR_SET_NAME, "hutch-agent") < 0)
+    _exit(125);
+
   uint64_t base, nfd, bset;
   if (argc != 5 || !parse_u64(argv[2], &base) || base < 3 || base > 1 << 20 ||
       !parse_u64(argv[3], &nfd) || nfd < 1 || nfd > HUTCH_CG_MAXH || !parse_u64(argv[4], &bset)) {
     fprintf(stderr, "hutch-agent: --spare is for the agent's own use\n");
     _exit(125);
   }
+
   struct hutch_cgroup leaf = {.ops = &hutch_cgroup_v1_ops, .nfd = (int)nfd};
   for (int i = 0; i < leaf.nfd; i++)
     leaf.fd[i] = (int)base + 1 + i;
   memset(leaf.ctl, -1, sizeof leaf.ctl);
+
   /* The agent's bounding set, what is left to drop (child.c), as a fork
    * has it. Only the agent writes these numbers; anyone else who runs the
    * binary so has no capability to keep or lose. */
@@ -203,6 +211,7 @@ void spare_keep(struct agent *a) {
       return;
     a->first_spare_ns = 0;
   }
+
   if (s->pid > 0)
     a->maybe_idle = false; /* what ended meanwhile found one waiting */
   if (s->pid > 0 || !a->maybe_idle || a->spare_off ||
@@ -211,6 +220,7 @@ void spare_keep(struct agent *a) {
   a->maybe_idle = false; /* until the next job or orphan ends */
   if (!sandbox_idle(a))
     return;
+
   a->spares_made++;
   struct hutch_err err;
   int sv[2];
@@ -224,6 +234,7 @@ void spare_keep(struct agent *a) {
     a->spare_off = true;
     return;
   }
+
   pid_t pid = a->listen_w.fd >= 0 && s->leaf.cg.ops == &hutch_cgroup_v1_ops
                   ? spawn(a, &s->leaf.cg, sv[1])
                   : fork_spare(a, &s->leaf.cg, sv[1]);
@@ -234,6 +245,7 @@ void spare_keep(struct agent *a) {
     a->spare_off = true;
     return;
   }
+
   s->pid = pid;
   s->born_ns = now_ns();
 }
@@ -299,11 +311,13 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   struct spare *s = &a->spare;
   if (s->pid <= 0)
     return -1;
+
   size_t n = req->pty || (req->user && strcmp(req->user, HUTCH_USER_NAME) != 0) ? 0 : encode(req, buf);
   if (n == 0 || !wait_ready(s)) {
     spare_drop(a);
     return -1;
   }
+
   int fds[4] = {in >= 0 ? in : out, out, err, report};
   char cbuf[CMSG_SPACE(sizeof fds)] = {0};
   struct iovec iov = {buf, n};
@@ -314,10 +328,12 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof fds);
   memcpy(CMSG_DATA(c), fds, sizeof fds);
+
   if (sendmsg(s->sock, &mh, MSG_NOSIGNAL) != (ssize_t)n) {
     spare_drop(a);
     return -1;
   }
+
   pid_t pid = s->pid;
   j->leaf = s->leaf;
   close(s->sock);

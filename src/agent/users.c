@@ -29,16 +29,22 @@ static bool passwd_find(const char *name, uid_t uid, struct who *w) {
   struct stat st;
   if (fd < 0)
     return false;
-  FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return false;
+  }
+  FILE *f = fdopen(fd, "r");
   if (!f) {
     close(fd);
     return false;
   }
+
   char line[1024];
   bool found = false;
   size_t seen = 0;
   while (!found && seen < PASSWD_MAX && fgets(line, sizeof line, f)) {
     seen += strlen(line) + 1;
+
     char *fields[7], *p = line;
     size_t n = 0;
     line[strcspn(line, "\n")] = '\0';
@@ -48,10 +54,12 @@ static bool passwd_find(const char *name, uid_t uid, struct who *w) {
       if (p)
         *p++ = '\0';
     }
+
     uint64_t u, g;
     if (n < 6 || !parse_u64(fields[2], &u) || !parse_u64(fields[3], &g) || u >= HUTCH_ID_RANGE ||
         g >= HUTCH_ID_RANGE)
       continue;
+
     if (name ? strcmp(fields[0], name) == 0 : u == uid) {
       w->uid = (uid_t)u;
       w->gid = (gid_t)g;
@@ -60,6 +68,7 @@ static bool passwd_find(const char *name, uid_t uid, struct who *w) {
       found = true;
     }
   }
+
   fclose(f);
   return found;
 }
@@ -73,8 +82,10 @@ int agent_who(const char *user, struct who *w, struct hutch_err *err) {
     *w = (struct who){0, 0, "root", "/root"};
     return 0;
   }
+
   if (!hutch_user_ok(user))
     return hutch_err_invalid(err, "no such user '%.64s'", user);
+
   if (user[0] >= '0' && user[0] <= '9') {
     /* UID[:GID]: hutch_user_ok checked both are below 65536. */
     unsigned long uid = strtoul(user, NULL, 10);
@@ -85,6 +96,7 @@ int agent_who(const char *user, struct who *w, struct hutch_err *err) {
       w->gid = (gid_t)strtoul(colon + 1, NULL, 10);
     return 0;
   }
+
   if (!passwd_find(user, 0, w))
     return hutch_err_invalid(err, "no user '%s' in the sandbox's /etc/passwd", user);
   return 0;

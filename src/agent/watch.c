@@ -55,6 +55,7 @@ static void add(struct watches *w, const char *dir, int depth) {
     w->path[wd] = xstrdup(dir);
     w->n++;
   }
+
   if (!w->recursive || depth >= 64)
     return;
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (depth ? O_NOFOLLOW : 0));
@@ -64,6 +65,7 @@ static void add(struct watches *w, const char *dir, int depth) {
       close(fd);
     return;
   }
+
   for (struct dirent *e; (e = readdir(d));) {
     if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
       continue;
@@ -71,6 +73,7 @@ static void add(struct watches *w, const char *dir, int depth) {
     add(w, sub, depth + 1);
     free(sub);
   }
+
   closedir(d);
 }
 
@@ -105,6 +108,7 @@ static int announce(const struct watches *w, int out, const char *dir, int depth
       close(fd);
     return 0; /* gone again, a link, or not ours to read: nothing to tell */
   }
+
   int r = 0;
   for (struct dirent *e; r == 0 && (e = readdir(d));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -121,27 +125,45 @@ static int announce(const struct watches *w, int out, const char *dir, int depth
     }
     free(sub);
   }
+
   closedir(d);
   return r;
 }
 
-int files_watch(json_t *req, const char *path, int out, int in, int res) {
+/* The event's type as the watch reports it; NULL for one it does not. */
+static const char *event_type(uint32_t mask) {
+  if (mask & (IN_CREATE | IN_MOVED_TO))
+    return "create";
+  if (mask & IN_MODIFY)
+    return "write";
+  if (mask & IN_DELETE)
+    return "remove";
+  if (mask & IN_MOVED_FROM)
+    return "rename";
+  return NULL;
+}
+
+int watch_files(json_t *req, const char *path, int out, int in, int res) {
   (void)in;
   struct stat st;
   if (stat(path, &st) < 0)
     return files_fail(res, errno, "watch", path);
   if (!S_ISDIR(st.st_mode))
     return files_fail(res, ENOTDIR, "watch", path);
+
   struct watches *w = xcalloc(1, sizeof *w);
   w->recursive = json_is_true(json_object_get(req, "recursive"));
   w->entries = json_is_true(json_object_get(req, "entry"));
-  if ((w->fd = inotify_init1(IN_CLOEXEC)) < 0)
+  w->fd = inotify_init1(IN_CLOEXEC);
+  if (w->fd < 0)
     return files_fail(res, errno, "watch", path);
   add(w, path, 0);
   if (w->n == 0)
     return files_fail(res, errno ? errno : EACCES, "watch", path);
+
   if (emit(out, "ready", NULL, false, false) < 0)
     return 0;
+
   char buf[64 << 10] __attribute__((aligned(__alignof__(struct inotify_event))));
   for (;;) {
     ssize_t n = read(w->fd, buf, sizeof buf);
@@ -160,18 +182,16 @@ int files_watch(json_t *req, const char *path, int out, int in, int res) {
       const char *dir = ev->wd >= 0 && ev->wd < WATCH_MAX ? w->path[ev->wd] : NULL;
       if (!dir || !ev->len)
         continue;
+
       char *full = xasprintf("%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", ev->name);
       bool is_dir = ev->mask & IN_ISDIR;
-      const char *type = ev->mask & (IN_CREATE | IN_MOVED_TO) ? "create"
-                         : ev->mask & IN_MODIFY                ? "write"
-                         : ev->mask & IN_DELETE                ? "remove"
-                         : ev->mask & IN_MOVED_FROM            ? "rename"
-                                                               : NULL;
+      const char *type = event_type(ev->mask);
       int r = type ? emit(out, type, full, is_dir, w->entries) : 0;
       if (r == 0 && type && !strcmp(type, "create") && is_dir && w->recursive) {
         add(w, full, 1);
         r = announce(w, out, full, 1);
       }
+
       free(full);
       if (r < 0)
         return 0;

@@ -32,13 +32,13 @@ struct run_opts {
   struct hutch_gvisor gvisor;  /* probed for --isolation gvisor */
 };
 
-int cmd_run(int argc, char **argv);
-int cmd_doctor(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_doctor(int argc, char **argv);
 /* Run hutch-serve, the server, and hutch-template, the template tools,
  * from beside this program. */
-int cmd_serve(int argc, char **argv);
-int cmd_template(int argc, char **argv);
-int run_parse(int argc, char **argv, struct run_opts *o);
+int cli_serve(int argc, char **argv);
+int cli_template(int argc, char **argv);
+int run_opts_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 /* Apply --template NAME to o: layers, environment, directory, user and,
  * when none was given, the command. */
@@ -47,12 +47,12 @@ int run_template(struct run_opts *o, struct hutch_err *err);
 /* The exec request as the agent gets it (a terminal's size filled in), or
  * NULL with err set when it cannot be sent: checked before any sandbox is
  * made. */
-char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err);
+char *stream_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err);
 /* Drive one exec on a fresh sandbox's connection: send the request, stream
  * its output to our stdout/stderr, feed it stdin_fd (-1: none), forward
  * signals. Fills v. Takes conn_fd: it is closed when this returns, whatever
  * happened. */
-int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
+int stream_exec(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err);
 
 #endif

@@ -44,7 +44,7 @@ static void print_json(const struct hutch_check *c, size_t n, bool ok, const cha
   json_decref(j);
 }
 
-int cmd_doctor(int argc, char **argv) {
+int cli_doctor(int argc, char **argv) {
   enum { O_JSON = 256, O_STATE, O_HELP };
   static const struct option opts[] = {
       {"json", no_argument, NULL, O_JSON},
@@ -52,6 +52,7 @@ int cmd_doctor(int argc, char **argv) {
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
+
   const char *state_dir = hutch_default_state_dir();
   bool json = false;
   int o;
@@ -74,11 +75,13 @@ int cmd_doctor(int argc, char **argv) {
     fprintf(stderr, "hutch doctor: unexpected argument '%s'\n", argv[optind]);
     return EXIT_HUTCH;
   }
+
   struct hutch_check checks[HUTCH_CHECK_MAX];
   size_t n = hutch_host_check_all(state_dir, checks);
   bool ok = true;
   for (size_t i = 0; i < n; i++)
     ok &= !hutch_check_fails(&checks[i]);
+
   if (json)
     print_json(checks, n, ok, state_dir);
   else

@@ -20,19 +20,22 @@ int main(int argc, char **argv) {
   /* A reader of our output that goes away is an EPIPE to handle (the
    * sandbox must still be torn down), not a signal that ends us. */
   signal(SIGPIPE, SIG_IGN);
+
   if (argc < 2) {
     fprintf(stderr, "hutch: no command given (see hutch --help)\n");
     return EXIT_HUTCH;
   }
+
   const char *verb = argv[1];
   if (strcmp(verb, "run") == 0)
-    return cmd_run(argc - 1, argv + 1);
+    return cli_run(argc - 1, argv + 1);
   if (strcmp(verb, "serve") == 0)
-    return cmd_serve(argc - 1, argv + 1);
+    return cli_serve(argc - 1, argv + 1);
   if (strcmp(verb, "template") == 0)
-    return cmd_template(argc - 1, argv + 1);
+    return cli_template(argc - 1, argv + 1);
   if (strcmp(verb, "doctor") == 0)
-    return cmd_doctor(argc - 1, argv + 1);
+    return cli_doctor(argc - 1, argv + 1);
+
   if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
     printf("hutch %s (agent protocol %d)\n", HUTCH_VERSION, HUTCH_PROTOCOL_VERSION);
     return 0;
@@ -41,6 +44,7 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return 0;
   }
+
   fprintf(stderr, "hutch: unknown command '%s' (see hutch --help)\n", verb);
   return EXIT_HUTCH;
 }

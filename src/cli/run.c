@@ -38,7 +38,9 @@ static int write_verdict(int fd, const struct hutch_verdict *v) {
   json_t *j = hutch_verdict_to_json(v);
   char *s = json_dumps(j, JSON_COMPACT);
   json_decref(j);
-  int r = s && write_all(fd, s, strlen(s)) == 0 && write_all(fd, "\n", 1) == 0 ? 0 : -1;
+  int r = s ? write_all(fd, s, strlen(s)) : -1;
+  if (r == 0)
+    r = write_all(fd, "\n", 1);
   if (r < 0)
     fprintf(stderr, "hutch run: --verdict-json: %s\n", strerror(errno));
   free(s);
@@ -60,8 +62,10 @@ static void explain(const struct run_opts *o, const struct hutch_verdict *v) {
  * stand for this one if it fails to start. */
 static int open_verdict(const struct run_opts *o, int *fd) {
   *fd = -1;
-  if (o->verdict_path &&
-      (*fd = open(o->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+  if (!o->verdict_path)
+    return 0;
+  *fd = open(o->verdict_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (*fd < 0) {
     fprintf(stderr, "hutch run: --verdict-json %s: %s\n", o->verdict_path, strerror(errno));
     return -1;
   }
@@ -77,7 +81,12 @@ static int open_stdin(const struct run_opts *o, int *fd) {
     *fd = 0;
     return 0;
   }
-  if ((*fd = open(o->stdin_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(*fd, &st) < 0) {
+  *fd = open(o->stdin_path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) {
+    fprintf(stderr, "hutch run: --stdin %s: %s\n", o->stdin_path, strerror(errno));
+    return -1;
+  }
+  if (fstat(*fd, &st) < 0) {
     fprintf(stderr, "hutch run: --stdin %s: %s\n", o->stdin_path, strerror(errno));
     return -1;
   }
@@ -105,13 +114,14 @@ static int run_sandbox(struct run_opts *o, const char *request, size_t len, int 
     fprintf(stderr, "hutch run: %s\n", err.msg);
     say_host_cause(o, &err);
     o->quiet = true; /* said */
-  } else if (run_stream(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
+  } else if (stream_exec(sb->conn_fd, request, len, o->req.pty, in, &v, &err) < 0) {
     v.status = HUTCH_ST_SANDBOX_ERROR;
   }
   if (v.status == HUTCH_ST_SANDBOX_ERROR && !v.message[0])
     str_copy(v.message, sizeof v.message, err.msg);
+
   if (sb) {
-    sb->conn_fd = -1; /* run_stream owned and closed it */
+    sb->conn_fd = -1; /* stream_exec owned and closed it */
     struct hutch_err derr = {0};
     if (hutch_sandbox_destroy(sb, &derr) < 0 && v.status != HUTCH_ST_SANDBOX_ERROR) {
       v.status = HUTCH_ST_SANDBOX_ERROR;
@@ -119,6 +129,7 @@ static int run_sandbox(struct run_opts *o, const char *request, size_t len, int 
       str_copy(v.message, sizeof v.message, derr.msg);
     }
   }
+
   explain(o, &v);
   return write_verdict(vfd, &v) < 0 ? EXIT_HUTCH : exit_code(&v);
 }
@@ -127,42 +138,57 @@ static int run_sandbox(struct run_opts *o, const char *request, size_t len, int 
  * send, or NULL when something was (and has been said on stderr). */
 static char *prepare(struct run_opts *o, int *in, int *vfd, size_t *len) {
   struct hutch_err err = {0};
-  if (open_verdict(o, vfd) < 0 || open_stdin(o, in) < 0)
+  if (open_verdict(o, vfd) < 0)
     return NULL;
+  if (open_stdin(o, in) < 0)
+    return NULL;
+
   if (geteuid() != 0) {
     fprintf(stderr, "hutch run: must run as root: it creates namespaces, cgroups and "
                     "id-mapped users\n");
     return NULL;
   }
+
   o->req.stdin_open = *in >= 0;
   if (o->template_name && run_template(o, &err) < 0) {
     fprintf(stderr, "hutch run: %s\n", err.msg);
     return NULL;
   }
-  char *request = NULL;
+
   if (o->cfg.isolation == HUTCH_ISOLATION_GVISOR &&
       hutch_gvisor_find(&o->gvisor, o->gvisor_platform, &err) == 0)
     o->cfg.gvisor = &o->gvisor;
-  if ((o->cfg.isolation == HUTCH_ISOLATION_GVISOR && !o->cfg.gvisor) ||
-      hutch_config_check(&o->cfg, &err) < 0 || !(request = run_request(&o->req, len, &err)))
+  if (o->cfg.isolation == HUTCH_ISOLATION_GVISOR && !o->cfg.gvisor) {
+    fprintf(stderr, "hutch run: %s\n", err.msg);
+    return NULL;
+  }
+  if (hutch_config_check(&o->cfg, &err) < 0) {
+    fprintf(stderr, "hutch run: %s\n", err.msg);
+    return NULL;
+  }
+
+  char *request = stream_request(&o->req, len, &err);
+  if (!request)
     fprintf(stderr, "hutch run: %s\n", err.msg);
   return request;
 }
 
-int cmd_run(int argc, char **argv) {
+int cli_run(int argc, char **argv) {
   struct run_opts o;
   int code = EXIT_HUTCH, in = -1, vfd = -1;
-  int r = run_parse(argc, argv, &o);
+  int r = run_opts_parse(argc, argv, &o);
   if (r != 0) {
     if (r < 0 && o.verdict_path) /* given before the bad option: no stale verdict */
       (void)!truncate(o.verdict_path, 0);
     run_opts_free(&o);
     return r > 0 ? 0 : EXIT_HUTCH;
   }
+
   size_t len = 0;
   char *request = prepare(&o, &in, &vfd, &len);
   if (request)
     code = run_sandbox(&o, request, len, in, vfd);
+
   free(request);
   if (vfd >= 0)
     close(vfd);

@@ -136,6 +136,7 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
   case OPT_MEMORY: return count(name, v, 1 << 20, &o->cfg.memory_bytes);
   case OPT_DISK: return count(name, v, 1 << 20, &o->cfg.disk_bytes);
   case OPT_PIDS: return count(name, v, 1, &o->cfg.pids);
+
   case OPT_PTYS: {
     uint64_t n;
     if (count(name, v, 1, &n) < 0)
@@ -145,16 +146,20 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
     o->cfg.ptys = (unsigned)n;
     return 0;
   }
+
   case OPT_OUTPUT_LIMIT:
     if (count(name, v, 1, &o->req.output_limit) < 0)
       return -1;
     return o->req.output_limit > (1ull << 40) ? bad(name, v, "more than 1 TiB") : 0;
+
   case OPT_CPUS:
     if (!parse_milli(v, &o->cfg.cpu_milli) || o->cfg.cpu_milli == 0)
       return bad(name, v, "not a positive number of CPUs (e.g. 1 or 0.5)");
     return 0;
+
   case OPT_TIMEOUT: return seconds(name, v, &o->req.timeout_ms);
   case OPT_CPU_TIME: return seconds(name, v, &o->req.cpu_ms);
+
   case OPT_ENV: return add_env(o, v);
   case OPT_CWD:
     if (v[0] != '/')
@@ -164,23 +169,27 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
     return 0;
   case OPT_BIND_RO: return add_bind(o, name, v, false);
   case OPT_BIND_RW: return add_bind(o, name, v, true);
+
   case OPT_STDIN: o->stdin_path = v; return 0;
   case 'i': o->stdin_path = "-"; return 0;
   case 't': o->req.pty = true; return 0;
   case 'q': o->quiet = true; return 0;
   case OPT_VERDICT: o->verdict_path = v; return 0;
+
   case OPT_USER:
     if (!hutch_user_ok(v))
       return bad(name, v, "must be user, root, a user name or UID[:GID] below 65536");
     free(o->req.user);
     o->req.user = xstrdup(v);
     return 0;
+
   case OPT_ROOTFS: o->cfg.rootfs = v; return 0;
   case OPT_TEMPLATE:
     if (strcmp(v, "host") != 0)
       o->template_name = v;
     return 0;
   case OPT_STATE_DIR: o->cfg.state_dir = v; return 0;
+
   case OPT_ISOLATION: {
     int i = hutch_isolation_parse(v);
     if (i < 0)
@@ -193,17 +202,19 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
       return bad(name, v, "ptrace or kvm");
     o->gvisor_platform = v;
     return 0;
+
   default: return -1;
   }
 }
 
 /* 0: run; 1: help was printed; -1: bad usage (already reported). */
-int run_parse(int argc, char **argv, struct run_opts *o) {
+int run_opts_parse(int argc, char **argv, struct run_opts *o) {
   memset(o, 0, sizeof *o);
   o->tmpl_pin = -1;
   o->cfg.die_with_parent = true;
   opterr = 0;
   optind = 1;
+
   int c, idx;
   while ((c = getopt_long(argc, argv, "+:itq", long_opts, &idx)) != -1) {
     if (c == '?') {
@@ -216,6 +227,7 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
                         "run --help)\n", argv[optind - 1]);
       return -1;
     }
+
     if (c == ':') {
       fprintf(stderr, "hutch run: %s needs a value\n", argv[optind - 1]);
       return -1;
@@ -224,6 +236,7 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
       fputs(usage, stdout);
       return 1;
     }
+
     const char *name = c >= OPT_MEMORY ? argv[optind - 1] : "";
     char flag[64];
     if (c >= OPT_MEMORY) { /* "--memory=5" or "--memory 5": name the option alone */
@@ -233,10 +246,12 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
     if (one_option(o, c, name, optarg) < 0)
       return -1;
   }
+
   if (o->template_name && o->cfg.rootfs) {
     fprintf(stderr, "hutch run: --template and --rootfs each name the template: give one\n");
     return -1;
   }
+
   /* A template may bring its command. */
   if (optind >= argc && o->template_name)
     return 0;
@@ -248,9 +263,11 @@ int run_parse(int argc, char **argv, struct run_opts *o) {
     fprintf(stderr, "hutch run: the command is an empty string\n");
     return -1;
   }
+
   o->req.argv = xcalloc((size_t)(argc - optind) + 1, sizeof(char *));
   for (int i = optind; i < argc; i++)
     o->req.argv[i - optind] = xstrdup(argv[i]);
+
   if (o->req.pty && o->stdin_path && strcmp(o->stdin_path, "-") != 0) {
     fprintf(stderr, "hutch run: --tty takes its input from this terminal, not --stdin FILE\n");
     return -1;

@@ -55,6 +55,7 @@ int run_template(struct run_opts *o, struct hutch_err *err) {
   if (hutch_images_open(&store, o->cfg.state_dir ? o->cfg.state_dir : hutch_default_state_dir(),
                         err) < 0)
     return -1;
+
   int r = -1;
   json_t *rec = hutch_images_find(&store, NULL, o->template_name, err);
   if (!rec)
@@ -63,11 +64,14 @@ int run_template(struct run_opts *o, struct hutch_err *err) {
     goto out;
   /* Held until this process ends, with the sandbox: the template may be
    * removed meanwhile, its layers stay. */
-  if ((o->tmpl_pin = hutch_images_pin(&store, rec, err)) < 0)
+  o->tmpl_pin = hutch_images_pin(&store, rec, err);
+  if (o->tmpl_pin < 0)
     goto out;
+
   o->cfg.rootfs = o->tmpl_rootfs;
   o->cfg.layers = (const char *const *)o->tmpl_layers;
   o->cfg.nlayers = o->tmpl_nlayers;
+
   struct hutch_image_config ic;
   hutch_images_config(rec, &ic);
   if (ic.env)
@@ -76,6 +80,7 @@ int run_template(struct run_opts *o, struct hutch_err *err) {
     o->req.cwd = xstrdup(ic.workdir);
   if (!o->req.user && ic.user)
     o->req.user = xstrdup(ic.user);
+
   r = o->req.argv ? 0 : take_command(o, json_object_get(rec, "config"), err);
 out:
   json_decref(rec);

@@ -27,12 +27,12 @@ static int exec_beside(const char *verb, char **argv) {
   return EXIT_HUTCH;
 }
 
-int cmd_serve(int argc, char **argv) {
+int cli_serve(int argc, char **argv) {
   (void)argc;
   return exec_beside("serve", argv);
 }
 
-int cmd_template(int argc, char **argv) {
+int cli_template(int argc, char **argv) {
   (void)argc;
   return exec_beside("template", argv);
 }

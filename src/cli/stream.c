@@ -60,6 +60,7 @@ static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_
     if (!j)
       return hutch_err_set(err, EPROTO, "agent sent malformed JSON");
   }
+
   int r = 0;
   switch (f->type) {
   case HUTCH_F_HELLO:
@@ -72,7 +73,7 @@ static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_
     r = forward_output(c, f->type == HUTCH_F_STDOUT ? 1 : 2, f, err);
     break;
   case HUTCH_F_WINDOW:
-    c->in_window += hutch_window_increment(f);
+    c->in_window += hutch_conn_window_increment(f);
     break;
   case HUTCH_F_EVENT:
     if (json_is_string(json_object_get(j, "event")) &&
@@ -90,6 +91,7 @@ static int on_frame(struct client *c, const struct hutch_frame *f, struct hutch_
   default:
     break;
   }
+
   json_decref(j);
   return r;
 }
@@ -132,6 +134,7 @@ static int loop(struct client *c, int sfd, struct hutch_err *err) {
   while (!c->done) {
     if (hutch_conn_flush(&c->conn, err) < 0)
       return -1;
+
     struct pollfd p[3] = {
         {c->conn.fd, POLLIN | (hutch_conn_queued(&c->conn) ? POLLOUT : 0), 0},
         {sfd, POLLIN, 0},
@@ -139,13 +142,16 @@ static int loop(struct client *c, int sfd, struct hutch_err *err) {
     };
     if (poll(p, 3, -1) < 0 && errno != EINTR)
       return hutch_err_set(err, errno, "poll");
+
     if (p[1].revents)
       on_signal(c, sfd);
     if (p[2].revents && pump_stdin(c, err) < 0)
       return -1;
+
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (hutch_conn_fill(&c->conn, err) < 0)
         return -1;
+
       struct hutch_frame f;
       int r;
       while (!c->done && (r = hutch_conn_next(&c->conn, &f, err)) > 0)
@@ -157,6 +163,7 @@ static int loop(struct client *c, int sfd, struct hutch_err *err) {
         return hutch_err_set(err, 0, "the sandbox's agent went away");
     }
   }
+
   return 0;
 }
 
@@ -173,7 +180,7 @@ static int check_request(const struct hutch_exec_req *r, struct hutch_err *err) 
   return 0;
 }
 
-char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err) {
+char *stream_request(const struct hutch_exec_req *req, size_t *len, struct hutch_err *err) {
   struct hutch_exec_req r = *req;
   struct winsize ws;
   if (r.pty) {
@@ -181,9 +188,13 @@ char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_er
     if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
       r.rows = ws.ws_row, r.cols = ws.ws_col;
   }
-  json_t *open = check_request(&r, err) < 0 ? NULL : hutch_exec_req_to_json(&r, err);
+
+  if (check_request(&r, err) < 0)
+    return NULL;
+  json_t *open = hutch_exec_req_to_json(&r, err);
   if (!open)
     return NULL;
+
   char *payload = hutch_json_dump(open, len);
   json_decref(open);
   if (*len > HUTCH_FRAME_MAX) {
@@ -194,7 +205,7 @@ char *run_request(const struct hutch_exec_req *req, size_t *len, struct hutch_er
   return payload;
 }
 
-int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
+int stream_exec(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
                struct hutch_verdict *v, struct hutch_err *err) {
   struct client c = {.v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
   hutch_conn_init(&c.conn, conn_fd);
@@ -217,7 +228,9 @@ int run_stream(int conn_fd, const char *request, size_t len, bool pty, int stdin
     cfmakeraw(&t);
     tcsetattr(0, TCSANOW, &t);
   }
+
   int ret = sfd < 0 ? hutch_err_set(err, errno, "signalfd") : loop(&c, sfd, err);
+
   if (raw)
     tcsetattr(0, TCSANOW, &saved);
   if (sfd >= 0)

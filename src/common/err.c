@@ -1,3 +1,6 @@
+/* Filling in a struct hutch_err (err.h): its kind, errno and message, the
+ * kind a system error counts as, and the context a caller puts before the
+ * message on the way up. */
 #include "err.h"
 
 #include <errno.h>
@@ -77,6 +80,7 @@ int hutch_err_wrap(struct hutch_err *err, const char *fmt, ...) {
   va_end(ap);
   if (n < 0)
     return -1;
+
   size_t plen = strlen(prefix), cap = sizeof err->msg - 1;
   memcpy(prefix + plen, ": ", 3);
   plen += 2;
@@ -85,6 +89,7 @@ int hutch_err_wrap(struct hutch_err *err, const char *fmt, ...) {
   size_t keep = strnlen(err->msg, cap);
   if (keep > cap - plen)
     keep = cap - plen;
+
   memmove(err->msg + plen, err->msg, keep);
   memcpy(err->msg, prefix, plen);
   err->msg[plen + keep] = '\0';

@@ -1,3 +1,7 @@
+/* Installing the seccomp filters compiled into the program (the header
+ * seccomp_gen writes at build time): the sandbox's, with or without a
+ * listener for its refused calls, and the workload's; and the name of a
+ * syscall the filters refuse, by its number. */
 #include "seccomp_install.h"
 
 #include <linux/filter.h>

@@ -1,3 +1,7 @@
+/* Small helpers shared by the host side and the agent (util.h): allocation
+ * that aborts on failure, whole-buffer and whole-file I/O, strict number
+ * parsing, bounded strings, UTF-8 checking, the monotonic clock, and
+ * closing every fd but some. */
 #include "util.h"
 
 #include <errno.h>
@@ -147,12 +151,14 @@ bool parse_milli(const char *s, uint64_t *out) {
   uint64_t w, frac = 0;
   if ((wl == 0 && !dot) || wl >= sizeof whole)
     return false;
+
   memcpy(whole, s, wl);
   whole[wl] = '\0';
   if (wl == 0) /* ".5" */
     strcpy(whole, "0");
   if (!parse_u64(whole, &w) || w > UINT64_MAX / 1000)
     return false;
+
   if (dot) {
     const char *f = dot + 1;
     size_t fl = strlen(f);
@@ -164,6 +170,7 @@ bool parse_milli(const char *s, uint64_t *out) {
       frac = frac * 10 + (i < fl ? (uint64_t)(f[i] - '0') : 0);
     }
   }
+
   if (w > (UINT64_MAX - frac) / 1000)
     return false;
   *out = w * 1000 + frac;
@@ -229,6 +236,7 @@ bool utf8_valid(const char *s, size_t n) {
       i++;
       continue;
     }
+
     if (c >= 0xc2 && c <= 0xdf)
       len = 2, cp = c & 0x1f;
     else if (c >= 0xe0 && c <= 0xef)
@@ -237,6 +245,7 @@ bool utf8_valid(const char *s, size_t n) {
       len = 4, cp = c & 0x07;
     else
       return false; /* a continuation byte first, an overlong lead, or past 0xf4 */
+
     if (n - i < len)
       return false;
     for (unsigned k = 1; k < len; k++) {
@@ -244,6 +253,7 @@ bool utf8_valid(const char *s, size_t n) {
         return false;
       cp = cp << 6 | (p[i + k] & 0x3f);
     }
+
     if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
         (cp >= 0xd800 && cp <= 0xdfff))
       return false;

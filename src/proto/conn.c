@@ -1,3 +1,6 @@
+/* A framed connection (conn.h): the receive buffer that frames are parsed
+ * out of as they complete, and the send queue, written as far as the
+ * socket takes it. Both ends of the agent protocol use it. */
 #include "conn.h"
 
 #include <errno.h>
@@ -72,6 +75,7 @@ int hutch_conn_fill(struct hutch_conn *c, struct hutch_err *err) {
       c->eof = true;
       return 0;
     }
+
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN)
@@ -121,6 +125,7 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
   hutch_frame_header(head, type, flags, stream, (uint32_t)len);
   struct iovec iov[2] = {{head, sizeof head}, {(void *)payload, len}};
   struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+
   ssize_t w = c->out.end == c->out.start && c->fd >= 0
                   ? sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)
                   : -1;
@@ -129,6 +134,7 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
     hutch_conn_send(c, type, flags, stream, payload, len);
     return;
   }
+
   /* The rest of the frame, queued as bytes (its header may be cut too). */
   size_t hrest = done < sizeof head ? sizeof head - done : 0;
   size_t pdone = done > sizeof head ? done - sizeof head : 0;
@@ -146,7 +152,7 @@ void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t incr
   hutch_conn_send(c, HUTCH_F_WINDOW, 0, stream, p, sizeof p);
 }
 
-uint32_t hutch_window_increment(const struct hutch_frame *f) {
+uint32_t hutch_conn_window_increment(const struct hutch_frame *f) {
   if (f->len != 4)
     return 0;
   const uint8_t *p = f->payload;

@@ -53,6 +53,7 @@ void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t incr
 int hutch_conn_flush(struct hutch_conn *c, struct hutch_err *err);
 size_t hutch_conn_queued(const struct hutch_conn *c);
 
-uint32_t hutch_window_increment(const struct hutch_frame *f); /* 0 when malformed */
+/* The increment a WINDOW frame carries; 0 when the frame is malformed. */
+uint32_t hutch_conn_window_increment(const struct hutch_frame *f);
 
 #endif

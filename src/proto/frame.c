@@ -1,3 +1,5 @@
+/* Frame headers of the agent protocol (frame.h), written and parsed: the
+ * big-endian fields, and what makes a header malformed. */
 #include "frame.h"
 
 static void put32(uint8_t *p, uint32_t v) {

@@ -1,3 +1,6 @@
+/* The JSON codecs of msg.h: the exec request and the verdict to JSON and
+ * back, each field checked on the way in; which accounts a request may
+ * name; and text made fit for JSON. */
 #include "msg.h"
 
 #include <stdlib.h>
@@ -22,11 +25,20 @@ const char *hutch_status_name(enum hutch_status s) {
 /* Length of the valid UTF-8 sequence at s, 0 if there is none. */
 static size_t utf8_seq(const unsigned char *s) {
   unsigned c = s[0];
-  size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-             : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  size_t n = 0;
+  if (c < 0x80)
+    n = 1;
+  else if (c >= 0xc2 && c <= 0xdf)
+    n = 2;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4;
+
   for (size_t i = 1; i < n; i++)
     if ((s[i] & 0xc0) != 0x80)
       return 0;
+
   if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || /* overlong, surrogate */
       (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))    /* overlong, > U+10FFFF */
     return 0;
@@ -66,11 +78,13 @@ int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err
   json_int_t peak = 0;
   json_error_t je;
   memset(v, 0, sizeof *v);
+
   if (json_unpack_ex(j, &je, 0, "{s:s, s:o, s:o, s:F, s:F, s:I, s?o, s?s}", "status", &status,
                      "exit_code", &code, "signal", &sig, "wall_ms", &v->wall_ms, "cpu_ms",
                      &v->cpu_ms, "peak_memory_kb", &peak, "escape_attempts", &escapes,
                      "message", &message) < 0)
     return hutch_err_set(err, 0, "bad verdict from agent: %s", je.text);
+
   v->status = HUTCH_ST_SANDBOX_ERROR;
   for (size_t i = 0; i < ARRAY_SIZE(status_names); i++)
     if (strcmp(status, status_names[i]) == 0)
@@ -160,17 +174,28 @@ bool hutch_user_ok(const char *user) {
 
 json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err *err) {
   json_t *argv = strv_to_json(r->argv, err);
-  json_t *env = argv ? env_to_json(r->env, err) : NULL;
-  json_t *cwd = env && r->cwd ? utf8_string(r->cwd, "the working directory", err) : NULL;
-  if (!argv || !env || (r->cwd && !cwd)) {
+  if (!argv)
+    return NULL;
+  json_t *env = env_to_json(r->env, err);
+  if (!env) {
     json_decref(argv);
-    json_decref(env);
     return NULL;
   }
+  json_t *cwd = NULL;
+  if (r->cwd) {
+    cwd = utf8_string(r->cwd, "the working directory", err);
+    if (!cwd) {
+      json_decref(argv);
+      json_decref(env);
+      return NULL;
+    }
+  }
+
   json_t *j = json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv", argv, "env",
                         env, "stdin", r->stdin_open, "timeout_ms", (json_int_t)r->timeout_ms,
                         "cpu_ms", (json_int_t)r->cpu_ms, "output_limit",
                         (json_int_t)r->output_limit);
+
   if (cwd)
     json_object_set_new(j, "cwd", cwd);
   if (r->user)
@@ -189,6 +214,7 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
   json_int_t timeout = 0, cpu = 0, outlim = 0;
   json_error_t je;
   memset(r, 0, sizeof *r);
+
   if (json_unpack_ex(j, &je, 0, "{s:o, s?o, s?s, s?s, s?b, s?o, s?I, s?I, s?I}", "argv", &argv,
                      "env", &env, "cwd", &cwd, "user", &user, "stdin", &stdin_open, "pty", &pty,
                      "timeout_ms", &timeout, "cpu_ms", &cpu, "output_limit", &outlim) < 0)
@@ -214,6 +240,7 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
     }
     r->argv[i] = xstrdup(json_string_value(v));
   }
+
   r->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
   const char *k;
   i = 0;
@@ -224,6 +251,7 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
     }
     r->env[i++] = xasprintf("%s=%s", k, json_string_value(v));
   }
+
   if (cwd)
     r->cwd = xstrdup(cwd);
   if (user)
@@ -232,6 +260,7 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
   r->timeout_ms = (uint64_t)timeout;
   r->cpu_ms = (uint64_t)cpu;
   r->output_limit = (uint64_t)outlim;
+
   if (pty) {
     int rows = 24, cols = 80;
     if (json_unpack_ex(pty, &je, 0, "{s?i, s?i}", "rows", &rows, "cols", &cols) < 0 ||
@@ -243,6 +272,7 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
     r->rows = (uint16_t)rows;
     r->cols = (uint16_t)cols;
   }
+
   return 0;
 }
 

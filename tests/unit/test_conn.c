@@ -278,7 +278,7 @@ static void test_window(void) {
   for (int i = 0; i < (n < 4 ? n : 4); i++) {
     struct hutch_frame f = {g[i].type, g[i].flags, g[i].stream, g[i].len, g[i].data};
     ok(f.type == HUTCH_F_WINDOW && f.flags == 0 && f.stream == (uint32_t)(i + 7) && f.len == 4 &&
-           hutch_window_increment(&f) == incs[i],
+           hutch_conn_window_increment(&f) == incs[i],
        "WINDOW round trip: stream %d, increment %u", i + 7, incs[i]);
   }
   got_free(g, n < 4 ? n : 4);
@@ -289,7 +289,7 @@ static void test_window(void) {
     if (len == 4)
       continue;
     struct hutch_frame f = {HUTCH_F_WINDOW, 0, 1, len, bytes};
-    is_u64(hutch_window_increment(&f), 0, "WINDOW payload of %u bytes: malformed, 0", len);
+    is_u64(hutch_conn_window_increment(&f), 0, "WINDOW payload of %u bytes: malformed, 0", len);
   }
 }
 

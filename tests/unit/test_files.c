@@ -165,7 +165,7 @@ static uint32_t agent_windows(uint32_t id) {
   uint32_t n = 0;
   while (agent_next(&f) == 1)
     if (f.type == HUTCH_F_WINDOW && f.stream == id)
-      n += hutch_window_increment(&f);
+      n += hutch_conn_window_increment(&f);
   return n;
 }
 

@@ -99,7 +99,7 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
   if (!s)
     return; /* a stream we abandoned */
   if (f->type == HUTCH_F_WINDOW) {
-    uint32_t more = hutch_window_increment(f);
+    uint32_t more = hutch_conn_window_increment(f);
     s->window = s->window + more < s->window ? UINT32_MAX : s->window + more;
     bool held = s->npending > 0;
     pump_stdin(s);
