@@ -302,7 +302,7 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       cfg->egress_ca = xstrdup(optarg);
       break;
     case O_ROUTES:
-      if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {
+      if (routes_print(stdout, optarg ? optarg : "native") < 0) {
         fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",
                 optarg);
         return -1;
@@ -392,7 +392,7 @@ static int serve(struct server *srv) {
    * sandboxes are cloned from the server itself: slower with many. */
   if (!(srv->spawner = hutch_spawner_start(&err)))
     fprintf(stderr, "hutch serve: %s; sandboxes are cloned from the server\n", err.msg);
-  if (server_open(srv, &serve_http, &serve_fronts, &err) < 0) {
+  if (server_open(srv, &routes_http, &routes_fronts, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     hutch_spawner_free(srv->spawner);
     return EXIT_SERVE;

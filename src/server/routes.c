@@ -63,9 +63,9 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 /* A sandbox's port (ports.c): any method, the rest of the path passed on
  * ({path} matches it whole, slashes and all, or nothing); the handler
  * checks the caller itself, as a port may be public. */
-#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true}
+#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true}
 #define E2B_PORT(m) \
-  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true, DIALECT_E2B}
+  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true, DIALECT_E2B}
 
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
@@ -339,7 +339,7 @@ static enum http_dialect serve_dialect(struct server *srv, const struct http_req
   bool known;
   size_t n;
   const struct route *r = find(req, &known);
-  if (ports_routed_by_host(srv, req))
+  if (api_ports_routed_by_host(srv, req))
     return DIALECT_E2B;
   if (r)
     return r->dialect;
@@ -349,8 +349,8 @@ static enum http_dialect serve_dialect(struct server *srv, const struct http_req
              : DIALECT_HUTCH;
 }
 
-bool serve_streams_body(struct server *srv, const struct http_req *req) {
-  if (ports_routed_by_host(srv, req))
+bool routes_streams_body(struct server *srv, const struct http_req *req) {
+  if (api_ports_routed_by_host(srv, req))
     return true;
   bool known;
   const struct route *r = find(req, &known);
@@ -369,7 +369,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   const char *id = http_header(&c->req, "E2b-Sandbox-Id");
   struct sbx *sb = sbx_find(c->srv, id);
   if (!sb) {
-    ports_sandbox_missing(c, id ? id : "");
+    api_ports_sandbox_missing(c, id ? id : "");
     return NULL;
   }
   if (access == SANDBOX_ANY)
@@ -397,15 +397,15 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   }
   /* Traffic to a paused sandbox resumes it, if it was made so (E2B's
    * autoResume); else 409. */
-  return sbx_wake(c, sb) ? sb : NULL;
+  return api_sbx_wake(c, sb) ? sb : NULL;
 }
 
-void serve_dispatch(struct server *srv, struct http_conn *c) {
+void routes_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
   pool_defer(srv);
-  if (ports_routed_by_host(srv, req)) { /* {port}-{id}.DOMAIN: a sandbox's port */
-    ports_forward(c, NULL);
+  if (api_ports_routed_by_host(srv, req)) { /* {port}-{id}.DOMAIN: a sandbox's port */
+    api_ports_forward(c, NULL);
     return;
   }
   bool path_known;
@@ -427,7 +427,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   /* What a handler reads of the request is text (a port's route relays
    * the rest untouched: a browser's cookie is the service's business). */
   const char *code = NULL;
-  const char *why = found->handler == ports_forward ? NULL : http_request_text(req, &code);
+  const char *why = found->handler == api_ports_forward ? NULL : http_request_text(req, &code);
   if (why) {
     http_error(c, HUTCH_ERR_INVALID, code, "%s", why);
     return;
@@ -454,7 +454,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
     req->pbuf = xstrdup(req->path);
     match(found->pattern, req->pbuf, req);
     cut_params(req);
-    if (found->access != PUBLIC && !keys_authenticate(srv, req, &p)) {
+    if (found->access != PUBLIC && !api_keys_authenticate(srv, req, &p)) {
       http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                  "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
       return;
@@ -477,7 +477,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
 }
 
 
-void serve_request_done(struct server *srv, struct http_conn *c) {
+void routes_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
   if (status >= 400 && status < 600)
     srv->metrics.errors_by_status[status]++;
@@ -501,7 +501,7 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   c->tenant[0] = '\0';
 }
 
-int serve_print_routes(FILE *out, const char *table) {
+int routes_print(FILE *out, const char *table) {
   for (size_t k = 0; k < ARRAY_SIZE(tables); k++) {
     if (strcmp(tables[k].name, table) != 0)
       continue;
@@ -517,17 +517,17 @@ static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_
 
 static void held(struct server *srv, const char *tenant, bool on) { tally_held(srv, tenant, on); }
 
-const struct http_handlers serve_http = {
-    .dispatch = serve_dispatch,
-    .streams_body = serve_streams_body,
+const struct http_handlers routes_http = {
+    .dispatch = routes_dispatch,
+    .streams_body = routes_streams_body,
     .dialect = serve_dialect,
-    .done = serve_request_done,
+    .done = routes_request_done,
     .room = room,
     .held = held,
 };
 
-const struct serve_fronts serve_fronts = {
-    .sandbox_ending = ports_close_all,
+const struct serve_fronts routes_fronts = {
+    .sandbox_ending = api_ports_close_all,
     .sandbox_freed = e2b_watches_free,
-    .sandbox_sweep = ports_sweep,
+    .sandbox_sweep = api_ports_sweep,
 };

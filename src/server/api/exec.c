@@ -190,7 +190,7 @@ static void artifacts_root(struct ndexec *nd, json_t *req) {
 
 static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_drain};
 
-json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in) {
+json_t *api_exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in) {
   static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
                                       "timeout_s", "user", "background", "keep_stdin", "pty",
                                       NULL};
@@ -198,11 +198,11 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
   const char *shell = NULL, *cwd = sb->workdir, *user = sb->user ? sb->user : "user";
   json_t *env = NULL, *cmd = json_object_get(o, "cmd");
   double timeout = 0;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &shell) < 0 ||
-      body_string(c, o, "cwd", 4095, &cwd) < 0 || body_string(c, o, "user", 32, &user) < 0 ||
-      body_string(c, o, "stdin", HTTP_BODY_MAX, in) < 0 ||
-      body_string_map(c, o, "env", 1024, &env) < 0 ||
-      body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
+  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &shell) < 0 ||
+      http_body_string(c, o, "cwd", 4095, &cwd) < 0 || http_body_string(c, o, "user", 32, &user) < 0 ||
+      http_body_string(c, o, "stdin", HTTP_BODY_MAX, in) < 0 ||
+      http_body_string_map(c, o, "env", 1024, &env) < 0 ||
+      http_body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
     return NULL;
   json_t *bg = json_object_get(o, "background"), *ks = json_object_get(o, "keep_stdin");
   if ((bg && !json_is_boolean(bg)) || (ks && !json_is_boolean(ks))) {
@@ -300,12 +300,12 @@ static void start_background(struct http_conn *c, struct sbx *sb, json_t *req, c
 }
 
 void api_exec(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup_live(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   if (!o)
     return;
   const char *in = NULL;
-  json_t *req = exec_request(c, sb, o, &in);
+  json_t *req = api_exec_request(c, sb, o, &in);
   struct hutch_err err;
   if (req && json_is_true(json_object_get(o, "background"))) {
     start_background(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));

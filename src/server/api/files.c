@@ -20,7 +20,7 @@ struct files_wait {
   files_answer_fn answer;
 };
 
-void files_waited(const struct files_result *r, const struct hutch_err *err, void *arg) {
+void api_files_waited(const struct files_result *r, const struct hutch_err *err, void *arg) {
   struct files_wait *k = arg;
   struct http_conn *c = http_wait_end(&k->w);
   files_answer_fn answer = k->answer;
@@ -29,14 +29,14 @@ void files_waited(const struct files_result *r, const struct hutch_err *err, voi
     answer(c, r, err);
 }
 
-struct files_wait *files_wait(struct http_conn *c, files_answer_fn answer) {
+struct files_wait *api_files_wait(struct http_conn *c, files_answer_fn answer) {
   struct files_wait *k = xcalloc(1, sizeof *k);
   k->answer = answer;
   http_wait_begin(&k->w, c);
   return k;
 }
 
-void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err) {
+void api_files_wait_started(struct files_wait *k, int r, const struct hutch_err *err) {
   if (r == 0)
     return;
   struct http_conn *c = http_wait_end(&k->w);
@@ -79,7 +79,7 @@ static void answer_list(struct http_conn *c, const struct files_result *r,
  * an error answer. *path is malloc'd. */
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   struct hutch_err err = {0};
   *path = NULL;
   if (!sb)
@@ -114,8 +114,8 @@ void api_files_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = file_target(c, p, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_empty);
-    files_wait_started(k, files_remove(sb, path, user, recursive, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_empty);
+    api_files_wait_started(k, files_remove(sb, path, user, recursive, api_files_waited, k, &err), &err);
   }
   free(path);
 }
@@ -126,8 +126,8 @@ void api_files_stat(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = file_target(c, p, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_done);
-    files_wait_started(k, files_stat(sb, path, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_done);
+    api_files_wait_started(k, files_stat(sb, path, user, api_files_waited, k, &err), &err);
   }
   free(path);
 }
@@ -141,9 +141,9 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
   if (sb && d && (!parse_u64(d, &depth) || depth < 1 || depth > 64)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth must be from 1 to 64");
   } else if (sb) {
-    struct files_wait *k = files_wait(c, answer_list);
-    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
-                       &err);
+    struct files_wait *k = api_files_wait(c, answer_list);
+    api_files_wait_started(k, files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err),
+                           &err);
   }
   free(d);
   free(path);
@@ -153,13 +153,13 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
 static struct sbx *json_target(struct http_conn *c, const struct principal *p,
                                const char *const *known, json_t **o, const char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   *path = NULL;
   *user = "user";
-  if (!sb || !(*o = body_object(c)))
+  if (!sb || !(*o = http_body_object(c)))
     return NULL;
-  if (body_only(c, *o, known) < 0 || body_string(c, *o, "path", FILES_PATH_MAX, path) < 0 ||
-      body_string(c, *o, "user", 8, user) < 0)
+  if (http_body_only(c, *o, known) < 0 || http_body_string(c, *o, "path", FILES_PATH_MAX, path) < 0 ||
+      http_body_string(c, *o, "user", 8, user) < 0)
     return NULL;
   if (!*path || !**path) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required");
@@ -179,9 +179,9 @@ void api_files_mkdir(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_done);
+    struct files_wait *k = api_files_wait(c, answer_done);
     bool parents = json_is_true(json_object_get(o, "parents"));
-    files_wait_started(k, files_mkdir(sb, path, user, parents, files_waited, k, &err), &err);
+    api_files_wait_started(k, files_mkdir(sb, path, user, parents, api_files_waited, k, &err), &err);
   }
   json_decref(o);
 }
@@ -191,13 +191,13 @@ void api_files_move(struct http_conn *c, const struct principal *p) {
   json_t *o = NULL;
   const char *path, *user, *to = NULL;
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
-  int r = sb ? body_string(c, o, "to", FILES_PATH_MAX, &to) : -1;
+  int r = sb ? http_body_string(c, o, "to", FILES_PATH_MAX, &to) : -1;
   struct hutch_err err = {0};
   if (r == 0 || (r == 1 && !*to)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "to is required");
   } else if (r == 1) {
-    struct files_wait *k = files_wait(c, answer_empty);
-    files_wait_started(k, files_move(sb, path, to, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_empty);
+    api_files_wait_started(k, files_move(sb, path, to, user, api_files_waited, k, &err), &err);
   }
   json_decref(o);
 }
@@ -295,8 +295,8 @@ static void dl_start(struct http_conn *c, struct download *d, const struct hutch
   http_watch(c); /* a client that leaves before the first byte is heard */
 }
 
-void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                         void (*ended)(void *arg), void *arg) {
+void api_files_download_then(struct http_conn *c, struct sbx *sb, const char *path,
+                             const char *user, void (*ended)(void *arg), void *arg) {
   struct hutch_err err = {0};
   struct files_sink sink;
   struct download *d = dl_new(c, "application/octet-stream", &sink);
@@ -306,8 +306,8 @@ void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, 
   dl_start(c, d, &err);
 }
 
-void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
-  files_download_then(c, sb, path, user, NULL, NULL);
+void api_files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
+  api_files_download_then(c, sb, path, user, NULL, NULL);
 }
 
 void api_files_read(struct http_conn *c, const struct principal *p) {
@@ -315,7 +315,7 @@ void api_files_read(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_download(c, sb, path, user);
+    api_files_download(c, sb, path, user);
   free(path);
 }
 
@@ -343,7 +343,7 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
 struct upload {
   struct http_conn *c;
   struct files_op *op; /* NULL before the write starts and once it has ended */
-  bool started, gone;  /* files_upload_into came; the client left before it */
+  bool started, gone;  /* api_files_upload_into came; the client left before it */
   bool body_done;      /* the body ended (maybe before the write started) */
   bool told_end;       /* the write was told the end */
   char *early;         /* what came before the write started */
@@ -377,7 +377,7 @@ static void up_abort(void *ctx) {
   if (up->started)
     up_free(up);
   else
-    up->gone = true; /* files_upload_into frees it */
+    up->gone = true; /* api_files_upload_into frees it */
 }
 
 /* Inflate what is pending into the write, until it is all in or the agent
@@ -475,7 +475,7 @@ static void up_body(void *ctx, const char *data, size_t n) {
 static void up_body_end(void *ctx) {
   struct upload *up = ctx;
   up->body_done = true;
-  if (up->started && !up->in) /* else files_upload_into or up_resume ends it */
+  if (up->started && !up->in) /* else api_files_upload_into or up_resume ends it */
     up_finish(up);
 }
 
@@ -505,8 +505,8 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
     answer(c, r);
 }
 
-struct upload *files_upload_later(struct http_conn *c, files_written_fn answer,
-                                  void (*over)(void *arg), void *arg) {
+struct upload *api_files_upload_later(struct http_conn *c, files_written_fn answer,
+                                      void (*over)(void *arg), void *arg) {
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
@@ -548,14 +548,14 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     http_body_resume(up->c);
 }
 
-void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
-                       const struct files_upload_opts *o, const struct hutch_err *why) {
+void api_files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                           const struct files_upload_opts *o, const struct hutch_err *why) {
   upload_into(up, sb, path, user, o, why);
 }
 
-void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  const struct files_upload_opts *o, files_written_fn answer) {
-  upload_into(files_upload_later(c, answer, NULL, NULL), sb, path, user, o, NULL);
+void api_files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                      const struct files_upload_opts *o, files_written_fn answer) {
+  upload_into(api_files_upload_later(c, answer, NULL, NULL), sb, path, user, o, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
@@ -568,6 +568,6 @@ void api_files_write(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_upload(c, sb, path, user, NULL, answer_written);
+    api_files_upload(c, sb, path, user, NULL, answer_written);
   free(path);
 }

@@ -86,7 +86,7 @@ static bool host_route(const struct server *srv, const char *host, unsigned *por
   return true;
 }
 
-bool ports_routed_by_host(const struct server *srv, const struct http_req *req) {
+bool api_ports_routed_by_host(const struct server *srv, const struct http_req *req) {
   unsigned port;
   char id[17];
   return host_route(srv, http_header(req, "Host"), &port, id);
@@ -122,7 +122,7 @@ static void client_gone(void *ctx) {
 
 static const struct http_stream_ops own_ops = {.abort = client_gone};
 
-void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
+void api_ports_sweep(struct sbx *sb, uint64_t idle_ms) {
   for (struct relay *r = sb->ports.first, *next; r; r = next) {
     next = r->next;
     if (relay_idle(r, idle_ms))
@@ -130,7 +130,7 @@ void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
   }
 }
 
-void ports_close_all(struct sbx *sb) {
+void api_ports_close_all(struct sbx *sb) {
   while (sb->ports.first) {
     struct pconn *pc = (struct pconn *)sb->ports.first;
     unlink_conn(pc);
@@ -238,7 +238,7 @@ static bool may_enter(struct http_conn *c, const struct sbx *sb) {
   if (tok)
     return strlen(tok) == SERVE_TOKEN_LEN &&
            CRYPTO_memcmp(tok, sb->traffic_token, SERVE_TOKEN_LEN) == 0;
-  return keys_authenticate(c->srv, &c->req, &p) && sbx_find_own(c->srv, &p, sb->id) == sb;
+  return api_keys_authenticate(c->srv, &c->req, &p) && sbx_find_own(c->srv, &p, sb->id) == sb;
 }
 
 /* A header that carries a credential of hutch's, never passed in: the
@@ -306,15 +306,15 @@ static char *inner_head(struct http_conn *c, const struct sbx *sb, unsigned port
   return head;
 }
 
-void ports_sandbox_missing(struct http_conn *c, const char *id) {
+void api_ports_sandbox_missing(struct http_conn *c, const char *id) {
   char shown[33];
   str_copy(shown, sizeof shown, id);
   c->last_error = "sandbox_not_found";
   http_json(c, 502, json_pack("{s:i,s:s,s:o}", "code", 502, "message", "The sandbox was not found",
-                              "sandboxId", serve_json_text(shown)));
+                              "sandboxId", http_json_text(shown)));
 }
 
-void ports_forward(struct http_conn *c, const struct principal *unused) {
+void api_ports_forward(struct http_conn *c, const struct principal *unused) {
   (void)unused;
   struct server *srv = c->srv;
   struct http_req *req = &c->req;
@@ -369,7 +369,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   if (port == 0 || port > 65535) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
   } else if (!sb && !native) {
-    ports_sandbox_missing(c, id);
+    api_ports_sandbox_missing(c, id);
   } else if (!sb) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
   } else if (!public && !may_enter(c, sb)) {
@@ -379,7 +379,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
                http_header(req, "X-Hutch-Traffic-Token") ||
                http_header(req, "E2B-Traffic-Access-Token");
     if (any && !native)
-      ports_sandbox_missing(c, id);
+      api_ports_sandbox_missing(c, id);
     else if (any)
       http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
     else
@@ -397,7 +397,7 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   } else if (checked && (c->parser.flags & F_CHUNKED)) {
     http_error(c, HUTCH_ERR_LENGTH_REQUIRED, "length_required",
                "a request to this port carries its body with a Content-Length (not chunked)");
-  } else if (sbx_wake(c, sb)) {
+  } else if (api_sbx_wake(c, sb)) {
     str_copy(c->tenant, sizeof c->tenant, sb->tenant);
     struct pconn *pc = xcalloc(1, sizeof *pc);
     pc->srv = srv;

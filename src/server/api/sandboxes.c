@@ -39,16 +39,16 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   }
   if (ar)
     r->auto_resume = json_is_true(ar);
-  if (body_only(c, o, known) < 0 || body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0 ||
-      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
-      body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
-      body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0 ||
-      body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0 ||
-      body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
-      body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
-      body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
-      body_string(c, o, "on_timeout", 8, &on_timeout) < 0 ||
-      body_string(c, o, "isolation", 8, &isolation) < 0)
+  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0 ||
+      http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
+      http_body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
+      http_body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0 ||
+      http_body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0 ||
+      http_body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
+      http_body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
+      http_body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
+      http_body_string(c, o, "on_timeout", 8, &on_timeout) < 0 ||
+      http_body_string(c, o, "isolation", 8, &isolation) < 0)
     return -1;
   if (isolation && (r->isolation = hutch_isolation_parse(isolation)) < 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "isolation must be \"ns\" or \"gvisor\"");
@@ -90,8 +90,8 @@ static void created(struct sbx *sb, const struct hutch_err *err, void *arg) {
 
 static const struct create_ops create_ops = {.wanted = still_wanted, .made = created};
 
-void sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
-                    sandbox_render_fn render) {
+void api_sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
+                        sandbox_render_fn render) {
   struct hutch_err err = {0};
   struct creating_wait *cw = xcalloc(1, sizeof *cw);
   cw->render = render;
@@ -108,10 +108,10 @@ static void render_created(struct http_conn *c, struct sbx *sb) {
 }
 
 void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   struct create_req r;
   if (o && parse_create(c, o, &r) == 0)
-    sandboxes_make(c, p, &r, render_created);
+    api_sandboxes_make(c, p, &r, render_created);
   json_decref(o);
 }
 
@@ -145,7 +145,7 @@ void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
 }
 
 void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (sb)
     http_json(c, 200, sbx_json(sb));
 }
@@ -160,7 +160,7 @@ static void deleted(void *arg) {
 }
 
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   struct http_wait *w = xcalloc(1, sizeof *w);
@@ -168,13 +168,13 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   sbx_destroy_then(sb, deleted, w);
 }
 
-struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
+struct sbx *api_sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
   static const char *const known[] = {"timeout_s", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   *t = -1;
-  bool ok = o && body_only(c, o, known) >= 0 &&
-            body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  bool ok = o && http_body_only(c, o, known) >= 0 &&
+            http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
   json_decref(o);
   return ok ? sb : NULL;
 }
@@ -182,7 +182,7 @@ struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *
 /* A new timeout, counted from now (as E2B's setTimeout). */
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   double t;
-  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  struct sbx *sb = api_sandboxes_timeout_body(c, p, &t);
   if (!sb)
     return;
   if (t < 0) {

@@ -24,7 +24,7 @@
  * (theirs to see in `hutch template ls`), and such a template is public:
  * every tenant would read where the operator keeps images. The name the
  * operator gave the file is shown, the directories above it are not. */
-json_t *templates_view(json_t *rec) {
+json_t *api_templates_view(json_t *rec) {
   json_t *o = json_deep_copy(rec);
   const char *owner = json_string_value(json_object_get(rec, "owner"));
   json_object_set_new(o, "public", json_boolean(!owner || !*owner));
@@ -38,7 +38,7 @@ json_t *templates_view(json_t *rec) {
 void api_templates_list(struct http_conn *c, const struct principal *p) {
   json_t *all = templates_list(c->srv, p), *out = json_array(), *v;
   size_t i;
-  json_array_foreach(all, i, v) json_array_append_new(out, templates_view(v));
+  json_array_foreach(all, i, v) json_array_append_new(out, api_templates_view(v));
   json_decref(all);
   http_json(c, 200, json_pack("{s:o}", "templates", out));
 }
@@ -59,7 +59,7 @@ void api_templates_get(struct http_conn *c, const struct principal *p) {
   _cleanup_free_ char *name = name_param(c);
   json_t *rec = name ? templates_get(c->srv, p, name, &err) : NULL;
   if (rec)
-    http_json(c, 200, templates_view(rec));
+    http_json(c, 200, api_templates_view(rec));
   else if (name)
     http_fail(c, &err);
   json_decref(rec);
@@ -144,7 +144,7 @@ static void await_end(struct template_job *j, void *arg) {
   struct http_conn *c = http_wait_end(&a->w);
   free(a);
   if (c && j->record)
-    http_json(c, 201, templates_view(j->record));
+    http_json(c, 201, api_templates_view(j->record));
   else if (c)
     http_fail(c, &j->err);
 }
@@ -156,7 +156,7 @@ static bool job_live(const struct template_job *j) {
   return j->state == TJOB_QUEUED || j->state == TJOB_BUILDING;
 }
 
-void templates_answer(struct http_conn *c, struct template_job *j) {
+void api_templates_answer(struct http_conn *c, struct template_job *j) {
   if (wants_async(c) && !wants_ndjson(c)) {
     _cleanup_free_ char *loc = xasprintf("Location: /v1/templates/jobs/%s\r\n", j->id);
     json_t *o = templates_job_json(j, 0);
@@ -200,15 +200,15 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
                                       "context", "no_cache", "public",   NULL};
   struct hutch_err err = {0};
   struct template_spec spec = {0};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *ctx_id = NULL;
   char *workdir = NULL, *ctx_path = NULL;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "name", 256, &spec.name) < 0 ||
-      body_string(c, o, "from", 1024, &spec.source) < 0 ||
-      body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0 ||
-      body_string(c, o, "context", 64, &ctx_id) < 0)
+  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "name", 256, &spec.name) < 0 ||
+      http_body_string(c, o, "from", 1024, &spec.source) < 0 ||
+      http_body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0 ||
+      http_body_string(c, o, "context", 64, &ctx_id) < 0)
     goto out;
   spec.insecure = json_is_true(json_object_get(o, "insecure"));
   spec.no_cache = json_is_true(json_object_get(o, "no_cache"));
@@ -237,7 +237,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
   spec.contexts = ctx_path ? contexts : NULL;
   struct template_job *j = templates_start(c->srv, p, &spec, workdir, &err);
   if (j)
-    templates_answer(c, j);
+    api_templates_answer(c, j);
   else
     http_fail(c, &err);
 out:
@@ -369,8 +369,8 @@ static int receive_admit(struct http_conn *c, const struct principal *p, uint64_
   return n ? disk_reserve(c->srv, p, n, err) : 0;
 }
 
-void templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
-                       char *arg) {
+void api_templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
+                           char *arg) {
   struct hutch_err err = {0};
   const char *len = http_header(&c->req, "Content-Length");
   uint64_t n = 0;
@@ -429,7 +429,7 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
    * its reservation. */
   j->held = tpl_upload_size(u);
   disk_hand_on(c->srv, p->tenant, j->held);
-  templates_answer(c, j);
+  api_templates_answer(c, j);
 }
 
 /* POST /v1/templates/import?name=N[&public=true]: the archive is the body. */
@@ -448,7 +448,7 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
   }
   /* The body may be 8 GiB, written to disk as it comes: a job the queue
    * would refuse is refused before a byte of it is read, as the disk
-   * quota refuses a Content-Length too large for it (templates_receive),
+   * quota refuses a Content-Length too large for it (api_templates_receive),
    * not after the upload filled the disk and held the connection. The
    * job is admitted again once the body is in. */
   struct hutch_err err = {0};
@@ -457,7 +457,7 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
     return;
   }
   /* The name rides along to the end; a '+' before it says public. */
-  templates_receive(c, p, imported, xasprintf("%s%s", public ? "+" : "", name));
+  api_templates_receive(c, p, imported, xasprintf("%s%s", public ? "+" : "", name));
 }
 
 static void context_stored(struct http_conn *c, const struct principal *p, struct tpl_upload *u,
@@ -475,5 +475,5 @@ static void context_stored(struct http_conn *c, const struct principal *p, struc
 /* POST /v1/templates/contexts: a build context (a tar, plain or
  * compressed) as the body; answered with its id (its sha256). */
 void api_templates_context(struct http_conn *c, const struct principal *p) {
-  templates_receive(c, p, context_stored, NULL);
+  api_templates_receive(c, p, context_stored, NULL);
 }

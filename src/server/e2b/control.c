@@ -106,7 +106,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
       "templateID", "timeout",  "metadata", "envVars",      "autoPause",
       "autoPauseMemory", "autoResume", "secure", "allow_internet_access", "network",
       "mcp",        "volumeMounts", "iam", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *tmpl = NULL;
@@ -114,10 +114,10 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   json_t *metadata = NULL, *env = NULL;
   json_t *auto_resume = json_object_get(o, "autoResume");
   json_t *vols = json_object_get(o, "volumeMounts");
-  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &tmpl) < 0 ||
-      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
-      body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
-      body_string_map(c, o, "envVars", 256, &env) < 0 ||
+  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &tmpl) < 0 ||
+      http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
+      http_body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
+      http_body_string_map(c, o, "envVars", 256, &env) < 0 ||
       /* mcp is the SDK's to act on: it starts E2B's gateway inside the
        * sandbox itself (mcp-gateway, in templates that have it). */
       refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0 ||
@@ -176,14 +176,14 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   r.secrets = json_object_get(net, "secrets");
   /* E2B's volumeMounts [{name, path}] are the native create's volumes. */
   r.volumes = json_array_size(vols) ? vols : NULL;
-  sandboxes_make(c, p, &r, render_created);
+  api_sandboxes_make(c, p, &r, render_created);
   json_decref(net);
 out:
   json_decref(o);
 }
 
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   json_t *j = e2b_listed_json(sb);
@@ -202,11 +202,11 @@ void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
  * request whose body has only the fields known; NULL after an error. */
 static struct sbx *timeout_body(struct http_conn *c, const struct principal *p,
                                 const char *const *known, uint64_t *t) {
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   *t = 0;
-  bool ok = o && body_only(c, o, known) >= 0 &&
-            body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  bool ok = o && http_body_only(c, o, known) >= 0 &&
+            http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
   json_decref(o);
   return ok ? sb : NULL;
 }
@@ -256,10 +256,10 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
 void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"duration", NULL};
   uint64_t d = REFRESH_MIN_S;
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
-  bool ok = sb && (!c->req.body_len || (o && body_only(c, o, known) >= 0 &&
-                                        body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0));
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? http_body_object(c) : NULL;
+  bool ok = sb && (!c->req.body_len || (o && http_body_only(c, o, known) >= 0 &&
+                                        http_body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0));
   json_decref(o);
   if (!ok)
     return;
@@ -284,9 +284,9 @@ static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void 
  * when it is paused already (the SDK's pause() then answers false). */
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"memory", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
-  if (!sb || (c->req.body_len && (!o || body_only(c, o, known) < 0))) {
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? http_body_object(c) : NULL;
+  if (!sb || (c->req.body_len && (!o || http_body_only(c, o, known) < 0))) {
     json_decref(o);
     return;
   }
@@ -330,7 +330,7 @@ const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
   } else if (auth && strncasecmp(auth, "Basic ", 6) == 0) {
     uint8_t *raw;
     size_t n;
-    ok = b64_decode(auth + 6, &raw, &n) == 0;
+    ok = http_b64_decode(auth + 6, &raw, &n) == 0;
     if (ok) {
       uint8_t *colon = memchr(raw, ':', n);
       user = colon && (size_t)(colon - raw) == n - 1 ? known_user(sb, (char *)raw, n - 1) : NULL;
@@ -369,11 +369,11 @@ static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {
 /* Snapshots: {name?} -> {snapshotID, names}. */
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
-    snapshots_take(c, p, sb, name, e2b_snapshot_made);
+  if (o && http_body_only(c, o, known) >= 0 && http_body_string(c, o, "name", 128, &name) >= 0)
+    api_snapshots_take(c, p, sb, name, e2b_snapshot_made);
   json_decref(o);
 }
 
@@ -393,11 +393,11 @@ static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *mad
  * not the memory (docs/e2b.md). */
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"count", "timeout", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   uint64_t count = 1, t = 0;
-  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
-      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
-    forks_make(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
+  if (o && http_body_only(c, o, known) >= 0 && http_body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
+      http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
+    api_forks_make(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
   json_decref(o);
 }

@@ -88,11 +88,11 @@ static bool path_ok(struct http_conn *c, const char *path) {
  * field key); NULL after an error answer. */
 static struct sbx *path_call(struct http_conn *c, const struct principal *p, const char *key,
                              json_t **m, char **path, const char **user) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   *m = NULL;
   *path = NULL;
   if (!sb || !(*user = e2b_user(c, sb)) ||
-      !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
+      !(*m = http_connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
     return NULL;
   json_t *v = json_object_get(*m, key);
   if (!path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
@@ -116,8 +116,8 @@ static void one_path(struct http_conn *c, const struct principal *p, start_fn st
   struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer);
-    files_wait_started(k, start(sb, path, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer);
+    api_files_wait_started(k, start(sb, path, user, api_files_waited, k, &err), &err);
   }
   free(path);
   json_decref(m);
@@ -158,9 +158,9 @@ void e2b_fs_list(struct http_conn *c, const struct principal *p) {
   if (sb && (depth < 1 || depth > 64 || (d && !json_is_integer(d)))) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth is from 1 to 64");
   } else if (sb) {
-    struct files_wait *k = files_wait(c, answer_list);
-    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
-                       &err);
+    struct files_wait *k = api_files_wait(c, answer_list);
+    api_files_wait_started(k, files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err),
+                           &err);
   }
   free(path);
   json_decref(m);
@@ -200,8 +200,8 @@ static void answer_moved(struct http_conn *c, const struct files_result *r,
   } else if (!sb) {
     http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended during the move");
   } else if (user) {
-    struct files_wait *k = files_wait(c, answer_entry);
-    files_wait_started(k, files_stat(sb, r->path, user, files_waited, k, &serr), &serr);
+    struct files_wait *k = api_files_wait(c, answer_entry);
+    api_files_wait_started(k, files_stat(sb, r->path, user, api_files_waited, k, &serr), &serr);
   }
 }
 
@@ -214,8 +214,8 @@ void e2b_fs_move(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   if (sb && json_is_string(dest) && path_ok(c, json_string_value(dest))) {
     char *to = e2b_path(json_string_value(dest), user);
-    struct files_wait *k = files_wait(c, answer_moved);
-    files_wait_started(k, files_move(sb, from, to, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_moved);
+    api_files_wait_started(k, files_move(sb, from, to, user, api_files_waited, k, &err), &err);
     free(to);
   } else if (sb && !json_is_string(dest)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "destination is required");
@@ -307,7 +307,7 @@ static json_t *fs_event(const struct watch *w, json_t *ev) {
   for (size_t i = 0; type && path && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0) {
       const char *name = strncmp(path, w->root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
-      json_t *fe = json_pack("{s:o,s:s}", "name", serve_json_text(name), "type", types[i][1]);
+      json_t *fe = json_pack("{s:o,s:s}", "name", http_json_text(name), "type", types[i][1]);
       if (json_is_object(json_object_get(ev, "entry")))
         json_object_set_new(fe, "entry", entry_info(json_object_get(ev, "entry")));
       return fe;
@@ -319,9 +319,9 @@ static void watch_ready(struct watch *w) {
   w->ready = true;
   struct http_conn *c = w->c;
   if (!w->polled) {
-    connect_stream_start(c, &watch_ops, w);
+    http_connect_stream_start(c, &watch_ops, w);
     if (w->c)
-      connect_send(c, json_pack("{s:{}}", "start"));
+      http_connect_send(c, json_pack("{s:{}}", "start"));
   } else {
     w->c = NULL;
     w->next = w->sb->watches;
@@ -341,7 +341,7 @@ static bool watch_event(void *arg, json_t *ev) {
   } else if (w->ready) {
     json_t *fe = fs_event(w, ev);
     if (fe && !w->polled)
-      connect_send(w->c, json_pack("{s:o}", "filesystem", fe));
+      http_connect_send(w->c, json_pack("{s:o}", "filesystem", fe));
     else if (fe && json_array_size(w->events) < WATCH_EVENTS_MAX)
       json_array_append_new(w->events, fe);
     else if (fe) {
@@ -380,7 +380,7 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     http_own(c, NULL, NULL);
     struct hutch_err end = {0};
     hutch_err_fail(&end, HUTCH_ERR_UNAVAILABLE, NULL, "%s", err ? err->msg : "the watch ended");
-    connect_end(c, &end);
+    http_connect_end(c, &end);
     watch_free(w);
   } /* a polled watcher stays until removed: its events can still be read */
 }
@@ -433,8 +433,8 @@ void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p) {
 }
 
 static struct watch *watcher(struct http_conn *c, const struct principal *p, json_t **m) {
-  struct sbx *sb = sbx_lookup(c, p);
-  *m = sb ? connect_request(c, 0) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  *m = sb ? http_connect_request(c, 0) : NULL;
   const char *id = json_string_value(json_object_get(*m, "watcherId"));
   for (struct watch *w = *m ? sb->watches : NULL; w; w = w->next)
     if (id && strcmp(w->id, id) == 0)
@@ -484,7 +484,7 @@ void e2b_watches_free(struct sbx *sb) {
  * username in the query); NULL after an error answer. */
 static struct sbx *files_target(struct http_conn *c, const struct principal *p, char **path,
                                 const char **user, bool required) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   *path = NULL;
   if (!sb || !(*user = e2b_user(c, sb)))
     return NULL;
@@ -505,7 +505,7 @@ void e2b_files_read(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = files_target(c, p, &path, &user, true);
   if (sb)
-    files_download(c, sb, path, user);
+    api_files_download(c, sb, path, user);
   free(path);
 }
 
@@ -513,8 +513,8 @@ void e2b_files_read(struct http_conn *c, const struct principal *p) {
  * (done: the write's result, which has the metadata set). */
 static json_t *written(const char *path, json_t *done) {
   const char *slash = strrchr(path, '/');
-  return json_pack("{s:o,s:s,s:o,s:O*}", "name", serve_json_text(slash ? slash + 1 : path),
-                   "type", "file", "path", serve_json_text(path), "metadata",
+  return json_pack("{s:o,s:s,s:o,s:O*}", "name", http_json_text(slash ? slash + 1 : path),
+                   "type", "file", "path", http_json_text(path), "metadata",
                    json_object_get(done, "metadata"));
 }
 
@@ -611,7 +611,7 @@ static void upload_maybe_end(struct upload *up) {
   else if (c)
     http_json(c, 200, json_incref(up->results));
   free(up->path);
-  multipart_free(&up->mp);
+  http_multipart_free(&up->mp);
   json_decref(up->results);
   json_decref(up->metadata);
   free(up);
@@ -657,7 +657,7 @@ static void part_resume(void *arg) {
 
 static void part_begin(void *ctx, const char *headers) {
   struct upload *up = ctx;
-  char *name = multipart_filename(headers);
+  char *name = http_multipart_filename(headers);
   up->cur = NULL;
   if (!name)
     return; /* not a file: its bytes are skipped */
@@ -718,12 +718,12 @@ static const struct multipart_ops part_ops = {
 
 static void mp_body(void *ctx, const char *data, size_t n) {
   struct upload *up = ctx;
-  multipart_feed(&up->mp, data, n);
+  http_multipart_feed(&up->mp, data, n);
 }
 
 static void mp_body_end(void *ctx) {
   struct upload *up = ctx;
-  if (!multipart_done(&up->mp)) { /* cut short: what was written in part is an error */
+  if (!http_multipart_done(&up->mp)) { /* cut short: what was written in part is an error */
     up->bad = true;
     part_close(up);
   }
@@ -774,7 +774,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
   } else if (!(meta = upload_metadata(c))) {
     /* answered */
   } else if (multipart) {
-    char *b = multipart_boundary(ctype);
+    char *b = http_multipart_boundary(ctype);
     if (!b) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "multipart/form-data needs a boundary");
     } else {
@@ -783,7 +783,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
       str_copy(up->user, sizeof up->user, user);
       up->path = path;
       path = NULL;
-      multipart_init(&up->mp, b, &part_ops, up);
+      http_multipart_init(&up->mp, b, &part_ops, up);
       up->results = json_array();
       up->metadata = json_incref(meta);
       free(b);
@@ -793,7 +793,7 @@ void e2b_files_write(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
   } else {
     struct files_upload_opts o = {.gzip = gzip, .write = {meta, true}};
-    files_upload(c, sb, path, user, &o, answer_written);
+    api_files_upload(c, sb, path, user, &o, answer_written);
   }
   json_decref(meta);
   free(path);

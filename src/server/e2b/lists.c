@@ -33,7 +33,7 @@ static json_t *metadata_filter(const char *q) {
     char *key = NULL, *value = NULL;
     s = http_query_next(s, &key, &value);
     if (key && value) {
-      json_object_set_new(want, key, serve_json_text(value));
+      json_object_set_new(want, key, http_json_text(value));
     } else {
       json_decref(want);
       want = NULL;

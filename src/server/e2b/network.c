@@ -232,7 +232,7 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {
       "allowOut", "denyOut", "egressProxy", "rules", "allow_internet_access", NULL};
   struct sbx *sb;
-  json_t *o = network_request(c, p, known, &sb);
+  json_t *o = api_network_request(c, p, known, &sb);
   if (!o)
     return;
   json_t *t = translate(c, p->tenant, json_object_get(o, "allow_internet_access"), o, -1);

@@ -39,9 +39,9 @@ static void e2b_point(const struct usage_point *pt, void *arg) {
 }
 
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
+  if (!sb || api_usage_range(c, &start, &end) < 0)
     return;
   json_t *a = json_array();
   usage_points(sb, start, end, e2b_point, a);
@@ -80,7 +80,7 @@ void e2b_team_metrics(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct usage_total u;
   int64_t start, end, now = wall_ms();
-  if (usage_range(c, &start, &end) < 0)
+  if (api_usage_range(c, &start, &end) < 0)
     return;
   if (usage_of(c->srv, p, c->req.params[0], &u, &err) < 0) {
     http_fail(c, &err);
@@ -190,7 +190,7 @@ static json_t *logs_of(const struct sbx *sb, const struct logs_query *q) {
 
 void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p) {
   struct logs_query q = {.limit = LOGS_DEFAULT, .search = http_query(&c->req, "search")};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (sb && logs_query(c, &q, "cursor"))
     http_json(c, 200, json_pack("{s:o}", "logs", logs_of(sb, &q)));
   free(q.search);
@@ -200,7 +200,7 @@ void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p) {
  * logEntries}. */
 void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p) {
   struct logs_query q = {.limit = LOGS_DEFAULT};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb || !logs_query(c, &q, "start"))
     return;
   json_t *entries = logs_of(sb, &q), *lines = json_array(), *v;

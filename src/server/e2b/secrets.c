@@ -168,10 +168,10 @@ static int check_metadata(struct http_conn *c, json_t *o, char **text) {
 
 void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", "value", "metadata", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *name = NULL, *value = NULL;
   char *meta = NULL;
-  if (!o || body_only(c, o, known) < 0 || body_string(c, o, "name", SECRET_NAME_MAX, &name) < 0 ||
+  if (!o || http_body_only(c, o, known) < 0 || http_body_string(c, o, "name", SECRET_NAME_MAX, &name) < 0 ||
       check_value(c, o, &value) < 0 || check_metadata(c, o, &meta) < 0)
     goto out;
   char lower[SECRET_NAME_MAX + 1];
@@ -258,11 +258,11 @@ void e2b_secrets_get(struct http_conn *c, const struct principal *p) {
 
 void e2b_secrets_update(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"value", "metadata", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *value = NULL;
   char *meta = NULL;
   struct found f = {0};
-  if (!o || body_only(c, o, known) < 0 || check_value(c, o, &value) < 0 ||
+  if (!o || http_body_only(c, o, known) < 0 || check_value(c, o, &value) < 0 ||
       check_metadata(c, o, &meta) < 0 || lookup(c, p->tenant, c->req.params[0], &f) < 0)
     goto out;
   if (!f.one) {

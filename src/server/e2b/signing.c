@@ -121,7 +121,7 @@ struct sbx *e2b_signed_sandbox(struct http_conn *c) {
   if (!found)
     http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                q.sig ? "invalid signature" : "a signature (signature=) or the sandbox's headers are required");
-  else if (!in_time(c, &q) || !sbx_wake(c, found))
+  else if (!in_time(c, &q) || !api_sbx_wake(c, found))
     found = NULL;
   signed_query_free(&q);
   return found;

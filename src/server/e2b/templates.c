@@ -50,7 +50,7 @@ static bool tags_ok(json_t *tags) {
  * the sandbox defaults, and sandboxes take their own at create. */
 void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *name = json_string_value(json_object_get(o, "name"));
@@ -156,7 +156,7 @@ void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
     return;
   }
-  templates_receive(c, &owner, upload_stored, xstrdup(hash));
+  api_templates_receive(c, &owner, upload_stored, xstrdup(hash));
 }
 
 /* E2B's base image (the SDK's fromBaseImage(): e2bdev/base from Docker
@@ -194,7 +194,7 @@ static char *base_user(struct http_conn *c, const struct principal *p, json_t *s
 void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct template_job *j = build_of(c, p);
-  json_t *o = j ? body_object(c) : NULL;
+  json_t *o = j ? http_body_object(c) : NULL;
   if (!o)
     return;
   e2b_base(c, p, o);
@@ -267,7 +267,7 @@ static json_t *log_entry(json_t *ev) {
   char *text = event_text(ev, name);
   bool bad = strcmp(name, "error") == 0 || strcmp(name, "failed") == 0;
   json_t *o = json_pack("{s:s,s:s,s:o}", "timestamp", ts, "level", bad ? "error" : "info",
-                        "message", serve_json_text(text ? text : ""));
+                        "message", http_json_text(text ? text : ""));
   free(text);
   return o;
 }
@@ -368,7 +368,7 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
 /* POST /templates/tags {target: "NAME:TAG", tags}: the build target
  * names gets the tags (they leave the name's other builds). */
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *target = json_string_value(json_object_get(o, "target"));
@@ -392,7 +392,7 @@ void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
 /* DELETE /templates/tags {name, tags}: the tags leave the name's builds
  * (a build left with none goes). */
 void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *name = json_string_value(json_object_get(o, "name"));
@@ -414,7 +414,7 @@ void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
   json_t *snap = snapshots_get(c->srv, p->tenant, c->req.params[0]);
   if (snap) {
     json_decref(snap);
-    snapshots_drop(c, p, c->req.params[0]);
+    api_snapshots_drop(c, p, c->req.params[0]);
     return;
   }
   struct http_wait *w = api_wait(c);

@@ -38,12 +38,12 @@ static void render(struct http_conn *c, json_t *vol, const struct principal *p) 
 /* POST /volumes {name} */
 void e2b_volumes_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0) {
+  if (o && http_body_only(c, o, known) >= 0 && http_body_string(c, o, "name", 63, &name) >= 0) {
     if (*name && !name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")])
-      volumes_make(c, p, name, E2B_VOLUME_MB, render);
+      api_volumes_make(c, p, name, E2B_VOLUME_MB, render);
     else
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "name: letters, digits, '_' and '-'");
   }
@@ -294,7 +294,7 @@ static void content_go(struct content *k, struct sbx *sb, const struct hutch_err
     /* Without force, only where nothing is: the agent's O_EXCL decides,
      * so two such writes at once cannot both write. */
     const struct files_upload_opts o = {.write = {.exclusive = !k->force}};
-    files_upload_into(k->up, sb, k->path, "user", &o, why);
+    api_files_upload_into(k->up, sb, k->path, "user", &o, why);
     return;
   }
   struct http_conn *c = http_wait_end(&k->w);
@@ -302,7 +302,7 @@ static void content_go(struct content *k, struct sbx *sb, const struct hutch_err
   if (c && !sb) {
     http_fail(c, why);
   } else if (c && k->op == C_READ) {
-    files_download_then(c, sb, k->path, "user", content_end, k);
+    api_files_download_then(c, sb, k->path, "user", content_end, k);
     return;
   } else if (c) {
     http_wait_begin(&k->w, c);
@@ -359,7 +359,7 @@ static void content(struct http_conn *c, enum content_op op) {
   k->force = flag(c, "force");
   k->created = op == C_MKDIR || op == C_WRITE;
   if (op == C_WRITE)
-    k->up = files_upload_later(c, written, content_end, k);
+    k->up = api_files_upload_later(c, written, content_end, k);
   else
     http_wait_begin(&k->w, c);
   content_start(k, &p);

@@ -89,8 +89,8 @@ static void on_readable(uv_poll_t *h, int status, int events) {
   }
 }
 
-int accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t len,
-                 struct hutch_err *err) {
+int http_accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t len,
+                      struct hutch_err *err) {
   int one = 1;
   srv->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (srv->listen_fd < 0)
@@ -108,14 +108,14 @@ int accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t l
   return 0;
 }
 
-void accept_stop(struct http_server *srv) {
+void http_accept_stop(struct http_server *srv) {
   if (!uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, NULL);
   if (!uv_is_closing((uv_handle_t *)&srv->accept_retry))
     uv_close((uv_handle_t *)&srv->accept_retry, NULL);
 }
 
-void accept_close(struct http_server *srv) {
+void http_accept_close(struct http_server *srv) {
   if (srv->listen_fd >= 0)
     close(srv->listen_fd);
   if (srv->spare_fd >= 0)

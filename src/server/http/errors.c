@@ -116,26 +116,26 @@ static void answer(struct http_conn *c, enum hutch_errkind kind, const char *cod
     http_respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), extra);
     return;
   case DIALECT_E2B:
-    j = json_pack("{s:i,s:o}", "code", status, "message", serve_json_text(msg));
+    j = json_pack("{s:i,s:o}", "code", status, "message", http_json_text(msg));
     break;
   case DIALECT_CONNECT:
     j = json_pack("{s:s,s:o}", "code", http_connect_code(kind, code), "message",
-                  serve_json_text(msg));
+                  http_json_text(msg));
     break;
   case DIALECT_CONNECT_STREAM: {
     /* A stream's error is its end-of-stream message; the status is 200. */
     size_t n;
-    char *env = connect_envelope(CONNECT_END_STREAM,
-                                 json_pack("{s:{s:s,s:o}}", "error", "code",
-                                           http_connect_code(kind, code), "message",
-                                           serve_json_text(msg)),
+    char *env = http_connect_envelope(CONNECT_END_STREAM,
+                                      json_pack("{s:{s:s,s:o}}", "error", "code",
+                                                http_connect_code(kind, code), "message",
+                                                http_json_text(msg)),
                                  &n);
     http_respond(c, 200, "application/connect+json", env, n, NULL);
     free(env);
     return;
   }
   default:
-    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg));
+    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", http_json_text(msg));
     break;
   }
   size_t n;

@@ -442,7 +442,7 @@ void http_accept(struct http_server *srv, int fd) {
 
 void http_close_all(struct http_server *srv) {
   srv->stopping = true;
-  accept_stop(srv);
+  http_accept_stop(srv);
   for (struct http_conn *c = srv->conns; c; c = c->next)
     conn_close(c);
 }
@@ -688,7 +688,7 @@ char *http_json_line(json_t *j, size_t *len) {
   /* No JSON: out of memory, or a json_pack given what is not UTF-8, which
    * cannot be, as every string of a request was checked as it came
    * (on_headers_complete, query.c) and a sandbox's text goes through
-   * serve_json_text. A broken invariant, then (http_json answers it). */
+   * http_json_text. A broken invariant, then (http_json answers it). */
   if (!s)
     abort();
   size_t n = strlen(s);

@@ -231,7 +231,7 @@ struct http_wait {
 void http_wait_begin(struct http_wait *w, struct http_conn *c);
 struct http_conn *http_wait_end(struct http_wait *w);
 
-/* Routes that stream their request body (serve_streams_body) are
+/* Routes that stream their request body (routes_streams_body) are
  * dispatched once the headers are read; the handler calls http_body_start
  * to take the body piece by piece (ops->body, then ops->body_end), or
  * answers at once to refuse it. Pausing stops reading from the client. */
@@ -277,10 +277,10 @@ const char *http_status_text(int status);
 /* accept.c: listen on sa, accepting by hand (a 503 when out of
  * descriptors); stop listening. */
 struct hutch_err;
-int accept_start(struct http_server *hs, const struct sockaddr *sa, socklen_t len,
-                 struct hutch_err *err);
-void accept_stop(struct http_server *hs);
+int http_accept_start(struct http_server *hs, const struct sockaddr *sa, socklen_t len,
+                      struct hutch_err *err);
+void http_accept_stop(struct http_server *hs);
 /* The listening socket's and the spare's descriptors closed (after the loop). */
-void accept_close(struct http_server *hs);
+void http_accept_close(struct http_server *hs);
 
 #endif

@@ -11,6 +11,6 @@ struct server;
 #define SERVE_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(10))
 
 /* A JSON string of text that may not be valid UTF-8. */
-json_t *serve_json_text(const char *s);
+json_t *http_json_text(const char *s);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-char *multipart_boundary(const char *ctype) {
+char *http_multipart_boundary(const char *ctype) {
   const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
   if (!b)
     return NULL;
@@ -17,7 +17,7 @@ char *multipart_boundary(const char *ctype) {
   return n >= 1 && n <= 70 ? strndup(b, n) : NULL;
 }
 
-char *multipart_filename(const char *headers) {
+char *http_multipart_filename(const char *headers) {
   for (const char *h = headers; h && *h; h = strstr(h, "\r\n") ? strstr(h, "\r\n") + 2 : NULL) {
     if (strncasecmp(h, "Content-Disposition:", 20) != 0)
       continue;
@@ -42,8 +42,8 @@ char *multipart_filename(const char *headers) {
   return NULL;
 }
 
-void multipart_init(struct multipart *mp, const char *boundary, const struct multipart_ops *ops,
-                    void *ctx) {
+void http_multipart_init(struct multipart *mp, const char *boundary,
+                         const struct multipart_ops *ops, void *ctx) {
   *mp = (struct multipart){.ops = ops, .ctx = ctx, .state = MP_PREAMBLE};
   mp->delim = xasprintf("\r\n--%s", boundary);
   mp->dlen = strlen(mp->delim);
@@ -120,7 +120,7 @@ static void parse(struct multipart *mp) {
   mp->nbuf -= off;
 }
 
-void multipart_feed(struct multipart *mp, const char *p, size_t n) {
+void http_multipart_feed(struct multipart *mp, const char *p, size_t n) {
   if (mp->state == MP_DONE)
     return;
   mp->buf = xrealloc(mp->buf, mp->nbuf + n);
@@ -129,9 +129,9 @@ void multipart_feed(struct multipart *mp, const char *p, size_t n) {
   parse(mp);
 }
 
-bool multipart_done(const struct multipart *mp) { return mp->state == MP_DONE; }
+bool http_multipart_done(const struct multipart *mp) { return mp->state == MP_DONE; }
 
-void multipart_free(struct multipart *mp) {
+void http_multipart_free(struct multipart *mp) {
   free(mp->delim);
   free(mp->buf);
   mp->delim = mp->buf = NULL;
