@@ -25,5 +25,7 @@ int http_body_string_map(struct http_conn *c, json_t *o, const char *key, size_t
 int http_body_only(struct http_conn *c, json_t *o, const char *const *known);
 /* The first field of o not named, or NULL. */
 const char *http_body_unknown(json_t *o, const char *const *known);
+/* TEMPORARY (issue 48 lanes): the old name core/network.c still calls. */
+#define body_unknown http_body_unknown
 
 #endif
