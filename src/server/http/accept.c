@@ -95,11 +95,16 @@ int http_accept_start(struct http_server *srv, const struct sockaddr *sa, sockle
   srv->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (srv->listen_fd < 0)
     return hutch_err_set(err, errno, "socket");
-  if (setsockopt(srv->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-      bind(srv->listen_fd, sa, len) < 0 || listen(srv->listen_fd, 511) < 0)
+  if (setsockopt(srv->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
     return hutch_err_set(err, errno, "listening");
+  if (bind(srv->listen_fd, sa, len) < 0)
+    return hutch_err_set(err, errno, "listening");
+  if (listen(srv->listen_fd, 511) < 0)
+    return hutch_err_set(err, errno, "listening");
+
   spare_open(srv);
   overloaded_text(srv);
+
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_poll_init_socket(srv->loop, &srv->listener, srv->listen_fd);

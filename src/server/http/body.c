@@ -1,5 +1,6 @@
 /* Request bodies: JSON parsed by jansson, fields checked for type and
- * range, every refusal a 400 that names the field. */
+ * range, every refusal a 400 that names the field; and json.h's
+ * http_json_text, any text as a JSON string. */
 #include "http/body.h"
 
 #include <math.h>

@@ -1,4 +1,5 @@
-/* Connect RPC framing over hutch's HTTP connections (connect.h). */
+/* Connect RPC framing over hutch's HTTP connections (connect.h), and the
+ * base64 in which its JSON messages carry bytes. */
 
 #include "http/connect.h"
 
@@ -95,6 +96,15 @@ char *http_b64_encode(const void *data, size_t n) {
   return out;
 }
 
+/* A character of the URL-safe alphabet in the standard one. */
+static char b64_standard(char ch) {
+  if (ch == '-')
+    return '+';
+  if (ch == '_')
+    return '/';
+  return ch;
+}
+
 int http_b64_decode(const char *s, uint8_t **out, size_t *n) {
   size_t len = strlen(s);
   while (len && s[len - 1] == '=')
@@ -103,17 +113,21 @@ int http_b64_decode(const char *s, uint8_t **out, size_t *n) {
    * zero bits, so "Zm9v====Zg" would decode to "foo\0\0\0f". */
   if (len % 4 == 1 || memchr(s, '=', len))
     return -1;
+
   /* To the standard alphabet, padded, as EVP_DecodeBlock wants it. */
   size_t padded = (len + 3) / 4 * 4;
   char *std = xmalloc(padded + 1);
   for (size_t i = 0; i < len; i++)
-    std[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+    std[i] = b64_standard(s[i]);
   memset(std + len, '=', padded - len);
   std[padded] = '\0';
+
   *out = xmalloc(padded / 4 * 3 + 1);
   int r = EVP_DecodeBlock(*out, (unsigned char *)std, (int)padded);
   free(std);
-  if (r < 0 || (padded && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=") != strlen(s))) {
+  bool stray = padded && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                   "0123456789+/-_=") != strlen(s);
+  if (r < 0 || stray) {
     free(*out);
     *out = NULL;
     return -1;

@@ -180,6 +180,11 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
                       const struct http_handlers *h, unsigned max_conns);
 /* Accept a connection from the listening socket and start reading it. */
 void http_accept(struct http_server *hs, int fd);
+/* request.c: http-parser's callbacks, which fill a connection's request
+ * (c->req) as http.c feeds the parser its bytes; and what frees a request
+ * and empties it. */
+extern const http_parser_settings http_request_settings;
+void http_request_free(struct http_req *r);
 /* Whether every header of req is UTF-8 and its query decodes (each key
  * and value: query.c), so that a handler may put any of them in JSON:
  * NULL, or why not and the error code that says so (bad_request for the

@@ -1,4 +1,5 @@
-/* How the server writes JSON. */
+/* How the server writes JSON: the flags of every body and line, and a JSON
+ * string of text that may not be UTF-8 (body.c). */
 #ifndef HUTCH_HTTP_JSON_H
 #define HUTCH_HTTP_JSON_H
 

@@ -1,4 +1,5 @@
-/* multipart/form-data, parsed as it comes (multipart.h). */
+/* multipart/form-data parsed as it comes (multipart.h): the boundary and a
+ * part's file name read from headers, and the parser fed piece by piece. */
 
 #include "http/multipart.h"
 
@@ -60,6 +61,7 @@ static void parse(struct multipart *mp) {
   for (;;) {
     char *at = mp->buf + off;
     size_t left = mp->nbuf - off;
+
     if (mp->state == MP_PREAMBLE) {
       /* The first delimiter has no CRLF before it. */
       char *d = memmem(at, left, mp->delim + 2, mp->dlen - 2);
@@ -68,6 +70,7 @@ static void parse(struct multipart *mp) {
           off += left - mp->dlen;
         break;
       }
+
       off = (size_t)(d - mp->buf) + mp->dlen - 2;
       mp->state = MP_AFTER;
     } else if (mp->state == MP_AFTER) {
@@ -94,6 +97,7 @@ static void parse(struct multipart *mp) {
         }
         break;
       }
+
       char *headers = strndup(at, (size_t)(e - at) + 2);
       mp->ops->begin(mp->ctx, headers);
       free(headers);
@@ -107,6 +111,7 @@ static void parse(struct multipart *mp) {
         off += safe;
         break;
       }
+
       data(mp, at, (size_t)(d - at));
       mp->ops->end(mp->ctx);
       off = (size_t)(d - mp->buf) + mp->dlen;
@@ -116,6 +121,7 @@ static void parse(struct multipart *mp) {
       break;
     }
   }
+
   memmove(mp->buf, mp->buf + off, mp->nbuf - off);
   mp->nbuf -= off;
 }
