@@ -1,4 +1,6 @@
-/* The native API's shared parts: sandboxes, exec, snapshots and files. */
+/* What the native API (api/) shares with E2B's (e2b/): the sandbox a
+ * request names, and the creates, execs, snapshots, forks, file streams,
+ * volumes, templates and usage both front ends answer alike. */
 #ifndef HUTCH_API_API_H
 #define HUTCH_API_API_H
 

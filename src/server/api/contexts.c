@@ -45,16 +45,29 @@ static struct context *route_context(struct http_conn *c, const struct principal
   return cx;
 }
 
-void api_contexts_create(struct http_conn *c, const struct principal *p) {
+/* A create's {language, cwd, env}: 0, or -1 after a 400. */
+static int create_fields(struct http_conn *c, json_t *o, const char **lang, const char **cwd,
+                         json_t **env) {
   static const char *const known[] = {"language", "cwd", "env", NULL};
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "language", 15, lang) < 0)
+    return -1;
+  if (http_body_string(c, o, "cwd", 4095, cwd) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", 1024, env) < 0)
+    return -1;
+  return 0;
+}
+
+void api_contexts_create(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct sbx *sb = api_sbx_lookup_live(c, p);
   json_t *o = sb ? http_body_object(c) : NULL, *env = NULL;
   const char *lang = "python", *cwd = NULL;
   if (!o)
     return;
-  if (http_body_only(c, o, known) >= 0 && http_body_string(c, o, "language", 15, &lang) >= 0 &&
-      http_body_string(c, o, "cwd", 4095, &cwd) >= 0 && http_body_string_map(c, o, "env", 1024, &env) >= 0) {
+  if (create_fields(c, o, &lang, &cwd, &env) == 0) {
     struct context *cx = contexts_create(sb, lang, cwd, env, &err);
     if (cx)
       http_json(c, 201, context_json(cx));
@@ -172,16 +185,31 @@ static bool sink_full(void *arg) {
   return http_queued(arg) >= HTTP_STREAM_HIGH;
 }
 
-void api_contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
+/* A cell's {code, env, timeout_s} and, with code, its {context_id,
+ * language}, into r: 0, or -1 after a 400. */
+static int cell_fields(struct http_conn *c, json_t *o, struct cell_request *r) {
   static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "code", CONTEXTS_CODE_MAX, &r->code) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", 1024, &r->env) < 0)
+    return -1;
+  if (http_body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0)
+    return -1;
+  if (!r->code)
+    return 0;
+  if (http_body_string(c, o, "context_id", 16, &r->context_id) < 0)
+    return -1;
+  if (http_body_string(c, o, "language", 15, &r->language) < 0)
+    return -1;
+  return 0;
+}
+
+void api_contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
   struct cell_request r = {.timeout_s = CONTEXTS_CELL_TIMEOUT_S};
   struct hutch_err err = {0};
-  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "code", CONTEXTS_CODE_MAX, &r.code) < 0 ||
-      http_body_string_map(c, o, "env", 1024, &r.env) < 0 ||
-      http_body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &r.timeout_s) < 0)
-    return;
-  if (r.code && (http_body_string(c, o, "context_id", 16, &r.context_id) < 0 ||
-                 http_body_string(c, o, "language", 15, &r.language) < 0))
+  if (cell_fields(c, o, &r) < 0)
     return;
   struct cell_sink sink = {sink_start, e2b ? sink_event_e2b : sink_event, sink_end, sink_full, c};
   if (contexts_run(sb, &r, &sink, &err) < 0)

@@ -75,6 +75,16 @@ static void answer_list(struct http_conn *c, const struct files_result *r,
 
 /* ---- requests ---- */
 
+/* The user a request's ?user= names: "user" (also when it names none),
+ * "root", or NULL for any other. */
+static const char *query_user(const char *u) {
+  if (!u || strcmp(u, "user") == 0)
+    return "user";
+  if (strcmp(u, "root") == 0)
+    return "root";
+  return NULL;
+}
+
 /* The sandbox, the path and the user of a file request, or NULL after
  * an error answer. *path is malloc'd. */
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
@@ -85,7 +95,7 @@ static struct sbx *file_target(struct http_conn *c, const struct principal *p, c
   if (!sb)
     return NULL;
   char *u = http_query(&c->req, "user");
-  *user = !u || strcmp(u, "user") == 0 ? "user" : strcmp(u, "root") == 0 ? "root" : NULL;
+  *user = query_user(u);
   free(u);
   *path = http_query(&c->req, "path");
   if (!*user)
@@ -115,7 +125,8 @@ void api_files_delete(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   if (sb) {
     struct files_wait *k = api_files_wait(c, answer_empty);
-    api_files_wait_started(k, files_remove(sb, path, user, recursive, api_files_waited, k, &err), &err);
+    int r = files_remove(sb, path, user, recursive, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
 }
@@ -127,7 +138,8 @@ void api_files_stat(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   if (sb) {
     struct files_wait *k = api_files_wait(c, answer_done);
-    api_files_wait_started(k, files_stat(sb, path, user, api_files_waited, k, &err), &err);
+    int r = files_stat(sb, path, user, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
 }
@@ -142,8 +154,8 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth must be from 1 to 64");
   } else if (sb) {
     struct files_wait *k = api_files_wait(c, answer_list);
-    api_files_wait_started(k, files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err),
-                           &err);
+    int r = files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(d);
   free(path);
@@ -158,9 +170,13 @@ static struct sbx *json_target(struct http_conn *c, const struct principal *p,
   *user = "user";
   if (!sb || !(*o = http_body_object(c)))
     return NULL;
-  if (http_body_only(c, *o, known) < 0 || http_body_string(c, *o, "path", FILES_PATH_MAX, path) < 0 ||
-      http_body_string(c, *o, "user", 8, user) < 0)
+  if (http_body_only(c, *o, known) < 0)
     return NULL;
+  if (http_body_string(c, *o, "path", FILES_PATH_MAX, path) < 0)
+    return NULL;
+  if (http_body_string(c, *o, "user", 8, user) < 0)
+    return NULL;
+
   if (!*path || !**path) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required");
     return NULL;
@@ -181,7 +197,8 @@ void api_files_mkdir(struct http_conn *c, const struct principal *p) {
   if (sb) {
     struct files_wait *k = api_files_wait(c, answer_done);
     bool parents = json_is_true(json_object_get(o, "parents"));
-    api_files_wait_started(k, files_mkdir(sb, path, user, parents, api_files_waited, k, &err), &err);
+    int r = files_mkdir(sb, path, user, parents, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   json_decref(o);
 }
@@ -197,7 +214,8 @@ void api_files_move(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "to is required");
   } else if (r == 1) {
     struct files_wait *k = api_files_wait(c, answer_empty);
-    api_files_wait_started(k, files_move(sb, path, to, user, api_files_waited, k, &err), &err);
+    int moved = files_move(sb, path, to, user, api_files_waited, k, &err);
+    api_files_wait_started(k, moved, &err);
   }
   json_decref(o);
 }
@@ -392,6 +410,7 @@ static bool up_inflate(struct upload *up) {
       inflateReset(&up->z);
       up->gz_end = false;
     }
+
     up->z.next_in = (Bytef *)up->in + up->off;
     up->z.avail_in = (uInt)(up->nin - up->off);
     up->z.next_out = (Bytef *)out;
@@ -406,10 +425,12 @@ static bool up_inflate(struct upload *up) {
       up->op = NULL;
       break;
     }
+
     size_t n = sizeof out - up->z.avail_out;
     if (n && !files_write_data(up->op, out, n))
       return false;
   }
+
   free(up->in);
   up->in = NULL;
   up->nin = up->off = 0;
@@ -523,6 +544,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_free(up);
     return;
   }
+
   up->started = true;
   /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
   if (sb && o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
@@ -530,6 +552,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_done(NULL, &err, up);
     return;
   }
+
   up->gzip = sb && o && o->gzip;
   up->op = sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err)
               : NULL;
@@ -537,6 +560,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_done(NULL, sb ? &err : why, up);
     return;
   }
+
   /* The write takes what came early, then the rest as it comes. */
   char *early = up->early;
   size_t n = up->nearly;

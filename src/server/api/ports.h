@@ -1,4 +1,6 @@
-/* Inbound ports. */
+/* Inbound ports (ports.c), as routes.c and the core's sandbox ends need
+ * them: which requests go to a sandbox's port, their forwarding, and the
+ * relayed connections a sandbox holds. */
 #ifndef HUTCH_API_PORTS_H
 #define HUTCH_API_PORTS_H
 

@@ -99,8 +99,11 @@ void api_procs_signal(struct http_conn *c, const struct principal *p) {
   struct hutch_err err;
   if (!o)
     return;
-  if (http_body_only(c, o, known) < 0 || http_body_uint(c, o, "signal", 1, 64, &sig) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_uint(c, o, "signal", 1, 64, &sig) < 0)
+    goto out;
+
   if (!sig)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "signal is required (a number, 1 to 64)");
   else if (procs_signal(pr, (int)sig, &err) < 0)
@@ -119,8 +122,11 @@ void api_procs_stdin(struct http_conn *c, const struct principal *p) {
   struct hutch_err err;
   if (!o)
     return;
-  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
+    goto out;
+
   bool eof = json_is_true(json_object_get(o, "eof"));
   if (procs_input(pr, data, strlen(data), eof, &err) < 0)
     http_fail(c, &err);

@@ -68,8 +68,14 @@ void api_snapshots_create(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = api_sbx_lookup(c, p);
   json_t *o = sb ? http_body_object(c) : NULL;
   const char *name = NULL;
-  if (o && http_body_only(c, o, known) >= 0 && http_body_string(c, o, "name", 128, &name) >= 0)
-    api_snapshots_take(c, p, sb, name, render_snapshot);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", 128, &name) < 0)
+    goto out;
+  api_snapshots_take(c, p, sb, name, render_snapshot);
+out:
   json_decref(o);
 }
 
@@ -165,8 +171,15 @@ void api_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   json_t *o = sb ? http_body_object(c) : NULL;
   uint64_t count = 0;
   double t = -1;
-  if (o && http_body_only(c, o, known) >= 0 && http_body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
-      http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
-    api_forks_make(c, p, sb, count, t, answer_forks);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_uint(c, o, "count", 0, UINT32_MAX, &count) < 0)
+    goto out;
+  if (http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
+    goto out;
+  api_forks_make(c, p, sb, count, t, answer_forks);
+out:
   json_decref(o);
 }

@@ -166,6 +166,7 @@ void api_templates_answer(struct http_conn *c, struct template_job *j) {
     free(s);
     return;
   }
+
   if (!wants_ndjson(c)) {
     struct await *a = xcalloc(1, sizeof *a);
     http_wait_begin(&a->w, c);
@@ -175,6 +176,7 @@ void api_templates_answer(struct http_conn *c, struct template_job *j) {
       await_end(j, a);
     return;
   }
+
   struct follow *f = xcalloc(1, sizeof *f);
   f->c = c;
   f->j = j;
@@ -182,6 +184,7 @@ void api_templates_answer(struct http_conn *c, struct template_job *j) {
   json_t *first = json_pack("{s:s,s:s,s:s}", "event", "job", "id", j->id, "name", j->name);
   follow_send(c, first);
   json_decref(first);
+
   /* Its events so far (queued: why; ended already, as it failed to
    * start: its last), then the rest as they come, or the end. */
   size_t i;
@@ -205,11 +208,17 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     return;
   const char *ctx_id = NULL;
   char *workdir = NULL, *ctx_path = NULL;
-  if (http_body_only(c, o, known) < 0 || http_body_string(c, o, "name", 256, &spec.name) < 0 ||
-      http_body_string(c, o, "from", 1024, &spec.source) < 0 ||
-      http_body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0 ||
-      http_body_string(c, o, "context", 64, &ctx_id) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_string(c, o, "name", 256, &spec.name) < 0)
+    goto out;
+  if (http_body_string(c, o, "from", 1024, &spec.source) < 0)
+    goto out;
+  if (http_body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0)
+    goto out;
+  if (http_body_string(c, o, "context", 64, &ctx_id) < 0)
+    goto out;
+
   spec.insecure = json_is_true(json_object_get(o, "insecure"));
   spec.no_cache = json_is_true(json_object_get(o, "no_cache"));
   spec.public = json_is_true(json_object_get(o, "public"));
@@ -223,6 +232,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no uploaded context %s", ctx_id);
     goto out;
   }
+
   spec.kind = spec.source ? "pull" : "build";
   if (spec.dockerfile) {
     workdir = hutch_images_scratchdir(&c->srv->images, &err);
@@ -233,6 +243,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     if (ctx_id)
       ctx_path = tplfiles_path(c->srv, p->tenant, ctx_id);
   }
+
   char *contexts[] = {ctx_path, NULL};
   spec.contexts = ctx_path ? contexts : NULL;
   struct template_job *j = templates_start(c->srv, p, &spec, workdir, &err);
@@ -240,6 +251,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     api_templates_answer(c, j);
   else
     http_fail(c, &err);
+
 out:
   free(ctx_path);
   json_decref(o);
@@ -327,15 +339,24 @@ static void receive_resume(void *arg) {
   http_body_resume(r->c);
 }
 
+/* The upload ends with err: its file and reservation go, and the client
+ * hears why. */
+static void receive_fail(struct receive *r, const struct hutch_err *err) {
+  struct http_conn *c = r->c;
+  receive_abort(r);
+  http_own(c, NULL, NULL);
+  http_fail(c, err);
+}
+
 static void receive_body(void *ctx, const char *data, size_t n) {
   struct receive *r = ctx;
   struct hutch_err err = {0};
-  if (receive_grow(r, tpl_upload_size(r->u) + n, &err) < 0 ||
-      tpl_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
-    struct http_conn *c = r->c;
-    receive_abort(r);
-    http_own(c, NULL, NULL);
-    http_fail(c, &err);
+  if (receive_grow(r, tpl_upload_size(r->u) + n, &err) < 0) {
+    receive_fail(r, &err);
+    return;
+  }
+  if (tpl_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
+    receive_fail(r, &err);
     return;
   }
   http_body_pause(r->c);
@@ -386,6 +407,7 @@ void api_templates_receive(struct http_conn *c, const struct principal *p, recei
     http_fail(c, &err);
     return;
   }
+
   struct tpl_upload *u = tpl_upload_open(c->srv, sized ? n : TEMPLATE_UPLOAD_MAX, &err);
   if (!u) {
     disk_release(c->srv, p->tenant, n);
@@ -393,6 +415,7 @@ void api_templates_receive(struct http_conn *c, const struct principal *p, recei
     http_fail(c, &err);
     return;
   }
+
   struct receive *r = xcalloc(1, sizeof *r);
   r->srv = c->srv;
   r->c = c;
@@ -418,9 +441,9 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
                                .source = tpl_upload_path(u), .ref = ref};
   /* An archive cut short by a failed write is imported as nothing (and
    * its size, UINT64_MAX then, is handed on as no reservation). */
-  struct template_job *j = tpl_upload_whole(u, &err) < 0
-                               ? NULL
-                               : templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
+  struct template_job *j = NULL;
+  if (tpl_upload_whole(u, &err) >= 0)
+    j = templates_start(c->srv, p, &spec, tpl_upload_take_dir(u), &err);
   if (!j) {
     http_fail(c, &err);
     return;
@@ -446,6 +469,7 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key publishes templates");
     return;
   }
+
   /* The body may be 8 GiB, written to disk as it comes: a job the queue
    * would refuse is refused before a byte of it is read, as the disk
    * quota refuses a Content-Length too large for it (api_templates_receive),
@@ -456,6 +480,7 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
     return;
   }
+
   /* The name rides along to the end; a '+' before it says public. */
   api_templates_receive(c, p, imported, xasprintf("%s%s", public ? "+" : "", name));
 }

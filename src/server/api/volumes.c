@@ -60,9 +60,16 @@ void api_volumes_create(struct http_conn *c, const struct principal *p) {
   json_t *o = http_body_object(c);
   const char *name = NULL;
   uint64_t size_mb = 0;
-  if (o && http_body_only(c, o, known) >= 0 && http_body_string(c, o, "name", 63, &name) >= 0 &&
-      http_body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0)
-    api_volumes_make(c, p, name, size_mb, render);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", 63, &name) < 0)
+    goto out;
+  if (http_body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) < 0)
+    goto out;
+  api_volumes_make(c, p, name, size_mb, render);
+out:
   json_decref(o);
 }
 
