@@ -52,6 +52,16 @@ static void ps_start(struct sub *u, int pid) {
   http_connect_send(ps->c, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", pid));
 }
 
+/* The field of envd's data event that carries a line of type: the PTY's
+ * for a process on one, else its stderr or stdout. */
+static const char *data_field(const struct pstream *ps, const char *type) {
+  if (ps->pty)
+    return "pty";
+  if (strcmp(type, "stderr") == 0)
+    return "stderr";
+  return "stdout";
+}
+
 /* One NDJSON output line of procs.c as a data event. */
 static void ps_line(struct sub *u, const char *line, size_t n) {
   struct pstream *ps = u->ctx;
@@ -62,7 +72,7 @@ static void ps_line(struct sub *u, const char *line, size_t n) {
   if (type && (text || b64)) {
     char *data = text ? http_b64_encode(text, json_string_length(json_object_get(j, "data")))
                       : xstrdup(b64);
-    const char *which = ps->pty ? "pty" : strcmp(type, "stderr") == 0 ? "stderr" : "stdout";
+    const char *which = data_field(ps, type);
     http_connect_send(ps->c, json_pack("{s:{s:{s:s}}}", "event", "data", which, data));
     free(data);
   }
@@ -107,6 +117,7 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
   json_t *exit = json_loadb(line, n, 0, NULL);
   const char *status = json_string_value(json_object_get(exit, "status"));
   const char *msg = json_string_value(json_object_get(exit, "message"));
+
   if (status && strcmp(status, "sandbox_error") == 0 && !e2b_sandbox(c)) {
     /* The sandbox was killed: E2B's proxy cuts the stream, and the SDKs
      * tell that (the health check then finds it gone) from an end. */
@@ -115,6 +126,7 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
     free(ps);
     return;
   }
+
   if (!ps->started) {
     /* It never ran: envd answers that with invalid_argument. */
     struct hutch_err err = {0};
@@ -127,6 +139,7 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
     http_connect_send(c, json_pack("{s:{s:o}}", "event", "end", end_event(exit)));
     http_connect_end(c, NULL);
   }
+
   json_decref(exit);
   free(ps); /* the response has ended: no abort follows */
 }
@@ -174,6 +187,7 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
                "true or false");
     return NULL;
   }
+
   json_t *argv = json_pack("[O]", cmd);
   if (args)
     json_array_extend(argv, args);
@@ -182,8 +196,11 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
   /* No cwd: the template's working directory (E2B's setWorkdir), else
    * the user's home. */
   const struct sbx *sb = e2b_sandbox(c);
-  char *dir = !cwd && sb && sb->workdir ? xstrdup(sb->workdir)
-                                        : e2b_path(cwd ? json_string_value(cwd) : NULL, user);
+  char *dir;
+  if (!cwd && sb && sb->workdir)
+    dir = xstrdup(sb->workdir);
+  else
+    dir = e2b_path(cwd ? json_string_value(cwd) : NULL, user);
   json_object_set_new(o, "cwd", json_string(dir));
   free(dir);
   if (envs)
@@ -193,6 +210,7 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
     json_int_t rows = json_integer_value(json_object_get(size, "rows"));
     json_object_set_new(o, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
   }
+
   /* envd kills the process when the call's deadline passes. */
   const char *deadline = http_header(&c->req, "Connect-Timeout-Ms");
   uint64_t ms;
@@ -319,6 +337,15 @@ void e2b_process_close_stdin(struct http_conn *c, const struct principal *p) {
   json_decref(m);
 }
 
+/* The number of envd's signal name: 9, 15, or 0 for any other. */
+static json_int_t signal_number(const char *name) {
+  if (strcmp(name, "SIGNAL_SIGKILL") == 0)
+    return 9;
+  if (strcmp(name, "SIGNAL_SIGTERM") == 0)
+    return 15;
+  return 0;
+}
+
 /* SIGKILL kills every process the command started (its cgroup), as a
  * native kill does; SIGTERM goes to its process group. */
 void e2b_process_signal(struct http_conn *c, const struct principal *p) {
@@ -329,7 +356,7 @@ void e2b_process_signal(struct http_conn *c, const struct principal *p) {
     const char *name = json_string_value(sig);
     json_int_t n = name ? 0 : json_integer_value(sig);
     if (name)
-      n = strcmp(name, "SIGNAL_SIGKILL") == 0 ? 9 : strcmp(name, "SIGNAL_SIGTERM") == 0 ? 15 : 0;
+      n = signal_number(name);
     struct hutch_err err;
     if (n == 9)
       procs_kill(pr, &err);

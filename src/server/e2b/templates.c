@@ -53,6 +53,7 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   json_t *o = http_body_object(c);
   if (!o)
     return;
+
   const char *name = json_string_value(json_object_get(o, "name"));
   if (!name)
     name = json_string_value(json_object_get(o, "alias"));
@@ -69,20 +70,23 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   /* E2B's build of NAME (no tag) is NAME:latest, and its tags more. */
   if (!colon)
     json_array_insert_new(tags, 0, json_string("latest"));
-  struct template_job *j = NULL;
-  if (!e2b_name_ok(base))
+
+  if (!e2b_name_ok(base)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "template name '%s': 1 to %d of a-z, 0-9, '.', '_' and '-'", base,
                HUTCH_IMAGE_NAME_MAX);
-  else if (!tags_ok(tags) || (more && !json_is_array(more)))
+  } else if (!tags_ok(tags) || (more && !json_is_array(more))) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "tags are 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'", HUTCH_IMAGE_NAME_MAX);
-  else if (!(j = templates_prepare(c->srv, p, base, tags, false, &err)))
-    http_fail(c, &err);
-  else
-    http_json(c, 202,
-              json_pack("{s:s,s:s,s:b,s:[s],s:[s],s:O}", "templateID", base, "buildID", j->id,
-                        "public", 0, "names", base, "aliases", base, "tags", tags));
+  } else {
+    struct template_job *j = templates_prepare(c->srv, p, base, tags, false, &err);
+    if (!j)
+      http_fail(c, &err);
+    else
+      http_json(c, 202,
+                json_pack("{s:s,s:s,s:b,s:[s],s:[s],s:O}", "templateID", base, "buildID", j->id,
+                          "public", 0, "names", base, "aliases", base, "tags", tags));
+  }
   json_decref(tags);
   json_decref(o);
 }
@@ -197,6 +201,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   json_t *o = j ? http_body_object(c) : NULL;
   if (!o)
     return;
+
   e2b_base(c, p, o);
   json_t *hashes = json_array(), *v;
   _cleanup_free_ char *user = base_user(c, p, o);
@@ -213,6 +218,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
     }
     tars[i] = tplfiles_path(c->srv, p->tenant, h);
   }
+
   if (df && i == n)
     workdir = hutch_images_scratchdir(&c->srv->images, &err);
   struct template_spec spec = {.name = j->name, .kind = "build", .dockerfile = df,
@@ -227,6 +233,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   } else {
     http_respond(c, 202, "application/json", "", 0, NULL);
   }
+
   for (i = 0; i < n; i++)
     free(tars[i]);
   free(tars);
@@ -375,16 +382,21 @@ void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
   json_t *tags = json_object_get(o, "tags");
   struct hutch_err err = {0};
   json_t *rec = NULL;
-  if (!target || !tags_ok(tags) || json_array_size(tags) == 0)
+  if (!target || !tags_ok(tags) || json_array_size(tags) == 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "{target: \"NAME:TAG\", tags: [TAG, ...]}, each tag 1 to %d of A-Z, a-z, 0-9, "
                "'.', '_' and '-'",
                HUTCH_IMAGE_NAME_MAX);
-  else if (templates_tag(c->srv, p, target, tags, &err) < 0 ||
-           !(rec = templates_get(c->srv, p, target, &err)))
+  } else if (templates_tag(c->srv, p, target, tags, &err) < 0) {
     http_fail(c, &err);
-  else
-    http_json(c, 201, json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
+  } else {
+    rec = templates_get(c->srv, p, target, &err);
+    if (!rec)
+      http_fail(c, &err);
+    else
+      http_json(c, 201,
+                json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
+  }
   json_decref(rec);
   json_decref(o);
 }
