@@ -343,10 +343,10 @@ static enum http_dialect serve_dialect(struct server *srv, const struct http_req
     return DIALECT_E2B;
   if (r)
     return r->dialect;
-  return table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
-                 strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0
-             ? DIALECT_E2B
-             : DIALECT_HUTCH;
+  if (table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
+      strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0)
+    return DIALECT_E2B;
+  return DIALECT_HUTCH;
 }
 
 bool routes_streams_body(struct server *srv, const struct http_req *req) {
@@ -374,6 +374,7 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   }
   if (access == SANDBOX_ANY)
     return sb;
+
   /* envd wants its access token; the code interpreter, a port of the
    * sandbox's as any other, takes the traffic token too (E2B's SDKs send
    * only that for contexts). */
@@ -381,13 +382,17 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   const char *traffic = http_header(&c->req, "E2B-Traffic-Access-Token");
   const char *port = http_header(&c->req, "E2b-Sandbox-Port");
   bool interpreter = port && strcmp(port, E2B_INTERPRETER_PORT) == 0;
-  bool ok = tok ? token_is(tok, sb->token)
-               : traffic && (token_is(traffic, sb->token) ||
-                             (interpreter && token_is(traffic, sb->traffic_token)));
+  bool ok;
+  if (tok)
+    ok = token_is(tok, sb->token);
+  else
+    ok = traffic && (token_is(traffic, sb->token) ||
+                     (interpreter && token_is(traffic, sb->traffic_token)));
+
   /* envd's /files also take a URL signed with the token instead. */
-  int sig = !ok && !tok && !traffic && !interpreter && strcmp(c->req.path, "/files") == 0
-                ? e2b_signature_check(c, sb)
-                : 0;
+  int sig = 0;
+  if (!ok && !tok && !traffic && !interpreter && strcmp(c->req.path, "/files") == 0)
+    sig = e2b_signature_check(c, sb);
   if (sig < 0)
     return NULL;
   if (!ok && !sig) {
@@ -400,6 +405,70 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   return api_sbx_wake(c, sb) ? sb : NULL;
 }
 
+/* No route for the request: why, in the dialect its path's API speaks. */
+static void no_route(struct server *srv, struct http_conn *c, bool path_known) {
+  const struct http_req *req = &c->req;
+  size_t n;
+  c->dialect = serve_dialect(srv, req);
+  if (!table_for(req, &n))
+    http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served",
+               "nothing serves port %.16s of a sandbox here",
+               http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
+  else if (path_known)
+    http_error(c, HUTCH_ERR_METHOD, "method_not_allowed", "%s is not allowed on %s",
+               http_method_str(req->method), req->path);
+  else
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+}
+
+/* A data-plane request (the sandbox's token, or a URL signed with it):
+ * its sandbox's tenant into p, and the params as a native route's;
+ * false after an error answer. */
+static bool sandbox_route(struct http_conn *c, const struct route *found, struct principal *p) {
+  struct http_req *req = &c->req;
+  struct sbx *sb = found->access == SIGNED ? e2b_signed_sandbox(c) : sandbox_of(c, found->access);
+  if (!sb)
+    return false;
+
+  /* The handlers find the sandbox as a native route's: params[0] is its
+   * id (kept after the path in pbuf), the route's own follow. */
+  size_t plen = strlen(req->path);
+  req->pbuf = xmalloc(plen + 1 + sizeof sb->id);
+  memcpy(req->pbuf, req->path, plen + 1);
+  memcpy(req->pbuf + plen + 1, sb->id, sizeof sb->id);
+  match(found->pattern, req->pbuf, req);
+  cut_params(req);
+  memmove(req->params + 1, req->params, req->nparams * sizeof *req->params);
+  req->params[0] = req->pbuf + plen + 1;
+  req->nparams++;
+
+  str_copy(p->tenant, sizeof p->tenant, sb->tenant);
+  return true;
+}
+
+/* A control-plane request: its params, and the caller's API key into p
+ * (unless the route is public), an admin's where the route wants one;
+ * false after an error answer. */
+static bool key_route(struct server *srv, struct http_conn *c, const struct route *found,
+                      struct principal *p) {
+  struct http_req *req = &c->req;
+  /* The params point into a copy of the path, cut at the slashes. */
+  req->pbuf = xstrdup(req->path);
+  match(found->pattern, req->pbuf, req);
+  cut_params(req);
+
+  if (found->access != PUBLIC && !api_keys_authenticate(srv, req, p)) {
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
+               "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
+    return false;
+  }
+  if (found->access == ADMIN && !p->admin) {
+    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may do this");
+    return false;
+  }
+  return true;
+}
+
 void routes_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
@@ -408,22 +477,15 @@ void routes_dispatch(struct server *srv, struct http_conn *c) {
     api_ports_forward(c, NULL);
     return;
   }
+
   bool path_known;
   const struct route *found = find(req, &path_known);
   if (!found) {
-    size_t n;
-    c->dialect = serve_dialect(srv, req);
-    if (!table_for(req, &n))
-      http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
-                 http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
-    else if (path_known)
-      http_error(c, HUTCH_ERR_METHOD, "method_not_allowed", "%s is not allowed on %s",
-                 http_method_str(req->method), req->path);
-    else
-      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+    no_route(srv, c, path_known);
     return;
   }
   c->dialect = found->dialect;
+
   /* What a handler reads of the request is text (a port's route relays
    * the rest untouched: a browser's cookie is the service's business). */
   const char *code = NULL;
@@ -432,39 +494,15 @@ void routes_dispatch(struct server *srv, struct http_conn *c) {
     http_error(c, HUTCH_ERR_INVALID, code, "%s", why);
     return;
   }
+
   struct principal p = {0};
-  if (found->access == SANDBOX || found->access == SANDBOX_ANY || found->access == SIGNED) {
-    struct sbx *sb = found->access == SIGNED ? e2b_signed_sandbox(c) : sandbox_of(c, found->access);
-    if (!sb)
-      return;
-    /* The handlers find the sandbox as a native route's: params[0] is its
-     * id (kept after the path in pbuf), the route's own follow. */
-    size_t plen = strlen(req->path);
-    req->pbuf = xmalloc(plen + 1 + sizeof sb->id);
-    memcpy(req->pbuf, req->path, plen + 1);
-    memcpy(req->pbuf + plen + 1, sb->id, sizeof sb->id);
-    match(found->pattern, req->pbuf, req);
-    cut_params(req);
-    memmove(req->params + 1, req->params, req->nparams * sizeof *req->params);
-    req->params[0] = req->pbuf + plen + 1;
-    req->nparams++;
-    str_copy(p.tenant, sizeof p.tenant, sb->tenant);
-  } else {
-    /* The params point into a copy of the path, cut at the slashes. */
-    req->pbuf = xstrdup(req->path);
-    match(found->pattern, req->pbuf, req);
-    cut_params(req);
-    if (found->access != PUBLIC && !api_keys_authenticate(srv, req, &p)) {
-      http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
-                 "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
-      return;
-    }
-    if (found->access == ADMIN && !p.admin) {
-      http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may do this");
-      return;
-    }
-  }
+  bool data_plane =
+      found->access == SANDBOX || found->access == SANDBOX_ANY || found->access == SIGNED;
+  bool ok = data_plane ? sandbox_route(c, found, &p) : key_route(srv, c, found, &p);
+  if (!ok)
+    return;
   c->action = found->action;
+
   /* A tenant's open streams and WebSockets hold descriptors past the
    * request: its share of them is bounded (fds.c), the admin's is not. */
   struct hutch_err err = {0};
@@ -475,7 +513,6 @@ void routes_dispatch(struct server *srv, struct http_conn *c) {
   str_copy(c->tenant, sizeof c->tenant, p.tenant);
   found->handler(c, &p);
 }
-
 
 void routes_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
