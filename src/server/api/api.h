@@ -52,6 +52,10 @@ void api_answer_204(const struct hutch_err *err, void *arg);
 typedef void (*snapshot_render_fn)(struct http_conn *c, json_t *snap);
 void api_snapshots_take(struct http_conn *c, const struct principal *p, struct sbx *sb,
                         const char *name, snapshot_render_fn render);
+/* A snapshot of the route's sandbox named by the request body's {name?}
+ * (the create of both APIs), answered by render. */
+void api_snapshots_request(struct http_conn *c, const struct principal *p,
+                           snapshot_render_fn render);
 /* Delete the tenant's snapshot id: 204 once its files are gone. */
 void api_snapshots_drop(struct http_conn *c, const struct principal *p, const char *id);
 /* count sandboxes holding sb's files; answer gets the snapshot's id and

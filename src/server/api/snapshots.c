@@ -63,7 +63,8 @@ static void render_snapshot(struct http_conn *c, json_t *snap) {
   http_json(c, 201, json_incref(snap));
 }
 
-void api_snapshots_create(struct http_conn *c, const struct principal *p) {
+void api_snapshots_request(struct http_conn *c, const struct principal *p,
+                           snapshot_render_fn render) {
   static const char *const known[] = {"name", NULL};
   struct sbx *sb = api_sbx_lookup(c, p);
   json_t *o = sb ? http_body_object(c) : NULL;
@@ -74,9 +75,13 @@ void api_snapshots_create(struct http_conn *c, const struct principal *p) {
     goto out;
   if (http_body_string(c, o, "name", 128, &name) < 0)
     goto out;
-  api_snapshots_take(c, p, sb, name, render_snapshot);
+  api_snapshots_take(c, p, sb, name, render);
 out:
   json_decref(o);
+}
+
+void api_snapshots_create(struct http_conn *c, const struct principal *p) {
+  api_snapshots_request(c, p, render_snapshot);
 }
 
 void api_snapshots_list(struct http_conn *c, const struct principal *p) {

@@ -112,6 +112,7 @@ static void command(struct ws *w, const uint8_t *msg, size_t len) {
   json_t *j = json_loadb((const char *)msg, len, 0, NULL);
   const char *type = json_string_value(json_object_get(j, "type"));
   struct hutch_err err;
+
   if (!type) {
     reply_error(w, "invalid_argument", "a command is a JSON object with a \"type\"");
   } else if (strcmp(type, "stdin") == 0 || strcmp(type, "eof") == 0) {

@@ -417,19 +417,7 @@ static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {
 
 /* Snapshots: {name?} -> {snapshotID, names}. */
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"name", NULL};
-  struct sbx *sb = api_sbx_lookup(c, p);
-  json_t *o = sb ? http_body_object(c) : NULL;
-  const char *name = NULL;
-  if (!o)
-    return;
-  if (http_body_only(c, o, known) < 0)
-    goto out;
-  if (http_body_string(c, o, "name", 128, &name) < 0)
-    goto out;
-  api_snapshots_take(c, p, sb, name, e2b_snapshot_made);
-out:
-  json_decref(o);
+  api_snapshots_request(c, p, e2b_snapshot_made);
 }
 
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {

@@ -145,17 +145,20 @@ struct upload {
 static void upload_maybe_end(struct upload *up) {
   if (up->parts || (!up->body_done && up->c))
     return;
+
   struct http_conn *c = up->c;
   if (c)
     http_own(c, NULL, NULL);
   if (c && up->failed)
     http_fail(c, &up->err);
   else if (c && (up->bad || up->mp.bad))
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not multipart/form-data as it says");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "the body is not multipart/form-data as it says");
   else if (c && json_array_size(up->results) == 0)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "no part named \"file\" in the form");
   else if (c)
     http_json(c, 200, json_incref(up->results));
+
   free(up->path);
   http_multipart_free(&up->mp);
   json_decref(up->results);

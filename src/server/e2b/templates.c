@@ -382,6 +382,7 @@ void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
   json_t *tags = json_object_get(o, "tags");
   struct hutch_err err = {0};
   json_t *rec = NULL;
+
   if (!target || !tags_ok(tags) || json_array_size(tags) == 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "{target: \"NAME:TAG\", tags: [TAG, ...]}, each tag 1 to %d of A-Z, a-z, 0-9, "
