@@ -113,11 +113,189 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
   return 0;
 }
 
+enum {
+  O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS,
+  O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK, O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY,
+  O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME, O_LANES, O_CREATE_WAIT, O_ISOLATION,
+  O_ISOLATION_MIN, O_GVISOR_PLATFORM, O_ECA
+};
+
+/* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
+ * routes), 0 to go on, -1 after saying what is wrong. */
+static int one_option(int o, char **argv, struct serve_config *cfg) {
+  uint64_t v;
+  switch (o) {
+  case O_LISTEN:
+    free(cfg->host);
+    cfg->host = NULL;
+    if (parse_listen(optarg, cfg) < 0) {
+      fprintf(stderr, "hutch serve: --listen wants ADDR:PORT, not '%s'\n", optarg);
+      return -1;
+    }
+    break;
+  case O_STATE:
+    free(cfg->state_dir);
+    cfg->state_dir = xstrdup(optarg);
+    break;
+  case O_MAXSBX:
+    if (parse_count("--max-sandboxes", optarg, 100000, &v) < 0)
+      return -1;
+    cfg->max_sandboxes = (unsigned)v;
+    break;
+  case O_MAXCONN:
+    if (parse_count("--max-connections", optarg, 100000, &v) < 0)
+      return -1;
+    cfg->max_conns = (unsigned)v;
+    break;
+  case O_TSBX:
+    if (parse_count("--tenant-sandboxes", optarg, 100000, &v) < 0)
+      return -1;
+    cfg->tenant_sandboxes = (unsigned)v;
+    break;
+  case O_TMEM:
+    if (parse_count("--tenant-memory-mb", optarg, 1ull << 30, &v) < 0)
+      return -1;
+    cfg->tenant_memory_mb = v;
+    break;
+  case O_TDISK:
+    if (parse_count("--tenant-disk-mb", optarg, 1ull << 40, &v) < 0)
+      return -1;
+    cfg->tenant_disk_mb = v;
+    break;
+  case O_AUDIT_MAX:
+    if (parse_count("--audit-max-mb", optarg, 1ull << 20, &v) < 0)
+      return -1;
+    cfg->audit_max_mb = v;
+    break;
+  case O_PTYS:
+    if (parse_count("--sandbox-ptys", optarg, HUTCH_MAX_PTYS, &v) < 0)
+      return -1;
+    cfg->sandbox_ptys = (unsigned)v;
+    break;
+  case O_POOL: {
+    size_t n = 0;
+    while (cfg->pool_specs && cfg->pool_specs[n])
+      n++;
+    if (n == 64) {
+      fprintf(stderr, "hutch serve: at most 64 --pool options\n");
+      return -1;
+    }
+    cfg->pool_specs = xrealloc(cfg->pool_specs, (n + 2) * sizeof *cfg->pool_specs);
+    cfg->pool_specs[n] = xstrdup(optarg);
+    cfg->pool_specs[n + 1] = NULL;
+    break;
+  }
+  case O_RETENTION:
+    if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
+      return -1;
+    cfg->paused_retention_ms = (int64_t)v * 1000;
+    break;
+  case O_METRICS_PUBLIC:
+    cfg->metrics_public = true;
+    break;
+  case O_METRICS_TOKEN:
+    free(cfg->metrics_token_file);
+    cfg->metrics_token_file = xstrdup(optarg);
+    break;
+  case O_ISOLATION:
+  case O_ISOLATION_MIN: {
+    int i = hutch_isolation_parse(optarg);
+    if (i < 0) {
+      fprintf(stderr, "hutch serve: --%s wants ns or gvisor, not '%s'\n",
+              o == O_ISOLATION ? "isolation" : "isolation-min", optarg);
+      return -1;
+    }
+    if (o == O_ISOLATION)
+      cfg->isolation = (enum hutch_isolation)i;
+    else
+      cfg->isolation_min = (enum hutch_isolation)i;
+    break;
+  }
+  case O_GVISOR_PLATFORM:
+    if (strcmp(optarg, "ptrace") != 0 && strcmp(optarg, "kvm") != 0) {
+      fprintf(stderr, "hutch serve: --gvisor-platform wants ptrace or kvm, not '%s'\n",
+              optarg);
+      return -1;
+    }
+    free(cfg->gvisor_platform);
+    cfg->gvisor_platform = xstrdup(optarg);
+    break;
+  case O_KERNELS:
+    free(cfg->kernels_dir);
+    cfg->kernels_dir = xstrdup(optarg);
+    break;
+  case O_IDLE:
+    if (parse_count("--relay-idle", optarg, 7 * 86400, &v) < 0)
+      return -1;
+    cfg->relay_idle_ms = v * 1000;
+    break;
+  case O_LANES:
+    if (parse_count("--create-lanes", optarg, OFFLOAD_CREATE_MAX, &v) < 0)
+      return -1;
+    cfg->create_lanes = (unsigned)v;
+    break;
+  case O_CREATE_WAIT:
+    if (parse_count("--max-create-wait-ms", optarg, 600000, &v) < 0)
+      return -1;
+    cfg->max_create_wait_ms = v;
+    break;
+  case O_READY:
+    if (parse_count("--ready-timeout", optarg, 3600, &v) < 0)
+      return -1;
+    cfg->ready_timeout_ms = v * 1000;
+    break;
+  case O_TPLTIME:
+    if (parse_count("--template-timeout", optarg, 7 * 86400, &v) < 0)
+      return -1;
+    cfg->template_timeout_ms = v * 1000;
+    break;
+  case O_DOMAIN: {
+    char canon[NETPOLICY_HOST_MAX + 1];
+    if (!netpolicy_host_ok(optarg, canon) || strchr(canon, ':')) {
+      fprintf(stderr, "hutch serve: --domain wants a DNS name, not '%s'\n", optarg);
+      return -1;
+    }
+    free(cfg->domain);
+    cfg->domain = xstrdup(canon);
+    break;
+  }
+  case O_EDENY:
+  case O_EPERMIT: {
+    char why[512];
+    if (netpolicy_floor_add(&cfg->floor, o == O_EPERMIT, optarg, why, sizeof why) < 0) {
+      fprintf(stderr, "hutch serve: %s\n", why);
+      return -1;
+    }
+    break;
+  }
+  case O_EPRIVATE:
+    cfg->floor.allow_private = true;
+    break;
+  case O_ECA:
+    free(cfg->egress_ca);
+    cfg->egress_ca = xstrdup(optarg);
+    break;
+  case O_ROUTES:
+    if (routes_print(stdout, optarg ? optarg : "native") < 0) {
+      fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",
+              optarg);
+      return -1;
+    }
+    return 1;
+  case 'h':
+  case O_HELP:
+    fputs(usage, stdout);
+    return 1;
+  default:
+    fprintf(stderr, "hutch serve: unknown option '%s' (see hutch serve --help)\n",
+            argv[optind - 1]);
+    return -1;
+  }
+  return 0;
+}
+
 /* 1: exit 0 (help, routes); 0: go on; -1: bad options (said). */
 static int parse(int argc, char **argv, struct serve_config *cfg) {
-  enum { O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS, O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK,
-         O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY, O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME,
-         O_LANES, O_CREATE_WAIT, O_ISOLATION, O_ISOLATION_MIN, O_GVISOR_PLATFORM, O_ECA };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"state-dir", required_argument, NULL, O_STATE},
@@ -150,175 +328,14 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
-  uint64_t v;
   int o;
   opterr = 0;
   while ((o = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    switch (o) {
-    case O_LISTEN:
-      free(cfg->host);
-      cfg->host = NULL;
-      if (parse_listen(optarg, cfg) < 0) {
-        fprintf(stderr, "hutch serve: --listen wants ADDR:PORT, not '%s'\n", optarg);
-        return -1;
-      }
-      break;
-    case O_STATE:
-      free(cfg->state_dir);
-      cfg->state_dir = xstrdup(optarg);
-      break;
-    case O_MAXSBX:
-      if (parse_count("--max-sandboxes", optarg, 100000, &v) < 0)
-        return -1;
-      cfg->max_sandboxes = (unsigned)v;
-      break;
-    case O_MAXCONN:
-      if (parse_count("--max-connections", optarg, 100000, &v) < 0)
-        return -1;
-      cfg->max_conns = (unsigned)v;
-      break;
-    case O_TSBX:
-      if (parse_count("--tenant-sandboxes", optarg, 100000, &v) < 0)
-        return -1;
-      cfg->tenant_sandboxes = (unsigned)v;
-      break;
-    case O_TMEM:
-      if (parse_count("--tenant-memory-mb", optarg, 1ull << 30, &v) < 0)
-        return -1;
-      cfg->tenant_memory_mb = v;
-      break;
-    case O_TDISK:
-      if (parse_count("--tenant-disk-mb", optarg, 1ull << 40, &v) < 0)
-        return -1;
-      cfg->tenant_disk_mb = v;
-      break;
-    case O_AUDIT_MAX:
-      if (parse_count("--audit-max-mb", optarg, 1ull << 20, &v) < 0)
-        return -1;
-      cfg->audit_max_mb = v;
-      break;
-    case O_PTYS:
-      if (parse_count("--sandbox-ptys", optarg, HUTCH_MAX_PTYS, &v) < 0)
-        return -1;
-      cfg->sandbox_ptys = (unsigned)v;
-      break;
-    case O_POOL: {
-      size_t n = 0;
-      while (cfg->pool_specs && cfg->pool_specs[n])
-        n++;
-      if (n == 64) {
-        fprintf(stderr, "hutch serve: at most 64 --pool options\n");
-        return -1;
-      }
-      cfg->pool_specs = xrealloc(cfg->pool_specs, (n + 2) * sizeof *cfg->pool_specs);
-      cfg->pool_specs[n] = xstrdup(optarg);
-      cfg->pool_specs[n + 1] = NULL;
-      break;
-    }
-    case O_RETENTION:
-      if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
-        return -1;
-      cfg->paused_retention_ms = (int64_t)v * 1000;
-      break;
-    case O_METRICS_PUBLIC:
-      cfg->metrics_public = true;
-      break;
-    case O_METRICS_TOKEN:
-      free(cfg->metrics_token_file);
-      cfg->metrics_token_file = xstrdup(optarg);
-      break;
-    case O_ISOLATION:
-    case O_ISOLATION_MIN: {
-      int i = hutch_isolation_parse(optarg);
-      if (i < 0) {
-        fprintf(stderr, "hutch serve: --%s wants ns or gvisor, not '%s'\n",
-                o == O_ISOLATION ? "isolation" : "isolation-min", optarg);
-        return -1;
-      }
-      *(o == O_ISOLATION ? &cfg->isolation : &cfg->isolation_min) = (enum hutch_isolation)i;
-      break;
-    }
-    case O_GVISOR_PLATFORM:
-      if (strcmp(optarg, "ptrace") != 0 && strcmp(optarg, "kvm") != 0) {
-        fprintf(stderr, "hutch serve: --gvisor-platform wants ptrace or kvm, not '%s'\n",
-                optarg);
-        return -1;
-      }
-      free(cfg->gvisor_platform);
-      cfg->gvisor_platform = xstrdup(optarg);
-      break;
-    case O_KERNELS:
-      free(cfg->kernels_dir);
-      cfg->kernels_dir = xstrdup(optarg);
-      break;
-    case O_IDLE:
-      if (parse_count("--relay-idle", optarg, 7 * 86400, &v) < 0)
-        return -1;
-      cfg->relay_idle_ms = v * 1000;
-      break;
-    case O_LANES:
-      if (parse_count("--create-lanes", optarg, OFFLOAD_CREATE_MAX, &v) < 0)
-        return -1;
-      cfg->create_lanes = (unsigned)v;
-      break;
-    case O_CREATE_WAIT:
-      if (parse_count("--max-create-wait-ms", optarg, 600000, &v) < 0)
-        return -1;
-      cfg->max_create_wait_ms = v;
-      break;
-    case O_READY:
-      if (parse_count("--ready-timeout", optarg, 3600, &v) < 0)
-        return -1;
-      cfg->ready_timeout_ms = v * 1000;
-      break;
-    case O_TPLTIME:
-      if (parse_count("--template-timeout", optarg, 7 * 86400, &v) < 0)
-        return -1;
-      cfg->template_timeout_ms = v * 1000;
-      break;
-    case O_DOMAIN: {
-      char canon[NETPOLICY_HOST_MAX + 1];
-      if (!netpolicy_host_ok(optarg, canon) || strchr(canon, ':')) {
-        fprintf(stderr, "hutch serve: --domain wants a DNS name, not '%s'\n", optarg);
-        return -1;
-      }
-      free(cfg->domain);
-      cfg->domain = xstrdup(canon);
-      break;
-    }
-    case O_EDENY:
-    case O_EPERMIT: {
-      char why[512];
-      if (netpolicy_floor_add(&cfg->floor, o == O_EPERMIT, optarg, why, sizeof why) < 0) {
-        fprintf(stderr, "hutch serve: %s\n", why);
-        return -1;
-      }
-      break;
-    }
-    case O_EPRIVATE:
-      cfg->floor.allow_private = true;
-      break;
-    case O_ECA:
-      free(cfg->egress_ca);
-      cfg->egress_ca = xstrdup(optarg);
-      break;
-    case O_ROUTES:
-      if (serve_print_routes(stdout, optarg ? optarg : "native") < 0) {
-        fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",
-                optarg);
-        return -1;
-      }
-      return 1;
-    case 'h':
-    case O_HELP:
-      fputs(usage, stdout);
-      return 1;
-    default:
-      fprintf(stderr, "hutch serve: unknown option '%s' (see hutch serve --help)\n",
-              argv[optind - 1]);
-      return -1;
-    }
+    int r = one_option(o, argv, cfg);
+    if (r != 0)
+      return r;
   }
+
   /* The floor lifts the default with it (tiers are ordered ns < gvisor). */
   if (cfg->isolation < cfg->isolation_min)
     cfg->isolation = cfg->isolation_min;
@@ -371,7 +388,8 @@ static void warn_ptys(const struct serve_config *cfg) {
             "hutch serve: warning: --sandbox-ptys %u lets %llu sandboxes take all %llu "
             "terminals the host shares; to fix: lower --sandbox-ptys, or sysctl "
             "kernel.pty.max=%llu\n",
-            cfg->sandbox_ptys, (unsigned long long)((shared + cfg->sandbox_ptys - 1) / cfg->sandbox_ptys),
+            cfg->sandbox_ptys,
+            (unsigned long long)((shared + cfg->sandbox_ptys - 1) / cfg->sandbox_ptys),
             (unsigned long long)shared,
             (unsigned long long)((uint64_t)cfg->sandbox_ptys * PTY_SHARES_MIN + hp.reserve));
 }
@@ -381,7 +399,8 @@ static int serve(struct server *srv) {
   char why[1024];
   if (server_state_dir_check(srv->cfg.state_dir, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
-    return srv->cfg.state_dir[0] != '/' ? EXIT_SERVE : EXIT_STATE_DIR; /* a bad option, or distrust */
+    /* A relative directory is a bad option; else the directory is distrusted. */
+    return srv->cfg.state_dir[0] != '/' ? EXIT_SERVE : EXIT_STATE_DIR;
   }
   /* A server that starts but can never make a sandbox would only fail
    * each request: the host's refusal is said once, here, instead. */
@@ -389,21 +408,25 @@ static int serve(struct server *srv) {
     fprintf(stderr, "hutch serve: %s\n", why);
     return EXIT_SERVE;
   }
+
   /* Forked now, while the server is small and has one thread. Without it
    * sandboxes are cloned from the server itself: slower with many. */
-  if (!(srv->spawner = hutch_spawner_start(&err)))
+  srv->spawner = hutch_spawner_start(&err);
+  if (!srv->spawner)
     fprintf(stderr, "hutch serve: %s; sandboxes are cloned from the server\n", err.msg);
-  if (server_open(srv, &serve_http, &serve_fronts, &err) < 0) {
+  if (server_open(srv, &routes_http, &routes_fronts, &err) < 0) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     hutch_spawner_free(srv->spawner);
     return EXIT_SERVE;
   }
+
   warn_ptys(&srv->cfg);
   if (srv->has_gvisor)
     fprintf(stderr, "hutch serve: gvisor tier: runsc %s, platform %s\n", srv->gvisor.version,
             srv->gvisor.platform);
   else
     fprintf(stderr, "hutch serve: gvisor tier unavailable: %s\n", srv->gvisor_why);
+
   uv_signal_init(srv->loop, &srv->sigterm);
   uv_signal_init(srv->loop, &srv->sigint);
   srv->sigterm.data = srv->sigint.data = srv;
@@ -412,6 +435,7 @@ static int serve(struct server *srv) {
   fprintf(stderr, "hutch serve: listening on http://%s%s%s:%d/ (admin key in %s/admin.key)\n",
           strchr(srv->cfg.host, ':') ? "[" : "", srv->cfg.host,
           strchr(srv->cfg.host, ':') ? "]" : "", srv->cfg.port, srv->cfg.state_dir);
+
   uv_run(srv->loop, UV_RUN_DEFAULT);
   hutch_spawner_free(srv->spawner);
   srv->spawner = NULL;
@@ -427,11 +451,17 @@ int serve_main(int argc, char **argv) {
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
+
   struct server *srv = server_new();
   int r = parse(argc, argv, &srv->cfg);
-  if (!srv->cfg.create_lanes) {
+  if (!srv->cfg.create_lanes) { /* one a CPU, from 2 to OFFLOAD_CREATE_MAX */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    srv->cfg.create_lanes = cpus < 2 ? 2 : cpus > OFFLOAD_CREATE_MAX ? OFFLOAD_CREATE_MAX : (unsigned)cpus;
+    if (cpus < 2)
+      srv->cfg.create_lanes = 2;
+    else if (cpus > OFFLOAD_CREATE_MAX)
+      srv->cfg.create_lanes = OFFLOAD_CREATE_MAX;
+    else
+      srv->cfg.create_lanes = (unsigned)cpus;
   }
   offload_init(srv, srv->cfg.create_lanes);
   /* libuv's thread pool (snapshot copies, egress lookups, the blocking
@@ -441,6 +471,7 @@ int serve_main(int argc, char **argv) {
   snprintf(threads, sizeof threads, "%u",
            SERVE_LOOKUPS + SERVE_COPIES + OFFLOAD_OTHER_MAX + srv->cfg.create_lanes);
   setenv("UV_THREADPOOL_SIZE", threads, 0);
+
   if (r == 0 && geteuid() != 0) {
     fprintf(stderr, "hutch serve: must run as root: it creates namespaces, cgroups and "
                     "id-mapped users\n");

@@ -61,9 +61,9 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 /* A sandbox's port (ports.c): any method, the rest of the path passed on
  * ({path} matches it whole, slashes and all, or nothing); the handler
  * checks the caller itself, as a port may be public. */
-#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true}
+#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true}
 #define E2B_PORT(m) \
-  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, ports_forward, true, DIALECT_E2B}
+  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true, DIALECT_E2B}
 
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
@@ -337,18 +337,18 @@ static enum http_dialect serve_dialect(struct server *srv, const struct http_req
   bool known;
   size_t n;
   const struct route *r = find(req, &known);
-  if (ports_routed_by_host(srv, req))
+  if (api_ports_routed_by_host(srv, req))
     return DIALECT_E2B;
   if (r)
     return r->dialect;
-  return table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
-                 strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0
-             ? DIALECT_E2B
-             : DIALECT_HUTCH;
+  if (table_for(req, &n) == &tables[0] && strncmp(req->path, "/v1/", 4) != 0 &&
+      strcmp(req->path, "/healthz") != 0 && strcmp(req->path, "/metrics") != 0)
+    return DIALECT_E2B;
+  return DIALECT_HUTCH;
 }
 
-bool serve_streams_body(struct server *srv, const struct http_req *req) {
-  if (ports_routed_by_host(srv, req))
+bool routes_streams_body(struct server *srv, const struct http_req *req) {
+  if (api_ports_routed_by_host(srv, req))
     return true;
   bool known;
   const struct route *r = find(req, &known);
@@ -367,11 +367,12 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   const char *id = http_header(&c->req, "E2b-Sandbox-Id");
   struct sbx *sb = sbx_find(c->srv, id);
   if (!sb) {
-    ports_sandbox_missing(c, id ? id : "");
+    api_ports_sandbox_missing(c, id ? id : "");
     return NULL;
   }
   if (access == SANDBOX_ANY)
     return sb;
+
   /* envd wants its access token; the code interpreter, a port of the
    * sandbox's as any other, takes the traffic token too (E2B's SDKs send
    * only that for contexts). */
@@ -379,13 +380,17 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   const char *traffic = http_header(&c->req, "E2B-Traffic-Access-Token");
   const char *port = http_header(&c->req, "E2b-Sandbox-Port");
   bool interpreter = port && strcmp(port, E2B_INTERPRETER_PORT) == 0;
-  bool ok = tok ? token_is(tok, sb->token)
-               : traffic && (token_is(traffic, sb->token) ||
-                             (interpreter && token_is(traffic, sb->traffic_token)));
+  bool ok;
+  if (tok)
+    ok = token_is(tok, sb->token);
+  else
+    ok = traffic && (token_is(traffic, sb->token) ||
+                     (interpreter && token_is(traffic, sb->traffic_token)));
+
   /* envd's /files also take a URL signed with the token instead. */
-  int sig = !ok && !tok && !traffic && !interpreter && strcmp(c->req.path, "/files") == 0
-                ? e2b_signature_check(c, sb)
-                : 0;
+  int sig = 0;
+  if (!ok && !tok && !traffic && !interpreter && strcmp(c->req.path, "/files") == 0)
+    sig = e2b_signature_check(c, sb);
   if (sig < 0)
     return NULL;
   if (!ok && !sig) {
@@ -395,74 +400,107 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   }
   /* Traffic to a paused sandbox resumes it, if it was made so (E2B's
    * autoResume); else 409. */
-  return sbx_wake(c, sb) ? sb : NULL;
+  return api_sbx_wake(c, sb) ? sb : NULL;
 }
 
-void serve_dispatch(struct server *srv, struct http_conn *c) {
+/* No route for the request: why, in the dialect its path's API speaks. */
+static void no_route(struct server *srv, struct http_conn *c, bool path_known) {
+  const struct http_req *req = &c->req;
+  size_t n;
+  c->dialect = serve_dialect(srv, req);
+  if (!table_for(req, &n))
+    http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served",
+               "nothing serves port %.16s of a sandbox here",
+               http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
+  else if (path_known)
+    http_error(c, HUTCH_ERR_METHOD, "method_not_allowed", "%s is not allowed on %s",
+               http_method_str(req->method), req->path);
+  else
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+}
+
+/* A data-plane request (the sandbox's token, or a URL signed with it):
+ * its sandbox's tenant into p, and the params as a native route's;
+ * false after an error answer. */
+static bool sandbox_route(struct http_conn *c, const struct route *found, struct principal *p) {
+  struct http_req *req = &c->req;
+  struct sbx *sb = found->access == SIGNED ? e2b_signed_sandbox(c) : sandbox_of(c, found->access);
+  if (!sb)
+    return false;
+
+  /* The handlers find the sandbox as a native route's: params[0] is its
+   * id (kept after the path in pbuf), the route's own follow. */
+  size_t plen = strlen(req->path);
+  req->pbuf = xmalloc(plen + 1 + sizeof sb->id);
+  memcpy(req->pbuf, req->path, plen + 1);
+  memcpy(req->pbuf + plen + 1, sb->id, sizeof sb->id);
+  match(found->pattern, req->pbuf, req);
+  cut_params(req);
+  memmove(req->params + 1, req->params, req->nparams * sizeof *req->params);
+  req->params[0] = req->pbuf + plen + 1;
+  req->nparams++;
+
+  str_copy(p->tenant, sizeof p->tenant, sb->tenant);
+  return true;
+}
+
+/* A control-plane request: its params, and the caller's API key into p
+ * (unless the route is public), an admin's where the route wants one;
+ * false after an error answer. */
+static bool key_route(struct server *srv, struct http_conn *c, const struct route *found,
+                      struct principal *p) {
+  struct http_req *req = &c->req;
+  /* The params point into a copy of the path, cut at the slashes. */
+  req->pbuf = xstrdup(req->path);
+  match(found->pattern, req->pbuf, req);
+  cut_params(req);
+
+  if (found->access != PUBLIC && !api_keys_authenticate(srv, req, p)) {
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
+               "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
+    return false;
+  }
+  if (found->access == ADMIN && !p->admin) {
+    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may do this");
+    return false;
+  }
+  return true;
+}
+
+void routes_dispatch(struct server *srv, struct http_conn *c) {
   struct http_req *req = &c->req;
   srv->metrics.requests++;
   pool_defer(srv);
-  if (ports_routed_by_host(srv, req)) { /* {port}-{id}.DOMAIN: a sandbox's port */
-    ports_forward(c, NULL);
+  if (api_ports_routed_by_host(srv, req)) { /* {port}-{id}.DOMAIN: a sandbox's port */
+    api_ports_forward(c, NULL);
     return;
   }
+
   bool path_known;
   const struct route *found = find(req, &path_known);
   if (!found) {
-    size_t n;
-    c->dialect = serve_dialect(srv, req);
-    if (!table_for(req, &n))
-      http_error(c, HUTCH_ERR_UPSTREAM, "port_not_served", "nothing serves port %.16s of a sandbox here",
-                 http_header(req, "E2b-Sandbox-Port") ? http_header(req, "E2b-Sandbox-Port") : "");
-    else if (path_known)
-      http_error(c, HUTCH_ERR_METHOD, "method_not_allowed", "%s is not allowed on %s",
-                 http_method_str(req->method), req->path);
-    else
-      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+    no_route(srv, c, path_known);
     return;
   }
   c->dialect = found->dialect;
+
   /* What a handler reads of the request is text (a port's route relays
    * the rest untouched: a browser's cookie is the service's business). */
   const char *code = NULL;
-  const char *why = found->handler == ports_forward ? NULL : http_request_text(req, &code);
+  const char *why = found->handler == api_ports_forward ? NULL : http_request_text(req, &code);
   if (why) {
     http_error(c, HUTCH_ERR_INVALID, code, "%s", why);
     return;
   }
+
   struct principal p = {0};
-  if (found->access == SANDBOX || found->access == SANDBOX_ANY || found->access == SIGNED) {
-    struct sbx *sb = found->access == SIGNED ? e2b_signed_sandbox(c) : sandbox_of(c, found->access);
-    if (!sb)
-      return;
-    /* The handlers find the sandbox as a native route's: params[0] is its
-     * id (kept after the path in pbuf), the route's own follow. */
-    size_t plen = strlen(req->path);
-    req->pbuf = xmalloc(plen + 1 + sizeof sb->id);
-    memcpy(req->pbuf, req->path, plen + 1);
-    memcpy(req->pbuf + plen + 1, sb->id, sizeof sb->id);
-    match(found->pattern, req->pbuf, req);
-    cut_params(req);
-    memmove(req->params + 1, req->params, req->nparams * sizeof *req->params);
-    req->params[0] = req->pbuf + plen + 1;
-    req->nparams++;
-    str_copy(p.tenant, sizeof p.tenant, sb->tenant);
-  } else {
-    /* The params point into a copy of the path, cut at the slashes. */
-    req->pbuf = xstrdup(req->path);
-    match(found->pattern, req->pbuf, req);
-    cut_params(req);
-    if (found->access != PUBLIC && !keys_authenticate(srv, req, &p)) {
-      http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
-                 "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
-      return;
-    }
-    if (found->access == ADMIN && !p.admin) {
-      http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key may do this");
-      return;
-    }
-  }
+  bool data_plane =
+      found->access == SANDBOX || found->access == SANDBOX_ANY || found->access == SIGNED;
+  bool ok = data_plane ? sandbox_route(c, found, &p) : key_route(srv, c, found, &p);
+  if (!ok)
+    return;
   c->action = found->action;
+
   /* A tenant's open streams and WebSockets hold descriptors past the
    * request: its share of them is bounded (fds.c), the admin's is not. */
   struct hutch_err err = {0};
@@ -474,8 +512,7 @@ void serve_dispatch(struct server *srv, struct http_conn *c) {
   found->handler(c, &p);
 }
 
-
-void serve_request_done(struct server *srv, struct http_conn *c) {
+void routes_request_done(struct server *srv, struct http_conn *c) {
   int status = c->last_status;
   if (status >= 400 && status < 600)
     srv->metrics.errors_by_status[status]++;
@@ -499,7 +536,7 @@ void serve_request_done(struct server *srv, struct http_conn *c) {
   c->tenant[0] = '\0';
 }
 
-int serve_print_routes(FILE *out, const char *table) {
+int routes_print(FILE *out, const char *table) {
   for (size_t k = 0; k < ARRAY_SIZE(tables); k++) {
     if (strcmp(tables[k].name, table) != 0)
       continue;
@@ -515,17 +552,17 @@ static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_
 
 static void held(struct server *srv, const char *tenant, bool on) { tally_held(srv, tenant, on); }
 
-const struct http_handlers serve_http = {
-    .dispatch = serve_dispatch,
-    .streams_body = serve_streams_body,
+const struct http_handlers routes_http = {
+    .dispatch = routes_dispatch,
+    .streams_body = routes_streams_body,
     .dialect = serve_dialect,
-    .done = serve_request_done,
+    .done = routes_request_done,
     .room = room,
     .held = held,
 };
 
-const struct serve_fronts serve_fronts = {
-    .sandbox_ending = ports_close_all,
+const struct serve_fronts routes_fronts = {
+    .sandbox_ending = api_ports_close_all,
     .sandbox_freed = e2b_watches_free,
-    .sandbox_sweep = ports_sweep,
+    .sandbox_sweep = api_ports_sweep,
 };

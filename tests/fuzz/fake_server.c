@@ -550,7 +550,7 @@ static char *proc_line(const uint8_t *p, size_t n, json_t *dflt, size_t *len) {
     json_decref(j);
     j = dflt;
     if (n) {
-      char *b64 = b64_encode(p, n);
+      char *b64 = http_b64_encode(p, n);
       json_object_set_new(j, "data_b64", json_string(b64));
       free(b64);
     }
@@ -589,17 +589,17 @@ static void end_process(void) {
 
 /* ---- the sandbox and the rest of serve.h the handlers call ---- */
 
-struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
+struct sbx *api_sbx_lookup(struct http_conn *c, const struct principal *p) {
   (void)p;
   str_copy(c->sandbox, sizeof c->sandbox, c->req.params[0]);
   return &w.sb;
 }
 
-struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
-  return sbx_lookup(c, p);
+struct sbx *api_sbx_lookup_live(struct http_conn *c, const struct principal *p) {
+  return api_sbx_lookup(c, p);
 }
 
-bool sbx_wake(struct http_conn *c, struct sbx *sb) {
+bool api_sbx_wake(struct http_conn *c, struct sbx *sb) {
   (void)c, (void)sb;
   return true;
 }

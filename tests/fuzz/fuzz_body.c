@@ -1,5 +1,5 @@
 /* libFuzzer target: the native exec and file routes' requests (body.c,
- * api_exec.c's exec_request, api_files.c) and what they make of the
+ * api_exec.c's api_exec_request, api_files.c) and what they make of the
  * agent's answers, against a fake sandbox (fake_server.h).
  *
  * Input: a selector byte (the route; its high bits the size of the

@@ -1,8 +1,8 @@
 /* libFuzzer target: E2B envd's Connect RPC calls (connect.c's envelope
  * and unary bodies) into the handlers that parse them, process.Process
- * (e2b_process.c, down to exec_request) and filesystem.Filesystem
+ * (e2b_process.c, down to api_exec_request) and filesystem.Filesystem
  * (e2b_fs.c), against a fake sandbox (fake_server.h). Also, on the same
- * bytes: base64 (b64_decode) and an envelope must survive a round trip.
+ * bytes: base64 (http_b64_decode) and an envelope must survive a round trip.
  *
  * Input: a selector byte (the RPC), then fake_split's layout: a flags
  * byte, the request body, the agent's answer. */
@@ -34,15 +34,15 @@ static const struct http_header headers[] = {
     {"Connect-Timeout-Ms", "1500"},
 };
 
-/* The message connect_request takes from body, or NULL (it answered). */
+/* The message http_connect_request takes from body, or NULL (it answered). */
 static json_t *request_of(const uint8_t *body, size_t n, bool stream) {
   struct fake_script none = {.end = (const uint8_t *)"{}", .nend = 2};
   struct fake_req r = {(const char *)body, n, NULL, headers, 1,
                        stream ? DIALECT_CONNECT_STREAM : DIALECT_CONNECT};
   struct http_conn *c = fake_request(&r, &none);
-  json_t *m = connect_request(c, stream);
+  json_t *m = http_connect_request(c, stream);
   if (!m && fake_status() != 400)
-    fake_fail("connect_request refused a message without a 400");
+    fake_fail("http_connect_request refused a message without a 400");
   if (m) /* a handler would answer now */
     http_json(c, 200, json_object());
   fake_finish();
@@ -56,7 +56,7 @@ static void envelope_round_trip(const uint8_t *body, size_t n) {
   if (!m)
     return;
   size_t len;
-  char *e = connect_envelope(0, json_incref(m), &len);
+  char *e = http_connect_envelope(0, json_incref(m), &len);
   json_t *again = request_of((const uint8_t *)e, len, true);
   char *before = json_dumps(m, SERVE_JSON_FLAGS), *after = json_dumps(again, SERVE_JSON_FLAGS);
   if (!again || !before || !after || strcmp(before, after) != 0)
@@ -68,15 +68,16 @@ static void envelope_round_trip(const uint8_t *body, size_t n) {
   json_decref(m);
 }
 
-/* Whatever b64_decode takes, encoding it and decoding again gives the
+/* Whatever http_b64_decode takes, encoding it and decoding again gives the
  * same bytes. */
 static void base64_round_trip(const uint8_t *body, size_t n) {
   char *s = strndup((const char *)body, n);
   uint8_t *raw, *again;
   size_t nraw, nagain;
-  if (b64_decode(s, &raw, &nraw) == 0) {
-    char *enc = b64_encode(raw, nraw);
-    if (b64_decode(enc, &again, &nagain) < 0 || nagain != nraw || memcmp(raw, again, nraw) != 0)
+  if (http_b64_decode(s, &raw, &nraw) == 0) {
+    char *enc = http_b64_encode(raw, nraw);
+    if (http_b64_decode(enc, &again, &nagain) < 0 || nagain != nraw ||
+        memcmp(raw, again, nraw) != 0)
       fake_fail("base64 does not survive a round trip");
     free(again);
     free(enc);

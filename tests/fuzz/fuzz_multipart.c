@@ -1,5 +1,5 @@
 /* libFuzzer target: envd's POST /files, the multipart/form-data parser
- * of e2b_fs.c, each "file" part written through a fake agent
+ * of e2b/files.c, each "file" part written through a fake agent
  * (fake_server.h).
  *
  * The parser takes the body as it comes: each input is uploaded twice,

@@ -117,7 +117,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv->cfg.port = 0;
   srv->cfg.pool_specs = xcalloc(2, sizeof(char *));
   srv->cfg.pool_specs[0] = xstrdup("host=0");
-  if (server_open(srv, &serve_http, &serve_fronts, &err) < 0) {
+  if (server_open(srv, &routes_http, &routes_fronts, &err) < 0) {
     fprintf(stderr, "fuzz: %s\n", err.msg);
     abort();
   }

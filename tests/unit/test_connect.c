@@ -1,5 +1,5 @@
 /* Connect framing (src/server/http/connect.c): envelopes out, a request
- * message in (connect_message), and base64. The parts of connect.c that
+ * message in (http_connect_message), and base64. The parts of connect.c that
  * write to a connection are not exercised: the stubs below stand in for
  * the transport they call. */
 #include <stdlib.h>
@@ -30,7 +30,7 @@ void http_stream_end(struct http_conn *c) {
   (void)c;
   abort();
 }
-json_t *serve_json_text(const char *s) { return json_string(s); }
+json_t *http_json_text(const char *s) { return json_string(s); }
 const char *http_connect_code(enum hutch_errkind kind, const char *code) {
   (void)kind, (void)code;
   abort();
@@ -40,14 +40,14 @@ const char *http_connect_code(enum hutch_errkind kind, const char *code) {
 
 static void test_envelope(void) {
   size_t n;
-  char *e = connect_envelope(0, json_pack("{s:i}", "a", 1), &n);
+  char *e = http_connect_envelope(0, json_pack("{s:i}", "a", 1), &n);
   is_u64(n, 5 + 7, "an envelope is 5 bytes and the JSON");
   is_int((unsigned char)e[0], 0, "flags 0");
   ok(memcmp(e + 1, "\0\0\0\x07", 4) == 0, "the length, big-endian");
   ok(memcmp(e + 5, "{\"a\":1}", 7) == 0, "the compact JSON");
   free(e);
 
-  e = connect_envelope(CONNECT_END_STREAM, json_object(), &n);
+  e = http_connect_envelope(CONNECT_END_STREAM, json_object(), &n);
   is_u64(n, 7, "an empty end-of-stream envelope");
   is_int((unsigned char)e[0], CONNECT_END_STREAM, "its flags");
   ok(memcmp(e + 1, "\0\0\0\x02{}", 6) == 0, "length 2 and {}");
@@ -58,16 +58,16 @@ static void test_envelope(void) {
   char *s = malloc(big - 8 + 1); /* {"a":"..."} */
   memset(s, 'x', big - 8);
   s[big - 8] = '\0';
-  e = connect_envelope(0, json_pack("{s:s}", "a", s), &n);
+  e = http_connect_envelope(0, json_pack("{s:s}", "a", s), &n);
   is_u64(n, 5 + big, "a long string's envelope");
   ok(memcmp(e + 1, "\x00\x01\x23\x45", 4) == 0, "its length 0x012345, big-endian");
   free(e);
   free(s);
 
-  /* An envelope read back by connect_message. */
-  e = connect_envelope(0, json_pack("{s:s}", "k", "v"), &n);
+  /* An envelope read back by http_connect_message. */
+  e = http_connect_envelope(0, json_pack("{s:s}", "k", "v"), &n);
   char why[256];
-  json_t *j = connect_message(e, n, 1, why, sizeof why);
+  json_t *j = http_connect_message(e, n, 1, why, sizeof why);
   ok(j && json_is_string(json_object_get(j, "k")), "an envelope made is an envelope read");
   json_decref(j);
   free(e);
@@ -75,10 +75,10 @@ static void test_envelope(void) {
 
 /* ---- request messages ---- */
 
-/* connect_message on n bytes of b: whether it took a message. */
+/* http_connect_message on n bytes of b: whether it took a message. */
 static bool takes(const char *b, size_t n, int stream, const char *what) {
   char why[256] = "";
-  json_t *j = connect_message(b, n, stream, why, sizeof why);
+  json_t *j = http_connect_message(b, n, stream, why, sizeof why);
   bool took = j != NULL;
   ok(took || why[0], "%s: %s", what, took ? "taken" : why);
   json_decref(j);
@@ -87,10 +87,10 @@ static bool takes(const char *b, size_t n, int stream, const char *what) {
 
 static void test_message(void) {
   char why[256];
-  json_t *j = connect_message("{\"pid\":7}", 9, 0, why, sizeof why);
+  json_t *j = http_connect_message("{\"pid\":7}", 9, 0, why, sizeof why);
   ok(j && json_integer_value(json_object_get(j, "pid")) == 7, "a unary body is the message");
   json_decref(j);
-  j = connect_message("\0\0\0\0\x09{\"pid\":7}", 14, 1, why, sizeof why);
+  j = http_connect_message("\0\0\0\0\x09{\"pid\":7}", 14, 1, why, sizeof why);
   ok(j && json_integer_value(json_object_get(j, "pid")) == 7, "a stream's one envelope");
   json_decref(j);
 
@@ -116,18 +116,18 @@ static void test_message(void) {
   /* The reason is cut to the buffer, never past it. */
   char small[8];
   memset(small, 'z', sizeof small);
-  j = connect_message("", 0, 1, small, sizeof small);
+  j = http_connect_message("", 0, 1, small, sizeof small);
   ok(!j && small[7] == '\0' && strlen(small) == 7, "the reason fits a small buffer");
 }
 
 /* ---- base64 ---- */
 
 static void round_trip(const void *data, size_t n, const char *want) {
-  char *s = b64_encode(data, n);
+  char *s = http_b64_encode(data, n);
   is_str(s, want, "encode %zu bytes", n);
   uint8_t *out = NULL;
   size_t m = 99;
-  int r = b64_decode(s, &out, &m);
+  int r = http_b64_decode(s, &out, &m);
   ok(r == 0 && m == n && memcmp(out, data, n) == 0, "decode '%s' gives them back", s);
   free(out);
   free(s);
@@ -136,7 +136,7 @@ static void round_trip(const void *data, size_t n, const char *want) {
 static void decodes(const char *s, const char *want, size_t wn) {
   uint8_t *out = NULL;
   size_t n = 0;
-  int r = b64_decode(s, &out, &n);
+  int r = http_b64_decode(s, &out, &n);
   ok(r == 0 && n == wn && memcmp(out, want, wn) == 0, "decode '%s'", s);
   free(out);
 }
@@ -144,7 +144,7 @@ static void decodes(const char *s, const char *want, size_t wn) {
 static void refused(const char *s, const char *what) {
   uint8_t *out = NULL;
   size_t n = 0;
-  int r = b64_decode(s, &out, &n);
+  int r = http_b64_decode(s, &out, &n);
   is_int(r, -1, "refuse %s", what);
   if (r == 0)
     free(out);
@@ -160,10 +160,10 @@ static void test_b64(void) {
   uint8_t all[256];
   for (int i = 0; i < 256; i++)
     all[i] = (uint8_t)i;
-  char *s = b64_encode(all, sizeof all);
+  char *s = http_b64_encode(all, sizeof all);
   uint8_t *out;
   size_t n;
-  ok(b64_decode(s, &out, &n) == 0 && n == 256 && memcmp(out, all, 256) == 0,
+  ok(http_b64_decode(s, &out, &n) == 0 && n == 256 && memcmp(out, all, 256) == 0,
      "every byte value round-trips");
   free(out);
   free(s);

@@ -57,11 +57,11 @@ static struct outcome run(const char *boundary, const char *body, size_t n, size
   struct log l = {0};
   add(&l, "", 0);
   struct multipart mp;
-  multipart_init(&mp, boundary, &ops, &l);
+  http_multipart_init(&mp, boundary, &ops, &l);
   for (size_t off = 0; off < n; off += chunk)
-    multipart_feed(&mp, body + off, n - off < chunk ? n - off : chunk);
-  struct outcome o = {l.s, multipart_done(&mp), mp.bad, l.nested};
-  multipart_free(&mp);
+    http_multipart_feed(&mp, body + off, n - off < chunk ? n - off : chunk);
+  struct outcome o = {l.s, http_multipart_done(&mp), mp.bad, l.nested};
+  http_multipart_free(&mp);
   return o;
 }
 
@@ -119,17 +119,17 @@ static void test_parse(void) {
   struct log l = {0};
   add(&l, "", 0);
   struct multipart mp;
-  multipart_init(&mp, "b", &ops, &l);
+  http_multipart_init(&mp, "b", &ops, &l);
   const char *head = "--b\r\nX: y\r\n\r\n";
-  multipart_feed(&mp, head, strlen(head));
-  multipart_feed(&mp, "0123456789\r\n-", 13);
+  http_multipart_feed(&mp, head, strlen(head));
+  http_multipart_feed(&mp, "0123456789\r\n-", 13);
   is_str(l.s, "[X: y\r\n]01234567", "a part's bytes are passed on before it ends");
-  multipart_feed(&mp, "-b--", 4);
+  http_multipart_feed(&mp, "-b--", 4);
   is_str(l.s, "[X: y\r\n]0123456789|", "and the delimiter split across pieces ends it");
-  ok(multipart_done(&mp), "done");
-  multipart_feed(&mp, "\r\n--b\r\n\r\n\r\nmore", 15);
+  ok(http_multipart_done(&mp), "done");
+  http_multipart_feed(&mp, "\r\n--b\r\n\r\n\r\nmore", 15);
   is_str(l.s, "[X: y\r\n]0123456789|", "nothing is read after the final delimiter");
-  multipart_free(&mp);
+  http_multipart_free(&mp);
   free(l.s);
 }
 
@@ -154,7 +154,7 @@ static void test_huge_header(void) {
 }
 
 static void boundary_is(const char *ctype, const char *want) {
-  char *b = multipart_boundary(ctype);
+  char *b = http_multipart_boundary(ctype);
   is_str(b, want, "boundary of '%s'", ctype ? ctype : "(null)");
   free(b);
 }
@@ -171,7 +171,7 @@ static void test_boundary(void) {
   boundary_is(NULL, NULL);
   char ct[200];
   snprintf(ct, sizeof ct, "multipart/form-data; boundary=%070d", 7);
-  char *b = multipart_boundary(ct);
+  char *b = http_multipart_boundary(ct);
   ok(b && strlen(b) == 70, "a 70-character boundary");
   free(b);
   snprintf(ct, sizeof ct, "multipart/form-data; boundary=%071d", 7);
@@ -179,7 +179,7 @@ static void test_boundary(void) {
 }
 
 static void filename_is(const char *headers, const char *want) {
-  char *f = multipart_filename(headers);
+  char *f = http_multipart_filename(headers);
   is_str(f, want, "filename of '%.*s'", (int)strcspn(headers, "\r"), headers);
   free(f);
 }

@@ -29,7 +29,7 @@ static json_t *context_json(const struct context *cx) {
   json_t *j = json_pack("{s:s,s:s,s:o,s:s}", "id", i.id, "language", i.language, "cwd",
                         i.cwd ? json_string(i.cwd) : json_null(), "state", i.state);
   if (i.died)
-    json_object_set_new(j, "error", serve_json_text(i.died));
+    json_object_set_new(j, "error", http_json_text(i.died));
   if (i.fork_of)
     json_object_set_new(j, "forked_from", json_string(i.fork_of));
   return j;
@@ -38,23 +38,36 @@ static json_t *context_json(const struct context *cx) {
 /* The context the route's {id} and {cid} name; NULL after an error answer. */
 static struct context *route_context(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   struct context *cx = sb ? contexts_find(sb, c->req.params[1], &err) : NULL;
   if (sb && !cx)
     http_fail(c, &err);
   return cx;
 }
 
-void api_contexts_create(struct http_conn *c, const struct principal *p) {
+/* A create's {language, cwd, env}: 0, or -1 after a 400. */
+static int create_fields(struct http_conn *c, json_t *o, const char **lang, const char **cwd,
+                         json_t **env) {
   static const char *const known[] = {"language", "cwd", "env", NULL};
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "language", 15, lang) < 0)
+    return -1;
+  if (http_body_string(c, o, "cwd", 4095, cwd) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", 1024, env) < 0)
+    return -1;
+  return 0;
+}
+
+void api_contexts_create(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL, *env = NULL;
+  struct sbx *sb = api_sbx_lookup_live(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL, *env = NULL;
   const char *lang = "python", *cwd = NULL;
   if (!o)
     return;
-  if (body_only(c, o, known) >= 0 && body_string(c, o, "language", 15, &lang) >= 0 &&
-      body_string(c, o, "cwd", 4095, &cwd) >= 0 && body_string_map(c, o, "env", 1024, &env) >= 0) {
+  if (create_fields(c, o, &lang, &cwd, &env) == 0) {
     struct context *cx = contexts_create(sb, lang, cwd, env, &err);
     if (cx)
       http_json(c, 201, context_json(cx));
@@ -65,7 +78,7 @@ void api_contexts_create(struct http_conn *c, const struct principal *p) {
 }
 
 void api_contexts_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   json_t *a = json_array();
@@ -172,16 +185,31 @@ static bool sink_full(void *arg) {
   return http_queued(arg) >= HTTP_STREAM_HIGH;
 }
 
-void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
+/* A cell's {code, env, timeout_s} and, with code, its {context_id,
+ * language}, into r: 0, or -1 after a 400. */
+static int cell_fields(struct http_conn *c, json_t *o, struct cell_request *r) {
   static const char *const known[] = {"code", "language", "context_id", "timeout_s", "env", NULL};
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "code", CONTEXTS_CODE_MAX, &r->code) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", 1024, &r->env) < 0)
+    return -1;
+  if (http_body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0)
+    return -1;
+  if (!r->code)
+    return 0;
+  if (http_body_string(c, o, "context_id", 16, &r->context_id) < 0)
+    return -1;
+  if (http_body_string(c, o, "language", 15, &r->language) < 0)
+    return -1;
+  return 0;
+}
+
+void api_contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
   struct cell_request r = {.timeout_s = CONTEXTS_CELL_TIMEOUT_S};
   struct hutch_err err = {0};
-  if (body_only(c, o, known) < 0 || body_string(c, o, "code", CONTEXTS_CODE_MAX, &r.code) < 0 ||
-      body_string_map(c, o, "env", 1024, &r.env) < 0 ||
-      body_number(c, o, "timeout_s", 0.001, SERVE_MAX_TIMEOUT_S, &r.timeout_s) < 0)
-    return;
-  if (r.code && (body_string(c, o, "context_id", 16, &r.context_id) < 0 ||
-                 body_string(c, o, "language", 15, &r.language) < 0))
+  if (cell_fields(c, o, &r) < 0)
     return;
   struct cell_sink sink = {sink_start, e2b ? sink_event_e2b : sink_event, sink_end, sink_full, c};
   if (contexts_run(sb, &r, &sink, &err) < 0)
@@ -189,9 +217,9 @@ void contexts_code(struct http_conn *c, struct sbx *sb, json_t *o, bool e2b) {
 }
 
 void api_code(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup_live(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   if (o)
-    contexts_code(c, sb, o, false);
+    api_contexts_code(c, sb, o, false);
   json_decref(o);
 }

@@ -105,6 +105,7 @@ static void on_artifacts(const struct files_result *r, const struct hutch_err *e
     free(nd);
     return;
   }
+
   json_t *files = r ? json_object_get(r->done, "files") : NULL, *f;
   size_t i;
   /* A file an exec before reported, unchanged since, is not this one's
@@ -122,6 +123,7 @@ static void on_artifacts(const struct files_result *r, const struct hutch_err *e
                                          json_object_get(f, "size"), "mime_type",
                                          mime_of(path)));
   }
+
   if (r) {
     json_decref(nd->sb->artifacts_seen);
     nd->sb->artifacts_seen = json_incref(seen);
@@ -151,12 +153,14 @@ static void on_end(json_t *exit, void *arg) {
     json_t *done = json_pack("{s:o}", "files", changed);
     on_artifacts(&(struct files_result){.done = done, .path = nd->root}, NULL, nd);
     json_decref(done);
-  } else {
-    json_decref(changed);
-    if (!status || strcmp(status, "sandbox_error") == 0 ||
-        files_changed(nd->sb, nd->root, nd->user, nd->since_ns, on_artifacts, nd, &err) < 0)
-      finish(nd);
+    return;
   }
+
+  json_decref(changed);
+  if (!status || strcmp(status, "sandbox_error") == 0)
+    finish(nd);
+  else if (files_changed(nd->sb, nd->root, nd->user, nd->since_ns, on_artifacts, nd, &err) < 0)
+    finish(nd);
 }
 
 static void on_abort(void *ctx) {
@@ -190,60 +194,66 @@ static void artifacts_root(struct ndexec *nd, json_t *req) {
 
 static const struct http_stream_ops exec_ops = {.abort = on_abort, .drain = on_drain};
 
-json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in) {
+/* What an exec body gives besides cmd, background, keep_stdin and pty. */
+struct exec_body {
+  const char *shell, *cwd, *user;
+  json_t *env;
+  double timeout_s;
+};
+
+/* The body's fields into b, and its stdin into *in: 0, or -1 after a 400. */
+static int exec_fields(struct http_conn *c, json_t *o, struct exec_body *b, const char **in) {
   static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
                                       "timeout_s", "user", "background", "keep_stdin", "pty",
                                       NULL};
-  /* A template's user and working directory are the defaults. */
-  const char *shell = NULL, *cwd = sb->workdir, *user = sb->user ? sb->user : "user";
-  json_t *env = NULL, *cmd = json_object_get(o, "cmd");
-  double timeout = 0;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &shell) < 0 ||
-      body_string(c, o, "cwd", 4095, &cwd) < 0 || body_string(c, o, "user", 32, &user) < 0 ||
-      body_string(c, o, "stdin", HTTP_BODY_MAX, in) < 0 ||
-      body_string_map(c, o, "env", 1024, &env) < 0 ||
-      body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &timeout) < 0)
-    return NULL;
-  json_t *bg = json_object_get(o, "background"), *ks = json_object_get(o, "keep_stdin");
-  if ((bg && !json_is_boolean(bg)) || (ks && !json_is_boolean(ks))) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "background and keep_stdin are true or false");
-    return NULL;
-  }
-  if (json_is_true(ks) && !json_is_true(bg)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "keep_stdin is for background processes");
-    return NULL;
-  }
-  if (!!cmd == !!shell) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "give exactly one of cmd (an argv array) or shell");
-    return NULL;
-  }
-  if (!hutch_user_ok(user)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "user must be \"user\", \"root\", a user name of the sandbox or UID[:GID]");
-    return NULL;
-  }
-  json_t *argv;
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &b->shell) < 0)
+    return -1;
+  if (http_body_string(c, o, "cwd", 4095, &b->cwd) < 0)
+    return -1;
+  if (http_body_string(c, o, "user", 32, &b->user) < 0)
+    return -1;
+  if (http_body_string(c, o, "stdin", HTTP_BODY_MAX, in) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", 1024, &b->env) < 0)
+    return -1;
+  if (http_body_number(c, o, "timeout_s", 0, SERVE_MAX_TIMEOUT_S, &b->timeout_s) < 0)
+    return -1;
+  return 0;
+}
+
+/* The argv of a shell line (bash -c), or a copy of cmd once each of its
+ * strings is checked: 0, or -1 after a 400. */
+static int exec_argv(struct http_conn *c, json_t *cmd, const char *shell, json_t **argv) {
   if (shell) {
-    argv = json_pack("[s,s,s]", "/bin/bash", "-c", shell);
-  } else {
-    size_t i;
-    json_t *a;
-    if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > MAX_ARGS) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "cmd must be an array of 1 to %d strings", MAX_ARGS);
-      return NULL;
-    }
-    json_array_foreach(cmd, i, a) {
-      if (!json_is_string(a) || json_string_length(a) >= HUTCH_STRING_MAX ||
-          strlen(json_string_value(a)) != json_string_length(a)) {
-        http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-                   "cmd[%zu] must be a string shorter than %u bytes, without NUL", i,
-                   HUTCH_STRING_MAX);
-        return NULL;
-      }
-    }
-    argv = json_deep_copy(cmd);
+    *argv = json_pack("[s,s,s]", "/bin/bash", "-c", shell);
+    return 0;
   }
-  /* The sandbox's environment, then the exec's own over it. */
+
+  size_t i;
+  json_t *a;
+  if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > MAX_ARGS) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "cmd must be an array of 1 to %d strings",
+               MAX_ARGS);
+    return -1;
+  }
+  json_array_foreach(cmd, i, a) {
+    if (!json_is_string(a) || json_string_length(a) >= HUTCH_STRING_MAX ||
+        strlen(json_string_value(a)) != json_string_length(a)) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "cmd[%zu] must be a string shorter than %u bytes, without NUL", i,
+                 HUTCH_STRING_MAX);
+      return -1;
+    }
+  }
+  *argv = json_deep_copy(cmd);
+  return 0;
+}
+
+/* The sandbox's environment, then the exec's own env over it, into *out:
+ * 0, or -1 after a 400. */
+static int exec_env(struct http_conn *c, const struct sbx *sb, json_t *env, json_t **out) {
   json_t *e = json_deep_copy(sb->env);
   if (env)
     json_object_update(e, env);
@@ -252,24 +262,74 @@ json_t *exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const
   json_object_foreach(e, k, v) if (strchr(k, '=') || json_string_length(v) >= HUTCH_STRING_MAX) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "env: '%s' is not a usable variable", k);
     json_decref(e);
+    return -1;
+  }
+  *out = e;
+  return 0;
+}
+
+/* The body's pty {rows, cols}, if any, into the request r: 0, or -1 after
+ * a 400. */
+static int exec_pty(struct http_conn *c, json_t *o, json_t *r) {
+  json_t *pty = json_object_get(o, "pty");
+  if (!pty || json_is_null(pty))
+    return 0;
+  json_int_t rows = json_integer_value(json_object_get(pty, "rows"));
+  json_int_t cols = json_integer_value(json_object_get(pty, "cols"));
+  if (!json_is_object(pty) || json_object_size(pty) != 2 || rows < 1 || rows > 9999 || cols < 1 ||
+      cols > 9999) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "pty is {\"rows\": R, \"cols\": C}, 1 to 9999");
+    return -1;
+  }
+  json_object_set_new(r, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
+  return 0;
+}
+
+json_t *api_exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, const char **in) {
+  /* A template's user and working directory are the defaults. */
+  struct exec_body b = {.cwd = sb->workdir, .user = sb->user ? sb->user : "user"};
+  json_t *cmd = json_object_get(o, "cmd");
+  if (exec_fields(c, o, &b, in) < 0)
+    return NULL;
+
+  json_t *bg = json_object_get(o, "background"), *ks = json_object_get(o, "keep_stdin");
+  if ((bg && !json_is_boolean(bg)) || (ks && !json_is_boolean(ks))) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "background and keep_stdin are true or false");
+    return NULL;
+  }
+  if (json_is_true(ks) && !json_is_true(bg)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "keep_stdin is for background processes");
+    return NULL;
+  }
+  if (!!cmd == !!b.shell) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "give exactly one of cmd (an argv array) or shell");
+    return NULL;
+  }
+  if (!hutch_user_ok(b.user)) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "user must be \"user\", \"root\", a user name of the sandbox or UID[:GID]");
+    return NULL;
+  }
+
+  json_t *argv, *e;
+  if (exec_argv(c, cmd, b.shell, &argv) < 0)
+    return NULL;
+  if (exec_env(c, sb, b.env, &e) < 0) {
     json_decref(argv);
     return NULL;
   }
+
   json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "exec", "argv", argv, "env", e, "user",
-                        user, "stdin", *in != NULL, "timeout_ms", (json_int_t)(timeout * 1000));
-  if (cwd)
-    json_object_set_new(r, "cwd", json_string(cwd));
-  json_t *pty = json_object_get(o, "pty");
-  if (pty && !json_is_null(pty)) {
-    json_int_t rows = json_integer_value(json_object_get(pty, "rows"));
-    json_int_t cols = json_integer_value(json_object_get(pty, "cols"));
-    if (!json_is_object(pty) || json_object_size(pty) != 2 || rows < 1 || rows > 9999 ||
-        cols < 1 || cols > 9999) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "pty is {\"rows\": R, \"cols\": C}, 1 to 9999");
-      json_decref(r);
-      return NULL;
-    }
-    json_object_set_new(r, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
+                        b.user, "stdin", *in != NULL, "timeout_ms",
+                        (json_int_t)(b.timeout_s * 1000));
+  if (b.cwd)
+    json_object_set_new(r, "cwd", json_string(b.cwd));
+  if (exec_pty(c, o, r) < 0) {
+    json_decref(r);
+    return NULL;
   }
   return r;
 }
@@ -300,12 +360,13 @@ static void start_background(struct http_conn *c, struct sbx *sb, json_t *req, c
 }
 
 void api_exec(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup_live(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   if (!o)
     return;
+
   const char *in = NULL;
-  json_t *req = exec_request(c, sb, o, &in);
+  json_t *req = api_exec_request(c, sb, o, &in);
   struct hutch_err err;
   if (req && json_is_true(json_object_get(o, "background"))) {
     start_background(c, sb, req, in, json_is_true(json_object_get(o, "keep_stdin")));
@@ -325,6 +386,7 @@ void api_exec(struct http_conn *c, const struct principal *p) {
       http_stream_start(c, 200, "application/x-ndjson", &exec_ops, nd);
     }
   }
+
   json_decref(req);
   json_decref(o);
 }

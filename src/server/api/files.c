@@ -20,7 +20,7 @@ struct files_wait {
   files_answer_fn answer;
 };
 
-void files_waited(const struct files_result *r, const struct hutch_err *err, void *arg) {
+void api_files_waited(const struct files_result *r, const struct hutch_err *err, void *arg) {
   struct files_wait *k = arg;
   struct http_conn *c = http_wait_end(&k->w);
   files_answer_fn answer = k->answer;
@@ -29,14 +29,14 @@ void files_waited(const struct files_result *r, const struct hutch_err *err, voi
     answer(c, r, err);
 }
 
-struct files_wait *files_wait(struct http_conn *c, files_answer_fn answer) {
+struct files_wait *api_files_wait(struct http_conn *c, files_answer_fn answer) {
   struct files_wait *k = xcalloc(1, sizeof *k);
   k->answer = answer;
   http_wait_begin(&k->w, c);
   return k;
 }
 
-void files_wait_started(struct files_wait *k, int r, const struct hutch_err *err) {
+void api_files_wait_started(struct files_wait *k, int r, const struct hutch_err *err) {
   if (r == 0)
     return;
   struct http_conn *c = http_wait_end(&k->w);
@@ -75,17 +75,27 @@ static void answer_list(struct http_conn *c, const struct files_result *r,
 
 /* ---- requests ---- */
 
+/* The user a request's ?user= names: "user" (also when it names none),
+ * "root", or NULL for any other. */
+static const char *query_user(const char *u) {
+  if (!u || strcmp(u, "user") == 0)
+    return "user";
+  if (strcmp(u, "root") == 0)
+    return "root";
+  return NULL;
+}
+
 /* The sandbox, the path and the user of a file request, or NULL after
  * an error answer. *path is malloc'd. */
 static struct sbx *file_target(struct http_conn *c, const struct principal *p, char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   struct hutch_err err = {0};
   *path = NULL;
   if (!sb)
     return NULL;
   char *u = http_query(&c->req, "user");
-  *user = !u || strcmp(u, "user") == 0 ? "user" : strcmp(u, "root") == 0 ? "root" : NULL;
+  *user = query_user(u);
   free(u);
   *path = http_query(&c->req, "path");
   if (!*user)
@@ -114,8 +124,9 @@ void api_files_delete(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = file_target(c, p, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_empty);
-    files_wait_started(k, files_remove(sb, path, user, recursive, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_empty);
+    int r = files_remove(sb, path, user, recursive, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
 }
@@ -126,8 +137,9 @@ void api_files_stat(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = file_target(c, p, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_done);
-    files_wait_started(k, files_stat(sb, path, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_done);
+    int r = files_stat(sb, path, user, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
 }
@@ -141,9 +153,9 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
   if (sb && d && (!parse_u64(d, &depth) || depth < 1 || depth > 64)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth must be from 1 to 64");
   } else if (sb) {
-    struct files_wait *k = files_wait(c, answer_list);
-    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
-                       &err);
+    struct files_wait *k = api_files_wait(c, answer_list);
+    int r = files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(d);
   free(path);
@@ -153,14 +165,18 @@ void api_files_list(struct http_conn *c, const struct principal *p) {
 static struct sbx *json_target(struct http_conn *c, const struct principal *p,
                                const char *const *known, json_t **o, const char **path,
                                const char **user) {
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   *path = NULL;
   *user = "user";
-  if (!sb || !(*o = body_object(c)))
+  if (!sb || !(*o = http_body_object(c)))
     return NULL;
-  if (body_only(c, *o, known) < 0 || body_string(c, *o, "path", FILES_PATH_MAX, path) < 0 ||
-      body_string(c, *o, "user", 8, user) < 0)
+  if (http_body_only(c, *o, known) < 0)
     return NULL;
+  if (http_body_string(c, *o, "path", FILES_PATH_MAX, path) < 0)
+    return NULL;
+  if (http_body_string(c, *o, "user", 8, user) < 0)
+    return NULL;
+
   if (!*path || !**path) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required");
     return NULL;
@@ -179,9 +195,10 @@ void api_files_mkdir(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer_done);
+    struct files_wait *k = api_files_wait(c, answer_done);
     bool parents = json_is_true(json_object_get(o, "parents"));
-    files_wait_started(k, files_mkdir(sb, path, user, parents, files_waited, k, &err), &err);
+    int r = files_mkdir(sb, path, user, parents, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   json_decref(o);
 }
@@ -191,13 +208,14 @@ void api_files_move(struct http_conn *c, const struct principal *p) {
   json_t *o = NULL;
   const char *path, *user, *to = NULL;
   struct sbx *sb = json_target(c, p, known, &o, &path, &user);
-  int r = sb ? body_string(c, o, "to", FILES_PATH_MAX, &to) : -1;
+  int r = sb ? http_body_string(c, o, "to", FILES_PATH_MAX, &to) : -1;
   struct hutch_err err = {0};
   if (r == 0 || (r == 1 && !*to)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "to is required");
   } else if (r == 1) {
-    struct files_wait *k = files_wait(c, answer_empty);
-    files_wait_started(k, files_move(sb, path, to, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_empty);
+    int moved = files_move(sb, path, to, user, api_files_waited, k, &err);
+    api_files_wait_started(k, moved, &err);
   }
   json_decref(o);
 }
@@ -295,8 +313,8 @@ static void dl_start(struct http_conn *c, struct download *d, const struct hutch
   http_watch(c); /* a client that leaves before the first byte is heard */
 }
 
-void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                         void (*ended)(void *arg), void *arg) {
+void api_files_download_then(struct http_conn *c, struct sbx *sb, const char *path,
+                             const char *user, void (*ended)(void *arg), void *arg) {
   struct hutch_err err = {0};
   struct files_sink sink;
   struct download *d = dl_new(c, "application/octet-stream", &sink);
@@ -306,8 +324,8 @@ void files_download_then(struct http_conn *c, struct sbx *sb, const char *path, 
   dl_start(c, d, &err);
 }
 
-void files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
-  files_download_then(c, sb, path, user, NULL, NULL);
+void api_files_download(struct http_conn *c, struct sbx *sb, const char *path, const char *user) {
+  api_files_download_then(c, sb, path, user, NULL, NULL);
 }
 
 void api_files_read(struct http_conn *c, const struct principal *p) {
@@ -315,7 +333,7 @@ void api_files_read(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_download(c, sb, path, user);
+    api_files_download(c, sb, path, user);
   free(path);
 }
 
@@ -343,7 +361,7 @@ void api_files_watch(struct http_conn *c, const struct principal *p) {
 struct upload {
   struct http_conn *c;
   struct files_op *op; /* NULL before the write starts and once it has ended */
-  bool started, gone;  /* files_upload_into came; the client left before it */
+  bool started, gone;  /* api_files_upload_into came; the client left before it */
   bool body_done;      /* the body ended (maybe before the write started) */
   bool told_end;       /* the write was told the end */
   char *early;         /* what came before the write started */
@@ -377,7 +395,7 @@ static void up_abort(void *ctx) {
   if (up->started)
     up_free(up);
   else
-    up->gone = true; /* files_upload_into frees it */
+    up->gone = true; /* api_files_upload_into frees it */
 }
 
 /* Inflate what is pending into the write, until it is all in or the agent
@@ -392,6 +410,7 @@ static bool up_inflate(struct upload *up) {
       inflateReset(&up->z);
       up->gz_end = false;
     }
+
     up->z.next_in = (Bytef *)up->in + up->off;
     up->z.avail_in = (uInt)(up->nin - up->off);
     up->z.next_out = (Bytef *)out;
@@ -406,10 +425,12 @@ static bool up_inflate(struct upload *up) {
       up->op = NULL;
       break;
     }
+
     size_t n = sizeof out - up->z.avail_out;
     if (n && !files_write_data(up->op, out, n))
       return false;
   }
+
   free(up->in);
   up->in = NULL;
   up->nin = up->off = 0;
@@ -475,7 +496,7 @@ static void up_body(void *ctx, const char *data, size_t n) {
 static void up_body_end(void *ctx) {
   struct upload *up = ctx;
   up->body_done = true;
-  if (up->started && !up->in) /* else files_upload_into or up_resume ends it */
+  if (up->started && !up->in) /* else api_files_upload_into or up_resume ends it */
     up_finish(up);
 }
 
@@ -505,8 +526,8 @@ static void up_done(const struct files_result *r, const struct hutch_err *err, v
     answer(c, r);
 }
 
-struct upload *files_upload_later(struct http_conn *c, files_written_fn answer,
-                                  void (*over)(void *arg), void *arg) {
+struct upload *api_files_upload_later(struct http_conn *c, files_written_fn answer,
+                                      void (*over)(void *arg), void *arg) {
   struct upload *up = xcalloc(1, sizeof *up);
   up->c = c;
   up->answer = answer;
@@ -523,6 +544,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_free(up);
     return;
   }
+
   up->started = true;
   /* 16 + MAX_WBITS: gzip's header and trailer, nothing else. */
   if (sb && o && o->gzip && inflateInit2(&up->z, 16 + MAX_WBITS) != Z_OK) {
@@ -530,6 +552,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_done(NULL, &err, up);
     return;
   }
+
   up->gzip = sb && o && o->gzip;
   up->op = sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err)
               : NULL;
@@ -537,6 +560,7 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     up_done(NULL, sb ? &err : why, up);
     return;
   }
+
   /* The write takes what came early, then the rest as it comes. */
   char *early = up->early;
   size_t n = up->nearly;
@@ -548,14 +572,14 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
     http_body_resume(up->c);
 }
 
-void files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
-                       const struct files_upload_opts *o, const struct hutch_err *why) {
+void api_files_upload_into(struct upload *up, struct sbx *sb, const char *path, const char *user,
+                           const struct files_upload_opts *o, const struct hutch_err *why) {
   upload_into(up, sb, path, user, o, why);
 }
 
-void files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
-                  const struct files_upload_opts *o, files_written_fn answer) {
-  upload_into(files_upload_later(c, answer, NULL, NULL), sb, path, user, o, NULL);
+void api_files_upload(struct http_conn *c, struct sbx *sb, const char *path, const char *user,
+                      const struct files_upload_opts *o, files_written_fn answer) {
+  upload_into(api_files_upload_later(c, answer, NULL, NULL), sb, path, user, o, NULL);
 }
 
 static void answer_written(struct http_conn *c, const struct files_result *r) {
@@ -568,6 +592,6 @@ void api_files_write(struct http_conn *c, const struct principal *p) {
   const char *user;
   struct sbx *sb = file_target(c, p, &path, &user);
   if (sb)
-    files_upload(c, sb, path, user, NULL, answer_written);
+    api_files_upload(c, sb, path, user, NULL, answer_written);
   free(path);
 }

@@ -8,32 +8,51 @@
 #include "core/base/server.h"
 #include "http/body.h"
 
-int keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
+int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
   return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);
+}
+
+/* A key request's {tenant, max_sandboxes, max_memory_mb, max_disk_mb}
+ * into r (a limit not given stays as it was): 0, or -1 after a 400. */
+static int key_fields(struct http_conn *c, json_t *o, struct key_request *r) {
+  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
+                                      NULL};
+  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "tenant", SERVE_TENANT_LEN, &r->tenant) < 0)
+    return -1;
+  int has_sbx = http_body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx);
+  if (has_sbx < 0)
+    return -1;
+  int has_mem = http_body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem);
+  if (has_mem < 0)
+    return -1;
+  /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
+  int has_disk = http_body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk);
+  if (has_disk < 0)
+    return -1;
+
+  if (has_sbx)
+    r->max_sandboxes = (int64_t)max_sbx;
+  if (has_mem)
+    r->max_memory_mb = (int64_t)max_mem;
+  if (has_disk)
+    r->max_disk_mb = (int64_t)max_disk;
+  return 0;
 }
 
 void api_keys_create(struct http_conn *c, const struct principal *p) {
   (void)p;
-  static const char *const known[] = {"tenant", "max_sandboxes", "max_memory_mb", "max_disk_mb",
-                                      NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   struct key_request r = {.max_sandboxes = -1, .max_memory_mb = -1, .max_disk_mb = -1};
-  uint64_t max_sbx = 0, max_mem = 0, max_disk = 0;
-  int has_sbx = 0, has_mem = 0, has_disk = 0;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "tenant", SERVE_TENANT_LEN, &r.tenant) < 0 ||
-      (has_sbx = body_uint(c, o, "max_sandboxes", 0, 100000, &max_sbx)) < 0 ||
-      (has_mem = body_uint(c, o, "max_memory_mb", 0, 1ull << 30, &max_mem)) < 0 ||
-      /* The bound of --tenant-disk-mb: 1 EiB, which << 20 cannot overflow. */
-      (has_disk = body_uint(c, o, "max_disk_mb", 0, 1ull << 40, &max_disk)) < 0)
-    goto out;
-  if (has_sbx)
-    r.max_sandboxes = (int64_t)max_sbx;
-  if (has_mem)
-    r.max_memory_mb = (int64_t)max_mem;
-  if (has_disk)
-    r.max_disk_mb = (int64_t)max_disk;
+  if (key_fields(c, o, &r) < 0) {
+    json_decref(o);
+    return;
+  }
+
   struct key_made made;
   struct hutch_err err = {0};
   if (keys_create(c->srv, &r, &made, &err) < 0)
@@ -41,7 +60,6 @@ void api_keys_create(struct http_conn *c, const struct principal *p) {
   else
     http_json(c, 201, json_pack("{s:s,s:s,s:s}", "id", made.id, "tenant", r.tenant, "key",
                                 made.key));
-out:
   json_decref(o);
 }
 

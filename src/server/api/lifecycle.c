@@ -12,7 +12,7 @@
 #include "core/base/server.h"
 #include "core/life/sbx_pause.h"
 
-struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
+struct sbx *api_sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct sbx *sb = actions_find(c->srv, p, c->req.params[0], &err);
   /* For the audit line: an id, never the cut-off start of something else
@@ -24,7 +24,7 @@ struct sbx *sbx_lookup(struct http_conn *c, const struct principal *p) {
   return sb;
 }
 
-bool sbx_wake(struct http_conn *c, struct sbx *sb) {
+bool api_sbx_wake(struct http_conn *c, struct sbx *sb) {
   struct hutch_err err = {0};
   if (actions_wake(sb, &err) < 0) {
     http_fail(c, &err);
@@ -33,9 +33,9 @@ bool sbx_wake(struct http_conn *c, struct sbx *sb) {
   return true;
 }
 
-struct sbx *sbx_lookup_live(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  return sb && sbx_wake(c, sb) ? sb : NULL;
+struct sbx *api_sbx_lookup_live(struct http_conn *c, const struct principal *p) {
+  struct sbx *sb = api_sbx_lookup(c, p);
+  return sb && api_sbx_wake(c, sb) ? sb : NULL;
 }
 
 static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg) {
@@ -52,7 +52,7 @@ static void answer_pause(struct sbx *sb, int r, struct hutch_err *why, void *arg
 }
 
 void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   struct hutch_err err = {0};
@@ -70,7 +70,7 @@ void api_sandboxes_pause(struct http_conn *c, const struct principal *p) {
 void api_sandboxes_resume(struct http_conn *c, const struct principal *p) {
   double t;
   struct hutch_err err = {0};
-  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  struct sbx *sb = api_sandboxes_timeout_body(c, p, &t);
   if (!sb)
     return;
   if (actions_resume(sb, t, &err) < 0)

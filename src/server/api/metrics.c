@@ -25,7 +25,7 @@ static enum reader may_read(struct http_conn *c) {
   if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && metrics_token_is(srv, auth + 7))
     return READER_OPERATOR;
   struct principal p = {0};
-  bool known = keys_authenticate(c->srv, &c->req, &p);
+  bool known = api_keys_authenticate(c->srv, &c->req, &p);
   if (known && p.admin)
     return READER_OPERATOR;
   if (srv->cfg.metrics_public)

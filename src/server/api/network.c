@@ -7,14 +7,14 @@
 #include "core/egress/network.h"
 #include "http/body.h"
 
-json_t *network_request(struct http_conn *c, const struct principal *p, const char *const *known,
-                        struct sbx **sb) {
-  *sb = sbx_lookup(c, p);
+json_t *api_network_request(struct http_conn *c, const struct principal *p,
+                            const char *const *known, struct sbx **sb) {
+  *sb = api_sbx_lookup(c, p);
   if (!*sb)
     return NULL;
   str_copy(c->sandbox, sizeof c->sandbox, (*sb)->id);
-  json_t *o = body_object(c);
-  if (o && body_only(c, o, known) < 0) {
+  json_t *o = http_body_object(c);
+  if (o && http_body_only(c, o, known) < 0) {
     json_decref(o);
     o = NULL;
   }
@@ -26,7 +26,7 @@ void api_sandboxes_network(struct http_conn *c, const struct principal *p) {
                                       "public", "secrets", "mask_host", NULL};
   struct hutch_err err = {0};
   struct sbx *sb;
-  json_t *o = network_request(c, p, known, &sb);
+  json_t *o = api_network_request(c, p, known, &sb);
   if (!o)
     return;
   int rc = network_patch(sb, o, &err);

@@ -86,7 +86,7 @@ static bool host_route(const struct server *srv, const char *host, unsigned *por
   return true;
 }
 
-bool ports_routed_by_host(const struct server *srv, const struct http_req *req) {
+bool api_ports_routed_by_host(const struct server *srv, const struct http_req *req) {
   unsigned port;
   char id[17];
   return host_route(srv, http_header(req, "Host"), &port, id);
@@ -122,7 +122,7 @@ static void client_gone(void *ctx) {
 
 static const struct http_stream_ops own_ops = {.abort = client_gone};
 
-void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
+void api_ports_sweep(struct sbx *sb, uint64_t idle_ms) {
   for (struct relay *r = sb->ports.first, *next; r; r = next) {
     next = r->next;
     if (relay_idle(r, idle_ms))
@@ -130,7 +130,7 @@ void ports_sweep(struct sbx *sb, uint64_t idle_ms) {
   }
 }
 
-void ports_close_all(struct sbx *sb) {
+void api_ports_close_all(struct sbx *sb) {
   while (sb->ports.first) {
     struct pconn *pc = (struct pconn *)sb->ports.first;
     unlink_conn(pc);
@@ -159,6 +159,24 @@ static void upgrade_answered(struct relay *r, const char *data, size_t n) {
 
 static void connect_in(struct pconn *pc, int family);
 
+/* Nothing answered on the port (status): the client hears so, and the
+ * relay ends. */
+static void connect_failed(struct pconn *pc, struct http_conn *c, int status) {
+  pc->c = NULL;
+  http_own(c, NULL, NULL);
+  if (c->dialect == DIALECT_E2B) { /* as E2B's proxy says it */
+    c->last_error = "port_closed";
+    http_json(c, 502, json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
+                                "The sandbox is running but port is not open", "sandboxId",
+                                pc->sandbox, "port", pc->port));
+  } else {
+    http_error(c, HUTCH_ERR_UPSTREAM, "port_closed",
+               "nothing in sandbox %s answers on port %u (%s)", pc->sandbox, pc->port,
+               uv_strerror(status));
+  }
+  relay_close(&pc->relay);
+}
+
 static void on_connected(struct relay *r, int status) {
   struct pconn *pc = (struct pconn *)r;
   struct http_conn *c = pc->c;
@@ -167,20 +185,10 @@ static void on_connected(struct relay *r, int status) {
     return;
   }
   if (status < 0) {
-    pc->c = NULL;
-    http_own(c, NULL, NULL);
-    if (c->dialect == DIALECT_E2B) { /* as E2B's proxy says it */
-      c->last_error = "port_closed";
-      http_json(c, 502, json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
-                                  "The sandbox is running but port is not open", "sandboxId",
-                                  pc->sandbox, "port", pc->port));
-    } else {
-      http_error(c, HUTCH_ERR_UPSTREAM, "port_closed", "nothing in sandbox %s answers on port %u (%s)",
-                 pc->sandbox, pc->port, uv_strerror(status));
-    }
-    relay_close(&pc->relay);
+    connect_failed(pc, c, status);
     return;
   }
+
   /* The client's connection leaves the HTTP server for the relay. */
   char *rest = NULL;
   size_t nrest = 0;
@@ -194,6 +202,7 @@ static void on_connected(struct relay *r, int status) {
   }
   relay_adopt(&pc->relay, 0, fd);
   pc->relayed = true;
+
   if (pc->one_body != UINT64_MAX) {
     /* What follows the one request's body is another request: not passed
      * on, and any more ends the connection. */
@@ -203,6 +212,7 @@ static void on_connected(struct relay *r, int status) {
     if (pc->upgrade)
       relay_first(&pc->relay, 1, strlen("HTTP/1.1 101"), upgrade_answered);
   }
+
   pc->sent = strlen(pc->head) + nrest;
   relay_send(&pc->relay, 1, pc->head, strlen(pc->head));
   relay_send(&pc->relay, 1, rest, nrest);
@@ -238,7 +248,7 @@ static bool may_enter(struct http_conn *c, const struct sbx *sb) {
   if (tok)
     return strlen(tok) == SERVE_TOKEN_LEN &&
            CRYPTO_memcmp(tok, sb->traffic_token, SERVE_TOKEN_LEN) == 0;
-  return keys_authenticate(c->srv, &c->req, &p) && sbx_find_own(c->srv, &p, sb->id) == sb;
+  return api_keys_authenticate(c->srv, &c->req, &p) && sbx_find_own(c->srv, &p, sb->id) == sb;
 }
 
 /* A header that carries a credential of hutch's, never passed in: the
@@ -306,15 +316,147 @@ static char *inner_head(struct http_conn *c, const struct sbx *sb, unsigned port
   return head;
 }
 
-void ports_sandbox_missing(struct http_conn *c, const char *id) {
+void api_ports_sandbox_missing(struct http_conn *c, const char *id) {
   char shown[33];
   str_copy(shown, sizeof shown, id);
   c->last_error = "sandbox_not_found";
   http_json(c, 502, json_pack("{s:i,s:s,s:o}", "code", 502, "message", "The sandbox was not found",
-                              "sandboxId", serve_json_text(shown)));
+                              "sandboxId", http_json_text(shown)));
 }
 
-void ports_forward(struct http_conn *c, const struct principal *unused) {
+/* [/v1]/sandboxes/{id}/ports/{port}[/rest][?query]: the id, the port and
+ * the target the service gets (malloc'd); -1 after an error answer. */
+static int path_route(struct http_conn *c, bool native, unsigned *port, char id[17],
+                      char **target) {
+  const struct http_req *req = &c->req;
+  const char *s = req->target + strlen(native ? "/v1/sandboxes/" : "/sandboxes/");
+  const char *slash = strchr(s, '/');
+  if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0 || !utf8_valid(s, 16)) {
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
+    return -1;
+  }
+  memcpy(id, s, 16);
+  id[16] = '\0';
+
+  const char *ps = slash + 7;
+  char *end;
+  *port = (unsigned)strtoul(ps, &end, 10);
+  if (!isdigit((unsigned char)*ps) || (*end && *end != '/' && *end != '?') || end - ps > 5) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
+    return -1;
+  }
+  *target = *end == '/' ? xstrdup(end) : xasprintf("/%s", end);
+  return 0;
+}
+
+/* A private port of a sandbox that is not the caller's: as if absent to a
+ * key of another tenant, 401 without any credential. */
+static void refuse_private(struct http_conn *c, const char *id, unsigned port, bool native) {
+  const struct http_req *req = &c->req;
+  bool any = http_header(req, "Authorization") || http_header(req, "X-API-Key") ||
+             http_header(req, "X-Hutch-Traffic-Token") ||
+             http_header(req, "E2B-Traffic-Access-Token");
+  if (any && !native)
+    api_ports_sandbox_missing(c, id);
+  else if (any)
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
+  else
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
+               "port %u of this sandbox is private: send the API key or the "
+               "sandbox's "
+               "traffic token (X-Hutch-Traffic-Token)",
+               port);
+}
+
+/* Whether the request may not go in: true once the refusal is answered (the
+ * port, the sandbox, the caller's credentials, the sandbox's and the
+ * tenant's room, the body's framing); false with the sandbox running (a
+ * paused one woken). */
+static bool refused(struct http_conn *c, struct sbx *sb, unsigned port, const char *id,
+                    bool native) {
+  struct hutch_err err = {0};
+  if (port == 0 || port > 65535) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
+    return true;
+  }
+  if (!sb && !native) {
+    api_ports_sandbox_missing(c, id);
+    return true;
+  }
+  if (!sb) {
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
+    return true;
+  }
+
+  if (!is_public(sb, port) && !may_enter(c, sb)) {
+    refuse_private(c, id, port, native);
+    return true;
+  }
+  if (sb->ports.n >= PORTS_MAX_CONNS) {
+    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded",
+               "sandbox %s has %d connections through its ports already, the most it may", id,
+               PORTS_MAX_CONNS);
+    return true;
+  }
+  if (fds_check(c->srv, sb->tenant, sb, FDS_RELAY, &err) < 0) {
+    http_fail(c, &err);
+    return true;
+  }
+  if (c->parser.flags & F_CHUNKED) {
+    http_error(c, HUTCH_ERR_LENGTH_REQUIRED, "length_required",
+               "a request to this port carries its body with a Content-Length (not chunked)");
+    return true;
+  }
+
+  return !api_sbx_wake(c, sb);
+}
+
+/* All the client may send after a checked request's head: its body (none
+ * without a Content-Length); unchecked, no limit. */
+static uint64_t one_body(const struct http_conn *c, bool checked) {
+  if (!checked)
+    return UINT64_MAX;
+  if (c->parser.flags & F_CONTENTLENGTH)
+    return c->parser.content_length;
+  return 0;
+}
+
+/* The request goes in: its relay joins the sandbox's, and the client waits
+ * while the service is reached (connect_in). */
+static void enter(struct http_conn *c, struct sbx *sb, unsigned port, const char *target) {
+  /* A private port, or a path to rewrite: one request a connection, so that
+   * every request is checked and rewritten. An Upgrade turns it into
+   * another protocol, nothing follows in HTTP, but only once the service
+   * has agreed: until then the client may send the one request and no
+   * more (upgrade_answered). Even a public port named by its host, with
+   * nothing to check or rewrite, gets one request a connection: the relay
+   * does not read what follows the first head, so a later request's
+   * credentials (an SDK's or a browser's, on a connection its pool reuses)
+   * would reach the service untouched. */
+  bool checked = sb != NULL;
+  bool upgrade = checked && http_header(&c->req, "Upgrade");
+  bool one_request = checked && !upgrade;
+
+  str_copy(c->tenant, sizeof c->tenant, sb->tenant);
+  struct pconn *pc = xcalloc(1, sizeof *pc);
+  pc->srv = c->srv;
+  pc->sb = sb;
+  pc->c = c;
+  pc->port = (uint16_t)port;
+  pc->started_ns = c->req.started_ns;
+  str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
+  str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
+  pc->head = inner_head(c, sb, port, target, one_request);
+  pc->upgrade = upgrade;
+  pc->one_body = one_body(c, checked);
+
+  relay_init(&pc->relay, c->srv->loop, relay_done);
+  relay_set_join(&sb->ports, &pc->relay);
+  http_own(c, &own_ops, pc);
+  connect_in(pc, AF_INET);
+}
+
+void api_ports_forward(struct http_conn *c, const struct principal *unused) {
   (void)unused;
   struct server *srv = c->srv;
   struct http_req *req = &c->req;
@@ -325,97 +467,18 @@ void ports_forward(struct http_conn *c, const struct principal *unused) {
   bool native = !by_host && strncmp(req->target, "/v1/", 4) == 0;
   if (!native)
     c->dialect = DIALECT_E2B;
-  if (by_host) {
+  if (by_host)
     target = xstrdup(req->target);
-  } else {
-    /* [/v1]/sandboxes/{id}/ports/{port}[/rest][?query] */
-    const char *s = req->target + strlen(native ? "/v1/sandboxes/" : "/sandboxes/");
-    const char *slash = strchr(s, '/');
-    if (!slash || slash - s != 16 || strncmp(slash, "/ports/", 7) != 0 || !utf8_valid(s, 16)) {
-      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no route %s", req->path);
-      return;
-    }
-    memcpy(id, s, 16);
-    id[16] = '\0';
-    const char *ps = slash + 7;
-    char *end;
-    port = (unsigned)strtoul(ps, &end, 10);
-    if (!isdigit((unsigned char)*ps) || (*end && *end != '/' && *end != '?') || end - ps > 5) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
-      return;
-    }
-    target = *end == '/' ? xstrdup(end) : xasprintf("/%s", end);
-  }
+  else if (path_route(c, native, &port, id, &target) < 0)
+    return;
+
   c->action = "sandbox.port";
   str_copy(c->sandbox, sizeof c->sandbox, id);
   struct sbx *sb = sbx_find(srv, id);
   if (sb && sb->pool)
     sb = NULL;
-  /* A private port, or a path to rewrite: one request a connection, so that
-   * every request is checked and rewritten. An Upgrade turns it into
-   * another protocol, nothing follows in HTTP, but only once the service
-   * has agreed: until then the client may send the one request and no
-   * more (upgrade_answered). */
-  bool public = sb && is_public(sb, port);
-  /* Even a public port named by its host, with nothing to check or
-   * rewrite, gets one request a connection: the relay does not read what
-   * follows the first head, so a later request's credentials (an SDK's or
-   * a browser's, on a connection its pool reuses) would reach the service
-   * untouched. */
-  bool checked = sb != NULL;
-  bool upgrade = checked && http_header(req, "Upgrade");
-  struct hutch_err err = {0};
-  bool one_request = checked && !upgrade;
-  if (port == 0 || port > 65535) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the port must be a number 1..65535");
-  } else if (!sb && !native) {
-    ports_sandbox_missing(c, id);
-  } else if (!sb) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
-  } else if (!public && !may_enter(c, sb)) {
-    /* A private port of a sandbox that is not the caller's: as if absent
-     * to a key of another tenant, 401 without any credential. */
-    bool any = http_header(req, "Authorization") || http_header(req, "X-API-Key") ||
-               http_header(req, "X-Hutch-Traffic-Token") ||
-               http_header(req, "E2B-Traffic-Access-Token");
-    if (any && !native)
-      ports_sandbox_missing(c, id);
-    else if (any)
-      http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
-    else
-      http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
-                 "port %u of this sandbox is private: send the API key or the "
-                 "sandbox's "
-                 "traffic token (X-Hutch-Traffic-Token)",
-                 port);
-  } else if (sb->ports.n >= PORTS_MAX_CONNS) {
-    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded",
-               "sandbox %s has %d connections through its ports already, the most it may", id,
-               PORTS_MAX_CONNS);
-  } else if (fds_check(srv, sb->tenant, sb, FDS_RELAY, &err) < 0) {
-    http_fail(c, &err);
-  } else if (checked && (c->parser.flags & F_CHUNKED)) {
-    http_error(c, HUTCH_ERR_LENGTH_REQUIRED, "length_required",
-               "a request to this port carries its body with a Content-Length (not chunked)");
-  } else if (sbx_wake(c, sb)) {
-    str_copy(c->tenant, sizeof c->tenant, sb->tenant);
-    struct pconn *pc = xcalloc(1, sizeof *pc);
-    pc->srv = srv;
-    pc->sb = sb;
-    pc->c = c;
-    pc->port = (uint16_t)port;
-    pc->started_ns = req->started_ns;
-    str_copy(pc->tenant, sizeof pc->tenant, sb->tenant);
-    str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
-    pc->head = inner_head(c, sb, port, target, one_request);
-    pc->upgrade = upgrade;
-    pc->one_body = !checked                              ? UINT64_MAX
-                   : (c->parser.flags & F_CONTENTLENGTH) ? c->parser.content_length
-                                                         : 0;
-    relay_init(&pc->relay, srv->loop, relay_done);
-    relay_set_join(&sb->ports, &pc->relay);
-    http_own(c, &own_ops, pc);
-    connect_in(pc, AF_INET);
-  }
+
+  if (!refused(c, sb, port, id, native))
+    enter(c, sb, port, target);
   free(target);
 }

@@ -14,7 +14,7 @@
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
 
 struct proc *api_proc(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup_live(c, p);
+  struct sbx *sb = api_sbx_lookup_live(c, p);
   struct hutch_err err;
   struct proc *pr = sb ? procs_lookup(sb, c->req.params[1], &err) : NULL;
   if (sb && !pr)
@@ -32,7 +32,7 @@ static json_t *proc_json(const struct proc *pr) {
 }
 
 void api_procs_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   json_t *a = json_array();
@@ -94,13 +94,16 @@ static void no_content(struct http_conn *c) {
 void api_procs_signal(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"signal", NULL};
   struct proc *pr = api_proc(c, p);
-  json_t *o = pr ? body_object(c) : NULL;
+  json_t *o = pr ? http_body_object(c) : NULL;
   uint64_t sig = 0;
   struct hutch_err err;
   if (!o)
     return;
-  if (body_only(c, o, known) < 0 || body_uint(c, o, "signal", 1, 64, &sig) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_uint(c, o, "signal", 1, 64, &sig) < 0)
+    goto out;
+
   if (!sig)
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "signal is required (a number, 1 to 64)");
   else if (procs_signal(pr, (int)sig, &err) < 0)
@@ -114,13 +117,16 @@ out:
 void api_procs_stdin(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"data", "eof", NULL};
   struct proc *pr = api_proc(c, p);
-  json_t *o = pr ? body_object(c) : NULL;
+  json_t *o = pr ? http_body_object(c) : NULL;
   const char *data = "";
   struct hutch_err err;
   if (!o)
     return;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_string(c, o, "data", HTTP_BODY_MAX, &data) < 0)
+    goto out;
+
   bool eof = json_is_true(json_object_get(o, "eof"));
   if (procs_input(pr, data, strlen(data), eof, &err) < 0)
     http_fail(c, &err);

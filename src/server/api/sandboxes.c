@@ -5,29 +5,57 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/life/sandboxes.h"
-#include "core/life/actions.h"
+#include "core/sandboxes.h"
+#include "core/actions.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/sandbox/fds.h"
-#include "core/serve/metrics.h"
-#include "core/egress/network.h"
-#include "core/life/pool.h"
-#include "core/life/snapshots.h"
-#include "core/disk/volumes.h"
+#include "core/fds.h"
+#include "core/metrics.h"
+#include "core/network.h"
+#include "core/pool.h"
+#include "core/snapshots.h"
+#include "core/volumes.h"
 #include "http/body.h"
 #include "state/store.h"
-#include "core/life/sbx_teardown.h"
 
 #define MAX_MAP_ENTRIES 256 /* env and metadata */
 
-/* A native create body as a create request (its JSON borrowed from o);
- * -1 after a 400. */
-static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
+/* A create body's typed fields into r, and its on_timeout and isolation:
+ * 0, or -1 after a 400. */
+static int create_fields(struct http_conn *c, json_t *o, struct create_req *r,
+                         const char **on_timeout, const char **isolation) {
   static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
                                       "pids",     "disk_mb",   "env",        "metadata",
                                       "on_timeout", "auto_resume", "volumes",    "network",
                                       "secrets",  "isolation", NULL};
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0)
+    return -1;
+  if (http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0)
+    return -1;
+  if (http_body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0)
+    return -1;
+  if (http_body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0)
+    return -1;
+  if (http_body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0)
+    return -1;
+  if (http_body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0)
+    return -1;
+  if (http_body_string(c, o, "on_timeout", 8, on_timeout) < 0)
+    return -1;
+  if (http_body_string(c, o, "isolation", 8, isolation) < 0)
+    return -1;
+  return 0;
+}
+
+/* A native create body as a create request (its JSON borrowed from o);
+ * -1 after a 400. */
+static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   sandboxes_req_init(r);
   const char *on_timeout = "kill", *isolation = NULL;
   r->volumes = json_object_get(o, "volumes");
@@ -40,23 +68,20 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
   }
   if (ar)
     r->auto_resume = json_is_true(ar);
-  if (body_only(c, o, known) < 0 || body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0 ||
-      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &r->timeout_s) < 0 ||
-      body_uint(c, o, "memory_mb", 1, 1ull << 30, &r->memory_mb) < 0 ||
-      body_uint(c, o, "pids", 1, HUTCH_MAX_PIDS, &r->pids) < 0 ||
-      body_uint(c, o, "disk_mb", 1, 1ull << 30, &r->disk_mb) < 0 ||
-      body_number(c, o, "cpus", 0.01, 4096, &r->cpus) < 0 ||
-      body_string_map(c, o, "env", MAX_MAP_ENTRIES, &r->env) < 0 ||
-      body_string_map(c, o, "metadata", MAX_MAP_ENTRIES, &r->metadata) < 0 ||
-      body_string(c, o, "on_timeout", 8, &on_timeout) < 0 ||
-      body_string(c, o, "isolation", 8, &isolation) < 0)
+  if (create_fields(c, o, r, &on_timeout, &isolation) < 0)
     return -1;
-  if (isolation && (r->isolation = hutch_isolation_parse(isolation)) < 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "isolation must be \"ns\" or \"gvisor\"");
-    return -1;
+
+  if (isolation) {
+    r->isolation = hutch_isolation_parse(isolation);
+    if (r->isolation < 0) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "isolation must be \"ns\" or \"gvisor\"");
+      return -1;
+    }
   }
   if (strcmp(on_timeout, "kill") != 0 && strcmp(on_timeout, "pause") != 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "on_timeout must be \"kill\" or \"pause\"");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "on_timeout must be \"kill\" or \"pause\"");
     return -1;
   }
   r->pause_on_timeout = strcmp(on_timeout, "pause") == 0;
@@ -91,8 +116,8 @@ static void created(struct sbx *sb, const struct hutch_err *err, void *arg) {
 
 static const struct create_ops create_ops = {.wanted = still_wanted, .made = created};
 
-void sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
-                    sandbox_render_fn render) {
+void api_sandboxes_make(struct http_conn *c, const struct principal *p, const struct create_req *r,
+                        sandbox_render_fn render) {
   struct hutch_err err = {0};
   struct creating_wait *cw = xcalloc(1, sizeof *cw);
   cw->render = render;
@@ -109,10 +134,10 @@ static void render_created(struct http_conn *c, struct sbx *sb) {
 }
 
 void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   struct create_req r;
   if (o && parse_create(c, o, &r) == 0)
-    sandboxes_make(c, p, &r, render_created);
+    api_sandboxes_make(c, p, &r, render_created);
   json_decref(o);
 }
 
@@ -121,6 +146,7 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
 void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
   struct sandbox_filter f = {.running = true, .paused = true, .metadata = json_object()};
   bool none = false;
+
   for (const char *q = c->req.query; q && *q;) {
     char *key = NULL, *value = NULL;
     q = http_query_next(q, &key, &value);
@@ -135,6 +161,7 @@ void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
     free(key);
     free(value);
   }
+
   size_t n;
   struct sbx **all = sandboxes_list(c->srv, p, &f, &n);
   json_t *a = json_array();
@@ -146,7 +173,7 @@ void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
 }
 
 void api_sandboxes_get(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (sb)
     http_json(c, 200, sbx_json(sb));
 }
@@ -161,7 +188,7 @@ static void deleted(void *arg) {
 }
 
 void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   struct http_wait *w = xcalloc(1, sizeof *w);
@@ -169,13 +196,14 @@ void api_sandboxes_delete(struct http_conn *c, const struct principal *p) {
   sbx_destroy_then(sb, deleted, w);
 }
 
-struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
+struct sbx *api_sandboxes_timeout_body(struct http_conn *c, const struct principal *p, double *t) {
   static const char *const known[] = {"timeout_s", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   *t = -1;
-  bool ok = o && body_only(c, o, known) >= 0 &&
-            body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  bool ok = false;
+  if (o && http_body_only(c, o, known) >= 0)
+    ok = http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
   json_decref(o);
   return ok ? sb : NULL;
 }
@@ -183,7 +211,7 @@ struct sbx *sandboxes_timeout_body(struct http_conn *c, const struct principal *
 /* A new timeout, counted from now (as E2B's setTimeout). */
 void api_sandboxes_timeout(struct http_conn *c, const struct principal *p) {
   double t;
-  struct sbx *sb = sandboxes_timeout_body(c, p, &t);
+  struct sbx *sb = api_sandboxes_timeout_body(c, p, &t);
   if (!sb)
     return;
   if (t < 0) {

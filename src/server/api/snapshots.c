@@ -47,8 +47,8 @@ static void captured(json_t *snap, const struct hutch_err *err, void *arg) {
     http_fail(c, err);
 }
 
-void snapshots_take(struct http_conn *c, const struct principal *p, struct sbx *sb,
-                    const char *name, snapshot_render_fn render) {
+void api_snapshots_take(struct http_conn *c, const struct principal *p, struct sbx *sb,
+                        const char *name, snapshot_render_fn render) {
   struct hutch_err err = {0};
   struct capture_wait *cw = xcalloc(1, sizeof *cw);
   cw->render = render;
@@ -64,14 +64,25 @@ static void render_snapshot(struct http_conn *c, json_t *snap) {
   http_json(c, 201, json_incref(snap));
 }
 
-void api_snapshots_create(struct http_conn *c, const struct principal *p) {
+void api_snapshots_request(struct http_conn *c, const struct principal *p,
+                           snapshot_render_fn render) {
   static const char *const known[] = {"name", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
-    snapshots_take(c, p, sb, name, render_snapshot);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", 128, &name) < 0)
+    goto out;
+  api_snapshots_take(c, p, sb, name, render);
+out:
   json_decref(o);
+}
+
+void api_snapshots_create(struct http_conn *c, const struct principal *p) {
+  api_snapshots_request(c, p, render_snapshot);
 }
 
 void api_snapshots_list(struct http_conn *c, const struct principal *p) {
@@ -95,7 +106,7 @@ void api_snapshots_get(struct http_conn *c, const struct principal *p) {
   http_json(c, 200, s);
 }
 
-void snapshots_drop(struct http_conn *c, const struct principal *p, const char *id) {
+void api_snapshots_drop(struct http_conn *c, const struct principal *p, const char *id) {
   struct hutch_err err = {0};
   struct http_wait *w = api_wait(c);
   if (snapshots_delete(c->srv, p, id, api_answer_204, w, &err) < 0) {
@@ -106,7 +117,7 @@ void snapshots_drop(struct http_conn *c, const struct principal *p, const char *
 }
 
 void api_snapshots_delete(struct http_conn *c, const struct principal *p) {
-  snapshots_drop(c, p, c->req.params[0]);
+  api_snapshots_drop(c, p, c->req.params[0]);
 }
 
 /* A fork's request, held while it is made (core/forks.c). */
@@ -140,8 +151,8 @@ static void forked(json_t *snapshot_id, json_t *ids, const struct hutch_err *err
 
 static const struct fork_ops fork_ops = {.wanted = fork_wanted, .done = forked};
 
-void forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, uint64_t count,
-                double timeout_s, fork_answer_fn answer) {
+void api_forks_make(struct http_conn *c, const struct principal *p, struct sbx *sb, uint64_t count,
+                    double timeout_s, fork_answer_fn answer) {
   struct hutch_err err = {0};
   struct fork_wait *fw = xcalloc(1, sizeof *fw);
   fw->srv = c->srv;
@@ -162,12 +173,19 @@ static void answer_forks(struct http_conn *c, json_t *snapshot_id, json_t *made)
 /* {count, timeout_s?}: count new sandboxes holding the sandbox's files. */
 void api_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"count", "timeout_s", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   uint64_t count = 0;
   double t = -1;
-  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
-      body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
-    forks_make(c, p, sb, count, t, answer_forks);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_uint(c, o, "count", 0, UINT32_MAX, &count) < 0)
+    goto out;
+  if (http_body_number(c, o, "timeout_s", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
+    goto out;
+  api_forks_make(c, p, sb, count, t, answer_forks);
+out:
   json_decref(o);
 }

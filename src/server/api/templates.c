@@ -11,13 +11,12 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/disk/diskroom.h"
-#include "core/sandbox/tally.h"
-#include "core/disk/templates.h"
-#include "core/disk/tplfiles.h"
+#include "core/diskroom.h"
+#include "core/tally.h"
+#include "core/templates.h"
+#include "core/tplfiles.h"
 #include "http/body.h"
 #include "http/json.h"
-#include "core/disk/tplstore.h"
 
 /* A record as a tenant sees it: whose it is said as public or not, and
  * where it came from without the host's directories. `hutch template
@@ -25,7 +24,7 @@
  * (theirs to see in `hutch template ls`), and such a template is public:
  * every tenant would read where the operator keeps images. The name the
  * operator gave the file is shown, the directories above it are not. */
-json_t *templates_view(json_t *rec) {
+json_t *api_templates_view(json_t *rec) {
   json_t *o = json_deep_copy(rec);
   const char *owner = json_string_value(json_object_get(rec, "owner"));
   json_object_set_new(o, "public", json_boolean(!owner || !*owner));
@@ -39,7 +38,7 @@ json_t *templates_view(json_t *rec) {
 void api_templates_list(struct http_conn *c, const struct principal *p) {
   json_t *all = tplstore_list(c->srv, p), *out = json_array(), *v;
   size_t i;
-  json_array_foreach(all, i, v) json_array_append_new(out, templates_view(v));
+  json_array_foreach(all, i, v) json_array_append_new(out, api_templates_view(v));
   json_decref(all);
   http_json(c, 200, json_pack("{s:o}", "templates", out));
 }
@@ -60,7 +59,7 @@ void api_templates_get(struct http_conn *c, const struct principal *p) {
   _cleanup_free_ char *name = name_param(c);
   json_t *rec = name ? tplstore_get(c->srv, p, name, &err) : NULL;
   if (rec)
-    http_json(c, 200, templates_view(rec));
+    http_json(c, 200, api_templates_view(rec));
   else if (name)
     http_fail(c, &err);
   json_decref(rec);
@@ -145,7 +144,7 @@ static void await_end(struct template_job *j, void *arg) {
   struct http_conn *c = http_wait_end(&a->w);
   free(a);
   if (c && j->record)
-    http_json(c, 201, templates_view(j->record));
+    http_json(c, 201, api_templates_view(j->record));
   else if (c)
     http_fail(c, &j->err);
 }
@@ -157,7 +156,7 @@ static bool job_live(const struct template_job *j) {
   return j->state == TJOB_QUEUED || j->state == TJOB_BUILDING;
 }
 
-void templates_answer(struct http_conn *c, struct template_job *j) {
+void api_templates_answer(struct http_conn *c, struct template_job *j) {
   if (wants_async(c) && !wants_ndjson(c)) {
     _cleanup_free_ char *loc = xasprintf("Location: /v1/templates/jobs/%s\r\n", j->id);
     json_t *o = templates_job_json(j, 0);
@@ -167,6 +166,7 @@ void templates_answer(struct http_conn *c, struct template_job *j) {
     free(s);
     return;
   }
+
   if (!wants_ndjson(c)) {
     struct await *a = xcalloc(1, sizeof *a);
     http_wait_begin(&a->w, c);
@@ -176,6 +176,7 @@ void templates_answer(struct http_conn *c, struct template_job *j) {
       await_end(j, a);
     return;
   }
+
   struct follow *f = xcalloc(1, sizeof *f);
   f->c = c;
   f->j = j;
@@ -183,6 +184,7 @@ void templates_answer(struct http_conn *c, struct template_job *j) {
   json_t *first = json_pack("{s:s,s:s,s:s}", "event", "job", "id", j->id, "name", j->name);
   follow_send(c, first);
   json_decref(first);
+
   /* Its events so far (queued: why; ended already, as it failed to
    * start: its last), then the rest as they come, or the end. */
   size_t i;
@@ -201,16 +203,22 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
                                       "context", "no_cache", "public",   NULL};
   struct hutch_err err = {0};
   struct template_spec spec = {0};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *ctx_id = NULL;
   char *workdir = NULL, *ctx_path = NULL;
-  if (body_only(c, o, known) < 0 || body_string(c, o, "name", 256, &spec.name) < 0 ||
-      body_string(c, o, "from", 1024, &spec.source) < 0 ||
-      body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0 ||
-      body_string(c, o, "context", 64, &ctx_id) < 0)
+  if (http_body_only(c, o, known) < 0)
     goto out;
+  if (http_body_string(c, o, "name", 256, &spec.name) < 0)
+    goto out;
+  if (http_body_string(c, o, "from", 1024, &spec.source) < 0)
+    goto out;
+  if (http_body_string(c, o, "dockerfile", HTTP_BODY_MAX, &spec.dockerfile) < 0)
+    goto out;
+  if (http_body_string(c, o, "context", 64, &ctx_id) < 0)
+    goto out;
+
   spec.insecure = json_is_true(json_object_get(o, "insecure"));
   spec.no_cache = json_is_true(json_object_get(o, "no_cache"));
   spec.public = json_is_true(json_object_get(o, "public"));
@@ -224,6 +232,7 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no uploaded context %s", ctx_id);
     goto out;
   }
+
   spec.kind = spec.source ? "pull" : "build";
   if (spec.dockerfile) {
     workdir = hutch_images_scratchdir(&c->srv->images, &err);
@@ -234,13 +243,15 @@ void api_templates_create(struct http_conn *c, const struct principal *p) {
     if (ctx_id)
       ctx_path = tplfiles_path(c->srv, p->tenant, ctx_id);
   }
+
   char *contexts[] = {ctx_path, NULL};
   spec.contexts = ctx_path ? contexts : NULL;
   struct template_job *j = templates_start(c->srv, p, &spec, workdir, &err);
   if (j)
-    templates_answer(c, j);
+    api_templates_answer(c, j);
   else
     http_fail(c, &err);
+
 out:
   free(ctx_path);
   json_decref(o);
@@ -328,15 +339,24 @@ static void receive_resume(void *arg) {
   http_body_resume(r->c);
 }
 
+/* The upload ends with err: its file and reservation go, and the client
+ * hears why. */
+static void receive_fail(struct receive *r, const struct hutch_err *err) {
+  struct http_conn *c = r->c;
+  receive_abort(r);
+  http_own(c, NULL, NULL);
+  http_fail(c, err);
+}
+
 static void receive_body(void *ctx, const char *data, size_t n) {
   struct receive *r = ctx;
   struct hutch_err err = {0};
-  if (receive_grow(r, tplfiles_upload_size(r->u) + n, &err) < 0 ||
-      tplfiles_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
-    struct http_conn *c = r->c;
-    receive_abort(r);
-    http_own(c, NULL, NULL);
-    http_fail(c, &err);
+  if (receive_grow(r, tplfiles_upload_size(r->u) + n, &err) < 0) {
+    receive_fail(r, &err);
+    return;
+  }
+  if (tplfiles_upload_write(r->u, data, n, receive_resume, r, &err) < 0) {
+    receive_fail(r, &err);
     return;
   }
   http_body_pause(r->c);
@@ -370,8 +390,8 @@ static int receive_admit(struct http_conn *c, const struct principal *p, uint64_
   return n ? diskroom_reserve(c->srv, p, n, err) : 0;
 }
 
-void templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
-                       char *arg) {
+void api_templates_receive(struct http_conn *c, const struct principal *p, receive_fn done,
+                           char *arg) {
   struct hutch_err err = {0};
   const char *len = http_header(&c->req, "Content-Length");
   uint64_t n = 0;
@@ -387,6 +407,7 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
     http_fail(c, &err);
     return;
   }
+
   struct tpl_upload *u = tplfiles_upload_open(c->srv, sized ? n : TEMPLATE_UPLOAD_MAX, &err);
   if (!u) {
     diskroom_release(c->srv, p->tenant, n);
@@ -394,6 +415,7 @@ void templates_receive(struct http_conn *c, const struct principal *p, receive_f
     http_fail(c, &err);
     return;
   }
+
   struct receive *r = xcalloc(1, sizeof *r);
   r->srv = c->srv;
   r->c = c;
@@ -419,9 +441,9 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
                                .source = tplfiles_upload_path(u), .ref = ref};
   /* An archive cut short by a failed write is imported as nothing (and
    * its size, UINT64_MAX then, is handed on as no reservation). */
-  struct template_job *j = tplfiles_upload_whole(u, &err) < 0
-                               ? NULL
-                               : templates_start(c->srv, p, &spec, tplfiles_upload_take_dir(u), &err);
+  struct template_job *j = NULL;
+  if (tplfiles_upload_whole(u, &err) >= 0)
+    j = templates_start(c->srv, p, &spec, tplfiles_upload_take_dir(u), &err);
   if (!j) {
     http_fail(c, &err);
     return;
@@ -430,7 +452,7 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
    * its reservation. */
   j->held = tplfiles_upload_size(u);
   diskroom_hand_on(c->srv, p->tenant, j->held);
-  templates_answer(c, j);
+  api_templates_answer(c, j);
 }
 
 /* POST /v1/templates/import?name=N[&public=true]: the archive is the body. */
@@ -447,9 +469,10 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "only the admin key publishes templates");
     return;
   }
+
   /* The body may be 8 GiB, written to disk as it comes: a job the queue
    * would refuse is refused before a byte of it is read, as the disk
-   * quota refuses a Content-Length too large for it (templates_receive),
+   * quota refuses a Content-Length too large for it (api_templates_receive),
    * not after the upload filled the disk and held the connection. The
    * job is admitted again once the body is in. */
   struct hutch_err err = {0};
@@ -457,8 +480,9 @@ void api_templates_import(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
     return;
   }
+
   /* The name rides along to the end; a '+' before it says public. */
-  templates_receive(c, p, imported, xasprintf("%s%s", public ? "+" : "", name));
+  api_templates_receive(c, p, imported, xasprintf("%s%s", public ? "+" : "", name));
 }
 
 static void context_stored(struct http_conn *c, const struct principal *p, struct tpl_upload *u,
@@ -476,5 +500,5 @@ static void context_stored(struct http_conn *c, const struct principal *p, struc
 /* POST /v1/templates/contexts: a build context (a tar, plain or
  * compressed) as the body; answered with its id (its sha256). */
 void api_templates_context(struct http_conn *c, const struct principal *p) {
-  templates_receive(c, p, context_stored, NULL);
+  api_templates_receive(c, p, context_stored, NULL);
 }

@@ -26,7 +26,7 @@ static void append_point(const struct usage_point *pt, void *arg) {
 }
 
 /* ?start=&end=: seconds since the epoch, as E2B's metrics take them. */
-int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms) {
+int api_usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms) {
   const char *names[] = {"start", "end"};
   int64_t *outs[] = {start_ms, end_ms};
   *start_ms = 0;
@@ -48,9 +48,9 @@ int usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms) {
 }
 
 void api_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
+  if (!sb || api_usage_range(c, &start, &end) < 0)
     return;
   json_t *a = json_array();
   usage_points(sb, start, end, append_point, a);

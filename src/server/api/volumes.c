@@ -33,8 +33,8 @@ static void volume_made(json_t *vol, const struct hutch_err *err, void *arg) {
   free(vw);
 }
 
-void volumes_make(struct http_conn *c, const struct principal *p, const char *name,
-                  uint64_t size_mb, volume_render_fn render) {
+void api_volumes_make(struct http_conn *c, const struct principal *p, const char *name,
+                      uint64_t size_mb, volume_render_fn render) {
   struct hutch_err err = {0};
   struct volume_wait *vw = xcalloc(1, sizeof *vw);
   vw->srv = c->srv;
@@ -57,12 +57,19 @@ static void render(struct http_conn *c, json_t *vol, const struct principal *p) 
 /* POST /v1/volumes {name, size_mb} */
 void api_volumes_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", "size_mb", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *name = NULL;
   uint64_t size_mb = 0;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0 &&
-      body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) >= 0)
-    volumes_make(c, p, name, size_mb, render);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", 63, &name) < 0)
+    goto out;
+  if (http_body_uint(c, o, "size_mb", VOLUME_MIN_MB, VOLUME_MAX_MB, &size_mb) < 0)
+    goto out;
+  api_volumes_make(c, p, name, size_mb, render);
+out:
   json_decref(o);
 }
 

@@ -106,10 +106,13 @@ static void pump(struct ws *w) {
     http_abort(w->c);
 }
 
+#define BAD_NUMBERS "resize needs rows and cols (1 to 9999); signal a number from 1 to 64"
+
 static void command(struct ws *w, const uint8_t *msg, size_t len) {
   json_t *j = json_loadb((const char *)msg, len, 0, NULL);
   const char *type = json_string_value(json_object_get(j, "type"));
   struct hutch_err err;
+
   if (!type) {
     reply_error(w, "invalid_argument", "a command is a JSON object with a \"type\"");
   } else if (strcmp(type, "stdin") == 0 || strcmp(type, "eof") == 0) {
@@ -119,16 +122,18 @@ static void command(struct ws *w, const uint8_t *msg, size_t len) {
       reply_error(w, "invalid_argument", "stdin needs \"data\", a string");
     else if (procs_input(w->pr, data ? data : "", data ? strlen(data) : 0, eof, &err) < 0)
       reply_fail(w, &err);
-  } else if (strcmp(type, "resize") == 0 || strcmp(type, "signal") == 0) {
+  } else if (strcmp(type, "resize") == 0) {
     json_int_t rows = json_integer_value(json_object_get(j, "rows"));
     json_int_t cols = json_integer_value(json_object_get(j, "cols"));
+    if (rows < 1 || rows > 9999 || cols < 1 || cols > 9999)
+      reply_error(w, "invalid_argument", BAD_NUMBERS);
+    else if (procs_resize(w->pr, (int)rows, (int)cols, &err) < 0)
+      reply_fail(w, &err);
+  } else if (strcmp(type, "signal") == 0) {
     json_int_t sig = json_integer_value(json_object_get(j, "signal"));
-    bool resize = strcmp(type, "resize") == 0;
-    if (resize ? rows < 1 || rows > 9999 || cols < 1 || cols > 9999 : sig < 1 || sig > 64)
-      reply_error(w, "invalid_argument",
-                  "resize needs rows and cols (1 to 9999); signal a number from 1 to 64");
-    else if ((resize ? procs_resize(w->pr, (int)rows, (int)cols, &err)
-                     : procs_signal(w->pr, (int)sig, &err)) < 0)
+    if (sig < 1 || sig > 64)
+      reply_error(w, "invalid_argument", BAD_NUMBERS);
+    else if (procs_signal(w->pr, (int)sig, &err) < 0)
       reply_fail(w, &err);
   } else {
     reply_error(w, "invalid_argument", "unknown command type");
@@ -211,42 +216,31 @@ static bool has_token(const char *header, const char *token) {
   return false;
 }
 
-void api_procs_ws(struct http_conn *c, const struct principal *p) {
-  const struct http_req *r = &c->req;
+/* The request's WebSocket key, when it asks for a WebSocket as RFC 6455
+ * says; else NULL. */
+static const char *handshake_key(const struct http_req *r) {
   const char *upgrade = http_header(r, "Upgrade"), *conn = http_header(r, "Connection");
   const char *key = http_header(r, "Sec-WebSocket-Key");
   const char *version = http_header(r, "Sec-WebSocket-Version");
   if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !has_token(conn, "upgrade") || !key ||
-      strlen(key) != 24 || !version || strcmp(version, "13") != 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "a WebSocket handshake is needed (Upgrade: websocket, Connection: Upgrade, "
-               "Sec-WebSocket-Key, Sec-WebSocket-Version: 13)");
-    return;
-  }
-  struct proc *pr = api_proc(c, p);
-  if (!pr)
-    return;
-  /* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)) */
+      strlen(key) != 24 || !version || strcmp(version, "13") != 0)
+    return NULL;
+  return key;
+}
+
+/* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)) */
+static void handshake_accept(const char *key, char accept[64]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned mdlen = 0;
-  char *both = xasprintf("%s%s", key, WS_GUID), accept[64];
+  char *both = xasprintf("%s%s", key, WS_GUID);
   if (!EVP_Digest(both, strlen(both), md, &mdlen, EVP_sha1(), NULL))
     abort();
   free(both);
   EVP_EncodeBlock((unsigned char *)accept, md, (int)mdlen);
-  struct ws *w = xcalloc(1, sizeof *w);
-  w->c = c;
-  w->pr = pr;
-  if (wslay_event_context_server_init(&w->ctx, &callbacks, w) != 0)
-    abort();
-  wslay_event_config_set_max_recv_msg_length(w->ctx, WS_MSG_MAX);
-  char *head = xasprintf("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-                         accept);
-  w->busy++;
-  http_own(c, &ws_ops, w);
-  http_raw_send(c, head, strlen(head));
-  free(head);
+}
+
+/* The lines the process kept, queued for the client before what comes. */
+static void queue_kept(struct ws *w, struct proc *pr) {
   size_t n;
   const char *kept = procs_kept(pr, &n);
   for (const char *line = kept, *end; line < kept + n; line = end + 1) {
@@ -255,8 +249,41 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
       break;
     queue_text(w, line, (size_t)(end - line));
   }
+}
+
+void api_procs_ws(struct http_conn *c, const struct principal *p) {
+  const char *key = handshake_key(&c->req);
+  if (!key) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "a WebSocket handshake is needed (Upgrade: websocket, Connection: Upgrade, "
+               "Sec-WebSocket-Key, Sec-WebSocket-Version: 13)");
+    return;
+  }
+  struct proc *pr = api_proc(c, p);
+  if (!pr)
+    return;
+
+  char accept[64];
+  handshake_accept(key, accept);
+  struct ws *w = xcalloc(1, sizeof *w);
+  w->c = c;
+  w->pr = pr;
+  if (wslay_event_context_server_init(&w->ctx, &callbacks, w) != 0)
+    abort();
+  wslay_event_config_set_max_recv_msg_length(w->ctx, WS_MSG_MAX);
+
+  char *head = xasprintf("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+                         accept);
+  w->busy++;
+  http_own(c, &ws_ops, w);
+  http_raw_send(c, head, strlen(head));
+  free(head);
+
+  queue_kept(w, pr);
   json_t *exit_line = procs_exit_line(pr);
   if (exit_line) { /* ended already: the record, then close */
+    size_t n;
     char *line = http_json_line(json_incref(exit_line), &n);
     queue_text(w, line, n - 1);
     free(line);
@@ -264,6 +291,7 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
   } else {
     w->sub = procs_subscribe(pr, on_line, on_end, w);
   }
+
   pump(w);
   if (w->c)
     http_raw_start(c, &ws_ops, w); /* may read what the client sent already */

@@ -102,46 +102,53 @@ static void render_created(struct http_conn *c, struct sbx *sb) {
   http_json(c, 201, sandbox_json(sb));
 }
 
-void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
+/* What E2B's create body gives before it is a create request. */
+struct create_body {
+  const char *tmpl;
+  uint64_t timeout;
+  json_t *metadata, *env;
+};
+
+/* The create body's fields into b: 0, or -1 after an error answer. */
+static int create_fields(struct http_conn *c, json_t *o, struct create_body *b) {
   static const char *const known[] = {
       "templateID", "timeout",  "metadata", "envVars",      "autoPause",
       "autoPauseMemory", "autoResume", "secure", "allow_internet_access", "network",
       "mcp",        "volumeMounts", "iam", NULL};
-  json_t *o = body_object(c);
-  if (!o)
-    return;
-  const char *tmpl = NULL;
-  uint64_t timeout = SERVE_DEFAULT_TIMEOUT_S;
-  json_t *metadata = NULL, *env = NULL;
-  json_t *auto_resume = json_object_get(o, "autoResume");
   json_t *vols = json_object_get(o, "volumeMounts");
-  if (body_only(c, o, known) < 0 || body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &tmpl) < 0 ||
-      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &timeout) < 0 ||
-      body_string_map(c, o, "metadata", 256, &metadata) < 0 ||
-      body_string_map(c, o, "envVars", 256, &env) < 0 ||
-      /* mcp is the SDK's to act on: it starts E2B's gateway inside the
-       * sandbox itself (mcp-gateway, in templates that have it). */
-      refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0 ||
-      refuse_if(c, "volumeMounts", vols && !json_is_array(vols),
-                "a list of {name, path}") < 0)
-    goto out;
-  if (!tmpl) {
+  if (http_body_only(c, o, known) < 0)
+    return -1;
+  if (http_body_string(c, o, "templateID", SERVE_TEMPLATE_MAX, &b->tmpl) < 0)
+    return -1;
+  if (http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &b->timeout) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "metadata", 256, &b->metadata) < 0)
+    return -1;
+  if (http_body_string_map(c, o, "envVars", 256, &b->env) < 0)
+    return -1;
+  /* mcp is the SDK's to act on: it starts E2B's gateway inside the
+   * sandbox itself (mcp-gateway, in templates that have it). */
+  if (refuse_if(c, "iam", json_object_get(o, "iam") != NULL, "not available in hutch") < 0)
+    return -1;
+  if (refuse_if(c, "volumeMounts", vols && !json_is_array(vols), "a list of {name, path}") < 0)
+    return -1;
+  if (!b->tmpl) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "templateID is required");
-    goto out;
+    return -1;
   }
-  json_t *enabled = json_is_object(auto_resume) ? json_object_get(auto_resume, "enabled") : auto_resume;
-  if ((auto_resume && !json_is_boolean(enabled)) ||
-      (json_object_get(o, "autoPause") && !json_is_boolean(json_object_get(o, "autoPause")))) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "autoPause is a boolean, autoResume {enabled: boolean}");
-    goto out;
-  }
-  /* E2B's default names: a template of the store by that name, or for the
-   * code interpreter's the store's "code-interpreter" (docs/templates.md),
-   * else the host template. */
+  return 0;
+}
+
+/* The native template E2B's templateID names. E2B's default names: a
+ * template of the store by that name, or for the code interpreter's the
+ * store's "code-interpreter" (docs/templates.md), else the host template. */
+static const char *native_template(struct http_conn *c, const struct principal *p,
+                                   const char *tmpl) {
   bool host = e2b_host_alias(tmpl);
   const char *chosen = tmpl;
   if (host && strcmp(tmpl, "host") != 0) {
-    const char *names[] = {tmpl, strncmp(tmpl, "code-interpreter", 16) == 0 ? "code-interpreter" : NULL};
+    const char *names[] = {tmpl,
+                           strncmp(tmpl, "code-interpreter", 16) == 0 ? "code-interpreter" : NULL};
     for (size_t i = 0; host && i < 2 && names[i]; i++) {
       struct hutch_err none = {0};
       json_t *rec = layers_find_template(c->srv, p->tenant, names[i], &none);
@@ -150,6 +157,28 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
       json_decref(rec);
     }
   }
+  return host ? "host" : chosen;
+}
+
+void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
+  json_t *o = http_body_object(c);
+  if (!o)
+    return;
+  struct create_body b = {.timeout = SERVE_DEFAULT_TIMEOUT_S};
+  json_t *auto_resume = json_object_get(o, "autoResume");
+  json_t *vols = json_object_get(o, "volumeMounts");
+  if (create_fields(c, o, &b) < 0)
+    goto out;
+  json_t *enabled =
+      json_is_object(auto_resume) ? json_object_get(auto_resume, "enabled") : auto_resume;
+  if ((auto_resume && !json_is_boolean(enabled)) ||
+      (json_object_get(o, "autoPause") && !json_is_boolean(json_object_get(o, "autoPause")))) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "autoPause is a boolean, autoResume {enabled: boolean}");
+    goto out;
+  }
+  const char *tmpl = native_template(c, p, b.tmpl);
+
   /* The create of both APIs (a snapshot's id is a native template).
    * autoPauseMemory false asks for a pause that keeps only the files:
    * hutch's pause keeps memory always, which loses nothing. */
@@ -160,31 +189,36 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   sandboxes_req_init(&r);
   /* E2B's API has no tier: metadata hutch.isolation names it (docs/e2b.md),
    * and stays in the metadata as the client gave it. */
-  const char *tier = json_string_value(json_object_get(metadata, E2B_ISOLATION_KEY));
-  if (tier && (r.isolation = hutch_isolation_parse(tier)) < 0) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "metadata " E2B_ISOLATION_KEY " must be \"ns\" or \"gvisor\"");
-    json_decref(net);
-    goto out;
+  const char *tier = json_string_value(json_object_get(b.metadata, E2B_ISOLATION_KEY));
+  if (tier) {
+    r.isolation = hutch_isolation_parse(tier);
+    if (r.isolation < 0) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "metadata " E2B_ISOLATION_KEY " must be \"ns\" or \"gvisor\"");
+      json_decref(net);
+      goto out;
+    }
   }
-  r.template = host ? "host" : chosen;
-  r.timeout_s = (double)timeout;
+
+  r.template = tmpl;
+  r.timeout_s = (double)b.timeout;
   r.pause_on_timeout = json_is_true(json_object_get(o, "autoPause"));
   r.auto_resume = json_is_true(enabled);
-  r.metadata = metadata;
-  r.env = env;
+  r.metadata = b.metadata;
+  r.env = b.env;
   r.network = json_object_get(net, "network");
   r.secrets = json_object_get(net, "secrets");
   /* E2B's volumeMounts [{name, path}] are the native create's volumes. */
   r.volumes = json_array_size(vols) ? vols : NULL;
-  sandboxes_make(c, p, &r, render_created);
+  api_sandboxes_make(c, p, &r, render_created);
   json_decref(net);
+
 out:
   json_decref(o);
 }
 
 void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   json_t *j = e2b_listed_json(sb);
@@ -203,11 +237,12 @@ void e2b_sandboxes_get(struct http_conn *c, const struct principal *p) {
  * request whose body has only the fields known; NULL after an error. */
 static struct sbx *timeout_body(struct http_conn *c, const struct principal *p,
                                 const char *const *known, uint64_t *t) {
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   *t = 0;
-  bool ok = o && body_only(c, o, known) >= 0 &&
-            body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
+  bool ok = false;
+  if (o && http_body_only(c, o, known) >= 0)
+    ok = http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, t) >= 0;
   json_decref(o);
   return ok ? sb : NULL;
 }
@@ -257,10 +292,12 @@ void e2b_sandboxes_connect(struct http_conn *c, const struct principal *p) {
 void e2b_sandboxes_refresh(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"duration", NULL};
   uint64_t d = REFRESH_MIN_S;
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
-  bool ok = sb && (!c->req.body_len || (o && body_only(c, o, known) >= 0 &&
-                                        body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0));
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? http_body_object(c) : NULL;
+  /* No body: the least duration. */
+  bool ok = sb && !c->req.body_len;
+  if (o && http_body_only(c, o, known) >= 0)
+    ok = http_body_uint(c, o, "duration", 0, REFRESH_MAX_S, &d) >= 0;
   json_decref(o);
   if (!ok)
     return;
@@ -285,9 +322,9 @@ static void e2b_answer_pause(struct sbx *sb, int r, struct hutch_err *why, void 
  * when it is paused already (the SDK's pause() then answers false). */
 void e2b_sandboxes_pause(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"memory", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb && c->req.body_len ? body_object(c) : NULL;
-  if (!sb || (c->req.body_len && (!o || body_only(c, o, known) < 0))) {
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb && c->req.body_len ? http_body_object(c) : NULL;
+  if (!sb || (c->req.body_len && (!o || http_body_only(c, o, known) < 0))) {
     json_decref(o);
     return;
   }
@@ -326,12 +363,13 @@ const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
   /* envd's default: the template's user (E2B's setUser), else user. */
   const char *user = sb && sb->user ? sb->user : "user";
   bool ok = true;
+
   if (q) {
     user = known_user(sb, q, strlen(q));
   } else if (auth && strncasecmp(auth, "Basic ", 6) == 0) {
     uint8_t *raw;
     size_t n;
-    ok = b64_decode(auth + 6, &raw, &n) == 0;
+    ok = http_b64_decode(auth + 6, &raw, &n) == 0;
     if (ok) {
       uint8_t *colon = memchr(raw, ':', n);
       user = colon && (size_t)(colon - raw) == n - 1 ? known_user(sb, (char *)raw, n - 1) : NULL;
@@ -339,6 +377,7 @@ const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
     }
   }
   free(q);
+
   if (!ok || !user) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "the sandbox's users are user, root%s%s (Basic auth \"NAME:\")",
@@ -348,15 +387,25 @@ const char *e2b_user(struct http_conn *c, const struct sbx *sb) {
   return user;
 }
 
+/* A user's home (malloc'd). A template's own user's is not known here:
+ * /home/NAME, as useradd makes it; a UID's is /. */
+static char *home_of(const char *user) {
+  if (strcmp(user, "root") == 0)
+    return xstrdup("/root");
+  if (user[0] >= '0' && user[0] <= '9')
+    return xstrdup("/");
+  return xasprintf("/home/%s", user);
+}
+
 char *e2b_path(const char *path, const char *user) {
-  /* A template's own user's home is not known here: /home/NAME, as
-   * useradd makes it. */
-  char *home = strcmp(user, "root") == 0 ? xstrdup("/root")
-               : user[0] >= '0' && user[0] <= '9' ? xstrdup("/")
-                                                  : xasprintf("/home/%s", user);
-  char *r = path && path[0] == '/' ? xstrdup(path)
-            : !path || !*path      ? xstrdup(home)
-                                   : xasprintf("%s/%s", home, path);
+  char *home = home_of(user);
+  char *r;
+  if (path && path[0] == '/')
+    r = xstrdup(path);
+  else if (!path || !*path)
+    r = xstrdup(home);
+  else
+    r = xasprintf("%s/%s", home, path);
   free(home);
   return r;
 }
@@ -369,13 +418,7 @@ static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {
 
 /* Snapshots: {name?} -> {snapshotID, names}. */
 void e2b_snapshots_create(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"name", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
-  const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 128, &name) >= 0)
-    snapshots_take(c, p, sb, name, e2b_snapshot_made);
-  json_decref(o);
+  api_snapshots_request(c, p, e2b_snapshot_made);
 }
 
 static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *made) {
@@ -394,11 +437,18 @@ static void e2b_forks_made(struct http_conn *c, json_t *snapshot_id, json_t *mad
  * not the memory (docs/e2b.md). */
 void e2b_sandboxes_fork(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"count", "timeout", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   uint64_t count = 1, t = 0;
-  if (o && body_only(c, o, known) >= 0 && body_uint(c, o, "count", 0, UINT32_MAX, &count) >= 0 &&
-      body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) >= 0)
-    forks_make(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_uint(c, o, "count", 0, UINT32_MAX, &count) < 0)
+    goto out;
+  if (http_body_uint(c, o, "timeout", 1, SERVE_MAX_TIMEOUT_S, &t) < 0)
+    goto out;
+  api_forks_make(c, p, sb, count, t ? (double)t : -1, e2b_forks_made);
+out:
   json_decref(o);
 }

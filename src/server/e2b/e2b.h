@@ -83,7 +83,9 @@ void e2b_process_close_stdin(struct http_conn *c, const struct principal *p);
 void e2b_process_signal(struct http_conn *c, const struct principal *p);
 void e2b_process_update(struct http_conn *c, const struct principal *p);
 
-/* e2b/fs.c: filesystem.Filesystem, GET and POST /files */
+/* e2b/fs.c: filesystem.Filesystem; e2b/files.c: GET and POST /files.
+ * e2b_path_ok: whether a path is usable, false after a 400. */
+bool e2b_path_ok(struct http_conn *c, const char *path);
 void e2b_fs_stat(struct http_conn *c, const struct principal *p);
 void e2b_fs_list(struct http_conn *c, const struct principal *p);
 void e2b_fs_mkdir(struct http_conn *c, const struct principal *p);

@@ -1,24 +1,16 @@
 /* envd's filesystem.Filesystem service (E2B's spec/envd/filesystem/
- * filesystem.proto) over Connect RPC, and envd's GET and POST /files, on
- * the file actions (core/files.h): paths resolve inside the
- * sandbox, as its user, exactly as for the native routes. A relative path
- * is taken from the user's home, as envd does.
+ * filesystem.proto) over Connect RPC, on the file actions (core/files.h):
+ * paths resolve inside the sandbox, as its user, exactly as for the
+ * native routes. A relative path is taken from the user's home, as envd
+ * does. envd's GET and POST /files are e2b/files.c's.
  *
  *   Stat, ListDir, MakeDir, Move, Remove     unary, EntryInfo shapes
  *   WatchDir                                 stream: {start:{}}, then
  *                                            {filesystem:{name,type}}
  *   CreateWatcher, GetWatcherEvents,         the same events, polled
- *   RemoveWatcher
- *   GET /files?path=&username=               the bytes
- *   POST /files?path=                        multipart/form-data (a part
- *                                            "file" per file, its filename
- *                                            the path) or the bytes as
- *                                            application/octet-stream;
- *                                            → [{name, type, path}] */
-#include <ctype.h>
+ *   RemoveWatcher */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "util.h"
 #include "api/api.h"
@@ -28,12 +20,30 @@
 #include "e2b/e2b.h"
 #include "http/connect.h"
 #include "http/json.h"
-#include "http/multipart.h"
 
 #define WATCHERS_MAX 16          /* polled watchers per sandbox */
 #define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */
 
 /* ---- EntryInfo ---- */
+
+/* The first character of an entry's permissions: its type. */
+static char type_char(const char *type) {
+  if (type && strcmp(type, "dir") == 0)
+    return 'd';
+  if (type && strcmp(type, "symlink") == 0)
+    return 'L';
+  return '-';
+}
+
+/* A uid or gid as envd names it: root, user (1000), else its number. */
+static void id_name(char *out, size_t n, json_int_t id) {
+  if (id == 0)
+    snprintf(out, n, "root");
+  else if (id == 1000)
+    snprintf(out, n, "user");
+  else
+    snprintf(out, n, "%lld", (long long)id);
+}
 
 static json_t *entry_info(json_t *e) {
   static const char *const types[][2] = {{"file", "FILE_TYPE_FILE"},
@@ -48,21 +58,19 @@ static json_t *entry_info(json_t *e) {
   for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0)
       ptype = types[i][1];
-  perms[0] = !type ? '-' : strcmp(type, "dir") == 0 ? 'd' : strcmp(type, "symlink") == 0 ? 'L' : '-';
+
+  perms[0] = type_char(type);
   for (int i = 0; i < 9; i++)
     if (mode & (0400 >> i))
       perms[1 + i] = "rwxrwxrwx"[i];
-  snprintf(owner, sizeof owner, "%s", uid == 0 ? "root" : uid == 1000 ? "user" : "");
-  if (!owner[0])
-    snprintf(owner, sizeof owner, "%lld", (long long)uid);
-  snprintf(group, sizeof group, "%s", gid == 0 ? "root" : gid == 1000 ? "user" : "");
-  if (!group[0])
-    snprintf(group, sizeof group, "%lld", (long long)gid);
+  id_name(owner, sizeof owner, uid);
+  id_name(group, sizeof group, gid);
   snprintf(size, sizeof size, "%lld", (long long)json_integer_value(json_object_get(e, "size")));
   /* A file's time is the workload's to set: kept to what a date can say
    * (1970 to 9999), so that it converts to ms without overflow. */
   double mtime = json_number_value(json_object_get(e, "mtime"));
   iso8601(mtime >= 0 && mtime < 253402300800.0 ? (int64_t)(mtime * 1000) : 0, when);
+
   json_t *j = json_pack("{s:O?,s:O?,s:s,s:i,s:s,s:s,s:s,s:s}", "name", json_object_get(e, "name"),
                         "path", json_object_get(e, "path"), "size", size, "mode", mode & 0777,
                         "permissions", perms, "owner", owner, "group", group, "modifiedTime", when);
@@ -75,8 +83,7 @@ static json_t *entry_info(json_t *e) {
   return j;
 }
 
-/* A usable path, or false after a 400. */
-static bool path_ok(struct http_conn *c, const char *path) {
+bool e2b_path_ok(struct http_conn *c, const char *path) {
   struct hutch_err err = {0};
   if (files_path_check(path, &err) == 0)
     return true;
@@ -88,14 +95,20 @@ static bool path_ok(struct http_conn *c, const char *path) {
  * field key); NULL after an error answer. */
 static struct sbx *path_call(struct http_conn *c, const struct principal *p, const char *key,
                              json_t **m, char **path, const char **user) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   *m = NULL;
   *path = NULL;
-  if (!sb || !(*user = e2b_user(c, sb)) ||
-      !(*m = connect_request(c, c->dialect == DIALECT_CONNECT_STREAM)))
+  if (!sb)
     return NULL;
+  *user = e2b_user(c, sb);
+  if (!*user)
+    return NULL;
+  *m = http_connect_request(c, c->dialect == DIALECT_CONNECT_STREAM);
+  if (!*m)
+    return NULL;
+
   json_t *v = json_object_get(*m, key);
-  if (!path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
+  if (!e2b_path_ok(c, json_string_value(v))) /* NULL when not a string: answered too */
     return NULL;
   *path = e2b_path(json_string_value(v), *user);
   return sb;
@@ -116,8 +129,9 @@ static void one_path(struct http_conn *c, const struct principal *p, start_fn st
   struct sbx *sb = path_call(c, p, "path", &m, &path, &user);
   struct hutch_err err = {0};
   if (sb) {
-    struct files_wait *k = files_wait(c, answer);
-    files_wait_started(k, start(sb, path, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer);
+    int r = start(sb, path, user, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
   json_decref(m);
@@ -158,9 +172,9 @@ void e2b_fs_list(struct http_conn *c, const struct principal *p) {
   if (sb && (depth < 1 || depth > 64 || (d && !json_is_integer(d)))) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "depth is from 1 to 64");
   } else if (sb) {
-    struct files_wait *k = files_wait(c, answer_list);
-    files_wait_started(k, files_list(sb, path, user, (unsigned)depth, files_waited, k, &err),
-                       &err);
+    struct files_wait *k = api_files_wait(c, answer_list);
+    int r = files_list(sb, path, user, (unsigned)depth, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
   }
   free(path);
   json_decref(m);
@@ -200,8 +214,9 @@ static void answer_moved(struct http_conn *c, const struct files_result *r,
   } else if (!sb) {
     http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended during the move");
   } else if (user) {
-    struct files_wait *k = files_wait(c, answer_entry);
-    files_wait_started(k, files_stat(sb, r->path, user, files_waited, k, &serr), &serr);
+    struct files_wait *k = api_files_wait(c, answer_entry);
+    int started = files_stat(sb, r->path, user, api_files_waited, k, &serr);
+    api_files_wait_started(k, started, &serr);
   }
 }
 
@@ -212,10 +227,11 @@ void e2b_fs_move(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = path_call(c, p, "source", &m, &from, &user);
   json_t *dest = sb ? json_object_get(m, "destination") : NULL;
   struct hutch_err err = {0};
-  if (sb && json_is_string(dest) && path_ok(c, json_string_value(dest))) {
+  if (sb && json_is_string(dest) && e2b_path_ok(c, json_string_value(dest))) {
     char *to = e2b_path(json_string_value(dest), user);
-    struct files_wait *k = files_wait(c, answer_moved);
-    files_wait_started(k, files_move(sb, from, to, user, files_waited, k, &err), &err);
+    struct files_wait *k = api_files_wait(c, answer_moved);
+    int r = files_move(sb, from, to, user, api_files_waited, k, &err);
+    api_files_wait_started(k, r, &err);
     free(to);
   } else if (sb && !json_is_string(dest)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "destination is required");
@@ -307,7 +323,7 @@ static json_t *fs_event(const struct watch *w, json_t *ev) {
   for (size_t i = 0; type && path && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0) {
       const char *name = strncmp(path, w->root, n) == 0 && path[n] == '/' ? path + n + 1 : path;
-      json_t *fe = json_pack("{s:o,s:s}", "name", serve_json_text(name), "type", types[i][1]);
+      json_t *fe = json_pack("{s:o,s:s}", "name", http_json_text(name), "type", types[i][1]);
       if (json_is_object(json_object_get(ev, "entry")))
         json_object_set_new(fe, "entry", entry_info(json_object_get(ev, "entry")));
       return fe;
@@ -319,9 +335,9 @@ static void watch_ready(struct watch *w) {
   w->ready = true;
   struct http_conn *c = w->c;
   if (!w->polled) {
-    connect_stream_start(c, &watch_ops, w);
+    http_connect_stream_start(c, &watch_ops, w);
     if (w->c)
-      connect_send(c, json_pack("{s:{}}", "start"));
+      http_connect_send(c, json_pack("{s:{}}", "start"));
   } else {
     w->c = NULL;
     w->next = w->sb->watches;
@@ -334,6 +350,7 @@ static bool watch_event(void *arg, json_t *ev) {
   struct watch *w = arg;
   const char *type = json_string_value(json_object_get(ev, "type"));
   w->busy = true;
+
   if (type && strcmp(type, "ready") == 0 && !w->ready) {
     watch_ready(w);
   } else if (type && strcmp(type, "overflow") == 0) {
@@ -341,7 +358,7 @@ static bool watch_event(void *arg, json_t *ev) {
   } else if (w->ready) {
     json_t *fe = fs_event(w, ev);
     if (fe && !w->polled)
-      connect_send(w->c, json_pack("{s:o}", "filesystem", fe));
+      http_connect_send(w->c, json_pack("{s:o}", "filesystem", fe));
     else if (fe && json_array_size(w->events) < WATCH_EVENTS_MAX)
       json_array_append_new(w->events, fe);
     else if (fe) {
@@ -349,6 +366,7 @@ static bool watch_event(void *arg, json_t *ev) {
       json_decref(fe);
     }
   }
+
   /* A streamed watch whose client reads slower than files change waits
    * (watch_drain), rather than queue without bound in the server. */
   bool more = w->polled || !w->c || http_queued(w->c) < HTTP_STREAM_HIGH;
@@ -380,7 +398,7 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     http_own(c, NULL, NULL);
     struct hutch_err end = {0};
     hutch_err_fail(&end, HUTCH_ERR_UNAVAILABLE, NULL, "%s", err ? err->msg : "the watch ended");
-    connect_end(c, &end);
+    http_connect_end(c, &end);
     watch_free(w);
   } /* a polled watcher stays until removed: its events can still be read */
 }
@@ -394,7 +412,8 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   for (struct watch *w = sb ? sb->watches : NULL; w; w = w->next)
     n++;
   if (sb && polled && n >= WATCHERS_MAX) {
-    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded", "a sandbox has at most %d polled watchers", WATCHERS_MAX);
+    http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded", "a sandbox has at most %d polled watchers",
+               WATCHERS_MAX);
     sb = NULL;
   }
   if (!sb) {
@@ -402,11 +421,13 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
     json_decref(m);
     return;
   }
+
   /* allowNetworkMounts asks envd to watch a network file system too:
    * hutch's sandboxes have none (volumes are local), nothing to refuse. */
   bool recursive = json_is_true(json_object_get(m, "recursive"));
   bool entries = json_is_true(json_object_get(m, "includeEntry"));
   json_decref(m);
+
   struct watch *w = xcalloc(1, sizeof *w);
   w->sb = sb;
   w->polled = polled;
@@ -421,6 +442,7 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
     http_fail(c, &err);
     return;
   }
+
   w->c = c;
   http_own(c, &watch_ops, w);
   http_watch(c); /* a client that leaves before the watch is ready is heard */
@@ -433,8 +455,8 @@ void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p) {
 }
 
 static struct watch *watcher(struct http_conn *c, const struct principal *p, json_t **m) {
-  struct sbx *sb = sbx_lookup(c, p);
-  *m = sb ? connect_request(c, 0) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  *m = sb ? http_connect_request(c, 0) : NULL;
   const char *id = json_string_value(json_object_get(*m, "watcherId"));
   for (struct watch *w = *m ? sb->watches : NULL; w; w = w->next)
     if (id && strcmp(w->id, id) == 0)
@@ -476,325 +498,4 @@ void e2b_watches_free(struct sbx *sb) {
     sb->watches = w->next;
     watch_free(w); /* its watch ended with the sandbox */
   }
-}
-
-/* ---- GET /files and POST /files ---- */
-
-/* The user and the absolute path a /files request names (path and
- * username in the query); NULL after an error answer. */
-static struct sbx *files_target(struct http_conn *c, const struct principal *p, char **path,
-                                const char **user, bool required) {
-  struct sbx *sb = sbx_lookup(c, p);
-  *path = NULL;
-  if (!sb || !(*user = e2b_user(c, sb)))
-    return NULL;
-  char *q = http_query(&c->req, "path");
-  if (q || required) {
-    if (!path_ok(c, q)) {
-      free(q);
-      return NULL;
-    }
-    *path = e2b_path(q, *user);
-  }
-  free(q);
-  return sb;
-}
-
-void e2b_files_read(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = files_target(c, p, &path, &user, true);
-  if (sb)
-    files_download(c, sb, path, user);
-  free(path);
-}
-
-/* What envd answers for a file written: [{name, type, path, metadata?}]
- * (done: the write's result, which has the metadata set). */
-static json_t *written(const char *path, json_t *done) {
-  const char *slash = strrchr(path, '/');
-  return json_pack("{s:o,s:s,s:o,s:O*}", "name", serve_json_text(slash ? slash + 1 : path),
-                   "type", "file", "path", serve_json_text(path), "metadata",
-                   json_object_get(done, "metadata"));
-}
-
-static void answer_written(struct http_conn *c, const struct files_result *r) {
-  http_json(c, 200, json_pack("[o]", written(r->path, r->done)));
-}
-
-/* An upload's metadata, envd's: each X-Metadata-KEY header, KEY
- * lowercased, the first of a name; keys and values printable ASCII, a key
- * at most 246 bytes, all of them (with "user.e2b." before each key) at
- * most 4096. An object (maybe empty: the file's metadata is cleared), or
- * NULL after a 400. */
-#define META_PREFIX "X-Metadata-"
-#define META_NS_LEN 9 /* "user.e2b." */
-
-static bool printable(const char *s) {
-  for (; *s; s++)
-    if (*s < 0x20 || *s > 0x7e)
-      return false;
-  return true;
-}
-
-static json_t *upload_metadata(struct http_conn *c) {
-  json_t *m = json_object();
-  size_t total = 0, plen = strlen(META_PREFIX);
-  for (size_t i = 0; i < c->req.nheaders; i++) {
-    const struct http_header *h = &c->req.headers[i];
-    if (strncasecmp(h->name, META_PREFIX, plen) != 0)
-      continue;
-    char key[256];
-    size_t klen = strlen(h->name + plen);
-    if (klen == 0 || klen > 246 || !printable(h->name + plen) || !printable(h->value)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-                 "metadata keys (1 to 246 bytes) and values are printable ASCII");
-      json_decref(m);
-      return NULL;
-    }
-    for (size_t k = 0; k <= klen; k++)
-      key[k] = (char)tolower((unsigned char)h->name[plen + k]);
-    if (json_object_get(m, key))
-      continue;
-    total += META_NS_LEN + klen + strlen(h->value);
-    if (total > 4096) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-                 "a file's metadata is at most 4096 bytes");
-      json_decref(m);
-      return NULL;
-    }
-    json_object_set_new(m, key, json_string(h->value));
-  }
-  return m;
-}
-
-/* A multipart/form-data upload: its parts are parsed as the body comes,
- * each part named "file" is written (to ?path= if given, else to its
- * filename) by its own write action, started as its headers end and fed
- * as its bytes come. Reading pauses while a part's write has not taken
- * what it was sent. The answer waits for every write. */
-struct part {
-  struct part *next;
-  struct upload *up;
-  struct files_op *op; /* NULL once its write has ended */
-  char *path;
-  size_t index;        /* its place in the answer: the request's order */
-};
-
-struct upload {
-  struct http_conn *c; /* NULL once the client is gone */
-  char user[8];
-  char *path;          /* ?path=, for every part */
-  struct multipart mp;
-  struct part *parts;  /* writes not ended */
-  struct part *cur;    /* the part being read; NULL: one not wanted */
-  json_t *results;     /* a place per part, filled as its write ends */
-  json_t *metadata;    /* every part's */
-  struct hutch_err err; /* the first write that failed, when failed */
-  bool failed;
-  bool body_done;
-  bool bad;            /* a "file" part not writable as named, or the body cut short */
-};
-
-static void upload_maybe_end(struct upload *up) {
-  if (up->parts || (!up->body_done && up->c))
-    return;
-  struct http_conn *c = up->c;
-  if (c)
-    http_own(c, NULL, NULL);
-  if (c && up->failed)
-    http_fail(c, &up->err);
-  else if (c && (up->bad || up->mp.bad))
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "the body is not multipart/form-data as it says");
-  else if (c && json_array_size(up->results) == 0)
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "no part named \"file\" in the form");
-  else if (c)
-    http_json(c, 200, json_incref(up->results));
-  free(up->path);
-  multipart_free(&up->mp);
-  json_decref(up->results);
-  json_decref(up->metadata);
-  free(up);
-}
-
-/* done: the write's result (NULL when it failed or was cancelled). */
-static void part_end(struct part *pt, json_t *done, const struct hutch_err *err) {
-  struct upload *up = pt->up;
-  for (struct part **q = &up->parts; *q; q = &(*q)->next)
-    if (*q == pt) {
-      *q = pt->next;
-      break;
-    }
-  if (up->cur == pt)
-    up->cur = NULL;
-  if (err && !up->failed) {
-    up->failed = true;
-    up->err = *err;
-  } else if (!err) {
-    json_array_set_new(up->results, pt->index, written(pt->path, done));
-  }
-  free(pt->path);
-  free(pt);
-  /* A write that ended while the body was paused for it will never
-   * resume it: the rest of the body is read (and dropped, or written to
-   * the next parts), or the upload would wait for ever. */
-  if (!up->body_done && up->c)
-    http_body_resume(up->c);
-  upload_maybe_end(up);
-}
-
-static void part_done(const struct files_result *r, const struct hutch_err *err, void *arg) {
-  struct part *pt = arg;
-  pt->op = NULL;
-  part_end(pt, r ? r->done : NULL, err);
-}
-
-static void part_resume(void *arg) {
-  struct part *pt = arg;
-  if (pt->up->c)
-    http_body_resume(pt->up->c);
-}
-
-static void part_begin(void *ctx, const char *headers) {
-  struct upload *up = ctx;
-  char *name = multipart_filename(headers);
-  up->cur = NULL;
-  if (!name)
-    return; /* not a file: its bytes are skipped */
-  if (!up->path && (!*name || strlen(name) > FILES_PATH_MAX)) {
-    free(name);
-    up->bad = true;
-    return;
-  }
-  /* The sandbox is found again for each part: it may have ended since
-   * the upload began (its memory gone with it). */
-  struct sbx *sb = up->c ? e2b_sandbox(up->c) : NULL;
-  if (!sb) {
-    free(name);
-    if (!up->failed)
-      hutch_err_fail(&up->err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
-                     "the sandbox ended during the upload");
-    up->failed = true;
-    return;
-  }
-  struct part *pt = xcalloc(1, sizeof *pt);
-  struct hutch_err err = {0};
-  pt->up = up;
-  pt->path = up->path ? xstrdup(up->path) : e2b_path(name, up->user);
-  free(name);
-  /* Fails too when the filename is not UTF-8: no request for the agent. */
-  struct files_write_opts o = {up->metadata, true};
-  pt->op = files_write(sb, pt->path, up->user, &o, part_resume, part_done, pt, &err);
-  if (!pt->op) {
-    up->bad = true;
-    free(pt->path);
-    free(pt);
-    return;
-  }
-  pt->index = json_array_size(up->results);
-  json_array_append_new(up->results, json_null());
-  pt->next = up->parts;
-  up->parts = pt;
-  up->cur = pt;
-}
-
-static void part_data(void *ctx, const char *p, size_t n) {
-  struct upload *up = ctx;
-  if (!up->cur || !up->cur->op || n == 0)
-    return;
-  if (!files_write_data(up->cur->op, p, n) && up->c)
-    http_body_pause(up->c);
-}
-
-static void part_close(void *ctx) {
-  struct upload *up = ctx;
-  if (up->cur && up->cur->op)
-    files_write_end(up->cur->op);
-  up->cur = NULL;
-}
-
-static const struct multipart_ops part_ops = {
-    .begin = part_begin, .data = part_data, .end = part_close};
-
-static void mp_body(void *ctx, const char *data, size_t n) {
-  struct upload *up = ctx;
-  multipart_feed(&up->mp, data, n);
-}
-
-static void mp_body_end(void *ctx) {
-  struct upload *up = ctx;
-  if (!multipart_done(&up->mp)) { /* cut short: what was written in part is an error */
-    up->bad = true;
-    part_close(up);
-  }
-  up->body_done = true;
-  upload_maybe_end(up);
-}
-
-static void mp_abort(void *ctx) {
-  struct upload *up = ctx;
-  up->c = NULL;
-  up->body_done = true;
-  if (!up->parts) {
-    upload_maybe_end(up);
-    return;
-  }
-  /* Every write is cancelled (the agent ends it); the last part's end
-   * frees up. */
-  for (;;) {
-    struct part *pt = up->parts;
-    bool last = !pt->next;
-    if (pt->op)
-      files_cancel(pt->op);
-    pt->op = NULL;
-    part_end(pt, NULL, NULL);
-    if (last)
-      return;
-  }
-}
-
-static const struct http_stream_ops mp_ops = {
-    .abort = mp_abort, .body = mp_body, .body_end = mp_body_end};
-
-void e2b_files_write(struct http_conn *c, const struct principal *p) {
-  char *path;
-  const char *user;
-  struct sbx *sb = files_target(c, p, &path, &user, false);
-  if (!sb)
-    return;
-  const char *ctype = http_header(&c->req, "Content-Type");
-  const char *enc = http_header(&c->req, "Content-Encoding");
-  bool multipart = ctype && strncasecmp(ctype, "multipart/form-data", 19) == 0;
-  bool gzip = enc && strcasecmp(enc, "gzip") == 0;
-  json_t *meta = NULL;
-  if (enc && strcasecmp(enc, "identity") != 0 && (!gzip || multipart)) {
-    http_error(c, HUTCH_ERR_MEDIA, "unsupported_encoding",
-               "Content-Encoding %.32s: hutch takes gzip on application/octet-stream uploads only",
-               enc);
-  } else if (!(meta = upload_metadata(c))) {
-    /* answered */
-  } else if (multipart) {
-    char *b = multipart_boundary(ctype);
-    if (!b) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "multipart/form-data needs a boundary");
-    } else {
-      struct upload *up = xcalloc(1, sizeof *up);
-      up->c = c;
-      str_copy(up->user, sizeof up->user, user);
-      up->path = path;
-      path = NULL;
-      multipart_init(&up->mp, b, &part_ops, up);
-      up->results = json_array();
-      up->metadata = json_incref(meta);
-      free(b);
-      http_body_start(c, &mp_ops, up);
-    }
-  } else if (!path) { /* the bytes themselves: one file, at ?path= */
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "path is required (a query parameter)");
-  } else {
-    struct files_upload_opts o = {.gzip = gzip, .write = {meta, true}};
-    files_upload(c, sb, path, user, &o, answer_written);
-  }
-  json_decref(meta);
-  free(path);
 }

@@ -39,9 +39,9 @@ static json_t *e2b_context(const struct context *cx) {
 
 void e2b_execute(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"code", "context_id", "language", "env_vars", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
-  if (!o || body_only(c, o, known) < 0) {
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
+  if (!o || http_body_only(c, o, known) < 0) {
     json_decref(o);
     return;
   }
@@ -54,22 +54,22 @@ void e2b_execute(struct http_conn *c, const struct principal *p) {
     json_object_set(n, "language", given(o, "language"));
   if (given(o, "env_vars"))
     json_object_set(n, "env", given(o, "env_vars"));
-  contexts_code(c, sb, n, true);
+  api_contexts_code(c, sb, n, true);
   json_decref(n);
   json_decref(o);
 }
 
 void e2b_contexts_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"language", "cwd", NULL};
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *o = sb ? body_object(c) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *o = sb ? http_body_object(c) : NULL;
   if (!o)
     return;
   const char *lang = json_string_value(given(o, "language"));
   const char *cwd = json_string_value(given(o, "cwd"));
   if ((given(o, "language") && !lang) || (given(o, "cwd") && !cwd))
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "language and cwd are strings");
-  else if (body_only(c, o, known) >= 0) {
+  else if (http_body_only(c, o, known) >= 0) {
     struct hutch_err err = {0};
     contexts_defaults(sb);
     struct context *cx = contexts_create(sb, lang, cwd ? cwd : DEFAULT_CWD, NULL, &err);
@@ -82,7 +82,7 @@ void e2b_contexts_create(struct http_conn *c, const struct principal *p) {
 }
 
 void e2b_contexts_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   contexts_defaults(sb);
@@ -94,7 +94,7 @@ void e2b_contexts_list(struct http_conn *c, const struct principal *p) {
 
 static struct context *named(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   struct context *cx = sb ? contexts_find(sb, c->req.params[1], &err) : NULL;
   if (sb && !cx)
     http_fail(c, &err);

@@ -33,7 +33,7 @@ static json_t *metadata_filter(const char *q) {
     char *key = NULL, *value = NULL;
     s = http_query_next(s, &key, &value);
     if (key && value) {
-      json_object_set_new(want, key, serve_json_text(value));
+      json_object_set_new(want, key, http_json_text(value));
     } else {
       json_decref(want);
       want = NULL;
@@ -58,6 +58,7 @@ bool e2b_parse_time(const char *s, int64_t *ms) {
     for (int mult = 100; isdigit((unsigned char)*r); r++, mult /= 10)
       frac += (*r - '0') * mult;
   }
+
   int64_t off = 0;
   int hh, mm, n = 0;
   if (*r == 'Z' || *r == 'z') {
@@ -69,6 +70,7 @@ bool e2b_parse_time(const char *s, int64_t *ms) {
   } else {
     return false;
   }
+
   *ms = ((int64_t)timegm(&tm) - off) * 1000 + frac;
   return *r == '\0';
 }
@@ -90,6 +92,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     json_decref(q->f.metadata);
     return (q->f.metadata = metadata_filter(value)) != NULL;
   }
+
   if (strcmp(key, "state") == 0) {
     /* "running,paused", or the key once per state */
     if (!q->state_given)
@@ -101,6 +104,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     }
     return true;
   }
+
   if (strcmp(key, "startedAfter") == 0)
     return e2b_parse_time(value, &q->f.started_after_ms);
   if (strcmp(key, "limit") == 0)
@@ -109,6 +113,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     q->asc = strcmp(value, "asc") == 0;
     return q->asc || strcmp(value, "desc") == 0;
   }
+
   if (strcmp(key, "nextToken") == 0) {
     char *end, *us = strchr(value, '_');
     q->after = true;
@@ -117,6 +122,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
     q->after_id = us ? xstrdup(us + 1) : NULL;
     return us && end == us && end != value;
   }
+
   if (strcmp(key, "template") == 0) {
     free(q->template);
     q->template = xstrdup(value);
@@ -132,12 +138,27 @@ static int token_cmp(const struct sandbox_query *q, const struct sbx *sb) {
   return strcmp(sb->id, q->after_id);
 }
 
+/* Whether sb belongs on the page: past the token, if any, and of the
+ * template asked for (host: the host template's count too). */
+static bool on_page(const struct sandbox_query *q, const struct sbx *sb, bool host) {
+  const char *t = q->template;
+  if (q->after) {
+    int r = token_cmp(q, sb);
+    if (q->asc ? r >= 0 : r <= 0)
+      return false;
+  }
+  if (t && strcmp(sb->template, t) != 0 && !(host && strcmp(sb->template, "host") == 0))
+    return false;
+  return true;
+}
+
 static void sandboxes_page(struct http_conn *c, const struct principal *p,
                            struct sandbox_query *q) {
   /* A template's sandboxes; E2B's names of its defaults are the host
    * template's too when the store has no template of that name. */
   const char *t = q->template;
   bool host = t && (strcmp(t, "base") == 0 || strncmp(t, "code-interpreter", 16) == 0);
+
   size_t n;
   struct sbx **all = sandboxes_list(c->srv, p, &q->f, &n);
   json_t *a = json_array();
@@ -145,8 +166,7 @@ static void sandboxes_page(struct http_conn *c, const struct principal *p,
   bool more = false;
   for (size_t k = 0; k < n && !more; k++) {
     const struct sbx *sb = all[q->asc ? n - 1 - k : k];
-    if ((q->after && (q->asc ? token_cmp(q, sb) >= 0 : token_cmp(q, sb) <= 0)) ||
-        (t && strcmp(sb->template, t) != 0 && !(host && strcmp(sb->template, "host") == 0)))
+    if (!on_page(q, sb, host))
       continue;
     more = json_array_size(a) == q->limit;
     if (!more) {
@@ -154,6 +174,7 @@ static void sandboxes_page(struct http_conn *c, const struct principal *p,
       last = sb;
     }
   }
+
   char extra[96] = "";
   if (more)
     snprintf(extra, sizeof extra, "X-Next-Token: %lld_%s\r\n", (long long)last->created_ms,
@@ -208,6 +229,20 @@ static bool snapshot_after(json_t *v, const char *token) {
   return r > 0 || (r == 0 && us && strcmp(json_string_value(json_object_get(v, "id")), us + 1) > 0);
 }
 
+/* Whether snapshot v is listed: of the sandbox of, by the name, after the
+ * token (each when given); never a fork's own. */
+static bool snapshot_listed(json_t *v, const char *of, const char *name, const char *after) {
+  if (json_is_true(json_object_get(v, "ephemeral")))
+    return false;
+  if (of && strcmp(of, json_string_value(json_object_get(v, "sandbox"))) != 0)
+    return false;
+  if (name && !snapshot_named(v, name))
+    return false;
+  if (after && !snapshot_after(v, after))
+    return false;
+  return true;
+}
+
 /* ?sandboxID= filters by the sandbox a snapshot was taken of, ?name= by
  * its name; forks' own snapshots are not listed. */
 void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
@@ -219,16 +254,16 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "limit is 1 to %d", LIST_MAX);
     goto out;
   }
-  if (!(all = snapshots_list(c->srv, p->tenant))) {
+  all = snapshots_list(c->srv, p->tenant);
+  if (!all) {
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "the snapshots could not be read");
     goto out;
   }
+
   char extra[128] = "";
   size_t i;
   json_array_foreach(all, i, v) {
-    if (json_is_true(json_object_get(v, "ephemeral")) ||
-        (of && strcmp(of, json_string_value(json_object_get(v, "sandbox"))) != 0) ||
-        (name && !snapshot_named(v, name)) || (after && !snapshot_after(v, after)))
+    if (!snapshot_listed(v, of, name, after))
       continue;
     if (json_array_size(out) == limit) {
       json_t *last = json_array_get(out, limit - 1);
@@ -243,11 +278,13 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
                                          "names", *own ? json_pack("[s]", own) : json_array(),
                                          "token", tok));
   }
+
   json_array_foreach(out, i, v) json_object_del(v, "token");
   size_t len;
   char *body = http_json_line(json_incref(out), &len);
   http_respond(c, 200, "application/json", body, len, extra[0] ? extra : NULL);
   free(body);
+
 out:
   json_decref(all);
   json_decref(out);

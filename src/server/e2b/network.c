@@ -46,6 +46,7 @@ static json_t *resolve(struct http_conn *c, const char *tenant, json_t *value) {
   const char *s = json_string_value(value);
   if (!s || !strstr(s, mark))
     return json_incref(value);
+
   char *out = xstrdup("");
   for (const char *at; (at = strstr(s, mark));) {
     const char *name = at + sizeof mark - 1, *end = strchr(name, '}');
@@ -63,6 +64,7 @@ static json_t *resolve(struct http_conn *c, const char *tenant, json_t *value) {
       free(out);
       return NULL;
     }
+
     char *more = xasprintf("%s%.*s%s", out, (int)(at - s), s, v);
     explicit_bzero(out, strlen(out));
     free(out);
@@ -71,6 +73,7 @@ static json_t *resolve(struct http_conn *c, const char *tenant, json_t *value) {
     out = more;
     s = end + 1;
   }
+
   char *more = xasprintf("%s%s", out, s);
   explicit_bzero(out, strlen(out));
   free(out);
@@ -85,9 +88,11 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
   if (!rules || json_is_null(rules))
     return 0;
   if (!json_is_object(rules)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules must be {host: [rule, …]}");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "network.rules must be {host: [rule, …]}");
     return -1;
   }
+
   const char *host;
   json_t *list;
   json_object_foreach(rules, host, list) {
@@ -108,6 +113,7 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
                    "network.rules: hutch applies {transform: {headers}} rules only");
         return -1;
       }
+
       const char *name;
       json_t *value;
       json_object_foreach(headers, name, value) {
@@ -122,63 +128,87 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
   return 0;
 }
 
-/* hutch's {network, secrets} for E2B's allow_internet_access (absent:
- * NULL) and network (NULL: none); public: whether ports are public, or
- * -1 to leave it out. NULL after a 400. */
-static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
-                         json_t *network, int public) {
+/* Whether E2B's allow_internet_access and network are of the shapes
+ * hutch takes; false after a 400. */
+static bool network_ok(struct http_conn *c, json_t *internet, json_t *network) {
   static const char *const unsupported[] = {"egressProxy", "httpsPorts", NULL};
   if (internet && !json_is_boolean(internet)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "allow_internet_access must be true or false");
-    return NULL;
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "allow_internet_access must be true or false");
+    return false;
   }
   if (network && !json_is_null(network) && !json_is_object(network)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network must be an object");
-    return NULL;
+    return false;
   }
   for (size_t i = 0; unsupported[i]; i++) {
     json_t *v = json_object_get(network, unsupported[i]);
     if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0)) {
-      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported", "network.%s is not available in hutch", unsupported[i]);
-      return NULL;
+      http_error(c, HUTCH_ERR_UNSUPPORTED, "not_supported", "network.%s is not available in hutch",
+                 unsupported[i]);
+      return false;
     }
   }
-  json_t *allow = json_array(), *deny = json_array(), *secrets = json_array();
-  json_t *out = json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny,
-                          "secrets", secrets);
-  bool deny_all = internet && json_is_false(internet);
+  return true;
+}
+
+/* network.denyOut into deny (*deny_all when it denies all traffic) and
+ * network.allowOut into allow; -1 after a 400. */
+static int out_lists(struct http_conn *c, json_t *network, json_t *allow, json_t *deny,
+                     bool *deny_all) {
   size_t i;
   json_t *v;
   json_array_foreach(json_object_get(network, "denyOut"), i, v) {
     if (!json_is_string(v)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.denyOut must be a list of strings");
-      json_decref(out);
-      return NULL;
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "network.denyOut must be a list of strings");
+      return -1;
     }
     if (all_traffic(json_string_value(v)))
-      deny_all = true;
+      *deny_all = true;
     else
       json_array_append_new(deny, entry(json_string_value(v)));
   }
   json_array_foreach(json_object_get(network, "allowOut"), i, v) {
     if (!json_is_string(v)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.allowOut must be a list of strings");
-      json_decref(out);
-      return NULL;
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "network.allowOut must be a list of strings");
+      return -1;
     }
     json_array_append_new(allow, entry(json_string_value(v)));
+  }
+  return 0;
+}
+
+/* hutch's {network, secrets} for E2B's allow_internet_access (absent:
+ * NULL) and network (NULL: none); public: whether ports are public, or
+ * -1 to leave it out. NULL after a 400. */
+static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
+                         json_t *network, int public) {
+  if (!network_ok(c, internet, network))
+    return NULL;
+
+  json_t *allow = json_array(), *deny = json_array(), *secrets = json_array();
+  json_t *out = json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny,
+                          "secrets", secrets);
+  bool deny_all = internet && json_is_false(internet);
+  if (out_lists(c, network, allow, deny, &deny_all) < 0) {
+    json_decref(out);
+    return NULL;
   }
   if (!deny_all) /* E2B's default: the Internet (hutch's proxy: its public part) */
     json_array_append_new(allow, json_string("*"));
   else
     json_array_clear(deny); /* nothing but allowOut: the rest says nothing more */
-  json_object_set_new(json_object_get(out, "network"), "mode",
-                      json_string(json_array_size(allow) ? "allowlist" : "none"));
+
+  json_t *hutch = json_object_get(out, "network");
+  json_object_set_new(hutch, "mode", json_string(json_array_size(allow) ? "allowlist" : "none"));
   if (public >= 0)
-    json_object_set_new(json_object_get(out, "network"), "public", json_boolean(public));
+    json_object_set_new(hutch, "public", json_boolean(public));
   json_t *mask = json_object_get(network, "maskRequestHost");
   if (mask && !json_is_null(mask))
-    json_object_set(json_object_get(out, "network"), "mask_host", mask);
+    json_object_set(hutch, "mask_host", mask);
+
   if (rules_secrets(c, tenant, json_object_get(network, "rules"), secrets) < 0) {
     json_decref(out);
     return NULL;
@@ -203,6 +233,7 @@ json_t *e2b_network_json(const struct sbx *sb) {
   bool internet = false;
   size_t i;
   json_t *v;
+
   for (int list = 0; list < 2; list++)
     json_array_foreach(json_object_get(sb->network, list ? "deny" : "allow"), i, v) {
       const char *e = json_string_value(v);
@@ -217,6 +248,7 @@ json_t *e2b_network_json(const struct sbx *sb) {
     }
   if (!internet)
     json_array_append_new(denied, json_string("0.0.0.0/0"));
+
   json_t *j = json_pack("{s:b,s:{s:o,s:o,s:b}}", "allowInternetAccess", internet, "network",
                         "allowOut", out, "denyOut", denied, "allowPublicTraffic",
                         json_is_true(json_object_get(sb->network, "public")));
@@ -232,7 +264,7 @@ void e2b_sandboxes_network(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {
       "allowOut", "denyOut", "egressProxy", "rules", "allow_internet_access", NULL};
   struct sbx *sb;
-  json_t *o = network_request(c, p, known, &sb);
+  json_t *o = api_network_request(c, p, known, &sb);
   if (!o)
     return;
   json_t *t = translate(c, p->tenant, json_object_get(o, "allow_internet_access"), o, -1);

@@ -39,9 +39,9 @@ static void e2b_point(const struct usage_point *pt, void *arg) {
 }
 
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   int64_t start, end;
-  if (!sb || usage_range(c, &start, &end) < 0)
+  if (!sb || api_usage_range(c, &start, &end) < 0)
     return;
   json_t *a = json_array();
   usage_points(sb, start, end, e2b_point, a);
@@ -80,7 +80,7 @@ void e2b_team_metrics(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct usage_total u;
   int64_t start, end, now = wall_ms();
-  if (usage_range(c, &start, &end) < 0)
+  if (api_usage_range(c, &start, &end) < 0)
     return;
   if (usage_of(c->srv, p, c->req.params[0], &u, &err) < 0) {
     http_fail(c, &err);
@@ -108,7 +108,11 @@ static const char *const levels[] = {"debug", "info", "warn", "error", NULL};
 /* An audit line's level: by the status it ended with, else info. */
 static int line_level(json_t *line) {
   json_int_t status = json_integer_value(json_object_get(line, "status"));
-  return status >= 500 ? ERROR : status >= 400 ? WARN : INFO;
+  if (status >= 500)
+    return ERROR;
+  if (status >= 400)
+    return WARN;
+  return INFO;
 }
 
 /* An audit line as E2B's SandboxLogEntry: its action and how it ended as
@@ -119,9 +123,11 @@ static json_t *log_entry(json_t *line) {
   json_object_foreach(line, key, v) {
     if (strcmp(key, "time") == 0 || json_is_null(v))
       continue;
-    char *text = json_is_real(v)     ? xasprintf("%.3f", json_real_value(v))
-                 : json_is_string(v) ? NULL
-                                     : json_dumps(v, JSON_ENCODE_ANY);
+    char *text = NULL;
+    if (json_is_real(v))
+      text = xasprintf("%.3f", json_real_value(v));
+    else if (!json_is_string(v))
+      text = json_dumps(v, JSON_ENCODE_ANY);
     json_object_set_new(fields, key, text ? json_string(text) : json_incref(v));
     free(text);
   }
@@ -140,12 +146,25 @@ static bool logs_query(struct http_conn *c, struct logs_query *q, const char *cu
   char *cur = http_query(&c->req, cursor_name), *lim = http_query(&c->req, "limit");
   char *dir = http_query(&c->req, "direction"), *lev = http_query(&c->req, "level");
   uint64_t u = 0;
-  bool ok = (!cur || parse_u64(cur, &u)) && (!lim || (parse_u64(lim, &q->limit) && q->limit <= LOGS_DEFAULT)) &&
-            (!dir || strcmp(dir, "forward") == 0 || (q->backward = strcmp(dir, "backward") == 0));
-  q->cursor = cur ? (int64_t)u : q->backward ? INT64_MAX : 0;
+
+  bool ok = !cur || parse_u64(cur, &u);
+  if (ok && lim)
+    ok = parse_u64(lim, &q->limit) && q->limit <= LOGS_DEFAULT;
+  if (ok && dir && strcmp(dir, "forward") != 0) {
+    q->backward = strcmp(dir, "backward") == 0;
+    ok = q->backward;
+  }
+  if (cur)
+    q->cursor = (int64_t)u;
+  else
+    q->cursor = q->backward ? INT64_MAX : 0;
   for (q->level = 0; lev && levels[q->level] && strcmp(levels[q->level], lev) != 0; q->level++)
     ;
-  ok = ok && (!lev || levels[q->level]) && (!q->search || strlen(q->search) <= SEARCH_MAX);
+  if (lev && !levels[q->level])
+    ok = false;
+  if (q->search && strlen(q->search) > SEARCH_MAX)
+    ok = false;
+
   free(cur);
   free(lim);
   free(dir);
@@ -158,6 +177,18 @@ static bool logs_query(struct http_conn *c, struct logs_query *q, const char *cu
   return ok;
 }
 
+/* A log entry's message: its action, and its status, error and reason
+ * when it has them (malloc'd). */
+static char *log_message(json_t *fields) {
+  const char *action = json_string_value(json_object_get(fields, "action"));
+  const char *status = json_string_value(json_object_get(fields, "status"));
+  const char *error = json_string_value(json_object_get(fields, "error"));
+  const char *reason = json_string_value(json_object_get(fields, "reason"));
+  return xasprintf("%s%s%s%s%s%s%s", action ? action : "event", status ? " " : "",
+                   status ? status : "", error ? " " : "", error ? error : "", reason ? ": " : "",
+                   reason ? reason : "");
+}
+
 /* The sandbox's log entries that pass q, in q's direction. */
 static json_t *logs_of(const struct sbx *sb, const struct logs_query *q) {
   json_t *out = json_array();
@@ -166,17 +197,15 @@ static json_t *logs_of(const struct sbx *sb, const struct logs_query *q) {
     json_t *line = json_array_get(sb->log, q->backward ? n - 1 - k : k);
     const char *t = json_string_value(json_object_get(line, "time"));
     int64_t ms = 0;
-    if (!t || !e2b_parse_time(t, &ms) || (q->backward ? ms > q->cursor : ms < q->cursor) ||
-        line_level(line) < q->level)
+    if (!t || !e2b_parse_time(t, &ms))
       continue;
+    if (q->backward ? ms > q->cursor : ms < q->cursor)
+      continue;
+    if (line_level(line) < q->level)
+      continue;
+
     json_t *fields = log_entry(line);
-    const char *action = json_string_value(json_object_get(fields, "action"));
-    const char *status = json_string_value(json_object_get(fields, "status"));
-    const char *error = json_string_value(json_object_get(fields, "error"));
-    const char *reason = json_string_value(json_object_get(fields, "reason"));
-    char *msg = xasprintf("%s%s%s%s%s%s%s", action ? action : "event", status ? " " : "",
-                          status ? status : "", error ? " " : "", error ? error : "",
-                          reason ? ": " : "", reason ? reason : "");
+    char *msg = log_message(fields);
     if (!q->search || strstr(msg, q->search))
       json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:o}", "timestamp", t, "level",
                                            levels[line_level(line)], "message", msg, "fields",
@@ -190,7 +219,7 @@ static json_t *logs_of(const struct sbx *sb, const struct logs_query *q) {
 
 void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p) {
   struct logs_query q = {.limit = LOGS_DEFAULT, .search = http_query(&c->req, "search")};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (sb && logs_query(c, &q, "cursor"))
     http_json(c, 200, json_pack("{s:o}", "logs", logs_of(sb, &q)));
   free(q.search);
@@ -200,7 +229,7 @@ void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p) {
  * logEntries}. */
 void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p) {
   struct logs_query q = {.limit = LOGS_DEFAULT};
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb || !logs_query(c, &q, "start"))
     return;
   json_t *entries = logs_of(sb, &q), *lines = json_array(), *v;

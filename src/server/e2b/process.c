@@ -49,7 +49,17 @@ static const struct http_stream_ops ps_ops = {.abort = ps_gone};
 static void ps_start(struct sub *u, int pid) {
   struct pstream *ps = u->ctx;
   ps->started = true;
-  connect_send(ps->c, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", pid));
+  http_connect_send(ps->c, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", pid));
+}
+
+/* The field of envd's data event that carries a line of type: the PTY's
+ * for a process on one, else its stderr or stdout. */
+static const char *data_field(const struct pstream *ps, const char *type) {
+  if (ps->pty)
+    return "pty";
+  if (strcmp(type, "stderr") == 0)
+    return "stderr";
+  return "stdout";
 }
 
 /* One NDJSON output line of procs.c as a data event. */
@@ -60,10 +70,10 @@ static void ps_line(struct sub *u, const char *line, size_t n) {
   const char *text = json_string_value(json_object_get(j, "data"));
   const char *b64 = json_string_value(json_object_get(j, "data_b64"));
   if (type && (text || b64)) {
-    char *data = text ? b64_encode(text, json_string_length(json_object_get(j, "data")))
+    char *data = text ? http_b64_encode(text, json_string_length(json_object_get(j, "data")))
                       : xstrdup(b64);
-    const char *which = ps->pty ? "pty" : strcmp(type, "stderr") == 0 ? "stderr" : "stdout";
-    connect_send(ps->c, json_pack("{s:{s:{s:s}}}", "event", "data", which, data));
+    const char *which = data_field(ps, type);
+    http_connect_send(ps->c, json_pack("{s:{s:{s:s}}}", "event", "data", which, data));
     free(data);
   }
   json_decref(j);
@@ -95,7 +105,7 @@ static json_t *end_event(json_t *exit) {
   end = json_pack("{s:i,s:s}", "exitCode", -1, "status", what);
   /* A timeout, an OOM or an output limit says so in its message. */
   bool signaled = status && strcmp(status, "signaled") == 0;
-  json_object_set_new(end, "error", serve_json_text(msg && *msg && !signaled ? msg : what));
+  json_object_set_new(end, "error", http_json_text(msg && *msg && !signaled ? msg : what));
   return end;
 }
 
@@ -107,6 +117,7 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
   json_t *exit = json_loadb(line, n, 0, NULL);
   const char *status = json_string_value(json_object_get(exit, "status"));
   const char *msg = json_string_value(json_object_get(exit, "message"));
+
   if (status && strcmp(status, "sandbox_error") == 0 && !e2b_sandbox(c)) {
     /* The sandbox was killed: E2B's proxy cuts the stream, and the SDKs
      * tell that (the health check then finds it gone) from an end. */
@@ -115,6 +126,7 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
     free(ps);
     return;
   }
+
   if (!ps->started) {
     /* It never ran: envd answers that with invalid_argument. */
     struct hutch_err err = {0};
@@ -122,11 +134,12 @@ static void ps_end(struct sub *u, const char *line, size_t n) {
                    status && strcmp(status, "sandbox_error") == 0 ? HUTCH_ERR_UNAVAILABLE
                                                                   : HUTCH_ERR_INVALID,
                    NULL, "%s", msg && *msg ? msg : "the process could not be started");
-    connect_end(c, &err);
+    http_connect_end(c, &err);
   } else {
-    connect_send(c, json_pack("{s:{s:o}}", "event", "end", end_event(exit)));
-    connect_end(c, NULL);
+    http_connect_send(c, json_pack("{s:{s:o}}", "event", "end", end_event(exit)));
+    http_connect_end(c, NULL);
   }
+
   json_decref(exit);
   free(ps); /* the response has ended: no abort follows */
 }
@@ -139,7 +152,7 @@ static struct pstream *ps_attach(struct http_conn *c, struct proc *pr, bool pty)
   ps->u->start = ps_start;
   /* Starting the stream can lose the connection at once (ps_gone). */
   ps->attaching = true;
-  connect_stream_start(c, &ps_ops, ps);
+  http_connect_stream_start(c, &ps_ops, ps);
   ps->attaching = false;
   if (ps->gone) {
     free(ps);
@@ -174,6 +187,7 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
                "true or false");
     return NULL;
   }
+
   json_t *argv = json_pack("[O]", cmd);
   if (args)
     json_array_extend(argv, args);
@@ -182,8 +196,11 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
   /* No cwd: the template's working directory (E2B's setWorkdir), else
    * the user's home. */
   const struct sbx *sb = e2b_sandbox(c);
-  char *dir = !cwd && sb && sb->workdir ? xstrdup(sb->workdir)
-                                        : e2b_path(cwd ? json_string_value(cwd) : NULL, user);
+  char *dir;
+  if (!cwd && sb && sb->workdir)
+    dir = xstrdup(sb->workdir);
+  else
+    dir = e2b_path(cwd ? json_string_value(cwd) : NULL, user);
   json_object_set_new(o, "cwd", json_string(dir));
   free(dir);
   if (envs)
@@ -193,6 +210,7 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
     json_int_t rows = json_integer_value(json_object_get(size, "rows"));
     json_object_set_new(o, "pty", json_pack("{s:I,s:I}", "rows", rows, "cols", cols));
   }
+
   /* envd kills the process when the call's deadline passes. */
   const char *deadline = http_header(&c->req, "Connect-Timeout-Ms");
   uint64_t ms;
@@ -203,13 +221,13 @@ static json_t *start_body(struct http_conn *c, json_t *m, const char *user, bool
 }
 
 void e2b_process_start(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   const char *user = sb ? e2b_user(c, sb) : NULL;
-  json_t *m = user ? connect_request(c, 1) : NULL;
+  json_t *m = user ? http_connect_request(c, 1) : NULL;
   bool pty = false;
   json_t *o = m ? start_body(c, m, user, &pty) : NULL;
   const char *in = NULL;
-  json_t *req = o ? exec_request(c, sb, o, &in) : NULL;
+  json_t *req = o ? api_exec_request(c, sb, o, &in) : NULL;
   struct hutch_err err;
   struct proc *pr = NULL;
   if (req) {
@@ -245,16 +263,16 @@ static struct proc *selected(struct http_conn *c, struct sbx *sb, json_t *m) {
 /* The message of a unary call on a process, and the process; NULL after
  * an error answer. */
 static struct proc *unary(struct http_conn *c, const struct principal *p, json_t **m) {
-  struct sbx *sb = sbx_lookup(c, p);
-  *m = sb ? connect_request(c, 0) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  *m = sb ? http_connect_request(c, 0) : NULL;
   return *m ? selected(c, sb, *m) : NULL;
 }
 
 static void ok(struct http_conn *c) { http_json(c, 200, json_object()); }
 
 void e2b_process_connect(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
-  json_t *m = sb ? connect_request(c, 1) : NULL;
+  struct sbx *sb = api_sbx_lookup(c, p);
+  json_t *m = sb ? http_connect_request(c, 1) : NULL;
   struct proc *pr = m ? selected(c, sb, m) : NULL;
   if (pr) {
     struct pstream *ps = ps_attach(c, pr, procs_pty(pr));
@@ -265,7 +283,7 @@ void e2b_process_connect(struct http_conn *c, const struct principal *p) {
 }
 
 void e2b_process_list(struct http_conn *c, const struct principal *p) {
-  struct sbx *sb = sbx_lookup(c, p);
+  struct sbx *sb = api_sbx_lookup(c, p);
   if (!sb)
     return;
   json_t *a = json_array();
@@ -301,7 +319,7 @@ void e2b_process_input(struct http_conn *c, const struct principal *p) {
       data = json_object_get(input, "pty");
     uint8_t *raw;
     size_t n;
-    if (!json_is_string(data) || b64_decode(json_string_value(data), &raw, &n) < 0) {
+    if (!json_is_string(data) || http_b64_decode(json_string_value(data), &raw, &n) < 0) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "input is {stdin: base64} or {pty: base64}");
     } else {
       write_input(c, pr, raw, n, false);
@@ -319,6 +337,15 @@ void e2b_process_close_stdin(struct http_conn *c, const struct principal *p) {
   json_decref(m);
 }
 
+/* The number of envd's signal name: 9, 15, or 0 for any other. */
+static json_int_t signal_number(const char *name) {
+  if (strcmp(name, "SIGNAL_SIGKILL") == 0)
+    return 9;
+  if (strcmp(name, "SIGNAL_SIGTERM") == 0)
+    return 15;
+  return 0;
+}
+
 /* SIGKILL kills every process the command started (its cgroup), as a
  * native kill does; SIGTERM goes to its process group. */
 void e2b_process_signal(struct http_conn *c, const struct principal *p) {
@@ -329,7 +356,7 @@ void e2b_process_signal(struct http_conn *c, const struct principal *p) {
     const char *name = json_string_value(sig);
     json_int_t n = name ? 0 : json_integer_value(sig);
     if (name)
-      n = strcmp(name, "SIGNAL_SIGKILL") == 0 ? 9 : strcmp(name, "SIGNAL_SIGTERM") == 0 ? 15 : 0;
+      n = signal_number(name);
     struct hutch_err err;
     if (n == 9)
       procs_kill(pr, &err);
@@ -370,6 +397,6 @@ void e2b_envd_health(struct http_conn *c, const struct principal *p) {
   if (!sb || (sb->paused && !sb->auto_resume))
     http_error(c, HUTCH_ERR_UPSTREAM, "sandbox_paused", "sandbox %s is paused: connect resumes it",
                c->req.params[0]);
-  else if (sbx_wake(c, sb))
+  else if (api_sbx_wake(c, sb))
     http_respond(c, 204, "application/json", "", 0, NULL);
 }

@@ -166,15 +166,10 @@ static int check_metadata(struct http_conn *c, json_t *o, char **text) {
   return 0;
 }
 
-void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
-  static const char *const known[] = {"name", "value", "metadata", NULL};
-  json_t *o = body_object(c);
-  const char *name = NULL, *value = NULL;
-  char *meta = NULL;
-  if (!o || body_only(c, o, known) < 0 || body_string(c, o, "name", SECRET_NAME_MAX, &name) < 0 ||
-      check_value(c, o, &value) < 0 || check_metadata(c, o, &meta) < 0)
-    goto out;
-  char lower[SECRET_NAME_MAX + 1];
+/* name lowercased into lower, when it may name a secret: 1 to
+ * SECRET_NAME_MAX of a-z, 0-9, _ and -, not starting with sec_. False
+ * after a 400. */
+static bool secret_name(struct http_conn *c, const char *name, char lower[SECRET_NAME_MAX + 1]) {
   size_t n = name ? strlen(name) : 0;
   for (size_t i = 0; i < n; i++)
     lower[i] = (char)tolower((unsigned char)name[i]);
@@ -184,18 +179,48 @@ void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "name must be 1 to %d of a-z, 0-9, _ and -, not starting with sec_",
                SECRET_NAME_MAX);
-    goto out;
+    return false;
   }
+  return true;
+}
+
+/* Whether the team may hold one more secret; false after an error answer. */
+static bool room_for_one(struct http_conn *c, const char *tenant) {
   struct found f;
-  if (lookup(c, p->tenant, NULL, &f) < 0)
-    goto out;
+  if (lookup(c, tenant, NULL, &f) < 0)
+    return false;
   size_t have = f.n;
   found_free(&f);
   if (have >= SECRETS_MAX) {
     http_error(c, HUTCH_ERR_QUOTA, "quota_exceeded", "a team holds at most %d secrets",
                SECRETS_MAX);
-    goto out;
+    return false;
   }
+  return true;
+}
+
+void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
+  static const char *const known[] = {"name", "value", "metadata", NULL};
+  json_t *o = http_body_object(c);
+  const char *name = NULL, *value = NULL;
+  char *meta = NULL;
+  if (!o)
+    goto out;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", SECRET_NAME_MAX, &name) < 0)
+    goto out;
+  if (check_value(c, o, &value) < 0)
+    goto out;
+  if (check_metadata(c, o, &meta) < 0)
+    goto out;
+
+  char lower[SECRET_NAME_MAX + 1];
+  if (!secret_name(c, name, lower))
+    goto out;
+  if (!room_for_one(c, p->tenant))
+    goto out;
+
   char id[4 + 32 + 1] = "sec_";
   random_hex(id + 4, 32);
   int64_t now = wall_ms();
@@ -209,6 +234,7 @@ void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
   else
     http_json(c, 201, secret_json(&s));
+
 out:
   free(meta);
   json_decref(o);
@@ -224,6 +250,7 @@ void e2b_secrets_list(struct http_conn *c, const struct principal *p) {
     bad = !*token || strtoul(token, &end, 10) > SECRETS_MAX || *end;
   free(limit_s);
   free(token);
+
   if (bad) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "limit must be 1..1000 and nextToken one this API gave");
@@ -232,6 +259,7 @@ void e2b_secrets_list(struct http_conn *c, const struct principal *p) {
   struct found f;
   if (lookup(c, p->tenant, NULL, &f) < 0)
     return;
+
   json_t *page = json_array();
   for (size_t i = start; i < json_array_size(f.list) && i < start + limit; i++)
     json_array_append(page, json_array_get(f.list, i));
@@ -239,6 +267,7 @@ void e2b_secrets_list(struct http_conn *c, const struct principal *p) {
   if (start + limit < json_array_size(f.list))
     snprintf(extra, sizeof extra, "X-Next-Token: %lu\r\n", start + limit);
   found_free(&f);
+
   char *body = json_dumps(page, JSON_COMPACT);
   json_decref(page);
   http_respond(c, 200, "application/json", body, strlen(body), extra[0] ? extra : NULL);
@@ -258,17 +287,25 @@ void e2b_secrets_get(struct http_conn *c, const struct principal *p) {
 
 void e2b_secrets_update(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"value", "metadata", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *value = NULL;
   char *meta = NULL;
   struct found f = {0};
-  if (!o || body_only(c, o, known) < 0 || check_value(c, o, &value) < 0 ||
-      check_metadata(c, o, &meta) < 0 || lookup(c, p->tenant, c->req.params[0], &f) < 0)
+  if (!o)
+    goto out;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (check_value(c, o, &value) < 0)
+    goto out;
+  if (check_metadata(c, o, &meta) < 0)
+    goto out;
+  if (lookup(c, p->tenant, c->req.params[0], &f) < 0)
     goto out;
   if (!f.one) {
     http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "secret %s not found", c->req.params[0]);
     goto out;
   }
+
   char *old_meta = meta ? NULL : json_dumps(json_object_get(f.one, "metadata"), JSON_COMPACT);
   struct store_secret s = {f.id,
                            p->tenant,
@@ -284,6 +321,7 @@ void e2b_secrets_update(struct http_conn *c, const struct principal *p) {
   else
     http_json(c, 200, secret_json(&s));
   free(old_meta);
+
 out:
   found_free(&f);
   free(meta);

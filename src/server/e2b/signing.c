@@ -114,14 +114,20 @@ int e2b_signature_check(struct http_conn *c, const struct sbx *sb) {
 struct sbx *e2b_signed_sandbox(struct http_conn *c) {
   struct signed_query q;
   struct sbx *found = NULL;
-  if (signed_query(&c->req, &q) && plausible(&q))
+  if (signed_query(&c->req, &q) && plausible(&q)) {
+    const char *path = q.path ? q.path : "", *user = q.user ? q.user : "";
     for (struct sbx *s = c->srv->sandboxes; s && !found; s = s->next)
-      if (!s->dying && matches(&c->req, s, q.sig, q.path ? q.path : "", q.user ? q.user : "", q.exp))
+      if (!s->dying && matches(&c->req, s, q.sig, path, user, q.exp))
         found = s;
+  }
+
   if (!found)
     http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
-               q.sig ? "invalid signature" : "a signature (signature=) or the sandbox's headers are required");
-  else if (!in_time(c, &q) || !sbx_wake(c, found))
+               q.sig ? "invalid signature"
+                     : "a signature (signature=) or the sandbox's headers are required");
+  else if (!in_time(c, &q))
+    found = NULL;
+  else if (!api_sbx_wake(c, found))
     found = NULL;
   signed_query_free(&q);
   return found;

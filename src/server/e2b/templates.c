@@ -19,16 +19,15 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
-#include "core/sandbox/fds.h"
-#include "core/sandbox/sbx.h"
-#include "core/life/snapshots.h"
-#include "core/disk/templates.h"
-#include "core/disk/tplfiles.h"
-#include "core/disk/tpltokens.h"
+#include "core/fds.h"
+#include "core/sbx.h"
+#include "core/snapshots.h"
+#include "core/templates.h"
+#include "core/tplfiles.h"
+#include "core/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/json.h"
-#include "core/disk/tplstore.h"
 
 /* A name E2B's API may carry in a path: a template name without '/'. */
 static bool e2b_name_ok(const char *name) {
@@ -51,9 +50,10 @@ static bool tags_ok(json_t *tags) {
  * the sandbox defaults, and sandboxes take their own at create. */
 void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
+
   const char *name = json_string_value(json_object_get(o, "name"));
   if (!name)
     name = json_string_value(json_object_get(o, "alias"));
@@ -70,20 +70,23 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   /* E2B's build of NAME (no tag) is NAME:latest, and its tags more. */
   if (!colon)
     json_array_insert_new(tags, 0, json_string("latest"));
-  struct template_job *j = NULL;
-  if (!e2b_name_ok(base))
+
+  if (!e2b_name_ok(base)) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "template name '%s': 1 to %d of a-z, 0-9, '.', '_' and '-'", base,
                HUTCH_IMAGE_NAME_MAX);
-  else if (!tags_ok(tags) || (more && !json_is_array(more)))
+  } else if (!tags_ok(tags) || (more && !json_is_array(more))) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "tags are 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-'", HUTCH_IMAGE_NAME_MAX);
-  else if (!(j = templates_prepare(c->srv, p, base, tags, false, &err)))
-    http_fail(c, &err);
-  else
-    http_json(c, 202,
-              json_pack("{s:s,s:s,s:b,s:[s],s:[s],s:O}", "templateID", base, "buildID", j->id,
-                        "public", 0, "names", base, "aliases", base, "tags", tags));
+  } else {
+    struct template_job *j = templates_prepare(c->srv, p, base, tags, false, &err);
+    if (!j)
+      http_fail(c, &err);
+    else
+      http_json(c, 202,
+                json_pack("{s:s,s:s,s:b,s:[s],s:[s],s:O}", "templateID", base, "buildID", j->id,
+                          "public", 0, "names", base, "aliases", base, "tags", tags));
+  }
   json_decref(tags);
   json_decref(o);
 }
@@ -157,7 +160,7 @@ void e2b_templates_upload(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
     return;
   }
-  templates_receive(c, &owner, upload_stored, xstrdup(hash));
+  api_templates_receive(c, &owner, upload_stored, xstrdup(hash));
 }
 
 /* E2B's base image (the SDK's fromBaseImage(): e2bdev/base from Docker
@@ -195,9 +198,10 @@ static char *base_user(struct http_conn *c, const struct principal *p, json_t *s
 void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   struct template_job *j = build_of(c, p);
-  json_t *o = j ? body_object(c) : NULL;
+  json_t *o = j ? http_body_object(c) : NULL;
   if (!o)
     return;
+
   e2b_base(c, p, o);
   json_t *hashes = json_array(), *v;
   _cleanup_free_ char *user = base_user(c, p, o);
@@ -214,6 +218,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
     }
     tars[i] = tplfiles_path(c->srv, p->tenant, h);
   }
+
   if (df && i == n)
     workdir = hutch_images_scratchdir(&c->srv->images, &err);
   struct template_spec spec = {.name = j->name, .kind = "build", .dockerfile = df,
@@ -228,6 +233,7 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
   } else {
     http_respond(c, 202, "application/json", "", 0, NULL);
   }
+
   for (i = 0; i < n; i++)
     free(tars[i]);
   free(tars);
@@ -268,7 +274,7 @@ static json_t *log_entry(json_t *ev) {
   char *text = event_text(ev, name);
   bool bad = strcmp(name, "error") == 0 || strcmp(name, "failed") == 0;
   json_t *o = json_pack("{s:s,s:s,s:o}", "timestamp", ts, "level", bad ? "error" : "info",
-                        "message", serve_json_text(text ? text : ""));
+                        "message", http_json_text(text ? text : ""));
   free(text);
   return o;
 }
@@ -369,23 +375,29 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
 /* POST /templates/tags {target: "NAME:TAG", tags}: the build target
  * names gets the tags (they leave the name's other builds). */
 void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *target = json_string_value(json_object_get(o, "target"));
   json_t *tags = json_object_get(o, "tags");
   struct hutch_err err = {0};
   json_t *rec = NULL;
-  if (!target || !tags_ok(tags) || json_array_size(tags) == 0)
+
+  if (!target || !tags_ok(tags) || json_array_size(tags) == 0) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "{target: \"NAME:TAG\", tags: [TAG, ...]}, each tag 1 to %d of A-Z, a-z, 0-9, "
                "'.', '_' and '-'",
                HUTCH_IMAGE_NAME_MAX);
-  else if (tplstore_tag(c->srv, p, target, tags, &err) < 0 ||
-           !(rec = tplstore_get(c->srv, p, target, &err)))
+  } else if (tplstore_tag(c->srv, p, target, tags, &err) < 0) {
     http_fail(c, &err);
-  else
-    http_json(c, 201, json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
+  } else {
+    rec = tplstore_get(c->srv, p, target, &err);
+    if (!rec)
+      http_fail(c, &err);
+    else
+      http_json(c, 201,
+                json_pack("{s:O,s:O}", "buildID", json_object_get(rec, "id"), "tags", tags));
+  }
   json_decref(rec);
   json_decref(o);
 }
@@ -393,7 +405,7 @@ void e2b_templates_tags_assign(struct http_conn *c, const struct principal *p) {
 /* DELETE /templates/tags {name, tags}: the tags leave the name's builds
  * (a build left with none goes). */
 void e2b_templates_tags_remove(struct http_conn *c, const struct principal *p) {
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   if (!o)
     return;
   const char *name = json_string_value(json_object_get(o, "name"));
@@ -415,7 +427,7 @@ void e2b_templates_delete(struct http_conn *c, const struct principal *p) {
   json_t *snap = snapshots_get(c->srv, p->tenant, c->req.params[0]);
   if (snap) {
     json_decref(snap);
-    snapshots_drop(c, p, c->req.params[0]);
+    api_snapshots_drop(c, p, c->req.params[0]);
     return;
   }
   struct http_wait *w = api_wait(c);

@@ -123,12 +123,14 @@ static int step(char **out, json_t *st, char **user, json_t *hashes, struct hutc
   const char *a0 = json_string_value(json_array_get(args, 0));
   if (!type || (args && !json_is_array(args)))
     return hutch_err_invalid(err, "a step takes a type and an array of args");
+
   if (strcmp(type, "RUN") == 0)
     return step_run(out, args, *user, err);
   if (strcmp(type, "COPY") == 0)
     return step_copy(out, st, args, hashes, err);
   if (strcmp(type, "ENV") == 0)
     return step_env(out, args, err);
+
   if (strcmp(type, "WORKDIR") == 0 && word_ok(a0)) {
     line(out, "WORKDIR %s\n", a0);
     return 0;
@@ -139,6 +141,7 @@ static int step(char **out, json_t *st, char **user, json_t *hashes, struct hutc
     *user = xstrdup(a0);
     return 0;
   }
+
   if (strcmp(type, "WORKDIR") == 0 || strcmp(type, "USER") == 0)
     return hutch_err_invalid(err, "%s takes one word", type);
   return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "not_supported",
@@ -162,6 +165,27 @@ static int labels(char **out, json_t *spec, struct hutch_err *err) {
   return 0;
 }
 
+/* Each of steps (a JSON array, or NULL) onto out, the first run as
+ * base_user; -1 with err naming the step that is wrong. */
+static int add_steps(char **out, json_t *steps, const char *base_user, json_t *hashes,
+                     struct hutch_err *err) {
+  char *user = xstrdup(base_user && *base_user ? base_user : "root");
+  size_t i;
+  json_t *st;
+  int r = 0;
+  json_array_foreach(steps, i, st) {
+    if (!json_is_object(st))
+      hutch_err_invalid(err, "step %zu: an object", i + 1);
+    else if (step(out, st, &user, hashes, err) == 0)
+      continue;
+    hutch_err_wrap(err, "step %zu", i + 1);
+    r = -1;
+    break;
+  }
+  free(user);
+  return r;
+}
+
 char *e2b_dockerfile(json_t *spec, const char *base_user, json_t *hashes, struct hutch_err *err) {
   const char *tpl = json_string_value(json_object_get(spec, "fromTemplate"));
   const char *img = json_string_value(json_object_get(spec, "fromImage"));
@@ -179,25 +203,16 @@ char *e2b_dockerfile(json_t *spec, const char *base_user, json_t *hashes, struct
     hutch_err_invalid(err, "steps: an array");
     return NULL;
   }
+
   char *out = NULL;
-  char *user = xstrdup(base_user && *base_user ? base_user : "root");
   line(&out, "FROM %s\n", tpl ? tpl : img);
-  size_t i;
-  json_t *st;
-  int r = 0;
-  json_array_foreach(steps, i, st) {
-    if (!json_is_object(st) || step(&out, st, &user, hashes, err) < 0) {
-      if (!json_is_object(st))
-        hutch_err_invalid(err, "step %zu: an object", i + 1);
-      hutch_err_wrap(err, "step %zu", i + 1);
-      r = -1;
-      break;
-    }
-  }
-  free(user);
-  if (r < 0 || labels(&out, spec, err) < 0) {
-    free(out);
-    return NULL;
-  }
+  if (add_steps(&out, steps, base_user, hashes, err) < 0)
+    goto fail;
+  if (labels(&out, spec, err) < 0)
+    goto fail;
   return out;
+
+fail:
+  free(out);
+  return NULL;
 }

@@ -38,15 +38,20 @@ static void render(struct http_conn *c, json_t *vol, const struct principal *p) 
 /* POST /volumes {name} */
 void e2b_volumes_create(struct http_conn *c, const struct principal *p) {
   static const char *const known[] = {"name", NULL};
-  json_t *o = body_object(c);
+  json_t *o = http_body_object(c);
   const char *name = NULL;
-  if (o && body_only(c, o, known) >= 0 && body_string(c, o, "name", 63, &name) >= 0) {
-    if (*name && !name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
-                                    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")])
-      volumes_make(c, p, name, E2B_VOLUME_MB, render);
-    else
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "name: letters, digits, '_' and '-'");
-  }
+  if (!o)
+    return;
+  if (http_body_only(c, o, known) < 0)
+    goto out;
+  if (http_body_string(c, o, "name", 63, &name) < 0)
+    goto out;
+  if (*name && !name[strspn(name, "abcdefghijklmnopqrstuvwxyz"
+                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")])
+    api_volumes_make(c, p, name, E2B_VOLUME_MB, render);
+  else
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "name: letters, digits, '_' and '-'");
+out:
   json_decref(o);
 }
 
@@ -181,6 +186,7 @@ static json_t *entry_stat(json_t *e) {
   for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0)
       t = types[i][1];
+
   const char *path = volume_path(json_string_value(json_object_get(e, "path")));
   /* A file's time is the workload's to set: kept to what a date can say. */
   double mtime = json_number_value(json_object_get(e, "mtime"));
@@ -188,6 +194,7 @@ static json_t *entry_stat(json_t *e) {
   iso8601(mtime >= 0 && mtime < 253402300800.0 ? (int64_t)(mtime * 1000) : 0, when);
   bool root = path && strcmp(path, "/") == 0;
   json_t *name = root ? json_string("") : json_incref(json_object_get(e, "name"));
+
   json_t *j = json_pack(
       "{s:o?,s:s,s:s,s:I,s:I,s:I,s:I,s:s,s:s,s:s}", "name", name, "type", t, "path",
       path ? path : "/",
@@ -235,6 +242,7 @@ static void content_done(const struct files_result *r, const struct hutch_err *e
     hutch_err_fail(&e, HUTCH_ERR_CONFLICT, "exists", "a directory is there already (force)");
     err = &e;
   }
+
   if (c && !err && k->op == C_MKDIR) {
     k->op = C_STAT;
     k->created = true;
@@ -242,6 +250,7 @@ static void content_done(const struct files_result *r, const struct hutch_err *e
     content_go(k, k->sb, NULL);
     return;
   }
+
   if (c && err) {
     http_fail(c, err);
   } else if (c && k->op == C_LIST) {
@@ -294,15 +303,16 @@ static void content_go(struct content *k, struct sbx *sb, const struct hutch_err
     /* Without force, only where nothing is: the agent's O_EXCL decides,
      * so two such writes at once cannot both write. */
     const struct files_upload_opts o = {.write = {.exclusive = !k->force}};
-    files_upload_into(k->up, sb, k->path, "user", &o, why);
+    api_files_upload_into(k->up, sb, k->path, "user", &o, why);
     return;
   }
+
   struct http_conn *c = http_wait_end(&k->w);
   int r = -1;
   if (c && !sb) {
     http_fail(c, why);
   } else if (c && k->op == C_READ) {
-    files_download_then(c, sb, k->path, "user", content_end, k);
+    api_files_download_then(c, sb, k->path, "user", content_end, k);
     return;
   } else if (c) {
     http_wait_begin(&k->w, c);
@@ -334,6 +344,7 @@ static void content(struct http_conn *c, enum content_op op) {
     return;
   _cleanup_free_ char *path = http_query(&c->req, "path");
   _cleanup_free_ char *depth = http_query(&c->req, "depth");
+
   /* Ownership and mode are the sandbox user's, as for every file a
    * sandbox writes on a volume: asking for others is refused, not dropped. */
   static const char *const unsupported[] = {"uid", "gid", "mode", NULL};
@@ -345,6 +356,7 @@ static void content(struct http_conn *c, enum content_op op) {
       return;
     }
   }
+
   char *full = path && *path ? worker_path(path) : NULL;
   long d = depth ? strtol(depth, NULL, 10) : 1;
   if (!full || (depth && (d < 1 || d > 64 || strspn(depth, "0123456789") != strlen(depth))) ||
@@ -354,12 +366,13 @@ static void content(struct http_conn *c, enum content_op op) {
                "path: the volume's path, without '..' (and not its root, to remove); depth: 1 to 64");
     return;
   }
+
   struct content *k = content_new(c->srv, c->req.params[0], op, full);
   k->depth = (unsigned)d;
   k->force = flag(c, "force");
   k->created = op == C_MKDIR || op == C_WRITE;
   if (op == C_WRITE)
-    k->up = files_upload_later(c, written, content_end, k);
+    k->up = api_files_upload_later(c, written, content_end, k);
   else
     http_wait_begin(&k->w, c);
   content_start(k, &p);

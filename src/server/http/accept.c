@@ -89,17 +89,22 @@ static void on_readable(uv_poll_t *h, int status, int events) {
   }
 }
 
-int accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t len,
-                 struct hutch_err *err) {
+int http_accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t len,
+                      struct hutch_err *err) {
   int one = 1;
   srv->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (srv->listen_fd < 0)
     return hutch_err_set(err, errno, "socket");
-  if (setsockopt(srv->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-      bind(srv->listen_fd, sa, len) < 0 || listen(srv->listen_fd, 511) < 0)
+  if (setsockopt(srv->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
     return hutch_err_set(err, errno, "listening");
+  if (bind(srv->listen_fd, sa, len) < 0)
+    return hutch_err_set(err, errno, "listening");
+  if (listen(srv->listen_fd, 511) < 0)
+    return hutch_err_set(err, errno, "listening");
+
   spare_open(srv);
   overloaded_text(srv);
+
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_poll_init_socket(srv->loop, &srv->listener, srv->listen_fd);
@@ -108,14 +113,14 @@ int accept_start(struct http_server *srv, const struct sockaddr *sa, socklen_t l
   return 0;
 }
 
-void accept_stop(struct http_server *srv) {
+void http_accept_stop(struct http_server *srv) {
   if (!uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, NULL);
   if (!uv_is_closing((uv_handle_t *)&srv->accept_retry))
     uv_close((uv_handle_t *)&srv->accept_retry, NULL);
 }
 
-void accept_close(struct http_server *srv) {
+void http_accept_close(struct http_server *srv) {
   if (srv->listen_fd >= 0)
     close(srv->listen_fd);
   if (srv->spare_fd >= 0)

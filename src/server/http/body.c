@@ -1,5 +1,6 @@
 /* Request bodies: JSON parsed by jansson, fields checked for type and
- * range, every refusal a 400 that names the field. */
+ * range, every refusal a 400 that names the field; and json.h's
+ * http_json_text, any text as a JSON string. */
 #include "http/body.h"
 
 #include <math.h>
@@ -8,7 +9,7 @@
 #include "http/json.h"
 
 
-json_t *serve_json_text(const char *s) {
+json_t *http_json_text(const char *s) {
   json_t *j = json_string(s);
   if (j)
     return j;
@@ -21,7 +22,7 @@ json_t *serve_json_text(const char *s) {
   return json_string(buf);
 }
 
-json_t *body_object(struct http_conn *c) {
+json_t *http_body_object(struct http_conn *c) {
   const struct http_req *r = &c->req;
   if (r->body_len == 0)
     return json_object(); /* no body: every field takes its default */
@@ -40,8 +41,8 @@ json_t *body_object(struct http_conn *c) {
   return j;
 }
 
-int body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uint64_t max,
-              uint64_t *out) {
+int http_body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uint64_t max,
+                   uint64_t *out) {
   json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
     return 0;
@@ -55,8 +56,8 @@ int body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uin
   return 1;
 }
 
-int body_number(struct http_conn *c, json_t *o, const char *key, double min, double max,
-                double *out) {
+int http_body_number(struct http_conn *c, json_t *o, const char *key, double min, double max,
+                     double *out) {
   json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
     return 0;
@@ -69,7 +70,8 @@ int body_number(struct http_conn *c, json_t *o, const char *key, double min, dou
   return 1;
 }
 
-int body_string(struct http_conn *c, json_t *o, const char *key, size_t max, const char **out) {
+int http_body_string(struct http_conn *c, json_t *o, const char *key, size_t max,
+                     const char **out) {
   json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
     return 0;
@@ -83,8 +85,8 @@ int body_string(struct http_conn *c, json_t *o, const char *key, size_t max, con
   return 1;
 }
 
-int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_entries,
-                    json_t **out) {
+int http_body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_entries,
+                         json_t **out) {
   json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
     return 0;
@@ -106,7 +108,7 @@ int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_
   return 1;
 }
 
-const char *body_unknown(json_t *o, const char *const *known) {
+const char *http_body_unknown(json_t *o, const char *const *known) {
   const char *k;
   json_t *v;
   json_object_foreach(o, k, v) {
@@ -119,8 +121,8 @@ const char *body_unknown(json_t *o, const char *const *known) {
   return NULL;
 }
 
-int body_only(struct http_conn *c, json_t *o, const char *const *known) {
-  const char *k = body_unknown(o, known);
+int http_body_only(struct http_conn *c, json_t *o, const char *const *known) {
+  const char *k = http_body_unknown(o, known);
   if (k) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "unknown field '%s'", k);
     return -1;

@@ -11,19 +11,19 @@ struct http_conn;
 
 /* body.c: the request body as a JSON object; on failure a 400 has been sent
  * and NULL is returned. */
-json_t *body_object(struct http_conn *c);
+json_t *http_body_object(struct http_conn *c);
 /* Optional typed fields of a request object. Each returns 0 when absent
  * (leaving *out as it was), 1 when present and right, -1 after sending 400. */
-int body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uint64_t max,
-              uint64_t *out);
-int body_number(struct http_conn *c, json_t *o, const char *key, double min, double max,
-                double *out);
-int body_string(struct http_conn *c, json_t *o, const char *key, size_t max, const char **out);
-int body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_entries,
-                    json_t **out);
+int http_body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min, uint64_t max,
+                   uint64_t *out);
+int http_body_number(struct http_conn *c, json_t *o, const char *key, double min, double max,
+                     double *out);
+int http_body_string(struct http_conn *c, json_t *o, const char *key, size_t max, const char **out);
+int http_body_string_map(struct http_conn *c, json_t *o, const char *key, size_t max_entries,
+                         json_t **out);
 /* Fields other than those named: 400. NULL-terminated list. */
-int body_only(struct http_conn *c, json_t *o, const char *const *known);
+int http_body_only(struct http_conn *c, json_t *o, const char *const *known);
 /* The first field of o not named, or NULL. */
-const char *body_unknown(json_t *o, const char *const *known);
+const char *http_body_unknown(json_t *o, const char *const *known);
 
 #endif

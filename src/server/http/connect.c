@@ -1,4 +1,5 @@
-/* Connect RPC framing over hutch's HTTP connections (connect.h). */
+/* Connect RPC framing over hutch's HTTP connections (connect.h), and the
+ * base64 in which its JSON messages carry bytes. */
 
 #include "http/connect.h"
 
@@ -13,7 +14,7 @@
 
 #define CONNECT_MESSAGE_MAX (1u << 20) /* one request message */
 
-char *connect_envelope(uint8_t flags, json_t *j, size_t *len) {
+char *http_connect_envelope(uint8_t flags, json_t *j, size_t *len) {
   char *s = json_dumps(j, SERVE_JSON_FLAGS);
   json_decref(j);
   if (!s)
@@ -31,7 +32,7 @@ char *connect_envelope(uint8_t flags, json_t *j, size_t *len) {
   return e;
 }
 
-json_t *connect_message(const char *body, size_t n, int stream, char *why, size_t whylen) {
+json_t *http_connect_message(const char *body, size_t n, int stream, char *why, size_t whylen) {
   if (stream) {
     /* Exactly one uncompressed envelope: what a client that offered no
      * compression sends. */
@@ -56,46 +57,55 @@ json_t *connect_message(const char *body, size_t n, int stream, char *why, size_
   return j;
 }
 
-json_t *connect_request(struct http_conn *c, int stream) {
+json_t *http_connect_request(struct http_conn *c, int stream) {
   struct http_req *r = &c->req;
   char why[256];
-  json_t *j = connect_message(r->body ? r->body : "", r->body_len, stream, why, sizeof why);
+  json_t *j = http_connect_message(r->body ? r->body : "", r->body_len, stream, why, sizeof why);
   if (!j)
     http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", why);
   return j;
 }
 
-void connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
+void http_connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   http_stream_start(c, 200, "application/connect+json", ops, ctx);
 }
 
-void connect_send(struct http_conn *c, json_t *j) {
+void http_connect_send(struct http_conn *c, json_t *j) {
   size_t n;
-  char *e = connect_envelope(0, j, &n);
+  char *e = http_connect_envelope(0, j, &n);
   http_stream_send(c, e, n);
   free(e);
 }
 
-void connect_end(struct http_conn *c, const struct hutch_err *err) {
+void http_connect_end(struct http_conn *c, const struct hutch_err *err) {
   size_t n;
   /* Its code from the one table (errors.c), as every other error's. */
   json_t *j = err ? json_pack("{s:{s:s,s:o}}", "error", "code",
                               http_connect_code(hutch_err_class(err), err->code), "message",
-                              serve_json_text(err->msg))
+                              http_json_text(err->msg))
                   : json_object();
-  char *e = connect_envelope(CONNECT_END_STREAM, j, &n);
+  char *e = http_connect_envelope(CONNECT_END_STREAM, j, &n);
   http_stream_send(c, e, n);
   free(e);
   http_stream_end(c);
 }
 
-char *b64_encode(const void *data, size_t n) {
+char *http_b64_encode(const void *data, size_t n) {
   char *out = xmalloc(4 * ((n + 2) / 3) + 1);
   EVP_EncodeBlock((unsigned char *)out, data, (int)n);
   return out;
 }
 
-int b64_decode(const char *s, uint8_t **out, size_t *n) {
+/* A character of the URL-safe alphabet in the standard one. */
+static char b64_standard(char ch) {
+  if (ch == '-')
+    return '+';
+  if (ch == '_')
+    return '/';
+  return ch;
+}
+
+int http_b64_decode(const char *s, uint8_t **out, size_t *n) {
   size_t len = strlen(s);
   while (len && s[len - 1] == '=')
     len--;
@@ -103,17 +113,21 @@ int b64_decode(const char *s, uint8_t **out, size_t *n) {
    * zero bits, so "Zm9v====Zg" would decode to "foo\0\0\0f". */
   if (len % 4 == 1 || memchr(s, '=', len))
     return -1;
+
   /* To the standard alphabet, padded, as EVP_DecodeBlock wants it. */
   size_t padded = (len + 3) / 4 * 4;
   char *std = xmalloc(padded + 1);
   for (size_t i = 0; i < len; i++)
-    std[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+    std[i] = b64_standard(s[i]);
   memset(std + len, '=', padded - len);
   std[padded] = '\0';
+
   *out = xmalloc(padded / 4 * 3 + 1);
   int r = EVP_DecodeBlock(*out, (unsigned char *)std, (int)padded);
   free(std);
-  if (r < 0 || (padded && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=") != strlen(s))) {
+  bool stray = padded && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                   "0123456789+/-_=") != strlen(s);
+  if (r < 0 || stray) {
     free(*out);
     *out = NULL;
     return -1;

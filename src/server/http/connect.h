@@ -18,27 +18,27 @@ struct hutch_err;
 struct http_stream_ops;
 
 /* j as one envelope (malloc'd, *len set); takes j's reference. */
-char *connect_envelope(uint8_t flags, json_t *j, size_t *len);
+char *http_connect_envelope(uint8_t flags, json_t *j, size_t *len);
 
 /* The request message of a call: the body (unary), or the one envelope
  * it holds (stream). NULL after an error answer. */
-json_t *connect_request(struct http_conn *c, int stream);
-/* connect_request's parsing, without the connection: the JSON object in
+json_t *http_connect_request(struct http_conn *c, int stream);
+/* http_connect_request's parsing, without the connection: the JSON object in
  * body[0..n), or NULL with why (whylen bytes) set to the reason. A stream's
  * body must be exactly one envelope with flags 0 (no compression). */
-json_t *connect_message(const char *body, size_t n, int stream, char *why, size_t whylen);
+json_t *http_connect_message(const char *body, size_t n, int stream, char *why, size_t whylen);
 
 /* A server stream: the 200 head, messages (each takes j), then the end
  * (err NULL: success; else Connect's code for its kind), which ends the
  * response. */
-void connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
-void connect_send(struct http_conn *c, json_t *j);
-void connect_end(struct http_conn *c, const struct hutch_err *err);
+void http_connect_stream_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx);
+void http_connect_send(struct http_conn *c, json_t *j);
+void http_connect_end(struct http_conn *c, const struct hutch_err *err);
 
 /* Standard base64 with padding (malloc'd). */
-char *b64_encode(const void *data, size_t n);
+char *http_b64_encode(const void *data, size_t n);
 /* Decode standard or URL-safe base64, padded or not; -1 when malformed.
  * *out is malloc'd. */
-int b64_decode(const char *s, uint8_t **out, size_t *n);
+int http_b64_decode(const char *s, uint8_t **out, size_t *n);
 
 #endif

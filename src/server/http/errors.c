@@ -79,6 +79,7 @@ static const char *hide_private(const struct http_conn *c, const char *msg, char
     n--;
   if (n < 2)
     return msg;
+
   size_t len = 0;
   bool hidden = false;
   for (const char *p = msg; *p && len + 1 < cap;) {
@@ -93,6 +94,7 @@ static const char *hide_private(const struct http_conn *c, const char *msg, char
     out[len++] = *p++;
   }
   out[len] = '\0';
+
   if (!hidden)
     return msg;
   fprintf(stderr, "hutch serve: %s\n", msg);
@@ -107,37 +109,40 @@ static void answer(struct http_conn *c, enum hutch_errkind kind, const char *cod
   int status = kinds[kind].status;
   code = code ? code : kinds[kind].code;
   c->last_error = code;
+
   char retry[48];
   snprintf(retry, sizeof retry, "Retry-After: %u\r\n", retry_s ? retry_s : 1);
   const char *extra = kinds[kind].retry ? retry : NULL;
+
   json_t *j;
   switch (c->dialect) {
   case DIALECT_TEXT:
     http_respond(c, status, "text/plain; charset=utf-8", msg, strlen(msg), extra);
     return;
   case DIALECT_E2B:
-    j = json_pack("{s:i,s:o}", "code", status, "message", serve_json_text(msg));
+    j = json_pack("{s:i,s:o}", "code", status, "message", http_json_text(msg));
     break;
   case DIALECT_CONNECT:
     j = json_pack("{s:s,s:o}", "code", http_connect_code(kind, code), "message",
-                  serve_json_text(msg));
+                  http_json_text(msg));
     break;
   case DIALECT_CONNECT_STREAM: {
     /* A stream's error is its end-of-stream message; the status is 200. */
     size_t n;
-    char *env = connect_envelope(CONNECT_END_STREAM,
-                                 json_pack("{s:{s:s,s:o}}", "error", "code",
-                                           http_connect_code(kind, code), "message",
-                                           serve_json_text(msg)),
-                                 &n);
+    char *env = http_connect_envelope(CONNECT_END_STREAM,
+                                      json_pack("{s:{s:s,s:o}}", "error", "code",
+                                                http_connect_code(kind, code), "message",
+                                                http_json_text(msg)),
+                                      &n);
     http_respond(c, 200, "application/connect+json", env, n, NULL);
     free(env);
     return;
   }
   default:
-    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", serve_json_text(msg));
+    j = json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", http_json_text(msg));
     break;
   }
+
   size_t n;
   char *s = http_json_line(j, &n);
   http_respond(c, status, "application/json", s, n, extra);

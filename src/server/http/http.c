@@ -1,5 +1,7 @@
-/* HTTP/1.1 connections: reading requests with http-parser, writing
- * responses through libuv (http.h). */
+/* HTTP/1.1 connections (http.h): each one's life from accept to close,
+ * its bytes read and handed to http-parser (whose callbacks, in request.c,
+ * fill the request), the handlers that own a request, and the responses
+ * written through libuv: whole, chunked, or raw after a switch. */
 
 #include "http/http.h"
 
@@ -30,160 +32,6 @@ static void send_raw(struct http_conn *c, const void *data, size_t len);
 
 #define CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
 
-/* ---- request state ---- */
-
-static void req_free(struct http_req *r) {
-  free(r->target);
-  free(r->path);
-  free(r->query);
-  free(r->pbuf);
-  for (size_t i = 0; i < r->nheaders; i++) {
-    free(r->headers[i].name);
-    free(r->headers[i].value);
-  }
-  free(r->headers);
-  free(r->body);
-  memset(r, 0, sizeof *r);
-}
-
-static struct http_conn *conn_of(http_parser *p) { return p->data; }
-
-/* Request line and headers together may not exceed HTTP_HEADER_MAX. */
-static int count_header(struct http_conn *c, size_t n) {
-  c->header_bytes += n;
-  if (c->header_bytes > HTTP_HEADER_MAX) {
-    c->fail_status = 431;
-    return -1;
-  }
-  return 0;
-}
-
-static int on_message_begin(http_parser *p) {
-  struct http_conn *c = conn_of(p);
-  req_free(&c->req);
-  c->req.started_ns = now_ns();
-  c->header_bytes = 0;
-  c->in_value = false;
-  return 0;
-}
-
-static int on_url(http_parser *p, const char *at, size_t n) {
-  struct http_conn *c = conn_of(p);
-  if (count_header(c, n) < 0)
-    return -1;
-  str_append(&c->req.target, at, n);
-  return 0;
-}
-
-int http_header_piece(struct http_header **h, size_t *n, bool *in_value, bool value, const char *at,
-                      size_t len) {
-  if (!value && (*n == 0 || *in_value)) {
-    if (*n >= HTTP_MAX_HEADERS)
-      return -1;
-    *h = xrealloc(*h, (*n + 1) * sizeof **h);
-    (*h)[(*n)++] = (struct http_header){xstrdup(""), xstrdup("")};
-  }
-  if (*n == 0)
-    return -1;
-  *in_value = value;
-  str_append(value ? &(*h)[*n - 1].value : &(*h)[*n - 1].name, at, len);
-  return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t n) {
-  struct http_conn *c = conn_of(p);
-  if (count_header(c, n) < 0)
-    return -1;
-  if (http_header_piece(&c->req.headers, &c->req.nheaders, &c->in_value, false, at, n) < 0) {
-    c->fail_status = 431;
-    return -1;
-  }
-  return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t n) {
-  struct http_conn *c = conn_of(p);
-  if (count_header(c, n) < 0)
-    return -1;
-  return http_header_piece(&c->req.headers, &c->req.nheaders, &c->in_value, true, at, n);
-}
-
-static int on_headers_complete(http_parser *p) {
-  struct http_conn *c = conn_of(p);
-  struct http_req *r = &c->req;
-  r->method = p->method;
-  if (!r->target || r->target[0] != '/') {
-    c->fail_status = 400;
-    return -1;
-  }
-  /* The target is UTF-8, or the request is refused here: it is routed,
-   * and any part of it may go into JSON (json_pack refuses what is not
-   * UTF-8), a message or the audit log. The headers and the query's
-   * decoded values are checked by the router (http_request_text), except
-   * on requests it relays to a sandbox's port untouched. */
-  if (!utf8_valid(r->target, strlen(r->target))) {
-    c->fail_status = 400;
-    c->fail_why = "the request target must be UTF-8";
-    return -1;
-  }
-  const char *q = strchr(r->target, '?');
-  r->path = q ? strndup(r->target, (size_t)(q - r->target)) : xstrdup(r->target);
-  r->query = q ? xstrdup(q + 1) : NULL;
-  if (!r->path)
-    abort();
-  c->dialect = c->hs->h->dialect(c->hs->owner, r);
-  if (c->hs->h->streams_body(c->hs->owner, r)) {
-    /* The handler takes the body as it comes: stop here and dispatch. */
-    c->headers_done = true;
-    http_parser_pause(p, 1);
-    return 0;
-  }
-  if ((p->flags & F_CONTENTLENGTH) && p->content_length > HTTP_BODY_MAX) {
-    c->fail_status = 413;
-    return -1;
-  }
-  uv_timer_start(&c->timer, c->timer.timer_cb, HTTP_BODY_TIMEOUT_MS, 0);
-  return 0;
-}
-
-static int on_body(http_parser *p, const char *at, size_t n) {
-  struct http_conn *c = conn_of(p);
-  struct http_req *r = &c->req;
-  if (c->headers_done) {
-    if (c->state != HC_BODY)
-      return -1; /* the handler answered already: the rest is not wanted */
-    c->ops->body(c->ctx, at, n);
-    return 0;
-  }
-  if (r->body_len + n > HTTP_BODY_MAX) {
-    c->fail_status = 413;
-    return -1;
-  }
-  r->body = xrealloc(r->body, r->body_len + n + 1);
-  memcpy(r->body + r->body_len, at, n);
-  r->body_len += n;
-  r->body[r->body_len] = '\0';
-  return 0;
-}
-
-static int on_message_complete(http_parser *p) {
-  struct http_conn *c = conn_of(p);
-  c->complete = true;
-  c->keep_alive = http_should_keep_alive(p);
-  http_parser_pause(p, 1);
-  return 0;
-}
-
-static const http_parser_settings settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
-
 /* ---- connection lifetime ---- */
 
 /* The handler that keeps c past its request (ops NULL: none any more),
@@ -211,6 +59,7 @@ static void conn_close(struct http_conn *c) {
   c->state = HC_CLOSING;
   if (owned)
     c->ops->abort(c->ctx);
+
   /* An action whose client left before its answer (a DELETE answered once
    * the teardown is done, a pause once frozen) goes on, and is audited
    * now, as nginx logs such a request: status 499. */
@@ -219,6 +68,7 @@ static void conn_close(struct http_conn *c) {
     c->last_error = "client_closed";
     c->hs->h->done(c->hs->owner, c);
   }
+
   own(c, "", NULL, NULL);
   uv_timer_stop(&c->timer);
   /* Both handles live in c: it is freed when the second has closed (libuv
@@ -240,7 +90,7 @@ static void conn_closed(uv_handle_t *h) {
   if (c->next)
     c->next->prev = c->prev;
   srv->nconns--;
-  req_free(&c->req);
+  http_request_free(&c->req);
   free(c->leftover);
   free(c);
 }
@@ -288,12 +138,13 @@ static void stash(struct http_conn *c, const char *rest, size_t n) {
 }
 
 static void parse(struct http_conn *c, const char *data, size_t n) {
-  size_t used = http_parser_execute(&c->parser, &settings, data, n);
+  size_t used = http_parser_execute(&c->parser, &http_request_settings, data, n);
   enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
   if (c->state == HC_CLOSING)
     return;
   if (used < n && e == HPE_PAUSED)
     stash(c, data + used, n - used);
+
   if (c->state == HC_BODY) {
     if (e != HPE_OK && e != HPE_PAUSED) { /* a malformed body: its handler hears abort */
       conn_close(c);
@@ -310,6 +161,7 @@ static void parse(struct http_conn *c, const char *data, size_t n) {
     }
     return;
   }
+
   if (c->complete) {
     dispatch_ready(c);
     return;
@@ -319,16 +171,19 @@ static void parse(struct http_conn *c, const char *data, size_t n) {
     dispatch_ready(c);
     return;
   }
+
   if (e != HPE_OK && e != HPE_PAUSED) {
     if (c->fail_status == 431)
-      http_error(c, HUTCH_ERR_HEADERS_TOO_LARGE, "headers_too_large", "request line and headers exceed %u bytes",
-                 HTTP_HEADER_MAX);
+      http_error(c, HUTCH_ERR_HEADERS_TOO_LARGE, "headers_too_large",
+                 "request line and headers exceed %u bytes", HTTP_HEADER_MAX);
     else if (c->fail_status == 413)
-      http_error(c, HUTCH_ERR_TOO_LARGE, "body_too_large", "request body exceeds %u bytes", HTTP_BODY_MAX);
+      http_error(c, HUTCH_ERR_TOO_LARGE, "body_too_large", "request body exceeds %u bytes",
+                 HTTP_BODY_MAX);
     else if (c->fail_why)
       http_error(c, HUTCH_ERR_INVALID, "bad_request", "%s", c->fail_why);
     else
-      http_error(c, HUTCH_ERR_INVALID, "bad_request", "malformed HTTP request: %s", http_errno_name(e));
+      http_error(c, HUTCH_ERR_INVALID, "bad_request", "malformed HTTP request: %s",
+                 http_errno_name(e));
   }
 }
 
@@ -340,10 +195,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (n == 0 || c->state == HC_DRAINING)
     return; /* draining: dropped */
+
   if (c->state == HC_RAW) {
     c->ops->raw(c->ctx, buf->base, (size_t)n);
     return;
   }
+
   if (c->state == HC_STREAMING || (c->state == HC_HANDLING && c->watching)) {
     /* Read while streaming (or waiting, http_watch) only to learn that the
      * client went away; what it sent meanwhile waits for the end of this
@@ -357,11 +214,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     c->leftover_len += (size_t)n;
     return;
   }
+
   if (c->state == HC_BODY) {
     uv_timer_start(&c->timer, on_timeout, HTTP_BODY_TIMEOUT_MS, 0);
     parse(c, buf->base, (size_t)n);
     return;
   }
+
   if (c->state != HC_READING)
     return;
   if (!c->req.started_ns && !c->header_bytes) /* first bytes of a request */
@@ -379,6 +238,7 @@ static void start_reading(struct http_conn *c) {
   c->complete = false;
   http_parser_pause(&c->parser, 0);
   uv_timer_start(&c->timer, on_timeout, HTTP_IDLE_TIMEOUT_MS, 0);
+
   if (c->leftover) {
     char *rest = c->leftover;
     size_t n = c->leftover_len;
@@ -390,6 +250,7 @@ static void start_reading(struct http_conn *c) {
     if (c->state != HC_READING)
       return;
   }
+
   uv_read_stop((uv_stream_t *)&c->tcp); /* it may still read from a stream */
   if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
     conn_close(c);
@@ -412,11 +273,13 @@ void http_accept(struct http_server *srv, int fd) {
   uv_tcp_init(srv->loop, &c->tcp);
   uv_timer_init(srv->loop, &c->timer);
   c->tcp.data = c->timer.data = c;
+
   c->next = srv->conns;
   if (srv->conns)
     srv->conns->prev = c;
   srv->conns = c;
   srv->nconns++;
+
   if (uv_tcp_open(&c->tcp, fd) < 0) {
     close(fd);
     conn_close(c);
@@ -426,6 +289,7 @@ void http_accept(struct http_server *srv, int fd) {
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   c->timer.timer_cb = on_timeout;
+
   /* Past max_conns, or with no descriptors to spare for the requests a
    * connection makes (fds.c), the client hears so at once. */
   if (srv->nconns > srv->max_conns || !srv->h->room(srv->owner)) {
@@ -437,12 +301,13 @@ void http_accept(struct http_server *srv, int fd) {
     http_error(c, HUTCH_ERR_UNAVAILABLE, "overloaded", "too many connections; try again");
     return;
   }
+
   start_reading(c);
 }
 
 void http_close_all(struct http_server *srv) {
   srv->stopping = true;
-  accept_stop(srv);
+  http_accept_stop(srv);
   for (struct http_conn *c = srv->conns; c; c = c->next)
     conn_close(c);
 }
@@ -556,12 +421,14 @@ static void send_parts(struct http_conn *c, const uv_buf_t *parts, unsigned npar
     len += parts[i].len;
   if (c->state == HC_CLOSING || c->failed || len == 0)
     return;
+
   if (c->queued == 0) {
     int w = uv_try_write((uv_stream_t *)&c->tcp, parts, nparts);
     done = w > 0 ? (size_t)w : 0; /* a failure: uv_write below meets it again */
   }
   if (done == len)
     return;
+
   struct wreq *r = xmalloc(sizeof *r + len - done);
   r->c = c;
   r->len = len - done;
@@ -571,10 +438,12 @@ static void send_parts(struct http_conn *c, const uv_buf_t *parts, unsigned npar
     off += (unsigned)(part - from);
     skip -= (unsigned)from;
   }
+
   uv_buf_t b = uv_buf_init(r->data, (unsigned)r->len);
   c->queued += r->len;
   if (c->queued >= HTTP_STREAM_HIGH)
     c->above_high = true;
+
   if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, write_done) < 0) {
     c->queued -= r->len;
     free(r);
@@ -623,13 +492,15 @@ static void finish(struct http_conn *c) {
   own(c, "", NULL, NULL);
   c->last_error = NULL;
   c->dialect = DIALECT_HUTCH;
-  req_free(&c->req);
+  http_request_free(&c->req);
+
   if (c->keep_alive && !c->hs->stopping && !c->failed) {
     c->state = HC_HANDLING;
     c->want_next = true;
     uv_timer_start(&c->timer, next_request, 0, 0);
     return;
   }
+
   /* Close once what is queued has been written. A client still sending a
    * request we answered early would get a reset instead of our answer if
    * we closed at once: read and drop what it sends, for a while. */
@@ -642,6 +513,7 @@ static void finish(struct http_conn *c) {
       return;
     }
   }
+
   uv_shutdown_t *s = xmalloc(sizeof *s);
   s->data = c;
   if (uv_shutdown(s, (uv_stream_t *)&c->tcp, shutdown_done) < 0) {
@@ -688,7 +560,7 @@ char *http_json_line(json_t *j, size_t *len) {
   /* No JSON: out of memory, or a json_pack given what is not UTF-8, which
    * cannot be, as every string of a request was checked as it came
    * (on_headers_complete, query.c) and a sandbox's text goes through
-   * serve_json_text. A broken invariant, then (http_json answers it). */
+   * http_json_text. A broken invariant, then (http_json answers it). */
   if (!s)
     abort();
   size_t n = strlen(s);
@@ -769,6 +641,7 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
   c->hs->h->done(c->hs->owner, c); /* the request's part ends here */
   c->state = HC_RAW;
   uv_timer_stop(&c->timer);
+
   if (c->leftover) { /* sent right after the request */
     char *rest = c->leftover;
     size_t n = c->leftover_len;
@@ -779,6 +652,7 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
     if (c->state != HC_RAW)
       return;
   }
+
   uv_read_stop((uv_stream_t *)&c->tcp);
   if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) < 0)
     conn_close(c);

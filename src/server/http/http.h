@@ -180,6 +180,11 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
                       const struct http_handlers *h, unsigned max_conns);
 /* Accept a connection from the listening socket and start reading it. */
 void http_accept(struct http_server *hs, int fd);
+/* request.c: http-parser's callbacks, which fill a connection's request
+ * (c->req) as http.c feeds the parser its bytes; and what frees a request
+ * and empties it. */
+extern const http_parser_settings http_request_settings;
+void http_request_free(struct http_req *r);
 /* Whether every header of req is UTF-8 and its query decodes (each key
  * and value: query.c), so that a handler may put any of them in JSON:
  * NULL, or why not and the error code that says so (bad_request for the
@@ -231,7 +236,7 @@ struct http_wait {
 void http_wait_begin(struct http_wait *w, struct http_conn *c);
 struct http_conn *http_wait_end(struct http_wait *w);
 
-/* Routes that stream their request body (serve_streams_body) are
+/* Routes that stream their request body (routes_streams_body) are
  * dispatched once the headers are read; the handler calls http_body_start
  * to take the body piece by piece (ops->body, then ops->body_end), or
  * answers at once to refuse it. Pausing stops reading from the client. */
@@ -277,10 +282,10 @@ const char *http_status_text(int status);
 /* accept.c: listen on sa, accepting by hand (a 503 when out of
  * descriptors); stop listening. */
 struct hutch_err;
-int accept_start(struct http_server *hs, const struct sockaddr *sa, socklen_t len,
-                 struct hutch_err *err);
-void accept_stop(struct http_server *hs);
+int http_accept_start(struct http_server *hs, const struct sockaddr *sa, socklen_t len,
+                      struct hutch_err *err);
+void http_accept_stop(struct http_server *hs);
 /* The listening socket's and the spare's descriptors closed (after the loop). */
-void accept_close(struct http_server *hs);
+void http_accept_close(struct http_server *hs);
 
 #endif

@@ -1,4 +1,5 @@
-/* How the server writes JSON. */
+/* How the server writes JSON: the flags of every body and line, and a JSON
+ * string of text that may not be UTF-8 (body.c). */
 #ifndef HUTCH_HTTP_JSON_H
 #define HUTCH_HTTP_JSON_H
 
@@ -11,6 +12,6 @@ struct server;
 #define SERVE_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(10))
 
 /* A JSON string of text that may not be valid UTF-8. */
-json_t *serve_json_text(const char *s);
+json_t *http_json_text(const char *s);
 
 #endif

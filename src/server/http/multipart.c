@@ -1,4 +1,5 @@
-/* multipart/form-data, parsed as it comes (multipart.h). */
+/* multipart/form-data parsed as it comes (multipart.h): the boundary and a
+ * part's file name read from headers, and the parser fed piece by piece. */
 
 #include "http/multipart.h"
 
@@ -8,7 +9,7 @@
 
 #include "util.h"
 
-char *multipart_boundary(const char *ctype) {
+char *http_multipart_boundary(const char *ctype) {
   const char *b = ctype ? strcasestr(ctype, "boundary=") : NULL;
   if (!b)
     return NULL;
@@ -17,7 +18,7 @@ char *multipart_boundary(const char *ctype) {
   return n >= 1 && n <= 70 ? strndup(b, n) : NULL;
 }
 
-char *multipart_filename(const char *headers) {
+char *http_multipart_filename(const char *headers) {
   for (const char *h = headers; h && *h; h = strstr(h, "\r\n") ? strstr(h, "\r\n") + 2 : NULL) {
     if (strncasecmp(h, "Content-Disposition:", 20) != 0)
       continue;
@@ -42,8 +43,8 @@ char *multipart_filename(const char *headers) {
   return NULL;
 }
 
-void multipart_init(struct multipart *mp, const char *boundary, const struct multipart_ops *ops,
-                    void *ctx) {
+void http_multipart_init(struct multipart *mp, const char *boundary,
+                         const struct multipart_ops *ops, void *ctx) {
   *mp = (struct multipart){.ops = ops, .ctx = ctx, .state = MP_PREAMBLE};
   mp->delim = xasprintf("\r\n--%s", boundary);
   mp->dlen = strlen(mp->delim);
@@ -60,6 +61,7 @@ static void parse(struct multipart *mp) {
   for (;;) {
     char *at = mp->buf + off;
     size_t left = mp->nbuf - off;
+
     if (mp->state == MP_PREAMBLE) {
       /* The first delimiter has no CRLF before it. */
       char *d = memmem(at, left, mp->delim + 2, mp->dlen - 2);
@@ -68,6 +70,7 @@ static void parse(struct multipart *mp) {
           off += left - mp->dlen;
         break;
       }
+
       off = (size_t)(d - mp->buf) + mp->dlen - 2;
       mp->state = MP_AFTER;
     } else if (mp->state == MP_AFTER) {
@@ -94,6 +97,7 @@ static void parse(struct multipart *mp) {
         }
         break;
       }
+
       char *headers = strndup(at, (size_t)(e - at) + 2);
       mp->ops->begin(mp->ctx, headers);
       free(headers);
@@ -107,6 +111,7 @@ static void parse(struct multipart *mp) {
         off += safe;
         break;
       }
+
       data(mp, at, (size_t)(d - at));
       mp->ops->end(mp->ctx);
       off = (size_t)(d - mp->buf) + mp->dlen;
@@ -116,11 +121,12 @@ static void parse(struct multipart *mp) {
       break;
     }
   }
+
   memmove(mp->buf, mp->buf + off, mp->nbuf - off);
   mp->nbuf -= off;
 }
 
-void multipart_feed(struct multipart *mp, const char *p, size_t n) {
+void http_multipart_feed(struct multipart *mp, const char *p, size_t n) {
   if (mp->state == MP_DONE)
     return;
   mp->buf = xrealloc(mp->buf, mp->nbuf + n);
@@ -129,9 +135,9 @@ void multipart_feed(struct multipart *mp, const char *p, size_t n) {
   parse(mp);
 }
 
-bool multipart_done(const struct multipart *mp) { return mp->state == MP_DONE; }
+bool http_multipart_done(const struct multipart *mp) { return mp->state == MP_DONE; }
 
-void multipart_free(struct multipart *mp) {
+void http_multipart_free(struct multipart *mp) {
   free(mp->delim);
   free(mp->buf);
   mp->delim = mp->buf = NULL;

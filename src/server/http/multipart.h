@@ -33,20 +33,20 @@ struct multipart {
 
 /* The boundary of a multipart/form-data Content-Type (quoted or not, 1 to
  * 70 characters; malloc'd), or NULL. */
-char *multipart_boundary(const char *ctype);
+char *http_multipart_boundary(const char *ctype);
 /* The filename of a part's Content-Disposition if the part is named
  * "file" (as it is sent, path and all; "" when it has none: a form's
  * field; malloc'd), or NULL. */
-char *multipart_filename(const char *headers);
+char *http_multipart_filename(const char *headers);
 
-void multipart_init(struct multipart *mp, const char *boundary, const struct multipart_ops *ops,
-                    void *ctx);
+void http_multipart_init(struct multipart *mp, const char *boundary,
+                         const struct multipart_ops *ops, void *ctx);
 /* The next n bytes of the body, parsed as far as they can be (the ops are
  * called from here); ignored once the body is done. */
-void multipart_feed(struct multipart *mp, const char *data, size_t n);
+void http_multipart_feed(struct multipart *mp, const char *data, size_t n);
 /* Whether the final delimiter was read (or the body found bad): after it,
  * nothing more is parsed. A body that ends before is cut short. */
-bool multipart_done(const struct multipart *mp);
-void multipart_free(struct multipart *mp);
+bool http_multipart_done(const struct multipart *mp);
+void http_multipart_free(struct multipart *mp);
 
 #endif

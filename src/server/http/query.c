@@ -1,4 +1,5 @@
-/* URL query strings (query.h). */
+/* URL query strings (query.h): percent-decoding, and the walk over their
+ * key=value pairs. */
 
 #include "http/query.h"
 
@@ -38,7 +39,7 @@ static char *decode(const char *s, size_t n) {
   }
   *o = '\0';
   /* What the handlers get is UTF-8, as every string of a request is
-   * (http.c checks the target and the headers): it may go into JSON. */
+   * (request.c checks the target and the headers): it may go into JSON. */
   if (!utf8_valid(out, (size_t)(o - out))) {
     free(out);
     return NULL;

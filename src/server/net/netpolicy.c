@@ -1,4 +1,5 @@
-/* Egress policies: parsing, matching, and what an address is (netpolicy.h). */
+/* Egress policies (netpolicy.h): parsing a sandbox's, matching a host and
+ * an address against it, what an address is, and the operator's floor. */
 
 #include "net/netpolicy.h"
 
@@ -95,23 +96,26 @@ bool netpolicy_host_ok(const char *host, char out[NETPOLICY_HOST_MAX + 1]) {
     inet_ntop(AF_INET6, a, out, NETPOLICY_HOST_MAX + 1);
     return true;
   }
+
   int family;
   unsigned char a[16];
   if (parse_addr(host, &family, a)) {
     inet_ntop(family, a, out, NETPOLICY_HOST_MAX + 1);
     return true;
   }
+
   if (n > 1 && host[n - 1] == '.')
     n--; /* the root's dot: "pypi.org." is "pypi.org" */
   if (!name_ok(host, n, out))
     return false;
+
   /* A last label of digits (or 0x…) is no name: the resolver would read
    * "134744072" or "010.0.0.1" as an address. */
   const char *last = strrchr(out, '.');
   last = last ? last + 1 : out;
   bool hex = last[0] == '0' && last[1] == 'x';
-  return strspn(last + (hex ? 2 : 0), hex ? "0123456789abcdef" : "0123456789") !=
-         strlen(last + (hex ? 2 : 0));
+  const char *digits = hex ? last + 2 : last;
+  return strspn(digits, hex ? "0123456789abcdef" : "0123456789") != strlen(digits);
 }
 
 /* "HOST[:PORT]" with HOST one of the forms in netpolicy.h. */
@@ -120,6 +124,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
   char host[NETPOLICY_HOST_MAX + 8];
   size_t n = strlen(s);
   const char *colon = NULL;
+
   if (s[0] == '[') {
     const char *close = strchr(s, ']');
     if (!close)
@@ -139,6 +144,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
     memcpy(host, s, n);
   }
   host[n] = '\0';
+
   if (colon) {
     char *end;
     unsigned long port = strtoul(colon + 1, &end, 10);
@@ -148,13 +154,17 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
     }
     e->port = (uint16_t)port;
   }
+
   char *slash = strchr(host, '/');
   if (slash) {
     char *end;
     unsigned long prefix = strtoul(slash + 1, &end, 10);
     *slash = '\0';
-    if (!isdigit((unsigned char)slash[1]) || *end || !parse_addr(host, &e->family, e->addr) ||
-        prefix > (e->family == AF_INET ? 32u : 128u))
+    if (!isdigit((unsigned char)slash[1]) || *end)
+      goto bad;
+    if (!parse_addr(host, &e->family, e->addr))
+      goto bad;
+    if (prefix > (e->family == AF_INET ? 32u : 128u))
       goto bad;
     if (e->family == AF_INET6 && (s[0] != '[' || embedded_v4(e->addr)))
       goto bad;
@@ -162,6 +172,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
     e->prefix = (unsigned)prefix;
     return 0;
   }
+
   if (parse_addr(host, &e->family, e->addr)) {
     /* "::1:80" would be ambiguous: IPv6 goes in brackets; and an IPv4
      * address is written as one (matching unwraps them, see unwrap). */
@@ -171,6 +182,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
     e->prefix = e->family == AF_INET ? 32 : 128;
     return 0;
   }
+
   if (s[0] == '[')
     goto bad;
   if (strcmp(host, "*") == 0) {
@@ -184,6 +196,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
       goto bad;
     return 0;
   }
+
   e->kind = NP_NAME;
   n = strlen(host);
   if (n > 1 && host[n - 1] == '.')
@@ -191,6 +204,7 @@ static int parse_entry(const char *s, struct np_entry *e, char *why, size_t whyl
   if (!name_ok(host, n, e->name))
     goto bad;
   return 0;
+
 bad:
   snprintf(why, whylen,
            "allow entry '%.300s' is not a name, '*.' wildcard, address or address block "
@@ -276,9 +290,11 @@ static bool port_in(const uint16_t *ports, size_t n, uint16_t port) {
 static int secret_where(json_t *s, size_t i, struct np_secret *sec, char *why, size_t whylen) {
   static const uint16_t https_default[] = {443};
   if (secret_ports(s, i, "https_ports", https_default, 1, sec->https_ports, &sec->nhttps, why,
-                   whylen) < 0 ||
-      secret_ports(s, i, "http_ports", NULL, 0, sec->http_ports, &sec->nhttp, why, whylen) < 0)
+                   whylen) < 0)
     return -1;
+  if (secret_ports(s, i, "http_ports", NULL, 0, sec->http_ports, &sec->nhttp, why, whylen) < 0)
+    return -1;
+
   if (!sec->nhttps && !sec->nhttp) {
     snprintf(why, whylen, "secrets[%zu] goes nowhere: https_ports and http_ports are empty", i);
     return -1;
@@ -315,6 +331,7 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
              NETPOLICY_MAX_SECRETS);
     return -1;
   }
+
   out->secrets = xcalloc(json_array_size(secrets) + 1, sizeof *out->secrets);
   size_t i;
   json_t *s;
@@ -329,6 +346,7 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
                i);
       return -1;
     }
+
     struct np_secret *sec = &out->secrets[out->nsecrets];
     int family;
     unsigned char a[16];
@@ -349,6 +367,7 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
     }
     if (secret_where(s, i, sec, why, whylen) < 0)
       return -1;
+
     sec->header = xstrdup(header);
     sec->value = xstrdup(value);
     out->nsecrets++;
@@ -390,12 +409,14 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
     goto fail;
   if (!network || json_is_null(network))
     return 0;
+
   const char *mode = json_string_value(json_object_get(network, "mode"));
   json_t *allow = json_object_get(network, "allow");
   if (!json_is_object(network) || (json_object_get(network, "mode") && !mode)) {
     snprintf(why, whylen, "network must be an object {mode, allow}");
     goto fail;
   }
+
   if (!mode)
     mode = allow ? "allowlist" : "none";
   if (strcmp(mode, "none") == 0) {
@@ -409,11 +430,14 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
     snprintf(why, whylen, "network.mode must be \"none\" or \"allowlist\"");
     goto fail;
   }
+
   out->allowlist = true;
   json_t *deny = json_object_get(network, "deny");
-  if (parse_list(allow, "allow", &out->entries, &out->n, why, whylen) < 0 ||
-      parse_list(json_is_null(deny) ? NULL : deny, "deny", &out->deny, &out->ndeny, why,
-                 whylen) < 0)
+  if (parse_list(allow, "allow", &out->entries, &out->n, why, whylen) < 0)
+    goto fail;
+  if (json_is_null(deny))
+    deny = NULL;
+  if (parse_list(deny, "deny", &out->deny, &out->ndeny, why, whylen) < 0)
     goto fail;
   for (size_t i = 0; i < out->ndeny; i++)
     if (out->deny[i].kind == NP_ANY) {
@@ -422,6 +446,7 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
       goto fail;
     }
   return 0;
+
 fail:
   netpolicy_free(out);
   return -1;
@@ -466,6 +491,7 @@ static json_t *entries_json(const struct np_entry *list, size_t n) {
       break;
     }
     }
+
     if (e->port)
       snprintf(port, sizeof port, ":%u", e->port);
     json_array_append_new(a, json_sprintf("%s%s", host, port));
@@ -512,6 +538,7 @@ static bool has_any(const struct netpolicy *p, uint16_t port) {
 enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, uint16_t port) {
   if (!p->allowlist)
     return NP_DENIED;
+
   int family;
   unsigned char a[16];
   if (parse_addr(host, &family, a)) {
@@ -520,9 +547,11 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
      * (then a public one only: netpolicy_check_addr) unless denied. */
     if (listed(p->entries, p->n, family, a, port, false))
       return NP_BY_ADDR;
-    return has_any(p, port) && !listed(p->deny, p->ndeny, family, a, port, false) ? NP_BY_ANY
-                                                                             : NP_DENIED;
+    if (has_any(p, port) && !listed(p->deny, p->ndeny, family, a, port, false))
+      return NP_BY_ANY;
+    return NP_DENIED;
   }
+
   enum np_match best = NP_DENIED;
   size_t n = strlen(host);
   for (size_t i = 0; i < p->n; i++) {
@@ -537,6 +566,7 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
     else if (e->kind == NP_ANY && best == NP_DENIED)
       best = NP_BY_ANY;
   }
+
   /* What "*" alone lets through, the deny list's names take back. */
   for (size_t i = 0; best == NP_BY_ANY && i < p->ndeny; i++) {
     const struct np_entry *e = &p->deny[i];
@@ -653,6 +683,7 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
   }
   if (m == NP_DENIED)
     return false;
+
   char text[INET6_ADDRSTRLEN];
   inet_ntop(family, a, text, sizeof text);
   /* A listed block holding the address lets it through, whatever it is. */
@@ -662,6 +693,7 @@ bool netpolicy_check_addr(const struct netpolicy *p, enum np_match m, const stru
     snprintf(why, whylen, "it resolves to %s, which the sandbox's deny list holds", text);
     return false;
   }
+
   enum np_class class = netpolicy_classify(family, a);
   bool own = class == NP_PUBLIC && host_own;
   if (own)
@@ -773,6 +805,7 @@ bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t 
   }
   if (!t)
     return true;
+
   int family;
   unsigned char a[16];
   if (!netpolicy_addr_of(t->addr, &family, a)) {
@@ -790,6 +823,7 @@ bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t 
              text, port);
     return false;
   }
+
   const char *what = NULL;
   enum floor_kind kind = block_of(family, a)->floor;
   if (listed(f->deny, f->ndeny, family, a, port, false))
@@ -798,6 +832,7 @@ bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t 
     what = floor_names[kind];
   else if (t->host_own)
     what = "an address of the server's own host";
+
   if (!what || listed(f->permit, f->npermit, family, a, port, false))
     return true;
   snprintf(why, whylen, "%s is in the server's deny floor (%s), which no allow-list lifts", text,

@@ -1,4 +1,5 @@
-/* Relays between two sockets (relay.h). */
+/* Relays between two sockets (relay.h): connecting the second side,
+ * replying instead of relaying, and the splicing both ways. */
 
 #include "net/relay.h"
 
@@ -237,6 +238,7 @@ static int flush_to(struct relay *r, int t) {
     memmove(r->pre[t], r->pre[t] + n, r->npre[t] - (size_t)n);
     r->npre[t] -= (size_t)n;
   }
+
   while (r->piped[d]) {
     ssize_t n =
         splice(r->pipe[d][0], NULL, r->fd[t], NULL, r->piped[d], SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -250,6 +252,7 @@ static int flush_to(struct relay *r, int t) {
     r->full[d] = false;
     r->active = uv_now(r->poll[t].loop);
   }
+
   /* All of d's bytes have gone: its end is passed on. */
   if (r->eof[d] && !r->shut[t]) {
     r->shut[t] = true;
@@ -309,6 +312,7 @@ static int read_first(struct relay *r, int d) {
 static int pump(struct relay *r, int d) {
   if (r->first_fn && r->first_side == d && !r->eof[d])
     return read_first(r, d);
+
   for (int round = 0; round < RELAY_ROUNDS && !r->eof[d] && !r->full[d] && r->piped[d] < RELAY_PIPE;
        round++) {
     if (r->limit[d] == 0)
@@ -316,6 +320,7 @@ static int pump(struct relay *r, int d) {
     size_t room = RELAY_PIPE - r->piped[d];
     if (room > r->limit[d])
       room = (size_t)r->limit[d];
+
     ssize_t n =
         splice(r->fd[d], NULL, r->pipe[d][1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0 && errno == EAGAIN) {
@@ -331,6 +336,7 @@ static int pump(struct relay *r, int d) {
       relay_close(r);
       return -1;
     }
+
     if (n == 0)
       r->eof[d] = true;
     r->piped[d] += (size_t)n;
@@ -381,11 +387,13 @@ void relay_start(struct relay *r) {
     }
     fcntl(r->pipe[i][1], F_SETPIPE_SZ, RELAY_PIPE); /* else the default: slower, no worse */
   }
+
   for (int i = 0; i < 2; i++)
     uv_close((uv_handle_t *)&r->side[i], closed);
   r->started = true;
   r->active = uv_now(r->side[0].loop);
   r->open += 2;
+
   for (int i = 0; i < 2; i++) {
     r->polled[i] = uv_poll_init(r->side[i].loop, &r->poll[i], r->fd[i]) == 0;
     r->poll[i].data = r;
@@ -394,10 +402,13 @@ void relay_start(struct relay *r) {
     relay_close(r);
     return;
   }
+
   int one = 1;
   for (int i = 0; i < 2; i++)
     setsockopt(r->fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (flush_to(r, 0) < 0 || flush_to(r, 1) < 0)
+  if (flush_to(r, 0) < 0)
+    return;
+  if (flush_to(r, 1) < 0)
     return;
   interest(r, 0);
   interest(r, 1);

@@ -1,5 +1,7 @@
-/* SQLite state of hutch serve (store.h). Every statement is prepared with
- * bound parameters: no value is ever pasted into SQL. */
+/* The SQLite state of hutch serve (store.h): the schema and its upgrades,
+ * the cache of prepared statements, and each table's reads and writes.
+ * Every statement is prepared with bound parameters: no value is ever
+ * pasted into SQL. */
 
 #include "state/store.h"
 
@@ -132,12 +134,15 @@ static void open_spec(struct store *st, const char *id, json_t *spec) {
 static int migrate(struct store *st, struct hutch_err *err) {
   sqlite3_stmt *s = NULL;
   int r = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
-  int version = r == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  int version = -1;
+  if (r == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    version = sqlite3_column_int(s, 0);
   sqlite3_finalize(s);
   if (version < 0)
     return fail(st, err, "user_version");
   if (version >= 1)
     return 0;
+
   if (sqlite3_prepare_v2(st->db, "SELECT id, spec FROM sandboxes", -1, &s, NULL) != SQLITE_OK)
     return fail(st, err, "migrate");
   sqlite3_stmt *up = NULL;
@@ -146,6 +151,7 @@ static int migrate(struct store *st, struct hutch_err *err) {
     sqlite3_finalize(s);
     return fail(st, err, "migrate");
   }
+
   sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(s, 0);
@@ -165,6 +171,7 @@ static int migrate(struct store *st, struct hutch_err *err) {
   }
   sqlite3_finalize(s);
   sqlite3_finalize(up);
+
   if (r != SQLITE_DONE) {
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     return fail(st, err, "migrate");
@@ -191,18 +198,25 @@ static int add_column(struct store *st, const char *table, const char *column, c
   sqlite3_finalize(s);
   if (r == SQLITE_ROW)
     return 0;
+
   char *sql = sqlite3_mprintf("ALTER TABLE %s ADD COLUMN %s %s", table, column, decl);
   int e = r == SQLITE_DONE && sql ? sqlite3_exec(st->db, sql, NULL, NULL, NULL) : SQLITE_ERROR;
   sqlite3_free(sql);
   return e == SQLITE_OK ? 0 : fail(st, err, "migrate");
 }
 
-static int add_columns(struct store *st, struct hutch_err *err) {
-  return add_column(st, "tenants", "max_disk_mb", "INTEGER DEFAULT -1", err) < 0 ||
-                 add_column(st, "sandboxes", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0 ||
-                 add_column(st, "snapshots", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0
-             ? -1
-             : 0;
+/* An older hutch's database made this one's: its rows sealed, the columns
+ * it lacks added. */
+static int upgrade(struct store *st, struct hutch_err *err) {
+  if (migrate(st, err) < 0)
+    return -1;
+  if (add_column(st, "tenants", "max_disk_mb", "INTEGER DEFAULT -1", err) < 0)
+    return -1;
+  if (add_column(st, "sandboxes", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0)
+    return -1;
+  if (add_column(st, "snapshots", "isolation", "TEXT NOT NULL DEFAULT 'ns'", err) < 0)
+    return -1;
+  return 0;
 }
 
 static int wal_grew(void *arg, sqlite3 *db, const char *name, int pages) {
@@ -225,6 +239,7 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
   sqlite3_busy_timeout(st->db, 2000);
   /* No commit checkpoints (store_checkpoint does, off the loop). */
   sqlite3_wal_hook(st->db, wal_grew, st);
+
   char *msg = NULL;
   if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
     hutch_err_set(err, 0, "state store %s: %s", path, msg ? msg : "schema");
@@ -232,11 +247,12 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
     store_close(st);
     return -1;
   }
-  if (migrate(st, err) < 0 || add_columns(st, err) < 0) {
+  if (upgrade(st, err) < 0) {
     hutch_err_wrap(err, "%s", path);
     store_close(st);
     return -1;
   }
+
   *out = st;
   return 0;
 }
@@ -503,6 +519,7 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
                          err);
   if (!s)
     return -1;
+
   /* Read them all first: fn may write to the table. */
   struct row {
     char *id, *tenant, *template;
@@ -524,6 +541,7 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
   }
   done(st, s);
   int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
+
   for (size_t i = 0; i < n; i++) {
     if (ret == 0) {
       if (rows[i].spec)
@@ -555,6 +573,7 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct
     free(layers);
     return layers ? -1 : hutch_err_set(err, 0, "state store: encoding a snapshot");
   }
+
   sqlite3_bind_text(s, 1, sn->id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, sn->tenant, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 3, sn->name, -1, SQLITE_STATIC);
@@ -565,6 +584,7 @@ int store_snapshot_put(struct store *st, const struct store_snapshot *sn, struct
   sqlite3_bind_int64(s, 8, (sqlite3_int64)sn->files);
   sqlite3_bind_int(s, 9, sn->ephemeral);
   sqlite3_bind_text(s, 10, sn->isolation, -1, SQLITE_STATIC);
+
   int r = step_done(st, s, err);
   free(layers);
   return r;
@@ -589,6 +609,7 @@ int store_snapshot_each(struct store *st, const char *tenant,
                               tenant, err);
   if (!s)
     return -1;
+
   int r;
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
     json_t *layers = json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL);
@@ -602,6 +623,7 @@ int store_snapshot_each(struct store *st, const char *tenant,
       fn(&sn, arg);
     json_decref(layers);
   }
+
   done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read snapshots");
 }
@@ -659,6 +681,7 @@ int store_secret_put(struct store *st, const struct store_secret *v, bool update
   char aad[96];
   snprintf(aad, sizeof aad, "secret:%s", v->id);
   char *sealed = seal_text(st->key, aad, v->value);
+
   sqlite3_stmt *s = prep(st,
                          update ? "UPDATE secrets SET version = ?4, metadata = ?5, value = ?6,"
                                   " updated_at = ?8 WHERE id = ?1 AND tenant = ?2"
@@ -669,6 +692,7 @@ int store_secret_put(struct store *st, const struct store_secret *v, bool update
     free(sealed);
     return -1;
   }
+
   sqlite3_bind_text(s, 1, v->id, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, v->tenant, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 3, v->name, -1, SQLITE_STATIC);
@@ -677,6 +701,7 @@ int store_secret_put(struct store *st, const struct store_secret *v, bool update
   sqlite3_bind_text(s, 6, sealed, -1, SQLITE_STATIC);
   sqlite3_bind_int64(s, 7, v->created_ms);
   sqlite3_bind_int64(s, 8, v->updated_ms);
+
   int r = sqlite3_step(s);
   done(st, s);
   free(sealed);
@@ -698,12 +723,14 @@ int store_secret_each(struct store *st, const char *tenant,
                               tenant, err);
   if (!s)
     return -1;
+
   int r;
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(s, 0);
     char aad[96];
     snprintf(aad, sizeof aad, "secret:%s", id);
     char *value = seal_open(st->key, aad, (const char *)sqlite3_column_text(s, 5));
+
     struct store_secret v = {id,
                              (const char *)sqlite3_column_text(s, 1),
                              (const char *)sqlite3_column_text(s, 2),
@@ -720,6 +747,7 @@ int store_secret_each(struct store *st, const char *tenant,
       free(value);
     }
   }
+
   done(st, s);
   return r == SQLITE_DONE ? 0 : fail(st, err, "read secrets");
 }
@@ -740,9 +768,11 @@ int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err
      * successfully (so the WAL grew without end, by every commit). */
     r = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
   }
+
   int frames = 0; /* in the WAL, copied or not */
   if (r == SQLITE_OK)
     r = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, NULL);
+
   /* A passive checkpoint catches up only when no commit comes while it
    * runs, and the WAL starts over only after one has: under commits closer
    * together than a checkpoint takes it grew until a lull. Past
@@ -760,9 +790,12 @@ int store_checkpoint(const char *path, int truncate_pages, struct hutch_err *err
     if (busy)
       r = SQLITE_OK;
   }
+
   if (r != SQLITE_OK)
     hutch_err_set(err, 0, "state store %s: checkpoint: %s", path,
                   db ? sqlite3_errmsg(db) : "out of memory");
   sqlite3_close(db);
-  return r != SQLITE_OK ? -1 : busy ? 1 : 0;
+  if (r != SQLITE_OK)
+    return -1;
+  return busy ? 1 : 0;
 }

@@ -111,7 +111,7 @@ static void audit(struct econn *e) {
                 (json_int_t)(e->head_read + e->nrest + e->relay.bytes[0]), "bytes_in",
                 (json_int_t)e->relay.bytes[1], "duration_ms", ms);
   if (j && e->reason)
-    json_object_set_new(j, "reason", serve_json_text(e->reason));
+    json_object_set_new(j, "reason", http_json_text(e->reason));
   if (e->status == 200)
     e->srv->metrics.egress_allowed++;
   else

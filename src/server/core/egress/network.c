@@ -71,7 +71,7 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
       snprintf(why, whylen, "network must be an object {mode, allow, public_ports}");
       return -1;
     }
-    const char *k = body_unknown(network, known);
+    const char *k = http_body_unknown(network, known);
     if (k) {
       snprintf(why, whylen, "network: unknown field '%.64s'", k);
       return -1;

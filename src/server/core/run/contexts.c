@@ -102,7 +102,7 @@ static void cell_end(struct cell *ce) {
 /* End a cell that never ran, or whose kernel went away, with an error. */
 static void cell_fail(struct cell *ce, const char *name, const char *value) {
   cell_send(ce, json_pack("{s:s,s:s,s:o,s:s}", "type", "error", "name", name, "value",
-                          serve_json_text(value), "traceback", ""));
+                          http_json_text(value), "traceback", ""));
   cell_send(ce, json_pack("{s:s}", "type", "end_of_execution"));
   cell_end(ce);
 }

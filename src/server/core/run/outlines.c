@@ -62,7 +62,7 @@ json_t *outlines_exit(uint8_t frame_type, json_t *j) {
   const char *msg = json_string_value(json_object_get(j, "message"));
   return json_pack("{s:s,s:s,s:n,s:n,s:o}", "type", "exit", "status", "sandbox_error",
                    "exit_code", "signal", "message",
-                   serve_json_text(msg ? msg : "the agent refused the exec"));
+                   http_json_text(msg ? msg : "the agent refused the exec"));
 }
 
 json_t *outlines_exit_gone(const char *message) {

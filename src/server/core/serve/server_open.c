@@ -176,7 +176,7 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
               : uv_ip4_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in *)&ss);
   if (r < 0)
     return hutch_err_invalid(err, "--listen: '%s' is not an IP address", srv->cfg.host);
-  if (accept_start(&srv->http, (struct sockaddr *)&ss,
+  if (http_accept_start(&srv->http, (struct sockaddr *)&ss,
                    ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                             : sizeof(struct sockaddr_in),
                    err) < 0)
@@ -329,7 +329,7 @@ void server_free(struct server *srv) {
     close(srv->netns_fd);
   if (srv->cg_root.ops)
     hutch_cgroup_close(&srv->cg_root);
-  accept_close(&srv->http);
+  http_accept_close(&srv->http);
   free(srv->own_addrs);
   egress_tls_free(srv);
   free(srv->cfg.egress_ca);
