@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/run/contexts.h"

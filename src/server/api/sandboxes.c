@@ -5,18 +5,16 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/sandboxes.h"
-#include "core/actions.h"
+#include "core/life/sandboxes.h"
+#include "core/life/actions.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/fds.h"
-#include "core/metrics.h"
-#include "core/network.h"
-#include "core/pool.h"
-#include "core/snapshots.h"
-#include "core/volumes.h"
+#include "core/life/snapshots.h"
+#include "core/disk/volumes.h"
 #include "http/body.h"
 #include "state/store.h"
+#include "core/life/sbx_teardown.h"
+#include "http/query.h"
 
 #define MAX_MAP_ENTRIES 256 /* env and metadata */
 

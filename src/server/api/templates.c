@@ -11,12 +11,13 @@
 #include "util.h"
 #include "api/api.h"
 #include "api/handlers.h"
-#include "core/diskroom.h"
-#include "core/tally.h"
-#include "core/templates.h"
-#include "core/tplfiles.h"
+#include "core/disk/diskroom.h"
+#include "core/sandbox/tally.h"
+#include "core/disk/templates.h"
+#include "core/disk/tplfiles.h"
 #include "http/body.h"
-#include "http/json.h"
+#include "core/disk/tplstore.h"
+#include "http/query.h"
 
 /* A record as a tenant sees it: whose it is said as public or not, and
  * where it came from without the host's directories. `hutch template

@@ -30,7 +30,6 @@
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/connect.h"
-#include "http/json.h"
 #include "core/life/sbx_pause.h"
 
 /* E2B's template names that the `host` template stands for, unless the

@@ -15,7 +15,7 @@
 
 #include "util.h"
 #include "api/api.h"
-#include "core/files.h"
+#include "core/run/files.h"
 #include "e2b/e2b.h"
 #include "http/json.h"
 #include "http/multipart.h"

@@ -15,7 +15,6 @@
 #include "util.h"
 #include "api/api.h"
 #include "core/run/files.h"
-#include "core/tenancy/keys.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/connect.h"

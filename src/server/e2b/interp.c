@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
 #include "api/api.h"
 #include "core/run/contexts.h"
 #include "e2b/e2b.h"

@@ -15,12 +15,10 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/life/actions.h"
 #include "core/sandbox/tally.h"
 #include "core/tenancy/usage.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
-#include "http/json.h"
 
 #define IDS_MAX 100      /* sandbox_ids of one metrics request */
 #define LOGS_DEFAULT 1000 /* entries of one logs request */

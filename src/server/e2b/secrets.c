@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/tenancy/keys.h"
-#include "core/sandbox/sbx.h"
+#include "core/base/server.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/http.h"

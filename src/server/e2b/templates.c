@@ -19,15 +19,15 @@
 #include "cleanup.h"
 #include "util.h"
 #include "api/api.h"
-#include "core/fds.h"
-#include "core/sbx.h"
-#include "core/snapshots.h"
-#include "core/templates.h"
-#include "core/tplfiles.h"
-#include "core/tpltokens.h"
+#include "core/sandbox/fds.h"
+#include "core/life/snapshots.h"
+#include "core/disk/templates.h"
+#include "core/disk/tplfiles.h"
+#include "core/disk/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/json.h"
+#include "core/disk/tplstore.h"
 
 /* A name E2B's API may carry in a path: a template name without '/'. */
 static bool e2b_name_ok(const char *name) {

@@ -19,7 +19,6 @@
 #include "core/life/volworker.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
-#include "http/query.h"
 
 #define E2B_VOLUME_MB 512
 

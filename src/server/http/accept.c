@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "util.h"
 #include "http/http.h"
 
 #define ACCEPT_BATCH 64

@@ -17,7 +17,6 @@
 #include <uv.h>
 
 #include "err.h"
-#include "http/query.h"
 
 #define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
 #define HTTP_MAX_HEADERS 100             /* header lines in a request */

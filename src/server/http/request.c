@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "util.h"
+#include "http/query.h"
 
 /* ---- parsing a request ---- */
 
