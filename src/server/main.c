@@ -442,7 +442,7 @@ static int serve(struct server *srv) {
   return 0;
 }
 
-int serve_main(int argc, char **argv) {
+static int serve_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   /* Connections, agents and snapshot copies (two fds a directory level)
    * all take fds: as many as the hard limit allows. */

@@ -1,5 +1,5 @@
 /* The server: its configuration, its state (one struct server owned by
- * serve_main: there are no globals), and who a request speaks for. */
+ * main.c: there are no globals), and who a request speaks for. */
 #ifndef HUTCH_CORE_SERVER_H
 #define HUTCH_CORE_SERVER_H
 
@@ -188,7 +188,6 @@ struct server {
   bool stopping;
 };
 
-int serve_main(int argc, char **argv);
 
 /* Probe runsc once (a missing one leaves the gvisor tier unavailable);
  * -1 when the server's default tier is one it cannot offer. */
