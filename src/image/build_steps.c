@@ -17,9 +17,9 @@
 
 #include "build.h"
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "layout.h"
-#include "unpack.h"
 #include "util.h"
 
 void build_chain(struct stage *st, const char *text, const char *hex) {
@@ -33,7 +33,7 @@ void build_chain(struct stage *st, const char *text, const char *hex) {
   EVP_DigestUpdate(md, hex, strlen(hex));
   EVP_DigestFinal_ex(md, d, &len);
   EVP_MD_CTX_free(md);
-  unpack_hex(d, st->chain);
+  digest_hex(d, st->chain);
 }
 
 json_t *build_vars(const struct stage *st) {

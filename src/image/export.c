@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "image.h"
 #include "layertar.h"
 #include "layer.h"
 #include "oci.h"
-#include "unpack.h"
 #include "util.h"
 
 /* A file being written and hashed: a blob of the layout. */
@@ -71,7 +71,7 @@ static json_t *sink_close(struct sink *s, int dir, const char *media_type, struc
   s->fd = -1;
   EVP_MD_CTX_free(s->md);
   s->md = NULL;
-  unpack_hex(sum, digest + 7);
+  digest_hex(sum, digest + 7);
   strcat(name, digest + 7);
   if (!ok || renameat(dir, "blob.tmp", dir, name) < 0) {
     hutch_err_set(err, errno, "blob");

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
-#include "unpack.h"
 #include "util.h"
 
 /* Files with more than one link: the first one's path, by inode. */
@@ -250,7 +250,7 @@ int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
     r = hutch_err_set(err, 0, "sha256 failed");
   EVP_MD_CTX_free(md);
   if (r == 0)
-    unpack_hex(d, sum->hex);
+    digest_hex(d, sum->hex);
   return r;
 }
 

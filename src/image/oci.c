@@ -7,12 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "unpack.h"
 #include "util.h"
 
@@ -48,15 +48,6 @@ static int open_member(int dirfd, const char *name, struct stat *st, struct hutc
   return fd;
 }
 
-static bool sha256_hex(const void *buf, size_t n, char hex[65]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (!EVP_Digest(buf, n, sum, &len, EVP_sha256(), NULL))
-    return false;
-  unpack_hex(sum, hex);
-  return true;
-}
-
 /* A JSON object from member name: checked against digest ("sha256:...")
  * and size when given (NULL, -1: not). what names it in errors. */
 static json_t *read_json(int dirfd, const char *name, const char *digest, json_int_t size,
@@ -80,7 +71,7 @@ static json_t *read_json(int dirfd, const char *name, const char *digest, json_i
     return NULL;
   }
   char hex[65], want[65];
-  if (digest && (!unpack_digest_hex(digest, want) || !sha256_hex(buf, (size_t)n, hex) ||
+  if (digest && (!unpack_digest_hex(digest, want) || !digest_sha256_hex(buf, (size_t)n, hex) ||
                  strcmp(hex, want) != 0)) {
     hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
                    "%s does not match its digest %.80s", what, digest);

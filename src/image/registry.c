@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "oci.h"
 #include "registry.h"
 #include "unpack.h"
@@ -409,11 +410,8 @@ void registry_close(struct registry *r) {
 }
 
 static void digest_of(EVP_MD_CTX *md, char out[72]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(md, sum, &n);
   memcpy(out, "sha256:", 7);
-  unpack_hex(sum, out + 7);
+  digest_sha256_final_hex(md, out + 7);
 }
 
 static int digest_mismatch(struct registry *r, const char *what, const char *want,

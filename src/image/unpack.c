@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "layout.h"
 #include "util.h"
@@ -45,18 +46,6 @@ bool unpack_digest_hex(const char *digest, char hex[65]) {
       return false;
   memcpy(hex, digest + 7, 65);
   return true;
-}
-
-void unpack_hex(const unsigned char sum[32], char hex[65]) {
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
-}
-
-static void md_hex(EVP_MD_CTX *md, char hex[65]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md, sum, &len);
-  unpack_hex(sum, hex);
 }
 
 int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err *err) {
@@ -528,8 +517,8 @@ static int unpack_into(struct unpack *u) {
 static int commit(struct unpack *u, const char *staged, const char *expect_digest,
                   char hex_out[65]) {
   char blob_hex[65], want[65];
-  md_hex(u->blob_md, blob_hex);
-  md_hex(u->tar_md, hex_out);
+  digest_sha256_final_hex(u->blob_md, blob_hex);
+  digest_sha256_final_hex(u->tar_md, hex_out);
   if (expect_digest && (!unpack_digest_hex(expect_digest, want) || strcmp(want, blob_hex) != 0))
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "digest_mismatch",
                           "the layer does not match its digest %.80s (it is sha256:%s)",

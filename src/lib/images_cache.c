@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +15,12 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "util.h"
 
 static char *owner_dir(const char *owner) {
-  unsigned char d[32];
-  unsigned len = 0;
-  EVP_Digest(owner ? owner : "", strlen(owner ? owner : ""), d, &len, EVP_sha256(), NULL);
   char hex[65];
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  digest_sha256_hex(owner ? owner : "", strlen(owner ? owner : ""), hex);
   return xasprintf("cache/%s", hex);
 }
 

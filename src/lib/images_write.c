@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "util.h"
 
@@ -72,15 +73,6 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
     return 0;
   }
   return write_json(s, meta_name, meta, err);
-}
-
-/* The digest md holds, in hex. */
-static void sha256_hex(EVP_MD_CTX *md, char out[65]) {
-  unsigned char d[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md, d, &len);
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 /* path under a layer's root, opened O_PATH (flags: O_DIRECTORY or 0)
@@ -224,7 +216,7 @@ static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struc
     if (files[i].content)
       EVP_DigestUpdate(md, files[i].content, strlen(files[i].content) + 1);
   }
-  sha256_hex(md, hex);
+  digest_sha256_final_hex(md, hex);
   EVP_MD_CTX_free(md);
 
   int r = 0;

@@ -29,6 +29,7 @@
 #include "hostlimits.h"
 #include "layout.h"
 #include "layer.h"
+#include "mkdir.h"
 #include "netns.h"
 #include "rootfs.h"
 #include "shell.h"
@@ -307,19 +308,6 @@ static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sa
   return 0;
 }
 
-static int mkdir_p(const char *path) {
-  char p[PATH_MAX];
-  snprintf(p, sizeof p, "%s", path);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      if (mkdir(p, 0755) < 0 && errno != EEXIST)
-        return -1;
-      *s = '/';
-    }
-  return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 static void close_fds(int *fds, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (fds[i] >= 0)
@@ -372,7 +360,7 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   _cleanup_free_ char *agent = agent_path(cfg, err);
   if (!tpl || !agent)
     return -1;
-  if (mkdir_p(HUTCH_STAGING_DIR) < 0)
+  if (mkdir_p(HUTCH_STAGING_DIR, 0755, err) < 0)
     return hutch_err_set(err, errno, "create %s", HUTCH_STAGING_DIR);
   /* Per bind, [2i] a detached copy of the source's mount tree (made here:
    * the child's mount namespace cannot clone the host's mounts by fd) and

@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "mkdir.h"
 #include "util.h"
 
 /* Bump when the skeleton's content changes: a new name is built beside the
@@ -118,21 +119,6 @@ static int remove_entry(const char *path, const struct stat *st, int type, struc
 
 static void remove_tree(const char *path) {
   nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-static int mkdir_p(const char *path, mode_t mode, struct hutch_err *err) {
-  _cleanup_free_ char *p = xstrdup(path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, mode) < 0 && errno != EEXIST)
-      return hutch_err_set(err, errno, "mkdir %s", p);
-    *s = '/';
-  }
-  if (mkdir(p, mode) < 0 && errno != EEXIST)
-    return hutch_err_set(err, errno, "mkdir %s", p);
-  return 0;
 }
 
 char *hutch_template_host(const char *state_dir, struct hutch_err *err) {
