@@ -22,8 +22,8 @@
 
 #include "cleanup.h"
 #include "gvisor.h"
+#include "hostroot.h"
 #include "layout.h"
-#include "template.h"
 #include "util.h"
 
 #define FDPATH(buf, fd) (snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd), buf)
@@ -332,7 +332,7 @@ static int mount_views(const struct hutch_rootfs *r, int root, struct hutch_err 
 /* The `host` template: the host's /usr (and top-level directories that are
  * not links into it) and a few /etc entries, read-only, nosuid. */
 static int mount_host_template(int root, struct hutch_err *err) {
-  const char *const *lists[] = {hutch_host_dirs, hutch_host_etc};
+  const char *const *lists[] = {hutch_hostroot_dirs, hutch_hostroot_etc};
   if (chdir(HUTCH_STAGING_DIR) < 0)
     return hutch_err_set(err, errno, "enter storage");
   for (size_t l = 0; l < ARRAY_SIZE(lists); l++)

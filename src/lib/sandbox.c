@@ -27,6 +27,7 @@
 #include "cleanup.h"
 #include "gvisor.h"
 #include "hostlimits.h"
+#include "hostroot.h"
 #include "layout.h"
 #include "layer.h"
 #include "mkdir.h"
@@ -35,7 +36,6 @@
 #include "shell.h"
 #include "slot.h"
 #include "spawn.h"
-#include "template.h"
 #include "util.h"
 
 const char *hutch_default_state_dir(void) {
@@ -356,7 +356,7 @@ static int storage_of(int pidfd) {
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                        const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
                        struct hutch_err *err) {
-  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_template_host(cfg->state_dir, err);
+  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_hostroot_skeleton(cfg->state_dir, err);
   _cleanup_free_ char *agent = agent_path(cfg, err);
   if (!tpl || !agent)
     return -1;

@@ -1,4 +1,4 @@
-#include "template.h"
+#include "hostroot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
  * old one instead of reusing it. */
 #define HOST_TEMPLATE "host-2"
 
-const char *const hutch_host_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+const char *const hutch_hostroot_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
                                        NULL};
-const char *const hutch_host_etc[] = {"etc/alternatives", "etc/ssl", NULL};
+const char *const hutch_hostroot_etc[] = {"etc/alternatives", "etc/ssl", NULL};
 
 static const struct skel_file {
   const char *path, *content;
@@ -68,7 +68,7 @@ static int skel_write(int dirfd, const char *path, const char *content, struct h
 /* Top-level host directories: a merged-/usr link is copied as a link; a real
  * directory becomes a mount point for a read-only view (rootfs.c). */
 static int skel_host_dirs(int dirfd, struct hutch_err *err) {
-  for (const char *const *d = hutch_host_dirs; *d; d++) {
+  for (const char *const *d = hutch_hostroot_dirs; *d; d++) {
     char host[64], target[PATH_MAX];
     struct stat st;
     snprintf(host, sizeof host, "/%s", *d);
@@ -85,7 +85,7 @@ static int skel_host_dirs(int dirfd, struct hutch_err *err) {
       return hutch_err_set(err, errno, "template: mkdir %s", *d);
     }
   }
-  for (const char *const *e = hutch_host_etc; *e; e++) {
+  for (const char *const *e = hutch_hostroot_etc; *e; e++) {
     char host[64];
     struct stat st;
     snprintf(host, sizeof host, "/%s", *e);
@@ -121,7 +121,7 @@ static void remove_tree(const char *path) {
   nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-char *hutch_template_host(const char *state_dir, struct hutch_err *err) {
+char *hutch_hostroot_skeleton(const char *state_dir, struct hutch_err *err) {
   _cleanup_free_ char *dir = xasprintf("%s/templates", state_dir);
   char *path = xasprintf("%s/" HOST_TEMPLATE, dir);
   struct stat st;
