@@ -1,5 +1,6 @@
-/* OCI image layouts and docker-archives imported as templates (oci.h).
- * The directory read may come from a hostile archive: its members are
+/* The OCI reader of hutch-template (oci.h): OCI image layouts and
+ * docker-archives imported as templates, and an image's config turned into
+ * a template record's and back. The directory read may come from a hostile archive: its members are
  * opened part by part without following symlinks, JSON documents are read
  * up to a cap, and nothing in them is trusted until its digest matches. */
 #include "oci.h"

@@ -1,5 +1,6 @@
-/* Image references and where a registry client may connect (registry.h):
- * the parts of the registry client that need no network. */
+/* The registry client's parts that need no network (registry.h): image
+ * references parsed (registry_ref_parse) and the addresses a registry
+ * client may connect to (registry_addr_allowed). */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>

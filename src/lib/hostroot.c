@@ -1,3 +1,6 @@
+/* The root of the `host` template (hostroot.h): the skeleton under
+ * STATE/templates, written once and renamed into place, and the lists of
+ * host directories that rootfs.c shows in it read-only. */
 #include "hostroot.h"
 
 #include <errno.h>

@@ -1,7 +1,8 @@
-/* Templates: the read-only lower layer of a sandbox's root. The default
- * template `host` is a small skeleton of links, mount points and a
- * synthesized /etc, completed at sandbox creation by read-only views of the
- * host's /usr (and /bin, /lib... where they are not links into /usr). */
+/* The root of the `host` template, the default one (the template store of
+ * every other template is images.h). It is a small skeleton of links,
+ * mount points and a synthesized /etc, completed at sandbox creation by
+ * read-only views of the host's /usr (and /bin, /lib... where they are not
+ * links into /usr). */
 #ifndef HUTCH_HOSTROOT_H
 #define HUTCH_HOSTROOT_H
 

@@ -1,4 +1,6 @@
-/* The helper is a thread: namespaces are per thread on Linux, so it
+/* A sandbox's network namespace, made by a helper thread (netns.h).
+ *
+ * The helper is a thread: namespaces are per thread on Linux, so it
  * unshares its own network namespace, opens it and ends, and the thread's
  * creator holds the namespace by that fd. A thread shares the process's
  * memory and descriptor table: making it copies no page table, marks no

@@ -1,5 +1,7 @@
-/* Creating and destroying a sandbox: limits, slot and cgroup, then the
- * agent (spawn.c), and teardown that leaves nothing behind. */
+/* The sandbox shell both tiers share (shell.h), and the checks and defaults
+ * of a sandbox's config (sandbox.h): creating a sandbox (limits, slot and
+ * cgroup, then the agent: spawn.c), adopting one, and teardown that leaves
+ * nothing behind. */
 #include "sandbox.h"
 
 #include <errno.h>

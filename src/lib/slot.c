@@ -1,3 +1,5 @@
+/* Sandbox slots (slot.h): claiming a free slot's cgroup and locking it,
+ * removing one, and collecting the slots that crashed runs left behind. */
 #include "slot.h"
 
 #include <dirent.h>
