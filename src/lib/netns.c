@@ -25,8 +25,12 @@
 static void *make(void *arg) {
   struct hutch_netns *n = arg;
   n->fd = -1;
-  if (unshare(CLONE_NEWNET) < 0 ||
-      (n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+  if (unshare(CLONE_NEWNET) < 0) {
+    n->errnum = errno;
+    return NULL;
+  }
+  n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (n->fd < 0)
     n->errnum = errno;
   return NULL;
 }
