@@ -69,19 +69,38 @@ static bool link_escapes(const char *rel, const char *target) {
   return false;
 }
 
+/* What a copied file is owned by: --chown's ids, root from the context,
+ * else the stage's own; an id no sandbox maps past the range. */
+static void owner_of(const struct copier *c, const struct stat *st, uid_t *uid, gid_t *gid) {
+  if (c->chown) {
+    *uid = c->uid;
+    *gid = c->gid;
+  } else if (c->from_context) {
+    *uid = 0;
+    *gid = 0;
+  } else {
+    *uid = st->st_uid;
+    *gid = st->st_gid;
+  }
+  if (*uid >= HUTCH_ID_RANGE)
+    *uid = HUTCH_ID_RANGE;
+  if (*gid >= HUTCH_ID_RANGE)
+    *gid = HUTCH_ID_RANGE;
+}
+
 static int set_attrs(const struct copier *c, int ddir, const char *name, const struct stat *st,
                      struct hutch_err *err) {
-  uid_t uid = c->chown ? c->uid : c->from_context ? 0 : st->st_uid;
-  gid_t gid = c->chown ? c->gid : c->from_context ? 0 : st->st_gid;
-  if (uid >= HUTCH_ID_RANGE)
-    uid = HUTCH_ID_RANGE;
-  if (gid >= HUTCH_ID_RANGE)
-    gid = HUTCH_ID_RANGE;
+  uid_t uid;
+  gid_t gid;
+  owner_of(c, st, &uid, &gid);
   struct timespec ts[2] = {{st->st_mtime, 0}, {st->st_mtime, 0}};
   mode_t mode = c->chmod >= 0 ? (mode_t)c->chmod : st->st_mode & 01777;
-  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-      (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, mode, 0) < 0) ||
-      utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+
+  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
+  if (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, mode, 0) < 0)
+    return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
+  if (utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
   return 0;
 }

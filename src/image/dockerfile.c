@@ -97,6 +97,7 @@ static int expand_braced(struct lex *lx, char **buf, bool *have, const char *val
     colon = true;
     lx->i++;
   }
+
   if (s[lx->i] == '-' || s[lx->i] == '+')
     op = s[lx->i++];
   else if (!s[lx->i])
@@ -522,6 +523,7 @@ static int heredocs(struct parser *p, struct df_instr *in) {
     /* A word starting with a letter, as BuildKit's: `$((1<<2))` is no marker. */
     if (!wl || isdigit((unsigned char)w[0]) || (q && w[wl] != q))
       continue;
+
     count++;
     str_append(&cmd, "\n", 1);
     size_t body_at = strlen(cmd);

@@ -637,6 +637,7 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
+
   int pidfd = -1;
   pid_t pid = clone3_pidfd(CLONE_NEWUSER, -1, &pidfd);
   if (pid == 0) {
@@ -649,6 +650,7 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
     (void)!read(p[0], &c, 1);
     _exit(0);
   }
+
   close(p[0]);
   if (pid < 0) {
     close(p[1]);

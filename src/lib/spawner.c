@@ -287,6 +287,7 @@ static int recv_answer(struct hutch_spawner *sp, struct hutch_spawn *s, struct h
   struct iovec ai = {&ans, sizeof ans};
   struct msghdr am = {.msg_iov = &ai, .msg_iovlen = 1, .msg_control = u.buf,
                       .msg_controllen = CMSG_SPACE(sizeof(int))};
+
   ssize_t n;
   while ((n = recvmsg(sp->sock, &am, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
     ;
