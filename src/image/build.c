@@ -341,7 +341,7 @@ static int do_copy(struct build *b, struct stage *st, const struct df_instr *in,
   if (from == st)
     return hutch_err_invalid(err, "COPY --from=%s: a stage cannot copy from itself", f);
   if (!f || from)
-    return step_copy(b, st, in, from, res, err);
+    return build_step_copy(b, st, in, from, res, err);
 
   /* Not a stage: a template, or an image pulled as FROM would. */
   json_t *rec = base_record(b, f, err);
@@ -350,7 +350,7 @@ static int do_copy(struct build *b, struct stage *st, const struct df_instr *in,
   struct stage image = {.name = (char *)f, .layers = json_object_get(rec, "layers")};
   _cleanup_free_ char *layers = json_dumps(image.layers, JSON_COMPACT);
   build_chain(&image, layers, "");
-  int r = step_copy(b, st, in, &image, res, err);
+  int r = build_step_copy(b, st, in, &image, res, err);
   json_decref(rec);
   return r;
 }
@@ -363,9 +363,9 @@ static int do_step(struct build *b, const struct df_instr *in, struct step_resul
   if (!st && in->kind == DF_ARG)
     return build_arg(b, b->global_args, in, b->global_args, err);
   if (in->kind == DF_RUN)
-    return step_run(b, st, in, res, err);
+    return build_step_run(b, st, in, res, err);
   if (in->kind != DF_COPY && in->kind != DF_ADD)
-    return step_meta(b, st, in, res, err);
+    return build_step_meta(b, st, in, res, err);
   return do_copy(b, st, in, res, err);
 }
 

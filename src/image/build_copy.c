@@ -579,7 +579,7 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
   return r;
 }
 
-int copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err) {
+int build_copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err) {
   size_t n = json_array_size(req->srcs);
   size_t dl = strlen(req->dest);
   bool dest_dir = n > 1 || req->dest[dl - 1] == '/';
@@ -647,8 +647,8 @@ static int fill_layer(struct copier *c, const struct copy_req *req, const char *
     return close(d);
   }
   if (req->from)
-    return copy_from_stage(c, req, tmp, err);
-  return copy_sources(c, req, err);
+    return build_copy_from_stage(c, req, tmp, err);
+  return build_copy_sources(c, req, err);
 }
 
 /* The layer directory made, filled, and its directories' times zeroed. */
@@ -678,7 +678,7 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
 
   struct layer_sum sum = {.max_bytes = build_bytes_left(c->b)};
   if (r == 0)
-    r = layer_commit_staged(c->b->ctx, layer, &sum, &res->cached, err);
+    r = layertar_commit_staged(c->b->ctx, layer, &sum, &res->cached, err);
   if (r == 0) {
     memcpy(res->hex, sum.hex, 65);
     res->bytes = sum.bytes;

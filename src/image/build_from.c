@@ -79,14 +79,14 @@ static void __attribute__((noreturn)) copy_in_child(struct copier *c, const stru
   struct hutch_err e = {0};
   int r = mount_stage(c, req->from, work, &e);
   if (r == 0)
-    r = copy_sources(c, req, &e);
+    r = build_copy_sources(c, req, &e);
   if (r < 0)
     (void)!write(out, &e, sizeof e);
   _exit(r < 0 ? 1 : 0);
 }
 
-int copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
-                    struct hutch_err *err) {
+int build_copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
+                          struct hutch_err *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
@@ -165,7 +165,7 @@ static int lookup_in_layer(struct build *b, const char *hex, const char *dir, co
   return (int)(fst.st_mode & S_IFMT);
 }
 
-int stage_lookup(struct build *b, const struct stage *st, const char *path, char **content) {
+int build_stage_lookup(struct build *b, const struct stage *st, const char *path, char **content) {
   while (*path == '/')
     path++;
   if (content)
@@ -216,7 +216,7 @@ static int one_id(struct build *b, const struct stage *st, const char *file, con
   }
   _cleanup_free_ char *text = NULL;
   *out = -1;
-  if (stage_lookup(b, st, file, &text) == S_IFREG && text)
+  if (build_stage_lookup(b, st, file, &text) == S_IFREG && text)
     *out = id_of(text, s);
   if (*out < 0)
     return hutch_err_invalid(err, "--chown: no %s '%s' in the stage's /%s",

@@ -193,7 +193,7 @@ static int workdir(struct build *b, struct stage *st, const struct df_instr *in,
   json_object_set_new(st->config, "workdir", json_string(path));
 
   int r = 0;
-  if (stage_lookup(b, st, path, NULL) != S_IFDIR) {
+  if (build_stage_lookup(b, st, path, NULL) != S_IFDIR) {
     r = build_mkdir_layer(b, path, res, err);
     if (r == 0)
       build_add_layer(st, res->hex);
@@ -252,8 +252,8 @@ static int apply_meta(struct build *b, struct stage *st, const struct df_instr *
 }
 
 /* The instruction's effect on st; *res->hex is set when it made a layer. */
-int step_meta(struct build *b, struct stage *st, const struct df_instr *in,
-              struct step_result *res, struct hutch_err *err) {
+int build_step_meta(struct build *b, struct stage *st, const struct df_instr *in,
+                    struct step_result *res, struct hutch_err *err) {
   if (apply_meta(b, st, in, res, err) < 0)
     return -1;
 

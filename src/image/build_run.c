@@ -277,7 +277,7 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
   int r = hutch_layer_capture(sb->storage_fd, sb->uid_base, layer, &stats, err);
   if (r == 0) {
     drop_sandbox_files(layer);
-    r = layer_commit_staged(b->ctx, layer, &sum, &res->cached, err);
+    r = layertar_commit_staged(b->ctx, layer, &sum, &res->cached, err);
     /* Too much made, or what no layer holds, is the step's doing, as a
      * failed command is. */
     if (r < 0 && err->code &&

@@ -120,8 +120,8 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   return r;
 }
 
-int step_run(struct build *b, struct stage *st, const struct df_instr *in,
-             struct step_result *res, struct hutch_err *err) {
+int build_step_run(struct build *b, struct stage *st, const struct df_instr *in,
+                   struct step_result *res, struct hutch_err *err) {
   json_t *argv = in->json ? instr_argv(in) : json_deep_copy(json_object_get(st->config, "shell"));
   if (!in->json)
     json_array_append_new(argv, json_string(in->heredoc_script ? in->heredoc_script : in->rest));
@@ -224,8 +224,8 @@ static int copy_words(struct build *b, struct stage *st, const struct df_instr *
   return 0;
 }
 
-int step_copy(struct build *b, struct stage *st, const struct df_instr *in,
-              const struct stage *from, struct step_result *res, struct hutch_err *err) {
+int build_step_copy(struct build *b, struct stage *st, const struct df_instr *in,
+                    const struct stage *from, struct step_result *res, struct hutch_err *err) {
   json_t *vars = build_vars(st);
   json_t *words = in->json ? instr_argv(in) : df_words(in->rest, vars, b->df.escape, err);
   int r = -1;

@@ -116,7 +116,7 @@ static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
   int rc = -1;
   if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK) {
     hutch_err_set(err, EIO, "tar: %s", archive_error_string(a));
-  } else if (layer_tar_write(root, a, &sum, err) == 0) {
+  } else if (layertar_write(root, a, &sum, err) == 0) {
     rc = 0;
     if (archive_write_close(a) != ARCHIVE_OK)
       rc = hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(a));

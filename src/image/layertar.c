@@ -249,7 +249,7 @@ static int tar_dir(struct layer_tar *t, int dirfd, const char *rel, int depth) {
   return rc;
 }
 
-int layer_tar_write(int root, struct archive *a, struct layer_sum *sum, struct hutch_err *err) {
+int layertar_write(int root, struct archive *a, struct layer_sum *sum, struct hutch_err *err) {
   struct layer_tar t = {.a = a, .sum = sum, .err = err};
   sum->bytes = sum->files = 0;
   int rc = tar_dir(&t, root, "", 0);
@@ -275,7 +275,7 @@ static int open_hash_writer(struct archive *a, EVP_MD_CTX *md) {
   return 0;
 }
 
-int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
+int layertar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   struct archive *a = archive_write_new();
   if (!md || !a || open_hash_writer(a, md) < 0) {
@@ -285,7 +285,7 @@ int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
     return -1;
   }
 
-  int r = layer_tar_write(dirfd, a, sum, err);
+  int r = layertar_write(dirfd, a, sum, err);
   if (archive_write_close(a) != ARCHIVE_OK && r == 0)
     r = hutch_err_set(err, 0, "tar digest: %s", archive_error_string(a));
   archive_write_free(a);
@@ -300,12 +300,12 @@ int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err) {
   return r;
 }
 
-int layer_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
-                        bool *existed, struct hutch_err *err) {
+int layertar_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
+                           bool *existed, struct hutch_err *err) {
   _cleanup_close_ int fd = open(staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return hutch_err_set(err, errno, "open %s", staged);
-  if (layer_tar_digest(fd, sum, err) < 0)
+  if (layertar_digest(fd, sum, err) < 0)
     return -1;
   *existed = hutch_images_layer_exists(&ctx->store, sum->hex);
 

@@ -423,7 +423,9 @@ int hutch_layer_remove(const char *dir, struct hutch_err *err) {
 bool hutch_layer_dir_usable(const char *dir) {
   struct hutch_err err = {0};
   _cleanup_close_ int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  _cleanup_close_ int userns = tree < 0 ? -1 : hutch_idmap_userns(0, 0, HUTCH_UID_BASE, 1, &err);
+  _cleanup_close_ int userns = -1;
+  if (tree >= 0)
+    userns = hutch_spawn_idmap_userns(0, 0, HUTCH_UID_BASE, 1, &err);
   struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
   return userns >= 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) == 0;
 }

@@ -346,7 +346,7 @@ static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sa
     return hutch_err_wrap(err, "sandbox cgroup");
 
   if (!cfg->gc_elsewhere)
-    hutch_gc(&sb->root);
+    hutch_slot_gc(&sb->root);
   return 0;
 }
 
@@ -425,7 +425,8 @@ static int open_binds(const struct hutch_sandbox_config *cfg, const struct hutch
       return hutch_err_set(err, e, "bind source %s", cfg->binds[i].src);
     fds[2 * i] = tree;
 
-    fds[2 * i + 1] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID, 1, err);
+    fds[2 * i + 1] =
+        hutch_spawn_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID, 1, err);
     if (fds[2 * i + 1] < 0)
       return hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
   }
@@ -445,7 +446,7 @@ static int open_layers(const struct hutch_sandbox_config *cfg, const struct hutc
 
   if (!cfg->nlayers && !cfg->nvolumes)
     return 0;
-  *range_userns = hutch_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err);
+  *range_userns = hutch_spawn_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err);
   if (*range_userns < 0)
     return hutch_err_wrap(err, "layers and volumes");
   return 0;
@@ -890,7 +891,7 @@ void hutch_gc_host(void) {
   struct hutch_err ignored;
   if (hutch_cgroup_open_root(&root, &ignored) < 0)
     return;
-  hutch_gc(&root);
+  hutch_slot_gc(&root);
   hutch_cgroup_close(&root);
 }
 

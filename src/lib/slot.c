@@ -114,7 +114,7 @@ static bool collectable(const struct hutch_cgroup *root, const char *name) {
   return free;
 }
 
-void hutch_gc(const struct hutch_cgroup *root) {
+void hutch_slot_gc(const struct hutch_cgroup *root) {
   int dup = openat(hutch_cg_fd(root, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
   if (!d) {

@@ -632,8 +632,8 @@ static int map_userns(pid_t pid, uid_t from_uid, gid_t from_gid, uid_t to, unsig
   return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
-                       struct hutch_err *err) {
+int hutch_spawn_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
+                             struct hutch_err *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
