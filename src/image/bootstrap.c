@@ -55,6 +55,7 @@ static int check(const struct bootstrap *o, struct hutch_err *err) {
   bool v = false;
   for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
     v |= strcmp(o->variant, variants[i]) == 0;
+
   if (!hutch_images_name_ok(o->name))
     return hutch_err_invalid(err, "%s: a template name is 1-128 of a-z 0-9 . _ - (and /)", o->name);
   if (!word_ok(o->suite, "-"))
@@ -63,11 +64,13 @@ static int check(const struct bootstrap *o, struct hutch_err *err) {
   if (!v)
     return hutch_err_invalid(err, "--variant %s: expected one of mmdebstrap's variants "
                                   "(minbase, apt, ...)", o->variant);
+
   if (strncmp(o->mirror, "http://", 7) != 0 && strncmp(o->mirror, "https://", 8) != 0)
     return hutch_err_invalid(err, "--mirror %s: expected an http:// or https:// URL", o->mirror);
   for (const char *p = o->mirror; *p; p++)
     if (*p <= ' ' || *p == 0x7f)
       return hutch_err_invalid(err, "--mirror: no spaces or control characters");
+
   if (o->include) {
     _cleanup_free_ char *list = xstrdup(o->include);
     for (char *save, *pkg = strtok_r(list, ",", &save); pkg; pkg = strtok_r(NULL, ",", &save))
@@ -102,6 +105,7 @@ static int parse(struct image_ctx *ctx, struct bootstrap *o, int argc, char **ar
     default: fputs(usage, stderr); return -1;
     }
   }
+
   if (optind != argc - 1) {
     fputs(usage, stderr);
     return -1;
@@ -125,6 +129,22 @@ static void log_lines(struct image_ctx *ctx, char *buf, size_t *have, bool flush
   memmove(buf, start, *have);
 }
 
+/* The child: its own process group, to be killed whole, and gone if we
+ * are; stdin /dev/null, stdout and stderr out. */
+static void __attribute__((noreturn)) exec_mmdebstrap(char **argv, char **envp, int out) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int null = open("/dev/null", O_RDONLY);
+  if (null < 0)
+    _exit(127);
+  const int from[3] = {null, out, out};
+  for (int fd = 0; fd < 3; fd++)
+    if (dup2(from[fd], fd) < 0)
+      _exit(127);
+  execvpe("mmdebstrap", argv, envp);
+  _exit(127);
+}
+
 static pid_t spawn(const struct bootstrap *o, const char *tmp, const char *tar, int out,
                    struct hutch_err *err) {
   _cleanup_free_ char *variant = xasprintf("--variant=%s", o->variant);
@@ -144,22 +164,50 @@ static pid_t spawn(const struct bootstrap *o, const char *tmp, const char *tar, 
   argv[n++] = o->mirror;
   argv[n] = NULL;
   char *envp[] = {tmpdir, "PATH=" HUTCH_DEFAULT_PATH, "LC_ALL=C.UTF-8", NULL};
+
   pid_t pid = fork();
   if (pid < 0) {
     hutch_err_set(err, errno, "fork");
     return -1;
   }
-  if (pid == 0) {
-    /* Its own process group, to be killed whole; gone if we are. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int null = open("/dev/null", O_RDONLY);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-      _exit(127);
-    execvpe("mmdebstrap", (char **)argv, envp);
-    _exit(127);
-  }
+  if (pid == 0)
+    exec_mmdebstrap((char **)argv, envp, out);
   return pid;
+}
+
+/* poll for input on fd, a second at most and not past deadline: poll's
+ * answer, 0 once the deadline is reached. */
+static int poll_until(int fd, uint64_t deadline) {
+  int64_t left = (int64_t)(deadline - now_ns()) / 1000000;
+  if (left <= 0)
+    return 0;
+  struct pollfd pf = {fd, POLLIN, 0};
+  return poll(&pf, 1, left > 1000 ? 1000 : (int)left);
+}
+
+/* mmdebstrap's output (fd) as log events until it ends, or until the
+ * deadline, when its process group (pid) is killed: whether it was. */
+static bool relay_output(struct image_ctx *ctx, int fd, pid_t pid, uint64_t deadline) {
+  char buf[8192];
+  size_t have = 0;
+  bool timed_out = false;
+  for (;;) {
+    int r = poll_until(fd, deadline);
+    if (r == 0 && now_ns() >= deadline) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    if (r <= 0)
+      continue;
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0)
+      break;
+    have += (size_t)n;
+    log_lines(ctx, buf, &have, have == sizeof buf - 1);
+  }
+  log_lines(ctx, buf, &have, true);
+  return timed_out;
 }
 
 /* Run mmdebstrap to tar, its output as progress; within the timeout. */
@@ -175,32 +223,13 @@ static int debootstrap(struct image_ctx *ctx, const struct bootstrap *o, const c
     close(p[0]);
     return -1;
   }
-  char buf[8192];
-  size_t have = 0;
-  uint64_t deadline = now_ns() + o->timeout_ms * 1000000ull;
-  bool timed_out = false;
-  for (;;) {
-    int64_t left = (int64_t)(deadline - now_ns()) / 1000000;
-    struct pollfd pf = {p[0], POLLIN, 0};
-    int r = left <= 0 ? 0 : poll(&pf, 1, left > 1000 ? 1000 : (int)left);
-    if (r == 0 && now_ns() >= deadline) {
-      timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    if (r <= 0)
-      continue;
-    ssize_t n = read(p[0], buf + have, sizeof buf - 1 - have);
-    if (n <= 0)
-      break;
-    have += (size_t)n;
-    log_lines(ctx, buf, &have, have == sizeof buf - 1);
-  }
-  log_lines(ctx, buf, &have, true);
+
+  bool timed_out = relay_output(ctx, p[0], pid, now_ns() + o->timeout_ms * 1000000ull);
   close(p[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+
   if (timed_out)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "timeout", "mmdebstrap ran longer than %llu s",
                           (unsigned long long)(o->timeout_ms / 1000));
@@ -228,6 +257,15 @@ static int add(struct image_ctx *ctx, const struct bootstrap *o, const char *hex
   return stored ? image_done(ctx, "bootstrapped", stored) : -1;
 }
 
+/* The tar at path unpacked as one layer, its hex out. */
+static int unpack_tar(struct image_ctx *ctx, const char *path, char hex[65],
+                      struct hutch_err *err) {
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "open %s", path);
+  return unpack_layer(ctx, fd, NULL, hex, err);
+}
+
 static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hutch_err *err) {
   if (check(o, err) < 0)
     return -1;
@@ -236,19 +274,21 @@ static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hu
                           "must run as root: mmdebstrap installs packages into a chroot");
   if (!ctx->replace && image_name_free(ctx, o->name, err) < 0)
     return -1;
+
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, err);
   if (!tmp)
     return -1;
   _cleanup_free_ char *tar = xasprintf("%s/rootfs.tar", tmp);
   char hex[65];
   int r = debootstrap(ctx, o, tmp, tar, err);
-  if (r == 0) {
-    _cleanup_close_ int fd = open(tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    r = fd < 0 ? hutch_err_set(err, errno, "open %s", tar) : unpack_layer(ctx, fd, NULL, hex, err);
-  }
+  if (r == 0)
+    r = unpack_tar(ctx, tar, hex, err);
   struct hutch_err rerr = {0};
   hutch_layer_remove(tmp, &rerr);
-  return r < 0 ? -1 : add(ctx, o, hex, err);
+  if (r < 0)
+    return -1;
+
+  return add(ctx, o, hex, err);
 }
 
 int cmd_bootstrap(struct image_ctx *ctx, int argc, char **argv) {

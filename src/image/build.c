@@ -59,6 +59,40 @@ static int mb(const char *opt, const char *v, uint64_t *out) {
   return 0;
 }
 
+/* --build-arg NAME=VALUE. */
+static int add_build_arg(struct build *b, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg)
+    return bad("--build-arg", arg, "expected NAME=VALUE");
+  _cleanup_free_ char *k = xasprintf("%.*s", (int)(eq - arg), arg);
+  json_object_set_new(b->build_args, k, json_string(eq + 1));
+  return 0;
+}
+
+/* One option (getopt_long's c, its argument arg): 0, 1 when it was --help
+ * (answered), -1 when it is wrong (said). */
+static int parse_opt(struct build *b, struct build_opts *o, int c, const char *arg) {
+  switch (c) {
+  case 'f': o->file = arg; return 0;
+  case 't': return add_tag(o, arg);
+  case 'n': b->no_cache = true; return 0;
+  case 'k': b->insecure = true; return 0;
+  case 'a': return add_build_arg(b, arg);
+  case 'o': o->allow_out = arg; return 0;
+  case 'P': o->permit = arg; return 0;
+  case 'R': o->ref = arg; return 0;
+  case 'm': return mb("--memory", arg, &b->memory_bytes);
+  case 'd': return mb("--disk", arg, &b->disk_bytes);
+  case 'T':
+    if (!parse_milli(arg, &b->timeout_ms) || b->timeout_ms == 0 ||
+        b->timeout_ms > 7ull * 24 * 3600 * 1000)
+      return bad("--timeout", arg, "expected seconds, more than 0 and at most a week");
+    return 0;
+  case 'h': fputs(usage, stdout); return 1;
+  default: fputs(usage, stderr); return -1;
+  }
+}
+
 static int parse_opts(struct build *b, struct build_opts *o, int argc, char **argv) {
   static const struct option opts[] = {
       {"file", required_argument, 0, 'f'},      {"tag", required_argument, 0, 't'},
@@ -70,42 +104,11 @@ static int parse_opts(struct build *b, struct build_opts *o, int argc, char **ar
       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'f': o->file = optarg; break;
-    case 't':
-      if (add_tag(o, optarg) < 0)
-        return -1;
-      break;
-    case 'n': b->no_cache = true; break;
-    case 'k': b->insecure = true; break;
-    case 'a': {
-      const char *eq = strchr(optarg, '=');
-      if (!eq || eq == optarg)
-        return bad("--build-arg", optarg, "expected NAME=VALUE");
-      _cleanup_free_ char *k = xasprintf("%.*s", (int)(eq - optarg), optarg);
-      json_object_set_new(b->build_args, k, json_string(eq + 1));
-      break;
-    }
-    case 'o': o->allow_out = optarg; break;
-    case 'P': o->permit = optarg; break;
-    case 'R': o->ref = optarg; break;
-    case 'm':
-      if (mb("--memory", optarg, &b->memory_bytes) < 0)
-        return -1;
-      break;
-    case 'd':
-      if (mb("--disk", optarg, &b->disk_bytes) < 0)
-        return -1;
-      break;
-    case 'T':
-      if (!parse_milli(optarg, &b->timeout_ms) || b->timeout_ms == 0 ||
-          b->timeout_ms > 7ull * 24 * 3600 * 1000)
-        return bad("--timeout", optarg, "expected seconds, more than 0 and at most a week");
-      break;
-    case 'h': fputs(usage, stdout); return 1;
-    default: fputs(usage, stderr); return -1;
-    }
+    int r = parse_opt(b, o, c, optarg);
+    if (r != 0)
+      return r;
   }
+
   if (optind != argc - 1 || !o->name) {
     fputs(usage, stderr);
     return -1;
@@ -245,65 +248,111 @@ static json_t *base_record(struct build *b, const char *base, struct hutch_err *
     hutch_err_not_found(err, "FROM %s: no template of that name (pull or import it first)", base);
     return NULL;
   }
+
   _cleanup_free_ char *name = build_pulled_name(base);
-  struct hutch_err none = {0};
-  rec = hutch_images_name_ok(name) ? hutch_images_find(&b->ctx->store, owner, name, &none) : NULL;
-  return rec ? rec : build_pull(b, base, err);
+  if (hutch_images_name_ok(name)) {
+    struct hutch_err none = {0};
+    rec = hutch_images_find(&b->ctx->store, owner, name, &none);
+    if (rec)
+      return rec;
+  }
+  return build_pull(b, base, err);
+}
+
+/* FROM's words (IMAGE [AS NAME]) and its --platform, checked. */
+static int check_from(struct build *b, const struct df_instr *in, json_t *words,
+                      struct hutch_err *err) {
+  size_t n = json_array_size(words);
+  const char *as = n == 3 ? json_string_value(json_array_get(words, 1)) : NULL;
+  if (n != 1 && !(n == 3 && strcasecmp(as, "as") == 0))
+    return hutch_err_invalid(err, "FROM takes IMAGE [AS NAME]");
+
+  const char *flag = df_flag(in, "platform");
+  if (!flag)
+    return 0;
+  _cleanup_free_ char *platform = df_word(flag, b->global_args, b->df.escape, err);
+  if (!platform)
+    return -1;
+  if (strcmp(platform, "linux/amd64") != 0)
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
+                          "FROM --platform=%s: only linux/amd64", platform);
+  return 0;
+}
+
+/* What stage st starts from: nothing (scratch), the earlier stage prev,
+ * or the template base. Returns a line saying which, for the chain
+ * (malloc'd), or NULL with err set. */
+static char *stage_base(struct build *b, struct stage *st, const struct stage *prev,
+                        const char *base, struct hutch_err *err) {
+  if (strcmp(base, "scratch") == 0)
+    return xstrdup("scratch");
+
+  if (prev) {
+    json_array_extend(st->layers, prev->layers);
+    json_object_update(st->env, prev->env);
+    json_decref(st->config);
+    st->config = json_deep_copy(prev->config);
+    return xasprintf("stage %s", prev->chain);
+  }
+
+  json_t *rec = base_record(b, base, err);
+  if (!rec)
+    return NULL;
+  stage_from_record(st, rec);
+  _cleanup_free_ char *layers = json_dumps(json_object_get(rec, "layers"), JSON_COMPACT);
+  char *origin = xasprintf("template %s", layers);
+  json_decref(rec);
+  return origin;
 }
 
 static int do_from(struct build *b, const struct df_instr *in, struct hutch_err *err) {
   json_t *words = df_words(in->rest, b->global_args, b->df.escape, err);
   if (!words)
     return -1;
-  size_t n = json_array_size(words);
-  const char *base = json_string_value(json_array_get(words, 0));
-  const char *as = n == 3 ? json_string_value(json_array_get(words, 1)) : NULL;
-  int r = 0;
-  _cleanup_free_ char *platform = NULL;
-  if (n != 1 && !(n == 3 && strcasecmp(as, "as") == 0))
-    r = hutch_err_invalid(err, "FROM takes IMAGE [AS NAME]");
-  else if (df_flag(in, "platform") &&
-           !(platform = df_word(df_flag(in, "platform"), b->global_args, b->df.escape, err)))
-    r = -1;
-  else if (platform && strcmp(platform, "linux/amd64") != 0)
-    r = hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
-                       "FROM --platform=%s: only linux/amd64", platform);
-  if (r < 0) {
+  if (check_from(b, in, words, err) < 0) {
     json_decref(words);
     return -1;
   }
+
+  const char *base = json_string_value(json_array_get(words, 0));
   struct stage *prev = stage_named(b, base);
   size_t prev_i = prev ? (size_t)(prev - b->stages) : 0;
   struct stage *st = stage_new(b);
   prev = prev ? &b->stages[prev_i] : NULL; /* stage_new may have moved them */
-  if (n == 3)
+  if (json_array_size(words) == 3)
     st->name = xstrdup(json_string_value(json_array_get(words, 2)));
-  _cleanup_free_ char *origin = NULL;
-  if (strcmp(base, "scratch") == 0) {
-    origin = xstrdup("scratch");
-  } else if (prev) {
-    json_array_extend(st->layers, prev->layers);
-    json_object_update(st->env, prev->env);
-    json_decref(st->config);
-    st->config = json_deep_copy(prev->config);
-    origin = xasprintf("stage %s", prev->chain);
-  } else {
-    json_t *rec = base_record(b, base, err);
-    if (!rec) {
-      json_decref(words);
-      return -1;
-    }
-    stage_from_record(st, rec);
-    _cleanup_free_ char *layers = json_dumps(json_object_get(rec, "layers"), JSON_COMPACT);
-    origin = xasprintf("template %s", layers);
-    json_decref(rec);
-  }
+  _cleanup_free_ char *origin = stage_base(b, st, prev, base, err);
   json_decref(words);
+  if (!origin)
+    return -1;
+
   /* Each tenant's steps are cached apart: a hit would tell one tenant
    * what another built, and hand it what the other's step downloaded. */
   _cleanup_free_ char *start = xasprintf("%s owner=%s", origin, b->ctx->owner);
   build_chain(st, start, "");
   return 0;
+}
+
+/* COPY or ADD into st: from the context, an earlier stage, or a template. */
+static int do_copy(struct build *b, struct stage *st, const struct df_instr *in,
+                   struct step_result *res, struct hutch_err *err) {
+  const char *f = df_flag(in, "from");
+  const struct stage *from = f ? stage_named(b, f) : NULL;
+  if (from == st)
+    return hutch_err_invalid(err, "COPY --from=%s: a stage cannot copy from itself", f);
+  if (!f || from)
+    return build_step_copy(b, st, in, from, res, err);
+
+  /* Not a stage: a template, or an image pulled as FROM would. */
+  json_t *rec = base_record(b, f, err);
+  if (!rec)
+    return hutch_err_wrap(err, "COPY --from");
+  struct stage image = {.name = (char *)f, .layers = json_object_get(rec, "layers")};
+  _cleanup_free_ char *layers = json_dumps(image.layers, JSON_COMPACT);
+  build_chain(&image, layers, "");
+  int r = build_step_copy(b, st, in, &image, res, err);
+  json_decref(rec);
+  return r;
 }
 
 static int do_step(struct build *b, const struct df_instr *in, struct step_result *res,
@@ -314,25 +363,31 @@ static int do_step(struct build *b, const struct df_instr *in, struct step_resul
   if (!st && in->kind == DF_ARG)
     return build_arg(b, b->global_args, in, b->global_args, err);
   if (in->kind == DF_RUN)
-    return step_run(b, st, in, res, err);
+    return build_step_run(b, st, in, res, err);
   if (in->kind != DF_COPY && in->kind != DF_ADD)
-    return step_meta(b, st, in, res, err);
-  const char *f = df_flag(in, "from");
-  const struct stage *from = f ? stage_named(b, f) : NULL;
-  if (from == st)
-    return hutch_err_invalid(err, "COPY --from=%s: a stage cannot copy from itself", f);
-  if (!f || from)
-    return step_copy(b, st, in, from, res, err);
-  /* Not a stage: a template, or an image pulled as FROM would. */
-  json_t *rec = base_record(b, f, err);
-  if (!rec)
-    return hutch_err_wrap(err, "COPY --from");
-  struct stage image = {.name = (char *)f, .layers = json_object_get(rec, "layers")};
-  _cleanup_free_ char *layers = json_dumps(image.layers, JSON_COMPACT);
-  build_chain(&image, layers, "");
-  int r = step_copy(b, st, in, &image, res, err);
-  json_decref(rec);
-  return r;
+    return build_step_meta(b, st, in, res, err);
+  return do_copy(b, st, in, res, err);
+}
+
+/* The "step" event of the step under way. */
+static void emit_step(struct build *b, const struct df_instr *in, const char *text) {
+  _cleanup_free_ char *plain = xasprintf("Step %zu/%zu : %s", b->step, b->nsteps, text);
+  emit(b, json_pack("{s:s,s:i,s:i,s:i,s:o}", "event", "step", "step", (int)b->step, "steps",
+                    (int)b->nsteps, "line", in->line, "instruction", hutch_json_text(text)),
+       plain);
+}
+
+/* The "step_done" event of the step just made, secs long. */
+static void emit_step_done(struct build *b, const struct step_result *res, double secs) {
+  _cleanup_free_ char *done = NULL;
+  if (res->hex[0])
+    done = xasprintf(" ---> %s%.12s, %llu bytes, %.2f s", res->cached ? "cached " : "", res->hex,
+                     (unsigned long long)res->bytes, secs);
+  emit(b, json_pack("{s:s,s:i,s:i,s:b,s:I,s:f,s:s?}", "event", "step_done", "step",
+                    (int)b->step, "steps", (int)b->nsteps, "cached", res->cached, "bytes",
+                    (json_int_t)res->bytes, "seconds", secs, "layer",
+                    res->hex[0] ? res->hex : NULL),
+       done);
 }
 
 static int run_steps(struct build *b, struct hutch_err *err) {
@@ -341,12 +396,10 @@ static int run_steps(struct build *b, struct hutch_err *err) {
     const struct df_instr *in = &b->df.v[i];
     b->step = i + 1;
     _cleanup_free_ char *text = instr_text(in);
-    _cleanup_free_ char *plain = xasprintf("Step %zu/%zu : %s", b->step, b->nsteps, text);
-    emit(b, json_pack("{s:s,s:i,s:i,s:i,s:o}", "event", "step", "step", (int)b->step, "steps",
-                      (int)b->nsteps, "line", in->line, "instruction", hutch_json_text(text)),
-         plain);
+    emit_step(b, in, text);
     b->current = text;
     build_tick(b);
+
     uint64_t t0 = now_ns();
     struct step_result res = {0};
     int r = do_step(b, in, &res, err);
@@ -355,16 +408,7 @@ static int run_steps(struct build *b, struct hutch_err *err) {
     if (r < 0)
       return hutch_err_wrap(err, "step %zu/%zu (line %d, %s)", b->step, b->nsteps, in->line,
                             df_kind_name(in->kind));
-    double secs = since(t0);
-    _cleanup_free_ char *done = res.hex[0]
-        ? xasprintf(" ---> %s%.12s, %llu bytes, %.2f s", res.cached ? "cached " : "", res.hex,
-                    (unsigned long long)res.bytes, secs)
-        : NULL;
-    emit(b, json_pack("{s:s,s:i,s:i,s:b,s:I,s:f,s:s?}", "event", "step_done", "step",
-                      (int)b->step, "steps", (int)b->nsteps, "cached", res.cached, "bytes",
-                      (json_int_t)res.bytes, "seconds", secs, "layer",
-                      res.hex[0] ? res.hex : NULL),
-         done);
+    emit_step_done(b, &res, since(t0));
   }
   return 0;
 }
@@ -402,19 +446,26 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
   return image_done(b->ctx, "built", stored);
 }
 
+/* The Dockerfile: stdin (in), -f's file, or CONTEXT/Dockerfile. */
+static int open_dockerfile(const struct build *b, const struct build_opts *o, bool in) {
+  if (in)
+    return dup(0);
+  if (o->file)
+    return open(o->file, O_RDONLY | O_CLOEXEC);
+  return openat(b->context_fd, "Dockerfile", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 static int read_dockerfile(struct build *b, const struct build_opts *o, struct hutch_err *err) {
   /* "-f -": from stdin, as docker build takes it (read to its end, capped). */
   bool in = o->file && strcmp(o->file, "-") == 0;
-  _cleanup_close_ int fd = in ? dup(0)
-                           : o->file ? open(o->file, O_RDONLY | O_CLOEXEC)
-                                     : openat(b->context_fd, "Dockerfile",
-                                              O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  _cleanup_close_ int fd = open_dockerfile(b, o, in);
   if (fd < 0)
     return hutch_err_invalid(err, "%s: %s", o->file ? o->file : "CONTEXT/Dockerfile",
                              strerror(errno));
   struct stat st;
   if (fstat(fd, &st) < 0 || (!in && !S_ISREG(st.st_mode)))
     return hutch_err_invalid(err, "%s: not a regular file", o->file ? o->file : "Dockerfile");
+
   _cleanup_free_ char *text = xmalloc(DF_MAX_BYTES + 1);
   ssize_t n = read_all(fd, text, DF_MAX_BYTES + 1);
   if (n < 0)
@@ -436,12 +487,32 @@ static int build(struct build *b, const struct build_opts *o, struct hutch_err *
   b->context_fd = open(o->context, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (b->context_fd < 0)
     return hutch_err_invalid(err, "context %s: %s", o->context, strerror(errno));
-  if (read_dockerfile(b, o, err) < 0 || build_ignore_load(b->context_fd, &b->ignore, err) < 0 ||
-      run_steps(b, err) < 0)
+
+  if (read_dockerfile(b, o, err) < 0)
     return -1;
+  if (build_ignore_load(b->context_fd, &b->ignore, err) < 0)
+    return -1;
+  if (run_steps(b, err) < 0)
+    return -1;
+
   if (b->tty)
     fprintf(stderr, "\r\033[K");
   return add_template(b, o, err);
+}
+
+static void build_free(struct build *b, struct build_opts *o) {
+  for (size_t i = 0; i < b->nstages; i++)
+    stage_free(&b->stages[i]);
+  free(b->stages);
+  dockerfile_free(&b->df);
+  build_ignore_free(b->ignore);
+  build_egress_free(b);
+  json_decref(b->build_args);
+  json_decref(b->global_args);
+  free(o->name);
+  json_decref(o->tags);
+  if (b->context_fd >= 0)
+    close(b->context_fd);
 }
 
 int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
@@ -454,6 +525,7 @@ int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
   b.tty = !ctx->ndjson && !ctx->quiet && isatty(2);
   struct build_opts o = {.tags = json_array()};
   struct hutch_err err = {0};
+
   int r = parse_opts(&b, &o, argc, argv);
   int code = r > 0 ? 0 : EXIT_IMAGE_INPUT;
   if (r == 0) {
@@ -466,17 +538,7 @@ int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
         code = EXIT_IMAGE_STEP;
     }
   }
-  for (size_t i = 0; i < b.nstages; i++)
-    stage_free(&b.stages[i]);
-  free(b.stages);
-  dockerfile_free(&b.df);
-  build_ignore_free(b.ignore);
-  build_egress_free(&b);
-  json_decref(b.build_args);
-  json_decref(b.global_args);
-  free(o.name);
-  json_decref(o.tags);
-  if (b.context_fd >= 0)
-    close(b.context_fd);
+
+  build_free(&b, &o);
   return code;
 }

@@ -95,14 +95,14 @@ void build_add_layer(struct stage *st, const char *hex);
 /* The steps (build_steps.c). build_chain folds an instruction's text and
  * the layer it made (or "") into st->chain. */
 void build_chain(struct stage *st, const char *text, const char *hex);
-int step_run(struct build *b, struct stage *st, const struct df_instr *in,
-             struct step_result *res, struct hutch_err *err);
-int step_copy(struct build *b, struct stage *st, const struct df_instr *in,
-              const struct stage *from, struct step_result *res, struct hutch_err *err);
+int build_step_run(struct build *b, struct stage *st, const struct df_instr *in,
+                   struct step_result *res, struct hutch_err *err);
+int build_step_copy(struct build *b, struct stage *st, const struct df_instr *in,
+                    const struct stage *from, struct step_result *res, struct hutch_err *err);
 /* ENV, ARG, LABEL, USER, EXPOSE, ENTRYPOINT, CMD, SHELL, WORKDIR
  * (build_meta.c); res->hex is set when WORKDIR made a layer. */
-int step_meta(struct build *b, struct stage *st, const struct df_instr *in,
-              struct step_result *res, struct hutch_err *err);
+int build_step_meta(struct build *b, struct stage *st, const struct df_instr *in,
+                    struct step_result *res, struct hutch_err *err);
 /* ARG's NAME[=DEFAULT] words, substituted from scope, into into: the
  * --build-arg value, else the default, else the global ARG's value. */
 int build_arg(struct build *b, json_t *scope, const struct df_instr *in, json_t *into,
@@ -149,12 +149,12 @@ struct copier {
   uint64_t bytes, files;
 };
 /* Copy every source of req (already checked) to req->dest. */
-int copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err);
+int build_copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err);
 /* The same, from stage req->from: in a child that mounts the stage's
  * layers as a read-only overlay under work (a directory of tmp/) in a
  * mount namespace of its own. */
-int copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
-                    struct hutch_err *err);
+int build_copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
+                          struct hutch_err *err);
 /* --chown's USER[:GROUP], names looked up in st's /etc/passwd and
  * /etc/group (read from its layers, nothing followed). */
 int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t *uid,
@@ -165,7 +165,7 @@ int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t
  * that holds it or hides it (a whiteout, an opaque parent, a parent that
  * is no directory) decides; no link is followed. content: a regular
  * file's text (malloc'd, up to 4 MiB), or NULL. */
-int stage_lookup(struct build *b, const struct stage *st, const char *path, char **content);
+int build_stage_lookup(struct build *b, const struct stage *st, const char *path, char **content);
 /* A layer holding the directory path (WORKDIR's), with its parents. */
 int build_mkdir_layer(struct build *b, const char *path, struct step_result *res,
                       struct hutch_err *err);

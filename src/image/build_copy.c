@@ -69,19 +69,38 @@ static bool link_escapes(const char *rel, const char *target) {
   return false;
 }
 
+/* What a copied file is owned by: --chown's ids, root from the context,
+ * else the stage's own; an id no sandbox maps past the range. */
+static void owner_of(const struct copier *c, const struct stat *st, uid_t *uid, gid_t *gid) {
+  if (c->chown) {
+    *uid = c->uid;
+    *gid = c->gid;
+  } else if (c->from_context) {
+    *uid = 0;
+    *gid = 0;
+  } else {
+    *uid = st->st_uid;
+    *gid = st->st_gid;
+  }
+  if (*uid >= HUTCH_ID_RANGE)
+    *uid = HUTCH_ID_RANGE;
+  if (*gid >= HUTCH_ID_RANGE)
+    *gid = HUTCH_ID_RANGE;
+}
+
 static int set_attrs(const struct copier *c, int ddir, const char *name, const struct stat *st,
                      struct hutch_err *err) {
-  uid_t uid = c->chown ? c->uid : c->from_context ? 0 : st->st_uid;
-  gid_t gid = c->chown ? c->gid : c->from_context ? 0 : st->st_gid;
-  if (uid >= HUTCH_ID_RANGE)
-    uid = HUTCH_ID_RANGE;
-  if (gid >= HUTCH_ID_RANGE)
-    gid = HUTCH_ID_RANGE;
+  uid_t uid;
+  gid_t gid;
+  owner_of(c, st, &uid, &gid);
   struct timespec ts[2] = {{st->st_mtime, 0}, {st->st_mtime, 0}};
   mode_t mode = c->chmod >= 0 ? (mode_t)c->chmod : st->st_mode & 01777;
-  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-      (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, mode, 0) < 0) ||
-      utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+
+  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
+  if (!S_ISLNK(st->st_mode) && fchmodat(ddir, name, mode, 0) < 0)
+    return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
+  if (utimensat(ddir, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(err, errno, "set the owner, mode and time of %s", name);
   return 0;
 }
@@ -119,6 +138,7 @@ static int copy_data(int in, int ddir, const char *name, off_t size, struct hutc
       openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0)
     return hutch_err_set(err, errno, "create %s", name);
+
   off_t done = 0;
   while (done < size) {
     ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(size - done), 0);
@@ -132,6 +152,8 @@ static int copy_data(int in, int ddir, const char *name, off_t size, struct hutc
       return hutch_err_set(err, errno, "copy %s", name);
     break;
   }
+
+  /* Across filesystems, or a kernel without copy_file_range for them. */
   static char buf[1 << 16];
   while (done < size) {
     ssize_t n = read(in, buf, size - done < (off_t)sizeof buf ? (size_t)(size - done) : sizeof buf);
@@ -162,6 +184,49 @@ static DIR *dir_stream(int dirfd, const char *path, const char *what, struct hut
   return d;
 }
 
+/* A directory of the walk, sdir/name to ddir/name (merged into one there
+ * already): made, walked, its attributes last. */
+static int copy_dir_entry(struct copier *c, int sdir, const char *name, const char *rel, int ddir,
+                          int depth, const struct stat *st, struct hutch_err *err) {
+  _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (s < 0)
+    return hutch_err_set(err, errno, "open %s", rel);
+  int room = make_room(ddir, name, true);
+  if (room < 0)
+    return hutch_err_set(err, errno, "create %s", rel);
+  if (room == 0 && mkdirat(ddir, name, 0700) < 0)
+    return hutch_err_set(err, errno, "create %s", rel);
+
+  _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (d < 0)
+    return hutch_err_set(err, errno, "open %s", rel);
+  if (count(c, 0, err) < 0)
+    return -1;
+  if (copy_tree(c, s, rel, d, depth + 1, err) < 0)
+    return -1;
+  return set_attrs(c, ddir, name, st, err);
+}
+
+/* A symbolic link of the walk, copied as the link: one from the context
+ * may not lead out of it. */
+static int copy_link_entry(struct copier *c, int sdir, const char *name, const char *rel,
+                           int ddir, const struct stat *st, struct hutch_err *err) {
+  char target[4096];
+  ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
+  if (n < 0)
+    return hutch_err_set(err, errno, "readlink %s", rel);
+  target[n] = '\0';
+  if (c->from_context && link_escapes(rel, target))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "context_escape",
+                          "%s -> %s: a link in the build context leads out of it", rel, target);
+
+  if (symlinkat(target, ddir, name) < 0)
+    return hutch_err_set(err, errno, "create %s", rel);
+  if (count(c, 0, err) < 0)
+    return -1;
+  return set_attrs(c, ddir, name, st, err);
+}
+
 /* One entry of a walked directory: sdir/name to ddir/name. rel is its
  * path from the source's root (for .dockerignore and the link check). */
 static int copy_entry(struct copier *c, int sdir, const char *name, const char *rel, int ddir,
@@ -174,41 +239,22 @@ static int copy_entry(struct copier *c, int sdir, const char *name, const char *
   if (c->from_context && build_ignored(c->b->ignore, rel) &&
       !(S_ISDIR(st.st_mode) && build_ignore_has_exceptions(c->b->ignore)))
     return 0;
-  if (S_ISDIR(st.st_mode)) {
-    _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s < 0)
-      return hutch_err_set(err, errno, "open %s", rel);
-    int room = make_room(ddir, name, true);
-    if (room < 0 || (room == 0 && mkdirat(ddir, name, 0700) < 0))
-      return hutch_err_set(err, errno, "create %s", rel);
-    _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0 || count(c, 0, err) < 0)
-      return d < 0 ? hutch_err_set(err, errno, "open %s", rel) : -1;
-    if (copy_tree(c, s, rel, d, depth + 1, err) < 0)
-      return -1;
-    return set_attrs(c, ddir, name, &st, err);
-  }
+
+  if (S_ISDIR(st.st_mode))
+    return copy_dir_entry(c, sdir, name, rel, ddir, depth, &st, err);
   if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
     return 0; /* devices, fifos and sockets are no file to copy */
   if (make_room(ddir, name, false) < 0)
     return hutch_err_set(err, errno, "replace %s", rel);
-  if (S_ISLNK(st.st_mode)) {
-    char target[4096];
-    ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
-    if (n < 0)
-      return hutch_err_set(err, errno, "readlink %s", rel);
-    target[n] = '\0';
-    if (c->from_context && link_escapes(rel, target))
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "context_escape",
-                            "%s -> %s: a link in the build context leads out of it", rel, target);
-    if (symlinkat(target, ddir, name) < 0)
-      return hutch_err_set(err, errno, "create %s", rel);
-    return count(c, 0, err) < 0 ? -1 : set_attrs(c, ddir, name, &st, err);
-  }
+  if (S_ISLNK(st.st_mode))
+    return copy_link_entry(c, sdir, name, rel, ddir, &st, err);
+
   _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (in < 0)
     return hutch_err_set(err, errno, "open %s", rel);
-  if (count(c, (uint64_t)st.st_size, err) < 0 || copy_data(in, ddir, name, st.st_size, err) < 0)
+  if (count(c, (uint64_t)st.st_size, err) < 0)
+    return -1;
+  if (copy_data(in, ddir, name, st.st_size, err) < 0)
     return -1;
   return set_attrs(c, ddir, name, &st, err);
 }
@@ -232,6 +278,22 @@ static int copy_tree(struct copier *c, int sdir, const char *rel, int ddir, int 
   return r;
 }
 
+/* One directory of copy_mkdirs, name in fd, made unless it is there: as
+ * root (or --chown's ids, for the last), time 0. */
+static int mkdir_part(const struct copier *c, int fd, const char *name, bool last,
+                      const char *dest, struct hutch_err *err) {
+  if (mkdirat(fd, name, 0755) < 0)
+    return 0;
+  struct timespec ts[2] = {{0, 0}, {0, 0}};
+  uid_t u = last && c->chown ? c->uid : 0;
+  gid_t g = last && c->chown ? c->gid : 0;
+  if (fchownat(fd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "destination %s", dest);
+  if (utimensat(fd, name, ts, 0) < 0)
+    return hutch_err_set(err, errno, "destination %s", dest);
+  return 0;
+}
+
 /* The directory dest (absolute) in the layer, made with its parents (as
  * root, 0755, time 0) where missing; owned by --chown's ids when made. */
 static int copy_mkdirs(struct copier *c, const char *dest, struct hutch_err *err) {
@@ -250,21 +312,18 @@ static int copy_mkdirs(struct copier *c, const char *dest, struct hutch_err *err
     memcpy(name, p, n), name[n] = '\0';
     p += n;
     bool last = !p[strspn(p, "/")];
-    if (mkdirat(fd, name, 0755) == 0) {
-      struct timespec ts[2] = {{0, 0}, {0, 0}};
-      uid_t u = last && c->chown ? c->uid : 0;
-      gid_t g = last && c->chown ? c->gid : 0;
-      if (fchownat(fd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0 || utimensat(fd, name, ts, 0) < 0) {
-        close(fd);
-        return hutch_err_set(err, errno, "destination %s", dest);
-      }
+    if (mkdir_part(c, fd, name, last, dest, err) < 0) {
+      close(fd);
+      return -1;
     }
+
     int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     close(fd);
     if (next < 0 && errno == ENOTDIR)
       return hutch_err_invalid(err, "destination %s: %s is a file", dest, name);
     fd = next;
   }
+
   if (fd < 0)
     return hutch_err_set(err, errno, "destination %s", dest);
   return fd;
@@ -276,6 +335,53 @@ static int copy_mkdirs(struct copier *c, const char *dest, struct hutch_err *err
  * too: libarchive's secure options), regular files, directories, symbolic
  * and hard links only, no setuid bits, owned by root or --chown. *was
  * false when in is no archive. */
+/* One entry of an ADD archive, written by w: regular files, directories,
+ * symbolic and hard links only, their modes without setuid bits (or
+ * --chmod's), owned by root or --chown. */
+static int add_entry(struct copier *c, struct archive *a, struct archive *w,
+                     struct archive_entry *e, struct hutch_err *err) {
+  mode_t t = archive_entry_filetype(e);
+  bool hardlink = archive_entry_hardlink(e) != NULL; /* its target checked as a name is */
+  if (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK && !hardlink)
+    return 0;
+  archive_entry_set_perm(e, c->chmod >= 0 ? (mode_t)c->chmod : archive_entry_perm(e) & 01777);
+  archive_entry_set_uid(e, c->chown ? c->uid : 0);
+  archive_entry_set_gid(e, c->chown ? c->gid : 0);
+  if (count(c, (uint64_t)archive_entry_size(e), err) < 0)
+    return -1;
+  if (archive_write_header(w, e) < ARCHIVE_WARN)
+    return hutch_err_invalid(err, "ADD: %s: %s", archive_entry_pathname(e),
+                             archive_error_string(w));
+
+  const void *buf;
+  size_t n;
+  la_int64_t off;
+  int s;
+  while ((s = archive_read_data_block(a, &buf, &n, &off)) == ARCHIVE_OK)
+    if (archive_write_data_block(w, buf, n, off) < ARCHIVE_WARN)
+      break;
+  if (s != ARCHIVE_EOF)
+    return hutch_err_invalid(err, "ADD: %s: %s", archive_entry_pathname(e),
+                             archive_error_string(a));
+  if (archive_write_finish_entry(w) < ARCHIVE_WARN)
+    return hutch_err_invalid(err, "ADD: %s: %s", archive_entry_pathname(e),
+                             archive_error_string(w));
+  return 0;
+}
+
+/* Every entry of a, from e (read already) on. */
+static int add_entries(struct copier *c, struct archive *a, struct archive *w,
+                       struct archive_entry *e, struct hutch_err *err) {
+  int s;
+  do {
+    if (add_entry(c, a, w, e, err) < 0)
+      return -1;
+  } while ((s = archive_read_next_header(a, &e)) == ARCHIVE_OK);
+  if (s != ARCHIVE_EOF)
+    return hutch_err_invalid(err, "ADD: a damaged archive: %s", archive_error_string(a));
+  return 0;
+}
+
 static int add_archive(struct copier *c, int in, const char *dest, bool *was,
                        struct hutch_err *err) {
   struct archive *a = archive_read_new();
@@ -287,14 +393,22 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
          archive_read_next_header(a, &e) == ARCHIVE_OK;
   if (!*was) {
     archive_read_free(a);
-    return lseek(in, 0, SEEK_SET) < 0 ? hutch_err_set(err, errno, "ADD: rewind") : 0;
+    if (lseek(in, 0, SEEK_SET) < 0)
+      return hutch_err_set(err, errno, "ADD: rewind");
+    return 0;
   }
+
   _cleanup_close_ int d = copy_mkdirs(c, dest, err);
-  _cleanup_close_ int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (d < 0 || cwd < 0 || fchdir(d) < 0) {
+  if (d < 0) {
     archive_read_free(a);
-    return d < 0 ? -1 : hutch_err_set(err, errno, "ADD: enter %s", dest);
+    return -1;
   }
+  _cleanup_close_ int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (cwd < 0 || fchdir(d) < 0) {
+    archive_read_free(a);
+    return hutch_err_set(err, errno, "ADD: enter %s", dest);
+  }
+
   struct archive *w = archive_write_disk_new();
   /* Owners as set below (root, or --chown's); no ARCHIVE_EXTRACT_PERM, so
    * no setuid bit comes back. */
@@ -303,36 +417,9 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
                                         ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                         ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
   mode_t old = umask(022);
-  int r = 0, s = ARCHIVE_OK;
-  do {
-    mode_t t = archive_entry_filetype(e);
-    bool hardlink = archive_entry_hardlink(e) != NULL; /* its target checked as a name is */
-    if (t != AE_IFREG && t != AE_IFDIR && t != AE_IFLNK && !hardlink)
-      continue;
-    archive_entry_set_perm(e, c->chmod >= 0 ? (mode_t)c->chmod : archive_entry_perm(e) & 01777);
-    archive_entry_set_uid(e, c->chown ? c->uid : 0);
-    archive_entry_set_gid(e, c->chown ? c->gid : 0);
-    if (count(c, (uint64_t)archive_entry_size(e), err) < 0) {
-      r = -1;
-      break;
-    }
-    if (archive_write_header(w, e) < ARCHIVE_WARN) {
-      r = hutch_err_invalid(err, "ADD: %s: %s", archive_entry_pathname(e), archive_error_string(w));
-      break;
-    }
-    const void *buf;
-    size_t n;
-    la_int64_t off;
-    while ((s = archive_read_data_block(a, &buf, &n, &off)) == ARCHIVE_OK)
-      if (archive_write_data_block(w, buf, n, off) < ARCHIVE_WARN)
-        break;
-    if (s != ARCHIVE_EOF || archive_write_finish_entry(w) < ARCHIVE_WARN)
-      r = hutch_err_invalid(err, "ADD: %s: %s", archive_entry_pathname(e),
-                            archive_error_string(s != ARCHIVE_EOF ? a : w));
-  } while (r == 0 && (s = archive_read_next_header(a, &e)) == ARCHIVE_OK);
-  if (r == 0 && s != ARCHIVE_EOF)
-    r = hutch_err_invalid(err, "ADD: a damaged archive: %s", archive_error_string(a));
+  int r = add_entries(c, a, w, e, err);
   umask(old);
+
   if (fchdir(cwd) < 0 && r == 0)
     r = hutch_err_set(err, errno, "ADD: leave %s", dest);
   archive_write_free(w);
@@ -344,9 +431,29 @@ static int copy_file_at(struct copier *c, int in, const char *path, const struct
                         int ddir, const char *name, struct hutch_err *err) {
   if (make_room(ddir, name, false) < 0)
     return hutch_err_set(err, errno, "replace %s", name);
-  if (count(c, (uint64_t)st->st_size, err) < 0 || copy_data(in, ddir, name, st->st_size, err) < 0)
+  if (count(c, (uint64_t)st->st_size, err) < 0)
+    return hutch_err_wrap(err, "%s", path);
+  if (copy_data(in, ddir, name, st->st_size, err) < 0)
     return hutch_err_wrap(err, "%s", path);
   return set_attrs(c, ddir, name, st, err);
+}
+
+/* A named file source (in, opened) to dest: into it (dest_dir), or as it. */
+static int copy_file_source(struct copier *c, int in, const char *path, const struct stat *st,
+                            const char *dest, bool dest_dir, struct hutch_err *err) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  _cleanup_free_ char *parent = xstrdup(dest);
+  const char *name = base;
+  if (!dest_dir) {
+    char *slash = strrchr(parent, '/');
+    name = dest + (slash - parent) + 1;
+    slash[1] = '\0';
+  }
+
+  _cleanup_close_ int d = copy_mkdirs(c, parent, err);
+  if (d < 0)
+    return -1;
+  return copy_file_at(c, in, path, st, d, name, err);
 }
 
 /* One named source, resolved, to dest: a directory's contents into it; a
@@ -363,30 +470,28 @@ static int copy_source(struct copier *c, const char *path, const char *dest, boo
     return hutch_err_set(err, errno, "stat %s", path);
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
     return hutch_err_invalid(err, "%s: not a file or directory", path);
+
   /* Reopened through the O_PATH fd: the very file resolved, no path walked again. */
   _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", src);
   _cleanup_close_ int in = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
                                           (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
   if (in < 0)
     return hutch_err_set(err, errno, "open %s", path);
+
   if (S_ISDIR(st.st_mode)) {
     _cleanup_close_ int d = copy_mkdirs(c, dest, err);
-    return d < 0 ? -1 : copy_tree(c, in, path, d, 0, err);
+    if (d < 0)
+      return -1;
+    return copy_tree(c, in, path, d, 0, err);
   }
-  bool was = false;
-  int r = c->add ? add_archive(c, in, dest, &was, err) : 0;
-  if (r < 0 || was)
-    return r;
-  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-  _cleanup_free_ char *parent = xstrdup(dest);
-  const char *name = base;
-  if (!dest_dir) {
-    char *slash = strrchr(parent, '/');
-    name = dest + (slash - parent) + 1;
-    slash[1] = '\0';
+
+  if (c->add) {
+    bool was = false;
+    int r = add_archive(c, in, dest, &was, err);
+    if (r < 0 || was)
+      return r;
   }
-  _cleanup_close_ int d = copy_mkdirs(c, parent, err);
-  return d < 0 ? -1 : copy_file_at(c, in, path, &st, d, name, err);
+  return copy_file_source(c, in, path, &st, dest, dest_dir, err);
 }
 
 /* A source path as given, relative to the source's root: "./" parts and
@@ -433,7 +538,9 @@ static bool dangling(const struct copier *c, int dir, const char *name, const ch
 static int copy_dangling(struct copier *c, int dir, const char *name, const char *rel,
                          const char *dest, struct hutch_err *err) {
   _cleanup_close_ int d = copy_mkdirs(c, dest, err);
-  return d < 0 ? -1 : copy_entry(c, dir, name, rel, d, 0, err);
+  if (d < 0)
+    return -1;
+  return copy_entry(c, dir, name, rel, d, 0, err);
 }
 
 /* A glob in the source's last name: each match, copied as if named (a link
@@ -445,6 +552,7 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
   const char *pat = slash ? slash + 1 : path;
   if (strpbrk(dir, "*?["))
     return hutch_err_invalid(err, "%s: a wildcard is only taken in the last name", path);
+
   _cleanup_close_ int dfd = open_resolved(c, dir, err);
   if (dfd < 0)
     return -1;
@@ -452,6 +560,7 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
   DIR *d = dir_stream(AT_FDCWD, proc, dir, err);
   if (!d)
     return -1;
+
   int r = 0;
   struct dirent *e;
   while (r == 0 && (e = readdir(d))) {
@@ -461,20 +570,22 @@ static int copy_glob(struct copier *c, const char *path, const char *dest, size_
     if (c->from_context && build_ignored(c->b->ignore, sub))
       continue;
     (*matched)++;
-    r = dangling(c, dirfd(d), e->d_name, sub)
-            ? copy_dangling(c, dirfd(d), e->d_name, sub, dest, err)
-            : copy_source(c, sub, dest, true, err);
+    if (dangling(c, dirfd(d), e->d_name, sub))
+      r = copy_dangling(c, dirfd(d), e->d_name, sub, dest, err);
+    else
+      r = copy_source(c, sub, dest, true, err);
   }
   closedir(d);
   return r;
 }
 
-int copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err) {
+int build_copy_sources(struct copier *c, const struct copy_req *req, struct hutch_err *err) {
   size_t n = json_array_size(req->srcs);
   size_t dl = strlen(req->dest);
   bool dest_dir = n > 1 || req->dest[dl - 1] == '/';
   for (size_t i = 0; i < n; i++)
     dest_dir |= strpbrk(json_string_value(json_array_get(req->srcs, i)), "*?[") != NULL;
+
   for (size_t i = 0; i < n; i++) {
     const char *raw = json_string_value(json_array_get(req->srcs, i));
     if (req->add && strstr(raw, "://"))
@@ -514,13 +625,43 @@ static int zero_dir_times(int dirfd, int depth, struct hutch_err *err) {
     _cleanup_close_ int sub =
         openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct timespec ts[2] = {{0, 0}, {0, 0}};
-    r = sub < 0 ? hutch_err_set(err, errno, "open %s", e->d_name)
-                : zero_dir_times(sub, depth + 1, err);
+    if (sub < 0)
+      r = hutch_err_set(err, errno, "open %s", e->d_name);
+    else
+      r = zero_dir_times(sub, depth + 1, err);
     if (r == 0 && utimensat(dirfd, e->d_name, ts, AT_SYMLINK_NOFOLLOW) < 0)
       r = hutch_err_set(err, errno, "time of %s", e->d_name);
   }
   closedir(d);
   return r;
+}
+
+/* The new layer's files, under c->dst_root: req's sources (from the
+ * context or from a stage), or with none the directory req->dest alone. */
+static int fill_layer(struct copier *c, const struct copy_req *req, const char *tmp,
+                      struct hutch_err *err) {
+  if (!req->srcs) {
+    int d = copy_mkdirs(c, req->dest, err);
+    if (d < 0)
+      return -1;
+    return close(d);
+  }
+  if (req->from)
+    return build_copy_from_stage(c, req, tmp, err);
+  return build_copy_sources(c, req, err);
+}
+
+/* The layer directory made, filled, and its directories' times zeroed. */
+static int stage_layer(struct copier *c, const struct copy_req *req, const char *tmp,
+                       const char *layer, struct hutch_err *err) {
+  if (mkdir(layer, 0755) < 0)
+    return hutch_err_set(err, errno, "create %s", layer);
+  c->dst_root = open(layer, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (c->dst_root < 0)
+    return hutch_err_set(err, errno, "open %s", layer);
+  if (fill_layer(c, req, tmp, err) < 0)
+    return -1;
+  return zero_dir_times(c->dst_root, 0, err);
 }
 
 /* Fill a new layer under tmp/ (req's sources, or with none the directory
@@ -531,24 +672,18 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
   if (!tmp)
     return -1;
   _cleanup_free_ char *layer = xasprintf("%s/layer", tmp);
-  int r = mkdir(layer, 0755) < 0 ? hutch_err_set(err, errno, "create %s", layer) : 0;
-  if (r == 0 && (c->dst_root = open(layer, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    r = hutch_err_set(err, errno, "open %s", layer);
-  if (r == 0 && !req->srcs) {
-    int d = copy_mkdirs(c, req->dest, err);
-    r = d < 0 ? -1 : close(d);
-  } else if (r == 0) {
-    r = req->from ? copy_from_stage(c, req, tmp, err) : copy_sources(c, req, err);
-  }
-  if (r == 0)
-    r = zero_dir_times(c->dst_root, 0, err);
+  int r = stage_layer(c, req, tmp, layer, err);
   if (c->dst_root >= 0)
     close(c->dst_root);
+
   struct layer_sum sum = {.max_bytes = build_bytes_left(c->b)};
-  if (r == 0 && (r = layer_commit_staged(c->b->ctx, layer, &sum, &res->cached, err)) == 0) {
+  if (r == 0)
+    r = layertar_commit_staged(c->b->ctx, layer, &sum, &res->cached, err);
+  if (r == 0) {
     memcpy(res->hex, sum.hex, 65);
     res->bytes = sum.bytes;
   }
+
   struct hutch_err rerr = {0};
   hutch_layer_remove(tmp, &rerr);
   return r;

@@ -65,6 +65,7 @@ int build_egress_policy(struct build *b, const char *allow, const char *permit,
   json_decref(net);
   if (r < 0)
     return hutch_err_invalid(err, "--allow-out: %s", why);
+
   _cleanup_free_ char *pcopy = permit ? xstrdup(permit) : NULL;
   char *save = NULL;
   for (char *p = pcopy ? strtok_r(pcopy, ",", &save) : NULL; p; p = strtok_r(NULL, ",", &save))
@@ -113,6 +114,20 @@ static bool wait_for(struct egress *e, int fd, short events, int ms) {
   return r > 0 && !p[1].revents;
 }
 
+/* fd (non-blocking) connected to ai's address within CONNECT_TIMEOUT_MS,
+ * unless the step stops first: whether it is. */
+static bool connect_within(struct egress *e, int fd, const struct addrinfo *ai) {
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS)
+    return false;
+  if (!wait_for(e, fd, POLLOUT, CONNECT_TIMEOUT_MS))
+    return false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+    return false;
+  return err == 0;
+}
+
 static int connect_to(struct egress *e, const char *host, uint16_t port, enum np_match m,
                       char *why, size_t whylen) {
   char service[8];
@@ -122,6 +137,7 @@ static int connect_to(struct egress *e, const char *host, uint16_t port, enum np
     snprintf(why, whylen, "cannot resolve %s", host);
     return -1;
   }
+
   int fd = -1;
   for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
     struct np_target t = {.addr = ai->ai_addr, .host_own = host_own(ai->ai_addr)};
@@ -131,11 +147,7 @@ static int connect_to(struct egress *e, const char *host, uint16_t port, enum np
     fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
       continue;
-    int err = 0;
-    socklen_t len = sizeof err;
-    if ((connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) ||
-        !wait_for(e, fd, POLLOUT, CONNECT_TIMEOUT_MS) ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+    if (!connect_within(e, fd, ai)) {
       snprintf(why, whylen, "%s:%u refused or did not answer", host, port);
       close(fd);
       fd = -1;
@@ -194,6 +206,7 @@ static bool parse_target(char *line, char host[NETPOLICY_HOST_MAX + 1], uint16_t
   if (!sp)
     return false;
   *method_end = sp;
+
   char *t = sp + 1, *hs = t;
   bool connect = sp - line == 7 && strncmp(line, "CONNECT", 7) == 0;
   *path = NULL;
@@ -207,6 +220,7 @@ static bool parse_target(char *line, char host[NETPOLICY_HOST_MAX + 1], uint16_t
   char *end = hs + hl;
   if (!connect)
     *path = end;
+
   char raw[NETPOLICY_HOST_MAX + 8];
   if (hl == 0 || hl >= sizeof raw)
     return false;
@@ -223,12 +237,38 @@ static bool parse_target(char *line, char host[NETPOLICY_HOST_MAX + 1], uint16_t
   return netpolicy_host_ok(raw, host);
 }
 
+/* What the client sent (head, hlen bytes of it, and extra bytes after it),
+ * passed on to out: for CONNECT, the answer to the client; else the
+ * request line in origin form, and the rest as sent. */
+static int forward_request(int fd, int out, char *head, ssize_t hlen, char *eol,
+                           const char *method_end, const char *path, size_t extra) {
+  if (!path) {
+    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (write_all(fd, ok, sizeof ok - 1) < 0)
+      return -1;
+  } else {
+    *eol = '\r';
+    if (write_all(out, head, (size_t)(method_end + 1 - head)) < 0)
+      return -1;
+    /* "http://host HTTP/1.1": the root. */
+    if (*path != '/' && write_all(out, "/", 1) < 0)
+      return -1;
+    if (write_all(out, path, (size_t)(head + hlen - path)) < 0)
+      return -1;
+  }
+
+  if (extra && write_all(out, head + hlen, extra) < 0)
+    return -1;
+  return 0;
+}
+
 static void serve(struct egress *e, int fd) {
   char head[HEAD_MAX], host[NETPOLICY_HOST_MAX + 1], why[384] = "";
   size_t extra = 0;
   ssize_t hlen = read_head(e, fd, head, &extra);
   if (hlen < 0)
     return;
+
   char *eol = strstr(head, "\r\n");
   *eol = '\0';
   uint16_t port;
@@ -238,29 +278,19 @@ static void serve(struct egress *e, int fd) {
            "hutch build proxy: expected CONNECT host:port or an http:// URL");
     return;
   }
+
   enum np_match m = netpolicy_check_host(&e->policy, host, port);
-  int out = m == NP_DENIED ? -1 : connect_to(e, host, port, m, why, sizeof why);
+  int out = -1;
+  if (m != NP_DENIED)
+    out = connect_to(e, host, port, m, why, sizeof why);
   if (out < 0) {
     _cleanup_free_ char *msg = xasprintf("hutch build proxy: %s:%u is not allowed%s%s", host,
                                          port, why[0] ? ": " : " (--allow-out)", why);
     answer(fd, 403, "Forbidden", msg);
     return;
   }
-  int r = 0;
-  if (!path) {
-    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-    r = write_all(fd, ok, sizeof ok - 1);
-  } else { /* the request line in origin form, the rest as sent */
-    *eol = '\r';
-    r = write_all(out, head, (size_t)(method_end + 1 - head));
-    if (r == 0 && *path != '/') /* "http://host HTTP/1.1": the root */
-      r = write_all(out, "/", 1);
-    if (r == 0)
-      r = write_all(out, path, (size_t)(head + hlen - path));
-  }
-  if (r == 0 && extra)
-    r = write_all(out, head + hlen, extra);
-  if (r == 0)
+
+  if (forward_request(fd, out, head, hlen, eol, method_end, path, extra) == 0)
     relay(e, fd, out);
   close(out);
 }
@@ -304,11 +334,16 @@ int build_egress_start(struct build *b, struct hutch_sandbox *sb, struct hutch_e
   e->listen_fd = hutch_sandbox_socket(sb, own, AF_INET, SOCK_STREAM, err);
   if (e->listen_fd < 0)
     return hutch_err_wrap(err, "the build proxy");
+
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(EGRESS_PORT),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (bind(e->listen_fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(e->listen_fd, 64) < 0 ||
-      pipe2(e->stop, O_CLOEXEC) < 0)
+  if (bind(e->listen_fd, (struct sockaddr *)&a, sizeof a) < 0)
     return hutch_err_set(err, errno, "the build proxy: listen");
+  if (listen(e->listen_fd, 64) < 0)
+    return hutch_err_set(err, errno, "the build proxy: listen");
+  if (pipe2(e->stop, O_CLOEXEC) < 0)
+    return hutch_err_set(err, errno, "the build proxy: listen");
+
   pthread_mutex_init(&e->mu, NULL);
   if (pthread_create(&e->acceptor, NULL, accept_main, e) != 0)
     return hutch_err_set(err, EAGAIN, "the build proxy: thread");

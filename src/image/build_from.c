@@ -41,10 +41,18 @@ static int mount_stage(struct copier *c, const struct stage *st, const char *wor
     return hutch_err_not_found(err, "stage %s has no files", st->name ? st->name : "");
   _cleanup_free_ char *m = xasprintf("%s/m", work), *e = xasprintf("%s/e", work);
   _cleanup_free_ char *layers = xasprintf("%s/layers", c->b->ctx->store.dir);
-  if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+
+  if (unshare(CLONE_NEWNS) < 0)
     return hutch_err_set(err, errno, "a mount namespace for COPY --from");
-  if (mkdir(m, 0700) < 0 || mkdir(e, 0700) < 0 || chdir(layers) < 0)
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return hutch_err_set(err, errno, "a mount namespace for COPY --from");
+  if (mkdir(m, 0700) < 0)
     return hutch_err_set(err, errno, "COPY --from: work directories");
+  if (mkdir(e, 0700) < 0)
+    return hutch_err_set(err, errno, "COPY --from: work directories");
+  if (chdir(layers) < 0)
+    return hutch_err_set(err, errno, "COPY --from: work directories");
+
   /* Layer names relative to the layers directory keep the options within
    * a page; the empty directory is the bottom (overlay needs two lowers). */
   char opts[4096];
@@ -56,6 +64,7 @@ static int mount_stage(struct copier *c, const struct stage *st, const char *wor
     len += (size_t)snprintf(opts + len, sizeof opts - len, "%s", e);
   if (len >= sizeof opts)
     return hutch_err_invalid(err, "COPY --from: stage has too many layers (%zu)", n);
+
   if (mount("hutch-stage", m, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts) < 0)
     return hutch_err_set(err, errno, "COPY --from: mount the stage's layers");
   if ((c->src_root = open(m, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -63,8 +72,21 @@ static int mount_stage(struct copier *c, const struct stage *st, const char *wor
   return 0;
 }
 
-int copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
-                    struct hutch_err *err) {
+/* The child's part: the stage mounted, the sources copied, and a failure's
+ * error written whole to out. */
+static void __attribute__((noreturn)) copy_in_child(struct copier *c, const struct copy_req *req,
+                                                    const char *work, int out) {
+  struct hutch_err e = {0};
+  int r = mount_stage(c, req->from, work, &e);
+  if (r == 0)
+    r = build_copy_sources(c, req, &e);
+  if (r < 0)
+    (void)!write(out, &e, sizeof e);
+  _exit(r < 0 ? 1 : 0);
+}
+
+int build_copy_from_stage(struct copier *c, const struct copy_req *req, const char *work,
+                          struct hutch_err *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
@@ -76,14 +98,9 @@ int copy_from_stage(struct copier *c, const struct copy_req *req, const char *wo
   }
   if (pid == 0) {
     close(p[0]);
-    struct hutch_err e = {0};
-    int r = mount_stage(c, req->from, work, &e);
-    if (r == 0)
-      r = copy_sources(c, req, &e);
-    if (r < 0)
-      (void)!write(p[1], &e, sizeof e);
-    _exit(r < 0 ? 1 : 0);
+    copy_in_child(c, req, work, p[1]);
   }
+
   close(p[1]);
   struct hutch_err child = {0};
   ssize_t got = read_all(p[0], &child, sizeof child);
@@ -91,6 +108,7 @@ int copy_from_stage(struct copier *c, const struct copy_req *req, const char *wo
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+
   if (got == (ssize_t)sizeof child) {
     child.msg[sizeof child.msg - 1] = '\0';
     child.code = NULL; /* a pointer of the child's: its literal is ours too, but say nothing */
@@ -102,44 +120,67 @@ int copy_from_stage(struct copier *c, const struct copy_req *req, const char *wo
   return 0;
 }
 
-int stage_lookup(struct build *b, const struct stage *st, const char *path, char **content) {
+/* The text of the regular file dirfd/name, size bytes at most (malloc'd;
+ * "" when it cannot be read). */
+static char *read_small(int dirfd, const char *name, off_t size) {
+  _cleanup_close_ int f = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  char *text = xmalloc((size_t)size + 1);
+  ssize_t n = -1;
+  if (f >= 0)
+    n = read_all(f, text, (size_t)size);
+  text[n < 0 ? 0 : n] = '\0';
+  return text;
+}
+
+/* What layer hex shows at dir/base: its type (S_IFMT bits; with content,
+ * a small regular file's text in *content), 0 when it holds nothing there
+ * (the layers below decide), or -1 when it hides what is below (a
+ * whiteout, an opaque directory, a parent that is no directory). */
+static int lookup_in_layer(struct build *b, const char *hex, const char *dir, const char *base,
+                           char **content) {
+  _cleanup_free_ char *root = xasprintf("layers/%s", hex);
+  _cleanup_close_ int rfd = openat(b->ctx->store.dirfd, root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0)
+    return 0;
+  struct open_how how = {
+      .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+      .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+  };
+  _cleanup_close_ int fd = (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
+  if (fd < 0 && errno != ENOENT)
+    return -1; /* a parent that is a whiteout, a file or a link hides it */
+  if (fd < 0)
+    return 0;
+
+  char o;
+  bool opaque = fgetxattr(fd, "trusted.overlay.opaque", &o, 1) == 1 && o == 'y';
+  struct stat fst;
+  if (fstatat(fd, base, &fst, AT_SYMLINK_NOFOLLOW) < 0)
+    return opaque ? -1 : 0;
+  if (S_ISCHR(fst.st_mode) && fst.st_rdev == makedev(0, 0))
+    return -1;
+
+  if (content && S_ISREG(fst.st_mode) && fst.st_size < ID_FILE_MAX)
+    *content = read_small(fd, base, fst.st_size);
+  return (int)(fst.st_mode & S_IFMT);
+}
+
+int build_stage_lookup(struct build *b, const struct stage *st, const char *path, char **content) {
   while (*path == '/')
     path++;
   if (content)
     *content = NULL;
   if (!*path)
     return S_IFDIR;
+
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
   _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
   for (size_t i = json_array_size(st->layers); i-- > 0;) {
-    _cleanup_free_ char *root =
-        xasprintf("layers/%s", json_string_value(json_array_get(st->layers, i)));
-    _cleanup_close_ int rfd = openat(b->ctx->store.dirfd, root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct open_how how = {
-        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    _cleanup_close_ int fd = rfd < 0 ? -1 : (int)syscall(SYS_openat2, rfd, dir, &how, sizeof how);
-    if (fd < 0 && rfd >= 0 && errno != ENOENT)
-      return -1; /* a parent that is a whiteout, a file or a link hides it */
-    char o;
-    bool opaque = fd >= 0 && fgetxattr(fd, "trusted.overlay.opaque", &o, 1) == 1 && o == 'y';
-    struct stat fst;
-    if (fd < 0 || fstatat(fd, base, &fst, AT_SYMLINK_NOFOLLOW) < 0) {
-      if (opaque)
-        return -1;
-      continue;
-    }
-    if (S_ISCHR(fst.st_mode) && fst.st_rdev == makedev(0, 0))
-      return -1;
-    if (content && S_ISREG(fst.st_mode) && fst.st_size < ID_FILE_MAX) {
-      _cleanup_close_ int f = openat(fd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-      *content = xmalloc((size_t)fst.st_size + 1);
-      ssize_t n = f < 0 ? -1 : read_all(f, *content, (size_t)fst.st_size);
-      (*content)[n < 0 ? 0 : n] = '\0';
-    }
-    return (int)(fst.st_mode & S_IFMT);
+    const char *hex = json_string_value(json_array_get(st->layers, i));
+    int r = lookup_in_layer(b, hex, dir, base, content);
+    if (r != 0)
+      return r;
   }
   return -1;
 }
@@ -174,7 +215,9 @@ static int one_id(struct build *b, const struct stage *st, const char *file, con
     return 0;
   }
   _cleanup_free_ char *text = NULL;
-  *out = stage_lookup(b, st, file, &text) == S_IFREG && text ? id_of(text, s) : -1;
+  *out = -1;
+  if (build_stage_lookup(b, st, file, &text) == S_IFREG && text)
+    *out = id_of(text, s);
   if (*out < 0)
     return hutch_err_invalid(err, "--chown: no %s '%s' in the stage's /%s",
                              strcmp(file, "etc/passwd") == 0 ? "user" : "group", s, file);

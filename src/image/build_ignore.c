@@ -21,21 +21,26 @@ struct build_ignore {
   size_t n;
 };
 
+static bool match_from(const char *pat, const char *path);
+
+/* `**` followed by rest: any number of path's names, then rest. */
+static bool match_any_depth(const char *rest, const char *path) {
+  if (!*rest)
+    return true;
+  for (const char *p = path;; p += strcspn(p, "/") + 1) {
+    if (match_from(rest, p))
+      return true;
+    if (!strchr(p, '/'))
+      return false;
+  }
+}
+
 /* Names of pattern and path from their starts, each up to '/' or the end. */
 static bool match_from(const char *pat, const char *path) {
   for (;;) {
     size_t pl = strcspn(pat, "/"), nl = strcspn(path, "/");
-    if (pl == 2 && strncmp(pat, "**", 2) == 0) {
-      const char *rest = pat[2] ? pat + 3 : pat + 2;
-      if (!*rest)
-        return true;
-      for (const char *p = path;; p += strcspn(p, "/") + 1) {
-        if (match_from(rest, p))
-          return true;
-        if (!strchr(p, '/'))
-          return false;
-      }
-    }
+    if (pl == 2 && strncmp(pat, "**", 2) == 0)
+      return match_any_depth(pat[2] ? pat + 3 : pat + 2, path);
     if (!*path)
       return false;
     char ps[256], ns[256];
@@ -45,6 +50,7 @@ static bool match_from(const char *pat, const char *path) {
     memcpy(ns, path, nl), ns[nl] = '\0';
     if (fnmatch(ps, ns, 0) != 0)
       return false;
+
     pat += pl, path += nl;
     if (!*pat)
       return !*path;
@@ -99,34 +105,43 @@ static char *clean_pattern(const char *s, size_t n) {
   return p;
 }
 
+/* One line of .dockerignore, trimmed: a pattern added unless it is blank
+ * or a comment. */
+static void add_line(struct build_ignore *ig, char *line) {
+  size_t len = strlen(line);
+  while (len && strchr(" \t\r", line[len - 1]))
+    len--;
+  while (len && (*line == ' ' || *line == '\t'))
+    line++, len--;
+  if (!len || line[0] == '#')
+    return;
+
+  bool except = line[0] == '!';
+  ig->pat = xrealloc(ig->pat, (ig->n + 1) * sizeof *ig->pat);
+  ig->except = xrealloc(ig->except, (ig->n + 1) * sizeof *ig->except);
+  ig->pat[ig->n] = clean_pattern(line + except, len - except);
+  ig->except[ig->n++] = except;
+}
+
 int build_ignore_load(int context_fd, struct build_ignore **out, struct hutch_err *err) {
   *out = NULL;
   _cleanup_close_ int fd = openat(context_fd, ".dockerignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return errno == ENOENT ? 0 : hutch_err_invalid(err, ".dockerignore: %s", strerror(errno));
+
   _cleanup_free_ char *text = xmalloc(IGNORE_MAX_BYTES + 1);
   ssize_t n = read_all(fd, text, IGNORE_MAX_BYTES + 1);
   if (n < 0 || n > IGNORE_MAX_BYTES)
     return hutch_err_invalid(err, ".dockerignore: %s",
                              n < 0 ? strerror(errno) : "larger than 1 MiB");
   text[n] = '\0';
+
   struct build_ignore *ig = xcalloc(1, sizeof *ig);
   for (char *line = text, *next; line; line = next) {
     next = strchr(line, '\n');
     if (next)
       *next++ = '\0';
-    size_t len = strlen(line);
-    while (len && strchr(" \t\r", line[len - 1]))
-      len--;
-    while (len && (*line == ' ' || *line == '\t'))
-      line++, len--;
-    if (!len || line[0] == '#')
-      continue;
-    bool except = line[0] == '!';
-    ig->pat = xrealloc(ig->pat, (ig->n + 1) * sizeof *ig->pat);
-    ig->except = xrealloc(ig->except, (ig->n + 1) * sizeof *ig->except);
-    ig->pat[ig->n] = clean_pattern(line + except, len - except);
-    ig->except[ig->n++] = except;
+    add_line(ig, line);
   }
   *out = ig;
   return 0;

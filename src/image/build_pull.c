@@ -32,33 +32,56 @@ char *build_pulled_name(const char *ref) {
   return n;
 }
 
+/* One line of the pull's: a progress event (stdout) passed on as the
+ * step's, or its error line (stderr) kept in errline. */
+static void pass_line(struct build *b, const char *line, char *errline, size_t errsize,
+                      bool is_err) {
+  json_t *ev = is_err ? NULL : json_loads(line, 0, NULL);
+  if (!ev || !json_is_object(ev) || json_object_get(ev, "step")) {
+    json_decref(ev);
+    if (is_err && *line)
+      str_copy(errline, errsize, line);
+    return;
+  }
+
+  json_object_set_new(ev, "step", json_integer((json_int_t)b->step));
+  const char *msg = json_string_value(json_object_get(ev, "message"));
+  if (b->ctx->ndjson) {
+    image_progress(b->ctx, ev);
+    return;
+  }
+  if (msg && !b->ctx->quiet)
+    fprintf(stderr, "  %s\n", msg);
+  json_decref(ev);
+}
+
 static void pass_on(struct build *b, char *buf, size_t *have, char *errline, size_t errsize,
                     bool is_err) {
   char *start = buf, *nl;
   while ((nl = memchr(start, '\n', *have - (size_t)(start - buf)))) {
     *nl = '\0';
-    json_t *ev = is_err ? NULL : json_loads(start, 0, NULL);
-    if (ev && json_is_object(ev) && !json_object_get(ev, "step")) {
-      json_object_set_new(ev, "step", json_integer((json_int_t)b->step));
-      const char *msg = json_string_value(json_object_get(ev, "message"));
-      if (b->ctx->ndjson)
-        image_progress(b->ctx, ev);
-      else {
-        if (msg && !b->ctx->quiet)
-          fprintf(stderr, "  %s\n", msg);
-        json_decref(ev);
-      }
-    } else {
-      json_decref(ev);
-      if (is_err && *start)
-        str_copy(errline, errsize, start);
-    }
+    pass_line(b, start, errline, errsize, is_err);
     start = nl + 1;
   }
   *have -= (size_t)(start - buf);
   memmove(buf, start, *have);
   if (*have > 16384) /* a line that long is no event: dropped */
     *have = 0;
+}
+
+/* The child: this very program, pulling; stdin /dev/null, stdout out,
+ * stderr errfd. */
+static void __attribute__((noreturn)) exec_pull(char **argv, int out, int errfd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int null = open("/dev/null", O_RDONLY);
+  if (null < 0)
+    _exit(EXIT_IMAGE);
+  const int from[3] = {null, out, errfd};
+  for (int fd = 0; fd < 3; fd++)
+    if (dup2(from[fd], fd) < 0)
+      _exit(EXIT_IMAGE);
+  execv("/proc/self/exe", argv);
+  _exit(EXIT_IMAGE);
 }
 
 static pid_t spawn_pull(struct build *b, const char *ref, const char *name, int out, int errfd,
@@ -84,21 +107,39 @@ static pid_t spawn_pull(struct build *b, const char *ref, const char *name, int 
   argv[n++] = "--";
   argv[n++] = ref;
   argv[n] = NULL;
+
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) {
     hutch_err_set(err, errno, "fork");
     return -1;
   }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int null = open("/dev/null", O_RDONLY);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
-      _exit(EXIT_IMAGE);
-    execv("/proc/self/exe", (char **)argv);
-    _exit(EXIT_IMAGE);
-  }
+  if (pid == 0)
+    exec_pull((char **)argv, out, errfd);
   return pid;
+}
+
+/* The pull's stdout (out) and stderr (errout) read to their ends, passed
+ * on line by line; its last error line in errline. */
+static void relay_pull(struct build *b, int out, int errout, char *errline, size_t errsize) {
+  char bufs[2][32768];
+  size_t have[2] = {0, 0};
+  struct pollfd p[2] = {{out, POLLIN, 0}, {errout, POLLIN, 0}};
+  while (p[0].fd >= 0 || p[1].fd >= 0) {
+    if (poll(p, 2, -1) < 0 && errno != EINTR)
+      break;
+    for (int i = 0; i < 2; i++) {
+      if (p[i].fd < 0 || !p[i].revents)
+        continue;
+      ssize_t n = read(p[i].fd, bufs[i] + have[i], sizeof bufs[i] - have[i]);
+      if (n <= 0) {
+        p[i].fd = -1;
+        continue;
+      }
+      have[i] += (size_t)n;
+      pass_on(b, bufs[i], &have[i], errline, errsize, i == 1);
+    }
+  }
 }
 
 json_t *build_pull(struct build *b, const char *ref, struct hutch_err *err) {
@@ -116,36 +157,21 @@ json_t *build_pull(struct build *b, const char *ref, struct hutch_err *err) {
   }
   pid_t pid = spawn_pull(b, ref, name, o[1], e[1], err);
   close(o[1]), close(e[1]);
-  char bufs[2][32768], errline[512] = "";
-  size_t have[2] = {0, 0};
-  struct pollfd p[2] = {{pid < 0 ? -1 : o[0], POLLIN, 0}, {pid < 0 ? -1 : e[0], POLLIN, 0}};
-  while (p[0].fd >= 0 || p[1].fd >= 0) {
-    if (poll(p, 2, -1) < 0 && errno != EINTR)
-      break;
-    for (int i = 0; i < 2; i++) {
-      if (p[i].fd < 0 || !p[i].revents)
-        continue;
-      ssize_t n = read(p[i].fd, bufs[i] + have[i], sizeof bufs[i] - have[i]);
-      if (n <= 0) {
-        p[i].fd = -1;
-        continue;
-      }
-      have[i] += (size_t)n;
-      pass_on(b, bufs[i], &have[i], errline, sizeof errline, i == 1);
-    }
-  }
+  char errline[512] = "";
+  if (pid >= 0)
+    relay_pull(b, o[0], e[0], errline, sizeof errline);
   close(o[0]), close(e[0]);
   if (pid < 0)
     return NULL;
+
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     const char *why = strncmp(errline, "hutch template pull: ", 21) == 0 ? errline + 21 : errline;
-    hutch_err_fail(err, WIFEXITED(status) && WEXITSTATUS(status) == EXIT_IMAGE_INPUT
-                            ? HUTCH_ERR_INVALID : HUTCH_ERR_SYSTEM,
-                   "pull_failed", "FROM %s: the pull failed: %s", ref,
-                   why[0] ? why : "no reason given");
+    bool input = WIFEXITED(status) && WEXITSTATUS(status) == EXIT_IMAGE_INPUT;
+    hutch_err_fail(err, input ? HUTCH_ERR_INVALID : HUTCH_ERR_SYSTEM, "pull_failed",
+                   "FROM %s: the pull failed: %s", ref, why[0] ? why : "no reason given");
     return NULL;
   }
   /* As base_record looks: the build's owner exactly, never anyone's. */

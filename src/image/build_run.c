@@ -66,6 +66,16 @@ static void log_chunk(struct run_client *c, int which, const char *p, size_t n) 
   }
 }
 
+/* The agent's error frame as the step's error: "invalid" means the
+ * request was the Dockerfile's (a USER the image lacks). */
+static int agent_error(json_t *j, struct hutch_err *err) {
+  const char *msg = json_string_value(json_object_get(j, "message"));
+  const char *code = json_string_value(json_object_get(j, "code"));
+  if (code && strcmp(code, "invalid") == 0)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "%s", msg ? msg : "refused");
+  return hutch_err_set(err, 0, "agent: %s", msg ? msg : "error");
+}
+
 static int on_frame(struct run_client *c, const struct hutch_frame *f, struct hutch_err *err) {
   if (f->type == HUTCH_F_STDOUT || f->type == HUTCH_F_STDERR) {
     log_chunk(c, f->type == HUTCH_F_STDERR, (const char *)f->payload, f->len);
@@ -74,18 +84,14 @@ static int on_frame(struct run_client *c, const struct hutch_frame *f, struct hu
   }
   if (f->type != HUTCH_F_EVENT && f->type != HUTCH_F_ERROR)
     return 0;
+
   json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
   if (!j)
     return hutch_err_set(err, EPROTO, "agent sent malformed JSON");
   int r = 0;
   const char *ev = json_string_value(json_object_get(j, "event"));
   if (f->type == HUTCH_F_ERROR) {
-    /* "invalid": the request was the Dockerfile's (a USER the image lacks). */
-    const char *msg = json_string_value(json_object_get(j, "message"));
-    const char *code = json_string_value(json_object_get(j, "code"));
-    r = code && strcmp(code, "invalid") == 0
-            ? hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "%s", msg ? msg : "refused")
-            : hutch_err_set(err, 0, "agent: %s", msg ? msg : "error");
+    r = agent_error(j, err);
     c->done = true;
   } else if (ev && strcmp(ev, "exit") == 0) {
     r = hutch_verdict_from_json(j, c->v, err);
@@ -100,37 +106,54 @@ static int on_frame(struct run_client *c, const struct hutch_frame *f, struct hu
  * interrupt of ours (SIGINT, SIGTERM, SIGHUP: a person's ^C, a server
  * ending the build), which fails the step so that the sandbox and the
  * work under way are cleaned up as after any failure. */
+/* What the agent sent, read, and its frames handled until one ends the
+ * exec. */
+static int read_frames(struct run_client *c, struct hutch_err *err) {
+  if (hutch_conn_fill(&c->conn, err) < 0)
+    return -1;
+
+  struct hutch_frame f;
+  int n;
+  while (!c->done && (n = hutch_conn_next(&c->conn, &f, err)) != 0) {
+    if (n < 0)
+      return -1;
+    if (on_frame(c, &f, err) < 0)
+      return -1;
+  }
+
+  if (!c->done && c->conn.eof)
+    return hutch_err_set(err, 0, "the build sandbox's agent went away");
+  return 0;
+}
+
 static int exec_loop(struct run_client *c, int sfd, struct hutch_err *err) {
-  int r = 0;
-  while (!c->done && r == 0) {
-    if ((r = hutch_conn_flush(&c->conn, err)) < 0)
-      break;
-    r = 0;
+  while (!c->done) {
+    if (hutch_conn_flush(&c->conn, err) < 0)
+      return -1;
+
     struct pollfd p[2] = {{c->conn.fd, POLLIN | (hutch_conn_queued(&c->conn) ? POLLOUT : 0), 0},
                           {sfd, POLLIN, 0}};
     int ready = poll(p, 2, 1000);
     if (ready <= 0) {
+      int r = 0;
       if (ready < 0 && errno != EINTR)
         r = hutch_err_set(err, errno, "poll");
       build_tick(c->b);
+      if (r < 0)
+        return -1;
       continue;
     }
+
     struct signalfd_siginfo si;
     if (p[1].revents && read(sfd, &si, sizeof si) == sizeof si)
       return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "interrupted", "interrupted by signal %u",
                             si.ssi_signo);
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
       continue;
-    if ((r = hutch_conn_fill(&c->conn, err)) < 0)
-      break;
-    struct hutch_frame f;
-    int n;
-    while (!c->done && r == 0 && (n = hutch_conn_next(&c->conn, &f, err)) != 0)
-      r = n < 0 ? -1 : on_frame(c, &f, err);
-    if (r == 0 && !c->done && c->conn.eof)
-      r = hutch_err_set(err, 0, "the build sandbox's agent went away");
+    if (read_frames(c, err) < 0)
+      return -1;
   }
-  return r;
+  return 0;
 }
 
 /* The interrupts a RUN step answers by cleaning up (exec_loop). */
@@ -148,12 +171,18 @@ static int run_exec(struct build *b, int conn_fd, const char *req, size_t len,
   struct run_client c = {.b = b, .v = v};
   hutch_conn_init(&c.conn, conn_fd);
   hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, RUN_STREAM, req, len);
+
   sigset_t set;
   interrupts(&set);
   int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  int r = sfd < 0 ? hutch_err_set(err, errno, "signalfd") : exec_loop(&c, sfd, err);
+  int r;
+  if (sfd < 0)
+    r = hutch_err_set(err, errno, "signalfd");
+  else
+    r = exec_loop(&c, sfd, err);
   if (sfd >= 0)
     close(sfd);
+
   for (int i = 0; i < 2; i++) {
     if (c.partial[i])
       build_log(b, c.partial[i], strlen(c.partial[i]), i == 1);
@@ -197,6 +226,7 @@ static char *exec_request(const struct build *b, const struct stage *st, char **
     hutch_err_invalid(err, "USER %s: not a user name or UID[:GID]", user);
     return NULL;
   }
+
   struct hutch_exec_req r = {
       .argv = argv, .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st),
       .cwd = (char *)(wd && wd[0] ? wd : "/"), .user = (char *)user, .timeout_ms = b->timeout_ms,
@@ -207,6 +237,7 @@ static char *exec_request(const struct build *b, const struct stage *st, char **
   free(r.env);
   if (!open)
     return NULL;
+
   char *s = hutch_json_dump(open, len);
   json_decref(open);
   if (*len > HUTCH_FRAME_MAX) {
@@ -239,13 +270,14 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&b->ctx->store, err);
   if (!tmp)
     return -1;
+
   _cleanup_free_ char *layer = xasprintf("%s/layer", tmp);
   struct hutch_layer_stats stats = {0};
   struct layer_sum sum = {.max_bytes = build_bytes_left(b)};
   int r = hutch_layer_capture(sb->storage_fd, sb->uid_base, layer, &stats, err);
   if (r == 0) {
     drop_sandbox_files(layer);
-    r = layer_commit_staged(b->ctx, layer, &sum, &res->cached, err);
+    r = layertar_commit_staged(b->ctx, layer, &sum, &res->cached, err);
     /* Too much made, or what no layer holds, is the step's doing, as a
      * failed command is. */
     if (r < 0 && err->code &&
@@ -259,9 +291,54 @@ static int capture(struct build *b, struct hutch_sandbox *sb, struct step_result
   hutch_layer_remove(tmp, &rerr);
   if (r < 0)
     return -1;
+
   memcpy(res->hex, sum.hex, 65);
   res->bytes = sum.bytes;
   return 0;
+}
+
+/* The command run in sb (behind the egress proxy, when the build allows a
+ * way out); when it succeeds, the layer it left captured. */
+static int run_step(struct build *b, struct hutch_sandbox *sb, const char *req, size_t len,
+                    struct step_result *res, struct hutch_err *err) {
+  struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};
+  int r = 0;
+  if (b->egress)
+    r = build_egress_start(b, sb, err);
+  if (r == 0)
+    r = run_exec(b, sb->conn_fd, req, len, &v, err);
+  build_egress_stop(b);
+  sb->conn_fd = -1; /* run_exec closed it */
+  if (r < 0)
+    return -1;
+
+  if (v.status != HUTCH_ST_OK)
+    return step_failed(b, &v, err);
+  return capture(b, sb, res, err);
+}
+
+/* The step's sandbox, made from cfg, the step run in it, and the sandbox
+ * destroyed whatever happened. */
+static int run_in_sandbox(struct build *b, struct hutch_sandbox_config *cfg, const char *req,
+                          size_t len, struct step_result *res, struct hutch_err *err) {
+  struct hutch_sandbox *sb = NULL;
+  int r;
+  if (hutch_config_check(cfg, err) < 0)
+    r = hutch_err_wrap(err, "build sandbox");
+  else if (hutch_sandbox_create(cfg, &sb, err) < 0)
+    r = hutch_err_wrap(err, "build sandbox");
+  else
+    r = run_step(b, sb, req, len, res, err);
+
+  if (sb) {
+    struct hutch_err derr = {0};
+    if (hutch_sandbox_destroy(sb, &derr) < 0 && r == 0) {
+      hutch_err_wrap(&derr, "build sandbox teardown");
+      *err = derr;
+      r = -1;
+    }
+  }
+  return r;
 }
 
 int build_run(struct build *b, struct stage *st, char **argv, struct step_result *res,
@@ -270,6 +347,7 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   _cleanup_free_ char *req = exec_request(b, st, argv, &len, err);
   if (!req)
     return -1;
+
   /* The stage's layers, topmost first, over the store's skeleton of mount
    * points (as hutch_images_stack gives a template's, without the top
    * layer hutch adds to a finished template). */
@@ -280,15 +358,13 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
     const char *hex = json_string_value(json_array_get(st->layers, nlayers - 1 - i));
     layers[i] = hutch_images_layer_path(&b->ctx->store, hex);
   }
-  int r;
+
   _cleanup_free_ char *state_dir = build_state_dir(b);
   struct hutch_sandbox_config cfg = {
       .state_dir = state_dir, .rootfs = rootfs, .memory_bytes = b->memory_bytes,
       .disk_bytes = b->disk_bytes, .layers = (const char *const *)layers, .nlayers = nlayers,
       .die_with_parent = true, .build = true,
   };
-  struct hutch_sandbox *sb = NULL;
-  struct hutch_verdict v = {.status = HUTCH_ST_SANDBOX_ERROR, .exit_code = -1};
   /* An interrupt (the server cancelling the job, or stopping) waits from
    * here until the sandbox is destroyed: one that came while the sandbox
    * was being made killed the build there, and left the sandbox's cgroups
@@ -298,25 +374,9 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
   sigset_t set, old;
   interrupts(&set);
   sigprocmask(SIG_BLOCK, &set, &old);
-  if (hutch_config_check(&cfg, err) < 0 || hutch_sandbox_create(&cfg, &sb, err) < 0) {
-    r = hutch_err_wrap(err, "build sandbox");
-  } else {
-    r = b->egress ? build_egress_start(b, sb, err) : 0;
-    if (r == 0)
-      r = run_exec(b, sb->conn_fd, req, len, &v, err);
-    build_egress_stop(b);
-    sb->conn_fd = -1; /* run_exec closed it */
-    if (r == 0 && v.status != HUTCH_ST_OK)
-      r = step_failed(b, &v, err);
-    if (r == 0)
-      r = capture(b, sb, res, err);
-  }
-  if (sb) {
-    struct hutch_err derr = {0};
-    if (hutch_sandbox_destroy(sb, &derr) < 0 && r == 0)
-      r = hutch_err_wrap(&derr, "build sandbox teardown"), *err = derr;
-  }
+  int r = run_in_sandbox(b, &cfg, req, len, res, err);
   sigprocmask(SIG_SETMASK, &old, NULL);
+
   hutch_images_stack_free(rootfs, layers, nlayers);
   return r;
 }

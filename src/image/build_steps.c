@@ -17,9 +17,9 @@
 
 #include "build.h"
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "layout.h"
-#include "unpack.h"
 #include "util.h"
 
 void build_chain(struct stage *st, const char *text, const char *hex) {
@@ -33,7 +33,7 @@ void build_chain(struct stage *st, const char *text, const char *hex) {
   EVP_DigestUpdate(md, hex, strlen(hex));
   EVP_DigestFinal_ex(md, d, &len);
   EVP_MD_CTX_free(md);
-  unpack_hex(d, st->chain);
+  digest_hex(d, st->chain);
 }
 
 json_t *build_vars(const struct stage *st) {
@@ -107,6 +107,7 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
     res->bytes = layer_size(b, res->hex);
     return 0;
   }
+
   size_t n = json_array_size(argv);
   char **v = xcalloc(n + 1, sizeof(char *));
   for (size_t i = 0; i < n; i++)
@@ -119,15 +120,18 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   return r;
 }
 
-int step_run(struct build *b, struct stage *st, const struct df_instr *in,
-             struct step_result *res, struct hutch_err *err) {
+int build_step_run(struct build *b, struct stage *st, const struct df_instr *in,
+                   struct step_result *res, struct hutch_err *err) {
   json_t *argv = in->json ? instr_argv(in) : json_deep_copy(json_object_get(st->config, "shell"));
   if (!in->json)
     json_array_append_new(argv, json_string(in->heredoc_script ? in->heredoc_script : in->rest));
   _cleanup_free_ char *a = json_dumps(argv, JSON_COMPACT);
   _cleanup_free_ char *text = xasprintf("RUN %s", a);
-  int r = json_array_size(argv) == 0 ? hutch_err_invalid(err, "RUN with an empty command")
-                                     : layer_count_ok(st, err);
+  int r;
+  if (json_array_size(argv) == 0)
+    r = hutch_err_invalid(err, "RUN with an empty command");
+  else
+    r = layer_count_ok(st, err);
   if (r == 0)
     r = run_cached(b, st, argv, text, res, err);
   json_decref(argv);
@@ -140,8 +144,12 @@ int step_run(struct build *b, struct stage *st, const struct df_instr *in,
 
 char *build_image_path(const struct stage *st, const char *p) {
   const char *wd = json_string_value(json_object_get(st->config, "workdir"));
-  _cleanup_free_ char *joined =
-      p[0] == '/' ? xstrdup(p) : xasprintf("%s/%s", wd && wd[0] ? wd : "", p);
+  _cleanup_free_ char *joined = NULL;
+  if (p[0] == '/')
+    joined = xstrdup(p);
+  else
+    joined = xasprintf("%s/%s", wd && wd[0] ? wd : "", p);
+
   char *out = xstrdup("/");
   for (const char *s = joined; *s;) {
     size_t n = strcspn(s, "/");
@@ -155,6 +163,7 @@ char *build_image_path(const struct stage *st, const char *p) {
     }
     s += n + (s[n] == '/');
   }
+
   size_t jl = strlen(joined);
   if (jl && joined[jl - 1] == '/' && strcmp(out, "/") != 0) {
     char *next = xasprintf("%s/", out);
@@ -164,32 +173,47 @@ char *build_image_path(const struct stage *st, const char *p) {
   return out;
 }
 
+/* --chmod's mode (-1 when there is none): octal, as Docker takes it;
+ * setuid and setgid bits are none of a layer's. */
+static int chmod_flag(const struct df_instr *in, int *perm, struct hutch_err *err) {
+  *perm = -1;
+  const char *mode = df_flag(in, "chmod");
+  if (!mode)
+    return 0;
+  char *end;
+  long m = strtol(mode, &end, 8);
+  if (!*mode || *end || m < 0 || m > 07777)
+    return hutch_err_invalid(err, "--chmod=%s: expected an octal mode such as 755", mode);
+  *perm = (int)(m & 01777);
+  return 0;
+}
+
 static int copy_words(struct build *b, struct stage *st, const struct df_instr *in,
                       const struct stage *from, json_t *words, json_t *vars,
                       struct step_result *res, struct hutch_err *err) {
   _cleanup_free_ char *chown = NULL;
   const char *chown_raw = df_flag(in, "chown");
-  if (chown_raw && !(chown = df_word(chown_raw, vars, b->df.escape, err)))
-    return -1;
+  if (chown_raw) {
+    chown = df_word(chown_raw, vars, b->df.escape, err);
+    if (!chown)
+      return -1;
+  }
   if (json_array_size(words) < 2)
     return hutch_err_invalid(err, "%s needs a source and a destination", df_kind_name(in->kind));
-  /* Octal, as Docker takes it; setuid and setgid bits are none of a layer's. */
-  int perm = -1;
-  const char *mode = df_flag(in, "chmod");
-  if (mode) {
-    char *end;
-    long m = strtol(mode, &end, 8);
-    if (!*mode || *end || m < 0 || m > 07777)
-      return hutch_err_invalid(err, "--chmod=%s: expected an octal mode such as 755", mode);
-    perm = (int)(m & 01777);
-  }
+  int perm;
+  if (chmod_flag(in, &perm, err) < 0)
+    return -1;
+
   size_t n = json_array_size(words);
   _cleanup_free_ char *dest = build_image_path(st, json_string_value(json_array_get(words, n - 1)));
   json_array_remove(words, n - 1);
   struct copy_req req = {.srcs = words, .dest = dest, .chown = chown, .from = from,
                          .add = in->kind == DF_ADD, .chmod = perm};
-  if (layer_count_ok(st, err) < 0 || build_copy(b, st, &req, res, err) < 0)
+  if (layer_count_ok(st, err) < 0)
     return -1;
+  if (build_copy(b, st, &req, res, err) < 0)
+    return -1;
+
   _cleanup_free_ char *srcs = json_dumps(words, JSON_COMPACT);
   _cleanup_free_ char *text = xasprintf("%s chown=%s chmod=%o from=%s %s %s",
                                         df_kind_name(in->kind), chown ? chown : "",
@@ -200,11 +224,13 @@ static int copy_words(struct build *b, struct stage *st, const struct df_instr *
   return 0;
 }
 
-int step_copy(struct build *b, struct stage *st, const struct df_instr *in,
-              const struct stage *from, struct step_result *res, struct hutch_err *err) {
+int build_step_copy(struct build *b, struct stage *st, const struct df_instr *in,
+                    const struct stage *from, struct step_result *res, struct hutch_err *err) {
   json_t *vars = build_vars(st);
   json_t *words = in->json ? instr_argv(in) : df_words(in->rest, vars, b->df.escape, err);
-  int r = words ? copy_words(b, st, in, from, words, vars, res, err) : -1;
+  int r = -1;
+  if (words)
+    r = copy_words(b, st, in, from, words, vars, res, err);
   json_decref(words);
   json_decref(vars);
   return r;

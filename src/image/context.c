@@ -74,6 +74,28 @@ static int copy_data(struct archive *in, struct archive *out, uint64_t *bytes, u
   return 0;
 }
 
+/* One entry of a context tar: counted, checked, and written. */
+static int unpack_entry(struct image_ctx *ctx, struct archive *in, struct archive *out,
+                        struct archive_entry *e, uint64_t *bytes, uint64_t *files,
+                        struct hutch_err *err) {
+  if (++*files > ctx->max_files)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "too_large",
+                          "the context holds more than %llu files",
+                          (unsigned long long)ctx->max_files);
+  if (entry_check(e, err) != 0)
+    return -1;
+
+  if (archive_write_header(out, e) != ARCHIVE_OK)
+    return hutch_err_invalid(err, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
+  if (archive_entry_size(e) > 0 && !archive_entry_hardlink(e)) {
+    if (copy_data(in, out, bytes, ctx->max_bytes, err) < 0)
+      return -1;
+  }
+  if (archive_write_finish_entry(out) != ARCHIVE_OK)
+    return hutch_err_invalid(err, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
+  return 0;
+}
+
 /* The n-th tar of the command line into the current directory. Its
  * errors name it by n: hutch serve's context tars lie under its state
  * directory, whose paths are the host's, never a tenant's to read. */
@@ -84,6 +106,7 @@ static int unpack_one(struct image_ctx *ctx, const char *tar, int n, uint64_t *b
   archive_read_support_format_tar(in);
   archive_read_support_format_gnutar(in);
   archive_write_disk_set_options(out, EXTRACT_FLAGS);
+
   int r = 0;
   if (archive_read_open_filename(in, tar, 64 << 10) != ARCHIVE_OK)
     r = hutch_err_invalid(err, "context tar %d: %s", n, archive_error_string(in));
@@ -92,23 +115,12 @@ static int unpack_one(struct image_ctx *ctx, const char *tar, int n, uint64_t *b
     int h = archive_read_next_header(in, &e);
     if (h == ARCHIVE_EOF)
       break;
-    if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
+    if (h != ARCHIVE_OK && h != ARCHIVE_WARN)
       r = hutch_err_invalid(err, "context tar %d: %s", n, archive_error_string(in));
-    } else if (++*files > ctx->max_files) {
-      r = hutch_err_fail(err, HUTCH_ERR_INVALID, "too_large",
-                         "the context holds more than %llu files",
-                         (unsigned long long)ctx->max_files);
-    } else if (entry_check(e, err) == 0) {
-      if (archive_write_header(out, e) != ARCHIVE_OK)
-        r = hutch_err_invalid(err, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
-      else if (archive_entry_size(e) > 0 && !archive_entry_hardlink(e))
-        r = copy_data(in, out, bytes, ctx->max_bytes, err);
-      if (r == 0 && archive_write_finish_entry(out) != ARCHIVE_OK)
-        r = hutch_err_invalid(err, "%s: %s", archive_entry_pathname(e), archive_error_string(out));
-    } else {
-      r = -1;
-    }
+    else
+      r = unpack_entry(ctx, in, out, e, bytes, files, err);
   }
+
   archive_read_free(in);
   archive_write_free(out);
   return r;
@@ -120,6 +132,7 @@ int cmd_context(struct image_ctx *ctx, int argc, char **argv) {
     hutch_err_invalid(&err, "usage: hutch template context TAR... DIR");
     return image_fail(ctx, "context", &err);
   }
+
   const char *dir = argv[argc - 1];
   struct stat st;
   /* Relative entries resolve from DIR, which must be a real directory. */
@@ -127,6 +140,7 @@ int cmd_context(struct image_ctx *ctx, int argc, char **argv) {
     hutch_err_invalid(&err, "%s: not a directory", dir);
     return image_fail(ctx, "context", &err);
   }
+
   umask(022);
   uint64_t bytes = 0, files = 0;
   for (int i = 1; i < argc - 1; i++)

@@ -85,6 +85,52 @@ static void put(char **buf, bool *have, const char *at, size_t n) {
 
 static bool name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
+/* After "${NAME" (name, nlen bytes; val its value, NULL when unset): the
+ * modifier (":-", ":+", "-", "+" or none) and the closing '}', and what
+ * the whole expands to appended to buf. */
+static int expand_braced(struct lex *lx, char **buf, bool *have, const char *val,
+                         const char *name, size_t nlen) {
+  const char *s = lx->s;
+  char op = 0;
+  bool colon = false;
+  if (s[lx->i] == ':' && (s[lx->i + 1] == '-' || s[lx->i + 1] == '+')) {
+    colon = true;
+    lx->i++;
+  }
+
+  if (s[lx->i] == '-' || s[lx->i] == '+')
+    op = s[lx->i++];
+  else if (!s[lx->i])
+    return hutch_err_invalid(lx->err, "bad substitution: missing '}'");
+  else if (s[lx->i] != '}')
+    return hutch_err_invalid(lx->err, "bad substitution: unsupported modifier in '${%.*s'",
+                             (int)nlen, name);
+
+  char *word = NULL;
+  bool wh = false;
+  if (op && scan(lx, '}', false, NULL, &word, &wh) < 0) {
+    free(word);
+    return -1;
+  }
+  if (s[lx->i] != '}') {
+    free(word);
+    return hutch_err_invalid(lx->err, "bad substitution: missing '}'");
+  }
+  lx->i++;
+
+  /* With ':', an empty value counts as unset. */
+  bool set = val && (!colon || val[0]);
+  const char *out = val;
+  if (op == '-' && !set)
+    out = word ? word : "";
+  else if (op == '+')
+    out = set && word ? word : "";
+  if (out && out[0])
+    put(buf, have, out, strlen(out));
+  free(word);
+  return 0;
+}
+
 /* At '$': a variable's value appended to buf, or the '$' itself when no
  * name follows. */
 static int expand(struct lex *lx, char **buf, bool *have) {
@@ -101,48 +147,15 @@ static int expand(struct lex *lx, char **buf, bool *have) {
     put(buf, have, "$", 1);
     return 0;
   }
+
   char *name = xasprintf("%.*s", (int)(end - start), s + start);
   const char *val = json_string_value(json_object_get(lx->vars, name));
   free(name);
   lx->i = end;
-  if (!braced) {
-    if (val)
-      put(buf, have, val, strlen(val));
-    return 0;
-  }
-  char op = 0;
-  bool colon = false;
-  if (s[lx->i] == ':' && (s[lx->i + 1] == '-' || s[lx->i + 1] == '+')) {
-    colon = true;
-    lx->i++;
-  }
-  if (s[lx->i] == '-' || s[lx->i] == '+')
-    op = s[lx->i++];
-  else if (!s[lx->i])
-    return hutch_err_invalid(lx->err, "bad substitution: missing '}'");
-  else if (s[lx->i] != '}')
-    return hutch_err_invalid(lx->err, "bad substitution: unsupported modifier in '${%.*s'",
-                             (int)(end - start), s + start);
-  char *word = NULL;
-  bool wh = false;
-  if (op && scan(lx, '}', false, NULL, &word, &wh) < 0) {
-    free(word);
-    return -1;
-  }
-  if (s[lx->i] != '}') {
-    free(word);
-    return hutch_err_invalid(lx->err, "bad substitution: missing '}'");
-  }
-  lx->i++;
-  bool set = val && (!colon || val[0]);
-  const char *out = val;
-  if (op == '-' && !set)
-    out = word ? word : "";
-  else if (op == '+')
-    out = set ? (word ? word : "") : "";
-  if (out && out[0])
-    put(buf, have, out, strlen(out));
-  free(word);
+  if (braced)
+    return expand_braced(lx, buf, have, val, s + start, end - start);
+  if (val)
+    put(buf, have, val, strlen(val));
   return 0;
 }
 
@@ -280,6 +293,43 @@ static bool blank_or_comment(const char *s, size_t n) {
   return i == n || s[i] == '#';
 }
 
+/* The line s (n bytes) of directives(), from k, just after its '#': 1
+ * when it was a directive, 0 when the directives end with it (a comment,
+ * an unknown directive), -1 on a wrong one. */
+static int directive(struct parser *p, const char *s, size_t n, size_t k, bool *seen_escape,
+                     bool *seen_syntax) {
+  k = skip_ws(s, n, k);
+  size_t ks = k;
+  while (k < n && (isalnum((unsigned char)s[k]) || s[k] == '_'))
+    k++;
+  size_t ke = k;
+  k = skip_ws(s, n, k);
+  if (ke == ks || k >= n || s[k] != '=')
+    return 0; /* a comment: directives end */
+  size_t vs = skip_ws(s, n, k + 1), ve = n;
+  while (ve > vs && (s[ve - 1] == ' ' || s[ve - 1] == '\t'))
+    ve--;
+
+  bool *seen;
+  if (ke - ks == 6 && strncasecmp(s + ks, "escape", 6) == 0)
+    seen = seen_escape;
+  else if (ke - ks == 6 && strncasecmp(s + ks, "syntax", 6) == 0)
+    seen = seen_syntax;
+  else
+    return 0; /* unknown directives are comments */
+  if (*seen)
+    return hutch_err_invalid(p->err, "line %d: the %.*s directive is given twice", p->line,
+                             (int)(ke - ks), s + ks);
+  *seen = true;
+
+  if (seen == seen_escape) {
+    if (ve - vs != 1 || (s[vs] != '\\' && s[vs] != '`'))
+      return hutch_err_invalid(p->err, "line %d: escape must be '\\' or '`'", p->line);
+    p->df->escape = s[vs];
+  }
+  return 1;
+}
+
 /* Parser directives: `# key=value` lines before anything else. */
 static int directives(struct parser *p) {
   bool seen_escape = false, seen_syntax = false;
@@ -291,38 +341,14 @@ static int directives(struct parser *p) {
     if (!next_line(p, &s, &n))
       return 0;
     size_t i = skip_ws(s, n, 0);
-    size_t k = i + 1;
     if (i >= n || s[i] != '#') {
       p->at = save, p->line = save_line;
       return 0;
     }
-    k = skip_ws(s, n, k);
-    size_t ks = k;
-    while (k < n && (isalnum((unsigned char)s[k]) || s[k] == '_'))
-      k++;
-    size_t ke = k;
-    k = skip_ws(s, n, k);
-    if (ke == ks || k >= n || s[k] != '=')
-      return 0; /* a comment: directives end */
-    size_t vs = skip_ws(s, n, k + 1), ve = n;
-    while (ve > vs && (s[ve - 1] == ' ' || s[ve - 1] == '\t'))
-      ve--;
-    bool *seen;
-    if (ke - ks == 6 && strncasecmp(s + ks, "escape", 6) == 0)
-      seen = &seen_escape;
-    else if (ke - ks == 6 && strncasecmp(s + ks, "syntax", 6) == 0)
-      seen = &seen_syntax;
-    else
-      return 0; /* unknown directives are comments */
-    if (*seen)
-      return hutch_err_invalid(p->err, "line %d: the %.*s directive is given twice", p->line,
-                               (int)(ke - ks), s + ks);
-    *seen = true;
-    if (seen == &seen_escape) {
-      if (ve - vs != 1 || (s[vs] != '\\' && s[vs] != '`'))
-        return hutch_err_invalid(p->err, "line %d: escape must be '\\' or '`'", p->line);
-      p->df->escape = s[vs];
-    }
+
+    int r = directive(p, s, n, i + 1, &seen_escape, &seen_syntax);
+    if (r <= 0)
+      return r;
   }
 }
 
@@ -365,6 +391,7 @@ static int parse_flags(struct parser *p, struct df_instr *in, const char *flags,
     size_t tok = strcspn(r, " \t");
     const char *eq = memchr(r, '=', tok);
     size_t nl = (eq ? (size_t)(eq - r) : tok) - 2;
+
     if (!takes_flag(flags, r + 2, nl))
       return hutch_err_invalid(p->err, "line %d: %s does not take --%.*s", in->line,
                                df_kind_name(in->kind), (int)nl, r + 2);
@@ -376,6 +403,7 @@ static int parse_flags(struct parser *p, struct df_instr *in, const char *flags,
       free(name);
       return hutch_err_invalid(p->err, "line %d: --%.*s is given twice", in->line, (int)nl, r + 2);
     }
+
     in->flags = xrealloc(in->flags, (in->nflags + 1) * sizeof *in->flags);
     in->flags[in->nflags].name = name;
     in->flags[in->nflags++].value = xasprintf("%.*s", (int)(r + tok - eq - 1), eq + 1);
@@ -411,34 +439,42 @@ static bool json_form(struct df_instr *in, const char *rest) {
   return true;
 }
 
+/* The instruction named s[0..kl): its index in kinds, or -1 with the
+ * error set (one hutch does not support, or none). */
+static int kind_of(struct parser *p, const char *s, size_t kl, int lineno) {
+  for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+    if (strlen(kinds[k].name) == kl && strncasecmp(kinds[k].name, s, kl) == 0)
+      return (int)k;
+  for (size_t u = 0; u < ARRAY_SIZE(unsupported); u++)
+    if (strlen(unsupported[u]) == kl && strncasecmp(unsupported[u], s, kl) == 0)
+      return hutch_err_fail(p->err, HUTCH_ERR_UNSUPPORTED, "unsupported_instruction",
+                            "line %d: %s is not supported by hutch", lineno, unsupported[u]);
+  return hutch_err_invalid(p->err, "line %d: unknown instruction '%.*s'", lineno,
+                           (int)(kl > 40 ? 40 : kl), s);
+}
+
 static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr *in) {
   char *s = line;
   while (*s == ' ' || *s == '\t')
     s++;
   size_t kl = strcspn(s, " \t");
   in->line = lineno;
-  size_t k = 0;
-  while (k < ARRAY_SIZE(kinds) &&
-         !(strlen(kinds[k].name) == kl && strncasecmp(kinds[k].name, s, kl) == 0))
-    k++;
-  if (k == ARRAY_SIZE(kinds)) {
-    for (size_t u = 0; u < ARRAY_SIZE(unsupported); u++)
-      if (strlen(unsupported[u]) == kl && strncasecmp(unsupported[u], s, kl) == 0)
-        return hutch_err_fail(p->err, HUTCH_ERR_UNSUPPORTED, "unsupported_instruction",
-                              "line %d: %s is not supported by hutch", lineno, unsupported[u]);
-    return hutch_err_invalid(p->err, "line %d: unknown instruction '%.*s'", lineno,
-                             (int)(kl > 40 ? 40 : kl), s);
-  }
+  int found = kind_of(p, s, kl, lineno);
+  if (found < 0)
+    return -1;
+  size_t k = (size_t)found;
   in->kind = kinds[k].kind;
   const char *rest = s + kl;
   while (*rest == ' ' || *rest == '\t')
     rest++;
   if (parse_flags(p, in, kinds[k].flags, &rest) < 0)
     return -1;
+
   size_t e = strlen(rest);
   while (e > 0 && (rest[e - 1] == ' ' || rest[e - 1] == '\t'))
     e--;
   in->rest = xasprintf("%.*s", (int)e, rest);
+
   if (kinds[k].json && json_form(in, in->rest))
     return 0;
   if (in->kind == DF_SHELL)
@@ -455,6 +491,23 @@ static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr
  * shell to read as it reads any here-document. A command that is only
  * one here-document is that document, run as a script (BuildKit's rule);
  * in_heredoc tells the builder. */
+/* A here-document's body, the lines up to its terminator w (wl bytes;
+ * with dash, after leading tabs), appended to cmd: whether it was closed. */
+static bool heredoc_body(struct parser *p, char **cmd, const char *w, size_t wl, bool dash) {
+  const char *s;
+  size_t n;
+  while (next_line(p, &s, &n)) {
+    size_t t = 0;
+    while (dash && t < n && s[t] == '\t')
+      t++;
+    if (n - t == wl && strncmp(s + t, w, wl) == 0)
+      return true;
+    str_append(cmd, s, n);
+    str_append(cmd, "\n", 1);
+  }
+  return false;
+}
+
 static int heredocs(struct parser *p, struct df_instr *in) {
   char *cmd = xstrdup(in->rest);
   size_t count = 0;
@@ -470,23 +523,11 @@ static int heredocs(struct parser *p, struct df_instr *in) {
     /* A word starting with a letter, as BuildKit's: `$((1<<2))` is no marker. */
     if (!wl || isdigit((unsigned char)w[0]) || (q && w[wl] != q))
       continue;
+
     count++;
     str_append(&cmd, "\n", 1);
     size_t body_at = strlen(cmd);
-    const char *s;
-    size_t n;
-    bool closed = false;
-    while (!closed && next_line(p, &s, &n)) {
-      size_t t = 0;
-      while (dash && t < n && s[t] == '\t')
-        t++;
-      closed = n - t == wl && strncmp(s + t, w, wl) == 0;
-      if (!closed) {
-        str_append(&cmd, s, n);
-        str_append(&cmd, "\n", 1);
-      }
-    }
-    if (!closed) {
+    if (!heredoc_body(p, &cmd, w, wl, dash)) {
       free(cmd);
       return hutch_err_invalid(p->err, "line %d: the here-document %.*s is not closed", in->line,
                                (int)wl, w);
@@ -496,12 +537,31 @@ static int heredocs(struct parser *p, struct df_instr *in) {
       in->heredoc_script = xstrdup(cmd + body_at);
     str_append(&cmd, w, wl);
   }
+
   free(in->rest);
   in->rest = cmd;
   if (count != 1) {
     free(in->heredoc_script);
     in->heredoc_script = NULL;
   }
+  return 0;
+}
+
+/* A logical line (which starts on line start) parsed as the next
+ * instruction, with RUN's here-documents; before the first FROM
+ * (seen_from), only an ARG may come. */
+static int parse_next(struct parser *p, char *line, int start, bool seen_from) {
+  struct dockerfile *df = p->df;
+  df->v = xrealloc(df->v, (df->n + 1) * sizeof *df->v);
+  struct df_instr *in = &df->v[df->n++];
+  memset(in, 0, sizeof *in);
+  if (parse_instr(p, line, start, in) < 0)
+    return -1;
+  if (in->kind == DF_RUN && !in->json && strstr(in->rest, "<<") && heredocs(p, in) < 0)
+    return -1;
+  if (!seen_from && in->kind != DF_FROM && in->kind != DF_ARG)
+    return hutch_err_invalid(p->err, "line %d: %s before the first FROM", start,
+                             df_kind_name(in->kind));
   return 0;
 }
 
@@ -512,9 +572,11 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile *df, struct
     return hutch_err_invalid(err, "the Dockerfile is larger than %u bytes", DF_MAX_BYTES);
   if (memchr(text, '\0', len) || !utf8_valid(text, len))
     return hutch_err_invalid(err, "the Dockerfile is not UTF-8 text");
+
   struct parser p = {.text = text, .len = len, .df = df, .err = err};
   if (directives(&p) < 0)
     return -1;
+
   bool seen_from = false;
   int start = 0;
   char *line;
@@ -524,22 +586,15 @@ int dockerfile_parse(const char *text, size_t len, struct dockerfile *df, struct
       dockerfile_free(df);
       return hutch_err_invalid(err, "more than %d instructions", DF_MAX_INSTRUCTIONS);
     }
-    df->v = xrealloc(df->v, (df->n + 1) * sizeof *df->v);
-    struct df_instr *in = &df->v[df->n++];
-    memset(in, 0, sizeof *in);
-    int r = parse_instr(&p, line, start, in);
+    int r = parse_next(&p, line, start, seen_from);
     free(line);
-    if (r == 0 && in->kind == DF_RUN && !in->json && strstr(in->rest, "<<"))
-      r = heredocs(&p, in);
-    if (r == 0 && !seen_from && in->kind != DF_FROM && in->kind != DF_ARG)
-      r = hutch_err_invalid(err, "line %d: %s before the first FROM", start,
-                            df_kind_name(in->kind));
     if (r < 0) {
       dockerfile_free(df);
       return -1;
     }
-    seen_from |= in->kind == DF_FROM;
+    seen_from |= df->v[df->n - 1].kind == DF_FROM;
   }
+
   if (!seen_from) {
     dockerfile_free(df);
     return hutch_err_invalid(err, "no FROM instruction");

@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "image.h"
 #include "layertar.h"
 #include "layer.h"
 #include "oci.h"
-#include "unpack.h"
 #include "util.h"
 
 /* A file being written and hashed: a blob of the layout. */
@@ -57,8 +57,10 @@ static la_ssize_t sink_write(struct archive *a, void *p, const void *buf, size_t
 static int sink_open(struct sink *s, int dir, struct hutch_err *err) {
   *s = (struct sink){.fd = openat(dir, "blob.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
                      .md = EVP_MD_CTX_new()};
-  if (s->fd < 0 || !s->md || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))
-    return hutch_err_set(err, s->fd < 0 ? errno : ENOMEM, "blob");
+  if (s->fd < 0)
+    return hutch_err_set(err, errno, "blob");
+  if (!s->md || !EVP_DigestInit_ex(s->md, EVP_sha256(), NULL))
+    return hutch_err_set(err, ENOMEM, "blob");
   return 0;
 }
 
@@ -67,11 +69,14 @@ static json_t *sink_close(struct sink *s, int dir, const char *media_type, struc
   unsigned char sum[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   char name[128] = "blobs/sha256/", digest[72] = "sha256:";
-  bool ok = s->fd >= 0 && close(s->fd) == 0 && EVP_DigestFinal_ex(s->md, sum, &len);
+  bool ok = false;
+  if (s->fd >= 0 && close(s->fd) == 0)
+    ok = EVP_DigestFinal_ex(s->md, sum, &len);
   s->fd = -1;
   EVP_MD_CTX_free(s->md);
   s->md = NULL;
-  unpack_hex(sum, digest + 7);
+
+  digest_hex(sum, digest + 7);
   strcat(name, digest + 7);
   if (!ok || renameat(dir, "blob.tmp", dir, name) < 0) {
     hutch_err_set(err, errno, "blob");
@@ -92,12 +97,12 @@ static json_t *json_blob(int dir, json_t *doc, const char *media_type, struct hu
   struct sink s;
   _cleanup_free_ char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
   json_t *desc = NULL;
-  if (sink_open(&s, dir, err) < 0)
-    ;
-  else if (sink_bytes(&s, text, strlen(text)) < 0)
-    hutch_err_set(err, s.errnum, "blob");
-  else
-    desc = sink_close(&s, dir, media_type, err);
+  if (sink_open(&s, dir, err) == 0) {
+    if (sink_bytes(&s, text, strlen(text)) < 0)
+      hutch_err_set(err, s.errnum, "blob");
+    else
+      desc = sink_close(&s, dir, media_type, err);
+  }
   sink_free(&s);
   json_decref(doc);
   return desc;
@@ -109,12 +114,12 @@ static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
   struct layer_sum sum = {0};
   archive_write_set_format_pax_restricted(a);
   int rc = -1;
-  if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK)
+  if (archive_write_open(a, s, NULL, sink_write, NULL) != ARCHIVE_OK) {
     hutch_err_set(err, EIO, "tar: %s", archive_error_string(a));
-  else if (layer_tar_write(root, a, &sum, err) == 0) {
-    rc = archive_write_close(a) == ARCHIVE_OK ? 0 : -1;
-    if (rc < 0)
-      hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(a));
+  } else if (layertar_write(root, a, &sum, err) == 0) {
+    rc = 0;
+    if (archive_write_close(a) != ARCHIVE_OK)
+      rc = hutch_err_set(err, s->errnum ? s->errnum : EIO, "tar: %s", archive_error_string(a));
   }
   archive_write_free(a);
   return rc;
@@ -123,11 +128,17 @@ static int tar_tree(int root, struct sink *s, struct hutch_err *err) {
 static json_t *layer_blob(struct image_ctx *ctx, int dir, const char *hex, struct hutch_err *err) {
   _cleanup_free_ char *path = hutch_images_layer_path(&ctx->store, hex);
   _cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) {
+    hutch_err_set(err, errno, "layer %.12s", hex);
+    return NULL;
+  }
+
   struct sink s = {.fd = -1};
   json_t *desc = NULL;
-  if (root < 0)
-    hutch_err_set(err, errno, "layer %.12s", hex);
-  else if (sink_open(&s, dir, err) == 0 && tar_tree(root, &s, err) == 0)
+  int r = sink_open(&s, dir, err);
+  if (r == 0)
+    r = tar_tree(root, &s, err);
+  if (r == 0)
     desc = sink_close(&s, dir, OCI_LAYER, err);
   sink_free(&s);
   return desc;
@@ -142,12 +153,11 @@ static int write_text(int dir, const char *name, json_t *doc, struct hutch_err *
   return 0;
 }
 
-/* The record as an OCI image layout in dir. */
-static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct hutch_err *err) {
-  if (mkdirat(dir, "blobs", 0755) < 0 || mkdirat(dir, "blobs/sha256", 0755) < 0)
-    return hutch_err_set(err, errno, "blobs");
+/* Each of the record's layers as a blob in dir: their descriptors in
+ * layers, their digests in diff_ids. */
+static int layer_blobs(struct image_ctx *ctx, json_t *record, int dir, json_t *layers,
+                       json_t *diff_ids, struct hutch_err *err) {
   json_t *hexes = json_object_get(record, "layers"), *h;
-  json_t *layers = json_array(), *diff_ids = json_array();
   size_t i, n = json_array_size(hexes);
   json_array_foreach(hexes, i, h) {
     image_progress(ctx, json_pack("{s:s,s:I,s:I,s:s+}", "event", "layer", "index",
@@ -155,10 +165,27 @@ static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct h
                                   "writing layer ", json_string_value(h)));
     json_t *desc = layer_blob(ctx, dir, json_string_value(h), err);
     if (!desc)
-      goto fail;
+      return -1;
     json_array_append(diff_ids, json_object_get(desc, "digest"));
     json_array_append_new(layers, desc);
   }
+  return 0;
+}
+
+/* The record as an OCI image layout in dir. */
+static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct hutch_err *err) {
+  if (mkdirat(dir, "blobs", 0755) < 0)
+    return hutch_err_set(err, errno, "blobs");
+  if (mkdirat(dir, "blobs/sha256", 0755) < 0)
+    return hutch_err_set(err, errno, "blobs");
+
+  json_t *layers = json_array(), *diff_ids = json_array();
+  if (layer_blobs(ctx, record, dir, layers, diff_ids, err) < 0) {
+    json_decref(layers);
+    json_decref(diff_ids);
+    return -1;
+  }
+
   json_t *config = json_pack("{s:s,s:s,s:o,s:{s:s,s:o}}", "architecture", "amd64", "os", "linux",
                              "config", oci_image_config(json_object_get(record, "config")),
                              "rootfs", "type", "layers", "diff_ids", diff_ids);
@@ -167,21 +194,30 @@ static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct h
     json_decref(layers);
     return -1;
   }
+
   json_t *mdesc = json_blob(dir, json_pack("{s:i,s:s,s:o,s:o}", "schemaVersion", 2, "mediaType",
                                            OCI_MANIFEST, "config", cdesc, "layers", layers),
                             OCI_MANIFEST, err);
   if (!mdesc)
     return -1;
+
   const char *tag = json_string_value(json_array_get(json_object_get(record, "tags"), 0));
   json_object_set_new(mdesc, "annotations", json_pack("{s:s}", OCI_REF_NAME, tag ? tag : "latest"));
-  if (write_text(dir, "index.json", json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType",
-                                              OCI_INDEX, "manifests", mdesc), err) < 0)
+  json_t *index = json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX,
+                            "manifests", mdesc);
+  if (write_text(dir, "index.json", index, err) < 0)
     return -1;
   return write_text(dir, "oci-layout", json_pack("{s:s}", "imageLayoutVersion", "1.0.0"), err);
-fail:
-  json_decref(layers);
-  json_decref(diff_ids);
-  return -1;
+}
+
+/* The archive written at fd (the file tmp) made file: 0644, synced,
+ * renamed. 0, or -1 with errno set. */
+static int publish(int fd, const char *tmp, const char *file) {
+  if (fchmod(fd, 0644) < 0)
+    return -1;
+  if (fsync(fd) < 0)
+    return -1;
+  return rename(tmp, file);
 }
 
 /* The layout in dir as a tar at file, whole or not at all. */
@@ -192,13 +228,27 @@ static int write_archive(int dir, const char *file, struct hutch_err *err) {
     sink_free(&s);
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_path", "%.200s: %s", file, strerror(errno));
   }
-  int rc = EVP_DigestInit_ex(s.md, EVP_sha256(), NULL) ? tar_tree(dir, &s, err) : -1;
-  if (rc == 0 && (fchmod(s.fd, 0644) < 0 || fsync(s.fd) < 0 || rename(tmp, file) < 0))
+
+  int rc = -1;
+  if (EVP_DigestInit_ex(s.md, EVP_sha256(), NULL))
+    rc = tar_tree(dir, &s, err);
+  if (rc == 0 && publish(s.fd, tmp, file) < 0)
     rc = hutch_err_set(err, errno, "%.200s", file);
   if (rc < 0)
     unlink(tmp);
   sink_free(&s);
   return rc;
+}
+
+/* record exported to file, through a layout written in tmp. */
+static int export_to(struct image_ctx *ctx, json_t *record, const char *tmp, const char *file,
+                     struct hutch_err *err) {
+  _cleanup_close_ int dir = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return hutch_err_set(err, errno, "%s", tmp);
+  if (write_layout(ctx, record, dir, err) < 0)
+    return -1;
+  return write_archive(dir, file, err);
 }
 
 int cmd_export(struct image_ctx *ctx, int argc, char **argv) {
@@ -210,20 +260,18 @@ int cmd_export(struct image_ctx *ctx, int argc, char **argv) {
   json_t *record = hutch_images_find(&ctx->store, ctx->owner[0] ? ctx->owner : NULL, argv[1], &err);
   if (!record)
     return image_fail(ctx, "export", &err);
+
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, &err);
-  _cleanup_close_ int dir = tmp ? open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   int rc = -1;
-  if (tmp && dir < 0)
-    hutch_err_set(&err, errno, "%s", tmp);
-  else if (dir >= 0 && write_layout(ctx, record, dir, &err) == 0 &&
-           write_archive(dir, argv[2], &err) == 0)
-    rc = 0;
+  if (tmp)
+    rc = export_to(ctx, record, tmp, argv[2], &err);
   struct hutch_err ignored = {0};
   if (tmp)
     hutch_layer_remove(tmp, &ignored);
   json_decref(record);
   if (rc < 0)
     return image_fail(ctx, "export", &err);
+
   image_progress(ctx, json_pack("{s:s,s:s,s:s+}", "event", "done", "file", argv[2], "message",
                                 "exported ", argv[2]));
   return 0;

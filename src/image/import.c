@@ -46,6 +46,7 @@ static int link_target(const char *path, const char *target, char *out, size_t s
     snprintf(joined, sizeof joined, "%s", target);
   else
     snprintf(joined, sizeof joined, "%.*s/%s", slash ? (int)(slash - path) : 0, path, target);
+
   size_t len = 0;
   for (char *p = joined, *end; *p; p = end) {
     while (*p == '/')
@@ -73,11 +74,16 @@ static int link_target(const char *path, const char *target, char *out, size_t s
 static int make_link(int root, const struct link_member *l, bool hard, struct hutch_err *err) {
   char target[PATH_MAX];
   const char *leaf, *tleaf;
-  if ((hard ? unpack_clean_path(l->target, target, sizeof target, err)
-            : link_target(l->path, l->target, target, sizeof target, err)) < 0)
+  int r;
+  if (hard)
+    r = unpack_clean_path(l->target, target, sizeof target, err);
+  else
+    r = link_target(l->path, l->target, target, sizeof target, err);
+  if (r < 0)
     return -1;
   if (!*target)
     return bad_member(err, l->path, "links to the root");
+
   _cleanup_close_ int tdir = unpack_open_parent(root, target, false, &tleaf, err);
   if (tdir < 0)
     return err->kind == HUTCH_ERR_INVALID
@@ -89,6 +95,7 @@ static int make_link(int root, const struct link_member *l, bool hard, struct hu
     return -1;
   if (fstatat(tdir, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
     return bad_member(err, l->path, "links to no file of the archive");
+
   if (linkat(tdir, tleaf, dir, leaf, 0) < 0)
     return errno == EEXIST ? bad_member(err, l->path, "is there twice")
                            : hutch_err_set(err, errno, "link %.200s", l->path);
@@ -106,6 +113,7 @@ static int extract_file(struct archive *a, struct archive_entry *e, int root, co
   if (fd < 0)
     return errno == EEXIST ? bad_member(err, path, "is there twice")
                            : hutch_err_set(err, errno, "%.200s", path);
+
   const void *buf;
   size_t size;
   la_int64_t off;
@@ -121,6 +129,7 @@ static int extract_file(struct archive *a, struct archive_entry *e, int root, co
   if (r != ARCHIVE_EOF)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "%.200s: %s", path,
                           archive_error_string(a));
+
   if (archive_entry_size(e) < 0 || (uint64_t)archive_entry_size(e) > ctx->max_bytes)
     return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
                           "archive member '%.200s' is larger than --max-bytes", path);
@@ -129,37 +138,70 @@ static int extract_file(struct archive *a, struct archive_entry *e, int root, co
   return 0;
 }
 
-static int extract_entry(struct archive *a, struct archive_entry *e, int root,
-                         struct link_member **links, size_t *nlinks, uint64_t *total,
-                         const struct image_ctx *ctx, struct hutch_err *err) {
-  char path[PATH_MAX];
-  const char *name = archive_entry_pathname(e), *leaf;
-  if (!name)
-    return bad_member(err, "?", "has no name");
-  if (unpack_clean_path(name, path, sizeof path, err) < 0)
-    return -1;
-  mode_t type = archive_entry_filetype(e);
-  const char *hard = archive_entry_hardlink(e), *sym = archive_entry_symlink(e);
-  if (hard || type == AE_IFLNK) {
-    if (!*path || !(hard ? hard : sym))
-      return bad_member(err, name, "is a link without a name or target");
-    *links = xrealloc(*links, (*nlinks + 1) * sizeof **links);
-    (*links)[(*nlinks)++] = (struct link_member){xstrdup(path), xasprintf("%s%s", hard ? "/" : "",
-                                                                          hard ? hard : sym)};
-    return 0;
-  }
-  if (type == AE_IFREG && *path)
-    return extract_file(a, e, root, path, total, ctx, err);
-  if (type != AE_IFDIR)
-    return bad_member(err, name, "is neither a file, a directory nor a link");
-  if (!*path)
-    return 0;
+/* A directory member at path (clean, not the root), made in root. */
+static int extract_dir(int root, const char *path, struct hutch_err *err) {
+  const char *leaf;
   _cleanup_close_ int dir = unpack_open_parent(root, path, true, &leaf, err);
   if (dir < 0)
     return -1;
   if (mkdirat(dir, leaf, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "%.200s", path);
   return 0;
+}
+
+static int extract_entry(struct archive *a, struct archive_entry *e, int root,
+                         struct link_member **links, size_t *nlinks, uint64_t *total,
+                         const struct image_ctx *ctx, struct hutch_err *err) {
+  char path[PATH_MAX];
+  const char *name = archive_entry_pathname(e);
+  if (!name)
+    return bad_member(err, "?", "has no name");
+  if (unpack_clean_path(name, path, sizeof path, err) < 0)
+    return -1;
+
+  /* Links are made last, once their targets are there: a hard link's
+   * target is a name in the archive ("/" first says so). */
+  mode_t type = archive_entry_filetype(e);
+  const char *hard = archive_entry_hardlink(e), *sym = archive_entry_symlink(e);
+  if (hard || type == AE_IFLNK) {
+    const char *target = hard ? hard : sym;
+    if (!*path || !target)
+      return bad_member(err, name, "is a link without a name or target");
+    *links = xrealloc(*links, (*nlinks + 1) * sizeof **links);
+    (*links)[(*nlinks)++] =
+        (struct link_member){xstrdup(path), xasprintf("%s%s", hard ? "/" : "", target)};
+    return 0;
+  }
+
+  if (type == AE_IFREG && *path)
+    return extract_file(a, e, root, path, total, ctx, err);
+  if (type != AE_IFDIR)
+    return bad_member(err, name, "is neither a file, a directory nor a link");
+  if (!*path)
+    return 0;
+  return extract_dir(root, path, err);
+}
+
+/* Every member of the archive a into root; the links in *links, to make
+ * once everything else is there. */
+static int extract_members(const struct image_ctx *ctx, struct archive *a, int root,
+                           struct link_member **links, size_t *nlinks, struct hutch_err *err) {
+  uint64_t total = 0, files = 0;
+  for (;;) {
+    struct archive_entry *e;
+    int r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF)
+      return 0;
+    if (r < ARCHIVE_WARN)
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "not a tar archive: %s",
+                            archive_error_string(a));
+    if (++files > ctx->max_files)
+      return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
+                            "the archive holds more than %llu members (--max-files)",
+                            (unsigned long long)ctx->max_files);
+    if (extract_entry(a, e, root, links, nlinks, &total, ctx, err) < 0)
+      return -1;
+  }
 }
 
 /* The archive at fd (a tar, compressed or not) into the directory root. */
@@ -169,36 +211,16 @@ static int extract(const struct image_ctx *ctx, int fd, int root, struct hutch_e
   archive_read_support_format_tar(a);
   struct link_member *links = NULL;
   size_t nlinks = 0;
-  uint64_t total = 0, files = 0;
+
   int rc = -1;
-  if (archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
+  if (archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK)
     hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "not a tar archive: %s",
                    archive_error_string(a));
-    goto out;
-  }
-  for (;;) {
-    struct archive_entry *e;
-    int r = archive_read_next_header(a, &e);
-    if (r == ARCHIVE_EOF)
-      break;
-    if (r < ARCHIVE_WARN) {
-      hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "not a tar archive: %s",
-                     archive_error_string(a));
-      goto out;
-    }
-    if (++files > ctx->max_files) {
-      hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
-                     "the archive holds more than %llu members (--max-files)",
-                     (unsigned long long)ctx->max_files);
-      goto out;
-    }
-    if (extract_entry(a, e, root, &links, &nlinks, &total, ctx, err) < 0)
-      goto out;
-  }
-  rc = 0;
+  else
+    rc = extract_members(ctx, a, root, &links, &nlinks, err);
   for (size_t i = 0; i < nlinks && rc == 0; i++)
     rc = make_link(root, &links[i], links[i].target[0] == '/', err);
-out:
+
   for (size_t i = 0; i < nlinks; i++)
     free(links[i].path), free(links[i].target);
   free(links);
@@ -231,6 +253,22 @@ static json_t *import_dir(struct image_ctx *ctx, const char *dir, const char *na
  * NULL (the local user's own), else what --ref gave (hutch serve's
  * "upload@sha256:HEX": its upload's path under the state directory is
  * the host's, never a tenant's to see). */
+/* The archive at fd, extracted into the store's work directory tmp, and
+ * the image there imported. */
+static json_t *import_archive(struct image_ctx *ctx, int fd, const char *tmp, const char *name,
+                              const char *ref, struct hutch_err *err) {
+  _cleanup_close_ int root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  image_progress(ctx, json_pack("{s:s,s:s,s:s+}", "event", "extract", "path", ref, "message",
+                                "extracting ", ref));
+  if (root < 0) {
+    hutch_err_set(err, errno, "open the store's tmp/");
+    return NULL;
+  }
+  if (extract(ctx, fd, root, err) < 0)
+    return NULL;
+  return import_dir(ctx, tmp, name, ref, err);
+}
+
 static json_t *import_path(struct image_ctx *ctx, const char *input, const char *name,
                            const char *shown, struct hutch_err *err) {
   char path[PATH_MAX];
@@ -239,6 +277,7 @@ static json_t *import_path(struct image_ctx *ctx, const char *input, const char 
                    strerror(errno));
     return NULL;
   }
+
   const char *ref = shown ? shown : path;
   struct stat st;
   if (stat(path, &st) < 0) {
@@ -247,6 +286,7 @@ static json_t *import_path(struct image_ctx *ctx, const char *input, const char 
   }
   if (S_ISDIR(st.st_mode))
     return import_dir(ctx, path, name, ref, err);
+
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     hutch_err_set(err, errno, "%.200s", ref);
@@ -255,56 +295,52 @@ static json_t *import_path(struct image_ctx *ctx, const char *input, const char 
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, err);
   if (!tmp)
     return NULL;
-  _cleanup_close_ int root = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  json_t *record = NULL;
-  image_progress(ctx, json_pack("{s:s,s:s,s:s+}", "event", "extract", "path", ref, "message",
-                                "extracting ", ref));
-  if (root < 0)
-    hutch_err_set(err, errno, "open the store's tmp/");
-  else if (extract(ctx, fd, root, err) == 0)
-    record = import_dir(ctx, tmp, name, ref, err);
+  json_t *record = import_archive(ctx, fd, tmp, name, ref, err);
   struct hutch_err ignored = {0};
   hutch_layer_remove(tmp, &ignored);
   return record;
 }
 
-int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
+/* import's options: --name's, --ref's, the caps and --replace. */
+static int parse_import(struct image_ctx *ctx, int argc, char **argv, const char **name,
+                        const char **ref, struct hutch_err *err) {
   static const struct option opts[] = {{"name", required_argument, 0, 'n'},
                                        {"replace", no_argument, 0, 'r'},
                                        {"max-bytes", required_argument, 0, 'b'},
                                        {"max-files", required_argument, 0, 'f'},
                                        {"ref", required_argument, 0, 'R'},
                                        {0, 0, 0, 0}};
-  const char *name = NULL, *ref = NULL;
-  struct hutch_err err = {0};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-    case 'n': name = optarg; break;
+    case 'n': *name = optarg; break;
     case 'r': ctx->replace = true; break;
-    case 'R': ref = optarg; break;
+    case 'R': *ref = optarg; break;
     case 'b':
     case 'f':
-      if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files)) {
-        hutch_err_invalid(&err, "--max-%s takes a number", c == 'b' ? "bytes" : "files");
-        return image_fail(ctx, "import", &err);
-      }
+      if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files))
+        return hutch_err_invalid(err, "--max-%s takes a number", c == 'b' ? "bytes" : "files");
       break;
     default:
-      hutch_err_invalid(&err, "usage: hutch template import FILE|DIR --name NAME [--replace] "
-                              "[--max-bytes N] [--max-files N] [--ref REF]");
-      return image_fail(ctx, "import", &err);
+      return hutch_err_invalid(err, "usage: hutch template import FILE|DIR --name NAME "
+                                    "[--replace] [--max-bytes N] [--max-files N] [--ref REF]");
     }
   }
-  if (optind + 1 != argc || !name) {
-    hutch_err_invalid(&err, "usage: hutch template import FILE|DIR --name NAME [--replace]");
+
+  if (optind + 1 != argc || !*name)
+    return hutch_err_invalid(err, "usage: hutch template import FILE|DIR --name NAME [--replace]");
+  if (!hutch_images_name_ok(*name))
+    return hutch_err_invalid(err, "'%.200s' is not a template name ([a-z0-9._/-], starting with "
+                                  "a letter or digit, not 'host')", *name);
+  return 0;
+}
+
+int cmd_import(struct image_ctx *ctx, int argc, char **argv) {
+  const char *name = NULL, *ref = NULL;
+  struct hutch_err err = {0};
+  if (parse_import(ctx, argc, argv, &name, &ref, &err) < 0)
     return image_fail(ctx, "import", &err);
-  }
-  if (!hutch_images_name_ok(name)) {
-    hutch_err_invalid(&err, "'%.200s' is not a template name ([a-z0-9._/-], starting with a "
-                            "letter or digit, not 'host')", name);
-    return image_fail(ctx, "import", &err);
-  }
+
   json_t *record = import_path(ctx, argv[optind], name, ref, &err);
   return record ? image_done(ctx, "imported", record) : image_fail(ctx, "import", &err);
 }

@@ -24,13 +24,13 @@ struct layer_sum {
 
 /* Write the tree under dirfd as tar entries to a (opened by the caller,
  * any format it set; hutch's own digests use pax restricted). */
-int layer_tar_write(int dirfd, struct archive *a, struct layer_sum *sum, struct hutch_err *err);
+int layertar_write(int dirfd, struct archive *a, struct layer_sum *sum, struct hutch_err *err);
 /* The sha256 of the tree's canonical tar, with its size and file count. */
-int layer_tar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err);
+int layertar_digest(int dirfd, struct layer_sum *sum, struct hutch_err *err);
 /* Digest staged (a finished layer tree under the store's tmp/; at most
  * sum->max_bytes of files) and commit it as layers/<hex> (removing staged
  * when that layer is already stored). *existed tells which. */
-int layer_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
-                        bool *existed, struct hutch_err *err);
+int layertar_commit_staged(struct image_ctx *ctx, const char *staged, struct layer_sum *sum,
+                           bool *existed, struct hutch_err *err);
 
 #endif

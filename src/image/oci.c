@@ -1,5 +1,6 @@
-/* OCI image layouts and docker-archives imported as templates (oci.h).
- * The directory read may come from a hostile archive: its members are
+/* The OCI reader of hutch-template (oci.h): OCI image layouts and
+ * docker-archives imported as templates, and an image's config turned into
+ * a template record's and back. The directory read may come from a hostile archive: its members are
  * opened part by part without following symlinks, JSON documents are read
  * up to a cap, and nothing in them is trusted until its digest matches. */
 #include "oci.h"
@@ -7,12 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "unpack.h"
 #include "util.h"
 
@@ -48,13 +49,14 @@ static int open_member(int dirfd, const char *name, struct stat *st, struct hutc
   return fd;
 }
 
-static bool sha256_hex(const void *buf, size_t n, char hex[65]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (!EVP_Digest(buf, n, sum, &len, EVP_sha256(), NULL))
+/* Whether buf[0..n)'s sha256 is digest ("sha256:<hex>"). */
+static bool digest_matches(const char *buf, size_t n, const char *digest) {
+  char hex[65], want[65];
+  if (!unpack_digest_hex(digest, want))
     return false;
-  unpack_hex(sum, hex);
-  return true;
+  if (!digest_sha256_hex(buf, n, hex))
+    return false;
+  return strcmp(hex, want) == 0;
 }
 
 /* A JSON object from member name: checked against digest ("sha256:...")
@@ -73,19 +75,19 @@ static json_t *read_json(int dirfd, const char *name, const char *digest, json_i
                    (long long)st.st_size, (long long)size);
     return NULL;
   }
+
   _cleanup_free_ char *buf = xmalloc((size_t)st.st_size + 1);
   ssize_t n = read_all(fd, buf, (size_t)st.st_size);
   if (n != st.st_size) {
     hutch_err_set(err, n < 0 ? errno : EIO, "read %s", what);
     return NULL;
   }
-  char hex[65], want[65];
-  if (digest && (!unpack_digest_hex(digest, want) || !sha256_hex(buf, (size_t)n, hex) ||
-                 strcmp(hex, want) != 0)) {
+  if (digest && !digest_matches(buf, (size_t)n, digest)) {
     hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
                    "%s does not match its digest %.80s", what, digest);
     return NULL;
   }
+
   json_error_t jerr;
   json_t *doc = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
   if (!doc || !json_is_object(doc)) {
@@ -190,21 +192,32 @@ static json_t *strings_or_empty(json_t *c, const char *key, struct hutch_err *er
   return string_list(v, key, err) < 0 ? NULL : json_incref(v);
 }
 
-json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
-  json_t *c = json_object_get(image_config, "config");
-  if (c && !json_is_null(c) && !json_is_object(c))
-    return bad(err, "image config: config is not an object"), NULL;
+/* The fields of an image config's "config" (c) that a record takes,
+ * checked for type. */
+static int check_config(json_t *c, struct hutch_err *err) {
   json_t *wd = json_object_get(c, "WorkingDir"), *user = json_object_get(c, "User");
   json_t *labels = json_object_get(c, "Labels"), *ports = json_object_get(c, "ExposedPorts");
   if ((wd && !json_is_string(wd)) || (user && !json_is_string(user)) ||
       (labels && !json_is_null(labels) && !json_is_object(labels)) ||
       (ports && !json_is_null(ports) && !json_is_object(ports)))
     return bad(err, "image config: WorkingDir, User, Labels or ExposedPorts has the wrong "
-                    "type"), NULL;
+                    "type");
   const char *k;
   json_t *v;
   json_object_foreach(labels, k, v) if (!json_is_string(v)) return bad(
-      err, "image config: label '%.100s' is no string", k), NULL;
+      err, "image config: label '%.100s' is no string", k);
+  return 0;
+}
+
+json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
+  json_t *c = json_object_get(image_config, "config");
+  if (c && !json_is_null(c) && !json_is_object(c))
+    return bad(err, "image config: config is not an object"), NULL;
+  if (check_config(c, err) < 0)
+    return NULL;
+  json_t *wd = json_object_get(c, "WorkingDir"), *user = json_object_get(c, "User");
+  json_t *labels = json_object_get(c, "Labels"), *ports = json_object_get(c, "ExposedPorts");
+
   json_t *out = json_object();
   const char *lists[][2] = {{"Env", "env"}, {"Entrypoint", "entrypoint"}, {"Cmd", "cmd"}};
   for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
@@ -213,6 +226,7 @@ json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
       return json_decref(out), NULL;
     json_object_set_new(out, lists[i][1], l);
   }
+
   json_t *shell = strings_or_empty(c, "Shell", err);
   if (!shell)
     return json_decref(out), NULL;
@@ -220,7 +234,10 @@ json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
     json_array_append_new(shell, json_string("/bin/sh"));
     json_array_append_new(shell, json_string("-c"));
   }
+
   json_t *exposed = json_array();
+  const char *k;
+  json_t *v;
   json_object_foreach(ports, k, v) json_array_append_new(exposed, json_string(k));
   const char *workdir = json_string_value(wd);
   json_t *rest = json_pack(
@@ -285,6 +302,36 @@ static json_t *topmost(json_t *hexes) {
   return out;
 }
 
+/* Layer i of n unpacked into the store and checked against its diff_id:
+ * its hex out. */
+static int import_layer(struct image_ctx *ctx, int dirfd, const struct layer_src *l, size_t i,
+                        size_t n, json_t *diff_ids, struct unpack_budget *used, char hex[65],
+                        struct hutch_err *err) {
+  struct stat st;
+  char what[64];
+  snprintf(what, sizeof what, "layer %zu of %zu", i + 1, n);
+  _cleanup_close_ int fd = open_member(dirfd, l->path, &st, err);
+  if (fd < 0)
+    return -1;
+  if (l->digest && st.st_size != l->size)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
+                          "%s has %lld bytes, not %lld as its descriptor says", what,
+                          (long long)st.st_size, (long long)l->size);
+
+  image_progress(ctx, json_pack("{s:s,s:I,s:I,s:I,s:s+}", "event", "layer", "index",
+                                (json_int_t)i + 1, "count", (json_int_t)n, "bytes",
+                                (json_int_t)st.st_size, "message", what, ": unpacking"));
+  if (unpack_layer_counted(ctx, fd, l->digest, used, hex, err) < 0)
+    return hutch_err_wrap(err, "%s", what);
+
+  const char *want = json_string_value(json_array_get(diff_ids, i));
+  if (!want || strncmp(want, "sha256:", 7) != 0 || strcmp(want + 7, hex) != 0)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
+                          "%s unpacks to diff_id sha256:%s, not %.80s as the image config says",
+                          what, hex, want ? want : "(none)");
+  return 0;
+}
+
 static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
                             const struct layer_src *layers, size_t n, const char *name,
                             const char *source, const char *ref, struct hutch_err *err) {
@@ -299,49 +346,27 @@ static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
   json_t *rconfig = oci_record_config(config, err);
   if (!rconfig)
     return NULL;
+
   json_t *hexes = json_array();
   struct unpack_budget used = {0};
   for (size_t i = 0; i < n; i++) {
-    struct stat st;
-    char hex[65], what[64];
-    snprintf(what, sizeof what, "layer %zu of %zu", i + 1, n);
-    _cleanup_close_ int fd = open_member(dirfd, layers[i].path, &st, err);
-    if (fd < 0)
-      goto fail;
-    if (layers[i].digest && st.st_size != layers[i].size) {
-      hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
-                     "%s has %lld bytes, not %lld as its descriptor says", what,
-                     (long long)st.st_size, (long long)layers[i].size);
-      goto fail;
-    }
-    image_progress(ctx, json_pack("{s:s,s:I,s:I,s:I,s:s+}", "event", "layer", "index",
-                                  (json_int_t)i + 1, "count", (json_int_t)n, "bytes",
-                                  (json_int_t)st.st_size, "message", what, ": unpacking"));
-    if (unpack_layer_counted(ctx, fd, layers[i].digest, &used, hex, err) < 0) {
-      hutch_err_wrap(err, "%s", what);
-      goto fail;
-    }
-    const char *want = json_string_value(json_array_get(diff_ids, i));
-    if (!want || strncmp(want, "sha256:", 7) != 0 || strcmp(want + 7, hex) != 0) {
-      hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
-                     "%s unpacks to diff_id sha256:%s, not %.80s as the image config says",
-                     what, hex, want ? want : "(none)");
-      goto fail;
+    char hex[65];
+    if (import_layer(ctx, dirfd, &layers[i], i, n, diff_ids, &used, hex, err) < 0) {
+      json_decref(hexes);
+      json_decref(rconfig);
+      /* Layers committed already stay for the next gc: each is whole, and
+       * another import under way may be about to use it. */
+      return NULL;
     }
     json_array_append_new(hexes, json_string(hex));
   }
+
   json_t *record = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o}", "name", name, "owner", ctx->owner,
                              "source", source, "ref", ref, "layers", topmost(hexes), "config",
                              rconfig);
   json_t *stored = hutch_images_add(&ctx->store, record, ctx->replace, err);
   json_decref(record);
   return stored;
-fail:
-  json_decref(hexes);
-  json_decref(rconfig);
-  /* Layers committed already stay for the next gc: each is whole, and
-   * another import under way may be about to use it. */
-  return NULL;
 }
 
 static int open_dir(const char *dir, struct hutch_err *err) {
@@ -358,6 +383,42 @@ static const char *tag_of(const char *ref) {
   return colon && (!slash || colon > slash) ? colon + 1 : NULL;
 }
 
+/* The manifest's layer descriptors (list) as sources, their paths in
+ * paths. */
+static int layout_layers(json_t *list, struct layer_src *layers, char (*paths)[128],
+                         struct hutch_err *err) {
+  json_t *d;
+  size_t i;
+  json_array_foreach(list, i, d) {
+    char what[64];
+    snprintf(what, sizeof what, "the manifest's layer %zu", i + 1);
+    if (descriptor(d, &layers[i].digest, &layers[i].size, what, err) < 0)
+      return -1;
+    snprintf(paths[i], sizeof paths[i], "blobs/sha256/%s", layers[i].digest + 7);
+    layers[i].path = paths[i];
+  }
+  return 0;
+}
+
+/* The image a layout's manifest (and its config) describes, imported. */
+static json_t *import_manifest(struct image_ctx *ctx, int dirfd, json_t *manifest,
+                               json_t *config, const char *name, const char *source,
+                               const char *ref, struct hutch_err *err) {
+  json_t *list = json_object_get(manifest, "layers");
+  if (!json_is_array(list))
+    return bad(err, "the image manifest lists no layers"), NULL;
+
+  size_t n = json_array_size(list);
+  struct layer_src *layers = xcalloc(n + 1, sizeof *layers);
+  char (*paths)[128] = xcalloc(n + 1, sizeof *paths);
+  json_t *record = NULL;
+  if (layout_layers(list, layers, paths, err) == 0)
+    record = import_image(ctx, dirfd, config, layers, n, name, source, ref, err);
+  free(layers);
+  free(paths);
+  return record;
+}
+
 json_t *oci_import_layout(struct image_ctx *ctx, const char *layout_dir, const char *name,
                           const char *source, const char *ref, struct hutch_err *err) {
   _cleanup_close_ int dirfd = open_dir(layout_dir, err);
@@ -368,30 +429,11 @@ json_t *oci_import_layout(struct image_ctx *ctx, const char *layout_dir, const c
   json_decref(index);
   if (!manifest)
     return NULL;
-  json_t *list = json_object_get(manifest, "layers"), *d, *record = NULL;
+
+  json_t *record = NULL;
   json_t *config = read_blob(dirfd, json_object_get(manifest, "config"), "the image config", err);
-  if (config && !json_is_array(list))
-    bad(err, "the image manifest lists no layers");
-  else if (config) {
-    size_t n = json_array_size(list), i;
-    struct layer_src *layers = xcalloc(n + 1, sizeof *layers);
-    char (*paths)[128] = xcalloc(n + 1, sizeof *paths);
-    bool ok = true;
-    json_array_foreach(list, i, d) {
-      char what[64];
-      snprintf(what, sizeof what, "the manifest's layer %zu", i + 1);
-      if (descriptor(d, &layers[i].digest, &layers[i].size, what, err) < 0) {
-        ok = false;
-        break;
-      }
-      snprintf(paths[i], sizeof paths[i], "blobs/sha256/%s", layers[i].digest + 7);
-      layers[i].path = paths[i];
-    }
-    if (ok)
-      record = import_image(ctx, dirfd, config, layers, n, name, source, ref, err);
-    free(layers);
-    free(paths);
-  }
+  if (config)
+    record = import_manifest(ctx, dirfd, manifest, config, name, source, ref, err);
   json_decref(config);
   json_decref(manifest);
   return record;
@@ -411,12 +453,9 @@ static const char *config_digest(const char *path, char buf[72]) {
   return unpack_digest_hex(buf, hex) ? buf : NULL;
 }
 
-json_t *oci_import_docker(struct image_ctx *ctx, const char *dir, const char *name,
-                          const char *source, const char *ref, struct hutch_err *err) {
-  _cleanup_close_ int dirfd = open_dir(dir, err);
-  if (dirfd < 0)
-    return NULL;
-  /* manifest.json is an array; read_json takes objects, so wrap it. */
+/* A docker-archive's manifest.json: a list of {Config, Layers}, checked.
+ * It is an array, which read_json does not take. */
+static json_t *docker_manifest(int dirfd, struct hutch_err *err) {
   struct stat st;
   _cleanup_close_ int fd = open_member(dirfd, "manifest.json", &st, err);
   if (fd < 0)
@@ -426,6 +465,7 @@ json_t *oci_import_docker(struct image_ctx *ctx, const char *dir, const char *na
   _cleanup_free_ char *buf = xmalloc((size_t)st.st_size + 1);
   if (read_all(fd, buf, (size_t)st.st_size) != st.st_size)
     return hutch_err_set(err, errno, "read manifest.json"), NULL;
+
   json_error_t jerr;
   json_t *list = json_loadb(buf, (size_t)st.st_size, 0, &jerr);
   json_t *m = json_array_get(list, 0);
@@ -437,6 +477,21 @@ json_t *oci_import_docker(struct image_ctx *ctx, const char *dir, const char *na
     json_decref(list);
     return NULL;
   }
+  return list;
+}
+
+json_t *oci_import_docker(struct image_ctx *ctx, const char *dir, const char *name,
+                          const char *source, const char *ref, struct hutch_err *err) {
+  _cleanup_close_ int dirfd = open_dir(dir, err);
+  if (dirfd < 0)
+    return NULL;
+  json_t *list = docker_manifest(dirfd, err);
+  if (!list)
+    return NULL;
+
+  json_t *m = json_array_get(list, 0);
+  json_t *files = json_object_get(m, "Layers");
+  const char *cpath = json_string_value(json_object_get(m, "Config"));
   char dbuf[72];
   json_t *config = read_json(dirfd, cpath, config_digest(cpath, dbuf), -1, "the image config", err);
   json_t *record = NULL;
@@ -445,11 +500,15 @@ json_t *oci_import_docker(struct image_ctx *ctx, const char *dir, const char *na
   json_t *f;
   bool ok = config != NULL;
   json_array_foreach(files, i, f) {
-    if (!(layers[i] = (struct layer_src){json_string_value(f), NULL, -1}).path) {
-      ok = ok && bad(err, "manifest.json: a layer is not a file name") == 0;
+    layers[i] = (struct layer_src){json_string_value(f), NULL, -1};
+    if (!layers[i].path) {
+      if (ok)
+        bad(err, "manifest.json: a layer is not a file name");
+      ok = false;
       break;
     }
   }
+
   if (ok)
     record = import_image(ctx, dirfd, config, layers, n, name, source, ref, err);
   free(layers);

@@ -26,10 +26,13 @@ int image_fail(struct image_ctx *ctx, const char *verb, const struct hutch_err *
   enum hutch_errkind kind = hutch_err_class(err);
   bool input = kind != HUTCH_ERR_SYSTEM && kind != HUTCH_ERR_NO_SPACE;
   fprintf(stderr, "hutch template %s: %s\n", verb, err->msg);
-  if (ctx->ndjson)
+  if (ctx->ndjson) {
+    const char *code = err->code;
+    if (!code)
+      code = input ? "invalid_argument" : "internal";
     image_progress(ctx, json_pack("{s:s,s:i,s:s,s:s}", "event", "error", "kind", (int)kind, "code",
-                                  err->code ? err->code : input ? "invalid_argument" : "internal",
-                                  "message", err->msg));
+                                  code, "message", err->msg));
+  }
   return input ? EXIT_IMAGE_INPUT : EXIT_IMAGE;
 }
 

@@ -66,6 +66,7 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
       json_integer_value(jsize) < 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
                           "the manifest has a descriptor without a sha256 digest and a size");
+
   uint64_t size = (uint64_t)json_integer_value(jsize);
   if (size > p->ctx->max_bytes)
     return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
@@ -76,6 +77,7 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
     return 0;
   if (fd < 0)
     return hutch_err_set(err, errno, "creating blob %.19s", digest);
+
   p->digest = digest;
   bool report = p->count && (p->ctx->ndjson || !p->ctx->quiet);
   int rc = registry_get_blob(r, digest, size, fd, report ? on_progress : NULL, p, err);
@@ -93,7 +95,8 @@ static int check_total(struct image_ctx *ctx, json_t *m, size_t manifest_len,
   json_t *d = json_object_get(m, "config");
   for (size_t i = 0; d; d = json_array_get(json_object_get(m, "layers"), i++)) {
     json_int_t n = json_integer_value(json_object_get(d, "size"));
-    total += n <= 0 ? 0 : (uint64_t)n < ctx->max_bytes ? (uint64_t)n : ctx->max_bytes;
+    if (n > 0)
+      total += (uint64_t)n < ctx->max_bytes ? (uint64_t)n : ctx->max_bytes;
   }
   if (total > ctx->max_bytes)
     return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
@@ -116,7 +119,40 @@ static int write_layout(int dirfd, const struct registry_ref *ref,
   static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
   int rc = write_at(dirfd, "index.json", text, strlen(text), err);
   free(text);
-  return rc < 0 ? rc : write_at(dirfd, "oci-layout", layout, sizeof layout - 1, err);
+  if (rc < 0)
+    return rc;
+  return write_at(dirfd, "oci-layout", layout, sizeof layout - 1, err);
+}
+
+/* dir/blobs/sha256, made: its fd (dir's in *dirfd), or -1 with errno set. */
+static int make_blobs_dir(const char *dir, int *dirfd) {
+  *dirfd = open(dir, O_DIRECTORY | O_CLOEXEC);
+  if (*dirfd < 0)
+    return -1;
+  if (mkdirat(*dirfd, "blobs", 0700) < 0)
+    return -1;
+  if (mkdirat(*dirfd, "blobs/sha256", 0700) < 0)
+    return -1;
+  return openat(*dirfd, "blobs/sha256", O_DIRECTORY | O_CLOEXEC);
+}
+
+/* The manifest m itself (man), its config and its layers, into blobs. */
+static int pull_blobs(struct image_ctx *ctx, struct registry *r, int blobs, json_t *m,
+                      const struct registry_manifest *man, struct hutch_err *err) {
+  if (write_at(blobs, man->digest + 7, man->body, man->len, err) < 0)
+    return -1;
+  if (pull_blob(r, blobs, json_object_get(m, "config"), &(struct blob_progress){.ctx = ctx}, err) < 0)
+    return -1;
+
+  json_t *layers = json_object_get(m, "layers"), *d;
+  struct blob_progress p = {.ctx = ctx, .count = json_array_size(layers)};
+  size_t i;
+  json_array_foreach(layers, i, d) {
+    p.index = i;
+    if (pull_blob(r, blobs, d, &p, err) < 0)
+      return -1;
+  }
+  return 0;
 }
 
 /* The image ref names, as an OCI layout in dir. */
@@ -126,7 +162,6 @@ static int pull_layout(struct image_ctx *ctx, struct registry *r, const struct r
   json_t *m = registry_get_manifest(r, &man, err);
   int rc = -1, dirfd = -1, blobs = -1;
   json_t *layers = json_object_get(m, "layers");
-  struct blob_progress p = {.ctx = ctx, .count = json_array_size(layers)};
   if (!m)
     goto out;
   if (!json_is_object(json_object_get(m, "config")) || !json_is_array(layers) ||
@@ -138,25 +173,15 @@ static int pull_layout(struct image_ctx *ctx, struct registry *r, const struct r
   }
   if (check_total(ctx, m, man.len, err) < 0)
     goto out;
-  dirfd = open(dir, O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0 || mkdirat(dirfd, "blobs", 0700) < 0 ||
-      mkdirat(dirfd, "blobs/sha256", 0700) < 0 ||
-      (blobs = openat(dirfd, "blobs/sha256", O_DIRECTORY | O_CLOEXEC)) < 0) {
+
+  blobs = make_blobs_dir(dir, &dirfd);
+  if (blobs < 0) {
     hutch_err_set(err, errno, "making the layout in %s", dir);
     goto out;
   }
-  if (write_at(blobs, man.digest + 7, man.body, man.len, err) < 0)
-    goto out;
-  if (pull_blob(r, blobs, json_object_get(m, "config"), &(struct blob_progress){.ctx = ctx}, err) < 0)
-    goto out;
-  size_t i;
-  json_t *d;
-  json_array_foreach(layers, i, d) {
-    p.index = i;
-    if (pull_blob(r, blobs, d, &p, err) < 0)
-      goto out;
-  }
-  rc = write_layout(dirfd, ref, &man, err);
+  if (pull_blobs(ctx, r, blobs, m, &man, err) == 0)
+    rc = write_layout(dirfd, ref, &man, err);
+
 out:
   if (blobs >= 0)
     close(blobs);
@@ -206,11 +231,61 @@ static int parse_args(struct image_ctx *ctx, int argc, char **argv, struct regis
     default: return hutch_err_invalid(err, USAGE);
     }
   }
+
   if (optind != argc - 1)
     return hutch_err_invalid(err, USAGE);
   *refs = argv[optind];
   o->max_bytes = ctx->max_bytes;
   return 0;
+}
+
+/* The reference checked, and the template's name (--name's, else from the
+ * reference into fallback) free to take, unless --replace. */
+static int check_pull(struct image_ctx *ctx, const char *refs, struct registry_ref *ref,
+                      const char **name, char *fallback, size_t size, struct hutch_err *err) {
+  if (registry_ref_parse(refs, ref, err) < 0)
+    return -1;
+  if (!*name && default_name(ref, fallback, size, err) < 0)
+    return -1;
+  if (!*name)
+    *name = fallback;
+
+  if (ctx->public_registries && ref->loopback)
+    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                          "registry %s is on this host's loopback: not a registry to pull from "
+                          "here", ref->host);
+  if (!hutch_images_name_ok(*name))
+    return hutch_err_invalid(err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not "
+                                  "host)");
+  if (!ctx->replace && image_name_free(ctx, *name, err) < 0)
+    return -1;
+  return 0;
+}
+
+/* ref pulled as the template name: as a layout in the store's work
+ * directory, imported from there. */
+static json_t *pull_template(struct image_ctx *ctx, const struct registry_ref *ref,
+                             const struct registry_opts *o, const char *name,
+                             struct hutch_err *err) {
+  struct registry *r = registry_open(ref, o, err);
+  if (!r)
+    return NULL;
+  char *tmp = hutch_images_tmpdir(&ctx->store, err);
+  if (!tmp) {
+    registry_close(r);
+    return NULL;
+  }
+
+  image_progress(ctx, json_pack("{s:s,s:s,s:o}", "event", "pull", "ref", ref->canonical, "message",
+                                json_sprintf("pulling %s", ref->canonical)));
+  json_t *rec = NULL;
+  if (pull_layout(ctx, r, ref, tmp, err) == 0)
+    rec = oci_import_layout(ctx, tmp, name, "pull", ref->canonical, err);
+  registry_close(r);
+  struct hutch_err rm_err = {0};
+  hutch_layer_remove(tmp, &rm_err);
+  free(tmp);
+  return rec;
 }
 
 int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
@@ -224,39 +299,12 @@ int cmd_pull(struct image_ctx *ctx, int argc, char **argv) {
   uint64_t secs;
   if (slow && parse_u64(slow, &secs) && secs > 0 && secs < 3600)
     o.low_speed_seconds = (long)secs;
+
   struct registry_ref ref;
   char fallback[HUTCH_IMAGE_NAME_MAX + 1];
-  if (registry_ref_parse(refs, &ref, &err) < 0 ||
-      (!name && default_name(&ref, fallback, sizeof fallback, &err) < 0))
+  if (check_pull(ctx, refs, &ref, &name, fallback, sizeof fallback, &err) < 0)
     return image_fail(ctx, "pull", &err);
-  if (!name)
-    name = fallback;
-  if (ctx->public_registries && ref.loopback) {
-    hutch_err_fail(&err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                   "registry %s is on this host's loopback: not a registry to pull from here",
-                   ref.host);
-    return image_fail(ctx, "pull", &err);
-  }
-  if (!hutch_images_name_ok(name)) {
-    hutch_err_invalid(&err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not host)");
-    return image_fail(ctx, "pull", &err);
-  }
-  if (!ctx->replace && image_name_free(ctx, name, &err) < 0)
-    return image_fail(ctx, "pull", &err);
-  struct registry *r = registry_open(&ref, &o, &err);
-  char *tmp = r ? hutch_images_tmpdir(&ctx->store, &err) : NULL;
-  if (!tmp) {
-    registry_close(r);
-    return image_fail(ctx, "pull", &err);
-  }
-  image_progress(ctx, json_pack("{s:s,s:s,s:o}", "event", "pull", "ref", ref.canonical, "message",
-                                json_sprintf("pulling %s", ref.canonical)));
-  json_t *rec = NULL;
-  if (pull_layout(ctx, r, &ref, tmp, &err) == 0)
-    rec = oci_import_layout(ctx, tmp, name, "pull", ref.canonical, &err);
-  registry_close(r);
-  struct hutch_err rm_err = {0};
-  hutch_layer_remove(tmp, &rm_err);
-  free(tmp);
+
+  json_t *rec = pull_template(ctx, &ref, &o, name, &err);
   return rec ? image_done(ctx, "pulled", rec) : image_fail(ctx, "pull", &err);
 }

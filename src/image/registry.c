@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "oci.h"
 #include "registry.h"
 #include "unpack.h"
@@ -68,30 +69,47 @@ static void printable(char *dst, size_t size, const char *src, size_t n) {
   dst[o] = '\0';
 }
 
+/* A response other than 200 (status): the start of its body kept for the
+ * error, and reading it ended past ERROR_BODY_MAX. */
+static size_t keep_error_body(struct sink *s, const char *p, size_t len, long status) {
+  if (status != s->errstatus) /* a redirect's body, then the answer's */
+    s->errlen = 0, s->errstatus = status;
+  size_t room = sizeof s->errbody - 1 - s->errlen;
+  size_t take = len < room ? len : room;
+  memcpy(s->errbody + s->errlen, p, take);
+  s->errlen += take;
+  s->errseen += len;
+  return s->errseen > ERROR_BODY_MAX ? 0 : len;
+}
+
+/* len more bytes would pass a cap: the response's own (what the manifest
+ * gives the blob, or what hutch takes for a manifest) or the pull's. */
+static size_t over_cap(struct sink *s, size_t len) {
+  bool own = s->got + len > s->limit;
+  const char *cap;
+  if (!own)
+    cap = "the pull may take";
+  else if (s->fd >= 0)
+    cap = "the manifest gives the blob";
+  else
+    cap = "hutch takes for it";
+  s->failed = true;
+  hutch_err_fail(&s->fail, HUTCH_ERR_TOO_LARGE, "too_large",
+                 "registry %s sent more than %s (%llu bytes)", s->r->ref.host, cap,
+                 (unsigned long long)(own ? s->limit : s->r->opts.max_bytes));
+  return 0;
+}
+
 static size_t on_data(char *p, size_t size, size_t n, void *arg) {
   struct sink *s = arg;
   size_t len = size * n;
   long status = 0;
   curl_easy_getinfo(s->r->h, CURLINFO_RESPONSE_CODE, &status);
-  if (status != 200) {
-    if (status != s->errstatus) /* a redirect's body, then the answer's */
-      s->errlen = 0, s->errstatus = status;
-    size_t room = sizeof s->errbody - 1 - s->errlen;
-    memcpy(s->errbody + s->errlen, p, len < room ? len : room);
-    s->errlen += len < room ? len : room;
-    s->errseen += len;
-    return s->errseen > ERROR_BODY_MAX ? 0 : len;
-  }
-  if (s->got + len > s->limit || s->r->used + len > s->r->opts.max_bytes) {
-    s->failed = true;
-    hutch_err_fail(&s->fail, HUTCH_ERR_TOO_LARGE, "too_large",
-                   "registry %s sent more than %s (%llu bytes)", s->r->ref.host,
-                   s->got + len > s->limit
-                       ? (s->fd >= 0 ? "the manifest gives the blob" : "hutch takes for it")
-                       : "the pull may take",
-                   (unsigned long long)(s->got + len > s->limit ? s->limit : s->r->opts.max_bytes));
-    return 0;
-  }
+  if (status != 200)
+    return keep_error_body(s, p, len, status);
+  if (s->got + len > s->limit || s->r->used + len > s->r->opts.max_bytes)
+    return over_cap(s, len);
+
   s->got += len;
   s->r->used += len;
   if (s->md)
@@ -106,6 +124,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg) {
     hutch_err_set(&s->fail, errno, "writing a blob");
     return 0;
   }
+
   uint64_t now = now_ns();
   if (s->progress && s->got < s->limit && now - s->last_ns > 250000000ull) {
     s->last_ns = now;
@@ -144,11 +163,13 @@ static void set_common(struct registry *r, const char *url, struct sink *s, bool
   curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, proto);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, MAX_REDIRECTS);
+
   /* No proxy from the environment: the guard judges the addresses the
    * pull reaches, which a proxy would hide. */
   curl_easy_setopt(h, CURLOPT_PROXY, "");
   curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_guarded);
   curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, r);
+
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, CONNECT_SECONDS);
   /* A registry that trickles bytes (or none) fails after
@@ -157,6 +178,7 @@ static void set_common(struct registry *r, const char *url, struct sink *s, bool
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, r->opts.low_speed_seconds);
   if (small)
     curl_easy_setopt(h, CURLOPT_TIMEOUT, SMALL_REQUEST_SECONDS);
+
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
@@ -269,41 +291,32 @@ static bool token_ok(const char *t) {
   return true;
 }
 
-static int get_token(struct registry *r, const char *challenge, struct hutch_err *err) {
+/* The token server's URL a Bearer challenge gives (malloc'd), or NULL
+ * with err set. */
+static char *token_url(struct registry *r, const char *challenge, struct hutch_err *err) {
   char realm[1024], service[256] = "", scope[512];
-  if (!challenge_param(challenge, "realm", realm, sizeof realm))
-    return hutch_err_fail(err, HUTCH_ERR_UPSTREAM, "registry_auth",
-                          "registry %s asked for a token without a realm", r->ref.host);
+  if (!challenge_param(challenge, "realm", realm, sizeof realm)) {
+    hutch_err_fail(err, HUTCH_ERR_UPSTREAM, "registry_auth",
+                   "registry %s asked for a token without a realm", r->ref.host);
+    return NULL;
+  }
   challenge_param(challenge, "service", service, sizeof service);
   if (!challenge_param(challenge, "scope", scope, sizeof scope))
     snprintf(scope, sizeof scope, "repository:%s:pull", r->ref.name);
+
   char *esc_service = curl_easy_escape(r->h, service, 0);
   char *esc_scope = curl_easy_escape(r->h, scope, 0);
   char *url = xasprintf("%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?',
                         esc_service, esc_scope);
   curl_free(esc_service);
   curl_free(esc_scope);
-  struct sink s = {.r = r, .fd = -1, .limit = TOKEN_MAX};
-  set_common(r, url, &s, true);
-  free(url);
-  /* The credentials go to the token server the registry names, as Docker
-   * sends them; never over plain http unless it is on loopback
-   * (insecure is loopback only, and so is its guard). */
-  if (r->opts.user) {
-    curl_easy_setopt(r->h, CURLOPT_USERPWD, r->opts.user);
-    curl_easy_setopt(r->h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-  }
-  long status = 0;
-  if (perform(r, &s, &status, err) < 0) {
-    free(s.buf);
-    return hutch_err_wrap(err, "getting a token");
-  }
-  if (status != 200) {
-    free(s.buf);
-    return status_error(r, status, &s, "a token", err);
-  }
-  json_t *j = json_loadb(s.buf ? s.buf : "", s.len, 0, NULL);
-  free(s.buf);
+  return url;
+}
+
+/* The token a token server's answer (body, len bytes) holds, kept as
+ * r->bearer. */
+static int take_token(struct registry *r, const char *body, size_t len, struct hutch_err *err) {
+  json_t *j = json_loadb(body, len, 0, NULL);
   const char *tok = json_string_value(json_object_get(j, "token"));
   if (!tok)
     tok = json_string_value(json_object_get(j, "access_token"));
@@ -316,6 +329,35 @@ static int get_token(struct registry *r, const char *challenge, struct hutch_err
   r->bearer = xasprintf("Authorization: Bearer %s", tok);
   json_decref(j);
   return 0;
+}
+
+static int get_token(struct registry *r, const char *challenge, struct hutch_err *err) {
+  char *url = token_url(r, challenge, err);
+  if (!url)
+    return -1;
+  struct sink s = {.r = r, .fd = -1, .limit = TOKEN_MAX};
+  set_common(r, url, &s, true);
+  free(url);
+  /* The credentials go to the token server the registry names, as Docker
+   * sends them; never over plain http unless it is on loopback
+   * (insecure is loopback only, and so is its guard). */
+  if (r->opts.user) {
+    curl_easy_setopt(r->h, CURLOPT_USERPWD, r->opts.user);
+    curl_easy_setopt(r->h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+  }
+
+  long status = 0;
+  if (perform(r, &s, &status, err) < 0) {
+    free(s.buf);
+    return hutch_err_wrap(err, "getting a token");
+  }
+  if (status != 200) {
+    free(s.buf);
+    return status_error(r, status, &s, "a token", err);
+  }
+  int rc = take_token(r, s.buf ? s.buf : "", s.len, err);
+  free(s.buf);
+  return rc;
 }
 
 /* After a 401: take the registry's challenge (Bearer: a token; Basic: the
@@ -338,6 +380,27 @@ static int authenticate(struct registry *r, struct hutch_err *err) {
                         r->opts.user ? "" : " (credentials: --user or HUTCH_REGISTRY_AUTH)");
 }
 
+/* One request of get(): url into s, with the Accept header and the
+ * credentials got so far; the answer's status in *status. */
+static int get_once(struct registry *r, const char *url, const char *accept, struct sink *s,
+                    long *status, struct hutch_err *err) {
+  set_common(r, url, s, s->fd < 0);
+  struct curl_slist *hdrs = NULL;
+  if (accept)
+    hdrs = curl_slist_append(hdrs, accept);
+  if (r->bearer)
+    hdrs = curl_slist_append(hdrs, r->bearer);
+  curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdrs);
+  if (r->basic) {
+    curl_easy_setopt(r->h, CURLOPT_USERPWD, r->opts.user);
+    curl_easy_setopt(r->h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+  }
+
+  int p = perform(r, s, status, err);
+  curl_slist_free_all(hdrs);
+  return p;
+}
+
 /* GET path on the registry into s, answering one auth challenge. */
 static int get(struct registry *r, const char *path, const char *accept, struct sink *s,
                const char *what, struct hutch_err *err) {
@@ -345,21 +408,8 @@ static int get(struct registry *r, const char *path, const char *accept, struct 
                         r->ref.name, path);
   int rc = -1;
   for (int attempt = 0;; attempt++) {
-    set_common(r, url, s, s->fd < 0);
-    struct curl_slist *hdrs = NULL;
-    if (accept)
-      hdrs = curl_slist_append(hdrs, accept);
-    if (r->bearer)
-      hdrs = curl_slist_append(hdrs, r->bearer);
-    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hdrs);
-    if (r->basic) {
-      curl_easy_setopt(r->h, CURLOPT_USERPWD, r->opts.user);
-      curl_easy_setopt(r->h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-    }
     long status = 0;
-    int p = perform(r, s, &status, err);
-    curl_slist_free_all(hdrs);
-    if (p < 0)
+    if (get_once(r, url, accept, s, &status, err) < 0)
       break;
     if (status == 200) {
       rc = 0;
@@ -377,6 +427,16 @@ static int get(struct registry *r, const char *path, const char *accept, struct 
   return rc;
 }
 
+/* Where a pull from ref may connect (registry_addr_allowed). */
+static enum registry_scope scope_of(const struct registry_ref *ref,
+                                    const struct registry_opts *opts) {
+  if (ref->loopback)
+    return REGISTRY_SCOPE_LOOPBACK;
+  if (opts->allow_private)
+    return REGISTRY_SCOPE_PRIVATE;
+  return REGISTRY_SCOPE_PUBLIC;
+}
+
 struct registry *registry_open(const struct registry_ref *ref, const struct registry_opts *opts,
                                struct hutch_err *err) {
   if (opts->insecure && !ref->loopback) {
@@ -385,12 +445,11 @@ struct registry *registry_open(const struct registry_ref *ref, const struct regi
                    "(localhost, 127.0.0.0/8, [::1]), not %s", ref->host);
     return NULL;
   }
+
   struct registry *r = xcalloc(1, sizeof *r);
   r->ref = *ref;
   r->opts = *opts;
-  r->scope = ref->loopback        ? REGISTRY_SCOPE_LOOPBACK
-             : opts->allow_private ? REGISTRY_SCOPE_PRIVATE
-                                   : REGISTRY_SCOPE_PUBLIC;
+  r->scope = scope_of(ref, opts);
   r->h = curl_easy_init();
   if (!r->h) {
     free(r);
@@ -409,11 +468,8 @@ void registry_close(struct registry *r) {
 }
 
 static void digest_of(EVP_MD_CTX *md, char out[72]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_DigestFinal_ex(md, sum, &n);
   memcpy(out, "sha256:", 7);
-  unpack_hex(sum, out + 7);
+  digest_sha256_final_hex(md, out + 7);
 }
 
 static int digest_mismatch(struct registry *r, const char *what, const char *want,
@@ -447,6 +503,19 @@ static void manifest_media(struct registry *r, json_t *m, char *out, size_t size
     str_copy(out, size, json_object_get(m, "manifests") ? OCI_INDEX : OCI_MANIFEST);
 }
 
+/* The manifest document s got, checked to be one of schema 2. */
+static json_t *parse_manifest(struct registry *r, const struct sink *s, const char *what,
+                              struct hutch_err *err) {
+  json_t *m = json_loadb(s->buf ? s->buf : "", s->len, 0, NULL);
+  if (!json_is_object(m) || json_integer_value(json_object_get(m, "schemaVersion")) != 2) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
+                   "registry %s: %s is no schema 2 manifest (JSON object)", r->ref.host, what);
+    json_decref(m);
+    return NULL;
+  }
+  return m;
+}
+
 /* GET manifests/<reference>; want: the digest it must have, or NULL. */
 static json_t *fetch_manifest(struct registry *r, const char *reference, const char *want,
                               struct registry_manifest *out, struct hutch_err *err) {
@@ -456,6 +525,7 @@ static json_t *fetch_manifest(struct registry *r, const char *reference, const c
   if (!s.md)
     abort();
   EVP_DigestInit_ex(s.md, EVP_sha256(), NULL);
+
   char *path = xasprintf("manifests/%s", reference);
   char what[400];
   snprintf(what, sizeof what, "manifest %s%c%s", r->ref.name, strchr(reference, ':') ? '@' : ':',
@@ -469,14 +539,10 @@ static json_t *fetch_manifest(struct registry *r, const char *reference, const c
       rc = digest_mismatch(r, what, want, out->digest, err);
   }
   EVP_MD_CTX_free(s.md);
-  json_t *m = rc == 0 ? json_loadb(s.buf ? s.buf : "", s.len, 0, NULL) : NULL;
-  if (rc == 0 && (!json_is_object(m) ||
-                  json_integer_value(json_object_get(m, "schemaVersion")) != 2)) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
-                   "registry %s: %s is no schema 2 manifest (JSON object)", r->ref.host, what);
-    json_decref(m);
-    m = NULL;
-  }
+
+  json_t *m = NULL;
+  if (rc == 0)
+    m = parse_manifest(r, &s, what, err);
   if (!m) {
     free(s.buf);
     return NULL;
@@ -523,8 +589,11 @@ json_t *registry_get_manifest(struct registry *r, struct registry_manifest *out,
     json_decref(m);
     free(out->body);
     out->body = NULL;
-    m = rc < 0 ? NULL : fetch_manifest(r, child, child, out, err);
+    m = NULL;
+    if (rc == 0)
+      m = fetch_manifest(r, child, child, out, err);
   }
+
   if (m && (strcmp(out->media, OCI_MANIFEST) != 0 &&
             strcmp(out->media, MEDIA_DOCKER_MANIFEST) != 0)) {
     hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "bad_manifest",
@@ -549,6 +618,7 @@ int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int
   if (!s.md)
     abort();
   EVP_DigestInit_ex(s.md, EVP_sha256(), NULL);
+
   char *path = xasprintf("blobs/%s", digest);
   char what[120];
   snprintf(what, sizeof what, "blob %.19s", digest);
@@ -557,6 +627,7 @@ int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int
   char got[72];
   digest_of(s.md, got);
   EVP_MD_CTX_free(s.md);
+
   if (rc == 0 && s.got != size)
     rc = hutch_err_fail(err, HUTCH_ERR_INVALID, "size_mismatch",
                         "registry %s: %s has %llu bytes, not %llu", r->ref.host, what,

@@ -1,5 +1,6 @@
-/* Image references and where a registry client may connect (registry.h):
- * the parts of the registry client that need no network. */
+/* The registry client's parts that need no network (registry.h): image
+ * references parsed (registry_ref_parse) and the addresses a registry
+ * client may connect to (registry_addr_allowed). */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
@@ -68,38 +69,57 @@ static bool tag_ok(const char *t) {
  * loopback (localhost, 127.0.0.0/8, ::1): such a registry may be plain
  * http with --insecure. Names like "127.1" are not taken as loopback, so
  * they get the stricter rules of a public registry. */
-static bool host_ok(const char *h, bool *loopback) {
+/* host_ok's bracketed IPv6 literal; *port is what follows "]:" ("" when
+ * something else follows, which no port is; NULL when nothing does). */
+static bool host_v6(const char *h, bool *loopback, const char **port) {
   char addr[256];
+  const char *end = strchr(h, ']');
+  if (!end || (size_t)(end - h - 1) >= sizeof addr)
+    return false;
+  memcpy(addr, h + 1, end - h - 1);
+  addr[end - h - 1] = '\0';
+  struct in6_addr a6;
+  if (inet_pton(AF_INET6, addr, &a6) != 1)
+    return false;
+  *loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+
+  if (end[1] == ':')
+    *port = end + 2;
+  else if (end[1])
+    *port = "";
+  else
+    *port = NULL;
+  return true;
+}
+
+/* host_ok's DNS name or IPv4 literal, up to an optional ":port". */
+static bool host_name(const char *h, bool *loopback, const char **port) {
+  char addr[256];
+  const char *colon = strchr(h, ':');
+  size_t n = colon ? (size_t)(colon - h) : strlen(h);
+  if (n == 0 || n >= sizeof addr)
+    return false;
+  memcpy(addr, h, n);
+  addr[n] = '\0';
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)addr[i]) && addr[i] != '.' && addr[i] != '-')
+      return false;
+  if (addr[0] == '.' || addr[0] == '-' || addr[n - 1] == '.' || addr[n - 1] == '-' ||
+      strstr(addr, ".."))
+    return false;
+
+  struct in_addr a4;
+  *loopback = strcmp(addr, "localhost") == 0 ||
+              (inet_pton(AF_INET, addr, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127);
+  *port = colon ? colon + 1 : NULL;
+  return true;
+}
+
+static bool host_ok(const char *h, bool *loopback) {
   const char *port;
-  if (h[0] == '[') {
-    const char *end = strchr(h, ']');
-    if (!end || (size_t)(end - h - 1) >= sizeof addr)
-      return false;
-    memcpy(addr, h + 1, end - h - 1);
-    addr[end - h - 1] = '\0';
-    struct in6_addr a6;
-    if (inet_pton(AF_INET6, addr, &a6) != 1)
-      return false;
-    *loopback = IN6_IS_ADDR_LOOPBACK(&a6);
-    port = end[1] == ':' ? end + 2 : end[1] ? "" : NULL;
-  } else {
-    const char *colon = strchr(h, ':');
-    size_t n = colon ? (size_t)(colon - h) : strlen(h);
-    if (n == 0 || n >= sizeof addr)
-      return false;
-    memcpy(addr, h, n);
-    addr[n] = '\0';
-    for (size_t i = 0; i < n; i++)
-      if (!isalnum((unsigned char)addr[i]) && addr[i] != '.' && addr[i] != '-')
-        return false;
-    if (addr[0] == '.' || addr[0] == '-' || addr[n - 1] == '.' || addr[n - 1] == '-' ||
-        strstr(addr, ".."))
-      return false;
-    struct in_addr a4;
-    *loopback = strcmp(addr, "localhost") == 0 ||
-                (inet_pton(AF_INET, addr, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127);
-    port = colon ? colon + 1 : NULL;
-  }
+  bool ok = h[0] == '[' ? host_v6(h, loopback, &port) : host_name(h, loopback, &port);
+  if (!ok)
+    return false;
   if (port) {
     uint64_t p;
     if (!parse_u64(port, &p) || p == 0 || p > 65535)
@@ -117,12 +137,10 @@ static int bad_ref(const char *s, const char *why, struct hutch_err *err) {
                         "'%.*s%s' is no image reference: %s", (int)n, s, s[n] ? "..." : "", why);
 }
 
-int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err *err) {
-  memset(out, 0, sizeof *out);
-  char buf[720];
-  if (strlen(s) >= sizeof buf)
-    return bad_ref(s, "too long", err);
-  str_copy(buf, sizeof buf, s);
+/* The reference s's "@sha256:..." and ":tag" cut off its copy buf, into
+ * out (the tag latest when it has neither). */
+static int ref_suffixes(char *buf, const char *s, struct registry_ref *out,
+                        struct hutch_err *err) {
   char *at = strchr(buf, '@');
   if (at) {
     *at = '\0';
@@ -140,18 +158,40 @@ int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err
   } else if (!at) {
     str_copy(out->tag, sizeof out->tag, "latest");
   }
-  /* The first part is a registry when it looks like a host (a dot, a
-   * port, localhost, an IPv6 literal), else the name is Docker Hub's. */
+  return 0;
+}
+
+/* The registry and the name of buf (s without its suffixes). The first
+ * part is a registry when it looks like a host (a dot, a port, localhost,
+ * an IPv6 literal), else the name is Docker Hub's. */
+static int ref_domain(char *buf, const char *s, const char **domain, const char **name,
+                      struct registry_ref *out, struct hutch_err *err) {
   char *first = strchr(buf, '/');
-  const char *domain = DOCKER_HUB, *name = buf;
+  *domain = DOCKER_HUB;
+  *name = buf;
   if (first && (memchr(buf, '.', first - buf) || memchr(buf, ':', first - buf) ||
                 buf[0] == '[' || (first - buf == 9 && strncmp(buf, "localhost", 9) == 0))) {
     *first = '\0';
-    domain = buf;
-    name = first + 1;
-    if (!host_ok(domain, &out->loopback))
+    *domain = buf;
+    *name = first + 1;
+    if (!host_ok(*domain, &out->loopback))
       return bad_ref(s, "the registry is no host[:port]", err);
   }
+  return 0;
+}
+
+int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err *err) {
+  memset(out, 0, sizeof *out);
+  char buf[720];
+  if (strlen(s) >= sizeof buf)
+    return bad_ref(s, "too long", err);
+  str_copy(buf, sizeof buf, s);
+  if (ref_suffixes(buf, s, out, err) < 0)
+    return -1;
+  const char *domain, *name;
+  if (ref_domain(buf, s, &domain, &name, out, err) < 0)
+    return -1;
+
   if (strcmp(domain, "index.docker.io") == 0)
     domain = DOCKER_HUB;
   bool hub = strcmp(domain, DOCKER_HUB) == 0;
@@ -160,6 +200,7 @@ int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err
     return bad_ref(s, "the name is longer than 255", err);
   if (!name_ok(out->name))
     return bad_ref(s, "a name is parts of [a-z0-9] joined by '.', '_', '__' or '-', split by '/'", err);
+
   str_copy(out->host, sizeof out->host, hub ? DOCKER_HUB_API : domain);
   snprintf(out->canonical, sizeof out->canonical, "%s/%s%s%s%s%s", domain, out->name,
            out->tag[0] ? ":" : "", out->tag, out->digest[0] ? "@" : "", out->digest);

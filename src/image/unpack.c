@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "layout.h"
 #include "util.h"
@@ -45,18 +46,6 @@ bool unpack_digest_hex(const char *digest, char hex[65]) {
       return false;
   memcpy(hex, digest + 7, 65);
   return true;
-}
-
-void unpack_hex(const unsigned char sum[32], char hex[65]) {
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
-}
-
-static void md_hex(EVP_MD_CTX *md, char hex[65]) {
-  unsigned char sum[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md, sum, &len);
-  unpack_hex(sum, hex);
 }
 
 int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err *err) {
@@ -85,11 +74,38 @@ int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err
   return 0;
 }
 
+/* The directory part of path in fd, made first when it is missing and
+ * create is set, opened without following a link: its fd. fd is closed
+ * whatever happens. */
+static int next_part(int fd, const char *part, bool create, const char *path,
+                     struct hutch_err *err) {
+  int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (next < 0 && errno == ENOENT && create) {
+    if (mkdirat(fd, part, 0755) < 0 && errno != EEXIST) {
+      close(fd);
+      return hutch_err_set(err, errno, "'%.200s': make directory", path);
+    }
+    next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+
+  int e = errno;
+  close(fd);
+  if (next < 0 && (e == ELOOP || e == ENOTDIR))
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer",
+                          "'%.200s' goes through a symlink or a non-directory", path);
+  if (next < 0 && e == ENOENT)
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer", "'%.200s' is not there", path);
+  if (next < 0)
+    return hutch_err_set(err, e, "'%.200s'", path);
+  return next;
+}
+
 int unpack_open_parent(int root, const char *path, bool create, const char **leaf,
                        struct hutch_err *err) {
   int fd = dup(root);
   if (fd < 0)
     return hutch_err_set(err, errno, "dup");
+
   const char *p = path;
   for (const char *slash; (slash = strchr(p, '/')); p = slash + 1) {
     char part[NAME_MAX + 1];
@@ -101,26 +117,11 @@ int unpack_open_parent(int root, const char *path, bool create, const char **lea
     }
     memcpy(part, p, n);
     part[n] = '\0';
-    int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0 && errno == ENOENT && create) {
-      if (mkdirat(fd, part, 0755) < 0 && errno != EEXIST) {
-        close(fd);
-        return hutch_err_set(err, errno, "'%.200s': make directory", path);
-      }
-      next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    int e = errno;
-    close(fd);
-    if (next < 0 && (e == ELOOP || e == ENOTDIR))
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer",
-                            "'%.200s' goes through a symlink or a non-directory", path);
-    if (next < 0 && e == ENOENT)
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer", "'%.200s' is not there",
-                            path);
-    if (next < 0)
-      return hutch_err_set(err, e, "'%.200s'", path);
-    fd = next;
+    fd = next_part(fd, part, create, path, err);
+    if (fd < 0)
+      return -1;
   }
+
   if (strlen(p) > NAME_MAX) {
     close(fd);
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer", "'%.200s': a name is too long",
@@ -278,6 +279,17 @@ static int write_data(struct unpack *u, struct archive *tar, int fd, const char 
   return r == ARCHIVE_EOF ? 0 : archive_fail(u, tar, path);
 }
 
+/* fd's owner, mode and times: 0, or -1 with errno set. The owner first:
+ * chown would clear the mode's special bits. */
+static int set_meta(int fd, uid_t uid, gid_t gid, mode_t mode, struct timespec mtime) {
+  struct timespec t[2] = {mtime, mtime};
+  if (fchown(fd, uid, gid) < 0)
+    return -1;
+  if (fchmod(fd, mode) < 0)
+    return -1;
+  return futimens(fd, t);
+}
+
 static int add_file(struct unpack *u, struct archive *tar, struct archive_entry *e, int dir,
                     const char *leaf, const char *path) {
   la_int64_t size = archive_entry_size(e);
@@ -287,17 +299,17 @@ static int add_file(struct unpack *u, struct archive *tar, struct archive_entry 
       openat(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return hutch_err_set(u->err, errno, "%.200s", path);
+
   if (write_data(u, tar, fd, path) < 0)
     return -1;
   if (ftruncate(fd, size) < 0)
     return hutch_err_set(u->err, errno, "%.200s: size", path);
   if (set_xattrs(u, fd, e, path) < 0)
     return -1;
-  /* Owner first: chown would clear the mode's special bits, and they are
-   * dropped anyway (a setuid file on the host's disk is the host's). */
-  struct timespec t[2] = {mtime_of(e), mtime_of(e)};
-  if (fchown(fd, id_of(archive_entry_uid(e)), id_of(archive_entry_gid(e))) < 0 ||
-      fchmod(fd, archive_entry_perm(e) & 01777) < 0 || futimens(fd, t) < 0)
+  /* The special bits are dropped anyway: a setuid file on the host's disk
+   * is the host's. */
+  if (set_meta(fd, id_of(archive_entry_uid(e)), id_of(archive_entry_gid(e)),
+               archive_entry_perm(e) & 01777, mtime_of(e)) < 0)
     return hutch_err_set(u->err, errno, "%.200s: owner", path);
   return 0;
 }
@@ -317,6 +329,7 @@ static int add_dir(struct unpack *u, struct archive_entry *e, int dir, const cha
     return hutch_err_set(u->err, errno, "%.200s", path);
   if (set_xattrs(u, fd, e, path) < 0)
     return -1;
+
   if (u->ndirs == u->dirs_cap) {
     u->dirs_cap = u->dirs_cap ? 2 * u->dirs_cap : 64;
     u->dirs = xrealloc(u->dirs, u->dirs_cap * sizeof *u->dirs);
@@ -341,11 +354,9 @@ static int set_dirs(struct unpack *u) {
     if (parent < 0)
       return -1;
     _cleanup_close_ int fd = openat(parent, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct timespec t[2] = {d->mtime, d->mtime};
     if (fd < 0 && (errno == ENOTDIR || errno == ELOOP || errno == ENOENT))
       continue;
-    if (fd < 0 || fchown(fd, d->uid, d->gid) < 0 || fchmod(fd, d->mode) < 0 ||
-        futimens(fd, t) < 0)
+    if (fd < 0 || set_meta(fd, d->uid, d->gid, d->mode, d->mtime) < 0)
       return hutch_err_set(u->err, errno, "%.200s: owner", d->path);
   }
   return 0;
@@ -372,32 +383,38 @@ static int add_whiteout(struct unpack *u, int dir, const char *leaf, const char 
   return 0;
 }
 
+/* A hard link, only to what this layer holds already: the target is
+ * walked like any entry, from the layer's root, following nothing. */
+static int add_hardlink(struct unpack *u, int dir, const char *leaf, const char *path,
+                        const char *hardlink) {
+  char target[PATH_MAX];
+  const char *tleaf;
+  if (unpack_clean_path(hardlink, target, sizeof target, u->err) < 0)
+    return -1;
+  if (!*target)
+    return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
+                          "hard link '%.200s' to the root", path);
+
+  _cleanup_close_ int tdir = unpack_open_parent(u->root, target, false, &tleaf, u->err);
+  if (tdir < 0)
+    return hutch_err_wrap(u->err, "hard link '%.200s'", path);
+  struct stat st;
+  if (fstatat(tdir, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+    return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
+                          "hard link '%.200s' to '%.200s', which the layer does not hold "
+                          "before it",
+                          path, target);
+  if (linkat(tdir, tleaf, dir, leaf, 0) < 0)
+    return hutch_err_set(u->err, errno, "%.200s: link", path);
+  return 0;
+}
+
 static int add_link(struct unpack *u, struct archive_entry *e, int dir, const char *leaf,
                     const char *path, const char *hardlink) {
   struct timespec t[2] = {mtime_of(e), mtime_of(e)};
-  if (hardlink) {
-    /* Only to what this layer holds already: the target is walked like any
-     * entry, from the layer's root, following nothing. */
-    char target[PATH_MAX];
-    const char *tleaf;
-    if (unpack_clean_path(hardlink, target, sizeof target, u->err) < 0)
-      return -1;
-    if (!*target)
-      return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
-                            "hard link '%.200s' to the root", path);
-    _cleanup_close_ int tdir = unpack_open_parent(u->root, target, false, &tleaf, u->err);
-    if (tdir < 0)
-      return hutch_err_wrap(u->err, "hard link '%.200s'", path);
-    struct stat st;
-    if (fstatat(tdir, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
-      return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
-                            "hard link '%.200s' to '%.200s', which the layer does not hold "
-                            "before it",
-                            path, target);
-    if (linkat(tdir, tleaf, dir, leaf, 0) < 0)
-      return hutch_err_set(u->err, errno, "%.200s: link", path);
-    return 0;
-  }
+  if (hardlink)
+    return add_hardlink(u, dir, leaf, path, hardlink);
+
   const char *to = archive_entry_symlink(e);
   if (!to || !*to)
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer", "symlink '%.200s' has no target",
@@ -405,8 +422,9 @@ static int add_link(struct unpack *u, struct archive_entry *e, int dir, const ch
   if (symlinkat(to, dir, leaf) < 0)
     return hutch_err_set(u->err, errno, "%.200s: symlink", path);
   if (fchownat(dir, leaf, id_of(archive_entry_uid(e)), id_of(archive_entry_gid(e)),
-               AT_SYMLINK_NOFOLLOW) < 0 ||
-      utimensat(dir, leaf, t, AT_SYMLINK_NOFOLLOW) < 0)
+               AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(u->err, errno, "%.200s: owner", path);
+  if (utimensat(dir, leaf, t, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(u->err, errno, "%.200s: owner", path);
   return 0;
 }
@@ -414,11 +432,14 @@ static int add_link(struct unpack *u, struct archive_entry *e, int dir, const ch
 static int add_fifo(struct unpack *u, struct archive_entry *e, int dir, const char *leaf,
                     const char *path) {
   struct timespec t[2] = {mtime_of(e), mtime_of(e)};
-  if (mknodat(dir, leaf, S_IFIFO | 0600, 0) < 0 ||
-      fchownat(dir, leaf, id_of(archive_entry_uid(e)), id_of(archive_entry_gid(e)),
-               AT_SYMLINK_NOFOLLOW) < 0 ||
-      fchmodat(dir, leaf, archive_entry_perm(e) & 01777, 0) < 0 ||
-      utimensat(dir, leaf, t, AT_SYMLINK_NOFOLLOW) < 0)
+  if (mknodat(dir, leaf, S_IFIFO | 0600, 0) < 0)
+    return hutch_err_set(u->err, errno, "%.200s: fifo", path);
+  if (fchownat(dir, leaf, id_of(archive_entry_uid(e)), id_of(archive_entry_gid(e)),
+               AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(u->err, errno, "%.200s: fifo", path);
+  if (fchmodat(dir, leaf, archive_entry_perm(e) & 01777, 0) < 0)
+    return hutch_err_set(u->err, errno, "%.200s: fifo", path);
+  if (utimensat(dir, leaf, t, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(u->err, errno, "%.200s: fifo", path);
   return 0;
 }
@@ -432,6 +453,7 @@ static int add_entry(struct unpack *u, struct archive *tar, struct archive_entry
   char path[PATH_MAX];
   if (unpack_clean_path(name, path, sizeof path, u->err) < 0)
     return -1;
+
   mode_t type = archive_entry_filetype(e);
   const char *hardlink = archive_entry_hardlink(e);
   if (!*path) {
@@ -440,6 +462,7 @@ static int add_entry(struct unpack *u, struct archive *tar, struct archive_entry
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
                           "entry '%.200s' stands for the root but is no directory", name);
   }
+
   const char *leaf;
   _cleanup_close_ int dir = unpack_open_parent(u->root, path, true, &leaf, u->err);
   if (dir < 0)
@@ -452,6 +475,7 @@ static int add_entry(struct unpack *u, struct archive *tar, struct archive_entry
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
                           "'%.200s' is a device node or socket, which layers may not hold",
                           path);
+
   if (clear_leaf(u, dir, leaf, false, path) < 0)
     return -1;
   if (hardlink || type == AE_IFLNK)
@@ -461,51 +485,55 @@ static int add_entry(struct unpack *u, struct archive *tar, struct archive_entry
   return add_file(u, tar, e, dir, leaf, path);
 }
 
-/* Every entry of the tar, then the rest of both streams (the tar's
- * padding, the blob's tail), so that both digests cover every byte. */
-static int unpack_stream(struct unpack *u) {
-  struct archive *tar = archive_read_new();
-  archive_read_support_format_tar(tar);
-  int rc = -1;
-  if (archive_read_open(tar, u, NULL, tar_read, NULL) != ARCHIVE_OK) {
-    archive_fail(u, tar, "the layer is not a tar");
-    goto out;
-  }
+/* Every entry of the tar. */
+static int add_entries(struct unpack *u, struct archive *tar) {
+  if (archive_read_open(tar, u, NULL, tar_read, NULL) != ARCHIVE_OK)
+    return archive_fail(u, tar, "the layer is not a tar");
   for (;;) {
     struct archive_entry *e;
     int r = archive_read_next_header(tar, &e);
     if (r == ARCHIVE_EOF)
-      break;
-    if (r < ARCHIVE_WARN) {
-      archive_fail(u, tar, "the layer's tar");
-      goto out;
-    }
+      return 0;
+    if (r < ARCHIVE_WARN)
+      return archive_fail(u, tar, "the layer's tar");
     if (add_entry(u, tar, e) < 0)
-      goto out;
+      return -1;
   }
+}
+
+/* The rest of the uncompressed stream after the tar (its padding) and of
+ * the blob, counted and hashed, so that both digests cover every byte. */
+static int drain(struct unpack *u) {
   for (la_ssize_t n; (n = archive_read_data(u->outer, u->tar_buf, sizeof u->tar_buf)) != 0;) {
-    if (n < 0) {
-      archive_fail(u, u->outer, "the layer");
-      goto out;
-    }
+    if (n < 0)
+      return archive_fail(u, u->outer, "the layer");
     if ((u->tar_bytes += (uint64_t)n) > u->tar_cap) {
       u->over = true;
-      too_large(u);
-      goto out;
+      return too_large(u);
     }
     EVP_DigestUpdate(u->tar_md, u->tar_buf, (size_t)n);
   }
+
   for (ssize_t n; (n = read(u->fd, u->blob_buf, sizeof u->blob_buf)) != 0;) {
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0) {
-      hutch_err_set(u->err, errno, "read the layer");
-      goto out;
-    }
+    if (n < 0)
+      return hutch_err_set(u->err, errno, "read the layer");
     EVP_DigestUpdate(u->blob_md, u->blob_buf, (size_t)n);
   }
-  rc = set_dirs(u);
-out:
+  return 0;
+}
+
+/* Every entry of the tar, then the rest of both streams, then the
+ * directories' modes and times. */
+static int unpack_stream(struct unpack *u) {
+  struct archive *tar = archive_read_new();
+  archive_read_support_format_tar(tar);
+  int rc = add_entries(u, tar);
+  if (rc == 0)
+    rc = drain(u);
+  if (rc == 0)
+    rc = set_dirs(u);
   archive_read_free(tar);
   return rc;
 }
@@ -516,8 +544,9 @@ static int unpack_into(struct unpack *u) {
   archive_read_support_format_raw(u->outer);
   struct archive_entry *e;
   int rc = -1;
-  if (archive_read_open(u->outer, u, NULL, blob_read, NULL) != ARCHIVE_OK ||
-      archive_read_next_header(u->outer, &e) != ARCHIVE_OK)
+  if (archive_read_open(u->outer, u, NULL, blob_read, NULL) != ARCHIVE_OK)
+    archive_fail(u, u->outer, "the layer's compression");
+  else if (archive_read_next_header(u->outer, &e) != ARCHIVE_OK)
     archive_fail(u, u->outer, "the layer's compression");
   else
     rc = unpack_stream(u);
@@ -528,17 +557,41 @@ static int unpack_into(struct unpack *u) {
 static int commit(struct unpack *u, const char *staged, const char *expect_digest,
                   char hex_out[65]) {
   char blob_hex[65], want[65];
-  md_hex(u->blob_md, blob_hex);
-  md_hex(u->tar_md, hex_out);
+  digest_sha256_final_hex(u->blob_md, blob_hex);
+  digest_sha256_final_hex(u->tar_md, hex_out);
   if (expect_digest && (!unpack_digest_hex(expect_digest, want) || strcmp(want, blob_hex) != 0))
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "digest_mismatch",
                           "the layer does not match its digest %.80s (it is sha256:%s)",
                           expect_digest, blob_hex);
+
   json_t *meta = json_pack("{s:I,s:I,s:s+}", "size", (json_int_t)u->data_bytes, "files",
                            (json_int_t)u->files, "diff_id", "sha256:", hex_out);
   int rc = hutch_images_layer_commit(&u->ctx->store, staged, hex_out, meta, u->err);
   json_decref(meta);
   return rc;
+}
+
+/* A new sha256 context begun: whether it is. */
+static bool sha256_begin(EVP_MD_CTX *md) {
+  return md && EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+}
+
+/* Both digests begun, and the staged layer directory made and opened
+ * (u->root). */
+static int unpack_begin(struct unpack *u, const char *staged, struct hutch_err *err) {
+  u->blob_md = EVP_MD_CTX_new();
+  u->tar_md = EVP_MD_CTX_new();
+  if (!sha256_begin(u->blob_md))
+    return hutch_err_set(err, ENOMEM, "sha256");
+  if (!sha256_begin(u->tar_md))
+    return hutch_err_set(err, ENOMEM, "sha256");
+
+  if (mkdir(staged, 0755) < 0)
+    return hutch_err_set(err, errno, "%s", staged);
+  u->root = open(staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (u->root < 0)
+    return hutch_err_set(err, errno, "%s", staged);
+  return 0;
 }
 
 int unpack_layer_counted(struct image_ctx *ctx, int fd, const char *expect_digest,
@@ -548,6 +601,7 @@ int unpack_layer_counted(struct image_ctx *ctx, int fd, const char *expect_diges
   if (expect_digest && !unpack_digest_hex(expect_digest, hex))
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_digest",
                           "'%.80s' is not a sha256 digest", expect_digest);
+
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, err);
   if (!tmp)
     return -1;
@@ -555,17 +609,8 @@ int unpack_layer_counted(struct image_ctx *ctx, int fd, const char *expect_diges
   struct unpack *u = xcalloc(1, sizeof *u);
   *u = (struct unpack){.ctx = ctx, .err = err, .fd = fd, .root = -1, .used = used ? used : &alone};
   u->tar_cap = ctx->max_bytes > u->used->bytes ? ctx->max_bytes - u->used->bytes : 0;
-  u->blob_md = EVP_MD_CTX_new();
-  u->tar_md = EVP_MD_CTX_new();
-  int rc = -1;
-  if (!u->blob_md || !u->tar_md || !EVP_DigestInit_ex(u->blob_md, EVP_sha256(), NULL) ||
-      !EVP_DigestInit_ex(u->tar_md, EVP_sha256(), NULL))
-    hutch_err_set(err, ENOMEM, "sha256");
-  else if (mkdir(staged, 0755) < 0)
-    hutch_err_set(err, errno, "%s", staged);
-  else if ((u->root = open(staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-    hutch_err_set(err, errno, "%s", staged);
-  else
+  int rc = unpack_begin(u, staged, err);
+  if (rc == 0)
     rc = unpack_into(u);
   if (rc == 0)
     rc = commit(u, staged, expect_digest, hex_out);
@@ -573,6 +618,7 @@ int unpack_layer_counted(struct image_ctx *ctx, int fd, const char *expect_diges
     u->used->bytes += u->tar_bytes;
     u->used->files += u->files;
   }
+
   struct hutch_err ignored = {0};
   hutch_layer_remove(tmp, &ignored);
   if (u->root >= 0)

@@ -42,9 +42,6 @@ int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err
 int unpack_open_parent(int root, const char *path, bool create, const char **leaf,
                        struct hutch_err *err);
 
-/* A sha256 sum (32 bytes) as 64 lowercase hex digits. */
-void unpack_hex(const unsigned char sum[32], char hex[65]);
-
 /* "sha256:<hex>": whether digest is one, and its hex. */
 bool unpack_digest_hex(const char *digest, char hex[65]);
 

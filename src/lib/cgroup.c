@@ -109,24 +109,62 @@ static int open_root_v2(const char *mnt, struct hutch_cgroup *root, struct hutch
   return hutch_cgroup_v2_ops.enable_children(root, err);
 }
 
-int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
+/* v1: each controller's hutch directory. Controllers co-mounted on one
+ * hierarchy (cpu,cpuacct) share an fd. */
+static int open_root_v1(char *const v1mnt[CG_NCTL], struct hutch_cgroup *root,
+                        struct hutch_err *err) {
+  root->ops = &hutch_cgroup_v1_ops;
+  for (int c = 0; c < CG_NCTL; c++) {
+    int same = -1;
+    for (int d = 0; d < c; d++)
+      if (strcmp(v1mnt[c], v1mnt[d]) == 0)
+        same = root->ctl[d];
+    if (same >= 0) {
+      root->ctl[c] = (int8_t)same;
+      continue;
+    }
+
+    int fd = open_hutch_dir(v1mnt[c], err);
+    if (fd < 0) {
+      hutch_cgroup_close(root);
+      return -1;
+    }
+    root->ctl[c] = (int8_t)root->nfd;
+    root->fd[root->nfd++] = fd;
+  }
+  return 0;
+}
+
+/* The cgroup hierarchies mounted, read from /proc/self/mountinfo: the
+ * first cgroup2 mount (*v2mnt) and each v1 controller's first (v1mnt[c]),
+ * malloc'd. */
+static int find_mounts(char **v2mnt, char *v1mnt[CG_NCTL], struct hutch_err *err) {
   _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
-  _cleanup_free_ char *line = NULL, *v2mnt = NULL;
-  char *v1mnt[CG_NCTL] = {0};
+  _cleanup_free_ char *line = NULL;
   size_t cap = 0;
   if (!f)
     return hutch_err_set(err, errno, "open /proc/self/mountinfo");
+
   while (getline(&line, &cap, f) > 0) {
     char *mnt, *fstype, *opts;
     if (!mountinfo_fields(line, &mnt, &fstype, &opts))
       continue;
-    if (strcmp(fstype, "cgroup2") == 0 && !v2mnt)
-      v2mnt = xstrdup(mnt);
+    if (strcmp(fstype, "cgroup2") == 0 && !*v2mnt)
+      *v2mnt = xstrdup(mnt);
     else if (strcmp(fstype, "cgroup") == 0)
       for (int c = 0; c < CG_NCTL; c++)
         if (!v1mnt[c] && has_word(opts, ",", ctl_names[c]))
           v1mnt[c] = xstrdup(mnt);
   }
+  return 0;
+}
+
+int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
+  _cleanup_free_ char *v2mnt = NULL;
+  char *v1mnt[CG_NCTL] = {0};
+  if (find_mounts(&v2mnt, v1mnt, err) < 0)
+    return -1;
+
   memset(root, 0, sizeof *root);
   int ret = -1;
   bool v1_complete = true;
@@ -136,28 +174,7 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
   if (!v1mnt[CG_MEMORY] && v2mnt) {
     ret = open_root_v2(v2mnt, root, err);
   } else if (v1_complete) {
-    /* Controllers co-mounted on one hierarchy (cpu,cpuacct) share an fd. */
-    root->ops = &hutch_cgroup_v1_ops;
-    ret = 0;
-    for (int c = 0; c < CG_NCTL && ret == 0; c++) {
-      int same = -1;
-      for (int d = 0; d < c; d++)
-        if (strcmp(v1mnt[c], v1mnt[d]) == 0)
-          same = root->ctl[d];
-      if (same >= 0) {
-        root->ctl[c] = (int8_t)same;
-        continue;
-      }
-      int fd = open_hutch_dir(v1mnt[c], err);
-      if (fd < 0) {
-        ret = -1;
-        break;
-      }
-      root->ctl[c] = (int8_t)root->nfd;
-      root->fd[root->nfd++] = fd;
-    }
-    if (ret < 0)
-      hutch_cgroup_close(root);
+    ret = open_root_v1(v1mnt, root, err);
   } else {
     for (int c = 0; c < CG_NCTL; c++)
       if (!v1mnt[c]) {
@@ -166,6 +183,7 @@ int hutch_cgroup_open_root(struct hutch_cgroup *root, struct hutch_err *err) {
         break;
       }
   }
+
   for (int c = 0; c < CG_NCTL; c++)
     free(v1mnt[c]);
   return ret;
@@ -220,23 +238,10 @@ void hutch_cgroup_spec(const struct hutch_cgroup *cg, char *buf, size_t size) {
   }
 }
 
-int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
-  memset(cg, 0, sizeof *cg);
-  if (strcmp(spec, "none") == 0) {
-    hutch_cgroup_none(cg);
-    return 0;
-  }
-  if (strncmp(spec, "2:", 2) == 0) {
-    uint64_t fd;
-    if (!parse_u64(spec + 2, &fd) || fd > 1024)
-      return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
-    cg->ops = &hutch_cgroup_v2_ops;
-    cg->nfd = 1;
-    cg->fd[0] = (int)fd;
-    return 0;
-  }
-  if (strncmp(spec, "1:", 2) != 0)
-    return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+/* A v1 spec: "1:" and one fd a controller, separated by commas, "-" for
+ * a controller not mounted (memory never is); a repeated fd is one
+ * hierarchy's. */
+static int from_spec_v1(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
   cg->ops = &hutch_cgroup_v1_ops;
   const char *p = spec + 2;
   for (int c = 0; c < CG_NCTL; c++) {
@@ -244,7 +249,8 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
     size_t n = strcspn(p, ",");
     uint64_t fd;
     bool last = c == CG_NCTL - 1;
-    if (n >= sizeof num || (last ? p[n] != '\0' : p[n] != ','))
+    char sep = last ? '\0' : ',';
+    if (n >= sizeof num || p[n] != sep)
       return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
     snprintf(num, sizeof num, "%.*s", (int)n, p);
     if (strcmp(num, "-") == 0 && c != CG_MEMORY) {
@@ -252,6 +258,7 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
       p += n + !last;
       continue;
     }
+
     if (!parse_u64(num, &fd) || fd > 1024)
       return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
     int same = -1;
@@ -268,11 +275,34 @@ int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hut
   return 0;
 }
 
+int hutch_cgroup_from_spec(const char *spec, struct hutch_cgroup *cg, struct hutch_err *err) {
+  memset(cg, 0, sizeof *cg);
+  if (strcmp(spec, "none") == 0) {
+    hutch_cgroup_none(cg);
+    return 0;
+  }
+
+  if (strncmp(spec, "2:", 2) == 0) {
+    uint64_t fd;
+    if (!parse_u64(spec + 2, &fd) || fd > 1024)
+      return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+    cg->ops = &hutch_cgroup_v2_ops;
+    cg->nfd = 1;
+    cg->fd[0] = (int)fd;
+    return 0;
+  }
+
+  if (strncmp(spec, "1:", 2) != 0)
+    return hutch_err_invalid(err, "bad cgroup spec '%s'", spec);
+  return from_spec_v1(spec, cg, err);
+}
+
 int hutch_cg_read_u64(int dirfd, const char *file, const char *key, uint64_t *out,
                       struct hutch_err *err) {
   char buf[4096];
   if (read_file_at(dirfd, file, buf, sizeof buf, err) < 0)
     return -1;
+
   char *p = buf;
   if (key) {
     size_t kl = strlen(key);
@@ -284,10 +314,12 @@ int hutch_cg_read_u64(int dirfd, const char *file, const char *key, uint64_t *ou
         return hutch_err_set(err, 0, "%s has no '%s'", file, key);
     }
   }
+
   if (strncmp(p, "max", 3) == 0) {
     *out = UINT64_MAX;
     return 0;
   }
+
   char *end;
   errno = 0;
   unsigned long long v = strtoull(p, &end, 10);

@@ -1,8 +1,9 @@
-/* No cgroups: what hutch-agent uses where the sandbox's kernel is not the
- * host's (the gvisor tier, docs/isolation.md). There the whole sandbox,
- * gVisor's own kernel included, sits in the host cgroup hutch made for it,
- * which holds its limits, freezes it and measures it; inside, the agent
- * keeps each exec apart by its process group and times it by rusage
+/* The cgroup operations of no cgroups (hutch_cgroup_none_ops, cgroup.h):
+ * what hutch-agent uses where the sandbox's kernel is not the host's (the
+ * gvisor tier, docs/isolation.md). There the whole sandbox, gVisor's own
+ * kernel included, sits in the host cgroup hutch made for it, which holds
+ * its limits, freezes it and measures it; inside, the agent keeps each
+ * exec apart by its process group and times it by rusage
  * (src/agent/job.c). Every operation succeeds and does nothing but freeze,
  * which a guest cannot do to itself. */
 #include <errno.h>

@@ -21,6 +21,7 @@ static int open_where(const struct hutch_cgroup *parent, const char *name, const
   memset(child, 0, sizeof *child);
   child->ops = parent->ops;
   int8_t index[HUTCH_CG_MAXH];
+
   for (int i = 0; i < parent->nfd; i++) {
     index[i] = -1;
     if (!want[i])
@@ -36,6 +37,7 @@ static int open_where(const struct hutch_cgroup *parent, const char *name, const
     index[i] = (int8_t)child->nfd;
     child->fd[child->nfd++] = fd;
   }
+
   for (int c = 0; c < CG_NCTL; c++)
     child->ctl[c] = parent->ctl[c] < 0 ? -1 : index[parent->ctl[c]];
   if (child->ctl[CG_MEMORY] < 0) {
@@ -63,25 +65,36 @@ static int v1_account_tcp(const struct hutch_cgroup *cg, const char *limit, stru
   return write_file_at(FD(cg, CG_MEMORY), "memory.kmem.tcp.limit_in_bytes", limit, err);
 }
 
+/* Remove parent/name from the first n hierarchies where want holds. */
+static void remove_made(const struct hutch_cgroup *parent, const char *name, const bool *want,
+                        int n) {
+  for (int i = 0; i < n; i++)
+    if (want[i])
+      unlinkat(parent->fd[i], name, AT_REMOVEDIR);
+}
+
 static int v1_mkchild(const struct hutch_cgroup *parent, const char *name, unsigned ctls,
                       struct hutch_cgroup *child, struct hutch_err *err) {
   bool want[HUTCH_CG_MAXH] = {false};
   for (int c = 0; c < CG_NCTL; c++)
     if ((ctls & CG_BIT(c)) && parent->ctl[c] >= 0)
       want[parent->ctl[c]] = true;
+
   for (int i = 0; i < parent->nfd; i++)
     if (want[i] && mkdirat(parent->fd[i], name, 0755) < 0) {
       int e = errno;
-      for (int j = 0; j < i; j++)
-        if (want[j])
-          unlinkat(parent->fd[j], name, AT_REMOVEDIR);
+      remove_made(parent, name, want, i);
       return hutch_err_set(err, e, "create cgroup %s", name);
     }
-  if (open_where(parent, name, want, child, err) < 0 || v1_account_tcp(child, "-1", err) < 0) {
+
+  /* open_where leaves child closed when it fails. */
+  if (open_where(parent, name, want, child, err) < 0) {
+    remove_made(parent, name, want, parent->nfd);
+    return -1;
+  }
+  if (v1_account_tcp(child, "-1", err) < 0) {
     hutch_cgroup_close(child);
-    for (int i = 0; i < parent->nfd; i++)
-      if (want[i])
-        unlinkat(parent->fd[i], name, AT_REMOVEDIR);
+    remove_made(parent, name, want, parent->nfd);
     return -1;
   }
   return 0;
@@ -105,25 +118,30 @@ static int v1_set_limits(const struct hutch_cgroup *cg, const struct hutch_cg_li
       return -1;
     /* Swap off: memory+swap may not exceed memory. Hosts booted without
      * swap accounting have no memsw file and no swap to turn off. */
-    if (faccessat(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", F_OK, 0) == 0 &&
-        write_file_at(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", v, err) < 0)
-      return -1;
+    if (faccessat(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", F_OK, 0) == 0) {
+      if (write_file_at(FD(cg, CG_MEMORY), "memory.memsw.limit_in_bytes", v, err) < 0)
+        return -1;
+    }
     if (v1_account_tcp(cg, v, err) < 0)
       return -1;
   }
+
   if (write_file_at(FD(cg, CG_MEMORY), "memory.swappiness", "0", err) < 0)
     return -1;
+
   if (l->pids) {
     snprintf(v, sizeof v, "%llu", (unsigned long long)l->pids);
     if (write_file_at(FD(cg, CG_PIDS), "pids.max", v, err) < 0)
       return -1;
   }
+
   if (l->cpu_milli) {
     if (FD(cg, CG_CPU) < 0)
       return hutch_err_set(err, 0, "cgroup made without the cpu controller");
     snprintf(v, sizeof v, "%llu", (unsigned long long)(l->cpu_milli * 100));
-    if (write_file_at(FD(cg, CG_CPU), "cpu.cfs_period_us", "100000", err) < 0 ||
-        write_file_at(FD(cg, CG_CPU), "cpu.cfs_quota_us", v, err) < 0)
+    if (write_file_at(FD(cg, CG_CPU), "cpu.cfs_period_us", "100000", err) < 0)
+      return -1;
+    if (write_file_at(FD(cg, CG_CPU), "cpu.cfs_quota_us", v, err) < 0)
       return -1;
   }
   return 0;
@@ -149,8 +167,9 @@ static int v1_enter_self(const struct hutch_cgroup *cg, struct hutch_err *err) {
 static int v1_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
                     struct hutch_err *err) {
   memset(s, 0, sizeof *s);
-  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &s->cpu_ns, err) < 0 ||
-      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", NULL, &s->memory_peak,
+  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &s->cpu_ns, err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", NULL, &s->memory_peak,
                         err) < 0)
     return -1;
   /* oom_kill appeared in 4.13; an older kernel reports OOM only as SIGKILL. */
@@ -169,14 +188,15 @@ static bool freezer_is(int fd, const char *state) {
 static int v1_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
                     struct hutch_err *err) {
   memset(u, 0, sizeof *u);
-  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &u->cpu_ns, err) < 0 ||
-      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &u->memory_bytes,
-                        err) < 0 ||
-      hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.stat", "total_cache", &u->memory_cache,
-                        err) < 0 ||
-      hutch_cg_read_u64(FD(cg, CG_PIDS), "pids.current", NULL, &u->pids, err) < 0)
+  if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &u->cpu_ns, err) < 0)
     return -1;
-  return 0;
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &u->memory_bytes,
+                        err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.stat", "total_cache", &u->memory_cache,
+                        err) < 0)
+    return -1;
+  return hutch_cg_read_u64(FD(cg, CG_PIDS), "pids.current", NULL, &u->pids, err);
 }
 
 /* Reading freezer.state also moves a FREEZING cgroup on towards FROZEN. */
@@ -254,7 +274,10 @@ static int v1_kill_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
       usleep(100);
     struct kill_state k = {false, err};
     int ret = walk(fz, 0, kill_one, &k);
-    if (v1_thaw_all(cg, err) < 0 || ret < 0)
+    /* Thawed whether or not every kill was sent. */
+    if (v1_thaw_all(cg, err) < 0)
+      return -1;
+    if (ret < 0)
       return -1;
     if (!k.any)
       return 0;
@@ -293,21 +316,26 @@ static int v1_reset(const struct hutch_cgroup *cg, uint64_t max_charged,
   for (int i = 0; i < cg->nfd; i++)
     if (hutch_cg_has_procs(cg->fd[i]))
       return hutch_err_set(err, EBUSY, "cgroup still holds a process");
+
   /* Frozen by a kill that could not thaw it: the next process would stop
    * in it, and SIGKILL does not end a process frozen on v1. */
   if (!freezer_is(FD(cg, CG_FREEZER), "THAWED"))
     return hutch_err_set(err, EBUSY, "cgroup is not thawed");
+
   uint64_t charged = 0;
   if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &charged, err) < 0)
     return -1;
   if (charged > max_charged)
     return hutch_err_set(err, EBUSY, "cgroup still holds %llu bytes",
                          (unsigned long long)charged);
+
   /* The kernel takes only 0 for either: the peak becomes what is charged
    * now (at most max_charged), the CPU time starts from nothing. */
-  if (write_file_at(FD(cg, CG_CPUACCT), "cpuacct.usage", "0", err) < 0 ||
-      write_file_at(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", "0", err) < 0)
+  if (write_file_at(FD(cg, CG_CPUACCT), "cpuacct.usage", "0", err) < 0)
     return -1;
+  if (write_file_at(FD(cg, CG_MEMORY), "memory.max_usage_in_bytes", "0", err) < 0)
+    return -1;
+
   /* Without the count so far (a kernel before 4.13 has none), the next
    * exec would be told of this one's OOM kills: no reuse. */
   return hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.oom_control", "oom_kill", &base->oom_kills,

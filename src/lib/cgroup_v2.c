@@ -84,17 +84,18 @@ static int v2_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
   uint64_t usec = 0;
   int fd = cg->fd[0];
   memset(s, 0, sizeof *s);
-  if (hutch_cg_read_u64(fd, "cpu.stat", "usage_usec", &usec, err) < 0 ||
-      hutch_cg_read_u64(fd, "memory.events", "oom_kill", &s->oom_kills, err) < 0)
+  if (hutch_cg_read_u64(fd, "cpu.stat", "usage_usec", &usec, err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(fd, "memory.events", "oom_kill", &s->oom_kills, err) < 0)
     return -1;
   s->cpu_ns = usec * 1000;
+
   /* memory.peak appeared in 5.19; before it the current value is the best
    * there is. */
   struct hutch_err ignored;
-  if (hutch_cg_read_u64(fd, "memory.peak", NULL, &s->memory_peak, &ignored) < 0 &&
-      hutch_cg_read_u64(fd, "memory.current", NULL, &s->memory_peak, err) < 0)
-    return -1;
-  return 0;
+  if (hutch_cg_read_u64(fd, "memory.peak", NULL, &s->memory_peak, &ignored) == 0)
+    return 0;
+  return hutch_cg_read_u64(fd, "memory.current", NULL, &s->memory_peak, err);
 }
 
 static int v2_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
@@ -102,10 +103,13 @@ static int v2_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
   uint64_t usec = 0;
   int fd = cg->fd[0];
   memset(u, 0, sizeof *u);
-  if (hutch_cg_read_u64(fd, "cpu.stat", "usage_usec", &usec, err) < 0 ||
-      hutch_cg_read_u64(fd, "memory.current", NULL, &u->memory_bytes, err) < 0 ||
-      hutch_cg_read_u64(fd, "memory.stat", "file", &u->memory_cache, err) < 0 ||
-      hutch_cg_read_u64(fd, "pids.current", NULL, &u->pids, err) < 0)
+  if (hutch_cg_read_u64(fd, "cpu.stat", "usage_usec", &usec, err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(fd, "memory.current", NULL, &u->memory_bytes, err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(fd, "memory.stat", "file", &u->memory_cache, err) < 0)
+    return -1;
+  if (hutch_cg_read_u64(fd, "pids.current", NULL, &u->pids, err) < 0)
     return -1;
   u->cpu_ns = usec * 1000;
   return 0;
@@ -147,7 +151,10 @@ static int v2_kill_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
     if (write_file_at(fd, "cgroup.freeze", "1", err) < 0)
       return -1;
     int ret = hutch_cg_kill_procs(fd, &any, err);
-    if (write_file_at(fd, "cgroup.freeze", "0", err) < 0 || ret < 0)
+    /* Thawed whether or not every kill was sent. */
+    if (write_file_at(fd, "cgroup.freeze", "0", err) < 0)
+      return -1;
+    if (ret < 0)
       return -1;
     if (!any)
       return 0;

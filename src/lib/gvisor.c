@@ -44,20 +44,28 @@ static void first_line_of_version(const char *prog, char *line, size_t size) {
   line[0] = '\0';
   if (pipe2(p, O_CLOEXEC) < 0)
     return;
+
   pid_t pid = fork();
   if (pid == 0) {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (dup2(p[1], 1) < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 2) < 0)
+    if (null < 0)
       _exit(127);
+    /* stdout into the pipe, stdin and stderr from and to /dev/null. */
+    const int from[3] = {null, p[1], null};
+    for (int fd = 0; fd < 3; fd++)
+      if (dup2(from[fd], fd) < 0)
+        _exit(127);
     execl(prog, prog, "--version", (char *)NULL);
     _exit(127);
   }
+
   close(p[1]);
   struct pollfd pf = {.fd = p[0], .events = POLLIN};
   ssize_t n = pid > 0 && poll(&pf, 1, 10000) == 1 ? read(p[0], line, size - 1) : 0;
   line[n > 0 ? n : 0] = '\0';
   line[strcspn(line, "\n")] = '\0';
   close(p[0]);
+
   if (pid > 0) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -169,6 +177,7 @@ int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes, 
       (unsigned long long)memory_bytes);
   if (n < 0 || (size_t)n >= sizeof spec)
     return hutch_err_invalid(err, "gVisor bundle: config too long");
+
   _cleanup_close_ int fd = openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 || write_all(fd, spec, (size_t)n) < 0)
     return hutch_err_set(err, errno, "gVisor bundle: config.json");

@@ -55,6 +55,33 @@ static bool cgroup_writable(const struct hutch_cgroup *root) {
   return true;
 }
 
+/* The controllers root has, as one line of names. */
+static void cgroup_controllers(const struct hutch_cgroup *root, char *have, size_t size) {
+  struct hutch_err ignored;
+  have[0] = '\0';
+  if (root->ops == &hutch_cgroup_v2_ops) {
+    read_file_at(root->fd[0], "cgroup.controllers", have, size, &ignored);
+    have[strcspn(have, "\n")] = '\0';
+    if (faccessat(root->fd[0], "cgroup.freeze", F_OK, 0) == 0)
+      strncat(have, " freezer(cgroup.freeze)", size - strlen(have) - 1);
+    return;
+  }
+  for (int i = 0; i < CG_NCTL; i++)
+    if (hutch_cg_fd(root, i) >= 0)
+      snprintf(have + strlen(have), size - strlen(have), "%s%s", i ? " " : "",
+               hutch_cg_ctl_name(i));
+}
+
+/* "v2", or "v1" and whether a cgroup2 hierarchy is mounted beside it. */
+static const char *cgroup_version(const struct hutch_cgroup *root) {
+  struct statfs sf;
+  if (root->ops == &hutch_cgroup_v2_ops)
+    return "v2";
+  if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+    return "v1 (hybrid, cgroup2 at unified too)";
+  return "v1";
+}
+
 static void check_cgroups(const char *state_dir, struct hutch_check *c) {
   (void)state_dir;
   struct hutch_cgroup root;
@@ -67,30 +94,18 @@ static void check_cgroups(const char *state_dir, struct hutch_check *c) {
                     strerror(errno));
     return;
   }
+
   if (hutch_cgroup_open_root(&root, &err) < 0) {
     hutch_check_say(c, HUTCH_CHECK_MISSING, remedy, "%s", err.msg);
     return;
   }
+
   bool writable = cgroup_writable(&root);
-  char have[256] = "";
-  if (root.ops == &hutch_cgroup_v2_ops) {
-    read_file_at(root.fd[0], "cgroup.controllers", have, sizeof have, &err);
-    have[strcspn(have, "\n")] = '\0';
-    if (faccessat(root.fd[0], "cgroup.freeze", F_OK, 0) == 0)
-      strncat(have, " freezer(cgroup.freeze)", sizeof have - strlen(have) - 1);
-  } else {
-    for (int i = 0; i < CG_NCTL; i++)
-      if (hutch_cg_fd(&root, i) >= 0)
-        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", i ? " " : "",
-                 hutch_cg_ctl_name(i));
-  }
-  struct statfs sf;
-  bool hybrid = root.ops != &hutch_cgroup_v2_ops &&
-                statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC;
-  const char *version = root.ops == &hutch_cgroup_v2_ops ? "v2"
-                        : hybrid                          ? "v1 (hybrid, cgroup2 at unified too)"
-                                                          : "v1";
+  char have[256];
+  cgroup_controllers(&root, have, sizeof have);
+  const char *version = cgroup_version(&root);
   hutch_cgroup_close(&root);
+
   if (!writable)
     hutch_check_say(c, HUTCH_CHECK_REFUSED,
                     "run hutch as the host's root, or delegate a cgroup subtree to it",

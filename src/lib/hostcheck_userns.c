@@ -98,12 +98,19 @@ static bool find_subdir(char *name, size_t size) {
 static void chroot_child(void) {
   struct statx root, here, up;
   char sub[256];
-  if (statx(AT_FDCWD, "/", 0, WHERE_STATX, &root) < 0 || chdir("/") < 0 ||
-      !find_subdir(sub, sizeof sub) || chroot(sub) < 0)
+  if (statx(AT_FDCWD, "/", 0, WHERE_STATX, &root) < 0)
     _exit(2);
+  if (chdir("/") < 0)
+    _exit(2);
+  if (!find_subdir(sub, sizeof sub))
+    _exit(2);
+  if (chroot(sub) < 0)
+    _exit(2);
+
   for (int i = 0; i < 4096; i++) {
-    if (statx(AT_FDCWD, ".", 0, WHERE_STATX, &here) < 0 ||
-        statx(AT_FDCWD, "..", 0, WHERE_STATX, &up) < 0)
+    if (statx(AT_FDCWD, ".", 0, WHERE_STATX, &here) < 0)
+      _exit(2);
+    if (statx(AT_FDCWD, "..", 0, WHERE_STATX, &up) < 0)
       _exit(2);
     if (same_place(&here, &up))
       _exit(same_place(&here, &root) ? 0 : 1);
@@ -151,12 +158,14 @@ static void refused(struct hutch_check *c, int e) {
     refused_limit(c);
     return;
   }
+
   if (e == EPERM && in_chroot() == 1) {
     hutch_check_say(c, HUTCH_CHECK_REFUSED,
                     "run hutch in its own mount namespace with pivot_root, or outside the chroot",
                     "user namespaces are refused: this process is in a chroot");
     return;
   }
+
   if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2) {
     hutch_check_say(c, HUTCH_CHECK_REFUSED,
                     "allow unshare and clone with CLONE_NEWUSER in the container's seccomp "
@@ -167,6 +176,7 @@ static void refused(struct hutch_check *c, int e) {
                     strerror(e));
     return;
   }
+
   if (geteuid() != 0 && read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0) {
     hutch_check_say(c, HUTCH_CHECK_REFUSED,
                     "run hutch as root, or sysctl -w kernel.unprivileged_userns_clone=1",
@@ -174,6 +184,7 @@ static void refused(struct hutch_check *c, int e) {
                     "kernel.unprivileged_userns_clone is 0");
     return;
   }
+
   if (geteuid() != 0 &&
       read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1) {
     hutch_check_say(c, HUTCH_CHECK_REFUSED,
@@ -182,6 +193,7 @@ static void refused(struct hutch_check *c, int e) {
                     "them (kernel.apparmor_restrict_unprivileged_userns is 1)");
     return;
   }
+
   hutch_check_say(c, HUTCH_CHECK_REFUSED,
                   "look for a security module's policy (SELinux, AppArmor, a BPF LSM) or a "
                   "container runtime refusing CLONE_NEWUSER",

@@ -35,10 +35,13 @@ static int skel_make(int dirfd, struct hutch_err *err) {
   _cleanup_close_ int skel = openat(dirfd, "skel", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (skel < 0)
     return hutch_err_set(err, errno, "images: open skel");
-  for (size_t i = 0; i < ARRAY_SIZE(skel_dirs); i++)
-    if ((mkdirat(skel, skel_dirs[i].name, skel_dirs[i].mode) < 0 && errno != EEXIST) ||
-        fchmodat(skel, skel_dirs[i].name, skel_dirs[i].mode, 0) < 0)
-      return hutch_err_set(err, errno, "images: skel/%s", skel_dirs[i].name);
+  for (size_t i = 0; i < ARRAY_SIZE(skel_dirs); i++) {
+    const char *name = skel_dirs[i].name;
+    if (mkdirat(skel, name, skel_dirs[i].mode) < 0 && errno != EEXIST)
+      return hutch_err_set(err, errno, "images: skel/%s", name);
+    if (fchmodat(skel, name, skel_dirs[i].mode, 0) < 0)
+      return hutch_err_set(err, errno, "images: skel/%s", name);
+  }
   return 0;
 }
 
@@ -67,6 +70,7 @@ int hutch_images_open(struct hutch_images *s, const char *state_dir, struct hutc
   *s = (struct hutch_images){.dirfd = -1, .work_lock = -1};
   if (mkdir(state_dir, 0755) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "state directory %s", state_dir);
+
   s->dir = xasprintf("%s/images", state_dir);
   /* Only root enters: the layers hold files of every id, and a host user
    * must not run or read what a tenant imported. */
@@ -79,6 +83,7 @@ int hutch_images_open(struct hutch_images *s, const char *state_dir, struct hutc
     hutch_err_set(err, errno, "template store %s", s->dir);
     goto fail;
   }
+
   for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++)
     if (mkdirat(s->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST) {
       hutch_err_set(err, errno, "template store: %s", subdirs[i]);
@@ -88,6 +93,7 @@ int hutch_images_open(struct hutch_images *s, const char *state_dir, struct hutc
     goto fail;
   sweep_tmp(s->dirfd, s->dir);
   return 0;
+
 fail:
   hutch_images_close(s);
   return -1;
@@ -164,13 +170,10 @@ DIR *hutch_images_opendir(const struct hutch_images *s, const char *sub) {
  * whole. */
 static void each_record(const struct hutch_images *s, const char *suffix,
                         bool (*fn)(json_t *, void *), void *arg) {
-  int fd = openat(s->dirfd, "templates", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = hutch_images_opendir(s, "templates");
+  if (!d)
     return;
-  }
+
   struct dirent *e;
   bool more = true;
   while (more && (e = readdir(d))) {
@@ -222,6 +225,12 @@ static int score(const struct finding *f, json_t *rec) {
   return f->tag ? 0 : 1;
 }
 
+/* Whether rec was built after other (NULL: before everything). */
+static bool built_after(json_t *rec, json_t *other) {
+  return json_integer_value(json_object_get(rec, "created_at")) >
+         json_integer_value(json_object_get(other, "created_at"));
+}
+
 static bool find_one(json_t *rec, void *arg) {
   struct finding *f = arg;
   const char *owner = str_of(rec, "owner");
@@ -234,8 +243,7 @@ static bool find_one(json_t *rec, void *arg) {
   json_t **slot = mine ? &f->own : &f->public;
   int *best = mine ? &f->own_score : &f->public_score;
   /* The best answer; of equals, the newest build. */
-  if (sc > 0 && (sc > *best || (sc == *best && json_integer_value(json_object_get(rec, "created_at")) >
-                                                   json_integer_value(json_object_get(*slot, "created_at"))))) {
+  if (sc > 0 && (sc > *best || (sc == *best && built_after(rec, *slot)))) {
     json_decref(*slot);
     *slot = json_incref(rec);
     *best = sc;
@@ -393,6 +401,7 @@ int hutch_images_stack(const struct hutch_images *s, json_t *record, char **root
   if (!json_is_array(ls) || n > HUTCH_IMAGE_MAX_LAYERS || !top)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template %s: a damaged record",
                           str_of(record, "name"));
+
   char **v = xcalloc(n + 1, sizeof *v);
   /* Topmost first: hutch's own layer, then the image's from its last. */
   v[0] = xstrdup(top);
@@ -400,6 +409,7 @@ int hutch_images_stack(const struct hutch_images *s, json_t *record, char **root
     const char *hex = json_string_value(json_array_get(ls, n - 1 - i));
     v[i + 1] = xstrdup(hex ? hex : "");
   }
+
   for (size_t i = 0; i <= n; i++) {
     if (!hutch_images_layer_exists(s, v[i])) {
       hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template %s: layer %.12s is missing",
@@ -411,6 +421,7 @@ int hutch_images_stack(const struct hutch_images *s, json_t *record, char **root
     free(v[i]);
     v[i] = path;
   }
+
   *rootfs = xasprintf("%s/skel", s->dir);
   *layers = v;
   *nlayers = n + 1;
@@ -428,6 +439,7 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
   const char *id = str_of(record, "id");
   if (!id[0] || strchr(id, '/') || id[0] == '.')
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template: a damaged record");
+
   _cleanup_free_ char *name = xasprintf("templates/%s.pin", id);
   int fd = openat(s->dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 || flock(fd, LOCK_SH) < 0) {
@@ -436,12 +448,15 @@ int hutch_images_pin(const struct hutch_images *s, json_t *record, struct hutch_
       close(fd);
     return -1;
   }
+
   /* Removed since the record was read: a removal that found it unused
    * unlinked the pin file (under its lock, which this one waited for), or
    * had removed the record before this file was made. */
   struct stat st = {0};
   struct hutch_err none = {0};
-  json_t *still = fstat(fd, &st) == 0 && st.st_nlink > 0 ? hutch_images_get(s, id, &none) : NULL;
+  json_t *still = NULL;
+  if (fstat(fd, &st) == 0 && st.st_nlink > 0)
+    still = hutch_images_get(s, id, &none);
   if (!still) {
     if (st.st_nlink > 0)
       unlinkat(s->dirfd, name, 0);

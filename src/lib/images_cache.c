@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +15,12 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "util.h"
 
 static char *owner_dir(const char *owner) {
-  unsigned char d[32];
-  unsigned len = 0;
-  EVP_Digest(owner ? owner : "", strlen(owner ? owner : ""), d, &len, EVP_sha256(), NULL);
   char hex[65];
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  digest_sha256_hex(owner ? owner : "", strlen(owner ? owner : ""), hex);
   return xasprintf("cache/%s", hex);
 }
 
@@ -72,6 +68,7 @@ static struct hutch_cache_entry *list_dir(const struct hutch_images *s, const ch
   DIR *d = hutch_images_opendir(s, dir);
   if (!d)
     return NULL;
+
   struct hutch_cache_entry *v = NULL;
   size_t cap = 0;
   for (struct dirent *e; (e = readdir(d));) {
@@ -86,6 +83,7 @@ static struct hutch_cache_entry *list_dir(const struct hutch_images *s, const ch
       unlinkat(s->dirfd, name, 0);
       continue;
     }
+
     if (*n == cap)
       v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
     struct hutch_cache_entry *c = &v[(*n)++];
@@ -98,6 +96,7 @@ static struct hutch_cache_entry *list_dir(const struct hutch_images *s, const ch
     json_decref(j);
   }
   closedir(d);
+
   if (*n)
     qsort(v, *n, sizeof *v, by_use);
   return v;
@@ -155,12 +154,27 @@ static json_int_t meta_of(const struct hutch_images *s, const char *hex, const c
   return v > 0 ? v : 0;
 }
 
+/* text into tmp, synced, then renamed to name (both in the store). */
+static int write_whole(const struct hutch_images *s, const char *tmp, const char *name,
+                       const char *text) {
+  _cleanup_close_ int fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -1;
+  if (write_all(fd, text, strlen(text)) < 0)
+    return -1;
+  if (fsync(fd) < 0)
+    return -1;
+  return renameat(s->dirfd, tmp, s->dirfd, name);
+}
+
 void hutch_images_cache_put(const struct hutch_images *s, const char *owner, const char *key,
                             const char *hex) {
   _cleanup_free_ char *dir = owner_dir(owner);
-  if (!hutch_images_hex_ok(key) || !hutch_images_hex_ok(hex) ||
-      (mkdirat(s->dirfd, dir, 0700) < 0 && errno != EEXIST))
+  if (!hutch_images_hex_ok(key) || !hutch_images_hex_ok(hex))
     return;
+  if (mkdirat(s->dirfd, dir, 0700) < 0 && errno != EEXIST)
+    return;
+
   /* Written whole by rename: a reader sees the entry or none. A failure
    * costs only a later rebuild. */
   _cleanup_free_ char *name = entry_name(owner, key);
@@ -168,9 +182,7 @@ void hutch_images_cache_put(const struct hutch_images *s, const char *owner, con
   _cleanup_free_ char *text =
       xasprintf("{\"layer\": \"%s\", \"size\": %lld, \"files\": %lld}\n", hex,
                 (long long)meta_of(s, hex, "size"), (long long)meta_of(s, hex, "files"));
-  _cleanup_close_ int fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0 ||
-      renameat(s->dirfd, tmp, s->dirfd, name) < 0) {
+  if (write_whole(s, tmp, name, text) < 0) {
     unlinkat(s->dirfd, tmp, 0);
     return;
   }

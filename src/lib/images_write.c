@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "layer.h"
 #include "util.h"
 
@@ -72,15 +73,6 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
     return 0;
   }
   return write_json(s, meta_name, meta, err);
-}
-
-/* The digest md holds, in hex. */
-static void sha256_hex(EVP_MD_CTX *md, char out[65]) {
-  unsigned char d[32];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md, d, &len);
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
 /* path under a layer's root, opened O_PATH (flags: O_DIRECTORY or 0)
@@ -162,28 +154,33 @@ struct top_file {
   uid_t uid;
 };
 
-/* hutch's layer above an image's: what Docker bind-mounts over an image
- * (hosts, hostname, resolv.conf), and the user `user` (uid 1000, home
- * /home/user) that E2B's SDKs and hutch's defaults run as, when the image
- * has no uid 1000. Named by the sha256 of what it holds, so templates of
- * one image share it. */
-static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struct hutch_err *err) {
+/* What the image's stack (layers, bottom first) holds of its users: its
+ * /etc/passwd and /etc/group (malloc'd; NULL when there is none) and
+ * whether it has /home/user. */
+static void image_users(struct hutch_images *s, json_t *layers, char **passwd, char **group,
+                        bool *home) {
   size_t n = json_array_size(layers);
   int *dirs = xcalloc(n ? n : 1, sizeof *dirs);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *p = hutch_images_layer_path(s, json_string_value(json_array_get(layers, n - 1 - i)));
     dirs[i] = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
-  char *passwd = stack_read(dirs, n, "etc/passwd", 1 << 20);
-  char *group = stack_read(dirs, n, "etc/group", 1 << 20);
+
+  *passwd = stack_read(dirs, n, "etc/passwd", 1 << 20);
+  *group = stack_read(dirs, n, "etc/group", 1 << 20);
   struct stat st;
-  bool home = stack_lookup(dirs, n, "home/user", &st) >= 0;
+  *home = stack_lookup(dirs, n, "home/user", &st) >= 0;
+
   for (size_t i = 0; i < n; i++)
     if (dirs[i] >= 0)
       close(dirs[i]);
   free(dirs);
+}
 
-  struct top_file files[8];
+/* The top layer's files (8 at most) over an image with these users
+ * (image_users); returns how many. */
+static size_t top_files(struct top_file files[8], const char *passwd, const char *group,
+                        bool home) {
   size_t nf = 0;
   files[nf++] = (struct top_file){"etc", NULL, 0755, 0};
   files[nf++] = (struct top_file){"etc/hosts",
@@ -193,27 +190,30 @@ static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struc
   files[nf++] = (struct top_file){"etc/resolv.conf",
                                   xstrdup("# hutch: this sandbox has no network but loopback\n"),
                                   0644, 0};
-  if (!passwd || !has_id_1000(passwd)) {
-    files[nf++] = (struct top_file){
-        "etc/passwd",
-        xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n",
-                  passwd ? passwd : "root:x:0:0:root:/root:/bin/sh\n",
-                  passwd ? with_newline(passwd) : ""),
-        0644, 0};
-    if (!group || !has_id_1000(group))
-      files[nf++] = (struct top_file){
-          "etc/group",
-          xasprintf("%s%suser:x:1000:\n", group ? group : "root:x:0:\n",
-                    group ? with_newline(group) : ""),
-          0644, 0};
-    if (!home) {
-      files[nf++] = (struct top_file){"home", NULL, 0755, 0};
-      files[nf++] = (struct top_file){"home/user", NULL, 0755, 1000};
-    }
-  }
-  free(passwd);
-  free(group);
+  if (passwd && has_id_1000(passwd))
+    return nf;
 
+  /* The user `user`, appended to the image's own files (or to root alone). */
+  const char *users = passwd ? passwd : "root:x:0:0:root:/root:/bin/sh\n";
+  files[nf++] = (struct top_file){
+      "etc/passwd",
+      xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n", users, with_newline(users)),
+      0644, 0};
+  if (!group || !has_id_1000(group)) {
+    const char *groups = group ? group : "root:x:0:\n";
+    files[nf++] = (struct top_file){
+        "etc/group", xasprintf("%s%suser:x:1000:\n", groups, with_newline(groups)), 0644, 0};
+  }
+  if (!home) {
+    files[nf++] = (struct top_file){"home", NULL, 0755, 0};
+    files[nf++] = (struct top_file){"home/user", NULL, 0755, 1000};
+  }
+  return nf;
+}
+
+/* The top layer's name: the sha256 of its files' paths, modes, owners
+ * and contents. */
+static void top_digest(const struct top_file *files, size_t nf, char hex[65]) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   EVP_DigestInit_ex(md, EVP_sha256(), NULL);
   for (size_t i = 0; i < nf; i++) {
@@ -224,33 +224,82 @@ static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struc
     if (files[i].content)
       EVP_DigestUpdate(md, files[i].content, strlen(files[i].content) + 1);
   }
-  sha256_hex(md, hex);
+  digest_sha256_final_hex(md, hex);
   EVP_MD_CTX_free(md);
+}
 
-  int r = 0;
-  if (!hutch_images_layer_exists(s, hex)) {
-    _cleanup_free_ char *dir = hutch_images_tmpdir(s, err);
-    _cleanup_close_ int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    r = fd < 0 ? (dir ? hutch_err_set(err, errno, "%s", dir) : -1) : 0;
-    if (fd >= 0 && fchmod(fd, 0755) < 0)
-      r = hutch_err_set(err, errno, "top layer");
-    for (size_t i = 0; i < nf && r == 0; i++) {
-      if (!files[i].content ? mkdirat(fd, files[i].path, files[i].mode) < 0
-                            : create_file_at(fd, files[i].path, files[i].content, files[i].mode, err) < 0)
-        r = files[i].content ? -1 : hutch_err_set(err, errno, "top layer: %s", files[i].path);
-      else if (fchmodat(fd, files[i].path, files[i].mode, 0) < 0 ||
-               fchownat(fd, files[i].path, files[i].uid, files[i].uid, AT_SYMLINK_NOFOLLOW) < 0)
-        r = hutch_err_set(err, errno, "top layer: %s", files[i].path);
-    }
-    if (r == 0) {
-      json_t *meta = json_pack("{s:i,s:i}", "size", 0, "files", (int)nf);
-      r = hutch_images_layer_commit(s, dir, hex, meta, err);
-      json_decref(meta);
-    } else if (dir) {
-      struct hutch_err ignored = {0};
-      hutch_layer_remove(dir, &ignored);
-    }
+/* One file (or directory) of the top layer, made in fd at its mode and
+ * owner. */
+static int top_write_one(int fd, const struct top_file *f, struct hutch_err *err) {
+  if (!f->content) {
+    if (mkdirat(fd, f->path, f->mode) < 0)
+      return hutch_err_set(err, errno, "top layer: %s", f->path);
+  } else if (create_file_at(fd, f->path, f->content, f->mode, err) < 0) {
+    return -1;
   }
+
+  if (fchmodat(fd, f->path, f->mode, 0) < 0)
+    return hutch_err_set(err, errno, "top layer: %s", f->path);
+  if (fchownat(fd, f->path, f->uid, f->uid, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "top layer: %s", f->path);
+  return 0;
+}
+
+/* The top layer's files, written into the work directory dir. */
+static int top_write(const char *dir, const struct top_file *files, size_t nf,
+                     struct hutch_err *err) {
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "%s", dir);
+  if (fchmod(fd, 0755) < 0)
+    return hutch_err_set(err, errno, "top layer");
+
+  for (size_t i = 0; i < nf; i++)
+    if (top_write_one(fd, &files[i], err) < 0)
+      return -1;
+  return 0;
+}
+
+/* The top layer committed to the store as layers/<hex>, unless it is
+ * there already. */
+static int top_commit(struct hutch_images *s, const struct top_file *files, size_t nf,
+                      const char hex[65], struct hutch_err *err) {
+  if (hutch_images_layer_exists(s, hex))
+    return 0;
+
+  _cleanup_free_ char *dir = hutch_images_tmpdir(s, err);
+  if (!dir)
+    return -1;
+  if (top_write(dir, files, nf, err) < 0) {
+    struct hutch_err ignored = {0};
+    hutch_layer_remove(dir, &ignored);
+    return -1;
+  }
+
+  json_t *meta = json_pack("{s:i,s:i}", "size", 0, "files", (int)nf);
+  int r = hutch_images_layer_commit(s, dir, hex, meta, err);
+  json_decref(meta);
+  return r;
+}
+
+/* hutch's layer above an image's: what Docker bind-mounts over an image
+ * (hosts, hostname, resolv.conf), and the user `user` (uid 1000, home
+ * /home/user) that E2B's SDKs and hutch's defaults run as, when the image
+ * has no uid 1000. Named by the sha256 of what it holds, so templates of
+ * one image share it. */
+static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struct hutch_err *err) {
+  char *passwd, *group;
+  bool home;
+  image_users(s, layers, &passwd, &group, &home);
+
+  struct top_file files[8];
+  size_t nf = top_files(files, passwd, group, home);
+  free(passwd);
+  free(group);
+
+  top_digest(files, nf, hex);
+  int r = top_commit(s, files, nf, hex, err);
+
   for (size_t i = 0; i < nf; i++)
     free(files[i].content);
   return r;
@@ -280,13 +329,10 @@ static json_int_t wall_ms_now(void) {
 /* Whether templates/<id>.refs holds anything (a missing one does not). */
 static bool held(const struct hutch_images *s, const char *id) {
   _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
-  int fd = openat(s->dirfd, refs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = hutch_images_opendir(s, refs);
+  if (!d)
     return false;
-  }
+
   struct dirent *e;
   bool any = false;
   while (!any && (e = readdir(d)))
@@ -313,12 +359,14 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
   _cleanup_close_ int lock = lock_store(s, err);
   if (lock < 0)
     return -1;
+
   _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
   _cleanup_free_ char *ref = xasprintf("templates/%s.refs/%s", id, holder);
   if (!hold) {
     unlinkat(s->dirfd, ref, 0);
     return 0;
   }
+
   /* Forgotten (a removal found it unused): its layers may be gone, and
    * nothing would ever remove a reference to it. */
   struct hutch_err none = {0};
@@ -327,6 +375,7 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
                           "template %s was removed", id);
   json_decref(rec);
+
   if (mkdirat(s->dirfd, refs, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "template store: %s", refs);
   _cleanup_close_ int fd =
@@ -343,7 +392,8 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
 static bool in_use(const struct hutch_images *s, const char *id, int *lock) {
   _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
   *lock = openat(s->dirfd, pin, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if ((*lock >= 0 && flock(*lock, LOCK_EX | LOCK_NB) < 0) || held(s, id)) {
+  bool pinned = *lock >= 0 && flock(*lock, LOCK_EX | LOCK_NB) < 0;
+  if (pinned || held(s, id)) {
     if (*lock >= 0)
       close(*lock);
     *lock = -1;
@@ -405,6 +455,7 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
   if (!json_is_array(layers) || json_array_size(layers) > HUTCH_IMAGE_MAX_LAYERS)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                           "template %s: more than %d layers", name, HUTCH_IMAGE_MAX_LAYERS);
+
   json_object_set_new(rec, "layers", unique_layers(layers));
   layers = json_object_get(rec, "layers");
   uint64_t size = 0, files = 0;
@@ -417,6 +468,7 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
     size += hutch_images_layer_meta(s, json_string_value(v), "size");
     files += hutch_images_layer_meta(s, json_string_value(v), "files");
   }
+
   char top[65];
   if (top_layer(s, layers, top, err) < 0)
     return -1;
@@ -425,7 +477,6 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
   json_object_set_new(rec, "files", json_integer((json_int_t)files));
   return 0;
 }
-
 
 /* Every build of owner's template name (owner "": the public ones). */
 static json_t *builds_of(const struct hutch_images *s, const char *owner, const char *name) {
@@ -459,6 +510,7 @@ static int untag(const struct hutch_images *s, json_t *builds, json_t *tags, con
     const char *id = json_string_value(json_object_get(b, "id"));
     if (keep && strcmp(id, keep) == 0)
       continue;
+
     json_t *old = json_object_get(b, "tags"), *left = json_array(), *t;
     size_t k;
     json_array_foreach(old, k, t) if (!in_tags(tags, json_string_value(t))) json_array_append(left, t);
@@ -466,6 +518,7 @@ static int untag(const struct hutch_images *s, json_t *builds, json_t *tags, con
       json_decref(left);
       continue;
     }
+
     if (held)
       *held = true;
     int r;
@@ -504,8 +557,53 @@ static json_t *tags_of(json_t *rec, struct hutch_err *err) {
   return out;
 }
 
-/* Write rec as a new template of owner, replacing owner's own of its name
- * when replace is set: under the store's lock. */
+/* A conflict when a build of builds holds one of tags already. */
+static int tags_free(json_t *builds, json_t *tags, const char *name, struct hutch_err *err) {
+  json_t *b, *t;
+  size_t i, k;
+  json_array_foreach(builds, i, b) json_array_foreach(tags, k, t) {
+    if (in_tags(json_object_get(b, "tags"), json_string_value(t)))
+      return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                            "a template '%s:%s' exists (--replace replaces it)", name,
+                            json_string_value(t));
+  }
+  return 0;
+}
+
+/* A new template id: 16 random hex digits. */
+static int new_id(char id[17], struct hutch_err *err) {
+  unsigned char rnd[8];
+  if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
+    return hutch_err_set(err, errno, "getrandom");
+  for (size_t n = 0; n < sizeof rnd; n++)
+    snprintf(id + 2 * n, 3, "%02x", rnd[n]);
+  return 0;
+}
+
+/* rec written as a new build of owner's, with tags, which the name's
+ * other builds (builds) then lose. */
+static int add_build(struct hutch_images *s, json_t *rec, const char *owner, json_t *builds,
+                     json_t *tags, bool replace, struct hutch_err *err) {
+  const char *name = json_string_value(json_object_get(rec, "name"));
+  if (!replace && tags_free(builds, tags, name, err) < 0)
+    return -1;
+  char id[17];
+  if (new_id(id, err) < 0)
+    return -1;
+
+  json_object_set_new(rec, "id", json_string(id));
+  json_object_set_new(rec, "owner", json_string(owner));
+  json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
+  json_object_set(rec, "tags", tags);
+  if (!json_is_object(json_object_get(rec, "config")))
+    json_object_set_new(rec, "config", json_object());
+  _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
+  if (write_json(s, rname, rec, err) < 0)
+    return -1;
+
+  return untag(s, builds, tags, id, NULL, err);
+}
+
 /* Write rec as a new build of owner's template of its name, with its
  * tags: a tag another build of the name holds is moved to it when
  * replace is set (a build left with none goes), else a conflict. Under
@@ -516,33 +614,9 @@ static int add_locked(struct hutch_images *s, json_t *rec, const char *owner, bo
   json_t *tags = tags_of(rec, err);
   if (!tags)
     return -1;
-  json_t *builds = builds_of(s, owner, name), *b, *t;
-  size_t i, k;
-  int r = 0;
-  json_array_foreach(builds, i, b) json_array_foreach(tags, k, t) {
-    if (r == 0 && !replace && in_tags(json_object_get(b, "tags"), json_string_value(t)))
-      r = hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
-                         "a template '%s:%s' exists (--replace replaces it)", name,
-                         json_string_value(t));
-  }
-  unsigned char rnd[8];
-  if (r == 0 && getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
-    r = hutch_err_set(err, errno, "getrandom");
-  if (r == 0) {
-    char id[17];
-    for (size_t n = 0; n < sizeof rnd; n++)
-      snprintf(id + 2 * n, 3, "%02x", rnd[n]);
-    json_object_set_new(rec, "id", json_string(id));
-    json_object_set_new(rec, "owner", json_string(owner));
-    json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
-    json_object_set(rec, "tags", tags);
-    if (!json_is_object(json_object_get(rec, "config")))
-      json_object_set_new(rec, "config", json_object());
-    _cleanup_free_ char *rname = xasprintf("templates/%s.json", id);
-    r = write_json(s, rname, rec, err);
-    if (r == 0)
-      r = untag(s, builds, tags, id, NULL, err);
-  }
+
+  json_t *builds = builds_of(s, owner, name);
+  int r = add_build(s, rec, owner, builds, tags, replace, err);
   json_decref(builds);
   json_decref(tags);
   return r;
@@ -557,7 +631,11 @@ json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
     return NULL;
   }
   _cleanup_close_ int lock = lock_store(s, err);
-  if (lock < 0 || add_locked(s, rec, owner ? owner : "", replace, err) < 0) {
+  if (lock < 0) {
+    json_decref(rec);
+    return NULL;
+  }
+  if (add_locked(s, rec, owner ? owner : "", replace, err) < 0) {
     json_decref(rec);
     return NULL;
   }
@@ -583,50 +661,114 @@ static void cache_follow(const struct hutch_images *s, const char *owner) {
   json_decref(held);
 }
 
-int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
-                        struct hutch_err *err) {
-  {
-    _cleanup_close_ int lock = lock_store(s, err);
-    if (lock < 0)
-      return -1;
-    json_t *rec = hutch_images_find(s, owner, ref, err);
-    if (!rec)
-      return -1;
-    const char *rowner = json_string_value(json_object_get(rec, "owner"));
-    const char *id = json_string_value(json_object_get(rec, "id"));
-    /* A public template is found by every tenant, removed by none. */
-    if (owner && rowner && strcmp(rowner, owner) != 0) {
-      json_decref(rec);
-      return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                            "template '%s' is public: only an admin removes it", ref);
-    }
-    /* NAME:TAG takes the tag away (the build goes with its last one),
-     * NAME every build of the template, an id that build. */
-    _cleanup_free_ char *name = xstrdup(ref);
-    const char *tag = hutch_images_split_tag(name);
-    json_t *builds = builds_of(s, rowner ? rowner : "", json_string_value(json_object_get(rec, "name")));
-    int r;
-    if (tag) {
-      json_t *tags = json_pack("[s]", tag);
-      r = untag(s, builds, tags, NULL, NULL, err);
-      json_decref(tags);
-    } else if (strcmp(id, ref) == 0) {
-      r = retire(s, id, err);
-    } else {
-      json_t *b;
-      size_t i;
-      r = 0;
-      json_array_foreach(builds, i, b) if (r == 0) r =
-          retire(s, json_string_value(json_object_get(b, "id")), err);
-    }
-    json_decref(builds);
-    if (r == 0)
-      cache_follow(s, rowner ? rowner : "");
-    json_decref(rec);
-    if (r < 0)
+/* What ref names of a template (id: the build found; builds: every
+ * build of its name) goes: NAME:TAG takes the tag away (the build goes
+ * with its last one), NAME every build of the template, an id that
+ * build. */
+static int remove_named(const struct hutch_images *s, const char *ref, const char *id,
+                        json_t *builds, struct hutch_err *err) {
+  _cleanup_free_ char *name = xstrdup(ref);
+  const char *tag = hutch_images_split_tag(name);
+  if (tag) {
+    json_t *tags = json_pack("[s]", tag);
+    int r = untag(s, builds, tags, NULL, NULL, err);
+    json_decref(tags);
+    return r;
+  }
+
+  if (strcmp(id, ref) == 0)
+    return retire(s, id, err);
+
+  json_t *b;
+  size_t i;
+  json_array_foreach(builds, i, b) {
+    if (retire(s, json_string_value(json_object_get(b, "id")), err) < 0)
       return -1;
   }
+  return 0;
+}
+
+/* The template ref names, which owner may change (verb says how: "removes",
+ * "tags"). A public template is found by every tenant, changed by none
+ * but an admin (owner NULL). */
+static json_t *find_changeable(const struct hutch_images *s, const char *owner, const char *ref,
+                               const char *verb, struct hutch_err *err) {
+  json_t *rec = hutch_images_find(s, owner, ref, err);
+  if (!rec)
+    return NULL;
+  const char *rowner = json_string_value(json_object_get(rec, "owner"));
+  if (owner && rowner && strcmp(rowner, owner) != 0) {
+    json_decref(rec);
+    hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
+                   "template '%s' is public: only an admin %s it", ref, verb);
+    return NULL;
+  }
+  return rec;
+}
+
+/* hutch_images_remove's part under the store's lock. */
+static int remove_locked(struct hutch_images *s, const char *owner, const char *ref,
+                         struct hutch_err *err) {
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+  json_t *rec = find_changeable(s, owner, ref, "removes", err);
+  if (!rec)
+    return -1;
+
+  const char *rowner = json_string_value(json_object_get(rec, "owner"));
+  const char *id = json_string_value(json_object_get(rec, "id"));
+  const char *of = rowner ? rowner : "";
+  json_t *builds = builds_of(s, of, json_string_value(json_object_get(rec, "name")));
+  int r = remove_named(s, ref, id, builds, err);
+  json_decref(builds);
+  if (r == 0)
+    cache_follow(s, of);
+  json_decref(rec);
+  return r;
+}
+
+int hutch_images_remove(struct hutch_images *s, const char *owner, const char *ref,
+                        struct hutch_err *err) {
+  if (remove_locked(s, owner, ref, err) < 0)
+    return -1;
   return hutch_images_gc(s, err);
+}
+
+/* The tags of want onto target's build, and away from its name's other
+ * builds. */
+static int tag_build(const struct hutch_images *s, json_t *target, json_t *want,
+                     struct hutch_err *err) {
+  const char *towner = json_string_value(json_object_get(target, "owner"));
+  json_t *builds = builds_of(s, towner ? towner : "",
+                             json_string_value(json_object_get(target, "name")));
+  const char *id = json_string_value(json_object_get(target, "id"));
+  json_t *mine = json_object_get(target, "tags"), *t;
+  size_t i;
+  json_array_foreach(want, i, t) if (!in_tags(mine, json_string_value(t)))
+      json_array_append(mine, t);
+
+  _cleanup_free_ char *name = xasprintf("templates/%s.json", id);
+  int r = write_json(s, name, target, err);
+  if (r == 0)
+    r = untag(s, builds, want, id, NULL, err);
+  json_decref(builds);
+  return r;
+}
+
+/* hutch_images_tag's part under the store's lock. */
+static int tag_locked(struct hutch_images *s, const char *owner, const char *ref, json_t *want,
+                      struct hutch_err *err) {
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+  json_t *target = find_changeable(s, owner, ref, "tags", err);
+  if (!target)
+    return -1;
+
+  int r = tag_build(s, target, want, err);
+  json_decref(target);
+  return r;
 }
 
 int hutch_images_tag(struct hutch_images *s, const char *owner, const char *ref, json_t *tags,
@@ -635,29 +777,8 @@ int hutch_images_tag(struct hutch_images *s, const char *owner, const char *ref,
   json_decref(rec);
   if (!want)
     return -1;
-  _cleanup_close_ int lock = lock_store(s, err);
-  json_t *target = lock < 0 ? NULL : hutch_images_find(s, owner, ref, err);
-  int r = -1;
-  const char *towner = json_string_value(json_object_get(target, "owner"));
-  if (target && owner && towner && strcmp(towner, owner) != 0) {
-    hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                   "template '%s' is public: only an admin tags it", ref);
-  } else if (target) {
-    /* The tags go from the name's other builds to this one. */
-    json_t *builds = builds_of(s, towner ? towner : "",
-                               json_string_value(json_object_get(target, "name")));
-    const char *id = json_string_value(json_object_get(target, "id"));
-    json_t *mine = json_object_get(target, "tags"), *t;
-    size_t i;
-    json_array_foreach(want, i, t) if (!in_tags(mine, json_string_value(t)))
-        json_array_append(mine, t);
-    _cleanup_free_ char *name = xasprintf("templates/%s.json", id);
-    r = write_json(s, name, target, err);
-    if (r == 0)
-      r = untag(s, builds, want, id, NULL, err);
-    json_decref(builds);
-  }
-  json_decref(target);
+
+  int r = tag_locked(s, owner, ref, want, err);
   json_decref(want);
   return r;
 }
@@ -735,11 +856,8 @@ static bool mark(json_t *used, json_t *v, const struct hutch_images *s) {
   return all;
 }
 
-int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
-  _cleanup_close_ int lock = lock_store(s, err);
-  if (lock < 0)
-    return -1;
-  json_t *used = json_object();
+/* The layers of every template in used. */
+static void mark_templates(const struct hutch_images *s, json_t *used) {
   size_t n;
   char **ids = names_in(s, "templates", ".json", &n);
   for (size_t i = 0; i < n; i++) {
@@ -749,8 +867,13 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
     json_decref(rec);
   }
   free_names(ids, n);
-  /* Removed templates whose sandboxes are all gone go now. */
-  ids = names_in(s, "templates", ".gone", &n);
+}
+
+/* Removed templates whose sandboxes are all gone go now; the layers of
+ * those still in use are marked in used. */
+static void mark_or_forget_gone(const struct hutch_images *s, json_t *used) {
+  size_t n;
+  char **ids = names_in(s, "templates", ".gone", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
     _cleanup_close_ int pin = -1;
@@ -763,34 +886,57 @@ int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
     }
   }
   free_names(ids, n);
-  /* Build cache entries keep their layers, unless one is missing; one
-   * outside an owner's directory (an older layout's) is nobody's to
-   * charge, and goes. */
-  ids = names_in(s, "cache", ".json", &n);
+}
+
+/* Build cache entries keep their layers, unless one is missing; one
+ * outside an owner's directory (an older layout's) is nobody's to
+ * charge, and goes. */
+static void mark_cache(const struct hutch_images *s, json_t *used) {
+  size_t n;
+  char **ids = names_in(s, "cache", ".json", &n);
   for (size_t i = 0; i < n; i++) {
     _cleanup_free_ char *name = xasprintf("cache/%s.json", ids[i]);
     unlinkat(s->dirfd, name, 0);
   }
   free_names(ids, n);
   hutch_images_cache_keep(s, used);
+}
 
-  /* A layer committed for a template not added yet is in no record: while
-   * any process works in tmp/ (work.lock shared), no layer goes. */
-  int r = 0;
+/* Every layer not in used, removed. A layer committed for a template not
+ * added yet is in no record: while any process works in tmp/ (work.lock
+ * shared), no layer goes. */
+static int remove_unused(const struct hutch_images *s, json_t *used, struct hutch_err *err) {
   _cleanup_close_ int work = openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (work >= 0 && flock(work, LOCK_EX | LOCK_NB) == 0) {
-    char **hexes = names_in(s, "layers", ".json", &n);
-    for (size_t i = 0; i < n && r == 0; i++) {
-      if (json_object_get(used, hexes[i]) || !hutch_images_hex_ok(hexes[i]))
-        continue;
-      _cleanup_free_ char *dir = hutch_images_layer_path(s, hexes[i]);
-      _cleanup_free_ char *meta = xasprintf("layers/%s.json", hexes[i]);
-      r = hutch_layer_remove(dir, err);
-      if (r == 0)
-        unlinkat(s->dirfd, meta, 0);
-    }
-    free_names(hexes, n);
+  if (work < 0 || flock(work, LOCK_EX | LOCK_NB) < 0)
+    return 0;
+
+  int r = 0;
+  size_t n;
+  char **hexes = names_in(s, "layers", ".json", &n);
+  for (size_t i = 0; i < n && r == 0; i++) {
+    if (json_object_get(used, hexes[i]) || !hutch_images_hex_ok(hexes[i]))
+      continue;
+    _cleanup_free_ char *dir = hutch_images_layer_path(s, hexes[i]);
+    _cleanup_free_ char *meta = xasprintf("layers/%s.json", hexes[i]);
+    r = hutch_layer_remove(dir, err);
+    if (r == 0)
+      unlinkat(s->dirfd, meta, 0);
   }
+  free_names(hexes, n);
+  return r;
+}
+
+int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
+  _cleanup_close_ int lock = lock_store(s, err);
+  if (lock < 0)
+    return -1;
+
+  json_t *used = json_object();
+  mark_templates(s, used);
+  mark_or_forget_gone(s, used);
+  mark_cache(s, used);
+
+  int r = remove_unused(s, used, err);
   json_decref(used);
   return r;
 }

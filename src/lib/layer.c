@@ -131,10 +131,27 @@ static int copy_xattrs(int in, int out, const char *what, struct hutch_err *err)
     if (!xattr_kept(name))
       continue;
     ssize_t len = fgetxattr(in, name, value, XATTR_SIZE_MAX);
-    if (len < 0 || fsetxattr(out, name, value, (size_t)len, 0) < 0)
+    if (len < 0)
+      return hutch_err_set(err, errno, "%s: attribute %s", what, name);
+    if (fsetxattr(out, name, value, (size_t)len, 0) < 0)
       return hutch_err_set(err, errno, "%s: attribute %s", what, name);
   }
   return 0;
+}
+
+/* Up to len bytes of in from off, to out at off: the bytes copied, or -1
+ * with errno set. */
+static ssize_t copy_range(int in, int out, off_t off, size_t len) {
+  loff_t from = off, to = off;
+  ssize_t n = copy_file_range(in, &from, out, &to, len, 0);
+  if (n >= 0 || (errno != EXDEV && errno != EINVAL && errno != EOPNOTSUPP && errno != ENOSYS))
+    return n;
+
+  /* Across filesystems: sendfile writes at out's own offset. */
+  from = off;
+  if (lseek(out, off, SEEK_SET) < 0)
+    return -1;
+  return sendfile(out, in, &from, len);
 }
 
 /* The data of in, extent by extent: holes stay holes. */
@@ -143,17 +160,14 @@ static int copy_data(int in, int out, off_t size, struct capture *cap, const cha
     off_t data = lseek(in, pos, SEEK_DATA);
     if (data < 0 && errno == ENXIO)
       break; /* only a hole is left */
-    off_t hole = data < 0 ? -1 : lseek(in, data, SEEK_HOLE);
+    if (data < 0)
+      return hutch_err_set(cap->err, errno, "%s: find data", name);
+    off_t hole = lseek(in, data, SEEK_HOLE);
     if (hole < 0)
       return hutch_err_set(cap->err, errno, "%s: find data", name);
+
     for (off_t off = data; off < hole;) {
-      loff_t from = off, to = off;
-      ssize_t n = copy_file_range(in, &from, out, &to, (size_t)(hole - off), 0);
-      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
-        /* Across filesystems: sendfile writes at out's own offset. */
-        from = off;
-        n = lseek(out, off, SEEK_SET) < 0 ? -1 : sendfile(out, in, &from, (size_t)(hole - off));
-      }
+      ssize_t n = copy_range(in, out, off, (size_t)(hole - off));
       if (n <= 0)
         return hutch_err_set(cap->err, n < 0 ? errno : EIO, "%s: copy", name);
       off += n;
@@ -164,6 +178,7 @@ static int copy_data(int in, int out, off_t size, struct capture *cap, const cha
     }
     pos = hole;
   }
+
   if (ftruncate(out, size) < 0)
     return hutch_err_set(cap->err, errno, "%s: size", name);
   return 0;
@@ -178,6 +193,7 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
       return hutch_err_set(cap->err, errno, "%s: link", name);
     return 0;
   }
+
   /* Non-blocking and checked against what was seen: a file swapped for a
    * fifo meanwhile (only if the sandbox were thawed) cannot hang the copy. */
   struct stat now;
@@ -187,66 +203,87 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
     return hutch_err_set(cap->err, errno, "%s", name);
   if (!S_ISREG(now.st_mode) || now.st_ino != st->st_ino || now.st_dev != st->st_dev)
     return hutch_err_invalid(cap->err, "%s changed while being copied", name);
+
   _cleanup_close_ int out =
       openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0)
     return hutch_err_set(cap->err, errno, "%s", name);
   if (st->st_nlink > 1)
     link_add(cap, st->st_ino, path_of(cap, name));
-  if (copy_data(in, out, st->st_size, cap, name) < 0 || copy_xattrs(in, out, name, cap->err) < 0)
+  if (copy_data(in, out, st->st_size, cap, name) < 0)
     return -1;
-  if (fchown(out, shift(st->st_uid, cap->base), shift(st->st_gid, cap->base)) < 0 ||
-      fchmod(out, st->st_mode & 01777) < 0)
+  if (copy_xattrs(in, out, name, cap->err) < 0)
+    return -1;
+
+  if (fchown(out, shift(st->st_uid, cap->base), shift(st->st_gid, cap->base)) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  if (fchmod(out, st->st_mode & 01777) < 0)
     return hutch_err_set(cap->err, errno, "%s: owner", name);
   return 0;
 }
 
 static int copy_dir(int sdir, int ddir, int depth, struct capture *cap);
 
+/* A directory and all below it, its owner and mode last. */
+static int copy_subdir(int sdir, int ddir, const char *name, const struct stat *st, int depth,
+                       struct capture *cap) {
+  if (depth >= HUTCH_LAYER_MAX_DEPTH)
+    return hutch_err_invalid(cap->err, "directories nest deeper than %d levels",
+                             HUTCH_LAYER_MAX_DEPTH);
+  if (mkdirat(ddir, name, 0700) < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  _cleanup_close_ int out = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0 || out < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+
+  size_t len = cap->path_len;
+  char *here = path_of(cap, name);
+  free(cap->path);
+  cap->path = here;
+  cap->path_len = strlen(here);
+  int sub = copy_dir(in, out, depth + 1, cap);
+  cap->path_len = len; /* back to the parent's path */
+  cap->path[len] = '\0';
+  if (sub < 0)
+    return -1;
+
+  if (copy_xattrs(in, out, name, cap->err) < 0)
+    return -1;
+  if (fchown(out, shift(st->st_uid, cap->base), shift(st->st_gid, cap->base)) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  if (fchmod(out, st->st_mode & 07777) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  return 0;
+}
+
+static int copy_link(int sdir, int ddir, const char *name, struct capture *cap) {
+  char target[PATH_MAX + 1];
+  ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
+  if (n < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  target[n] = '\0';
+  if (symlinkat(target, ddir, name) < 0)
+    return hutch_err_set(cap->err, errno, "%s", name);
+  return 0;
+}
+
 static int copy_entry(int sdir, int ddir, const char *name, int depth, struct capture *cap) {
   struct stat st;
   if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(cap->err, errno, "%s", name);
-  uid_t uid = shift(st.st_uid, cap->base), gid = shift(st.st_gid, cap->base);
+
   int r = 0;
   switch (st.st_mode & S_IFMT) {
   case S_IFREG:
     r = copy_file(sdir, ddir, name, &st, cap);
     break;
-  case S_IFDIR: {
-    if (depth >= HUTCH_LAYER_MAX_DEPTH)
-      return hutch_err_invalid(cap->err, "directories nest deeper than %d levels",
-                               HUTCH_LAYER_MAX_DEPTH);
-    if (mkdirat(ddir, name, 0700) < 0)
-      return hutch_err_set(cap->err, errno, "%s", name);
-    _cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int out = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (in < 0 || out < 0)
-      return hutch_err_set(cap->err, errno, "%s", name);
-    size_t len = cap->path_len;
-    char *here = path_of(cap, name);
-    free(cap->path);
-    cap->path = here;
-    cap->path_len = strlen(here);
-    int sub = copy_dir(in, out, depth + 1, cap);
-    cap->path_len = len; /* back to the parent's path */
-    cap->path[len] = '\0';
-    if (sub < 0 || copy_xattrs(in, out, name, cap->err) < 0)
-      return -1;
-    if (fchown(out, uid, gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
-      return hutch_err_set(cap->err, errno, "%s: owner", name);
+  case S_IFDIR:
+    r = copy_subdir(sdir, ddir, name, &st, depth, cap);
     break;
-  }
-  case S_IFLNK: {
-    char target[PATH_MAX + 1];
-    ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
-    if (n < 0)
-      return hutch_err_set(cap->err, errno, "%s", name);
-    target[n] = '\0';
-    if (symlinkat(target, ddir, name) < 0)
-      return hutch_err_set(cap->err, errno, "%s", name);
+  case S_IFLNK:
+    r = copy_link(sdir, ddir, name, cap);
     break;
-  }
   case S_IFCHR:
     /* An overlay whiteout (0:0): what the sandbox deleted stays deleted.
      * No other device can be made in a sandbox; none is copied. */
@@ -264,10 +301,13 @@ static int copy_entry(int sdir, int ddir, const char *name, int depth, struct ca
   }
   if (r < 0)
     return -1;
+
   cap->stats->files++;
+  uid_t uid = shift(st.st_uid, cap->base), gid = shift(st.st_gid, cap->base);
   struct timespec times[2] = {st.st_atim, st.st_mtim};
-  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-      utimensat(ddir, name, times, AT_SYMLINK_NOFOLLOW) < 0)
+  if (fchownat(ddir, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(cap->err, errno, "%s: owner", name);
+  if (utimensat(ddir, name, times, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(cap->err, errno, "%s: owner", name);
   return 0;
 }
@@ -284,37 +324,77 @@ static int copy_dir(int sdir, int ddir, int depth, struct capture *cap) {
   return r;
 }
 
+/* in's tree copied into the new directory dest, the top directory's own
+ * attributes last. */
+static int copy_into(int in, const char *dest, struct capture *cap) {
+  _cleanup_close_ int root = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0)
+    return hutch_err_set(cap->err, errno, "layer %s", dest);
+  cap->root = root;
+  if (copy_dir(in, root, 0, cap) < 0)
+    return -1;
+  return copy_xattrs(in, root, "/", cap->err);
+}
+
 int hutch_layer_capture(int storage_fd, uid_t uid_base, const char *dest,
                         struct hutch_layer_stats *stats, struct hutch_err *err) {
-  struct capture cap = {.base = uid_base, .stats = stats, .err = err, .path = xstrdup("")};
   struct statfs sfs;
   memset(stats, 0, sizeof *stats);
   _cleanup_close_ int in =
       openat(storage_fd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0 || fstatfs(storage_fd, &sfs) < 0) {
-    free(cap.path);
+  if (in < 0)
     return hutch_err_set(err, errno, "the sandbox's writable layer");
-  }
-  cap.max_bytes = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize;
-  if (mkdir(dest, 0755) < 0) {
-    free(cap.path);
+  if (fstatfs(storage_fd, &sfs) < 0)
+    return hutch_err_set(err, errno, "the sandbox's writable layer");
+
+  if (mkdir(dest, 0755) < 0)
     return hutch_err_set(err, errno, "layer %s", dest);
-  }
-  cap.root = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  int r = cap.root < 0 ? hutch_err_set(err, errno, "layer %s", dest)
-          : copy_dir(in, cap.root, 0, &cap) < 0 || copy_xattrs(in, cap.root, "/", err) < 0 ? -1
-                                                                                         : 0;
-  if (cap.root >= 0)
-    close(cap.root);
+
+  struct capture cap = {.base = uid_base, .stats = stats, .err = err, .path = xstrdup(""),
+                        .max_bytes = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize};
+  int r = copy_into(in, dest, &cap);
   for (size_t i = 0; i < cap.links_cap; i++)
     free(cap.links[i].path);
   free(cap.links);
   free(cap.path);
+
   if (r < 0) {
     struct hutch_err ignored = {0};
     hutch_layer_remove(dest, &ignored);
   }
   return r;
+}
+
+static int remove_below(int dirfd, int depth, struct hutch_err *err);
+
+/* The directory name in dirfd, with everything in it. */
+static int remove_subdir(int dirfd, const char *name, int depth, struct hutch_err *err) {
+  int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sub < 0)
+    return hutch_err_set(err, errno, "%s", name);
+  int r;
+  if (depth > HUTCH_LAYER_MAX_DEPTH)
+    r = hutch_err_invalid(err, "%s: too deep", name);
+  else
+    r = remove_below(sub, depth + 1, err);
+  close(sub);
+  if (r < 0)
+    return -1;
+
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+    return hutch_err_set(err, errno, "%s", name);
+  return 0;
+}
+
+static int remove_entry(int dirfd, const char *name, int depth, struct hutch_err *err) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return hutch_err_set(err, errno, "%s", name);
+  if (S_ISDIR(st.st_mode))
+    return remove_subdir(dirfd, name, depth, err);
+  if (unlinkat(dirfd, name, 0) < 0)
+    return hutch_err_set(err, errno, "%s", name);
+  return 0;
 }
 
 static int remove_below(int dirfd, int depth, struct hutch_err *err) {
@@ -323,25 +403,8 @@ static int remove_below(int dirfd, int depth, struct hutch_err *err) {
   if (!names)
     return -1;
   int r = 0;
-  for (size_t i = 0; i < n && r == 0; i++) {
-    struct stat st;
-    if (fstatat(dirfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
-      r = hutch_err_set(err, errno, "%s", names[i]);
-    } else if (S_ISDIR(st.st_mode)) {
-      int sub = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) {
-        r = hutch_err_set(err, errno, "%s", names[i]);
-      } else {
-        r = depth > HUTCH_LAYER_MAX_DEPTH ? hutch_err_invalid(err, "%s: too deep", names[i])
-                                          : remove_below(sub, depth + 1, err);
-        close(sub);
-      }
-      if (r == 0 && unlinkat(dirfd, names[i], AT_REMOVEDIR) < 0)
-        r = hutch_err_set(err, errno, "%s", names[i]);
-    } else if (unlinkat(dirfd, names[i], 0) < 0) {
-      r = hutch_err_set(err, errno, "%s", names[i]);
-    }
-  }
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = remove_entry(dirfd, names[i], depth, err);
   free_names(names, n);
   return r;
 }
@@ -360,7 +423,9 @@ int hutch_layer_remove(const char *dir, struct hutch_err *err) {
 bool hutch_layer_dir_usable(const char *dir) {
   struct hutch_err err = {0};
   _cleanup_close_ int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  _cleanup_close_ int userns = tree < 0 ? -1 : hutch_idmap_userns(0, 0, HUTCH_UID_BASE, 1, &err);
+  _cleanup_close_ int userns = -1;
+  if (tree >= 0)
+    userns = hutch_spawn_idmap_userns(0, 0, HUTCH_UID_BASE, 1, &err);
   struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
   return userns >= 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) == 0;
 }

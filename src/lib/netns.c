@@ -1,4 +1,6 @@
-/* The helper is a thread: namespaces are per thread on Linux, so it
+/* A sandbox's network namespace, made by a helper thread (netns.h).
+ *
+ * The helper is a thread: namespaces are per thread on Linux, so it
  * unshares its own network namespace, opens it and ends, and the thread's
  * creator holds the namespace by that fd. A thread shares the process's
  * memory and descriptor table: making it copies no page table, marks no
@@ -23,8 +25,12 @@
 static void *make(void *arg) {
   struct hutch_netns *n = arg;
   n->fd = -1;
-  if (unshare(CLONE_NEWNET) < 0 ||
-      (n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+  if (unshare(CLONE_NEWNET) < 0) {
+    n->errnum = errno;
+    return NULL;
+  }
+  n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (n->fd < 0)
     n->errnum = errno;
   return NULL;
 }

@@ -22,8 +22,8 @@
 
 #include "cleanup.h"
 #include "gvisor.h"
+#include "hostroot.h"
 #include "layout.h"
-#include "template.h"
 #include "util.h"
 
 #define FDPATH(buf, fd) (snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd), buf)
@@ -32,6 +32,25 @@
  * template (or a bind destination) must not be able to point a mount at a
  * place of its choosing, inside the root or out of it. Missing directories
  * are created when create is set; the last one as a file if !dir. */
+/* What openat2 answered for path (fd, or -1 with errno set), checked to
+ * be a directory when dir is set, and not one when it is not. */
+static int checked_open(int fd, const char *path, bool dir, struct hutch_err *err) {
+  if (fd < 0 && errno == ELOOP)
+    return hutch_err_invalid(err, "/%s is or passes through a symlink: refusing to mount there",
+                             path);
+  if (fd < 0 && errno == EXDEV)
+    return hutch_err_invalid(err, "/%s crosses a mount point: refusing to mount there", path);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "/%s", path);
+
+  struct stat st;
+  if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode) == dir) {
+    close(fd);
+    return hutch_err_invalid(err, "/%s is %s a directory", path, dir ? "not" : "");
+  }
+  return fd;
+}
+
 static int open_in_root(int root, const char *path, bool dir, bool create, struct hutch_err *err) {
   struct open_how how = {
       .flags = O_PATH | O_CLOEXEC,
@@ -40,21 +59,9 @@ static int open_in_root(int root, const char *path, bool dir, bool create, struc
   while (*path == '/')
     path++;
   int fd = (int)syscall(SYS_openat2, root, *path ? path : ".", &how, sizeof how);
-  if (fd >= 0 || errno != ENOENT || !create) {
-    if (fd < 0 && errno == ELOOP)
-      return hutch_err_invalid(err, "/%s is or passes through a symlink: refusing to mount there",
-                               path);
-    if (fd < 0 && errno == EXDEV)
-      return hutch_err_invalid(err, "/%s crosses a mount point: refusing to mount there", path);
-    if (fd < 0)
-      return hutch_err_set(err, errno, "/%s", path);
-    struct stat st;
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode) == dir) {
-      close(fd);
-      return hutch_err_invalid(err, "/%s is %s a directory", path, dir ? "not" : "");
-    }
-    return fd;
-  }
+  if (fd >= 0 || errno != ENOENT || !create)
+    return checked_open(fd, path, dir, err);
+
   /* Create the last component in its (safely resolved) parent. On the
    * stack: this runs in the sandbox's first process, which may not
    * allocate (spawn.c clones it from a thread of hutch serve). */
@@ -69,6 +76,7 @@ static int open_in_root(int root, const char *path, bool dir, bool create, struc
   _cleanup_close_ int pfd = open_in_root(root, slash ? parent : "", true, true, err);
   if (pfd < 0)
     return -1;
+
   char p[64];
   _cleanup_close_ int pdir = open(FDPATH(p, pfd), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (pdir < 0)
@@ -76,6 +84,7 @@ static int open_in_root(int root, const char *path, bool dir, bool create, struc
   int r = dir ? mkdirat(pdir, name, 0755) : mknodat(pdir, name, S_IFREG | 0644, 0);
   if (r < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "create mount point /%s", path);
+
   return open_in_root(root, path, dir, false, err);
 }
 
@@ -129,16 +138,29 @@ static int attach_tree(int tree, int target, uint64_t attrs, int userns, enum id
   return 0;
 }
 
+/* A directory of exactly mode (mkdirat's passes through the umask): 0, or
+ * -1 with errno set. */
+static int mkdir_exact(int dirfd, const char *name, mode_t mode) {
+  if (mkdirat(dirfd, name, mode) < 0)
+    return -1;
+  return fchmodat(dirfd, name, mode, 0);
+}
+
 static int mkdir_owned(int dirfd, const char *name, mode_t mode, uid_t uid, struct hutch_err *err) {
-  if (mkdirat(dirfd, name, mode) < 0 || fchmodat(dirfd, name, mode, 0) < 0 ||
-      fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
+  if (mkdir_exact(dirfd, name, mode) < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
+  if (fchownat(dirfd, name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
     return hutch_err_set(err, errno, "storage: %s", name);
   return 0;
 }
 
 static int write_owned(int dirfd, const char *name, const char *s, uid_t uid, struct hutch_err *err) {
   _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 || write_all(fd, s, strlen(s)) < 0 || fchown(fd, uid, uid) < 0)
+  if (fd < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
+  if (write_all(fd, s, strlen(s)) < 0)
+    return hutch_err_set(err, errno, "storage: %s", name);
+  if (fchown(fd, uid, uid) < 0)
     return hutch_err_set(err, errno, "storage: %s", name);
   return 0;
 }
@@ -153,8 +175,13 @@ static int copy_ld_cache(int st, uid_t root, struct hutch_err *err) {
     return errno == ENOENT ? 0 : hutch_err_set(err, errno, "/etc/ld.so.cache");
   _cleanup_close_ int out =
       openat(st, "upper/etc/ld.so.cache", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (out < 0 || fchown(out, root, root) < 0 || fstat(in, &sb) < 0)
+  if (out < 0)
     return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
+  if (fchown(out, root, root) < 0)
+    return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
+  if (fstat(in, &sb) < 0)
+    return hutch_err_set(err, errno, "storage: etc/ld.so.cache");
+
   for (off_t done = 0; done < sb.st_size;) {
     ssize_t n = sendfile(out, in, &done, (size_t)(sb.st_size - done));
     if (n <= 0)
@@ -167,6 +194,12 @@ static int copy_ld_cache(int st, uid_t root, struct hutch_err *err) {
  * sandbox's own ids (the shared lower layer belongs to host root and shows as
  * nobody), the user's home, and the hostname. */
 static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err *err) {
+  static const struct {
+    const char *name;
+    mode_t mode;
+    bool user; /* the sandbox user's, not its root's */
+  } dirs[] = {{"upper", 0755},      {"upper/etc", 0755},  {"upper/home", 0755},
+              {"upper/home/user", 0755, true}, {"upper/root", 0700}, {"upper/tmp", 01777}};
   uid_t root = r->uid_base, user = r->uid_base + HUTCH_USER_UID;
   char hosts[512];
   snprintf(hosts, sizeof hosts,
@@ -174,23 +207,32 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
            r->hostname);
   char hostname[80];
   snprintf(hostname, sizeof hostname, "%s\n", r->hostname);
-  if (mkdir_owned(st, "upper", 0755, root, err) < 0 || mkdir_owned(st, "upper/etc", 0755, root, err) < 0 ||
-      mkdir_owned(st, "upper/home", 0755, root, err) < 0 ||
-      mkdir_owned(st, "upper/home/user", 0755, user, err) < 0 ||
-      mkdir_owned(st, "upper/root", 0700, root, err) < 0 ||
-      mkdir_owned(st, "upper/tmp", 01777, root, err) < 0 ||
-      write_owned(st, "upper/etc/hostname", hostname, root, err) < 0 ||
-      write_owned(st, "upper/etc/hosts", hosts, root, err) < 0 ||
-      (!r->cfg->rootfs && copy_ld_cache(st, root, err) < 0)) /* a --rootfs has its own */
+
+  for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+    if (mkdir_owned(st, dirs[i].name, dirs[i].mode, dirs[i].user ? user : root, err) < 0)
+      return -1;
+  if (write_owned(st, "upper/etc/hostname", hostname, root, err) < 0)
     return -1;
+  if (write_owned(st, "upper/etc/hosts", hosts, root, err) < 0)
+    return -1;
+  /* A --rootfs has its own. */
+  if (!r->cfg->rootfs && copy_ld_cache(st, root, err) < 0)
+    return -1;
+
   /* Where runsc binds the agent in: its gofer wants the mount point in
    * the root, and the template's /dev is not the sandbox's to write. */
-  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR &&
-      (mkdir_owned(st, "upper/dev", 0755, root, err) < 0 ||
-       write_owned(st, "upper/dev/.hutch-agent", "", root, err) < 0))
-    return -1;
-  if (mkdirat(st, "work", 0700) < 0 || mkdirat(st, "root", 0755) < 0 ||
-      mkdirat(st, "empty", 0755) < 0)
+  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR) {
+    if (mkdir_owned(st, "upper/dev", 0755, root, err) < 0)
+      return -1;
+    if (write_owned(st, "upper/dev/.hutch-agent", "", root, err) < 0)
+      return -1;
+  }
+
+  if (mkdirat(st, "work", 0700) < 0)
+    return hutch_err_set(err, errno, "storage: work dirs");
+  if (mkdirat(st, "root", 0755) < 0)
+    return hutch_err_set(err, errno, "storage: work dirs");
+  if (mkdirat(st, "empty", 0755) < 0)
     return hutch_err_set(err, errno, "storage: work dirs");
   return 0;
 }
@@ -204,12 +246,16 @@ static int gvisor_storage(struct hutch_rootfs *r, int st, struct hutch_err *err)
   if (bin < 0 || tree < 0)
     return hutch_err_set(err, errno, "runsc binary %s", r->cfg->gvisor->runsc);
   _cleanup_close_ int target = openat(st, "bin-runsc", O_PATH | O_CLOEXEC);
-  if (target < 0 || attach_tree(tree, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                                -1, IDMAP_NONE, err) < 0)
-    return target < 0 ? hutch_err_set(err, errno, "runsc binary") : hutch_err_wrap(err, "runsc binary");
+  if (target < 0)
+    return hutch_err_set(err, errno, "runsc binary");
+  if (attach_tree(tree, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, -1,
+                  IDMAP_NONE, err) < 0)
+    return hutch_err_wrap(err, "runsc binary");
+
   r->runsc_fd = openat(st, "bin-runsc", O_PATH | O_CLOEXEC);
   if (r->runsc_fd < 0)
     return hutch_err_set(err, errno, "open runsc binary");
+
   /* tmp: where runsc's sandbox process makes the empty root it chroots to. */
   if (mkdir_owned(st, "runsc", 0700, r->uid_base, err) < 0)
     return -1;
@@ -218,10 +264,9 @@ static int gvisor_storage(struct hutch_rootfs *r, int st, struct hutch_err *err)
   return hutch_gvisor_bundle(st, r->hostname, r->cfg->memory_bytes, r->cfg->pids, err);
 }
 
-/* The sandbox's storage: a tmpfs of the disk quota's size holding the
- * overlay's upper layer, and the overlay (template below) as the new root.
- * Returns an O_PATH fd of the new root. */
-static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
+/* The storage tmpfs, of the disk quota's size, mounted on the staging
+ * directory: r->storage_fd (O_PATH) and the fd returned (to write in). */
+static int storage_tmpfs(struct hutch_rootfs *r, struct hutch_err *err) {
   char opts[128];
   uint64_t inodes = r->cfg->disk_bytes / 4096;
   snprintf(opts, sizeof opts, "size=%llu,nr_inodes=%llu,mode=0755",
@@ -229,67 +274,110 @@ static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
            (unsigned long long)(inodes < 4096 ? 4096 : inodes));
   if (mount("hutch", HUTCH_STAGING_DIR, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     return hutch_err_set(err, errno, "mount storage tmpfs");
-  _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  r->storage_fd = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (st < 0 || r->storage_fd < 0)
-    return hutch_err_set(err, errno, "open storage");
-  if (storage_upper(r, st, err) < 0)
-    return -1;
 
-  /* The agent binary, read-only: its /proc/1/exe can never be opened for
-   * writing, whatever the sandbox becomes (runc CVE-2019-5736). */
+  int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  r->storage_fd = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (st < 0 || r->storage_fd < 0) {
+    hutch_err_set(err, errno, "open storage");
+    if (st >= 0)
+      close(st);
+    return -1;
+  }
+  return st;
+}
+
+/* The agent binary, read-only: its /proc/1/exe can never be opened for
+ * writing, whatever the sandbox becomes (runc CVE-2019-5736). */
+static int storage_agent(struct hutch_rootfs *r, int st, struct hutch_err *err) {
   _cleanup_close_ int agent = openat(st, "agent", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
   _cleanup_close_ int tree = open_tree(AT_FDCWD, r->agent_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (agent < 0 || tree < 0)
     return hutch_err_set(err, errno, "agent binary %s", r->agent_path);
+
   _cleanup_close_ int agent_target = openat(st, "agent", O_PATH | O_CLOEXEC);
   if (attach_tree(tree, agent_target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
                   -1, IDMAP_NONE, err) < 0)
     return hutch_err_wrap(err, "agent binary");
+
   r->agent_fd = openat(st, "agent", O_PATH | O_CLOEXEC);
   if (r->agent_fd < 0)
     return hutch_err_set(err, errno, "open agent binary");
-  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR && gvisor_storage(r, st, err) < 0)
-    return -1;
+  return 0;
+}
 
-  /* Snapshot layers above the template, each id-mapped onto this
-   * sandbox's range and read-only, in the storage where nothing else sees
-   * them. Overlay's options fit in a page. Every layer is named relative
-   * to the storage, the template through a link "t" there: overlay shows
-   * its layers' names in the sandbox's /proc/self/mountinfo as they were
-   * given, and they would otherwise tell the host's paths (the state
-   * directory, the staging directory). */
+/* Snapshot layers above the template, each id-mapped onto this
+ * sandbox's range and read-only, in the storage where nothing else sees
+ * them, and the overlay's options naming them in ovl[size] (a page is
+ * enough). Every layer is named relative to the storage, the template
+ * through a link "t" there: overlay shows its layers' names in the
+ * sandbox's /proc/self/mountinfo as they were given, and they would
+ * otherwise tell the host's paths (the state directory, the staging
+ * directory). */
+static int storage_layers(struct hutch_rootfs *r, int st, char *ovl, size_t size,
+                          struct hutch_err *err) {
   if (symlinkat(r->template_dir, st, "t") < 0)
     return hutch_err_set(err, errno, "storage: t");
-  char ovl[4096];
-  size_t n = (size_t)snprintf(ovl, sizeof ovl, "lowerdir=");
-  for (size_t i = 0; i < r->cfg->nlayers && n < sizeof ovl; i++) {
+
+  size_t n = (size_t)snprintf(ovl, size, "lowerdir=");
+  for (size_t i = 0; i < r->cfg->nlayers && n < size; i++) {
     char name[24];
     snprintf(name, sizeof name, "l%zu", i);
     if (mkdirat(st, name, 0700) < 0)
       return hutch_err_set(err, errno, "storage: %s", name);
     _cleanup_close_ int target = openat(st, name, O_PATH | O_CLOEXEC);
-    if (target < 0 || attach_tree(r->layer_fds[i], target,
-                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                                  r->range_userns, IDMAP_MUST, err) < 0)
-      return target < 0 ? hutch_err_set(err, errno, "layer %s", r->cfg->layers[i])
-                        : hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
-    n += (size_t)snprintf(ovl + n, sizeof ovl - n, "%s:", name);
+    if (target < 0)
+      return hutch_err_set(err, errno, "layer %s", r->cfg->layers[i]);
+    if (attach_tree(r->layer_fds[i], target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                    r->range_userns, IDMAP_MUST, err) < 0)
+      return hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
+    n += (size_t)snprintf(ovl + n, size - n, "%s:", name);
   }
-  if (n < sizeof ovl)
-    n += (size_t)snprintf(ovl + n, sizeof ovl - n, "t,upperdir=upper,workdir=work");
-  if (n >= sizeof ovl)
+
+  if (n < size)
+    n += (size_t)snprintf(ovl + n, size - n, "t,upperdir=upper,workdir=work");
+  if (n >= size)
     return hutch_err_invalid(err, "overlay options too long (%zu layers)", r->cfg->nlayers);
+  return 0;
+}
+
+/* The overlay on the staging directory's root/, its layers named
+ * relative to the storage (st). Returns an O_PATH fd of it. */
+static int mount_overlay(const struct hutch_rootfs *r, int st, const char *ovl,
+                         struct hutch_err *err) {
   if (fchdir(st) < 0)
     return hutch_err_set(err, errno, "enter storage");
   int rc = mount("hutch", HUTCH_STAGING_DIR "/root", "overlay", MS_NOSUID | MS_NODEV, ovl);
-  int e = errno;
-  if (chdir("/") < 0 || rc < 0)
-    return hutch_err_set(err, rc < 0 ? e : errno, "mount overlay on template %s", r->template_dir);
+  int mount_errno = errno;
+  int back = chdir("/");
+  if (rc < 0)
+    return hutch_err_set(err, mount_errno, "mount overlay on template %s", r->template_dir);
+  if (back < 0)
+    return hutch_err_set(err, errno, "mount overlay on template %s", r->template_dir);
+
   int root = open(HUTCH_STAGING_DIR "/root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (root < 0)
     return hutch_err_set(err, errno, "open new root");
   return root;
+}
+
+/* The sandbox's storage: a tmpfs of the disk quota's size holding the
+ * overlay's upper layer, and the overlay (template below) as the new root.
+ * Returns an O_PATH fd of the new root. */
+static int mount_storage(struct hutch_rootfs *r, struct hutch_err *err) {
+  _cleanup_close_ int st = storage_tmpfs(r, err);
+  if (st < 0)
+    return -1;
+  if (storage_upper(r, st, err) < 0)
+    return -1;
+  if (storage_agent(r, st, err) < 0)
+    return -1;
+  if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR && gvisor_storage(r, st, err) < 0)
+    return -1;
+
+  char ovl[4096];
+  if (storage_layers(r, st, ovl, sizeof ovl, err) < 0)
+    return -1;
+  return mount_overlay(r, st, ovl, err);
 }
 
 /* A host directory as a read-only overlay of its own, not a bind: a bind
@@ -310,8 +398,9 @@ static int view_ro(const char *host, int root, const char *dst, struct hutch_err
   if (symlink(host, name) < 0)
     return hutch_err_set(err, errno, "storage: %s", name);
   _cleanup_close_ int target = open_in_root(root, dst, true, true, err);
-  if (target < 0 ||
-      mount_at("hutch", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts, err) < 0)
+  if (target < 0)
+    return hutch_err_wrap(err, "%s", host);
+  if (mount_at("hutch", target, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts, err) < 0)
     return hutch_err_wrap(err, "%s", host);
   return 0;
 }
@@ -332,7 +421,7 @@ static int mount_views(const struct hutch_rootfs *r, int root, struct hutch_err 
 /* The `host` template: the host's /usr (and top-level directories that are
  * not links into it) and a few /etc entries, read-only, nosuid. */
 static int mount_host_template(int root, struct hutch_err *err) {
-  const char *const *lists[] = {hutch_host_dirs, hutch_host_etc};
+  const char *const *lists[] = {hutch_hostroot_dirs, hutch_hostroot_etc};
   if (chdir(HUTCH_STAGING_DIR) < 0)
     return hutch_err_set(err, errno, "enter storage");
   for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
@@ -365,6 +454,23 @@ static const char *const sys_masked[] = {"firmware", "devices/virtual/powercap",
 /* Files are masked under the sandbox's own /dev/null (mount_dev made it):
  * a bind of the host's would show the host's devtmpfs, and the size of the
  * host's memory, in the sandbox's mountinfo. */
+/* A directory is masked by a read-only bind of the storage's empty
+ * directory, not a tmpfs of its own: as empty and as unwritable (the
+ * overlays' spare lower layer, which nothing writes and the sandbox cannot
+ * reach but here), and no superblock more. Each superblock is a
+ * memory-aware shrinker, and every memory cgroup on the host pays for each
+ * shrinker (kernel shrinker_info), so each one a sandbox mounts costs in
+ * proportion to the number of sandboxes. */
+static int mask_dir(int fd, const char *name, struct hutch_err *err) {
+  _cleanup_close_ int tree =
+      open_tree(AT_FDCWD, HUTCH_STAGING_DIR "/empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    return hutch_err_set(err, errno, "mask %s", name);
+  return attach_tree(tree, fd,
+                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                     -1, IDMAP_NONE, err);
+}
+
 static int mask_path(int root, int dirfd, const char *name, struct hutch_err *err) {
   struct stat st;
   _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -372,22 +478,9 @@ static int mask_path(int root, int dirfd, const char *name, struct hutch_err *er
     return 0; /* not on this kernel */
   if (fstat(fd, &st) < 0)
     return hutch_err_set(err, errno, "mask %s", name);
-  if (S_ISDIR(st.st_mode)) {
-    /* A read-only bind of the storage's empty directory, not a tmpfs of
-     * its own: as empty and as unwritable (the overlays' spare lower layer,
-     * which nothing writes and the sandbox cannot reach but here), and no
-     * superblock more. Each superblock is a memory-aware shrinker, and
-     * every memory cgroup on the host pays for each shrinker (kernel
-     * shrinker_info), so each one a sandbox mounts costs in proportion to
-     * the number of sandboxes. */
-    _cleanup_close_ int tree =
-        open_tree(AT_FDCWD, HUTCH_STAGING_DIR "/empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (tree < 0)
-      return hutch_err_set(err, errno, "mask %s", name);
-    return attach_tree(tree, fd,
-                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                       -1, IDMAP_NONE, err);
-  }
+  if (S_ISDIR(st.st_mode))
+    return mask_dir(fd, name, err);
+
   _cleanup_close_ int dev = open_mounted(root, "dev", err);
   if (dev < 0)
     return hutch_err_wrap(err, "mask %s", name);
@@ -404,19 +497,22 @@ static int readonly_path(int dirfd, const char *name, struct hutch_err *err) {
     return 0;
   _cleanup_close_ int tree =
       open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-  if (tree < 0 ||
-      attach_tree(tree, fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+  if (tree < 0)
+    return hutch_err_set(err, errno, "read-only /proc/%s", name);
+  if (attach_tree(tree, fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
                   -1, IDMAP_NONE, err) < 0)
-    return tree < 0 ? hutch_err_set(err, errno, "read-only /proc/%s", name)
-                    : hutch_err_wrap(err, "read-only /proc/%s", name);
+    return hutch_err_wrap(err, "read-only /proc/%s", name);
   return 0;
 }
 
 static int mount_fresh(int root, const char *dir, const char *type, unsigned long flags,
                        const char *data, const char *const *masked, struct hutch_err *err) {
   _cleanup_close_ int target = open_in_root(root, dir, true, true, err);
-  if (target < 0 || mount_at(type, target, type, flags, data, err) < 0)
+  if (target < 0)
     return hutch_err_wrap(err, "/%s", dir);
+  if (mount_at(type, target, type, flags, data, err) < 0)
+    return hutch_err_wrap(err, "/%s", dir);
+
   _cleanup_close_ int mnt = open_mounted(root, dir, err);
   if (mnt < 0)
     return -1;
@@ -446,11 +542,16 @@ static int mount_fresh(int root, const char *dir, const char *type, unsigned lon
 static int storage_bind(const char *storage_dir, int target, uint64_t attrs, uint64_t clr,
                         struct hutch_err *err) {
   _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  _cleanup_close_ int tree =
-      st < 0 ? -1 : open_tree(st, storage_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
-  struct mount_attr a = {.attr_clr = clr};
-  if (tree < 0 || (clr && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0))
+  if (st < 0)
     return hutch_err_set(err, errno, "storage: %s", storage_dir);
+  _cleanup_close_ int tree =
+      open_tree(st, storage_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  if (tree < 0)
+    return hutch_err_set(err, errno, "storage: %s", storage_dir);
+  struct mount_attr a = {.attr_clr = clr};
+  if (clr && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
+    return hutch_err_set(err, errno, "storage: %s", storage_dir);
+
   return attach_tree(tree, target, attrs, -1, IDMAP_NONE, err);
 }
 
@@ -462,7 +563,9 @@ static int storage_bind(const char *storage_dir, int target, uint64_t attrs, uin
  * and out of the sandbox's reach. /dev/shm is the storage's "shm", 1777,
  * bound nosuid, nodev and noexec; what it holds counts against the disk
  * quota (it had a 64 MiB tmpfs of its own). */
-static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+/* What mount_dev binds, made in the storage: "devfs" with the devices,
+ * the links and the mount points, and "shm". */
+static int dev_in_storage(struct hutch_err *err) {
   static const struct {
     const char *name;
     unsigned maj, min;
@@ -474,25 +577,43 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
                {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
                {"ptmx", "pts/ptmx"}};
   _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (st < 0 || mkdirat(st, "devfs", 0755) < 0 || fchmodat(st, "devfs", 0755, 0) < 0 ||
-      mkdirat(st, "shm", 01777) < 0 || fchmodat(st, "shm", 01777, 0) < 0)
+  if (st < 0)
+    return hutch_err_set(err, errno, "storage: /dev");
+  if (mkdir_exact(st, "devfs", 0755) < 0)
+    return hutch_err_set(err, errno, "storage: /dev");
+  if (mkdir_exact(st, "shm", 01777) < 0)
     return hutch_err_set(err, errno, "storage: /dev");
   _cleanup_close_ int dev = openat(st, "devfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dev < 0)
     return hutch_err_set(err, errno, "storage: /dev");
-  for (size_t i = 0; i < ARRAY_SIZE(devs); i++)
-    if (mknodat(dev, devs[i].name, S_IFCHR | 0666, makedev(devs[i].maj, devs[i].min)) < 0 ||
-        fchmodat(dev, devs[i].name, 0666, 0) < 0)
+
+  for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
+    if (mknodat(dev, devs[i].name, S_IFCHR | 0666, makedev(devs[i].maj, devs[i].min)) < 0)
       return hutch_err_set(err, errno, "/dev/%s", devs[i].name);
+    if (fchmodat(dev, devs[i].name, 0666, 0) < 0)
+      return hutch_err_set(err, errno, "/dev/%s", devs[i].name);
+  }
   for (size_t i = 0; i < ARRAY_SIZE(links); i++)
     if (symlinkat(links[i].target, dev, links[i].name) < 0)
       return hutch_err_set(err, errno, "/dev/%s", links[i].name);
-  if (mkdirat(dev, "pts", 0755) < 0 || mkdirat(dev, "shm", 0755) < 0)
+
+  if (mkdirat(dev, "pts", 0755) < 0)
     return hutch_err_set(err, errno, "/dev mount points");
+  if (mkdirat(dev, "shm", 0755) < 0)
+    return hutch_err_set(err, errno, "/dev mount points");
+  return 0;
+}
+
+static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
+  if (dev_in_storage(err) < 0)
+    return -1;
+
   _cleanup_close_ int target = open_in_root(root, "dev", true, true, err);
-  if (target < 0 ||
-      storage_bind("devfs", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV, err) < 0)
+  if (target < 0)
     return hutch_err_wrap(err, "/dev");
+  if (storage_bind("devfs", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV, err) < 0)
+    return hutch_err_wrap(err, "/dev");
+
   _cleanup_close_ int mounted = open_mounted(root, "dev", err);
   if (mounted < 0)
     return -1;
@@ -502,6 +623,7 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
     return hutch_err_set(err, errno, "/dev mount points");
   if (storage_bind("shm", shm, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, err) < 0)
     return hutch_err_wrap(err, "/dev/shm");
+
   /* max=: without it one sandbox could take every pty the kernel lets
    * devpts instances share (kernel.pty.max − reserve) and leave the other
    * sandboxes without a terminal. */
@@ -539,23 +661,34 @@ static int mount_user_binds(const struct hutch_rootfs *r, int root, struct hutch
  * however many sandboxes mount it), id-mapped, nosuid and nodev. Its
  * filesystem was made by hutch and is only ever written through the
  * kernel's ext4, by sandboxes: never parsed or walked by the host. */
+/* The superblock of device's ext4, made in the filesystem context fs: 0,
+ * or -1 with errno set. noinit_itable: the inode tables mkfs left to be
+ * zeroed later stay as they are (marked unused); zeroing them through a
+ * loop device would punch holes in the image, which must stay
+ * allocated. */
+static int volume_create(int fs, const char *device) {
+  if (fsconfig(fs, FSCONFIG_SET_STRING, "source", device, 0) < 0)
+    return -1;
+  if (fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0)
+    return -1;
+  return fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
+}
+
 static int mount_volumes(const struct hutch_rootfs *r, int root, struct hutch_err *err) {
   for (size_t i = 0; i < r->cfg->nvolumes; i++) {
     const struct hutch_volume *v = &r->cfg->volumes[i];
-    /* noinit_itable: the inode tables mkfs left to be zeroed later stay as
-     * they are (marked unused); zeroing them through a loop device would
-     * punch holes in the image, which must stay allocated. */
     _cleanup_close_ int fs = fsopen("ext4", FSOPEN_CLOEXEC);
-    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", v->device, 0) < 0 ||
-        fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
-        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    if (fs < 0 || volume_create(fs, v->device) < 0)
       return hutch_err_set(err, errno, "volume on %s", v->device);
     _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-    _cleanup_close_ int target = mnt < 0 ? -1 : open_in_root(root, v->dst, true, true, err);
     if (mnt < 0)
       return hutch_err_set(err, errno, "volume on %s", v->device);
+
+    _cleanup_close_ int target = open_in_root(root, v->dst, true, true, err);
+    if (target < 0)
+      return hutch_err_wrap(err, "volume at %s", v->dst);
     uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (v->ro ? MOUNT_ATTR_RDONLY : 0);
-    if (target < 0 || attach_tree(mnt, target, attrs, r->range_userns, IDMAP_MUST, err) < 0)
+    if (attach_tree(mnt, target, attrs, r->range_userns, IDMAP_MUST, err) < 0)
       return hutch_err_wrap(err, "volume at %s", v->dst);
   }
   return 0;
@@ -596,20 +729,26 @@ int hutch_rootfs_prepare(struct hutch_rootfs *r, struct hutch_err *err) {
     return -1;
   if (!r->cfg->rootfs && mount_host_template(r->root_fd, err) < 0)
     return hutch_err_wrap(err, "host template");
-  /* hidepid=invisible: a process a workload may not trace (the agent, not
-   * dumpable) does not even appear in its /proc, which would otherwise let
-   * the sandbox's root list the agent's fds (the /proc files of a
-   * non-dumpable process belong to root of its user namespace). */
+
   /* gVisor makes its own /dev and /proc; the storage gets runsc's. */
-  if (r->cfg->isolation == HUTCH_ISOLATION_NS &&
-      (mount_dev(r, r->root_fd, err) < 0 ||
-       mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                   "hidepid=invisible", proc_masked, err) < 0))
+  if (r->cfg->isolation == HUTCH_ISOLATION_NS) {
+    if (mount_dev(r, r->root_fd, err) < 0)
+      return -1;
+    /* hidepid=invisible: a process a workload may not trace (the agent,
+     * not dumpable) does not even appear in its /proc, which would
+     * otherwise let the sandbox's root list the agent's fds (the /proc
+     * files of a non-dumpable process belong to root of its user
+     * namespace). */
+    if (mount_fresh(r->root_fd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    "hidepid=invisible", proc_masked, err) < 0)
+      return -1;
+  }
+
+  if (mount_views(r, r->root_fd, err) < 0)
     return -1;
-  if (mount_views(r, r->root_fd, err) < 0 || mount_user_binds(r, r->root_fd, err) < 0 ||
-      mount_volumes(r, r->root_fd, err) < 0)
+  if (mount_user_binds(r, r->root_fd, err) < 0)
     return -1;
-  return 0;
+  return mount_volumes(r, r->root_fd, err);
 }
 
 /* runsc's own root: the storage, with a /dev and a /proc of the sandbox's
@@ -622,21 +761,27 @@ static int enter_gvisor(struct hutch_rootfs *r, struct hutch_err *err) {
    * one of its own pid namespace only where one is fully visible. It
    * shows this pid namespace, whose only processes are the sandbox's. */
   _cleanup_close_ int proc = open_in_root(st, "proc", true, true, err);
-  if (proc < 0 || mount_dev(r, st, err) < 0 ||
-      mount_at("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0 ||
-      pivot(st, err) < 0)
+  if (proc < 0)
     return -1;
-  return 0;
+  if (mount_dev(r, st, err) < 0)
+    return -1;
+  if (mount_at("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+    return -1;
+  return pivot(st, err);
 }
 
 int hutch_rootfs_enter(struct hutch_rootfs *r, struct hutch_err *err) {
   if (r->cfg->isolation == HUTCH_ISOLATION_GVISOR) {
     if (enter_gvisor(r, err) < 0)
       return -1;
-  } else if (mount_fresh(r->root_fd, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
-                  sys_masked, err) < 0 ||
-      pivot(r->root_fd, err) < 0)
-    return -1;
+  } else {
+    if (mount_fresh(r->root_fd, "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                    sys_masked, err) < 0)
+      return -1;
+    if (pivot(r->root_fd, err) < 0)
+      return -1;
+  }
+
   close(r->root_fd);
   r->root_fd = -1;
   if (sethostname(r->hostname, strlen(r->hostname)) < 0)

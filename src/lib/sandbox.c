@@ -1,5 +1,7 @@
-/* Creating and destroying a sandbox: limits, slot and cgroup, then the
- * agent (spawn.c), and teardown that leaves nothing behind. */
+/* The sandbox shell both tiers share (shell.h), and the checks and defaults
+ * of a sandbox's config (sandbox.h): creating a sandbox (limits, slot and
+ * cgroup, then the agent: spawn.c), adopting one, and teardown that leaves
+ * nothing behind. */
 #include "sandbox.h"
 
 #include <errno.h>
@@ -27,14 +29,15 @@
 #include "cleanup.h"
 #include "gvisor.h"
 #include "hostlimits.h"
+#include "hostroot.h"
 #include "layout.h"
 #include "layer.h"
+#include "mkdir.h"
 #include "netns.h"
 #include "rootfs.h"
 #include "shell.h"
 #include "slot.h"
 #include "spawn.h"
-#include "template.h"
 #include "util.h"
 
 const char *hutch_default_state_dir(void) {
@@ -114,6 +117,7 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
   for (size_t i = 0; i < cfg->nvolumes; i++)
     if (check_dst("volume", cfg->volumes[i].dst, err) < 0)
       return -1;
+
   for (size_t i = 0; i < cfg->nviews; i++) {
     const struct hutch_bind *v = &cfg->views[i];
     struct stat st;
@@ -126,6 +130,7 @@ static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err 
       return hutch_err_invalid(err, "view source %s is not an absolute path to a directory",
                                v->src);
   }
+
   for (size_t i = 0; i < cfg->nbinds; i++) {
     const struct hutch_bind *b = &cfg->binds[i];
     if (check_dst("bind", b->dst, err) < 0)
@@ -165,19 +170,18 @@ int hutch_isolation_parse(const char *name) {
   return -1;
 }
 
-int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+/* The limits, defaulted where not given, against what the host has. */
+static int check_limits(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   /* What hutch's whole cgroup subtree may hold (hutch_cgroup_cap_root):
    * a sandbox asking for more could never have it. */
   uint64_t mem = hutch_memory_ceiling(), pids_max = hutch_pids_max();
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (!cfg->state_dir)
-    cfg->state_dir = hutch_default_state_dir();
   if (!cfg->memory_bytes)
     cfg->memory_bytes = HUTCH_DEFAULT_MEMORY < mem ? HUTCH_DEFAULT_MEMORY : mem;
   if (!cfg->disk_bytes)
     cfg->disk_bytes = HUTCH_DEFAULT_DISK;
   if (!cfg->pids)
     cfg->pids = HUTCH_DEFAULT_PIDS;
+
   if (cfg->memory_bytes < HUTCH_MIN_MEMORY)
     return hutch_err_invalid(err, "memory limit must be at least %llu MiB",
                              HUTCH_MIN_MEMORY >> 20);
@@ -197,8 +201,11 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
     return hutch_err_invalid(err, "pids limit must be between 1 and %llu (half the host's "
                              "kernel.pid_max, at most %d)",
                              (unsigned long long)pids_max, HUTCH_MAX_PIDS);
-  if (check_ptys(cfg, err) < 0)
-    return -1;
+  return check_ptys(cfg, err);
+}
+
+/* What the tier can do. */
+static int check_tier(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   if (cfg->isolation == HUTCH_ISOLATION_GVISOR && !cfg->gvisor)
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
                           "the gvisor tier is not available here (runsc was not found at start)");
@@ -206,8 +213,12 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
     return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
                           "template builds do not run in the %s tier",
                           hutch_isolation_name(cfg->isolation));
-  if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
-    return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
+  return 0;
+}
+
+/* The rootfs, the layers and the state directory: absolute paths that
+ * overlay's options can name. */
+static int check_paths(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   if (cfg->rootfs) {
     struct stat st;
     if (stat(cfg->rootfs, &st) < 0)
@@ -218,6 +229,7 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
       return hutch_err_invalid(err, "rootfs %s: need an absolute path without , : or \\",
                                cfg->rootfs);
   }
+
   if (cfg->nlayers > HUTCH_MAX_LAYERS)
     return hutch_err_invalid(err, "at most %d layers", HUTCH_MAX_LAYERS);
   for (size_t i = 0; i < cfg->nlayers; i++) {
@@ -228,9 +240,27 @@ int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) 
     if (stat(cfg->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
       return hutch_err_not_found(err, "layer %s is not a directory", cfg->layers[i]);
   }
+
   if (!usable_path(cfg->state_dir) || cfg->state_dir[0] != '/')
     return hutch_err_invalid(err, "state directory %s: need an absolute path without , : or \\",
                              cfg->state_dir);
+  return 0;
+}
+
+int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
+  if (!cfg->state_dir)
+    cfg->state_dir = hutch_default_state_dir();
+  if (check_limits(cfg, err) < 0)
+    return -1;
+  if (check_tier(cfg, err) < 0)
+    return -1;
+
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
+    return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
+
+  if (check_paths(cfg, err) < 0)
+    return -1;
   return check_binds(cfg, err);
 }
 
@@ -265,6 +295,14 @@ static void new_id(char id[17]) {
     snprintf(id + 2 * i, 3, "%02x", b[i]);
 }
 
+/* hutch's cgroup root: a copy of shared's fds, or opened afresh (NULL). */
+static int open_root(const struct hutch_cgroup *shared, struct hutch_cgroup *root,
+                     struct hutch_err *err) {
+  if (shared)
+    return hutch_cgroup_dup(shared, root, err);
+  return hutch_cgroup_open_root(root, err);
+}
+
 /* Before the clone: a slot, its cgroup for the controllers this sandbox
  * needs (cpu only with a CPU limit), and on v2 the agent's leaf, which the
  * agent is cloned into. On v1 the agent lives in the sandbox cgroup. */
@@ -272,13 +310,14 @@ static int claim_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_san
                         struct hutch_cgroup *agent_cg, struct hutch_err *err) {
   unsigned ctls = CG_BIT(CG_MEMORY) | CG_BIT(CG_PIDS) | CG_BIT(CG_CPUACCT) | CG_BIT(CG_FREEZER) |
                   (cfg->cpu_milli ? CG_BIT(CG_CPU) : 0);
-  if ((cfg->cg_root ? hutch_cgroup_dup(cfg->cg_root, &sb->root, err)
-                    : hutch_cgroup_open_root(&sb->root, err)) < 0)
+  if (open_root(cfg->cg_root, &sb->root, err) < 0)
     return -1;
+
   /* Best effort: a ceiling that cannot be written (memory in use above
    * it) leaves each sandbox's own limits, which still hold. */
   struct hutch_err ignored;
   hutch_cgroup_cap_root(&sb->root, hutch_memory_ceiling(), hutch_pids_ceiling(), &ignored);
+
   sb->lock_fd = hutch_slot_claim(&sb->root, ctls, &sb->slot, &sb->cg, err);
   if (sb->lock_fd < 0)
     return -1;
@@ -299,31 +338,32 @@ static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sa
   uint64_t pids = cfg->isolation == HUTCH_ISOLATION_GVISOR ? hutch_gvisor_host_pids(cfg->pids)
                                                            : cfg->pids + 1;
   struct hutch_cg_limits lim = {cfg->memory_bytes, pids, cfg->cpu_milli};
-  if (ops->set_limits(&sb->cg, &lim, err) < 0 || ops->enable_children(&sb->cg, err) < 0 ||
-      ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
+  if (ops->set_limits(&sb->cg, &lim, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
-  if (!cfg->gc_elsewhere)
-    hutch_gc(&sb->root);
-  return 0;
-}
+  if (ops->enable_children(&sb->cg, err) < 0)
+    return hutch_err_wrap(err, "sandbox cgroup");
+  if (ops->delegate(&sb->cg, sb->uid_base, sb->uid_base, err) < 0)
+    return hutch_err_wrap(err, "sandbox cgroup");
 
-static int mkdir_p(const char *path) {
-  char p[PATH_MAX];
-  snprintf(p, sizeof p, "%s", path);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      if (mkdir(p, 0755) < 0 && errno != EEXIST)
-        return -1;
-      *s = '/';
-    }
-  return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
+  if (!cfg->gc_elsewhere)
+    hutch_slot_gc(&sb->root);
+  return 0;
 }
 
 static void close_fds(int *fds, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (fds[i] >= 0)
       close(fds[i]);
+}
+
+/* fd bound to sa (the socket file path, then made 0600) and listening: 0,
+ * or -1 with errno set. */
+static int bind_listening(int fd, const struct sockaddr_un *sa, const char *path) {
+  if (bind(fd, (const struct sockaddr *)sa, sizeof *sa) < 0)
+    return -1;
+  if (chmod(path, 0600) < 0)
+    return -1;
+  return listen(fd, 4);
 }
 
 /* The agent's listening socket, at DIR/<id>.sock. Only host root may use
@@ -337,14 +377,17 @@ static int listen_socket(const char *dir, struct hutch_sandbox *sb, struct hutch
     return hutch_err_invalid(err, "agent socket directory %s: path too long", dir);
   }
   memcpy(sa.sun_path, sb->listen_path, (size_t)n + 1);
-  if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || chmod(dir, 0700) < 0)
+
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "agent socket directory %s", dir);
+  if (chmod(dir, 0700) < 0)
+    return hutch_err_set(err, errno, "agent socket directory %s", dir);
+
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return hutch_err_set(err, errno, "socket");
   unlink(sb->listen_path);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(sb->listen_path, 0600) < 0 ||
-      listen(fd, 4) < 0) {
+  if (bind_listening(fd, &sa, sb->listen_path) < 0) {
     hutch_err_set(err, errno, "agent socket %s", sb->listen_path);
     close(fd);
     return -1;
@@ -365,65 +408,125 @@ static int storage_of(int pidfd) {
   return fd;
 }
 
+/* Per bind, fds[2i] a detached copy of the source's mount tree (made
+ * here: the child's mount namespace cannot clone the host's mounts by fd)
+ * and fds[2i+1] the user namespace of its id map. */
+static int open_binds(const struct hutch_sandbox_config *cfg, const struct hutch_sandbox *sb,
+                      int *fds, struct hutch_err *err) {
+  for (size_t i = 0; i < cfg->nbinds; i++) {
+    struct stat st;
+    int src = open_bind_source(&cfg->binds[i], &st, err);
+    if (src < 0)
+      return -1;
+    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int e = errno;
+    close(src);
+    if (tree < 0)
+      return hutch_err_set(err, e, "bind source %s", cfg->binds[i].src);
+    fds[2 * i] = tree;
+
+    fds[2 * i + 1] =
+        hutch_spawn_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID, 1, err);
+    if (fds[2 * i + 1] < 0)
+      return hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
+  }
+  return 0;
+}
+
+/* Per layer, layer_fds[i] a detached copy of its directory; then
+ * *range_userns, the one id map of layers and volumes: their ids from 0
+ * onto this sandbox's range. */
+static int open_layers(const struct hutch_sandbox_config *cfg, const struct hutch_sandbox *sb,
+                       int *layer_fds, int *range_userns, struct hutch_err *err) {
+  for (size_t i = 0; i < cfg->nlayers; i++) {
+    layer_fds[i] = open_tree(AT_FDCWD, cfg->layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (layer_fds[i] < 0)
+      return hutch_err_set(err, errno, "layer %s", cfg->layers[i]);
+  }
+
+  if (!cfg->nlayers && !cfg->nvolumes)
+    return 0;
+  *range_userns = hutch_spawn_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err);
+  if (*range_userns < 0)
+    return hutch_err_wrap(err, "layers and volumes");
+  return 0;
+}
+
+/* The agent's connection (sv; sv[1] is the agent's end) and, for a
+ * server that may come back, its listening socket (*lfd). Under gVisor
+ * the agent's sockets are gVisor's: it cannot listen on the host for a
+ * server that comes back (docs/isolation.md, adoption). */
+static int agent_sockets(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                         int sv[2], int *lfd, struct hutch_err *err) {
+  if (cfg->listen_dir && cfg->isolation == HUTCH_ISOLATION_NS) {
+    *lfd = listen_socket(cfg->listen_dir, sb, err);
+    if (*lfd < 0)
+      return -1;
+  }
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+    return hutch_err_set(err, errno, "socketpair");
+  return 0;
+}
+
+/* Everything the first process is handed, made in order: fds (binds,
+ * then layers: open_binds, open_layers) and the agent's sockets. On
+ * failure the caller closes fds. */
+static int prepare_fds(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb, int *fds,
+                       int sv[2], int *lfd, struct hutch_err *err) {
+  int *layer_fds = fds + 2 * cfg->nbinds;
+  if (open_binds(cfg, sb, fds, err) < 0)
+    return -1;
+  if (open_layers(cfg, sb, layer_fds, layer_fds + cfg->nlayers, err) < 0)
+    return -1;
+  return agent_sockets(cfg, sb, sv, lfd, err);
+}
+
+/* The first process started (spawn.c), given the sandbox cgroup's limits
+ * and its network namespace while it builds the root, then let go on to
+ * exec the agent. */
+static int spawn_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
+                       struct hutch_spawn *s, struct hutch_netns *net, struct hutch_err *err) {
+  if (hutch_spawn_start(s, err) < 0)
+    return -1;
+  if (finish_cgroup(cfg, sb, err) < 0) {
+    hutch_spawn_abort(s);
+    return -1;
+  }
+  int netns = hutch_netns_take(net, err);
+  if (netns < 0) {
+    hutch_spawn_abort(s);
+    return -1;
+  }
+
+  int r = hutch_spawn_finish(s, netns, err);
+  close(netns);
+  return r;
+}
+
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                        const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
                        struct hutch_err *err) {
-  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_template_host(cfg->state_dir, err);
+  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_hostroot_skeleton(cfg->state_dir, err);
   _cleanup_free_ char *agent = agent_path(cfg, err);
   if (!tpl || !agent)
     return -1;
-  if (mkdir_p(HUTCH_STAGING_DIR) < 0)
+  if (mkdir_p(HUTCH_STAGING_DIR, 0755, err) < 0)
     return hutch_err_set(err, errno, "create %s", HUTCH_STAGING_DIR);
-  /* Per bind, [2i] a detached copy of the source's mount tree (made here:
-   * the child's mount namespace cannot clone the host's mounts by fd) and
-   * [2i+1] the user namespace of its id map. After them, per layer a
-   * detached copy of its directory, then the one id map of layers and
-   * volumes: their ids from 0 onto this sandbox's range. */
+
+  /* Two fds per bind, one per layer, and the id map of layers and
+   * volumes (prepare_fds). */
   size_t nbind_fds = 2 * cfg->nbinds, nfds = nbind_fds + cfg->nlayers + 1;
   _cleanup_free_ int *fds = xcalloc(nfds + 1, sizeof(int));
   for (size_t i = 0; i < nfds; i++)
     fds[i] = -1;
-  for (size_t i = 0; i < cfg->nbinds; i++) {
-    struct stat st;
-    int src = open_bind_source(&cfg->binds[i], &st, err);
-    if (src >= 0) {
-      fds[2 * i] = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-      if (fds[2 * i] < 0)
-        hutch_err_set(err, errno, "bind source %s", cfg->binds[i].src);
-      close(src);
-    }
-    if (fds[2 * i] < 0 ||
-        (fds[2 * i + 1] = hutch_idmap_userns(st.st_uid, st.st_gid, sb->uid_base + HUTCH_USER_UID,
-                                             1, err)) < 0) {
-      close_fds(fds, nfds);
-      return fds[2 * i] < 0 ? -1 : hutch_err_wrap(err, "bind %s", cfg->binds[i].src);
-    }
-  }
   int *layer_fds = fds + nbind_fds, *range_userns = layer_fds + cfg->nlayers;
-  for (size_t i = 0; i < cfg->nlayers; i++)
-    if ((layer_fds[i] = open_tree(AT_FDCWD, cfg->layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) {
-      hutch_err_set(err, errno, "layer %s", cfg->layers[i]);
-      close_fds(fds, nfds);
-      return -1;
-    }
-  if ((cfg->nlayers || cfg->nvolumes) &&
-      (*range_userns = hutch_idmap_userns(0, 0, sb->uid_base, HUTCH_ID_RANGE, err)) < 0) {
-    close_fds(fds, nfds);
-    return hutch_err_wrap(err, "layers and volumes");
-  }
   int sv[2];
   _cleanup_close_ int lfd = -1;
-  /* Under gVisor the agent's sockets are gVisor's: it cannot listen on the
-   * host for a server that comes back (docs/isolation.md, adoption). */
-  if (cfg->listen_dir && cfg->isolation == HUTCH_ISOLATION_NS &&
-      (lfd = listen_socket(cfg->listen_dir, sb, err)) < 0) {
+  if (prepare_fds(cfg, sb, fds, sv, &lfd, err) < 0) {
     close_fds(fds, nfds);
     return -1;
   }
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
-    close_fds(fds, nfds);
-    return hutch_err_set(err, errno, "socketpair");
-  }
+
   struct hutch_spawn s = {
       .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
                  .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
@@ -431,21 +534,14 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
       .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
       .build = cfg->build,
   };
-  int r = hutch_spawn_start(&s, err), netns = -1;
-  if (r == 0 && (finish_cgroup(cfg, sb, err) < 0 || (netns = hutch_netns_take(net, err)) < 0)) {
-    hutch_spawn_abort(&s);
-    r = -1;
-  } else if (r == 0) {
-    r = hutch_spawn_finish(&s, netns, err);
-  }
-  if (netns >= 0)
-    close(netns);
+  int r = spawn_agent(cfg, sb, &s, net, err);
   close(sv[1]);
   close_fds(fds, nfds);
   if (r < 0) {
     close(sv[0]);
     return -1;
   }
+
   sb->pid = s.pid;
   sb->pidfd = s.pidfd;
   sb->child = true;
@@ -468,12 +564,16 @@ int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sand
   sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   sb->isolation = cfg->isolation;
   new_id(sb->id);
+
   /* First, so that the kernel makes it while everything else is prepared. */
   int r = hutch_netns_begin(&net, err);
-  if (r == 0 && (r = claim_cgroup(cfg, sb, &leaf, err)) == 0)
+  if (r == 0)
+    r = claim_cgroup(cfg, sb, &leaf, err);
+  if (r == 0)
     r = start_agent(cfg, sb, leaf.ops ? &leaf : &sb->cg, &net, err);
   hutch_cgroup_close(&leaf);
   hutch_netns_reap(&net);
+
   if (r < 0) {
     struct hutch_err ignored;
     hutch_shell_destroy(sb, &ignored);
@@ -482,6 +582,35 @@ int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sand
   close_root(sb);
   *out = sb;
   return 0;
+}
+
+/* Whether pid is in slot's cgroup: of the lines "ID:CONTROLLERS:PATH" of
+ * its /proc/PID/cgroup, those of hutch's hierarchies (v1: the controllers
+ * it uses; v2: the one) are in the slot's cgroup, and none is in another
+ * sandbox's. */
+static bool in_slot_cgroup(pid_t pid, unsigned slot) {
+  char path[64], buf[4096], want[32];
+  struct hutch_err ignored;
+  snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+  int wn = snprintf(want, sizeof want, "/hutch/%u", slot);
+  if (read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored) <= 0)
+    return false;
+
+  bool found = false;
+  for (char *line = buf, *end; *line; line = end + 1) {
+    end = strchr(line, '\n');
+    if (!end)
+      break;
+    *end = '\0';
+    char *colon = strchr(line, ':');
+    char *p = colon ? strchr(colon + 1, ':') : NULL;
+    if (!p || strncmp(p + 1, "/hutch/", 7) != 0)
+      continue; /* a hierarchy hutch does not use */
+    if (strncmp(p + 1, want, (size_t)wn) != 0 || (p[1 + wn] && p[1 + wn] != '/'))
+      return false;
+    found = true;
+  }
+  return found;
 }
 
 /* Whether pid is the agent of the sandbox in slot: PID 1 of its own pid
@@ -501,73 +630,69 @@ static bool is_agent_of(pid_t pid, unsigned slot, uid_t base) {
   strtol(nspid + 8, &after, 10);
   if (*after != '\t' || strtol(after + 1, &after, 10) != 1 || *after != '\n')
     return false;
-  /* Of the lines "ID:CONTROLLERS:PATH", those of hutch's hierarchies (v1:
-   * the controllers it uses; v2: the one) are in the slot's cgroup, and none
-   * is in another sandbox's. */
-  char want[32];
-  snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
-  int wn = snprintf(want, sizeof want, "/hutch/%u", slot);
-  if (read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored) <= 0)
-    return false;
-  bool found = false;
-  for (char *line = buf, *end; *line; line = end + 1) {
-    end = strchr(line, '\n');
-    if (!end)
-      break;
-    *end = '\0';
-    char *colon = strchr(line, ':');
-    char *p = colon ? strchr(colon + 1, ':') : NULL;
-    if (!p || strncmp(p + 1, "/hutch/", 7) != 0)
-      continue; /* a hierarchy hutch does not use */
-    if (strncmp(p + 1, want, (size_t)wn) != 0 || (p[1 + wn] && p[1 + wn] != '/'))
-      return false;
-    found = true;
-  }
-  return found;
+
+  return in_slot_cgroup(pid, slot);
+}
+
+/* The agent's listening socket, at LISTEN_DIR/<id>.sock, connected to:
+ * sb->conn_fd. */
+static int connect_agent(struct hutch_sandbox *sb, const char *id, const char *listen_dir,
+                         struct hutch_err *err) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", listen_dir, id) >=
+      (int)sizeof sa.sun_path)
+    return hutch_err_invalid(err, "agent socket directory %s: path too long", listen_dir);
+
+  sb->conn_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sb->conn_fd < 0)
+    return hutch_err_set(err, errno, "socket");
+  memcpy(sa.sun_path, sb->listen_path, strlen(sb->listen_path) + 1);
+  if (connect(sb->conn_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+    return hutch_err_set(err, errno, "sandbox %s: connecting to its agent", id);
+  if (fcntl(sb->conn_fd, F_SETFL, O_NONBLOCK) < 0)
+    return hutch_err_set(err, errno, "agent connection");
+  return 0;
+}
+
+/* What adopting the agent pid of slot takes, in order: its pidfd first,
+ * then the checks (a pid checked and then opened could be another process
+ * by the time it is opened), the slot's cgroup and its lock, and with
+ * listen_dir the agent's socket. */
+static int adopt_agent(struct hutch_sandbox *sb, const char *id, unsigned slot, pid_t pid,
+                       const char *listen_dir, struct hutch_err *err) {
+  char name[16];
+  snprintf(name, sizeof name, "%u", slot);
+
+  sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (sb->pidfd < 0 || !is_agent_of(pid, slot, sb->uid_base))
+    return hutch_err_not_found(err, "sandbox %s: its agent (pid %d) is gone", id, pid);
+
+  if (hutch_cgroup_open_root(&sb->root, err) < 0)
+    return hutch_err_wrap(err, "sandbox %s", id);
+  if (sb->root.ops->open(&sb->root, name, &sb->cg, err) < 0)
+    return hutch_err_wrap(err, "sandbox %s", id);
+
+  sb->lock_fd = openat(hutch_cg_fd(&sb->cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (sb->lock_fd < 0 || flock(sb->lock_fd, LOCK_EX | LOCK_NB) < 0)
+    return hutch_err_set(err, errno, "sandbox %s: its cgroup is someone else's", id);
+
+  if (!listen_dir)
+    return 0;
+  return connect_agent(sb, id, listen_dir, err);
 }
 
 int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
                         struct hutch_sandbox **out, struct hutch_err *err) {
   if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
     return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
+
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
   sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
   memcpy(sb->id, id, sizeof sb->id);
   sb->slot = slot;
   sb->uid_base = hutch_slot_uid_base(slot);
   sb->pid = pid;
-  char name[16];
-  snprintf(name, sizeof name, "%u", slot);
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  int r = -1;
-  /* The pidfd first, then the checks: a pid checked and then opened
-   * could be another process by the time it is opened. */
-  if ((sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0 || !is_agent_of(pid, slot, sb->uid_base))
-    hutch_err_not_found(err, "sandbox %s: its agent (pid %d) is gone", id, pid);
-  else if (hutch_cgroup_open_root(&sb->root, err) < 0 ||
-           sb->root.ops->open(&sb->root, name, &sb->cg, err) < 0)
-    hutch_err_wrap(err, "sandbox %s", id);
-  else if ((sb->lock_fd = openat(hutch_cg_fd(&sb->cg, CG_MEMORY), ".",
-                                 O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-           flock(sb->lock_fd, LOCK_EX | LOCK_NB) < 0)
-    hutch_err_set(err, errno, "sandbox %s: its cgroup is someone else's", id);
-  else if (!listen_dir)
-    r = 0;
-  else if (snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", listen_dir, id) >=
-               (int)sizeof sa.sun_path)
-    hutch_err_invalid(err, "agent socket directory %s: path too long", listen_dir);
-  else if ((sb->conn_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-    hutch_err_set(err, errno, "socket");
-  else if (memcpy(sa.sun_path, sb->listen_path, strlen(sb->listen_path) + 1),
-           connect(sb->conn_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-    hutch_err_set(err, errno, "sandbox %s: connecting to its agent", id);
-  else if (fcntl(sb->conn_fd, F_SETFL, O_NONBLOCK) < 0)
-    hutch_err_set(err, errno, "agent connection");
-  else
-    r = 0;
-  if (r == 0)
-    sb->storage_fd = storage_of(sb->pidfd);
-  if (r < 0) {
+  if (adopt_agent(sb, id, slot, pid, listen_dir, err) < 0) {
     /* Not ours after all: leave it as it is (gone, or someone else's). */
     sb->listen_path[0] = '\0';
     if (sb->pidfd >= 0)
@@ -580,6 +705,8 @@ int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *list
     hutch_shell_destroy(sb, &ignored);
     return -1;
   }
+
+  sb->storage_fd = storage_of(sb->pidfd);
   close_root(sb);
   *out = sb;
   return 0;
@@ -655,6 +782,7 @@ int hutch_shell_storage(const struct hutch_sandbox *sb) {
     return -1;
   int fd = (int)syscall(SYS_pidfd_getfd, pidfd, HUTCH_AGENT_STORAGE_FD, 0);
   close(pidfd);
+
   struct stat st;
   if (fd >= 0 && (fstat(fd, &st) < 0 || st.st_dev != sb->storage_dev ||
                   st.st_ino != sb->storage_ino || !S_ISDIR(st.st_mode))) {
@@ -699,13 +827,16 @@ int hutch_shell_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sa
                       struct hutch_err *err) {
   struct statfs st;
   memset(u, 0, sizeof *u);
-  int fd = !disk ? -1 : sb->storage_fd >= 0 ? sb->storage_fd : hutch_shell_storage(sb);
+  int fd = -1;
+  if (disk)
+    fd = sb->storage_fd >= 0 ? sb->storage_fd : hutch_shell_storage(sb);
   if (fd >= 0 && fstatfs(fd, &st) == 0) {
     u->disk_total = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
     u->disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
   }
   if (fd >= 0 && fd != sb->storage_fd)
     close(fd);
+
   if (sb->cg.ops)
     return sb->cg.ops->usage(&sb->cg, &u->cg, err);
   struct hutch_cgroup cg;
@@ -760,8 +891,44 @@ void hutch_gc_host(void) {
   struct hutch_err ignored;
   if (hutch_cgroup_open_root(&root, &ignored) < 0)
     return;
-  hutch_gc(&root);
+  hutch_slot_gc(&root);
   hutch_cgroup_close(&root);
+}
+
+/* PID 1 of the sandbox dying takes every process of its pid namespace with
+ * it, and the kernel reaps them before the wait returns. */
+static void kill_agent(struct hutch_sandbox *sb) {
+  syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+
+  /* The dying agent waits for every process of its pid namespace. One
+   * frozen in a leaf it was killing (v1) cannot die until thawed: thaw
+   * until the agent is gone (the agent may finish one last write of
+   * FROZEN after our first thaw; it runs no code after that). An adopted
+   * agent is not our child: its pidfd says when it is gone. */
+  struct pollfd pfd = {.fd = sb->pidfd, .events = POLLIN};
+  for (int wait_ms = 10;; wait_ms = 50) { /* thaw only if it is slow to go */
+    if (poll(&pfd, 1, wait_ms) != 0 && (pfd.revents || errno != EINTR))
+      break;
+    struct hutch_err ignored;
+    if (sb->cg.ops && sb->cg.ops->thaw_all)
+      sb->cg.ops->thaw_all(&sb->cg, &ignored);
+  }
+
+  /* Reaped by its pidfd, never by pid: an adopted agent is not our child,
+   * and its pid may since name one that is. */
+  siginfo_t si;
+  while (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+    ;
+  close(sb->pidfd);
+}
+
+/* The sandbox's slot, its cgroup and all below it, removed. */
+static int remove_slot(struct hutch_sandbox *sb, struct hutch_err *err) {
+  if (sb->cg.ops)
+    hutch_cgroup_close(&sb->cg);
+  if (!sb->root.ops && open_root(sb->shared, &sb->root, err) < 0)
+    return -1;
+  return hutch_slot_remove(&sb->root, sb->slot, err);
 }
 
 int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
@@ -773,41 +940,16 @@ int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
     ret = -1;
   if (sb->conn_fd >= 0)
     close(sb->conn_fd);
-  /* PID 1 of the sandbox dying takes every process of its pid namespace with
-   * it, and the kernel reaps them before the wait returns. */
-  if (sb->pidfd >= 0) {
-    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-    /* The dying agent waits for every process of its pid namespace. One
-     * frozen in a leaf it was killing (v1) cannot die until thawed: thaw
-     * until the agent is gone (the agent may finish one last write of
-     * FROZEN after our first thaw; it runs no code after that). An adopted
-     * agent is not our child: its pidfd says when it is gone. */
-    struct pollfd pfd = {.fd = sb->pidfd, .events = POLLIN};
-    for (int wait_ms = 10;; wait_ms = 50) { /* thaw only if it is slow to go */
-      if (poll(&pfd, 1, wait_ms) != 0 && (pfd.revents || errno != EINTR))
-        break;
-      struct hutch_err ignored;
-      if (sb->cg.ops && sb->cg.ops->thaw_all)
-        sb->cg.ops->thaw_all(&sb->cg, &ignored);
-    }
-    /* Reaped by its pidfd, never by pid: an adopted agent is not our child,
-     * and its pid may since name one that is. */
-    siginfo_t si;
-    while (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED) < 0 && errno == EINTR)
-      ;
-    close(sb->pidfd);
-  }
+
+  if (sb->pidfd >= 0)
+    kill_agent(sb);
   if (sb->listen_path[0])
     unlink(sb->listen_path);
+
   /* No process is left: they were all in the agent's pid namespace. */
-  if (sb->cg.ops || sb->shared) {
-    if (sb->cg.ops)
-      hutch_cgroup_close(&sb->cg);
-    if ((!sb->root.ops && (sb->shared ? hutch_cgroup_dup(sb->shared, &sb->root, err)
-                                      : hutch_cgroup_open_root(&sb->root, err)) < 0) ||
-        hutch_slot_remove(&sb->root, sb->slot, err) < 0)
-      ret = -1;
-  }
+  if ((sb->cg.ops || sb->shared) && remove_slot(sb, err) < 0)
+    ret = -1;
+
   if (sb->lock_fd >= 0)
     close(sb->lock_fd);
   close_root(sb);

@@ -176,10 +176,8 @@ struct hutch_sandbox_usage {
 int hutch_sandbox_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sandbox_usage *u,
                         struct hutch_err *err);
 
-/* Remove what crashed hutch processes left behind: sandbox cgroups nobody
- * holds that have no process left. */
-void hutch_gc(const struct hutch_cgroup *root);
-/* The same, opening the cgroup root itself (a server's periodic sweep). */
+/* Remove what crashed hutch processes left behind (hutch_slot_gc, slot.h),
+ * opening the cgroup root itself (a server's periodic sweep). */
 void hutch_gc_host(void);
 
 #endif

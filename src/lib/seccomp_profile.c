@@ -384,6 +384,34 @@ static int add_agent_calls(scmp_filter_ctx ctx, uint32_t refuse, struct hutch_er
                    err);
 }
 
+/* The sandbox filter's rules, for one of its two contexts (i386 or not). */
+static int add_sandbox_rules(scmp_filter_ctx ctx, bool i386, uint32_t refuse,
+                             struct hutch_err *err) {
+  if (add_names(ctx, SCMP_ACT_ALLOW, allowed, ARRAY_SIZE(allowed), err) < 0)
+    return -1;
+  if (add_names(ctx, refuse, refused, ARRAY_SIZE(refused), err) < 0)
+    return -1;
+  if (add_clone(ctx, refuse, err) < 0)
+    return -1;
+  if (add_ioctl(ctx, refuse, err) < 0)
+    return -1;
+  if (add_personality(ctx, refuse, err) < 0)
+    return -1;
+  if (add_prlimit(ctx, refuse, err) < 0)
+    return -1;
+
+  /* The agent's own calls are 64-bit ones: on i386 every unshare stays
+   * refused. */
+  if (i386) {
+    if (add_sockets_i386(ctx, refuse, err) < 0)
+      return -1;
+    return add_rule(ctx, refuse, "unshare", 0, NULL, err);
+  }
+  if (add_sockets(ctx, refuse, err) < 0)
+    return -1;
+  return add_agent_calls(ctx, refuse, err);
+}
+
 /* Every refusal of the sandbox filter answers `refuse`: REFUSE, or
  * REFUSE_NOTIFY when they are counted. */
 static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, uint32_t refuse,
@@ -391,13 +419,7 @@ static scmp_filter_ctx build(const uint32_t *arches, size_t n, bool i386, uint32
   scmp_filter_ctx ctx = new_ctx(DEFAULT_ACTION, arches, n, err);
   if (!ctx)
     return NULL;
-  if (add_names(ctx, SCMP_ACT_ALLOW, allowed, ARRAY_SIZE(allowed), err) < 0 ||
-      add_names(ctx, refuse, refused, ARRAY_SIZE(refused), err) < 0 ||
-      add_clone(ctx, refuse, err) < 0 || add_ioctl(ctx, refuse, err) < 0 ||
-      add_personality(ctx, refuse, err) < 0 || add_prlimit(ctx, refuse, err) < 0 ||
-      (i386 ? add_sockets_i386(ctx, refuse, err) < 0 ||
-                  add_rule(ctx, refuse, "unshare", 0, NULL, err) < 0
-            : add_sockets(ctx, refuse, err) < 0 || add_agent_calls(ctx, refuse, err) < 0)) {
+  if (add_sandbox_rules(ctx, i386, refuse, err) < 0) {
     seccomp_release(ctx);
     return NULL;
   }
@@ -416,11 +438,13 @@ scmp_filter_ctx hutch_seccomp_sandbox_profile(bool notify, struct hutch_err *err
   scmp_filter_ctx ctx = build(native, ARRAY_SIZE(native), false, refuse, err);
   if (!ctx)
     return NULL;
+
   scmp_filter_ctx ctx32 = build(i386, ARRAY_SIZE(i386), true, refuse, err);
   if (!ctx32) {
     seccomp_release(ctx);
     return NULL;
   }
+
   int rc = seccomp_merge(ctx, ctx32); /* releases ctx32 on success */
   if (rc < 0) {
     hutch_err_set(err, -rc, "merge the i386 seccomp rules");
@@ -455,14 +479,21 @@ static int refuse_uevents(scmp_filter_ctx ctx, struct hutch_err *err) {
  * the two filters wins, so a workload gets exactly the profile. It is
  * small on purpose: the kernel compiles a filter for every process that
  * installs one, and the sandbox's is compiled once, by its first process. */
+static int add_workload_rules(scmp_filter_ctx ctx, struct hutch_err *err) {
+  struct scmp_arg_cmp cgroup_ns = ARG_IS(0, CLONE_NEWCGROUP);
+  if (add_rule(ctx, DEFAULT_ACTION, "clone3", 0, NULL, err) < 0)
+    return -1;
+  if (add_rule(ctx, REFUSE, "unshare", 1, &cgroup_ns, err) < 0)
+    return -1;
+  return refuse_uevents(ctx, err);
+}
+
 scmp_filter_ctx hutch_seccomp_workload_profile(struct hutch_err *err) {
   static const uint32_t arches[] = {SCMP_ARCH_X86_64, SCMP_ARCH_X86};
-  struct scmp_arg_cmp cgroup_ns = ARG_IS(0, CLONE_NEWCGROUP);
   scmp_filter_ctx ctx = new_ctx(SCMP_ACT_ALLOW, arches, ARRAY_SIZE(arches), err);
   if (!ctx)
     return NULL;
-  if (add_rule(ctx, DEFAULT_ACTION, "clone3", 0, NULL, err) < 0 ||
-      add_rule(ctx, REFUSE, "unshare", 1, &cgroup_ns, err) < 0 || refuse_uevents(ctx, err) < 0) {
+  if (add_workload_rules(ctx, err) < 0) {
     seccomp_release(ctx);
     return NULL;
   }

@@ -1,3 +1,5 @@
+/* Sandbox slots (slot.h): claiming a free slot's cgroup and locking it,
+ * removing one, and collecting the slots that crashed runs left behind. */
 #include "slot.h"
 
 #include <dirent.h>
@@ -29,6 +31,7 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
   unsigned start = 0;
   if (getrandom(&start, sizeof start, 0) < 0)
     start = (unsigned)now_ns();
+
   /* The low slots first (from a random one), the high ones only when all
    * those are taken: host tools print ids past 2^31 as negative numbers,
    * and most hosts never need them. */
@@ -37,12 +40,14 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
                                      : HUTCH_SLOTS_LOW + (start + i) % (HUTCH_SLOTS - HUTCH_SLOTS_LOW);
     char name[16];
     snprintf(name, sizeof name, "%u", s);
+
     if (root->ops->mkchild(root, name, ctls, cg, err) < 0) {
       memset(cg, 0, sizeof *cg);
       if (err->errnum == EEXIST)
         continue;
       return -1;
     }
+
     int lock = openat(hutch_cg_fd(cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0) {
       /* Only the collector locks a fresh cgroup, and it skips fresh ones. */
@@ -54,9 +59,11 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
       root->ops->rmchild(root, name, err);
       return -1;
     }
+
     *slot = s;
     return lock;
   }
+
   return hutch_err_set(err, EAGAIN, "all %u sandbox slots are in use", HUTCH_SLOTS);
 }
 
@@ -107,7 +114,7 @@ static bool collectable(const struct hutch_cgroup *root, const char *name) {
   return free;
 }
 
-void hutch_gc(const struct hutch_cgroup *root) {
+void hutch_slot_gc(const struct hutch_cgroup *root) {
   int dup = openat(hutch_cg_fd(root, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
   if (!d) {

@@ -31,5 +31,8 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
                      struct hutch_cgroup *cg, struct hutch_err *err);
 /* Remove the slot's cgroup and everything below it (all must be empty). */
 int hutch_slot_remove(const struct hutch_cgroup *root, unsigned slot, struct hutch_err *err);
+/* Remove what crashed hutch processes left behind: sandbox cgroups nobody
+ * holds that have no process left. */
+void hutch_slot_gc(const struct hutch_cgroup *root);
 
 #endif

@@ -93,6 +93,7 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify, 
     *listen = HUTCH_AGENT_CONN_FD + n;
     want[n++] = s->listen_fd;
   }
+
   /* Lift every fd still needed above the targets first, so that no dup2
    * clobbers one: a source, the storage, the listener, the agent's binary
    * (which fd numbers the kernel gave them differs from host to host). */
@@ -101,23 +102,30 @@ static int child_fds(struct hutch_spawn *s, int *sync, int *listen, int notify, 
     if ((high[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 64)) < 0)
       return hutch_err_set(err, errno, "dup");
   int storage = fcntl(s->rootfs.storage_fd, F_DUPFD_CLOEXEC, 64);
-  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0 || storage < 0 ||
-      (*agent = fcntl(*agent, F_DUPFD_CLOEXEC, 64)) < 0 ||
-      (notify >= 0 && (notify = fcntl(notify, F_DUPFD_CLOEXEC, 64)) < 0))
+  if (storage < 0)
     return hutch_err_set(err, errno, "dup");
+  if ((*sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64)) < 0)
+    return hutch_err_set(err, errno, "dup");
+  if ((*agent = fcntl(*agent, F_DUPFD_CLOEXEC, 64)) < 0)
+    return hutch_err_set(err, errno, "dup");
+  if (notify >= 0 && (notify = fcntl(notify, F_DUPFD_CLOEXEC, 64)) < 0)
+    return hutch_err_set(err, errno, "dup");
+
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0)
     return hutch_err_set(err, errno, "open /dev/null");
   for (int fd = 0; fd < 3; fd++)
     if (dup2(null, fd) < 0)
       return hutch_err_set(err, errno, "dup2");
+
   for (int i = 0; i < n; i++)
     if (dup2(high[i], HUTCH_AGENT_CONN_FD + i) < 0)
       return hutch_err_set(err, errno, "dup2");
   if (syscall(SYS_close_range, HUTCH_AGENT_CONN_FD + n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "close_range");
-  if (dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0 ||
-      (notify >= 0 && dup2(notify, HUTCH_AGENT_NOTIFY_FD) < 0))
+  if (dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0)
+    return hutch_err_set(err, errno, "dup2");
+  if (notify >= 0 && dup2(notify, HUTCH_AGENT_NOTIFY_FD) < 0)
     return hutch_err_set(err, errno, "dup2");
   return 0;
 }
@@ -151,8 +159,11 @@ static int child_join_netns(int sync, struct hutch_err *err) {
  * would signal and wait for threads that are not its own (forever, for
  * one that was starting or ending at the clone). */
 static int set_ids(uid_t id) {
-  return syscall(SYS_setresgid, id, id, id) < 0 || syscall(SYS_setresuid, id, id, id) < 0 ? -1
-                                                                                         : 0;
+  if (syscall(SYS_setresgid, id, id, id) < 0)
+    return -1;
+  if (syscall(SYS_setresuid, id, id, id) < 0)
+    return -1;
+  return 0;
 }
 
 /* Become the sandbox's root host id before making the user namespace, so
@@ -166,12 +177,18 @@ static int set_ids(uid_t id) {
 static int child_become_owner(uid_t base, struct hutch_err *err) {
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2];
-  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || syscall(SYS_capget, &h, d) < 0 ||
-      set_ids(base) < 0)
+  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
     return hutch_err_set(err, errno, "become the sandbox's host id %u", (unsigned)base);
+  if (syscall(SYS_capget, &h, d) < 0)
+    return hutch_err_set(err, errno, "become the sandbox's host id %u", (unsigned)base);
+  if (set_ids(base) < 0)
+    return hutch_err_set(err, errno, "become the sandbox's host id %u", (unsigned)base);
+
   d[0].effective = d[0].permitted;
   d[1].effective = d[1].permitted;
-  if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
+  if (syscall(SYS_capset, &h, d) < 0)
+    return hutch_err_set(err, errno, "keep capabilities as host id %u", (unsigned)base);
+  if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
     return hutch_err_set(err, errno, "keep capabilities as host id %u", (unsigned)base);
   return 0;
 }
@@ -187,15 +204,19 @@ static int child_userns(uid_t base, int sync, int *notify, struct hutch_err *err
   c = SYNC_USERNS;
   if (send(sync, &c, 1, MSG_NOSIGNAL) != 1)
     _exit(125); /* the parent is gone */
+
   /* The sandbox's filter, while the parent writes the id maps: it stays on
    * through the exec, so the agent runs under it and every workload
    * inherits it under its own. What follows up to the exec is allowed, and
    * refuses nothing: a refused call here would wait on a listener that
    * only the agent reads. Without a listener the refusals are not counted,
    * and the sandbox is as safe. */
-  if (notify && (*notify = hutch_seccomp_install_sandbox_notify()) < 0 &&
-      hutch_seccomp_install_sandbox() < 0)
-    return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
+  if (notify) {
+    *notify = hutch_seccomp_install_sandbox_notify();
+    if (*notify < 0 && hutch_seccomp_install_sandbox() < 0)
+      return hutch_err_set(err, errno, "install the sandbox's seccomp filter");
+  }
+
   if (recv(sync, &c, 1, 0) != 1 || c != SYNC_GO)
     _exit(125);
   if (set_ids(0) < 0)
@@ -266,15 +287,62 @@ static void child_close_others(const struct hutch_spawn *s, int sync) {
  * platform); the sentry and the gofer install filters of their own before
  * they serve the sandbox, and the workload runs on gVisor's kernel, never
  * the host's. */
+/* runsc's descriptors, in the process that execs it: the connection as
+ * stdin, /dev/null (*null) as stdout and stderr, the storage at
+ * HUTCH_AGENT_STORAGE_FD, and every other one, sync and runsc's binary
+ * among them (lifted to 64 and above first), closed at exec. 0, or -1 with
+ * errno set. */
+static int gvisor_fds(const struct hutch_spawn *s, int *sync, int *runsc, int *null) {
+  int storage = fcntl(s->rootfs.storage_fd, F_DUPFD_CLOEXEC, 64);
+  *runsc = fcntl(s->rootfs.runsc_fd, F_DUPFD_CLOEXEC, 64);
+  *null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  *sync = fcntl(*sync, F_DUPFD_CLOEXEC, 64);
+  if (*sync < 0 || storage < 0 || *runsc < 0 || *null < 0)
+    return -1;
+
+  if (dup2(s->conn_fd, 0) < 0)
+    return -1;
+  if (dup2(*null, 1) < 0)
+    return -1;
+  if (dup2(*null, 2) < 0)
+    return -1;
+  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    return -1;
+  if (dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0)
+    return -1;
+  return 0;
+}
+
+/* In runsc's process, before its exec: it dies with the first process,
+ * gets a /proc of its own pid namespace, and leaves the storage behind.
+ * The storage is the first process's to hold, not runsc's: the sentry,
+ * the gofer and the stubs that run the workload's code would each have a
+ * way to the sandbox's storage beside the root runsc serves them. 0, or
+ * -1 with errno set. */
+static int runsc_prepare(void) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+    return -1;
+  if (fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0)
+    return -1;
+  return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+/* The first process, once runsc is cloned, holds only the storage (and
+ * /dev/null as stdin). 0, or -1 with errno set. */
+static int hold_only_storage(int null) {
+  if (dup2(null, 0) < 0)
+    return -1;
+  if (syscall(SYS_close_range, 3, HUTCH_AGENT_STORAGE_FD - 1, 0) < 0)
+    return -1;
+  if (syscall(SYS_close_range, HUTCH_AGENT_STORAGE_FD + 1, ~0U, 0) < 0)
+    return -1;
+  return 0;
+}
+
 static void __attribute__((noreturn)) gvisor_start(struct hutch_spawn *s, int sync) {
   struct hutch_err err = {0};
-  int storage = fcntl(s->rootfs.storage_fd, F_DUPFD_CLOEXEC, 64);
-  int runsc = fcntl(s->rootfs.runsc_fd, F_DUPFD_CLOEXEC, 64);
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if ((sync = fcntl(sync, F_DUPFD_CLOEXEC, 64)) < 0 || storage < 0 || runsc < 0 || null < 0 ||
-      dup2(s->conn_fd, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-      syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
-      dup2(storage, HUTCH_AGENT_STORAGE_FD) < 0) {
+  int runsc, null;
+  if (gvisor_fds(s, &sync, &runsc, &null) < 0) {
     hutch_err_set(&err, errno, "runsc's descriptors");
     child_fail(sync, &err);
   }
@@ -283,15 +351,11 @@ static void __attribute__((noreturn)) gvisor_start(struct hutch_spawn *s, int sy
     hutch_err_set(&err, errno, "runsc's namespaces");
     child_fail(sync, &err);
   }
+
   /* The system call, not glibc's fork: see set_ids. */
   pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
   if (pid == 0) {
-    /* The storage is this process's to hold, not runsc's: the sentry, the
-     * gofer and the stubs that run the workload's code would each have a
-     * way to the sandbox's storage beside the root runsc serves them. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-        fcntl(HUTCH_AGENT_STORAGE_FD, F_SETFD, FD_CLOEXEC) < 0 ||
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    if (runsc_prepare() < 0) {
       hutch_err_set(&err, errno, "runsc's /proc");
       child_fail(sync, &err);
     }
@@ -302,16 +366,50 @@ static void __attribute__((noreturn)) gvisor_start(struct hutch_spawn *s, int sy
     hutch_err_set(&err, errno, "clone runsc");
     child_fail(sync, &err);
   }
+
   /* The runsc child's exec closes the last copy of sync: the host's sign
    * that the sandbox runs. */
-  if (dup2(null, 0) < 0 || syscall(SYS_close_range, 3, HUTCH_AGENT_STORAGE_FD - 1, 0) < 0 ||
-      syscall(SYS_close_range, HUTCH_AGENT_STORAGE_FD + 1, ~0U, 0) < 0)
+  if (hold_only_storage(null) < 0)
     _exit(125);
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
       _exit(125);
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+/* The agent's exec, its fds in place (child_fds), with its arguments: the
+ * cgroup spec (numbered for the fds as the agent will see them), --build,
+ * --listen. */
+static void __attribute__((noreturn)) exec_agent(struct hutch_spawn *s, int sync, int notify) {
+  struct hutch_err err = {0};
+  int listen_fd, agent = s->rootfs.agent_fd;
+  if (child_fds(s, &sync, &listen_fd, notify, &agent, &err) < 0)
+    child_fail(sync, &err);
+  umask(022);
+
+  char spec[64];
+  /* Re-number the spec for the fds as the agent will see them. */
+  struct hutch_cgroup moved = *s->cg;
+  for (int i = 0; i < moved.nfd; i++)
+    moved.fd[i] = HUTCH_AGENT_CG_FD + i;
+  hutch_cgroup_spec(&moved, spec, sizeof spec);
+
+  char lfd[16];
+  snprintf(lfd, sizeof lfd, "%d", listen_fd);
+  char *argv[6] = {"hutch-agent", "--cgroup", spec};
+  int argc = 3;
+  if (s->build)
+    argv[argc++] = "--build";
+  if (listen_fd >= 0) {
+    argv[argc++] = "--listen";
+    argv[argc++] = lfd;
+  }
+
+  char *envp[] = {NULL};
+  syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
+  hutch_err_set(&err, errno, "exec hutch-agent");
+  child_fail(sync, &err);
 }
 
 static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync) {
@@ -326,12 +424,18 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "setgroups");
     child_fail(sync, &err);
   }
+
   /* v1 has no CLONE_INTO_CGROUP: the child moves itself, first thing. */
   if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
-  if (hutch_rootfs_prepare(&s->rootfs, &err) < 0 || child_join_netns(sync, &err) < 0 ||
-      hutch_rootfs_enter(&s->rootfs, &err) < 0)
+
+  if (hutch_rootfs_prepare(&s->rootfs, &err) < 0)
     child_fail(sync, &err);
+  if (child_join_netns(sync, &err) < 0)
+    child_fail(sync, &err);
+  if (hutch_rootfs_enter(&s->rootfs, &err) < 0)
+    child_fail(sync, &err);
+
   /* A sandbox made ahead of demand is built at a lower priority (the
    * creating thread's, hutch serve's pool refills); the agent and all it
    * starts run at the process's. Raising it back takes CAP_SYS_NICE of the
@@ -340,6 +444,7 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "setpriority");
     child_fail(sync, &err);
   }
+
   bool gvisor = s->rootfs.cfg->isolation == HUTCH_ISOLATION_GVISOR;
   if (child_userns(s->rootfs.uid_base, sync, gvisor ? NULL : &notify, &err) < 0)
     child_fail(sync, &err);
@@ -349,32 +454,10 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
     hutch_err_set(&err, errno, "PR_SET_PDEATHSIG");
     child_fail(sync, &err);
   }
+
   if (gvisor)
     gvisor_start(s, sync);
-  int listen_fd, agent = s->rootfs.agent_fd;
-  if (child_fds(s, &sync, &listen_fd, notify, &agent, &err) < 0)
-    child_fail(sync, &err);
-  umask(022);
-  char spec[64];
-  /* Re-number the spec for the fds as the agent will see them. */
-  struct hutch_cgroup moved = *s->cg;
-  for (int i = 0; i < moved.nfd; i++)
-    moved.fd[i] = HUTCH_AGENT_CG_FD + i;
-  hutch_cgroup_spec(&moved, spec, sizeof spec);
-  char lfd[16];
-  snprintf(lfd, sizeof lfd, "%d", listen_fd);
-  char *argv[6] = {"hutch-agent", "--cgroup", spec};
-  int argc = 3;
-  if (s->build)
-    argv[argc++] = "--build";
-  if (listen_fd >= 0) {
-    argv[argc++] = "--listen";
-    argv[argc++] = lfd;
-  }
-  char *envp[] = {NULL};
-  syscall(SYS_execveat, agent, "", argv, envp, AT_EMPTY_PATH);
-  hutch_err_set(&err, errno, "exec hutch-agent");
-  child_fail(sync, &err);
+  exec_agent(s, sync, notify);
 }
 
 static int write_map(pid_t pid, const char *file, unsigned base, struct hutch_err *err) {
@@ -451,10 +534,17 @@ int hutch_spawn_start(struct hutch_spawn *s, struct hutch_err *err) {
   s->nice = getpriority(PRIO_PROCESS, (id_t)getpid());
   if (s->nice == -1 && errno)
     s->nice = 0;
-  int r = s->rootfs.cfg->spawner ? hutch_spawner_clone(s->rootfs.cfg->spawner, s, sv[1], err) : 1;
+
+  /* Through the spawner when there is one and it takes this one (1: it
+   * does not), else cloned here. */
+  int r = 1;
+  if (s->rootfs.cfg->spawner)
+    r = hutch_spawner_clone(s->rootfs.cfg->spawner, s, sv[1], err);
   if (r == 1) {
     s->pid = hutch_spawn_clone(s, sv[1], 0, &s->pidfd);
-    r = s->pid < 0 ? hutch_err_set(err, errno, "clone sandbox") : 0;
+    r = 0;
+    if (s->pid < 0)
+      r = hutch_err_set(err, errno, "clone sandbox");
   }
   close(sv[1]);
   if (r < 0) {
@@ -473,30 +563,48 @@ void hutch_spawn_abort(struct hutch_spawn *s) {
   s->pidfd = s->sync_fd = -1;
 }
 
-int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err) {
-  uid_t base = s->rootfs.uid_base;
+/* The network namespace sent, then the child's word that its user
+ * namespace is made: parent_recv's answer (1 when it came). */
+static int send_netns_await_userns(struct hutch_spawn *s, int netns_fd, struct hutch_err *err) {
   struct hutch_err send_err = {0};
-  int r;
-  if (send_netns(s, netns_fd, &send_err) < 0) {
-    /* The child may have failed first: then its reason is the one to give. */
-    r = parent_recv(s->sync_fd, SYNC_USERNS, err);
-    if (r >= 0) {
-      *err = send_err;
-      r = -1;
-    }
-  } else {
-    r = parent_recv(s->sync_fd, SYNC_USERNS, err);
+  if (send_netns(s, netns_fd, &send_err) == 0)
+    return parent_recv(s->sync_fd, SYNC_USERNS, err);
+
+  /* The child may have failed first: then its reason is the one to give. */
+  int r = parent_recv(s->sync_fd, SYNC_USERNS, err);
+  if (r >= 0) {
+    *err = send_err;
+    r = -1;
   }
+  return r;
+}
+
+/* The child's user namespace mapped onto the sandbox's host ids, the child
+ * let go, and its exec of the agent seen. */
+static int map_and_release(struct hutch_spawn *s, struct hutch_err *err) {
+  uid_t base = s->rootfs.uid_base;
+  if (write_map(s->pid, "uid_map", base, err) < 0)
+    return -1;
+  if (write_map(s->pid, "gid_map", base, err) < 0)
+    return -1;
+
+  char go = SYNC_GO;
+  if (send(s->sync_fd, &go, 1, MSG_NOSIGNAL) != 1)
+    return hutch_err_set(err, errno, "sandbox setup");
+
+  /* The sync socket is close-on-exec: end of stream means the agent runs. */
+  if (parent_recv(s->sync_fd, 0, err) != 0)
+    return -1;
+  return 0;
+}
+
+int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *err) {
+  int r = send_netns_await_userns(s, netns_fd, err);
   if (r == 0)
     r = hutch_err_set(err, 0, "sandbox setup: child exited");
-  if (r > 0 && (write_map(s->pid, "uid_map", base, err) < 0 || write_map(s->pid, "gid_map", base, err) < 0))
-    r = -1;
-  char go = SYNC_GO;
-  if (r > 0 && send(s->sync_fd, &go, 1, MSG_NOSIGNAL) != 1)
-    r = hutch_err_set(err, errno, "sandbox setup");
-  /* The sync socket is close-on-exec: end of stream means the agent runs. */
   if (r > 0)
-    r = parent_recv(s->sync_fd, 0, err) == 0 ? 0 : -1;
+    r = map_and_release(s, err);
+
   if (r < 0) {
     hutch_spawn_abort(s);
     return -1;
@@ -506,11 +614,30 @@ int hutch_spawn_finish(struct hutch_spawn *s, int netns_fd, struct hutch_err *er
   return 0;
 }
 
-int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
-                       struct hutch_err *err) {
+/* pid's user namespace given its id maps (from_uid and from_gid onto
+ * count ids from to), and opened: its fd, or -1 with errno set. */
+static int map_userns(pid_t pid, uid_t from_uid, gid_t from_gid, uid_t to, unsigned count) {
+  char path[64], map[64];
+  const char *files[] = {"uid_map", "gid_map"};
+  unsigned from[] = {from_uid, from_gid};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+    snprintf(map, sizeof map, "%u %u %u\n", from[i], (unsigned)to, count);
+    _cleanup_close_ int m = open(path, O_WRONLY | O_CLOEXEC);
+    if (m < 0 || write_all(m, map, strlen(map)) < 0)
+      return -1;
+  }
+
+  snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+  return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int hutch_spawn_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
+                             struct hutch_err *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
     return hutch_err_set(err, errno, "pipe");
+
   int pidfd = -1;
   pid_t pid = clone3_pidfd(CLONE_NEWUSER, -1, &pidfd);
   if (pid == 0) {
@@ -523,25 +650,14 @@ int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
     (void)!read(p[0], &c, 1);
     _exit(0);
   }
+
   close(p[0]);
   if (pid < 0) {
     close(p[1]);
     return hutch_err_set(err, errno, "clone for idmap");
   }
-  char path[64], map[64];
-  int fd = -1, ok = 1;
-  const char *files[] = {"uid_map", "gid_map"};
-  unsigned from[] = {from_uid, from_gid};
-  for (int i = 0; i < 2 && ok; i++) {
-    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
-    snprintf(map, sizeof map, "%u %u %u\n", from[i], (unsigned)to, count);
-    _cleanup_close_ int m = open(path, O_WRONLY | O_CLOEXEC);
-    ok = m >= 0 && write_all(m, map, strlen(map)) == 0;
-  }
-  if (ok) {
-    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-  }
+
+  int fd = map_userns(pid, from_uid, from_gid, to, count);
   int e = errno;
   close(p[1]);
   waitpid(pid, NULL, 0);

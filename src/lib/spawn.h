@@ -35,7 +35,7 @@ pid_t hutch_spawn_clone(struct hutch_spawn *s, int sync, uint64_t flags, int *pi
 
 /* A user namespace mapping count host uids/gids from from_uid/from_gid to
  * to (both), for id-mapped mounts. */
-int hutch_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
-                       struct hutch_err *err);
+int hutch_spawn_idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to, unsigned count,
+                             struct hutch_err *err);
 
 #endif

@@ -114,12 +114,14 @@ static size_t pack_cfg(struct blob *b, const struct hutch_sandbox_config *c) {
     __typeof__(c->field) v_ = (__typeof__(c->field))(value);                                       \
     AT(b, at, struct hutch_sandbox_config)->field = v_;                                            \
   } while (0)
+
   SET(state_dir, put_str(b, c->state_dir));
   SET(gvisor, c->gvisor ? off(put(b, c->gvisor, sizeof *c->gvisor)) : NULL);
   SET(rootfs, put_str(b, c->rootfs));
   SET(agent, put_str(b, c->agent));
   SET(binds, put_binds(b, c->binds, c->nbinds));
   SET(views, put_binds(b, c->views, c->nviews));
+
   if (c->layers) {
     size_t l = put(b, c->layers, c->nlayers * sizeof *c->layers);
     for (size_t i = 0; i < c->nlayers; i++) {
@@ -128,6 +130,7 @@ static size_t pack_cfg(struct blob *b, const struct hutch_sandbox_config *c) {
     }
     SET(layers, off(l));
   }
+
   if (c->volumes) {
     size_t v = put(b, c->volumes, c->nvolumes * sizeof *c->volumes);
     for (size_t i = 0; i < c->nvolumes; i++) {
@@ -137,6 +140,7 @@ static size_t pack_cfg(struct blob *b, const struct hutch_sandbox_config *c) {
     }
     SET(volumes, off(v));
   }
+
   SET(listen_dir, put_str(b, c->listen_dir));
   SET(spawner, NULL);
   SET(cg_root, NULL);
@@ -186,6 +190,7 @@ static struct hutch_spawn *unpack(char *base, size_t len) {
   struct hutch_spawn *s = (struct hutch_spawn *)(base + 16);
   if (len < 16 + sizeof *s)
     return NULL;
+
   struct hutch_rootfs *r = &s->rootfs;
   REL(r->cfg);
   REL(r->template_dir);
@@ -195,6 +200,7 @@ static struct hutch_spawn *unpack(char *base, size_t len) {
   REL(r->layer_fds);
   REL(s->cg);
   REL(s->agent_cg);
+
   struct hutch_sandbox_config *c = (struct hutch_sandbox_config *)r->cfg;
   REL(c->state_dir);
   REL(c->gvisor);
@@ -203,7 +209,9 @@ static struct hutch_spawn *unpack(char *base, size_t len) {
   REL(c->listen_dir);
   REL(c->binds);
   REL(c->views);
-  if (!rel_binds(base, len, c->binds, c->nbinds) || !rel_binds(base, len, c->views, c->nviews))
+  if (!rel_binds(base, len, c->binds, c->nbinds))
+    return NULL;
+  if (!rel_binds(base, len, c->views, c->nviews))
     return NULL;
   REL(c->layers);
   for (size_t i = 0; c->layers && i < c->nlayers; i++)
@@ -242,8 +250,9 @@ static int keep_fds(const struct hutch_spawn *s, int sync, int *fds) {
   return n;
 }
 
-static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blob *b,
-                   struct hutch_spawn *s, struct hutch_err *err) {
+/* The request sent, with its descriptors: 0, or 1 when it could not be
+ * (nothing was cloned). */
+static int send_request(struct hutch_spawner *sp, struct spawner_req *req, struct blob *b) {
   union {
     struct cmsghdr h;
     char buf[CMSG_SPACE(SPAWNER_MAX_FDS * sizeof(int))];
@@ -264,10 +273,21 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
       sp->gone = true;
     return 1;
   }
+  return 0;
+}
+
+/* The spawner's answer: 0 with s->pid and s->pidfd set, 1 when nothing
+ * was cloned, -1 with err set. */
+static int recv_answer(struct hutch_spawner *sp, struct hutch_spawn *s, struct hutch_err *err) {
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u = {0};
   struct spawner_ans ans;
   struct iovec ai = {&ans, sizeof ans};
   struct msghdr am = {.msg_iov = &ai, .msg_iovlen = 1, .msg_control = u.buf,
                       .msg_controllen = CMSG_SPACE(sizeof(int))};
+
   ssize_t n;
   while ((n = recvmsg(sp->sock, &am, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
     ;
@@ -279,7 +299,8 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
     return 1; /* nothing was cloned: this create clones directly */
   if (ans.errnum)
     return hutch_err_set(err, ans.errnum, "clone sandbox");
-  h = CMSG_FIRSTHDR(&am);
+
+  struct cmsghdr *h = CMSG_FIRSTHDR(&am);
   if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(sizeof(int))) {
     /* It runs (our child: CLONE_PARENT), but with no pidfd nothing would
      * wait for it: end it here rather than leave it to the server's exit. */
@@ -294,11 +315,20 @@ static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blo
   return 0;
 }
 
+static int request(struct hutch_spawner *sp, struct spawner_req *req, struct blob *b,
+                   struct hutch_spawn *s, struct hutch_err *err) {
+  int r = send_request(sp, req, b);
+  if (r != 0)
+    return r;
+  return recv_answer(sp, s, err);
+}
+
 int hutch_spawner_clone(struct hutch_spawner *sp, struct hutch_spawn *s, int sync,
                         struct hutch_err *err) {
   struct spawner_req req = {.sync = sync};
   if ((req.nfd = keep_fds(s, sync, req.fdnum)) < 0)
     return 1;
+
   struct blob b = {0};
   pack(&b, s);
   int r = 1;
@@ -353,26 +383,34 @@ static void close_got(const struct spawner_req *req, int *got, int ngot, bool pl
   }
 }
 
-static int serve_one(int *sock, struct spawner_req *req, char *buf, size_t len, int *got,
-                     int ngot) {
-  struct hutch_spawn *s = NULL;
-  /* -1: nothing was cloned (a request it could not take, descriptors it
-   * could not place): the server clones this one itself. */
-  int e = -1, base_nice = getpriority(PRIO_PROCESS, 0), pidfd = -1;
-  pid_t pid = -1;
-  bool placed = false;
-  if (ngot == req->nfd && req->len == len && (s = unpack(buf, len)) &&
-      place_fds(sock, req, got, &placed) == 0) {
-    /* Its clones start at the creating thread's priority (a pool refill's
-     * is lower), as cloned there. */
-    if (req->nice != base_nice)
-      setpriority(PRIO_PROCESS, 0, req->nice);
-    pid = hutch_spawn_clone(s, req->sync, CLONE_PARENT, &pidfd);
-    e = pid < 0 ? errno : 0;
-    if (req->nice != base_nice)
-      setpriority(PRIO_PROCESS, 0, base_nice);
-  }
-  close_got(req, got, ngot, placed);
+/* The clone a request asks for: 0 with *pid running and *pidfd its pidfd,
+ * an errno value when the clone failed, or -1 when nothing was cloned (a
+ * request it could not take, descriptors it could not place): the server
+ * clones this one itself. */
+static int clone_requested(int *sock, const struct spawner_req *req, char *buf, size_t len,
+                           int *got, int ngot, bool *placed, pid_t *pid, int *pidfd) {
+  if (ngot != req->nfd || req->len != len)
+    return -1;
+  struct hutch_spawn *s = unpack(buf, len);
+  if (!s)
+    return -1;
+  if (place_fds(sock, req, got, placed) < 0)
+    return -1;
+
+  /* Its clones start at the creating thread's priority (a pool refill's
+   * is lower), as cloned there. */
+  int base_nice = getpriority(PRIO_PROCESS, 0);
+  if (req->nice != base_nice)
+    setpriority(PRIO_PROCESS, 0, req->nice);
+  *pid = hutch_spawn_clone(s, req->sync, CLONE_PARENT, pidfd);
+  int e = *pid < 0 ? errno : 0;
+  if (req->nice != base_nice)
+    setpriority(PRIO_PROCESS, 0, base_nice);
+  return e;
+}
+
+/* The answer to a request: {e, pid}, and pid's pidfd when there is one. */
+static int answer(int sock, int e, pid_t pid, int pidfd) {
   struct spawner_ans ans = {e, pid};
   union {
     struct cmsghdr h;
@@ -389,7 +427,18 @@ static int serve_one(int *sock, struct spawner_req *req, char *buf, size_t len, 
     h->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(h), &pidfd, sizeof(int));
   }
-  int r = sendmsg(*sock, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+  return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static int serve_one(int *sock, struct spawner_req *req, char *buf, size_t len, int *got,
+                     int ngot) {
+  int pidfd = -1;
+  pid_t pid = -1;
+  bool placed = false;
+  int e = clone_requested(sock, req, buf, len, got, ngot, &placed, &pid, &pidfd);
+  close_got(req, got, ngot, placed);
+
+  int r = answer(*sock, e, pid, pidfd);
   if (pidfd >= 0)
     close(pidfd);
   return r;
@@ -399,8 +448,12 @@ static void __attribute__((noreturn)) spawner_main(int sock, pid_t server) {
   int keep[4] = {0, 1, 2, sock};
   hutch_close_others(keep, 4);
   prctl(PR_SET_NAME, "hutch-spawner", 0, 0, 0);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != server)
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
     _exit(0);
+  /* The server may have ended before the prctl: nothing would end us. */
+  if (getppid() != server)
+    _exit(0);
+
   /* The buffer the offsets are made against: aligned as packed. */
   char *blob = xmalloc(SPAWNER_MAX_BLOB);
   for (;;) {
@@ -417,12 +470,14 @@ static void __attribute__((noreturn)) spawner_main(int sock, pid_t server) {
       _exit(0);
     if (n < 0)
       continue;
+
     int got[SPAWNER_MAX_FDS], ngot = 0;
     struct cmsghdr *h = CMSG_FIRSTHDR(&m);
     if (h && h->cmsg_type == SCM_RIGHTS) {
       ngot = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
       memcpy(got, CMSG_DATA(h), ngot * sizeof(int));
     }
+
     size_t len = 0;
     if ((size_t)n < sizeof req || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
       req.nfd = -1;
@@ -430,6 +485,7 @@ static void __attribute__((noreturn)) spawner_main(int sock, pid_t server) {
       len = (size_t)n - sizeof req;
     if (req.nfd < 0 || req.nfd > SPAWNER_MAX_FDS)
       req.nfd = 0;
+
     if (serve_one(&sock, &req, blob, len, got, ngot) < 0)
       _exit(0);
   }
@@ -441,6 +497,7 @@ struct hutch_spawner *hutch_spawner_start(struct hutch_err *err) {
     hutch_err_set(err, errno, "socketpair");
     return NULL;
   }
+
   pid_t server = getpid();
   /* The system call, not glibc's fork (spawn.c's set_ids): no handler of
    * the caller's runs in the spawner. */
@@ -455,6 +512,7 @@ struct hutch_spawner *hutch_spawner_start(struct hutch_err *err) {
     hutch_err_set(err, errno, "fork the spawner");
     return NULL;
   }
+
   struct hutch_spawner *sp = xcalloc(1, sizeof *sp);
   pthread_mutex_init(&sp->lock, NULL);
   sp->sock = sv[0];

@@ -1,4 +1,7 @@
-#include "template.h"
+/* The root of the `host` template (hostroot.h): the skeleton under
+ * STATE/templates, written once and renamed into place, and the lists of
+ * host directories that rootfs.c shows in it read-only. */
+#include "hostroot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,15 +15,16 @@
 
 #include "cleanup.h"
 #include "layout.h"
+#include "mkdir.h"
 #include "util.h"
 
 /* Bump when the skeleton's content changes: a new name is built beside the
  * old one instead of reusing it. */
 #define HOST_TEMPLATE "host-2"
 
-const char *const hutch_host_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+const char *const hutch_hostroot_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
                                        NULL};
-const char *const hutch_host_etc[] = {"etc/alternatives", "etc/ssl", NULL};
+const char *const hutch_hostroot_etc[] = {"etc/alternatives", "etc/ssl", NULL};
 
 static const struct skel_file {
   const char *path, *content;
@@ -67,7 +71,7 @@ static int skel_write(int dirfd, const char *path, const char *content, struct h
 /* Top-level host directories: a merged-/usr link is copied as a link; a real
  * directory becomes a mount point for a read-only view (rootfs.c). */
 static int skel_host_dirs(int dirfd, struct hutch_err *err) {
-  for (const char *const *d = hutch_host_dirs; *d; d++) {
+  for (const char *const *d = hutch_hostroot_dirs; *d; d++) {
     char host[64], target[PATH_MAX];
     struct stat st;
     snprintf(host, sizeof host, "/%s", *d);
@@ -84,7 +88,8 @@ static int skel_host_dirs(int dirfd, struct hutch_err *err) {
       return hutch_err_set(err, errno, "template: mkdir %s", *d);
     }
   }
-  for (const char *const *e = hutch_host_etc; *e; e++) {
+
+  for (const char *const *e = hutch_hostroot_etc; *e; e++) {
     char host[64];
     struct stat st;
     snprintf(host, sizeof host, "/%s", *e);
@@ -97,10 +102,14 @@ static int skel_host_dirs(int dirfd, struct hutch_err *err) {
 }
 
 static int skel_build(int dirfd, struct hutch_err *err) {
-  for (size_t i = 0; i < ARRAY_SIZE(skel_dirs); i++)
-    if (mkdirat(dirfd, skel_dirs[i].path, skel_dirs[i].mode) < 0 ||
-        fchmodat(dirfd, skel_dirs[i].path, skel_dirs[i].mode, 0) < 0)
-      return hutch_err_set(err, errno, "template: mkdir %s", skel_dirs[i].path);
+  for (size_t i = 0; i < ARRAY_SIZE(skel_dirs); i++) {
+    const struct skel_dir *d = &skel_dirs[i];
+    if (mkdirat(dirfd, d->path, d->mode) < 0)
+      return hutch_err_set(err, errno, "template: mkdir %s", d->path);
+    /* The umask takes bits off mkdirat's mode (/tmp's 01777 its write bits). */
+    if (fchmodat(dirfd, d->path, d->mode, 0) < 0)
+      return hutch_err_set(err, errno, "template: mkdir %s", d->path);
+  }
   for (size_t i = 0; i < ARRAY_SIZE(skel_files); i++)
     if (skel_write(dirfd, skel_files[i].path, skel_files[i].content, err) < 0)
       return -1;
@@ -120,57 +129,46 @@ static void remove_tree(const char *path) {
   nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-static int mkdir_p(const char *path, mode_t mode, struct hutch_err *err) {
-  _cleanup_free_ char *p = xstrdup(path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, mode) < 0 && errno != EEXIST)
-      return hutch_err_set(err, errno, "mkdir %s", p);
-    *s = '/';
-  }
-  if (mkdir(p, mode) < 0 && errno != EEXIST)
-    return hutch_err_set(err, errno, "mkdir %s", p);
-  return 0;
+/* The skeleton, written into the directory dir. */
+static int skel_build_in(const char *dir, struct hutch_err *err) {
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return hutch_err_set(err, errno, "template: open %s", dir);
+  return skel_build(fd, err);
 }
 
-char *hutch_template_host(const char *state_dir, struct hutch_err *err) {
+char *hutch_hostroot_skeleton(const char *state_dir, struct hutch_err *err) {
   _cleanup_free_ char *dir = xasprintf("%s/templates", state_dir);
-  char *path = xasprintf("%s/" HOST_TEMPLATE, dir);
+  _cleanup_free_ char *path = xasprintf("%s/" HOST_TEMPLATE, dir);
   struct stat st;
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    return path;
+    return steal_pointer(&path);
+
   if (mkdir_p(dir, 0755, err) < 0) {
-    free(path);
     hutch_err_wrap(err, "state directory");
     return NULL;
   }
+
   /* Build beside, then rename into place: a half-built template is never
    * visible, and of two concurrent builders one wins and one discards. */
   _cleanup_free_ char *tmp = xasprintf("%s/.build-XXXXXX", dir);
   if (!mkdtemp(tmp)) {
-    free(path);
     hutch_err_set(err, errno, "template: mkdtemp in %s", dir);
     return NULL;
   }
   chmod(tmp, 0755);
-  _cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || skel_build(fd, err) < 0) {
-    if (fd < 0)
-      hutch_err_set(err, errno, "template: open %s", tmp);
+  if (skel_build_in(tmp, err) < 0) {
     remove_tree(tmp);
-    free(path);
     return NULL;
   }
+
   if (rename(tmp, path) < 0) {
     int e = errno;
     remove_tree(tmp);
     if (e != EEXIST && e != ENOTEMPTY) {
       hutch_err_set(err, e, "template: rename to %s", path);
-      free(path);
       return NULL;
     }
   }
-  return path;
+  return steal_pointer(&path);
 }

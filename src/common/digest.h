@@ -1,0 +1,22 @@
+/* SHA-256 digests written as 64 lowercase hex digits. It needs OpenSSL's
+ * libcrypto, so only the programs that link it build digest.c (hutch serve
+ * and hutch-template: meson.build), never the static agent. */
+#ifndef HUTCH_DIGEST_H
+#define HUTCH_DIGEST_H
+
+#include <openssl/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The 32 bytes of a SHA-256 sum as hex, NUL-terminated. */
+void digest_hex(const unsigned char sum[32], char hex[65]);
+
+/* The SHA-256 of data[0..n) as hex. False when OpenSSL fails, hex then
+ * empty. */
+bool digest_sha256_hex(const void *data, size_t n, char hex[65]);
+
+/* Finish md, a SHA-256 context fed by the caller, and write its sum as
+ * hex. False when OpenSSL fails, hex then empty. md is not freed. */
+bool digest_sha256_final_hex(EVP_MD_CTX *md, char hex[65]);
+
+#endif
