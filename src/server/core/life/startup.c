@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/egress/egress_tls.h"
 #include "core/run/exec.h"
 #include "core/run/procs.h"
 #include "core/life/sandboxes.h"
