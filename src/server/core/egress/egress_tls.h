@@ -23,7 +23,7 @@
 
 #define EGRESS_TLS_THREADS 64 /* intercepted connections at once, server-wide */
 /* A tenant's at once, all its sandboxes together: one tenant's sandboxes
- * (16 each, egress.c) cannot take every thread the server has. */
+ * (16 each, egress_conn.c) cannot take every thread the server has. */
 #define EGRESS_TLS_TENANT (EGRESS_TLS_THREADS / 2)
 
 struct server;

@@ -475,9 +475,11 @@ void contexts_info(const struct context *cx, struct context_info *out) {
 static int env_check(json_t *env, struct hutch_err *err) {
   const char *k;
   json_t *v;
-  json_object_foreach(env, k, v) if (strchr(k, '='))
-    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                          "env: '%s' is not a usable variable", k);
+  json_object_foreach(env, k, v) {
+    if (strchr(k, '='))
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                            "env: '%s' is not a usable variable", k);
+  }
   return 0;
 }
 

@@ -185,7 +185,7 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
   if (getsockname(srv->http.listen_fd, (struct sockaddr *)&ss, &len) == 0) {
     srv->cfg.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
-    srv->listen_addr = ss; /* the egress floor keeps sandboxes off it (egress.c) */
+    srv->listen_addr = ss; /* The egress floor keeps sandboxes off it (egress_conn.c). */
   }
   return 0;
 }
