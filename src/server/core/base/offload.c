@@ -25,11 +25,12 @@ static void work(uv_work_t *w) {
 static void start(struct server *srv, struct offload *o);
 
 static void after(uv_work_t *w, int status) {
-  (void)status; /* never cancelled: uv_cancel is not used */
+  (void)status; /* The job is never cancelled: uv_cancel is not used. */
   struct offload *o = w->data;
   struct server *srv = o->srv;
   struct offload_queue *q = &srv->offload[o->lane];
   q->running--;
+
   struct offload *next = q->head ? q->head : q->bg_head;
   if (next == q->head && next) {
     q->turn = next->turn;
@@ -45,6 +46,7 @@ static void after(uv_work_t *w, int status) {
     q->waiting--;
     start(srv, next);
   }
+
   o->done(o);
 }
 
@@ -80,10 +82,12 @@ static void enqueue(struct server *srv, enum offload_lane lane, bool background,
   o->done = done;
   o->owner = owner;
   o->next = NULL;
+
   if (q->running < q->max) {
     start(srv, o);
     return;
   }
+
   q->waiting++;
   if (background) {
     if (q->bg_tail)
@@ -93,6 +97,7 @@ static void enqueue(struct server *srv, enum offload_lane lane, bool background,
     q->bg_tail = o;
     return;
   }
+
   o->turn = turn_of(q, owner);
   struct offload **at = &q->head;
   while (*at && (*at)->turn <= o->turn)
@@ -141,21 +146,30 @@ struct removal {
 
 static void removal_run(struct offload *o) {
   struct removal *rm = OFFLOAD_JOB(o, struct removal);
-  if (rm->tree)
+  if (rm->tree) {
     rm->r = hutch_layer_remove(rm->path, &rm->err);
-  else if ((rm->r = unlink(rm->path) < 0 && errno != ENOENT ? -1 : 0) < 0)
+    return;
+  }
+
+  /* An image already gone is removed. */
+  rm->r = 0;
+  if (unlink(rm->path) < 0 && errno != ENOENT) {
+    rm->r = -1;
     hutch_err_set(&rm->err, errno, "%s", rm->path);
+  }
 }
 
 static void removal_done(struct offload *o) {
   struct removal *rm = OFFLOAD_JOB(o, struct removal);
   struct hutch_err err = {0};
+
   if (rm->r < 0 && rm->done)
     hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal", "%s", rm->err.msg);
   else if (rm->r < 0)
     fprintf(stderr, "hutch serve: %s\n", rm->err.msg);
   if (rm->done)
     rm->done(rm->r < 0 ? &err : NULL, rm->arg);
+
   free(rm->path);
   free(rm);
 }

@@ -13,7 +13,7 @@
  *    included, since none of them execs at once. Each closes every fd
  *    but its own as its first act (hutch_close_others), so no create
  *    ever waits on an end of stream another's helper holds, and what runs
- *    in them before the exec allocates nothing (sbx.c says why that
+ *    in them before the exec allocates nothing (sbx_make.c says why that
  *    matters on a thread). Pool refills (offload_background) run in the
  *    same lane, behind every waiting create.
  *  - OFFLOAD_OTHER: teardowns, volumes, removals, the audit log, store

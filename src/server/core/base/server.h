@@ -55,7 +55,7 @@ struct serve_config {
   char **pool_specs; /* --pool arguments, NULL-terminated */
   unsigned create_lanes;       /* --create-lanes: sandboxes made at once (offload.h) */
   uint64_t max_create_wait_ms; /* --max-create-wait-ms: admission of creates (sandboxes.c) */
-  char *kernels_dir;  /* --kernels-dir; NULL: looked for (server.c) */
+  char *kernels_dir;  /* --kernels-dir; NULL: looked for (server_open.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
@@ -124,7 +124,7 @@ struct server {
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
   unsigned reaper_ticks;
-  bool collecting; /* hutch_gc_host under way, off the loop (sbx.c) */
+  bool collecting; /* hutch_gc_host under way, off the loop (sbx_reaper.c) */
   struct serve_config cfg;
   struct store *store;
   struct hutch_images images; /* the template store, STATE/images */
@@ -141,7 +141,7 @@ struct server {
   struct hutch_gvisor gvisor;
   bool has_gvisor;
   char gvisor_why[256];
-  unsigned lookups; /* egress proxies' name lookups under way (egress.c) */
+  unsigned lookups; /* egress proxies' name lookups under way (egress_conn.c) */
   struct egress_tls *egress_tls; /* secrets over HTTPS (egress_tls.h) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;
@@ -163,7 +163,7 @@ struct server {
   /* The template store's collection of unused layers, off the loop
    * (tplcache.c): running, and asked again meanwhile. */
   bool store_collecting, store_collect_again;
-  unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx.c) */
+  unsigned trim_mark; /* nsandboxes at the reaper's last look (sbx_reaper.c) */
   struct pool *pools;
   uv_timer_t refill;
   uint64_t refill_due; /* loop time by which a deferred refill runs */
@@ -172,16 +172,16 @@ struct server {
   unsigned captures; /* snapshot copies under way */
   /* Blocking work off the loop (offload.c): running, and waiting in order. */
   struct offload_queue offload[OFFLOAD_LANES];
-  uint64_t create_ns; /* a create's time on its lane, averaged (sbx.c); 0: none yet */
+  uint64_t create_ns; /* a create's time on its lane, averaged (sbx_make.c); 0: none yet */
   unsigned refilling; /* pools' sandboxes being made (pool.c) */
-  uv_timer_t checkpoint; /* the store's, off the loop (server.c) */
+  uv_timer_t checkpoint; /* the store's, off the loop (server_open.c) */
   bool checkpointing;
-  uint64_t truncate_after; /* uv_now: no WAL truncation before (server.c); 0: never put off */
+  uint64_t truncate_after; /* uv_now: no WAL truncation before (server_open.c); 0: never put off */
   struct creating *creating; /* sandboxes being made (life/sandboxes.c) */
   /* The volume mounts of those, the same (disk/volumes.c counts their users). */
   struct volume_mounts *creating_mounts;
   struct templates *templates; /* the template store and jobs (core/templates.c) */
-  struct teardown *teardowns; /* sandboxes being torn down (sbx.c) */
+  struct teardown *teardowns; /* sandboxes being torn down (sbx_teardown.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
   struct volworker *volworkers; /* volumes' workers, up or being made (volworker.c) */
   unsigned char volume_key[32]; /* what E2B's volume tokens are a MAC under (volworker.c) */

@@ -65,10 +65,14 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   struct hutch_err e = {0};
   struct tenant_quota q;
   *used = 0;
-  if (store_tenant_get(srv->store, p->tenant, &q, &e) < 0 ||
-      store_volume_each(srv->store, p->tenant, add_volume, used, &e) < 0 ||
-      store_snapshot_each(srv->store, p->tenant, add_snapshot, used, &e) < 0)
+  int rc = store_tenant_get(srv->store, p->tenant, &q, &e);
+  if (rc >= 0)
+    rc = store_volume_each(srv->store, p->tenant, add_volume, used, &e);
+  if (rc >= 0)
+    rc = store_snapshot_each(srv->store, p->tenant, add_snapshot, used, &e);
+  if (rc < 0)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
+
   uint64_t mine = 0;
   *used += volumes_pending_bytes(srv, p->tenant) + tplstore_tenant_bytes(srv, p->tenant, &mine);
   /* Read after: counting what the tenant let go of may end its tally. */
@@ -76,6 +80,7 @@ static int tenant_use(struct server *srv, const struct principal *p, const struc
   *used += t ? t->disk_reserved + t->disk_capped : 0;
   if (cache)
     *cache = mine;
+
   *quota = srv->cfg.tenant_disk_mb ? srv->cfg.tenant_disk_mb << 20 : r->size / 4;
   if (q.max_disk_mb >= 0)
     *quota = (uint64_t)q.max_disk_mb << 20;
@@ -97,8 +102,11 @@ uint64_t diskroom_quota_left(struct server *srv, const struct principal *p) {
   struct hutch_err err = {0};
   struct fs_room r;
   uint64_t quota, used, cache;
-  if (fs_room(srv, &r) < 0 || tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
+  if (fs_room(srv, &r) < 0)
     return 0;
+  if (tenant_use(srv, p, &r, &quota, &used, &cache, &err) < 0)
+    return 0;
+
   /* The build cache makes way for what the tenant asks (diskroom_check), so
    * it is room left too; and no more than the filesystem has beside its
    * reserve and the writes under way. */
@@ -118,12 +126,14 @@ static int room(struct server *srv, const struct principal *p, uint64_t bytes, b
                           strerror(errno));
   if (tenant_use(srv, p, &r, &quota, &used, NULL, err) < 0)
     return -1;
+
   /* The tenant's build cache is the one thing here it did not ask to
    * keep: its least recently used entries make way before a refusal. */
   if (used + bytes > quota && collect) {
     uint64_t freed = tplcache_collect(srv, p->tenant, used + bytes - quota);
     used = used > freed ? used - freed : 0;
   }
+
   if (used + bytes > quota)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "tenant %s may keep at most %llu MiB of volumes, snapshots, "
@@ -131,13 +141,14 @@ static int room(struct server *srv, const struct principal *p, uint64_t bytes, b
                           p->tenant, (unsigned long long)(quota >> 20),
                           (unsigned long long)(used >> 20),
                           (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
+
+  /* The filesystem keeps its reserve beside the writes under way. */
   uint64_t making = volumes_pending_bytes(srv, NULL) + srv->disk_reserved;
   r.avail = r.avail > making ? r.avail - making : 0;
   if (r.avail < bytes || r.avail - bytes < r.reserve)
     return hutch_err_fail(err, HUTCH_ERR_NO_SPACE, "no_space",
-                          "the server's disk has %llu MiB free and keeps %llu "
-                          "MiB of it: no room for "
-                          "%llu MiB more",
+                          "the server's disk has %llu MiB free and keeps %llu MiB of it: no "
+                          "room for %llu MiB more",
                           (unsigned long long)(r.avail >> 20),
                           (unsigned long long)(r.reserve >> 20),
                           (unsigned long long)((bytes + (1 << 20) - 1) >> 20));

@@ -29,12 +29,19 @@ int layers_stack(struct server *srv, json_t *layers, struct layer_stack *st,
   size_t nsnap = json_array_size(layers) - (tmpl ? 1 : 0);
   char **tpaths = NULL;
   size_t tn = 0;
+
+  /* A template's layers come last, pinned before anything is mounted: a
+   * removal meanwhile keeps them. */
   if (tmpl) {
     json_t *rec = hutch_images_get(&srv->images, tmpl, err);
-    int r = rec ? hutch_images_stack(&srv->images, rec, &st->rootfs, &tpaths, &tn, err) : -1;
-    /* Pinned before anything is mounted: a removal meanwhile keeps them. */
-    if (r == 0 && (st->pin = hutch_images_pin(&srv->images, rec, err)) < 0)
-      r = -1;
+    int r = -1;
+    if (rec)
+      r = hutch_images_stack(&srv->images, rec, &st->rootfs, &tpaths, &tn, err);
+    if (r == 0) {
+      st->pin = hutch_images_pin(&srv->images, rec, err);
+      if (st->pin < 0)
+        r = -1;
+    }
     json_decref(rec);
     if (r < 0) {
       hutch_images_stack_free(st->rootfs, tpaths, tn);
@@ -42,6 +49,7 @@ int layers_stack(struct server *srv, json_t *layers, struct layer_stack *st,
       return -1;
     }
   }
+
   st->n = nsnap + tn;
   st->paths = xcalloc(st->n + 1, sizeof *st->paths);
   for (size_t i = 0; i < nsnap; i++)

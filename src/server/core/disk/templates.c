@@ -11,10 +11,6 @@
 #include "core/disk/templates.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <sys/stat.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +29,7 @@
 #include "core/disk/tplcap.h"
 #include "core/disk/tplfiles.h"
 #include "core/disk/tplqueue.h"
+#include "core/disk/tplspec.h"
 #include "core/disk/tpltokens.h"
 #include "core/disk/tplstore.h"
 
@@ -113,16 +110,19 @@ static void job_event(struct template_job *j, json_t *ev, bool last) {
     const char *msg = json_string_value(json_object_get(ev, "message")) ?: "the job failed";
     json_int_t kind = json_integer_value(json_object_get(ev, "kind"));
     const char *code = json_string_value(json_object_get(ev, "code"));
-    hutch_err_fail(&j->err, kind > 0 && kind < HUTCH_ERR_KINDS ? (enum hutch_errkind)kind
-                                                               : HUTCH_ERR_SYSTEM,
-                   NULL, "%s", msg);
+    enum hutch_errkind k = HUTCH_ERR_SYSTEM;
+    if (kind > 0 && kind < HUTCH_ERR_KINDS)
+      k = (enum hutch_errkind)kind;
+    hutch_err_fail(&j->err, k, NULL, "%s", msg);
     if (code_ok(code)) {
       str_copy(j->code, sizeof j->code, code);
       j->err.code = j->code;
     }
   }
+
   if (j->watch && j->watch->event)
     j->watch->event(j, ev, j->watch_arg);
+
   size_t bytes = json_dumpb(ev, NULL, 0, JSON_COMPACT);
   bool room =
       json_array_size(j->log) < TEMPLATE_LOG_MAX && j->log_bytes + bytes <= TEMPLATE_LOG_BYTES;
@@ -145,6 +145,7 @@ static void job_line(struct template_job *j, const char *s, size_t n) {
   }
   if (!json_object_get(ev, "time"))
     json_object_set_new(ev, "time", json_integer((json_int_t)time(NULL) * 1000));
+
   job_event(j, ev, false);
   json_decref(ev);
 }
@@ -168,9 +169,11 @@ static void out_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     return;
   }
+
   for (const char *p = buf->base, *end = buf->base + n; p < end;) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t take = (size_t)((nl ? nl : end) - p);
+
     if (!j->overlong && j->nline + take > TEMPLATE_LINE_MAX) {
       j->overlong = true;
       job_line(j, "(an event line too long was dropped)", 36);
@@ -180,12 +183,14 @@ static void out_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
       memcpy(j->line + j->nline, p, take);
       j->nline += take;
     }
+
     if (nl) {
       if (!j->overlong && j->nline)
         job_line(j, j->line, j->nline);
       j->nline = 0;
       j->overlong = false;
     }
+
     p += take + (nl ? 1 : 0);
   }
 }
@@ -194,12 +199,15 @@ static void handle_closed(uv_handle_t *h) {
   struct template_job *j = h->data;
   if (--j->handles > 0)
     return;
+
   j->spawned = false;
   struct hutch_err err = {0};
   bool ok = j->exit_status == 0 && j->term_signal == 0 && !j->cancelled && !j->timed_out;
   /* The child's own last word (interrupted) is not the reason here. */
   if (j->cancelled || j->timed_out)
     j->err = (struct hutch_err){0};
+
+  /* The next step runs, or the job ends with why. */
   if (ok && ++j->step < j->nsteps && !j->srv->stopping) {
     if (job_spawn(j, &err) == 0)
       return;
@@ -222,6 +230,7 @@ static void handle_closed(uv_handle_t *h) {
   } else if (ok && j->srv->stopping && j->step < j->nsteps) {
     hutch_err_fail(&j->err, HUTCH_ERR_UNAVAILABLE, "stopping", "the server is stopping");
   }
+
   job_ended(j);
 }
 
@@ -230,9 +239,11 @@ static void handle_closed(uv_handle_t *h) {
 static void child_done(struct template_job *j) {
   if (!j->exited || (!j->eof && !j->drained))
     return;
+
   if (j->nline && !j->overlong)
     job_line(j, j->line, j->nline);
   j->nline = 0;
+
   uv_close((uv_handle_t *)&j->proc, handle_closed);
   uv_close((uv_handle_t *)&j->out, handle_closed);
   uv_close((uv_handle_t *)&j->linger, handle_closed);
@@ -292,6 +303,7 @@ static char **job_env(const struct template_job *j) {
   extern char **environ;
   if (j->admin)
     return NULL;
+
   size_t n = 0;
   while (environ[n])
     n++;
@@ -317,6 +329,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   size_t n = 0;
   while (step[n])
     n++;
+
   _cleanup_free_ char *prog = template_program();
   char **argv = xcalloc(n + 13, sizeof *argv);
   size_t a = 0;
@@ -331,6 +344,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
    * loopback, which would reach the host's own services. */
   if (!j->admin)
     argv[a++] = "--public-registries";
+
   /* What the child unpacks stops at the tenant's quota, not after it: an
    * owned job always has its cap (templates_launch), a public one none. */
   char max[24];
@@ -346,6 +360,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   }
   for (size_t i = 0; i < n; i++)
     argv[a++] = step[i];
+
   uv_pipe_init(j->srv->loop, &j->out, 0);
   j->out.data = j;
   uv_stdio_container_t io[3] = {
@@ -353,6 +368,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
       {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&j->out},
       {.flags = UV_IGNORE},
   };
+
   _cleanup_free_ char **env = job_env(j);
   uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv, .env = env,
                             .stdio = io, .stdio_count = 3};
@@ -369,6 +385,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
     fprintf(stderr, "hutch serve: run %s: %s\n", prog, uv_strerror(r));
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "run hutch-template: %s", uv_strerror(r));
   }
+
   uv_timer_init(j->srv->loop, &j->linger);
   j->linger.data = j;
   /* The same timer lingers once the child ended (proc_exit restarts it). */
@@ -377,24 +394,15 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
     uv_timer_start(&j->linger, deadline_due,
                    j->deadline_ns > now ? (j->deadline_ns - now) / 1000000 : 0, 0);
   }
+
   j->handles = 3;
   j->spawned = true;
   j->exited = j->eof = j->drained = false;
   j->exit_status = 0;
   j->term_signal = 0;
+
   uv_read_start((uv_stream_t *)&j->out, out_alloc, out_read);
   return 0;
-}
-
-static void free_steps(struct template_job *j) {
-  for (size_t i = 0; i < j->nsteps; i++) {
-    for (char **a = j->steps[i]; *a; a++)
-      free(*a);
-    free(j->steps[i]);
-  }
-  free(j->steps);
-  j->steps = NULL;
-  j->nsteps = 0;
 }
 
 /* A job kept (on) in its tenant's list or forgotten (off). */
@@ -419,13 +427,6 @@ struct template_job *templates_jobs_of(const struct server *srv, const char *ten
   return t ? t->jobs : NULL;
 }
 
-
-/* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
- * never keep, which its caller still holds (nor the job whose end
- * started keep, tplqueue.h), nor a job whose failed spawn's handles are
- * still closing. Only its tenant's: another tenant's
- * jobs are never pushed out by this one's. Queued jobs are bounded by the
- * queue (TEMPLATE_JOBS_QUEUED). */
 /* j off the server's list and its tenant's: no lookup finds it again. */
 static void job_unlist(struct server *srv, struct template_job *j) {
   struct templates *t = templates_state(srv);
@@ -439,6 +440,12 @@ static void job_unlist(struct server *srv, struct template_job *j) {
   keep_job(srv, j, false);
 }
 
+/* keep's tenant's ended jobs past TEMPLATE_JOBS_KEPT go, oldest first;
+ * never keep, which its caller still holds (nor the job whose end
+ * started keep, tplqueue.h), nor a job whose failed spawn's handles are
+ * still closing. Only its tenant's go: another tenant's jobs are never
+ * pushed out by this one's. Queued jobs are bounded by the queue
+ * (TEMPLATE_JOBS_QUEUED). */
 static void forget_old(struct server *srv, const struct template_job *keep) {
   struct templates *t = templates_state(srv);
   size_t ended = 0;
@@ -465,12 +472,17 @@ static void over_quota(struct template_job *j) {
   struct principal p = {0};
   struct hutch_err ignored = {0};
   str_copy(p.tenant, sizeof p.tenant, j->tenant);
-  if (*j->owner && diskroom_check(j->srv, &p, 0, j->record ? &j->err : &ignored) < 0 && j->record) {
-    tplstore_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
-                     NULL);
-    json_decref(j->record);
-    j->record = NULL;
+
+  if (*j->owner) {
+    struct hutch_err *why = j->record ? &j->err : &ignored;
+    if (diskroom_check(j->srv, &p, 0, why) < 0 && j->record) {
+      tplstore_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")),
+                      NULL, NULL);
+      json_decref(j->record);
+      j->record = NULL;
+    }
   }
+
   tplcache_gc(j->srv);
 }
 
@@ -484,139 +496,44 @@ static const char *err_code(const struct hutch_err *err) {
 static void job_ended(struct template_job *j) {
   if (!j->err.msg[0] && !j->cancelled)
     j->record = hutch_images_find(&j->srv->images, j->owner, j->name, &j->err);
+
   /* The cap's bytes are the template's now, charged as it is kept. */
   diskroom_uncap(j->srv, j->tenant, j->max_bytes);
   j->max_bytes = 0;
   if (j->state == TJOB_BUILDING)
     over_quota(j);
+
   j->state = j->record ? TJOB_READY : TJOB_ERROR;
   j->ended_ms = (int64_t)time(NULL) * 1000;
-  json_t *last = j->record ? json_pack("{s:s,s:O}", "event", "done", "template", j->record)
-                           : json_pack("{s:s,s:s,s:s}", "event", "failed", "code",
-                                       err_code(&j->err), "message", j->err.msg);
+  json_t *last;
+  if (j->record)
+    last = json_pack("{s:s,s:O}", "event", "done", "template", j->record);
+  else
+    last = json_pack("{s:s,s:s,s:s}", "event", "failed", "code", err_code(&j->err), "message",
+                     j->err.msg);
   json_object_set_new(last, "time", json_integer(j->ended_ms));
   job_event(j, last, true);
   json_decref(last);
-  free_steps(j);
+
+  /* What it held goes: its steps, its workdir and its disk. */
+  tplspec_steps_free(j);
   if (j->workdir)
     offload_remove(j->srv, j->workdir, true, NULL, NULL);
   j->workdir = NULL;
   diskroom_release(j->srv, j->tenant, j->held);
   j->held = 0;
+
   const struct template_watch *w = j->watch;
   j->watch = NULL;
   if (w && w->end)
     w->end(j, j->watch_arg);
+
   forget_old(j->srv, j);
   tplqueue_ended(j);
 }
 
-static char **argv_of(const char *first, ...) {
-  char **v = xcalloc(16, sizeof *v);
-  size_t n = 0;
-  va_list ap;
-  va_start(ap, first);
-  for (const char *s = first; s && n < 15; s = va_arg(ap, const char *))
-    v[n++] = xstrdup(s);
-  va_end(ap);
-  return v;
-}
-
-/* The children a spec runs, in order, with their files in workdir. */
-static int spec_steps(struct template_job *j, const struct template_spec *s, const char *workdir,
-                      struct hutch_err *err) {
-  j->steps = xcalloc(3, sizeof *j->steps);
-  if (strcmp(s->kind, "import") == 0) {
-    j->steps[j->nsteps++] = argv_of("import", s->source, "--ref", s->ref, "--name", s->name, NULL);
-  } else if (strcmp(s->kind, "pull") == 0) {
-    j->steps[j->nsteps++] = s->insecure ? argv_of("pull", "--insecure", s->source, "--name",
-                                                  s->name, NULL)
-                                        : argv_of("pull", s->source, "--name", s->name, NULL);
-  } else if (strcmp(s->kind, "build") == 0 && workdir) {
-    _cleanup_free_ char *df = xasprintf("%s/Dockerfile", workdir);
-    _cleanup_free_ char *ctx = xasprintf("%s/context", workdir);
-    _cleanup_close_ int dir = open(workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0 || create_file_at(dir, "Dockerfile", s->dockerfile, 0600, err) < 0 ||
-        mkdirat(dir, "context", 0700) < 0)
-      return err->msg[0] ? -1 : hutch_err_set(err, errno, "%s", workdir);
-    if (s->contexts && s->contexts[0]) {
-      size_t n = 0;
-      while (s->contexts[n])
-        n++;
-      char **v = xcalloc(n + 3, sizeof *v);
-      v[0] = xstrdup("context");
-      for (size_t i = 0; i < n; i++)
-        v[i + 1] = xstrdup(s->contexts[i]);
-      v[n + 1] = xstrdup(ctx);
-      j->steps[j->nsteps++] = v;
-    }
-    /* build -f DF -t NAME[:TAG]... [--no-cache] --ref Dockerfile CONTEXT: the
-     * record says the template came from a Dockerfile, not from the
-     * context's path, which is the host's. */
-    size_t ntags = json_array_size(s->tags);
-    /* build, --ref and -f with theirs, --no-cache, --memory N, the
-     * context and the NULL: 10, and each -t NAME (one when no tags). */
-    char **v = xcalloc(2 * (ntags ? ntags : 1) + 10, sizeof *v);
-    size_t n = 0;
-    v[n++] = xstrdup("build");
-    v[n++] = xstrdup("--ref");
-    v[n++] = xstrdup("Dockerfile");
-    v[n++] = xstrdup("-f");
-    v[n++] = xstrdup(df);
-    for (size_t i = 0; i < (ntags ? ntags : 1); i++) {
-      const char *tag = json_string_value(json_array_get(s->tags, i));
-      v[n++] = xstrdup("-t");
-      v[n++] = tag ? xasprintf("%s:%s", s->name, tag) : xstrdup(s->name);
-    }
-    if (s->no_cache)
-      v[n++] = xstrdup("--no-cache");
-    /* Its RUN sandbox has the memory its tenant is counted for. */
-    j->run_memory_mb = tplqueue_run_memory_mb();
-    v[n++] = xstrdup("--memory");
-    v[n++] = xasprintf("%llu", (unsigned long long)j->run_memory_mb);
-    v[n++] = xstrdup(ctx);
-    j->steps[j->nsteps++] = v;
-  } else {
-    return hutch_err_invalid(err, "no such template job: %s", s->kind);
-  }
-  return 0;
-}
-
-/* Whether an image reference names a registry on loopback by its
- * spelling (what hutch-template's pull takes as one: localhost, 127.x,
- * [::1]; a name that resolves there otherwise is refused by the pull). */
-static bool ref_loopback(const char *ref) {
-  const char *slash = strchr(ref, '/');
-  size_t n = slash ? (size_t)(slash - ref) : 0;
-  char host[256];
-  if (!n || n >= sizeof host)
-    return false;
-  memcpy(host, ref, n);
-  host[n] = '\0';
-  if (host[0] != '[') /* a port after the name */
-    host[strcspn(host, ":")] = '\0';
-  else if (strchr(host, ']'))
-    strchr(host, ']')[1] = '\0';
-  return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 ||
-         strcmp(host, "[::1]") == 0;
-}
-
-static bool spec_ok(const struct template_spec *s, const struct principal *p,
-                    struct hutch_err *err) {
-  if (!hutch_images_name_ok(s->name))
-    return hutch_err_invalid(err, "template name '%s': 1 to %d of a-z, 0-9, '.', '_', '-' and '/'",
-                             s->name, HUTCH_IMAGE_NAME_MAX) == 0;
-  /* A pull from a loopback registry reaches the host's own loopback
-   * services: the operator's (the admin key) only, never a tenant's. */
-  if (s->kind && strcmp(s->kind, "pull") == 0 && ref_loopback(s->source) && !p->admin)
-    return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
-                          "a registry on the server's loopback is the admin key's to pull from") ==
-           0;
-  return true;
-}
-
 static void job_free(struct template_job *j) {
-  free_steps(j);
+  tplspec_steps_free(j);
   free(j->workdir);
   json_decref(j->log);
   json_decref(j->record);
@@ -631,13 +548,14 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
                                        const char *name, json_t *tags, bool public,
                                        struct hutch_err *err) {
   struct template_spec spec = {.name = name};
-  if (!spec_ok(&spec, p, err))
+  if (!tplspec_ok(&spec, p, err))
     return NULL;
   if (public && !p->admin) {
     hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
                    "only the admin key publishes public templates");
     return NULL;
   }
+
   struct templates *t = templates_state(srv);
   struct template_job *j = xcalloc(1, sizeof *j);
   j->srv = srv;
@@ -650,6 +568,7 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
   j->kind = xstrdup("build");
   j->log = json_array();
   j->created_ms = (int64_t)time(NULL) * 1000;
+
   j->next = t->jobs;
   if (t->jobs)
     t->jobs->prev = j;
@@ -662,7 +581,7 @@ struct template_job *templates_prepare(struct server *srv, const struct principa
 static int begin_check(struct template_job *j, const struct principal *p,
                        const struct template_spec *spec, struct hutch_err *err) {
   struct server *srv = j->srv;
-  if (!spec_ok(spec, p, err))
+  if (!tplspec_ok(spec, p, err))
     return -1;
   /* A build's RUN steps run in the ns tier (HUTCH_CAN_BUILD). */
   if (strcmp(spec->kind, "build") == 0 && srv->cfg.isolation_min > HUTCH_ISOLATION_NS)
@@ -705,15 +624,23 @@ int templates_begin(struct template_job *j, const struct principal *p,
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "conflict", "build %s has started already",
                           j->id);
   }
+
   j->workdir = workdir;
   free(j->kind);
   j->kind = xstrdup(spec->kind);
   char why[192] = "";
-  if (begin_check(j, p, spec, err) < 0 || spec_steps(j, spec, workdir, err) < 0 ||
-      tplqueue_admit(j, p, why, sizeof why, err) < 0) {
+
+  /* The job is checked, its steps made, and it is queued or started. */
+  int r = begin_check(j, p, spec, err);
+  if (r >= 0)
+    r = tplspec_steps(j, spec, workdir, err);
+  if (r >= 0)
+    r = tplqueue_admit(j, p, why, sizeof why, err);
+  if (r < 0) {
     templates_fail(j, err);
     return -1;
   }
+
   if (j->state == TJOB_QUEUED) {
     json_t *ev = json_pack("{s:s,s:s,s:I}", "event", "queued", "message", why, "time",
                            (json_int_t)time(NULL) * 1000);
@@ -732,6 +659,7 @@ struct template_job *templates_start(struct server *srv, const struct principal 
       offload_remove(srv, workdir, true, NULL, NULL);
     return NULL;
   }
+
   if (templates_begin(j, p, spec, workdir, err) < 0) {
     /* Never seen by the caller: it goes now, or once the handles of a
      * spawn that failed are closed. */
@@ -758,10 +686,12 @@ json_t *templates_job_json(const struct template_job *j, size_t log_from) {
   json_t *log = json_array();
   for (size_t i = log_from; i < json_array_size(j->log); i++)
     json_array_append(log, json_array_get(j->log, i));
+
   json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:o,s:I}", "id", j->id, "name", j->name, "kind",
                         j->kind, "status", state_names[j->state], "created_at",
                         (json_int_t)j->created_ms, "log", log, "log_dropped",
                         (json_int_t)j->dropped);
+
   if (j->ended_ms)
     json_object_set_new(o, "ended_at", json_integer(j->ended_ms));
   if (j->record)
@@ -791,6 +721,7 @@ void templates_cancel(struct template_job *j) {
     j->cancelled = true;
     templates_fail(j, &err);
   }
+
   if (j->state != TJOB_BUILDING)
     return;
   j->cancelled = true;

@@ -76,8 +76,11 @@ void tplcache_let_go(struct server *srv, const char *tenant, json_t *before) {
   size_t i;
   /* A layer another template still holds (a public FROM's) is not one
    * this removal leaves behind. */
-  json_array_foreach(all, i, v) tplstore_mark_layers(v, after);
+  json_array_foreach(all, i, v) {
+    tplstore_mark_layers(v, after);
+  }
   json_decref(all);
+
   json_object_foreach(before, hex, v) {
     if (json_object_get(after, hex) || !hutch_images_layer_exists(&srv->images, hex))
       continue;
@@ -93,6 +96,7 @@ uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want)
   json_t *held = tplstore_held(srv, tenant, &ignored);
   size_t n;
   struct hutch_cache_entry *v = hutch_images_cache_list(&srv->images, tenant, &n);
+
   /* The newest use of each layer decides: an entry whose layer another,
    * newer entry also names frees nothing by going alone. */
   for (size_t i = 0; i < n && freed < want; i++) {
@@ -110,6 +114,7 @@ uint64_t tplcache_collect(struct server *srv, const char *tenant, uint64_t want)
   }
   free(v);
   json_decref(held);
+
   if (freed)
     tplcache_gc(srv);
   return freed;

@@ -76,24 +76,29 @@ static struct kept *kept_files(struct server *srv, const char *tenant, size_t *n
   struct kept *v = NULL;
   size_t cap = 0;
   *n = 0;
+
   DIR *d = opendir(dir);
   for (struct dirent *e; d && (e = readdir(d));) {
     struct stat st;
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
         strlen(e->d_name) >= sizeof v->name)
       continue;
-    if (*n == cap)
-      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      v = xrealloc(v, cap * sizeof *v);
+    }
     str_copy(v[*n].name, sizeof v[*n].name, e->d_name);
     v[*n].mtime = st.st_mtim.tv_sec;
     v[(*n)++].bytes = (uint64_t)st.st_size;
   }
   if (d)
     closedir(d);
+
   for (size_t i = 1; i < *n; i++)
     for (size_t j = i; j > 0 && v[j].mtime < v[j - 1].mtime; j--) {
       struct kept t = v[j];
-      v[j] = v[j - 1], v[j - 1] = t;
+      v[j] = v[j - 1];
+      v[j - 1] = t;
     }
   return v;
 }
@@ -114,12 +119,16 @@ int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_le
   _cleanup_free_ char *dir = tenant_dir(srv, tenant);
   int64_t recent = (int64_t)time(NULL) - TEMPLATE_FILES_FRESH_S;
   size_t left = n;
+
   for (size_t i = 0; i < n && (quota_left < need || left >= TEMPLATE_FILES_MAX) &&
                      v[i].mtime < recent; i++) {
     _cleanup_free_ char *p = xasprintf("%s/%s", dir, v[i].name);
-    if (unlink(p) == 0)
-      quota_left += v[i].bytes, left--;
+    if (unlink(p) == 0) {
+      quota_left += v[i].bytes;
+      left--;
+    }
   }
+
   /* Their count is bounded too: each quota check lists them, on the loop. */
   if (left >= TEMPLATE_FILES_MAX)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
@@ -200,12 +209,14 @@ int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void
     return hutch_err_fail(err, HUTCH_ERR_TOO_LARGE, "too_large",
                           "an upload may carry at most %llu MiB",
                           (unsigned long long)(u->max >> 20));
+
   u->size += n;
   EVP_DigestUpdate(u->md, data, n);
   u->buf = xmalloc(n ? n : 1);
   memcpy(u->buf, data, n);
   u->written = written;
   u->arg = arg;
+
   u->req.data = u;
   uv_buf_t b = uv_buf_init(u->buf, (unsigned)n);
   int r = uv_fs_write(u->srv->loop, &u->req, u->fd, &b, 1, -1, piece_written);

@@ -143,6 +143,7 @@ static void start_head(struct server *srv, struct tplqueue *q, struct tplq_tenan
   struct template_job *j = e->head;
   struct hutch_err err = {0};
   bool build = j->run_memory_mb > 0;
+
   /* Its tenant's running jobs hold the disk room it needs: it waits for
    * their end, which gives it back. */
   if (tplcap_waits(j)) {
@@ -158,6 +159,7 @@ static void start_head(struct server *srv, struct tplqueue *q, struct tplq_tenan
     templates_fail(j, &err);
     return;
   }
+
   unqueue(e, j);
   e->running++;
   e->builds += build;
@@ -166,6 +168,7 @@ static void start_head(struct server *srv, struct tplqueue *q, struct tplq_tenan
   j->slot = true;
   if (build)
     tally_building(srv, j->tenant, j->run_memory_mb, true);
+
   if (templates_launch(j, &err) < 0)
     templates_fail(j, &err);
 }
@@ -213,11 +216,13 @@ int tplqueue_admit(struct template_job *j, const struct principal *p, char *why,
   struct tplqueue *q = queue_of(srv);
   if (tplqueue_room(srv, p, err) < 0)
     return -1;
+
   struct tplq_tenant *e = entry_get(q, j->tenant);
   if (j->run_memory_mb && !e->builds && run_room(srv, j, err) < 0) {
     entry_put(q, e);
     return -1;
   }
+
   j->state = TJOB_QUEUED;
   j->in_queue = true;
   j->qnext = NULL;
@@ -225,6 +230,7 @@ int tplqueue_admit(struct template_job *j, const struct principal *p, char *why,
   e->tail = &j->qnext;
   e->queued++;
   dispatch(srv);
+
   if (j->state == TJOB_ERROR) {
     *err = j->err;
     return -1;
@@ -240,6 +246,7 @@ void tplqueue_ended(struct template_job *j) {
   struct tplq_tenant *e = *entry_slot(q, j->tenant);
   if (!e)
     return;
+
   if (j->in_queue)
     unqueue(e, j);
   if (j->slot) {
@@ -252,7 +259,9 @@ void tplqueue_ended(struct template_job *j) {
     }
   }
   entry_put(q, e);
-  if (q->dispatching) /* a job that failed as it started: the dispatch goes on */
+
+  /* A job that failed as it started is ended inside a dispatch, which goes on. */
+  if (q->dispatching)
     return;
   q->ending = j;
   dispatch(srv);

@@ -1,6 +1,7 @@
 /* The store's templates as a tenant sees them (templates.h): listed,
  * found, the builds of a name and their tags, and what they take of the
- * tenant's disk quota (with its build cache and uploads). Small JSON records, read and written on the loop. */
+ * tenant's disk quota (with its build cache and uploads). Small JSON
+ * records, read and written on the loop. */
 #include "core/disk/tplstore.h"
 
 #include <stdio.h>

@@ -86,16 +86,22 @@ static int make_fs(const char *image, struct hutch_err *err) {
   pid_t pid = fork();
   if (pid == 0) {
     int null = open("/dev/null", O_RDWR);
-    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0)
+    if (null < 0)
+      _exit(126);
+    if (dup2(null, 0) < 0)
+      _exit(126);
+    if (dup2(null, 1) < 0)
       _exit(126);
     execvp("mkfs.ext4", argv);
     _exit(127);
   }
   if (pid < 0)
     return hutch_err_set(err, errno, "fork for mkfs.ext4");
+
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
     ;
+
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
     return hutch_err_set(err, ENOENT, "mkfs.ext4 is not installed (e2fsprogs)");
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
@@ -125,14 +131,19 @@ struct vol_making {
 static void vol_run(struct offload *o) {
   struct vol_making *vm = OFFLOAD_JOB(o, struct vol_making);
   int fd = open(vm->image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  int r = fd < 0 ? -1 : posix_fallocate(fd, 0, (off_t)(vm->size_mb << 20));
-  if (fd >= 0)
+  if (fd < 0) {
+    vm->r = hutch_err_set(&vm->err, errno, "volume image %s", vm->image);
+  } else {
+    int r = posix_fallocate(fd, 0, (off_t)(vm->size_mb << 20));
     close(fd);
-  if (fd < 0 || r != 0)
-    vm->r = hutch_err_set(&vm->err, fd < 0 ? errno : r, "volume image %s", vm->image);
-  else
-    vm->r = make_fs(vm->image, &vm->err);
-  if (vm->r < 0) /* never half an image */
+    if (r != 0)
+      vm->r = hutch_err_set(&vm->err, r, "volume image %s", vm->image);
+    else
+      vm->r = make_fs(vm->image, &vm->err);
+  }
+
+  /* There is never half an image. */
+  if (vm->r < 0)
     unlink(vm->image);
 }
 
@@ -146,12 +157,16 @@ static void vol_done(struct offload *o) {
       *q = vm->next;
       break;
     }
+
   struct store_volume v = {vm->id, vm->tenant, vm->name, vm->size_mb, wall_ms()};
   int put = -1;
-  if (vm->r == 0 && !srv->stopping && (put = store_volume_put(srv->store, &v, &vm->err)) == 0) {
+  if (vm->r == 0 && !srv->stopping)
+    put = store_volume_put(srv->store, &v, &vm->err);
+  if (put == 0) {
     j = row_json(&v);
   } else {
-    if (vm->r == 0) /* whole, but the server stops, or the store refused it */
+    /* The image is whole, but the server stops, or the store refused it. */
+    if (vm->r == 0)
       offload_remove(srv, xstrdup(vm->image), false, NULL, NULL);
     if (put == 1)
       hutch_err_fail(&err, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", vm->name);
@@ -159,6 +174,7 @@ static void vol_done(struct offload *o) {
       hutch_err_fail(&err, vm->err.errnum == ENOSPC ? HUTCH_ERR_NO_SPACE : HUTCH_ERR_SYSTEM, NULL,
                      "%s", srv->stopping ? "the server is stopping" : vm->err.msg);
   }
+
   vm->done(j, j ? NULL : &err, vm->arg);
   json_decref(j);
   free(vm->image);
@@ -180,6 +196,7 @@ int volumes_create(struct server *srv, const struct principal *p, const char *na
                           "name (1-63 of letters, digits, . _ -; not starting with . or vol_) "
                           "and size_mb (%d to %llu) are required",
                           VOLUME_MIN_MB, VOLUME_MAX_MB);
+
   json_t *existing = volumes_find(srv, p->tenant, name);
   bool making = false;
   for (const struct vol_making *vm = srv->vol_making; vm; vm = vm->next)
@@ -188,13 +205,16 @@ int volumes_create(struct server *srv, const struct principal *p, const char *na
     json_decref(existing);
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "exists", "you have a volume named %s", name);
   }
+
   _cleanup_free_ char *dir = xasprintf("%s/volumes", srv->cfg.state_dir);
   if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", dir, strerror(errno));
+
   /* All of it now: the host's disk must hold every volume full, within
    * the tenant's quota and the filesystem's reserve (diskroom.c). */
   if (diskroom_check(srv, p, size_mb << 20, err) < 0)
     return -1;
+
   struct vol_making *vm = xcalloc(1, sizeof *vm);
   memcpy(vm->id, "vol_", 4);
   random_hex(vm->id + 4, 16);
@@ -204,6 +224,7 @@ int volumes_create(struct server *srv, const struct principal *p, const char *na
   vm->size_mb = size_mb;
   vm->done = done;
   vm->arg = arg;
+
   vm->next = srv->vol_making;
   srv->vol_making = vm;
   offload(srv, OFFLOAD_OTHER, &vm->o, vol_run, vol_done);
@@ -241,12 +262,15 @@ static unsigned users_of(struct server *srv, const char *tenant, const char *id)
   unsigned n = 0;
   for (const struct volume_mounts *m = srv->creating_mounts; m; m = m->next_creating)
     n += mounts(m->used, id);
+
   /* Only its tenant's sandboxes mount it (volumes_find is by tenant). */
   for (struct sbx *sb = tally_sandboxes(srv, tenant); sb; sb = sb->tenant_next) {
     json_t *m;
     size_t i;
-    json_array_foreach(sb->volumes, i, m) n +=
-        strcmp(json_string_value(json_object_get(m, "id")), id) == 0;
+    json_array_foreach(sb->volumes, i, m) {
+      if (strcmp(json_string_value(json_object_get(m, "id")), id) == 0)
+        n++;
+    }
   }
   return n;
 }
@@ -257,6 +281,7 @@ int volumes_delete(struct server *srv, const struct principal *p, const char *id
   json_t *v = volumes_find(srv, p->tenant, id_or_name);
   if (!v)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no volume %s", id_or_name);
+
   const char *id = json_string_value(json_object_get(v, "id"));
   unsigned n = users_of(srv, p->tenant, id);
   int r = 0;
@@ -267,6 +292,7 @@ int volumes_delete(struct server *srv, const struct principal *p, const char *id
     r = hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
   else
     offload_remove(srv, image_of(srv, id), false, done, arg);
+
   json_decref(v);
   return r;
 }
@@ -300,26 +326,31 @@ static int loop_for(const char *image, char dev[32], struct hutch_err *err) {
   _cleanup_close_ int img = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (img < 0 || fstat(img, &st) < 0)
     return hutch_err_set(err, errno, "volume image %s", image);
+
   int fd = loop_attached(&st, dev);
   if (fd >= 0)
     return fd;
+
   _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl < 0)
     return hutch_err_set(err, errno, "/dev/loop-control (the loop module)");
+
   for (int tries = 0; tries < 8; tries++) {
     int n = ioctl(ctl, LOOP_CTL_GET_FREE);
     if (n < 0)
       return hutch_err_set(err, errno, "a free loop device");
+
     snprintf(dev, 32, "/dev/loop%d", n);
     fd = open(dev, O_RDWR | O_CLOEXEC);
     if (fd < 0)
       return hutch_err_set(err, errno, "%s", dev);
+
     struct loop_config cfg = {.fd = (unsigned)img, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
     if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0)
       return fd;
     int e = errno;
     close(fd);
-    if (e != EBUSY) /* taken meanwhile: another */
+    if (e != EBUSY) /* A device taken meanwhile means trying another. */
       return hutch_err_set(err, e, "attach %s to %s", image, dev);
   }
   return hutch_err_set(err, EBUSY, "no free loop device");
@@ -345,6 +376,8 @@ static char *mount_point(json_t *path, char *why, size_t whylen) {
     snprintf(why, whylen, "'%.64s' is relative: an absolute path is needed", s);
     return NULL;
   }
+
+  /* The names between slashes, without "." and empty ones. */
   char *out = xmalloc(len + 1);
   size_t n = 0;
   for (const char *p = s; *p;) {
@@ -365,11 +398,13 @@ static char *mount_point(json_t *path, char *why, size_t whylen) {
     p += k + (p[k] == '/');
   }
   out[n] = '\0';
+
   if (n == 0) {
     snprintf(why, whylen, "a volume cannot be mounted over the root");
     free(out);
     return NULL;
   }
+
   static const char *const kernel[] = {"/proc", "/sys", "/dev", NULL};
   for (const char *const *k = kernel; *k; k++) {
     size_t kl = strlen(*k);
@@ -388,12 +423,14 @@ int volumes_prepare(struct server *srv, const struct principal *p, json_t *mount
   out->used = json_array();
   if (!mounts)
     return 0;
+
   size_t n = json_array_size(mounts);
   if (!json_is_array(mounts) || n > VOLUMES_PER_SANDBOX) {
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                           "volumes: a list of at most %d {name, path, read_only}",
                           VOLUMES_PER_SANDBOX);
   }
+
   out->v = xcalloc(n, sizeof *out->v);
   out->fds = xcalloc(n, sizeof *out->fds);
   out->devs = xcalloc(n, sizeof *out->devs);
@@ -406,6 +443,7 @@ int volumes_prepare(struct server *srv, const struct principal *p, json_t *mount
       return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                             "volumes[%zu]: {name, path, read_only?}", i);
     }
+
     char why[160];
     _cleanup_free_ char *at = mount_point(json_object_get(m, "path"), why, sizeof why);
     if (!at) {
@@ -416,6 +454,8 @@ int volumes_prepare(struct server *srv, const struct principal *p, json_t *mount
     if (!vol) {
       return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s", name);
     }
+
+    /* Its loop device, held open until the sandbox has mounted it. */
     _cleanup_free_ char *image = image_of(srv, json_string_value(json_object_get(vol, "id")));
     struct hutch_err e = {0};
     out->devs[i] = xmalloc(32);
@@ -426,6 +466,7 @@ int volumes_prepare(struct server *srv, const struct principal *p, json_t *mount
     json_decref(vol);
     if (out->fds[i] < 0)
       return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "sandbox_error", "volume %s: %s", name, e.msg);
+
     /* The normalised path, as kept in used (which lives as long as v). */
     path = json_string_value(json_object_get(json_array_get(out->used, i), "path"));
     out->v[i] = (struct hutch_volume){out->devs[i], path, json_is_true(ro)};

@@ -14,7 +14,6 @@
 #include <openssl/x509v3.h>
 
 #include "util.h"
-#include "core/egress/egress_tls.h"
 
 static EVP_PKEY *new_key(void) { return EVP_EC_gen("P-256"); }
 
@@ -38,33 +37,52 @@ static bool add_ext(X509 *c, X509 *issuer, int nid, const char *value) {
 static X509 *new_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ikey, long days,
                       const struct ext *exts) {
   X509 *c = X509_new();
+  if (!c)
+    goto fail;
+
+  /* A random serial number, positive. */
   unsigned char serial[16];
-  if (!c || RAND_bytes(serial, sizeof serial) != 1)
+  if (RAND_bytes(serial, sizeof serial) != 1)
     goto fail;
   serial[0] &= 0x7f;
   BIGNUM *bn = BN_bin2bn(serial, sizeof serial, NULL);
   bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(c));
   BN_free(bn);
-  if (!ok || X509_set_version(c, 2) != 1 || !X509_gmtime_adj(X509_getm_notBefore(c), -3600) ||
-      !X509_gmtime_adj(X509_getm_notAfter(c), days * 86400) || X509_set_pubkey(c, key) != 1)
+  if (!ok)
     goto fail;
+
+  if (X509_set_version(c, 2) != 1)
+    goto fail;
+  if (!X509_gmtime_adj(X509_getm_notBefore(c), -3600))
+    goto fail;
+  if (!X509_gmtime_adj(X509_getm_notAfter(c), days * 86400))
+    goto fail;
+  if (X509_set_pubkey(c, key) != 1)
+    goto fail;
+
   /* A commonName holds 64 bytes at most (a host name may be longer):
    * clients check a leaf's SAN, the CN only names it. */
   X509_NAME *name = X509_get_subject_name(c);
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn,
-                                 (int)(strlen(cn) > 64 ? 64 : strlen(cn)), -1, 0) != 1 ||
-      X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
+  int cn_len = (int)(strlen(cn) > 64 ? 64 : strlen(cn));
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, cn_len,
+                                 -1, 0) != 1)
     goto fail;
+  if (X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
+    goto fail;
+
   X509 *iss = issuer ? issuer : c;
-  if (!add_ext(c, iss, NID_subject_key_identifier, "hash") ||
-      !add_ext(c, iss, NID_authority_key_identifier, "keyid:always"))
+  if (!add_ext(c, iss, NID_subject_key_identifier, "hash"))
+    goto fail;
+  if (!add_ext(c, iss, NID_authority_key_identifier, "keyid:always"))
     goto fail;
   for (const struct ext *x = exts; x->nid; x++)
     if (!add_ext(c, iss, x->nid, x->value))
       goto fail;
+
   if (X509_sign(c, ikey ? ikey : key, EVP_sha256()) <= 0)
     goto fail;
   return c;
+
 fail:
   X509_free(c);
   return NULL;
@@ -79,10 +97,15 @@ struct tls_ca *egress_ca_new(const char *sandbox, struct hutch_err *err) {
   snprintf(cn, sizeof cn, "hutch egress CA (sandbox %s)", sandbox);
   ca->key = new_key();
   ca->leaf_key = new_key();
+  if (!ca->key || !ca->leaf_key)
+    goto fail;
+
   /* Ten years: the CA lives as long as the sandbox (a new one with each
    * sandbox, and with each start of the server). */
-  if (!ca->key || !ca->leaf_key || !(ca->cert = new_cert(cn, ca->key, NULL, NULL, 3650, exts)))
+  ca->cert = new_cert(cn, ca->key, NULL, NULL, 3650, exts);
+  if (!ca->cert)
     goto fail;
+
   BIO *b = BIO_new(BIO_s_mem());
   if (!b || PEM_write_bio_X509(b, ca->cert) != 1) {
     BIO_free(b);
@@ -95,6 +118,7 @@ struct tls_ca *egress_ca_new(const char *sandbox, struct hutch_err *err) {
   ca->pem[n] = '\0';
   BIO_free(b);
   return ca;
+
 fail:
   ERR_clear_error();
   egress_ca_free(ca);

@@ -78,9 +78,16 @@ static void add_base64(struct scrub *s, const char *text, size_t len) {
       out[o++] = b64[v & 63];
   }
   add_needle(s, out, o);
-  for (size_t i = 0; i < o; i++)
-    out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+
+  /* The same in base64url. */
+  for (size_t i = 0; i < o; i++) {
+    if (out[i] == '+')
+      out[i] = '-';
+    else if (out[i] == '/')
+      out[i] = '_';
+  }
   add_needle(s, out, o);
+
   explicit_bzero(out, o);
   free(out);
 }
@@ -278,9 +285,12 @@ static enum scrub_phase write_head(struct scrub *s, char **out, size_t *nout) {
 /* One step of the phase over data: how much of it was taken, and the
  * parser's verdict. */
 static size_t step(struct scrub *s, const char *data, size_t n, enum http_errno *err) {
-  const http_parser_settings *set = s->phase == SCRUB_HEADS  ? &head_settings
-                                    : s->phase == SCRUB_BODY ? &body_settings
-                                                             : &trailer_settings;
+  const http_parser_settings *set = &trailer_settings;
+  if (s->phase == SCRUB_HEADS)
+    set = &head_settings;
+  else if (s->phase == SCRUB_BODY)
+    set = &body_settings;
+
   size_t used = http_parser_execute(&s->parser, set, data, n);
   *err = HTTP_PARSER_ERRNO(&s->parser);
   return used;
@@ -304,12 +314,13 @@ int egress_scrub_feed(struct scrub *s, const char *data, size_t n, char **out, s
     size_t used = step(s, data, n, &err);
     if (err != HPE_OK && err != HPE_PAUSED)
       return head_gone ? -2 : -1;
+
     if (s->phase == SCRUB_BODY)
       append(out, nout, data, used);
     data += used;
     n -= used;
     if (err == HPE_OK)
-      return 0; /* all taken: the step is not over */
+      return 0; /* All was taken, and the step is not over. */
 
     http_parser_pause(&s->parser, 0);
     if (s->phase == SCRUB_HEADS) {
@@ -326,6 +337,7 @@ int egress_scrub_feed(struct scrub *s, const char *data, size_t n, char **out, s
       s->phase = SCRUB_DONE;
     }
   }
+
   if (s->phase != SCRUB_DONE)
     return 0;
   if (n)

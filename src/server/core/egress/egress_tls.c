@@ -8,19 +8,21 @@
  * loop asks (its stop eventfd). The CA's key and each leaf's key stay in
  * the server's memory. The upstream host must prove its name with a
  * certificate the host trusts, or the request is not sent: the secret
- * never goes to a host that merely answers at the address. */
+ * never goes to a host that merely answers at the address.
+ *
+ * This file holds the server's TLS context and what a thread does; the
+ * loop's side of an intercepted connection (making, starting, stopping and
+ * freeing it) is egress_tls_mitm.c's. */
 #include "core/egress/egress_tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@
 #include "util.h"
 #include "core/egress/egress_ca.h"
 #include "core/egress/egress_scrub.h"
+#include "core/egress/egress_tls_mitm.h"
 #include "core/base/server.h"
 #include "http/http.h"
 
@@ -40,52 +43,13 @@
 #define EGRESS_TLS_HEAD_MAX (16u << 10)
 #define EGRESS_TLS_BUF (16u << 10) /* one TLS record each way */
 
-struct egress_tls {
-  SSL_CTX *upstream; /* verifies the hosts connected to */
-  unsigned running;  /* threads (on the loop's count) */
-  /* Whose they are: one slot per tenant with a thread running (at most
-   * one per thread), n 0 when free. */
-  struct mitm_owner {
-    char tenant[SERVE_TENANT_LEN + 1];
-    unsigned n;
-  } owners[EGRESS_TLS_THREADS];
-};
-
-struct egress_mitm {
-  struct server *srv;
-  struct mitm_owner *owner; /* counted there while the thread runs */
-  uv_async_t async;
-  int stop; /* eventfd: the loop asks the thread to end */
-  int fd[2]; /* 0: the sandbox's client, 1: the host */
-  SSL *ssl[2]; /* NULL: that side is in clear (a plain request, both sides) */
-  bool plain;  /* a plain request: in clear both ways, its head given (pre) */
-  char *pre;   /* plain: the request as it goes on, secrets included */
-  size_t npre;
-  struct scrub *scrub; /* the answer's head, until it has gone by (egress_scrub.h) */
-  X509 *leaf, *ca_cert;        /* ca_*: the sandbox's, referenced */
-  EVP_PKEY *leaf_key, *ca_key; /* referenced */
-  SSL_CTX *client_ctx;
-  char host[256];
-  uint16_t port;
-  char *extra; /* the header lines added */
-  uint64_t idle_ms;
-  mitm_done_fn done;
-  void *arg;
-  struct mitm_result res;
-  /* The head, as read. */
-  http_parser parser;
-  char *url;
-  struct http_header *headers;
-  size_t nheaders, head_bytes;
-  bool in_value, head_done;
-};
-
 /* ---- the server's context ---- */
 
 int egress_tls_init(struct server *srv, const char *extra_ca, struct hutch_err *err) {
   SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
   if (!ctx)
     return hutch_err_set(err, 0, "the egress proxy's TLS context");
+
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
   SSL_CTX_set_default_verify_paths(ctx);
@@ -96,6 +60,7 @@ int egress_tls_init(struct server *srv, const char *extra_ca, struct hutch_err *
   }
   static const unsigned char alpn[] = "\x08http/1.1";
   SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1);
+
   srv->egress_tls = xcalloc(1, sizeof *srv->egress_tls);
   srv->egress_tls->upstream = ctx;
   return 0;
@@ -122,6 +87,7 @@ static int wait_for(struct egress_mitm *m, int fd, short ev, int fd2, short ev2,
   do
     n = poll(p, ev2 ? 3 : 2, ms);
   while (n < 0 && errno == EINTR);
+
   if (n < 0 || (p[0].revents & POLLIN))
     return -1;
   return n > 0;
@@ -130,6 +96,16 @@ static int wait_for(struct egress_mitm *m, int fd, short ev, int fd2, short ev2,
 static int left_ms(uint64_t deadline_ns) {
   uint64_t now = now_ns();
   return now >= deadline_ns ? 0 : (int)((deadline_ns - now) / 1000000 + 1);
+}
+
+/* What an SSL call that failed with e waits for: POLLIN, POLLOUT, or 0
+ * when it waits for nothing (it failed, or the peer ended). */
+static short wanted(int e) {
+  if (e == SSL_ERROR_WANT_READ)
+    return POLLIN;
+  if (e == SSL_ERROR_WANT_WRITE)
+    return POLLOUT;
+  return 0;
 }
 
 /* One TLS step of side i that may want to wait (handshake, read, write):
@@ -141,7 +117,7 @@ static int step(struct egress_mitm *m, int i, uint64_t deadline_ns,
     if (r > 0)
       return r;
     int e = SSL_get_error(m->ssl[i], r);
-    short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    short ev = wanted(e);
     if (!ev)
       return e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
     if (wait_for(m, m->fd[i], ev, -1, 0, left_ms(deadline_ns)) <= 0)
@@ -165,13 +141,14 @@ static int side_io(struct egress_mitm *m, int i, bool wr, void *buf, int n, shor
       *ev = wr ? POLLOUT : POLLIN;
     return -1;
   }
+
   int r = wr ? SSL_write(m->ssl[i], buf, n) : SSL_read(m->ssl[i], buf, n);
   if (r > 0)
     return r;
   int e = SSL_get_error(m->ssl[i], r);
   if (e == SSL_ERROR_ZERO_RETURN)
     return 0;
-  *ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+  *ev = wanted(e);
   return -1;
 }
 
@@ -208,6 +185,7 @@ static void fail(struct egress_mitm *m, int status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(m->res.reason, sizeof m->res.reason, fmt, ap);
   va_end(ap);
+
   m->res.status = status;
 }
 
@@ -217,6 +195,7 @@ static void answer(struct egress_mitm *m, uint64_t deadline_ns) {
                         "Content-Length: %zu\r\nConnection: close\r\n\r\nhutch egress: %s\n",
                         m->res.status, http_status_text(m->res.status),
                         strlen(m->res.reason) + 15, m->res.reason);
+
   side_write_all(m, 0, msg, strlen(msg), deadline_ns);
   if (m->ssl[0])
     SSL_shutdown(m->ssl[0]);
@@ -244,14 +223,16 @@ static int on_url(http_parser *p, const char *at, size_t n) {
 
 static int on_field(http_parser *p, const char *at, size_t n) {
   struct egress_mitm *m = mitm_of(p);
-  return count(m, n) < 0 ? -1
-                         : http_header_piece(&m->headers, &m->nheaders, &m->in_value, false, at, n);
+  if (count(m, n) < 0)
+    return -1;
+  return http_header_piece(&m->headers, &m->nheaders, &m->in_value, false, at, n);
 }
 
 static int on_value(http_parser *p, const char *at, size_t n) {
   struct egress_mitm *m = mitm_of(p);
-  return count(m, n) < 0 ? -1
-                         : http_header_piece(&m->headers, &m->nheaders, &m->in_value, true, at, n);
+  if (count(m, n) < 0)
+    return -1;
+  return http_header_piece(&m->headers, &m->nheaders, &m->in_value, true, at, n);
 }
 
 static int on_head_done(http_parser *p) {
@@ -270,10 +251,12 @@ static const http_parser_settings head_settings = {
 
 /* The client's handshake, with a certificate for the host it asked for. */
 static bool client_tls(struct egress_mitm *m, uint64_t deadline_ns) {
-  if (!(m->ssl[0] = SSL_new(m->client_ctx)) || SSL_set_fd(m->ssl[0], m->fd[0]) != 1) {
+  m->ssl[0] = SSL_new(m->client_ctx);
+  if (!m->ssl[0] || SSL_set_fd(m->ssl[0], m->fd[0]) != 1) {
     fail(m, 500, "setting up TLS for the client failed");
     return false;
   }
+
   if (step(m, 0, deadline_ns, do_accept, NULL, 0) <= 0) {
     unsigned long e = ERR_peek_last_error();
     fail(m, 502, "the client's TLS handshake failed (does it trust the sandbox's CA?)%s%s",
@@ -294,6 +277,7 @@ static int read_head(struct egress_mitm *m, uint64_t deadline_ns, char *buf, siz
       return -1;
     }
     m->res.bytes_out += (uint64_t)n;
+
     size_t used = http_parser_execute(&m->parser, &head_settings, buf, (size_t)n);
     if (m->head_done) {
       if (used < (size_t)n && buf[used] == '\n')
@@ -302,6 +286,7 @@ static int read_head(struct egress_mitm *m, uint64_t deadline_ns, char *buf, siz
       *nrest = (size_t)n - used;
       return 0;
     }
+
     if (HTTP_PARSER_ERRNO(&m->parser) != HPE_OK) {
       if (m->head_bytes > EGRESS_TLS_HEAD_MAX || m->nheaders == HTTP_MAX_HEADERS)
         fail(m, 431, "the request head exceeds %u bytes or %d headers", EGRESS_TLS_HEAD_MAX,
@@ -323,6 +308,7 @@ static bool dropped(const struct http_header *h, void *arg) {
       strcasecmp(n, "Proxy-Authorization") == 0 || strcasecmp(n, "Connection") == 0 ||
       strcasecmp(n, "Keep-Alive") == 0)
     return true;
+
   size_t len = strlen(n);
   for (const char *l = extra; *l; l = strchr(l, '\n') + 1)
     if (strncasecmp(l, n, len) == 0 && l[len] == ':')
@@ -332,18 +318,29 @@ static bool dropped(const struct http_header *h, void *arg) {
 
 /* ---- the host's side ---- */
 
+/* What the host's certificate must prove, the host's address or its
+ * name (then also sent as the SNI): false when it could not be set. */
+static bool expect_host(SSL *s, const char *host) {
+  bool ip = strchr(host, ':') || strspn(host, "0123456789.") == strlen(host);
+  if (ip)
+    return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host) == 1;
+  if (SSL_set_tlsext_host_name(s, host) != 1)
+    return false;
+  return SSL_set1_host(s, host) == 1;
+}
+
 static bool upstream_tls(struct egress_mitm *m, uint64_t deadline_ns) {
   struct egress_tls *t = m->srv->egress_tls;
-  if (!(m->ssl[1] = SSL_new(t->upstream)) || SSL_set_fd(m->ssl[1], m->fd[1]) != 1) {
+  m->ssl[1] = SSL_new(t->upstream);
+  if (!m->ssl[1] || SSL_set_fd(m->ssl[1], m->fd[1]) != 1) {
     fail(m, 500, "setting up TLS for %s failed", m->host);
     return false;
   }
-  bool ip = strchr(m->host, ':') || strspn(m->host, "0123456789.") == strlen(m->host);
-  if (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(m->ssl[1]), m->host) != 1
-         : (SSL_set_tlsext_host_name(m->ssl[1], m->host) != 1 || SSL_set1_host(m->ssl[1], m->host) != 1)) {
+  if (!expect_host(m->ssl[1], m->host)) {
     fail(m, 500, "setting up TLS for %s failed", m->host);
     return false;
   }
+
   if (step(m, 1, deadline_ns, do_connect, NULL, 0) <= 0) {
     long v = SSL_get_verify_result(m->ssl[1]);
     if (v != X509_V_OK)
@@ -370,6 +367,7 @@ static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, si
   *len = n;
   if (!m->scrub)
     return 1;
+
   char *out = NULL;
   size_t nout = 0;
   int rc = egress_scrub_feed(m->scrub, buf, n, &out, &nout);
@@ -383,6 +381,7 @@ static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, si
            m->host, m->port);
     return rc == -1 ? 0 : -1;
   }
+
   if (rc == 1) {
     egress_scrub_free(m->scrub);
     m->scrub = NULL;
@@ -402,24 +401,34 @@ static bool pump(struct egress_mitm *m) {
   bool eof[2] = {false, false}, shut[2] = {false, false}, ok = true;
   /* Idle is since the last byte moved, not since the last wake-up. */
   uint64_t last_ns = now_ns();
+
   for (;;) {
     bool moved = false;
     short ev[2] = {0, 0}, want;
-    for (int d = 0; d < 2; d++) { /* d: from side d to side 1 - d */
+    for (int d = 0; d < 2; d++) { /* The bytes go from side d to side t. */
       int t = 1 - d;
+
+      /* Side d is read once all it sent before has gone on. */
       if (!eof[d] && !len[d]) {
         free(own[d]);
         own[d] = NULL;
         int n = side_io(m, d, false, buf[d], EGRESS_TLS_BUF, &want);
         if (n > 0) {
           moved = true;
-          *(d == 0 ? &m->res.bytes_out : &m->res.bytes_in) += (uint64_t)n;
+          if (d == 0)
+            m->res.bytes_out += (uint64_t)n;
+          else
+            m->res.bytes_in += (uint64_t)n;
           off[d] = 0;
           data[d] = buf[d];
           len[d] = (size_t)n;
-          int go = d == 1 ? from_host(m, buf[d], (size_t)n, &data[d], &len[d], &own[d]) : 1;
+          int go = 1;
+          if (d == 1)
+            go = from_host(m, buf[d], (size_t)n, &data[d], &len[d], &own[d]);
+          /* When cut, part of the answer went on: no answer of the proxy's
+           * follows. */
           if (go < 1) {
-            ok = go < 0; /* cut: part of the answer went on, no answer of the proxy's follows */
+            ok = go < 0;
             goto out;
           }
         } else if (n < 0 && want) {
@@ -428,6 +437,8 @@ static bool pump(struct egress_mitm *m) {
           eof[d] = moved = true;
         }
       }
+
+      /* What side d sent goes on to side t. */
       if (len[d]) {
         int n = side_io(m, t, true, data[d] + off[d], (int)(len[d] - off[d]), &want);
         if (n > 0) {
@@ -441,6 +452,8 @@ static bool pump(struct egress_mitm *m) {
           goto out;
         }
       }
+
+      /* Side d ended and all it sent has gone: side t hears the end. */
       if (eof[d] && !len[d] && !shut[t]) {
         if (m->ssl[t])
           SSL_shutdown(m->ssl[t]);
@@ -448,12 +461,14 @@ static bool pump(struct egress_mitm *m) {
         shut[t] = moved = true;
       }
     }
+
     if ((eof[0] && eof[1]) || (shut[0] && shut[1]))
       break;
     if (moved) {
       last_ns = now_ns();
       continue;
     }
+
     int r = wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1],
                      left_ms(last_ns + m->idle_ms * 1000000ull));
     if (r <= 0) {
@@ -463,6 +478,7 @@ static bool pump(struct egress_mitm *m) {
       break;
     }
   }
+
 out:
   for (int d = 0; d < 2; d++) {
     free(buf[d]);
@@ -474,12 +490,21 @@ out:
 static bool leaf_for(struct egress_mitm *m);
 
 char *egress_tls_origin_target(const char *url, const struct http_parser_url *u, bool options) {
-  size_t off = (u->field_set & (1 << UF_PATH))    ? u->field_data[UF_PATH].off
-               : (u->field_set & (1 << UF_QUERY)) ? u->field_data[UF_QUERY].off - 1
-                                                  : 0;
-  char *target = !off               ? xstrdup(options ? "*" : "/")
-                 : url[off] == '?' ? xasprintf("/%s", url + off)
-                                   : xstrdup(url + off);
+  /* Where the path begins, else the query with its '?'; 0 when neither. */
+  size_t off = 0;
+  if (u->field_set & (1 << UF_PATH))
+    off = u->field_data[UF_PATH].off;
+  else if (u->field_set & (1 << UF_QUERY))
+    off = u->field_data[UF_QUERY].off - 1;
+
+  char *target;
+  if (!off)
+    target = xstrdup(options ? "*" : "/");
+  else if (url[off] == '?')
+    target = xasprintf("/%s", url + off);
+  else
+    target = xstrdup(url + off);
+
   char *frag = strchr(target, '#');
   if (frag)
     *frag = '\0';
@@ -493,6 +518,7 @@ static bool names_proven_host(const struct egress_mitm *m, const char *url,
   if (!(u->field_set & (1 << UF_SCHEMA)) || !(u->field_set & (1 << UF_HOST)) ||
       (u->field_set & (1 << UF_USERINFO)))
     return false;
+
   size_t sl = u->field_data[UF_SCHEMA].len, hl = u->field_data[UF_HOST].len;
   const char *sch = url + u->field_data[UF_SCHEMA].off, *h = url + u->field_data[UF_HOST].off;
   bool port_ok = (u->field_set & (1 << UF_PORT)) ? u->port == m->port : m->port == 443;
@@ -526,11 +552,15 @@ static char *target_of(struct egress_mitm *m) {
   }
   if (url[0] == '/' || (strcmp(url, "*") == 0 && m->parser.method == HTTP_OPTIONS))
     return xstrdup(url);
+
   struct http_parser_url u;
   http_parser_url_init(&u);
-  if (m->parser.method != HTTP_CONNECT &&
-      http_parser_parse_url(url, strlen(url), 0, &u) == 0 && names_proven_host(m, url, &u))
+  bool proven = false;
+  if (m->parser.method != HTTP_CONNECT && http_parser_parse_url(url, strlen(url), 0, &u) == 0)
+    proven = names_proven_host(m, url, &u);
+  if (proven)
     return egress_tls_origin_target(url, &u, m->parser.method == HTTP_OPTIONS);
+
   fail(m, 400, "the request target '%.200s' is not this connection's host %s:%u: inside a "
        "CONNECT with a secret, send an origin-form target (/path), or an https:// URI on "
        "%s:%u itself", url, m->host, m->port, m->host, m->port);
@@ -546,15 +576,25 @@ static bool intercept_tls(struct egress_mitm *m, uint64_t deadline_ns, char *buf
   size_t rest = 0, nrest = 0;
   if (!side_write_all(m, 0, ok, sizeof ok - 1, deadline_ns))
     return false;
+
   if (!leaf_for(m)) {
     fail(m, 500, "making a certificate for %s failed", m->host);
     return false;
   }
   if (!client_tls(m, deadline_ns))
     return false;
-  char *target = NULL;
-  if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0 || !(target = target_of(m)) ||
-      !upstream_tls(m, deadline_ns)) {
+
+  /* From here on a failure is answered to the client, inside its TLS. */
+  if (read_head(m, deadline_ns, buf, &rest, &nrest) < 0) {
+    answer(m, deadline_ns);
+    return false;
+  }
+  char *target = target_of(m);
+  if (!target) {
+    answer(m, deadline_ns);
+    return false;
+  }
+  if (!upstream_tls(m, deadline_ns)) {
     free(target);
     answer(m, deadline_ns);
     return false;
@@ -566,8 +606,10 @@ static bool intercept_tls(struct egress_mitm *m, uint64_t deadline_ns, char *buf
   size_t hlen;
   char *head = http_head_write(line, m->headers, m->nheaders, dropped, m->extra, m->extra, &hlen);
   free(line);
-  bool sent = side_write_all(m, 1, head, hlen, deadline_ns) &&
-              side_write_all(m, 1, buf + rest, nrest, deadline_ns);
+
+  bool sent = side_write_all(m, 1, head, hlen, deadline_ns);
+  if (sent)
+    sent = side_write_all(m, 1, buf + rest, nrest, deadline_ns);
   explicit_bzero(head, hlen);
   free(head);
   if (!sent)
@@ -575,15 +617,18 @@ static bool intercept_tls(struct egress_mitm *m, uint64_t deadline_ns, char *buf
   return sent;
 }
 
-static void *mitm_run(void *arg) {
+void *egress_tls_run(void *arg) {
   struct egress_mitm *m = arg;
   uint64_t deadline_ns = now_ns() + (uint64_t)EGRESS_TLS_HEAD_MS * 1000000;
   char *buf = xmalloc(EGRESS_TLS_BUF);
   for (int i = 0; i < 2; i++)
     fcntl(m->fd[i], F_SETFL, fcntl(m->fd[i], F_GETFL) | O_NONBLOCK);
 
-  bool go = m->plain ? side_write_all(m, 1, m->pre, m->npre, deadline_ns)
-                     : intercept_tls(m, deadline_ns, buf);
+  bool go;
+  if (m->plain)
+    go = side_write_all(m, 1, m->pre, m->npre, deadline_ns);
+  else
+    go = intercept_tls(m, deadline_ns, buf);
   if (m->plain && !go) {
     fail(m, 502, "%s:%u closed the connection", m->host, m->port);
     answer(m, deadline_ns);
@@ -598,52 +643,7 @@ static void *mitm_run(void *arg) {
   return NULL;
 }
 
-/* ---- on the loop ---- */
-
-static void mitm_free(struct egress_mitm *m) {
-  for (int i = 0; i < 2; i++) {
-    SSL_free(m->ssl[i]);
-    if (m->fd[i] >= 0)
-      close(m->fd[i]);
-  }
-  SSL_CTX_free(m->client_ctx);
-  X509_free(m->leaf);
-  X509_free(m->ca_cert);
-  EVP_PKEY_free(m->leaf_key);
-  EVP_PKEY_free(m->ca_key);
-  if (m->stop >= 0)
-    close(m->stop);
-  if (m->extra) {
-    explicit_bzero(m->extra, strlen(m->extra));
-    free(m->extra);
-  }
-  free(m->url);
-  for (size_t i = 0; i < m->nheaders; i++) {
-    free(m->headers[i].name);
-    if (m->headers[i].value)
-      explicit_bzero(m->headers[i].value, strlen(m->headers[i].value));
-    free(m->headers[i].value);
-  }
-  free(m->headers);
-  if (m->pre) {
-    explicit_bzero(m->pre, m->npre);
-    free(m->pre);
-  }
-  egress_scrub_free(m->scrub);
-  free(m);
-}
-
-static void async_closed(uv_handle_t *h) {
-  struct egress_mitm *m = h->data;
-  m->srv->egress_tls->running--;
-  m->owner->n--;
-  m->done(m, &m->res, m->arg);
-  mitm_free(m);
-}
-
-static void never_ran(uv_handle_t *h) { mitm_free(h->data); }
-
-static void on_ended(uv_async_t *a) { uv_close((uv_handle_t *)a, async_closed); }
+/* ---- the client's certificate, on the thread ---- */
 
 /* HTTP/1.1 only, so that the head can be read. */
 static int select_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
@@ -662,131 +662,14 @@ static int select_alpn(SSL *s, const unsigned char **out, unsigned char *outlen,
 static bool leaf_for(struct egress_mitm *m) {
   m->leaf = egress_ca_leaf(m->host, m->leaf_key, m->ca_cert, m->ca_key);
   m->client_ctx = SSL_CTX_new(TLS_server_method());
-  if (!m->leaf || !m->client_ctx || SSL_CTX_use_certificate(m->client_ctx, m->leaf) != 1 ||
-      SSL_CTX_use_PrivateKey(m->client_ctx, m->leaf_key) != 1)
+  if (!m->leaf || !m->client_ctx)
     return false;
+  if (SSL_CTX_use_certificate(m->client_ctx, m->leaf) != 1)
+    return false;
+  if (SSL_CTX_use_PrivateKey(m->client_ctx, m->leaf_key) != 1)
+    return false;
+
   SSL_CTX_set_min_proto_version(m->client_ctx, TLS1_2_VERSION);
   SSL_CTX_set_alpn_select_cb(m->client_ctx, select_alpn, NULL);
   return true;
-}
-
-/* The tenant's slot: its own, else a free one (there is always one while
- * a thread is free: a slot per running thread at most). */
-static struct mitm_owner *owner_of(struct egress_tls *t, const char *tenant) {
-  struct mitm_owner *free_slot = NULL;
-  for (size_t i = 0; i < ARRAY_SIZE(t->owners); i++) {
-    struct mitm_owner *o = &t->owners[i];
-    if (o->n > 0 && strcmp(o->tenant, tenant) == 0)
-      return o;
-    if (o->n == 0 && !free_slot)
-      free_slot = o;
-  }
-  str_copy(free_slot->tenant, sizeof free_slot->tenant, tenant);
-  return free_slot;
-}
-
-/* The header lines an intercepted request gets: Host as the CONNECT
- * named it, the secrets, and Connection: close. */
-static char *tls_extra(const struct mitm_spec *sp) {
-  bool v6 = strchr(sp->host, ':') != NULL;
-  char *extra = sp->port == 443
-                    ? xasprintf("Host: %s%s%s\r\n", v6 ? "[" : "", sp->host, v6 ? "]" : "")
-                    : xasprintf("Host: %s%s%s:%u\r\n", v6 ? "[" : "", sp->host, v6 ? "]" : "",
-                                sp->port);
-  for (size_t i = 0; i <= sp->nhdrs; i++) {
-    char *more = i < sp->nhdrs
-                     ? xasprintf("%s%s: %s\r\n", extra, sp->hdrs[i].name, sp->hdrs[i].value)
-                     : xasprintf("%sConnection: close\r\n", extra);
-    explicit_bzero(extra, strlen(extra));
-    free(extra);
-    extra = more;
-  }
-  return extra;
-}
-
-/* What the thread is given: both sockets, the secrets (to add, over TLS,
- * and to scrub from the answer either way), and a plain request's head. */
-static struct egress_mitm *mitm_new(struct server *srv, const struct mitm_spec *sp) {
-  struct egress_mitm *m = xcalloc(1, sizeof *m);
-  m->srv = srv;
-  m->fd[0] = sp->client;
-  m->fd[1] = sp->upstream;
-  m->stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  str_copy(m->host, sizeof m->host, sp->host);
-  m->port = sp->port;
-  m->idle_ms = sp->idle_ms;
-  m->done = sp->done;
-  m->arg = sp->arg;
-  const char *values[32];
-  size_t n = 0;
-  for (; n < sp->nhdrs && n < ARRAY_SIZE(values); n++)
-    values[n] = sp->hdrs[n].value;
-  m->scrub = egress_scrub_new(values, n);
-  m->plain = !sp->ca;
-  if (m->plain) {
-    m->pre = xmalloc(sp->npre + 1);
-    memcpy(m->pre, sp->pre, sp->npre);
-    m->npre = sp->npre;
-    return m;
-  }
-  m->extra = tls_extra(sp);
-  m->leaf_key = sp->ca->leaf_key;
-  m->ca_key = sp->ca->key;
-  m->ca_cert = sp->ca->cert;
-  EVP_PKEY_up_ref(m->leaf_key);
-  EVP_PKEY_up_ref(m->ca_key);
-  X509_up_ref(m->ca_cert);
-  return m;
-}
-
-struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
-                                      struct hutch_err *err) {
-  struct egress_tls *t = srv->egress_tls;
-  struct mitm_owner *owner =
-      t && t->running < EGRESS_TLS_THREADS ? owner_of(t, sp->tenant) : NULL;
-  if (!owner || owner->n >= EGRESS_TLS_TENANT) {
-    close(sp->client);
-    close(sp->upstream);
-    if (owner)
-      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                     "the tenant has %d connections with secrets under way", EGRESS_TLS_TENANT);
-    else
-      hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                     "%d connections with secrets are under way on the server",
-                     EGRESS_TLS_THREADS);
-    return NULL;
-  }
-  struct egress_mitm *m = mitm_new(srv, sp);
-  if (m->stop < 0) {
-    ERR_clear_error();
-    mitm_free(m);
-    hutch_err_set(err, 0, "intercepting the connection to %s", sp->host);
-    return NULL;
-  }
-
-  uv_async_init(srv->loop, &m->async, on_ended);
-  m->async.data = m;
-  pthread_attr_t attr;
-  pthread_t th;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 << 10);
-  int rc = pthread_create(&th, &attr, mitm_run, m);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
-    uv_close((uv_handle_t *)&m->async, never_ran);
-    hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded", "no thread for the connection to %s",
-                   sp->host);
-    return NULL;
-  }
-  t->running++;
-  m->owner = owner;
-  owner->n++;
-  return m;
-}
-
-void egress_tls_mitm_stop(struct egress_mitm *m) {
-  uint64_t one = 1;
-  ssize_t n = write(m->stop, &one, sizeof one); /* fails only when asked already */
-  (void)n;
 }

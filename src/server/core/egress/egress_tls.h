@@ -23,66 +23,21 @@
 
 #define EGRESS_TLS_THREADS 64 /* intercepted connections at once, server-wide */
 /* A tenant's at once, all its sandboxes together: one tenant's sandboxes
- * (16 each, egress.c) cannot take every thread the server has. */
+ * (16 each, egress_conn.c) cannot take every thread the server has. */
 #define EGRESS_TLS_TENANT (EGRESS_TLS_THREADS / 2)
 
 struct server;
-struct tls_ca;
-struct egress_mitm;
 
 /* The server's side of it: the context that verifies upstream hosts
  * (the host's trust store, and extra_ca, a PEM file, when given). */
 int egress_tls_init(struct server *srv, const char *extra_ca, struct hutch_err *err);
 void egress_tls_free(struct server *srv);
 
-/* A header the proxy adds to the intercepted request. */
-struct mitm_header {
-  const char *name, *value;
-};
+/* The thread of an intercepted connection, m (a struct egress_mitm):
+ * its handshakes, its request sent on with the secrets, and the relay
+ * both ways, until its end; egress_tls_mitm.c starts it. */
+void *egress_tls_run(void *m);
 
-/* How an interception ended: bytes each way (decrypted), and, when it
- * failed before relaying, a status (0: it relayed) and why. */
-struct mitm_result {
-  uint64_t bytes_out, bytes_in;
-  int status;
-  char reason[256];
-};
-
-typedef void (*mitm_done_fn)(struct egress_mitm *m, const struct mitm_result *res, void *arg);
-
-/* What a thread is handed: the client (the sandbox's side) and upstream
- * (connected to host:port) descriptors, both taken; the secrets (copied).
- * With ca (the sandbox's), a CONNECT's tunnel is intercepted: the thread
- * answers its 200, terminates its TLS, adds the secrets to the first
- * request and sends it on over TLS to a host that must prove its name.
- * Without (a plain request whose secrets' rules name its port for plain
- * HTTP), pre (copied) is that request as it goes on, secrets included,
- * and both sides are in clear. Either way the answer's head is scrubbed
- * of the secrets (egress_scrub.h) before the client sees it. */
-struct mitm_spec {
-  const char *tenant;
-  const struct tls_ca *ca;
-  int client, upstream;
-  const char *host;
-  uint16_t port;
-  const struct mitm_header *hdrs;
-  size_t nhdrs;
-  const char *pre;
-  size_t npre;
-  uint64_t idle_ms;
-  mitm_done_fn done;
-  void *arg;
-};
-
-/* Start a thread for sp. done is called on the loop once the thread has
- * ended, after which m is freed. NULL and err when the server's threads,
- * or the tenant's share of them (EGRESS_TLS_TENANT), are all taken (the
- * caller still owns nothing: the descriptors are closed). */
-struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
-                                      struct hutch_err *err);
-/* End it soon (the sandbox went, its policy changed, it idled): done
- * still comes. */
-void egress_tls_mitm_stop(struct egress_mitm *m);
 
 /* The origin-form target (path and query, "/" when neither; "*" for an
  * OPTIONS with neither) of an absolute URI url parsed into u; malloc'd.
@@ -90,6 +45,5 @@ void egress_tls_mitm_stop(struct egress_mitm *m);
  * (egress_tls.c says why). */
 struct http_parser_url;
 char *egress_tls_origin_target(const char *url, const struct http_parser_url *u, bool options);
-
 
 #endif

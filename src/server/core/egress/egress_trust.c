@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/egress/egress_tls.h"
 #include "core/run/exec.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
@@ -86,6 +85,7 @@ static void trust_end(json_t *exit, void *arg) {
   json_int_t code = json_integer_value(json_object_get(exit, "exit_code"));
   struct sbx *sb = sbx_find_own(t->srv, &t->p, t->id);
   struct hutch_err err = {0};
+
   if (!sb)
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended");
   else if (!status || strcmp(status, "ok") != 0 || code != 0) {
@@ -101,10 +101,12 @@ static void trust_end(json_t *exit, void *arg) {
     set_default(sb->env, "NODE_EXTRA_CA_CERTS", TRUST_DIR "/egress-ca.crt");
   }
   json_decref(exit);
+
   if (t->done)
     t->done(err.msg[0] ? &err : NULL, t->arg);
   else if (err.msg[0])
     fprintf(stderr, "hutch serve: %s\n", err.msg);
+
   free(t);
 }
 
@@ -114,23 +116,27 @@ static const struct exec_sink trust_sink = {
 int egress_trust(struct sbx *sb, trust_done_fn done, void *arg) {
   if (!json_array_size(sb->secrets) || sb->tls_ca)
     return 0;
+
   struct hutch_err err = {0};
   sb->tls_ca = egress_ca_new(sb->id, &err);
   if (!sb->tls_ca) {
     fprintf(stderr, "hutch serve: %s\n", err.msg);
     return 0;
   }
+
   struct trust *t = xcalloc(1, sizeof *t);
   t->srv = sb->srv;
   str_copy(t->p.tenant, sizeof t->p.tenant, sb->tenant);
   str_copy(t->id, sizeof t->id, sb->id);
   t->done = done;
   t->arg = arg;
+
   char *cmd = xasprintf(script, egress_ca_pem(sb->tls_ca));
   json_t *req = json_pack("{s:s,s:[s,s,s],s:{s:s},s:s,s:b,s:I}", "op", "exec", "argv", "/bin/sh",
                           "-c", cmd, "env", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin", "user",
                           "root", "stdin", 0, "timeout_ms", (json_int_t)TRUST_TIMEOUT_MS);
   free(cmd);
+
   struct exec_sink sink = trust_sink;
   sink.arg = t;
   struct exec *x = exec_start(sb, req, NULL, now_ns(), &sink, &err);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/egress/egress_tls.h"
 #include "core/sandbox/sbx.h"
 #include "http/body.h"
 #include "state/store.h"
@@ -77,6 +76,7 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
       return -1;
     }
   }
+
   json_t *ports = json_object_get(network, "public_ports");
   json_t *public = json_object_get(network, "public");
   if (check_ports(ports, why, whylen) < 0)
@@ -88,9 +88,11 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
   json_t *mask = json_object_get(network, "mask_host");
   if (check_mask(mask, why, whylen) < 0)
     return -1;
+
   struct netpolicy pol;
   if (netpolicy_parse(network, secrets, &pol, why, whylen) < 0)
     return -1;
+
   netpolicy_free(&sb->policy);
   sb->policy = pol;
   json_decref(sb->network);
@@ -102,6 +104,7 @@ static int apply(struct sbx *sb, json_t *network, json_t *secrets, char *why, si
     json_object_set_new(sb->network, "deny", netpolicy_deny_json(&pol));
   if (json_is_string(mask))
     json_object_set(sb->network, "mask_host", mask);
+
   /* Copied before the old goes: secrets may be sb->secrets itself (a
    * change that leaves them as they were). */
   json_t *kept = json_array_size(secrets) ? json_deep_copy(secrets) : NULL;
@@ -146,6 +149,7 @@ int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutc
     return -1;
   egress_recheck(sb);
   egress_trust(sb, NULL, NULL);
+
   if (sbx_store(sb, false, err) < 0) {
     err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
     err->errnum = 0;
@@ -158,6 +162,7 @@ int network_change(struct sbx *sb, json_t *network, json_t *secrets, struct hutc
 int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err) {
   json_t *network = json_deep_copy(sb->network);
   json_t *mode = json_object_get(o, "mode"), *allow = json_object_get(o, "allow");
+
   if (mode)
     json_object_set(network, "mode", mode);
   if (allow)
@@ -172,6 +177,7 @@ int network_patch(struct sbx *sb, json_t *o, struct hutch_err *err) {
     json_object_set(network, "public_ports", json_object_get(o, "public_ports"));
   if (json_object_get(o, "public"))
     json_object_set(network, "public", json_object_get(o, "public"));
+
   json_t *secrets = json_object_get(o, "secrets");
   int rc = network_change(sb, network, secrets ? secrets : sb->secrets, err);
   json_decref(network);

@@ -97,9 +97,11 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
     fork_free(f);
     return;
   }
+
   f->snap_id = json_incref(json_object_get(snap, "id"));
   str_copy(f->template, sizeof f->template, json_string_value(f->snap_id));
   f->r.template = f->template;
+
   /* Counted as pending while they are started: a create that ends at
    * once (one that fails) cannot end the fork before the others start. */
   f->pending = 1;
@@ -117,6 +119,7 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
      * it rather than be refused halfway, which would fail the fork. */
     f->r.admitted = true;
   }
+
   copy_ended(f);
 }
 
@@ -127,6 +130,7 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
                           "count must be from 1 to %d", SNAPSHOTS_MAX_FORKS);
   if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0)
     return -1;
+
   struct fork *f = xcalloc(1, sizeof *f);
   f->srv = srv;
   f->p = *p;
@@ -134,6 +138,8 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   f->ops = ops;
   f->arg = arg;
   f->ids = json_array();
+
+  /* Each copy is made as the sandbox was. */
   sandboxes_req_init(&f->r);
   f->r.isolation = (int)sb->hs->isolation;
   f->r.memory_mb = sb->memory_mb;
@@ -147,6 +153,7 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   f->r.timeout_s = timeout_s > 0 ? timeout_s : (double)sb->timeout_ms / 1000;
   f->r.pause_on_timeout = sb->pause_on_timeout;
   f->r.auto_resume = sb->auto_resume;
+
   if (snapshots_capture(srv, p, sb, "", true, fork_captured, f, err) < 0) {
     fork_free(f);
     return -1;

@@ -14,7 +14,7 @@
  *
  * A sandbox is made off the loop (sbx_make_ahead), but it takes CPU a
  * request would want: refills wait behind every create in the lane, are
- * built at a lower priority (sbx.c), at most all lanes but one at a time
+ * built at a lower priority (sbx_make.c), at most all lanes but one at a time
  * (so a create always finds a lane), and a refill waits for a quiet
  * moment: REFILL_QUIET_MS without a request (a client that just got a
  * sandbox usually sends its first exec at once), but never more than
@@ -69,6 +69,7 @@ static int parse_limit(struct pool *p, const char *key, const char *value,
       return hutch_err_invalid(err, "--pool %s: cpus wants a number, not '%s'", p->spec, value);
     return 0;
   }
+
   if (!parse_u64(value, &v))
     return hutch_err_invalid(err, "--pool %s: %s wants a whole number, not '%s'", p->spec, key,
                              value);
@@ -91,33 +92,45 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
   p->spec = xstrdup(arg);
   p->cfg.state_dir = srv->cfg.state_dir;
   p->cfg.isolation = srv->cfg.isolation;
+
+  /* SPEC=N[:MAX]: its size, and how far it may grow (4 N by default). */
   char *eq = strrchr(p->spec, '='), *colon = eq ? strchr(eq, ':') : NULL;
   uint64_t n, max = 0;
   if (colon)
     *colon = '\0';
-  if (!eq || !parse_u64(eq + 1, &n) || n > POOL_MAX ||
-      (colon && (!parse_u64(colon + 1, &max) || max < n || max > POOL_MAX))) {
+  bool ok = eq && parse_u64(eq + 1, &n) && n <= POOL_MAX;
+  if (ok && colon)
+    ok = parse_u64(colon + 1, &max) && max >= n && max <= POOL_MAX;
+  if (!ok) {
     hutch_err_invalid(err, "--pool wants SPEC=N[:MAX] with N <= MAX <= %d, not '%s'", POOL_MAX,
                       arg);
     goto fail;
   }
   *eq = '\0';
   p->min = p->target = (unsigned)n;
-  p->max = colon ? (unsigned)max : n * 4 < POOL_MAX ? (unsigned)n * 4 : POOL_MAX;
+  if (colon)
+    p->max = (unsigned)max;
+  else
+    p->max = n * 4 < POOL_MAX ? (unsigned)n * 4 : POOL_MAX;
+
+  /* SPEC is TEMPLATE[,LIMIT=VALUE]... */
   char *save = NULL, *copy = xstrdup(p->spec);
   char *tok = strtok_r(copy, ",", &save);
   str_copy(p->template, sizeof p->template, tok ? tok : "");
   int r = 0;
   while (r == 0 && (tok = strtok_r(NULL, ",", &save))) {
     char *kv = strchr(tok, '=');
-    if (!kv)
+    if (!kv) {
       r = hutch_err_invalid(err, "--pool %s: '%s' is not LIMIT=VALUE", p->spec, tok);
-    else
-      *kv = '\0', r = parse_limit(p, tok, kv + 1, err);
+    } else {
+      *kv = '\0';
+      r = parse_limit(p, tok, kv + 1, err);
+    }
   }
   free(copy);
   if (r < 0)
     goto fail;
+
   /* A pool is of the host or of a public template: every tenant may
    * take from it. */
   if (strcmp(p->template, "host") != 0) {
@@ -130,7 +143,9 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
                      p->template);
       goto fail;
     }
-    json_t *layers = json_pack("[s+]", LAYERS_TEMPLATE, json_string_value(json_object_get(rec, "id")));
+
+    json_t *layers =
+        json_pack("[s+]", LAYERS_TEMPLATE, json_string_value(json_object_get(rec, "id")));
     str_copy(p->template, sizeof p->template, json_string_value(json_object_get(rec, "id")));
     json_decref(rec);
     int r2 = layers_stack(srv, layers, &p->stack, err);
@@ -143,12 +158,16 @@ static struct pool *parse_pool(struct server *srv, const char *arg, struct hutch
     p->cfg.layers = (const char *const *)p->stack.paths;
     p->cfg.nlayers = p->stack.n;
   }
-  if (server_tier(srv, p->cfg.isolation, &p->cfg, err) < 0 ||
-      hutch_config_check(&p->cfg, err) < 0) {
+
+  r = server_tier(srv, p->cfg.isolation, &p->cfg, err);
+  if (r >= 0)
+    r = hutch_config_check(&p->cfg, err);
+  if (r < 0) {
     hutch_err_wrap(err, "--pool %s", p->spec);
     goto fail;
   }
   return p;
+
 fail:
   layers_stack_free(&p->stack);
   free(p->spec);
@@ -178,6 +197,7 @@ static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err
   struct pool *p = arg;
   p->making--;
   srv->refilling--;
+
   if (!sb) {
     if (!srv->stopping) {
       fprintf(stderr, "hutch serve: pool %s: %s (retrying)\n", p->spec, err->msg);
@@ -185,6 +205,7 @@ static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err
     }
     return;
   }
+
   sb->pool = p;
   sb->next = p->ready;
   p->ready = sb;
@@ -237,6 +258,7 @@ int pool_configure(struct server *srv, struct hutch_err *err) {
     *tail = p;
     tail = &p->next;
   }
+
   uv_timer_init(srv->loop, &srv->refill);
   srv->refill.data = srv;
   schedule(srv, 0);
@@ -256,12 +278,14 @@ struct sbx *pool_take(struct server *srv, const struct hutch_sandbox_config *cfg
       empty = empty ? empty : p;
       continue;
     }
+
     struct sbx *sb = p->ready;
     pool_unlink(sb);
     p->taken++;
     demand(srv, p, !p->ready);
     return sb;
   }
+
   if (empty)
     demand(srv, empty, true);
   return NULL;

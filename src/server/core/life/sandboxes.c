@@ -112,12 +112,14 @@ static int template_tier(struct creating *cr, struct hutch_err *err) {
   hutch_images_config(cr->tmpl, &ic);
   if (!ic.isolation)
     return 0;
-  if ((cr->tier = hutch_isolation_parse(ic.isolation)) < 0)
+  cr->tier = hutch_isolation_parse(ic.isolation);
+  if (cr->tier < 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                           "template %s: LABEL hutch.isolation is '%s', not ns or gvisor",
                           cr->template, ic.isolation);
   return 0;
 }
+
 static void template_config(struct sbx *sb, json_t *tmpl);
 
 static void creating_free(struct creating *cr) {
@@ -128,6 +130,7 @@ static void creating_free(struct creating *cr) {
       volumes_creating(cr->srv, &cr->vm, false);
       break;
     }
+
   volumes_release(&cr->vm);
   layers_stack_free(&cr->stack);
   json_decref(cr->layers);
@@ -145,27 +148,33 @@ static void creating_free(struct creating *cr) {
 static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_err *err) {
   struct server *srv = cr->srv;
   const struct create_req *r = &cr->r;
+
   str_copy(sb->tenant, sizeof sb->tenant, cr->p.tenant);
-  str_copy(sb->template, sizeof sb->template, cr->template); /* a pool's has its id */
+  str_copy(sb->template, sizeof sb->template, cr->template); /* A pool's has its id. */
   sb->layers = json_incref(cr->layers);
   template_config(sb, cr->tmpl);
   sb->volumes = json_array_size(cr->vm.used) ? json_incref(cr->vm.used) : NULL;
   if (r->metadata)
     json_object_update(sb->metadata, r->metadata);
-  if (r->env) /* above the template's */
+  if (r->env) /* The request's env goes above the template's. */
     json_object_update(sb->env, r->env);
   sb->created_ms = wall_ms();
   sb->timeout_ms = (int64_t)(r->timeout_s * 1000);
   sb->expires_ms = sb->created_ms + sb->timeout_ms;
   sb->pause_on_timeout = r->pause_on_timeout;
   sb->auto_resume = r->auto_resume;
+
   sbx_register(srv, sb);
   /* Checked at the start: it cannot fail, but a sandbox without its
    * policy must not run. */
-  if (network_set(sb, r->network, r->secrets, err) < 0 || sbx_store(sb, true, err) < 0) {
+  int rc = network_set(sb, r->network, r->secrets, err);
+  if (rc >= 0)
+    rc = sbx_store(sb, true, err);
+  if (rc < 0) {
     sbx_destroy(sb);
     return NULL;
   }
+
   srv->metrics.creates++;
   counters_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
                   (double)(now_ns() - cr->t0) / 1e9);
@@ -179,6 +188,7 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
   struct creating *cr = arg;
   struct hutch_err err = {0};
   bool wanted = cr->ops->wanted(cr->arg);
+
   if (sb && !wanted) {
     /* Its layers are released when its teardown is done, not before. */
     sb->layers = json_incref(cr->layers);
@@ -201,11 +211,13 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
       sb->pin = steal_fd(&cr->stack.pin);
     sb = adopt_made(cr, sb, &err);
   }
+
   const struct create_ops *ops = cr->ops;
   void *ops_arg = cr->arg;
   struct principal p = cr->p;
   json_t *tmpl = json_incref(cr->tmpl);
   creating_free(cr);
+
   /* A template's start command runs, and its ready command passes, before
    * the create ends. */
   if (!sb || !startup_begin(srv, &p, sb, tmpl, ops, ops_arg))
@@ -226,12 +238,14 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
 #define ADMIT_FIRST_NS (20 * 1000 * 1000ull)
 static int admit(struct server *srv, const struct principal *p, struct hutch_err *err) {
   const struct tally *t = tally_of(srv, p->tenant);
-  unsigned own = t ? t->creating : 0, lanes = srv->offload[OFFLOAD_CREATE].max;
+  unsigned own = t ? t->creating : 0;
+  unsigned lanes = srv->offload[OFFLOAD_CREATE].max;
   unsigned ahead = offload_ahead(srv, OFFLOAD_CREATE, p->tenant);
   uint64_t per = srv->create_ns ? srv->create_ns : ADMIT_FIRST_NS;
   uint64_t wait_ms = ahead / lanes * per / 1000000;
   if (wait_ms <= srv->cfg.max_create_wait_ms)
     return 0;
+
   if (own * 2 > ahead)
     hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
                    "tenant %s has %u creates waiting (about %llu ms): try again later",
@@ -251,6 +265,7 @@ static int start(struct creating *cr, struct hutch_err *err) {
   struct server *srv = cr->srv;
   struct hutch_sandbox_config *cfg = &cr->cfg;
   const struct create_req *r = &cr->r;
+
   cfg->memory_bytes = r->memory_mb << 20;
   cfg->disk_bytes = r->disk_mb << 20;
   cfg->pids = r->pids;
@@ -264,22 +279,28 @@ static int start(struct creating *cr, struct hutch_err *err) {
   }
   if (tally_check_room(srv, &cr->p, cfg->memory_bytes >> 20, 1, err) < 0)
     return -1;
+
   cr->memory_mb = cfg->memory_bytes >> 20;
   cr->t0 = now_ns();
+
   /* A pool holds sandboxes of the host or of a template: one made from
    * a snapshot, or with volumes, is made for this create. */
   const char *tmpl = layers_template(cr->layers);
   bool pooled = !cfg->nvolumes && (!cr->layers || (tmpl && json_array_size(cr->layers) == 1));
-  struct sbx *sb = pooled ? pool_take(srv, cfg, tmpl ? tmpl : "host") : NULL;
+  struct sbx *sb = NULL;
+  if (pooled)
+    sb = pool_take(srv, cfg, tmpl ? tmpl : "host");
   if (!sb && fds_check_sandbox(srv))
     return hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
                           "the server holds as many descriptors as it can; try again");
   if (!sb && !r->admitted && admit(srv, &cr->p, err) < 0)
     return -1;
+
   cr->next = srv->creating;
   srv->creating = cr;
   tally_creating(srv, cr->p.tenant, cr->memory_mb, true);
   volumes_creating(srv, &cr->vm, true);
+
   if (sb) {
     struct hutch_err none = {0};
     create_made(srv, sb, &none, cr);
@@ -295,6 +316,7 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
   struct server *srv = cr->srv;
   if (strcmp(cr->template, "host") == 0)
     return 0;
+
   json_t *snap = snapshots_get(srv, cr->p.tenant, cr->template);
   if (snap) {
     cr->layers = json_incref(json_object_get(snap, "layers"));
@@ -303,7 +325,9 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
     /* A snapshot of a template's sandbox runs as the template does. */
     const char *tmpl = layers_template(cr->layers);
     struct hutch_err none = {0};
-    cr->tmpl = tmpl ? hutch_images_get(&srv->images, tmpl, &none) : NULL;
+    cr->tmpl = NULL;
+    if (tmpl)
+      cr->tmpl = hutch_images_get(&srv->images, tmpl, &none);
   } else {
     struct hutch_err none = {0};
     cr->tmpl = layers_find_template(srv, cr->p.tenant, cr->template, &none);
@@ -315,6 +339,7 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
     cr->layers = json_pack("[s+]", LAYERS_TEMPLATE,
                            json_string_value(json_object_get(cr->tmpl, "id")));
   }
+
   if (cr->layers && layers_stack(srv, cr->layers, &cr->stack, err) < 0)
     return hutch_err_wrap(err, "template %s", cr->template);
   return template_tier(cr, err);
@@ -328,6 +353,7 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
     return;
   struct hutch_image_config ic;
   hutch_images_config(tmpl, &ic);
+
   size_t i;
   json_t *v;
   json_array_foreach(ic.env, i, v) {
@@ -338,6 +364,7 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
     json_object_set_new(sb->env, k, json_string(eq + 1));
     free(k);
   }
+
   sbx_set_defaults(sb, ic.user, ic.workdir);
 }
 
@@ -348,10 +375,13 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
   if (r->env) {
     const char *k;
     json_t *v;
-    json_object_foreach(r->env, k, v) if (strchr(k, '='))
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                            "env: name '%s' contains '='", k);
+    json_object_foreach(r->env, k, v) {
+      if (strchr(k, '='))
+        return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                              "env: name '%s' contains '='", k);
+    }
   }
+
   struct creating *cr = xcalloc(1, sizeof *cr);
   cr->stack.pin = -1;
   cr->tier = -1;
@@ -368,20 +398,31 @@ int sandboxes_create(struct server *srv, const struct principal *p, const struct
   cr->ops = ops;
   cr->arg = arg;
   cr->cfg.state_dir = srv->cfg.state_dir;
+
   if (resolve_template(cr, err) < 0)
     goto fail;
-  int tier = r->isolation >= 0 ? r->isolation : cr->tier >= 0 ? cr->tier : (int)srv->cfg.isolation;
+
+  /* The tier is the request's, else its snapshot's or template's, else
+   * the server's default. */
+  int tier = (int)srv->cfg.isolation;
+  if (r->isolation >= 0)
+    tier = r->isolation;
+  else if (cr->tier >= 0)
+    tier = cr->tier;
   if (server_tier(srv, (enum hutch_isolation)tier, &cr->cfg, err) < 0)
     goto fail;
   cr->cfg.rootfs = cr->stack.rootfs;
   cr->cfg.layers = (const char *const *)cr->stack.paths;
   cr->cfg.nlayers = cr->stack.n;
+
   if (volumes_prepare(srv, p, cr->r.volumes, &cr->vm, err) < 0)
     goto fail;
   cr->cfg.volumes = cr->vm.v;
   cr->cfg.nvolumes = cr->vm.n;
+
   if (start(cr, err) == 0)
     return 0;
+
 fail:
   creating_free(cr);
   return -1;

@@ -36,7 +36,7 @@ static void adopt_jobs(struct agentc *ac, json_t *jobs, void *arg) {
   (void)arg;
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   procs_adopt(sb, jobs);
-  ac->on_escapes = escapes_update; /* the HELLO's counts come next */
+  ac->on_escapes = escapes_update; /* The HELLO's counts come next. */
 }
 
 int sbx_connect_agent(struct sbx *sb) {
@@ -67,9 +67,11 @@ static void lost_tier(struct server *srv, const struct store_sandbox *row, int t
   struct hutch_sandbox *hs;
   if (json_is_integer(slot) && tier >= 0 &&
       hutch_sandbox_adopt((enum hutch_isolation)tier, row->id, (unsigned)json_integer_value(slot),
-                          (pid_t)row->pid, NULL, &hs, &err) == 0 &&
-      hutch_sandbox_destroy(hs, &err) < 0)
-    fprintf(stderr, "hutch serve: sandbox %s: %s\n", row->id, err.msg);
+                          (pid_t)row->pid, NULL, &hs, &err) == 0) {
+    if (hutch_sandbox_destroy(hs, &err) < 0)
+      fprintf(stderr, "hutch serve: sandbox %s: %s\n", row->id, err.msg);
+  }
+
   fprintf(stderr, "hutch serve: sandbox %s (%s) was lost with the last server: ended\n", row->id,
           row->isolation);
   layers_hold(srv, held, holder, false);
@@ -90,12 +92,14 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
   json_t *held = json_object_get(row->spec, "layers");
   int tier = row->isolation ? hutch_isolation_parse(row->isolation) : HUTCH_ISOLATION_NS;
+
   if (tier < 0 || !(hutch_backend_of((enum hutch_isolation)tier)->can & HUTCH_CAN_ADOPT)) {
     lost_tier(srv, row, tier, holder, held);
     free(sb);
     ctx->ended++;
     return;
   }
+
   if (!json_is_integer(slot) ||
       hutch_sandbox_adopt((enum hutch_isolation)tier, row->id, (unsigned)json_integer_value(slot),
                           (pid_t)row->pid, srv->agents_dir, &sb->hs, &err) < 0) {
@@ -108,6 +112,8 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     return;
   }
   hutch_sandbox_few_fds(sb->hs, &srv->cg_root);
+
+  /* What the store kept of it, back in its struct. */
   sb->srv = srv;
   memcpy(sb->id, row->id, sizeof sb->id);
   str_copy(sb->tenant, sizeof sb->tenant, row->tenant);
@@ -122,7 +128,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   const char *token = json_string_value(json_object_get(row->spec, "token"));
   if (token && strlen(token) == SERVE_TOKEN_LEN)
     memcpy(sb->token, token, sizeof sb->token);
-  else /* stored by a server that gave none */
+  else /* It was stored by a server that gave none. */
     random_hex(sb->token, SERVE_TOKEN_LEN);
   sb->created_ms = row->created_ms;
   sb->expires_ms = row->expires_ms;
@@ -136,13 +142,20 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   sb->layers = json_is_array(layers) ? json_incref(layers) : NULL;
   sbx_set_defaults(sb, json_string_value(json_object_get(row->spec, "user")),
                    json_string_value(json_object_get(row->spec, "workdir")));
+
   /* Its template's layers are its own again: pinned for its life. */
   const char *tmpl = layers_template(sb->layers);
-  json_t *rec = tmpl ? hutch_images_get(&srv->images, tmpl, &err) : NULL;
-  if (rec && (sb->pin = hutch_images_pin(&srv->images, rec, &err)) < 0)
-    fprintf(stderr, "hutch serve: sandbox %s: template %s: %s\n", sb->id, tmpl, err.msg);
+  json_t *rec = NULL;
+  if (tmpl)
+    rec = hutch_images_get(&srv->images, tmpl, &err);
+  if (rec) {
+    sb->pin = hutch_images_pin(&srv->images, rec, &err);
+    if (sb->pin < 0)
+      fprintf(stderr, "hutch serve: sandbox %s: template %s: %s\n", sb->id, tmpl, err.msg);
+  }
   json_decref(rec);
   layers_hold(srv, held, holder, false);
+
   json_t *volumes = json_object_get(row->spec, "volumes");
   sb->volumes = json_is_array(volumes) ? json_incref(volumes) : NULL;
   const char *traffic = json_string_value(json_object_get(row->spec, "traffic_token"));
@@ -150,6 +163,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     memcpy(sb->traffic_token, traffic, sizeof sb->traffic_token);
   else
     random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
+
   if (network_restore(sb, json_object_get(row->spec, "network"),
                       json_object_get(row->spec, "secrets"), &err) < 0) {
     /* Never more open than it was: no way out at all. */
@@ -157,8 +171,10 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
             err.msg);
     network_restore(sb, NULL, NULL, &err);
   }
+
   sbx_register(srv, sb);
   egress_start(sb);
+
   /* A paused agent cannot answer: it is taken over when it is resumed,
    * and its retention is the reaper's to watch. */
   if (sb->paused) {
@@ -166,6 +182,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     ctx->adopted++;
     return;
   }
+
   /* Running, as the store says: a server that died while copying a
    * snapshot of it left it frozen. */
   if (hutch_sandbox_freeze(sb->hs, false, &err) < 0)
@@ -176,7 +193,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     ctx->ended++;
     return;
   }
-  if (sb->expires_ms <= ctx->now) { /* expired while no server watched */
+  if (sb->expires_ms <= ctx->now) { /* It expired while no server watched. */
     sbx_destroy(sb);
     ctx->ended++;
     return;
@@ -188,6 +205,7 @@ int sbx_adopt_all(struct server *srv, struct hutch_err *err) {
   struct adopt_ctx ctx = {srv, wall_ms(), 0, 0};
   if (store_sandbox_each(srv->store, adopt_one, &ctx, err) < 0)
     return -1;
+
   if (ctx.adopted || ctx.ended)
     fprintf(stderr, "hutch serve: took over %u sandboxes; %u had ended or expired\n",
             ctx.adopted, ctx.ended);

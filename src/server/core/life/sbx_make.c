@@ -52,7 +52,7 @@
  *    request it cannot carry, cloned here.
  *  - Slots (slot.c) are claimed by mkdir, atomic between threads as
  *    between processes, then flock on an fd of their own: flock locks
- *    belong to the open file, so the collector (hutch_gc, on this thread
+ *    belong to the open file, so the collector (hutch_slot_gc, on this thread
  *    or the loop's) and another create conflict as other processes would.
  *  - hutch_cgroup_cap_root reads the subtree's ceiling and writes the same
  *    value if it is higher: two at once write the same number. Nothing in
@@ -81,26 +81,29 @@ struct making {
   void *arg;
 };
 
-/* A sandbox made ahead of demand yields the CPUs to requests: its thread,
- * and what it clones, run SBX_AHEAD_NICE steps below the process (nice is
- * per thread on Linux); the sandbox's first process returns to the
- * process's own before the agent starts (spawn.c), so a sandbox taken from
- * a pool runs as one made for the request. The thread gets its priority
- * back before it takes other work. */
 /* Whether a thread may raise its priority again (CAP_SYS_NICE): without
  * it, a refill is made at the server's own, rather than leave the thread,
  * or the agent, below it. */
 static bool may_renice(void) {
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct d[2];
-  return syscall(SYS_capget, &h, d) == 0 && (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
+  if (syscall(SYS_capget, &h, d) != 0)
+    return false;
+  return (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
 }
 
+/* A sandbox made ahead of demand yields the CPUs to requests: its thread,
+ * and what it clones, run SBX_AHEAD_NICE steps below the process (nice is
+ * per thread on Linux); the sandbox's first process returns to the
+ * process's own before the agent starts (spawn.c), so a sandbox taken from
+ * a pool runs as one made for the request. The thread gets its priority
+ * back before it takes other work. */
 static void making_run(struct offload *o) {
   struct making *m = OFFLOAD_JOB(o, struct making);
   pid_t tid = gettid();
   int nice = 0;
   bool renice = m->ahead && may_renice();
+
   if (renice) {
     errno = 0;
     nice = getpriority(PRIO_PROCESS, (id_t)getpid());
@@ -108,11 +111,13 @@ static void making_run(struct offload *o) {
       nice = 0;
     setpriority(PRIO_PROCESS, (id_t)tid, nice + SBX_AHEAD_NICE > 19 ? 19 : nice + SBX_AHEAD_NICE);
   }
+
   uint64_t t0 = now_ns();
   m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
   if (m->r == 0)
     hutch_sandbox_few_fds(m->hs, m->cg_root);
   m->took_ns = now_ns() - t0;
+
   if (renice)
     setpriority(PRIO_PROCESS, (id_t)tid, nice);
 }
@@ -133,6 +138,7 @@ static struct sbx *sbx_wrap(struct server *srv, struct making *m) {
   sb->disk_mb = cfg->disk_bytes >> 20;
   sb->pids = cfg->pids;
   sb->cpu_milli = cfg->cpu_milli;
+
   if (agentc_init(&sb->ac, srv->loop, sb->hs->conn_fd) < 0) {
     json_decref(sb->metadata);
     json_decref(sb->env);
@@ -142,9 +148,10 @@ static struct sbx *sbx_wrap(struct server *srv, struct making *m) {
   }
   sb->ac.on_dead = sbx_agent_dead;
   sb->ac.on_escapes = escapes_update;
+
   random_hex(sb->traffic_token, SERVE_TOKEN_LEN);
   struct hutch_err ignored;
-  network_restore(sb, NULL, NULL, &ignored); /* mode none, no secrets: cannot fail */
+  network_restore(sb, NULL, NULL, &ignored); /* Mode none with no secrets cannot fail. */
   egress_start(sb);
   return sb;
 }
@@ -153,10 +160,12 @@ static void making_done(struct offload *o) {
   struct making *m = OFFLOAD_JOB(o, struct making);
   struct server *srv = o->srv;
   struct sbx *sb = NULL;
+
   /* What a create takes on its lane, for admission (sandboxes.c): a
    * moving average of requests' own, each weighing an eighth. */
   if (!m->ahead && m->r == 0)
     srv->create_ns = srv->create_ns ? (7 * srv->create_ns + m->took_ns) / 8 : m->took_ns;
+
   if (m->r == 0 && srv->stopping) {
     hutch_err_set(&m->err, 0, "the server is stopping");
   } else if (m->r == 0) {
@@ -165,6 +174,7 @@ static void making_done(struct offload *o) {
   }
   if (!sb && m->hs)
     sbx_teardown(srv, m->hs, NULL);
+
   m->made(srv, sb, &m->err, m->arg);
   free(m->owner);
   free(m);
@@ -175,6 +185,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   struct making *m = xcalloc(1, sizeof *m);
   m->ahead = !owner;
   m->owner = owner ? xstrdup(owner) : NULL;
+
   /* The server's sandboxes outlive it, to be taken over when it starts
    * again (sbx_adopt_all): their agents listen for it. */
   m->cfg = *cfg;
@@ -185,6 +196,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
   m->cfg.spawner = srv->spawner;
   m->cfg.cg_root = &srv->cg_root;
+
   /* The code contexts' kernels (contexts.c): a view, not a bind, so
    * that no sandbox learns where hutch is installed. */
   m->kernels = (struct hutch_bind){srv->kernels_dir, SERVE_KERNELS_PATH, false};
@@ -192,10 +204,12 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
     m->cfg.views = &m->kernels;
     m->cfg.nviews = 1;
   }
+
   str_copy(m->template, sizeof m->template, template);
   m->cg_root = &srv->cg_root;
   m->made = made;
   m->arg = arg;
+
   if (m->ahead)
     offload_background(srv, OFFLOAD_CREATE, &m->o, making_run, making_done);
   else

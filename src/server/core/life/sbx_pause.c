@@ -58,6 +58,7 @@ static void freeze_run(struct offload *o) {
 static void freeze_done(struct offload *o) {
   struct freeze *f = OFFLOAD_JOB(o, struct freeze);
   struct sbx *sb = f->sb;
+
   if (sb) {
     sb->freezing = NULL;
   } else if (f->r == 0) {
@@ -68,6 +69,7 @@ static void freeze_done(struct offload *o) {
     f->r = hutch_err_set(&f->err, ENOENT, "the sandbox was destroyed meanwhile");
   }
   hutch_cgroup_close(&f->cg);
+
   for (struct freeze_wait *w = f->waits, *next; w; w = next) {
     next = w->next;
     /* A waiter may destroy the sandbox (a pause at its timeout that
@@ -75,6 +77,7 @@ static void freeze_done(struct offload *o) {
     w->then(sb && !sb->dying ? sb : NULL, f->r, &f->err, w->arg);
     free(w);
   }
+
   free(f);
 }
 
@@ -82,6 +85,8 @@ void sbx_freeze(struct sbx *sb, sbx_frozen_fn then, void *arg) {
   struct freeze_wait *w = xcalloc(1, sizeof *w);
   w->then = then;
   w->arg = arg;
+
+  /* A freeze under way is waited for, else one starts. */
   struct freeze *f = sb->freezing;
   if (!f) {
     f = xcalloc(1, sizeof *f);
@@ -97,6 +102,7 @@ void sbx_freeze(struct sbx *sb, sbx_frozen_fn then, void *arg) {
     sb->freezing = f;
     offload(sb->srv, OFFLOAD_OTHER, &f->o, freeze_run, freeze_done);
   }
+
   *f->tail = w;
   f->tail = &w->next;
 }
@@ -109,13 +115,15 @@ void sbx_freeze_forget(struct sbx *sb) {
 
 /* Frozen: now it is paused. */
 static void mark_paused(struct sbx *sb) {
-  usage_sample(sb); /* its running time is counted up to now */
+  usage_sample(sb); /* Its running time is counted up to now. */
+
   int64_t now = wall_ms();
   tally_paused(sb, true);
   sb->paused_ms = now;
   /* Paused by its timeout, it has none left: it gets its timeout's length
    * again when it resumes. */
   sb->left_ms = sb->expires_ms > now ? sb->expires_ms - now : sb->timeout_ms;
+
   save(sb);
 }
 
@@ -127,7 +135,7 @@ struct pausing {
 
 static void pause_frozen(struct sbx *sb, int r, struct hutch_err *err, void *arg) {
   struct pausing *pw = arg;
-  if (sb && r == 0 && !sb->paused) /* two pauses may wait for one freeze */
+  if (sb && r == 0 && !sb->paused) /* Two pauses may wait for one freeze. */
     mark_paused(sb);
   pw->then(sb, r, err, pw->arg);
   free(pw);
@@ -141,6 +149,7 @@ void sbx_pause(struct sbx *sb, sbx_paused_fn then, void *arg) {
     then(sb, 0, &none, arg);
     return;
   }
+
   struct pausing *pw = xmalloc(sizeof *pw);
   pw->then = then;
   pw->arg = arg;
@@ -155,7 +164,9 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
   if (sb->freezing)
     return hutch_err_set(err, EBUSY, "it is being frozen (a pause or a snapshot): try again in a "
                                      "moment");
-  usage_sample(sb); /* the paused time is not */
+
+  usage_sample(sb); /* Sampled while still paused, its paused time is not charged. */
+
   /* A snapshot being copied keeps it frozen: its end thaws it. */
   if (!sb->captures && hutch_sandbox_freeze(sb->hs, false, err) < 0)
     return -1;
@@ -165,6 +176,7 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
     sbx_destroy(sb);
     return -1;
   }
+
   tally_paused(sb, false);
   sb->expires_ms = wall_ms() + (timeout_ms >= 0 ? timeout_ms : sb->left_ms);
   save(sb);

@@ -48,11 +48,12 @@ static void collect_done(struct offload *o) {
 static void paused_at_timeout(struct sbx *sb, int r, struct hutch_err *err, void *arg) {
   (void)arg;
   if (!sb)
-    return; /* destroyed meanwhile */
+    return; /* It was destroyed meanwhile. */
   if (r == 0) {
     audit_reaped(sb->srv, sb, "sandbox.pause");
     return;
   }
+
   fprintf(stderr, "hutch serve: sandbox %s: pausing at its timeout: %s; ending it\n", sb->id,
           err->msg);
   sb->srv->metrics.expired++;
@@ -65,12 +66,14 @@ static void paused_at_timeout(struct sbx *sb, int r, struct hutch_err *err, void
 static void reap(uv_timer_t *t) {
   struct server *srv = t->data;
   int64_t now = wall_ms();
+
   /* Every few seconds, what killed servers and hutch runs left behind:
    * off the loop, as it opens every slot's cgroup. */
   if (++srv->reaper_ticks % 30 == 1 && !srv->collecting) {
     srv->collecting = true;
     offload(srv, OFFLOAD_OTHER, xcalloc(1, sizeof(struct offload)), collect_run, collect_done);
   }
+
   /* Every second, relayed connections idle too long (egress, ports). */
   if (srv->reaper_ticks % 10 == 0)
     for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
@@ -78,11 +81,13 @@ static void reap(uv_timer_t *t) {
       if (srv->fronts)
         srv->fronts->sandbox_sweep(sb, srv->cfg.relay_idle_ms);
     }
+
+  /* Every tick, the sandboxes past their time. */
   struct sbx *next;
   for (struct sbx *sb = srv->sandboxes; sb; sb = next) {
     next = sb->next;
     if (sb->freezing)
-      continue; /* a pause or a snapshot under way: its end decides */
+      continue; /* A pause or a snapshot is under way: its end decides. */
     if (sb->paused) {
       if (sb->paused_ms + srv->cfg.paused_retention_ms <= now) {
         srv->metrics.expired++;
@@ -99,10 +104,12 @@ static void reap(uv_timer_t *t) {
       sbx_destroy(sb);
     }
   }
+
   escapes_audit_due(srv, now);
   usage_sample_all(srv);
   if (srv->reaper_ticks % 10 == 5)
     pool_shrink(srv);
+
   /* Every 5 s, if sandboxes ended since: what their ends freed, on the
    * loop and in the arenas of libuv's pool threads (which made them), goes
    * back to the system; glibc keeps freed heap otherwise, and SQLite its
@@ -116,8 +123,8 @@ static void reap(uv_timer_t *t) {
   }
 }
 
-/* Every 100 ms (the first at once): a sandbox outlives its timeout by at most that, plus its
- * teardown. */
+/* Every 100 ms (the first at once): a sandbox outlives its timeout by at
+ * most that, plus its teardown. */
 void sbx_reaper_start(struct server *srv) {
   uv_timer_init(srv->loop, &srv->reaper);
   srv->reaper.data = srv;

@@ -35,10 +35,13 @@ static void sbx_free_now(struct sbx *sb) {
     sb->srv->fronts->sandbox_freed(sb);
   usage_free(sb);
   escapes_free(sb);
+
   json_decref(sb->layers);
   free(sb->user);
   free(sb->workdir);
-  if (sb->pin >= 0) /* a sandbox never made (sbx_destroy hands it to its teardown) */
+  /* A sandbox never made still has its pin (sbx_destroy hands it to its
+   * teardown). */
+  if (sb->pin >= 0)
     close(sb->pin);
   json_decref(sb->volumes);
   json_decref(sb->metadata);
@@ -84,6 +87,7 @@ static void teardown_done(struct offload *o) {
   struct teardown *t = OFFLOAD_JOB(o, struct teardown);
   if (t->r < 0)
     fprintf(stderr, "hutch serve: sandbox %s: teardown: %s\n", t->id, t->err.msg);
+
   for (struct teardown **q = &o->srv->teardowns; *q; q = &(*q)->next)
     if (*q == t) {
       *q = t->next;
@@ -91,6 +95,7 @@ static void teardown_done(struct offload *o) {
     }
   if (t->gone)
     t->gone(t->arg);
+
   if (t->layers)
     snapshots_release(o->srv, t->layers);
   json_decref(t->layers);
@@ -107,6 +112,7 @@ static void teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layer
   t->gone = gone;
   t->arg = arg;
   t->layers = json_incref(layers);
+
   t->next = srv->teardowns;
   srv->teardowns = t;
   memcpy(t->id, hs->id, sizeof t->id);
@@ -118,7 +124,10 @@ unsigned sbx_teardown_users(const struct server *srv, const char *layer) {
   for (const struct teardown *t = srv->teardowns; t; t = t->next) {
     size_t i;
     json_t *v;
-    json_array_foreach(t->layers, i, v) n += strcmp(json_string_value(v), layer) == 0;
+    json_array_foreach(t->layers, i, v) {
+      if (strcmp(json_string_value(v), layer) == 0)
+        n++;
+    }
   }
   return n;
 }
@@ -135,21 +144,24 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
     return;
   sb->dying = true;
   sbx_freeze_forget(sb);
+
   struct hutch_err err = {0};
   if (sb->pool) {
     pool_unlink(sb);
   } else {
     if (sbx_unregister(srv, sb)) {
       srv->metrics.destroys++;
-      usage_sample(sb); /* its last use counted */
+      usage_sample(sb); /* Its last use is counted. */
       if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
         fprintf(stderr, "hutch serve: %s\n", err.msg);
     }
   }
+
   escapes_final(sb);
   egress_close(sb);
   if (srv->fronts)
     srv->fronts->sandbox_ending(sb);
+
   /* Streams hear the end first (their clients get a last line), then the
    * sandbox goes. The fd belongs to the connection, if there is one yet. */
   bool connected = !sb->agent_pending;
@@ -157,6 +169,7 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
     sb->hs->conn_fd = -1;
     agentc_close(&sb->ac, sbx_free);
   }
+
   teardown(srv, sb->hs, sb->pool ? NULL : sb->layers, steal_fd(&sb->pin), gone, arg);
   sb->hs = NULL;
   if (!connected)
@@ -182,26 +195,30 @@ void sbx_release_all(struct server *srv) {
       sbx_destroy(sb);
       continue;
     }
+
     sbx_unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
-    usage_sample(sb); /* its last use counted */
-    escapes_final(sb); /* the next server starts from the agent's counts */
+    usage_sample(sb); /* Its last use is counted. */
+    escapes_final(sb); /* The next server starts from the agent's counts. */
     egress_close(sb);
     if (srv->fronts)
       srv->fronts->sandbox_ending(sb);
+
     /* Frozen only for a snapshot's copy, which will not finish: it runs on. */
     struct hutch_err err = {0};
     if (sb->captures && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
       fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
+
     /* Its pin goes with this process: until the next start pins them
      * again, its template's layers are held in the store. */
     _cleanup_free_ char *holder = xasprintf("sbx-%s", sb->id);
     if (!sb->pool)
       layers_hold(srv, sb->layers, holder, true);
+
     bool connected = !sb->agent_pending;
     if (connected)
-      sb->hs->conn_fd = -1; /* the connection's to close */
+      sb->hs->conn_fd = -1; /* The connection is the one to close it. */
     hutch_sandbox_release(sb->hs);
     sb->hs = NULL;
     if (connected)

@@ -60,8 +60,10 @@ json_t *snapshots_list(struct server *srv, const char *tenant) {
 json_t *snapshots_get(struct server *srv, const char *tenant, const char *id) {
   json_t *a = snapshots_list(srv, tenant), *found = NULL, *v;
   size_t i;
-  json_array_foreach(a, i, v) if (strcmp(json_string_value(json_object_get(v, "id")), id) == 0)
+  json_array_foreach(a, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "id")), id) == 0)
       found = json_incref(v);
+  }
   json_decref(a);
   return found;
 }
@@ -69,7 +71,10 @@ json_t *snapshots_get(struct server *srv, const char *tenant, const char *id) {
 static bool has_layer(json_t *layers, const char *id) {
   json_t *v;
   size_t i;
-  json_array_foreach(layers, i, v) if (strcmp(json_string_value(v), id) == 0) return true;
+  json_array_foreach(layers, i, v) {
+    if (strcmp(json_string_value(v), id) == 0)
+      return true;
+  }
   return false;
 }
 
@@ -105,7 +110,10 @@ static int remove_snapshot(struct server *srv, const char *id, json_t *layers,
 /* A fork's snapshot goes with the last sandbox that stacks it. */
 void snapshots_release(struct server *srv, json_t *layers) {
   const char *top = json_string_value(json_array_get(layers, 0));
-  json_t *all = top ? snapshots_list(srv, NULL) : NULL, *v;
+  json_t *all = NULL, *v;
+  if (top)
+    all = snapshots_list(srv, NULL);
+
   size_t i;
   json_array_foreach(all, i, v) {
     unsigned snaps;
@@ -123,21 +131,27 @@ void snapshots_release(struct server *srv, json_t *layers) {
 void snapshots_gc(struct server *srv) {
   json_t *all = snapshots_list(srv, NULL), *v;
   size_t i;
-  json_array_foreach(all, i, v) if (json_is_true(json_object_get(v, "ephemeral"))) {
+  json_array_foreach(all, i, v) {
+    if (!json_is_true(json_object_get(v, "ephemeral")))
+      continue;
     json_t *one = json_pack("[O]", json_object_get(v, "id"));
     snapshots_release(srv, one);
     json_decref(one);
   }
   json_decref(all);
+
   /* Copies a server that died mid-way left: a directory the store has no
    * row for. */
   _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
   DIR *d = opendir(top);
-  all = d ? snapshots_list(srv, NULL) : NULL;
+  all = NULL;
+  if (d)
+    all = snapshots_list(srv, NULL);
   for (struct dirent *e; all && (e = readdir(d));) {
     bool known = e->d_name[0] == '.';
-    json_array_foreach(all, i, v) known |=
-        strcmp(json_string_value(json_object_get(v, "id")), e->d_name) == 0;
+    json_array_foreach(all, i, v) {
+      known |= strcmp(json_string_value(json_object_get(v, "id")), e->d_name) == 0;
+    }
     if (!known) {
       _cleanup_free_ char *dir = layers_snapshot_dir(srv, e->d_name);
       struct hutch_err err = {0};
@@ -145,6 +159,7 @@ void snapshots_gc(struct server *srv) {
         fprintf(stderr, "hutch serve: %s: %s\n", dir, err.msg);
     }
   }
+
   json_decref(all);
   if (d)
     closedir(d);
@@ -211,10 +226,12 @@ static void capture_frozen(struct sbx *sb, int r, struct hutch_err *why, void *a
     capture_start(cap);
     return;
   }
+
   close(cap->storage_fd);
   cap->srv->captures--;
   if (sb)
     sb->captures--;
+
   if (!sb)
     hutch_err_fail(&err, HUTCH_ERR_NOT_FOUND, "not_found",
                    "sandbox %s was destroyed before its snapshot", cap->sandbox);
@@ -231,19 +248,26 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
   if (cap->r < 0) {
     /* Never a half copy left behind, and a full disk is said so. */
     offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);
-    bool full = cap->err.errnum == ENOSPC || cap->err.errnum == EDQUOT;
-    bool invalid = cap->err.kind == HUTCH_ERR_INVALID;
-    hutch_err_fail(err, full ? HUTCH_ERR_NO_SPACE : invalid ? HUTCH_ERR_INVALID : HUTCH_ERR_SYSTEM,
-                   full ? "no_space" : invalid ? "invalid" : "sandbox_error",
-                   "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
+    enum hutch_errkind kind = HUTCH_ERR_SYSTEM;
+    const char *code = "sandbox_error";
+    if (cap->err.errnum == ENOSPC || cap->err.errnum == EDQUOT) {
+      kind = HUTCH_ERR_NO_SPACE;
+      code = "no_space";
+    } else if (cap->err.kind == HUTCH_ERR_INVALID) {
+      kind = HUTCH_ERR_INVALID;
+      code = "invalid";
+    }
+    hutch_err_fail(err, kind, code, "snapshot of sandbox %s: %s", cap->sandbox, cap->err.msg);
     return NULL;
   }
+
   if (srv->stopping) {
     /* Nobody will use it: a server going away released the sandbox mid-copy. */
     offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);
     hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded", "the server is stopping");
     return NULL;
   }
+
   if (!layers_exist(srv, cap->layers)) {
     /* A snapshot it stacks went while it was copied (its sandbox, the last
      * to stack it, was destroyed): on its own it is of no use. */
@@ -253,6 +277,7 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
                    cap->sandbox);
     return NULL;
   }
+
   struct store_snapshot sn = {cap->id,          cap->tenant, cap->name, cap->sandbox,
                               cap->layers,      wall_ms(),   cap->stats.bytes,
                               cap->stats.files, cap->ephemeral,
@@ -274,6 +299,7 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
     hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s", e.msg);
     return NULL;
   }
+
   json_t *snap = row_json(&sn);
   json_object_set_new(snap, "took_ms", json_real((double)(now_ns() - cap->t0) / 1e6));
   return snap;
@@ -286,14 +312,19 @@ static void capture_after(uv_work_t *w, int status) {
   struct hutch_err err = {0};
   close(cap->storage_fd);
   srv->captures--;
+
   /* The sandbox runs on, unless it was paused meanwhile or another capture
    * still reads it. */
   struct sbx *sb = NULL;
   for (struct sbx *x = srv->sandboxes; x; x = x->next)
     if (!x->dying && strcmp(x->id, cap->sandbox) == 0)
       sb = x;
-  if (sb && --sb->captures == 0 && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
-    fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
+  if (sb) {
+    sb->captures--;
+    if (sb->captures == 0 && !sb->paused && hutch_sandbox_freeze(sb->hs, false, &err) < 0)
+      fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
+  }
+
   json_t *snap = capture_keep(cap, &err);
   cap->done(snap, snap ? NULL : &err, cap->arg);
   json_decref(snap);
@@ -309,9 +340,11 @@ static int capture_check(struct server *srv, const struct principal *p, struct s
                           "sandbox %s stacks %zu layers already: a snapshot of it would pass "
                           "the limit of %d",
                           sb->id, depth, HUTCH_MAX_LAYERS);
+
   _cleanup_free_ char *top = xasprintf("%s/snapshots", srv->cfg.state_dir);
   if (mkdir(top, 0700) < 0 && errno != EEXIST)
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "%s: %s", top, strerror(errno));
+
   /* Sandboxes see a layer through an id-mapped mount: a state dir whose
    * filesystem has none could keep snapshots no sandbox can use. */
   if (!srv->layers_checked) {
@@ -323,9 +356,11 @@ static int capture_check(struct server *srv, const struct principal *p, struct s
                           "snapshots need a state dir whose filesystem can be id-mapped (ext4, "
                           "xfs, btrfs; tmpfs from Linux 6.3): %s cannot",
                           top);
+
   if (srv->captures >= MAX_CAPTURES)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "busy",
                           "%d snapshots are being copied: try again in a moment", MAX_CAPTURES);
+
   /* The copy holds at most what the sandbox's storage does now (it is
    * frozen for it): room for that in the tenant's quota and above the
    * state filesystem's reserve, or no copy at all (diskroom.c). */
@@ -347,12 +382,14 @@ int snapshots_capture(struct server *srv, const struct principal *p, struct sbx 
                           "sandbox %s: its storage cannot be reached (%s): an agent of an older "
                           "hutch does not hold it",
                           sb->id, strerror(errno));
-  /* Frozen for the copy, off the loop (lifecycle.c): a paused one is
+
+  /* Frozen for the copy, off the loop (sbx_pause.c): a paused one is
    * already, and a second capture finds it so, or waits for the same
    * freeze. */
   bool freeze = sb->freezing || (!sb->paused && !sb->captures);
   sb->captures++;
   srv->captures++;
+
   struct capture *cap = xcalloc(1, sizeof *cap);
   cap->work.data = cap;
   cap->srv = srv;
@@ -372,6 +409,7 @@ int snapshots_capture(struct server *srv, const struct principal *p, struct sbx 
   cap->t0 = now_ns();
   cap->done = done;
   cap->arg = arg;
+
   if (freeze)
     sbx_freeze(sb, capture_frozen, cap);
   else
@@ -384,6 +422,7 @@ int snapshots_delete(struct server *srv, const struct principal *p, const char *
   json_t *s = snapshots_get(srv, p->tenant, id);
   if (!s)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no snapshot %s", id);
+
   json_t *all = snapshots_list(srv, NULL);
   unsigned snaps, n = users_of(srv, all, id, &snaps);
   json_decref(all);
@@ -394,6 +433,7 @@ int snapshots_delete(struct server *srv, const struct principal *p, const char *
                           "delete them first",
                           id, n, snaps);
   }
+
   json_t *layers = json_deep_copy(json_object_get(s, "layers"));
   json_decref(s);
   struct hutch_err e = {0};
@@ -401,6 +441,7 @@ int snapshots_delete(struct server *srv, const struct principal *p, const char *
     json_decref(layers);
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "snapshot %s: %s", id, e.msg);
   }
+
   /* The fork snapshot it stacked may have nothing left stacking it. */
   json_array_remove(layers, 0);
   snapshots_release(srv, layers);

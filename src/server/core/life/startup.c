@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/egress/egress_tls.h"
 #include "core/run/exec.h"
 #include "core/run/procs.h"
 #include "core/life/sandboxes.h"
@@ -93,6 +92,7 @@ static void check_end(json_t *exit, void *arg) {
            (long long)code);
   su->passed = status && strcmp(status, "ok") == 0;
   json_decref(exit);
+
   bool again = !su->passed && now_ns() < su->deadline_ns;
   uv_timer_start(&su->timer, check_due, again ? STARTUP_POLL_MS : 0, 0);
 }
@@ -108,6 +108,7 @@ static void check_due(uv_timer_t *t) {
   struct principal p = su->p;
   struct sbx *sb = sbx_find_own(su->srv, &p, su->id);
   struct hutch_err err = {0};
+
   if (!sb || su->srv->stopping) {
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
                    "the sandbox ended before its template's ready command passed");
@@ -127,6 +128,7 @@ static void check_due(uv_timer_t *t) {
     startup_end(su, sb, &err);
     return;
   }
+
   su->tries++;
   struct exec_sink sink = check_sink;
   sink.arg = su;
@@ -150,6 +152,7 @@ static void run_commands(struct startup *su, struct sbx *sb) {
       return;
     }
   }
+
   if (!su->ready)
     startup_end(su, sb, NULL);
   else
@@ -186,6 +189,7 @@ int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb,
   bool trust = json_array_size(sb->secrets) && !sb->tls_ca;
   if (!start && !ready && !trust)
     return 0;
+
   struct startup *su = xcalloc(1, sizeof *su);
   su->srv = srv;
   su->p = *p;
@@ -197,6 +201,7 @@ int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb,
   su->deadline_ns = now_ns() + srv->cfg.ready_timeout_ms * 1000000;
   uv_timer_init(srv->loop, &su->timer);
   su->timer.data = su;
+
   /* The sandbox trusts its egress CA before anything of it runs. */
   if (!egress_trust(sb, trusted, su))
     run_commands(su, sb);

@@ -130,15 +130,19 @@ static void hold(struct volworker *w, struct sbx *sb) {
 
 void volworker_release(struct server *srv, const char *volume_id) {
   struct volworker *w = find(srv, volume_id);
-  if (!w || !w->holds || --w->holds)
+  if (!w || !w->holds)
     return;
+  w->holds--;
+  if (w->holds)
+    return;
+
   struct sbx *sb = live(w);
   if (sb)
     actions_set_timeout(sb, VOLWORKER_IDLE_S, false);
 }
 
 static bool always(void *arg) {
-  (void)arg; /* a worker its first client left serves the next */
+  (void)arg; /* A worker its first client left serves the next. */
   return true;
 }
 
@@ -149,15 +153,18 @@ static void made(struct sbx *sb, const struct hutch_err *err, void *arg) {
   void *ended_arg = w->ended_arg;
   struct hutch_err gone = {0};
   w->waits = NULL;
+
   if (sb && !ended) {
     snprintf(w->sbx, sizeof w->sbx, "%s", sb->id);
     sb->file_root = VOLWORKER_MOUNT;
   } else {
     hutch_err_fail(&gone, HUTCH_ERR_NOT_FOUND, "volume_not_found", "the volume is being deleted");
-    forget(w); /* no worker: the next use makes one (or finds no volume) */
+    forget(w); /* With no worker, the next use makes one (or finds no volume). */
     w = NULL;
   }
-  for (struct vw_wait *q = waits; q;) { /* each waiter holds it, as volworker_get's callers */
+
+  /* Each waiter holds it, as volworker_get's callers do. */
+  for (struct vw_wait *q = waits; q;) {
     struct vw_wait *next = q->next;
     if (w)
       hold(w, sb);
@@ -165,7 +172,8 @@ static void made(struct sbx *sb, const struct hutch_err *err, void *arg) {
     free(q);
     q = next;
   }
-  if (sb && ended) /* its volume is being deleted: it goes at once */
+
+  if (sb && ended) /* Its volume is being deleted, so it goes at once. */
     sbx_destroy_then(sb, ended, ended_arg);
   else if (ended)
     ended(ended_arg);
@@ -176,12 +184,15 @@ static const struct create_ops worker_ops = {.wanted = always, .made = made};
 int volworker_get(struct server *srv, const struct principal *p, const char *volume_id,
                   struct sbx **out, volworker_fn ready, void *arg, struct hutch_err *err) {
   struct volworker *w = find(srv, volume_id);
-  *out = w && strcmp(w->tenant, p->tenant) == 0 ? live(w) : NULL;
-  w = *out ? w : find(srv, volume_id); /* live() may have forgotten it */
+  *out = NULL;
+  if (w && strcmp(w->tenant, p->tenant) == 0)
+    *out = live(w);
   if (*out) {
     hold(w, *out);
     return 1;
   }
+
+  w = find(srv, volume_id); /* live() may have forgotten it */
   if (w && strcmp(w->tenant, p->tenant) != 0)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s",
                           volume_id);
@@ -193,10 +204,12 @@ int volworker_get(struct server *srv, const struct principal *p, const char *vol
     if (!ok)
       return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s",
                             volume_id);
+
     w = xcalloc(1, sizeof *w);
     w->srv = srv;
     snprintf(w->volume, sizeof w->volume, "%s", volume_id);
     snprintf(w->tenant, sizeof w->tenant, "%s", p->tenant);
+
     struct create_req r;
     sandboxes_req_init(&r);
     r.template = "host";
@@ -213,6 +226,7 @@ int volworker_get(struct server *srv, const struct principal *p, const char *vol
     w->next = srv->volworkers;
     srv->volworkers = w;
   }
+
   /* Being made (by this call or an earlier one): one more to tell. */
   struct vw_wait *q = xcalloc(1, sizeof *q);
   q->ready = ready;

@@ -112,15 +112,20 @@ static void kernel_signal(struct context *cx, int sig);
 void contexts_cell_cancel(struct cell *ce) {
   struct context *cx = ce->cx;
   ce->live = false;
-  if (ce->owed && cx->s) /* nobody reads it now: never hold the kernel back */
+  /* Nobody reads it now, so the kernel is never held back for it. */
+  if (ce->owed && cx->s)
     agentc_window(cx->s, ce->owed);
   ce->owed = 0;
+
+  /* A running cell ends as an interrupted one, unread. */
   if (ce == cx->cells && cx->sent) {
-    kernel_signal(cx, SIGINT); /* it ends as an interrupted cell, unread */
+    kernel_signal(cx, SIGINT);
     return;
   }
+
+  /* A waiting cell never ran, and now never will. */
   for (struct cell **p = &cx->cells; *p; p = &(*p)->next)
-    if (*p == ce) { /* it never ran: it never will */
+    if (*p == ce) {
       *p = ce->next;
       cx->ncells--;
       cell_free(ce);
@@ -145,10 +150,12 @@ static void send_next(struct context *cx) {
   struct cell *ce = cx->cells;
   if (cx->state != CX_READY || !ce || cx->sent || !cx->s)
     return;
+
   size_t n;
   char *s = http_json_line(json_incref(ce->line), &n);
   agentc_stdin(cx->s, s, n, false);
   free(s);
+
   cx->sent = true;
   cx->grace = false;
   uv_timer_start(&cx->timer, on_timer, (uint64_t)(ce->timeout_s * 1000), 0);
@@ -173,6 +180,7 @@ static void on_timer(uv_timer_t *t) {
   struct cell *ce = cx->cells;
   if (!ce || !cx->sent)
     return;
+
   if (!cx->grace) {
     ce->timed_out = true;
     cx->grace = true;
@@ -180,6 +188,7 @@ static void on_timer(uv_timer_t *t) {
     uv_timer_start(&cx->timer, on_timer, INTERRUPT_GRACE_MS, 0);
     return;
   }
+
   /* The interrupt did not stop it: the kernel goes, the context is dead. */
   snprintf(cx->died, sizeof cx->died,
            "the cell ran past its timeout of %g s and did not stop when interrupted; the "
@@ -200,16 +209,19 @@ static void fork_into(struct context *cx) {
     agentc_send_json(cx->s, HUTCH_F_CONTROL, json_pack("{s:b}", "kill", 1));
     return;
   }
+
   struct cell *ce = xcalloc(1, sizeof *ce);
   ce->cx = parent;
   ce->id = ++parent->next_cell;
   ce->timeout_s = FORK_TIMEOUT_S;
   ce->line = json_pack("{s:I,s:s}", "id", (json_int_t)ce->id, "fork", cx->id);
+
   struct cell **tail = &parent->cells;
   while (*tail)
     tail = &(*tail)->next;
   *tail = ce;
   parent->ncells++;
+
   send_next(parent);
 }
 
@@ -222,6 +234,7 @@ static void kernel_line(struct context *cx, const char *p, size_t n) {
     json_decref(j);
     return;
   }
+
   if (strcmp(type, "ready") == 0) {
     cx->state = CX_READY;
     send_next(cx);
@@ -233,12 +246,15 @@ static void kernel_line(struct context *cx, const char *p, size_t n) {
     json_decref(j);
     return;
   }
+
+  /* Output after its cell ended (a background child's) is dropped. */
   json_t *id = json_object_get(j, "id");
   if (!ce || !cx->sent || !json_is_integer(id) || (uint64_t)json_integer_value(id) != ce->id) {
-    json_decref(j); /* output after its cell ended (a background child's) */
+    json_decref(j);
     return;
   }
   json_object_del(j, "id");
+
   if (strcmp(type, "error") == 0 && ce->timed_out) {
     char msg[160];
     snprintf(msg, sizeof msg,
@@ -248,6 +264,7 @@ static void kernel_line(struct context *cx, const char *p, size_t n) {
     json_object_set_new(j, "name", json_string("TimeoutError"));
     json_object_set_new(j, "value", json_string(msg));
   }
+
   bool end = strcmp(type, "end_of_execution") == 0;
   cell_send(ce, j);
   if (end)
@@ -265,6 +282,7 @@ static void kernel_stdout(struct context *cx, const uint8_t *p, size_t n) {
       cx->line_len = 0;
       return;
     }
+
     if (!nl || cx->line_len) {
       cx->line = xrealloc(cx->line, cx->line_len + take + 1);
       memcpy(cx->line + cx->line_len, p, take);
@@ -272,12 +290,14 @@ static void kernel_stdout(struct context *cx, const uint8_t *p, size_t n) {
     }
     if (!nl)
       return;
+
     if (cx->line_len) {
       kernel_line(cx, cx->line, cx->line_len);
       cx->line_len = 0;
     } else {
       kernel_line(cx, (const char *)p, take);
     }
+
     p += take + 1;
     n -= take + 1;
   }
@@ -287,6 +307,7 @@ static void kernel_stdout(struct context *cx, const uint8_t *p, size_t n) {
 static void kernel_gone(struct context *cx, const char *why) {
   cx->s = NULL;
   cx->state = CX_DEAD;
+
   if (!cx->died[0]) {
     /* The last line the kernel wrote to stderr says most. */
     size_t n = cx->err_len;
@@ -298,6 +319,7 @@ static void kernel_gone(struct context *cx, const char *why) {
     snprintf(cx->died, sizeof cx->died, "the %s kernel ended (%s)%s%.*s", cx->language, why,
              n > start ? ": " : "", (int)(n - start), cx->err + start);
   }
+
   uv_timer_stop(&cx->timer);
   while (cx->cells) {
     struct cell *ce = cx->cells;
@@ -315,10 +337,12 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
     kernel_gone(cx, "the sandbox ended");
     return;
   }
+
   switch (f->type) {
   case HUTCH_F_STDOUT: {
     struct cell *ce = cx->cells;
     kernel_stdout(cx, f->payload, f->len);
+
     /* Output waits for a slow client, as an exec's does. */
     if (cx->s && ce && ce == cx->cells && ce->live && ce->sink.full(ce->sink.arg))
       ce->owed += f->len;
@@ -333,6 +357,7 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
       memmove(cx->err, cx->err + drop, cx->err_len - drop);
       cx->err_len -= drop;
     }
+
     memcpy(cx->err + cx->err_len, f->payload + f->len - n, n);
     cx->err_len += n;
     agentc_window(s, f->len);
@@ -346,6 +371,7 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
       json_t *code = json_object_get(j, "exit_code"), *sig = json_object_get(j, "signal");
       /* A kernel that never ran (125: the agent could not set it up) says why. */
       const char *msg = json_string_value(json_object_get(j, "message"));
+
       if (json_is_integer(sig))
         snprintf(why, sizeof why, "killed by signal %d", (int)json_integer_value(sig));
       else if (json_is_integer(code))
@@ -355,6 +381,7 @@ static void on_kernel_frame(struct astream *s, const struct hutch_frame *f) {
       else
         snprintf(why, sizeof why, "%s",
                  json_string_value(json_object_get(j, "message")) ?: "it could not start");
+
       json_decref(j);
       kernel_gone(cx, why);
     }
@@ -369,19 +396,23 @@ static int kernel_start(struct context *cx) {
   json_t *env = json_deep_copy(sb->env);
   json_object_update(env, cx->env);
   json_object_set_new(env, "PYTHONDONTWRITEBYTECODE", json_string("1"));
-  json_t *argv = cx->fork_of[0] ? json_pack("[s,s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py",
-                                             "fork", cx->id)
-                               : json_pack("[s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py",
-                                           cx->language);
+
+  json_t *argv;
+  if (cx->fork_of[0])
+    argv = json_pack("[s,s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py", "fork", cx->id);
+  else
+    argv = json_pack("[s,s,s]", "python3", SERVE_KERNELS_PATH "/kernel.py", cx->language);
   json_t *req = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "exec", "argv", argv, "env", env,
                           "user", "user", "stdin", 1, "timeout_ms", (json_int_t)0);
   if (json_is_string(cx->cwd))
     json_object_set(req, "cwd", cx->cwd);
+
   cx->state = CX_STARTING;
   cx->died[0] = '\0';
   cx->err_len = cx->line_len = 0;
   cx->s = agentc_open(&sb->ac, req, on_kernel_frame, cx);
   json_decref(req);
+
   if (!cx->s) {
     cx->state = CX_DEAD;
     snprintf(cx->died, sizeof cx->died, "the sandbox's agent is not reachable");
@@ -444,9 +475,11 @@ void contexts_info(const struct context *cx, struct context_info *out) {
 static int env_check(json_t *env, struct hutch_err *err) {
   const char *k;
   json_t *v;
-  json_object_foreach(env, k, v) if (strchr(k, '='))
-    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                          "env: '%s' is not a usable variable", k);
+  json_object_foreach(env, k, v) {
+    if (strchr(k, '='))
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                            "env: '%s' is not a usable variable", k);
+  }
   return 0;
 }
 
@@ -475,6 +508,7 @@ static struct context *context_new(struct sbx *sb, const char *language, json_t 
                    "a sandbox has at most %d code contexts", CONTEXTS_MAX);
     return NULL;
   }
+
   struct context *cx = xcalloc(1, sizeof *cx);
   cx->sb = sb;
   random_hex(cx->id, sizeof cx->id - 1);
@@ -484,11 +518,14 @@ static struct context *context_new(struct sbx *sb, const char *language, json_t 
   cx->env = env ? json_deep_copy(env) : json_object();
   uv_timer_init(sb->srv->loop, &cx->timer);
   cx->timer.data = cx;
-  struct context **tail = &sb->contexts; /* in the order they were made */
+
+  /* The contexts are listed in the order they were made. */
+  struct context **tail = &sb->contexts;
   while (*tail)
     tail = &(*tail)->next;
   *tail = cx;
   sb->ncontexts++;
+
   kernel_start(cx);
   return cx;
 }
@@ -580,6 +617,7 @@ static struct context *cell_context(struct sbx *sb, const struct cell_request *r
     }
     return cx;
   }
+
   const char *language = language_of(r->language, err);
   return language ? contexts_default(sb, language, err) : NULL;
 }
@@ -598,17 +636,20 @@ int contexts_run(struct sbx *sb, const struct cell_request *r, const struct cell
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "%d cells already wait in context %s, the most one may hold",
                           CELLS_QUEUED_MAX, cx->id);
+
   struct cell *ce = xcalloc(1, sizeof *ce);
   ce->cx = cx;
   ce->id = ++cx->next_cell;
   ce->timeout_s = r->timeout_s;
   ce->line = json_pack("{s:I,s:s,s:o}", "id", (json_int_t)ce->id, "code", r->code, "env",
                        r->env ? json_deep_copy(r->env) : json_object());
+
   struct cell **tail = &cx->cells;
   while (*tail)
     tail = &(*tail)->next;
   *tail = ce;
   cx->ncells++;
+
   ce->sink = *sink;
   ce->live = true;
   sink->start(ce, sink->arg);

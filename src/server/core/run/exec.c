@@ -61,10 +61,11 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
 
 static void on_frame(struct astream *s, const struct hutch_frame *f) {
   struct exec *x = s->ctx;
-  if (!f) { /* the sandbox went away under the exec */
+  if (!f) { /* The sandbox went away under the exec. */
     end(x, outlines_exit_gone("the sandbox ended during the exec"));
     return;
   }
+
   switch (f->type) {
   case HUTCH_F_STDOUT:
   case HUTCH_F_STDERR:
@@ -73,6 +74,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
     bool more = x->sink.output(f->type == HUTCH_F_STDERR, f->payload, f->len, x->sink.arg);
     if (!still_here(x))
       break;
+
     if (more)
       agentc_window(s, f->len);
     else
@@ -101,6 +103,7 @@ struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0
                    "the sandbox's agent is not reachable");
     return NULL;
   }
+
   if (in)
     agentc_stdin(x->s, in, strlen(in), true);
   return x;

@@ -117,13 +117,16 @@ static void watch_output(struct files_op *op, const uint8_t *p, size_t n) {
       memcpy(op->out + op->nout, p, take);
       op->nout += take;
     }
+
     if (nl && op->nout)
       watch_line(op, op->out, op->nout - (op->out[op->nout - 1] == '\n'), &more);
     if (nl)
       op->nout = 0;
+
     p += take;
     n -= take;
   }
+
   took(op, more, len);
 }
 
@@ -136,10 +139,11 @@ static void on_output(struct files_op *op, const struct hutch_frame *fr) {
     watch_output(op, fr->payload, fr->len);
     return;
   }
-  if (op->kind != OP_LIST) { /* not what these send: ignored */
+  if (op->kind != OP_LIST) { /* The other kinds send no output, and any is ignored. */
     agentc_window(op->s, fr->len);
     return;
   }
+
   if (op->nout + fr->len > LIST_MAX) {
     struct hutch_err err = {0};
     agentc_abandon(op->s);
@@ -149,6 +153,7 @@ static void on_output(struct files_op *op, const struct hutch_frame *fr) {
     op_end(op, NULL, &err);
     return;
   }
+
   op->out = xrealloc(op->out, op->nout + fr->len + 1);
   memcpy(op->out + op->nout, fr->payload, fr->len);
   op->nout += fr->len;
@@ -172,10 +177,12 @@ static json_t *entries(const char *out, size_t nout) {
 static void on_end(struct files_op *op, const struct hutch_frame *fr) {
   json_t *j = json_loadb((const char *)fr->payload, fr->len, 0, NULL);
   bool failed = fr->type == HUTCH_F_ERROR || !json_is_object(j);
-  if (!json_is_object(j)) { /* not what an agent sends: a failure, reason unknown */
+  /* That is not what an agent sends: it is a failure, for a reason unknown. */
+  if (!json_is_object(j)) {
     json_decref(j);
     j = json_object();
   }
+
   op->s = NULL;
   struct hutch_err err = {0};
   if (failed) {
@@ -187,13 +194,15 @@ static void on_end(struct files_op *op, const struct hutch_frame *fr) {
     op_end(op, &r, NULL);
     json_decref(r.entries);
   }
+
   json_decref(j);
 }
 
 static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   struct files_op *op = s->ctx;
   op->busy++;
-  if (!fr) { /* the sandbox went away */
+
+  if (!fr) { /* The sandbox went away. */
     struct hutch_err err = {0};
     op->s = NULL;
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
@@ -204,6 +213,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *fr) {
   } else if (fr->flags & HUTCH_FL_END) {
     on_end(op, fr);
   }
+
   op->busy--;
   op_maybe_free(op);
 }
@@ -217,13 +227,15 @@ static void on_stdin_drained(struct astream *s) {
 /* Open the agent stream for req (a reference taken). */
 static struct files_op *start(struct sbx *sb, json_t *req, const char *path, enum op_kind kind,
                               struct hutch_err *err) {
-  if (!req) { /* a path or name that JSON cannot carry */
+  if (!req) { /* It is a path or name that JSON cannot carry. */
     hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "the path is not UTF-8");
     return NULL;
   }
+
   /* The agent acts beneath that directory alone (agent/files.c, confined). */
   if (sb->file_root)
     json_object_set_new(req, "root", json_string(sb->file_root));
+
   struct files_op *op = xcalloc(1, sizeof *op);
   op->kind = kind;
   op->s = agentc_open(&sb->ac, req, on_frame, op);
@@ -234,6 +246,7 @@ static struct files_op *start(struct sbx *sb, json_t *req, const char *path, enu
                    "the sandbox's agent is not reachable");
     return NULL;
   }
+
   op->path = xstrdup(path);
   return op;
 }

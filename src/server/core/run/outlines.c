@@ -12,14 +12,26 @@
 #include "http/http.h"
 #include "http/json.h"
 
+/* How many bytes the UTF-8 sequence that b leads has (1 for a byte that
+ * leads none). */
+static size_t sequence_length(uint8_t b) {
+  if ((b & 0xe0) == 0xc0)
+    return 2;
+  if ((b & 0xf0) == 0xe0)
+    return 3;
+  if ((b & 0xf8) == 0xf0)
+    return 4;
+  return 1;
+}
+
 /* Where a UTF-8 sequence that the buffer's end cuts short begins (n when
  * none is cut). */
 static size_t cut_point(const uint8_t *p, size_t n) {
   for (size_t back = 1; back <= 3 && back <= n; back++) {
     uint8_t b = p[n - back];
     if ((b & 0xc0) == 0x80)
-      continue; /* a continuation byte: look further back */
-    size_t need = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 1;
+      continue; /* A continuation byte: look further back. */
+    size_t need = sequence_length(b);
     return need > back ? n - back : n;
   }
   return n;
@@ -32,9 +44,11 @@ char *outlines_next(struct outlines *o, int which, const uint8_t *data, size_t l
   memcpy(buf, o->carry[which], o->ncarry[which]);
   if (len)
     memcpy(buf + o->ncarry[which], data, len);
+
   size_t cut = last ? n : cut_point(buf, n);
   o->ncarry[which] = n - cut;
   memcpy(o->carry[which], buf + cut, n - cut);
+
   char *line = NULL;
   if (cut > 0) {
     const char *type = which ? "stderr" : "stdout";
@@ -48,6 +62,7 @@ char *outlines_next(struct outlines *o, int which, const uint8_t *data, size_t l
       free(b64);
     }
   }
+
   free(buf);
   return line;
 }

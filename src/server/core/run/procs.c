@@ -47,6 +47,7 @@ static void keep(struct proc *pr, const char *line, size_t n) {
   pr->kept_len += n;
   if (pr->kept_len <= PROC_KEEP)
     return;
+
   /* Drop whole lines from the front. */
   size_t drop = pr->kept_len - PROC_KEEP;
   char *nl = memchr(pr->kept + drop, '\n', pr->kept_len - drop);
@@ -95,9 +96,11 @@ static void ended(struct proc *pr, json_t *exit_line) {
     char *line = outlines_next(&pr->enc, i, NULL, 0, true, &n);
     emit(pr, line, n);
   }
+
   pr->exit = exit_line;
   pr->s = NULL;
   pr->stdin_open = false;
+
   char *line = http_json_line(json_incref(exit_line), &n);
   while (pr->subs) {
     struct sub *u = pr->subs;
@@ -106,6 +109,7 @@ static void ended(struct proc *pr, json_t *exit_line) {
     u->end(u, line, n); /* frees u */
   }
   free(line);
+
   tell_started(pr);
 }
 
@@ -115,15 +119,17 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
     ended(pr, outlines_exit_gone("the sandbox ended"));
     return;
   }
+
   if (f->type == HUTCH_F_STDOUT || f->type == HUTCH_F_STDERR) {
     size_t n;
     char *line = outlines_next(&pr->enc, f->type == HUTCH_F_STDERR, f->payload, f->len, false, &n);
     emit(pr, line, n);
-    agentc_window(s, f->len); /* never wait for a reader */
+    agentc_window(s, f->len); /* A background process never waits for a reader. */
     return;
   }
   if (f->type != HUTCH_F_EVENT && f->type != HUTCH_F_ERROR)
     return;
+
   json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
   const char *ev = json_string_value(json_object_get(j, "event"));
   if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0) {
@@ -158,6 +164,7 @@ static void prune(struct sbx *sb) {
   }
   if (n < PROC_MAX || !oldest_ended)
     return;
+
   *link = oldest_ended->next;
   json_decref(oldest_ended->cmd);
   json_decref(oldest_ended->exit);
@@ -168,6 +175,7 @@ static void prune(struct sbx *sb) {
 struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_stdin,
                          procs_started_cb started, void *arg, struct hutch_err *err) {
   prune(sb);
+
   size_t n = 0;
   for (struct proc *p = sb->procs; p; p = p->next)
     n++;
@@ -176,6 +184,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
                    "the sandbox has %d background processes; wait for some to end", PROC_MAX);
     return NULL;
   }
+
   struct proc *pr = xcalloc(1, sizeof *pr);
   pr->sb = sb;
   pr->cmd = json_incref(json_object_get(req, "argv"));
@@ -184,6 +193,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
   pr->stdin_open = keep_stdin;
   if (keep_stdin)
     json_object_set_new(req, "stdin", json_true());
+
   pr->s = agentc_open(&sb->ac, req, on_frame, pr);
   if (!pr->s) {
     json_decref(pr->cmd);
@@ -192,6 +202,7 @@ struct proc *procs_start(struct sbx *sb, json_t *req, const char *in, bool keep_
                    "the sandbox's agent is not reachable");
     return NULL;
   }
+
   if (in)
     agentc_stdin(pr->s, in, strlen(in), !keep_stdin);
   pr->started = started;
@@ -209,6 +220,7 @@ void procs_adopt(struct sbx *sb, json_t *jobs) {
     if (!json_is_integer(stream) || json_integer_value(stream) <= 0 ||
         json_integer_value(stream) > UINT32_MAX || !json_is_integer(pid))
       continue;
+
     struct proc *pr = xcalloc(1, sizeof *pr);
     pr->sb = sb;
     pr->pid = (int)json_integer_value(pid);
@@ -269,9 +281,12 @@ json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
 
 struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err) {
   uint64_t n;
-  struct proc *pr;
-  if (parse_u64(pid, &n) && n <= INT32_MAX && (pr = procs_by_pid(sb, (int)n)))
-    return pr;
+  if (parse_u64(pid, &n) && n <= INT32_MAX) {
+    struct proc *pr = procs_by_pid(sb, (int)n);
+    if (pr)
+      return pr;
+  }
+
   hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no background process %s in sandbox %s",
                  pid, sb->id);
   return NULL;

@@ -95,9 +95,11 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
     sandbox_frame(ac, f);
     return;
   }
+
   struct astream *s = find(ac, f->stream);
   if (!s)
-    return; /* a stream we abandoned */
+    return; /* It is a stream we abandoned. */
+
   if (f->type == HUTCH_F_WINDOW) {
     uint32_t more = hutch_conn_window_increment(f);
     s->window = s->window + more < s->window ? UINT32_MAX : s->window + more;
@@ -107,6 +109,7 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
       s->stdin_drained(s);
     return;
   }
+
   /* The agent's output stays within what was granted, or the connection
    * ends: whatever becomes of the agent, the server holds no more of a
    * stream's output than its window, however slowly its client reads. */
@@ -117,8 +120,10 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
     }
     s->credit -= f->len;
   }
+
   uint32_t id = s->id;
   s->cb(s, f);
+
   /* The callback may have abandoned the stream, or the connection. */
   if ((f->flags & HUTCH_FL_END) && !ac->dead && (s = find(ac, id)))
     stream_unlink(ac, s);
@@ -127,31 +132,38 @@ static void handle(struct agentc *ac, const struct hutch_frame *f) {
 static void on_poll(uv_poll_t *p, int status, int events) {
   struct agentc *ac = p->data;
   struct hutch_err err = {0};
+
   if (status < 0) {
     go_dead(ac);
     return;
   }
+
   if (events & UV_WRITABLE && hutch_conn_flush(&ac->conn, &err) < 0) {
     go_dead(ac);
     return;
   }
+
   if (events & UV_READABLE) {
     if (hutch_conn_fill(&ac->conn, &err) < 0) {
       go_dead(ac);
       return;
     }
+
     struct hutch_frame f;
     int r = 0;
     while (!ac->dead && (r = hutch_conn_next(&ac->conn, &f, &err)) > 0)
       handle(ac, &f);
     if (ac->dead)
       return;
+
     if (r < 0 || ac->conn.eof) {
       go_dead(ac);
       return;
     }
   }
+
   update_poll(ac);
+
   /* Thousands of sandboxes sit idle: with no stream open, a connection
    * keeps no buffer between its frames. */
   if (!ac->streams)
@@ -163,10 +175,12 @@ static void update_poll(struct agentc *ac) {
   if (ac->dead)
     return;
   struct hutch_err err = {0};
+
   /* A failed flush is not acted on here, inside whoever sent: the frames
    * stay queued, and the poll callback finds the error and ends it all. */
   if (hutch_conn_queued(&ac->conn))
     hutch_conn_flush(&ac->conn, &err);
+
   int events = UV_READABLE | (hutch_conn_queued(&ac->conn) ? UV_WRITABLE : 0);
   /* libuv's restart of a poll is two epoll_ctl calls, and most turns
    * change nothing (several per exec). */
@@ -223,6 +237,8 @@ int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
     return -1;
   ac->events = 0;
   uv_poll_stop(&ac->poll);
+
+  /* The agent's HELLO is awaited here, blocking, until the deadline. */
   struct hutch_err err = {0};
   struct hutch_frame f;
   uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -230,22 +246,28 @@ int agentc_adopt(struct agentc *ac, uv_loop_t *loop, int fd, int timeout_ms,
   while ((r = hutch_conn_next(&ac->conn, &f, &err)) == 0) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     uint64_t now = now_ns();
-    if (now >= deadline || poll(&p, 1, (int)((deadline - now) / 1000000) + 1) < 0 ||
-        hutch_conn_fill(&ac->conn, &err) < 0 || ac->conn.eof)
+    if (now >= deadline)
+      return -1;
+    if (poll(&p, 1, (int)((deadline - now) / 1000000) + 1) < 0)
+      return -1;
+    if (hutch_conn_fill(&ac->conn, &err) < 0 || ac->conn.eof)
       return -1;
   }
   if (r < 0 || f.type != HUTCH_F_HELLO)
     return -1;
+
   json_t *hello = json_loadb((const char *)f.payload, f.len, 0, NULL);
   json_t *jobs = json_object_get(hello, "jobs");
   on_jobs(ac, json_is_array(jobs) ? jobs : NULL, arg);
   json_decref(hello);
   sandbox_frame(ac, &f);
-  /* What came after the HELLO (output kept while no one was connected). */
+
+  /* What came after the HELLO is output kept while no one was connected. */
   while (!ac->dead && (r = hutch_conn_next(&ac->conn, &f, &err)) > 0)
     handle(ac, &f);
   if (r < 0)
     return -1;
+
   update_poll(ac);
   return 0;
 }

@@ -36,7 +36,9 @@ static int open_log(int dirfd) {
 
 struct audit *audit_open(const char *dir, uint64_t max_bytes, struct hutch_err *err) {
   int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  int fd = dirfd < 0 ? -1 : open_log(dirfd);
+  int fd = -1;
+  if (dirfd >= 0)
+    fd = open_log(dirfd);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) < 0) {
     hutch_err_set(err, errno, "audit log %s/%s", dir, AUDIT_NAME);
@@ -46,6 +48,7 @@ struct audit *audit_open(const char *dir, uint64_t max_bytes, struct hutch_err *
       close(dirfd);
     return NULL;
   }
+
   struct audit *a = xcalloc(1, sizeof *a);
   a->dirfd = dirfd;
   a->fd = fd;
@@ -65,6 +68,7 @@ static void rotate(struct audit *a, size_t n) {
     fprintf(stderr, "hutch serve: audit log: rotating: %s\n", strerror(errno));
     return;
   }
+
   int fd = open_log(a->dirfd);
   if (fd < 0) {
     /* Out of descriptors, say: the file goes back to its name, to rotate
@@ -73,6 +77,7 @@ static void rotate(struct audit *a, size_t n) {
     renameat(a->dirfd, AUDIT_OLD, a->dirfd, AUDIT_NAME);
     return;
   }
+
   close(a->fd);
   a->fd = fd;
   a->size = 0;
@@ -160,6 +165,7 @@ static void keep_for_sandbox(struct server *srv, json_t *line) {
   struct sbx *sb = sbx_find_own(srv, &p, id);
   if (!sb)
     return;
+
   if (!sb->log)
     sb->log = json_array();
   if (json_array_size(sb->log) == SBX_LOG_MAX)
@@ -171,11 +177,13 @@ void audit_record(struct server *srv, json_t *j) {
   /* No line must go missing unseen: one that could not be made is said. */
   if (!j)
     j = json_pack("{s:s}", "error", "an audit line could not be written as JSON");
+
   char when[32];
   iso8601(wall_ms(), when);
   /* "time" first: a reader sees when before what. */
   json_t *line = json_pack("{s:s}", "time", when);
   json_object_update(line, j);
+
   if (srv->audit) {
     char *text = json_dumps(line, SERVE_JSON_FLAGS | JSON_PRESERVE_ORDER);
     if (!text)
@@ -183,6 +191,7 @@ void audit_record(struct server *srv, json_t *j) {
     audit_append(srv, srv->audit, text, strlen(text));
     free(text);
   }
+
   keep_for_sandbox(srv, line);
   json_decref(line);
   json_decref(j);

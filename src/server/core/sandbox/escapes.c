@@ -67,31 +67,37 @@ void escapes_update(struct agentc *ac, json_t *counts) {
   json_t *total = json_object_get(counts, "total");
   json_t *calls = json_object_get(counts, "syscalls");
   if (json_is_null(total)) {
-    e->uncounted = true; /* this sandbox's kernel gave no listener */
+    e->uncounted = true; /* This sandbox's kernel gave no listener. */
     return;
   }
   if (!json_is_integer(total) || !json_is_object(calls))
     return;
+
   if (json_integer_value(total) > (json_int_t)e->total)
     e->total = (uint64_t)json_integer_value(total);
+
   const char *name;
   json_t *v;
   json_object_foreach(calls, name, v) {
-    struct escape_call *c;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || !good_name(name) ||
-        !(c = find_or_add(e, name)))
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || !good_name(name))
       continue;
+    struct escape_call *c = find_or_add(e, name);
+    if (!c)
+      continue;
+
     if ((uint64_t)json_integer_value(v) > c->n) {
       sb->srv->metrics.escape_attempts += (uint64_t)json_integer_value(v) - c->n;
       c->n = (uint64_t)json_integer_value(v);
       e->pending = true;
     }
+
     /* The first counts are a HELLO: a new sandbox's are 0; a sandbox taken
      * over after a restart had its lines written by the server before
      * (escapes_final on release), so they are not written again. */
     if (!e->heard)
       c->audited = c->n;
   }
+
   if (!e->heard) {
     e->heard = true;
     e->pending = false;

@@ -26,9 +26,9 @@
 
 void fds_init(struct server *srv) {
   struct rlimit nofile;
-  srv->fd_limit = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY
-                      ? (unsigned)(nofile.rlim_cur < 1u << 30 ? nofile.rlim_cur : 1u << 30)
-                      : 1024;
+  srv->fd_limit = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    srv->fd_limit = (unsigned)(nofile.rlim_cur < 1u << 30 ? nofile.rlim_cur : 1u << 30);
 }
 
 unsigned fds_pool(const struct server *srv) {

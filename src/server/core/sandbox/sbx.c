@@ -47,14 +47,17 @@ static void by_id_grow(struct server *srv) {
 void sbx_register(struct server *srv, struct sbx *sb) {
   if (srv->nsandboxes >= srv->nby_id)
     by_id_grow(srv);
+
   sb->prev = NULL;
   sb->next = srv->sandboxes;
   if (sb->next)
     sb->next->prev = sb;
   srv->sandboxes = sb;
+
   unsigned b = id_bucket(sb->id, srv->nby_id);
   sb->id_next = srv->by_id[b];
   srv->by_id[b] = sb;
+
   sb->listed = true;
   srv->nsandboxes++;
   tally_listed(srv, sb, true);
@@ -67,6 +70,7 @@ bool sbx_unregister(struct server *srv, struct sbx *sb) {
     return false;
   sb->listed = false;
   tally_listed(srv, sb, false);
+
   if (sb->prev)
     sb->prev->next = sb->next;
   else
@@ -78,6 +82,7 @@ bool sbx_unregister(struct server *srv, struct sbx *sb) {
       *p = sb->id_next;
       break;
     }
+
   srv->nsandboxes--;
   return true;
 }
@@ -102,6 +107,7 @@ json_t *sbx_json(const struct sbx *sb) {
   char created[32], expires[32];
   iso8601(sb->created_ms, created);
   iso8601(sb->expires_ms, expires);
+
   /* cpus is null when the sandbox may use every CPU. */
   json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:I,s:O,s:s,s:b}", "id", sb->id,
                         "state", sb->paused ? "paused" : "running", "template", sb->template,
@@ -117,6 +123,7 @@ json_t *sbx_json(const struct sbx *sb) {
   json_object_set_new(j, "traffic_token", json_string(sb->traffic_token));
   json_object_set_new(j, "domain", json_string(sb->srv->cfg.domain));
   escapes_json(sb, j);
+
   /* While paused the timeout's clock stands: no expiry, but what is left
    * of it and when the paused sandbox itself goes. */
   if (sb->paused) {
@@ -128,6 +135,7 @@ json_t *sbx_json(const struct sbx *sb) {
     json_object_set_new(j, "deleted_at", json_string(deleted));
     json_object_set_new(j, "timeout_left_s", json_real((double)sb->left_ms / 1000));
   }
+
   return j;
 }
 
@@ -142,6 +150,7 @@ static json_t *sbx_spec(const struct sbx *sb) {
       "auto_resume", sb->auto_resume, "pause_on_timeout", sb->pause_on_timeout, "paused",
       sb->paused, "paused_ms", (json_int_t)sb->paused_ms, "left_ms", (json_int_t)sb->left_ms,
       "traffic_token", sb->traffic_token);
+
   if (spec && sb->layers)
     json_object_set(spec, "layers", sb->layers);
   if (spec && sb->user)
@@ -154,6 +163,7 @@ static json_t *sbx_spec(const struct sbx *sb) {
     json_object_set(spec, "network", sb->network);
   if (spec && sb->secrets)
     json_object_set(spec, "secrets", sb->secrets);
+
   return spec;
 }
 

@@ -55,14 +55,14 @@ struct sbx {
   json_t *artifacts_seen; /* path -> ctime_ns of the files execs reported (api/exec.c) */
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
-  /* Pause (lifecycle.c): every process frozen, the timeout's clock
+  /* Pause (sbx_pause.c): every process frozen, the timeout's clock
    * stopped with left_ms to go; kept until paused_ms + --paused-retention. */
   bool paused;
   bool auto_resume;      /* a request that needs it running resumes it; else 409 */
   bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
   bool agent_pending;    /* paused when taken over: its agent is, on resume */
   unsigned captures;     /* snapshots being copied: frozen until the last is done */
-  struct freeze *freezing; /* a freeze under way off the loop (lifecycle.c) */
+  struct freeze *freezing; /* a freeze under way off the loop (sbx_pause.c) */
   int64_t paused_ms, left_ms;
   int64_t timeout_ms; /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */

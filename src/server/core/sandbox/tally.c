@@ -154,6 +154,7 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
     relays_counted(sb->egress_conns, t, srv);
     return;
   }
+
   struct tally *t = sb->tally;
   if (sb->tenant_prev)
     sb->tenant_prev->tenant_next = sb->tenant_next;
@@ -162,6 +163,7 @@ void tally_listed(struct server *srv, struct sbx *sb, bool on) {
   if (sb->tenant_next)
     sb->tenant_next->tenant_prev = sb->tenant_prev;
   sb->tenant_next = sb->tenant_prev = NULL;
+
   relays_counted(&sb->ports, NULL, srv);
   relays_counted(sb->egress_conns, NULL, srv);
   srv->sandbox_fds -= sb->fds;
@@ -214,11 +216,14 @@ int tally_check_room(struct server *srv, const struct principal *p, uint64_t mem
     return -1;
   uint64_t max_sbx = q.max_sandboxes >= 0 ? (uint64_t)q.max_sandboxes : srv->cfg.tenant_sandboxes;
   uint64_t max_mem = q.max_memory_mb >= 0 ? (uint64_t)q.max_memory_mb : srv->cfg.tenant_memory_mb;
+
   /* Creates under way and the RUN sandboxes of template builds count as
    * live sandboxes (tally.h). */
   const struct tally *t = tally_of(srv, p->tenant);
-  uint64_t n = t ? t->sandboxes + t->creating + t->builds : 0, mem = t ? t->memory_mb : 0;
+  uint64_t n = t ? t->sandboxes + t->creating + t->builds : 0;
+  uint64_t mem = t ? t->memory_mb : 0;
   uint64_t all = srv->nsandboxes + srv->ncreating + srv->nbuilds;
+
   if (n + count > max_sbx)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
                           "tenant %s may run at most %llu sandboxes", p->tenant,

@@ -24,6 +24,7 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
   const char *path = srv->cfg.metrics_token_file;
   if (!path)
     return 0;
+
   char buf[METRICS_TOKEN_MAX + 2];
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -31,6 +32,7 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
   ssize_t n = read_all(fd, buf, sizeof buf - 1);
   buf[n > 0 ? n : 0] = '\0';
   buf[strcspn(buf, "\r\n")] = '\0';
+
   size_t len = strlen(buf);
   bool ok = len >= METRICS_TOKEN_MIN && len <= METRICS_TOKEN_MAX &&
             strspn(buf, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -38,10 +40,12 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
   if (ok)
     srv->metrics_token = xstrdup(buf);
   explicit_bzero(buf, sizeof buf);
-  return ok ? 0
-            : hutch_err_invalid(err, "--metrics-token-file %s: its first line must be a token "
-                                     "of %d to %d letters, digits or -._~+/=",
-                                path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+
+  if (!ok)
+    return hutch_err_invalid(err, "--metrics-token-file %s: its first line must be a token of "
+                                  "%d to %d letters, digits or -._~+/=",
+                             path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+  return 0;
 }
 
 bool metrics_token_is(const struct server *srv, const char *token) {
@@ -88,6 +92,8 @@ static void tiers_write(FILE *f, const struct server *srv) {
 
 void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queued) {
   const struct metrics *m = &srv->metrics;
+
+  /* The sandboxes. */
   fprintf(f, "# HELP hutch_sandboxes Sandboxes by state.\n# TYPE hutch_sandboxes gauge\n");
   unsigned paused = srv->npaused;
   fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
@@ -108,6 +114,7 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
              "# TYPE hutch_sandboxes_expired_total counter\n"
              "hutch_sandboxes_expired_total %llu\n",
           (unsigned long long)m->expired);
+
   fprintf(f, "# HELP hutch_egress_connections_total Connections through egress proxies.\n"
              "# TYPE hutch_egress_connections_total counter\n"
              "hutch_egress_connections_total{verdict=\"allowed\"} %llu\n"
@@ -116,10 +123,13 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
   pool_metrics(f, srv);
   if (operator)
     escapes_metrics(f, srv);
+
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);
   histogram(f, "hutch_exec_start_seconds", "Time from an exec request to its process running.",
             m->exec_hist, m->exec_sum_s);
+
+  /* The HTTP server. */
   fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
              "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
           srv->http.nconns);

@@ -52,9 +52,11 @@ struct server *server_new(void) {
       .template_timeout_ms = 7200 * 1000,
       .max_create_wait_ms = 3000,
   };
+
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");
   srv->cfg.state_dir = xstrdup(hutch_default_state_dir());
+
   srv->loop = xmalloc(sizeof *srv->loop);
   uv_loop_init(srv->loop);
   srv->netns_fd = -1;
@@ -120,6 +122,7 @@ static int lock_state_dir(const char *dir, struct hutch_err *err) {
     return -1;
   if (fchmod(fd, 0700) < 0)
     return hutch_err_set(err, errno, "chmod %s", dir);
+
   for (const char *const *f = files; *f; f++) {
     _cleanup_close_ int file = openat(fd, *f, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (file < 0 && errno != ENOENT)
@@ -127,6 +130,7 @@ static int lock_state_dir(const char *dir, struct hutch_err *err) {
     if (file >= 0 && fchmod(file, 0600) < 0)
       return hutch_err_set(err, errno, "chmod %s/%s", dir, *f);
   }
+
   /* A new database is made 0600 here, before SQLite opens it: SQLite
    * gives its -wal and -shm files the database's own mode. */
   _cleanup_close_ int db = openat(fd, "hutch.db", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -141,9 +145,13 @@ static int open_state(struct server *srv, struct hutch_err *err) {
     return hutch_err_set(err, errno, "state directory %s", dir);
   if (lock_state_dir(dir, err) < 0)
     return -1;
+
+  /* The store, sealed with the state key. */
   _cleanup_free_ char *db = xasprintf("%s/hutch.db", dir);
   unsigned char key[SEAL_KEY_LEN];
-  int r = keys_state_key(dir, key, err) < 0 ? -1 : store_open(db, key, &srv->store, err);
+  int r = keys_state_key(dir, key, err);
+  if (r >= 0)
+    r = store_open(db, key, &srv->store, err);
   /* E2B's volume tokens: a key of their own, from the state key. */
   static const char purpose[] = "hutch volume tokens";
   unsigned len = 0;
@@ -153,39 +161,50 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   explicit_bzero(key, sizeof key);
   if (r < 0)
     return -1;
+
   srv->agents_dir = xasprintf("%s/agents", dir);
   if (hutch_images_open(&srv->images, dir, err) < 0)
     return -1;
+
   /* The sandboxes a server that went away left running are ours now. */
-  if (sbx_adopt_all(srv, err) < 0 || keys_bootstrap(srv, err) < 0)
+  if (sbx_adopt_all(srv, err) < 0)
     return -1;
-  snapshots_gc(srv); /* forks' snapshots whose forks ended meanwhile */
+  if (keys_bootstrap(srv, err) < 0)
+    return -1;
+
+  snapshots_gc(srv); /* Forks' snapshots whose forks ended meanwhile go. */
   /* Templates removed while in use whose sandboxes are gone now (their
    * pins are held again by those taken over, above). */
   struct hutch_err gc_err = {0};
   if (hutch_images_gc(&srv->images, &gc_err) < 0)
     fprintf(stderr, "hutch serve: template store: %s\n", gc_err.msg);
+
   srv->audit = audit_open(dir, srv->cfg.audit_max_mb << 20, err);
   return srv->audit ? 0 : -1;
 }
 
 static int start_listening(struct server *srv, struct hutch_err *err) {
   struct sockaddr_storage ss;
-  int r = strchr(srv->cfg.host, ':')
-              ? uv_ip6_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in6 *)&ss)
-              : uv_ip4_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in *)&ss);
+  int r;
+  if (strchr(srv->cfg.host, ':'))
+    r = uv_ip6_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in6 *)&ss);
+  else
+    r = uv_ip4_addr(srv->cfg.host, srv->cfg.port, (struct sockaddr_in *)&ss);
   if (r < 0)
     return hutch_err_invalid(err, "--listen: '%s' is not an IP address", srv->cfg.host);
+
   if (http_accept_start(&srv->http, (struct sockaddr *)&ss,
                    ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                             : sizeof(struct sockaddr_in),
                    err) < 0)
     return hutch_err_wrap(err, "%s:%d", srv->cfg.host, srv->cfg.port);
+
+  /* The port the kernel chose, when asked for 0. */
   socklen_t len = sizeof ss;
   if (getsockname(srv->http.listen_fd, (struct sockaddr *)&ss, &len) == 0) {
     srv->cfg.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
-    srv->listen_addr = ss; /* the egress floor keeps sandboxes off it (egress.c) */
+    srv->listen_addr = ss; /* The egress floor keeps sandboxes off it (egress_conn.c). */
   }
   return 0;
 }
@@ -206,6 +225,7 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
     srv->kernels_dir = realpath(srv->cfg.kernels_dir, NULL);
     return srv->kernels_dir ? 0 : hutch_err_set(err, errno, "%s", srv->cfg.kernels_dir);
   }
+
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
@@ -217,6 +237,7 @@ static int find_kernels(struct server *srv, struct hutch_err *err) {
     if (has_kernel(beside))
       srv->kernels_dir = realpath(beside, NULL);
   }
+
   if (!srv->kernels_dir && has_kernel("/usr/share/hutch/kernels"))
     srv->kernels_dir = xstrdup("/usr/share/hutch/kernels");
   return 0;
@@ -249,6 +270,7 @@ static void checkpoint_run(struct offload *o) {
 static void checkpoint_done(struct offload *o) {
   struct checkpoint *cp = OFFLOAD_JOB(o, struct checkpoint);
   struct server *srv = o->srv;
+
   if (cp->r < 0)
     fprintf(stderr, "hutch serve: %s\n", cp->err.msg);
   if (cp->r == 1) {
@@ -257,6 +279,7 @@ static void checkpoint_done(struct offload *o) {
                       "which is emptied once it is done\n");
     srv->truncate_after = uv_now(srv->loop) + TRUNCATE_AGAIN_MS;
   }
+
   srv->checkpointing = false;
   free(cp->path);
   free(cp);
@@ -266,6 +289,7 @@ static void checkpoint_due(uv_timer_t *t) {
   struct server *srv = t->data;
   if (srv->checkpointing || srv->stopping || store_wal_pages(srv->store) < CHECKPOINT_PAGES)
     return;
+
   struct checkpoint *cp = xcalloc(1, sizeof *cp);
   cp->path = xasprintf("%s/hutch.db", srv->cfg.state_dir);
   cp->truncate_pages = uv_now(srv->loop) >= srv->truncate_after ? TRUNCATE_PAGES : INT_MAX;
@@ -278,15 +302,28 @@ int server_open(struct server *srv, const struct http_handlers *h,
   srv->fronts = fronts;
   http_server_init(&srv->http, srv->loop, srv, h, srv->cfg.max_conns);
   srv->http.private_dir = srv->cfg.state_dir;
+
   srv->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   if (srv->netns_fd < 0)
     return hutch_err_set(err, errno, "open /proc/thread-self/ns/net");
   if (hutch_cgroup_open_root(&srv->cg_root, err) < 0)
     return hutch_err_wrap(err, "the hutch cgroup");
-  if (server_tiers(srv, err) < 0 || find_kernels(srv, err) < 0 || metrics_open(srv, err) < 0 ||
-      egress_tls_init(srv, srv->cfg.egress_ca, err) < 0 ||
-      open_state(srv, err) < 0 || start_listening(srv, err) < 0 || pool_configure(srv, err) < 0)
+
+  if (server_tiers(srv, err) < 0)
     return -1;
+  if (find_kernels(srv, err) < 0)
+    return -1;
+  if (metrics_open(srv, err) < 0)
+    return -1;
+  if (egress_tls_init(srv, srv->cfg.egress_ca, err) < 0)
+    return -1;
+  if (open_state(srv, err) < 0)
+    return -1;
+  if (start_listening(srv, err) < 0)
+    return -1;
+  if (pool_configure(srv, err) < 0)
+    return -1;
+
   sbx_reaper_start(srv);
   /* Unreferenced: it never keeps a stopping server's loop running. */
   uv_timer_init(srv->loop, &srv->checkpoint);
@@ -309,12 +346,14 @@ void server_free(struct server *srv) {
   uv_run(srv->loop, UV_RUN_DEFAULT);
   uv_loop_close(srv->loop);
   free(srv->loop);
+
   pool_free(srv);
   templates_free(srv);
   volworker_free_all(srv);
   for (size_t i = 0; srv->cfg.pool_specs && srv->cfg.pool_specs[i]; i++)
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
+
   store_close(srv->store);
   hutch_images_close(&srv->images);
   free(srv->key_cache);
@@ -325,6 +364,7 @@ void server_free(struct server *srv) {
     explicit_bzero(srv->metrics_token, strlen(srv->metrics_token));
   free(srv->metrics_token);
   free(srv->cfg.metrics_token_file);
+
   if (srv->netns_fd >= 0)
     close(srv->netns_fd);
   if (srv->cg_root.ops)
@@ -335,6 +375,7 @@ void server_free(struct server *srv) {
   free(srv->cfg.egress_ca);
   free(srv->by_id);
   tally_free_all(srv);
+
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.gvisor_platform);

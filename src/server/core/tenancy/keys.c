@@ -69,8 +69,15 @@ static int write_secret(const char *path, const char *text, struct hutch_err *er
   _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
   unlink(tmp);
   _cleanup_close_ int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (out < 0 || write_all(out, text, strlen(text)) < 0 || write_all(out, "\n", 1) < 0 ||
-      fsync(out) < 0 || rename(tmp, path) < 0)
+  if (out < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  if (write_all(out, text, strlen(text)) < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  if (write_all(out, "\n", 1) < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  if (fsync(out) < 0)
+    return hutch_err_set(err, errno, "writing %s", path);
+  if (rename(tmp, path) < 0)
     return hutch_err_set(err, errno, "writing %s", path);
   return 0;
 }
@@ -126,6 +133,7 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
   char key[KEY_LEN + 2];
   if (read_secret(path, key, sizeof key, err) < 0)
     return -1;
+
   char hash[HASH_HEX + 1];
   struct principal p;
   if (well_formed(key)) {
@@ -141,12 +149,15 @@ int keys_bootstrap(struct server *srv, struct hutch_err *err) {
     new_key(key);
     hash_key(key, hash);
   }
+
   char id[SERVE_KEY_ID_LEN + 1];
   random_hex(id, SERVE_KEY_ID_LEN);
   cache_clear(srv);
-  if (store_key_add(srv->store, id, "admin", hash, true, err) < 0 ||
-      store_admin_keep_only(srv->store, hash, err) < 0)
+  if (store_key_add(srv->store, id, "admin", hash, true, err) < 0)
     return -1;
+  if (store_admin_keep_only(srv->store, hash, err) < 0)
+    return -1;
+
   return write_secret(path, key, err);
 }
 
@@ -190,10 +201,12 @@ int keys_check(struct server *srv, const char *key, const char *auth, struct pri
   }
   if (!key || !well_formed(key))
     return 0;
+
   char hash[HASH_HEX + 1];
   hash_key(key, hash);
   if (cache_find(srv, hash, p))
     return 1;
+
   struct hutch_err err = {0};
   int r = store_key_find(srv->store, hash, p, &err);
   if (r < 0)
@@ -219,6 +232,7 @@ int keys_create(struct server *srv, const struct key_request *r, struct key_made
   if (strcmp(r->tenant, "admin") == 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                           "tenant 'admin' is the admin key's own");
+
   struct tenant_quota q;
   if (store_tenant_get(srv->store, r->tenant, &q, err) < 0)
     return -1;
@@ -228,12 +242,15 @@ int keys_create(struct server *srv, const struct key_request *r, struct key_made
     q.max_memory_mb = r->max_memory_mb;
   if (r->max_disk_mb >= 0)
     q.max_disk_mb = r->max_disk_mb;
+
   char hash[HASH_HEX + 1];
   new_key(out->key);
   hash_key(out->key, hash);
   random_hex(out->id, SERVE_KEY_ID_LEN);
-  if (store_tenant_put(srv->store, r->tenant, &q, err) < 0 ||
-      store_key_add(srv->store, out->id, r->tenant, hash, false, err) < 0)
+
+  if (store_tenant_put(srv->store, r->tenant, &q, err) < 0)
+    return -1;
+  if (store_key_add(srv->store, out->id, r->tenant, hash, false, err) < 0)
     return -1;
   return 0;
 }

@@ -67,13 +67,16 @@ static void *ring_at(const struct ring *r, size_t size, unsigned i) { /* i: 0 th
  * go first (the caller's). */
 static void *ring_push(struct ring *r, size_t size) {
   if (r->n == r->cap && r->cap < SAMPLES_KEPT) {
-    unsigned cap = r->cap ? (r->cap * 2 < SAMPLES_KEPT ? r->cap * 2 : SAMPLES_KEPT) : SAMPLES_FIRST;
+    unsigned cap = SAMPLES_FIRST;
+    if (r->cap)
+      cap = r->cap * 2 < SAMPLES_KEPT ? r->cap * 2 : SAMPLES_KEPT;
     char *to = xcalloc(cap, size);
     for (unsigned i = 0; i < r->n; i++)
       memcpy(to + (size_t)i * size, ring_at(r, size, i), size);
     free(r->slot);
     *r = (struct ring){.slot = to, .cap = cap, .head = r->n, .n = r->n};
   }
+
   void *at = (char *)r->slot + (size_t)r->head * size;
   r->head = (r->head + 1) % r->cap;
   r->n++;
@@ -94,7 +97,9 @@ static void keep(struct samples *s, const struct sample *x) {
     if (--oldest->n == 0)
       s->runs.n--;
   }
+
   *(int64_t *)ring_push(&s->ms, sizeof(int64_t)) = x->ms;
+
   struct run *newest = s->runs.n ? ring_at(&s->runs, sizeof *newest, s->runs.n - 1) : NULL;
   if (newest && same(&newest->v, &x->v))
     newest->n++;
@@ -104,8 +109,10 @@ static void keep(struct samples *s, const struct sample *x) {
 
 /* The CPUs a sandbox may use: its limit, or the host's. */
 static double cpus_of(const struct sbx *sb) {
+  if (sb->cpu_milli)
+    return (double)sb->cpu_milli / 1000;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return sb->cpu_milli ? (double)sb->cpu_milli / 1000 : (double)(n > 0 ? n : 1);
+  return (double)(n > 0 ? n : 1);
 }
 
 /* The newest sample into out: out, or NULL when there is none. */
@@ -126,6 +133,7 @@ static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
   disk = disk || !prev;
   if (!sb->hs || hutch_sandbox_usage(sb->hs, disk, &u, &err) < 0)
     return -1;
+
   *out = (struct sample){.ms = wall_ms(),
                          .v = {.cpu_ns = u.cg.cpu_ns, .memory = u.cg.memory_bytes,
                                .cache = u.cg.memory_cache, .disk = u.disk_used,
@@ -134,6 +142,7 @@ static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
     out->v.disk = prev->v.disk;
     out->v.disk_total = prev->v.disk_total;
   }
+
   if (prev && out->ms > prev->ms && out->v.cpu_ns >= prev->v.cpu_ns)
     out->v.cpu_pct = (double)(out->v.cpu_ns - prev->v.cpu_ns) /
                      ((double)(out->ms - prev->ms) * 1e6) / cpus_of(sb) * 100;
@@ -156,7 +165,8 @@ void usage_sample(struct sbx *sb) {
   const struct sample *prev = last_of(s, &last);
   if (read_now(sb, prev, s->taken++ % DISK_EVERY == 0, &now) < 0)
     return;
-  /* Charged: the time since the last sample, if it ran all of it. */
+
+  /* The time since the last sample is charged, if it ran all of it. */
   if (prev && !sb->paused && now.ms > prev->ms) {
     double dt = (double)(now.ms - prev->ms) / 1000;
     struct usage_delta d = {.cpu_s = (double)(now.v.cpu_ns - prev->v.cpu_ns) / 1e9,
@@ -164,6 +174,7 @@ void usage_sample(struct sbx *sb) {
                             .sandbox_s = dt};
     charge(sb, &d);
   }
+
   keep(s, &now);
 }
 
@@ -177,6 +188,7 @@ void usage_sample_all(struct server *srv) {
   int64_t every = SAMPLE_EVERY_MS;
   if ((int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S > every)
     every = (int64_t)srv->nsandboxes * 1000 / SAMPLES_PER_S;
+
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
     struct sample x;
     const struct sample *last = last_of(sb->samples, &x);
@@ -206,6 +218,7 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
                   void (*fn)(const struct usage_point *pt, void *arg), void *arg) {
   if (!sb->samples)
     usage_sample(sb);
+
   const struct samples *s = sb->samples;
   unsigned i = 0;
   for (unsigned r = 0; r < s->runs.n; r++) {
@@ -218,6 +231,7 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
       }
     }
   }
+
   /* And now, measured since the last sample (not kept). */
   struct sample last, now;
   if (read_now(sb, last_of(s, &last), true, &now) == 0 && now.ms >= start_ms &&
@@ -236,6 +250,7 @@ int usage_of(struct server *srv, const struct principal *p, const char *tenant,
                           "only the admin key may read another tenant's usage");
   if (!tenant)
     tenant = p->tenant;
+
   *out = (struct usage_total){.tenant = tenant};
   if (store_usage_get(srv->store, tenant, &out->used, err) < 0) {
     err->kind = HUTCH_ERR_SYSTEM; /* a 500 whatever its errno, as it always was */
@@ -243,6 +258,7 @@ int usage_of(struct server *srv, const struct principal *p, const char *tenant,
     err->code = "internal";
     return -1;
   }
+
   const struct tally *t = tally_of(srv, tenant);
   if (t) {
     out->paused = t->paused;
