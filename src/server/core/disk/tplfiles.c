@@ -17,17 +17,10 @@
 #include <openssl/evp.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "util.h"
 #include "core/base/server.h"
 #include "core/disk/templates.h"
-
-static void sha256_hex(const void *data, size_t n, char out[65]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_Digest(data, n, md, &len, EVP_sha256(), NULL);
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
 
 /* STATE/template-files/<sha256 of the tenant>/ (malloc'd), made if
  * missing: each tenant's files in a directory of their own, so that what
@@ -37,7 +30,7 @@ static char *tenant_dir(struct server *srv, const char *tenant) {
   if (mkdir(top, 0700) < 0 && errno != EEXIST)
     fprintf(stderr, "hutch serve: mkdir %s: %s\n", top, strerror(errno));
   char hex[65];
-  sha256_hex(tenant, strlen(tenant), hex);
+  digest_sha256_hex(tenant, strlen(tenant), hex);
   char *dir = xasprintf("%s/%s", top, hex);
   if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     fprintf(stderr, "hutch serve: mkdir %s: %s\n", dir, strerror(errno));
@@ -50,7 +43,7 @@ char *tplfiles_path(struct server *srv, const char *tenant, const char *hash) {
    * names another's file. */
   _cleanup_free_ char *key = xasprintf("%s/%s", tenant, hash);
   char hex[65];
-  sha256_hex(key, strlen(key), hex);
+  digest_sha256_hex(key, strlen(key), hex);
   return xasprintf("%s/%s.tar", dir, hex);
 }
 
@@ -230,13 +223,8 @@ int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void
 }
 
 const char *tplfiles_upload_digest(struct tpl_upload *u) {
-  if (!u->hex[0]) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(u->md, md, &len);
-    for (unsigned i = 0; i < 32; i++)
-      snprintf(u->hex + 2 * i, 3, "%02x", md[i]);
-  }
+  if (!u->hex[0])
+    digest_sha256_final_hex(u->md, u->hex);
   return u->hex;
 }
 

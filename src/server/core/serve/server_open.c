@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "hostlimits.h"
+#include "mkdir.h"
 #include "util.h"
 #include "core/sandbox/audit.h"
 #include "core/egress/egress_tls.h"
@@ -63,19 +64,6 @@ struct server *server_new(void) {
   fds_init(srv);
   offload_init(srv, 2);
   return srv;
-}
-
-static int mkdir_p(const char *path, mode_t mode) {
-  char buf[PATH_MAX];
-  str_copy(buf, sizeof buf, path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-        return -1;
-      *p = '/';
-    }
-  return mkdir(buf, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* The state dir holds the admin key, the state key and hutch.db: whoever
@@ -141,7 +129,7 @@ static int open_state(struct server *srv, struct hutch_err *err) {
   const char *dir = srv->cfg.state_dir;
   if (dir[0] != '/')
     return hutch_err_invalid(err, "--state-dir %s: need an absolute path", dir);
-  if (mkdir_p(dir, 0700) < 0)
+  if (mkdir_p(dir, 0700, err) < 0)
     return hutch_err_set(err, errno, "state directory %s", dir);
   if (lock_state_dir(dir, err) < 0)
     return -1;

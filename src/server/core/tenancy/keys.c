@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "util.h"
 #include "core/base/server.h"
 #include "state/seal.h"
@@ -28,12 +28,8 @@
 #define HEX "0123456789abcdef"
 
 static void hash_key(const char *key, char out[HASH_HEX + 1]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  if (!EVP_Digest(key, strlen(key), md, &len, EVP_sha256(), NULL) || len != 32)
+  if (!digest_sha256_hex(key, strlen(key), out))
     abort();
-  for (unsigned i = 0; i < 32; i++)
-    snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 static bool well_formed(const char *key) {
