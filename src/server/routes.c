@@ -27,6 +27,8 @@
 #include "core/sandbox/tally.h"
 #include "e2b/e2b.h"
 #include "core/base/counters.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 enum access {
   PUBLIC, /* no key */

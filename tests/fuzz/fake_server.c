@@ -8,7 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/body.h"
 #include "http/connect.h"
+#include "http/errors.h"
+#include "http/request.h"
 #include "frame.h"
 #include "util.h"
 

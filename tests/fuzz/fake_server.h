@@ -26,8 +26,6 @@
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "e2b/e2b.h"
-#include "http/body.h"
-#include "http/json.h"
 #include "http/http.h"
 
 #define FAKE_SANDBOX_ID "0123456789abcdef"

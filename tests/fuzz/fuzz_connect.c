@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/body.h"
 #include "http/connect.h"
 #include "fake_server.h"
 #include "util.h"

@@ -25,7 +25,6 @@
 #include "routes.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
-#include "http/http.h"
 #include "util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -19,7 +19,8 @@
 #include "api/handlers.h"
 #include "core/run/contexts.h"
 #include "http/body.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 /* {id, language, cwd, state, error?, forked_from?} */
 static json_t *context_json(const struct context *cx) {

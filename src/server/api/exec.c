@@ -25,6 +25,8 @@
 #include "core/run/outlines.h"
 #include "core/run/procs.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define MAX_ARGS 4096
 

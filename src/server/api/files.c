@@ -12,6 +12,9 @@
 #include "api/handlers.h"
 #include "core/run/files.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 /* ---- answers of the unary actions ---- */
 

@@ -7,6 +7,9 @@
 #include "core/tenancy/keys.h"
 #include "core/base/server.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
   return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);

@@ -11,6 +11,7 @@
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/life/sbx_pause.h"
+#include "http/errors.h"
 
 struct sbx *api_sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};

@@ -8,7 +8,9 @@
 #include "api/handlers.h"
 #include "core/serve/metrics.h"
 #include "core/base/server.h"
+#include "http/errors.h"
 #include "http/http.h"
+#include "http/request.h"
 
 /* /metrics counts every tenant's sandboxes, requests and errors together:
  * the operator's view, which tells one tenant how busy the others are.

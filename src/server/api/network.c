@@ -6,6 +6,8 @@
 #include "api/handlers.h"
 #include "core/egress/network.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 json_t *api_network_request(struct http_conn *c, const struct principal *p,
                             const char *const *known, struct sbx **sb) {

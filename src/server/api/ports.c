@@ -44,7 +44,10 @@
 #include "core/tenancy/keys.h"
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */
 

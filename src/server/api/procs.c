@@ -10,6 +10,8 @@
 #include "api/handlers.h"
 #include "core/run/procs.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
 

@@ -14,6 +14,8 @@
 #include "http/body.h"
 #include "state/store.h"
 #include "core/life/sbx_teardown.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
 
 #define MAX_MAP_ENTRIES 256 /* env and metadata */

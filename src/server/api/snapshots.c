@@ -12,6 +12,8 @@
 #include "core/life/forks.h"
 #include "core/life/snapshots.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 struct http_wait *api_wait(struct http_conn *c) {
   struct http_wait *w = xcalloc(1, sizeof *w);

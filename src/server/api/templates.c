@@ -17,7 +17,10 @@
 #include "core/disk/tplfiles.h"
 #include "http/body.h"
 #include "core/disk/tplstore.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
+#include "http/request.h"
 
 /* A record as a tenant sees it: whose it is said as public or not, and
  * where it came from without the host's directories. `hutch template

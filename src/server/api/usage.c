@@ -10,6 +10,8 @@
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/tenancy/usage.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 static json_t *point_json(const struct usage_point *pt) {
   char t[32];

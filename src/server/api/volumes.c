@@ -9,6 +9,8 @@
 #include "core/disk/volumes.h"
 #include "core/life/volworker.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 /* A create's request, held while the image is made. */
 struct volume_wait {

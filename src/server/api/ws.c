@@ -19,6 +19,8 @@
 #include "api/api.h"
 #include "api/handlers.h"
 #include "core/run/procs.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
 #define WS_MSG_MAX (1u << 20)     /* largest message taken from a client */

@@ -30,6 +30,9 @@
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/connect.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 #include "core/life/sbx_pause.h"
 
 /* E2B's template names that the `host` template stands for, unless the

@@ -17,8 +17,11 @@
 #include "api/api.h"
 #include "core/run/files.h"
 #include "e2b/e2b.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/multipart.h"
+#include "http/request.h"
 
 /* The user and the absolute path a /files request names (path and
  * username in the query); NULL after an error answer. */

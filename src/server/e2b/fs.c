@@ -17,8 +17,10 @@
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
+#include "http/body.h"
 #include "http/connect.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define WATCHERS_MAX 16          /* polled watchers per sandbox */
 #define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */

@@ -19,6 +19,8 @@
 #include "core/run/contexts.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define E2B_CELL_TIMEOUT_S SERVE_MAX_TIMEOUT_S
 #define DEFAULT_CWD "/home/user"

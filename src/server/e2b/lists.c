@@ -17,8 +17,11 @@
 #include "core/life/snapshots.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
+#include "http/request.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 100

@@ -19,6 +19,7 @@
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
+#include "http/errors.h"
 
 static bool all_traffic(const char *s) {
   return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;

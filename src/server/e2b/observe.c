@@ -19,6 +19,8 @@
 #include "core/tenancy/usage.h"
 #include "api/api.h"
 #include "e2b/e2b.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 #define IDS_MAX 100      /* sandbox_ids of one metrics request */
 #define LOGS_DEFAULT 1000 /* entries of one logs request */

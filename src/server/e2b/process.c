@@ -19,8 +19,11 @@
 #include "api/api.h"
 #include "core/run/procs.h"
 #include "e2b/e2b.h"
+#include "http/body.h"
 #include "http/connect.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define STREAM_BACKLOG (8u << 20) /* output queued for a slow client before it is dropped */
 

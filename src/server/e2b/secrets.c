@@ -18,7 +18,9 @@
 #include "core/base/server.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
+#include "http/errors.h"
 #include "http/http.h"
+#include "http/request.h"
 #include "state/store.h"
 
 #define SECRET_NAME_MAX 128

@@ -24,6 +24,8 @@
 #include "core/base/server.h"
 #include "core/run/files.h"
 #include "e2b/e2b.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 #define SIGNATURE_MAX 64 /* "v1_" and 43 characters of base64 */
 

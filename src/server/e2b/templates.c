@@ -26,7 +26,9 @@
 #include "core/disk/tpltokens.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 #include "core/disk/tplstore.h"
 
 /* A name E2B's API may carry in a path: a template name without '/'. */

@@ -19,6 +19,9 @@
 #include "core/life/volworker.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define E2B_VOLUME_MB 512
 

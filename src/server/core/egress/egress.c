@@ -41,7 +41,10 @@
 #include "core/sandbox/fds.h"
 #include "core/sandbox/sbx.h"
 #include "core/sandbox/tally.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 #include "core/egress/egress_trust.h"
 
 #define EGRESS_MAX_CONNS 256            /* a sandbox's connections through the proxy */

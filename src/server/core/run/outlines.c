@@ -9,8 +9,8 @@
 
 #include "frame.h"
 #include "util.h"
+#include "http/body.h"
 #include "http/http.h"
-#include "http/json.h"
 
 /* Where a UTF-8 sequence that the buffer's end cuts short begins (n when
  * none is cut). */
