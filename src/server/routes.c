@@ -17,9 +17,21 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
-#include "api/handlers.h"
+#include "api/contexts.h"
+#include "api/exec.h"
+#include "api/files.h"
+#include "api/keys.h"
+#include "api/lifecycle.h"
+#include "api/metrics.h"
+#include "api/network.h"
 #include "api/ports.h"
-#include "api/api.h"
+#include "api/procs.h"
+#include "api/sandboxes.h"
+#include "api/snapshots.h"
+#include "api/templates.h"
+#include "api/usage.h"
+#include "api/volumes.h"
+#include "api/ws.h"
 #include "core/sandbox/audit.h"
 #include "core/sandbox/fds.h"
 #include "core/life/pool.h"
@@ -28,6 +40,7 @@
 #include "e2b/e2b.h"
 #include "core/base/counters.h"
 #include "http/errors.h"
+#include "http/http.h"
 #include "http/request.h"
 
 enum access {

@@ -14,6 +14,7 @@
 #include "http/request.h"
 #include "frame.h"
 #include "util.h"
+#include "api/lifecycle.h"
 
 #define STREAMS_MAX 64 /* agent streams one request may open */
 

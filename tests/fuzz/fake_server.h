@@ -17,8 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/sandbox/agentc.h"
 #include "core/tenancy/keys.h"
 #include "core/serve/metrics.h"

@@ -9,6 +9,8 @@
 
 #include "fake_server.h"
 #include "util.h"
+#include "api/exec.h"
+#include "api/files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

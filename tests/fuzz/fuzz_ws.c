@@ -14,6 +14,7 @@
 
 #include "fake_server.h"
 #include "util.h"
+#include "api/ws.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,9 +1,9 @@
 /* POST /v1/keys and DELETE /v1/keys/{id} (the admin's), and the caller's
  * key read from a request's headers, on core/keys.c. */
+#include "api/keys.h"
+
 #include <string.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/tenancy/keys.h"
 #include "core/base/server.h"
 #include "http/body.h"

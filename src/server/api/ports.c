@@ -38,7 +38,8 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/keys.h"
+#include "api/lifecycle.h"
 #include "core/sandbox/audit.h"
 #include "core/sandbox/fds.h"
 #include "core/tenancy/keys.h"

@@ -14,8 +14,10 @@
 #include <strings.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/lifecycle.h"
 #include "core/run/files.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/errors.h"

@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/lifecycle.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/contexts.h"
+#include "api/lifecycle.h"
 #include "core/run/contexts.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/errors.h"

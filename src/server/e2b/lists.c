@@ -15,7 +15,7 @@
 #include "util.h"
 #include "core/life/sandboxes.h"
 #include "core/life/snapshots.h"
-#include "api/api.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/errors.h"

@@ -15,11 +15,12 @@
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/network.h"
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/errors.h"
+#include "http/http.h"
 
 static bool all_traffic(const char *s) {
   return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;

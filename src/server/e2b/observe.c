@@ -15,11 +15,14 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/sandbox/sbx.h"
 #include "core/sandbox/tally.h"
 #include "core/tenancy/usage.h"
-#include "api/api.h"
+#include "api/lifecycle.h"
+#include "api/usage.h"
 #include "e2b/e2b.h"
 #include "http/errors.h"
+#include "http/http.h"
 #include "http/request.h"
 
 #define IDS_MAX 100      /* sandbox_ids of one metrics request */

@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/exec.h"
+#include "api/lifecycle.h"
 #include "core/run/procs.h"
+#include "core/sandbox/sbx.h"
 #include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/connect.h"

@@ -19,12 +19,13 @@
 #include <openssl/sha.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/lifecycle.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/run/files.h"
 #include "e2b/e2b.h"
 #include "http/errors.h"
+#include "http/http.h"
 #include "http/request.h"
 
 #define SIGNATURE_MAX 64 /* "v1_" and 43 characters of base64 */

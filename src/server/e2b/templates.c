@@ -18,7 +18,8 @@
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
+#include "api/snapshots.h"
+#include "api/templates.h"
 #include "core/sandbox/fds.h"
 #include "core/life/snapshots.h"
 #include "core/disk/templates.h"

@@ -10,7 +10,8 @@
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/volumes.h"
 #include "core/sandbox/fds.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
