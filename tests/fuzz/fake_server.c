@@ -8,13 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/lifecycle.h"
+#include "e2b/control.h"
+#include "e2b/fs.h"
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/errors.h"
 #include "http/request.h"
 #include "frame.h"
 #include "util.h"
-#include "api/lifecycle.h"
 
 #define STREAMS_MAX 64 /* agent streams one request may open */
 

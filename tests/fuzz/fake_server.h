@@ -23,7 +23,6 @@
 #include "core/run/procs.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
-#include "e2b/e2b.h"
 #include "http/http.h"
 
 #define FAKE_SANDBOX_ID "0123456789abcdef"

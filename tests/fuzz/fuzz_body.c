@@ -7,10 +7,10 @@
  * request is a query string line ("path=/x&user=root") and the body. */
 #include <string.h>
 
-#include "fake_server.h"
-#include "util.h"
 #include "api/exec.h"
 #include "api/files.h"
+#include "fake_server.h"
+#include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <wslay/wslay.h>
 
+#include "api/ws.h"
 #include "fake_server.h"
 #include "util.h"
-#include "api/ws.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,6 +14,8 @@
  *   lists in e2b/lists.c, metrics and logs in e2b/observe.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
+#include "e2b/control.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +33,7 @@
 #include "core/tenancy/usage.h"
 #include "core/disk/volumes.h"
 #include "e2b/e2b.h"
+#include "e2b/network.h"
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/errors.h"

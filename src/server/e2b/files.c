@@ -8,6 +8,8 @@
  *                                            the path) or the bytes as
  *                                            application/octet-stream;
  *                                            → [{name, type, path}] */
+#include "e2b/files.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,8 @@
 #include "api/lifecycle.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/control.h"
+#include "e2b/fs.h"
 #include "http/body.h"
 #include "http/errors.h"
 #include "http/http.h"

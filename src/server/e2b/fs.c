@@ -9,6 +9,8 @@
  *                                            {filesystem:{name,type}}
  *   CreateWatcher, GetWatcherEvents,         the same events, polled
  *   RemoveWatcher */
+#include "e2b/fs.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +19,7 @@
 #include "api/lifecycle.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/control.h"
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/errors.h"

@@ -12,6 +12,8 @@
  * Errors are text, as that server's are: its SDKs show the body. A cell has
  * no time limit of its own here (E2B's has none): a client that gives up
  * interrupts it by going away. */
+#include "e2b/interp.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,6 @@
 #include "api/lifecycle.h"
 #include "core/run/contexts.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/errors.h"
 #include "http/http.h"

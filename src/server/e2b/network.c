@@ -10,6 +10,8 @@
  *
  * What E2B can say and hutch cannot (an egress proxy of one's own, a host
  * mask, HTTPS ports) is refused with 400 not_supported. */
+#include "e2b/network.h"
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +20,7 @@
 #include "api/network.h"
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/secrets.h"
 #include "http/errors.h"
 #include "http/http.h"
 

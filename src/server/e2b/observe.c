@@ -11,6 +11,8 @@
  * A sandbox's log is its lines of the audit log (audit.c keeps the last
  * SBX_LOG_MAX while it lives): what its owner did to it, and what it did
  * (egress, ports, escapes). */
+#include "e2b/observe.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,7 @@
 #include "core/tenancy/usage.h"
 #include "api/lifecycle.h"
 #include "api/usage.h"
-#include "e2b/e2b.h"
+#include "e2b/lists.h"
 #include "http/errors.h"
 #include "http/http.h"
 #include "http/request.h"

@@ -11,6 +11,8 @@
  *
  * Output is bytes, base64 in JSON. Connect-Timeout-Ms becomes the
  * process's wall-time limit, as envd does. */
+#include "e2b/process.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "api/lifecycle.h"
 #include "core/run/procs.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/control.h"
 #include "http/body.h"
 #include "http/connect.h"
 #include "http/errors.h"

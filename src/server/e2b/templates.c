@@ -12,6 +12,8 @@
  *
  * A template's E2B id is its name (what Sandbox.create and every later
  * call name it by); the build id is the job's. */
+#include "e2b/templates.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,9 @@
 #include "core/disk/templates.h"
 #include "core/disk/tplfiles.h"
 #include "core/disk/tpltokens.h"
+#include "e2b/control.h"
 #include "e2b/e2b.h"
+#include "e2b/tplbuild.h"
 #include "http/body.h"
 #include "http/errors.h"
 #include "http/http.h"

@@ -4,6 +4,8 @@
  * token as a bearer, is acted on through the volume's worker
  * (core/volworker.c) as its user, in E2B's shapes
  * (spec/openapi-volumecontent.yml). */
+#include "e2b/volumes.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,7 +20,6 @@
 #include "core/base/server.h"
 #include "core/disk/volumes.h"
 #include "core/life/volworker.h"
-#include "e2b/e2b.h"
 #include "http/body.h"
 #include "http/errors.h"
 #include "http/http.h"
