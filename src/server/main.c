@@ -14,7 +14,7 @@
 #include "util.h"
 #include "core/disk/templates.h"
 #include "routes.h"
-#include "e2b/e2b.h"
+#include "core/life/pool.h"
 #include "core/life/sbx_teardown.h"
 #include "core/serve/server_open.h"
 

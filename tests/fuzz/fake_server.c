@@ -8,7 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/lifecycle.h"
+#include "core/base/counters.h"
+#include "e2b/control.h"
+#include "e2b/fs.h"
+#include "http/body.h"
 #include "http/connect.h"
+#include "http/errors.h"
+#include "http/query.h"
+#include "http/request.h"
 #include "frame.h"
 #include "util.h"
 
@@ -166,7 +174,7 @@ void fake_feed_body(const uint8_t *body, size_t n, size_t chunk) {
   }
 }
 
-/* ---- http.h ---- */
+/* ---- http.h and request.h ---- */
 
 const char *http_header(const struct http_req *req, const char *name) {
   for (size_t i = 0; i < req->nheaders; i++)
@@ -628,13 +636,6 @@ char *e2b_path(const char *path, const char *user) {
   if (path && path[0] == '/')
     return xstrdup(path);
   return xasprintf("%s/%s", strcmp(user, "root") == 0 ? "/root" : "/home/user", path ? path : "");
-}
-
-void iso8601(int64_t ms, char out[32]) { snprintf(out, 32, "%lld", (long long)ms); }
-
-void random_hex(char *out, size_t nhex) {
-  memset(out, 'a', nhex);
-  out[nhex] = '\0';
 }
 
 void counters_observe(uint64_t hist[16], double *sum, double seconds) {

@@ -17,17 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/sandbox/agentc.h"
 #include "core/tenancy/keys.h"
 #include "core/serve/metrics.h"
 #include "core/run/procs.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
-#include "e2b/e2b.h"
-#include "http/body.h"
-#include "http/json.h"
 #include "http/http.h"
 
 #define FAKE_SANDBOX_ID "0123456789abcdef"

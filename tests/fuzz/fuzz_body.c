@@ -7,6 +7,8 @@
  * request is a query string line ("path=/x&user=root") and the body. */
 #include <string.h>
 
+#include "api/exec.h"
+#include "api/files.h"
 #include "fake_server.h"
 #include "util.h"
 

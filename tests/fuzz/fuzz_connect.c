@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b/fs.h"
+#include "e2b/process.h"
+#include "http/body.h"
 #include "http/connect.h"
 #include "fake_server.h"
 #include "util.h"

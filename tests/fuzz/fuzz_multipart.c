@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b/files.h"
 #include "fake_server.h"
 #include "util.h"
 

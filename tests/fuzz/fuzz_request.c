@@ -25,7 +25,7 @@
 #include "routes.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
-#include "http/http.h"
+#include "core/serve/server_open.h"
 #include "util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

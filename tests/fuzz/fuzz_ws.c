@@ -12,6 +12,7 @@
 #include <string.h>
 #include <wslay/wslay.h>
 
+#include "api/ws.h"
 #include "fake_server.h"
 #include "util.h"
 

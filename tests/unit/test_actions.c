@@ -14,7 +14,7 @@
 #include "core/base/server.h"
 #include "core/sandbox/tally.h"
 #include "core/serve/server_open.h"
-#include "http/http.h"
+#include "http/errors.h"
 #include "state/seal.h"
 #include "state/store.h"
 #include "util.h"

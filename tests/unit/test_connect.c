@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/body.h"
 #include "http/connect.h"
+#include "http/errors.h"
 #include "http/http.h"
-#include "http/json.h"
 #include "tap.h"
 
 /* ---- what connect.c links against, never called here ---- */

@@ -7,7 +7,7 @@
 
 #include "err.h"
 #include "tap.h"
-#include "e2b/e2b.h"
+#include "e2b/tplbuild.h"
 
 #define HASH "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

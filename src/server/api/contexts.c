@@ -12,14 +12,17 @@
  *
  * A client that goes away takes its cell with it, as E2B's interpreter
  * does: a running cell is interrupted, a waiting one is dropped. */
+#include "api/contexts.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/run/contexts.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 /* {id, language, cwd, state, error?, forked_from?} */
 static json_t *context_json(const struct context *cx) {

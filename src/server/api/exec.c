@@ -11,6 +11,8 @@
  * only as the client takes what was sent. A client that goes away kills
  * the command. With "background": true the answer is 201 {pid} once it
  * runs, and the process outlives the request (procs.c). */
+#include "api/exec.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,13 +20,15 @@
 
 #include "msg.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/run/exec.h"
 #include "core/run/files.h"
 #include "core/run/outlines.h"
 #include "core/run/procs.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define MAX_ARGS 4096
 

@@ -3,15 +3,20 @@
  * bytes, a watch NDJSON, as fast as the client takes them; an upload
  * goes to the sandbox as it arrives, reading from the client paused while
  * the agent has not taken what came. */
+#include "api/files.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/run/files.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 /* ---- answers of the unary actions ---- */
 

@@ -1,12 +1,15 @@
 /* POST /v1/keys and DELETE /v1/keys/{id} (the admin's), and the caller's
  * key read from a request's headers, on core/keys.c. */
+#include "api/keys.h"
+
 #include <string.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
 #include "core/tenancy/keys.h"
 #include "core/base/server.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
   return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);

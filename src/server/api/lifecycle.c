@@ -1,16 +1,19 @@
 /* The sandbox a request names, for the caller (and running, for requests
  * that need it so), and POST /v1/sandboxes/{id}/pause and /resume: each
  * parses, calls the action (core/actions.h, core/lifecycle.c) and renders. */
+#include "api/lifecycle.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/sandboxes.h"
 #include "core/life/actions.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/life/sbx_pause.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 struct sbx *api_sbx_lookup(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};

@@ -1,14 +1,17 @@
 /* GET /metrics: the server's counters in Prometheus' text format
  * (core/metrics.c). */
+#include "api/metrics.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/keys.h"
 #include "core/serve/metrics.h"
 #include "core/base/server.h"
+#include "http/errors.h"
 #include "http/http.h"
+#include "http/request.h"
 
 /* /metrics counts every tenant's sandboxes, requests and errors together:
  * the operator's view, which tells one tenant how busy the others are.

@@ -1,11 +1,15 @@
 /* PATCH /v1/sandboxes/{id}/network {mode?, allow?, deny?, public_ports?, public?, mask_host?,
  * secrets?} (core/network.c): what is given replaces what was; the rest
  * stays. → 200 the sandbox. */
+#include "api/network.h"
+
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/egress/network.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 json_t *api_network_request(struct http_conn *c, const struct principal *p,
                             const char *const *known, struct sbx **sb) {

@@ -38,13 +38,17 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/keys.h"
+#include "api/lifecycle.h"
 #include "core/sandbox/audit.h"
 #include "core/sandbox/fds.h"
 #include "core/tenancy/keys.h"
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define PORTS_MAX_CONNS 256 /* a sandbox's connections through its ports */
 

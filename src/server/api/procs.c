@@ -2,14 +2,18 @@
  * follow one's output as NDJSON (GET …/processes/{pid}/output: what was
  * kept, then what comes, until the exit line), signal one, write to its
  * stdin, kill it. */
+#include "api/procs.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/run/procs.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define SUB_BACKLOG (8u << 20) /* output queued for an attached client before it is dropped */
 

@@ -1,4 +1,6 @@
 /* /v1/sandboxes: create, list, get, delete, and set a sandbox's timeout. */
+#include "api/sandboxes.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,13 +9,15 @@
 #include "util.h"
 #include "core/life/sandboxes.h"
 #include "core/life/actions.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/life/snapshots.h"
 #include "core/disk/volumes.h"
 #include "http/body.h"
 #include "state/store.h"
 #include "core/life/sbx_teardown.h"
+#include "core/sandbox/sbx.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
 
 #define MAX_MAP_ENTRIES 256 /* env and metadata */

@@ -1,17 +1,21 @@
 /* The native API's snapshots and forks: /v1/sandboxes/{id}/snapshots and
  * /fork, /v1/snapshots. Parsing and answers only: the snapshots and forks
  * themselves are core/snapshots.c's and core/forks.c's; E2B's front end
- * makes its snapshots and forks through the same functions (api.h). */
+ * makes its snapshots and forks through the same functions (snapshots.h). */
+#include "api/snapshots.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
 #include "core/life/forks.h"
 #include "core/life/snapshots.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 struct http_wait *api_wait(struct http_conn *c) {
   struct http_wait *w = xcalloc(1, sizeof *w);

@@ -1,23 +1,29 @@
 /* The native API's templates (docs/templates.md, "The API and E2B's
  * Template SDK"): /v1/templates. Parsing and answers only: the store and
  * the jobs are core/templates.c's, uploads core/tplfiles.c's; E2B's
- * template API goes through the same (api.h). */
+ * template API goes through the same (templates.h). */
+#include "api/templates.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cleanup.h"
+#include "images.h"
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/snapshots.h"
+#include "core/base/server.h"
 #include "core/disk/diskroom.h"
 #include "core/sandbox/tally.h"
 #include "core/disk/templates.h"
 #include "core/disk/tplfiles.h"
 #include "http/body.h"
 #include "core/disk/tplstore.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
+#include "http/request.h"
 
 /* A record as a tenant sees it: whose it is said as public or not, and
  * where it came from without the host's directories. `hutch template

@@ -3,13 +3,18 @@
  *   GET /v1/sandboxes/{id}/metrics[?start=&end=] → {id, state, current, samples}
  *   GET /v1/usage[?tenant=]                      → a tenant's use; another's
  *                                                  for the admin only */
+#include "api/usage.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/lifecycle.h"
+#include "core/sandbox/sbx.h"
 #include "core/tenancy/usage.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 static json_t *point_json(const struct usage_point *pt) {
   char t[32];

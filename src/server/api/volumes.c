@@ -1,14 +1,18 @@
 /* The native API's volumes: /v1/volumes. Parsing and answers only: the
  * volumes themselves are core/volumes.c's. */
+#include "api/volumes.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/snapshots.h"
 #include "core/disk/volumes.h"
 #include "core/life/volworker.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "state/store.h"
 
 /* A create's request, held while the image is made. */
 struct volume_wait {

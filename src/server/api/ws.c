@@ -9,6 +9,8 @@
  * commands: {"type":"stdin","data":"…"}, {"type":"eof"},
  * {"type":"resize","rows":R,"cols":C}, {"type":"signal","signal":N}. A
  * command that cannot be followed gets {"type":"error","code","message"}. */
+#include "api/ws.h"
+
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,11 @@
 #include <wslay/wslay.h>
 
 #include "util.h"
-#include "api/api.h"
-#include "api/handlers.h"
+#include "api/procs.h"
 #include "core/run/procs.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
 #define WS_MSG_MAX (1u << 20)     /* largest message taken from a client */

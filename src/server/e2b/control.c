@@ -14,6 +14,8 @@
  *   lists in e2b/lists.c, metrics and logs in e2b/observe.c
  *
  * Errors are E2B's {"code": STATUS, "message"}: its SDKs read "code". */
+#include "e2b/control.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,13 +25,20 @@
 #include "core/life/actions.h"
 #include "core/disk/layers.h"
 #include "core/life/sandboxes.h"
-#include "api/api.h"
+#include "api/lifecycle.h"
+#include "api/sandboxes.h"
+#include "api/snapshots.h"
 #include "core/life/snapshots.h"
+#include "core/sandbox/sbx.h"
 #include "core/tenancy/usage.h"
 #include "core/disk/volumes.h"
 #include "e2b/e2b.h"
+#include "e2b/network.h"
 #include "http/body.h"
 #include "http/connect.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 #include "core/life/sbx_pause.h"
 
 /* E2B's template names that the `host` template stands for, unless the

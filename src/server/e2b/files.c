@@ -8,17 +8,25 @@
  *                                            the path) or the bytes as
  *                                            application/octet-stream;
  *                                            → [{name, type, path}] */
+#include "e2b/files.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/lifecycle.h"
 #include "core/run/files.h"
-#include "e2b/e2b.h"
-#include "http/json.h"
+#include "core/sandbox/sbx.h"
+#include "e2b/control.h"
+#include "e2b/fs.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/multipart.h"
+#include "http/request.h"
 
 /* The user and the absolute path a /files request names (path and
  * username in the query); NULL after an error answer. */

@@ -9,16 +9,21 @@
  *                                            {filesystem:{name,type}}
  *   CreateWatcher, GetWatcherEvents,         the same events, polled
  *   RemoveWatcher */
+#include "e2b/fs.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/lifecycle.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/control.h"
+#include "http/body.h"
 #include "http/connect.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define WATCHERS_MAX 16          /* polled watchers per sandbox */
 #define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */

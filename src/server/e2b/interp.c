@@ -12,13 +12,18 @@
  * Errors are text, as that server's are: its SDKs show the body. A cell has
  * no time limit of its own here (E2B's has none): a client that gives up
  * interrupts it by going away. */
+#include "e2b/interp.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "api/contexts.h"
+#include "api/lifecycle.h"
 #include "core/run/contexts.h"
-#include "e2b/e2b.h"
+#include "core/sandbox/sbx.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 #define E2B_CELL_TIMEOUT_S SERVE_MAX_TIMEOUT_S
 #define DEFAULT_CWD "/home/user"

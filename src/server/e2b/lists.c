@@ -7,6 +7,8 @@
  * A page holds at most limit items (1–100, 100 by default); when more
  * follow, X-Next-Token names the last one given, and the next page starts
  * after it in the same order (an item gone meanwhile moves nothing). */
+#include "e2b/lists.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +17,13 @@
 #include "util.h"
 #include "core/life/sandboxes.h"
 #include "core/life/snapshots.h"
-#include "api/api.h"
-#include "e2b/e2b.h"
-#include "http/json.h"
+#include "core/sandbox/sbx.h"
+#include "e2b/control.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
 #include "http/query.h"
+#include "http/request.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 100

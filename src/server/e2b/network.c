@@ -10,15 +10,19 @@
  *
  * What E2B can say and hutch cannot (an egress proxy of one's own, a host
  * mask, HTTPS ports) is refused with 400 not_supported. */
+#include "e2b/network.h"
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/network.h"
 #include "core/egress/network.h"
 #include "core/sandbox/sbx.h"
-#include "e2b/e2b.h"
+#include "e2b/secrets.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 static bool all_traffic(const char *s) {
   return strcmp(s, "0.0.0.0/0") == 0 || strcmp(s, "::/0") == 0;

@@ -11,14 +11,21 @@
  * A sandbox's log is its lines of the audit log (audit.c keeps the last
  * SBX_LOG_MAX while it lives): what its owner did to it, and what it did
  * (egress, ports, escapes). */
+#include "e2b/observe.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
+#include "core/sandbox/sbx.h"
 #include "core/sandbox/tally.h"
 #include "core/tenancy/usage.h"
-#include "api/api.h"
-#include "e2b/e2b.h"
+#include "api/lifecycle.h"
+#include "api/usage.h"
+#include "e2b/lists.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define IDS_MAX 100      /* sandbox_ids of one metrics request */
 #define LOGS_DEFAULT 1000 /* entries of one logs request */

@@ -11,16 +11,23 @@
  *
  * Output is bytes, base64 in JSON. Connect-Timeout-Ms becomes the
  * process's wall-time limit, as envd does. */
+#include "e2b/process.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/exec.h"
+#include "api/lifecycle.h"
 #include "core/run/procs.h"
-#include "e2b/e2b.h"
+#include "core/sandbox/sbx.h"
+#include "e2b/control.h"
+#include "http/body.h"
 #include "http/connect.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define STREAM_BACKLOG (8u << 20) /* output queued for a slow client before it is dropped */
 

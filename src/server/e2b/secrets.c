@@ -9,6 +9,8 @@
  *   GET    /secrets/{id|name}    Secret
  *   POST   /secrets/{id|name}    {value, metadata} → a new version
  *   DELETE /secrets/{id|name}    204 */
+#include "e2b/secrets.h"
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +18,10 @@
 
 #include "util.h"
 #include "core/base/server.h"
-#include "e2b/e2b.h"
 #include "http/body.h"
+#include "http/errors.h"
 #include "http/http.h"
+#include "http/request.h"
 #include "state/store.h"
 
 #define SECRET_NAME_MAX 128

@@ -10,6 +10,8 @@
  * does. A URL made with E2B_SANDBOX_URL names no sandbox at all (the SDKs
  * put it in the host, here the server's own): the sandbox is then the one
  * whose token the signature was made with. */
+#include "e2b/signing.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,11 +21,13 @@
 #include <openssl/sha.h>
 
 #include "util.h"
-#include "api/api.h"
+#include "api/lifecycle.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/run/files.h"
-#include "e2b/e2b.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define SIGNATURE_MAX 64 /* "v1_" and 43 characters of base64 */
 

@@ -12,21 +12,28 @@
  *
  * A template's E2B id is its name (what Sandbox.create and every later
  * call name it by); the build id is the job's. */
+#include "e2b/templates.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
+#include "api/snapshots.h"
+#include "api/templates.h"
 #include "core/sandbox/fds.h"
 #include "core/life/snapshots.h"
 #include "core/disk/templates.h"
 #include "core/disk/tplfiles.h"
 #include "core/disk/tpltokens.h"
+#include "e2b/control.h"
 #include "e2b/e2b.h"
+#include "e2b/tplbuild.h"
 #include "http/body.h"
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 #include "core/disk/tplstore.h"
 
 /* A name E2B's API may carry in a path: a template name without '/'. */

@@ -13,6 +13,8 @@
  * Every argument is the client's: a newline would start an instruction of
  * its own, so none may hold one (a RUN's command always goes in JSON's
  * exec form), and values are quoted with '"', '\' and '$' escaped. */
+#include "e2b/tplbuild.h"
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,7 +24,6 @@
 #include "images.h"
 #include "util.h"
 #include "core/disk/tplfiles.h"
-#include "e2b/e2b.h"
 
 static bool one_line(const char *s) { return s && !strpbrk(s, "\r\n"); }
 

@@ -4,21 +4,26 @@
  * token as a bearer, is acted on through the volume's worker
  * (core/volworker.c) as its user, in E2B's shapes
  * (spec/openapi-volumecontent.yml). */
+#include "e2b/volumes.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cleanup.h"
 #include "util.h"
-#include "api/api.h"
+#include "api/files.h"
+#include "api/volumes.h"
 #include "core/sandbox/fds.h"
 #include "core/run/files.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/disk/volumes.h"
 #include "core/life/volworker.h"
-#include "e2b/e2b.h"
 #include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
 
 #define E2B_VOLUME_MB 512
 

@@ -4,6 +4,8 @@
  * held for the purpose: close it, accept, answer 503 with Retry-After,
  * close, reopen the spare. A client is told to come back, and the server
  * serves again as soon as descriptors are freed. */
+#include "http/accept.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http/errors.h"
 #include "http/http.h"
 
 #define ACCEPT_BATCH 64

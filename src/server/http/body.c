@@ -1,12 +1,13 @@
 /* Request bodies: JSON parsed by jansson, fields checked for type and
- * range, every refusal a 400 that names the field; and json.h's
- * http_json_text, any text as a JSON string. */
+ * range, every refusal a 400 that names the field; and http_json_text,
+ * any text as a JSON string. */
 #include "http/body.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "http/json.h"
+#include "http/errors.h"
+#include "http/http.h"
 
 
 json_t *http_json_text(const char *s) {

@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "util.h"
+#include "http/body.h"
+#include "http/errors.h"
 #include "http/http.h"
-#include "http/json.h"
 
 #define CONNECT_MESSAGE_MAX (1u << 20) /* one request message */
 

@@ -9,14 +9,16 @@
  * HTTP routes {"code":STATUS,"message"}, as its SDKs read them; Connect
  * {"code":CONNECT_CODE,"message"} (a server stream ends with it instead,
  * status 200); the code interpreter the message as text. */
+#include "http/errors.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/body.h"
 #include "http/connect.h"
 #include "http/http.h"
-#include "http/json.h"
 
 static const struct {
   int status;          /* HTTP, for every dialect that has one */

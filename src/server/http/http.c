@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "util.h"
-#include "http/json.h"
+#include "http/accept.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/request.h"
 
 struct wreq {
   uv_write_t w;

@@ -13,10 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 #include <uv.h>
-
-#include "err.h"
 
 #define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
 #define HTTP_MAX_HEADERS 100             /* header lines in a request */
@@ -86,13 +83,6 @@ struct http_server {
 struct http_header {
   char *name, *value;
 };
-
-/* One piece of a header's name (value false) or value, as http_parser hands
- * them over, added to the growing list h[*n]: a name piece after a value
- * starts the next header (*in_value remembers the last). -1: a name would
- * make more than HTTP_MAX_HEADERS headers, or a value comes before any. */
-int http_header_piece(struct http_header **h, size_t *n, bool *in_value, bool value, const char *at,
-                      size_t len);
 
 struct http_req {
   enum http_method method;
@@ -179,23 +169,8 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, struct server *ow
                       const struct http_handlers *h, unsigned max_conns);
 /* Accept a connection from the listening socket and start reading it. */
 void http_accept(struct http_server *hs, int fd);
-/* request.c: http-parser's callbacks, which fill a connection's request
- * (c->req) as http.c feeds the parser its bytes; and what frees a request
- * and empties it. */
-extern const http_parser_settings http_request_settings;
-void http_request_free(struct http_req *r);
-/* Whether every header of req is UTF-8 and its query decodes (each key
- * and value: query.c), so that a handler may put any of them in JSON:
- * NULL, or why not and the error code that says so (bad_request for the
- * headers, invalid_argument for the query). */
-const char *http_request_text(const struct http_req *req, const char **code);
 /* Stop: no more connections, and every open one closed. */
 void http_close_all(struct http_server *hs);
-
-const char *http_header(const struct http_req *req, const char *name);
-/* The value of a query parameter, percent-decoded (malloc'd), or NULL
- * (query.h: http_query_get on req->query). */
-char *http_query(const struct http_req *req, const char *name);
 
 /* Whole responses; each ends the request. extra: more header lines, each
  * ending in CRLF, or NULL. */
@@ -205,15 +180,6 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const void
 void http_json(struct http_conn *c, int status, json_t *j);
 /* j as one line of JSON ending in a newline (malloc'd); takes its reference. */
 char *http_json_line(json_t *j, size_t *len);
-/* errors.c: an error answered as the request's dialect writes it, its
- * status from the one table of kinds; code names the case (a string
- * literal; NULL: the kind's). */
-void http_error(struct http_conn *c, enum hutch_errkind kind, const char *code, const char *fmt,
-                ...) __attribute__((format(printf, 4, 5)));
-void http_fail(struct http_conn *c, const struct hutch_err *err);
-/* The table's HTTP status and Connect code of a kind. */
-int http_error_status(enum hutch_errkind kind);
-const char *http_connect_code(enum hutch_errkind kind, const char *code);
 
 /* A handler keeps the request after it returns (it waits for a sandbox):
  * ops->abort tells it that the connection is gone. */
@@ -275,16 +241,5 @@ int http_detach(struct http_conn *c, char **rest, size_t *nrest);
 void http_abort(struct http_conn *c);
 /* Output queued for the client (flow control for the stream's source). */
 size_t http_queued(const struct http_conn *c);
-
-const char *http_status_text(int status);
-
-/* accept.c: listen on sa, accepting by hand (a 503 when out of
- * descriptors); stop listening. */
-struct hutch_err;
-int http_accept_start(struct http_server *hs, const struct sockaddr *sa, socklen_t len,
-                      struct hutch_err *err);
-void http_accept_stop(struct http_server *hs);
-/* The listening socket's and the spare's descriptors closed (after the loop). */
-void http_accept_close(struct http_server *hs);
 
 #endif

@@ -2,7 +2,7 @@
  * callbacks here, which hold its head and body to their limits; then what
  * a handler reads of it, its headers and query, and whether they are text
  * a handler may put in JSON. */
-#include "http/http.h"
+#include "http/request.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "util.h"
+#include "http/http.h"
 #include "http/query.h"
 
 /* ---- parsing a request ---- */

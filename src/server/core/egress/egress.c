@@ -43,6 +43,11 @@
 #include "core/sandbox/sbx.h"
 #include "core/sandbox/tally.h"
 #include "core/egress/egress_conn.h"
+#include "http/body.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/request.h"
+#include "core/egress/egress_trust.h"
 
 #define EGRESS_MAX_CONNS 256         /* a sandbox's connections through the proxy */
 #define EGRESS_HEAD_MAX (16u << 10)  /* request line and headers */

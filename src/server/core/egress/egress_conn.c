@@ -18,8 +18,9 @@
 #include "core/egress/egress.h"
 #include "core/egress/egress_tls_mitm.h"
 #include "core/sandbox/sbx.h"
-#include "http/json.h"
+#include "http/body.h"
 #include "core/egress/egress_trust.h"
+#include "http/errors.h"
 
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
 #define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */

@@ -37,7 +37,9 @@
 #include "core/egress/egress_scrub.h"
 #include "core/egress/egress_tls_mitm.h"
 #include "core/base/server.h"
+#include "http/errors.h"
 #include "http/http.h"
+#include "http/request.h"
 
 #define EGRESS_TLS_HEAD_MS 10000   /* the handshakes and the first request's head */
 #define EGRESS_TLS_HEAD_MAX (16u << 10)

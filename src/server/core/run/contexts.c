@@ -29,7 +29,8 @@
 #include "frame.h"
 #include "util.h"
 #include "core/sandbox/sbx.h"
-#include "http/json.h"
+#include "http/body.h"
+#include "http/http.h"
 
 #define CONTEXTS_MAX 16           /* per sandbox */
 #define CELLS_QUEUED_MAX 64       /* per context, the running one included */

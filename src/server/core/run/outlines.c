@@ -9,8 +9,8 @@
 
 #include "frame.h"
 #include "util.h"
+#include "http/body.h"
 #include "http/http.h"
-#include "http/json.h"
 
 /* How many bytes the UTF-8 sequence that b leads has (1 for a byte that
  * leads none). */

@@ -13,7 +13,7 @@
 #include "util.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
-#include "http/json.h"
+#include "http/body.h"
 
 #define AUDIT_NAME "audit.jsonl"
 #define AUDIT_OLD "audit.jsonl.1"

@@ -35,6 +35,7 @@
 #include "state/store.h"
 #include "core/life/sbx_adopt.h"
 #include "core/life/sbx_reaper.h"
+#include "http/accept.h"
 
 struct server *server_new(void) {
   struct server *srv = xcalloc(1, sizeof *srv);

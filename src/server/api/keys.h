@@ -1,0 +1,18 @@
+/* API keys over HTTP (keys.c): the caller's key read from a request's
+ * headers, and the admin's POST /v1/keys and DELETE /v1/keys/{id}. */
+#ifndef HUTCH_API_KEYS_H
+#define HUTCH_API_KEYS_H
+
+struct server;
+struct http_conn;
+struct http_req;
+struct principal;
+
+/* 1 and *p filled when the request carries a valid key, 0 otherwise. */
+int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
+
+/* The native API's route handlers (routes.c). */
+void api_keys_create(struct http_conn *c, const struct principal *p);
+void api_keys_delete(struct http_conn *c, const struct principal *p);
+
+#endif
