@@ -43,8 +43,6 @@
 #include "core/sandbox/sbx.h"
 #include "core/sandbox/tally.h"
 #include "core/egress/egress_conn.h"
-#include "http/body.h"
-#include "http/errors.h"
 #include "http/http.h"
 #include "http/request.h"
 #include "core/egress/egress_trust.h"
