@@ -9,7 +9,7 @@
 
 #include "core/life/actions.h"
 #include "core/tenancy/keys.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/sandbox/tally.h"

@@ -23,7 +23,7 @@
 #include "api/lifecycle.h"
 #include "core/run/exec.h"
 #include "core/run/files.h"
-#include "core/run/outlines.h"
+#include "core/run/ndjson.h"
 #include "core/run/procs.h"
 #include "core/sandbox/sbx.h"
 #include "http/body.h"
@@ -37,7 +37,7 @@
 struct ndexec {
   struct http_conn *c;
   struct exec *x; /* NULL once it has ended */
-  struct outlines out;
+  struct ndjson out;
   /* Its artifacts: looked for once it ends, in its cwd (else the home
    * directory) and /tmp, as its user, among files changed since since_ns. */
   struct sbx *sb;
@@ -62,7 +62,7 @@ static void on_start(json_t *pid, void *arg) {
 static void send_output(struct ndexec *nd, int which, const uint8_t *data, size_t len,
                         bool last) {
   size_t n;
-  char *line = outlines_next(&nd->out, which, data, len, last, &n);
+  char *line = ndjson_next(&nd->out, which, data, len, last, &n);
   if (line)
     http_stream_send(nd->c, line, n);
   free(line);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/life/actions.h"
 #include "api/lifecycle.h"
 #include "core/life/snapshots.h"
@@ -19,6 +19,7 @@
 #include "http/errors.h"
 #include "http/http.h"
 #include "http/query.h"
+#include "core/sandbox/sbx_list.h"
 
 #define MAX_MAP_ENTRIES 256 /* env and metadata */
 
@@ -58,7 +59,7 @@ static int create_fields(struct http_conn *c, json_t *o, struct create_req *r,
 /* A native create body as a create request (its JSON borrowed from o);
  * -1 after a 400. */
 static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
-  sandboxes_req_init(r);
+  sbx_create_req_init(r);
   const char *on_timeout = "kill", *isolation = NULL;
   r->volumes = json_object_get(o, "volumes");
   r->network = json_object_get(o, "network");
@@ -124,7 +125,7 @@ void api_sandboxes_make(struct http_conn *c, const struct principal *p, const st
   struct creating_wait *cw = xcalloc(1, sizeof *cw);
   cw->render = render;
   http_wait_begin(&cw->w, c);
-  if (sandboxes_create(c->srv, p, r, &create_ops, cw, &err) < 0) {
+  if (sbx_create(c->srv, p, r, &create_ops, cw, &err) < 0) {
     http_wait_end(&cw->w);
     free(cw);
     http_fail(c, &err);
@@ -146,7 +147,7 @@ void api_sandboxes_create(struct http_conn *c, const struct principal *p) {
 /* ?state=running|paused and ?metadata.KEY=VALUE (all must match); a
  * value that does not decode matches nothing. */
 void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
-  struct sandbox_filter f = {.running = true, .paused = true, .metadata = json_object()};
+  struct sbx_filter f = {.running = true, .paused = true, .metadata = json_object()};
   bool none = false;
 
   for (const char *q = c->req.query; q && *q;) {
@@ -165,7 +166,7 @@ void api_sandboxes_list(struct http_conn *c, const struct principal *p) {
   }
 
   size_t n;
-  struct sbx **all = sandboxes_list(c->srv, p, &f, &n);
+  struct sbx **all = sbx_list(c->srv, p, &f, &n);
   json_t *a = json_array();
   for (size_t i = 0; i < n && !none; i++)
     json_array_append_new(a, sbx_json(all[i]));

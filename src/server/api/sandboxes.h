@@ -7,7 +7,7 @@ struct sbx;
 struct http_conn;
 struct principal;
 
-/* A create both APIs make (core/life/sandboxes.h): c waits for the
+/* A create both APIs make (core/life/sbx_create.h): c waits for the
  * sandbox, render answers with it; an error is answered as the request's
  * dialect writes it. A client that leaves meanwhile leaves no sandbox
  * behind. */

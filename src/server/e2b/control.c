@@ -24,7 +24,7 @@
 #include "util.h"
 #include "core/life/actions.h"
 #include "core/disk/layers.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "api/lifecycle.h"
 #include "api/sandboxes.h"
 #include "api/snapshots.h"
@@ -194,7 +194,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
   if (!net)
     goto out;
   struct create_req r;
-  sandboxes_req_init(&r);
+  sbx_create_req_init(&r);
   /* E2B's API has no tier: metadata hutch.isolation names it (docs/e2b.md),
    * and stays in the metadata as the client gave it. */
   const char *tier = json_string_value(json_object_get(b.metadata, E2B_ISOLATION_KEY));

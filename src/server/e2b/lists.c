@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "util.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/life/snapshots.h"
 #include "core/sandbox/sbx.h"
 #include "e2b/control.h"
@@ -24,6 +24,7 @@
 #include "http/http.h"
 #include "http/query.h"
 #include "http/request.h"
+#include "core/sandbox/sbx_list.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 100
@@ -81,7 +82,7 @@ bool e2b_parse_time(const char *s, int64_t *ms) {
 }
 
 struct sandbox_query {
-  struct sandbox_filter f;
+  struct sbx_filter f;
   uint64_t limit;
   bool asc, state_given;
   char *template;
@@ -135,7 +136,7 @@ static bool sandbox_pair(struct sandbox_query *q, const char *key, char *value) 
   return true;
 }
 
-/* Where sb stands against the token's sandbox, in sandboxes_list's order
+/* Where sb stands against the token's sandbox, in sbx_list's order
  * (newer first, ties by id): < 0 before it, > 0 after it. */
 static int token_cmp(const struct sandbox_query *q, const struct sbx *sb) {
   if (sb->created_ms != q->after_ms)
@@ -165,7 +166,7 @@ static void sandboxes_page(struct http_conn *c, const struct principal *p,
   bool host = t && (strcmp(t, "base") == 0 || strncmp(t, "code-interpreter", 16) == 0);
 
   size_t n;
-  struct sbx **all = sandboxes_list(c->srv, p, &q->f, &n);
+  struct sbx **all = sbx_list(c->srv, p, &q->f, &n);
   json_t *a = json_array();
   const struct sbx *last = NULL;
   bool more = false;

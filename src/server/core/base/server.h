@@ -54,7 +54,7 @@ struct serve_config {
   uint64_t audit_max_mb;      /* --audit-max-mb: the audit log's size before it rotates */
   char **pool_specs; /* --pool arguments, NULL-terminated */
   unsigned create_lanes;       /* --create-lanes: sandboxes made at once (offload.h) */
-  uint64_t max_create_wait_ms; /* --max-create-wait-ms: admission of creates (sandboxes.c) */
+  uint64_t max_create_wait_ms; /* --max-create-wait-ms: admission of creates (sbx_create.c) */
   char *kernels_dir;  /* --kernels-dir; NULL: looked for (server_open.c) */
   int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
   char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
@@ -177,7 +177,7 @@ struct server {
   uv_timer_t checkpoint; /* the store's, off the loop (server_open.c) */
   bool checkpointing;
   uint64_t truncate_after; /* uv_now: no WAL truncation before (server_open.c); 0: never put off */
-  struct creating *creating; /* sandboxes being made (life/sandboxes.c) */
+  struct creating *creating; /* sandboxes being made (life/sbx_create.c) */
   /* The volume mounts of those, the same (disk/volumes.c counts their users). */
   struct volume_mounts *creating_mounts;
   struct templates *templates; /* the template store and jobs (core/templates.c) */

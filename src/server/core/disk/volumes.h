@@ -41,7 +41,7 @@ struct volume_mounts {
   int *fds;
   char **devs;
   json_t *used; /* [{id, path, read_only}], for the sandbox */
-  /* srv->creating_mounts while its create is in srv->creating (sandboxes.c). */
+  /* srv->creating_mounts while its create is in srv->creating (sbx_create.c). */
   struct volume_mounts *next_creating;
 };
 /* m's create listed as under way (on) or not any more (off): a volume it

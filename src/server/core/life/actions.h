@@ -4,7 +4,7 @@
  * renders through its table (http/errors.c). Nothing here knows HTTP, so
  * the native API, E2B's and any later front end give the same answer to
  * the same case. The other domains' actions are in their own modules:
- * sandboxes.h (create), files.h, exec.h, procs.h, contexts.h,
+ * sbx_create.h (create), files.h, exec.h, procs.h, contexts.h,
  * snapshots.h, volumes.h, network.h, keys.h. */
 #ifndef HUTCH_CORE_ACTIONS_H
 #define HUTCH_CORE_ACTIONS_H

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/life/snapshots.h"
@@ -113,7 +113,7 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
     }
     f->pending++;
     struct hutch_err e = {0};
-    if (sandboxes_create(f->srv, &f->p, &f->r, &copy_ops, f, &e) < 0)
+    if (sbx_create(f->srv, &f->p, &f->r, &copy_ops, f, &e) < 0)
       copy_made(NULL, &e, f);
     /* Admission judged the fork at its first copy: the others follow
      * it rather than be refused halfway, which would fail the fork. */
@@ -140,7 +140,7 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   f->ids = json_array();
 
   /* Each copy is made as the sandbox was. */
-  sandboxes_req_init(&f->r);
+  sbx_create_req_init(&f->r);
   f->r.isolation = (int)sb->hs->isolation;
   f->r.memory_mb = sb->memory_mb;
   f->r.disk_mb = sb->disk_mb;

@@ -161,7 +161,7 @@ static void making_done(struct offload *o) {
   struct server *srv = o->srv;
   struct sbx *sb = NULL;
 
-  /* What a create takes on its lane, for admission (sandboxes.c): a
+  /* What a create takes on its lane, for admission (sbx_create.c): a
    * moving average of requests' own, each weighing an eighth. */
   if (!m->ahead && m->r == 0)
     srv->create_ns = srv->create_ns ? (7 * srv->create_ns + m->took_ns) / 8 : m->took_ns;

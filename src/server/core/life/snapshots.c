@@ -20,7 +20,7 @@
 #include "cleanup.h"
 #include "layer.h"
 #include "util.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/disk/diskroom.h"
 #include "core/disk/layers.h"
 #include "core/base/server.h"
@@ -81,7 +81,7 @@ static bool has_layer(json_t *layers, const char *id) {
 /* Who stacks snapshot id: live sandboxes and other snapshots. */
 static unsigned users_of(struct server *srv, json_t *all, const char *id, unsigned *snaps) {
   /* Sandboxes being made from it count: their create mounts its layers. */
-  unsigned n = sandboxes_creating_users(srv, id) + sbx_teardown_users(srv, id);
+  unsigned n = sbx_create_users(srv, id) + sbx_teardown_users(srv, id);
   for (struct sbx *sb = srv->sandboxes; sb; sb = sb->next)
     n += sb->layers && has_layer(sb->layers, id);
   *snaps = 0;

@@ -14,7 +14,7 @@
 #include "util.h"
 #include "core/run/exec.h"
 #include "core/run/procs.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/egress/egress_trust.h"

@@ -13,7 +13,7 @@
 #include "cleanup.h"
 #include "util.h"
 #include "core/life/actions.h"
-#include "core/life/sandboxes.h"
+#include "core/life/sbx_create.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
 #include "core/disk/volumes.h"
@@ -211,12 +211,12 @@ int volworker_get(struct server *srv, const struct principal *p, const char *vol
     snprintf(w->tenant, sizeof w->tenant, "%s", p->tenant);
 
     struct create_req r;
-    sandboxes_req_init(&r);
+    sbx_create_req_init(&r);
     r.template = "host";
     r.timeout_s = VOLWORKER_IDLE_S;
     r.volumes = json_pack("[{s:s,s:s}]", "name", volume_id, "path", VOLWORKER_MOUNT);
     r.metadata = json_pack("{s:s}", "hutch.volume", volume_id);
-    int rc = sandboxes_create(srv, p, &r, &worker_ops, w, err);
+    int rc = sbx_create(srv, p, &r, &worker_ops, w, err);
     json_decref(r.volumes);
     json_decref(r.metadata);
     if (rc < 0) {

@@ -9,7 +9,7 @@
 #include "frame.h"
 #include "util.h"
 #include "core/sandbox/agentc.h"
-#include "core/run/outlines.h"
+#include "core/run/ndjson.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/counters.h"
 
@@ -54,7 +54,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
     still_here(x);
   } else if (f->flags & HUTCH_FL_END) {
-    end(x, outlines_exit(f->type, j));
+    end(x, ndjson_exit(f->type, j));
   }
   json_decref(j);
 }
@@ -62,7 +62,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
 static void on_frame(struct astream *s, const struct hutch_frame *f) {
   struct exec *x = s->ctx;
   if (!f) { /* The sandbox went away under the exec. */
-    end(x, outlines_exit_gone("the sandbox ended during the exec"));
+    end(x, ndjson_exit_gone("the sandbox ended during the exec"));
     return;
   }
 

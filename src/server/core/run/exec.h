@@ -20,7 +20,7 @@ struct exec_sink {
   /* Output of stream which (0 stdout, 1 stderr). false: the reader is
    * behind, the command waits (for its output pipe) until exec_resume. */
   bool (*output)(int which, const uint8_t *data, size_t n, void *arg);
-  /* The verdict ({"type":"exit", …}, docs: outlines_exit); taken. */
+  /* The verdict ({"type":"exit", …}, docs: ndjson_exit); taken. */
   void (*end)(json_t *exit, void *arg);
   void *arg;
 };

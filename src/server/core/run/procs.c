@@ -13,7 +13,7 @@
 #include "frame.h"
 #include "util.h"
 #include "core/sandbox/agentc.h"
-#include "core/run/outlines.h"
+#include "core/run/ndjson.h"
 #include "core/sandbox/sbx.h"
 #include "http/http.h"
 
@@ -29,7 +29,7 @@ struct proc {
   json_t *cmd;
   int64_t started_ms;
   json_t *exit;            /* the exit line once it has ended */
-  struct outlines enc;
+  struct ndjson enc;
   char *kept;              /* the last lines of output */
   size_t kept_len;
   struct sub *subs;
@@ -93,7 +93,7 @@ static void tell_started(struct proc *pr) {
 static void ended(struct proc *pr, json_t *exit_line) {
   size_t n;
   for (int i = 0; i < 2; i++) {
-    char *line = outlines_next(&pr->enc, i, NULL, 0, true, &n);
+    char *line = ndjson_next(&pr->enc, i, NULL, 0, true, &n);
     emit(pr, line, n);
   }
 
@@ -116,13 +116,13 @@ static void ended(struct proc *pr, json_t *exit_line) {
 static void on_frame(struct astream *s, const struct hutch_frame *f) {
   struct proc *pr = s->ctx;
   if (!f) {
-    ended(pr, outlines_exit_gone("the sandbox ended"));
+    ended(pr, ndjson_exit_gone("the sandbox ended"));
     return;
   }
 
   if (f->type == HUTCH_F_STDOUT || f->type == HUTCH_F_STDERR) {
     size_t n;
-    char *line = outlines_next(&pr->enc, f->type == HUTCH_F_STDERR, f->payload, f->len, false, &n);
+    char *line = ndjson_next(&pr->enc, f->type == HUTCH_F_STDERR, f->payload, f->len, false, &n);
     emit(pr, line, n);
     agentc_window(s, f->len); /* A background process never waits for a reader. */
     return;
@@ -143,7 +143,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
     }
     tell_started(pr);
   } else if (f->flags & HUTCH_FL_END) {
-    ended(pr, outlines_exit(f->type, j));
+    ended(pr, ndjson_exit(f->type, j));
   }
   json_decref(j);
 }

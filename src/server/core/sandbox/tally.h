@@ -26,7 +26,7 @@ struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
   unsigned sandboxes; /* listed (sbx_register) */
-  unsigned creating;  /* being made (core/sandboxes.c) */
+  unsigned creating;  /* being made (life/sbx_create.c) */
   unsigned builds;    /* RUN sandboxes of its template builds running (tplqueue.c) */
   uint64_t memory_mb; /* of all three */
   unsigned relays;    /* connections through its listed sandboxes' ports and proxies */

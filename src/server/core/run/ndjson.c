@@ -1,6 +1,6 @@
-/* NDJSON lines of a workload's output (outlines.h). */
+/* NDJSON lines of a workload's output (ndjson.h). */
 
-#include "core/run/outlines.h"
+#include "core/run/ndjson.h"
 
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -37,7 +37,7 @@ static size_t cut_point(const uint8_t *p, size_t n) {
   return n;
 }
 
-char *outlines_next(struct outlines *o, int which, const uint8_t *data, size_t len, bool last,
+char *ndjson_next(struct ndjson *o, int which, const uint8_t *data, size_t len, bool last,
                     size_t *line_len) {
   size_t n = o->ncarry[which] + len;
   uint8_t *buf = xmalloc(n + 1);
@@ -67,7 +67,7 @@ char *outlines_next(struct outlines *o, int which, const uint8_t *data, size_t l
   return line;
 }
 
-json_t *outlines_exit(uint8_t frame_type, json_t *j) {
+json_t *ndjson_exit(uint8_t frame_type, json_t *j) {
   if (frame_type == HUTCH_F_EVENT && json_is_object(j)) {
     json_t *line = json_deep_copy(j);
     json_object_del(line, "event");
@@ -80,7 +80,7 @@ json_t *outlines_exit(uint8_t frame_type, json_t *j) {
                    http_json_text(msg ? msg : "the agent refused the exec"));
 }
 
-json_t *outlines_exit_gone(const char *message) {
+json_t *ndjson_exit_gone(const char *message) {
   return json_pack("{s:s,s:s,s:n,s:n,s:s}", "type", "exit", "status", "sandbox_error",
                    "exit_code", "signal", "message", message);
 }

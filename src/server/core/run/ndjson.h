@@ -2,15 +2,15 @@
  * when the bytes are UTF-8 text, "data_b64" when not. A multi-byte
  * character that a chunk's end cuts in two is held back and sent whole
  * with the next chunk. */
-#ifndef HUTCH_OUTLINES_H
-#define HUTCH_OUTLINES_H
+#ifndef HUTCH_CORE_RUN_NDJSON_H
+#define HUTCH_CORE_RUN_NDJSON_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-struct outlines {
+struct ndjson {
   uint8_t carry[2][4]; /* [0] stdout, [1] stderr */
   size_t ncarry[2];
 };
@@ -18,14 +18,14 @@ struct outlines {
 /* The line (malloc'd, ending in '\n', *len set) for data on stream which
  * (0 stdout, 1 stderr), or NULL when all of it is held back. last: no more
  * will come, send what is held back too. */
-char *outlines_next(struct outlines *o, int which, const uint8_t *data, size_t len, bool last,
+char *ndjson_next(struct ndjson *o, int which, const uint8_t *data, size_t len, bool last,
                     size_t *line_len);
 
 /* The last line of an exec ({"type":"exit", …verdict}) from the agent's
  * last frame on its stream: the EVENT exit, or an ERROR (the agent refused
  * the exec: sandbox_error). j is the frame's payload, parsed. */
-json_t *outlines_exit(uint8_t frame_type, json_t *j);
+json_t *ndjson_exit(uint8_t frame_type, json_t *j);
 /* The exit line of an exec whose sandbox went away under it. */
-json_t *outlines_exit_gone(const char *message);
+json_t *ndjson_exit_gone(const char *message);
 
 #endif

@@ -1,5 +1,5 @@
-/* Making a sandbox for a tenant (sandboxes.h). */
-#include "core/life/sandboxes.h"
+/* Making a sandbox for a tenant (sbx_create.h). */
+#include "core/life/sbx_create.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 #include "core/life/sbx_make.h"
 #include "core/life/sbx_teardown.h"
 
-void sandboxes_req_init(struct create_req *r) {
+void sbx_create_req_init(struct create_req *r) {
   memset(r, 0, sizeof *r);
   r->template = "host";
   r->isolation = -1;
@@ -50,39 +50,6 @@ struct creating {
   void *arg;
 };
 
-static bool metadata_match(const struct sbx *sb, json_t *want) {
-  const char *k;
-  json_t *v;
-  json_object_foreach(want, k, v) {
-    json_t *have = json_object_get(sb->metadata, k);
-    if (!have || !json_equal(have, v))
-      return false;
-  }
-  return true;
-}
-
-static int newer_first(const void *a, const void *b) {
-  const struct sbx *x = *(struct sbx *const *)a, *y = *(struct sbx *const *)b;
-  if (x->created_ms != y->created_ms)
-    return x->created_ms > y->created_ms ? -1 : 1;
-  return strcmp(x->id, y->id);
-}
-
-struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
-                            const struct sandbox_filter *f, size_t *n) {
-  const struct tally *t = tally_of(srv, p->tenant);
-  struct sbx **all = xcalloc((t ? t->sandboxes : 0) + 1, sizeof *all);
-  *n = 0;
-  for (struct sbx *sb = t ? t->listed : NULL; sb; sb = sb->tenant_next)
-    if ((sb->paused ? f->paused : f->running) &&
-        (!f->metadata || metadata_match(sb, f->metadata)) &&
-        (!f->template || strcmp(f->template, sb->template) == 0) &&
-        sb->created_ms >= f->started_after_ms)
-      all[(*n)++] = sb;
-  qsort(all, *n, sizeof *all, newer_first);
-  return all;
-}
-
 static bool has_id(json_t *list, const char *key, const char *id) {
   json_t *v;
   size_t i;
@@ -94,7 +61,7 @@ static bool has_id(json_t *list, const char *key, const char *id) {
   return false;
 }
 
-unsigned sandboxes_creating_users(const struct server *srv, const char *layer) {
+unsigned sbx_create_users(const struct server *srv, const char *layer) {
   unsigned n = 0;
   for (const struct creating *cr = srv->creating; cr; cr = cr->next)
     n += cr->layers && has_id(cr->layers, NULL, layer);
@@ -368,7 +335,7 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
   sbx_set_defaults(sb, ic.user, ic.workdir);
 }
 
-int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
+int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
                      const struct create_ops *ops, void *arg, struct hutch_err *err) {
   if (network_check(r->network, r->secrets, err) < 0)
     return -1;

@@ -1,8 +1,8 @@
 /* Making a sandbox for a tenant: the create every front end calls (the
  * native API, E2B's, a fork), with the request parsed into a struct
  * create_req and no HTTP in it. */
-#ifndef HUTCH_CORE_SANDBOXES_H
-#define HUTCH_CORE_SANDBOXES_H
+#ifndef HUTCH_CORE_LIFE_SBX_CREATE_H
+#define HUTCH_CORE_LIFE_SBX_CREATE_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -32,7 +32,7 @@ struct create_req {
   bool admitted; /* judged already (a fork's copies after its first): no admission */
 };
 /* template "host", the default timeout and tier, resumed by traffic. */
-void sandboxes_req_init(struct create_req *r);
+void sbx_create_req_init(struct create_req *r);
 
 /* How a create ends, on the loop: made(sb, NULL, arg) with the tenant's
  * new sandbox, or made(NULL, err, arg). wanted(arg) is asked first, once
@@ -43,24 +43,12 @@ struct create_ops {
   void (*made)(struct sbx *sb, const struct hutch_err *err, void *arg);
 };
 /* -1 and err at once (made is not called), else 0 and made later. */
-int sandboxes_create(struct server *srv, const struct principal *p, const struct create_req *r,
+int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
                      const struct create_ops *ops, void *arg, struct hutch_err *err);
-
-/* Which of the caller's sandboxes a list shows. */
-struct sandbox_filter {
-  bool running, paused; /* the states shown */
-  json_t *metadata;     /* an object: every pair must match; NULL: any */
-  const char *template; /* NULL: any */
-  int64_t started_after_ms; /* made at or after it (ms since the epoch) */
-};
-/* The caller's sandboxes that pass f, newest first (ties by id): a
- * malloc'd array of *n (the sandboxes are the registry's). */
-struct sbx **sandboxes_list(struct server *srv, const struct principal *p,
-                            const struct sandbox_filter *f, size_t *n);
 
 /* Creates under way that stack layer (a snapshot's id): a snapshot they
  * use is in use as much as by a live sandbox (as a volume is: volumes.h,
  * volumes_creating). */
-unsigned sandboxes_creating_users(const struct server *srv, const char *layer);
+unsigned sbx_create_users(const struct server *srv, const char *layer);
 
 #endif
