@@ -23,8 +23,8 @@
  * egress name lookups and snapshot copies (main.c sizes libuv's pool for
  * SERVE_LOOKUPS, the copies and both lanes). The loop
  * does not end while a job runs or waits: a stopping server finishes them. */
-#ifndef HUTCH_OFFLOAD_H
-#define HUTCH_OFFLOAD_H
+#ifndef HUTCH_CORE_BASE_OFFLOAD_H
+#define HUTCH_CORE_BASE_OFFLOAD_H
 
 #include <stdbool.h>
 #include <stddef.h>

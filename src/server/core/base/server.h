@@ -1,7 +1,7 @@
 /* The server: its configuration, its state (one struct server owned by
  * main.c: there are no globals), and who a request speaks for. */
-#ifndef HUTCH_CORE_SERVER_H
-#define HUTCH_CORE_SERVER_H
+#ifndef HUTCH_CORE_BASE_SERVER_H
+#define HUTCH_CORE_BASE_SERVER_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* Room on the state filesystem. */
-#ifndef HUTCH_CORE_DISKROOM_H
-#define HUTCH_CORE_DISKROOM_H
+#ifndef HUTCH_CORE_DISK_DISKROOM_H
+#define HUTCH_CORE_DISK_DISKROOM_H
 
 #include <stdint.h>
 

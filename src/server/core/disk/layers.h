@@ -4,8 +4,8 @@
  * "template:<id>" last, standing for that template's layers. A template
  * removed while a sandbox or snapshot stacks it keeps its layers: a
  * sandbox holds a pin for its life, a snapshot a hold in the store. */
-#ifndef HUTCH_SERVE_LAYERS_H
-#define HUTCH_SERVE_LAYERS_H
+#ifndef HUTCH_CORE_DISK_LAYERS_H
+#define HUTCH_CORE_DISK_LAYERS_H
 
 #include <jansson.h>
 #include <stddef.h>

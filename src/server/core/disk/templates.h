@@ -3,8 +3,8 @@
  * (src/lib/images.h), and the long work (an import, a pull, a build) run
  * as jobs: a child `hutch-template --progress ndjson VERB ...` whose
  * NDJSON events the job keeps as its log and hands to whoever watches. */
-#ifndef HUTCH_CORE_TEMPLATES_H
-#define HUTCH_CORE_TEMPLATES_H
+#ifndef HUTCH_CORE_DISK_TEMPLATES_H
+#define HUTCH_CORE_DISK_TEMPLATES_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -5,8 +5,8 @@
  * it). Entries are collected least recently used first when the tenant
  * needs room, and the layers nothing holds any more then go off the loop;
  * their bytes stay charged to the tenant until they are gone. */
-#ifndef HUTCH_CORE_TPLCACHE_H
-#define HUTCH_CORE_TPLCACHE_H
+#ifndef HUTCH_CORE_DISK_TPLCACHE_H
+#define HUTCH_CORE_DISK_TPLCACHE_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* A template job's disk ceiling (tplcap.c): what its child may write,
  * held of its tenant's disk quota while it runs, released at its end
  * (diskroom_uncap of j->max_bytes). */
-#ifndef HUTCH_CORE_TPLCAP_H
-#define HUTCH_CORE_TPLCAP_H
+#ifndef HUTCH_CORE_DISK_TPLCAP_H
+#define HUTCH_CORE_DISK_TPLCAP_H
 
 #include <stdbool.h>
 

@@ -5,8 +5,8 @@
  * sees or replaces another's: sha256("<tenant>/<hash>").tar. What a
  * tenant keeps there counts against its disk quota; the oldest go when a
  * new upload needs the room. */
-#ifndef HUTCH_CORE_TPLFILES_H
-#define HUTCH_CORE_TPLFILES_H
+#ifndef HUTCH_CORE_DISK_TPLFILES_H
+#define HUTCH_CORE_DISK_TPLFILES_H
 
 #include <stdbool.h>
 #include <stddef.h>

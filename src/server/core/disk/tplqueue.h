@@ -7,8 +7,8 @@
  * runs its RUN steps in a sandbox of the tenant's: while it runs, it holds
  * one sandbox and TEMPLATE_RUN_MEMORY_MB in the tenant's counts (tally.h),
  * against its quotas as any create. */
-#ifndef HUTCH_CORE_TPLQUEUE_H
-#define HUTCH_CORE_TPLQUEUE_H
+#ifndef HUTCH_CORE_DISK_TPLQUEUE_H
+#define HUTCH_CORE_DISK_TPLQUEUE_H
 
 #include <stdbool.h>
 #include <stddef.h>

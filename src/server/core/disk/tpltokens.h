@@ -3,8 +3,8 @@
  * Each tenant holds at most TPLTOKENS_TENANT of them at once; a token is
  * found by its own value, and those past their time are collected oldest
  * first, so that no request walks other tenants' tokens. */
-#ifndef HUTCH_CORE_TPLTOKENS_H
-#define HUTCH_CORE_TPLTOKENS_H
+#ifndef HUTCH_CORE_DISK_TPLTOKENS_H
+#define HUTCH_CORE_DISK_TPLTOKENS_H
 
 #include "err.h"
 

@@ -1,6 +1,6 @@
 /* Volumes. */
-#ifndef HUTCH_CORE_VOLUMES_H
-#define HUTCH_CORE_VOLUMES_H
+#ifndef HUTCH_CORE_DISK_VOLUMES_H
+#define HUTCH_CORE_DISK_VOLUMES_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -18,8 +18,8 @@
  * follows the answer, go on as they are.
  *
  * Pure: no I/O, so tests/unit/test_scrub.c drives it with hostile heads. */
-#ifndef HUTCH_CORE_EGRESS_SCRUB_H
-#define HUTCH_CORE_EGRESS_SCRUB_H
+#ifndef HUTCH_CORE_EGRESS_EGRESS_SCRUB_H
+#define HUTCH_CORE_EGRESS_EGRESS_SCRUB_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -12,8 +12,8 @@
  * connection (at most EGRESS_TLS_THREADS at once on the server), never on
  * the event loop; the thread touches only what its struct egress_mitm
  * holds and tells the loop it is done through its uv_async_t. */
-#ifndef HUTCH_CORE_EGRESS_TLS_H
-#define HUTCH_CORE_EGRESS_TLS_H
+#ifndef HUTCH_CORE_EGRESS_EGRESS_TLS_H
+#define HUTCH_CORE_EGRESS_EGRESS_TLS_H
 
 #include <stdbool.h>
 #include <stdint.h>

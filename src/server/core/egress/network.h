@@ -1,6 +1,6 @@
 /* A sandbox's network settings and egress proxy. */
-#ifndef HUTCH_CORE_NETWORK_H
-#define HUTCH_CORE_NETWORK_H
+#ifndef HUTCH_CORE_EGRESS_NETWORK_H
+#define HUTCH_CORE_EGRESS_NETWORK_H
 
 #include <jansson.h>
 #include <stdbool.h>

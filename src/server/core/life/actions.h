@@ -6,8 +6,8 @@
  * the same case. The other domains' actions are in their own modules:
  * sbx_create.h (create), files.h, exec.h, procs.h, contexts.h,
  * snapshots.h, volumes.h, network.h, keys.h. */
-#ifndef HUTCH_CORE_ACTIONS_H
-#define HUTCH_CORE_ACTIONS_H
+#ifndef HUTCH_CORE_LIFE_ACTIONS_H
+#define HUTCH_CORE_LIFE_ACTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* Warm pools. */
-#ifndef HUTCH_CORE_POOL_H
-#define HUTCH_CORE_POOL_H
+#ifndef HUTCH_CORE_LIFE_POOL_H
+#define HUTCH_CORE_LIFE_POOL_H
 
 #include <stdio.h>
 #include "err.h"

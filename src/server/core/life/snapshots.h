@@ -1,6 +1,6 @@
 /* Snapshots and forks. */
-#ifndef HUTCH_CORE_SNAPSHOTS_H
-#define HUTCH_CORE_SNAPSHOTS_H
+#ifndef HUTCH_CORE_LIFE_SNAPSHOTS_H
+#define HUTCH_CORE_LIFE_SNAPSHOTS_H
 
 #include <jansson.h>
 #include <stdbool.h>

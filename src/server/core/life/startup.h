@@ -1,8 +1,8 @@
 /* A template's start and ready commands, run when a sandbox is made from
  * it (docs/templates.md): the start command as a background process, and
  * the create ends only once the ready command exits 0. */
-#ifndef HUTCH_CORE_STARTUP_H
-#define HUTCH_CORE_STARTUP_H
+#ifndef HUTCH_CORE_LIFE_STARTUP_H
+#define HUTCH_CORE_LIFE_STARTUP_H
 
 #include <jansson.h>
 

@@ -7,8 +7,8 @@
  * any sandbox is. Its files are acted on as its user, whose the volume's
  * root is, as in every sandbox that mounts it. The tenant sees it in its
  * list, with metadata hutch.volume. */
-#ifndef HUTCH_CORE_VOLWORKER_H
-#define HUTCH_CORE_VOLWORKER_H
+#ifndef HUTCH_CORE_LIFE_VOLWORKER_H
+#define HUTCH_CORE_LIFE_VOLWORKER_H
 
 #include <stdbool.h>
 

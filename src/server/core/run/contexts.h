@@ -1,8 +1,8 @@
 /* Code contexts: a kernel per context and the cells run in it, as actions
  * every front end calls (issue 17). Each that can fail returns NULL or -1
  * with err filled in; a cell's events go to the front end's sink. */
-#ifndef HUTCH_CORE_CONTEXTS_H
-#define HUTCH_CORE_CONTEXTS_H
+#ifndef HUTCH_CORE_RUN_CONTEXTS_H
+#define HUTCH_CORE_RUN_CONTEXTS_H
 
 #include <jansson.h>
 #include <stdbool.h>

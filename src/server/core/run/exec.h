@@ -1,7 +1,7 @@
 /* A command run in a sandbox while its caller follows it (a foreground
  * exec; background ones are core/procs.h). */
-#ifndef HUTCH_CORE_EXEC_H
-#define HUTCH_CORE_EXEC_H
+#ifndef HUTCH_CORE_RUN_EXEC_H
+#define HUTCH_CORE_RUN_EXEC_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -10,8 +10,8 @@
  * done is never called). Once started, the unary ones call done exactly
  * once, on the loop; the streams (read, write, watch) call their sink
  * until its end, unless the front end cancels first. */
-#ifndef HUTCH_CORE_FILES_H
-#define HUTCH_CORE_FILES_H
+#ifndef HUTCH_CORE_RUN_FILES_H
+#define HUTCH_CORE_RUN_FILES_H
 
 #include <jansson.h>
 #include <stdbool.h>

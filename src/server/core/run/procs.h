@@ -1,8 +1,8 @@
 /* Background processes: the actions on them, with no connection in them
  * (the native API renders them in api/procs.c, api/exec.c and api/ws.c,
  * envd's in e2b/process.c). */
-#ifndef HUTCH_CORE_PROCS_H
-#define HUTCH_CORE_PROCS_H
+#ifndef HUTCH_CORE_RUN_PROCS_H
+#define HUTCH_CORE_RUN_PROCS_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
 /* The server's end of one sandbox's agent connection (docs/protocol.md):
  * frames in and out on the event loop, and the streams open on it, each
  * with the callback its frames go to. */
-#ifndef HUTCH_AGENTC_H
-#define HUTCH_AGENTC_H
+#ifndef HUTCH_CORE_SANDBOX_AGENTC_H
+#define HUTCH_CORE_SANDBOX_AGENTC_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -11,8 +11,8 @@
  * bound (a tenant could fill the state filesystem): when a write would
  * take it past its maximum, the job renames it audit.jsonl.1 (the older
  * one goes) and starts a new one. Two files at most, 2 × max. */
-#ifndef HUTCH_AUDIT_H
-#define HUTCH_AUDIT_H
+#ifndef HUTCH_CORE_SANDBOX_AUDIT_H
+#define HUTCH_CORE_SANDBOX_AUDIT_H
 
 #include <jansson.h>
 #include <stddef.h>

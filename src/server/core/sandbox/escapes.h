@@ -2,8 +2,8 @@
  * its agent counts them (src/agent/monitor.c), shown in its info and on
  * /metrics, and written to the audit log at most once a minute per sandbox
  * and syscall (docs/security.md, "Escape attempts"). */
-#ifndef HUTCH_ESCAPES_H
-#define HUTCH_ESCAPES_H
+#ifndef HUTCH_CORE_SANDBOX_ESCAPES_H
+#define HUTCH_CORE_SANDBOX_ESCAPES_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* Descriptor budgets. */
-#ifndef HUTCH_CORE_FDS_H
-#define HUTCH_CORE_FDS_H
+#ifndef HUTCH_CORE_SANDBOX_FDS_H
+#define HUTCH_CORE_SANDBOX_FDS_H
 
 #include <stddef.h>
 

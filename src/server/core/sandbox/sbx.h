@@ -1,6 +1,6 @@
 /* A sandbox as the server holds it, and the registry of them. */
-#ifndef HUTCH_CORE_SBX_H
-#define HUTCH_CORE_SBX_H
+#ifndef HUTCH_CORE_SANDBOX_SBX_H
+#define HUTCH_CORE_SANDBOX_SBX_H
 
 #include <jansson.h>
 #include <stdbool.h>

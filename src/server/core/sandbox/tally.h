@@ -4,8 +4,8 @@
  * the same with 5 sandboxes or 5000 (no walk of every sandbox, connection
  * or token per request or per create): a tenant's counts are found by a
  * hash of its name, never by walking what other tenants hold. */
-#ifndef HUTCH_CORE_TALLY_H
-#define HUTCH_CORE_TALLY_H
+#ifndef HUTCH_CORE_SANDBOX_TALLY_H
+#define HUTCH_CORE_SANDBOX_TALLY_H
 
 #include <jansson.h>
 #include <stdbool.h>

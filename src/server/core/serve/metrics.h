@@ -1,6 +1,6 @@
 /* Metrics. */
-#ifndef HUTCH_CORE_METRICS_H
-#define HUTCH_CORE_METRICS_H
+#ifndef HUTCH_CORE_SERVE_METRICS_H
+#define HUTCH_CORE_SERVE_METRICS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* API keys and tenants. */
-#ifndef HUTCH_CORE_KEYS_H
-#define HUTCH_CORE_KEYS_H
+#ifndef HUTCH_CORE_TENANCY_KEYS_H
+#define HUTCH_CORE_TENANCY_KEYS_H
 
 #include <stdbool.h>
 #include <stddef.h>

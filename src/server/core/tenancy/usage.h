@@ -1,6 +1,6 @@
 /* Usage. */
-#ifndef HUTCH_CORE_USAGE_H
-#define HUTCH_CORE_USAGE_H
+#ifndef HUTCH_CORE_TENANCY_USAGE_H
+#define HUTCH_CORE_TENANCY_USAGE_H
 
 #include <stdint.h>
 
