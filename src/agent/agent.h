@@ -48,30 +48,30 @@ struct job {
   struct job *next;
   uint32_t id;
   enum job_kind kind;
-  pid_t pid;            /* 0 once reaped */
-  pid_t pgid;           /* exec job: its session and process group, which is pid */
-  int status;           /* wait status of pid */
-  struct rusage ru;     /* of pid once reaped: its CPU time without a cgroup */
+  pid_t pid;        /* 0 once reaped */
+  pid_t pgid;       /* exec job: its session and process group, which is pid */
+  int status;       /* wait status of pid */
+  struct rusage ru; /* of pid once reaped: its CPU time without a cgroup */
   uint64_t started_ns, exited_ns;
 
   struct outpipe out, err; /* err unused for a file job or a PTY */
   struct watch in;         /* write end of the workload's stdin */
   uint8_t *inbuf;          /* stdin bytes not yet written */
   size_t inlen, incap;
-  size_t in_max;           /* twice the window the client was given: more is an error */
-  bool in_eof;             /* the client sent EOF: close once inbuf drains */
+  size_t in_max; /* twice the window the client was given: more is an error */
+  bool in_eof;   /* the client sent EOF: close once inbuf drains */
   bool pty;
 
-  struct watch result;     /* file job: the worker's result JSON */
+  struct watch result; /* file job: the worker's result JSON */
   char *resbuf;
   size_t reslen;
   bool result_eof;
 
-  struct watch exec_err;   /* exec job: why exec failed, if it did */
+  struct watch exec_err; /* exec job: why exec failed, if it did */
   char exec_msg[256];
 
-  struct leaf leaf;         /* exec job: its own cgroup */
-  struct watch timer;       /* exec job: wall and CPU limits */
+  struct leaf leaf;   /* exec job: its own cgroup */
+  struct watch timer; /* exec job: wall and CPU limits */
   uint64_t timeout_ms, cpu_ms, output_limit, output_bytes;
   enum hutch_status forced; /* set when the agent ended it: timeout, output_limit */
   char forced_msg[128];
@@ -84,12 +84,12 @@ struct job {
   int64_t changed_since_ns;
   uid_t uid;
   gid_t gid;
-  char home[256];          /* "" for none */
+  char home[256]; /* "" for none */
 
-  uint32_t send_window;     /* bytes we may still send on this stream */
-  bool closed;              /* the client abandoned the stream */
+  uint32_t send_window; /* bytes we may still send on this stream */
+  bool closed;          /* the client abandoned the stream */
   bool reaped;
-  bool done;                /* final frame sent; freed after this loop turn */
+  bool done; /* final frame sent; freed after this loop turn */
 };
 
 /* A process started ahead of the next exec (spare.c): in its own leaf, as
@@ -98,7 +98,7 @@ struct job {
 struct spare {
   pid_t pid; /* 0 when there is none */
   int sock;
-  bool ready; /* it said so: its setup went through */
+  bool ready;       /* it said so: its setup went through */
   uint64_t born_ns; /* when the sandbox fell idle and it was started */
   struct leaf leaf;
 };
@@ -125,14 +125,14 @@ struct agent {
   /* The socket a client that went away comes back through (a restarted
    * server); fd -1 without one: then losing the connection ends the agent. */
   struct watch listen_w;
-  bool detached; /* no client: wait on listen_w */
-  bool build;    /* --build: a template build's step (HUTCH_BUILD_CAPS for root) */
-  uint64_t bset; /* its capability bounding set, and so every child's at fork */
+  bool detached;          /* no client: wait on listen_w */
+  bool build;             /* --build: a template build's step (HUTCH_BUILD_CAPS for root) */
+  uint64_t bset;          /* its capability bounding set, and so every child's at fork */
   struct hutch_cgroup cg; /* the sandbox cgroup; exec leaves go below it */
   struct job *jobs;
   unsigned next_leaf;
-  struct leaf kept;      /* an ended exec's leaf, for the next (leaf.c) */
-  uint64_t kept_ns;      /* since when */
+  struct leaf kept; /* an ended exec's leaf, for the next (leaf.c) */
+  uint64_t kept_ns; /* since when */
   struct spare spare;
   bool spare_off; /* a spare died untaken: make no more */
   unsigned spares_made;
@@ -190,9 +190,9 @@ struct child_plan {
   json_t *file_req;                 /* file */
   uid_t uid;
   gid_t gid;
-  const struct who *who;            /* NULL: hutch's user, or root by uid */
-  uint64_t caps;                    /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
-  uint64_t bset;                    /* the agent's bounding set: what is left to drop */
+  const struct who *who;           /* NULL: hutch's user, or root by uid */
+  uint64_t caps;                   /* kept when uid is 0: 0, or HUTCH_BUILD_CAPS */
+  uint64_t bset;                   /* the agent's bounding set: what is left to drop */
   const struct hutch_cgroup *leaf; /* v1: join it; NULL when already in it */
   /* The agent runs on a kernel of the sandbox's own (gVisor: --cgroup
    * none): no cgroup namespace, and no securebits, which that kernel does
@@ -200,8 +200,8 @@ struct child_plan {
    * workload from gaining any capability. */
   bool guest_kernel;
   int stdin_fd, stdout_fd, stderr_fd;
-  int pty_slave;  /* -1 without a PTY */
-  int report_fd;  /* exec failure reason, or the file worker's result */
+  int pty_slave; /* -1 without a PTY */
+  int report_fd; /* exec failure reason, or the file worker's result */
 };
 void __attribute__((noreturn)) child_run(const struct child_plan *p);
 /* Every signal's disposition to its default (the agent, at its start). */
@@ -227,8 +227,8 @@ void __attribute__((noreturn)) spare_main(int argc, char **argv);
 void spare_keep(struct agent *a);
 /* Hand the command to the spare: its pid, now the job's (with the leaf),
  * or -1 when there is no spare that can run it. */
-pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
-                 int out, int err, int report);
+pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in, int out,
+                 int err, int report);
 /* Whether pid was the spare (then it is forgotten). */
 bool spare_reaped(struct agent *a, pid_t pid);
 /* End the spare now, to free its pid for another process. */
@@ -265,7 +265,8 @@ json_t *monitor_json(const struct agent *a);
 
 /* What the worker of a write whose parents it hands to the user starts
  * with, as root (job.c): chown, and becoming the user. */
-#define FILE_OWNER_CAPS ((1ull << 0 /* CHOWN */) | (1ull << 6 /* SETGID */) | (1ull << 7 /* SETUID */))
+#define FILE_OWNER_CAPS \
+  ((1ull << 0 /* CHOWN */) | (1ull << 6 /* SETGID */) | (1ull << 7 /* SETUID */))
 
 /* files.c: the file operations, in the worker (as the sandbox user). */
 int files_run(json_t *req, int out_fd, int in_fd, int result_fd);

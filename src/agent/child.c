@@ -35,8 +35,8 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-static void __attribute__((noreturn)) fail(const struct child_plan *p, int code, const char *fmt,
-                                           const char *arg) {
+static void __attribute__((noreturn))
+fail(const struct child_plan *p, int code, const char *fmt, const char *arg) {
   char msg[256];
   int e = errno;
   int n = snprintf(msg, sizeof msg, fmt, arg);
@@ -369,8 +369,8 @@ void child_spare(const struct child_plan *plan, int sock) {
   int fds[4];
   char cbuf[CMSG_SPACE(sizeof fds)];
   struct iovec iov = {buf, sizeof buf};
-  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                      .msg_controllen = sizeof cbuf};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
   ssize_t n;
   do
     n = recvmsg(3, &mh, MSG_CMSG_CLOEXEC);

@@ -37,16 +37,33 @@ static int result(int fd, json_t *j) {
 
 static const char *errno_code(int e) {
   switch (e) {
-  case ENOENT: return "not_found";
-  case EACCES: case EPERM: case EROFS: return "permission_denied";
-  case EEXIST: return "exists";
-  case ENOTDIR: return "not_a_directory";
-  case EISDIR: return "is_a_directory";
-  case ENOTEMPTY: return "not_empty";
-  case ENOSPC: case EDQUOT: case EFBIG: return "no_space";
-  case EINVAL: case ENAMETOOLONG: case ELOOP: case EXDEV: return "invalid";
-  case EOPNOTSUPP: return "not_supported";
-  default: return "io";
+  case ENOENT:
+    return "not_found";
+  case EACCES:
+  case EPERM:
+  case EROFS:
+    return "permission_denied";
+  case EEXIST:
+    return "exists";
+  case ENOTDIR:
+    return "not_a_directory";
+  case EISDIR:
+    return "is_a_directory";
+  case ENOTEMPTY:
+    return "not_empty";
+  case ENOSPC:
+  case EDQUOT:
+  case EFBIG:
+    return "no_space";
+  case EINVAL:
+  case ENAMETOOLONG:
+  case ELOOP:
+  case EXDEV:
+    return "invalid";
+  case EOPNOTSUPP:
+    return "not_supported";
+  default:
+    return "io";
   }
 }
 
@@ -138,10 +155,9 @@ static int metadata_set(int fd, json_t *meta) {
  * bytes: they are reported lossily rather than not at all. */
 json_t *files_entry(const char *path, const char *name, const struct stat *st, int at) {
   json_t *e = json_pack("{s:o, s:o, s:s, s:I, s:i, s:i, s:i, s:f}", "name", hutch_json_text(name),
-                        "path", hutch_json_text(path),
-                        "type", type_name(st->st_mode), "size", (json_int_t)st->st_size, "mode",
-                        (int)(st->st_mode & 07777), "uid", (int)st->st_uid, "gid",
-                        (int)st->st_gid, "mtime",
+                        "path", hutch_json_text(path), "type", type_name(st->st_mode), "size",
+                        (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777), "uid",
+                        (int)st->st_uid, "gid", (int)st->st_gid, "mtime",
                         (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
   json_t *meta = metadata(path);
   if (meta)
@@ -421,7 +437,8 @@ static int list_dir(int fd, const char *path, int depth, int out, uint64_t *coun
       continue; /* gone since readdir */
 
     char *child = xasprintf("%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", name);
-    char *line = json_dumps(files_entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *line =
+        json_dumps(files_entry(child, name, &st, dirfd(d)), JSON_COMPACT | JSON_ENSURE_ASCII);
     r = line ? write_all(out, line, strlen(line)) : -1;
     if (r == 0)
       r = write_all(out, "\n", 1);
@@ -592,8 +609,8 @@ static int confined(json_t *req, const char *op, const char *path, int res) {
 /* Tool caches and version control, and the bash kernel's cells
  * (share/kernels/kernel.py): not what a command is asked to make. */
 static bool not_artifacts(const char *name) {
-  static const char *const skip[] = {".cache", ".config", ".local", ".npm", ".ipython", ".git",
-                                     "__pycache__", "node_modules", NULL};
+  static const char *const skip[] = {".cache", ".config",     ".local",       ".npm", ".ipython",
+                                     ".git",   "__pycache__", "node_modules", NULL};
   for (const char *const *s = skip; *s; s++)
     if (strcmp(name, *s) == 0)
       return true;
@@ -637,7 +654,7 @@ struct changed {
   const char *const *roots; /* each looked in on its own, never from another */
   const char *root;         /* the one looked in now, as asked */
   int root_fd;              /* it, opened */
-  char **dirs; /* beneath it, to look in: a stack of paths relative to root_fd */
+  char **dirs;              /* beneath it, to look in: a stack of paths relative to root_fd */
   size_t ndirs, cap;
 };
 
@@ -790,8 +807,8 @@ static int op_changed(json_t *req, const char *path, int out, int in, int res) {
   const char *user = json_string_value(json_object_get(req, "user"));
   /* A UID without a name has "/" for a home: none to look in. */
   bool home = agent_who(user, &w, &err) == 0 && strcmp(w.home, "/") != 0;
-  json_t *files = files_changed_since(
-      path, home ? w.home : NULL, json_integer_value(json_object_get(req, "since_ns")));
+  json_t *files = files_changed_since(path, home ? w.home : NULL,
+                                      json_integer_value(json_object_get(req, "since_ns")));
   return result(res, json_pack("{s:{s:o}}", "ok", "files", files));
 }
 
@@ -799,9 +816,9 @@ int files_run(json_t *req, int out_fd, int in_fd, int result_fd) {
   static const struct {
     const char *op;
     int (*run)(json_t *, const char *, int, int, int);
-  } ops[] = {{"read", op_read},   {"write", op_write},   {"list", op_list}, {"stat", op_stat},
-             {"mkdir", op_mkdir}, {"remove", op_remove}, {"move", op_move},
-             {"watch", watch_files}, {"changed", op_changed}};
+  } ops[] = {{"read", op_read}, {"write", op_write},    {"list", op_list},
+             {"stat", op_stat}, {"mkdir", op_mkdir},    {"remove", op_remove},
+             {"move", op_move}, {"watch", watch_files}, {"changed", op_changed}};
   const char *op = json_string_value(json_object_get(req, "op"));
   const char *path = json_string_value(json_object_get(req, "path"));
   if (!path || !*path || strlen(path) >= PATH_MAX)

@@ -30,7 +30,9 @@
 
 static void maybe_finish(struct agent *a, struct job *j);
 
-static void set_nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+static void set_nonblock(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 static struct job *job_new(struct agent *a, uint32_t id, enum job_kind kind) {
   struct job *j = xcalloc(1, sizeof *j);
@@ -114,8 +116,9 @@ static void job_stats(const struct job *j, struct hutch_cg_stats *st) {
     st->cpu_ns = j->pid > 0 ? proc_cpu_ns(j->pid) : 0;
     return;
   }
-  st->cpu_ns = (uint64_t)j->ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_utime.tv_usec * 1000 +
-               (uint64_t)j->ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_stime.tv_usec * 1000;
+  st->cpu_ns =
+      (uint64_t)j->ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_utime.tv_usec * 1000 +
+      (uint64_t)j->ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)j->ru.ru_stime.tv_usec * 1000;
   st->memory_peak = (uint64_t)j->ru.ru_maxrss * 1024;
 }
 
@@ -429,7 +432,8 @@ static struct hutch_verdict exec_verdict(struct agent *a, struct job *j) {
     snprintf(v.message, sizeof v.message, "%s", j->exec_msg);
   } else if (v.signal) {
     v.status = HUTCH_ST_SIGNALED;
-    snprintf(v.message, sizeof v.message, "killed by signal %d (%s)", v.signal, strsignal(v.signal));
+    snprintf(v.message, sizeof v.message, "killed by signal %d (%s)", v.signal,
+             strsignal(v.signal));
   } else {
     v.status = v.exit_code == 0 ? HUTCH_ST_OK : HUTCH_ST_NONZERO;
   }
@@ -478,8 +482,7 @@ static json_t *exec_changed(struct agent *a, struct job *j) {
   json_t *files = NULL;
   /* setfsuid answers the previous id, never an error: -1 reads it back. */
   if ((uid_t)setfsuid((uid_t)-1) == j->uid && (gid_t)setfsgid((gid_t)-1) == j->gid)
-    files = files_changed_since(j->changed_root, j->home[0] ? j->home : NULL,
-                                j->changed_since_ns);
+    files = files_changed_since(j->changed_root, j->home[0] ? j->home : NULL, j->changed_since_ns);
   setfsuid(uid);
   setfsgid(gid);
   /* Going back to its own ids cannot fail; if it did, the agent would go
@@ -692,11 +695,20 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
       return hutch_err_wrap(e, "exec cgroup");
     }
     struct child_plan plan = {
-        .kind = JOB_EXEC, .req = req, .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf.cg : NULL,
-        .stdin_fd = in[0], .stdout_fd = out[1], .stderr_fd = err[1], .pty_slave = slave,
-        .report_fd = rep[1], .uid = who.uid, .gid = who.gid, .who = &who,
-        .caps = a->build ? HUTCH_BUILD_CAPS : 0, .bset = a->bset,
-      .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
+        .kind = JOB_EXEC,
+        .req = req,
+        .leaf = a->cg.ops == &hutch_cgroup_v1_ops ? &j->leaf.cg : NULL,
+        .stdin_fd = in[0],
+        .stdout_fd = out[1],
+        .stderr_fd = err[1],
+        .pty_slave = slave,
+        .report_fd = rep[1],
+        .uid = who.uid,
+        .gid = who.gid,
+        .who = &who,
+        .caps = a->build ? HUTCH_BUILD_CAPS : 0,
+        .bset = a->bset,
+        .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
     };
     j->started_ns = now_ns();
     j->pid = spawn(a, &plan, &j->leaf.cg);
@@ -722,7 +734,8 @@ int job_start_exec(struct agent *a, uint32_t id, struct hutch_exec_req *req, jso
     arm_timer(a, j);
   }
 
-  agent_send_json(a, HUTCH_F_EVENT, 0, id, json_pack("{s:s, s:i}", "event", "started", "pid", j->pid));
+  agent_send_json(a, HUTCH_F_EVENT, 0, id,
+                  json_pack("{s:s, s:i}", "event", "started", "pid", j->pid));
   return 0;
 }
 
@@ -773,14 +786,24 @@ int job_start_file(struct agent *a, uint32_t id, json_t *req, struct hutch_err *
   bool owned = (writes || strcmp(op, "mkdir") == 0) && who.uid != 0 &&
                json_is_true(json_object_get(req, "parents_owned"));
   if (owned)
-    json_object_set_new(req, "owner", json_pack("{s:I,s:I}", "uid", (json_int_t)who.uid, "gid",
-                                                (json_int_t)who.gid));
+    json_object_set_new(
+        req, "owner",
+        json_pack("{s:I,s:I}", "uid", (json_int_t)who.uid, "gid", (json_int_t)who.gid));
 
   struct child_plan plan = {
-      .kind = JOB_FILE, .file_req = req, .stdin_fd = in[0], .stdout_fd = out[1],
-      .stderr_fd = -1, .pty_slave = -1, .report_fd = res[1], .uid = owned ? 0 : who.uid,
-      .gid = owned ? 0 : who.gid, .who = &who, .caps = owned ? FILE_OWNER_CAPS : 0,
-      .bset = a->bset, .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
+      .kind = JOB_FILE,
+      .file_req = req,
+      .stdin_fd = in[0],
+      .stdout_fd = out[1],
+      .stderr_fd = -1,
+      .pty_slave = -1,
+      .report_fd = res[1],
+      .uid = owned ? 0 : who.uid,
+      .gid = owned ? 0 : who.gid,
+      .who = &who,
+      .caps = owned ? FILE_OWNER_CAPS : 0,
+      .bset = a->bset,
+      .guest_kernel = a->cg.ops == &hutch_cgroup_none_ops,
   };
   j->started_ns = now_ns();
   j->pid = spawn(a, &plan, NULL);

@@ -43,7 +43,9 @@ void agent_watch(struct agent *a, struct watch *w, uint32_t events) {
     w->events = events;
 }
 
-void agent_unwatch(struct agent *a, struct watch *w) { agent_watch(a, w, 0); }
+void agent_unwatch(struct agent *a, struct watch *w) {
+  agent_watch(a, w, 0);
+}
 
 void agent_close_watch(struct agent *a, struct watch *w) {
   if (w->fd < 0)
@@ -93,8 +95,8 @@ bool agent_can_send(const struct agent *a) {
   return !a->detached && hutch_conn_queued(&a->conn) < CONN_HIGH_WATER;
 }
 
-static const char *const file_ops[] = {"read", "write", "list",  "stat",    "mkdir",
-                                       "remove", "move", "watch", "changed", NULL};
+static const char *const file_ops[] = {"read",   "write", "list",  "stat",    "mkdir",
+                                       "remove", "move",  "watch", "changed", NULL};
 
 static void on_open(struct agent *a, const struct hutch_frame *f) {
   struct hutch_err err = {0};
@@ -220,8 +222,10 @@ static int gvisor_dev_owner(struct hutch_err *err) {
   _cleanup_close_ int dev = open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct stat top;
   if (self < HUTCH_ID_RANGE)
-    return hutch_err_invalid(err, "under gVisor the agent's uid must be one no workload has, "
-                                  "not %u", (unsigned)self);
+    return hutch_err_invalid(err,
+                             "under gVisor the agent's uid must be one no workload has, "
+                             "not %u",
+                             (unsigned)self);
 
   if (dev < 0)
     return hutch_err_set(err, errno, "/dev");
@@ -255,8 +259,8 @@ static int gvisor_dev_owner(struct hutch_err *err) {
  * step's sandbox, what root's RUN steps keep (HUTCH_BUILD_CAPS): a
  * capability dropped here no child can have. */
 static int drop_capabilities(struct agent *a) {
-  static const int keep[] = {CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP,
-                             CAP_SYS_ADMIN};
+  static const int keep[] = {CAP_CHOWN,  CAP_KILL,    CAP_SETGID,
+                             CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN};
   uint64_t mask = a->build ? HUTCH_BUILD_CAPS : 0;
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
     mask |= 1ull << keep[i];
@@ -328,8 +332,7 @@ static int setup(struct agent *a, int argc, char **argv, struct hutch_err *err) 
   }
 
   if ((argc != 3 && argc != 5) || strcmp(argv[1], "--cgroup") != 0 ||
-      (argc == 5 && (strcmp(argv[3], "--listen") != 0 || !parse_u64(argv[4], &lfd) ||
-                     lfd > 1024)))
+      (argc == 5 && (strcmp(argv[3], "--listen") != 0 || !parse_u64(argv[4], &lfd) || lfd > 1024)))
     return hutch_err_invalid(err, "usage: hutch-agent --cgroup SPEC [--build] [--listen FD] "
                                   "(started by hutch)");
   if (argc == 5) {

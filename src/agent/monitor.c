@@ -73,7 +73,9 @@ static struct job *job_of(struct agent *a, pid_t tid) {
   return NULL;
 }
 
-bool monitor_on(const struct agent *a) { return a->monitor.timer.fd >= 0; }
+bool monitor_on(const struct agent *a) {
+  return a->monitor.timer.fd >= 0;
+}
 
 static void count(struct agent *a, const char *name) {
   struct monitor *m = &a->monitor;
@@ -169,4 +171,3 @@ json_t *monitor_json(const struct agent *a) {
     json_object_set_new(calls, m->calls[i].name, json_integer((json_int_t)m->calls[i].n));
   return json_pack("{s:I, s:o}", "total", (json_int_t)m->total, "syscalls", calls);
 }
-

@@ -103,9 +103,17 @@ static void forget(struct agent *a) {
  * it was born there or has none. */
 static struct child_plan spare_plan(const struct hutch_cgroup *leaf, uint64_t bset, bool guest) {
   return (struct child_plan){
-      .kind = JOB_EXEC, .uid = HUTCH_USER_UID, .gid = HUTCH_USER_GID, .leaf = leaf,
-      .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .pty_slave = -1, .report_fd = -1,
-      .bset = bset, .guest_kernel = guest,
+      .kind = JOB_EXEC,
+      .uid = HUTCH_USER_UID,
+      .gid = HUTCH_USER_GID,
+      .leaf = leaf,
+      .stdin_fd = -1,
+      .stdout_fd = -1,
+      .stderr_fd = -1,
+      .pty_slave = -1,
+      .report_fd = -1,
+      .bset = bset,
+      .guest_kernel = guest,
   };
 }
 
@@ -147,8 +155,8 @@ static int spawned(void *arg) {
  * stays blocked in the child until the spare resets its mask (child.c):
  * none may run a handler on the agent's memory. */
 static pid_t spawn(struct agent *a, const struct hutch_cgroup *leaf, int sock) {
-  struct spawn_plan plan = {.n = 1, .from = {sock}, .base = sock,
-                            .close_notify = a->monitor.w.fd >= 0};
+  struct spawn_plan plan = {
+      .n = 1, .from = {sock}, .base = sock, .close_notify = a->monitor.w.fd >= 0};
   for (int i = 0; i < leaf->nfd; i++)
     plan.from[plan.n++] = leaf->fd[i];
 
@@ -214,8 +222,7 @@ void spare_keep(struct agent *a) {
 
   if (s->pid > 0)
     a->maybe_idle = false; /* what ended meanwhile found one waiting */
-  if (s->pid > 0 || !a->maybe_idle || a->spare_off ||
-      (a->spares_made > 0 && a->listen_w.fd < 0))
+  if (s->pid > 0 || !a->maybe_idle || a->spare_off || (a->spares_made > 0 && a->listen_w.fd < 0))
     return;
   a->maybe_idle = false; /* until the next job or orphan ends */
   if (!sandbox_idle(a))
@@ -305,14 +312,15 @@ static size_t encode(const struct hutch_exec_req *req, char *buf) {
   return n;
 }
 
-pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in,
-                 int out, int err, int report) {
+pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *req, int in, int out,
+                 int err, int report) {
   static char buf[SPARE_MSG_MAX];
   struct spare *s = &a->spare;
   if (s->pid <= 0)
     return -1;
 
-  size_t n = req->pty || (req->user && strcmp(req->user, HUTCH_USER_NAME) != 0) ? 0 : encode(req, buf);
+  size_t n =
+      req->pty || (req->user && strcmp(req->user, HUTCH_USER_NAME) != 0) ? 0 : encode(req, buf);
   if (n == 0 || !wait_ready(s)) {
     spare_drop(a);
     return -1;
@@ -321,8 +329,8 @@ pid_t spare_take(struct agent *a, struct job *j, const struct hutch_exec_req *re
   int fds[4] = {in >= 0 ? in : out, out, err, report};
   char cbuf[CMSG_SPACE(sizeof fds)] = {0};
   struct iovec iov = {buf, n};
-  struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                      .msg_controllen = sizeof cbuf};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
   struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;

@@ -31,12 +31,12 @@
 #include "util.h"
 
 #define WATCH_MAX 8192
-#define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | \
-                    IN_DELETE_SELF | IN_ONLYDIR)
+#define WATCH_MASK \
+  (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR)
 
 struct watches {
   int fd;
-  bool entries; /* each event carries its entry */
+  bool entries;          /* each event carries its entry */
   char *path[WATCH_MAX]; /* by watch descriptor, for those below WATCH_MAX */
   size_t n;
   bool recursive;
@@ -80,9 +80,9 @@ static void add(struct watches *w, const char *dir, int depth) {
 /* An event's line; with entries (the watch's "entry"), what is at path
  * now, when something is (not after a remove or a rename away). */
 static int emit(int out, const char *type, const char *path, bool dir, bool entries) {
-  json_t *j = path ? json_pack("{s:s,s:o,s:b}", "type", type, "path", hutch_json_text(path),
-                               "dir", dir)
-                   : json_pack("{s:s}", "type", type);
+  json_t *j =
+      path ? json_pack("{s:s,s:o,s:b}", "type", type, "path", hutch_json_text(path), "dir", dir)
+           : json_pack("{s:s}", "type", type);
   struct stat st;
   if (path && entries && lstat(path, &st) == 0) {
     const char *slash = strrchr(path, '/');

@@ -10,9 +10,9 @@
 #include "sandbox.h"
 
 /* Exit codes of hutch itself (docs/cli.md), as in docker run and env(1). */
-#define EXIT_HUTCH 125     /* hutch failed, or was asked something impossible */
-#define EXIT_CANNOT_RUN 126 /* the command exists but cannot be executed */
-#define EXIT_NOT_FOUND 127  /* the command does not exist */
+#define EXIT_HUTCH 125        /* hutch failed, or was asked something impossible */
+#define EXIT_CANNOT_RUN 126   /* the command exists but cannot be executed */
+#define EXIT_NOT_FOUND 127    /* the command does not exist */
 #define EXIT_DOCTOR_MISSING 1 /* hutch doctor: something hutch needs is missing */
 
 struct run_opts {
@@ -20,7 +20,7 @@ struct run_opts {
   struct hutch_bind *binds;
   struct hutch_exec_req req;
   size_t nenv;
-  const char *stdin_path;   /* "-" for hutch's own stdin */
+  const char *stdin_path; /* "-" for hutch's own stdin */
   const char *verdict_path;
   bool quiet;
   /* --template: the store's template, its layers held (run_template.c) */
@@ -53,6 +53,6 @@ char *stream_request(const struct hutch_exec_req *req, size_t *len, struct hutch
  * signals. Fills v. Takes conn_fd: it is closed when this returns, whatever
  * happened. */
 int stream_exec(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
-               struct hutch_verdict *v, struct hutch_err *err);
+                struct hutch_verdict *v, struct hutch_err *err);
 
 #endif

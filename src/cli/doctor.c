@@ -33,11 +33,10 @@ static void print_text(const struct hutch_check *c, size_t n, bool ok) {
 static void print_json(const struct hutch_check *c, size_t n, bool ok, const char *state_dir) {
   json_t *checks = json_array();
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(
-        checks, json_pack("{s:s, s:s, s:b, s:s, s:s?}", "name", c[i].name, "status",
-                          hutch_check_status_name(c[i].status), "optional", c[i].optional,
-                          "detail", c[i].detail, "remedy",
-                          c[i].remedy[0] ? c[i].remedy : NULL));
+    json_array_append_new(checks, json_pack("{s:s, s:s, s:b, s:s, s:s?}", "name", c[i].name,
+                                            "status", hutch_check_status_name(c[i].status),
+                                            "optional", c[i].optional, "detail", c[i].detail,
+                                            "remedy", c[i].remedy[0] ? c[i].remedy : NULL));
   json_t *j = json_pack("{s:b, s:s, s:o}", "ok", ok, "state_dir", state_dir, "checks", checks);
   json_dumpf(j, stdout, JSON_INDENT(2));
   putchar('\n');

@@ -12,7 +12,8 @@ static const char usage[] =
     "usage: hutch COMMAND [ARGS...]\n\n"
     "  run [OPTIONS] -- CMD [ARGS...]   run CMD in a fresh sandbox (see hutch run --help)\n"
     "  serve [OPTIONS]                  serve the HTTP API (see hutch serve --help)\n"
-    "  template VERB ...                import, pull, build and list templates (hutch template --help)\n"
+    "  template VERB ...                import, pull, build and list templates (hutch template "
+    "--help)\n"
     "  doctor [--json]                  check what hutch needs of this host\n"
     "  version                          print the version\n";
 

@@ -12,9 +12,27 @@
 #include "util.h"
 
 enum {
-  OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_CPU_TIME, OPT_DISK, OPT_OUTPUT_LIMIT,
-  OPT_ENV, OPT_CWD, OPT_BIND_RO, OPT_BIND_RW, OPT_STDIN, OPT_VERDICT, OPT_USER, OPT_ROOTFS,
-  OPT_STATE_DIR, OPT_PTYS, OPT_TEMPLATE, OPT_ISOLATION, OPT_GVISOR_PLATFORM, OPT_HELP,
+  OPT_MEMORY = 256,
+  OPT_PIDS,
+  OPT_CPUS,
+  OPT_TIMEOUT,
+  OPT_CPU_TIME,
+  OPT_DISK,
+  OPT_OUTPUT_LIMIT,
+  OPT_ENV,
+  OPT_CWD,
+  OPT_BIND_RO,
+  OPT_BIND_RW,
+  OPT_STDIN,
+  OPT_VERDICT,
+  OPT_USER,
+  OPT_ROOTFS,
+  OPT_STATE_DIR,
+  OPT_PTYS,
+  OPT_TEMPLATE,
+  OPT_ISOLATION,
+  OPT_GVISOR_PLATFORM,
+  OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -133,9 +151,12 @@ static int add_env(struct run_opts *o, const char *val) {
 
 static int one_option(struct run_opts *o, int c, const char *name, const char *v) {
   switch (c) {
-  case OPT_MEMORY: return count(name, v, 1 << 20, &o->cfg.memory_bytes);
-  case OPT_DISK: return count(name, v, 1 << 20, &o->cfg.disk_bytes);
-  case OPT_PIDS: return count(name, v, 1, &o->cfg.pids);
+  case OPT_MEMORY:
+    return count(name, v, 1 << 20, &o->cfg.memory_bytes);
+  case OPT_DISK:
+    return count(name, v, 1 << 20, &o->cfg.disk_bytes);
+  case OPT_PIDS:
+    return count(name, v, 1, &o->cfg.pids);
 
   case OPT_PTYS: {
     uint64_t n;
@@ -157,24 +178,39 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
       return bad(name, v, "not a positive number of CPUs (e.g. 1 or 0.5)");
     return 0;
 
-  case OPT_TIMEOUT: return seconds(name, v, &o->req.timeout_ms);
-  case OPT_CPU_TIME: return seconds(name, v, &o->req.cpu_ms);
+  case OPT_TIMEOUT:
+    return seconds(name, v, &o->req.timeout_ms);
+  case OPT_CPU_TIME:
+    return seconds(name, v, &o->req.cpu_ms);
 
-  case OPT_ENV: return add_env(o, v);
+  case OPT_ENV:
+    return add_env(o, v);
   case OPT_CWD:
     if (v[0] != '/')
       return bad(name, v, "must be an absolute path");
     free(o->req.cwd);
     o->req.cwd = xstrdup(v);
     return 0;
-  case OPT_BIND_RO: return add_bind(o, name, v, false);
-  case OPT_BIND_RW: return add_bind(o, name, v, true);
+  case OPT_BIND_RO:
+    return add_bind(o, name, v, false);
+  case OPT_BIND_RW:
+    return add_bind(o, name, v, true);
 
-  case OPT_STDIN: o->stdin_path = v; return 0;
-  case 'i': o->stdin_path = "-"; return 0;
-  case 't': o->req.pty = true; return 0;
-  case 'q': o->quiet = true; return 0;
-  case OPT_VERDICT: o->verdict_path = v; return 0;
+  case OPT_STDIN:
+    o->stdin_path = v;
+    return 0;
+  case 'i':
+    o->stdin_path = "-";
+    return 0;
+  case 't':
+    o->req.pty = true;
+    return 0;
+  case 'q':
+    o->quiet = true;
+    return 0;
+  case OPT_VERDICT:
+    o->verdict_path = v;
+    return 0;
 
   case OPT_USER:
     if (!hutch_user_ok(v))
@@ -183,12 +219,16 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
     o->req.user = xstrdup(v);
     return 0;
 
-  case OPT_ROOTFS: o->cfg.rootfs = v; return 0;
+  case OPT_ROOTFS:
+    o->cfg.rootfs = v;
+    return 0;
   case OPT_TEMPLATE:
     if (strcmp(v, "host") != 0)
       o->template_name = v;
     return 0;
-  case OPT_STATE_DIR: o->cfg.state_dir = v; return 0;
+  case OPT_STATE_DIR:
+    o->cfg.state_dir = v;
+    return 0;
 
   case OPT_ISOLATION: {
     int i = hutch_isolation_parse(v);
@@ -203,7 +243,8 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
     o->gvisor_platform = v;
     return 0;
 
-  default: return -1;
+  default:
+    return -1;
   }
 }
 
@@ -223,8 +264,10 @@ int run_opts_parse(int argc, char **argv, struct run_opts *o) {
       if (optopt > 0 && optopt < 128 && isgraph(optopt) && !strchr("itq", optopt))
         fprintf(stderr, "hutch run: unknown option -%c (see hutch run --help)\n", optopt);
       else
-        fprintf(stderr, "hutch run: %s: unknown option, or one that takes no value (see hutch "
-                        "run --help)\n", argv[optind - 1]);
+        fprintf(stderr,
+                "hutch run: %s: unknown option, or one that takes no value (see hutch "
+                "run --help)\n",
+                argv[optind - 1]);
       return -1;
     }
 

@@ -39,13 +39,16 @@ static int take_command(struct run_opts *o, json_t *cfg, struct hutch_err *err) 
   json_t *parts[] = {json_object_get(cfg, "entrypoint"), json_object_get(cfg, "cmd")};
   size_t n = json_array_size(parts[0]) + json_array_size(parts[1]), k = 0;
   if (n == 0)
-    return hutch_err_invalid(err, "no command given, and template %s has none "
-                                  "(no ENTRYPOINT or CMD)", o->template_name);
+    return hutch_err_invalid(err,
+                             "no command given, and template %s has none "
+                             "(no ENTRYPOINT or CMD)",
+                             o->template_name);
   o->req.argv = xcalloc(n + 1, sizeof(char *));
   for (size_t p = 0; p < 2; p++) {
     size_t i;
     json_t *v;
-    json_array_foreach(parts[p], i, v) o->req.argv[k++] = xstrdup(json_string_value(v) ?: "");
+    json_array_foreach(parts[p], i, v)
+      o->req.argv[k++] = xstrdup(json_string_value(v) ?: "");
   }
   return 0;
 }

@@ -206,7 +206,7 @@ char *stream_request(const struct hutch_exec_req *req, size_t *len, struct hutch
 }
 
 int stream_exec(int conn_fd, const char *request, size_t len, bool pty, int stdin_fd,
-               struct hutch_verdict *v, struct hutch_err *err) {
+                struct hutch_verdict *v, struct hutch_err *err) {
   struct client c = {.v = v, .in_fd = stdin_fd, .in_window = HUTCH_WINDOW_INITIAL};
   hutch_conn_init(&c.conn, conn_fd);
   hutch_conn_send(&c.conn, HUTCH_F_OPEN, 0, EXEC_STREAM, request, len);

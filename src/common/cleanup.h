@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static inline void cleanup_freep(void *p) { free(*(void **)p); }
+static inline void cleanup_freep(void *p) {
+  free(*(void **)p);
+}
 static inline void cleanup_closep(int *fd) {
   if (*fd >= 0)
     close(*fd);

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int err_vset(struct hutch_err *err, enum hutch_errkind kind, int errnum,
-                    const char *fmt, va_list ap) {
+static int err_vset(struct hutch_err *err, enum hutch_errkind kind, int errnum, const char *fmt,
+                    va_list ap) {
   err->kind = kind;
   err->errnum = errnum;
   err->code = NULL;

@@ -28,9 +28,9 @@ enum hutch_errkind {
   HUTCH_ERR_UPSTREAM_TIMEOUT, /* what a sandbox reached did not answer in time */
   HUTCH_ERR_TIMEOUT,          /* the client did not send its request in time */
   /* The transport's own: the request is not HTTP this server takes. */
-  HUTCH_ERR_METHOD,           /* no such method on the path */
-  HUTCH_ERR_LENGTH_REQUIRED,  /* a body without a length where one is needed */
-  HUTCH_ERR_MEDIA,            /* a content encoding the route does not take */
+  HUTCH_ERR_METHOD,          /* no such method on the path */
+  HUTCH_ERR_LENGTH_REQUIRED, /* a body without a length where one is needed */
+  HUTCH_ERR_MEDIA,           /* a content encoding the route does not take */
   HUTCH_ERR_HEADERS_TOO_LARGE,
   HUTCH_ERR_KINDS
 };

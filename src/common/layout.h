@@ -14,7 +14,7 @@
 
 /* Descriptors the agent is started with. */
 #define HUTCH_AGENT_CONN_FD 3 /* under gVisor (--cgroup none) it comes as stdin */
-#define HUTCH_AGENT_CG_FD 4 /* first of the sandbox cgroup's fds */
+#define HUTCH_AGENT_CG_FD 4   /* first of the sandbox cgroup's fds */
 /* The sandbox's storage (the tmpfs under its root's upper layer), which the
  * agent holds and never uses: the one way to it after the pivot, for the
  * host (pidfd_getfd) to measure and snapshot it. Above the others. */

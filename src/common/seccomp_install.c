@@ -20,8 +20,7 @@ static int install(const struct sock_filter *filter, unsigned short len, unsigne
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     return -1;
   struct sock_fprog prog = {
-      .len = len,
-      .filter = (struct sock_filter *)filter, /* the kernel only reads it */
+      .len = len, .filter = (struct sock_filter *)filter, /* the kernel only reads it */
   };
   /* With SECCOMP_FILTER_FLAG_NEW_LISTENER the result is the listener. */
   return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
@@ -37,8 +36,7 @@ int hutch_seccomp_install_sandbox_notify(void) {
 }
 
 int hutch_seccomp_install_workload(void) {
-  return install(hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN, 0) < 0 ? -1
-                                                                                          : 0;
+  return install(hutch_workload_seccomp_filter, HUTCH_WORKLOAD_SECCOMP_FILTER_LEN, 0) < 0 ? -1 : 0;
 }
 
 const char *hutch_seccomp_refused_name(unsigned arch, int nr) {

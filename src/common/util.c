@@ -103,8 +103,7 @@ int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *
   return 0;
 }
 
-int create_file_at(int dirfd, const char *name, const char *s, mode_t mode,
-                   struct hutch_err *err) {
+int create_file_at(int dirfd, const char *name, const char *s, mode_t mode, struct hutch_err *err) {
   _cleanup_close_ int fd =
       openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0)
@@ -114,8 +113,7 @@ int create_file_at(int dirfd, const char *name, const char *s, mode_t mode,
   return 0;
 }
 
-ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
-                     struct hutch_err *err) {
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size, struct hutch_err *err) {
   if (size == 0)
     return hutch_err_invalid(err, "read %s: no room", name);
   _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

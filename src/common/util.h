@@ -29,12 +29,10 @@ ssize_t read_all(int fd, void *buf, size_t n);
 
 /* Write a short string to dirfd/name (a cgroup or proc control file). */
 /* Create name (which must not exist) holding s. */
-int create_file_at(int dirfd, const char *name, const char *s, mode_t mode,
-                   struct hutch_err *err);
+int create_file_at(int dirfd, const char *name, const char *s, mode_t mode, struct hutch_err *err);
 int write_file_at(int dirfd, const char *name, const char *s, struct hutch_err *err);
 /* Read at most size-1 bytes of dirfd/name into buf, NUL-terminated. */
-ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size,
-                     struct hutch_err *err);
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size, struct hutch_err *err);
 
 /* Strict decimal parsing: the whole string, no sign, no overflow. */
 bool parse_u64(const char *s, uint64_t *out);

@@ -49,9 +49,9 @@ static bool word_ok(const char *s, const char *extra) {
 }
 
 static int check(const struct bootstrap *o, struct hutch_err *err) {
-  static const char *const variants[] = {"extract", "custom", "essential", "apt", "required",
-                                         "minbase", "buildd", "important", "debootstrap",
-                                         "standard"};
+  static const char *const variants[] = {"extract",     "custom",  "essential", "apt",
+                                         "required",    "minbase", "buildd",    "important",
+                                         "debootstrap", "standard"};
   bool v = false;
   for (size_t i = 0; i < ARRAY_SIZE(variants); i++)
     v |= strcmp(o->variant, variants[i]) == 0;
@@ -62,8 +62,10 @@ static int check(const struct bootstrap *o, struct hutch_err *err) {
     return hutch_err_invalid(err, "--suite %s: expected a Debian suite (bookworm, trixie, ...)",
                              o->suite);
   if (!v)
-    return hutch_err_invalid(err, "--variant %s: expected one of mmdebstrap's variants "
-                                  "(minbase, apt, ...)", o->variant);
+    return hutch_err_invalid(err,
+                             "--variant %s: expected one of mmdebstrap's variants "
+                             "(minbase, apt, ...)",
+                             o->variant);
 
   if (strncmp(o->mirror, "http://", 7) != 0 && strncmp(o->mirror, "https://", 8) != 0)
     return hutch_err_invalid(err, "--mirror %s: expected an http:// or https:// URL", o->mirror);
@@ -85,24 +87,37 @@ static int parse(struct image_ctx *ctx, struct bootstrap *o, int argc, char **ar
       {"suite", required_argument, 0, 's'},   {"include", required_argument, 0, 'i'},
       {"mirror", required_argument, 0, 'm'},  {"variant", required_argument, 0, 'v'},
       {"timeout", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
-      {"replace", no_argument, 0, 'r'},
-      {0, 0, 0, 0}};
+      {"replace", no_argument, 0, 'r'},       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
-    case 's': o->suite = optarg; break;
-    case 'i': o->include = optarg; break;
-    case 'm': o->mirror = optarg; break;
-    case 'v': o->variant = optarg; break;
+    case 's':
+      o->suite = optarg;
+      break;
+    case 'i':
+      o->include = optarg;
+      break;
+    case 'm':
+      o->mirror = optarg;
+      break;
+    case 'v':
+      o->variant = optarg;
+      break;
     case 't':
       if (!parse_milli(optarg, &o->timeout_ms) || o->timeout_ms == 0) {
         fprintf(stderr, "hutch template bootstrap: --timeout %s: expected seconds\n", optarg);
         return -1;
       }
       break;
-    case 'r': ctx->replace = true; break;
-    case 'h': fputs(usage, stdout); return 1;
-    default: fputs(usage, stderr); return -1;
+    case 'r':
+      ctx->replace = true;
+      break;
+    case 'h':
+      fputs(usage, stdout);
+      return 1;
+    default:
+      fputs(usage, stderr);
+      return -1;
     }
   }
 
@@ -238,8 +253,8 @@ static int debootstrap(struct image_ctx *ctx, const struct bootstrap *o, const c
                           "mmdebstrap is not installed (apt-get install mmdebstrap)");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bootstrap_failed",
-                          "mmdebstrap failed (see its output above): suite %s, mirror %s",
-                          o->suite, o->mirror);
+                          "mmdebstrap failed (see its output above): suite %s, mirror %s", o->suite,
+                          o->mirror);
   return 0;
 }
 
@@ -247,11 +262,11 @@ static int add(struct image_ctx *ctx, const struct bootstrap *o, const char *hex
                struct hutch_err *err) {
   _cleanup_free_ char *ref = xasprintf("debian:%s %s%s%s", o->suite, o->variant,
                                        o->include ? " +" : "", o->include ? o->include : "");
-  json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:[s],s:{s:[s],s:s,s:s,s:[s],s:[ss],s:{s:s}}}",
-                          "name", o->name, "owner", ctx->owner, "source", "bootstrap", "ref", ref,
-                          "layers", hex, "config", "env", "PATH=" HUTCH_DEFAULT_PATH, "workdir",
-                          "/", "user", "", "cmd", "bash", "shell", "/bin/sh", "-c", "labels",
-                          "org.opencontainers.image.base.name", ref);
+  json_t *rec =
+      json_pack("{s:s,s:s,s:s,s:s,s:[s],s:{s:[s],s:s,s:s,s:[s],s:[ss],s:{s:s}}}", "name", o->name,
+                "owner", ctx->owner, "source", "bootstrap", "ref", ref, "layers", hex, "config",
+                "env", "PATH=" HUTCH_DEFAULT_PATH, "workdir", "/", "user", "", "cmd", "bash",
+                "shell", "/bin/sh", "-c", "labels", "org.opencontainers.image.base.name", ref);
   json_t *stored = hutch_images_add(&ctx->store, rec, ctx->replace, err);
   json_decref(rec);
   return stored ? image_done(ctx, "bootstrapped", stored) : -1;
@@ -292,7 +307,9 @@ static int bootstrap(struct image_ctx *ctx, const struct bootstrap *o, struct hu
 }
 
 int cmd_bootstrap(struct image_ctx *ctx, int argc, char **argv) {
-  struct bootstrap o = {.suite = "bookworm", .mirror = BOOTSTRAP_MIRROR, .variant = "minbase",
+  struct bootstrap o = {.suite = "bookworm",
+                        .mirror = BOOTSTRAP_MIRROR,
+                        .variant = "minbase",
                         .timeout_ms = BOOTSTRAP_TIMEOUT_S * 1000ull};
   int r = parse(ctx, &o, argc, argv);
   if (r != 0)

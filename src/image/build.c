@@ -19,15 +19,16 @@
 #include "util.h"
 
 static const char usage[] =
-    "usage: hutch template build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--build-arg K=V]...\n"
+    "usage: hutch template build [-f Dockerfile] -t NAME[:TAG]... [--no-cache] [--build-arg "
+    "K=V]...\n"
     "         [--allow-out HOST,...] [--egress-permit CIDR[:PORT],...] [--memory MB] [--disk MB]\n"
     "         [--timeout S] [--insecure] [--ref REF] CONTEXT\n";
 
 struct build_opts {
   const char *file, *context, *allow_out, *permit;
   const char *ref; /* --ref: what the record says it came from, or NULL */
-  char *name;  /* of -t NAME[:TAG] (every -t names one template) */
-  json_t *tags; /* the -t's tags; empty: latest */
+  char *name;      /* of -t NAME[:TAG] (every -t names one template) */
+  json_t *tags;    /* the -t's tags; empty: latest */
 };
 
 static int bad(const char *opt, const char *val, const char *why) {
@@ -73,35 +74,60 @@ static int add_build_arg(struct build *b, const char *arg) {
  * (answered), -1 when it is wrong (said). */
 static int parse_opt(struct build *b, struct build_opts *o, int c, const char *arg) {
   switch (c) {
-  case 'f': o->file = arg; return 0;
-  case 't': return add_tag(o, arg);
-  case 'n': b->no_cache = true; return 0;
-  case 'k': b->insecure = true; return 0;
-  case 'a': return add_build_arg(b, arg);
-  case 'o': o->allow_out = arg; return 0;
-  case 'P': o->permit = arg; return 0;
-  case 'R': o->ref = arg; return 0;
-  case 'm': return mb("--memory", arg, &b->memory_bytes);
-  case 'd': return mb("--disk", arg, &b->disk_bytes);
+  case 'f':
+    o->file = arg;
+    return 0;
+  case 't':
+    return add_tag(o, arg);
+  case 'n':
+    b->no_cache = true;
+    return 0;
+  case 'k':
+    b->insecure = true;
+    return 0;
+  case 'a':
+    return add_build_arg(b, arg);
+  case 'o':
+    o->allow_out = arg;
+    return 0;
+  case 'P':
+    o->permit = arg;
+    return 0;
+  case 'R':
+    o->ref = arg;
+    return 0;
+  case 'm':
+    return mb("--memory", arg, &b->memory_bytes);
+  case 'd':
+    return mb("--disk", arg, &b->disk_bytes);
   case 'T':
     if (!parse_milli(arg, &b->timeout_ms) || b->timeout_ms == 0 ||
         b->timeout_ms > 7ull * 24 * 3600 * 1000)
       return bad("--timeout", arg, "expected seconds, more than 0 and at most a week");
     return 0;
-  case 'h': fputs(usage, stdout); return 1;
-  default: fputs(usage, stderr); return -1;
+  case 'h':
+    fputs(usage, stdout);
+    return 1;
+  default:
+    fputs(usage, stderr);
+    return -1;
   }
 }
 
 static int parse_opts(struct build *b, struct build_opts *o, int argc, char **argv) {
-  static const struct option opts[] = {
-      {"file", required_argument, 0, 'f'},      {"tag", required_argument, 0, 't'},
-      {"no-cache", no_argument, 0, 'n'},        {"build-arg", required_argument, 0, 'a'},
-      {"allow-out", required_argument, 0, 'o'}, {"memory", required_argument, 0, 'm'},
-      {"disk", required_argument, 0, 'd'},      {"timeout", required_argument, 0, 'T'},
-      {"egress-permit", required_argument, 0, 'P'}, {"insecure", no_argument, 0, 'k'},
-      {"ref", required_argument, 0, 'R'},       {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+  static const struct option opts[] = {{"file", required_argument, 0, 'f'},
+                                       {"tag", required_argument, 0, 't'},
+                                       {"no-cache", no_argument, 0, 'n'},
+                                       {"build-arg", required_argument, 0, 'a'},
+                                       {"allow-out", required_argument, 0, 'o'},
+                                       {"memory", required_argument, 0, 'm'},
+                                       {"disk", required_argument, 0, 'd'},
+                                       {"timeout", required_argument, 0, 'T'},
+                                       {"egress-permit", required_argument, 0, 'P'},
+                                       {"insecure", no_argument, 0, 'k'},
+                                       {"ref", required_argument, 0, 'R'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "f:t:h", opts, NULL)) != -1) {
     int r = parse_opt(b, o, c, optarg);
@@ -130,7 +156,9 @@ char *build_state_dir(const struct build *b) {
 /* ---- progress ---- */
 
 /* Seconds since ns, to the millisecond. */
-static double since(uint64_t ns) { return (double)((now_ns() - ns) / 1000000) / 1e3; }
+static double since(uint64_t ns) {
+  return (double)((now_ns() - ns) / 1000000) / 1e3;
+}
 
 /* A person at a terminal sees one status line, redrawn, with the RUN
  * output scrolling above it; elsewhere plain lines. */
@@ -165,7 +193,9 @@ void build_log(struct build *b, const char *line, size_t n, bool err_stream) {
   build_tick(b);
 }
 
-void build_tick(struct build *b) { status_line(b, b->current ? b->current : ""); }
+void build_tick(struct build *b) {
+  status_line(b, b->current ? b->current : "");
+}
 
 static char *instr_text(const struct df_instr *in) {
   char *s = xstrdup(df_kind_name(in->kind));
@@ -224,8 +254,8 @@ static void stage_from_record(struct stage *st, json_t *rec) {
       json_object_set_new(st->env, k, json_string(eq + 1));
     }
   }
-  static const char *const keys[] = {"workdir", "user", "entrypoint", "cmd", "labels",
-                                     "exposed_ports", "shell"};
+  static const char *const keys[] = {"workdir", "user",          "entrypoint", "cmd",
+                                     "labels",  "exposed_ports", "shell"};
   for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
     if ((v = json_object_get(cfg, keys[k])) && !json_is_null(v))
       json_object_set_new(st->config, keys[k], json_deep_copy(v));
@@ -372,8 +402,9 @@ static int do_step(struct build *b, const struct df_instr *in, struct step_resul
 /* The "step" event of the step under way. */
 static void emit_step(struct build *b, const struct df_instr *in, const char *text) {
   _cleanup_free_ char *plain = xasprintf("Step %zu/%zu : %s", b->step, b->nsteps, text);
-  emit(b, json_pack("{s:s,s:i,s:i,s:i,s:o}", "event", "step", "step", (int)b->step, "steps",
-                    (int)b->nsteps, "line", in->line, "instruction", hutch_json_text(text)),
+  emit(b,
+       json_pack("{s:s,s:i,s:i,s:i,s:o}", "event", "step", "step", (int)b->step, "steps",
+                 (int)b->nsteps, "line", in->line, "instruction", hutch_json_text(text)),
        plain);
 }
 
@@ -383,10 +414,10 @@ static void emit_step_done(struct build *b, const struct step_result *res, doubl
   if (res->hex[0])
     done = xasprintf(" ---> %s%.12s, %llu bytes, %.2f s", res->cached ? "cached " : "", res->hex,
                      (unsigned long long)res->bytes, secs);
-  emit(b, json_pack("{s:s,s:i,s:i,s:b,s:I,s:f,s:s?}", "event", "step_done", "step",
-                    (int)b->step, "steps", (int)b->nsteps, "cached", res->cached, "bytes",
-                    (json_int_t)res->bytes, "seconds", secs, "layer",
-                    res->hex[0] ? res->hex : NULL),
+  emit(b,
+       json_pack("{s:s,s:i,s:i,s:b,s:I,s:f,s:s?}", "event", "step_done", "step", (int)b->step,
+                 "steps", (int)b->nsteps, "cached", res->cached, "bytes", (json_int_t)res->bytes,
+                 "seconds", secs, "layer", res->hex[0] ? res->hex : NULL),
        done);
 }
 
@@ -419,7 +450,7 @@ static json_t *final_config(const struct stage *st) {
   const char *k;
   json_t *v;
   json_object_foreach(st->env, k, v)
-      json_array_append_new(env, json_sprintf("%s=%s", k, json_string_value(v)));
+    json_array_append_new(env, json_sprintf("%s=%s", k, json_string_value(v)));
   json_object_set_new(cfg, "env", env);
   const char *wd = json_string_value(json_object_get(cfg, "workdir"));
   if (!wd || !wd[0])
@@ -436,9 +467,9 @@ static int add_template(struct build *b, const struct build_opts *o, struct hutc
     str_copy(ref, sizeof ref, o->ref);
   else if (!realpath(o->context, ref))
     str_copy(ref, sizeof ref, o->context);
-  json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O}", "name", o->name, "owner",
-                          b->ctx->owner, "source", "build", "ref", ref, "layers", st->layers,
-                          "config", final_config(st), "tags", o->tags);
+  json_t *rec = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O}", "name", o->name, "owner", b->ctx->owner,
+                          "source", "build", "ref", ref, "layers", st->layers, "config",
+                          final_config(st), "tags", o->tags);
   json_t *stored = hutch_images_add(&b->ctx->store, rec, true, err);
   json_decref(rec);
   if (!stored)
@@ -516,8 +547,11 @@ static void build_free(struct build *b, struct build_opts *o) {
 }
 
 int cmd_build(struct image_ctx *ctx, int argc, char **argv) {
-  struct build b = {.ctx = ctx, .context_fd = -1, .build_args = json_object(),
-                    .timeout_ms = BUILD_DEFAULT_TIMEOUT_S * 1000ull, .started_ns = now_ns()};
+  struct build b = {.ctx = ctx,
+                    .context_fd = -1,
+                    .build_args = json_object(),
+                    .timeout_ms = BUILD_DEFAULT_TIMEOUT_S * 1000ull,
+                    .started_ns = now_ns()};
   /* Docker's platform ARGs, in the global scope: hutch builds for one. */
   b.global_args = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "BUILDPLATFORM", "linux/amd64",
                             "TARGETPLATFORM", "linux/amd64", "BUILDOS", "linux", "BUILDARCH",

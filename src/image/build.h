@@ -23,35 +23,35 @@ struct hutch_sandbox;
 
 /* One stage: its layers so far and the config its instructions set. */
 struct stage {
-  char *name;      /* AS NAME, or NULL */
-  json_t *layers;  /* hex strings, bottom first */
-  json_t *env;     /* object NAME -> value, in the order set */
-  json_t *args;    /* ARG values in scope (object) */
-  json_t *config;  /* workdir, user, entrypoint, cmd, labels, exposed_ports, shell */
-  char chain[65];  /* digest of everything this stage did so far (the cache's parent) */
-  bool cmd_set;    /* CMD given in this stage (ENTRYPOINT resets an inherited one) */
+  char *name;     /* AS NAME, or NULL */
+  json_t *layers; /* hex strings, bottom first */
+  json_t *env;    /* object NAME -> value, in the order set */
+  json_t *args;   /* ARG values in scope (object) */
+  json_t *config; /* workdir, user, entrypoint, cmd, labels, exposed_ports, shell */
+  char chain[65]; /* digest of everything this stage did so far (the cache's parent) */
+  bool cmd_set;   /* CMD given in this stage (ENTRYPOINT resets an inherited one) */
 };
 
 struct build {
   struct image_ctx *ctx;
   struct dockerfile df;
-  int context_fd;           /* the context directory */
+  int context_fd; /* the context directory */
   const char *context_path;
   struct build_ignore *ignore;
-  json_t *build_args;       /* --build-arg K=V */
-  json_t *global_args;      /* ARGs before the first FROM */
+  json_t *build_args;  /* --build-arg K=V */
+  json_t *global_args; /* ARGs before the first FROM */
   bool no_cache;
-  bool insecure;            /* --insecure: FROM may pull over http from loopback */
+  bool insecure; /* --insecure: FROM may pull over http from loopback */
   uint64_t memory_bytes, disk_bytes, timeout_ms;
-  struct egress *egress;    /* --allow-out: RUN steps' proxy; NULL: no network */
-  const char *network;      /* what RUN steps may reach, for their cache key: "" for none */
+  struct egress *egress; /* --allow-out: RUN steps' proxy; NULL: no network */
+  const char *network;   /* what RUN steps may reach, for their cache key: "" for none */
   struct stage *stages;
   size_t nstages;
-  size_t step, nsteps;      /* for progress */
-  uint64_t made_bytes;      /* file bytes of the layers made so far */
+  size_t step, nsteps; /* for progress */
+  uint64_t made_bytes; /* file bytes of the layers made so far */
   uint64_t started_ns;
-  bool tty;                 /* progress redrawn on a terminal */
-  const char *current;      /* the step's instruction, for the status line */
+  bool tty;            /* progress redrawn on a terminal */
+  const char *current; /* the step's instruction, for the status line */
 };
 
 /* --allow-out (build_egress.c): the policy of RUN steps' proxy, from the
@@ -125,12 +125,12 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
 /* COPY or ADD: the files of srcs (from the context, or from stage from)
  * into a new layer at dest. */
 struct copy_req {
-  json_t *srcs;          /* strings, substituted */
-  const char *dest;      /* absolute, substituted */
-  const char *chown;     /* as written after substitution, or NULL */
-  int chmod;             /* --chmod's mode, or -1 */
+  json_t *srcs;             /* strings, substituted */
+  const char *dest;         /* absolute, substituted */
+  const char *chown;        /* as written after substitution, or NULL */
+  int chmod;                /* --chmod's mode, or -1 */
   const struct stage *from; /* NULL: the context */
-  bool add;              /* ADD: a local tar archive is unpacked */
+  bool add;                 /* ADD: a local tar archive is unpacked */
 };
 int build_copy(struct build *b, const struct stage *st, const struct copy_req *req,
                struct step_result *res, struct hutch_err *err);
@@ -138,14 +138,14 @@ int build_copy(struct build *b, const struct stage *st, const struct copy_req *r
 /* A copy under way: where from, where to, as whom. */
 struct copier {
   struct build *b;
-  int src_root;       /* the context, or a stage's root */
-  bool from_context;  /* .dockerignore and the link check apply */
-  bool add;           /* ADD: local archives are unpacked */
+  int src_root;      /* the context, or a stage's root */
+  bool from_context; /* .dockerignore and the link check apply */
+  bool add;          /* ADD: local archives are unpacked */
   bool chown;
   uid_t uid;
   gid_t gid;
-  int chmod;          /* --chmod: the mode of every file and directory copied; -1: theirs */
-  int dst_root;       /* the new layer's root */
+  int chmod;    /* --chmod: the mode of every file and directory copied; -1: theirs */
+  int dst_root; /* the new layer's root */
   uint64_t bytes, files;
 };
 /* Copy every source of req (already checked) to req->dest. */
@@ -157,8 +157,8 @@ int build_copy_from_stage(struct copier *c, const struct copy_req *req, const ch
                           struct hutch_err *err);
 /* --chown's USER[:GROUP], names looked up in st's /etc/passwd and
  * /etc/group (read from its layers, nothing followed). */
-int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t *uid,
-                gid_t *gid, struct hutch_err *err);
+int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t *uid, gid_t *gid,
+                struct hutch_err *err);
 
 /* What path (absolute in the image) is in st's merged layers: its type
  * (S_IFREG, S_IFDIR, ...), or -1 when absent or hidden. The topmost layer

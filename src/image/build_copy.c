@@ -209,8 +209,8 @@ static int copy_dir_entry(struct copier *c, int sdir, const char *name, const ch
 
 /* A symbolic link of the walk, copied as the link: one from the context
  * may not lead out of it. */
-static int copy_link_entry(struct copier *c, int sdir, const char *name, const char *rel,
-                           int ddir, const struct stat *st, struct hutch_err *err) {
+static int copy_link_entry(struct copier *c, int sdir, const char *name, const char *rel, int ddir,
+                           const struct stat *st, struct hutch_err *err) {
   char target[4096];
   ssize_t n = readlinkat(sdir, name, target, sizeof target - 1);
   if (n < 0)
@@ -280,8 +280,8 @@ static int copy_tree(struct copier *c, int sdir, const char *rel, int ddir, int 
 
 /* One directory of copy_mkdirs, name in fd, made unless it is there: as
  * root (or --chown's ids, for the last), time 0. */
-static int mkdir_part(const struct copier *c, int fd, const char *name, bool last,
-                      const char *dest, struct hutch_err *err) {
+static int mkdir_part(const struct copier *c, int fd, const char *name, bool last, const char *dest,
+                      struct hutch_err *err) {
   if (mkdirat(fd, name, 0755) < 0)
     return 0;
   struct timespec ts[2] = {{0, 0}, {0, 0}};
@@ -412,10 +412,9 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
   struct archive *w = archive_write_disk_new();
   /* Owners as set below (root, or --chown's); no ARCHIVE_EXTRACT_PERM, so
    * no setuid bit comes back. */
-  archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_OWNER |
-                                        ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                        ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                        ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+  archive_write_disk_set_options(
+      w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+             ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
   mode_t old = umask(022);
   int r = add_entries(c, a, w, e, err);
   umask(old);
@@ -427,8 +426,8 @@ static int add_archive(struct copier *c, int in, const char *dest, bool *was,
   return r;
 }
 
-static int copy_file_at(struct copier *c, int in, const char *path, const struct stat *st,
-                        int ddir, const char *name, struct hutch_err *err) {
+static int copy_file_at(struct copier *c, int in, const char *path, const struct stat *st, int ddir,
+                        const char *name, struct hutch_err *err) {
   if (make_room(ddir, name, false) < 0)
     return hutch_err_set(err, errno, "replace %s", name);
   if (count(c, (uint64_t)st->st_size, err) < 0)
@@ -473,8 +472,8 @@ static int copy_source(struct copier *c, const char *path, const char *dest, boo
 
   /* Reopened through the O_PATH fd: the very file resolved, no path walked again. */
   _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", src);
-  _cleanup_close_ int in = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
-                                          (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+  _cleanup_close_ int in =
+      open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
   if (in < 0)
     return hutch_err_set(err, errno, "open %s", path);
 
@@ -691,8 +690,12 @@ static int make_layer(struct copier *c, const struct copy_req *req, struct step_
 
 int build_copy(struct build *b, const struct stage *st, const struct copy_req *req,
                struct step_result *res, struct hutch_err *err) {
-  struct copier c = {.b = b, .src_root = b->context_fd, .from_context = !req->from,
-                     .add = req->add, .dst_root = -1, .chmod = req->chmod};
+  struct copier c = {.b = b,
+                     .src_root = b->context_fd,
+                     .from_context = !req->from,
+                     .add = req->add,
+                     .dst_root = -1,
+                     .chmod = req->chmod};
   if (req->chown && build_chown(b, st, req->chown, &c.uid, &c.gid, err) < 0)
     return -1;
   c.chown = req->chown != NULL;

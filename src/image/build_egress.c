@@ -128,8 +128,8 @@ static bool connect_within(struct egress *e, int fd, const struct addrinfo *ai) 
   return err == 0;
 }
 
-static int connect_to(struct egress *e, const char *host, uint16_t port, enum np_match m,
-                      char *why, size_t whylen) {
+static int connect_to(struct egress *e, const char *host, uint16_t port, enum np_match m, char *why,
+                      size_t whylen) {
   char service[8];
   snprintf(service, sizeof service, "%u", port);
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
@@ -284,8 +284,8 @@ static void serve(struct egress *e, int fd) {
   if (m != NP_DENIED)
     out = connect_to(e, host, port, m, why, sizeof why);
   if (out < 0) {
-    _cleanup_free_ char *msg = xasprintf("hutch build proxy: %s:%u is not allowed%s%s", host,
-                                         port, why[0] ? ": " : " (--allow-out)", why);
+    _cleanup_free_ char *msg = xasprintf("hutch build proxy: %s:%u is not allowed%s%s", host, port,
+                                         why[0] ? ": " : " (--allow-out)", why);
     answer(fd, 403, "Forbidden", msg);
     return;
   }
@@ -335,7 +335,8 @@ int build_egress_start(struct build *b, struct hutch_sandbox *sb, struct hutch_e
   if (e->listen_fd < 0)
     return hutch_err_wrap(err, "the build proxy");
 
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(EGRESS_PORT),
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_port = htons(EGRESS_PORT),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   if (bind(e->listen_fd, (struct sockaddr *)&a, sizeof a) < 0)
     return hutch_err_set(err, errno, "the build proxy: listen");
@@ -373,12 +374,10 @@ void build_egress_stop(struct build *b) {
 }
 
 char **build_egress_env(char **env) {
-  static const char *const vars[] = {"HTTP_PROXY=http://127.0.0.1:3128",
-                                     "HTTPS_PROXY=http://127.0.0.1:3128",
-                                     "http_proxy=http://127.0.0.1:3128",
-                                     "https_proxy=http://127.0.0.1:3128",
-                                     "NO_PROXY=localhost,127.0.0.1,::1",
-                                     "no_proxy=localhost,127.0.0.1,::1"};
+  static const char *const vars[] = {
+      "HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+      "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+      "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1"};
   size_t n = 0;
   while (env[n])
     n++;

@@ -58,8 +58,8 @@ static int mount_stage(struct copier *c, const struct stage *st, const char *wor
   char opts[4096];
   size_t len = (size_t)snprintf(opts, sizeof opts, "lowerdir=");
   for (size_t i = n; i-- > 0 && len < sizeof opts;)
-    len += (size_t)snprintf(opts + len, sizeof opts - len, "%s:",
-                            json_string_value(json_array_get(st->layers, i)));
+    len += (size_t)snprintf(opts + len, sizeof opts - len,
+                            "%s:", json_string_value(json_array_get(st->layers, i)));
   if (len < sizeof opts)
     len += (size_t)snprintf(opts + len, sizeof opts - len, "%s", e);
   if (len >= sizeof opts)
@@ -74,8 +74,8 @@ static int mount_stage(struct copier *c, const struct stage *st, const char *wor
 
 /* The child's part: the stage mounted, the sources copied, and a failure's
  * error written whole to out. */
-static void __attribute__((noreturn)) copy_in_child(struct copier *c, const struct copy_req *req,
-                                                    const char *work, int out) {
+static void __attribute__((noreturn))
+copy_in_child(struct copier *c, const struct copy_req *req, const char *work, int out) {
   struct hutch_err e = {0};
   int r = mount_stage(c, req->from, work, &e);
   if (r == 0)
@@ -224,8 +224,8 @@ static int one_id(struct build *b, const struct stage *st, const char *file, con
   return 0;
 }
 
-int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t *uid,
-                gid_t *gid, struct hutch_err *err) {
+int build_chown(struct build *b, const struct stage *st, const char *spec, uid_t *uid, gid_t *gid,
+                struct hutch_err *err) {
   _cleanup_free_ char *user = xstrdup(spec);
   char *group = strchr(user, ':');
   if (group)

@@ -38,8 +38,7 @@ static int pair_spaced(struct build *b, const struct df_instr *in, json_t *vars,
 
 /* KEY=VALUE words. A label's key may hold spaces (quoted); a variable's
  * may not. */
-static int pairs_kv(const struct df_instr *in, json_t *words, json_t *into,
-                    struct hutch_err *err) {
+static int pairs_kv(const struct df_instr *in, json_t *words, json_t *into, struct hutch_err *err) {
   size_t i;
   json_t *w;
   json_array_foreach(words, i, w) {
@@ -156,7 +155,8 @@ static int expose(struct build *b, struct stage *st, const struct df_instr *in,
     bool have = false;
     size_t k;
     json_t *e;
-    json_array_foreach(ports, k, e) have |= strcmp(json_string_value(e), p) == 0;
+    json_array_foreach(ports, k, e)
+      have |= strcmp(json_string_value(e), p) == 0;
     if (!have)
       json_array_append_new(ports, json_string(p));
   }
@@ -227,11 +227,16 @@ static int apply_meta(struct build *b, struct stage *st, const struct df_instr *
                       struct step_result *res, struct hutch_err *err) {
   json_t *cfg = st->config;
   switch (in->kind) {
-  case DF_ENV: return pairs(b, st, in, st->env, err);
-  case DF_LABEL: return pairs(b, st, in, json_object_get(cfg, "labels"), err);
-  case DF_ARG: return set_arg(b, st, in, err);
-  case DF_EXPOSE: return expose(b, st, in, err);
-  case DF_USER: return set_user(b, st, in, err);
+  case DF_ENV:
+    return pairs(b, st, in, st->env, err);
+  case DF_LABEL:
+    return pairs(b, st, in, json_object_get(cfg, "labels"), err);
+  case DF_ARG:
+    return set_arg(b, st, in, err);
+  case DF_EXPOSE:
+    return expose(b, st, in, err);
+  case DF_USER:
+    return set_user(b, st, in, err);
   case DF_CMD:
     json_object_set_new(cfg, "cmd", command(st, in));
     st->cmd_set = true;
@@ -246,8 +251,10 @@ static int apply_meta(struct build *b, struct stage *st, const struct df_instr *
       return hutch_err_invalid(err, "SHELL needs at least one word");
     json_object_set_new(cfg, "shell", command(st, in));
     return 0;
-  case DF_WORKDIR: return workdir(b, st, in, res, err);
-  default: return hutch_err_set(err, 0, "%s is no config instruction", df_kind_name(in->kind));
+  case DF_WORKDIR:
+    return workdir(b, st, in, res, err);
+  default:
+    return hutch_err_set(err, 0, "%s is no config instruction", df_kind_name(in->kind));
   }
 }
 
@@ -259,8 +266,8 @@ int build_step_meta(struct build *b, struct stage *st, const struct df_instr *in
 
   /* What the instruction left, as the chain's text: the config and env
    * after it, so two spellings of one effect share a cache. */
-  json_t *state = json_pack("{s:O,s:O,s:O}", "config", st->config, "env", st->env, "args",
-                            st->args);
+  json_t *state =
+      json_pack("{s:O,s:O,s:O}", "config", st->config, "env", st->env, "args", st->args);
   _cleanup_free_ char *text = json_dumps(state, JSON_COMPACT);
   json_decref(state);
   build_chain(st, text, res->hex);

@@ -19,7 +19,9 @@
 #include "cleanup.h"
 #include "util.h"
 
-bool build_is_image_ref(const char *s) { return strpbrk(s, "/:@") != NULL; }
+bool build_is_image_ref(const char *s) {
+  return strpbrk(s, "/:@") != NULL;
+}
 
 char *build_pulled_name(const char *ref) {
   char *n = xstrdup(ref);

@@ -197,8 +197,8 @@ static int step_failed(const struct build *b, const struct hutch_verdict *v,
                        struct hutch_err *err) {
   switch (v->status) {
   case HUTCH_ST_NONZERO:
-    return hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed",
-                          "the command exited with code %d", v->exit_code);
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed", "the command exited with code %d",
+                          v->exit_code);
   case HUTCH_ST_SIGNALED:
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "step_failed",
                           "the command was killed by signal %d", v->signal);
@@ -215,8 +215,8 @@ static int step_failed(const struct build *b, const struct hutch_verdict *v,
   }
 }
 
-static char *exec_request(const struct build *b, const struct stage *st, char **argv,
-                          size_t *len, struct hutch_err *err) {
+static char *exec_request(const struct build *b, const struct stage *st, char **argv, size_t *len,
+                          struct hutch_err *err) {
   const char *wd = json_string_value(json_object_get(st->config, "workdir"));
   /* As Docker: root of the sandbox unless USER named another of its users. */
   const char *user = json_string_value(json_object_get(st->config, "user"));
@@ -228,8 +228,11 @@ static char *exec_request(const struct build *b, const struct stage *st, char **
   }
 
   struct hutch_exec_req r = {
-      .argv = argv, .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st),
-      .cwd = (char *)(wd && wd[0] ? wd : "/"), .user = (char *)user, .timeout_ms = b->timeout_ms,
+      .argv = argv,
+      .env = b->egress ? build_egress_env(build_run_env(st)) : build_run_env(st),
+      .cwd = (char *)(wd && wd[0] ? wd : "/"),
+      .user = (char *)user,
+      .timeout_ms = b->timeout_ms,
   };
   json_t *open = hutch_exec_req_to_json(&r, err);
   for (char **e = r.env; *e; e++)
@@ -256,7 +259,7 @@ static void drop_sandbox_files(const char *layer) {
     return;
   unlinkat(fd, "etc/hostname", 0);
   unlinkat(fd, "etc/hosts", 0);
-  unlinkat(fd, "etc", AT_REMOVEDIR);  /* when nothing else is in it */
+  unlinkat(fd, "etc", AT_REMOVEDIR); /* when nothing else is in it */
   unlinkat(fd, "tmp", AT_REMOVEDIR);
   unlinkat(fd, "home/user", AT_REMOVEDIR);
   unlinkat(fd, "home", AT_REMOVEDIR);
@@ -361,9 +364,14 @@ int build_run(struct build *b, struct stage *st, char **argv, struct step_result
 
   _cleanup_free_ char *state_dir = build_state_dir(b);
   struct hutch_sandbox_config cfg = {
-      .state_dir = state_dir, .rootfs = rootfs, .memory_bytes = b->memory_bytes,
-      .disk_bytes = b->disk_bytes, .layers = (const char *const *)layers, .nlayers = nlayers,
-      .die_with_parent = true, .build = true,
+      .state_dir = state_dir,
+      .rootfs = rootfs,
+      .memory_bytes = b->memory_bytes,
+      .disk_bytes = b->disk_bytes,
+      .layers = (const char *const *)layers,
+      .nlayers = nlayers,
+      .die_with_parent = true,
+      .build = true,
   };
   /* An interrupt (the server cancelling the job, or stopping) waits from
    * here until the sandbox is destroyed: one that came while the sandbox

@@ -48,8 +48,10 @@ char **build_run_env(const struct stage *st) {
   size_t k = 0;
   const char *key;
   json_t *val;
-  json_object_foreach(st->env, key, val) env[k++] = xasprintf("%s=%s", key, json_string_value(val));
-  json_object_foreach(st->args, key, val) if (!json_object_get(st->env, key))
+  json_object_foreach(st->env, key, val)
+    env[k++] = xasprintf("%s=%s", key, json_string_value(val));
+  json_object_foreach(st->args, key, val)
+    if (!json_object_get(st->env, key))
       env[k++] = xasprintf("%s=%s", key, json_string_value(val));
   if (!json_object_get(st->env, "PATH") && !json_object_get(st->args, "PATH"))
     env[k++] = xstrdup("PATH=" HUTCH_DEFAULT_PATH);
@@ -102,7 +104,8 @@ static int run_cached(struct build *b, struct stage *st, json_t *argv, const cha
   _cleanup_free_ char *keyed = xasprintf("%s allow-out=%s", text, b->network);
   struct stage probe = *st;
   build_chain(&probe, keyed, "");
-  if (!b->no_cache && hutch_images_cache_get(&b->ctx->store, b->ctx->owner, probe.chain, res->hex)) {
+  if (!b->no_cache &&
+      hutch_images_cache_get(&b->ctx->store, b->ctx->owner, probe.chain, res->hex)) {
     res->cached = true;
     res->bytes = layer_size(b, res->hex);
     return 0;
@@ -207,18 +210,21 @@ static int copy_words(struct build *b, struct stage *st, const struct df_instr *
   size_t n = json_array_size(words);
   _cleanup_free_ char *dest = build_image_path(st, json_string_value(json_array_get(words, n - 1)));
   json_array_remove(words, n - 1);
-  struct copy_req req = {.srcs = words, .dest = dest, .chown = chown, .from = from,
-                         .add = in->kind == DF_ADD, .chmod = perm};
+  struct copy_req req = {.srcs = words,
+                         .dest = dest,
+                         .chown = chown,
+                         .from = from,
+                         .add = in->kind == DF_ADD,
+                         .chmod = perm};
   if (layer_count_ok(st, err) < 0)
     return -1;
   if (build_copy(b, st, &req, res, err) < 0)
     return -1;
 
   _cleanup_free_ char *srcs = json_dumps(words, JSON_COMPACT);
-  _cleanup_free_ char *text = xasprintf("%s chown=%s chmod=%o from=%s %s %s",
-                                        df_kind_name(in->kind), chown ? chown : "",
-                                        perm < 0 ? 0u : (unsigned)perm, from ? from->chain : "",
-                                        srcs, dest);
+  _cleanup_free_ char *text =
+      xasprintf("%s chown=%s chmod=%o from=%s %s %s", df_kind_name(in->kind), chown ? chown : "",
+                perm < 0 ? 0u : (unsigned)perm, from ? from->chain : "", srcs, dest);
   build_add_layer(st, res->hex);
   build_chain(st, text, res->hex);
   return 0;

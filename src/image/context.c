@@ -21,8 +21,8 @@
 
 #include "image.h"
 
-#define EXTRACT_FLAGS                                                                    \
-  (ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_SYMLINKS |       \
+#define EXTRACT_FLAGS                                                              \
+  (ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_SECURE_SYMLINKS | \
    ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS)
 
 /* A path that stays inside the directory: relative, without a `..` part. */
@@ -64,8 +64,7 @@ static int copy_data(struct archive *in, struct archive *out, uint64_t *bytes, u
     *bytes += n;
     if (*bytes > max)
       return hutch_err_fail(err, HUTCH_ERR_INVALID, "too_large",
-                            "the context unpacks to more than %llu bytes",
-                            (unsigned long long)max);
+                            "the context unpacks to more than %llu bytes", (unsigned long long)max);
     if (archive_write_data_block(out, buf, n, off) != ARCHIVE_OK)
       return hutch_err_set(err, 0, "%s", archive_error_string(out));
   }
@@ -146,8 +145,7 @@ int cmd_context(struct image_ctx *ctx, int argc, char **argv) {
   for (int i = 1; i < argc - 1; i++)
     if (unpack_one(ctx, argv[i], i, &bytes, &files, &err) < 0)
       return image_fail(ctx, "context", &err);
-  image_progress(ctx, json_pack("{s:s,s:I,s:I,s:s}", "event", "context", "bytes",
-                                (json_int_t)bytes, "files", (json_int_t)files, "message",
-                                "build context unpacked"));
+  image_progress(ctx, json_pack("{s:s,s:I,s:I,s:s}", "event", "context", "bytes", (json_int_t)bytes,
+                                "files", (json_int_t)files, "message", "build context unpacked"));
   return 0;
 }

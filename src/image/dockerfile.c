@@ -18,12 +18,18 @@ static const struct {
   const char *flags; /* the flags it takes, space-separated */
   bool json;         /* takes the exec (JSON) form */
 } kinds[] = {
-    {"FROM", DF_FROM, "platform", false},     {"RUN", DF_RUN, "", true},
-    {"COPY", DF_COPY, "from chown chmod", true}, {"ADD", DF_ADD, "chown chmod", true},
-    {"ENV", DF_ENV, "", false},               {"ARG", DF_ARG, "", false},
-    {"WORKDIR", DF_WORKDIR, "", false},       {"USER", DF_USER, "", false},
-    {"LABEL", DF_LABEL, "", false},           {"EXPOSE", DF_EXPOSE, "", false},
-    {"ENTRYPOINT", DF_ENTRYPOINT, "", true},  {"CMD", DF_CMD, "", true},
+    {"FROM", DF_FROM, "platform", false},
+    {"RUN", DF_RUN, "", true},
+    {"COPY", DF_COPY, "from chown chmod", true},
+    {"ADD", DF_ADD, "chown chmod", true},
+    {"ENV", DF_ENV, "", false},
+    {"ARG", DF_ARG, "", false},
+    {"WORKDIR", DF_WORKDIR, "", false},
+    {"USER", DF_USER, "", false},
+    {"LABEL", DF_LABEL, "", false},
+    {"EXPOSE", DF_EXPOSE, "", false},
+    {"ENTRYPOINT", DF_ENTRYPOINT, "", true},
+    {"CMD", DF_CMD, "", true},
     {"SHELL", DF_SHELL, "", true},
 };
 /* Instructions of Docker's that hutch does not carry out: named, so that
@@ -83,13 +89,15 @@ static void put(char **buf, bool *have, const char *at, size_t n) {
   *have = true;
 }
 
-static bool name_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+static bool name_char(char c) {
+  return isalnum((unsigned char)c) || c == '_';
+}
 
 /* After "${NAME" (name, nlen bytes; val its value, NULL when unset): the
  * modifier (":-", ":+", "-", "+" or none) and the closing '}', and what
  * the whole expands to appended to buf. */
-static int expand_braced(struct lex *lx, char **buf, bool *have, const char *val,
-                         const char *name, size_t nlen) {
+static int expand_braced(struct lex *lx, char **buf, bool *have, const char *val, const char *name,
+                         size_t nlen) {
   const char *s = lx->s;
   char op = 0;
   bool colon = false;
@@ -427,13 +435,15 @@ static bool json_form(struct df_instr *in, const char *rest) {
   }
   size_t i;
   json_t *v;
-  json_array_foreach(a, i, v) if (!json_is_string(v)) {
-    json_decref(a);
-    return false;
-  }
+  json_array_foreach(a, i, v)
+    if (!json_is_string(v)) {
+      json_decref(a);
+      return false;
+    }
   in->argc = json_array_size(a);
   in->argv = xcalloc(in->argc + 1, sizeof(char *));
-  json_array_foreach(a, i, v) in->argv[i] = xstrdup(json_string_value(v));
+  json_array_foreach(a, i, v)
+    in->argv[i] = xstrdup(json_string_value(v));
   json_decref(a);
   in->json = true;
   return true;
@@ -478,9 +488,8 @@ static int parse_instr(struct parser *p, char *line, int lineno, struct df_instr
   if (kinds[k].json && json_form(in, in->rest))
     return 0;
   if (in->kind == DF_SHELL)
-    return hutch_err_invalid(p->err,
-                             "line %d: SHELL takes a JSON array, e.g. [\"/bin/sh\", \"-c\"]",
-                             lineno);
+    return hutch_err_invalid(
+        p->err, "line %d: SHELL takes a JSON array, e.g. [\"/bin/sh\", \"-c\"]", lineno);
   if (!in->rest[0])
     return hutch_err_invalid(p->err, "line %d: %s needs arguments", lineno, kinds[k].name);
   return 0;

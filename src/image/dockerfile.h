@@ -20,8 +20,19 @@
 #define DF_MAX_INSTRUCTIONS 1000
 
 enum df_kind {
-  DF_FROM, DF_RUN, DF_COPY, DF_ADD, DF_ENV, DF_ARG, DF_WORKDIR, DF_USER,
-  DF_LABEL, DF_EXPOSE, DF_ENTRYPOINT, DF_CMD, DF_SHELL,
+  DF_FROM,
+  DF_RUN,
+  DF_COPY,
+  DF_ADD,
+  DF_ENV,
+  DF_ARG,
+  DF_WORKDIR,
+  DF_USER,
+  DF_LABEL,
+  DF_EXPOSE,
+  DF_ENTRYPOINT,
+  DF_CMD,
+  DF_SHELL,
 };
 
 struct df_flag {
@@ -31,11 +42,11 @@ struct df_flag {
 
 struct df_instr {
   enum df_kind kind;
-  int line;             /* where it starts, from 1 */
+  int line; /* where it starts, from 1 */
   struct df_flag *flags;
   size_t nflags;
-  bool json;            /* the exec form: argv holds the words */
-  char **argv;          /* json: the array's strings, NULL-terminated */
+  bool json;   /* the exec form: argv holds the words */
+  char **argv; /* json: the array's strings, NULL-terminated */
   size_t argc;
   char *rest;           /* not json: the arguments as written, trimmed; a RUN's
                            here-documents follow it, each line and terminator */

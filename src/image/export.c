@@ -195,16 +195,17 @@ static int write_layout(struct image_ctx *ctx, json_t *record, int dir, struct h
     return -1;
   }
 
-  json_t *mdesc = json_blob(dir, json_pack("{s:i,s:s,s:o,s:o}", "schemaVersion", 2, "mediaType",
-                                           OCI_MANIFEST, "config", cdesc, "layers", layers),
+  json_t *mdesc = json_blob(dir,
+                            json_pack("{s:i,s:s,s:o,s:o}", "schemaVersion", 2, "mediaType",
+                                      OCI_MANIFEST, "config", cdesc, "layers", layers),
                             OCI_MANIFEST, err);
   if (!mdesc)
     return -1;
 
   const char *tag = json_string_value(json_array_get(json_object_get(record, "tags"), 0));
   json_object_set_new(mdesc, "annotations", json_pack("{s:s}", OCI_REF_NAME, tag ? tag : "latest"));
-  json_t *index = json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX,
-                            "manifests", mdesc);
+  json_t *index =
+      json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX, "manifests", mdesc);
   if (write_text(dir, "index.json", index, err) < 0)
     return -1;
   return write_text(dir, "oci-layout", json_pack("{s:s}", "imageLayoutVersion", "1.0.0"), err);

@@ -25,8 +25,8 @@
  * progress goes. */
 struct image_ctx {
   struct hutch_images store;
-  const char *owner;   /* --owner TENANT (hutch serve); "" : public, the CLI's */
-  bool ndjson;         /* --progress ndjson: one JSON object per line on stdout */
+  const char *owner; /* --owner TENANT (hutch serve); "" : public, the CLI's */
+  bool ndjson;       /* --progress ndjson: one JSON object per line on stdout */
   bool quiet;
   /* --public-registries: no pull (nor a build's FROM) from a registry on
    * loopback, which would reach the host's own services (hutch serve, for

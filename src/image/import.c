@@ -31,8 +31,8 @@ struct link_member {
 };
 
 static int bad_member(struct hutch_err *err, const char *name, const char *why) {
-  return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "archive member '%.200s' %s",
-                        name, why);
+  return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_archive", "archive member '%.200s' %s", name,
+                        why);
 }
 
 /* target of the link at path, as a clean path under the root: a relative
@@ -108,8 +108,8 @@ static int extract_file(struct archive *a, struct archive_entry *e, int root, co
   _cleanup_close_ int dir = unpack_open_parent(root, path, true, &leaf, err);
   if (dir < 0)
     return -1;
-  _cleanup_close_ int fd = openat(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                  0600);
+  _cleanup_close_ int fd =
+      openat(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return errno == EEXIST ? bad_member(err, path, "is there twice")
                            : hutch_err_set(err, errno, "%.200s", path);
@@ -236,15 +236,16 @@ static bool has_member(const char *dir, const char *name) {
 
 /* The image in dir: an OCI layout has index.json, a docker-archive
  * manifest.json (`docker save` since 25 writes both: the layout is read). */
-static json_t *import_dir(struct image_ctx *ctx, const char *dir, const char *name,
-                          const char *ref, struct hutch_err *err) {
+static json_t *import_dir(struct image_ctx *ctx, const char *dir, const char *name, const char *ref,
+                          struct hutch_err *err) {
   if (has_member(dir, "index.json"))
     return oci_import_layout(ctx, dir, name, "import", ref, err);
   if (has_member(dir, "manifest.json"))
     return oci_import_docker(ctx, dir, name, "import", ref, err);
   hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_image",
                  "%.200s is neither an OCI image layout (index.json) nor a docker-archive "
-                 "(manifest.json)", ref);
+                 "(manifest.json)",
+                 ref);
   return NULL;
 }
 
@@ -304,18 +305,22 @@ static json_t *import_path(struct image_ctx *ctx, const char *input, const char 
 /* import's options: --name's, --ref's, the caps and --replace. */
 static int parse_import(struct image_ctx *ctx, int argc, char **argv, const char **name,
                         const char **ref, struct hutch_err *err) {
-  static const struct option opts[] = {{"name", required_argument, 0, 'n'},
-                                       {"replace", no_argument, 0, 'r'},
-                                       {"max-bytes", required_argument, 0, 'b'},
-                                       {"max-files", required_argument, 0, 'f'},
-                                       {"ref", required_argument, 0, 'R'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"name", required_argument, 0, 'n'},      {"replace", no_argument, 0, 'r'},
+      {"max-bytes", required_argument, 0, 'b'}, {"max-files", required_argument, 0, 'f'},
+      {"ref", required_argument, 0, 'R'},       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-    case 'n': *name = optarg; break;
-    case 'r': ctx->replace = true; break;
-    case 'R': *ref = optarg; break;
+    case 'n':
+      *name = optarg;
+      break;
+    case 'r':
+      ctx->replace = true;
+      break;
+    case 'R':
+      *ref = optarg;
+      break;
     case 'b':
     case 'f':
       if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files))
@@ -330,8 +335,10 @@ static int parse_import(struct image_ctx *ctx, int argc, char **argv, const char
   if (optind + 1 != argc || !*name)
     return hutch_err_invalid(err, "usage: hutch template import FILE|DIR --name NAME [--replace]");
   if (!hutch_images_name_ok(*name))
-    return hutch_err_invalid(err, "'%.200s' is not a template name ([a-z0-9._/-], starting with "
-                                  "a letter or digit, not 'host')", *name);
+    return hutch_err_invalid(err,
+                             "'%.200s' is not a template name ([a-z0-9._/-], starting with "
+                             "a letter or digit, not 'host')",
+                             *name);
   return 0;
 }
 

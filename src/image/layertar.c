@@ -105,7 +105,8 @@ static int tar_file(struct layer_tar *t, struct archive_entry *e, int fd, const 
   if (t->sum->max_bytes && t->sum->bytes > t->sum->max_bytes)
     return hutch_err_fail(t->err, HUTCH_ERR_QUOTA, "too_large",
                           "%.200s: the layer's files pass the cap of %llu bytes (a sparse file "
-                          "counts whole)", path, (unsigned long long)t->sum->max_bytes);
+                          "counts whole)",
+                          path, (unsigned long long)t->sum->max_bytes);
 
   archive_entry_set_filetype(e, AE_IFREG);
   archive_entry_set_size(e, st->st_size);
@@ -172,8 +173,8 @@ static int tar_entry(struct layer_tar *t, int dirfd, const char *name, const cha
     return hutch_err_set(t->err, errno, "%.200s", path);
   if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
     const char *slash = strrchr(path, '/');
-    _cleanup_free_ char *wh = xasprintf("%.*s%s.wh.%s", slash ? (int)(slash - path) : 0, path,
-                                        slash ? "/" : "", name);
+    _cleanup_free_ char *wh =
+        xasprintf("%.*s%s.wh.%s", slash ? (int)(slash - path) : 0, path, slash ? "/" : "", name);
     return put_marker(t, wh, &st);
   }
 

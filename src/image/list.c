@@ -11,7 +11,8 @@ static void print_row(json_t *rec) {
   char tags[256] = "";
   size_t k, n = 0;
   json_t *t;
-  json_array_foreach(json_object_get(rec, "tags"), k, t) if (n < sizeof tags)
+  json_array_foreach(json_object_get(rec, "tags"), k, t)
+    if (n < sizeof tags)
       n += (size_t)snprintf(tags + n, sizeof tags - n, "%s%s", k ? "," : "",
                             json_string_value(t) ?: "");
   printf("%-32s %-16s %-16s %8.1fMB  %-9s %s\n", json_string_value(json_object_get(rec, "name")),
@@ -34,7 +35,8 @@ int cmd_ls(struct image_ctx *ctx, int argc, char **argv) {
     printf("%-32s %-16s %-16s %10s  %-9s %s\n", "NAME", "TAGS", "ID", "SIZE", "SOURCE", "FROM");
     size_t i;
     json_t *rec;
-    json_array_foreach(all, i, rec) print_row(rec);
+    json_array_foreach(all, i, rec)
+      print_row(rec);
   }
   json_decref(all);
   return 0;

@@ -27,8 +27,8 @@ static const struct verb {
   const char *name;
   int (*fn)(struct image_ctx *, int, char **);
 } verbs[] = {
-    {"import", cmd_import}, {"pull", cmd_pull}, {"bootstrap", cmd_bootstrap},
-    {"build", cmd_build},   {"ls", cmd_ls},     {"inspect", cmd_inspect},
+    {"import", cmd_import}, {"pull", cmd_pull},     {"bootstrap", cmd_bootstrap},
+    {"build", cmd_build},   {"ls", cmd_ls},         {"inspect", cmd_inspect},
     {"rm", cmd_rm},         {"export", cmd_export}, {"context", cmd_context},
 };
 
@@ -36,10 +36,18 @@ static const struct verb {
  * for --help (answered), -1 when it is wrong (said). */
 static int parse_opt(struct image_ctx *ctx, const char **state_dir, int c, const char *arg) {
   switch (c) {
-  case 's': *state_dir = arg; return 0;
-  case 'o': ctx->owner = arg; return 0;
-  case 'q': ctx->quiet = true; return 0;
-  case 'R': ctx->public_registries = true; return 0;
+  case 's':
+    *state_dir = arg;
+    return 0;
+  case 'o':
+    ctx->owner = arg;
+    return 0;
+  case 'q':
+    ctx->quiet = true;
+    return 0;
+  case 'R':
+    ctx->public_registries = true;
+    return 0;
   case 'B':
   case 'F':
     if (!parse_u64(arg, c == 'B' ? &ctx->max_bytes : &ctx->max_files)) {
@@ -54,8 +62,12 @@ static int parse_opt(struct image_ctx *ctx, const char **state_dir, int c, const
     }
     ctx->ndjson = strcmp(arg, "ndjson") == 0;
     return 0;
-  case 'h': fputs(usage, stdout); return 1;
-  default: fputs(usage, stderr); return -1;
+  case 'h':
+    fputs(usage, stdout);
+    return 1;
+  default:
+    fputs(usage, stderr);
+    return -1;
   }
 }
 

@@ -83,8 +83,8 @@ static json_t *read_json(int dirfd, const char *name, const char *digest, json_i
     return NULL;
   }
   if (digest && !digest_matches(buf, (size_t)n, digest)) {
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
-                   "%s does not match its digest %.80s", what, digest);
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch", "%s does not match its digest %.80s",
+                   what, digest);
     return NULL;
   }
 
@@ -145,8 +145,8 @@ static json_t *pick(json_t *index, const char *tag, struct hutch_err *err) {
     const char *arch = json_string_value(json_object_get(p, "architecture"));
     if (p && (!os || strcmp(os, "linux") != 0 || !arch || strcmp(arch, "amd64") != 0))
       continue;
-    const char *name = json_string_value(json_object_get(json_object_get(d, "annotations"),
-                                                         OCI_REF_NAME));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(d, "annotations"), OCI_REF_NAME));
     if (tag && name && strcmp(name, tag) == 0)
       return d;
     if (!first)
@@ -179,8 +179,9 @@ static int string_list(json_t *v, const char *what, struct hutch_err *err) {
   size_t i;
   if (!json_is_array(v))
     return bad(err, "image config: %s is not a list of strings", what);
-  json_array_foreach(v, i, s) if (!json_is_string(s)) return bad(
-      err, "image config: %s is not a list of strings", what);
+  json_array_foreach(v, i, s)
+    if (!json_is_string(s))
+      return bad(err, "image config: %s is not a list of strings", what);
   return 0;
 }
 
@@ -204,8 +205,9 @@ static int check_config(json_t *c, struct hutch_err *err) {
                     "type");
   const char *k;
   json_t *v;
-  json_object_foreach(labels, k, v) if (!json_is_string(v)) return bad(
-      err, "image config: label '%.100s' is no string", k);
+  json_object_foreach(labels, k, v)
+    if (!json_is_string(v))
+      return bad(err, "image config: label '%.100s' is no string", k);
   return 0;
 }
 
@@ -238,13 +240,14 @@ json_t *oci_record_config(json_t *image_config, struct hutch_err *err) {
   json_t *exposed = json_array();
   const char *k;
   json_t *v;
-  json_object_foreach(ports, k, v) json_array_append_new(exposed, json_string(k));
+  json_object_foreach(ports, k, v)
+    json_array_append_new(exposed, json_string(k));
   const char *workdir = json_string_value(wd);
-  json_t *rest = json_pack(
-      "{s:s,s:s,s:o,s:o,s:s,s:s,s:o}", "workdir", workdir && *workdir ? workdir : "/", "user",
-      user ? json_string_value(user) : "", "labels",
-      json_is_object(labels) ? json_incref(labels) : json_object(), "exposed_ports", exposed,
-      "start_cmd", "", "ready_cmd", "", "shell", shell);
+  json_t *rest =
+      json_pack("{s:s,s:s,s:o,s:o,s:s,s:s,s:o}", "workdir", workdir && *workdir ? workdir : "/",
+                "user", user ? json_string_value(user) : "", "labels",
+                json_is_object(labels) ? json_incref(labels) : json_object(), "exposed_ports",
+                exposed, "start_cmd", "", "ready_cmd", "", "shell", shell);
   json_object_update(out, rest);
   json_decref(rest);
   return out;
@@ -254,11 +257,11 @@ json_t *oci_image_config(json_t *rc) {
   json_t *ports = json_object(), *p;
   size_t i;
   json_array_foreach(json_object_get(rc, "exposed_ports"), i, p)
-      json_object_set_new(ports, json_string_value(p), json_object());
+    json_object_set_new(ports, json_string_value(p), json_object());
   json_t *c = json_object();
-  const char *keys[][2] = {{"env", "Env"}, {"entrypoint", "Entrypoint"}, {"cmd", "Cmd"},
-                           {"workdir", "WorkingDir"}, {"user", "User"}, {"labels", "Labels"},
-                           {"shell", "Shell"}};
+  const char *keys[][2] = {
+      {"env", "Env"},   {"entrypoint", "Entrypoint"}, {"cmd", "Cmd"},    {"workdir", "WorkingDir"},
+      {"user", "User"}, {"labels", "Labels"},         {"shell", "Shell"}};
   for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
     json_t *v = json_object_get(rc, keys[k][0]);
     if (v && !(json_is_array(v) && !json_array_size(v)))
@@ -339,8 +342,7 @@ static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
   if (check_platform(config, err) < 0)
     return NULL;
   if (!json_is_array(diff_ids) || json_array_size(diff_ids) != n)
-    return bad(err, "image config: rootfs.diff_ids does not list the image's %zu layers",
-               n), NULL;
+    return bad(err, "image config: rootfs.diff_ids does not list the image's %zu layers", n), NULL;
   if (n > HUTCH_IMAGE_MAX_LAYERS)
     return bad(err, "the image has more than %d layers", HUTCH_IMAGE_MAX_LAYERS), NULL;
   json_t *rconfig = oci_record_config(config, err);
@@ -361,9 +363,9 @@ static json_t *import_image(struct image_ctx *ctx, int dirfd, json_t *config,
     json_array_append_new(hexes, json_string(hex));
   }
 
-  json_t *record = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o}", "name", name, "owner", ctx->owner,
-                             "source", source, "ref", ref, "layers", topmost(hexes), "config",
-                             rconfig);
+  json_t *record =
+      json_pack("{s:s,s:s,s:s,s:s,s:o,s:o}", "name", name, "owner", ctx->owner, "source", source,
+                "ref", ref, "layers", topmost(hexes), "config", rconfig);
   json_t *stored = hutch_images_add(&ctx->store, record, ctx->replace, err);
   json_decref(record);
   return stored;
@@ -401,16 +403,16 @@ static int layout_layers(json_t *list, struct layer_src *layers, char (*paths)[1
 }
 
 /* The image a layout's manifest (and its config) describes, imported. */
-static json_t *import_manifest(struct image_ctx *ctx, int dirfd, json_t *manifest,
-                               json_t *config, const char *name, const char *source,
-                               const char *ref, struct hutch_err *err) {
+static json_t *import_manifest(struct image_ctx *ctx, int dirfd, json_t *manifest, json_t *config,
+                               const char *name, const char *source, const char *ref,
+                               struct hutch_err *err) {
   json_t *list = json_object_get(manifest, "layers");
   if (!json_is_array(list))
     return bad(err, "the image manifest lists no layers"), NULL;
 
   size_t n = json_array_size(list);
   struct layer_src *layers = xcalloc(n + 1, sizeof *layers);
-  char (*paths)[128] = xcalloc(n + 1, sizeof *paths);
+  char(*paths)[128] = xcalloc(n + 1, sizeof *paths);
   json_t *record = NULL;
   if (layout_layers(list, layers, paths, err) == 0)
     record = import_image(ctx, dirfd, config, layers, n, name, source, ref, err);

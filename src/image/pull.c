@@ -21,8 +21,8 @@
  * it for the tests of a trickling registry. */
 #define LOW_SPEED_SECONDS 30L
 
-#define USAGE                                                                                 \
-  "usage: hutch template pull [--insecure] [--allow-private] [--user USER:PASSWORD] "           \
+#define USAGE                                                                         \
+  "usage: hutch template pull [--insecure] [--allow-private] [--user USER:PASSWORD] " \
   "[--name NAME] [--replace] [--max-bytes N] [--max-files N] REF"
 
 struct blob_progress {
@@ -34,8 +34,8 @@ struct blob_progress {
 static void on_progress(void *arg, uint64_t done, uint64_t total) {
   struct blob_progress *p = arg;
   json_t *ev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "event", "pull_layer", "digest", p->digest,
-                         "index", (json_int_t)p->index + 1, "count", (json_int_t)p->count,
-                         "done", (json_int_t)done, "total", (json_int_t)total);
+                         "index", (json_int_t)p->index + 1, "count", (json_int_t)p->count, "done",
+                         (json_int_t)done, "total", (json_int_t)total);
   if (done == total)
     json_object_set_new(ev, "message",
                         json_sprintf("layer %zu/%zu %.19s: %llu bytes", p->index + 1, p->count,
@@ -62,8 +62,7 @@ static int pull_blob(struct registry *r, int blobs, json_t *desc, struct blob_pr
   const char *digest = json_string_value(json_object_get(desc, "digest"));
   json_t *jsize = json_object_get(desc, "size");
   char hex[65];
-  if (!unpack_digest_hex(digest, hex) || !json_is_integer(jsize) ||
-      json_integer_value(jsize) < 0)
+  if (!unpack_digest_hex(digest, hex) || !json_is_integer(jsize) || json_integer_value(jsize) < 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
                           "the manifest has a descriptor without a sha256 digest and a size");
 
@@ -107,13 +106,12 @@ static int check_total(struct image_ctx *ctx, json_t *m, size_t manifest_len,
 
 static int write_layout(int dirfd, const struct registry_ref *ref,
                         const struct registry_manifest *man, struct hutch_err *err) {
-  json_t *desc = json_pack("{s:s,s:s,s:I}", "mediaType", man->media, "digest", man->digest,
-                           "size", (json_int_t)man->len);
+  json_t *desc = json_pack("{s:s,s:s,s:I}", "mediaType", man->media, "digest", man->digest, "size",
+                           (json_int_t)man->len);
   if (ref->tag[0])
-    json_object_set_new(desc, "annotations",
-                        json_pack("{s:s}", OCI_REF_NAME, ref->tag));
-  json_t *index = json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX,
-                            "manifests", desc);
+    json_object_set_new(desc, "annotations", json_pack("{s:s}", OCI_REF_NAME, ref->tag));
+  json_t *index =
+      json_pack("{s:i,s:s,s:[o]}", "schemaVersion", 2, "mediaType", OCI_INDEX, "manifests", desc);
   char *text = json_dumps(index, JSON_COMPACT);
   json_decref(index);
   static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
@@ -141,7 +139,8 @@ static int pull_blobs(struct image_ctx *ctx, struct registry *r, int blobs, json
                       const struct registry_manifest *man, struct hutch_err *err) {
   if (write_at(blobs, man->digest + 7, man->body, man->len, err) < 0)
     return -1;
-  if (pull_blob(r, blobs, json_object_get(m, "config"), &(struct blob_progress){.ctx = ctx}, err) < 0)
+  if (pull_blob(r, blobs, json_object_get(m, "config"), &(struct blob_progress){.ctx = ctx}, err) <
+      0)
     return -1;
 
   json_t *layers = json_object_get(m, "layers"), *d;
@@ -206,29 +205,37 @@ static int default_name(const struct registry_ref *ref, char *out, size_t size,
 /* The verb's options into o and ctx; the reference (*refs) and --name. */
 static int parse_args(struct image_ctx *ctx, int argc, char **argv, struct registry_opts *o,
                       const char **name, const char **refs, struct hutch_err *err) {
-  static const struct option opts[] = {{"insecure", no_argument, 0, 'k'},
-                                       {"allow-private", no_argument, 0, 'P'},
-                                       {"user", required_argument, 0, 'u'},
-                                       {"name", required_argument, 0, 'n'},
-                                       {"replace", no_argument, 0, 'r'},
-                                       {"max-bytes", required_argument, 0, 'b'},
-                                       {"max-files", required_argument, 0, 'f'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"insecure", no_argument, 0, 'k'},        {"allow-private", no_argument, 0, 'P'},
+      {"user", required_argument, 0, 'u'},      {"name", required_argument, 0, 'n'},
+      {"replace", no_argument, 0, 'r'},         {"max-bytes", required_argument, 0, 'b'},
+      {"max-files", required_argument, 0, 'f'}, {0, 0, 0, 0}};
   int c;
   opterr = 0; /* the one line is image_fail's */
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-    case 'k': o->insecure = true; break;
-    case 'P': o->allow_private = true; break;
-    case 'u': o->user = optarg; break;
-    case 'n': *name = optarg; break;
-    case 'r': ctx->replace = true; break;
+    case 'k':
+      o->insecure = true;
+      break;
+    case 'P':
+      o->allow_private = true;
+      break;
+    case 'u':
+      o->user = optarg;
+      break;
+    case 'n':
+      *name = optarg;
+      break;
+    case 'r':
+      ctx->replace = true;
+      break;
     case 'b':
     case 'f':
       if (!parse_u64(optarg, c == 'b' ? &ctx->max_bytes : &ctx->max_files))
         return hutch_err_invalid(err, "--max-%s takes a number", c == 'b' ? "bytes" : "files");
       break;
-    default: return hutch_err_invalid(err, USAGE);
+    default:
+      return hutch_err_invalid(err, USAGE);
     }
   }
 
@@ -253,7 +260,8 @@ static int check_pull(struct image_ctx *ctx, const char *refs, struct registry_r
   if (ctx->public_registries && ref->loopback)
     return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "forbidden",
                           "registry %s is on this host's loopback: not a registry to pull from "
-                          "here", ref->host);
+                          "here",
+                          ref->host);
   if (!hutch_images_name_ok(*name))
     return hutch_err_invalid(err, "--name: no template name (1..128 of [a-z0-9._-] and '/', not "
                                   "host)");

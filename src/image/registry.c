@@ -207,7 +207,8 @@ static int transport_error(struct registry *r, CURLcode rc, struct hutch_err *er
   if ((rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION) && r->ref.loopback)
     return hutch_err_fail(err, HUTCH_ERR_UPSTREAM, "registry_tls",
                           "registry %s: no TLS (%s); a plain-http registry on loopback "
-                          "needs --insecure", r->ref.host, why);
+                          "needs --insecure",
+                          r->ref.host, why);
   return hutch_err_fail(err, HUTCH_ERR_UPSTREAM, "registry_unreachable", "registry %s: %s",
                         r->ref.host, why);
 }
@@ -242,8 +243,8 @@ static int status_error(struct registry *r, long status, const struct sink *s, c
     return hutch_err_fail(err, HUTCH_ERR_FORBIDDEN, "registry_forbidden",
                           "registry %s refused %s: forbidden%s%s", r->ref.host, what, sep, detail);
   return hutch_err_fail(err, HUTCH_ERR_UPSTREAM, "registry_error",
-                        "registry %s answered HTTP %ld for %s%s%s", r->ref.host, status, what,
-                        sep, detail);
+                        "registry %s answered HTTP %ld for %s%s%s", r->ref.host, status, what, sep,
+                        detail);
 }
 
 /* One request: 0 with *status, or -1 for what is no HTTP answer. */
@@ -442,7 +443,8 @@ struct registry *registry_open(const struct registry_ref *ref, const struct regi
   if (opts->insecure && !ref->loopback) {
     hutch_err_fail(err, HUTCH_ERR_INVALID, "insecure_not_loopback",
                    "--insecure (plain http) is only for a registry on loopback "
-                   "(localhost, 127.0.0.0/8, [::1]), not %s", ref->host);
+                   "(localhost, 127.0.0.0/8, [::1]), not %s",
+                   ref->host);
     return NULL;
   }
 
@@ -472,8 +474,8 @@ static void digest_of(EVP_MD_CTX *md, char out[72]) {
   digest_sha256_final_hex(md, out + 7);
 }
 
-static int digest_mismatch(struct registry *r, const char *what, const char *want,
-                           const char *got, struct hutch_err *err) {
+static int digest_mismatch(struct registry *r, const char *what, const char *want, const char *got,
+                           struct hutch_err *err) {
   return hutch_err_fail(err, HUTCH_ERR_INVALID, "digest_mismatch",
                         "registry %s: %s has digest %s, not %s", r->ref.host, what, got, want);
 }
@@ -519,8 +521,8 @@ static json_t *parse_manifest(struct registry *r, const struct sink *s, const ch
 /* GET manifests/<reference>; want: the digest it must have, or NULL. */
 static json_t *fetch_manifest(struct registry *r, const char *reference, const char *want,
                               struct registry_manifest *out, struct hutch_err *err) {
-  static const char accept[] = "Accept: " OCI_INDEX ", " OCI_MANIFEST
-                               ", " MEDIA_DOCKER_LIST ", " MEDIA_DOCKER_MANIFEST;
+  static const char accept[] =
+      "Accept: " OCI_INDEX ", " OCI_MANIFEST ", " MEDIA_DOCKER_LIST ", " MEDIA_DOCKER_MANIFEST;
   struct sink s = {.r = r, .fd = -1, .limit = MANIFEST_MAX, .md = EVP_MD_CTX_new()};
   if (!s.md)
     abort();
@@ -594,11 +596,11 @@ json_t *registry_get_manifest(struct registry *r, struct registry_manifest *out,
       m = fetch_manifest(r, child, child, out, err);
   }
 
-  if (m && (strcmp(out->media, OCI_MANIFEST) != 0 &&
-            strcmp(out->media, MEDIA_DOCKER_MANIFEST) != 0)) {
+  if (m &&
+      (strcmp(out->media, OCI_MANIFEST) != 0 && strcmp(out->media, MEDIA_DOCKER_MANIFEST) != 0)) {
     hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "bad_manifest",
-                   "registry %s: %s is a '%s', not an OCI or Docker v2 image manifest",
-                   r->ref.host, r->ref.canonical, out->media);
+                   "registry %s: %s is a '%s', not an OCI or Docker v2 image manifest", r->ref.host,
+                   r->ref.canonical, out->media);
     json_decref(m);
     free(out->body);
     out->body = NULL;
@@ -613,8 +615,13 @@ int registry_get_blob(struct registry *r, const char *digest, uint64_t size, int
   if (!unpack_digest_hex(digest, hex))
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_manifest",
                           "registry %s: '%.80s' is no sha256 digest", r->ref.host, digest);
-  struct sink s = {.r = r, .fd = fd, .limit = size, .md = EVP_MD_CTX_new(),
-                   .progress = progress, .arg = arg, .last_ns = now_ns()};
+  struct sink s = {.r = r,
+                   .fd = fd,
+                   .limit = size,
+                   .md = EVP_MD_CTX_new(),
+                   .progress = progress,
+                   .arg = arg,
+                   .last_ns = now_ns()};
   if (!s.md)
     abort();
   EVP_DigestInit_ex(s.md, EVP_sha256(), NULL);

@@ -14,7 +14,9 @@
 #define DOCKER_HUB "docker.io"
 #define DOCKER_HUB_API "registry-1.docker.io"
 
-static bool alnum_lower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+static bool alnum_lower(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 
 /* A path component: [a-z0-9]+ joined by '.', '_', "__" or runs of '-'. */
 static bool component_ok(const char *s, size_t n) {
@@ -139,8 +141,7 @@ static int bad_ref(const char *s, const char *why, struct hutch_err *err) {
 
 /* The reference s's "@sha256:..." and ":tag" cut off its copy buf, into
  * out (the tag latest when it has neither). */
-static int ref_suffixes(char *buf, const char *s, struct registry_ref *out,
-                        struct hutch_err *err) {
+static int ref_suffixes(char *buf, const char *s, struct registry_ref *out, struct hutch_err *err) {
   char *at = strchr(buf, '@');
   if (at) {
     *at = '\0';
@@ -169,8 +170,8 @@ static int ref_domain(char *buf, const char *s, const char **domain, const char 
   char *first = strchr(buf, '/');
   *domain = DOCKER_HUB;
   *name = buf;
-  if (first && (memchr(buf, '.', first - buf) || memchr(buf, ':', first - buf) ||
-                buf[0] == '[' || (first - buf == 9 && strncmp(buf, "localhost", 9) == 0))) {
+  if (first && (memchr(buf, '.', first - buf) || memchr(buf, ':', first - buf) || buf[0] == '[' ||
+                (first - buf == 9 && strncmp(buf, "localhost", 9) == 0))) {
     *first = '\0';
     *domain = buf;
     *name = first + 1;
@@ -199,7 +200,8 @@ int registry_ref_parse(const char *s, struct registry_ref *out, struct hutch_err
                        hub && !strchr(name, '/') ? "library/" : "", name) >= sizeof out->name)
     return bad_ref(s, "the name is longer than 255", err);
   if (!name_ok(out->name))
-    return bad_ref(s, "a name is parts of [a-z0-9] joined by '.', '_', '__' or '-', split by '/'", err);
+    return bad_ref(s, "a name is parts of [a-z0-9] joined by '.', '_', '__' or '-', split by '/'",
+                   err);
 
   str_copy(out->host, sizeof out->host, hub ? DOCKER_HUB_API : domain);
   snprintf(out->canonical, sizeof out->canonical, "%s/%s%s%s%s%s", domain, out->name,
@@ -270,9 +272,12 @@ bool registry_addr_allowed(enum registry_scope scope, const struct sockaddr *sa)
   else
     return false;
   switch (scope) {
-  case REGISTRY_SCOPE_LOOPBACK: return c == ADDR_LOOPBACK;
-  case REGISTRY_SCOPE_PUBLIC: return c == ADDR_PUBLIC;
-  case REGISTRY_SCOPE_PRIVATE: return c == ADDR_PUBLIC || c == ADDR_PRIVATE;
+  case REGISTRY_SCOPE_LOOPBACK:
+    return c == ADDR_LOOPBACK;
+  case REGISTRY_SCOPE_PUBLIC:
+    return c == ADDR_PUBLIC;
+  case REGISTRY_SCOPE_PRIVATE:
+    return c == ADDR_PUBLIC || c == ADDR_PRIVATE;
   }
   return false;
 }

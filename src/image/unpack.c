@@ -57,8 +57,8 @@ int unpack_clean_path(const char *name, char *out, size_t size, struct hutch_err
     const char *end = strchrnul(p, '/');
     size_t n = (size_t)(end - p);
     if (n == 2 && p[0] == '.' && p[1] == '.')
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer",
-                            "entry '%.200s' has a '..' part", name);
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer", "entry '%.200s' has a '..' part",
+                            name);
     if (n && !(n == 1 && p[0] == '.')) {
       if (len + n + 2 > size || ++depth > HUTCH_LAYER_MAX_DEPTH)
         return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_layer",
@@ -240,10 +240,9 @@ static int set_xattrs(struct unpack *u, int fd, struct archive_entry *e, const c
     if (strncmp(name, "user.", 5) != 0)
       continue;
     if (fsetxattr(fd, name, value, size, 0) < 0)
-      return hutch_err_fail(u->err, errno == ENOTSUP || errno == EOPNOTSUPP ? HUTCH_ERR_SYSTEM
-                                                                             : HUTCH_ERR_INVALID,
-                            "bad_layer", "'%.200s': attribute %.100s: %s", path, name,
-                            strerror(errno));
+      return hutch_err_fail(
+          u->err, errno == ENOTSUP || errno == EOPNOTSUPP ? HUTCH_ERR_SYSTEM : HUTCH_ERR_INVALID,
+          "bad_layer", "'%.200s': attribute %.100s: %s", path, name, strerror(errno));
   }
   return 0;
 }
@@ -334,9 +333,9 @@ static int add_dir(struct unpack *u, struct archive_entry *e, int dir, const cha
     u->dirs_cap = u->dirs_cap ? 2 * u->dirs_cap : 64;
     u->dirs = xrealloc(u->dirs, u->dirs_cap * sizeof *u->dirs);
   }
-  u->dirs[u->ndirs++] = (struct dir_meta){xstrdup(path), archive_entry_perm(e) & 01777,
-                                          id_of(archive_entry_uid(e)),
-                                          id_of(archive_entry_gid(e)), mtime_of(e)};
+  u->dirs[u->ndirs++] =
+      (struct dir_meta){xstrdup(path), archive_entry_perm(e) & 01777, id_of(archive_entry_uid(e)),
+                        id_of(archive_entry_gid(e)), mtime_of(e)};
   return 0;
 }
 
@@ -392,8 +391,8 @@ static int add_hardlink(struct unpack *u, int dir, const char *leaf, const char 
   if (unpack_clean_path(hardlink, target, sizeof target, u->err) < 0)
     return -1;
   if (!*target)
-    return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
-                          "hard link '%.200s' to the root", path);
+    return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer", "hard link '%.200s' to the root",
+                          path);
 
   _cleanup_close_ int tdir = unpack_open_parent(u->root, target, false, &tleaf, u->err);
   if (tdir < 0)
@@ -473,8 +472,7 @@ static int add_entry(struct unpack *u, struct archive *tar, struct archive_entry
     return add_dir(u, e, dir, leaf, path);
   if (!hardlink && type != AE_IFREG && type != AE_IFLNK && type != AE_IFIFO)
     return hutch_err_fail(u->err, HUTCH_ERR_INVALID, "bad_layer",
-                          "'%.200s' is a device node or socket, which layers may not hold",
-                          path);
+                          "'%.200s' is a device node or socket, which layers may not hold", path);
 
   if (clear_leaf(u, dir, leaf, false, path) < 0)
     return -1;
@@ -599,8 +597,8 @@ int unpack_layer_counted(struct image_ctx *ctx, int fd, const char *expect_diges
   struct unpack_budget alone = {0};
   char hex[65];
   if (expect_digest && !unpack_digest_hex(expect_digest, hex))
-    return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_digest",
-                          "'%.80s' is not a sha256 digest", expect_digest);
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "bad_digest", "'%.80s' is not a sha256 digest",
+                          expect_digest);
 
   _cleanup_free_ char *tmp = hutch_images_tmpdir(&ctx->store, err);
   if (!tmp)

@@ -147,8 +147,8 @@ void hutch_conn_send_now(struct hutch_conn *c, uint8_t type, uint8_t flags, uint
 }
 
 void hutch_conn_send_window(struct hutch_conn *c, uint32_t stream, uint32_t increment) {
-  uint8_t p[4] = {(uint8_t)(increment >> 24), (uint8_t)(increment >> 16),
-                  (uint8_t)(increment >> 8), (uint8_t)increment};
+  uint8_t p[4] = {(uint8_t)(increment >> 24), (uint8_t)(increment >> 16), (uint8_t)(increment >> 8),
+                  (uint8_t)increment};
   hutch_conn_send(c, HUTCH_F_WINDOW, 0, stream, p, sizeof p);
 }
 
@@ -175,4 +175,6 @@ int hutch_conn_flush(struct hutch_conn *c, struct hutch_err *err) {
   return 0;
 }
 
-size_t hutch_conn_queued(const struct hutch_conn *c) { return c->out.end - c->out.start; }
+size_t hutch_conn_queued(const struct hutch_conn *c) {
+  return c->out.end - c->out.start;
+}

@@ -43,9 +43,9 @@ long hutch_frame_parse(const uint8_t *buf, size_t n, struct hutch_frame *f) {
 
 const char *hutch_frame_type_name(uint8_t type) {
   static const char *const names[] = {
-      [HUTCH_F_HELLO] = "HELLO",     [HUTCH_F_OPEN] = "OPEN",     [HUTCH_F_STDIN] = "STDIN",
-      [HUTCH_F_STDOUT] = "STDOUT",   [HUTCH_F_STDERR] = "STDERR", [HUTCH_F_CONTROL] = "CONTROL",
-      [HUTCH_F_EVENT] = "EVENT",     [HUTCH_F_ERROR] = "ERROR",   [HUTCH_F_WINDOW] = "WINDOW",
+      [HUTCH_F_HELLO] = "HELLO",   [HUTCH_F_OPEN] = "OPEN",     [HUTCH_F_STDIN] = "STDIN",
+      [HUTCH_F_STDOUT] = "STDOUT", [HUTCH_F_STDERR] = "STDERR", [HUTCH_F_CONTROL] = "CONTROL",
+      [HUTCH_F_EVENT] = "EVENT",   [HUTCH_F_ERROR] = "ERROR",   [HUTCH_F_WINDOW] = "WINDOW",
       [HUTCH_F_CLOSE] = "CLOSE",
   };
   return type >= 1 && type <= HUTCH_F_TYPE_MAX ? names[type] : "?";

@@ -11,8 +11,8 @@
 
 #define HUTCH_PROTOCOL_VERSION 1
 #define HUTCH_FRAME_HEADER 12
-#define HUTCH_FRAME_MAX (1u << 20)      /* largest payload accepted */
-#define HUTCH_DATA_CHUNK (64u << 10)     /* largest data payload sent */
+#define HUTCH_FRAME_MAX (1u << 20)        /* largest payload accepted */
+#define HUTCH_DATA_CHUNK (64u << 10)      /* largest data payload sent */
 #define HUTCH_WINDOW_INITIAL (256u << 10) /* per stream, per direction */
 /* A file's read or write: its data payloads and its window, which the
  * receiver of the data grants (the rest beyond the initial one) at open. */

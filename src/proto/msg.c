@@ -40,7 +40,7 @@ static size_t utf8_seq(const unsigned char *s) {
       return 0;
 
   if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || /* overlong, surrogate */
-      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))    /* overlong, > U+10FFFF */
+      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))   /* overlong, > U+10FFFF */
     return 0;
   return n;
 }
@@ -62,14 +62,13 @@ json_t *hutch_json_text(const char *s) {
 }
 
 json_t *hutch_verdict_to_json(const struct hutch_verdict *v) {
-  return json_pack("{s:s, s:o, s:o, s:f, s:f, s:I, s:o, s:o}", "status",
-                   hutch_status_name(v->status), "exit_code",
-                   v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(), "signal",
-                   v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms", v->wall_ms,
-                   "cpu_ms", v->cpu_ms, "peak_memory_kb", (json_int_t)v->peak_memory_kb,
-                   "escape_attempts",
-                   v->escape_attempts >= 0 ? json_integer(v->escape_attempts) : json_null(),
-                   "message", hutch_json_text(v->message));
+  return json_pack(
+      "{s:s, s:o, s:o, s:f, s:f, s:I, s:o, s:o}", "status", hutch_status_name(v->status),
+      "exit_code", v->exit_code >= 0 ? json_integer(v->exit_code) : json_null(), "signal",
+      v->signal > 0 ? json_integer(v->signal) : json_null(), "wall_ms", v->wall_ms, "cpu_ms",
+      v->cpu_ms, "peak_memory_kb", (json_int_t)v->peak_memory_kb, "escape_attempts",
+      v->escape_attempts >= 0 ? json_integer(v->escape_attempts) : json_null(), "message",
+      hutch_json_text(v->message));
 }
 
 int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err *err) {
@@ -81,8 +80,8 @@ int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err
 
   if (json_unpack_ex(j, &je, 0, "{s:s, s:o, s:o, s:F, s:F, s:I, s?o, s?s}", "status", &status,
                      "exit_code", &code, "signal", &sig, "wall_ms", &v->wall_ms, "cpu_ms",
-                     &v->cpu_ms, "peak_memory_kb", &peak, "escape_attempts", &escapes,
-                     "message", &message) < 0)
+                     &v->cpu_ms, "peak_memory_kb", &peak, "escape_attempts", &escapes, "message",
+                     &message) < 0)
     return hutch_err_set(err, 0, "bad verdict from agent: %s", je.text);
 
   v->status = HUTCH_ST_SANDBOX_ERROR;
@@ -191,10 +190,10 @@ json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err 
     }
   }
 
-  json_t *j = json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv", argv, "env",
-                        env, "stdin", r->stdin_open, "timeout_ms", (json_int_t)r->timeout_ms,
-                        "cpu_ms", (json_int_t)r->cpu_ms, "output_limit",
-                        (json_int_t)r->output_limit);
+  json_t *j =
+      json_pack("{s:s, s:o, s:o, s:b, s:I, s:I, s:I}", "op", "exec", "argv", argv, "env", env,
+                "stdin", r->stdin_open, "timeout_ms", (json_int_t)r->timeout_ms, "cpu_ms",
+                (json_int_t)r->cpu_ms, "output_limit", (json_int_t)r->output_limit);
 
   if (cwd)
     json_object_set_new(j, "cwd", cwd);
@@ -205,7 +204,9 @@ json_t *hutch_exec_req_to_json(const struct hutch_exec_req *r, struct hutch_err 
   return j;
 }
 
-static bool valid_string(const char *s) { return s && strlen(s) < HUTCH_STRING_MAX; }
+static bool valid_string(const char *s) {
+  return s && strlen(s) < HUTCH_STRING_MAX;
+}
 
 int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_err *err) {
   json_t *argv = NULL, *env = NULL, *pty = NULL;
@@ -263,8 +264,8 @@ int hutch_exec_req_from_json(json_t *j, struct hutch_exec_req *r, struct hutch_e
 
   if (pty) {
     int rows = 24, cols = 80;
-    if (json_unpack_ex(pty, &je, 0, "{s?i, s?i}", "rows", &rows, "cols", &cols) < 0 ||
-        rows <= 0 || cols <= 0 || rows > 10000 || cols > 10000) {
+    if (json_unpack_ex(pty, &je, 0, "{s?i, s?i}", "rows", &rows, "cols", &cols) < 0 || rows <= 0 ||
+        cols <= 0 || rows > 10000 || cols > 10000) {
       hutch_exec_req_free(r);
       return hutch_err_invalid(err, "bad exec request: pty size");
     }

@@ -36,10 +36,10 @@ json_t *hutch_verdict_to_json(const struct hutch_verdict *v);
 int hutch_verdict_from_json(json_t *j, struct hutch_verdict *v, struct hutch_err *err);
 
 struct hutch_exec_req {
-  char **argv;    /* NULL-terminated, argv[0] looked up in the workload's PATH */
-  char **env;     /* NULL-terminated "K=V" */
-  char *cwd;      /* NULL: the user's home */
-  char *user;     /* "user" (default), "root", a name or UID[:GID] of the sandbox's; never host root */
+  char **argv; /* NULL-terminated, argv[0] looked up in the workload's PATH */
+  char **env;  /* NULL-terminated "K=V" */
+  char *cwd;   /* NULL: the user's home */
+  char *user;  /* "user" (default), "root", a name or UID[:GID] of the sandbox's; never host root */
   bool stdin_open; /* the client sends STDIN frames; otherwise /dev/null */
   bool pty;
   uint16_t rows, cols;

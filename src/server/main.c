@@ -18,7 +18,7 @@
 #include "core/life/sbx_teardown.h"
 #include "core/serve/server_open.h"
 
-#define EXIT_SERVE 125 /* as hutch run: the server itself failed */
+#define EXIT_SERVE 125    /* as hutch run: the server itself failed */
 #define EXIT_STATE_DIR 78 /* the state dir may not be trusted (sysexits' EX_CONFIG) */
 
 static const char usage[] =
@@ -114,10 +114,35 @@ static int parse_count(const char *opt, const char *s, uint64_t max, uint64_t *o
 }
 
 enum {
-  O_LISTEN = 256, O_STATE, O_MAXSBX, O_MAXCONN, O_TSBX, O_TMEM, O_POOL, O_RETENTION, O_KERNELS,
-  O_DOMAIN, O_IDLE, O_ROUTES, O_HELP, O_PTYS, O_TDISK, O_METRICS_PUBLIC, O_METRICS_TOKEN, O_EDENY,
-  O_EPERMIT, O_EPRIVATE, O_AUDIT_MAX, O_READY, O_TPLTIME, O_LANES, O_CREATE_WAIT, O_ISOLATION,
-  O_ISOLATION_MIN, O_GVISOR_PLATFORM, O_ECA
+  O_LISTEN = 256,
+  O_STATE,
+  O_MAXSBX,
+  O_MAXCONN,
+  O_TSBX,
+  O_TMEM,
+  O_POOL,
+  O_RETENTION,
+  O_KERNELS,
+  O_DOMAIN,
+  O_IDLE,
+  O_ROUTES,
+  O_HELP,
+  O_PTYS,
+  O_TDISK,
+  O_METRICS_PUBLIC,
+  O_METRICS_TOKEN,
+  O_EDENY,
+  O_EPERMIT,
+  O_EPRIVATE,
+  O_AUDIT_MAX,
+  O_READY,
+  O_TPLTIME,
+  O_LANES,
+  O_CREATE_WAIT,
+  O_ISOLATION,
+  O_ISOLATION_MIN,
+  O_GVISOR_PLATFORM,
+  O_ECA
 };
 
 /* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
@@ -213,8 +238,7 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
   }
   case O_GVISOR_PLATFORM:
     if (strcmp(optarg, "ptrace") != 0 && strcmp(optarg, "kvm") != 0) {
-      fprintf(stderr, "hutch serve: --gvisor-platform wants ptrace or kvm, not '%s'\n",
-              optarg);
+      fprintf(stderr, "hutch serve: --gvisor-platform wants ptrace or kvm, not '%s'\n", optarg);
       return -1;
     }
     free(cfg->gvisor_platform);
@@ -484,4 +508,6 @@ static int serve_main(int argc, char **argv) {
   return code;
 }
 
-int main(int argc, char **argv) { return serve_main(argc, argv); }
+int main(int argc, char **argv) {
+  return serve_main(argc, argv);
+}

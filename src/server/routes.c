@@ -56,21 +56,21 @@
 #include "http/request.h"
 
 enum access {
-  PUBLIC, /* no key */
-  TENANT, /* any valid key; acts as the key's tenant */
-  ADMIN,  /* the admin key only */
-  SANDBOX, /* the sandbox the headers name, with its access token */
+  PUBLIC,      /* no key */
+  TENANT,      /* any valid key; acts as the key's tenant */
+  ADMIN,       /* the admin key only */
+  SANDBOX,     /* the sandbox the headers name, with its access token */
   SANDBOX_ANY, /* the sandbox the headers name, without a token (health) */
-  SIGNED,  /* the sandbox whose access token signed the URL (e2b/signing.c) */
+  SIGNED,      /* the sandbox whose access token signed the URL (e2b/signing.c) */
 };
 
 struct route {
   enum http_method method;
   const char *pattern; /* "{name}" matches one path segment */
   enum access access;
-  const char *action;  /* as written in the audit log */
+  const char *action; /* as written in the audit log */
   void (*handler)(struct http_conn *c, const struct principal *p);
-  bool stream_body;    /* dispatched after the headers; takes the body as it comes */
+  bool stream_body;          /* dispatched after the headers; takes the body as it comes */
   enum http_dialect dialect; /* how its errors are written */
 };
 
@@ -88,9 +88,10 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 /* A sandbox's port (ports.c): any method, the rest of the path passed on
  * ({path} matches it whole, slashes and all, or nothing); the handler
  * checks the caller itself, as a port may be public. */
-#define PORT(m) {m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true}
+#define PORT(m) \
+  { m, "/v1/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true }
 #define E2B_PORT(m) \
-  {m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true, DIALECT_E2B}
+  { m, "/sandboxes/{id}/ports/{port}/{path}", PUBLIC, NULL, api_ports_forward, true, DIALECT_E2B }
 
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
@@ -105,8 +106,13 @@ static const struct route native[] = {
     {HTTP_POST, "/v1/sandboxes/{id}/pause", TENANT, "sandbox.pause", api_sandboxes_pause},
     {HTTP_POST, "/v1/sandboxes/{id}/resume", TENANT, "sandbox.resume", api_sandboxes_resume},
     {HTTP_PATCH, "/v1/sandboxes/{id}/network", TENANT, "sandbox.network", api_sandboxes_network},
-    PORT(HTTP_GET), PORT(HTTP_HEAD), PORT(HTTP_POST), PORT(HTTP_PUT), PORT(HTTP_PATCH),
-    PORT(HTTP_DELETE), PORT(HTTP_OPTIONS),
+    PORT(HTTP_GET),
+    PORT(HTTP_HEAD),
+    PORT(HTTP_POST),
+    PORT(HTTP_PUT),
+    PORT(HTTP_PATCH),
+    PORT(HTTP_DELETE),
+    PORT(HTTP_OPTIONS),
     {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
     {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
     {HTTP_POST, "/v1/sandboxes/{id}/snapshots", TENANT, "snapshot.create", api_snapshots_create},
@@ -149,8 +155,7 @@ static const struct route native[] = {
     {HTTP_GET, "/v1/templates", TENANT, NULL, api_templates_list},
     {HTTP_POST, "/v1/templates", TENANT, "template.create", api_templates_create},
     {HTTP_POST, "/v1/templates/import", TENANT, "template.import", api_templates_import, true},
-    {HTTP_POST, "/v1/templates/contexts", TENANT, "template.context", api_templates_context,
-     true},
+    {HTTP_POST, "/v1/templates/contexts", TENANT, "template.context", api_templates_context, true},
     {HTTP_GET, "/v1/templates/jobs/{id}", TENANT, NULL, api_templates_job},
     {HTTP_DELETE, "/v1/templates/jobs/{id}", TENANT, "template.cancel", api_templates_job_cancel},
     {HTTP_GET, "/v1/templates/{name}", TENANT, NULL, api_templates_get},
@@ -158,8 +163,8 @@ static const struct route native[] = {
 };
 
 /* E2B's REST API (its spec/openapi.yml), by X-API-Key as the native one. */
-#define VOLUME(m, what, action, fn, stream)                                                    \
-  {m, "/volumecontent/{id}/" what, PUBLIC, action, fn, stream, DIALECT_CONNECT}
+#define VOLUME(m, what, action, fn, stream) \
+  { m, "/volumecontent/{id}/" what, PUBLIC, action, fn, stream, DIALECT_CONNECT }
 static const struct route e2b_api[] = {
     {HTTP_POST, "/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false, DIALECT_E2B},
     {HTTP_POST, "/v2/sandboxes", TENANT, "sandbox.create", e2b_sandboxes_create, false,
@@ -185,26 +190,30 @@ static const struct route e2b_api[] = {
     {HTTP_GET, "/sandboxes/{id}/logs", TENANT, NULL, e2b_sandboxes_logs_v1, false, DIALECT_E2B},
     {HTTP_GET, "/v2/sandboxes/{id}/logs", TENANT, NULL, e2b_sandboxes_logs, false, DIALECT_E2B},
     {HTTP_GET, "/teams/{id}/metrics", TENANT, NULL, e2b_team_metrics, false, DIALECT_E2B},
-    E2B_PORT(HTTP_GET), E2B_PORT(HTTP_HEAD), E2B_PORT(HTTP_POST), E2B_PORT(HTTP_PUT),
-    E2B_PORT(HTTP_PATCH), E2B_PORT(HTTP_DELETE), E2B_PORT(HTTP_OPTIONS),
+    E2B_PORT(HTTP_GET),
+    E2B_PORT(HTTP_HEAD),
+    E2B_PORT(HTTP_POST),
+    E2B_PORT(HTTP_PUT),
+    E2B_PORT(HTTP_PATCH),
+    E2B_PORT(HTTP_DELETE),
+    E2B_PORT(HTTP_OPTIONS),
     {HTTP_PUT, "/sandboxes/{id}/network", TENANT, "sandbox.network", e2b_sandboxes_network, false,
      DIALECT_E2B},
     {HTTP_POST, "/sandboxes/{id}/fork", TENANT, "sandbox.fork", e2b_sandboxes_fork, false,
      DIALECT_E2B},
-    {HTTP_POST, "/sandboxes/{id}/snapshots", TENANT, "snapshot.create", e2b_snapshots_create,
-     false, DIALECT_E2B},
+    {HTTP_POST, "/sandboxes/{id}/snapshots", TENANT, "snapshot.create", e2b_snapshots_create, false,
+     DIALECT_E2B},
     {HTTP_GET, "/snapshots", TENANT, NULL, e2b_snapshots_list, false, DIALECT_E2B},
     {HTTP_POST, "/v3/templates", TENANT, "template.create", e2b_templates_request, false,
      DIALECT_E2B},
     {HTTP_GET, "/templates", TENANT, NULL, e2b_templates_list, false, DIALECT_E2B},
-    {HTTP_GET, "/templates/aliases/{alias}", TENANT, NULL, e2b_templates_alias, false,
-     DIALECT_E2B},
+    {HTTP_GET, "/templates/aliases/{alias}", TENANT, NULL, e2b_templates_alias, false, DIALECT_E2B},
     {HTTP_POST, "/templates/tags", TENANT, "template.tag", e2b_templates_tags_assign, false,
      DIALECT_E2B},
     {HTTP_DELETE, "/templates/tags", TENANT, "template.untag", e2b_templates_tags_remove, false,
      DIALECT_E2B},
-    {HTTP_PUT, "/templates/uploads/{token}", PUBLIC, "template.upload", e2b_templates_upload,
-     true, DIALECT_E2B},
+    {HTTP_PUT, "/templates/uploads/{token}", PUBLIC, "template.upload", e2b_templates_upload, true,
+     DIALECT_E2B},
     {HTTP_GET, "/templates/{id}/tags", TENANT, NULL, e2b_templates_tags, false, DIALECT_E2B},
     {HTTP_GET, "/templates/{id}/files/{hash}", TENANT, NULL, e2b_templates_file, false,
      DIALECT_E2B},
@@ -215,8 +224,7 @@ static const struct route e2b_api[] = {
     {HTTP_POST, "/volumes", TENANT, "volume.create", e2b_volumes_create, false, DIALECT_E2B},
     {HTTP_GET, "/volumes", TENANT, NULL, e2b_volumes_list, false, DIALECT_E2B},
     {HTTP_GET, "/volumes/{id}", TENANT, NULL, e2b_volumes_get, false, DIALECT_E2B},
-    {HTTP_DELETE, "/volumes/{id}", TENANT, "volume.delete", e2b_volumes_delete, false,
-     DIALECT_E2B},
+    {HTTP_DELETE, "/volumes/{id}", TENANT, "volume.delete", e2b_volumes_delete, false, DIALECT_E2B},
     /* A volume's content: its token (volworker.h) is the key. */
     VOLUME(HTTP_GET, "path", NULL, e2b_volume_content, false),
     VOLUME(HTTP_PATCH, "path", "volume.chmod", e2b_volume_chmod, false),
@@ -235,15 +243,14 @@ static const struct route e2b_api[] = {
     {HTTP_POST, "/secrets", TENANT, "secret.create", e2b_secrets_create, false, DIALECT_E2B},
     {HTTP_GET, "/secrets/{id}", TENANT, NULL, e2b_secrets_get, false, DIALECT_E2B},
     {HTTP_POST, "/secrets/{id}", TENANT, "secret.update", e2b_secrets_update, false, DIALECT_E2B},
-    {HTTP_DELETE, "/secrets/{id}", TENANT, "secret.delete", e2b_secrets_delete, false,
-     DIALECT_E2B},
+    {HTTP_DELETE, "/secrets/{id}", TENANT, "secret.delete", e2b_secrets_delete, false, DIALECT_E2B},
 };
 
 /* envd: Connect RPC (unary and server streams) and its HTTP file routes. */
 #define RPC(name, handler, action) \
-  {HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT}
+  { HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT }
 #define STREAM(name, handler, action) \
-  {HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT_STREAM}
+  { HTTP_POST, name, SANDBOX, action, handler, false, DIALECT_CONNECT_STREAM }
 static const struct route e2b_envd[] = {
     {HTTP_GET, "/health", SANDBOX_ANY, NULL, e2b_envd_health, false, DIALECT_E2B},
     {HTTP_GET, "/files", SANDBOX, NULL, e2b_files_read, false, DIALECT_E2B},
@@ -282,7 +289,8 @@ static const struct route e2b_interp[] = {
      DIALECT_TEXT},
 };
 
-#define TABLE(name, t) {name, t, ARRAY_SIZE(t)}
+#define TABLE(name, t) \
+  { name, t, ARRAY_SIZE(t) }
 static const struct table tables[] = {
     TABLE("native", native),
     TABLE("e2b", e2b_api),
@@ -411,8 +419,8 @@ static struct sbx *sandbox_of(struct http_conn *c, enum access access) {
   if (tok)
     ok = token_is(tok, sb->token);
   else
-    ok = traffic && (token_is(traffic, sb->token) ||
-                     (interpreter && token_is(traffic, sb->traffic_token)));
+    ok = traffic &&
+         (token_is(traffic, sb->token) || (interpreter && token_is(traffic, sb->traffic_token)));
 
   /* envd's /files also take a URL signed with the token instead. */
   int sig = 0;
@@ -552,12 +560,11 @@ void routes_request_done(struct server *srv, struct http_conn *c) {
   /* One JSON line per API action: when, who, what, on which sandbox, how
    * it ended and how long it took. Reads (GET) are not actions. */
   double ms = (double)(now_ns() - c->req.started_ns) / 1e6;
-  audit_record(srv, json_pack("{s:s,s:s,s:o,s:i,s:o,s:f}", "tenant", c->tenant, "action",
-                             c->action, "sandbox",
-                             c->sandbox[0] ? json_string(c->sandbox) : json_null(), "status",
-                             status, "error",
-                             c->last_error ? json_string(c->last_error) : json_null(),
-                             "duration_ms", ms));
+  audit_record(srv,
+               json_pack("{s:s,s:s,s:o,s:i,s:o,s:f}", "tenant", c->tenant, "action", c->action,
+                         "sandbox", c->sandbox[0] ? json_string(c->sandbox) : json_null(), "status",
+                         status, "error", c->last_error ? json_string(c->last_error) : json_null(),
+                         "duration_ms", ms));
   c->action = NULL;
   c->sandbox[0] = '\0';
   c->tenant[0] = '\0';
@@ -575,9 +582,13 @@ int routes_print(FILE *out, const char *table) {
   return -1;
 }
 
-static bool room(const struct server *srv) { return fds_server_used(srv) <= fds_pool(srv); }
+static bool room(const struct server *srv) {
+  return fds_server_used(srv) <= fds_pool(srv);
+}
 
-static void held(struct server *srv, const char *tenant, bool on) { tally_held(srv, tenant, on); }
+static void held(struct server *srv, const char *tenant, bool on) {
+  tally_held(srv, tenant, on);
+}
 
 const struct http_handlers routes_http = {
     .dispatch = routes_dispatch,

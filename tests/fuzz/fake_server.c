@@ -107,11 +107,19 @@ struct http_conn *fake_request(const struct fake_req *r, const struct fake_scrip
   return begin(r);
 }
 
-struct http_conn *fake_request_again(const struct fake_req *r) { return begin(r); }
+struct http_conn *fake_request_again(const struct fake_req *r) {
+  return begin(r);
+}
 
-const struct principal *fake_principal(void) { return &w.p; }
-struct sbx *fake_sandbox(void) { return &w.sb; }
-int fake_status(void) { return w.status; }
+const struct principal *fake_principal(void) {
+  return &w.p;
+}
+struct sbx *fake_sandbox(void) {
+  return &w.sb;
+}
+int fake_status(void) {
+  return w.status;
+}
 
 const uint8_t *fake_raw(size_t *n) {
   *n = w.nraw;
@@ -199,8 +207,8 @@ static bool answer(int status, const char *ctype) {
   return true;
 }
 
-void http_respond(struct http_conn *c, int status, const char *ctype, const void *body,
-                  size_t len, const char *extra) {
+void http_respond(struct http_conn *c, int status, const char *ctype, const void *body, size_t len,
+                  const char *extra) {
   (void)body, (void)len, (void)extra;
   if (!answer(status, ctype))
     return;
@@ -236,7 +244,9 @@ void http_own(struct http_conn *c, const struct http_stream_ops *ops, void *ctx)
 
 /* Watching for the client's end: the fake client leaves only at
  * fake_finish, through ops->abort. */
-void http_watch(struct http_conn *c) { (void)c; }
+void http_watch(struct http_conn *c) {
+  (void)c;
+}
 
 void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   if (w.state != F_HANDLING)
@@ -245,7 +255,9 @@ void http_body_start(struct http_conn *c, const struct http_stream_ops *ops, voi
   w.state = F_BODY;
 }
 
-void http_body_pause(struct http_conn *c) { (void)c; }
+void http_body_pause(struct http_conn *c) {
+  (void)c;
+}
 
 static void wait_gone(void *ctx) {
   struct http_wait *hw = ctx;
@@ -268,7 +280,9 @@ struct http_conn *http_wait_end(struct http_wait *hw) {
   hw->c = NULL;
   return c;
 }
-void http_body_resume(struct http_conn *c) { (void)c; }
+void http_body_resume(struct http_conn *c) {
+  (void)c;
+}
 
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx) {
@@ -407,8 +421,12 @@ size_t agentc_stdin_pending(const struct astream *s) {
   return w.script.held;
 }
 
-void agentc_window(struct astream *s, uint32_t n) { (void)s, (void)n; }
-void agentc_abandon(struct astream *s) { unlink_stream(s); }
+void agentc_window(struct astream *s, uint32_t n) {
+  (void)s, (void)n;
+}
+void agentc_abandon(struct astream *s) {
+  unlink_stream(s);
+}
 
 /* Each stream gets the script's STDOUT and END; a handler may open more
  * (a move stats its destination), which end in turn. */
@@ -480,9 +498,13 @@ int procs_pid(const struct proc *pr) {
   return FAKE_PID;
 }
 
-json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
+json_t *procs_cmd(const struct proc *pr) {
+  return pr->cmd;
+}
 
-bool procs_pty(const struct proc *pr) { return pr->pty; }
+bool procs_pty(const struct proc *pr) {
+  return pr->pty;
+}
 
 /* One request has at most one reader of the process. */
 struct sub *procs_subscribe(struct proc *pr,
@@ -548,7 +570,9 @@ int procs_resize(struct proc *pr, int rows, int cols, struct hutch_err *err) {
   return control(pr, err);
 }
 
-int procs_kill(struct proc *pr, struct hutch_err *err) { return control(pr, err); }
+int procs_kill(struct proc *pr, struct hutch_err *err) {
+  return control(pr, err);
+}
 
 /* A line as procs.c writes one: a JSON object, from the script's bytes
  * when they are one, else dflt with the bytes as "data_b64" (if any). */
@@ -572,11 +596,10 @@ static char *proc_line(const uint8_t *p, size_t n, json_t *dflt, size_t *len) {
  * script's end as its exit line. */
 static void end_process(void) {
   size_t nline, nexit;
-  char *line = proc_line(w.script.out, w.script.nout,
-                         json_pack("{s:s}", "type", "stdout"), &nline);
-  char *exit_line = proc_line(w.script.end, w.script.nend,
-                              json_pack("{s:s,s:s,s:i}", "type", "exit", "status", "exited",
-                                        "exit_code", 0), &nexit);
+  char *line = proc_line(w.script.out, w.script.nout, json_pack("{s:s}", "type", "stdout"), &nline);
+  char *exit_line = proc_line(
+      w.script.end, w.script.nend,
+      json_pack("{s:s,s:s,s:i}", "type", "exit", "status", "exited", "exit_code", 0), &nexit);
   procs_started_cb started = w.proc.started;
   w.proc.started = NULL;
   if (started)

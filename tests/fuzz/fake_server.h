@@ -43,13 +43,13 @@ struct fake_script {
   size_t nout;
   const uint8_t *end; /* the END frame's JSON payload */
   size_t nend;
-  bool error;         /* the END frame is ERROR, not EVENT */
-  bool agent_dead;    /* agentc_open fails */
-  bool proc_missing;  /* procs_lookup and procs_by_pid find nothing */
-  bool proc_ended;    /* the process has ended before the request */
-  int stdin_result;   /* procs_input: 0 takes it, -1 stdin_closed, -2 stdin_full */
-  size_t queued;      /* what http_queued says */
-  size_t held;        /* what agentc_stdin_pending says */
+  bool error;        /* the END frame is ERROR, not EVENT */
+  bool agent_dead;   /* agentc_open fails */
+  bool proc_missing; /* procs_lookup and procs_by_pid find nothing */
+  bool proc_ended;   /* the process has ended before the request */
+  int stdin_result;  /* procs_input: 0 takes it, -1 stdin_closed, -2 stdin_full */
+  size_t queued;     /* what http_queued says */
+  size_t held;       /* what agentc_stdin_pending says */
 };
 
 /* A new request (the last one's state is gone): the connection the

@@ -18,9 +18,9 @@ static const struct {
   void (*fn)(struct http_conn *c, const struct principal *p);
   bool streams_body;
 } routes[] = {
-    {api_exec, false},       {api_files_read, false},  {api_files_watch, false},
+    {api_exec, false},       {api_files_read, false},   {api_files_watch, false},
     {api_files_write, true}, {api_files_delete, false}, {api_files_stat, false},
-    {api_files_list, false}, {api_files_mkdir, false}, {api_files_move, false},
+    {api_files_list, false}, {api_files_mkdir, false},  {api_files_move, false},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -35,8 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *body = nl ? nl + 1 : req;
   size_t nbody = n - (size_t)(body - req);
   bool streamed = routes[which].streams_body;
-  struct fake_req r = {streamed ? NULL : (const char *)body, streamed ? 0 : nbody, query, NULL,
-                       0, DIALECT_HUTCH};
+  struct fake_req r = {
+      streamed ? NULL : (const char *)body, streamed ? 0 : nbody, query, NULL, 0, DIALECT_HUTCH};
   struct http_conn *c = fake_request(&r, &s);
   routes[which].fn(c, fake_principal());
   fake_feed_body(body, nbody, chunk);

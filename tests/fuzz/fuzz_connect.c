@@ -22,14 +22,22 @@ static const struct {
   void (*fn)(struct http_conn *c, const struct principal *p);
   bool stream;
 } rpcs[] = {
-    {e2b_process_start, true},      {e2b_process_connect, true},
-    {e2b_process_list, false},      {e2b_process_input, false},
-    {e2b_process_close_stdin, false}, {e2b_process_signal, false},
-    {e2b_process_update, false},    {e2b_fs_stat, false},
-    {e2b_fs_list, false},           {e2b_fs_mkdir, false},
-    {e2b_fs_move, false},           {e2b_fs_remove, false},
-    {e2b_fs_watch, true},           {e2b_fs_watcher_create, false},
-    {e2b_fs_watcher_events, false}, {e2b_fs_watcher_remove, false},
+    {e2b_process_start, true},
+    {e2b_process_connect, true},
+    {e2b_process_list, false},
+    {e2b_process_input, false},
+    {e2b_process_close_stdin, false},
+    {e2b_process_signal, false},
+    {e2b_process_update, false},
+    {e2b_fs_stat, false},
+    {e2b_fs_list, false},
+    {e2b_fs_mkdir, false},
+    {e2b_fs_move, false},
+    {e2b_fs_remove, false},
+    {e2b_fs_watch, true},
+    {e2b_fs_watcher_create, false},
+    {e2b_fs_watcher_events, false},
+    {e2b_fs_watcher_remove, false},
 };
 
 static const struct http_header headers[] = {
@@ -40,8 +48,8 @@ static const struct http_header headers[] = {
 /* The message http_connect_request takes from body, or NULL (it answered). */
 static json_t *request_of(const uint8_t *body, size_t n, bool stream) {
   struct fake_script none = {.end = (const uint8_t *)"{}", .nend = 2};
-  struct fake_req r = {(const char *)body, n, NULL, headers, 1,
-                       stream ? DIALECT_CONNECT_STREAM : DIALECT_CONNECT};
+  struct fake_req r = {
+      (const char *)body, n, NULL, headers, 1, stream ? DIALECT_CONNECT_STREAM : DIALECT_CONNECT};
   struct http_conn *c = fake_request(&r, &none);
   json_t *m = http_connect_request(c, stream);
   if (!m && fake_status() != 400)
@@ -95,7 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t which = data[0] % ARRAY_SIZE(rpcs), n;
   struct fake_script s;
   const uint8_t *body = fake_split(data + 1, size - 1, &n, &s);
-  struct fake_req r = {(const char *)body, n, data[0] & 0x80 ? "username=root" : NULL, headers,
+  struct fake_req r = {(const char *)body,
+                       n,
+                       data[0] & 0x80 ? "username=root" : NULL,
+                       headers,
                        ARRAY_SIZE(headers),
                        rpcs[which].stream ? DIALECT_CONNECT_STREAM : DIALECT_CONNECT};
   struct http_conn *c;

@@ -41,13 +41,16 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 }
 
 /* libFuzzer ends with exit(): the state dir goes with it. */
-static void remove_state(void) { nftw(state_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void remove_state(void) {
+  nftw(state_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 /* Send req, run the loop until the server closes or the time is up; what
  * it answered (malloc'd) in *out when out is not NULL. */
 static void exchange(const char *req, size_t n, char **out) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->cfg.port),
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)srv->cfg.port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   /* libFuzzer's -timeout rings SIGALRM every second: a connect it
    * interrupts goes on by itself; wait for it. */

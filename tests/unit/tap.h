@@ -20,8 +20,7 @@
 
 static int tap_count, tap_failed;
 
-static inline void tap_vreport(bool pass, const char *file, int line, const char *fmt,
-                               va_list ap) {
+static inline void tap_vreport(bool pass, const char *file, int line, const char *fmt, va_list ap) {
   tap_count++;
   printf("%sok %d - ", pass ? "" : "not ", tap_count);
   vprintf(fmt, ap);
@@ -33,8 +32,8 @@ static inline void tap_vreport(bool pass, const char *file, int line, const char
   fflush(stdout);
 }
 
-static inline __attribute__((format(printf, 4, 5))) bool
-tap_ok(bool pass, const char *file, int line, const char *fmt, ...) {
+static inline __attribute__((format(printf, 4, 5))) bool tap_ok(bool pass, const char *file,
+                                                                int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   tap_vreport(pass, file, line, fmt, ap);
@@ -42,8 +41,9 @@ tap_ok(bool pass, const char *file, int line, const char *fmt, ...) {
   return pass;
 }
 
-static inline __attribute__((format(printf, 5, 6))) bool
-tap_is_int(long long got, long long want, const char *file, int line, const char *fmt, ...) {
+static inline __attribute__((format(printf, 5, 6))) bool tap_is_int(long long got, long long want,
+                                                                    const char *file, int line,
+                                                                    const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   tap_vreport(got == want, file, line, fmt, ap);
@@ -53,8 +53,9 @@ tap_is_int(long long got, long long want, const char *file, int line, const char
   return got == want;
 }
 
-static inline __attribute__((format(printf, 5, 6))) bool
-tap_is_u64(uint64_t got, uint64_t want, const char *file, int line, const char *fmt, ...) {
+static inline __attribute__((format(printf, 5, 6))) bool tap_is_u64(uint64_t got, uint64_t want,
+                                                                    const char *file, int line,
+                                                                    const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   tap_vreport(got == want, file, line, fmt, ap);
@@ -64,8 +65,10 @@ tap_is_u64(uint64_t got, uint64_t want, const char *file, int line, const char *
   return got == want;
 }
 
-static inline __attribute__((format(printf, 5, 6))) bool
-tap_is_str(const char *got, const char *want, const char *file, int line, const char *fmt, ...) {
+static inline __attribute__((format(printf, 5, 6))) bool tap_is_str(const char *got,
+                                                                    const char *want,
+                                                                    const char *file, int line,
+                                                                    const char *fmt, ...) {
   bool pass = got && want ? strcmp(got, want) == 0 : got == want;
   va_list ap;
   va_start(ap, fmt);

@@ -95,8 +95,8 @@ int main(void) {
   srv->nsandboxes = listed;
 
   /* Keys: made, let in, deleted, and not let in the next time. */
-  struct key_request kr = {.tenant = "carol", .max_sandboxes = -1, .max_memory_mb = -1,
-                           .max_disk_mb = -1};
+  struct key_request kr = {
+      .tenant = "carol", .max_sandboxes = -1, .max_memory_mb = -1, .max_disk_mb = -1};
   struct key_made made;
   ok(keys_create(srv, &kr, &made, &err) == 0, "a key for carol: %s", err.msg);
   struct principal who;
@@ -123,11 +123,16 @@ int main(void) {
     int status;
     const char *connect;
   } want[] = {
-      {HUTCH_ERR_INVALID, 400, "invalid_argument"},  {HUTCH_ERR_NOT_FOUND, 404, "not_found"},
-      {HUTCH_ERR_CONFLICT, 409, "failed_precondition"}, {HUTCH_ERR_BUSY, 409, "unavailable"},
-      {HUTCH_ERR_QUOTA, 429, "resource_exhausted"}, {HUTCH_ERR_NO_SPACE, 507, "resource_exhausted"},
-      {HUTCH_ERR_UNSUPPORTED, 400, "unimplemented"}, {HUTCH_ERR_UNAVAILABLE, 503, "unavailable"},
-      {HUTCH_ERR_UPSTREAM, 502, "unavailable"},     {HUTCH_ERR_SYSTEM, 500, "internal"},
+      {HUTCH_ERR_INVALID, 400, "invalid_argument"},
+      {HUTCH_ERR_NOT_FOUND, 404, "not_found"},
+      {HUTCH_ERR_CONFLICT, 409, "failed_precondition"},
+      {HUTCH_ERR_BUSY, 409, "unavailable"},
+      {HUTCH_ERR_QUOTA, 429, "resource_exhausted"},
+      {HUTCH_ERR_NO_SPACE, 507, "resource_exhausted"},
+      {HUTCH_ERR_UNSUPPORTED, 400, "unimplemented"},
+      {HUTCH_ERR_UNAVAILABLE, 503, "unavailable"},
+      {HUTCH_ERR_UPSTREAM, 502, "unavailable"},
+      {HUTCH_ERR_SYSTEM, 500, "internal"},
       {HUTCH_ERR_UPSTREAM_TIMEOUT, 504, "deadline_exceeded"},
       {HUTCH_ERR_UNAUTHENTICATED, 401, "unauthenticated"},
   };

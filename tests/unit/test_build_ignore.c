@@ -11,8 +11,8 @@
 #include "tap.h"
 
 static void match_is(const char *pat, const char *path, bool want) {
-  is_int(build_match(pat, path), want, "'%s' %s '%s'", pat,
-         want ? "matches" : "does not match", path);
+  is_int(build_match(pat, path), want, "'%s' %s '%s'", pat, want ? "matches" : "does not match",
+         path);
 }
 
 static void test_match(void) {

@@ -53,7 +53,8 @@ static void test_v1(void) {
   char small[8];
   memset(small, 'X', sizeof small);
   hutch_cgroup_spec(&cg, small, 6);
-  ok(memchr(small, '\0', 6) != NULL && small[6] == 'X', "spec into a short buffer: cut, terminated");
+  ok(memchr(small, '\0', 6) != NULL && small[6] == 'X',
+     "spec into a short buffer: cut, terminated");
 }
 
 static void test_v2(void) {
@@ -80,12 +81,33 @@ static void check_bad(const char *spec) {
 
 static void test_malformed(void) {
   static const char *const bad[] = {
-      "", "3:4", "1", "2", "1:", "2:", "1:4,5", "1:4,5,6,6", "1:4,5,6,6,", "1:a,b,c,d,e",
-      "1:4,5,6,6,x", "1:4,,6,6,7", "1:4,5,6,6,7x", "1:4,5,6,6,99999", "1:4,5,6,6,1025",
-      "1: 4,5,6,6,7", "1:-4,5,6,6,7", "2:99999", "2:1025", "2:-1", "2:+4", "2:4x", "2: 4",
+      "",
+      "3:4",
+      "1",
+      "2",
+      "1:",
+      "2:",
+      "1:4,5",
+      "1:4,5,6,6",
+      "1:4,5,6,6,",
+      "1:a,b,c,d,e",
+      "1:4,5,6,6,x",
+      "1:4,,6,6,7",
+      "1:4,5,6,6,7x",
+      "1:4,5,6,6,99999",
+      "1:4,5,6,6,1025",
+      "1: 4,5,6,6,7",
+      "1:-4,5,6,6,7",
+      "2:99999",
+      "2:1025",
+      "2:-1",
+      "2:+4",
+      "2:4x",
+      "2: 4",
       "2:18446744073709551616",
       /* Trailing bytes after a complete spec. */
-      "1:4,5,6,6,7,8", "1:4,5,6,6,7,",
+      "1:4,5,6,6,7,8",
+      "1:4,5,6,6,7,",
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     check_bad(bad[i]);

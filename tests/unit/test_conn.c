@@ -103,8 +103,7 @@ static void test_simple(void) {
   ok(g[0].type == HUTCH_F_OPEN && g[0].flags == 0 && g[0].stream == 1 && g[0].len == 13 &&
          memcmp(g[0].data, "{\"op\":\"exec\"}", 13) == 0,
      "frame 1: OPEN with JSON payload");
-  ok(g[1].type == HUTCH_F_STDIN && g[1].flags == HUTCH_FL_EOF && g[1].stream == 1 &&
-         g[1].len == 0,
+  ok(g[1].type == HUTCH_F_STDIN && g[1].flags == HUTCH_FL_EOF && g[1].stream == 1 && g[1].len == 0,
      "frame 2: empty STDIN with EOF");
   ok(g[2].type == HUTCH_F_STDOUT && g[2].flags == HUTCH_FL_END && g[2].stream == 0xffffffff &&
          g[2].len == 3 && memcmp(g[2].data, "out", 3) == 0,
@@ -132,8 +131,8 @@ static void test_many(void) {
   for (int i = 0; i < N; i++) {
     uint32_t len = (uint32_t)(i * 37 % 70000);
     fill_pattern(buf, len, (unsigned)i);
-    hutch_conn_send(&p.a, (uint8_t)(1 + i % HUTCH_F_TYPE_MAX), (uint8_t)(i % 4), (uint32_t)i,
-                    buf, len);
+    hutch_conn_send(&p.a, (uint8_t)(1 + i % HUTCH_F_TYPE_MAX), (uint8_t)(i % 4), (uint32_t)i, buf,
+                    len);
   }
   int n = pump(&p, g, N, 1, NULL);
   is_int(n, N, "%d frames of 0..70000 bytes all arrive", N);
@@ -327,8 +326,7 @@ static void test_send_now(void) {
       else if (n < want - 1 && f.stream == 2 && at + f.len <= n1) {
         memcpy(got + at, f.payload, f.len);
         at += f.len;
-      }
-      else if (n == want - 1)
+      } else if (n == want - 1)
         order &= f.stream == 3 && f.flags == HUTCH_FL_END && f.len == 8 &&
                  memcmp(f.payload, "in place", 8) == 0;
       else

@@ -31,7 +31,9 @@ void http_stream_end(struct http_conn *c) {
   (void)c;
   abort();
 }
-json_t *http_json_text(const char *s) { return json_string(s); }
+json_t *http_json_text(const char *s) {
+  return json_string(s);
+}
 const char *http_connect_code(enum hutch_errkind kind, const char *code) {
   (void)kind, (void)code;
   abort();
@@ -106,9 +108,15 @@ static void test_message(void) {
   ok(!takes("\x01\0\0\0\x02{}", 7, 1, "the compressed flag"), "a compressed envelope is refused");
   ok(!takes("\x02\0\0\0\x02{}", 7, 1, "the end-stream flag"), "other flags are refused");
   ok(!takes("\0\xff\xff\xff\xff{}", 7, 1, "a 4 GiB length"), "a huge length is refused");
-  ok(!takes("\0\0\0\0\x03" "abc", 8, 1, "a non-JSON payload"), "a payload that is not JSON");
+  ok(!takes("\0\0\0\0\x03"
+            "abc",
+            8, 1, "a non-JSON payload"),
+     "a payload that is not JSON");
   ok(!takes("\0\0\0\0\x02[]", 7, 1, "a JSON array"), "a JSON value other than an object");
-  ok(!takes("\0\0\0\0\x01" "7", 6, 1, "a JSON number"), "a number is not a message");
+  ok(!takes("\0\0\0\0\x01"
+            "7",
+            6, 1, "a JSON number"),
+     "a number is not a message");
   ok(!takes("\0\0\0\0\x02{}", 7, 0, "an envelope sent unary"), "unary: an envelope is not JSON");
   ok(!takes("", 0, 0, "an empty unary body"), "unary: an empty body is refused");
   ok(!takes("{} {}", 5, 0, "two objects unary"), "unary: trailing JSON is refused");
@@ -169,11 +177,11 @@ static void test_b64(void) {
   free(out);
   free(s);
 
-  decodes("Zg", "f", 1);            /* unpadded */
+  decodes("Zg", "f", 1); /* unpadded */
   decodes("Zm8", "fo", 2);
   decodes("__4AAQ", "\xff\xfe\x00\x01", 4); /* URL-safe */
   decodes("-_-_", "\xfb\xff\xbf", 3);
-  decodes("Zg=", "f", 1);           /* short padding */
+  decodes("Zg=", "f", 1); /* short padding */
   refused("Z", "one char left over");
   refused("Zm9vY", "5 chars");
   refused("Zm9v!A==", "a char outside both alphabets");

@@ -91,8 +91,7 @@ static void test_wrap(void) {
   hutch_err_wrap(&err, "%s", longprefix);
   size_t len = strnlen(err.msg, sizeof err.msg);
   ok(len < sizeof err.msg && strspn(err.msg, "p") > 0 && strstr(err.msg, ": aaa") != NULL,
-     "a 1999-char prefix is cut: terminated, prefix then \": \" then the message (%zu chars)",
-     len);
+     "a 1999-char prefix is cut: terminated, prefix then \": \" then the message (%zu chars)", len);
   for (int i = 0; i < 10; i++)
     hutch_err_wrap(&err, "%s", longprefix);
   ok(strnlen(err.msg, sizeof err.msg) < sizeof err.msg, "... and so after wrapping it 10 times");

@@ -15,11 +15,12 @@ static size_t make(uint8_t *buf, uint8_t type, uint8_t flags, uint32_t stream, c
 
 static void test_header_layout(void) {
   uint8_t h[HUTCH_FRAME_HEADER];
-  static const uint8_t want[HUTCH_FRAME_HEADER] = {0x00, 0x0a, 0x0b, 0x0c, 4, 2,
+  static const uint8_t want[HUTCH_FRAME_HEADER] = {0x00, 0x0a, 0x0b, 0x0c, 4,    2,
                                                    0,    0,    0x01, 0x02, 0x03, 0x04};
   memset(h, 0xee, sizeof h);
   hutch_frame_header(h, HUTCH_F_STDOUT, HUTCH_FL_END, 0x01020304, 0x000a0b0c);
-  ok(memcmp(h, want, sizeof h) == 0, "header: big-endian length, type, flags, zero reserved, stream");
+  ok(memcmp(h, want, sizeof h) == 0,
+     "header: big-endian length, type, flags, zero reserved, stream");
 }
 
 static void test_round_trip(void) {
@@ -117,7 +118,7 @@ static void test_empty_and_back_to_back(void) {
 }
 
 static void test_type_names(void) {
-  static const char *const names[] = {"?",      "HELLO", "OPEN",  "STDIN",  "STDOUT", "STDERR",
+  static const char *const names[] = {"?",       "HELLO", "OPEN",  "STDIN",  "STDOUT", "STDERR",
                                       "CONTROL", "EVENT", "ERROR", "WINDOW", "CLOSE",  "?"};
   bool all = true;
   for (unsigned t = 0; t < sizeof names / sizeof *names; t++)

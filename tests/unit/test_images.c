@@ -41,8 +41,8 @@ static void make_layer(struct hutch_images *s, const char *hex, const char *name
 
 static json_t *record(const char *name, const char *owner, const char *hex) {
   return json_pack("{s:s,s:s,s:s,s:s,s:[s],s:{s:[s],s:s,s:s}}", "name", name, "owner", owner,
-                   "source", "import", "ref", "test", "layers", hex, "config", "env",
-                   "PATH=/bin", "workdir", "/work", "user", "1000");
+                   "source", "import", "ref", "test", "layers", hex, "config", "env", "PATH=/bin",
+                   "workdir", "/work", "user", "1000");
 }
 
 static bool exists(const char *rel) {
@@ -78,7 +78,8 @@ int main(void) {
   const char *b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
   make_layer(&s, a, "etc/passwd", "root:x:0:0:root:/root:/bin/sh\n");
   make_layer(&s, a, "etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"); /* again: shared */
-  make_layer(&s, b, "etc/passwd", "root:x:0:0::/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n");
+  make_layer(&s, b, "etc/passwd",
+             "root:x:0:0::/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\n");
   ok(hutch_images_layer_exists(&s, a) && !hutch_images_layer_exists(&s, "zz"),
      "a committed layer is there, a bad name is not");
 
@@ -226,8 +227,8 @@ int main(void) {
   close(s.work_lock); /* layers committed: let the collections below work */
   s.work_lock = -1;
   json_t *t0 = json_pack("{s:s,s:s,s:[s]}", "name", "tg", "owner", "", "layers", d);
-  json_t *v1 = json_pack("{s:s,s:s,s:[s],s:[s,s]}", "name", "tg", "owner", "", "layers", d,
-                         "tags", "v1", "stable");
+  json_t *v1 = json_pack("{s:s,s:s,s:[s],s:[s,s]}", "name", "tg", "owner", "", "layers", d, "tags",
+                         "v1", "stable");
   json_t *b0 = hutch_images_add(&s, t0, false, &err);
   json_t *b1 = hutch_images_add(&s, v1, false, &err);
   ok(b0 && b1, "tg:v1 beside tg:latest: %s", err.msg);
@@ -254,7 +255,8 @@ int main(void) {
      "stable taken away");
   ok(hutch_images_untag(&s, NULL, "tg", st, &err) < 0 && err.kind == HUTCH_ERR_NOT_FOUND,
      "taking away a tag nobody has: not found");
-  ok(hutch_images_remove(&s, NULL, "tg:v1", &err) == 0 && (t = hutch_images_find(&s, NULL, "tg", &err)),
+  ok(hutch_images_remove(&s, NULL, "tg:v1", &err) == 0 &&
+         (t = hutch_images_find(&s, NULL, "tg", &err)),
      "removing tg:v1 keeps the build, tagged latest still");
   json_decref(t);
   if (s.work_lock >= 0) /* adding made the top layer: this process worked in tmp/ */

@@ -87,8 +87,7 @@ static void test_exec_round_trip(void) {
   is_int(via_wire(j, &back, &err), 0, "minimal request round trips");
   json_decref(j);
   ok(strv_eq(back.argv, argv1) && back.env && !back.env[0] && !back.cwd && !back.user &&
-         !back.stdin_open && !back.pty && !back.timeout_ms && !back.cpu_ms &&
-         !back.output_limit,
+         !back.stdin_open && !back.pty && !back.timeout_ms && !back.cpu_ms && !back.output_limit,
      "... with empty env, no cwd/user/pty/stdin and no limits");
   hutch_exec_req_free(&back);
 
@@ -204,11 +203,13 @@ static void test_exec_rejected(void) {
   memset(big, 'a', HUTCH_STRING_MAX);
   big[HUTCH_STRING_MAX] = '\0';
   json_t *j = json_pack("{s:[s, s]}", "argv", "echo", big);
-  is_int(hutch_exec_req_from_json(j, &r, &err), -1, "a %u-byte argument: rejected", HUTCH_STRING_MAX);
+  is_int(hutch_exec_req_from_json(j, &r, &err), -1, "a %u-byte argument: rejected",
+         HUTCH_STRING_MAX);
   json_decref(j);
   big[HUTCH_STRING_MAX - 1] = '\0';
   j = json_pack("{s:[s, s]}", "argv", "echo", big);
-  is_int(hutch_exec_req_from_json(j, &r, &err), 0, "a %u-byte argument: accepted", HUTCH_STRING_MAX - 1);
+  is_int(hutch_exec_req_from_json(j, &r, &err), 0, "a %u-byte argument: accepted",
+         HUTCH_STRING_MAX - 1);
   hutch_exec_req_free(&r);
   json_decref(j);
   free(big);
@@ -266,8 +267,8 @@ static void test_verdict(void) {
   json_t *j = json_pack("{s:s, s:i, s:n, s:i, s:f, s:i}", "status", "weird", "exit_code", 0,
                         "signal", "wall_ms", 1, "cpu_ms", 0.5, "peak_memory_kb", 1);
   is_int(hutch_verdict_from_json(j, &v, &err), 0, "verdict without a message, integer wall_ms");
-  ok(v.status == HUTCH_ST_SANDBOX_ERROR && v.exit_code == 0 && v.signal == 0 &&
-         v.wall_ms == 1.0 && v.message[0] == '\0',
+  ok(v.status == HUTCH_ST_SANDBOX_ERROR && v.exit_code == 0 && v.signal == 0 && v.wall_ms == 1.0 &&
+         v.message[0] == '\0',
      "... unknown status reads as sandbox_error, exit_code 0 stays 0");
   json_decref(j);
   j = json_pack("{s:s, s:n, s:n, s:f}", "status", "ok", "exit_code", "signal", "wall_ms", 1.0);
@@ -285,7 +286,7 @@ static void test_status_names(void) {
   is_str(hutch_status_name((enum hutch_status)(HUTCH_ST_SANDBOX_ERROR + 1)), "sandbox_error",
          "hutch_status_name(one past the last)");
   is_str(hutch_status_name((enum hutch_status)1000), "sandbox_error", "hutch_status_name(1000)");
-  is_str(hutch_status_name((enum hutch_status)-1), "sandbox_error", "hutch_status_name(-1)");
+  is_str(hutch_status_name((enum hutch_status) - 1), "sandbox_error", "hutch_status_name(-1)");
 }
 
 static void test_dump(void) {

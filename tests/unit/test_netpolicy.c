@@ -97,18 +97,44 @@ static void floor_tests(void) {
   struct np_floor f = {0};
   /* What no allow-list reaches. */
   static const char *const held[] = {
-      "127.0.0.1", "127.255.255.254", "::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1",
-      "2002:7f00:1::", "::127.0.0.1", "0.0.0.0", "0.1.2.3", "::",
-      "169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "100.100.100.200",
-      "192.0.0.192", "::ffff:169.254.169.254", "224.0.0.1", "239.255.255.250", "ff02::1",
-      "255.255.255.255", "240.0.0.1", "10.0.0.1", "172.16.0.1", "172.31.255.255",
-      "192.168.1.1", "100.64.0.1", "fd00::1", "fc00::1", "fec0::1",
-      "::ffff:10.1.2.3", "64:ff9b:1::a00:1",
+      "127.0.0.1",
+      "127.255.255.254",
+      "::1",
+      "::ffff:127.0.0.1",
+      "64:ff9b::7f00:1",
+      "2002:7f00:1::",
+      "::127.0.0.1",
+      "0.0.0.0",
+      "0.1.2.3",
+      "::",
+      "169.254.169.254",
+      "169.254.0.1",
+      "fe80::1",
+      "fd00:ec2::254",
+      "100.100.100.200",
+      "192.0.0.192",
+      "::ffff:169.254.169.254",
+      "224.0.0.1",
+      "239.255.255.250",
+      "ff02::1",
+      "255.255.255.255",
+      "240.0.0.1",
+      "10.0.0.1",
+      "172.16.0.1",
+      "172.31.255.255",
+      "192.168.1.1",
+      "100.64.0.1",
+      "fd00::1",
+      "fc00::1",
+      "fec0::1",
+      "::ffff:10.1.2.3",
+      "64:ff9b:1::a00:1",
   };
   for (size_t i = 0; i < sizeof held / sizeof *held; i++)
     ok(!floor_ok(&f, held[i], 80, false, "", 0), "the floor holds %s", held[i]);
-  static const char *const passed[] = {"8.8.8.8", "2606:4700::1111", "172.32.0.1", "100.128.0.1",
-                                       "192.0.2.1", "::ffff:1.1.1.1", "2002:808:808::"};
+  static const char *const passed[] = {"8.8.8.8",       "2606:4700::1111", "172.32.0.1",
+                                       "100.128.0.1",   "192.0.2.1",       "::ffff:1.1.1.1",
+                                       "2002:808:808::"};
   for (size_t i = 0; i < sizeof passed / sizeof *passed; i++)
     ok(floor_ok(&f, passed[i], 443, false, "", 0), "the floor lets %s through", passed[i]);
   ok(!floor_ok(&f, "203.0.114.5", 80, true, "", 0), "the host's own public address is held");
@@ -170,8 +196,8 @@ static void floor_tests(void) {
   ok(netpolicy_floor_check(&f, "evil.example", 443, NULL, why, sizeof why), "not the suffix");
 
   /* Malformed options. */
-  static const char *const bad_permit[] = {"localhost", "*.a.org", "::1", "10.0.0.0/33",
-                                           "127.0.0.1:0", "", "[::ffff:127.0.0.1]"};
+  static const char *const bad_permit[] = {
+      "localhost", "*.a.org", "::1", "10.0.0.0/33", "127.0.0.1:0", "", "[::ffff:127.0.0.1]"};
   for (size_t i = 0; i < sizeof bad_permit / sizeof *bad_permit; i++)
     ok(netpolicy_floor_add(&f, true, bad_permit[i], why, sizeof why) < 0 &&
            strstr(why, "--egress-permit"),
@@ -258,8 +284,10 @@ int main(void) {
   ok(!addr_ok(&den, NP_BY_ANY, "2606:4700::1111", 443), "... is denied");
   json_t *dj = netpolicy_deny_json(&den);
   char *dtext = json_dumps(dj, JSON_COMPACT);
-  is_str(dtext, "[\"8.8.8.0/24\",\"1.0.0.0/8\",\"bad.example\",\"*.ok.example\","
-                "\"[2606:4700::/32]:443\"]", "the deny list, normalised");
+  is_str(dtext,
+         "[\"8.8.8.0/24\",\"1.0.0.0/8\",\"bad.example\",\"*.ok.example\","
+         "\"[2606:4700::/32]:443\"]",
+         "the deny list, normalised");
   free(dtext);
   json_decref(dj);
   netpolicy_free(&den);
@@ -281,11 +309,9 @@ int main(void) {
   struct sockaddr_in pub = {.sin_family = AF_INET};
   inet_pton(AF_INET, "203.0.114.5", &pub.sin_addr);
   char why[256];
-  ok(netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, false, why,
-                          sizeof why),
+  ok(netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, false, why, sizeof why),
      "a public address through a wildcard");
-  ok(!netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, true, why,
-                           sizeof why),
+  ok(!netpolicy_check_addr(&own, NP_BY_PATTERN, (struct sockaddr *)&pub, 80, true, why, sizeof why),
      "... not when it is the host's own: %s", why);
   ok(netpolicy_check_addr(&own, NP_BY_NAME, (struct sockaddr *)&pub, 80, true, why, sizeof why),
      "... unless named exactly");

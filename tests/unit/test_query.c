@@ -72,20 +72,20 @@ static void test_get(void) {
   get_is("", "a", NULL);
   get_is("a=1", "a", "1");
   get_is("a=1", "b", NULL);
-  get_is("a=1&a=2", "a", "1");             /* repeated: the first wins */
+  get_is("a=1&a=2", "a", "1"); /* repeated: the first wins */
   get_is("b=0&a=x&a=y", "a", "x");
   get_is("path=%2Fhome%2Fuser%2Ff+1", "path", "/home/user/f 1");
-  get_is("p%61th=x", "path", "x");         /* keys are decoded too */
-  get_is("flag", "flag", "");              /* a key without '=' */
+  get_is("p%61th=x", "path", "x"); /* keys are decoded too */
+  get_is("flag", "flag", "");      /* a key without '=' */
   get_is("flag&x=1", "flag", "");
   get_is("a=", "a", "");
   get_is("&&a=1&&", "a", "1");
-  get_is("a=%zz&a=2", "a", NULL);          /* the first match decides */
-  get_is("%zz=1&a=2", "a", "2");           /* an undecodable key is skipped */
+  get_is("a=%zz&a=2", "a", NULL); /* the first match decides */
+  get_is("%zz=1&a=2", "a", "2");  /* an undecodable key is skipped */
   get_is("a=%00", "a", NULL);
   get_is("ab=1", "a", NULL);
   get_is("a=1", "ab", NULL);
-  get_is("A=1", "a", NULL);                /* keys are case-sensitive */
+  get_is("A=1", "a", NULL); /* keys are case-sensitive */
 }
 
 /* A query of 1 MiB: many pairs, and one long value at the end. */

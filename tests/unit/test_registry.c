@@ -28,8 +28,8 @@ static void ref_is(const char *s, const char *host, const char *name, const char
 static void ref_bad(const char *s) {
   struct registry_ref r;
   struct hutch_err err = {0};
-  ok(registry_ref_parse(s, &r, &err) < 0 && err.kind == HUTCH_ERR_INVALID, "'%s' refused (%s)",
-     s, err.msg);
+  ok(registry_ref_parse(s, &r, &err) < 0 && err.kind == HUTCH_ERR_INVALID, "'%s' refused (%s)", s,
+     err.msg);
 }
 
 static bool allowed(enum registry_scope scope, const char *addr) {
@@ -86,8 +86,10 @@ static void references(void) {
   ref_bad("busybox:-x");
   ref_bad("busybox:a/b");
   ref_bad("busybox@sha256:abc");
-  ref_bad("busybox@sha512:" "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
-  ref_bad("busybox@" "sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef");
+  ref_bad("busybox@sha512:"
+          "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  ref_bad("busybox@"
+          "sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef");
   ref_bad("host:0/x");
   ref_bad("host:65536/x");
   ref_bad("host:port/x");
@@ -105,17 +107,31 @@ static void references(void) {
 
 static void guard(void) {
   static const char *const loop[] = {"127.0.0.1", "127.255.0.1", "::1", "::ffff:127.0.0.1"};
-  static const char *const priv[] = {"10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
-                                     "100.64.0.1", "fd00::1", "fc12::1", "::ffff:10.1.2.3",
-                                     "64:ff9b::a00:1", "2002:c0a8:101::1"};
-  static const char *const never[] = {"169.254.169.254", "169.254.0.1", "0.0.0.0", "0.1.2.3",
-                                      "224.0.0.1", "255.255.255.255", "240.0.0.1",
-                                      "192.0.2.1", "198.18.0.1", "::", "fe80::1", "fec0::1",
-                                      "ff02::1", "::ffff:169.254.169.254",
-                                      "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1",
-                                      "2001:db8::1", "2001::1", "::127.0.0.1"};
-  static const char *const pub[] = {"8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1",
-                                    "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"};
+  static const char *const priv[] = {
+      "10.0.0.1", "172.16.0.1", "172.31.255.255",  "192.168.1.1",    "100.64.0.1",
+      "fd00::1",  "fc12::1",    "::ffff:10.1.2.3", "64:ff9b::a00:1", "2002:c0a8:101::1"};
+  static const char *const never[] = {"169.254.169.254",
+                                      "169.254.0.1",
+                                      "0.0.0.0",
+                                      "0.1.2.3",
+                                      "224.0.0.1",
+                                      "255.255.255.255",
+                                      "240.0.0.1",
+                                      "192.0.2.1",
+                                      "198.18.0.1",
+                                      "::",
+                                      "fe80::1",
+                                      "fec0::1",
+                                      "ff02::1",
+                                      "::ffff:169.254.169.254",
+                                      "64:ff9b::a9fe:a9fe",
+                                      "2002:a9fe:a9fe::1",
+                                      "2001:db8::1",
+                                      "2001::1",
+                                      "::127.0.0.1"};
+  static const char *const pub[] = {"8.8.8.8",         "1.1.1.1",         "172.32.0.1",
+                                    "100.128.0.1",     "2606:4700::1111", "::ffff:8.8.8.8",
+                                    "64:ff9b::808:808"};
   for (size_t i = 0; i < ARRAY_SIZE(loop); i++) {
     ok(allowed(REGISTRY_SCOPE_LOOPBACK, loop[i]), "loopback registry may reach %s", loop[i]);
     ok(!allowed(REGISTRY_SCOPE_PUBLIC, loop[i]), "public registry may not reach %s", loop[i]);

@@ -46,8 +46,8 @@ int main(void) {
          "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nhi", "an answer without secrets");
   leaves("HTTP/1.1 200 OK\r\nX-Echo-Authorization: " SECRET "\r\nContent-Length: 0\r\n\r\n",
          "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "a reflected value");
-  leaves("HTTP/1.1 200 OK\r\nX-Token: SK-LIVE-0123456789ABCDEF\r\n\r\n",
-         "HTTP/1.1 200 OK\r\n\r\n", "its token alone, in another case");
+  leaves("HTTP/1.1 200 OK\r\nX-Token: SK-LIVE-0123456789ABCDEF\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n",
+         "its token alone, in another case");
   leaves("HTTP/1.1 200 OK\r\nX-B64: c2stbGl2ZS0wMTIzNDU2Nzg5YWJjZGVm\r\n\r\n",
          "HTTP/1.1 200 OK\r\n\r\n", "its token in base64");
   leaves("HTTP/1.1 200 OK\r\nX-B64: QmVhcmVyIHNrLWxpdmUtMDEyMzQ1Njc4OWFiY2RlZg\r\n\r\n",

@@ -312,7 +312,9 @@ static bool test_abi(const char *abi, const char *probe, bool i386, bool control
       return false;
     }
     tap(false, "%s: run %s: %s", abi, probe,
-        why > 0 ? strerror(why) : why ? "the kernel has no i386 ABI" : "it failed");
+        why > 0 ? strerror(why)
+        : why   ? "the kernel has no i386 ABI"
+                : "it failed");
     for (size_t i = tests_per_abi(i386, control) - 1; i > 0; i--)
       tap(false, "%s: not run", abi);
     return false;
@@ -455,8 +457,10 @@ static void test_notify_filter(void) {
       same = memcmp(&p, &n, sizeof p) == 0;
     }
   }
-  tap(same && notifies > 0, "the notify filter is the sandbox filter with its %zu EPERM "
-                            "answers made notifications", notifies);
+  tap(same && notifies > 0,
+      "the notify filter is the sandbox filter with its %zu EPERM "
+      "answers made notifications",
+      notifies);
   size_t unnamed = 0;
   static const uint32_t arches[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386};
   for (size_t a = 0; a < 2; a++)
@@ -485,9 +489,8 @@ int main(int argc, char **argv) {
   /* Under someone else's filter (a CI container) the unfiltered run is no
    * control: skip those assertions rather than blame this profile. */
   bool control = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0;
-  printf("1..%zu\n",
-         tests_per_abi(false, control) + 2 * tests_per_abi(true, control) + NSIMULATED +
-             NOTIFY_TESTS);
+  printf("1..%zu\n", tests_per_abi(false, control) + 2 * tests_per_abi(true, control) + NSIMULATED +
+                         NOTIFY_TESTS);
   if (!control)
     printf("# already under a seccomp filter: no control run assertions\n");
   bool absent = i386_absent(argv[2], argv[3]);

@@ -9,7 +9,8 @@
 int main(void) {
   is_int((long long)hutch_slot_uid_base(0), 0x70000000, "slot 0 starts the low range");
   is_int((long long)hutch_slot_uid_base(3999), 0x70000000 + 3999LL * 65536, "slot 3999 as before");
-  is_int((long long)hutch_slot_uid_base(4093), 0x7FFD0000, "slot 4093 is the last below 0x7FFE0000");
+  is_int((long long)hutch_slot_uid_base(4093), 0x7FFD0000,
+         "slot 4093 is the last below 0x7FFE0000");
   is_int((long long)hutch_slot_uid_base(4094), 0x80000000LL, "slot 4094 starts the high range");
   is_int((long long)hutch_slot_uid_base(5000), 0x80000000LL + 906LL * 65536, "slot 5000");
   uint64_t last = hutch_slot_uid_base(HUTCH_SLOTS - 1) + (uint64_t)HUTCH_ID_RANGE - 1;

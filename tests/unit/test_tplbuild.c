@@ -41,8 +41,7 @@ static void refused(const char *spec, const char *code, const char *what) {
 
 int main(void) {
   translates("{\"fromTemplate\":\"base\"}", "FROM base\n", "a template alone");
-  translates("{\"fromImage\":\"debian:stable\",\"steps\":[]}", "FROM debian:stable\n",
-             "an image");
+  translates("{\"fromImage\":\"debian:stable\",\"steps\":[]}", "FROM debian:stable\n", "an image");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"RUN\",\"args\":[\"make\",\"root\"]}]}",
              "FROM b\nUSER root\nRUN [\"/bin/sh\",\"-c\",\"make\"]\nUSER root\n",
              "RUN as a user goes back after");
@@ -57,7 +56,8 @@ int main(void) {
              "{\"type\":\"WORKDIR\",\"args\":[\"/x\"]}]}",
              "FROM b\nRUN [\"/bin/sh\",\"-c\",\"echo a \\\\\"]\nWORKDIR /x\n",
              "a RUN ending in a backslash joins nothing to it");
-  translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"ENV\",\"args\":[\"A\",\"x \\\"y\\\" $z\\\\\",\"B\",\"\"]}]}",
+  translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"ENV\",\"args\":[\"A\",\"x \\\"y\\\" "
+             "$z\\\\\",\"B\",\"\"]}]}",
              "FROM b\nENV A=\"x \\\"y\\\" \\$z\\\\\" B=\"\"\n", "ENV values quoted");
   translates("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"WORKDIR\",\"args\":[\"/srv\"]}],"
              "\"startCmd\":\"run $X\",\"readyCmd\":\"test -f /r\"}",
@@ -67,9 +67,10 @@ int main(void) {
 
   struct hutch_err err = {0};
   json_t *h;
-  char *got = df("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"COPY\",\"args\":[\"app\",\"/srv/\","
-                 "\"user\",\"\"],\"filesHash\":\"" HASH "\"}]}",
-                 "root", &h, &err);
+  char *got =
+      df("{\"fromTemplate\":\"b\",\"steps\":[{\"type\":\"COPY\",\"args\":[\"app\",\"/srv/\","
+         "\"user\",\"\"],\"filesHash\":\"" HASH "\"}]}",
+         "root", &h, &err);
   is_str(got ? got : err.msg, "FROM b\nCOPY --chown=user app /srv/\n", "COPY with its user");
   ok(json_array_size(h) == 1 && strcmp(json_string_value(json_array_get(h, 0)), HASH) == 0,
      "COPY's hash collected");

@@ -46,9 +46,11 @@ static void digests(void) {
   ok(unpack_digest_hex(good, hex) && strcmp(hex, good + 7) == 0, "a sha256 digest");
   ok(!unpack_digest_hex("sha256:0123", hex), "too short");
   ok(!unpack_digest_hex("sha512:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-                        hex), "another algorithm");
+                        hex),
+     "another algorithm");
   ok(!unpack_digest_hex("sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
-                        hex), "upper case");
+                        hex),
+     "upper case");
   ok(!unpack_digest_hex(NULL, hex), "none");
 }
 
@@ -73,8 +75,8 @@ static void walk(void) {
   for (size_t i = 0; i < sizeof through / sizeof *through; i++) {
     err = (struct hutch_err){0};
     fd = unpack_open_parent(root, through[i], true, &leaf, &err);
-    ok(fd < 0 && err.kind == HUTCH_ERR_INVALID && strstr(err.msg, "symlink"),
-       "'%s' refused: %s", through[i], err.msg);
+    ok(fd < 0 && err.kind == HUTCH_ERR_INVALID && strstr(err.msg, "symlink"), "'%s' refused: %s",
+       through[i], err.msg);
   }
   err = (struct hutch_err){0};
   fd = unpack_open_parent(root, "gone/x", false, &leaf, &err);

@@ -57,8 +57,8 @@ static void milli_ok(const char *s, uint64_t want) {
 static void milli_bad(const char *s) {
   uint64_t v = SENTINEL;
   bool r = parse_milli(s, &v);
-  ok(!r && v == SENTINEL, "parse_milli(\"%s\") rejected, output untouched (got %s, %" PRIu64 ")",
-     s, r ? "true" : "false", v);
+  ok(!r && v == SENTINEL, "parse_milli(\"%s\") rejected, output untouched (got %s, %" PRIu64 ")", s,
+     r ? "true" : "false", v);
 }
 
 static void test_parse_u64(void) {

@@ -43,8 +43,8 @@ struct ndexec {
   struct sbx *sb;
   char root[FILES_PATH_MAX + 1], user[33];
   int64_t since_ns;
-  json_t *exit;  /* the verdict, while its artifacts are looked for */
-  bool gone;     /* the client left meanwhile */
+  json_t *exit; /* the verdict, while its artifacts are looked for */
+  bool gone;    /* the client left meanwhile */
 };
 
 static void send_line(struct http_conn *c, json_t *j) {
@@ -59,8 +59,7 @@ static void on_start(json_t *pid, void *arg) {
   send_line(nd->c, json_pack("{s:s,s:O?}", "type", "start", "pid", pid));
 }
 
-static void send_output(struct ndexec *nd, int which, const uint8_t *data, size_t len,
-                        bool last) {
+static void send_output(struct ndexec *nd, int which, const uint8_t *data, size_t len, bool last) {
   size_t n;
   char *line = ndjson_next(&nd->out, which, data, len, last, &n);
   if (line)
@@ -77,14 +76,14 @@ static bool on_output(int which, const uint8_t *data, size_t len, void *arg) {
 /* A MIME type by the name's extension; the kernels' Python guesses more. */
 static const char *mime_of(const char *path) {
   static const char *const types[][2] = {
-      {"png", "image/png"}, {"jpg", "image/jpeg"}, {"jpeg", "image/jpeg"}, {"gif", "image/gif"},
-      {"svg", "image/svg+xml"}, {"webp", "image/webp"}, {"pdf", "application/pdf"},
-      {"json", "application/json"}, {"csv", "text/csv"}, {"txt", "text/plain"},
-      {"log", "text/plain"}, {"md", "text/markdown"}, {"html", "text/html"},
-      {"xml", "application/xml"}, {"py", "text/x-python"}, {"js", "text/javascript"},
-      {"sh", "application/x-sh"}, {"zip", "application/zip"}, {"gz", "application/gzip"},
-      {"tar", "application/x-tar"}, {"wav", "audio/x-wav"}, {"mp3", "audio/mpeg"},
-      {"mp4", "video/mp4"}};
+      {"png", "image/png"},       {"jpg", "image/jpeg"},        {"jpeg", "image/jpeg"},
+      {"gif", "image/gif"},       {"svg", "image/svg+xml"},     {"webp", "image/webp"},
+      {"pdf", "application/pdf"}, {"json", "application/json"}, {"csv", "text/csv"},
+      {"txt", "text/plain"},      {"log", "text/plain"},        {"md", "text/markdown"},
+      {"html", "text/html"},      {"xml", "application/xml"},   {"py", "text/x-python"},
+      {"js", "text/javascript"},  {"sh", "application/x-sh"},   {"zip", "application/zip"},
+      {"gz", "application/gzip"}, {"tar", "application/x-tar"}, {"wav", "audio/x-wav"},
+      {"mp3", "audio/mpeg"},      {"mp4", "video/mp4"}};
   const char *dot = strrchr(path, '.');
   if (dot && !strchr(dot, '/'))
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
@@ -96,7 +95,7 @@ static const char *mime_of(const char *path) {
 static void finish(struct ndexec *nd) {
   size_t n;
   char *s = http_json_line(nd->exit, &n); /* takes the verdict */
-  http_stream_end_with(nd->c, s, n); /* the exit line and the end: one write */
+  http_stream_end_with(nd->c, s, n);      /* the exit line and the end: one write */
   free(s);
   free(nd); /* the response has ended: no abort follows */
 }
@@ -124,8 +123,7 @@ static void on_artifacts(const struct files_result *r, const struct hutch_err *e
     json_t *before = json_object_get(nd->sb->artifacts_seen, path);
     if (!before || json_integer_value(before) != json_integer_value(ctime))
       json_array_append_new(a, json_pack("{s:s,s:O,s:s}", "path", path, "size",
-                                         json_object_get(f, "size"), "mime_type",
-                                         mime_of(path)));
+                                         json_object_get(f, "size"), "mime_type", mime_of(path)));
   }
 
   if (r) {
@@ -207,9 +205,9 @@ struct exec_body {
 
 /* The body's fields into b, and its stdin into *in: 0, or -1 after a 400. */
 static int exec_fields(struct http_conn *c, json_t *o, struct exec_body *b, const char **in) {
-  static const char *const known[] = {"cmd",  "shell",      "env",        "cwd", "stdin",
-                                      "timeout_s", "user", "background", "keep_stdin", "pty",
-                                      NULL};
+  static const char *const known[] = {"cmd",        "shell",     "env",  "cwd",
+                                      "stdin",      "timeout_s", "user", "background",
+                                      "keep_stdin", "pty",       NULL};
   if (http_body_only(c, o, known) < 0)
     return -1;
   if (http_body_string(c, o, "shell", HUTCH_STRING_MAX - 1, &b->shell) < 0)
@@ -263,11 +261,12 @@ static int exec_env(struct http_conn *c, const struct sbx *sb, json_t *env, json
     json_object_update(e, env);
   const char *k;
   json_t *v;
-  json_object_foreach(e, k, v) if (strchr(k, '=') || json_string_length(v) >= HUTCH_STRING_MAX) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "env: '%s' is not a usable variable", k);
-    json_decref(e);
-    return -1;
-  }
+  json_object_foreach(e, k, v)
+    if (strchr(k, '=') || json_string_length(v) >= HUTCH_STRING_MAX) {
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "env: '%s' is not a usable variable", k);
+      json_decref(e);
+      return -1;
+    }
   *out = e;
   return 0;
 }
@@ -326,9 +325,9 @@ json_t *api_exec_request(struct http_conn *c, const struct sbx *sb, json_t *o, c
     return NULL;
   }
 
-  json_t *r = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "exec", "argv", argv, "env", e, "user",
-                        b.user, "stdin", *in != NULL, "timeout_ms",
-                        (json_int_t)(b.timeout_s * 1000));
+  json_t *r =
+      json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "exec", "argv", argv, "env", e, "user", b.user,
+                "stdin", *in != NULL, "timeout_ms", (json_int_t)(b.timeout_s * 1000));
   if (b.cwd)
     json_object_set_new(r, "cwd", json_string(b.cwd));
   if (exec_pty(c, o, r) < 0) {
@@ -378,8 +377,9 @@ void api_exec(struct http_conn *c, const struct principal *p) {
     struct ndexec *nd = xcalloc(1, sizeof *nd);
     nd->sb = sb;
     artifacts_root(nd, req);
-    json_object_set_new(req, "artifacts", json_pack("{s:s,s:I}", "path", nd->root, "since_ns",
-                                                    (json_int_t)nd->since_ns));
+    json_object_set_new(
+        req, "artifacts",
+        json_pack("{s:s,s:I}", "path", nd->root, "since_ns", (json_int_t)nd->since_ns));
     const struct exec_sink sink = {on_start, on_output, on_end, nd};
     nd->x = exec_start(sb, req, in, c->req.started_ns, &sink, &err);
     if (!nd->x) {

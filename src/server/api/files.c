@@ -231,8 +231,8 @@ struct download {
   struct http_conn *c; /* NULL once the client is gone */
   struct files_op *op;
   const char *ctype;
-  bool streaming; /* answered 200: the first bytes came */
-  bool busy;      /* in a sink call: the client's end must not free d under it */
+  bool streaming;           /* answered 200: the first bytes came */
+  bool busy;                /* in a sink call: the client's end must not free d under it */
   void (*ended)(void *arg); /* told once it is over, however it ended; or NULL */
   void *ended_arg;
 };
@@ -274,7 +274,9 @@ static bool dl_send(struct download *d, const void *p, size_t n) {
   return more;
 }
 
-static bool dl_data(void *arg, const void *p, size_t n) { return dl_send(arg, p, n); }
+static bool dl_data(void *arg, const void *p, size_t n) {
+  return dl_send(arg, p, n);
+}
 
 static bool dl_event(void *arg, json_t *ev) {
   size_t n;
@@ -372,11 +374,11 @@ struct upload {
   char *early;         /* what came before the write started */
   size_t nearly;
   files_written_fn answer;
-  bool gzip;           /* the body is gzip (Content-Encoding), inflated here */
-  bool gz_end;         /* the last gzip member ended */
-  bool bad;            /* the gzip was not: the write is cancelled, 400 at the body's end */
+  bool gzip;   /* the body is gzip (Content-Encoding), inflated here */
+  bool gz_end; /* the last gzip member ended */
+  bool bad;    /* the gzip was not: the write is cancelled, 400 at the body's end */
   z_stream z;
-  char *in;            /* a gzip piece of the body not inflated yet (reading paused) */
+  char *in; /* a gzip piece of the body not inflated yet (reading paused) */
   size_t nin, off;
   void (*over)(void *arg); /* told once it is over, however it ended; or NULL */
   void *over_arg;
@@ -559,8 +561,8 @@ static void upload_into(struct upload *up, struct sbx *sb, const char *path, con
   }
 
   up->gzip = sb && o && o->gzip;
-  up->op = sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err)
-              : NULL;
+  up->op =
+      sb ? files_write(sb, path, user, o ? &o->write : NULL, up_resume, up_done, up, &err) : NULL;
   if (!up->op) {
     up_done(NULL, sb ? &err : why, up);
     return;

@@ -61,8 +61,8 @@ void api_keys_create(struct http_conn *c, const struct principal *p) {
   if (keys_create(c->srv, &r, &made, &err) < 0)
     http_fail(c, &err);
   else
-    http_json(c, 201, json_pack("{s:s,s:s,s:s}", "id", made.id, "tenant", r.tenant, "key",
-                                made.key));
+    http_json(c, 201,
+              json_pack("{s:s,s:s,s:s}", "id", made.id, "tenant", r.tenant, "key", made.key));
   json_decref(o);
 }
 

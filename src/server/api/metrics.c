@@ -34,11 +34,13 @@ static enum reader may_read(struct http_conn *c) {
   if (srv->cfg.metrics_public)
     return READER_PUBLIC;
   if (known)
-    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden", "/metrics is the operator's: the admin key or the metrics "
-                                    "token reads it");
+    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden",
+               "/metrics is the operator's: the admin key or the metrics "
+               "token reads it");
   else
-    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized", "/metrics needs the admin key or the metrics token "
-                                       "(Authorization: Bearer TOKEN)");
+    http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
+               "/metrics needs the admin key or the metrics token "
+               "(Authorization: Bearer TOKEN)");
   return READER_NONE;
 }
 

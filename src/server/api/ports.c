@@ -109,9 +109,9 @@ static void relay_done(struct relay *r) {
   if (pc->relayed) {
     double ms = (double)(now_ns() - pc->started_ns) / 1e6;
     audit_record(pc->srv, json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "tenant", pc->tenant, "action",
-                                   "sandbox.port", "sandbox", pc->sandbox, "port", pc->port,
-                                   "bytes_in", (json_int_t)(pc->sent + r->bytes[0]), "bytes_out",
-                                   (json_int_t)r->bytes[1], "duration_ms", ms));
+                                    "sandbox.port", "sandbox", pc->sandbox, "port", pc->port,
+                                    "bytes_in", (json_int_t)(pc->sent + r->bytes[0]), "bytes_out",
+                                    (json_int_t)r->bytes[1], "duration_ms", ms));
   }
   free(pc->head);
   free(pc);
@@ -170,9 +170,10 @@ static void connect_failed(struct pconn *pc, struct http_conn *c, int status) {
   http_own(c, NULL, NULL);
   if (c->dialect == DIALECT_E2B) { /* as E2B's proxy says it */
     c->last_error = "port_closed";
-    http_json(c, 502, json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
-                                "The sandbox is running but port is not open", "sandboxId",
-                                pc->sandbox, "port", pc->port));
+    http_json(c, 502,
+              json_pack("{s:i,s:s,s:s,s:i}", "code", 502, "message",
+                        "The sandbox is running but port is not open", "sandboxId", pc->sandbox,
+                        "port", pc->port));
   } else {
     http_error(c, HUTCH_ERR_UPSTREAM, "port_closed",
                "nothing in sandbox %s answers on port %u (%s)", pc->sandbox, pc->port,
@@ -324,8 +325,9 @@ void api_ports_sandbox_missing(struct http_conn *c, const char *id) {
   char shown[33];
   str_copy(shown, sizeof shown, id);
   c->last_error = "sandbox_not_found";
-  http_json(c, 502, json_pack("{s:i,s:s,s:o}", "code", 502, "message", "The sandbox was not found",
-                              "sandboxId", http_json_text(shown)));
+  http_json(c, 502,
+            json_pack("{s:i,s:s,s:o}", "code", 502, "message", "The sandbox was not found",
+                      "sandboxId", http_json_text(shown)));
 }
 
 /* [/v1]/sandboxes/{id}/ports/{port}[/rest][?query]: the id, the port and

@@ -47,7 +47,9 @@ void api_procs_list(struct http_conn *c, const struct principal *p) {
 
 /* ---- an NDJSON reader ---- */
 
-static void sub_gone(void *ctx) { procs_unsubscribe(ctx); }
+static void sub_gone(void *ctx) {
+  procs_unsubscribe(ctx);
+}
 
 static const struct http_stream_ops sub_ops = {.abort = sub_gone};
 

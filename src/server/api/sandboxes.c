@@ -27,10 +27,10 @@
  * 0, or -1 after a 400. */
 static int create_fields(struct http_conn *c, json_t *o, struct create_req *r,
                          const char **on_timeout, const char **isolation) {
-  static const char *const known[] = {"template", "timeout_s", "memory_mb",  "cpus",
-                                      "pids",     "disk_mb",   "env",        "metadata",
-                                      "on_timeout", "auto_resume", "volumes",    "network",
-                                      "secrets",  "isolation", NULL};
+  static const char *const known[] = {"template",   "timeout_s",   "memory_mb", "cpus",
+                                      "pids",       "disk_mb",     "env",       "metadata",
+                                      "on_timeout", "auto_resume", "volumes",   "network",
+                                      "secrets",    "isolation",   NULL};
   if (http_body_only(c, o, known) < 0)
     return -1;
   if (http_body_string(c, o, "template", SERVE_TEMPLATE_MAX, &r->template) < 0)
@@ -97,7 +97,9 @@ struct creating_wait {
   sandbox_render_fn render;
 };
 
-static bool still_wanted(void *arg) { return ((struct creating_wait *)arg)->w.c != NULL; }
+static bool still_wanted(void *arg) {
+  return ((struct creating_wait *)arg)->w.c != NULL;
+}
 
 static void created(struct sbx *sb, const struct hutch_err *err, void *arg) {
   struct creating_wait *cw = arg;

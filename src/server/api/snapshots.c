@@ -96,7 +96,8 @@ void api_snapshots_list(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "reading snapshots failed");
     return;
   }
-  json_array_foreach(a, i, v) json_object_del(v, "tenant");
+  json_array_foreach(a, i, v)
+    json_object_del(v, "tenant");
   http_json(c, 200, json_pack("{s:o}", "snapshots", a));
 }
 
@@ -132,7 +133,9 @@ struct fork_wait {
   fork_answer_fn answer;
 };
 
-static bool fork_wanted(void *arg) { return ((struct fork_wait *)arg)->w.c != NULL; }
+static bool fork_wanted(void *arg) {
+  return ((struct fork_wait *)arg)->w.c != NULL;
+}
 
 static void forked(json_t *snapshot_id, json_t *ids, const struct hutch_err *err, void *arg) {
   struct fork_wait *fw = arg;

@@ -45,7 +45,8 @@ json_t *api_templates_view(json_t *rec) {
 void api_templates_list(struct http_conn *c, const struct principal *p) {
   json_t *all = tplstore_list(c->srv, p), *out = json_array(), *v;
   size_t i;
-  json_array_foreach(all, i, v) json_array_append_new(out, api_templates_view(v));
+  json_array_foreach(all, i, v)
+    json_array_append_new(out, api_templates_view(v));
   json_decref(all);
   http_json(c, 200, json_pack("{s:o}", "templates", out));
 }
@@ -196,7 +197,8 @@ void api_templates_answer(struct http_conn *c, struct template_job *j) {
    * start: its last), then the rest as they come, or the end. */
   size_t i;
   json_t *ev;
-  json_array_foreach(j->log, i, ev) follow_send(c, ev);
+  json_array_foreach(j->log, i, ev)
+    follow_send(c, ev);
   if (job_live(j))
     templates_watch(j, &follow_watch, f);
   else
@@ -444,8 +446,11 @@ static void imported(struct http_conn *c, const struct principal *p, struct tpl_
    * its archive against), not by its path under the state directory. */
   char ref[80];
   snprintf(ref, sizeof ref, "upload@sha256:%s", tplfiles_upload_digest(u));
-  struct template_spec spec = {.name = name + public, .public = public, .kind = "import",
-                               .source = tplfiles_upload_path(u), .ref = ref};
+  struct template_spec spec = {.name = name + public,
+                               .public = public,
+                               .kind = "import",
+                               .source = tplfiles_upload_path(u),
+                               .ref = ref};
   /* An archive cut short by a failed write is imported as nothing (and
    * its size, UINT64_MAX then, is handed on as no reservation). */
   struct template_job *j = NULL;
@@ -501,7 +506,8 @@ static void context_stored(struct http_conn *c, const struct principal *p, struc
   if (tplfiles_upload_move(u, path, &err) < 0)
     http_fail(c, &err);
   else
-    http_json(c, 201, json_pack("{s:s,s:I}", "id", id, "size", (json_int_t)tplfiles_upload_size(u)));
+    http_json(c, 201,
+              json_pack("{s:s,s:I}", "id", id, "size", (json_int_t)tplfiles_upload_size(u)));
 }
 
 /* POST /v1/templates/contexts: a build context (a tar, plain or

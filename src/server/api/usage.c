@@ -40,8 +40,8 @@ int api_usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms) {
     char *v = http_query(&c->req, names[i]);
     uint64_t n;
     if (v && (!parse_u64(v, &n) || n > 1ull << 40)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s: seconds since the epoch, not '%.32s'",
-                 names[i], v);
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "%s: seconds since the epoch, not '%.32s'", names[i], v);
       free(v);
       return -1;
     }
@@ -61,8 +61,9 @@ void api_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
   usage_points(sb, start, end, append_point, a);
   size_t n = json_array_size(a);
   json_t *current = n ? json_incref(json_array_get(a, n - 1)) : json_null();
-  http_json(c, 200, json_pack("{s:s,s:s,s:o,s:o}", "id", sb->id, "state",
-                              sb->paused ? "paused" : "running", "current", current, "samples", a));
+  http_json(c, 200,
+            json_pack("{s:s,s:s,s:o,s:o}", "id", sb->id, "state", sb->paused ? "paused" : "running",
+                      "current", current, "samples", a));
 }
 
 /* GET /v1/usage[?tenant=]: what a tenant's sandboxes used while running,

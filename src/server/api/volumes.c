@@ -84,7 +84,8 @@ void api_volumes_list(struct http_conn *c, const struct principal *p) {
     http_error(c, HUTCH_ERR_SYSTEM, "internal", "reading volumes failed");
     return;
   }
-  json_array_foreach(a, i, v) json_object_del(v, "tenant");
+  json_array_foreach(a, i, v)
+    json_object_del(v, "tenant");
   http_json(c, 200, json_pack("{s:o}", "volumes", a));
 }
 

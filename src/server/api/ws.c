@@ -25,19 +25,19 @@
 #include "http/request.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
-#define WS_MSG_MAX (1u << 20)     /* largest message taken from a client */
-#define WS_BACKLOG (8u << 20)     /* output queued for a client before it is dropped */
+#define WS_MSG_MAX (1u << 20) /* largest message taken from a client */
+#define WS_BACKLOG (8u << 20) /* output queued for a client before it is dropped */
 
 struct ws {
-  struct http_conn *c;     /* NULL once the connection is gone */
+  struct http_conn *c; /* NULL once the connection is gone */
   struct proc *pr;
-  struct sub *sub;         /* NULL once the process has ended */
+  struct sub *sub; /* NULL once the process has ended */
   wslay_event_context_ptr ctx;
-  const char *in;          /* bytes read, not yet taken by wslay */
+  const char *in; /* bytes read, not yet taken by wslay */
   size_t in_len;
-  bool ending;             /* close once the queued messages are out */
-  bool closing;            /* the close frame is queued: end after it */
-  int busy;                /* calls under way that may lose the connection: free after */
+  bool ending;  /* close once the queued messages are out */
+  bool closing; /* the close frame is queued: end after it */
+  int busy;     /* calls under way that may lose the connection: free after */
 };
 
 static void ws_free(struct ws *w) {
@@ -78,8 +78,8 @@ static void queue_text(struct ws *w, const char *text, size_t n) {
 
 static void reply_error(struct ws *w, const char *code, const char *msg) {
   size_t n;
-  char *line = http_json_line(
-      json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", msg), &n);
+  char *line =
+      http_json_line(json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", msg), &n);
   queue_text(w, line, n - 1); /* without the newline: a frame is a message */
   free(line);
 }

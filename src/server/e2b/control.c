@@ -73,9 +73,10 @@ static json_t *volume_mounts(const struct sbx *sb) {
   size_t i;
   json_array_foreach(sb->volumes, i, m) {
     json_t *vol = volumes_find(sb->srv, sb->tenant, json_string_value(json_object_get(m, "id")));
-    json_array_append_new(out, json_pack("{s:O,s:O}", "name",
-                                         vol ? json_object_get(vol, "name") : json_object_get(m, "id"),
-                                         "path", json_object_get(m, "path")));
+    json_array_append_new(out,
+                          json_pack("{s:O,s:O}", "name",
+                                    vol ? json_object_get(vol, "name") : json_object_get(m, "id"),
+                                    "path", json_object_get(m, "path")));
     json_decref(vol);
   }
   return out;
@@ -91,10 +92,9 @@ json_t *e2b_listed_json(const struct sbx *sb) {
   return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:o}", "sandboxID", sb->id,
                    "templateID", sb->template, "alias", sb->template, "clientID", "hutch",
                    "startedAt", started, "endAt", ends, "state", sb->paused ? "paused" : "running",
-                   "cpuCount", cpus,
-                   "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB", (json_int_t)sb->disk_mb,
-                   "metadata", sb->metadata, "envdVersion", E2B_ENVD_VERSION, "volumeMounts",
-                   volume_mounts(sb));
+                   "cpuCount", cpus, "memoryMB", (json_int_t)sb->memory_mb, "diskSizeMB",
+                   (json_int_t)sb->disk_mb, "metadata", sb->metadata, "envdVersion",
+                   E2B_ENVD_VERSION, "volumeMounts", volume_mounts(sb));
 }
 
 /* A field hutch cannot honour yet: 400 when it asks for more than hutch
@@ -119,10 +119,11 @@ struct create_body {
 
 /* The create body's fields into b: 0, or -1 after an error answer. */
 static int create_fields(struct http_conn *c, json_t *o, struct create_body *b) {
-  static const char *const known[] = {
-      "templateID", "timeout",  "metadata", "envVars",      "autoPause",
-      "autoPauseMemory", "autoResume", "secure", "allow_internet_access", "network",
-      "mcp",        "volumeMounts", "iam", NULL};
+  static const char *const known[] = {"templateID", "timeout",   "metadata",
+                                      "envVars",    "autoPause", "autoPauseMemory",
+                                      "autoResume", "secure",    "allow_internet_access",
+                                      "network",    "mcp",       "volumeMounts",
+                                      "iam",        NULL};
   json_t *vols = json_object_get(o, "volumeMounts");
   if (http_body_only(c, o, known) < 0)
     return -1;
@@ -351,7 +352,9 @@ void e2b_cut(struct http_conn *c) {
   http_own(c, NULL, NULL);
   http_abort(c);
 }
-struct sbx *e2b_sandbox(struct http_conn *c) { return sbx_find(c->srv, c->req.params[0]); }
+struct sbx *e2b_sandbox(struct http_conn *c) {
+  return sbx_find(c->srv, c->req.params[0]);
+}
 
 /* Which of the sandbox's users a name is: "user", "root", or its
  * template's own (sb->user); NULL for any other. */
@@ -420,8 +423,9 @@ char *e2b_path(const char *path, const char *user) {
 
 static void e2b_snapshot_made(struct http_conn *c, json_t *snap) {
   const char *name = json_string_value(json_object_get(snap, "name"));
-  http_json(c, 201, json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
-                              name && *name ? json_pack("[s]", name) : json_array()));
+  http_json(c, 201,
+            json_pack("{s:O,s:o}", "snapshotID", json_object_get(snap, "id"), "names",
+                      name && *name ? json_pack("[s]", name) : json_array()));
 }
 
 /* Snapshots: {name?} -> {snapshotID, names}. */

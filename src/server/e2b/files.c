@@ -65,8 +65,8 @@ void e2b_files_read(struct http_conn *c, const struct principal *p) {
  * (done: the write's result, which has the metadata set). */
 static json_t *written(const char *path, json_t *done) {
   const char *slash = strrchr(path, '/');
-  return json_pack("{s:o,s:s,s:o,s:O*}", "name", http_json_text(slash ? slash + 1 : path),
-                   "type", "file", "path", http_json_text(path), "metadata",
+  return json_pack("{s:o,s:s,s:o,s:O*}", "name", http_json_text(slash ? slash + 1 : path), "type",
+                   "file", "path", http_json_text(path), "metadata",
                    json_object_get(done, "metadata"));
 }
 
@@ -132,22 +132,22 @@ struct part {
   struct upload *up;
   struct files_op *op; /* NULL once its write has ended */
   char *path;
-  size_t index;        /* its place in the answer: the request's order */
+  size_t index; /* its place in the answer: the request's order */
 };
 
 struct upload {
   struct http_conn *c; /* NULL once the client is gone */
   char user[8];
-  char *path;          /* ?path=, for every part */
+  char *path; /* ?path=, for every part */
   struct multipart mp;
-  struct part *parts;  /* writes not ended */
-  struct part *cur;    /* the part being read; NULL: one not wanted */
-  json_t *results;     /* a place per part, filled as its write ends */
-  json_t *metadata;    /* every part's */
+  struct part *parts;   /* writes not ended */
+  struct part *cur;     /* the part being read; NULL: one not wanted */
+  json_t *results;      /* a place per part, filled as its write ends */
+  json_t *metadata;     /* every part's */
   struct hutch_err err; /* the first write that failed, when failed */
   bool failed;
   bool body_done;
-  bool bad;            /* a "file" part not writable as named, or the body cut short */
+  bool bad; /* a "file" part not writable as named, or the body cut short */
 };
 
 static void upload_maybe_end(struct upload *up) {

@@ -25,8 +25,8 @@
 #include "http/errors.h"
 #include "http/http.h"
 
-#define WATCHERS_MAX 16          /* polled watchers per sandbox */
-#define WATCH_EVENTS_MAX 4096    /* events a polled watcher keeps between polls */
+#define WATCHERS_MAX 16       /* polled watchers per sandbox */
+#define WATCH_EVENTS_MAX 4096 /* events a polled watcher keeps between polls */
 
 /* ---- EntryInfo ---- */
 
@@ -50,9 +50,8 @@ static void id_name(char *out, size_t n, json_int_t id) {
 }
 
 static json_t *entry_info(json_t *e) {
-  static const char *const types[][2] = {{"file", "FILE_TYPE_FILE"},
-                                         {"dir", "FILE_TYPE_DIRECTORY"},
-                                         {"symlink", "FILE_TYPE_SYMLINK"}};
+  static const char *const types[][2] = {
+      {"file", "FILE_TYPE_FILE"}, {"dir", "FILE_TYPE_DIRECTORY"}, {"symlink", "FILE_TYPE_SYMLINK"}};
   const char *type = json_string_value(json_object_get(e, "type"));
   int mode = (int)json_integer_value(json_object_get(e, "mode"));
   json_int_t uid = json_integer_value(json_object_get(e, "uid"));
@@ -161,7 +160,8 @@ static void answer_list(struct http_conn *c, const struct files_result *r,
   }
   json_t *e, *entries = json_array();
   size_t i;
-  json_array_foreach(r->entries, i, e) json_array_append_new(entries, entry_info(e));
+  json_array_foreach(r->entries, i, e)
+    json_array_append_new(entries, entry_info(e));
   http_json(c, 200, json_pack("{s:o}", "entries", entries));
 }
 
@@ -192,8 +192,9 @@ static void answer_mkdir(struct http_conn *c, const struct files_result *r,
     http_error(c, HUTCH_ERR_CONFLICT, "exists", "%s already exists", r->path);
   } else {
     const char *slash = strrchr(r->path, '/');
-    http_json(c, 200, json_pack("{s:{s:s,s:s,s:s}}", "entry", "name", slash ? slash + 1 : r->path,
-                                "type", "FILE_TYPE_DIRECTORY", "path", r->path));
+    http_json(c, 200,
+              json_pack("{s:{s:s,s:s,s:s}}", "entry", "name", slash ? slash + 1 : r->path, "type",
+                        "FILE_TYPE_DIRECTORY", "path", r->path));
   }
 }
 
@@ -266,17 +267,17 @@ void e2b_fs_remove(struct http_conn *c, const struct principal *p) {
 /* ---- watching: a stream (WatchDir) or a watcher polled for events ---- */
 
 struct watch {
-  struct watch *next;  /* the sandbox's polled watchers */
+  struct watch *next; /* the sandbox's polled watchers */
   struct sbx *sb;
   struct files_op *op; /* NULL once the watch has ended */
   struct http_conn *c; /* WatchDir: the stream; a watcher: its CreateWatcher until answered */
   bool polled;
   bool ready;
-  bool busy;           /* in an event: the client's end must not free w under it */
-  bool gone;           /* WatchDir: the client left during an event */
+  bool busy; /* in an event: the client's end must not free w under it */
+  bool gone; /* WatchDir: the client left during an event */
   char id[17];
-  char *root;          /* names are relative to it */
-  json_t *events;      /* a watcher's, until polled */
+  char *root;     /* names are relative to it */
+  json_t *events; /* a watcher's, until polled */
   bool overflowed;
 };
 
@@ -393,7 +394,8 @@ static void watch_end(void *arg, const struct hutch_err *err) {
     if (err)
       http_fail(c, err);
     else
-      http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended before the watch began");
+      http_error(c, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
+                 "the sandbox ended before the watch began");
     watch_free(w);
   } else if (!w->polled && !e2b_sandbox(c)) {
     e2b_cut(c); /* the sandbox was killed: cut, as E2B's proxy does */
@@ -452,7 +454,9 @@ static void watch_start(struct http_conn *c, const struct principal *p, bool pol
   http_watch(c); /* a client that leaves before the watch is ready is heard */
 }
 
-void e2b_fs_watch(struct http_conn *c, const struct principal *p) { watch_start(c, p, false); }
+void e2b_fs_watch(struct http_conn *c, const struct principal *p) {
+  watch_start(c, p, false);
+}
 
 void e2b_fs_watcher_create(struct http_conn *c, const struct principal *p) {
   watch_start(c, p, true);
@@ -466,7 +470,8 @@ static struct watch *watcher(struct http_conn *c, const struct principal *p, jso
     if (id && strcmp(w->id, id) == 0)
       return w;
   if (*m)
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no watcher %.32s", id ? id : "(watcherId is required)");
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no watcher %.32s",
+               id ? id : "(watcherId is required)");
   return NULL;
 }
 

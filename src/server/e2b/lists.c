@@ -285,7 +285,8 @@ void e2b_snapshots_list(struct http_conn *c, const struct principal *p) {
                                          "token", tok));
   }
 
-  json_array_foreach(out, i, v) json_object_del(v, "token");
+  json_array_foreach(out, i, v)
+    json_object_del(v, "token");
   size_t len;
   char *body = http_json_line(json_incref(out), &len);
   http_respond(c, 200, "application/json", body, len, extra[0] ? extra : NULL);

@@ -92,8 +92,7 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
   if (!rules || json_is_null(rules))
     return 0;
   if (!json_is_object(rules)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "network.rules must be {host: [rule, …]}");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules must be {host: [rule, …]}");
     return -1;
   }
 
@@ -103,7 +102,8 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
     size_t i;
     json_t *rule;
     if (!json_is_array(list)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules[%s] must be a list", host);
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.rules[%s] must be a list",
+                 host);
       return -1;
     }
     json_array_foreach(list, i, rule) {
@@ -124,8 +124,8 @@ static int rules_secrets(struct http_conn *c, const char *tenant, json_t *rules,
         json_t *v = resolve(c, tenant, value);
         if (!v)
           return -1;
-        json_array_append_new(
-            secrets, json_pack("{s:s,s:s,s:o}", "host", host, "header", name, "value", v));
+        json_array_append_new(secrets,
+                              json_pack("{s:s,s:s,s:o}", "host", host, "header", name, "value", v));
       }
     }
   }
@@ -187,14 +187,14 @@ static int out_lists(struct http_conn *c, json_t *network, json_t *allow, json_t
 /* hutch's {network, secrets} for E2B's allow_internet_access (absent:
  * NULL) and network (NULL: none); public: whether ports are public, or
  * -1 to leave it out. NULL after a 400. */
-static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet,
-                         json_t *network, int public) {
+static json_t *translate(struct http_conn *c, const char *tenant, json_t *internet, json_t *network,
+                         int public) {
   if (!network_ok(c, internet, network))
     return NULL;
 
   json_t *allow = json_array(), *deny = json_array(), *secrets = json_array();
-  json_t *out = json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny,
-                          "secrets", secrets);
+  json_t *out =
+      json_pack("{s:{s:o,s:o},s:o}", "network", "allow", allow, "deny", deny, "secrets", secrets);
   bool deny_all = internet && json_is_false(internet);
   if (out_lists(c, network, allow, deny, &deny_all) < 0) {
     json_decref(out);
@@ -224,7 +224,8 @@ json_t *e2b_network_request(struct http_conn *c, const struct principal *p, json
   json_t *network = json_object_get(o, "network");
   json_t *pub = json_object_get(network, "allowPublicTraffic");
   if (pub && !json_is_boolean(pub)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "network.allowPublicTraffic must be true or false");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "network.allowPublicTraffic must be true or false");
     return NULL;
   }
   /* E2B's ports are public unless asked otherwise. */

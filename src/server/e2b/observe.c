@@ -27,7 +27,7 @@
 #include "http/http.h"
 #include "http/request.h"
 
-#define IDS_MAX 100      /* sandbox_ids of one metrics request */
+#define IDS_MAX 100       /* sandbox_ids of one metrics request */
 #define LOGS_DEFAULT 1000 /* entries of one logs request */
 #define SEARCH_MAX 256
 
@@ -35,12 +35,12 @@ static void e2b_point(const struct usage_point *pt, void *arg) {
   char t[32];
   iso8601(pt->ms, t);
   json_array_append_new(
-      arg, json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
-                     (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct",
-                     pt->cpu_pct, "memUsed", (json_int_t)pt->memory_used, "memTotal",
-                     (json_int_t)pt->memory_limit, "memCache", (json_int_t)pt->memory_cache,
-                     "diskUsed", (json_int_t)pt->disk_used, "diskTotal",
-                     (json_int_t)pt->disk_limit));
+      arg,
+      json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", t, "timestampUnix",
+                (json_int_t)(pt->ms / 1000), "cpuCount", (int)pt->cpus, "cpuUsedPct", pt->cpu_pct,
+                "memUsed", (json_int_t)pt->memory_used, "memTotal", (json_int_t)pt->memory_limit,
+                "memCache", (json_int_t)pt->memory_cache, "diskUsed", (json_int_t)pt->disk_used,
+                "diskTotal", (json_int_t)pt->disk_limit));
 }
 
 void e2b_sandboxes_metrics(struct http_conn *c, const struct principal *p) {
@@ -212,9 +212,9 @@ static json_t *logs_of(const struct sbx *sb, const struct logs_query *q) {
     json_t *fields = log_entry(line);
     char *msg = log_message(fields);
     if (!q->search || strstr(msg, q->search))
-      json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:o}", "timestamp", t, "level",
-                                           levels[line_level(line)], "message", msg, "fields",
-                                           fields));
+      json_array_append_new(out,
+                            json_pack("{s:s,s:s,s:s,s:o}", "timestamp", t, "level",
+                                      levels[line_level(line)], "message", msg, "fields", fields));
     else
       json_decref(fields);
     free(msg);
@@ -240,8 +240,9 @@ void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p) {
   json_t *entries = logs_of(sb, &q), *lines = json_array(), *v;
   size_t i;
   json_array_foreach(entries, i, v) {
-    json_array_append_new(lines, json_pack("{s:O,s:O}", "timestamp", json_object_get(v, "timestamp"),
-                                           "line", json_object_get(v, "message")));
+    json_array_append_new(lines,
+                          json_pack("{s:O,s:O}", "timestamp", json_object_get(v, "timestamp"),
+                                    "line", json_object_get(v, "message")));
   }
   http_json(c, 200, json_pack("{s:o,s:o}", "logs", lines, "logEntries", entries));
 }

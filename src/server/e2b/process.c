@@ -77,15 +77,15 @@ static void ps_line(struct sub *u, const char *line, size_t n) {
   const char *text = json_string_value(json_object_get(j, "data"));
   const char *b64 = json_string_value(json_object_get(j, "data_b64"));
   if (type && (text || b64)) {
-    char *data = text ? http_b64_encode(text, json_string_length(json_object_get(j, "data")))
-                      : xstrdup(b64);
+    char *data =
+        text ? http_b64_encode(text, json_string_length(json_object_get(j, "data"))) : xstrdup(b64);
     const char *which = data_field(ps, type);
     http_connect_send(ps->c, json_pack("{s:{s:{s:s}}}", "event", "data", which, data));
     free(data);
   }
   json_decref(j);
   if (http_queued(ps->c) > STREAM_BACKLOG) /* a reader this slow is dropped */
-    http_abort(ps->c);                      /* its abort (ps_gone) frees ps */
+    http_abort(ps->c);                     /* its abort (ps_gone) frees ps */
 }
 
 /* The verdict as envd's EndEvent: exit status N, or signal: NAME (the
@@ -175,7 +175,9 @@ static json_t *string_array(json_t *a) {
   json_t *v;
   if (!json_is_array(a))
     return NULL;
-  json_array_foreach(a, i, v) if (!json_is_string(v)) return NULL;
+  json_array_foreach(a, i, v)
+    if (!json_is_string(v))
+      return NULL;
   return a;
 }
 
@@ -255,7 +257,8 @@ static struct proc *selected(struct http_conn *c, struct sbx *sb, json_t *m) {
   json_t *sel = json_object_get(m, "process");
   json_t *pid = json_object_get(sel, "pid");
   if (json_object_get(sel, "tag")) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "hutch selects processes by pid, not by tag");
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "hutch selects processes by pid, not by tag");
     return NULL;
   }
   json_int_t n = json_is_integer(pid) ? json_integer_value(pid) : -1;
@@ -263,7 +266,8 @@ static struct proc *selected(struct http_conn *c, struct sbx *sb, json_t *m) {
     n = strtoll(json_string_value(pid), NULL, 10);
   struct proc *pr = n > 0 && n <= INT32_MAX ? procs_by_pid(sb, (int)n) : NULL;
   if (!pr || procs_exit_line(pr))
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no running process with pid %lld", (long long)n);
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no running process with pid %lld",
+               (long long)n);
   return pr && !procs_exit_line(pr) ? pr : NULL;
 }
 
@@ -275,7 +279,9 @@ static struct proc *unary(struct http_conn *c, const struct principal *p, json_t
   return *m ? selected(c, sb, *m) : NULL;
 }
 
-static void ok(struct http_conn *c) { http_json(c, 200, json_object()); }
+static void ok(struct http_conn *c) {
+  http_json(c, 200, json_object());
+}
 
 void e2b_process_connect(struct http_conn *c, const struct principal *p) {
   struct sbx *sb = api_sbx_lookup(c, p);
@@ -298,8 +304,7 @@ void e2b_process_list(struct http_conn *c, const struct principal *p) {
     if (procs_exit_line(pr))
       continue;
     json_t *argv = procs_cmd(pr);
-    json_t *config = json_pack("{s:O?,s:o}", "cmd", json_array_get(argv, 0), "args",
-                               json_array());
+    json_t *config = json_pack("{s:O?,s:o}", "cmd", json_array_get(argv, 0), "args", json_array());
     for (size_t i = 1; i < json_array_size(argv); i++)
       json_array_append(json_object_get(config, "args"), json_array_get(argv, i));
     json_array_append_new(a, json_pack("{s:o,s:i}", "config", config, "pid", procs_pid(pr)));
@@ -327,7 +332,8 @@ void e2b_process_input(struct http_conn *c, const struct principal *p) {
     uint8_t *raw;
     size_t n;
     if (!json_is_string(data) || http_b64_decode(json_string_value(data), &raw, &n) < 0) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "input is {stdin: base64} or {pty: base64}");
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "input is {stdin: base64} or {pty: base64}");
     } else {
       write_input(c, pr, raw, n, false);
       free(raw);
@@ -372,7 +378,8 @@ void e2b_process_signal(struct http_conn *c, const struct principal *p) {
     if (n == 9 || n == 15)
       ok(c);
     else
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM");
   }
   json_decref(m);
 }

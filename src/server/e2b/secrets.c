@@ -32,10 +32,10 @@
 /* What a lookup found: the one selected (id or canonical name), or all. */
 struct found {
   const char *want;
-  json_t *list;   /* every secret's JSON, in order (want NULL) */
-  json_t *one;    /* the selected one's JSON */
-  char *value;    /* the selected one's value */
-  char id[40];    /* its id */
+  json_t *list; /* every secret's JSON, in order (want NULL) */
+  json_t *one;  /* the selected one's JSON */
+  char *value;  /* the selected one's value */
+  char id[40];  /* its id */
   int64_t version, created_ms;
   size_t n;
 };
@@ -230,8 +230,7 @@ void e2b_secrets_create(struct http_conn *c, const struct principal *p) {
   struct hutch_err err = {0};
   int r = store_secret_put(c->srv->store, &s, false, &err);
   if (r == 1)
-    http_error(c, HUTCH_ERR_CONFLICT, "exists", "a secret named '%s' exists already",
-               lower);
+    http_error(c, HUTCH_ERR_CONFLICT, "exists", "a secret named '%s' exists already", lower);
   else if (r < 0)
     http_fail(c, &err);
   else

@@ -34,8 +34,8 @@
 /* The signature sb's token makes for this request, into out. */
 static void expected(const struct http_req *req, const struct sbx *sb, const char *path,
                      const char *user, const char *exp, char out[SIGNATURE_MAX]) {
-  char *raw = xasprintf("%s:%s:%s:%s%s%s", path, req->method == HTTP_POST ? "write" : "read",
-                        user, sb->token, exp ? ":" : "", exp ? exp : "");
+  char *raw = xasprintf("%s:%s:%s:%s%s%s", path, req->method == HTTP_POST ? "write" : "read", user,
+                        sb->token, exp ? ":" : "", exp ? exp : "");
   unsigned char hash[SHA256_DIGEST_LENGTH];
   SHA256((const unsigned char *)raw, strlen(raw), hash);
   free(raw);

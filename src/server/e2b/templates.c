@@ -73,7 +73,8 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
   }
   json_t *more = json_object_get(o, "tags"), *v;
   size_t i;
-  json_array_foreach(more, i, v) json_array_append(tags, v);
+  json_array_foreach(more, i, v)
+    json_array_append(tags, v);
   /* E2B's build of NAME (no tag) is NAME:latest, and its tags more. */
   if (!colon)
     json_array_insert_new(tags, 0, json_string("latest"));
@@ -103,8 +104,8 @@ void e2b_templates_request(struct http_conn *c, const struct principal *p) {
 static struct template_job *build_of(struct http_conn *c, const struct principal *p) {
   struct template_job *j = templates_job(c->srv, p, c->req.params[1]);
   if (!j || strcmp(j->name, c->req.params[0]) != 0) {
-    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no build %s of template %s",
-               c->req.params[1], c->req.params[0]);
+    http_error(c, HUTCH_ERR_NOT_FOUND, "not_found", "no build %s of template %s", c->req.params[1],
+               c->req.params[0]);
     return NULL;
   }
   return j;
@@ -228,8 +229,11 @@ void e2b_templates_build(struct http_conn *c, const struct principal *p) {
 
   if (df && i == n)
     workdir = hutch_images_scratchdir(&c->srv->images, &err);
-  struct template_spec spec = {.name = j->name, .kind = "build", .dockerfile = df,
-                               .contexts = tars, .tags = j->tags,
+  struct template_spec spec = {.name = j->name,
+                               .kind = "build",
+                               .dockerfile = df,
+                               .contexts = tars,
+                               .tags = j->tags,
                                .no_cache = json_is_true(json_object_get(o, "force"))};
   if (!workdir) {
     /* The SDK polls the status next: the job ends in this error too. */
@@ -329,8 +333,9 @@ void e2b_templates_alias(struct http_conn *c, const struct principal *p) {
     return;
   }
   const char *owner = json_string_value(json_object_get(rec, "owner"));
-  http_json(c, 200, json_pack("{s:O,s:b}", "templateID", json_object_get(rec, "name"), "public",
-                              !owner || !*owner));
+  http_json(c, 200,
+            json_pack("{s:O,s:b}", "templateID", json_object_get(rec, "name"), "public",
+                      !owner || !*owner));
   json_decref(rec);
 }
 
@@ -344,15 +349,16 @@ static json_t *e2b_template(json_t *rec) {
                    "templateID", name, "buildID", json_object_get(rec, "id"), "cpuCount", 1,
                    "memoryMB", 1024, "diskSizeMB",
                    json_integer_value(json_object_get(rec, "size_bytes")) >> 20, "public",
-                   !owner || !*owner, "aliases", name, "names", name, "createdAt", at,
-                   "updatedAt", at, "createdBy", "lastSpawnedAt", "spawnCount", 0,
-                   "buildCount", 1, "buildStatus", "ready", "envdVersion", E2B_ENVD_VERSION);
+                   !owner || !*owner, "aliases", name, "names", name, "createdAt", at, "updatedAt",
+                   at, "createdBy", "lastSpawnedAt", "spawnCount", 0, "buildCount", 1,
+                   "buildStatus", "ready", "envdVersion", E2B_ENVD_VERSION);
 }
 
 void e2b_templates_list(struct http_conn *c, const struct principal *p) {
   json_t *all = tplstore_list(c->srv, p), *out = json_array(), *v;
   size_t i;
-  json_array_foreach(all, i, v) json_array_append_new(out, e2b_template(v));
+  json_array_foreach(all, i, v)
+    json_array_append_new(out, e2b_template(v));
   json_decref(all);
   http_json(c, 200, out);
 }
@@ -362,8 +368,7 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
   json_t *builds = tplstore_builds(c->srv, p, c->req.params[0]), *b, *v;
   if (json_array_size(builds) == 0) {
     json_decref(builds);
-    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template '%s'",
-               c->req.params[0]);
+    http_error(c, HUTCH_ERR_NOT_FOUND, "template_not_found", "no template '%s'", c->req.params[0]);
     return;
   }
   json_t *out = json_array();
@@ -372,8 +377,8 @@ void e2b_templates_tags(struct http_conn *c, const struct principal *p) {
     char at[32];
     iso8601(json_integer_value(json_object_get(b, "created_at")), at);
     json_array_foreach(json_object_get(b, "tags"), k, v)
-        json_array_append_new(out, json_pack("{s:O,s:O,s:s}", "tag", v, "buildID",
-                                             json_object_get(b, "id"), "createdAt", at));
+      json_array_append_new(out, json_pack("{s:O,s:O,s:s}", "tag", v, "buildID",
+                                           json_object_get(b, "id"), "createdAt", at));
   }
   json_decref(builds);
   http_json(c, 200, out);

@@ -25,7 +25,9 @@
 #include "util.h"
 #include "core/disk/tplfiles.h"
 
-static bool one_line(const char *s) { return s && !strpbrk(s, "\r\n"); }
+static bool one_line(const char *s) {
+  return s && !strpbrk(s, "\r\n");
+}
 
 /* "s" with '"', '\' and '$' escaped. */
 static void quoted(char **out, const char *s) {

@@ -62,9 +62,9 @@ out:
 void e2b_volumes_list(struct http_conn *c, const struct principal *p) {
   json_t *all = volumes_list(c->srv, p->tenant), *out = json_array(), *v;
   size_t i;
-  json_array_foreach(all, i, v) json_array_append_new(
-      out, json_pack("{s:O,s:O}", "volumeID", json_object_get(v, "id"), "name",
-                     json_object_get(v, "name")));
+  json_array_foreach(all, i, v)
+    json_array_append_new(out, json_pack("{s:O,s:O}", "volumeID", json_object_get(v, "id"), "name",
+                                         json_object_get(v, "name")));
   json_decref(all);
   http_json(c, 200, out);
 }
@@ -184,8 +184,8 @@ static const char *volume_path(const char *path) {
 
 /* An agent's entry as E2B's VolumeEntryStat, its paths the volume's. */
 static json_t *entry_stat(json_t *e) {
-  static const char *const types[][2] = {{"file", "file"}, {"dir", "directory"},
-                                         {"symlink", "symlink"}};
+  static const char *const types[][2] = {
+      {"file", "file"}, {"dir", "directory"}, {"symlink", "symlink"}};
   const char *type = json_string_value(json_object_get(e, "type")), *t = "unknown";
   for (size_t i = 0; type && i < ARRAY_SIZE(types); i++)
     if (strcmp(type, types[i][0]) == 0)
@@ -201,14 +201,14 @@ static json_t *entry_stat(json_t *e) {
 
   json_t *j = json_pack(
       "{s:o?,s:s,s:s,s:I,s:I,s:I,s:I,s:s,s:s,s:s}", "name", name, "type", t, "path",
-      path ? path : "/",
-      "size", json_integer_value(json_object_get(e, "size")), "mode",
+      path ? path : "/", "size", json_integer_value(json_object_get(e, "size")), "mode",
       json_integer_value(json_object_get(e, "mode")), "uid",
       json_integer_value(json_object_get(e, "uid")), "gid",
       json_integer_value(json_object_get(e, "gid")), "atime", when, "mtime", when, "ctime", when);
   const char *target = json_string_value(json_object_get(e, "target"));
   if (target) /* where a link leads: the volume's path when it stays in it */
-    json_object_set_new(j, "target", json_string(volume_path(target) ? volume_path(target) : target));
+    json_object_set_new(j, "target",
+                        json_string(volume_path(target) ? volume_path(target) : target));
   return j;
 }
 
@@ -260,7 +260,8 @@ static void content_done(const struct files_result *r, const struct hutch_err *e
   } else if (c && k->op == C_LIST) {
     json_t *out = json_array(), *v;
     size_t i;
-    json_array_foreach(r->entries, i, v) json_array_append_new(out, entry_stat(v));
+    json_array_foreach(r->entries, i, v)
+      json_array_append_new(out, entry_stat(v));
     http_json(c, 200, out);
   } else if (c && k->op == C_REMOVE) {
     http_respond(c, 204, "application/json", "", 0, NULL);
@@ -366,8 +367,9 @@ static void content(struct http_conn *c, enum content_op op) {
   if (!full || (depth && (d < 1 || d > 64 || strspn(depth, "0123456789") != strlen(depth))) ||
       (op == C_REMOVE && strcmp(full, VOLWORKER_MOUNT) == 0)) {
     free(full);
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
-               "path: the volume's path, without '..' (and not its root, to remove); depth: 1 to 64");
+    http_error(
+        c, HUTCH_ERR_INVALID, "invalid_argument",
+        "path: the volume's path, without '..' (and not its root, to remove); depth: 1 to 64");
     return;
   }
 

@@ -22,8 +22,8 @@
 /* The answer to a client accepted with the spare descriptor, written
  * before any connection exists: made once, its status from the table. */
 static void overloaded_text(struct http_server *srv) {
-  static const char body[] =
-      "{\"error\":{\"code\":\"overloaded\",\"message\":\"the server is out of file descriptors\"}}\n";
+  static const char body[] = "{\"error\":{\"code\":\"overloaded\",\"message\":\"the server is out "
+                             "of file descriptors\"}}\n";
   int status = http_error_status(HUTCH_ERR_UNAVAILABLE);
   int n = snprintf(srv->overloaded, sizeof srv->overloaded,
                    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"

@@ -9,7 +9,6 @@
 #include "http/errors.h"
 #include "http/http.h"
 
-
 json_t *http_json_text(const char *s) {
   json_t *j = json_string(s);
   if (j)
@@ -30,8 +29,8 @@ json_t *http_body_object(struct http_conn *c) {
   json_error_t e;
   json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &e);
   if (!j) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_json", "request body is not valid JSON: %s (at byte %d)", e.text,
-               e.position);
+    http_error(c, HUTCH_ERR_INVALID, "invalid_json",
+               "request body is not valid JSON: %s (at byte %d)", e.text, e.position);
     return NULL;
   }
   if (!json_is_object(j)) {
@@ -47,10 +46,10 @@ int http_body_uint(struct http_conn *c, json_t *o, const char *key, uint64_t min
   json_t *v = json_object_get(o, key);
   if (!v || json_is_null(v))
     return 0;
-  if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-      (uint64_t)json_integer_value(v) < min || (uint64_t)json_integer_value(v) > max) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be an integer from %llu to %llu", key,
-               (unsigned long long)min, (unsigned long long)max);
+  if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) < min ||
+      (uint64_t)json_integer_value(v) > max) {
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be an integer from %llu to %llu",
+               key, (unsigned long long)min, (unsigned long long)max);
     return -1;
   }
   *out = (uint64_t)json_integer_value(v);
@@ -64,7 +63,8 @@ int http_body_number(struct http_conn *c, json_t *o, const char *key, double min
     return 0;
   double d = json_number_value(v);
   if (!json_is_number(v) || !isfinite(d) || d < min || d > max) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be a number from %g to %g", key, min, max);
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be a number from %g to %g", key,
+               min, max);
     return -1;
   }
   *out = d;
@@ -78,8 +78,8 @@ int http_body_string(struct http_conn *c, json_t *o, const char *key, size_t max
     return 0;
   if (!json_is_string(v) || json_string_length(v) > max ||
       strlen(json_string_value(v)) != json_string_length(v)) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be a string of at most %zu bytes, without NUL",
-               key, max);
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "%s must be a string of at most %zu bytes, without NUL", key, max);
     return -1;
   }
   *out = json_string_value(v);
@@ -92,16 +92,16 @@ int http_body_string_map(struct http_conn *c, json_t *o, const char *key, size_t
   if (!v || json_is_null(v))
     return 0;
   if (!json_is_object(v) || json_object_size(v) > max_entries) {
-    http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s must be an object of at most %zu strings", key,
-               max_entries);
+    http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+               "%s must be an object of at most %zu strings", key, max_entries);
     return -1;
   }
   const char *k;
   json_t *val;
   json_object_foreach(v, k, val) {
     if (!json_is_string(val) || !*k || strlen(json_string_value(val)) != json_string_length(val)) {
-      http_error(c, HUTCH_ERR_INVALID, "invalid_argument", "%s: every value must be a string (key '%s')", key,
-                 k);
+      http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
+                 "%s: every value must be a string (key '%s')", key, k);
       return -1;
     }
   }

@@ -51,7 +51,9 @@ static enum hutch_errkind checked(enum hutch_errkind kind) {
   return (unsigned)kind < HUTCH_ERR_KINDS ? kind : HUTCH_ERR_SYSTEM;
 }
 
-int http_error_status(enum hutch_errkind kind) { return kinds[checked(kind)].status; }
+int http_error_status(enum hutch_errkind kind) {
+  return kinds[checked(kind)].status;
+}
 
 const char *http_connect_code(enum hutch_errkind kind, const char *code) {
   /* Connect has a code of its own for one case hutch names. */
@@ -73,8 +75,7 @@ static bool path_end(char ch) {
  * the operator finds the whole message on the server's stderr. Messages
  * quote paths of hutch's own making here (the state directory is never a
  * sandbox's path), so a quoted prefix of it is the host's. */
-static const char *hide_private(const struct http_conn *c, const char *msg, char *out,
-                                size_t cap) {
+static const char *hide_private(const struct http_conn *c, const char *msg, char *out, size_t cap) {
   const char *dir = c->hs ? c->hs->private_dir : NULL;
   size_t n = dir ? strlen(dir) : 0;
   while (n > 1 && dir[n - 1] == '/')
@@ -103,9 +104,9 @@ static const char *hide_private(const struct http_conn *c, const char *msg, char
   return out;
 }
 
-static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code,
-                   const char *msg, unsigned retry_s) {
-  char hidden[sizeof ((struct hutch_err *)0)->msg];
+static void answer(struct http_conn *c, enum hutch_errkind kind, const char *code, const char *msg,
+                   unsigned retry_s) {
+  char hidden[sizeof((struct hutch_err *)0)->msg];
   msg = hide_private(c, msg, hidden, sizeof hidden);
   kind = checked(kind);
   int status = kinds[kind].status;
@@ -168,26 +169,47 @@ void http_fail(struct http_conn *c, const struct hutch_err *err) {
 /* The reason phrase of each status the server answers with. */
 const char *http_status_text(int status) {
   switch (status) {
-  case 200: return "OK";
-  case 201: return "Created";
-  case 204: return "No Content";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 403: return "Forbidden";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 409: return "Conflict";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 415: return "Unsupported Media Type";
-  case 422: return "Unprocessable Content";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  default: return "Unknown";
+  case 200:
+    return "OK";
+  case 201:
+    return "Created";
+  case 204:
+    return "No Content";
+  case 400:
+    return "Bad Request";
+  case 401:
+    return "Unauthorized";
+  case 403:
+    return "Forbidden";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 409:
+    return "Conflict";
+  case 411:
+    return "Length Required";
+  case 413:
+    return "Content Too Large";
+  case 415:
+    return "Unsupported Media Type";
+  case 422:
+    return "Unprocessable Content";
+  case 429:
+    return "Too Many Requests";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 500:
+    return "Internal Server Error";
+  case 502:
+    return "Bad Gateway";
+  case 503:
+    return "Service Unavailable";
+  case 504:
+    return "Gateway Timeout";
+  default:
+    return "Unknown";
   }
 }

@@ -486,7 +486,9 @@ static void next_request(uv_timer_t *t) {
 
 /* A write that failed at once closes the connection on the next turn, not
  * inside the handler that wrote. */
-static void close_later(uv_timer_t *t) { conn_close(t->data); }
+static void close_later(uv_timer_t *t) {
+  conn_close(t->data);
+}
 
 /* The response is complete: read the next request, or close. */
 static void finish(struct http_conn *c) {
@@ -534,8 +536,8 @@ static void head(struct http_conn *c, int status, const char *ctype, const char 
   free(h);
 }
 
-void http_respond(struct http_conn *c, int status, const char *ctype, const void *body,
-                  size_t len, const char *extra) {
+void http_respond(struct http_conn *c, int status, const char *ctype, const void *body, size_t len,
+                  const char *extra) {
   if (c->state == HC_CLOSING)
     return;
   if (c->state == HC_READING || c->state == HC_BODY || (c->headers_done && !c->complete)) {
@@ -628,11 +630,17 @@ void http_stream_end_with(struct http_conn *c, const void *data, size_t len) {
   finish(c);
 }
 
-void http_stream_end(struct http_conn *c) { http_stream_end_with(c, NULL, 0); }
+void http_stream_end(struct http_conn *c) {
+  http_stream_end_with(c, NULL, 0);
+}
 
-size_t http_queued(const struct http_conn *c) { return c->queued; }
+size_t http_queued(const struct http_conn *c) {
+  return c->queued;
+}
 
-void http_raw_send(struct http_conn *c, const void *data, size_t n) { send_raw(c, data, n); }
+void http_raw_send(struct http_conn *c, const void *data, size_t n) {
+  send_raw(c, data, n);
+}
 
 void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void *ctx) {
   if (c->state == HC_CLOSING)
@@ -661,7 +669,9 @@ void http_raw_start(struct http_conn *c, const struct http_stream_ops *ops, void
     conn_close(c);
 }
 
-void http_abort(struct http_conn *c) { conn_close(c); }
+void http_abort(struct http_conn *c) {
+  conn_close(c);
+}
 
 char *http_head_write(const char *line, const struct http_header *h, size_t n,
                       bool (*drop)(const struct http_header *h, void *arg), void *arg,

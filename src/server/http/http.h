@@ -15,15 +15,15 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define HTTP_HEADER_MAX (16u << 10)      /* request line and headers */
-#define HTTP_MAX_HEADERS 100             /* header lines in a request */
-#define HTTP_BODY_MAX (1u << 20)         /* a request body held in memory */
-#define HTTP_HEADER_TIMEOUT_MS 10000     /* to send the request line and headers */
-#define HTTP_BODY_TIMEOUT_MS 30000       /* to send the rest of a held body */
-#define HTTP_IDLE_TIMEOUT_MS 60000       /* between requests on a kept-alive connection */
-#define HTTP_LINGER_MS 5000              /* reading what follows a request answered early */
+#define HTTP_HEADER_MAX (16u << 10)  /* request line and headers */
+#define HTTP_MAX_HEADERS 100         /* header lines in a request */
+#define HTTP_BODY_MAX (1u << 20)     /* a request body held in memory */
+#define HTTP_HEADER_TIMEOUT_MS 10000 /* to send the request line and headers */
+#define HTTP_BODY_TIMEOUT_MS 30000   /* to send the rest of a held body */
+#define HTTP_IDLE_TIMEOUT_MS 60000   /* between requests on a kept-alive connection */
+#define HTTP_LINGER_MS 5000          /* reading what follows a request answered early */
 #define HTTP_MAX_PARAMS 4
-#define HTTP_STREAM_HIGH (256u << 10)    /* queued bytes above which a stream waits */
+#define HTTP_STREAM_HIGH (256u << 10) /* queued bytes above which a stream waits */
 
 struct server;
 struct http_conn;
@@ -33,11 +33,11 @@ struct http_req;
  * (routes.c: http_handlers.dialect when the headers are read, then
  * the route's own before the handler runs). */
 enum http_dialect {
-  DIALECT_HUTCH,   /* {"error":{"code","message"}} */
-  DIALECT_E2B,     /* E2B's REST API and envd's HTTP routes: {"code":STATUS,"message"} */
-  DIALECT_CONNECT, /* Connect RPC, unary: {"code":"not_found","message"} */
+  DIALECT_HUTCH,          /* {"error":{"code","message"}} */
+  DIALECT_E2B,            /* E2B's REST API and envd's HTTP routes: {"code":STATUS,"message"} */
+  DIALECT_CONNECT,        /* Connect RPC, unary: {"code":"not_found","message"} */
   DIALECT_CONNECT_STREAM, /* Connect RPC, server stream: 200 and an end-of-stream error */
-  DIALECT_TEXT,    /* E2B's code interpreter: the message as text/plain */
+  DIALECT_TEXT,           /* E2B's code interpreter: the message as text/plain */
 };
 
 /* What the transport asks of the server it serves (routes.c, fds.c). */
@@ -71,7 +71,7 @@ struct http_server {
   bool stopping;
   struct http_conn *conns;
   unsigned nconns;
-  uint64_t refused; /* clients answered 503 at accept, out of descriptors */
+  uint64_t refused;   /* clients answered 503 at accept, out of descriptors */
   uv_poll_t listener; /* listen_fd readable (accept.c) */
   uv_timer_t accept_retry;
   int listen_fd, spare_fd; /* spare_fd: for answering 503 when out of descriptors */
@@ -86,14 +86,14 @@ struct http_header {
 
 struct http_req {
   enum http_method method;
-  char *target;      /* as sent: path and query */
-  char *path;        /* the path part (not decoded: routes match it as is) */
-  char *query;       /* the query part without '?', or NULL */
+  char *target; /* as sent: path and query */
+  char *path;   /* the path part (not decoded: routes match it as is) */
+  char *query;  /* the query part without '?', or NULL */
   struct http_header *headers;
   size_t nheaders;
   char *body;
   size_t body_len;
-  char *pbuf;        /* a copy of path the params point into */
+  char *pbuf;                          /* a copy of path the params point into */
   const char *params[HTTP_MAX_PARAMS]; /* {name} segments the route matched */
   size_t nparams;
   uint64_t started_ns;
@@ -127,27 +127,27 @@ struct http_conn {
   uv_tcp_t tcp;
   uv_timer_t timer;
   struct http_server *hs;
-  struct server *srv; /* hs->owner, for the front ends */
+  struct server *srv;            /* hs->owner, for the front ends */
   struct http_conn *prev, *next; /* the server's list of connections */
   http_parser parser;
   struct http_req req;
   enum http_conn_state state;
   int open_handles; /* while closing: tcp and timer not yet closed */
   size_t header_bytes;
-  bool in_value;    /* http-parser: the last piece was a header value */
-  bool headers_done; /* a route that streams its body was found */
-  bool complete;    /* a whole request has been read */
-  int fail_status;  /* a parse callback refused the request with this status */
+  bool in_value;        /* http-parser: the last piece was a header value */
+  bool headers_done;    /* a route that streams its body was found */
+  bool complete;        /* a whole request has been read */
+  int fail_status;      /* a parse callback refused the request with this status */
   const char *fail_why; /* ... and why, when http-parser's name for it says too little */
-  char *leftover;   /* bytes read after the request, parsed after the response */
+  char *leftover;       /* bytes read after the request, parsed after the response */
   size_t leftover_len;
   bool keep_alive;
-  bool linger;      /* answered before the request was read whole */
-  bool want_next;   /* kept alive: read the next request on the next turn */
-  bool wait_drain;  /* ... once the client has taken what it was sent */
-  bool failed;      /* a write failed: closing on the next turn */
-  bool watching;    /* http_watch: reading only for the client's end */
-  size_t queued;    /* bytes handed to libuv not yet written */
+  bool linger;     /* answered before the request was read whole */
+  bool want_next;  /* kept alive: read the next request on the next turn */
+  bool wait_drain; /* ... once the client has taken what it was sent */
+  bool failed;     /* a write failed: closing on the next turn */
+  bool watching;   /* http_watch: reading only for the client's end */
+  size_t queued;   /* bytes handed to libuv not yet written */
   bool above_high;
   const struct http_stream_ops *ops;
   void *ctx;
@@ -174,8 +174,8 @@ void http_close_all(struct http_server *hs);
 
 /* Whole responses; each ends the request. extra: more header lines, each
  * ending in CRLF, or NULL. */
-void http_respond(struct http_conn *c, int status, const char *ctype, const void *body,
-                  size_t len, const char *extra);
+void http_respond(struct http_conn *c, int status, const char *ctype, const void *body, size_t len,
+                  const char *extra);
 /* Takes a reference of j. */
 void http_json(struct http_conn *c, int status, json_t *j);
 /* j as one line of JSON ending in a newline (malloc'd); takes its reference. */

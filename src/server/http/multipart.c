@@ -135,7 +135,9 @@ void http_multipart_feed(struct multipart *mp, const char *p, size_t n) {
   parse(mp);
 }
 
-bool http_multipart_done(const struct multipart *mp) { return mp->state == MP_DONE; }
+bool http_multipart_done(const struct multipart *mp) {
+  return mp->state == MP_DONE;
+}
 
 void http_multipart_free(struct multipart *mp) {
   free(mp->delim);

@@ -25,9 +25,9 @@ struct multipart {
   char *delim; /* "\r\n--" BOUNDARY */
   size_t dlen;
   enum { MP_PREAMBLE, MP_HEADERS, MP_BODY, MP_AFTER, MP_DONE } state;
-  char *buf;   /* bytes not parsed yet */
+  char *buf; /* bytes not parsed yet */
   size_t nbuf;
-  bool bad;    /* the body is not multipart: a part's headers too long, or
+  bool bad; /* the body is not multipart: a part's headers too long, or
                 * what follows a delimiter is neither CRLF nor "--" */
 };
 

@@ -47,7 +47,9 @@ static char *decode(const char *s, size_t n) {
   return out;
 }
 
-char *http_unescape(const char *s) { return decode(s, strlen(s)); }
+char *http_unescape(const char *s) {
+  return decode(s, strlen(s));
+}
 
 const char *http_query_next(const char *q, char **key, char **value) {
   const char *end = strchr(q, '&');

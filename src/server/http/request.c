@@ -29,7 +29,9 @@ void http_request_free(struct http_req *r) {
   memset(r, 0, sizeof *r);
 }
 
-static struct http_conn *conn_of(http_parser *p) { return p->data; }
+static struct http_conn *conn_of(http_parser *p) {
+  return p->data;
+}
 
 /* Request line and headers together may not exceed HTTP_HEADER_MAX. */
 static int count_header(struct http_conn *c, size_t n) {

@@ -15,7 +15,9 @@
 
 #define SECRET_VALUE_MAX 8192
 
-static bool label_char(char ch) { return isalnum((unsigned char)ch) || ch == '-' || ch == '_'; }
+static bool label_char(char ch) {
+  return isalnum((unsigned char)ch) || ch == '-' || ch == '_';
+}
 
 /* A DNS name: labels of 1..63 of [A-Za-z0-9_-], not starting or ending with
  * '-', 253 in all. Lower-cased into out. */
@@ -377,8 +379,8 @@ static int parse_secrets(json_t *secrets, struct netpolicy *out, char *why, size
 
 /* The entries of network.<what> (a list; may be NULL when what is
  * "deny"), into *list (allocated). */
-static int parse_list(json_t *arr, const char *what, struct np_entry **list, size_t *n,
-                      char *why, size_t whylen) {
+static int parse_list(json_t *arr, const char *what, struct np_entry **list, size_t *n, char *why,
+                      size_t whylen) {
   bool optional = strcmp(what, "deny") == 0;
   if ((arr || !optional) && (!json_is_array(arr) || json_array_size(arr) > NETPOLICY_MAX_ENTRIES)) {
     snprintf(why, whylen, "network.%s must be a list of at most %d entries", what,
@@ -441,8 +443,7 @@ int netpolicy_parse(json_t *network, json_t *secrets, struct netpolicy *out, cha
     goto fail;
   for (size_t i = 0; i < out->ndeny; i++)
     if (out->deny[i].kind == NP_ANY) {
-      snprintf(why, whylen, "network.deny[%zu]: to deny all, leave \"*\" out of the allow-list",
-               i);
+      snprintf(why, whylen, "network.deny[%zu]: to deny all, leave \"*\" out of the allow-list", i);
       goto fail;
     }
   return 0;
@@ -499,9 +500,13 @@ static json_t *entries_json(const struct np_entry *list, size_t n) {
   return a;
 }
 
-json_t *netpolicy_allow_json(const struct netpolicy *p) { return entries_json(p->entries, p->n); }
+json_t *netpolicy_allow_json(const struct netpolicy *p) {
+  return entries_json(p->entries, p->n);
+}
 
-json_t *netpolicy_deny_json(const struct netpolicy *p) { return entries_json(p->deny, p->ndeny); }
+json_t *netpolicy_deny_json(const struct netpolicy *p) {
+  return entries_json(p->deny, p->ndeny);
+}
 
 static bool in_block(const unsigned char *addr, const unsigned char *block, unsigned prefix) {
   unsigned whole = prefix / 8, rest = prefix % 8;
@@ -513,7 +518,9 @@ static bool in_block(const unsigned char *addr, const unsigned char *block, unsi
   return (addr[whole] & mask) == (block[whole] & mask);
 }
 
-static bool port_ok(const struct np_entry *e, uint16_t port) { return !e->port || e->port == port; }
+static bool port_ok(const struct np_entry *e, uint16_t port) {
+  return !e->port || e->port == port;
+}
 
 /* An address entry of list holding a:port; with exact_port, only one
  * that names that port. */
@@ -571,8 +578,9 @@ enum np_match netpolicy_check_host(const struct netpolicy *p, const char *host, 
   for (size_t i = 0; best == NP_BY_ANY && i < p->ndeny; i++) {
     const struct np_entry *e = &p->deny[i];
     size_t sl = strlen(e->name);
-    if (port_ok(e, port) && ((e->kind == NP_NAME && strcmp(e->name, host) == 0) ||
-                             (e->kind == NP_SUFFIX && n > sl && strcmp(host + n - sl, e->name) == 0)))
+    if (port_ok(e, port) &&
+        ((e->kind == NP_NAME && strcmp(e->name, host) == 0) ||
+         (e->kind == NP_SUFFIX && n > sl && strcmp(host + n - sl, e->name) == 0)))
       best = NP_DENIED;
   }
   return best;
@@ -615,35 +623,35 @@ static const struct block {
   enum np_class class;
   enum floor_kind floor;
 } blocks[] = {
-    {AF_INET, {0}, 8, NP_SPECIAL, F_UNSPECIFIED},        /* "this network"; 0.0.0.0 is lo */
-    {AF_INET, {10}, 8, NP_PRIVATE, F_PRIVATE},           /* RFC 1918 */
+    {AF_INET, {0}, 8, NP_SPECIAL, F_UNSPECIFIED}, /* "this network"; 0.0.0.0 is lo */
+    {AF_INET, {10}, 8, NP_PRIVATE, F_PRIVATE},    /* RFC 1918 */
     {AF_INET, {100, 100, 100, 200}, 32, NP_SPECIAL, F_METADATA},
-    {AF_INET, {100, 64}, 10, NP_PRIVATE, F_PRIVATE},     /* shared address space (CGNAT) */
+    {AF_INET, {100, 64}, 10, NP_PRIVATE, F_PRIVATE}, /* shared address space (CGNAT) */
     {AF_INET, {127}, 8, NP_PRIVATE, F_LOOPBACK},
     {AF_INET, {169, 254}, 16, NP_SPECIAL, F_LINK_LOCAL}, /* holds 169.254.169.254 */
     {AF_INET, {172, 16}, 12, NP_PRIVATE, F_PRIVATE},
     {AF_INET, {192, 0, 0, 192}, 32, NP_SPECIAL, F_METADATA},
-    {AF_INET, {192, 0, 0}, 24, NP_SPECIAL, F_NONE},      /* protocol assignments */
-    {AF_INET, {192, 0, 2}, 24, NP_SPECIAL, F_NONE},      /* documentation */
+    {AF_INET, {192, 0, 0}, 24, NP_SPECIAL, F_NONE}, /* protocol assignments */
+    {AF_INET, {192, 0, 2}, 24, NP_SPECIAL, F_NONE}, /* documentation */
     {AF_INET, {192, 168}, 16, NP_PRIVATE, F_PRIVATE},
-    {AF_INET, {198, 18}, 15, NP_SPECIAL, F_NONE},        /* benchmarking */
-    {AF_INET, {198, 51, 100}, 24, NP_SPECIAL, F_NONE},   /* documentation */
-    {AF_INET, {203, 0, 113}, 24, NP_SPECIAL, F_NONE},    /* documentation */
+    {AF_INET, {198, 18}, 15, NP_SPECIAL, F_NONE},      /* benchmarking */
+    {AF_INET, {198, 51, 100}, 24, NP_SPECIAL, F_NONE}, /* documentation */
+    {AF_INET, {203, 0, 113}, 24, NP_SPECIAL, F_NONE},  /* documentation */
     {AF_INET, {224}, 4, NP_SPECIAL, F_MULTICAST},
-    {AF_INET, {240}, 4, NP_SPECIAL, F_RESERVED},         /* and 255.255.255.255 */
+    {AF_INET, {240}, 4, NP_SPECIAL, F_RESERVED}, /* and 255.255.255.255 */
     {AF_INET, {0}, 0, NP_PUBLIC, F_NONE},
     {AF_INET6, {0}, 128, NP_SPECIAL, F_UNSPECIFIED},     /* ::, which is ::1 to connect(2) */
     {AF_INET6, {[15] = 1}, 128, NP_PRIVATE, F_LOOPBACK}, /* ::1 */
     {AF_INET6, {0}, 96, NP_SPECIAL, F_COMPAT},           /* IPv4-compatible ::a.b.c.d */
     {AF_INET6, {0, 0x64, 0xff, 0x9b, 0, 1}, 48, NP_SPECIAL, F_COMPAT}, /* local-use NAT64 */
     {AF_INET6, {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, 0x54}, 128, NP_SPECIAL, F_METADATA},
-    {AF_INET6, {0xfc}, 7, NP_PRIVATE, F_PRIVATE},        /* unique local */
+    {AF_INET6, {0xfc}, 7, NP_PRIVATE, F_PRIVATE}, /* unique local */
     {AF_INET6, {0xfe, 0x80}, 10, NP_SPECIAL, F_LINK_LOCAL},
     {AF_INET6, {0xfe, 0xc0}, 10, NP_SPECIAL, F_PRIVATE}, /* site-local, deprecated */
     {AF_INET6, {0xff}, 8, NP_SPECIAL, F_MULTICAST},
     {AF_INET6, {0x20, 0x01, 0x0d, 0xb8}, 32, NP_SPECIAL, F_NONE}, /* documentation */
-    {AF_INET6, {0x20}, 3, NP_PUBLIC, F_NONE},            /* global unicast */
-    {AF_INET6, {0}, 0, NP_SPECIAL, F_NONE},              /* the unassigned rest */
+    {AF_INET6, {0x20}, 3, NP_PUBLIC, F_NONE},                     /* global unicast */
+    {AF_INET6, {0}, 0, NP_SPECIAL, F_NONE},                       /* the unassigned rest */
 };
 
 static const struct block *block_of(int family, const unsigned char *a) {
@@ -740,8 +748,8 @@ int netpolicy_floor_add(struct np_floor *f, bool permit, const char *spec, char 
   struct np_entry e;
   char scratch[512];
   const char *opt = permit ? "--egress-permit" : "--egress-deny";
-  if (strlen(spec) > NETPOLICY_HOST_MAX + 8 ||
-      parse_entry(spec, &e, scratch, sizeof scratch) < 0 || (permit && e.kind != NP_ADDR)) {
+  if (strlen(spec) > NETPOLICY_HOST_MAX + 8 || parse_entry(spec, &e, scratch, sizeof scratch) < 0 ||
+      (permit && e.kind != NP_ADDR)) {
     snprintf(why, whylen, "%s wants %s with an optional :PORT (IPv6 in brackets), not '%.300s'",
              opt, permit ? "an address or CIDR block" : "an address, CIDR block or host name",
              spec);
@@ -776,8 +784,8 @@ static bool reaches_server(int family, const unsigned char *a, uint16_t port,
     return false;
   size_t len = family == AF_INET ? 4 : 16;
   enum floor_kind kind = block_of(family, a)->floor;
-  bool local = t->host_own || kind == F_LOOPBACK ||
-               (kind == F_UNSPECIFIED && memcmp(a, zero, len) == 0);
+  bool local =
+      t->host_own || kind == F_LOOPBACK || (kind == F_UNSPECIFIED && memcmp(a, zero, len) == 0);
   if (memcmp(s, zero, sf == AF_INET ? 4 : 16) == 0)
     return local;
   if (sf == family && memcmp(s, a, len) == 0)
@@ -799,8 +807,9 @@ bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t 
                            const struct np_target *t, char *why, size_t whylen) {
   struct netpolicy deny = {.allowlist = true, .entries = f->deny, .n = f->ndeny};
   if (host && f->ndeny && netpolicy_check_host(&deny, host, port) != NP_DENIED) {
-    snprintf(why, whylen, "it is in the server's deny floor (--egress-deny), which no allow-list "
-                          "lifts");
+    snprintf(why, whylen,
+             "it is in the server's deny floor (--egress-deny), which no allow-list "
+             "lifts");
     return false;
   }
   if (!t)

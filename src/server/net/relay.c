@@ -40,7 +40,9 @@ static void closed(uv_handle_t *h) {
   }
 }
 
-static void attempt_closed(uv_handle_t *h) { free(h->data); }
+static void attempt_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void attempt_end(struct relay *r) {
   if (!r->attempt)
@@ -188,9 +190,13 @@ void relay_reply(struct relay *r, int i, const void *data, size_t n) {
 
 /* ---- relaying ---- */
 
-void relay_adopt(struct relay *r, int i, int fd) { r->fd[i] = fd; }
+void relay_adopt(struct relay *r, int i, int fd) {
+  r->fd[i] = fd;
+}
 
-void relay_limit(struct relay *r, int i, uint64_t n) { r->limit[i] = n; }
+void relay_limit(struct relay *r, int i, uint64_t n) {
+  r->limit[i] = n;
+}
 
 void relay_first(struct relay *r, int i, size_t n,
                  void (*fn)(struct relay *r, const char *data, size_t n)) {
@@ -285,8 +291,8 @@ static int past_limit(struct relay *r, int d) {
  * and queued for the other side; fn once they are all there or side d
  * has ended. -1 after the relay closed. */
 static int read_first(struct relay *r, int d) {
-  ssize_t n = recv(r->fd[d], r->first_buf + r->first_got, r->first_want - r->first_got,
-                   MSG_DONTWAIT);
+  ssize_t n =
+      recv(r->fd[d], r->first_buf + r->first_got, r->first_want - r->first_got, MSG_DONTWAIT);
   if (n < 0 && errno == EAGAIN)
     return 0;
   if (n < 0) {

@@ -57,7 +57,7 @@ struct relay {
   int first_side;
   size_t first_want, first_got;
   char first_buf[32];
-  int open;                      /* handles not yet closed */
+  int open; /* handles not yet closed */
   relay_done_fn done;
   struct relay_set *set; /* the set it is in, if any */
   struct relay *prev, *next;

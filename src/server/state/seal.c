@@ -63,9 +63,8 @@ static int gcm_steps(EVP_CIPHER_CTX *ctx, int enc, const unsigned char *key,
 
 /* Encrypt (enc 1) or decrypt n bytes of in to out with tag; 0 or -1 (a
  * wrong key, aad or tag). */
-static int gcm(int enc, const unsigned char *key, const unsigned char nonce[NONCE],
-               const char *aad, const unsigned char *in, int n, unsigned char *out,
-               unsigned char tag[TAG]) {
+static int gcm(int enc, const unsigned char *key, const unsigned char nonce[NONCE], const char *aad,
+               const unsigned char *in, int n, unsigned char *out, unsigned char tag[TAG]) {
   EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
   int r = ctx ? gcm_steps(ctx, enc, key, nonce, aad, in, n, out, tag) : -1;
   EVP_CIPHER_CTX_free(ctx);

@@ -21,7 +21,7 @@
 
 struct store {
   sqlite3 *db;
-  int wal_pages; /* in the WAL after the last commit (wal_hook) */
+  int wal_pages;                   /* in the WAL after the last commit (wal_hook) */
   unsigned char key[SEAL_KEY_LEN]; /* seals each sandbox's tokens and secrets */
   struct {
     const char *sql;
@@ -78,7 +78,9 @@ static int fail(struct store *st, struct hutch_err *err, const char *what) {
  * anyway. */
 static const char *const sealed_fields[] = {"token", "traffic_token", "secrets", NULL};
 
-static char *row_aad(const char *id) { return xasprintf("hutch sandbox %s", id); }
+static char *row_aad(const char *id) {
+  return xasprintf("hutch sandbox %s", id);
+}
 
 /* Move spec's sealed fields, if it has any in the clear, into "sealed".
  * Returns whether it changed spec. */
@@ -122,8 +124,10 @@ static void open_spec(struct store *st, const char *id, json_t *spec) {
   if (json_is_object(inner))
     json_object_update(spec, inner);
   else
-    fprintf(stderr, "hutch serve: sandbox %s: its sealed tokens and secrets cannot be opened "
-                    "(state.key replaced?): it gets new tokens and no secrets\n", id);
+    fprintf(stderr,
+            "hutch serve: sandbox %s: its sealed tokens and secrets cannot be opened "
+            "(state.key replaced?): it gets new tokens and no secrets\n",
+            id);
   json_decref(inner);
   json_object_del(spec, "sealed");
 }
@@ -176,8 +180,9 @@ static int migrate(struct store *st, struct hutch_err *err) {
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     return fail(st, err, "migrate");
   }
-  if (sqlite3_exec(st->db, "PRAGMA user_version = 1; COMMIT; VACUUM;"
-                           " PRAGMA wal_checkpoint(TRUNCATE);",
+  if (sqlite3_exec(st->db,
+                   "PRAGMA user_version = 1; COMMIT; VACUUM;"
+                   " PRAGMA wal_checkpoint(TRUNCATE);",
                    NULL, NULL, NULL) != SQLITE_OK)
     return fail(st, err, "migrate");
   return 0;
@@ -321,8 +326,7 @@ static int with_text(struct store *st, const char *sql, const char *text, struct
   return s ? step_done(st, s, err) : -1;
 }
 
-int store_key_find(struct store *st, const char *hash, struct principal *p,
-                   struct hutch_err *err) {
+int store_key_find(struct store *st, const char *hash, struct principal *p, struct hutch_err *err) {
   sqlite3_stmt *s = prep(st, "SELECT id, tenant, admin FROM keys WHERE hash = ?", err);
   if (!s)
     return -1;
@@ -393,8 +397,8 @@ int store_tenant_put(struct store *st, const char *tenant, const struct tenant_q
 int store_tenant_get(struct store *st, const char *tenant, struct tenant_quota *q,
                      struct hutch_err *err) {
   q->max_sandboxes = q->max_memory_mb = q->max_disk_mb = -1;
-  sqlite3_stmt *s = prep(
-      st, "SELECT max_sandboxes, max_memory_mb, max_disk_mb FROM tenants WHERE name = ?", err);
+  sqlite3_stmt *s =
+      prep(st, "SELECT max_sandboxes, max_memory_mb, max_disk_mb FROM tenants WHERE name = ?", err);
   if (!s)
     return -1;
   sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
@@ -531,13 +535,14 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
   int r;
   while ((r = sqlite3_step(s)) == SQLITE_ROW) {
     rows = xrealloc(rows, (n + 1) * sizeof *rows);
-    rows[n++] = (struct row){
-        xstrdup((const char *)sqlite3_column_text(s, 0)),
-        xstrdup((const char *)sqlite3_column_text(s, 1)),
-        xstrdup((const char *)sqlite3_column_text(s, 2)),
-        json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
-        sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6),
-        xstrdup((const char *)sqlite3_column_text(s, 7))};
+    rows[n++] = (struct row){xstrdup((const char *)sqlite3_column_text(s, 0)),
+                             xstrdup((const char *)sqlite3_column_text(s, 1)),
+                             xstrdup((const char *)sqlite3_column_text(s, 2)),
+                             json_loads((const char *)sqlite3_column_text(s, 3), 0, NULL),
+                             sqlite3_column_int64(s, 4),
+                             sqlite3_column_int64(s, 5),
+                             sqlite3_column_int64(s, 6),
+                             xstrdup((const char *)sqlite3_column_text(s, 7))};
   }
   done(st, s);
   int ret = r == SQLITE_DONE ? 0 : fail(st, err, "read sandboxes");
@@ -546,9 +551,9 @@ int store_sandbox_each(struct store *st, void (*fn)(const struct store_sandbox *
     if (ret == 0) {
       if (rows[i].spec)
         open_spec(st, rows[i].id, rows[i].spec);
-      struct store_sandbox row = {rows[i].id,      rows[i].tenant,  rows[i].template,
-                                  rows[i].spec,    rows[i].created, rows[i].expires,
-                                  rows[i].pid,     rows[i].isolation};
+      struct store_sandbox row = {rows[i].id,   rows[i].tenant,   rows[i].template,
+                                  rows[i].spec, rows[i].created,  rows[i].expires,
+                                  rows[i].pid,  rows[i].isolation};
       fn(&row, arg);
     }
     free(rows[i].id);
@@ -682,12 +687,13 @@ int store_secret_put(struct store *st, const struct store_secret *v, bool update
   snprintf(aad, sizeof aad, "secret:%s", v->id);
   char *sealed = seal_text(st->key, aad, v->value);
 
-  sqlite3_stmt *s = prep(st,
-                         update ? "UPDATE secrets SET version = ?4, metadata = ?5, value = ?6,"
-                                  " updated_at = ?8 WHERE id = ?1 AND tenant = ?2"
-                                : "INSERT INTO secrets (id, tenant, name, version, metadata, value,"
-                                  " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                         err);
+  sqlite3_stmt *s =
+      prep(st,
+           update ? "UPDATE secrets SET version = ?4, metadata = ?5, value = ?6,"
+                    " updated_at = ?8 WHERE id = ?1 AND tenant = ?2"
+                  : "INSERT INTO secrets (id, tenant, name, version, metadata, value,"
+                    " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+           err);
   if (!s) {
     free(sealed);
     return -1;
@@ -717,10 +723,11 @@ int store_secret_delete(struct store *st, const char *id, struct hutch_err *err)
 int store_secret_each(struct store *st, const char *tenant,
                       void (*fn)(const struct store_secret *, void *), void *arg,
                       struct hutch_err *err) {
-  sqlite3_stmt *s = prep_text(st,
-                              "SELECT id, tenant, name, version, metadata, value, created_at,"
-                              " updated_at FROM secrets WHERE tenant = ?1 ORDER BY created_at, rowid",
-                              tenant, err);
+  sqlite3_stmt *s =
+      prep_text(st,
+                "SELECT id, tenant, name, version, metadata, value, created_at,"
+                " updated_at FROM secrets WHERE tenant = ?1 ORDER BY created_at, rowid",
+                tenant, err);
   if (!s)
     return -1;
 
@@ -752,7 +759,9 @@ int store_secret_each(struct store *st, const char *tenant,
   return r == SQLITE_DONE ? 0 : fail(st, err, "read secrets");
 }
 
-int store_wal_pages(const struct store *st) { return st->wal_pages; }
+int store_wal_pages(const struct store *st) {
+  return st->wal_pages;
+}
 
 void store_release_memory(struct store *st) {
   sqlite3_db_release_memory(st->db);

@@ -51,8 +51,7 @@ void store_release_memory(struct store *st);
 
 /* A key by the hash of its secret: 1 found (tenant, id, admin filled),
  * 0 not found, -1 error. */
-int store_key_find(struct store *st, const char *hash, struct principal *p,
-                   struct hutch_err *err);
+int store_key_find(struct store *st, const char *hash, struct principal *p, struct hutch_err *err);
 int store_key_add(struct store *st, const char *id, const char *tenant, const char *hash,
                   bool admin, struct hutch_err *err);
 /* 1 removed, 0 no such key (or it is an admin key, which stays), -1 error. */
@@ -101,7 +100,7 @@ struct store_snapshot {
   json_t *layers; /* ids of the layers it stacks, its own first */
   int64_t created_ms;
   uint64_t bytes, files;
-  bool ephemeral; /* made for a fork: it goes when its last fork does */
+  bool ephemeral;        /* made for a fork: it goes when its last fork does */
   const char *isolation; /* the tier of the sandbox it was taken from */
 };
 int store_snapshot_put(struct store *st, const struct store_snapshot *s, struct hutch_err *err);

@@ -6,9 +6,8 @@
 #include "util.h"
 #include "core/base/server.h"
 
-const double counters_bounds[COUNTERS_BOUNDS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                 0.025,  0.05,  0.1,    0.25,  0.5,
-                                                 1,      2.5,   5,      10};
+const double counters_bounds[COUNTERS_BOUNDS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                 0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 _Static_assert(COUNTERS_BOUNDS + 1 <= 16, "struct metrics holds 16 buckets");
 
 void counters_observe(uint64_t hist[16], double *sum, double seconds) {

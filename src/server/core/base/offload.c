@@ -72,8 +72,8 @@ static uint64_t turn_of(const struct offload_queue *q, const char *owner) {
   return turn + 1;
 }
 
-static void enqueue(struct server *srv, enum offload_lane lane, bool background,
-                    const char *owner, struct offload *o, void (*run)(struct offload *o),
+static void enqueue(struct server *srv, enum offload_lane lane, bool background, const char *owner,
+                    struct offload *o, void (*run)(struct offload *o),
                     void (*done)(struct offload *o)) {
   struct offload_queue *q = &srv->offload[lane];
   o->srv = srv;
@@ -113,9 +113,8 @@ void offload(struct server *srv, enum offload_lane lane, struct offload *o,
   enqueue(srv, lane, false, NULL, o, run, done);
 }
 
-void offload_owned(struct server *srv, enum offload_lane lane, const char *owner,
-                   struct offload *o, void (*run)(struct offload *o),
-                   void (*done)(struct offload *o)) {
+void offload_owned(struct server *srv, enum offload_lane lane, const char *owner, struct offload *o,
+                   void (*run)(struct offload *o), void (*done)(struct offload *o)) {
   enqueue(srv, lane, false, owner, o, run, done);
 }
 

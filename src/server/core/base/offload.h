@@ -66,9 +66,8 @@ void offload(struct server *srv, enum offload_lane lane, struct offload *o,
 /* The same for owner's job (a tenant's create): owners waiting take
  * turns, one job each, whatever order their jobs came in. owner must live
  * until the job starts. */
-void offload_owned(struct server *srv, enum offload_lane lane, const char *owner,
-                   struct offload *o, void (*run)(struct offload *o),
-                   void (*done)(struct offload *o));
+void offload_owned(struct server *srv, enum offload_lane lane, const char *owner, struct offload *o,
+                   void (*run)(struct offload *o), void (*done)(struct offload *o));
 /* How many jobs a job of owner offered now would wait behind (those
  * running included). */
 unsigned offload_ahead(const struct server *srv, enum offload_lane lane, const char *owner);
@@ -88,6 +87,6 @@ typedef void (*offload_done_fn)(const struct hutch_err *err, void *arg);
  * filesystem a while. */
 void offload_remove(struct server *srv, char *path, bool tree, offload_done_fn done, void *arg);
 
-#define OFFLOAD_JOB(ptr, type) ((type *)((char *)(ptr) - offsetof(type, o)))
+#define OFFLOAD_JOB(ptr, type) ((type *)((char *)(ptr)-offsetof(type, o)))
 
 #endif

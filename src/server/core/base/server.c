@@ -52,4 +52,3 @@ int server_tier(const struct server *srv, enum hutch_isolation iso,
   cfg->gvisor = &srv->gvisor;
   return 0;
 }
-

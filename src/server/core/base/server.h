@@ -25,8 +25,8 @@ struct principal;
 struct hutch_err;
 
 #define SERVE_DEFAULT_PORT 7420
-#define SERVE_DEFAULT_TIMEOUT_S 300      /* a sandbox's life when the request names none */
-#define SERVE_MAX_TIMEOUT_S (7 * 86400)  /* the longest a sandbox may be asked to live */
+#define SERVE_DEFAULT_TIMEOUT_S 300     /* a sandbox's life when the request names none */
+#define SERVE_MAX_TIMEOUT_S (7 * 86400) /* the longest a sandbox may be asked to live */
 #define SERVE_TOKEN_LEN 40
 /* The longest template a create names: a store's NAME:TAG (images.h). */
 #define SERVE_TEMPLATE_MAX (2 * HUTCH_IMAGE_NAME_MAX + 1)
@@ -49,17 +49,17 @@ struct serve_config {
   unsigned max_sandboxes;    /* on the whole server */
   unsigned tenant_sandboxes; /* per tenant, unless its own quota says otherwise */
   uint64_t tenant_memory_mb;
-  unsigned sandbox_ptys;      /* --sandbox-ptys: each sandbox's devpts max= */
-  uint64_t tenant_disk_mb;    /* --tenant-disk-mb; 0: a quarter of the state filesystem */
-  uint64_t audit_max_mb;      /* --audit-max-mb: the audit log's size before it rotates */
-  char **pool_specs; /* --pool arguments, NULL-terminated */
-  unsigned create_lanes;       /* --create-lanes: sandboxes made at once (offload.h) */
-  uint64_t max_create_wait_ms; /* --max-create-wait-ms: admission of creates (sbx_create.c) */
-  char *kernels_dir;  /* --kernels-dir; NULL: looked for (server_open.c) */
-  int64_t paused_retention_ms; /* --paused-retention: how long a paused sandbox is kept */
-  char *domain; /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
-  uint64_t relay_idle_ms; /* --relay-idle: a relayed connection idle this long ends */
-  uint64_t ready_timeout_ms; /* --ready-timeout: a template's ready command (startup.c) */
+  unsigned sandbox_ptys;        /* --sandbox-ptys: each sandbox's devpts max= */
+  uint64_t tenant_disk_mb;      /* --tenant-disk-mb; 0: a quarter of the state filesystem */
+  uint64_t audit_max_mb;        /* --audit-max-mb: the audit log's size before it rotates */
+  char **pool_specs;            /* --pool arguments, NULL-terminated */
+  unsigned create_lanes;        /* --create-lanes: sandboxes made at once (offload.h) */
+  uint64_t max_create_wait_ms;  /* --max-create-wait-ms: admission of creates (sbx_create.c) */
+  char *kernels_dir;            /* --kernels-dir; NULL: looked for (server_open.c) */
+  int64_t paused_retention_ms;  /* --paused-retention: how long a paused sandbox is kept */
+  char *domain;                 /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
+  uint64_t relay_idle_ms;       /* --relay-idle: a relayed connection idle this long ends */
+  uint64_t ready_timeout_ms;    /* --ready-timeout: a template's ready command (startup.c) */
   uint64_t template_timeout_ms; /* --template-timeout: a tenant's template job (templates.c) */
   /* --egress-deny, --egress-permit, --egress-allow-private: what no
    * sandbox reaches through its proxy (netpolicy.h, egress.c). */
@@ -77,7 +77,6 @@ struct serve_config {
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
-
 
 /* Keys found in the store, by the hex SHA-256 the store knows them by
  * (keys.c): a direct-mapped table, so a new key takes its slot from any
@@ -97,8 +96,8 @@ struct metrics {
     uint64_t n;
   } errors_by_code[METRICS_CODES];
   uint64_t creates, destroys, expired, execs;
-  uint64_t egress_allowed, egress_denied; /* connections through egress proxies */
-  uint64_t escape_attempts; /* refused syscalls, every sandbox's (escapes.c) */
+  uint64_t egress_allowed, egress_denied;  /* connections through egress proxies */
+  uint64_t escape_attempts;                /* refused syscalls, every sandbox's (escapes.c) */
   uint64_t create_hist[16], exec_hist[16]; /* latency buckets, see metrics.c */
   double create_sum_s, exec_sum_s;
 };
@@ -118,8 +117,8 @@ struct volworker;
 
 struct server {
   uv_loop_t *loop;
-  unsigned fd_limit;       /* RLIMIT_NOFILE (fds.c) */
-  struct hutch_spawner *spawner; /* clones sandboxes (spawner.h); NULL: this process does */
+  unsigned fd_limit;                   /* RLIMIT_NOFILE (fds.c) */
+  struct hutch_spawner *spawner;       /* clones sandboxes (spawner.h); NULL: this process does */
   struct sockaddr_storage listen_addr; /* where it listens (family 0 until it does) */
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
@@ -127,12 +126,12 @@ struct server {
   bool collecting; /* hutch_gc_host under way, off the loop (sbx_reaper.c) */
   struct serve_config cfg;
   struct store *store;
-  struct hutch_images images; /* the template store, STATE/images */
+  struct hutch_images images;       /* the template store, STATE/images */
   struct key_cache_slot *key_cache; /* KEY_CACHE_SLOTS of them; NULL until used */
-  char *agents_dir; /* STATE_DIR/agents: the agents' sockets */
-  char *kernels_dir; /* share/kernels, shown to sandboxes; NULL: none found */
-  char *metrics_token; /* from --metrics-token-file; NULL: none */
-  int netns_fd; /* the server's own network namespace (hutch_sandbox_socket) */
+  char *agents_dir;                 /* STATE_DIR/agents: the agents' sockets */
+  char *kernels_dir;                /* share/kernels, shown to sandboxes; NULL: none found */
+  char *metrics_token;              /* from --metrics-token-file; NULL: none */
+  int netns_fd;                     /* the server's own network namespace (hutch_sandbox_socket) */
   /* The hutch root cgroup, open for the server's life: sandboxes hold no
    * cgroup descriptor of their own (hutch_sandbox_few_fds). */
   struct hutch_cgroup cg_root;
@@ -141,17 +140,17 @@ struct server {
   struct hutch_gvisor gvisor;
   bool has_gvisor;
   char gvisor_why[256];
-  unsigned lookups; /* egress proxies' name lookups under way (egress_conn.c) */
-  struct egress_tls *egress_tls; /* secrets over HTTPS (egress_tls.h) */
+  unsigned lookups;                   /* egress proxies' name lookups under way (egress_conn.c) */
+  struct egress_tls *egress_tls;      /* secrets over HTTPS (egress_tls.h) */
   struct sockaddr_storage *own_addrs; /* the host's addresses, and when they were read */
   size_t nown_addrs;
   uint64_t own_addrs_at;
-  struct audit *audit; /* audit.c */
-  struct http_server http; /* the transport: listening socket and connections */
+  struct audit *audit;               /* audit.c */
+  struct http_server http;           /* the transport: listening socket and connections */
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
-  struct sbx *sandboxes; /* tenants' sandboxes */
+  struct sbx *sandboxes;             /* tenants' sandboxes */
   unsigned nsandboxes;
-  struct sbx **by_id;    /* the same by id: nby_id chains (sbx.c) */
+  struct sbx **by_id; /* the same by id: nby_id chains (sbx.c) */
   unsigned nby_id;
   /* What is held now (tally.h): each tenant's counts by name, and the
    * server's: creates under way, template builds' RUN sandboxes, listed
@@ -169,25 +168,24 @@ struct server {
   uint64_t refill_due; /* loop time by which a deferred refill runs */
   struct metrics metrics;
   bool layers_checked, layers_usable; /* can the state dir hold snapshots (snapshots.c) */
-  unsigned captures; /* snapshot copies under way */
+  unsigned captures;                  /* snapshot copies under way */
   /* Blocking work off the loop (offload.c): running, and waiting in order. */
   struct offload_queue offload[OFFLOAD_LANES];
-  uint64_t create_ns; /* a create's time on its lane, averaged (sbx_make.c); 0: none yet */
-  unsigned refilling; /* pools' sandboxes being made (pool.c) */
+  uint64_t create_ns;    /* a create's time on its lane, averaged (sbx_make.c); 0: none yet */
+  unsigned refilling;    /* pools' sandboxes being made (pool.c) */
   uv_timer_t checkpoint; /* the store's, off the loop (server_open.c) */
   bool checkpointing;
   uint64_t truncate_after; /* uv_now: no WAL truncation before (server_open.c); 0: never put off */
   struct creating *creating; /* sandboxes being made (life/sbx_create.c) */
   /* The volume mounts of those, the same (disk/volumes.c counts their users). */
   struct volume_mounts *creating_mounts;
-  struct templates *templates; /* the template store and jobs (core/templates.c) */
-  struct teardown *teardowns; /* sandboxes being torn down (sbx_teardown.c) */
+  struct templates *templates;   /* the template store and jobs (core/templates.c) */
+  struct teardown *teardowns;    /* sandboxes being torn down (sbx_teardown.c) */
   struct vol_making *vol_making; /* volumes being made (volumes.c) */
-  struct volworker *volworkers; /* volumes' workers, up or being made (volworker.c) */
-  unsigned char volume_key[32]; /* what E2B's volume tokens are a MAC under (volworker.c) */
+  struct volworker *volworkers;  /* volumes' workers, up or being made (volworker.c) */
+  unsigned char volume_key[32];  /* what E2B's volume tokens are a MAC under (volworker.c) */
   bool stopping;
 };
-
 
 /* Probe runsc once (a missing one leaves the gvisor tier unavailable);
  * -1 when the server's default tier is one it cannot offer. */

@@ -156,7 +156,7 @@ static int room(struct server *srv, const struct principal *p, uint64_t bytes, b
 }
 
 int diskroom_check(struct server *srv, const struct principal *p, uint64_t bytes,
-              struct hutch_err *err) {
+                   struct hutch_err *err) {
   return room(srv, p, bytes, true, err);
 }
 
@@ -169,7 +169,7 @@ static int reserve(struct server *srv, const struct principal *p, uint64_t bytes
 }
 
 int diskroom_reserve(struct server *srv, const struct principal *p, uint64_t bytes,
-                 struct hutch_err *err) {
+                     struct hutch_err *err) {
   return reserve(srv, p, bytes, true, err);
 }
 
@@ -178,12 +178,12 @@ int diskroom_reserve(struct server *srv, const struct principal *p, uint64_t byt
  * write, so chunked uploads emptied the cache. Only what is to be written
  * for sure collects. */
 int diskroom_reserve_ahead(struct server *srv, const struct principal *p, uint64_t bytes,
-                       struct hutch_err *err) {
+                           struct hutch_err *err) {
   return reserve(srv, p, bytes, false, err);
 }
 
 int diskroom_cap(struct server *srv, const struct principal *p, uint64_t bytes,
-             struct hutch_err *err) {
+                 struct hutch_err *err) {
   if (room(srv, p, bytes, true, err) < 0)
     return -1;
   tally_disk_capped(srv, p->tenant, (int64_t)bytes);

@@ -21,13 +21,12 @@ const char *layers_template(json_t *layers);
 
 /* What a sandbox stacking layers mounts, and the pin of its template. */
 struct layer_stack {
-  char *rootfs;  /* NULL: the host template */
-  char **paths;  /* topmost first */
+  char *rootfs; /* NULL: the host template */
+  char **paths; /* topmost first */
   size_t n;
-  int pin;       /* -1: no template */
+  int pin; /* -1: no template */
 };
-int layers_stack(struct server *srv, json_t *layers, struct layer_stack *st,
-                 struct hutch_err *err);
+int layers_stack(struct server *srv, json_t *layers, struct layer_stack *st, struct hutch_err *err);
 void layers_stack_free(struct layer_stack *st);
 
 /* How many layers they are, a template's counted one by one. */

@@ -100,7 +100,7 @@ static int job_spawn(struct template_job *j, struct hutch_err *err);
  * err). */
 static bool code_ok(const char *code) {
   size_t n = code ? strspn(code, "abcdefghijklmnopqrstuvwxyz_") : 0;
-  return n > 0 && n < sizeof ((struct template_job *)0)->code && !code[n];
+  return n > 0 && n < sizeof((struct template_job *)0)->code && !code[n];
 }
 
 /* last: the job's end, kept whatever the log holds. */
@@ -370,8 +370,8 @@ static int job_spawn(struct template_job *j, struct hutch_err *err) {
   };
 
   _cleanup_free_ char **env = job_env(j);
-  uv_process_options_t o = {.exit_cb = proc_exit, .file = prog, .args = argv, .env = env,
-                            .stdio = io, .stdio_count = 3};
+  uv_process_options_t o = {
+      .exit_cb = proc_exit, .file = prog, .args = argv, .env = env, .stdio = io, .stdio_count = 3};
   j->proc.data = j;
   int r = uv_spawn(j->srv->loop, &j->proc, &o);
   free(argv);
@@ -452,8 +452,8 @@ static void forget_old(struct server *srv, const struct template_job *keep) {
   struct template_job *next;
   for (struct template_job *j = templates_jobs_of(srv, keep->tenant); j; j = next) {
     next = j->tenant_next;
-    bool live = j->state == TJOB_QUEUED || j->state == TJOB_BUILDING || j->handles ||
-                j == t->queue.ending;
+    bool live =
+        j->state == TJOB_QUEUED || j->state == TJOB_BUILDING || j->handles || j == t->queue.ending;
     if (!live && !j->watch && ++ended > TEMPLATE_JOBS_KEPT && j != keep) {
       job_unlist(srv, j);
       job_free(j);
@@ -476,8 +476,8 @@ static void over_quota(struct template_job *j) {
   if (*j->owner) {
     struct hutch_err *why = j->record ? &j->err : &ignored;
     if (diskroom_check(j->srv, &p, 0, why) < 0 && j->record) {
-      tplstore_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")),
-                      NULL, NULL);
+      tplstore_remove(j->srv, j->owner, json_string_value(json_object_get(j->record, "id")), NULL,
+                      NULL);
       json_decref(j->record);
       j->record = NULL;
     }
@@ -687,18 +687,18 @@ json_t *templates_job_json(const struct template_job *j, size_t log_from) {
   for (size_t i = log_from; i < json_array_size(j->log); i++)
     json_array_append(log, json_array_get(j->log, i));
 
-  json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:o,s:I}", "id", j->id, "name", j->name, "kind",
-                        j->kind, "status", state_names[j->state], "created_at",
-                        (json_int_t)j->created_ms, "log", log, "log_dropped",
-                        (json_int_t)j->dropped);
+  json_t *o =
+      json_pack("{s:s,s:s,s:s,s:s,s:I,s:o,s:I}", "id", j->id, "name", j->name, "kind", j->kind,
+                "status", state_names[j->state], "created_at", (json_int_t)j->created_ms, "log",
+                log, "log_dropped", (json_int_t)j->dropped);
 
   if (j->ended_ms)
     json_object_set_new(o, "ended_at", json_integer(j->ended_ms));
   if (j->record)
     json_object_set(o, "template", j->record);
   if (j->state == TJOB_ERROR)
-    json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code", err_code(&j->err),
-                                              "message", j->err.msg));
+    json_object_set_new(o, "error",
+                        json_pack("{s:s,s:s}", "code", err_code(&j->err), "message", j->err.msg));
   return o;
 }
 

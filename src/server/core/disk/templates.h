@@ -61,38 +61,38 @@ struct template_job {
   char owner[65]; /* the template's: the tenant, or "" for a public one */
   bool admin;     /* started with the admin key: may pull from loopback */
   char *name;
-  json_t *tags;   /* a build's tags (E2B's NAME:TAG, tags), or NULL: latest */
-  char *kind;     /* "import", "pull", "build" */
+  json_t *tags; /* a build's tags (E2B's NAME:TAG, tags), or NULL: latest */
+  char *kind;   /* "import", "pull", "build" */
   enum template_job_state state;
   int64_t created_ms, ended_ms;
-  json_t *log;    /* the events, each {"event", ...} as the child wrote it */
-  size_t dropped; /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
-  size_t log_bytes; /* what the kept events take as JSON */
-  json_t *record; /* the template, once ready */
+  json_t *log;          /* the events, each {"event", ...} as the child wrote it */
+  size_t dropped;       /* events past TEMPLATE_LOG_MAX or TEMPLATE_LOG_BYTES, not kept */
+  size_t log_bytes;     /* what the kept events take as JSON */
+  json_t *record;       /* the template, once ready */
   struct hutch_err err; /* why it failed */
-  char code[48];  /* the code of the child's error event, which err.code may point to */
-  char ***steps;  /* each an argv after the global options, run in order */
+  char code[48];        /* the code of the child's error event, which err.code may point to */
+  char ***steps;        /* each an argv after the global options, run in order */
   size_t nsteps, step;
-  char *workdir;  /* removed when the job ends (a tmpdir of the store) */
-  uint64_t max_bytes; /* an owned job's cap, reserved of its tenant's quota while it runs
+  char *workdir;              /* removed when the job ends (a tmpdir of the store) */
+  uint64_t max_bytes;         /* an owned job's cap, reserved of its tenant's quota while it runs
                        * (0: a public job's, uncapped) */
-  uint64_t run_memory_mb; /* a build's RUN sandbox, counted while it runs (0: no build) */
+  uint64_t run_memory_mb;     /* a build's RUN sandbox, counted while it runs (0: no build) */
   struct template_job *qnext; /* its tenant's queue (tplqueue.c) */
-  bool in_queue, slot; /* queued; holding one of the server's slots */
-  uint64_t held;  /* of the tenant's disk quota, reserved for its files (an import's archive) */
+  bool in_queue, slot;        /* queued; holding one of the server's slots */
+  uint64_t held; /* of the tenant's disk quota, reserved for its files (an import's archive) */
   uv_process_t proc;
   uv_pipe_t out;
   uv_timer_t linger;
-  int handles;    /* of proc, out and linger, not yet closed */
+  int handles; /* of proc, out and linger, not yet closed */
   bool spawned, cancelled, timed_out;
-  bool orphan;    /* no longer listed: freed once its handles are closed */
+  bool orphan;          /* no longer listed: freed once its handles are closed */
   uint64_t deadline_ns; /* a tenant's job is killed past it (0: none) */
   bool exited, eof, drained;
   int64_t exit_status;
   int term_signal;
   char *line;
   size_t nline;
-  bool overlong;  /* the line being read passed TEMPLATE_LINE_MAX */
+  bool overlong; /* the line being read passed TEMPLATE_LINE_MAX */
   const struct template_watch *watch;
   void *watch_arg;
 };
@@ -102,13 +102,12 @@ struct template_job {
 struct templates {
   struct template_job *jobs; /* newest first */
   struct tplqueue queue;
-  struct tpltokens *tokens;  /* tpltokens.c; NULL until the first */
+  struct tpltokens *tokens; /* tpltokens.c; NULL until the first */
 };
 struct templates *templates_state(struct server *srv);
 /* tenant's jobs, newest first (then j->tenant_next), or NULL: a lookup of
  * a tenant's job walks its own, never every tenant's. */
 struct template_job *templates_jobs_of(const struct server *srv, const char *tenant);
-
 
 /* What a job makes: the template name, public (an admin's, owner "")
  * or the tenant's, and how. workdir is a store tmpdir the job takes (it
@@ -116,14 +115,14 @@ struct template_job *templates_jobs_of(const struct server *srv, const char *ten
 struct template_spec {
   const char *name;
   bool public;
-  const char *kind;      /* "import", "pull", "build" */
-  const char *source;    /* import: the archive; pull: the reference */
-  const char *ref;       /* import: what its record says it came from (never a host path) */
-  bool insecure;         /* pull: plain http (loopback registries only) */
+  const char *kind;       /* "import", "pull", "build" */
+  const char *source;     /* import: the archive; pull: the reference */
+  const char *ref;        /* import: what its record says it came from (never a host path) */
+  bool insecure;          /* pull: plain http (loopback registries only) */
   const char *dockerfile; /* build: its text */
-  char **contexts;       /* build: tars unpacked as the context, NULL-ended; or NULL */
+  char **contexts;        /* build: tars unpacked as the context, NULL-ended; or NULL */
   bool no_cache;
-  json_t *tags;          /* build: its tags, or NULL: latest */
+  json_t *tags; /* build: its tags, or NULL: latest */
 };
 /* Start a job for p: -1 and err (invalid_argument, forbidden for a public
  * one without the admin key, quota_exceeded when the tenant's queue is

@@ -105,16 +105,16 @@ uint64_t tplfiles_bytes(struct server *srv, const char *tenant) {
   return bytes;
 }
 
-int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
-                       uint64_t need, struct hutch_err *err) {
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left, uint64_t need,
+                       struct hutch_err *err) {
   size_t n;
   _cleanup_free_ struct kept *v = kept_files(srv, tenant, &n);
   _cleanup_free_ char *dir = tenant_dir(srv, tenant);
   int64_t recent = (int64_t)time(NULL) - TEMPLATE_FILES_FRESH_S;
   size_t left = n;
 
-  for (size_t i = 0; i < n && (quota_left < need || left >= TEMPLATE_FILES_MAX) &&
-                     v[i].mtime < recent; i++) {
+  for (size_t i = 0;
+       i < n && (quota_left < need || left >= TEMPLATE_FILES_MAX) && v[i].mtime < recent; i++) {
     _cleanup_free_ char *p = xasprintf("%s/%s", dir, v[i].name);
     if (unlink(p) == 0) {
       quota_left += v[i].bytes;
@@ -194,8 +194,8 @@ static void piece_written(uv_fs_t *req) {
   u->written(u->arg);
 }
 
-int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
-                 void *arg, struct hutch_err *err) {
+int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n,
+                          void (*written)(void *arg), void *arg, struct hutch_err *err) {
   if (u->size == UINT64_MAX)
     return hutch_err_set(err, EIO, "writing the upload failed");
   if (u->size + n > u->max)
@@ -228,8 +228,12 @@ const char *tplfiles_upload_digest(struct tpl_upload *u) {
   return u->hex;
 }
 
-uint64_t tplfiles_upload_size(const struct tpl_upload *u) { return u->size; }
-const char *tplfiles_upload_path(const struct tpl_upload *u) { return u->path; }
+uint64_t tplfiles_upload_size(const struct tpl_upload *u) {
+  return u->size;
+}
+const char *tplfiles_upload_path(const struct tpl_upload *u) {
+  return u->path;
+}
 
 char *tplfiles_upload_take_dir(struct tpl_upload *u) {
   char *d = u->dir;

@@ -37,8 +37,8 @@ uint64_t tplfiles_bytes(struct server *srv, const char *tenant);
  * need bytes fit in what its quota leaves and one more file fits under
  * TEMPLATE_FILES_MAX, or none is left to remove; -1 (quota_exceeded) when
  * the files are still too many. */
-int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left,
-                       uint64_t need, struct hutch_err *err);
+int tplfiles_make_room(struct server *srv, const char *tenant, uint64_t quota_left, uint64_t need,
+                       struct hutch_err *err);
 
 /* A streamed upload to a new file in a store tmpdir: pieces written off
  * the loop one at a time, a sha256 of what came, a size cap. */
@@ -47,8 +47,8 @@ struct tpl_upload;
 struct tpl_upload *tplfiles_upload_open(struct server *srv, uint64_t max, struct hutch_err *err);
 /* Write n bytes (copied): 0 and written(arg) once they are on disk; -1
  * and err (too_large past max, internal) and the upload is unusable. */
-int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n, void (*written)(void *arg),
-                 void *arg, struct hutch_err *err);
+int tplfiles_upload_write(struct tpl_upload *u, const char *data, size_t n,
+                          void (*written)(void *arg), void *arg, struct hutch_err *err);
 /* 0 if every write made it to the file, else -1 and err (EIO): a file
  * whose last write failed is cut short, and is used for nothing. */
 int tplfiles_upload_whole(const struct tpl_upload *u, struct hutch_err *err);

@@ -43,7 +43,9 @@ uint64_t tplqueue_run_memory_mb(void) {
   return (HUTCH_DEFAULT_MEMORY < ceiling ? HUTCH_DEFAULT_MEMORY : ceiling) >> 20;
 }
 
-static struct tplqueue *queue_of(struct server *srv) { return &templates_state(srv)->queue; }
+static struct tplqueue *queue_of(struct server *srv) {
+  return &templates_state(srv)->queue;
+}
 
 static struct tplq_tenant **entry_slot(struct tplqueue *q, const char *tenant) {
   struct tplq_tenant **e = &q->tenants;
@@ -56,7 +58,7 @@ static struct tplq_tenant *entry_get(struct tplqueue *q, const char *tenant) {
   struct tplq_tenant **e = entry_slot(q, tenant);
   if (!*e) {
     *e = xcalloc(1, sizeof **e);
-    str_copy((*e)->tenant, sizeof (*e)->tenant, tenant);
+    str_copy((*e)->tenant, sizeof(*e)->tenant, tenant);
     (*e)->tail = &(*e)->head;
     (*e)->turn_ns = now_ns();
   }
@@ -206,8 +208,7 @@ static void wait_reason(const struct tplqueue *q, const struct tplq_tenant *e,
              "queued: the server keeps its last free slot for a tenant running no template "
              "job");
   else
-    snprintf(why, n, "queued: the server runs its %d template jobs at once",
-             TEMPLATE_JOBS_SERVER);
+    snprintf(why, n, "queued: the server runs its %d template jobs at once", TEMPLATE_JOBS_SERVER);
 }
 
 int tplqueue_admit(struct template_job *j, const struct principal *p, char *why, size_t nwhy,

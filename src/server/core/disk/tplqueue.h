@@ -28,8 +28,8 @@ struct tplq_tenant {
   unsigned running, builds; /* slots held; of them, builds (each with its RUN sandbox) */
   unsigned queued;
   struct template_job *head, **tail; /* queued, oldest first (template_job.qnext) */
-  uint64_t turn_ns; /* when it last started a job, or began to wait */
-  uint64_t passed;  /* the dispatch round that passed it over (tplqueue.c) */
+  uint64_t turn_ns;                  /* when it last started a job, or began to wait */
+  uint64_t passed;                   /* the dispatch round that passed it over (tplqueue.c) */
 };
 
 struct tplqueue {

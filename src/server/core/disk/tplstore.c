@@ -23,7 +23,7 @@ json_t *tplstore_list(struct server *srv, const struct principal *p) {
 }
 
 json_t *tplstore_get(struct server *srv, const struct principal *p, const char *ref,
-                      struct hutch_err *err) {
+                     struct hutch_err *err) {
   return hutch_images_find(&srv->images, p->tenant, ref, err);
 }
 
@@ -42,12 +42,12 @@ json_t *tplstore_builds(struct server *srv, const struct principal *p, const cha
 /* Tag changes write a record or two and may collect layers: small enough
  * for the loop, as a template's removal by name is not (tplstore_delete). */
 int tplstore_tag(struct server *srv, const struct principal *p, const char *ref, json_t *tags,
-                  struct hutch_err *err) {
+                 struct hutch_err *err) {
   return hutch_images_tag(&srv->images, p->tenant, ref, tags, err);
 }
 
 int tplstore_untag(struct server *srv, const struct principal *p, const char *name, json_t *tags,
-                    struct hutch_err *err) {
+                   struct hutch_err *err) {
   return hutch_images_untag(&srv->images, p->tenant, name, tags, err);
 }
 
@@ -86,7 +86,8 @@ json_t *tplstore_held(struct server *srv, const char *tenant, uint64_t *bytes) {
     if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", tenant) == 0)
       *bytes += record_held(v, entry, held);
   }
-  json_array_foreach(kept, i, v) *bytes += record_held(v, entry, held);
+  json_array_foreach(kept, i, v)
+    *bytes += record_held(v, entry, held);
   json_decref(all);
   json_decref(kept);
   return held;
@@ -139,8 +140,8 @@ static void removal_done(struct offload *o) {
   free(rm);
 }
 
-void tplstore_remove(struct server *srv, const char *owner, const char *ref,
-                      offload_done_fn done, void *arg) {
+void tplstore_remove(struct server *srv, const char *owner, const char *ref, offload_done_fn done,
+                     void *arg) {
   struct removal *rm = xcalloc(1, sizeof *rm);
   rm->srv = srv;
   rm->store = &srv->images;
@@ -154,7 +155,7 @@ void tplstore_remove(struct server *srv, const char *owner, const char *ref,
 }
 
 int tplstore_delete(struct server *srv, const struct principal *p, const char *ref,
-                     offload_done_fn done, void *arg, struct hutch_err *err) {
+                    offload_done_fn done, void *arg, struct hutch_err *err) {
   /* Found as the caller would use it: its own first, then a public one,
    * which only the admin key may remove. */
   json_t *rec = hutch_images_find(&srv->images, p->tenant, ref, err);

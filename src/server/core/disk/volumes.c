@@ -72,16 +72,17 @@ json_t *volumes_find(struct server *srv, const char *tenant, const char *id_or_n
 /* A name is looked up beside ids: it may not look like one. */
 static bool name_ok(const char *s) {
   size_t n = strlen(s);
-  return n >= 1 && n <= 63 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                        "0123456789._-") == n && s[0] != '.' &&
-         strncmp(s, "vol_", 4) != 0;
+  return n >= 1 && n <= 63 &&
+         strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   "0123456789._-") == n &&
+         s[0] != '.' && strncmp(s, "vol_", 4) != 0;
 }
 
 /* mkfs.ext4 on the image: no reserved blocks, the root the sandbox user's
  * (1000, which each sandbox's id map turns into its own user), and no
  * discard, which on a file punches holes: the image stays allocated. */
 static int make_fs(const char *image, struct hutch_err *err) {
-  char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "root_owner=1000:1000,nodiscard",
+  char *argv[] = {"mkfs.ext4",   "-q", "-F", "-m", "0", "-E", "root_owner=1000:1000,nodiscard",
                   (char *)image, NULL};
   pid_t pid = fork();
   if (pid == 0) {
@@ -447,8 +448,8 @@ int volumes_prepare(struct server *srv, const struct principal *p, json_t *mount
     char why[160];
     _cleanup_free_ char *at = mount_point(json_object_get(m, "path"), why, sizeof why);
     if (!at) {
-      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu].path: %s",
-                            i, why);
+      return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "volumes[%zu].path: %s", i,
+                            why);
     }
     json_t *vol = volumes_find(srv, p->tenant, name);
     if (!vol) {

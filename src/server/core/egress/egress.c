@@ -134,8 +134,7 @@ static bool allowed(struct econn *e) {
    * it again, with the address). */
   char why[384];
   if (!netpolicy_floor_check(&e->srv->cfg.floor, e->host, e->port, NULL, why, sizeof why)) {
-    egress_conn_refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port,
-                       why);
+    egress_conn_refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port, why);
     return false;
   }
   return true;
@@ -317,7 +316,9 @@ bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
 
 /* ---- a sandbox's proxy ---- */
 
-static void listener_closed(uv_handle_t *h) { free(h->data); }
+static void listener_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 int egress_open(struct sbx *sb, struct hutch_err *err) {
   static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",

@@ -15,7 +15,9 @@
 
 #include "util.h"
 
-static EVP_PKEY *new_key(void) { return EVP_EC_gen("P-256"); }
+static EVP_PKEY *new_key(void) {
+  return EVP_EC_gen("P-256");
+}
 
 struct ext {
   int nid;
@@ -64,8 +66,8 @@ static X509 *new_cert(const char *cn, EVP_PKEY *key, X509 *issuer, EVP_PKEY *ike
    * clients check a leaf's SAN, the CN only names it. */
   X509_NAME *name = X509_get_subject_name(c);
   int cn_len = (int)(strlen(cn) > 64 ? 64 : strlen(cn));
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, cn_len,
-                                 -1, 0) != 1)
+  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, cn_len, -1,
+                                 0) != 1)
     goto fail;
   if (X509_set_issuer_name(c, issuer ? X509_get_subject_name(issuer) : name) != 1)
     goto fail;
@@ -126,7 +128,9 @@ fail:
   return NULL;
 }
 
-const char *egress_ca_pem(const struct tls_ca *ca) { return ca->pem; }
+const char *egress_ca_pem(const struct tls_ca *ca) {
+  return ca->pem;
+}
 
 void egress_ca_free(struct tls_ca *ca) {
   if (!ca)

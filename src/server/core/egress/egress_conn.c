@@ -23,7 +23,7 @@
 #include "http/errors.h"
 
 #define EGRESS_CONNECT_TIMEOUT_MS 10000 /* to resolve and connect out */
-#define EGRESS_LOOKUPS 4 /* a sandbox's name lookups under way */
+#define EGRESS_LOOKUPS 4                /* a sandbox's name lookups under way */
 /* A sandbox's intercepted connections at once (each a thread of the
  * server's EGRESS_TLS_THREADS): one sandbox cannot take them all. */
 #define EGRESS_MITMS 16
@@ -237,10 +237,19 @@ static void hand_over(struct econn *e, const struct tls_ca *ca, const char *pre,
     return;
   }
 
-  struct mitm_spec sp = {.tenant = sb->tenant, .ca = ca, .client = client,
-                         .upstream = e->relay.fd[1], .host = e->host, .port = e->port,
-                         .hdrs = hdrs, .nhdrs = n, .pre = pre, .npre = npre,
-                         .idle_ms = e->srv->cfg.relay_idle_ms, .done = mitm_done, .arg = e};
+  struct mitm_spec sp = {.tenant = sb->tenant,
+                         .ca = ca,
+                         .client = client,
+                         .upstream = e->relay.fd[1],
+                         .host = e->host,
+                         .port = e->port,
+                         .hdrs = hdrs,
+                         .nhdrs = n,
+                         .pre = pre,
+                         .npre = npre,
+                         .idle_ms = e->srv->cfg.relay_idle_ms,
+                         .done = mitm_done,
+                         .arg = e};
   e->relay.fd[1] = -1;
 
   struct hutch_err err = {0};
@@ -368,11 +377,9 @@ static void try_next_address(struct econn *e) {
   }
 
   if (e->phase == E_CONNECTING)
-    egress_conn_refuse(e, HUTCH_ERR_UPSTREAM, "%s:%u refused the connection", e->host,
-                       e->port);
+    egress_conn_refuse(e, HUTCH_ERR_UPSTREAM, "%s:%u refused the connection", e->host, e->port);
   else if (why[0])
-    egress_conn_refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port,
-                       why);
+    egress_conn_refuse(e, HUTCH_ERR_FORBIDDEN, "%s:%u is not allowed: %s", e->host, e->port, why);
   else
     egress_conn_refuse(e, HUTCH_ERR_UPSTREAM, "%s:%u cannot be reached", e->host, e->port);
 }

@@ -38,7 +38,7 @@ struct econn {
   uv_timer_t timer;
   uv_getaddrinfo_t gai;
   bool resolving, relay_done, ended, audited;
-  bool mitm_counted; /* in eg->mitms */
+  bool mitm_counted;        /* in eg->mitms */
   struct egress_mitm *mitm; /* its TLS, terminated for the host's secrets (egress_tls.h) */
   enum econn_phase phase;
   http_parser parser;

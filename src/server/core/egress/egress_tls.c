@@ -41,7 +41,7 @@
 #include "http/http.h"
 #include "http/request.h"
 
-#define EGRESS_TLS_HEAD_MS 10000   /* the handshakes and the first request's head */
+#define EGRESS_TLS_HEAD_MS 10000 /* the handshakes and the first request's head */
 #define EGRESS_TLS_HEAD_MAX (16u << 10)
 #define EGRESS_TLS_BUF (16u << 10) /* one TLS record each way */
 
@@ -83,7 +83,8 @@ void egress_tls_free(struct server *srv) {
 static int wait_for(struct egress_mitm *m, int fd, short ev, int fd2, short ev2, int ms) {
   /* A side waited on for nothing is left out: poll would report its
    * hang-up again and again, and the thread would spin. */
-  struct pollfd p[3] = {{.fd = m->stop, .events = POLLIN}, {.fd = ev ? fd : -1, .events = ev},
+  struct pollfd p[3] = {{.fd = m->stop, .events = POLLIN},
+                        {.fd = ev ? fd : -1, .events = ev},
                         {.fd = ev2 ? fd2 : -1, .events = ev2}};
   int n;
   do
@@ -127,8 +128,14 @@ static int step(struct egress_mitm *m, int i, uint64_t deadline_ns,
   }
 }
 
-static int do_accept(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_accept(s); }
-static int do_connect(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL_connect(s); }
+static int do_accept(SSL *s, void *buf, int n) {
+  (void)buf, (void)n;
+  return SSL_accept(s);
+}
+static int do_connect(SSL *s, void *buf, int n) {
+  (void)buf, (void)n;
+  return SSL_connect(s);
+}
 
 /* One read (wr false) or write of side i, over TLS or in clear: the bytes
  * moved (> 0), 0 when the peer has ended, else -1 with *ev what it waits
@@ -136,7 +143,8 @@ static int do_connect(SSL *s, void *buf, int n) { (void)buf, (void)n; return SSL
 static int side_io(struct egress_mitm *m, int i, bool wr, void *buf, int n, short *ev) {
   *ev = 0;
   if (!m->ssl[i]) {
-    ssize_t r = wr ? send(m->fd[i], buf, (size_t)n, MSG_NOSIGNAL) : recv(m->fd[i], buf, (size_t)n, 0);
+    ssize_t r =
+        wr ? send(m->fd[i], buf, (size_t)n, MSG_NOSIGNAL) : recv(m->fd[i], buf, (size_t)n, 0);
     if (r >= 0)
       return (int)r;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -170,7 +178,7 @@ static int step_io(struct egress_mitm *m, int i, bool wr, void *buf, int n, uint
 /* All n bytes at buf to side i by deadline_ns (a socket in clear takes
  * them in parts): false when it could not. */
 static bool side_write_all(struct egress_mitm *m, int i, const char *buf, size_t n,
-                      uint64_t deadline_ns) {
+                           uint64_t deadline_ns) {
   for (size_t done = 0; done < n;) {
     int r = step_io(m, i, true, (char *)buf + done, (int)(n - done), deadline_ns);
     if (r <= 0)
@@ -195,8 +203,8 @@ static void fail(struct egress_mitm *m, int status, const char *fmt, ...) {
 static void answer(struct egress_mitm *m, uint64_t deadline_ns) {
   char *msg = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                         "Content-Length: %zu\r\nConnection: close\r\n\r\nhutch egress: %s\n",
-                        m->res.status, http_status_text(m->res.status),
-                        strlen(m->res.reason) + 15, m->res.reason);
+                        m->res.status, http_status_text(m->res.status), strlen(m->res.reason) + 15,
+                        m->res.reason);
 
   side_write_all(m, 0, msg, strlen(msg), deadline_ns);
   if (m->ssl[0])
@@ -376,8 +384,10 @@ static int from_host(struct egress_mitm *m, char *buf, size_t n, char **data, si
   if (rc < 0) {
     free(out);
     if (rc == -1)
-      fail(m, 502, "%s:%u answered no HTTP head (of at most %u bytes) the proxy could check for "
-           "its secrets", m->host, m->port, SCRUB_HEAD_MAX);
+      fail(m, 502,
+           "%s:%u answered no HTTP head (of at most %u bytes) the proxy could check for "
+           "its secrets",
+           m->host, m->port, SCRUB_HEAD_MAX);
     else
       fail(m, 0, "cut: %s:%u sent a chunked body the proxy could not follow to its trailers",
            m->host, m->port);
@@ -471,8 +481,8 @@ static bool pump(struct egress_mitm *m) {
       continue;
     }
 
-    int r = wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1],
-                     left_ms(last_ns + m->idle_ms * 1000000ull));
+    int r =
+        wait_for(m, m->fd[0], ev[0], m->fd[1], ev[1], left_ms(last_ns + m->idle_ms * 1000000ull));
     if (r <= 0) {
       if (r == 0)
         fail(m, 0, "closed: no byte either way for %llu s",
@@ -563,9 +573,11 @@ static char *target_of(struct egress_mitm *m) {
   if (proven)
     return egress_tls_origin_target(url, &u, m->parser.method == HTTP_OPTIONS);
 
-  fail(m, 400, "the request target '%.200s' is not this connection's host %s:%u: inside a "
+  fail(m, 400,
+       "the request target '%.200s' is not this connection's host %s:%u: inside a "
        "CONNECT with a secret, send an origin-form target (/path), or an https:// URI on "
-       "%s:%u itself", url, m->host, m->port, m->host, m->port);
+       "%s:%u itself",
+       url, m->host, m->port, m->host, m->port);
   return NULL;
 }
 

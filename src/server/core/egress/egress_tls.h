@@ -38,7 +38,6 @@ void egress_tls_free(struct server *srv);
  * both ways, until its end; egress_tls_mitm.c starts it. */
 void *egress_tls_run(void *m);
 
-
 /* The origin-form target (path and query, "/" when neither; "*" for an
  * OPTIONS with neither) of an absolute URI url parsed into u; malloc'd.
  * A request that gets a secret goes on with its target in this form only

@@ -62,9 +62,13 @@ static void async_closed(uv_handle_t *h) {
   mitm_free(m);
 }
 
-static void never_ran(uv_handle_t *h) { mitm_free(h->data); }
+static void never_ran(uv_handle_t *h) {
+  mitm_free(h->data);
+}
 
-static void on_ended(uv_async_t *a) { uv_close((uv_handle_t *)a, async_closed); }
+static void on_ended(uv_async_t *a) {
+  uv_close((uv_handle_t *)a, async_closed);
+}
 
 /* The tenant's slot: its own, else a free one (there is always one while
  * a thread is free: a slot per running thread at most). */
@@ -146,7 +150,7 @@ static struct egress_mitm *mitm_new(struct server *srv, const struct mitm_spec *
 }
 
 struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
-                                      struct hutch_err *err) {
+                                          struct hutch_err *err) {
   struct egress_tls *t = srv->egress_tls;
   struct mitm_owner *owner = NULL;
   if (t && t->running < EGRESS_TLS_THREADS)
@@ -159,8 +163,7 @@ struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_
                      "the tenant has %d connections with secrets under way", EGRESS_TLS_TENANT);
     else
       hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "overloaded",
-                     "%d connections with secrets are under way on the server",
-                     EGRESS_TLS_THREADS);
+                     "%d connections with secrets are under way on the server", EGRESS_TLS_THREADS);
     return NULL;
   }
 

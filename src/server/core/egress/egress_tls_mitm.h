@@ -69,7 +69,7 @@ struct mitm_spec {
  * or the tenant's share of them (EGRESS_TLS_TENANT), are all taken (the
  * caller still owns nothing: the descriptors are closed). */
 struct egress_mitm *egress_tls_mitm_start(struct server *srv, const struct mitm_spec *sp,
-                                      struct hutch_err *err);
+                                          struct hutch_err *err);
 /* End it soon (the sandbox went, its policy changed, it idled): done
  * still comes. */
 void egress_tls_mitm_stop(struct egress_mitm *m);
@@ -92,13 +92,13 @@ struct egress_mitm {
   struct server *srv;
   struct mitm_owner *owner; /* counted there while the thread runs */
   uv_async_t async;
-  int stop; /* eventfd: the loop asks the thread to end */
-  int fd[2]; /* 0: the sandbox's client, 1: the host */
+  int stop;    /* eventfd: the loop asks the thread to end */
+  int fd[2];   /* 0: the sandbox's client, 1: the host */
   SSL *ssl[2]; /* NULL: that side is in clear (a plain request, both sides) */
   bool plain;  /* a plain request: in clear both ways, its head given (pre) */
   char *pre;   /* plain: the request as it goes on, secrets included */
   size_t npre;
-  struct scrub *scrub; /* the answer's head, until it has gone by (egress_scrub.h) */
+  struct scrub *scrub;         /* the answer's head, until it has gone by (egress_scrub.h) */
   X509 *leaf, *ca_cert;        /* ca_*: the sandbox's, referenced */
   EVP_PKEY *leaf_key, *ca_key; /* referenced */
   SSL_CTX *client_ctx;

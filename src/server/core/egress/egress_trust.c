@@ -66,7 +66,9 @@ static void forget_ca(struct sbx *sb) {
   sb->tls_trusted = false;
 }
 
-static void trust_start(json_t *pid, void *arg) { (void)pid, (void)arg; }
+static void trust_start(json_t *pid, void *arg) {
+  (void)pid, (void)arg;
+}
 
 static bool trust_output(int which, const uint8_t *data, size_t n, void *arg) {
   struct trust *t = arg;
@@ -90,8 +92,8 @@ static void trust_end(json_t *exit, void *arg) {
     hutch_err_fail(&err, HUTCH_ERR_UNAVAILABLE, "sandbox_error", "the sandbox ended");
   else if (!status || strcmp(status, "ok") != 0 || code != 0) {
     hutch_err_fail(&err, HUTCH_ERR_SYSTEM, "internal",
-                   "installing the egress CA in sandbox %s failed (%s, exit code %lld): %s",
-                   t->id, status ? status : "?", (long long)code, t->out);
+                   "installing the egress CA in sandbox %s failed (%s, exit code %lld): %s", t->id,
+                   status ? status : "?", (long long)code, t->out);
     forget_ca(sb);
   } else {
     sb->tls_trusted = true;
@@ -133,8 +135,8 @@ int egress_trust(struct sbx *sb, trust_done_fn done, void *arg) {
 
   char *cmd = xasprintf(script, egress_ca_pem(sb->tls_ca));
   json_t *req = json_pack("{s:s,s:[s,s,s],s:{s:s},s:s,s:b,s:I}", "op", "exec", "argv", "/bin/sh",
-                          "-c", cmd, "env", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin", "user",
-                          "root", "stdin", 0, "timeout_ms", (json_int_t)TRUST_TIMEOUT_MS);
+                          "-c", cmd, "env", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin", "user", "root",
+                          "stdin", 0, "timeout_ms", (json_int_t)TRUST_TIMEOUT_MS);
   free(cmd);
 
   struct exec_sink sink = trust_sink;

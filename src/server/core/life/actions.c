@@ -12,7 +12,7 @@
 #include "util.h"
 
 struct sbx *actions_find(struct server *srv, const struct principal *p, const char *id,
-                     struct hutch_err *err) {
+                         struct hutch_err *err) {
   struct sbx *sb = sbx_find_own(srv, p, id);
   if (!sb)
     hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no sandbox %s", id);
@@ -43,13 +43,13 @@ void actions_set_timeout(struct sbx *sb, double seconds, bool extend_only) {
 
 int actions_pause_check(const struct sbx *sb, struct hutch_err *err) {
   if (sb->paused)
-    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "already_paused",
-                          "sandbox %s is already paused", sb->id);
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "already_paused", "sandbox %s is already paused",
+                          sb->id);
   return 0;
 }
 
 int actions_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
-                     struct hutch_err *err) {
+                         struct hutch_err *err) {
   if (!sb)
     return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found",
                           "the sandbox was destroyed while it was being paused");

@@ -21,7 +21,7 @@ struct principal;
 /* The sandbox id names if it is the caller's (another tenant's is as
  * missing as one that never was); NULL and not_found else. */
 struct sbx *actions_find(struct server *srv, const struct principal *p, const char *id,
-                     struct hutch_err *err);
+                         struct hutch_err *err);
 /* Its timeout ends at expires_ms (ms since the epoch). A paused sandbox's
  * clock stands: what it will have left when it resumes. */
 void actions_set_expiry(struct sbx *sb, int64_t expires_ms);
@@ -33,7 +33,7 @@ int actions_pause_check(const struct sbx *sb, struct hutch_err *err);
 /* How a pause ended (sbx_pause's then: sb NULL when it was destroyed
  * meanwhile, r and why from the freeze): 0, or -1 and the error. */
 int actions_pause_result(const struct sbx *sb, int r, const struct hutch_err *why,
-                     struct hutch_err *err);
+                         struct hutch_err *err);
 /* A sandbox a request needs running: 0 when it runs (a paused one is
  * resumed if it was made to be by traffic); conflict sandbox_paused when
  * it may not be, busy while a freeze is under way. */

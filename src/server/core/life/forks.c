@@ -23,8 +23,8 @@ struct fork {
   json_t *snap_id;
   json_t *ids; /* the copies made so far */
   uint64_t count;
-  uint64_t pending;    /* creates started and not ended yet */
-  bool failed;         /* one of them failed: err says why */
+  uint64_t pending; /* creates started and not ended yet */
+  bool failed;      /* one of them failed: err says why */
   struct hutch_err err;
   const struct fork_ops *ops;
   void *arg;
@@ -124,10 +124,10 @@ static void fork_captured(json_t *snap, const struct hutch_err *err, void *arg) 
 }
 
 int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, uint64_t count,
-                   double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err) {
+                double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err) {
   if (count < 1 || count > SNAPSHOTS_MAX_FORKS)
-    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                          "count must be from 1 to %d", SNAPSHOTS_MAX_FORKS);
+    return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "count must be from 1 to %d",
+                          SNAPSHOTS_MAX_FORKS);
   if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0)
     return -1;
 

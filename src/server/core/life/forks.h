@@ -24,6 +24,6 @@ struct fork_ops {
   void (*done)(json_t *snapshot_id, json_t *ids, const struct hutch_err *err, void *arg);
 };
 int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, uint64_t count,
-                   double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err);
+                double timeout_s, const struct fork_ops *ops, void *arg, struct hutch_err *err);
 
 #endif

@@ -42,7 +42,7 @@
 struct pool {
   struct pool *next;
   char *spec;
-  char template[64]; /* "host", or the id of a public template of the store */
+  char template[64];        /* "host", or the id of a public template of the store */
   struct layer_stack stack; /* that template's layers, pinned while the pool lives */
   struct hutch_sandbox_config cfg;
   unsigned min, max; /* N and MAX of --pool SPEC=N[:MAX] */
@@ -53,8 +53,7 @@ struct pool {
   struct sbx *ready;
 };
 
-static int parse_limit(struct pool *p, const char *key, const char *value,
-                       struct hutch_err *err) {
+static int parse_limit(struct pool *p, const char *key, const char *value, struct hutch_err *err) {
   uint64_t v;
   if (strcmp(key, "isolation") == 0) {
     int i = hutch_isolation_parse(value);
@@ -80,9 +79,8 @@ static int parse_limit(struct pool *p, const char *key, const char *value,
   else if (strcmp(key, "pids") == 0)
     p->cfg.pids = v;
   else
-    return hutch_err_invalid(err,
-                             "--pool %s: no limit '%s' (memory_mb, cpus, pids, disk_mb, isolation)",
-                             p->spec, key);
+    return hutch_err_invalid(
+        err, "--pool %s: no limit '%s' (memory_mb, cpus, pids, disk_mb, isolation)", p->spec, key);
   return 0;
 }
 
@@ -192,8 +190,7 @@ void pool_defer(struct server *srv) {
     uv_timer_start(&srv->refill, refill, REFILL_QUIET_MS, 0);
 }
 
-static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err *err,
-                      void *arg) {
+static void pool_made(struct server *srv, struct sbx *sb, const struct hutch_err *err, void *arg) {
   struct pool *p = arg;
   p->making--;
   srv->refilling--;
@@ -332,6 +329,5 @@ void pool_metrics(FILE *f, const struct server *srv) {
   fprintf(f, "# HELP hutch_pool_taken_total Creates served from each warm pool.\n"
              "# TYPE hutch_pool_taken_total counter\n");
   for (const struct pool *p = srv->pools; p; p = p->next)
-    fprintf(f, "hutch_pool_taken_total{pool=\"%s\"} %llu\n", p->spec,
-            (unsigned long long)p->taken);
+    fprintf(f, "hutch_pool_taken_total{pool=\"%s\"} %llu\n", p->spec, (unsigned long long)p->taken);
 }

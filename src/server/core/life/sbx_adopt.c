@@ -167,8 +167,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
   if (network_restore(sb, json_object_get(row->spec, "network"),
                       json_object_get(row->spec, "secrets"), &err) < 0) {
     /* Never more open than it was: no way out at all. */
-    fprintf(stderr, "hutch serve: sandbox %s: %s; its network mode is now none\n", sb->id,
-            err.msg);
+    fprintf(stderr, "hutch serve: sandbox %s: %s; its network mode is now none\n", sb->id, err.msg);
     network_restore(sb, NULL, NULL, &err);
   }
 
@@ -207,7 +206,7 @@ int sbx_adopt_all(struct server *srv, struct hutch_err *err) {
     return -1;
 
   if (ctx.adopted || ctx.ended)
-    fprintf(stderr, "hutch serve: took over %u sandboxes; %u had ended or expired\n",
-            ctx.adopted, ctx.ended);
+    fprintf(stderr, "hutch serve: took over %u sandboxes; %u had ended or expired\n", ctx.adopted,
+            ctx.ended);
   return 0;
 }

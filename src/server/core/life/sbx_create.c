@@ -40,9 +40,9 @@ struct creating {
   struct create_req r; /* its JSON values held, its template copied */
   char template[SERVE_TEMPLATE_MAX + 1];
   struct hutch_sandbox_config cfg;
-  json_t *layers;        /* what it stacks (layers.h), or NULL: host */
-  json_t *tmpl;          /* the store's template it is made from, or NULL */
-  int tier;              /* its snapshot's or template's tier, -1: neither names one */
+  json_t *layers; /* what it stacks (layers.h), or NULL: host */
+  json_t *tmpl;   /* the store's template it is made from, or NULL */
+  int tier;       /* its snapshot's or template's tier, -1: neither names one */
   struct layer_stack stack;
   struct volume_mounts vm;
   uint64_t memory_mb, t0;
@@ -144,7 +144,7 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_
 
   srv->metrics.creates++;
   counters_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
-                  (double)(now_ns() - cr->t0) / 1e9);
+                   (double)(now_ns() - cr->t0) / 1e9);
   return sb;
 }
 
@@ -215,8 +215,8 @@ static int admit(struct server *srv, const struct principal *p, struct hutch_err
 
   if (own * 2 > ahead)
     hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_requests",
-                   "tenant %s has %u creates waiting (about %llu ms): try again later",
-                   p->tenant, own, (unsigned long long)wait_ms);
+                   "tenant %s has %u creates waiting (about %llu ms): try again later", p->tenant,
+                   own, (unsigned long long)wait_ms);
   else
     hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "at_capacity",
                    "%u creates are waiting (about %llu ms): try again later", ahead,
@@ -303,8 +303,8 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
                             "no template '%s' (this server has host, your snapshots, and the "
                             "templates GET /v1/templates lists)",
                             cr->template);
-    cr->layers = json_pack("[s+]", LAYERS_TEMPLATE,
-                           json_string_value(json_object_get(cr->tmpl, "id")));
+    cr->layers =
+        json_pack("[s+]", LAYERS_TEMPLATE, json_string_value(json_object_get(cr->tmpl, "id")));
   }
 
   if (cr->layers && layers_stack(srv, cr->layers, &cr->stack, err) < 0)
@@ -336,7 +336,7 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
 }
 
 int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
-                     const struct create_ops *ops, void *arg, struct hutch_err *err) {
+               const struct create_ops *ops, void *arg, struct hutch_err *err) {
   if (network_check(r->network, r->secrets, err) < 0)
     return -1;
   if (r->env) {

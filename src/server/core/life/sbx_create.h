@@ -44,7 +44,7 @@ struct create_ops {
 };
 /* -1 and err at once (made is not called), else 0 and made later. */
 int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
-                     const struct create_ops *ops, void *arg, struct hutch_err *err);
+               const struct create_ops *ops, void *arg, struct hutch_err *err);
 
 /* Creates under way that stack layer (a snapshot's id): a snapshot they
  * use is in use as much as by a live sandbox (as a volume is: volumes.h,

@@ -225,4 +225,3 @@ void sbx_make_ahead(struct server *srv, const struct hutch_sandbox_config *cfg,
                     const char *template, sbx_made_fn made, void *arg) {
   make(srv, cfg, template, NULL, made, arg);
 }
-

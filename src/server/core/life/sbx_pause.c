@@ -162,8 +162,9 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
   if (sb->agent_pending && sb->captures)
     return hutch_err_set(err, EBUSY, "a snapshot of it is being copied: resume it in a moment");
   if (sb->freezing)
-    return hutch_err_set(err, EBUSY, "it is being frozen (a pause or a snapshot): try again in a "
-                                     "moment");
+    return hutch_err_set(err, EBUSY,
+                         "it is being frozen (a pause or a snapshot): try again in a "
+                         "moment");
 
   usage_sample(sb); /* Sampled while still paused, its paused time is not charged. */
 

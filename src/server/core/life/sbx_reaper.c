@@ -30,7 +30,7 @@
 
 static void audit_reaped(struct server *srv, const struct sbx *sb, const char *action) {
   audit_record(srv, json_pack("{s:s,s:s,s:s,s:i,s:n,s:i}", "tenant", sb->tenant, "action", action,
-                             "sandbox", sb->id, "status", 200, "error", "duration_ms", 0));
+                              "sandbox", sb->id, "status", 200, "error", "duration_ms", 0));
 }
 
 static void collect_run(struct offload *o) {
@@ -130,4 +130,3 @@ void sbx_reaper_start(struct server *srv) {
   srv->reaper.data = srv;
   uv_timer_start(&srv->reaper, reap, 0, 100);
 }
-

@@ -67,7 +67,7 @@ void sbx_agent_dead(struct agentc *ac) {
  * of it to die, and removing its cgroups for the kernel to let them go. */
 struct teardown {
   struct offload o;
-  struct teardown *next; /* srv->teardowns: its layers are in use until it is done */
+  struct teardown *next;   /* srv->teardowns: its layers are in use until it is done */
   void (*gone)(void *arg); /* told once it is gone, or NULL */
   void *arg;
   struct hutch_sandbox *hs;
@@ -136,7 +136,9 @@ void sbx_teardown(struct server *srv, struct hutch_sandbox *hs, json_t *layers) 
   teardown(srv, hs, layers, -1, NULL, NULL);
 }
 
-void sbx_destroy(struct sbx *sb) { sbx_destroy_then(sb, NULL, NULL); }
+void sbx_destroy(struct sbx *sb) {
+  sbx_destroy_then(sb, NULL, NULL);
+}
 
 void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
   struct server *srv = sb->srv;
@@ -199,7 +201,7 @@ void sbx_release_all(struct server *srv) {
     sbx_unregister(srv, sb);
     sb->dying = true;
     sbx_freeze_forget(sb);
-    usage_sample(sb); /* Its last use is counted. */
+    usage_sample(sb);  /* Its last use is counted. */
     escapes_final(sb); /* The next server starts from the agent's counts. */
     egress_close(sb);
     if (srv->fronts)
@@ -227,4 +229,3 @@ void sbx_release_all(struct server *srv) {
       sbx_free_now(sb);
   }
 }
-

@@ -35,11 +35,10 @@
 static json_t *row_json(const struct store_snapshot *sn) {
   char created[32];
   iso8601(sn->created_ms, created);
-  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:O,s:I,s:I,s:b,s:s}", "id", sn->id, "tenant",
-                   sn->tenant, "name", sn->name, "sandbox", sn->source, "created_at", created,
-                   "layers", sn->layers, "size_bytes", (json_int_t)sn->bytes, "files",
-                   (json_int_t)sn->files, "ephemeral", sn->ephemeral, "isolation",
-                   sn->isolation ? sn->isolation : "ns");
+  return json_pack("{s:s,s:s,s:s,s:s,s:s,s:O,s:I,s:I,s:b,s:s}", "id", sn->id, "tenant", sn->tenant,
+                   "name", sn->name, "sandbox", sn->source, "created_at", created, "layers",
+                   sn->layers, "size_bytes", (json_int_t)sn->bytes, "files", (json_int_t)sn->files,
+                   "ephemeral", sn->ephemeral, "isolation", sn->isolation ? sn->isolation : "ns");
 }
 
 static void collect(const struct store_snapshot *sn, void *arg) {
@@ -98,8 +97,8 @@ static unsigned users_of(struct server *srv, json_t *all, const char *id, unsign
  * is up to its quota (GiBs) in many files. The store's row goes first, so
  * nothing can use the snapshot meanwhile; a server that dies before the
  * files are gone removes them at its next start (snapshots_gc). */
-static int remove_snapshot(struct server *srv, const char *id, json_t *layers,
-                           offload_done_fn done, void *arg, struct hutch_err *err) {
+static int remove_snapshot(struct server *srv, const char *id, json_t *layers, offload_done_fn done,
+                           void *arg, struct hutch_err *err) {
   if (store_snapshot_delete(srv->store, id, err) < 0)
     return -1;
   layers_hold(srv, layers, id, false);
@@ -177,7 +176,7 @@ struct capture {
   json_t *layers; /* its own first, then the sandbox's */
   bool ephemeral;
   enum hutch_isolation isolation; /* the sandbox's: a create from it runs in it */
-  int storage_fd; /* a copy: the sandbox may go meanwhile */
+  int storage_fd;                 /* a copy: the sandbox may go meanwhile */
   uid_t uid_base;
   uint64_t t0;
   struct hutch_layer_stats stats;
@@ -273,15 +272,15 @@ static json_t *capture_keep(struct capture *cap, struct hutch_err *err) {
      * to stack it, was destroyed): on its own it is of no use. */
     offload_remove(srv, xstrdup(cap->dir), true, NULL, NULL);
     hutch_err_fail(err, HUTCH_ERR_CONFLICT, "snapshot_in_use",
-                   "a snapshot sandbox %s was made from was deleted during the copy",
-                   cap->sandbox);
+                   "a snapshot sandbox %s was made from was deleted during the copy", cap->sandbox);
     return NULL;
   }
 
-  struct store_snapshot sn = {cap->id,          cap->tenant, cap->name, cap->sandbox,
-                              cap->layers,      wall_ms(),   cap->stats.bytes,
-                              cap->stats.files, cap->ephemeral,
-                              hutch_isolation_name(cap->isolation)};
+  struct store_snapshot sn = {cap->id,          cap->tenant,
+                              cap->name,        cap->sandbox,
+                              cap->layers,      wall_ms(),
+                              cap->stats.bytes, cap->stats.files,
+                              cap->ephemeral,   hutch_isolation_name(cap->isolation)};
   struct hutch_err e = {0};
   /* Held before it is listed: the template's layers outlive a removal of
    * the template while the snapshot stacks them. A template removed

@@ -46,15 +46,16 @@ static const char *config_cmd(json_t *tmpl, const char *key, const char *label) 
 
 static json_t *shell_request(const struct sbx *sb, const char *cmd, int64_t timeout_ms) {
   json_t *r = json_pack("{s:s,s:[s,s,s],s:o,s:s,s:b,s:I}", "op", "exec", "argv", "/bin/sh", "-c",
-                        cmd, "env", json_deep_copy(sb->env), "user",
-                        sb->user ? sb->user : "user", "stdin", 0, "timeout_ms",
-                        (json_int_t)timeout_ms);
+                        cmd, "env", json_deep_copy(sb->env), "user", sb->user ? sb->user : "user",
+                        "stdin", 0, "timeout_ms", (json_int_t)timeout_ms);
   if (sb->workdir)
     json_object_set_new(r, "cwd", json_string(sb->workdir));
   return r;
 }
 
-static void timer_closed(uv_handle_t *h) { free(h->data); }
+static void timer_closed(uv_handle_t *h) {
+  free(h->data);
+}
 
 static void startup_end(struct startup *su, struct sbx *sb, const struct hutch_err *err) {
   const struct create_ops *ops = su->ops;
@@ -74,7 +75,9 @@ static void startup_end(struct startup *su, struct sbx *sb, const struct hutch_e
 
 static void check_due(uv_timer_t *t);
 
-static void check_start(json_t *pid, void *arg) { (void)pid, (void)arg; }
+static void check_start(json_t *pid, void *arg) {
+  (void)pid, (void)arg;
+}
 
 static bool check_output(int which, const uint8_t *data, size_t n, void *arg) {
   (void)which, (void)data, (void)n, (void)arg;
@@ -88,8 +91,7 @@ static void check_end(json_t *exit, void *arg) {
   struct startup *su = arg;
   const char *status = json_string_value(json_object_get(exit, "status"));
   json_int_t code = json_integer_value(json_object_get(exit, "exit_code"));
-  snprintf(su->last, sizeof su->last, "%s, exit code %lld", status ? status : "?",
-           (long long)code);
+  snprintf(su->last, sizeof su->last, "%s, exit code %lld", status ? status : "?", (long long)code);
   su->passed = status && strcmp(status, "ok") == 0;
   json_decref(exit);
 
@@ -123,8 +125,7 @@ static void check_due(uv_timer_t *t) {
     hutch_err_fail(&err, HUTCH_ERR_UPSTREAM_TIMEOUT, "ready_timeout",
                    "the template's ready command did not pass within %llu s (%u tries; the "
                    "last: %s)",
-                   (unsigned long long)(su->srv->cfg.ready_timeout_ms / 1000), su->tries,
-                   su->last);
+                   (unsigned long long)(su->srv->cfg.ready_timeout_ms / 1000), su->tries, su->last);
     startup_end(su, sb, &err);
     return;
   }

@@ -194,8 +194,7 @@ int volworker_get(struct server *srv, const struct principal *p, const char *vol
 
   w = find(srv, volume_id); /* live() may have forgotten it */
   if (w && strcmp(w->tenant, p->tenant) != 0)
-    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s",
-                          volume_id);
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "volume_not_found", "no volume %s", volume_id);
   if (!w) {
     json_t *vol = volumes_find(srv, p->tenant, volume_id);
     bool ok = vol && strcmp(json_string_value(json_object_get(vol, "id")), volume_id) == 0 &&

@@ -32,12 +32,12 @@
 #include "http/body.h"
 #include "http/http.h"
 
-#define CONTEXTS_MAX 16           /* per sandbox */
-#define CELLS_QUEUED_MAX 64       /* per context, the running one included */
-#define INTERRUPT_GRACE_MS 2000   /* from the timeout's SIGINT to the kill */
+#define CONTEXTS_MAX 16             /* per sandbox */
+#define CELLS_QUEUED_MAX 64         /* per context, the running one included */
+#define INTERRUPT_GRACE_MS 2000     /* from the timeout's SIGINT to the kill */
 #define KERNEL_LINE_MAX (64u << 20) /* one event (a large image, say) */
-#define KERNEL_ERR_KEEP 2048      /* the kernel's own stderr, for its death message */
-#define FORK_TIMEOUT_S 30         /* a fork request, as a cell of the parent */
+#define KERNEL_ERR_KEEP 2048        /* the kernel's own stderr, for its death message */
+#define FORK_TIMEOUT_S 30           /* a fork request, as a cell of the parent */
 
 enum cx_state { CX_STARTING, CX_READY, CX_DEAD };
 
@@ -45,34 +45,34 @@ struct cell {
   struct cell *next;
   struct context *cx;
   struct cell_sink sink;
-  bool live;           /* the sink is called: false once the reader is gone */
+  bool live; /* the sink is called: false once the reader is gone */
   uint64_t id;
-  json_t *line;        /* the request for the kernel */
+  json_t *line; /* the request for the kernel */
   double timeout_s;
-  uint32_t owed;       /* kernel output window to give back once the client drains */
+  uint32_t owed; /* kernel output window to give back once the client drains */
   bool timed_out;
 };
 
 struct context {
   struct context *next;
-  struct sbx *sb;      /* NULL once the sandbox is gone */
+  struct sbx *sb; /* NULL once the sandbox is gone */
   char id[17];
   char language[16];
-  json_t *cwd, *env;   /* as created: a restart starts the same kernel */
+  json_t *cwd, *env; /* as created: a restart starts the same kernel */
   bool is_default;
-  char fork_of[17];    /* the context it is a copy of, until the copy is made */
+  char fork_of[17]; /* the context it is a copy of, until the copy is made */
   enum cx_state state;
   char died[256];
-  struct astream *s;   /* the kernel's exec stream, NULL when it has none */
-  char *line;          /* a partial line of the kernel's stdout */
+  struct astream *s; /* the kernel's exec stream, NULL when it has none */
+  char *line;        /* a partial line of the kernel's stdout */
   size_t line_len;
   char err[KERNEL_ERR_KEEP];
   size_t err_len;
-  struct cell *cells;  /* the first is the running one once sent */
+  struct cell *cells; /* the first is the running one once sent */
   unsigned ncells;
-  bool sent;           /* the first cell went to the kernel */
+  bool sent; /* the first cell went to the kernel */
   uint64_t next_cell;
-  uv_timer_t timer;    /* the running cell's timeout, then the grace */
+  uv_timer_t timer; /* the running cell's timeout, then the grace */
   bool grace;
 };
 
@@ -505,8 +505,8 @@ static struct context *context_new(struct sbx *sb, const char *language, json_t 
     return NULL;
   }
   if (sb->ncontexts >= CONTEXTS_MAX) {
-    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                   "a sandbox has at most %d code contexts", CONTEXTS_MAX);
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded", "a sandbox has at most %d code contexts",
+                   CONTEXTS_MAX);
     return NULL;
   }
 
@@ -540,8 +540,8 @@ struct context *contexts_find(struct sbx *sb, const char *id, struct hutch_err *
   return NULL;
 }
 
-struct context *contexts_create(struct sbx *sb, const char *language, const char *cwd,
-                                json_t *env, struct hutch_err *err) {
+struct context *contexts_create(struct sbx *sb, const char *language, const char *cwd, json_t *env,
+                                struct hutch_err *err) {
   if (env && env_check(env, err) < 0)
     return NULL;
   const char *lang = language_of(language, err);
@@ -670,8 +670,8 @@ struct context *contexts_fork(struct context *parent, struct hutch_err *err) {
     return NULL;
   }
   if (parent->state == CX_DEAD) {
-    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "context_dead", "context %s is dead: %s",
-                   parent->id, parent->died);
+    hutch_err_fail(err, HUTCH_ERR_CONFLICT, "context_dead", "context %s is dead: %s", parent->id,
+                   parent->died);
     return NULL;
   }
   return context_new(parent->sb, "python", parent->cwd, parent->env, parent->id, err);

@@ -30,8 +30,8 @@ void contexts_free(struct sbx *sb);
 /* A new context of language (python, javascript or js, bash; NULL:
  * python) in cwd (NULL: the kernel's own) with env added to the
  * sandbox's. */
-struct context *contexts_create(struct sbx *sb, const char *language, const char *cwd,
-                                json_t *env, struct hutch_err *err);
+struct context *contexts_create(struct sbx *sb, const char *language, const char *cwd, json_t *env,
+                                struct hutch_err *err);
 struct context *contexts_find(struct sbx *sb, const char *id, struct hutch_err *err);
 /* The default context of a language (made, or made again if it died). */
 struct context *contexts_default(struct sbx *sb, const char *language, struct hutch_err *err);

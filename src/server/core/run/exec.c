@@ -49,7 +49,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->started = true;
     x->srv->metrics.execs++;
     counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
-                    (double)(now_ns() - x->t0) / 1e9);
+                     (double)(now_ns() - x->t0) / 1e9);
     x->busy++;
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
     still_here(x);
@@ -68,8 +68,7 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
 
   switch (f->type) {
   case HUTCH_F_STDOUT:
-  case HUTCH_F_STDERR:
-  {
+  case HUTCH_F_STDERR: {
     x->busy++;
     bool more = x->sink.output(f->type == HUTCH_F_STDERR, f->payload, f->len, x->sink.arg);
     if (!still_here(x))

@@ -23,12 +23,12 @@ enum op_kind { OP_UNARY, OP_LIST, OP_READ, OP_WATCH, OP_WRITE };
 struct files_op {
   struct astream *s; /* NULL once the agent's stream has ended or was abandoned */
   enum op_kind kind;
-  files_done_fn done; /* unary, list and write */
-  struct files_sink sink; /* read and watch */
+  files_done_fn done;        /* unary, list and write */
+  struct files_sink sink;    /* read and watch */
   void (*resume)(void *arg); /* write */
   void *arg;
   char *path;
-  char *out;  /* a listing's lines, or a watch's line so far */
+  char *out; /* a listing's lines, or a watch's line so far */
   size_t nout;
   uint32_t owed; /* window held back while the sink takes no more */
   bool over;     /* the front end has heard the end, or cancelled */
@@ -60,10 +60,10 @@ static void agent_err(json_t *ev, struct hutch_err *err) {
     const char *code;
     enum hutch_errkind kind;
   } map[] = {
-      {"not_found", HUTCH_ERR_NOT_FOUND},     {"permission_denied", HUTCH_ERR_FORBIDDEN},
-      {"exists", HUTCH_ERR_CONFLICT},         {"not_a_directory", HUTCH_ERR_INVALID},
-      {"is_a_directory", HUTCH_ERR_INVALID},  {"not_empty", HUTCH_ERR_CONFLICT},
-      {"no_space", HUTCH_ERR_NO_SPACE},       {"invalid", HUTCH_ERR_INVALID},
+      {"not_found", HUTCH_ERR_NOT_FOUND},       {"permission_denied", HUTCH_ERR_FORBIDDEN},
+      {"exists", HUTCH_ERR_CONFLICT},           {"not_a_directory", HUTCH_ERR_INVALID},
+      {"is_a_directory", HUTCH_ERR_INVALID},    {"not_empty", HUTCH_ERR_CONFLICT},
+      {"no_space", HUTCH_ERR_NO_SPACE},         {"invalid", HUTCH_ERR_INVALID},
       {"not_supported", HUTCH_ERR_UNSUPPORTED},
   };
   const char *code = json_string_value(json_object_get(ev, "code"));
@@ -189,8 +189,7 @@ static void on_end(struct files_op *op, const struct hutch_frame *fr) {
     agent_err(j, &err);
     op_end(op, NULL, &err);
   } else {
-    struct files_result r = {j, op->kind == OP_LIST ? entries(op->out, op->nout) : NULL,
-                             op->path};
+    struct files_result r = {j, op->kind == OP_LIST ? entries(op->out, op->nout) : NULL, op->path};
     op_end(op, &r, NULL);
     json_decref(r.entries);
   }
@@ -261,8 +260,8 @@ static int unary(struct sbx *sb, json_t *req, const char *path, enum op_kind kin
   return 0;
 }
 
-int files_stat(struct sbx *sb, const char *path, const char *user, files_done_fn done,
-               void *arg, struct hutch_err *err) {
+int files_stat(struct sbx *sb, const char *path, const char *user, files_done_fn done, void *arg,
+               struct hutch_err *err) {
   return unary(sb, json_pack("{s:s,s:s,s:s}", "op", "stat", "path", path, "user", user), path,
                OP_UNARY, done, arg, err);
 }
@@ -285,10 +284,10 @@ int files_changed(struct sbx *sb, const char *path, const char *user, int64_t si
 
 int files_mkdir(struct sbx *sb, const char *path, const char *user, bool parents,
                 files_done_fn done, void *arg, struct hutch_err *err) {
-  return unary(sb,
-               json_pack("{s:s,s:s,s:s,s:b}", "op", "mkdir", "path", path, "user", user,
-                         "parents", parents),
-               path, OP_UNARY, done, arg, err);
+  return unary(
+      sb,
+      json_pack("{s:s,s:s,s:s,s:b}", "op", "mkdir", "path", path, "user", user, "parents", parents),
+      path, OP_UNARY, done, arg, err);
 }
 
 int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_done_fn done,
@@ -302,8 +301,7 @@ int files_mkdir_owned(struct sbx *sb, const char *path, const char *user, files_
 int files_move(struct sbx *sb, const char *path, const char *to, const char *user,
                files_done_fn done, void *arg, struct hutch_err *err) {
   return unary(sb,
-               json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", path, "to", to, "user",
-                         user),
+               json_pack("{s:s,s:s,s:s,s:s}", "op", "move", "path", path, "to", to, "user", user),
                to, OP_UNARY, done, arg, err);
 }
 
@@ -317,9 +315,8 @@ int files_remove(struct sbx *sb, const char *path, const char *user, bool recurs
 
 struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
                             const struct files_sink *sink, struct hutch_err *err) {
-  struct files_op *op =
-      start(sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user", user), path,
-            OP_READ, err);
+  struct files_op *op = start(
+      sb, json_pack("{s:s,s:s,s:s}", "op", "read", "path", path, "user", user), path, OP_READ, err);
   if (!op)
     return NULL;
   op->sink = *sink;
@@ -329,9 +326,8 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
   return op;
 }
 
-struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, bool entries, const struct files_sink *sink,
-                             struct hutch_err *err) {
+struct files_op *files_watch(struct sbx *sb, const char *path, const char *user, bool recursive,
+                             bool entries, const struct files_sink *sink, struct hutch_err *err) {
   struct files_op *op = start(sb,
                               json_pack("{s:s,s:s,s:s,s:b,s:b}", "op", "watch", "path", path,
                                         "user", user, "recursive", recursive, "entry", entries),
@@ -344,12 +340,12 @@ struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
                              const struct files_write_opts *o, void (*resume)(void *arg),
                              files_done_fn done, void *arg, struct hutch_err *err) {
-  struct files_op *op = start(sb,
-                              json_pack("{s:s,s:s,s:s,s:b,s:b,s:b,s:O*}", "op", "write", "path",
-                                        path, "user", user, "parents", 1, "parents_owned",
-                                        o && o->owned_parents, "exclusive", o && o->exclusive,
-                                        "metadata", o ? o->metadata : NULL),
-                              path, OP_WRITE, err);
+  struct files_op *op =
+      start(sb,
+            json_pack("{s:s,s:s,s:s,s:b,s:b,s:b,s:O*}", "op", "write", "path", path, "user", user,
+                      "parents", 1, "parents_owned", o && o->owned_parents, "exclusive",
+                      o && o->exclusive, "metadata", o ? o->metadata : NULL),
+            path, OP_WRITE, err);
   if (!op)
     return NULL;
   op->resume = resume;

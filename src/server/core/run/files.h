@@ -36,11 +36,10 @@ struct files_result {
   const char *path; /* the path acted on (move: its destination) */
 };
 /* r is NULL when err is set; both are valid only during the call. */
-typedef void (*files_done_fn)(const struct files_result *r, const struct hutch_err *err,
-                              void *arg);
+typedef void (*files_done_fn)(const struct files_result *r, const struct hutch_err *err, void *arg);
 
-int files_stat(struct sbx *sb, const char *path, const char *user, files_done_fn done,
-               void *arg, struct hutch_err *err);
+int files_stat(struct sbx *sb, const char *path, const char *user, files_done_fn done, void *arg,
+               struct hutch_err *err);
 /* Entries down to depth levels (1 to 64); a listing over 16 MiB fails
  * (ask for less depth). */
 int files_list(struct sbx *sb, const char *path, const char *user, unsigned depth,
@@ -82,9 +81,8 @@ struct files_op *files_read(struct sbx *sb, const char *path, const char *user,
  * agent's events ({"type":"ready"} first, then create, write, remove,
  * rename, chmod and overflow; docs/protocol.md), with entries: each with
  * the "entry" at its path when there is one. */
-struct files_op *files_watch(struct sbx *sb, const char *path, const char *user,
-                             bool recursive, bool entries, const struct files_sink *sink,
-                             struct hutch_err *err);
+struct files_op *files_watch(struct sbx *sb, const char *path, const char *user, bool recursive,
+                             bool entries, const struct files_sink *sink, struct hutch_err *err);
 /* How a write goes, beyond its bytes (NULL: as the user, nothing more).
  * metadata, when not NULL, replaces the file's (an object of strings,
  * envd's user.e2b. extended attributes). owned_parents: missing parents
@@ -102,8 +100,8 @@ struct files_write_opts {
  * resume(arg) is called. done may come before the end (the write failed),
  * after which op is gone. */
 struct files_op *files_write(struct sbx *sb, const char *path, const char *user,
-                             const struct files_write_opts *o, void (*resume)(void *arg), files_done_fn done, void *arg,
-                             struct hutch_err *err);
+                             const struct files_write_opts *o, void (*resume)(void *arg),
+                             files_done_fn done, void *arg, struct hutch_err *err);
 bool files_write_data(struct files_op *op, const void *p, size_t n);
 void files_write_end(struct files_op *op);
 

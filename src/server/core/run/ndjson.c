@@ -38,7 +38,7 @@ static size_t cut_point(const uint8_t *p, size_t n) {
 }
 
 char *ndjson_next(struct ndjson *o, int which, const uint8_t *data, size_t len, bool last,
-                    size_t *line_len) {
+                  size_t *line_len) {
   size_t n = o->ncarry[which] + len;
   uint8_t *buf = xmalloc(n + 1);
   memcpy(buf, o->carry[which], o->ncarry[which]);
@@ -75,12 +75,11 @@ json_t *ndjson_exit(uint8_t frame_type, json_t *j) {
     return line;
   }
   const char *msg = json_string_value(json_object_get(j, "message"));
-  return json_pack("{s:s,s:s,s:n,s:n,s:o}", "type", "exit", "status", "sandbox_error",
-                   "exit_code", "signal", "message",
-                   http_json_text(msg ? msg : "the agent refused the exec"));
+  return json_pack("{s:s,s:s,s:n,s:n,s:o}", "type", "exit", "status", "sandbox_error", "exit_code",
+                   "signal", "message", http_json_text(msg ? msg : "the agent refused the exec"));
 }
 
 json_t *ndjson_exit_gone(const char *message) {
-  return json_pack("{s:s,s:s,s:n,s:n,s:s}", "type", "exit", "status", "sandbox_error",
-                   "exit_code", "signal", "message", message);
+  return json_pack("{s:s,s:s,s:n,s:n,s:s}", "type", "exit", "status", "sandbox_error", "exit_code",
+                   "signal", "message", message);
 }

@@ -19,7 +19,7 @@ struct ndjson {
  * (0 stdout, 1 stderr), or NULL when all of it is held back. last: no more
  * will come, send what is held back too. */
 char *ndjson_next(struct ndjson *o, int which, const uint8_t *data, size_t len, bool last,
-                    size_t *line_len);
+                  size_t *line_len);
 
 /* The last line of an exec ({"type":"exit", …verdict}) from the agent's
  * last frame on its stream: the EVENT exit, or an ERROR (the agent refused

@@ -19,24 +19,24 @@
 
 #define PROC_KEEP (1u << 20)  /* output kept for clients that attach later */
 #define PROC_MAX 256          /* processes remembered per sandbox, ended ones included */
-#define STDIN_HELD (4u << 20)  /* input queued for a process that does not read it */
+#define STDIN_HELD (4u << 20) /* input queued for a process that does not read it */
 
 struct proc {
   struct proc *next;
   struct sbx *sb;
-  struct astream *s;       /* NULL once its stream has ended */
-  int pid;                 /* in the sandbox; 0 until it started */
+  struct astream *s; /* NULL once its stream has ended */
+  int pid;           /* in the sandbox; 0 until it started */
   json_t *cmd;
   int64_t started_ms;
-  json_t *exit;            /* the exit line once it has ended */
+  json_t *exit; /* the exit line once it has ended */
   struct ndjson enc;
-  char *kept;              /* the last lines of output */
+  char *kept; /* the last lines of output */
   size_t kept_len;
   struct sub *subs;
   procs_started_cb started; /* who waits for it to run, until told */
   void *started_arg;
   bool stdin_open;
-  bool pty;                /* its output is a terminal's */
+  bool pty; /* its output is a terminal's */
 };
 
 /* ---- output ---- */
@@ -273,11 +273,17 @@ struct proc *procs_by_pid(struct sbx *sb, int pid) {
   return NULL;
 }
 
-bool procs_pty(const struct proc *pr) { return pr->pty; }
+bool procs_pty(const struct proc *pr) {
+  return pr->pty;
+}
 
-int procs_pid(const struct proc *pr) { return pr->pid; }
+int procs_pid(const struct proc *pr) {
+  return pr->pid;
+}
 
-json_t *procs_cmd(const struct proc *pr) { return pr->cmd; }
+json_t *procs_cmd(const struct proc *pr) {
+  return pr->cmd;
+}
 
 struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err) {
   uint64_t n;
@@ -301,7 +307,9 @@ const char *procs_kept(const struct proc *pr, size_t *n) {
   return pr->kept;
 }
 
-json_t *procs_exit_line(const struct proc *pr) { return pr->exit; }
+json_t *procs_exit_line(const struct proc *pr) {
+  return pr->exit;
+}
 
 /* ---- input and control ---- */
 
@@ -309,7 +317,8 @@ int procs_input(struct proc *pr, const void *data, size_t n, bool eof, struct hu
   if (!pr->s || !pr->stdin_open)
     return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "stdin_closed",
                           "process %d takes no more input (started without keep_stdin, ended, "
-                          "or sent eof)", pr->pid);
+                          "or sent eof)",
+                          pr->pid);
   if (agentc_stdin_pending(pr->s) + n > STDIN_HELD)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "stdin_full",
                           "process %d has %u bytes of input it has not read yet", pr->pid,
@@ -322,8 +331,7 @@ int procs_input(struct proc *pr, const void *data, size_t n, bool eof, struct hu
 static int control(struct proc *pr, json_t *ctl, struct hutch_err *err) {
   if (!pr->s) {
     json_decref(ctl);
-    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "not_running", "process %d has ended",
-                          pr->pid);
+    return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "not_running", "process %d has ended", pr->pid);
   }
   agentc_send_json(pr->s, HUTCH_F_CONTROL, ctl);
   return 0;

@@ -43,7 +43,7 @@ struct proc_info {
 };
 void procs_info(const struct proc *pr, struct proc_info *out);
 int procs_pid(const struct proc *pr);
-bool procs_pty(const struct proc *pr); /* started with a PTY (not known of adopted ones) */
+bool procs_pty(const struct proc *pr);    /* started with a PTY (not known of adopted ones) */
 json_t *procs_cmd(const struct proc *pr); /* the argv; borrowed */
 
 /* Attach: a reader gets each output line (NDJSON, as the process's kept

@@ -319,7 +319,9 @@ void agentc_stdin(struct astream *s, const void *p, size_t n, bool eof) {
   update_poll(s->ac);
 }
 
-size_t agentc_stdin_pending(const struct astream *s) { return s->npending; }
+size_t agentc_stdin_pending(const struct astream *s) {
+  return s->npending;
+}
 
 void agentc_window(struct astream *s, uint32_t n) {
   if (s->ac->dead || n == 0)

@@ -25,12 +25,12 @@ struct astream {
   uint32_t id;
   astream_cb cb;
   void *ctx;
-  uint32_t window;    /* STDIN bytes the agent accepts now */
-  uint64_t credit;    /* STDOUT/STDERR bytes the agent may send now (agentc_window) */
-  uint8_t *pending;   /* STDIN bytes waiting for window */
+  uint32_t window;  /* STDIN bytes the agent accepts now */
+  uint64_t credit;  /* STDOUT/STDERR bytes the agent may send now (agentc_window) */
+  uint8_t *pending; /* STDIN bytes waiting for window */
   size_t npending, pcap;
-  uint32_t chunk;     /* largest STDIN payload sent */
-  bool pending_eof;   /* send EOF once pending is out */
+  uint32_t chunk;   /* largest STDIN payload sent */
+  bool pending_eof; /* send EOF once pending is out */
   /* Called when pending STDIN has all gone out (after being held back). */
   void (*stdin_drained)(struct astream *s);
 };

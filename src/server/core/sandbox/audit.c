@@ -22,7 +22,7 @@ struct audit {
   struct offload o;
   int dirfd, fd;
   uint64_t size, max; /* of the current file; its maximum */
-  char *buf; /* lines not handed to a job yet */
+  char *buf;          /* lines not handed to a job yet */
   size_t len, cap;
   char *out; /* what the running job writes */
   size_t nout;

@@ -19,7 +19,7 @@
 
 static bool good_name(const char *s) {
   size_t n = strlen(s);
-  return n > 0 && n < sizeof ((struct escape_call *)0)->name &&
+  return n > 0 && n < sizeof((struct escape_call *)0)->name &&
          strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
 }
 
@@ -37,10 +37,10 @@ static struct escape_call *find_or_add(struct escapes *e, const char *name) {
 }
 
 static void audit_line(struct sbx *sb, struct escape_call *c, int64_t now_ms) {
-  audit_record(sb->srv, json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "tenant", sb->tenant, "action",
-                                 "sandbox.escape_attempt", "sandbox", sb->id, "syscall",
-                                 c->name, "count", (json_int_t)(c->n - c->audited), "total",
-                                 (json_int_t)c->n));
+  audit_record(sb->srv,
+               json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "tenant", sb->tenant, "action",
+                         "sandbox.escape_attempt", "sandbox", sb->id, "syscall", c->name, "count",
+                         (json_int_t)(c->n - c->audited), "total", (json_int_t)c->n));
   c->audited = c->n;
   c->audited_ms = now_ms;
 }
@@ -144,9 +144,10 @@ void escapes_metrics(FILE *f, const struct server *srv) {
     for (unsigned i = 0; i < sb->escapes.ncalls; i++)
       fprintf(f, "hutch_escape_attempts_total{sandbox=\"%s\",syscall=\"%s\"} %llu\n", sb->id,
               sb->escapes.calls[i].name, (unsigned long long)sb->escapes.calls[i].n);
-  fprintf(f, "# HELP hutch_escape_attempts_seen_total Refused syscalls of every sandbox this "
-             "server has run, ended ones included.\n"
-             "# TYPE hutch_escape_attempts_seen_total counter\n"
-             "hutch_escape_attempts_seen_total %llu\n",
+  fprintf(f,
+          "# HELP hutch_escape_attempts_seen_total Refused syscalls of every sandbox this "
+          "server has run, ended ones included.\n"
+          "# TYPE hutch_escape_attempts_seen_total counter\n"
+          "hutch_escape_attempts_seen_total %llu\n",
           (unsigned long long)srv->metrics.escape_attempts);
 }

@@ -19,9 +19,9 @@ struct server;
 
 struct escape_call {
   char name[32];
-  uint64_t n;           /* as the agent last said */
-  uint64_t audited;     /* n when the last audit line was written */
-  int64_t audited_ms;   /* when (0: never) */
+  uint64_t n;         /* as the agent last said */
+  uint64_t audited;   /* n when the last audit line was written */
+  int64_t audited_ms; /* when (0: never) */
 };
 
 struct escapes {

@@ -109,14 +109,13 @@ json_t *sbx_json(const struct sbx *sb) {
   iso8601(sb->expires_ms, expires);
 
   /* cpus is null when the sandbox may use every CPU. */
-  json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:I,s:O,s:s,s:b}", "id", sb->id,
-                        "state", sb->paused ? "paused" : "running", "template", sb->template,
-                        "created_at", created, "expires_at", expires, "memory_mb",
-                        (json_int_t)sb->memory_mb, "cpus",
-                        sb->cpu_milli ? json_real((double)sb->cpu_milli / 1000) : json_null(),
-                        "pids", (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb,
-                        "metadata", sb->metadata, "on_timeout",
-                        sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
+  json_t *j = json_pack(
+      "{s:s,s:s,s:s,s:s,s:s,s:I,s:o,s:I,s:I,s:O,s:s,s:b}", "id", sb->id, "state",
+      sb->paused ? "paused" : "running", "template", sb->template, "created_at", created,
+      "expires_at", expires, "memory_mb", (json_int_t)sb->memory_mb, "cpus",
+      sb->cpu_milli ? json_real((double)sb->cpu_milli / 1000) : json_null(), "pids",
+      (json_int_t)sb->pids, "disk_mb", (json_int_t)sb->disk_mb, "metadata", sb->metadata,
+      "on_timeout", sb->pause_on_timeout ? "pause" : "kill", "auto_resume", sb->auto_resume);
   json_object_set_new(j, "isolation", json_string(hutch_isolation_name(sb->hs->isolation)));
   json_object_set_new(j, "volumes", sb->volumes ? json_deep_copy(sb->volumes) : json_array());
   json_object_set_new(j, "network", json_deep_copy(sb->network));
@@ -171,9 +170,13 @@ int sbx_store(struct sbx *sb, bool first, struct hutch_err *err) {
   json_t *spec = sbx_spec(sb);
   if (!spec)
     return hutch_err_set(err, 0, "state store: encoding sandbox %s", sb->id);
-  struct store_row row = {.id = sb->id, .tenant = sb->tenant, .template = sb->template,
-                          .created_ms = sb->created_ms, .expires_ms = sb->expires_ms,
-                          .pid = sb->hs->pid, .spec = spec,
+  struct store_row row = {.id = sb->id,
+                          .tenant = sb->tenant,
+                          .template = sb->template,
+                          .created_ms = sb->created_ms,
+                          .expires_ms = sb->expires_ms,
+                          .pid = sb->hs->pid,
+                          .spec = spec,
                           .isolation = hutch_isolation_name(sb->hs->isolation)};
   int r = first ? store_sandbox_put(sb->srv->store, &row, err)
                 : store_sandbox_respec(sb->srv->store, &row, err);
@@ -187,4 +190,3 @@ void sbx_set_defaults(struct sbx *sb, const char *user, const char *workdir) {
   sb->user = user ? xstrdup(user) : NULL;
   sb->workdir = workdir ? xstrdup(workdir) : NULL;
 }
-

@@ -32,9 +32,9 @@ struct sbx {
   struct sbx *next, *prev; /* srv->sandboxes while listed; next: a pool's ready list */
   struct sbx *id_next;     /* the chain of its bucket in srv->by_id */
   bool listed;
-  struct tally *tally; /* its tenant's counts, while listed (tally.h) */
+  struct tally *tally;                   /* its tenant's counts, while listed (tally.h) */
   struct sbx *tenant_next, *tenant_prev; /* its tenant's listed ones (tally.h) */
-  unsigned fds;        /* the server's descriptors it holds, counted while listed (fds.c) */
+  unsigned fds; /* the server's descriptors it holds, counted while listed (fds.c) */
   struct server *srv;
   struct pool *pool; /* while it waits in a warm pool; NULL once a tenant's */
   char id[17];
@@ -45,29 +45,29 @@ struct sbx {
   char token[SERVE_TOKEN_LEN + 1];
   struct hutch_sandbox *hs;
   struct agentc ac;
-  json_t *metadata; /* object of strings */
-  json_t *env;      /* object of strings, given to every exec */
-  struct proc *procs; /* background processes, newest first */
+  json_t *metadata;         /* object of strings */
+  json_t *env;              /* object of strings, given to every exec */
+  struct proc *procs;       /* background processes, newest first */
   struct context *contexts; /* code contexts (contexts.c) */
-  struct watch *watches; /* E2B's polled watchers (e2b/fs.c) */
+  struct watch *watches;    /* E2B's polled watchers (e2b/fs.c) */
   unsigned ncontexts;
   bool contexts_defaulted; /* E2B's default contexts were made (contexts_defaults) */
-  json_t *artifacts_seen; /* path -> ctime_ns of the files execs reported (api/exec.c) */
+  json_t *artifacts_seen;  /* path -> ctime_ns of the files execs reported (api/exec.c) */
   uint64_t memory_mb, pids, cpu_milli, disk_mb;
   int64_t created_ms, expires_ms; /* wall clock, ms since the epoch */
   /* Pause (sbx_pause.c): every process frozen, the timeout's clock
    * stopped with left_ms to go; kept until paused_ms + --paused-retention. */
   bool paused;
-  bool auto_resume;      /* a request that needs it running resumes it; else 409 */
-  bool pause_on_timeout; /* its timeout pauses it instead (E2B's autoPause) */
-  bool agent_pending;    /* paused when taken over: its agent is, on resume */
-  unsigned captures;     /* snapshots being copied: frozen until the last is done */
+  bool auto_resume;        /* a request that needs it running resumes it; else 409 */
+  bool pause_on_timeout;   /* its timeout pauses it instead (E2B's autoPause) */
+  bool agent_pending;      /* paused when taken over: its agent is, on resume */
+  unsigned captures;       /* snapshots being copied: frozen until the last is done */
   struct freeze *freezing; /* a freeze under way off the loop (sbx_pause.c) */
   int64_t paused_ms, left_ms;
-  int64_t timeout_ms; /* the length of its timeout, as last set */
+  int64_t timeout_ms;      /* the length of its timeout, as last set */
   struct samples *samples; /* its usage over time (usage.c) */
-  json_t *layers; /* what it stacks (layers.h): snapshots, a template; NULL: host */
-  int pin;        /* its template's pin (images.h), -1: none; closed after teardown */
+  json_t *layers;          /* what it stacks (layers.h): snapshots, a template; NULL: host */
+  int pin;                 /* its template's pin (images.h), -1: none; closed after teardown */
   /* A template's defaults for every exec that names none: its user and
    * working directory (NULL: hutch's user, the user's home). */
   char *user, *workdir;
@@ -90,7 +90,7 @@ struct sbx {
    * NULL: anywhere its user may go. */
   const char *file_root;
   struct escapes escapes; /* refused syscalls (escapes.c) */
-  json_t *log; /* its audit lines, the last SBX_LOG_MAX (audit.c); NULL: none yet */
+  json_t *log;            /* its audit lines, the last SBX_LOG_MAX (audit.c); NULL: none yet */
   bool dying;
 };
 

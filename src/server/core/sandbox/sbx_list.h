@@ -13,9 +13,9 @@ struct sbx;
 
 /* Which of the caller's sandboxes a list shows. */
 struct sbx_filter {
-  bool running, paused; /* the states shown */
-  json_t *metadata;     /* an object: every pair must match; NULL: any */
-  const char *template; /* NULL: any */
+  bool running, paused;     /* the states shown */
+  json_t *metadata;         /* an object: every pair must match; NULL: any */
+  const char *template;     /* NULL: any */
   int64_t started_after_ms; /* made at or after it (ms since the epoch) */
 };
 /* The caller's sandboxes that pass f, newest first (ties by id): a

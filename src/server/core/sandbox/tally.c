@@ -37,7 +37,7 @@ struct tally *tally_get(struct server *srv, const char *tenant) {
   struct tally **p = slot_of(srv, tenant);
   if (!*p) {
     *p = xcalloc(1, sizeof **p);
-    str_copy((*p)->tenant, sizeof (*p)->tenant, tenant);
+    str_copy((*p)->tenant, sizeof(*p)->tenant, tenant);
   }
   return *p;
 }

@@ -25,22 +25,22 @@ struct hutch_err;
 struct tally {
   struct tally *next; /* its bucket's chain in srv->tallies */
   char tenant[SERVE_TENANT_LEN + 1];
-  unsigned sandboxes; /* listed (sbx_register) */
-  unsigned creating;  /* being made (life/sbx_create.c) */
-  unsigned builds;    /* RUN sandboxes of its template builds running (tplqueue.c) */
-  uint64_t memory_mb; /* of all three */
-  unsigned relays;    /* connections through its listed sandboxes' ports and proxies */
-  unsigned paused;    /* of its listed sandboxes */
+  unsigned sandboxes;     /* listed (sbx_register) */
+  unsigned creating;      /* being made (life/sbx_create.c) */
+  unsigned builds;        /* RUN sandboxes of its template builds running (tplqueue.c) */
+  uint64_t memory_mb;     /* of all three */
+  unsigned relays;        /* connections through its listed sandboxes' ports and proxies */
+  unsigned paused;        /* of its listed sandboxes */
   uint64_t disk_reserved; /* of its disk quota, for writes under way (diskroom.c) */
-  uint64_t disk_capped; /* of its disk quota, its running jobs' ceilings (not of the
+  uint64_t disk_capped;   /* of its disk quota, its running jobs' ceilings (not of the
                          * filesystem's room: their children write as they go) */
   unsigned uploads;       /* under way (api/templates.c) */
   /* Layers it let go of that are still in the store, each with what it
    * is charged until collected: layer hex -> bytes (tplcache.c). */
   json_t *uncollected;
-  struct sbx *listed; /* its listed sandboxes, newest first (sbx.tenant_next) */
-  unsigned held;      /* HTTP connections a handler keeps past the request (http.h) */
-  unsigned tokens;    /* upload URLs issued and not yet used or collected (tpltokens.h) */
+  struct sbx *listed;        /* its listed sandboxes, newest first (sbx.tenant_next) */
+  unsigned held;             /* HTTP connections a handler keeps past the request (http.h) */
+  unsigned tokens;           /* upload URLs issued and not yet used or collected (tpltokens.h) */
   struct template_job *jobs; /* its template jobs kept, newest first (template_job.tenant_next) */
 };
 

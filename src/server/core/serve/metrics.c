@@ -42,8 +42,9 @@ int metrics_open(struct server *srv, struct hutch_err *err) {
   explicit_bzero(buf, sizeof buf);
 
   if (!ok)
-    return hutch_err_invalid(err, "--metrics-token-file %s: its first line must be a token of "
-                                  "%d to %d letters, digits or -._~+/=",
+    return hutch_err_invalid(err,
+                             "--metrics-token-file %s: its first line must be a token of "
+                             "%d to %d letters, digits or -._~+/=",
                              path, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
   return 0;
 }
@@ -98,27 +99,32 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
   unsigned paused = srv->npaused;
   fprintf(f, "hutch_sandboxes{state=\"running\"} %u\nhutch_sandboxes{state=\"paused\"} %u\n",
           srv->nsandboxes - paused, paused);
-  fprintf(f, "# HELP hutch_sandboxes_creating Creates under way, their client there or gone.\n"
-             "# TYPE hutch_sandboxes_creating gauge\nhutch_sandboxes_creating %u\n",
+  fprintf(f,
+          "# HELP hutch_sandboxes_creating Creates under way, their client there or gone.\n"
+          "# TYPE hutch_sandboxes_creating gauge\nhutch_sandboxes_creating %u\n",
           srv->ncreating);
   tiers_write(f, srv);
-  fprintf(f, "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
-             "# TYPE hutch_sandboxes_created_total counter\n"
-             "hutch_sandboxes_created_total %llu\n",
+  fprintf(f,
+          "# HELP hutch_sandboxes_created_total Sandboxes created.\n"
+          "# TYPE hutch_sandboxes_created_total counter\n"
+          "hutch_sandboxes_created_total %llu\n",
           (unsigned long long)m->creates);
-  fprintf(f, "# HELP hutch_sandboxes_destroyed_total Sandboxes destroyed (expired ones too).\n"
-             "# TYPE hutch_sandboxes_destroyed_total counter\n"
-             "hutch_sandboxes_destroyed_total %llu\n",
+  fprintf(f,
+          "# HELP hutch_sandboxes_destroyed_total Sandboxes destroyed (expired ones too).\n"
+          "# TYPE hutch_sandboxes_destroyed_total counter\n"
+          "hutch_sandboxes_destroyed_total %llu\n",
           (unsigned long long)m->destroys);
-  fprintf(f, "# HELP hutch_sandboxes_expired_total Sandboxes ended by their timeout.\n"
-             "# TYPE hutch_sandboxes_expired_total counter\n"
-             "hutch_sandboxes_expired_total %llu\n",
+  fprintf(f,
+          "# HELP hutch_sandboxes_expired_total Sandboxes ended by their timeout.\n"
+          "# TYPE hutch_sandboxes_expired_total counter\n"
+          "hutch_sandboxes_expired_total %llu\n",
           (unsigned long long)m->expired);
 
-  fprintf(f, "# HELP hutch_egress_connections_total Connections through egress proxies.\n"
-             "# TYPE hutch_egress_connections_total counter\n"
-             "hutch_egress_connections_total{verdict=\"allowed\"} %llu\n"
-             "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
+  fprintf(f,
+          "# HELP hutch_egress_connections_total Connections through egress proxies.\n"
+          "# TYPE hutch_egress_connections_total counter\n"
+          "hutch_egress_connections_total{verdict=\"allowed\"} %llu\n"
+          "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
           (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
   pool_metrics(f, srv);
   if (operator)
@@ -130,14 +136,17 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
             m->exec_hist, m->exec_sum_s);
 
   /* The HTTP server. */
-  fprintf(f, "# HELP hutch_http_connections Open HTTP connections.\n"
-             "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
+  fprintf(f,
+          "# HELP hutch_http_connections Open HTTP connections.\n"
+          "# TYPE hutch_http_connections gauge\nhutch_http_connections %u\n",
           srv->http.nconns);
-  fprintf(f, "# HELP hutch_http_queued_bytes Response bytes waiting for slow clients.\n"
-             "# TYPE hutch_http_queued_bytes gauge\nhutch_http_queued_bytes %zu\n",
+  fprintf(f,
+          "# HELP hutch_http_queued_bytes Response bytes waiting for slow clients.\n"
+          "# TYPE hutch_http_queued_bytes gauge\nhutch_http_queued_bytes %zu\n",
           queued);
-  fprintf(f, "# HELP hutch_http_requests_total HTTP requests dispatched.\n"
-             "# TYPE hutch_http_requests_total counter\nhutch_http_requests_total %llu\n",
+  fprintf(f,
+          "# HELP hutch_http_requests_total HTTP requests dispatched.\n"
+          "# TYPE hutch_http_requests_total counter\nhutch_http_requests_total %llu\n",
           (unsigned long long)m->requests);
   fprintf(f, "# HELP hutch_http_errors_total Error responses by status.\n"
              "# TYPE hutch_http_errors_total counter\n");

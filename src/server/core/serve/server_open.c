@@ -77,11 +77,13 @@ static int state_dir_trusted(int fd, const char *dir, struct hutch_err *err) {
   if (fstat(fd, &st) < 0)
     return hutch_err_set(err, errno, "state directory %s", dir);
   if (st.st_uid != geteuid())
-    return hutch_err_invalid(err, "state directory %s belongs to uid %u, not to hutch's uid %u: "
+    return hutch_err_invalid(err,
+                             "state directory %s belongs to uid %u, not to hutch's uid %u: "
                              "refusing to keep keys there",
                              dir, (unsigned)st.st_uid, (unsigned)geteuid());
   if (st.st_mode & (S_IWGRP | S_IWOTH))
-    return hutch_err_invalid(err, "state directory %s is writable by %s (mode %04o): "
+    return hutch_err_invalid(err,
+                             "state directory %s is writable by %s (mode %04o): "
                              "refusing to keep keys there",
                              dir, st.st_mode & S_IWOTH ? "everyone" : "its group",
                              (unsigned)(st.st_mode & 07777));
@@ -183,9 +185,9 @@ static int start_listening(struct server *srv, struct hutch_err *err) {
     return hutch_err_invalid(err, "--listen: '%s' is not an IP address", srv->cfg.host);
 
   if (http_accept_start(&srv->http, (struct sockaddr *)&ss,
-                   ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                            : sizeof(struct sockaddr_in),
-                   err) < 0)
+                        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                 : sizeof(struct sockaddr_in),
+                        err) < 0)
     return hutch_err_wrap(err, "%s:%d", srv->cfg.host, srv->cfg.port);
 
   /* The port the kernel chose, when asked for 0. */

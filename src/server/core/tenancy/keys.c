@@ -169,8 +169,8 @@ int keys_state_key(const char *state_dir, unsigned char *key, struct hutch_err *
       return -1;
   }
   for (size_t i = 0; i < SEAL_KEY_LEN; i++)
-    key[i] = (unsigned char)((strchr(HEX, hex[2 * i]) - HEX) << 4 |
-                             (strchr(HEX, hex[2 * i + 1]) - HEX));
+    key[i] =
+        (unsigned char)((strchr(HEX, hex[2 * i]) - HEX) << 4 | (strchr(HEX, hex[2 * i + 1]) - HEX));
   explicit_bzero(hex, sizeof hex);
   return 0;
 }

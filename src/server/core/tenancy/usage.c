@@ -19,8 +19,8 @@
 
 #define SAMPLE_EVERY_MS 2000
 #define SAMPLES_PER_S 500 /* at most, over all sandboxes */
-#define SAMPLES_KEPT 300 /* ten minutes */
-#define SAMPLES_FIRST 8 /* the ring's first size: it grows with the sandbox's age */
+#define SAMPLES_KEPT 300  /* ten minutes */
+#define SAMPLES_FIRST 8   /* the ring's first size: it grows with the sandbox's age */
 /* Its storage's use is read every DISK_EVERY samples (it moves slower than
  * CPU and memory, and its reading costs as much as theirs); a sample in
  * between keeps the last. */
@@ -135,9 +135,12 @@ static int read_now(const struct sbx *sb, const struct sample *prev, bool disk,
     return -1;
 
   *out = (struct sample){.ms = wall_ms(),
-                         .v = {.cpu_ns = u.cg.cpu_ns, .memory = u.cg.memory_bytes,
-                               .cache = u.cg.memory_cache, .disk = u.disk_used,
-                               .disk_total = u.disk_total, .pids = u.cg.pids}};
+                         .v = {.cpu_ns = u.cg.cpu_ns,
+                               .memory = u.cg.memory_bytes,
+                               .cache = u.cg.memory_cache,
+                               .disk = u.disk_used,
+                               .disk_total = u.disk_total,
+                               .pids = u.cg.pids}};
   if (!disk) {
     out->v.disk = prev->v.disk;
     out->v.disk_total = prev->v.disk_total;
@@ -207,11 +210,15 @@ void usage_free(struct sbx *sb) {
 }
 
 static struct usage_point point_of(const struct sbx *sb, const struct sample *s) {
-  return (struct usage_point){
-      .ms = s->ms, .cpu_pct = s->v.cpu_pct, .cpus = (unsigned)(cpus_of(sb) + 0.999),
-      .memory_used = s->v.memory, .memory_cache = s->v.cache,
-      .memory_limit = sb->memory_mb << 20, .disk_used = s->v.disk,
-      .disk_limit = s->v.disk_total ? s->v.disk_total : sb->disk_mb << 20, .pids = s->v.pids};
+  return (struct usage_point){.ms = s->ms,
+                              .cpu_pct = s->v.cpu_pct,
+                              .cpus = (unsigned)(cpus_of(sb) + 0.999),
+                              .memory_used = s->v.memory,
+                              .memory_cache = s->v.cache,
+                              .memory_limit = sb->memory_mb << 20,
+                              .disk_used = s->v.disk,
+                              .disk_limit = s->v.disk_total ? s->v.disk_total : sb->disk_mb << 20,
+                              .pids = s->v.pids};
 }
 
 void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
@@ -234,8 +241,7 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
 
   /* And now, measured since the last sample (not kept). */
   struct sample last, now;
-  if (read_now(sb, last_of(s, &last), true, &now) == 0 && now.ms >= start_ms &&
-      now.ms <= end_ms) {
+  if (read_now(sb, last_of(s, &last), true, &now) == 0 && now.ms >= start_ms && now.ms <= end_ms) {
     if (sb->paused)
       now.v.cpu_pct = 0;
     struct usage_point pt = point_of(sb, &now);
