@@ -33,7 +33,7 @@ static bool has_dotdot(const char *path) {
 }
 
 /* What a bind source must be, judged on one stat of it. Callers take that
- * stat on the same fd they then id-map and mount (start_agent, sandbox.c):
+ * stat on the same fd they then id-map and mount (start_agent, shell.c):
  * a path looked up again could by then lead somewhere else. */
 static int check_bind_source(const struct hutch_bind *b, const struct stat *st,
                              struct hutch_err *err) {
@@ -90,7 +90,7 @@ static int check_dst(const char *what, const char *dst, struct hutch_err *err) {
 }
 
 /* Early, for a clear error before anything is made; start_agent
- * (sandbox.c) checks the sources again on the fds it mounts. */
+ * (shell.c) checks the sources again on the fds it mounts. */
 static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   for (size_t i = 0; i < cfg->nvolumes; i++)
     if (check_dst("volume", cfg->volumes[i].dst, err) < 0)

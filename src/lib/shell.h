@@ -1,4 +1,4 @@
-/* The sandbox shell both tiers are built in (sandbox.c): slot and host id
+/* The sandbox shell both tiers are built in (shell.c): slot and host id
  * range, cgroup, storage and overlay root, network namespace, and the
  * first process, which execs the agent (ns) or starts runsc (gvisor).
  * These are the ns tier's operations; backend.c says which the gvisor

@@ -1,7 +1,7 @@
 /* The sandbox shell both tiers share (shell.h): creating a sandbox (limits,
  * slot and cgroup, then the agent: spawn.c), adopting one, and teardown
  * that leaves nothing behind. Its config is checked first (config.c). */
-#include "sandbox.h"
+#include "shell.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +33,7 @@
 #include "mkdir.h"
 #include "netns.h"
 #include "rootfs.h"
-#include "shell.h"
+#include "sandbox.h"
 #include "slot.h"
 #include "spawn.h"
 #include "util.h"
@@ -593,7 +593,7 @@ int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *ou
   return 0;
 }
 
-int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err) {
+int hutch_shell_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err) {
   return cg->ops->freeze(cg, true, FREEZE_WAIT_MS, err);
 }
 
