@@ -139,6 +139,11 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
  * record, or NULL. */
 json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
                          struct hutch_err *err);
+/* images_top.c, for hutch_images_add: hutch's top layer over layers (an
+ * image's, bottom first) committed to the store unless it is there
+ * already, and its name, hex. */
+int hutch_images_top_layer(struct hutch_images *s, json_t *layers, char hex[65],
+                           struct hutch_err *err);
 /* Remove owner's template ref (owner NULL: anyone's): NAME every build of
  * it, NAME:TAG that tag (the build goes with its last tag), an id that
  * build; then the template owner's cache entries whose layer none of its
