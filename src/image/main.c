@@ -85,7 +85,7 @@ static int run_verb(struct image_ctx *ctx, const char *state_dir, const struct v
   int rc = v->fn(ctx, argc - at, argv + at);
 
   /* What a failed import or build committed is in no template: gone
-   * now, unless another process is at work (images_write.c). */
+   * now, unless another process is at work (images_gc.c). */
   if (rc != 0 && ctx->store.work_lock >= 0) {
     close(ctx->store.work_lock);
     ctx->store.work_lock = -1;

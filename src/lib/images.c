@@ -1,7 +1,8 @@
 /* The template store, the side every program reads (images.h): finding
  * and listing templates, the layers a sandbox stacks, pins, work
- * directories. What changes the store is images_write.c, linked by the
- * programs that import and remove (hutch-template, hutch-serve). */
+ * directories. What changes the store is images_write.c (with
+ * images_top.c and images_gc.c), linked by the programs that import and
+ * remove (hutch-template, hutch-serve). */
 #include "images.h"
 
 #include <dirent.h>
@@ -361,7 +362,7 @@ char *hutch_images_scratchdir(struct hutch_images *s, struct hutch_err *err) {
 
 char *hutch_images_tmpdir(struct hutch_images *s, struct hutch_err *err) {
   /* Work under way holds the work lock shared: a collection of unused
-   * layers (images_write.c) leaves layers alone while any is held, as a
+   * layers (images_gc.c) leaves layers alone while any is held, as a
    * layer committed for a template not yet added is in no record. */
   if (s->work_lock < 0) {
     s->work_lock = openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

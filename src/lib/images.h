@@ -139,6 +139,11 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
  * record, or NULL. */
 json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
                          struct hutch_err *err);
+/* images_top.c, for hutch_images_add: hutch's top layer over layers (an
+ * image's, bottom first) committed to the store unless it is there
+ * already, and its name, hex. */
+int hutch_images_top_layer(struct hutch_images *s, json_t *layers, char hex[65],
+                           struct hutch_err *err);
 /* Remove owner's template ref (owner NULL: anyone's): NAME every build of
  * it, NAME:TAG that tag (the build goes with its last tag), an id that
  * build; then the template owner's cache entries whose layer none of its
@@ -156,6 +161,17 @@ int hutch_images_untag(struct hutch_images *s, const char *owner, const char *na
                        struct hutch_err *err);
 /* Remove layers and cache entries nothing uses (hutch_images_remove does). */
 int hutch_images_gc(struct hutch_images *s, struct hutch_err *err);
+
+/* Between the store's writers (images_write.c, images_gc.c). The store's
+ * lock, exclusive: an fd for the caller to close, or -1. */
+int hutch_images_lock(const struct hutch_images *s, struct hutch_err *err);
+/* Under the lock: a removed template's record leaves, gone at once when
+ * nothing uses it, else kept as templates/<id>.gone (its layers kept)
+ * until nothing does. */
+int hutch_images_gc_retire(const struct hutch_images *s, const char *id, struct hutch_err *err);
+/* Mark in used (a set) the layers a record or a cache entry v names;
+ * false when one of them is missing. */
+bool hutch_images_gc_mark(json_t *used, json_t *v, const struct hutch_images *s);
 
 /* images_cache.c: the build cache, kept per owner (NULL or "": the
  * public builds'). The most entries one owner keeps. */
@@ -177,9 +193,10 @@ void hutch_images_cache_put(const struct hutch_images *s, const char *owner, con
 struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s,
                                                   const char *owner, size_t *n);
 void hutch_images_cache_drop(const struct hutch_images *s, const char *owner, const char *key);
-/* The store's writer's (images_write.c, under its lock): mark in used
- * every layer a cache entry names, dropping the entries whose layer is
- * gone; drop owner's entries whose layer held (a set) does not name. */
+/* The store's writers' (images_write.c, images_gc.c, under its lock):
+ * mark in used every layer a cache entry names, dropping the entries
+ * whose layer is gone; drop owner's entries whose layer held (a set) does
+ * not name. */
 void hutch_images_cache_keep(const struct hutch_images *s, json_t *used);
 void hutch_images_cache_follow(const struct hutch_images *s, const char *owner, json_t *held);
 

@@ -1,31 +1,26 @@
 /* The template store, the side that changes it (images.h): layers
- * committed, templates added with hutch's own top layer, removed, and
- * what nothing uses collected. Every change holds the store's lock. */
+ * committed, templates added with hutch's own top layer (images_top.c),
+ * tagged, untagged and removed, after which what nothing uses is collected
+ * (images_gc.c). Every change holds the store's lock. */
 #include "images.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
-#include <sys/xattr.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "digest.h"
 #include "layer.h"
 #include "util.h"
 
 /* The store's lock, exclusive (closed by the caller). */
-static int lock_store(const struct hutch_images *s, struct hutch_err *err) {
+int hutch_images_lock(const struct hutch_images *s, struct hutch_err *err) {
   int fd = openat(s->dirfd, "lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 || flock(fd, LOCK_EX) < 0) {
     hutch_err_set(err, errno, "template store: lock");
@@ -58,7 +53,7 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
                               json_t *meta, struct hutch_err *err) {
   if (!hutch_images_hex_ok(hex))
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "layer name '%.70s' is no sha256", hex);
-  _cleanup_close_ int lock = lock_store(s, err);
+  _cleanup_close_ int lock = hutch_images_lock(s, err);
   if (lock < 0)
     return -1;
   _cleanup_free_ char *dest = hutch_images_layer_path(s, hex);
@@ -73,236 +68,6 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
     return 0;
   }
   return write_json(s, meta_name, meta, err);
-}
-
-/* path under a layer's root, opened O_PATH (flags: O_DIRECTORY or 0)
- * without following any symlink on the way: an image's /etc may be a link
- * to the host's. -1 when it is not there so. */
-static int open_in_layer(int layer, const char *path, int flags) {
-  struct open_how how = {.flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-  return (int)syscall(SYS_openat2, layer, path, &how, sizeof how);
-}
-
-/* The layer (of dirs, topmost first) whose entry path is what the stack
- * shows, its fd, and the entry's stat; -1 when none shows it (absent,
- * deleted by a whiteout, or hidden under an opaque directory above). */
-static int stack_lookup(const int *dirs, size_t n, const char *path, struct stat *st) {
-  for (size_t i = 0; i < n; i++) {
-    _cleanup_close_ int fd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], path, 0);
-    if (fd >= 0 && fstat(fd, st) == 0)
-      return S_ISCHR(st->st_mode) && st->st_rdev == 0 ? -1 : dirs[i];
-    /* An opaque parent in this layer hides every layer below. */
-    _cleanup_free_ char *parent = xstrdup(path);
-    char *slash = strrchr(parent, '/');
-    if (slash) {
-      *slash = '\0';
-      char v[2];
-      _cleanup_close_ int pd = dirs[i] < 0 ? -1 : open_in_layer(dirs[i], parent, O_DIRECTORY);
-      _cleanup_free_ char *proc = pd < 0 ? NULL : xasprintf("/proc/self/fd/%d", pd);
-      if (proc && getxattr(proc, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y')
-        return -1;
-    }
-  }
-  return -1;
-}
-
-/* The image's regular file at path (at most max bytes), or NULL. */
-static char *stack_read(const int *dirs, size_t n, const char *path, size_t max) {
-  struct stat st;
-  int at = stack_lookup(dirs, n, path, &st);
-  _cleanup_close_ int pfd = at < 0 ? -1 : open_in_layer(at, path, 0);
-  if (pfd < 0 || fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max)
-    return NULL;
-  _cleanup_free_ char *proc = xasprintf("/proc/self/fd/%d", pfd);
-  _cleanup_close_ int fd = open(proc, O_RDONLY | O_CLOEXEC);
-  char *buf = xmalloc((size_t)st.st_size + 1);
-  ssize_t got = fd < 0 ? -1 : read_all(fd, buf, (size_t)st.st_size);
-  if (got < 0) {
-    free(buf);
-    return NULL;
-  }
-  buf[got] = '\0';
-  return buf;
-}
-
-/* Whether an /etc/passwd or /etc/group text has an entry with id 1000
- * (the third field of both). */
-static bool has_id_1000(const char *text) {
-  for (const char *line = text; *line;) {
-    const char *end = strchrnul(line, '\n'), *f = line;
-    int colons = 0;
-    while (f < end && colons < 2)
-      if (*f++ == ':')
-        colons++;
-    if (colons == 2 && end - f >= 5 && strncmp(f, "1000:", 5) == 0)
-      return true;
-    line = *end ? end + 1 : end;
-  }
-  return false;
-}
-
-static const char *with_newline(const char *text) {
-  return text[0] && text[strlen(text) - 1] != '\n' ? "\n" : "";
-}
-
-struct top_file {
-  const char *path;
-  char *content; /* NULL: a directory */
-  mode_t mode;
-  uid_t uid;
-};
-
-/* What the image's stack (layers, bottom first) holds of its users: its
- * /etc/passwd and /etc/group (malloc'd; NULL when there is none) and
- * whether it has /home/user. */
-static void image_users(struct hutch_images *s, json_t *layers, char **passwd, char **group,
-                        bool *home) {
-  size_t n = json_array_size(layers);
-  int *dirs = xcalloc(n ? n : 1, sizeof *dirs);
-  for (size_t i = 0; i < n; i++) {
-    _cleanup_free_ char *p = hutch_images_layer_path(s, json_string_value(json_array_get(layers, n - 1 - i)));
-    dirs[i] = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  }
-
-  *passwd = stack_read(dirs, n, "etc/passwd", 1 << 20);
-  *group = stack_read(dirs, n, "etc/group", 1 << 20);
-  struct stat st;
-  *home = stack_lookup(dirs, n, "home/user", &st) >= 0;
-
-  for (size_t i = 0; i < n; i++)
-    if (dirs[i] >= 0)
-      close(dirs[i]);
-  free(dirs);
-}
-
-/* The top layer's files (8 at most) over an image with these users
- * (image_users); returns how many. */
-static size_t top_files(struct top_file files[8], const char *passwd, const char *group,
-                        bool home) {
-  size_t nf = 0;
-  files[nf++] = (struct top_file){"etc", NULL, 0755, 0};
-  files[nf++] = (struct top_file){"etc/hosts",
-                                  xstrdup("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-                                          "ip6-loopback\n"), 0644, 0};
-  files[nf++] = (struct top_file){"etc/hostname", xstrdup("sandbox\n"), 0644, 0};
-  files[nf++] = (struct top_file){"etc/resolv.conf",
-                                  xstrdup("# hutch: this sandbox has no network but loopback\n"),
-                                  0644, 0};
-  if (passwd && has_id_1000(passwd))
-    return nf;
-
-  /* The user `user`, appended to the image's own files (or to root alone). */
-  const char *users = passwd ? passwd : "root:x:0:0:root:/root:/bin/sh\n";
-  files[nf++] = (struct top_file){
-      "etc/passwd",
-      xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n", users, with_newline(users)),
-      0644, 0};
-  if (!group || !has_id_1000(group)) {
-    const char *groups = group ? group : "root:x:0:\n";
-    files[nf++] = (struct top_file){
-        "etc/group", xasprintf("%s%suser:x:1000:\n", groups, with_newline(groups)), 0644, 0};
-  }
-  if (!home) {
-    files[nf++] = (struct top_file){"home", NULL, 0755, 0};
-    files[nf++] = (struct top_file){"home/user", NULL, 0755, 1000};
-  }
-  return nf;
-}
-
-/* The top layer's name: the sha256 of its files' paths, modes, owners
- * and contents. */
-static void top_digest(const struct top_file *files, size_t nf, char hex[65]) {
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-  for (size_t i = 0; i < nf; i++) {
-    char head[64];
-    int len = snprintf(head, sizeof head, "%o %u ", (unsigned)files[i].mode, (unsigned)files[i].uid);
-    EVP_DigestUpdate(md, files[i].path, strlen(files[i].path) + 1);
-    EVP_DigestUpdate(md, head, (size_t)len);
-    if (files[i].content)
-      EVP_DigestUpdate(md, files[i].content, strlen(files[i].content) + 1);
-  }
-  digest_sha256_final_hex(md, hex);
-  EVP_MD_CTX_free(md);
-}
-
-/* One file (or directory) of the top layer, made in fd at its mode and
- * owner. */
-static int top_write_one(int fd, const struct top_file *f, struct hutch_err *err) {
-  if (!f->content) {
-    if (mkdirat(fd, f->path, f->mode) < 0)
-      return hutch_err_set(err, errno, "top layer: %s", f->path);
-  } else if (create_file_at(fd, f->path, f->content, f->mode, err) < 0) {
-    return -1;
-  }
-
-  if (fchmodat(fd, f->path, f->mode, 0) < 0)
-    return hutch_err_set(err, errno, "top layer: %s", f->path);
-  if (fchownat(fd, f->path, f->uid, f->uid, AT_SYMLINK_NOFOLLOW) < 0)
-    return hutch_err_set(err, errno, "top layer: %s", f->path);
-  return 0;
-}
-
-/* The top layer's files, written into the work directory dir. */
-static int top_write(const char *dir, const struct top_file *files, size_t nf,
-                     struct hutch_err *err) {
-  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return hutch_err_set(err, errno, "%s", dir);
-  if (fchmod(fd, 0755) < 0)
-    return hutch_err_set(err, errno, "top layer");
-
-  for (size_t i = 0; i < nf; i++)
-    if (top_write_one(fd, &files[i], err) < 0)
-      return -1;
-  return 0;
-}
-
-/* The top layer committed to the store as layers/<hex>, unless it is
- * there already. */
-static int top_commit(struct hutch_images *s, const struct top_file *files, size_t nf,
-                      const char hex[65], struct hutch_err *err) {
-  if (hutch_images_layer_exists(s, hex))
-    return 0;
-
-  _cleanup_free_ char *dir = hutch_images_tmpdir(s, err);
-  if (!dir)
-    return -1;
-  if (top_write(dir, files, nf, err) < 0) {
-    struct hutch_err ignored = {0};
-    hutch_layer_remove(dir, &ignored);
-    return -1;
-  }
-
-  json_t *meta = json_pack("{s:i,s:i}", "size", 0, "files", (int)nf);
-  int r = hutch_images_layer_commit(s, dir, hex, meta, err);
-  json_decref(meta);
-  return r;
-}
-
-/* hutch's layer above an image's: what Docker bind-mounts over an image
- * (hosts, hostname, resolv.conf), and the user `user` (uid 1000, home
- * /home/user) that E2B's SDKs and hutch's defaults run as, when the image
- * has no uid 1000. Named by the sha256 of what it holds, so templates of
- * one image share it. */
-static int top_layer(struct hutch_images *s, json_t *layers, char hex[65], struct hutch_err *err) {
-  char *passwd, *group;
-  bool home;
-  image_users(s, layers, &passwd, &group, &home);
-
-  struct top_file files[8];
-  size_t nf = top_files(files, passwd, group, home);
-  free(passwd);
-  free(group);
-
-  top_digest(files, nf, hex);
-  int r = top_commit(s, files, nf, hex, err);
-
-  for (size_t i = 0; i < nf; i++)
-    free(files[i].content);
-  return r;
 }
 
 struct same_name {
@@ -326,21 +91,6 @@ static json_int_t wall_ms_now(void) {
   return (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether templates/<id>.refs holds anything (a missing one does not). */
-static bool held(const struct hutch_images *s, const char *id) {
-  _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
-  DIR *d = hutch_images_opendir(s, refs);
-  if (!d)
-    return false;
-
-  struct dirent *e;
-  bool any = false;
-  while (!any && (e = readdir(d)))
-    any = e->d_name[0] != '.';
-  closedir(d);
-  return any;
-}
-
 static bool holder_ok(const char *h) {
   size_t n = strlen(h);
   if (n == 0 || n > 64)
@@ -356,7 +106,7 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
                       struct hutch_err *err) {
   if (!holder_ok(id) || !holder_ok(holder))
     return hutch_err_fail(err, HUTCH_ERR_SYSTEM, NULL, "template hold: bad name");
-  _cleanup_close_ int lock = lock_store(s, err);
+  _cleanup_close_ int lock = hutch_images_lock(s, err);
   if (lock < 0)
     return -1;
 
@@ -382,49 +132,6 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
       openat(s->dirfd, ref, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return hutch_err_set(err, errno, "template store: %s", ref);
-  return 0;
-}
-
-/* Whether anything keeps template id's layers: a sandbox's pin, or a
- * holder's reference. When nothing does, *lock holds the pin file locked
- * until the caller has forgotten the template (and closes it): a pin taken
- * meanwhile waits, then finds its file unlinked (hutch_images_pin). */
-static bool in_use(const struct hutch_images *s, const char *id, int *lock) {
-  _cleanup_free_ char *pin = xasprintf("templates/%s.pin", id);
-  *lock = openat(s->dirfd, pin, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool pinned = *lock >= 0 && flock(*lock, LOCK_EX | LOCK_NB) < 0;
-  if (pinned || held(s, id)) {
-    if (*lock >= 0)
-      close(*lock);
-    *lock = -1;
-    return true;
-  }
-  return false;
-}
-
-/* What is left of a template nothing uses any more. */
-static void forget(const struct hutch_images *s, const char *id) {
-  static const char *const suffixes[] = {"json", "gone", "pin"};
-  for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
-    _cleanup_free_ char *name = xasprintf("templates/%s.%s", id, suffixes[i]);
-    unlinkat(s->dirfd, name, 0);
-  }
-  _cleanup_free_ char *refs = xasprintf("templates/%s.refs", id);
-  unlinkat(s->dirfd, refs, AT_REMOVEDIR);
-}
-
-/* A removed template's record leaves: gone at once when nothing uses it,
- * else kept as <id>.gone (its layers kept) until nothing does. */
-static int retire(const struct hutch_images *s, const char *id, struct hutch_err *err) {
-  _cleanup_free_ char *rec = xasprintf("templates/%s.json", id);
-  _cleanup_free_ char *gone = xasprintf("templates/%s.gone", id);
-  _cleanup_close_ int lock = -1;
-  if (in_use(s, id, &lock)) {
-    if (renameat(s->dirfd, rec, s->dirfd, gone) < 0)
-      return hutch_err_set(err, errno, "template store: %s", rec);
-    return 0;
-  }
-  forget(s, id);
   return 0;
 }
 
@@ -470,7 +177,7 @@ static int add_check(struct hutch_images *s, json_t *rec, struct hutch_err *err)
   }
 
   char top[65];
-  if (top_layer(s, layers, top, err) < 0)
+  if (hutch_images_top_layer(s, layers, top, err) < 0)
     return -1;
   json_object_set_new(rec, "top", json_string(top));
   json_object_set_new(rec, "size_bytes", json_integer((json_int_t)size));
@@ -524,7 +231,7 @@ static int untag(const struct hutch_images *s, json_t *builds, json_t *tags, con
     int r;
     if (json_array_size(left) == 0) {
       json_decref(left);
-      r = retire(s, id, err);
+      r = hutch_images_gc_retire(s, id, err);
     } else {
       json_object_set_new(b, "tags", left);
       _cleanup_free_ char *name = xasprintf("templates/%s.json", id);
@@ -630,7 +337,7 @@ json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
     json_decref(rec);
     return NULL;
   }
-  _cleanup_close_ int lock = lock_store(s, err);
+  _cleanup_close_ int lock = hutch_images_lock(s, err);
   if (lock < 0) {
     json_decref(rec);
     return NULL;
@@ -642,8 +349,6 @@ json_t *hutch_images_add(struct hutch_images *s, json_t *record, bool replace,
   return rec;
 }
 
-static bool mark(json_t *used, json_t *v, const struct hutch_images *s);
-
 /* An owner's build cache lives for its templates: once one goes, the
  * entries whose layer none of the owner's templates left holds go too (a
  * deleted template's steps, a failed build's), and the collection after
@@ -654,7 +359,7 @@ static void cache_follow(const struct hutch_images *s, const char *owner) {
   size_t i;
   json_array_foreach(all, i, v) {
     if (strcmp(json_string_value(json_object_get(v, "owner")) ?: "", owner) == 0)
-      mark(held, v, s);
+      hutch_images_gc_mark(held, v, s);
   }
   json_decref(all);
   hutch_images_cache_follow(s, owner, held);
@@ -677,12 +382,12 @@ static int remove_named(const struct hutch_images *s, const char *ref, const cha
   }
 
   if (strcmp(id, ref) == 0)
-    return retire(s, id, err);
+    return hutch_images_gc_retire(s, id, err);
 
   json_t *b;
   size_t i;
   json_array_foreach(builds, i, b) {
-    if (retire(s, json_string_value(json_object_get(b, "id")), err) < 0)
+    if (hutch_images_gc_retire(s, json_string_value(json_object_get(b, "id")), err) < 0)
       return -1;
   }
   return 0;
@@ -709,7 +414,7 @@ static json_t *find_changeable(const struct hutch_images *s, const char *owner, 
 /* hutch_images_remove's part under the store's lock. */
 static int remove_locked(struct hutch_images *s, const char *owner, const char *ref,
                          struct hutch_err *err) {
-  _cleanup_close_ int lock = lock_store(s, err);
+  _cleanup_close_ int lock = hutch_images_lock(s, err);
   if (lock < 0)
     return -1;
   json_t *rec = find_changeable(s, owner, ref, "removes", err);
@@ -759,7 +464,7 @@ static int tag_build(const struct hutch_images *s, json_t *target, json_t *want,
 /* hutch_images_tag's part under the store's lock. */
 static int tag_locked(struct hutch_images *s, const char *owner, const char *ref, json_t *want,
                       struct hutch_err *err) {
-  _cleanup_close_ int lock = lock_store(s, err);
+  _cleanup_close_ int lock = hutch_images_lock(s, err);
   if (lock < 0)
     return -1;
   json_t *target = find_changeable(s, owner, ref, "tags", err);
@@ -786,7 +491,7 @@ int hutch_images_tag(struct hutch_images *s, const char *owner, const char *ref,
 int hutch_images_untag(struct hutch_images *s, const char *owner, const char *name, json_t *tags,
                        struct hutch_err *err) {
   {
-    _cleanup_close_ int lock = lock_store(s, err);
+    _cleanup_close_ int lock = hutch_images_lock(s, err);
     if (lock < 0)
       return -1;
     json_t *builds = builds_of(s, owner ? owner : "", name);
@@ -800,143 +505,4 @@ int hutch_images_untag(struct hutch_images *s, const char *owner, const char *na
                             "no template '%s' with those tags", name);
   }
   return hutch_images_gc(s, err);
-}
-
-/* Each name in the store's directory sub ending in suffix, without it. */
-static char **names_in(const struct hutch_images *s, const char *sub, const char *suffix,
-                       size_t *n) {
-  *n = 0;
-  DIR *d = hutch_images_opendir(s, sub);
-  if (!d)
-    return NULL;
-  char **v = NULL;
-  size_t cap = 0, sl = strlen(suffix);
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (e->d_name[0] == '.' || len <= sl || strcmp(e->d_name + len - sl, suffix) != 0)
-      continue;
-    if (*n == cap)
-      v = xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
-    v[(*n)++] = xasprintf("%.*s", (int)(len - sl), e->d_name);
-  }
-  closedir(d);
-  return v;
-}
-
-static void free_names(char **v, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    free(v[i]);
-  free(v);
-}
-
-static json_t *load_at(const struct hutch_images *s, const char *name) {
-  _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  return hutch_images_load_fd(fd);
-}
-
-/* Mark the layers a record or a cache entry names ("layers", "top",
- * "layer"); false when one is missing. */
-static bool mark(json_t *used, json_t *v, const struct hutch_images *s) {
-  bool all = true;
-  json_t *l;
-  size_t i;
-  json_array_foreach(json_object_get(v, "layers"), i, l) {
-    if (json_is_string(l)) {
-      all = all && hutch_images_layer_exists(s, json_string_value(l));
-      json_object_set_new(used, json_string_value(l), json_true());
-    }
-  }
-  static const char *const keys[] = {"top", "layer"};
-  for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
-    if ((l = json_object_get(v, keys[k])) && json_is_string(l)) {
-      all = all && hutch_images_layer_exists(s, json_string_value(l));
-      json_object_set_new(used, json_string_value(l), json_true());
-    }
-  return all;
-}
-
-/* The layers of every template in used. */
-static void mark_templates(const struct hutch_images *s, json_t *used) {
-  size_t n;
-  char **ids = names_in(s, "templates", ".json", &n);
-  for (size_t i = 0; i < n; i++) {
-    _cleanup_free_ char *name = xasprintf("templates/%s.json", ids[i]);
-    json_t *rec = load_at(s, name);
-    mark(used, rec, s);
-    json_decref(rec);
-  }
-  free_names(ids, n);
-}
-
-/* Removed templates whose sandboxes are all gone go now; the layers of
- * those still in use are marked in used. */
-static void mark_or_forget_gone(const struct hutch_images *s, json_t *used) {
-  size_t n;
-  char **ids = names_in(s, "templates", ".gone", &n);
-  for (size_t i = 0; i < n; i++) {
-    _cleanup_free_ char *gone = xasprintf("templates/%s.gone", ids[i]);
-    _cleanup_close_ int pin = -1;
-    if (in_use(s, ids[i], &pin)) {
-      json_t *rec = load_at(s, gone);
-      mark(used, rec, s);
-      json_decref(rec);
-    } else {
-      forget(s, ids[i]);
-    }
-  }
-  free_names(ids, n);
-}
-
-/* Build cache entries keep their layers, unless one is missing; one
- * outside an owner's directory (an older layout's) is nobody's to
- * charge, and goes. */
-static void mark_cache(const struct hutch_images *s, json_t *used) {
-  size_t n;
-  char **ids = names_in(s, "cache", ".json", &n);
-  for (size_t i = 0; i < n; i++) {
-    _cleanup_free_ char *name = xasprintf("cache/%s.json", ids[i]);
-    unlinkat(s->dirfd, name, 0);
-  }
-  free_names(ids, n);
-  hutch_images_cache_keep(s, used);
-}
-
-/* Every layer not in used, removed. A layer committed for a template not
- * added yet is in no record: while any process works in tmp/ (work.lock
- * shared), no layer goes. */
-static int remove_unused(const struct hutch_images *s, json_t *used, struct hutch_err *err) {
-  _cleanup_close_ int work = openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (work < 0 || flock(work, LOCK_EX | LOCK_NB) < 0)
-    return 0;
-
-  int r = 0;
-  size_t n;
-  char **hexes = names_in(s, "layers", ".json", &n);
-  for (size_t i = 0; i < n && r == 0; i++) {
-    if (json_object_get(used, hexes[i]) || !hutch_images_hex_ok(hexes[i]))
-      continue;
-    _cleanup_free_ char *dir = hutch_images_layer_path(s, hexes[i]);
-    _cleanup_free_ char *meta = xasprintf("layers/%s.json", hexes[i]);
-    r = hutch_layer_remove(dir, err);
-    if (r == 0)
-      unlinkat(s->dirfd, meta, 0);
-  }
-  free_names(hexes, n);
-  return r;
-}
-
-int hutch_images_gc(struct hutch_images *s, struct hutch_err *err) {
-  _cleanup_close_ int lock = lock_store(s, err);
-  if (lock < 0)
-    return -1;
-
-  json_t *used = json_object();
-  mark_templates(s, used);
-  mark_or_forget_gone(s, used);
-  mark_cache(s, used);
-
-  int r = remove_unused(s, used, err);
-  json_decref(used);
-  return r;
 }

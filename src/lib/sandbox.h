@@ -153,12 +153,12 @@ void hutch_sandbox_release(struct hutch_sandbox *sb);
  * they all are; or thaw them. */
 int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *err);
 /* A copy of the sandbox cgroup's fds, to freeze it from another thread
- * (hutch_cgroup_freeze_wait) with nothing of the sandbox's in use: it may
+ * (hutch_shell_freeze_wait) with nothing of the sandbox's in use: it may
  * be destroyed meanwhile. Close it with hutch_cgroup_close. */
 int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
                          struct hutch_err *err);
 /* Freeze cg as hutch_sandbox_freeze does, waiting as long. */
-int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err);
+int hutch_shell_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err);
 
 /* A socket (socket(2)'s domain and type; close-on-exec) made in the
  * sandbox's network namespace, for the caller to bind or connect there.

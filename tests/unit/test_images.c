@@ -1,4 +1,4 @@
-/* The template store (src/lib/images.c, images_write.c): layers committed
+/* The template store (src/lib/images*.c): layers committed
  * and shared, templates added with hutch's top layer, found by name, tag
  * and id, owners kept apart, pins keeping a removed template's layers,
  * and collection of what nothing uses. Needs root (it owns files as other

@@ -52,7 +52,7 @@ struct freeze {
 
 static void freeze_run(struct offload *o) {
   struct freeze *f = OFFLOAD_JOB(o, struct freeze);
-  f->r = hutch_cgroup_freeze_wait(&f->cg, &f->err);
+  f->r = hutch_shell_freeze_wait(&f->cg, &f->err);
 }
 
 static void freeze_done(struct offload *o) {

@@ -1,8 +1,8 @@
-/* The sandbox shell both tiers share (shell.h), and the checks and defaults
- * of a sandbox's config (sandbox.h): creating a sandbox (limits, slot and
- * cgroup, then the agent: spawn.c), adopting one, and teardown that leaves
- * nothing behind. */
-#include "sandbox.h"
+/* The sandbox shell both tiers share (shell.h): creating a sandbox (limits,
+ * slot and cgroup, then the agent: spawn.c), its uses, and teardown that
+ * leaves nothing behind. Its config is checked first (config.c); adopting
+ * one is shell_adopt.c. */
+#include "shell.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -25,244 +24,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "cleanup.h"
+#include "config.h"
 #include "gvisor.h"
 #include "hostlimits.h"
 #include "hostroot.h"
 #include "layout.h"
-#include "layer.h"
 #include "mkdir.h"
 #include "netns.h"
 #include "rootfs.h"
-#include "shell.h"
+#include "sandbox.h"
 #include "slot.h"
 #include "spawn.h"
 #include "util.h"
-
-const char *hutch_default_state_dir(void) {
-  const char *d = getenv("HUTCH_STATE_DIR");
-  return d && *d ? d : "/var/lib/hutch";
-}
-
-/* The overlay's mount options are a comma-separated list. */
-static bool usable_path(const char *p) { return strpbrk(p, ",:\\\n") == NULL; }
-
-static bool has_dotdot(const char *path) {
-  for (const char *p = path; (p = strstr(p, "..")); p += 2)
-    if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
-      return true;
-  return false;
-}
-
-/* What a bind source must be, judged on one stat of it. Callers take that
- * stat on the same fd they then id-map and mount (start_agent): a path
- * looked up again could by then lead somewhere else. */
-static int check_bind_source(const struct hutch_bind *b, const struct stat *st,
-                             struct hutch_err *err) {
-  if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode))
-    return hutch_err_invalid(err, "bind source %s is not a file or directory", b->src);
-  /* Inside, the source's owner is the sandbox user: its owner bits are what
-   * the workload gets (root, which hutch runs as, reads anything). */
-  mode_t need = S_IRUSR | (S_ISDIR(st->st_mode) ? S_IXUSR : 0);
-  if ((st->st_mode & need) != need)
-    return hutch_err_invalid(err, "bind source %s is not readable by its owner, whom the sandbox "
-                             "user stands for", b->src);
-  /* A writable bind is id-mapped: what the sandbox user creates there
-   * belongs to the source's owner on the host, setuid and setgid bits
-   * included (nosuid holds only inside). Host root owning it would make a
-   * workload able to leave setuid-root programs on the host. */
-  if (b->rw && (st->st_uid == 0 || st->st_gid == 0))
-    return hutch_err_invalid(err, "--bind-rw source %s belongs to root (uid or gid 0): what the "
-                             "sandbox writes there would be root's on the host; chown it to an "
-                             "unprivileged user, or bind it read-only", b->src);
-  return 0;
-}
-
-/* Look a bind source up once, for good: the fd is what is checked and
- * id-mapped, and what the mount is cloned from. */
-static int open_bind_source(const struct hutch_bind *b, struct stat *st, struct hutch_err *err) {
-  int fd = open(b->src, O_PATH | O_CLOEXEC);
-  if (fd < 0)
-    return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
-                           : hutch_err_invalid(err, "bind source %s: %s", b->src, strerror(errno));
-  if (fstat(fd, st) < 0) {
-    int e = errno;
-    close(fd);
-    return hutch_err_set(err, e, "bind source %s", b->src);
-  }
-  if (check_bind_source(b, st, err) < 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* Where a bind or a volume may go: below /, but not in what hutch mounts. */
-static int check_dst(const char *what, const char *dst, struct hutch_err *err) {
-  static const char *const reserved[] = {"/proc", "/sys", "/dev"};
-  if (dst[0] != '/' || strcmp(dst, "/") == 0 || has_dotdot(dst))
-    return hutch_err_invalid(err, "%s destination '%s' must be an absolute path below /", what, dst);
-  for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
-    size_t n = strlen(reserved[r]);
-    if (strncmp(dst, reserved[r], n) == 0 && (dst[n] == '/' || dst[n] == '\0'))
-      return hutch_err_invalid(err, "%s destination %s is inside %s", what, dst, reserved[r]);
-  }
-  return 0;
-}
-
-/* Early, for a clear error before anything is made; start_agent checks the
- * sources again on the fds it mounts. */
-static int check_binds(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  for (size_t i = 0; i < cfg->nvolumes; i++)
-    if (check_dst("volume", cfg->volumes[i].dst, err) < 0)
-      return -1;
-
-  for (size_t i = 0; i < cfg->nviews; i++) {
-    const struct hutch_bind *v = &cfg->views[i];
-    struct stat st;
-    if (check_dst("view", v->dst, err) < 0)
-      return -1;
-    /* Its staging name, "h-" and the path, must fit (rootfs.c, view_ro). */
-    if (strlen(v->dst) > 48)
-      return hutch_err_invalid(err, "view destination %s is longer than 48 bytes", v->dst);
-    if (v->src[0] != '/' || stat(v->src, &st) < 0 || !S_ISDIR(st.st_mode))
-      return hutch_err_invalid(err, "view source %s is not an absolute path to a directory",
-                               v->src);
-  }
-
-  for (size_t i = 0; i < cfg->nbinds; i++) {
-    const struct hutch_bind *b = &cfg->binds[i];
-    if (check_dst("bind", b->dst, err) < 0)
-      return -1;
-    struct stat st;
-    int fd = open_bind_source(b, &st, err);
-    if (fd < 0)
-      return -1;
-    close(fd);
-  }
-  return 0;
-}
-
-/* Every devpts instance but the host's draws on one pool of
- * kernel.pty.max − kernel.pty.reserve terminals: a sandbox may not be
- * promised more than the whole pool. */
-static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  struct hutch_host_ptys hp;
-  if (!cfg->ptys)
-    cfg->ptys = HUTCH_DEFAULT_PTYS;
-  if (cfg->ptys > HUTCH_MAX_PTYS)
-    return hutch_err_invalid(err, "ptys must be between 1 and %d", HUTCH_MAX_PTYS);
-  if (hutch_host_ptys(&hp) == 0 && cfg->ptys > hutch_ptys_shared(&hp))
-    return hutch_err_invalid(err,
-                             "ptys %u exceed the %llu the host lets sandboxes share "
-                             "(kernel.pty.max %llu - kernel.pty.reserve %llu)",
-                             cfg->ptys, (unsigned long long)hutch_ptys_shared(&hp),
-                             (unsigned long long)hp.max, (unsigned long long)hp.reserve);
-  return 0;
-}
-
-int hutch_isolation_parse(const char *name) {
-  if (strcmp(name, "ns") == 0)
-    return HUTCH_ISOLATION_NS;
-  if (strcmp(name, "gvisor") == 0)
-    return HUTCH_ISOLATION_GVISOR;
-  return -1;
-}
-
-/* The limits, defaulted where not given, against what the host has. */
-static int check_limits(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  /* What hutch's whole cgroup subtree may hold (hutch_cgroup_cap_root):
-   * a sandbox asking for more could never have it. */
-  uint64_t mem = hutch_memory_ceiling(), pids_max = hutch_pids_max();
-  if (!cfg->memory_bytes)
-    cfg->memory_bytes = HUTCH_DEFAULT_MEMORY < mem ? HUTCH_DEFAULT_MEMORY : mem;
-  if (!cfg->disk_bytes)
-    cfg->disk_bytes = HUTCH_DEFAULT_DISK;
-  if (!cfg->pids)
-    cfg->pids = HUTCH_DEFAULT_PIDS;
-
-  if (cfg->memory_bytes < HUTCH_MIN_MEMORY)
-    return hutch_err_invalid(err, "memory limit must be at least %llu MiB",
-                             HUTCH_MIN_MEMORY >> 20);
-  if (cfg->memory_bytes > mem)
-    return hutch_err_invalid(err,
-                             "memory limit %llu MiB exceeds the host's %llu MiB (its RAM less "
-                             "what hutch leaves the host)",
-                             (unsigned long long)(cfg->memory_bytes >> 20),
-                             (unsigned long long)(mem >> 20));
-  /* The disk is a tmpfs: it lives in memory. */
-  if (cfg->disk_bytes < HUTCH_MIN_DISK || cfg->disk_bytes > mem)
-    return hutch_err_invalid(err, "disk limit must be between 1 MiB and the host's %llu MiB",
-                             (unsigned long long)(mem >> 20));
-  /* Half the kernel's pid_max at most: one sandbox may not take the pids
-   * every other process of the host needs. */
-  if (cfg->pids > pids_max)
-    return hutch_err_invalid(err, "pids limit must be between 1 and %llu (half the host's "
-                             "kernel.pid_max, at most %d)",
-                             (unsigned long long)pids_max, HUTCH_MAX_PIDS);
-  return check_ptys(cfg, err);
-}
-
-/* What the tier can do. */
-static int check_tier(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  if (cfg->isolation == HUTCH_ISOLATION_GVISOR && !cfg->gvisor)
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
-                          "the gvisor tier is not available here (runsc was not found at start)");
-  if (cfg->build && !(hutch_backend_of(cfg->isolation)->can & HUTCH_CAN_BUILD))
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "unsupported",
-                          "template builds do not run in the %s tier",
-                          hutch_isolation_name(cfg->isolation));
-  return 0;
-}
-
-/* The rootfs, the layers and the state directory: absolute paths that
- * overlay's options can name. */
-static int check_paths(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  if (cfg->rootfs) {
-    struct stat st;
-    if (stat(cfg->rootfs, &st) < 0)
-      return hutch_err_not_found(err, "rootfs %s: %s", cfg->rootfs, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-      return hutch_err_invalid(err, "rootfs %s is not a directory", cfg->rootfs);
-    if (cfg->rootfs[0] != '/' || !usable_path(cfg->rootfs))
-      return hutch_err_invalid(err, "rootfs %s: need an absolute path without , : or \\",
-                               cfg->rootfs);
-  }
-
-  if (cfg->nlayers > HUTCH_MAX_LAYERS)
-    return hutch_err_invalid(err, "at most %d layers", HUTCH_MAX_LAYERS);
-  for (size_t i = 0; i < cfg->nlayers; i++) {
-    struct stat st;
-    if (cfg->layers[i][0] != '/' || !usable_path(cfg->layers[i]))
-      return hutch_err_invalid(err, "layer %s: need an absolute path without , : or \\",
-                               cfg->layers[i]);
-    if (stat(cfg->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
-      return hutch_err_not_found(err, "layer %s is not a directory", cfg->layers[i]);
-  }
-
-  if (!usable_path(cfg->state_dir) || cfg->state_dir[0] != '/')
-    return hutch_err_invalid(err, "state directory %s: need an absolute path without , : or \\",
-                             cfg->state_dir);
-  return 0;
-}
-
-int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
-  if (!cfg->state_dir)
-    cfg->state_dir = hutch_default_state_dir();
-  if (check_limits(cfg, err) < 0)
-    return -1;
-  if (check_tier(cfg, err) < 0)
-    return -1;
-
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cfg->cpu_milli && (cfg->cpu_milli < 10 || cfg->cpu_milli > (uint64_t)ncpu * 1000))
-    return hutch_err_invalid(err, "cpus must be between 0.01 and %ld", ncpu);
-
-  if (check_paths(cfg, err) < 0)
-    return -1;
-  return check_binds(cfg, err);
-}
 
 static char *agent_path(const struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   char self[PATH_MAX];
@@ -398,7 +172,7 @@ static int listen_socket(const char *dir, struct hutch_sandbox *sb, struct hutch
 /* The storage the agent holds for us (layout.h). Host root may take an fd
  * of any process; an agent that does not hold one (made by an older hutch)
  * leaves the sandbox's disk unmeasured, nothing worse. */
-static int storage_of(int pidfd) {
+int hutch_shell_storage_of(int pidfd) {
   int fd = (int)syscall(SYS_pidfd_getfd, pidfd, HUTCH_AGENT_STORAGE_FD, 0);
   struct statfs st;
   if (fd >= 0 && (fstatfs(fd, &st) < 0 || st.f_type != TMPFS_MAGIC)) {
@@ -415,7 +189,7 @@ static int open_binds(const struct hutch_sandbox_config *cfg, const struct hutch
                       int *fds, struct hutch_err *err) {
   for (size_t i = 0; i < cfg->nbinds; i++) {
     struct stat st;
-    int src = open_bind_source(&cfg->binds[i], &st, err);
+    int src = hutch_config_open_bind(&cfg->binds[i], &st, err);
     if (src < 0)
       return -1;
     int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
@@ -546,11 +320,11 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   sb->pidfd = s.pidfd;
   sb->child = true;
   sb->conn_fd = sv[0];
-  sb->storage_fd = storage_of(sb->pidfd);
+  sb->storage_fd = hutch_shell_storage_of(sb->pidfd);
   return 0;
 }
 
-static void close_root(struct hutch_sandbox *sb) {
+void hutch_shell_close_root(struct hutch_sandbox *sb) {
   if (sb->root.ops)
     hutch_cgroup_close(&sb->root);
   memset(&sb->root, 0, sizeof sb->root);
@@ -579,135 +353,7 @@ int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sand
     hutch_shell_destroy(sb, &ignored);
     return -1;
   }
-  close_root(sb);
-  *out = sb;
-  return 0;
-}
-
-/* Whether pid is in slot's cgroup: of the lines "ID:CONTROLLERS:PATH" of
- * its /proc/PID/cgroup, those of hutch's hierarchies (v1: the controllers
- * it uses; v2: the one) are in the slot's cgroup, and none is in another
- * sandbox's. */
-static bool in_slot_cgroup(pid_t pid, unsigned slot) {
-  char path[64], buf[4096], want[32];
-  struct hutch_err ignored;
-  snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
-  int wn = snprintf(want, sizeof want, "/hutch/%u", slot);
-  if (read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored) <= 0)
-    return false;
-
-  bool found = false;
-  for (char *line = buf, *end; *line; line = end + 1) {
-    end = strchr(line, '\n');
-    if (!end)
-      break;
-    *end = '\0';
-    char *colon = strchr(line, ':');
-    char *p = colon ? strchr(colon + 1, ':') : NULL;
-    if (!p || strncmp(p + 1, "/hutch/", 7) != 0)
-      continue; /* a hierarchy hutch does not use */
-    if (strncmp(p + 1, want, (size_t)wn) != 0 || (p[1 + wn] && p[1 + wn] != '/'))
-      return false;
-    found = true;
-  }
-  return found;
-}
-
-/* Whether pid is the agent of the sandbox in slot: PID 1 of its own pid
- * namespace, running as the slot's host id, in the slot's cgroup. */
-static bool is_agent_of(pid_t pid, unsigned slot, uid_t base) {
-  char path[64], buf[4096];
-  struct hutch_err ignored;
-  snprintf(path, sizeof path, "/proc/%d/status", pid);
-  ssize_t n = read_file_at(AT_FDCWD, path, buf, sizeof buf, &ignored);
-  if (n <= 0)
-    return false;
-  const char *uid = strstr(buf, "\nUid:\t"), *nspid = strstr(buf, "\nNSpid:\t");
-  if (!uid || strtoul(uid + 6, NULL, 10) != base || !nspid)
-    return false;
-  /* Exactly two pids: ours, and 1 in the sandbox's own namespace. */
-  char *after;
-  strtol(nspid + 8, &after, 10);
-  if (*after != '\t' || strtol(after + 1, &after, 10) != 1 || *after != '\n')
-    return false;
-
-  return in_slot_cgroup(pid, slot);
-}
-
-/* The agent's listening socket, at LISTEN_DIR/<id>.sock, connected to:
- * sb->conn_fd. */
-static int connect_agent(struct hutch_sandbox *sb, const char *id, const char *listen_dir,
-                         struct hutch_err *err) {
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (snprintf(sb->listen_path, sizeof sb->listen_path, "%s/%s.sock", listen_dir, id) >=
-      (int)sizeof sa.sun_path)
-    return hutch_err_invalid(err, "agent socket directory %s: path too long", listen_dir);
-
-  sb->conn_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (sb->conn_fd < 0)
-    return hutch_err_set(err, errno, "socket");
-  memcpy(sa.sun_path, sb->listen_path, strlen(sb->listen_path) + 1);
-  if (connect(sb->conn_fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-    return hutch_err_set(err, errno, "sandbox %s: connecting to its agent", id);
-  if (fcntl(sb->conn_fd, F_SETFL, O_NONBLOCK) < 0)
-    return hutch_err_set(err, errno, "agent connection");
-  return 0;
-}
-
-/* What adopting the agent pid of slot takes, in order: its pidfd first,
- * then the checks (a pid checked and then opened could be another process
- * by the time it is opened), the slot's cgroup and its lock, and with
- * listen_dir the agent's socket. */
-static int adopt_agent(struct hutch_sandbox *sb, const char *id, unsigned slot, pid_t pid,
-                       const char *listen_dir, struct hutch_err *err) {
-  char name[16];
-  snprintf(name, sizeof name, "%u", slot);
-
-  sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (sb->pidfd < 0 || !is_agent_of(pid, slot, sb->uid_base))
-    return hutch_err_not_found(err, "sandbox %s: its agent (pid %d) is gone", id, pid);
-
-  if (hutch_cgroup_open_root(&sb->root, err) < 0)
-    return hutch_err_wrap(err, "sandbox %s", id);
-  if (sb->root.ops->open(&sb->root, name, &sb->cg, err) < 0)
-    return hutch_err_wrap(err, "sandbox %s", id);
-
-  sb->lock_fd = openat(hutch_cg_fd(&sb->cg, CG_MEMORY), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (sb->lock_fd < 0 || flock(sb->lock_fd, LOCK_EX | LOCK_NB) < 0)
-    return hutch_err_set(err, errno, "sandbox %s: its cgroup is someone else's", id);
-
-  if (!listen_dir)
-    return 0;
-  return connect_agent(sb, id, listen_dir, err);
-}
-
-int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
-                        struct hutch_sandbox **out, struct hutch_err *err) {
-  if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
-    return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
-
-  struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
-  sb->lock_fd = sb->pidfd = sb->conn_fd = sb->storage_fd = -1;
-  memcpy(sb->id, id, sizeof sb->id);
-  sb->slot = slot;
-  sb->uid_base = hutch_slot_uid_base(slot);
-  sb->pid = pid;
-  if (adopt_agent(sb, id, slot, pid, listen_dir, err) < 0) {
-    /* Not ours after all: leave it as it is (gone, or someone else's). */
-    sb->listen_path[0] = '\0';
-    if (sb->pidfd >= 0)
-      close(sb->pidfd);
-    sb->pidfd = -1;
-    if (sb->cg.ops)
-      hutch_cgroup_close(&sb->cg);
-    memset(&sb->cg, 0, sizeof sb->cg);
-    struct hutch_err ignored;
-    hutch_shell_destroy(sb, &ignored);
-    return -1;
-  }
-
-  sb->storage_fd = storage_of(sb->pidfd);
-  close_root(sb);
+  hutch_shell_close_root(sb);
   *out = sb;
   return 0;
 }
@@ -819,7 +465,7 @@ int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *ou
   return 0;
 }
 
-int hutch_cgroup_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err) {
+int hutch_shell_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err) {
   return cg->ops->freeze(cg, true, FREEZE_WAIT_MS, err);
 }
 
@@ -882,7 +528,7 @@ void hutch_shell_release(struct hutch_sandbox *sb) {
     close(sb->lock_fd);
   if (sb->cg.ops)
     hutch_cgroup_close(&sb->cg);
-  close_root(sb);
+  hutch_shell_close_root(sb);
   free(sb);
 }
 
@@ -952,7 +598,7 @@ int hutch_shell_destroy(struct hutch_sandbox *sb, struct hutch_err *err) {
 
   if (sb->lock_fd >= 0)
     close(sb->lock_fd);
-  close_root(sb);
+  hutch_shell_close_root(sb);
   free(sb);
   return ret;
 }
