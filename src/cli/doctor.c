@@ -52,7 +52,7 @@ int cli_doctor(int argc, char **argv) {
       {0},
   };
 
-  const char *state_dir = hutch_default_state_dir();
+  const char *state_dir = hutch_config_default_state_dir();
   bool json = false;
   int o;
   opterr = 0;

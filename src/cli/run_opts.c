@@ -231,7 +231,7 @@ static int one_option(struct run_opts *o, int c, const char *name, const char *v
     return 0;
 
   case OPT_ISOLATION: {
-    int i = hutch_isolation_parse(v);
+    int i = hutch_config_isolation_parse(v);
     if (i < 0)
       return bad(name, v, "ns or gvisor");
     o->cfg.isolation = (enum hutch_isolation)i;

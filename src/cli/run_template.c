@@ -55,7 +55,7 @@ static int take_command(struct run_opts *o, json_t *cfg, struct hutch_err *err) 
 
 int run_template(struct run_opts *o, struct hutch_err *err) {
   struct hutch_images store;
-  if (hutch_images_open(&store, o->cfg.state_dir ? o->cfg.state_dir : hutch_default_state_dir(),
+  if (hutch_images_open(&store, o->cfg.state_dir ? o->cfg.state_dir : hutch_config_default_state_dir(),
                         err) < 0)
     return -1;
 

@@ -100,7 +100,7 @@ static int run_verb(struct image_ctx *ctx, const char *state_dir, const struct v
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   struct image_ctx ctx = {.owner = "", .max_bytes = 16ull << 30, .max_files = 4000000};
-  const char *state_dir = hutch_default_state_dir();
+  const char *state_dir = hutch_config_default_state_dir();
   static const struct option opts[] = {{"state-dir", required_argument, 0, 's'},
                                        {"owner", required_argument, 0, 'o'},
                                        {"progress", required_argument, 0, 'p'},

@@ -21,38 +21,44 @@ static int gvisor_adopt(const char *id, unsigned slot, pid_t pid, const char *li
   }
   return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "not_adoptable",
                         "sandbox %s is in the gvisor tier, which a restarted server cannot take "
-                        "over", id);
+                        "over",
+                        id);
 }
 
 /* What both tiers do alike, in the shell. */
-#define SHELL_OPS                                                                     \
-  .create = hutch_shell_create, .freeze = hutch_shell_freeze, .usage = hutch_shell_usage, \
-  .socket = hutch_shell_socket, .storage = hutch_shell_storage,                           \
-  .destroy = hutch_shell_destroy, .release = hutch_shell_release
+#define SHELL_OPS                                                                               \
+  .create = hutch_shell_create, .freeze = hutch_shell_freeze, .usage = hutch_shell_usage,       \
+  .socket = hutch_shell_socket, .storage = hutch_shell_storage, .destroy = hutch_shell_destroy, \
+  .release = hutch_shell_release
 
 static const struct hutch_backend backends[] = {
-    [HUTCH_ISOLATION_NS] = {
-        .name = "ns",
-        .isolation = HUTCH_ISOLATION_NS,
-        .can = HUTCH_CAN_ADOPT | HUTCH_CAN_ESCAPES | HUTCH_CAN_EXEC_MEMORY | HUTCH_CAN_BUILD |
-               HUTCH_CAN_HOST_KERNEL,
-        SHELL_OPS,
-        .adopt = hutch_shell_adopt,
-    },
-    [HUTCH_ISOLATION_GVISOR] = {
-        .name = "gvisor",
-        .isolation = HUTCH_ISOLATION_GVISOR,
-        .can = 0,
-        SHELL_OPS,
-        .adopt = gvisor_adopt,
-    },
+    [HUTCH_ISOLATION_NS] =
+        {
+            .name = "ns",
+            .isolation = HUTCH_ISOLATION_NS,
+            .can = HUTCH_CAN_ADOPT | HUTCH_CAN_ESCAPES | HUTCH_CAN_EXEC_MEMORY | HUTCH_CAN_BUILD |
+                   HUTCH_CAN_HOST_KERNEL,
+            SHELL_OPS,
+            .adopt = hutch_shell_adopt,
+        },
+    [HUTCH_ISOLATION_GVISOR] =
+        {
+            .name = "gvisor",
+            .isolation = HUTCH_ISOLATION_GVISOR,
+            .can = 0,
+            SHELL_OPS,
+            .adopt = gvisor_adopt,
+        },
 };
 
 const struct hutch_backend *hutch_backend_of(enum hutch_isolation i) {
-  return i == HUTCH_ISOLATION_GVISOR ? &backends[HUTCH_ISOLATION_GVISOR] : &backends[HUTCH_ISOLATION_NS];
+  return i == HUTCH_ISOLATION_GVISOR ? &backends[HUTCH_ISOLATION_GVISOR]
+                                     : &backends[HUTCH_ISOLATION_NS];
 }
 
-const char *hutch_isolation_name(enum hutch_isolation i) { return hutch_backend_of(i)->name; }
+const char *hutch_isolation_name(enum hutch_isolation i) {
+  return hutch_backend_of(i)->name;
+}
 
 int hutch_sandbox_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                          struct hutch_err *err) {

@@ -23,7 +23,7 @@ enum hutch_can {
 struct hutch_backend {
   const char *name; /* the API's `isolation` */
   enum hutch_isolation isolation;
-  unsigned can;     /* HUTCH_CAN_* */
+  unsigned can; /* HUTCH_CAN_* */
   int (*create)(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
                 struct hutch_err *err);
   int (*adopt)(const char *id, unsigned slot, pid_t pid, const char *listen_dir,

@@ -21,7 +21,9 @@ int hutch_cg_fd(const struct hutch_cgroup *cg, enum hutch_cg_ctl c) {
   return cg->ctl[c] < 0 ? -1 : cg->fd[cg->ctl[c]];
 }
 
-const char *hutch_cg_ctl_name(enum hutch_cg_ctl c) { return ctl_names[c]; }
+const char *hutch_cg_ctl_name(enum hutch_cg_ctl c) {
+  return ctl_names[c];
+}
 
 int hutch_cgroup_dup(const struct hutch_cgroup *src, struct hutch_cgroup *dst,
                      struct hutch_err *err) {

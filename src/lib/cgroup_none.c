@@ -23,7 +23,8 @@ static int none_open(const struct hutch_cgroup *parent, const char *name,
   return none_child(parent, name, 0, child, err);
 }
 
-static int none_rmchild(const struct hutch_cgroup *parent, const char *name, struct hutch_err *err) {
+static int none_rmchild(const struct hutch_cgroup *parent, const char *name,
+                        struct hutch_err *err) {
   (void)parent, (void)name, (void)err;
   return 0;
 }
@@ -39,13 +40,15 @@ static int none_do(const struct hutch_cgroup *cg, struct hutch_err *err) {
   return 0;
 }
 
-static int none_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s, struct hutch_err *err) {
+static int none_stats(const struct hutch_cgroup *cg, struct hutch_cg_stats *s,
+                      struct hutch_err *err) {
   (void)cg, (void)err;
   memset(s, 0, sizeof *s);
   return 0;
 }
 
-static int none_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u, struct hutch_err *err) {
+static int none_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
+                      struct hutch_err *err) {
   (void)cg, (void)err;
   memset(u, 0, sizeof *u);
   return 0;
@@ -62,7 +65,8 @@ static bool none_populated(const struct hutch_cgroup *cg) {
   return false;
 }
 
-static int none_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err) {
+static int none_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
+                         struct hutch_err *err) {
   (void)uid, (void)gid;
   return none_do(cg, err);
 }

@@ -100,8 +100,7 @@ static int v1_mkchild(const struct hutch_cgroup *parent, const char *name, unsig
   return 0;
 }
 
-static int v1_rmchild(const struct hutch_cgroup *parent, const char *name,
-                      struct hutch_err *err) {
+static int v1_rmchild(const struct hutch_cgroup *parent, const char *name, struct hutch_err *err) {
   int ret = 0;
   for (int i = 0; i < parent->nfd; i++)
     if (hutch_cg_rmdir(parent->fd[i], name, err) < 0)
@@ -190,11 +189,10 @@ static int v1_usage(const struct hutch_cgroup *cg, struct hutch_cg_usage *u,
   memset(u, 0, sizeof *u);
   if (hutch_cg_read_u64(FD(cg, CG_CPUACCT), "cpuacct.usage", NULL, &u->cpu_ns, err) < 0)
     return -1;
-  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &u->memory_bytes,
-                        err) < 0)
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &u->memory_bytes, err) <
+      0)
     return -1;
-  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.stat", "total_cache", &u->memory_cache,
-                        err) < 0)
+  if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.stat", "total_cache", &u->memory_cache, err) < 0)
     return -1;
   return hutch_cg_read_u64(FD(cg, CG_PIDS), "pids.current", NULL, &u->pids, err);
 }
@@ -257,7 +255,9 @@ static int kill_one(int fd, void *arg) {
  * processes cannot die while it is: an agent killed between freezing an
  * exec's leaf and thawing it leaves such a leaf, which would hold its
  * sandbox's teardown forever. So thawing is always of the whole tree. */
-static int thaw_one(int fd, void *arg) { return write_file_at(fd, "freezer.state", "THAWED", arg); }
+static int thaw_one(int fd, void *arg) {
+  return write_file_at(fd, "freezer.state", "THAWED", arg);
+}
 
 static int v1_thaw_all(const struct hutch_cgroup *cg, struct hutch_err *err) {
   return walk(FD(cg, CG_FREEZER), 0, thaw_one, err);
@@ -299,8 +299,7 @@ static bool v1_populated(const struct hutch_cgroup *cg) {
   return false;
 }
 
-static int v1_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
-                       struct hutch_err *err) {
+static int v1_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err) {
   /* Only the directories: the owner may then make child cgroups (and set
    * limits on those, which the kernel caps at ours), but the limit files of
    * this cgroup stay root's. */
@@ -326,8 +325,7 @@ static int v1_reset(const struct hutch_cgroup *cg, uint64_t max_charged,
   if (hutch_cg_read_u64(FD(cg, CG_MEMORY), "memory.usage_in_bytes", NULL, &charged, err) < 0)
     return -1;
   if (charged > max_charged)
-    return hutch_err_set(err, EBUSY, "cgroup still holds %llu bytes",
-                         (unsigned long long)charged);
+    return hutch_err_set(err, EBUSY, "cgroup still holds %llu bytes", (unsigned long long)charged);
 
   /* The kernel takes only 0 for either: the peak becomes what is charged
    * now (at most max_charged), the CPU time starts from nothing. */

@@ -38,8 +38,7 @@ static int v2_mkchild(const struct hutch_cgroup *parent, const char *name, unsig
   return 0;
 }
 
-static int v2_rmchild(const struct hutch_cgroup *parent, const char *name,
-                      struct hutch_err *err) {
+static int v2_rmchild(const struct hutch_cgroup *parent, const char *name, struct hutch_err *err) {
   return hutch_cg_rmdir(parent->fd[0], name, err);
 }
 
@@ -171,8 +170,7 @@ static bool v2_populated(const struct hutch_cgroup *cg) {
   return strstr(buf, "populated 1") != NULL;
 }
 
-static int v2_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid,
-                       struct hutch_err *err) {
+static int v2_delegate(const struct hutch_cgroup *cg, uid_t uid, gid_t gid, struct hutch_err *err) {
   /* The delegation set of cgroup v2 (Documentation/admin-guide/cgroup-v2.rst,
    * "Delegation"): the directory and the files that move processes and
    * enable controllers below. Limit files of this cgroup stay root's. */

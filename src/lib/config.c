@@ -17,13 +17,15 @@
 #include "layer.h"
 #include "util.h"
 
-const char *hutch_default_state_dir(void) {
+const char *hutch_config_default_state_dir(void) {
   const char *d = getenv("HUTCH_STATE_DIR");
   return d && *d ? d : "/var/lib/hutch";
 }
 
 /* The overlay's mount options are a comma-separated list. */
-static bool usable_path(const char *p) { return strpbrk(p, ",:\\\n") == NULL; }
+static bool usable_path(const char *p) {
+  return strpbrk(p, ",:\\\n") == NULL;
+}
 
 static bool has_dotdot(const char *path) {
   for (const char *p = path; (p = strstr(p, "..")); p += 2)
@@ -43,23 +45,26 @@ static int check_bind_source(const struct hutch_bind *b, const struct stat *st,
    * the workload gets (root, which hutch runs as, reads anything). */
   mode_t need = S_IRUSR | (S_ISDIR(st->st_mode) ? S_IXUSR : 0);
   if ((st->st_mode & need) != need)
-    return hutch_err_invalid(err, "bind source %s is not readable by its owner, whom the sandbox "
-                             "user stands for", b->src);
+    return hutch_err_invalid(err,
+                             "bind source %s is not readable by its owner, whom the sandbox "
+                             "user stands for",
+                             b->src);
   /* A writable bind is id-mapped: what the sandbox user creates there
    * belongs to the source's owner on the host, setuid and setgid bits
    * included (nosuid holds only inside). Host root owning it would make a
    * workload able to leave setuid-root programs on the host. */
   if (b->rw && (st->st_uid == 0 || st->st_gid == 0))
-    return hutch_err_invalid(err, "--bind-rw source %s belongs to root (uid or gid 0): what the "
+    return hutch_err_invalid(err,
+                             "--bind-rw source %s belongs to root (uid or gid 0): what the "
                              "sandbox writes there would be root's on the host; chown it to an "
-                             "unprivileged user, or bind it read-only", b->src);
+                             "unprivileged user, or bind it read-only",
+                             b->src);
   return 0;
 }
 
 /* Look a bind source up once, for good: the fd is what is checked and
  * id-mapped, and what the mount is cloned from. */
-int hutch_config_open_bind(const struct hutch_bind *b, struct stat *st,
-                           struct hutch_err *err) {
+int hutch_config_open_bind(const struct hutch_bind *b, struct stat *st, struct hutch_err *err) {
   int fd = open(b->src, O_PATH | O_CLOEXEC);
   if (fd < 0)
     return errno == ENOENT ? hutch_err_not_found(err, "bind source %s does not exist", b->src)
@@ -80,7 +85,8 @@ int hutch_config_open_bind(const struct hutch_bind *b, struct stat *st,
 static int check_dst(const char *what, const char *dst, struct hutch_err *err) {
   static const char *const reserved[] = {"/proc", "/sys", "/dev"};
   if (dst[0] != '/' || strcmp(dst, "/") == 0 || has_dotdot(dst))
-    return hutch_err_invalid(err, "%s destination '%s' must be an absolute path below /", what, dst);
+    return hutch_err_invalid(err, "%s destination '%s' must be an absolute path below /", what,
+                             dst);
   for (size_t r = 0; r < ARRAY_SIZE(reserved); r++) {
     size_t n = strlen(reserved[r]);
     if (strncmp(dst, reserved[r], n) == 0 && (dst[n] == '/' || dst[n] == '\0'))
@@ -140,7 +146,7 @@ static int check_ptys(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   return 0;
 }
 
-int hutch_isolation_parse(const char *name) {
+int hutch_config_isolation_parse(const char *name) {
   if (strcmp(name, "ns") == 0)
     return HUTCH_ISOLATION_NS;
   if (strcmp(name, "gvisor") == 0)
@@ -161,8 +167,7 @@ static int check_limits(struct hutch_sandbox_config *cfg, struct hutch_err *err)
     cfg->pids = HUTCH_DEFAULT_PIDS;
 
   if (cfg->memory_bytes < HUTCH_MIN_MEMORY)
-    return hutch_err_invalid(err, "memory limit must be at least %llu MiB",
-                             HUTCH_MIN_MEMORY >> 20);
+    return hutch_err_invalid(err, "memory limit must be at least %llu MiB", HUTCH_MIN_MEMORY >> 20);
   if (cfg->memory_bytes > mem)
     return hutch_err_invalid(err,
                              "memory limit %llu MiB exceeds the host's %llu MiB (its RAM less "
@@ -176,7 +181,8 @@ static int check_limits(struct hutch_sandbox_config *cfg, struct hutch_err *err)
   /* Half the kernel's pid_max at most: one sandbox may not take the pids
    * every other process of the host needs. */
   if (cfg->pids > pids_max)
-    return hutch_err_invalid(err, "pids limit must be between 1 and %llu (half the host's "
+    return hutch_err_invalid(err,
+                             "pids limit must be between 1 and %llu (half the host's "
                              "kernel.pid_max, at most %d)",
                              (unsigned long long)pids_max, HUTCH_MAX_PIDS);
   return check_ptys(cfg, err);
@@ -227,7 +233,7 @@ static int check_paths(const struct hutch_sandbox_config *cfg, struct hutch_err 
 
 int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err) {
   if (!cfg->state_dir)
-    cfg->state_dir = hutch_default_state_dir();
+    cfg->state_dir = hutch_config_default_state_dir();
   if (check_limits(cfg, err) < 0)
     return -1;
   if (check_tier(cfg, err) < 0)

@@ -75,8 +75,9 @@ static void first_line_of_version(const char *prog, char *line, size_t size) {
 int hutch_gvisor_find(struct hutch_gvisor *g, const char *want, struct hutch_err *err) {
   memset(g, 0, sizeof *g);
   if (!find_runsc(g->runsc, sizeof g->runsc))
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "the gvisor tier needs runsc (gVisor), which is not "
-                                      "installed: apt-get install runsc (scripts/deps.sh does)");
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "the gvisor tier needs runsc (gVisor), which is not "
+                          "installed: apt-get install runsc (scripts/deps.sh does)");
   if (!want || !*want || strcmp(want, "ptrace") == 0) {
     snprintf(g->platform, sizeof g->platform, "ptrace");
     return 0;
@@ -85,7 +86,8 @@ int hutch_gvisor_find(struct hutch_gvisor *g, const char *want, struct hutch_err
     return hutch_err_invalid(err, "gVisor platform '%s': ptrace or kvm", want);
   _cleanup_close_ int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
   if (kvm < 0)
-    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable", "gVisor's kvm platform needs /dev/kvm: %s", strerror(errno));
+    return hutch_err_fail(err, HUTCH_ERR_UNSUPPORTED, "gvisor_unavailable",
+                          "gVisor's kvm platform needs /dev/kvm: %s", strerror(errno));
   snprintf(g->platform, sizeof g->platform, "kvm");
   return 0;
 }
@@ -105,11 +107,11 @@ int hutch_gvisor_probe(struct hutch_gvisor *g, const char *want, struct hutch_er
 /* Every capability gVisor knows, for the agent: they are capabilities of
  * gVisor's kernel, which the agent drops for each workload as it does in
  * the ns tier; none of them is a capability on the host. */
-#define CAPS                                                                                  \
-  "\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\",\"CAP_DAC_READ_SEARCH\",\"CAP_FOWNER\",\"CAP_FSETID\"," \
+#define CAPS                                                                                   \
+  "\"CAP_CHOWN\",\"CAP_DAC_OVERRIDE\",\"CAP_DAC_READ_SEARCH\",\"CAP_FOWNER\",\"CAP_FSETID\","  \
   "\"CAP_KILL\",\"CAP_SETGID\",\"CAP_SETUID\",\"CAP_SETPCAP\",\"CAP_NET_BIND_SERVICE\","       \
-  "\"CAP_NET_ADMIN\",\"CAP_NET_RAW\",\"CAP_IPC_OWNER\",\"CAP_SYS_CHROOT\",\"CAP_SYS_PTRACE\","  \
-  "\"CAP_SYS_ADMIN\",\"CAP_SYS_RESOURCE\",\"CAP_SYS_NICE\",\"CAP_MKNOD\",\"CAP_AUDIT_WRITE\","  \
+  "\"CAP_NET_ADMIN\",\"CAP_NET_RAW\",\"CAP_IPC_OWNER\",\"CAP_SYS_CHROOT\",\"CAP_SYS_PTRACE\"," \
+  "\"CAP_SYS_ADMIN\",\"CAP_SYS_RESOURCE\",\"CAP_SYS_NICE\",\"CAP_MKNOD\",\"CAP_AUDIT_WRITE\"," \
   "\"CAP_SETFCAP\""
 
 /* The agent's uid in gVisor's kernel: none a workload can have (theirs are
@@ -178,7 +180,8 @@ int hutch_gvisor_bundle(int dirfd, const char *hostname, uint64_t memory_bytes, 
   if (n < 0 || (size_t)n >= sizeof spec)
     return hutch_err_invalid(err, "gVisor bundle: config too long");
 
-  _cleanup_close_ int fd = openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  _cleanup_close_ int fd =
+      openat(dirfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 || write_all(fd, spec, (size_t)n) < 0)
     return hutch_err_set(err, errno, "gVisor bundle: config.json");
   return 0;
@@ -195,9 +198,17 @@ int hutch_gvisor_exec(int runsc_fd, const struct hutch_gvisor *g, const char *id
    * sandbox's cgroup, which hutch made and limits. --file-access=shared:
    * every write reaches the overlay at once, where the host measures the
    * disk and snapshots take it. */
-  char *argv[] = {"runsc",           "--root=/runsc",          "--log=/runsc/log",
-                  platform,          "--network=host",         "--ignore-cgroups",
-                  "--file-access=shared", "run", "--bundle=/", (char *)id, NULL};
+  char *argv[] = {"runsc",
+                  "--root=/runsc",
+                  "--log=/runsc/log",
+                  platform,
+                  "--network=host",
+                  "--ignore-cgroups",
+                  "--file-access=shared",
+                  "run",
+                  "--bundle=/",
+                  (char *)id,
+                  NULL};
   char *envp[] = {"PATH=/", NULL};
   syscall(SYS_execveat, runsc_fd, "", argv, envp, AT_EMPTY_PATH);
   return hutch_err_set(err, errno, "exec runsc");

@@ -11,9 +11,9 @@
 
 /* runsc as found on this host, probed once by whoever makes sandboxes. */
 struct hutch_gvisor {
-  char runsc[256];    /* absolute path */
-  char version[64];   /* what `runsc --version` said first */
-  char platform[16];  /* ptrace or kvm */
+  char runsc[256];   /* absolute path */
+  char version[64];  /* what `runsc --version` said first */
+  char platform[16]; /* ptrace or kvm */
 };
 
 /* Find runsc ($HUTCH_RUNSC, else in the PATH), check it answers, and settle the platform: "ptrace" (everywhere)

@@ -111,8 +111,7 @@ static void check_cgroups(const char *state_dir, struct hutch_check *c) {
                     "run hutch as the host's root, or delegate a cgroup subtree to it",
                     "cgroup %s, but its hutch cgroup is not writable by this process", version);
   else
-    hutch_check_say(c, HUTCH_CHECK_OK, NULL, "cgroup %s: %s, all hutch needs",
-                    version, have);
+    hutch_check_say(c, HUTCH_CHECK_OK, NULL, "cgroup %s: %s, all hutch needs", version, have);
 }
 
 static void check_seccomp(const char *state_dir, struct hutch_check *c) {
@@ -155,8 +154,7 @@ static bool has_fs(const char *type) {
   return false;
 }
 
-static void check_fs(struct hutch_check *c, const char *type, const char *use,
-                     const char *remedy) {
+static void check_fs(struct hutch_check *c, const char *type, const char *use, const char *remedy) {
   if (has_fs(type))
     hutch_check_say(c, HUTCH_CHECK_OK, NULL, "%s available", type);
   else
@@ -213,8 +211,7 @@ static void check_kvm(const char *state_dir, struct hutch_check *c) {
   }
   _cleanup_close_ int vm = ioctl(fd, KVM_CREATE_VM, 0);
   if (vm < 0)
-    hutch_check_say(c, HUTCH_CHECK_MISSING, remedy, "/dev/kvm: KVM_CREATE_VM: %s",
-                    strerror(errno));
+    hutch_check_say(c, HUTCH_CHECK_MISSING, remedy, "/dev/kvm: KVM_CREATE_VM: %s", strerror(errno));
   else
     hutch_check_say(c, HUTCH_CHECK_OK, NULL,
                     "/dev/kvm present, can create a VM (not proven to boot a guest)");
@@ -230,8 +227,8 @@ static void check_runsc(const char *state_dir, struct hutch_check *c) {
                     err.msg);
     return;
   }
-  hutch_check_say(c, HUTCH_CHECK_OK, NULL, "%s: runsc %s (the gvisor tier, platform %s)",
-                  g.runsc, g.version, g.platform);
+  hutch_check_say(c, HUTCH_CHECK_OK, NULL, "%s: runsc %s (the gvisor tier, platform %s)", g.runsc,
+                  g.version, g.platform);
 }
 
 static const struct {
@@ -239,14 +236,10 @@ static const struct {
   bool optional;
   void (*run)(const char *state_dir, struct hutch_check *c);
 } checks[] = {
-    {"root", false, check_root},
-    {"userns", false, hutch_check_userns},
-    {"cgroups", false, check_cgroups},
-    {"seccomp", false, check_seccomp},
-    {"overlayfs", false, check_overlay},
-    {"devpts", false, check_devpts},
-    {"idmap", true, check_idmap},
-    {"kvm", true, check_kvm},
+    {"root", false, check_root},         {"userns", false, hutch_check_userns},
+    {"cgroups", false, check_cgroups},   {"seccomp", false, check_seccomp},
+    {"overlayfs", false, check_overlay}, {"devpts", false, check_devpts},
+    {"idmap", true, check_idmap},        {"kvm", true, check_kvm},
     {"runsc", true, check_runsc},
 };
 

@@ -70,8 +70,7 @@ static bool find_subdir(char *name, size_t size) {
       struct dirent64 *d = (struct dirent64 *)(buf + off);
       struct stat st;
       off += d->d_reclen;
-      if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 ||
-          strlen(d->d_name) >= size)
+      if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0 || strlen(d->d_name) >= size)
         continue;
       if (d->d_type == DT_DIR ||
           (d->d_type == DT_UNKNOWN && fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -187,10 +186,11 @@ static void refused(struct hutch_check *c, int e) {
 
   if (geteuid() != 0 &&
       read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1) {
-    hutch_check_say(c, HUTCH_CHECK_REFUSED,
-                    "run hutch as root, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
-                    "user namespaces are refused to users other than root: AppArmor restricts "
-                    "them (kernel.apparmor_restrict_unprivileged_userns is 1)");
+    hutch_check_say(
+        c, HUTCH_CHECK_REFUSED,
+        "run hutch as root, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
+        "user namespaces are refused to users other than root: AppArmor restricts "
+        "them (kernel.apparmor_restrict_unprivileged_userns is 1)");
     return;
   }
 
@@ -210,10 +210,8 @@ void hutch_check_userns(const char *state_dir, struct hutch_check *c) {
     hutch_check_say(c, HUTCH_CHECK_MISSING, "see why this process cannot fork",
                     "cannot tell: a child to try unshare(CLONE_NEWUSER) in could not run");
   else if (e == EINVAL)
-    hutch_check_say(c, HUTCH_CHECK_MISSING,
-                    "use a kernel built with CONFIG_USER_NS (Debian's is)",
-                    "the kernel has no user namespaces (unshare(CLONE_NEWUSER): %s)",
-                    strerror(e));
+    hutch_check_say(c, HUTCH_CHECK_MISSING, "use a kernel built with CONFIG_USER_NS (Debian's is)",
+                    "the kernel has no user namespaces (unshare(CLONE_NEWUSER): %s)", strerror(e));
   else
     refused(c, e);
 }

@@ -22,8 +22,8 @@
  * old one instead of reusing it. */
 #define HOST_TEMPLATE "host-2"
 
-const char *const hutch_hostroot_dirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-                                       NULL};
+const char *const hutch_hostroot_dirs[] = {"usr",   "bin",   "sbin",   "lib",
+                                           "lib32", "lib64", "libx32", NULL};
 const char *const hutch_hostroot_etc[] = {"etc/alternatives", "etc/ssl", NULL};
 
 static const struct skel_file {
@@ -46,10 +46,9 @@ static const struct skel_dir {
   const char *path;
   mode_t mode;
 } skel_dirs[] = {
-    {"etc", 0755},      {"proc", 0555},     {"sys", 0555},  {"dev", 0755},
-    {"tmp", 01777},     {"home", 0755},     {"root", 0700}, {"run", 0755},
-    {"var", 0755},      {"var/tmp", 01777}, {"mnt", 0755},  {"opt", 0755},
-    {"srv", 0755},      {"usr", 0755},
+    {"etc", 0755},  {"proc", 0555}, {"sys", 0555}, {"dev", 0755}, {"tmp", 01777},
+    {"home", 0755}, {"root", 0700}, {"run", 0755}, {"var", 0755}, {"var/tmp", 01777},
+    {"mnt", 0755},  {"opt", 0755},  {"srv", 0755}, {"usr", 0755},
 };
 
 static const struct skel_link {

@@ -57,7 +57,8 @@ static void sweep_tmp(int dirfd, const char *dir) {
   while ((e = readdir(d))) {
     char *end;
     long pid = strtol(e->d_name, &end, 10);
-    if (e->d_name[0] == '.' || *end != '-' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+    if (e->d_name[0] == '.' || *end != '-' || pid <= 0 || kill((pid_t)pid, 0) == 0 ||
+        errno != ESRCH)
       continue;
     _cleanup_free_ char *path = xasprintf("%s/tmp/%s", dir, e->d_name);
     struct hutch_err ignored = {0};
@@ -202,7 +203,8 @@ static const char *str_of(json_t *rec, const char *key) {
 static bool has_tag(json_t *rec, const char *tag) {
   json_t *tags = json_object_get(rec, "tags"), *v;
   size_t i;
-  json_array_foreach(tags, i, v) if (json_is_string(v) && strcmp(json_string_value(v), tag) == 0)
+  json_array_foreach(tags, i, v)
+    if (json_is_string(v) && strcmp(json_string_value(v), tag) == 0)
       return true;
   return false;
 }
@@ -394,8 +396,8 @@ bool hutch_images_layer_exists(const struct hutch_images *s, const char *hex) {
          S_ISDIR(st.st_mode);
 }
 
-int hutch_images_stack(const struct hutch_images *s, json_t *record, char **rootfs,
-                       char ***layers, size_t *nlayers, struct hutch_err *err) {
+int hutch_images_stack(const struct hutch_images *s, json_t *record, char **rootfs, char ***layers,
+                       size_t *nlayers, struct hutch_err *err) {
   json_t *ls = json_object_get(record, "layers");
   const char *top = json_string_value(json_object_get(record, "top"));
   size_t n = json_array_size(ls);
@@ -478,5 +480,6 @@ void hutch_images_config(json_t *record, struct hutch_image_config *out) {
   out->workdir = wd && wd[0] == '/' ? wd : NULL;
   out->user = user && user[0] ? user : NULL;
   out->env = json_is_array(env) ? env : NULL;
-  out->isolation = json_string_value(json_object_get(json_object_get(cfg, "labels"), "hutch.isolation"));
+  out->isolation =
+      json_string_value(json_object_get(json_object_get(cfg, "labels"), "hutch.isolation"));
 }

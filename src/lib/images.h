@@ -56,7 +56,7 @@
 #define HUTCH_IMAGE_MAX_LAYERS 96
 
 struct hutch_images {
-  char *dir;  /* STATE/images */
+  char *dir; /* STATE/images */
   int dirfd;
   int work_lock; /* work.lock held shared once this process works in tmp/ */
 };
@@ -190,8 +190,8 @@ bool hutch_images_cache_get(const struct hutch_images *s, const char *owner, con
 void hutch_images_cache_put(const struct hutch_images *s, const char *owner, const char *key,
                             const char *hex);
 /* owner's entries, least recently used first (malloc'd), and their count. */
-struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s,
-                                                  const char *owner, size_t *n);
+struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s, const char *owner,
+                                                  size_t *n);
 void hutch_images_cache_drop(const struct hutch_images *s, const char *owner, const char *key);
 /* The store's writers' (images_write.c, images_gc.c, under its lock):
  * mark in used every layer a cache entry names, dropping the entries
@@ -203,8 +203,8 @@ void hutch_images_cache_follow(const struct hutch_images *s, const char *owner, 
 /* What a sandbox made from record mounts: *rootfs, the directory under
  * the layers (mount points only), and *layers, topmost first, as
  * hutch_sandbox_config wants them (malloc'd; free each and the array). */
-int hutch_images_stack(const struct hutch_images *s, json_t *record, char **rootfs,
-                       char ***layers, size_t *nlayers, struct hutch_err *err);
+int hutch_images_stack(const struct hutch_images *s, json_t *record, char **rootfs, char ***layers,
+                       size_t *nlayers, struct hutch_err *err);
 void hutch_images_stack_free(char *rootfs, char **layers, size_t nlayers);
 /* Hold record's layers while a sandbox uses them: an fd locked shared,
  * to close when the sandbox is gone (a server holds one per sandbox). */

@@ -102,8 +102,8 @@ static struct hutch_cache_entry *list_dir(const struct hutch_images *s, const ch
   return v;
 }
 
-struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s,
-                                                  const char *owner, size_t *n) {
+struct hutch_cache_entry *hutch_images_cache_list(const struct hutch_images *s, const char *owner,
+                                                  size_t *n) {
   _cleanup_free_ char *dir = owner_dir(owner);
   return list_dir(s, dir, n);
 }

@@ -180,7 +180,8 @@ static void mark_cache(const struct hutch_images *s, json_t *used) {
  * added yet is in no record: while any process works in tmp/ (work.lock
  * shared), no layer goes. */
 static int remove_unused(const struct hutch_images *s, json_t *used, struct hutch_err *err) {
-  _cleanup_close_ int work = openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  _cleanup_close_ int work =
+      openat(s->dirfd, "work.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (work < 0 || flock(work, LOCK_EX | LOCK_NB) < 0)
     return 0;
 

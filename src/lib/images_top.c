@@ -27,8 +27,8 @@
  * to the host's. -1 when it is not there so. */
 static int open_in_layer(int layer, const char *path, int flags) {
   struct open_how how = {.flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                    RESOLVE_NO_XDEV};
   return (int)syscall(SYS_openat2, layer, path, &how, sizeof how);
 }
 
@@ -109,7 +109,8 @@ static void image_users(struct hutch_images *s, json_t *layers, char **passwd, c
   size_t n = json_array_size(layers);
   int *dirs = xcalloc(n ? n : 1, sizeof *dirs);
   for (size_t i = 0; i < n; i++) {
-    _cleanup_free_ char *p = hutch_images_layer_path(s, json_string_value(json_array_get(layers, n - 1 - i)));
+    _cleanup_free_ char *p =
+        hutch_images_layer_path(s, json_string_value(json_array_get(layers, n - 1 - i)));
     dirs[i] = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
 
@@ -132,11 +133,11 @@ static size_t top_files(struct top_file files[8], const char *passwd, const char
   files[nf++] = (struct top_file){"etc", NULL, 0755, 0};
   files[nf++] = (struct top_file){"etc/hosts",
                                   xstrdup("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-                                          "ip6-loopback\n"), 0644, 0};
-  files[nf++] = (struct top_file){"etc/hostname", xstrdup("sandbox\n"), 0644, 0};
-  files[nf++] = (struct top_file){"etc/resolv.conf",
-                                  xstrdup("# hutch: this sandbox has no network but loopback\n"),
+                                          "ip6-loopback\n"),
                                   0644, 0};
+  files[nf++] = (struct top_file){"etc/hostname", xstrdup("sandbox\n"), 0644, 0};
+  files[nf++] = (struct top_file){
+      "etc/resolv.conf", xstrdup("# hutch: this sandbox has no network but loopback\n"), 0644, 0};
   if (passwd && has_id_1000(passwd))
     return nf;
 
@@ -144,8 +145,8 @@ static size_t top_files(struct top_file files[8], const char *passwd, const char
   const char *users = passwd ? passwd : "root:x:0:0:root:/root:/bin/sh\n";
   files[nf++] = (struct top_file){
       "etc/passwd",
-      xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n", users, with_newline(users)),
-      0644, 0};
+      xasprintf("%s%suser:x:1000:1000:user:/home/user:/bin/sh\n", users, with_newline(users)), 0644,
+      0};
   if (!group || !has_id_1000(group)) {
     const char *groups = group ? group : "root:x:0:\n";
     files[nf++] = (struct top_file){
@@ -165,7 +166,8 @@ static void top_digest(const struct top_file *files, size_t nf, char hex[65]) {
   EVP_DigestInit_ex(md, EVP_sha256(), NULL);
   for (size_t i = 0; i < nf; i++) {
     char head[64];
-    int len = snprintf(head, sizeof head, "%o %u ", (unsigned)files[i].mode, (unsigned)files[i].uid);
+    int len =
+        snprintf(head, sizeof head, "%o %u ", (unsigned)files[i].mode, (unsigned)files[i].uid);
     EVP_DigestUpdate(md, files[i].path, strlen(files[i].path) + 1);
     EVP_DigestUpdate(md, head, (size_t)len);
     if (files[i].content)

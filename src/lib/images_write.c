@@ -70,12 +70,6 @@ int hutch_images_layer_commit(struct hutch_images *s, const char *staged, const 
   return write_json(s, meta_name, meta, err);
 }
 
-struct same_name {
-  const char *name, *owner;
-  char ids[8][32];
-  size_t n;
-};
-
 uint64_t hutch_images_layer_meta(const struct hutch_images *s, const char *hex, const char *key) {
   _cleanup_free_ char *name = xasprintf("layers/%s.json", hex);
   _cleanup_close_ int fd = openat(s->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -83,12 +77,6 @@ uint64_t hutch_images_layer_meta(const struct hutch_images *s, const char *hex, 
   uint64_t v = (uint64_t)json_integer_value(json_object_get(m, key));
   json_decref(m);
   return v;
-}
-
-static json_int_t wall_ms_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static bool holder_ok(const char *h) {
@@ -122,14 +110,13 @@ int hutch_images_hold(struct hutch_images *s, const char *id, const char *holder
   struct hutch_err none = {0};
   json_t *rec = hutch_images_get(s, id, &none);
   if (!rec)
-    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found",
-                          "template %s was removed", id);
+    return hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "template_not_found", "template %s was removed",
+                          id);
   json_decref(rec);
 
   if (mkdirat(s->dirfd, refs, 0700) < 0 && errno != EEXIST)
     return hutch_err_set(err, errno, "template store: %s", refs);
-  _cleanup_close_ int fd =
-      openat(s->dirfd, ref, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  _cleanup_close_ int fd = openat(s->dirfd, ref, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return hutch_err_set(err, errno, "template store: %s", ref);
   return 0;
@@ -143,7 +130,8 @@ static json_t *unique_layers(json_t *layers) {
     json_t *l = json_array_get(layers, k), *seen;
     size_t j;
     bool dup = false;
-    json_array_foreach(once, j, seen) dup |= json_equal(seen, l);
+    json_array_foreach(once, j, seen)
+      dup |= json_equal(seen, l);
     if (!dup)
       json_array_insert(once, 0, l);
   }
@@ -202,7 +190,8 @@ static json_t *builds_of(const struct hutch_images *s, const char *owner, const 
 static bool in_tags(json_t *tags, const char *tag) {
   json_t *v;
   size_t i;
-  json_array_foreach(tags, i, v) if (json_is_string(v) && strcmp(json_string_value(v), tag) == 0)
+  json_array_foreach(tags, i, v)
+    if (json_is_string(v) && strcmp(json_string_value(v), tag) == 0)
       return true;
   return false;
 }
@@ -220,7 +209,9 @@ static int untag(const struct hutch_images *s, json_t *builds, json_t *tags, con
 
     json_t *old = json_object_get(b, "tags"), *left = json_array(), *t;
     size_t k;
-    json_array_foreach(old, k, t) if (!in_tags(tags, json_string_value(t))) json_array_append(left, t);
+    json_array_foreach(old, k, t)
+      if (!in_tags(tags, json_string_value(t)))
+        json_array_append(left, t);
     if (json_array_size(left) == json_array_size(old)) {
       json_decref(left);
       continue;
@@ -268,12 +259,13 @@ static json_t *tags_of(json_t *rec, struct hutch_err *err) {
 static int tags_free(json_t *builds, json_t *tags, const char *name, struct hutch_err *err) {
   json_t *b, *t;
   size_t i, k;
-  json_array_foreach(builds, i, b) json_array_foreach(tags, k, t) {
-    if (in_tags(json_object_get(b, "tags"), json_string_value(t)))
-      return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
-                            "a template '%s:%s' exists (--replace replaces it)", name,
-                            json_string_value(t));
-  }
+  json_array_foreach(builds, i, b)
+    json_array_foreach(tags, k, t) {
+      if (in_tags(json_object_get(b, "tags"), json_string_value(t)))
+        return hutch_err_fail(err, HUTCH_ERR_CONFLICT, "template_exists",
+                              "a template '%s:%s' exists (--replace replaces it)", name,
+                              json_string_value(t));
+    }
   return 0;
 }
 
@@ -300,7 +292,7 @@ static int add_build(struct hutch_images *s, json_t *rec, const char *owner, jso
 
   json_object_set_new(rec, "id", json_string(id));
   json_object_set_new(rec, "owner", json_string(owner));
-  json_object_set_new(rec, "created_at", json_integer(wall_ms_now()));
+  json_object_set_new(rec, "created_at", json_integer((json_int_t)wall_ms()));
   json_object_set(rec, "tags", tags);
   if (!json_is_object(json_object_get(rec, "config")))
     json_object_set_new(rec, "config", json_object());
@@ -445,12 +437,13 @@ int hutch_images_remove(struct hutch_images *s, const char *owner, const char *r
 static int tag_build(const struct hutch_images *s, json_t *target, json_t *want,
                      struct hutch_err *err) {
   const char *towner = json_string_value(json_object_get(target, "owner"));
-  json_t *builds = builds_of(s, towner ? towner : "",
-                             json_string_value(json_object_get(target, "name")));
+  json_t *builds =
+      builds_of(s, towner ? towner : "", json_string_value(json_object_get(target, "name")));
   const char *id = json_string_value(json_object_get(target, "id"));
   json_t *mine = json_object_get(target, "tags"), *t;
   size_t i;
-  json_array_foreach(want, i, t) if (!in_tags(mine, json_string_value(t)))
+  json_array_foreach(want, i, t)
+    if (!in_tags(mine, json_string_value(t)))
       json_array_append(mine, t);
 
   _cleanup_free_ char *name = xasprintf("templates/%s.json", id);

@@ -40,12 +40,12 @@ struct capture {
   uid_t base;
   struct hutch_layer_stats *stats;
   struct hutch_err *err;
-  int root;            /* the layer's root */
-  char *path;          /* the directory being copied, under root ("" at the top) */
+  int root;   /* the layer's root */
+  char *path; /* the directory being copied, under root ("" at the top) */
   size_t path_len;
-  struct link *links;  /* open addressing, a power of two */
+  struct link *links; /* open addressing, a power of two */
   size_t nlinks, links_cap;
-  uint64_t max_bytes;  /* the storage's size: more is no copy of it */
+  uint64_t max_bytes; /* the storage's size: more is no copy of it */
 };
 
 static struct link *link_slot(struct capture *cap, ino_t ino) {
@@ -121,7 +121,8 @@ static bool xattr_kept(const char *name) {
 static int copy_xattrs(int in, int out, const char *what, struct hutch_err *err) {
   ssize_t size = flistxattr(in, NULL, 0);
   if (size <= 0)
-    return size == 0 || errno == ENOTSUP ? 0 : hutch_err_set(err, errno, "%s: list attributes", what);
+    return size == 0 || errno == ENOTSUP ? 0
+                                         : hutch_err_set(err, errno, "%s: list attributes", what);
   _cleanup_free_ char *names = xmalloc((size_t)size);
   ssize_t n = flistxattr(in, names, (size_t)size);
   if (n < 0)
@@ -350,7 +351,10 @@ int hutch_layer_capture(int storage_fd, uid_t uid_base, const char *dest,
   if (mkdir(dest, 0755) < 0)
     return hutch_err_set(err, errno, "layer %s", dest);
 
-  struct capture cap = {.base = uid_base, .stats = stats, .err = err, .path = xstrdup(""),
+  struct capture cap = {.base = uid_base,
+                        .stats = stats,
+                        .err = err,
+                        .path = xstrdup(""),
                         .max_bytes = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize};
   int r = copy_into(in, dest, &cap);
   for (size_t i = 0; i < cap.links_cap; i++)

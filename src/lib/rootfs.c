@@ -120,7 +120,8 @@ static int attach_tree(int tree, int target, uint64_t attrs, int userns, enum id
                        struct hutch_err *err) {
   /* Private, so that no mount made later beside the source (on the host)
    * propagates into the sandbox, whatever the source's propagation. */
-  struct mount_attr a = {.attr_set = attrs, .propagation = MS_PRIVATE,
+  struct mount_attr a = {.attr_set = attrs,
+                         .propagation = MS_PRIVATE,
                          .userns_fd = (uint64_t)(idmap != IDMAP_NONE ? userns : 0)};
   if (idmap != IDMAP_NONE)
     a.attr_set |= MOUNT_ATTR_IDMAP;
@@ -154,7 +155,8 @@ static int mkdir_owned(int dirfd, const char *name, mode_t mode, uid_t uid, stru
   return 0;
 }
 
-static int write_owned(int dirfd, const char *name, const char *s, uid_t uid, struct hutch_err *err) {
+static int write_owned(int dirfd, const char *name, const char *s, uid_t uid,
+                       struct hutch_err *err) {
   _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return hutch_err_set(err, errno, "storage: %s", name);
@@ -198,8 +200,9 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
     const char *name;
     mode_t mode;
     bool user; /* the sandbox user's, not its root's */
-  } dirs[] = {{"upper", 0755},      {"upper/etc", 0755},  {"upper/home", 0755},
-              {"upper/home/user", 0755, true}, {"upper/root", 0700}, {"upper/tmp", 01777}};
+  } dirs[] = {{"upper", 0755},      {"upper/etc", 0755},
+              {"upper/home", 0755}, {"upper/home/user", 0755, true},
+              {"upper/root", 0700}, {"upper/tmp", 01777}};
   uid_t root = r->uid_base, user = r->uid_base + HUTCH_USER_UID;
   char hosts[512];
   snprintf(hosts, sizeof hosts,
@@ -242,7 +245,8 @@ static int storage_upper(const struct hutch_rootfs *r, int st, struct hutch_err 
  * root's, in its user namespace) and the bundle's config.json. */
 static int gvisor_storage(struct hutch_rootfs *r, int st, struct hutch_err *err) {
   _cleanup_close_ int bin = openat(st, "bin-runsc", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
-  _cleanup_close_ int tree = open_tree(AT_FDCWD, r->cfg->gvisor->runsc, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  _cleanup_close_ int tree =
+      open_tree(AT_FDCWD, r->cfg->gvisor->runsc, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (bin < 0 || tree < 0)
     return hutch_err_set(err, errno, "runsc binary %s", r->cfg->gvisor->runsc);
   _cleanup_close_ int target = openat(st, "bin-runsc", O_PATH | O_CLOEXEC);
@@ -290,13 +294,14 @@ static int storage_tmpfs(struct hutch_rootfs *r, struct hutch_err *err) {
  * writing, whatever the sandbox becomes (runc CVE-2019-5736). */
 static int storage_agent(struct hutch_rootfs *r, int st, struct hutch_err *err) {
   _cleanup_close_ int agent = openat(st, "agent", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0500);
-  _cleanup_close_ int tree = open_tree(AT_FDCWD, r->agent_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  _cleanup_close_ int tree =
+      open_tree(AT_FDCWD, r->agent_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (agent < 0 || tree < 0)
     return hutch_err_set(err, errno, "agent binary %s", r->agent_path);
 
   _cleanup_close_ int agent_target = openat(st, "agent", O_PATH | O_CLOEXEC);
-  if (attach_tree(tree, agent_target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                  -1, IDMAP_NONE, err) < 0)
+  if (attach_tree(tree, agent_target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, -1,
+                  IDMAP_NONE, err) < 0)
     return hutch_err_wrap(err, "agent binary");
 
   r->agent_fd = openat(st, "agent", O_PATH | O_CLOEXEC);
@@ -327,8 +332,9 @@ static int storage_layers(struct hutch_rootfs *r, int st, char *ovl, size_t size
     _cleanup_close_ int target = openat(st, name, O_PATH | O_CLOEXEC);
     if (target < 0)
       return hutch_err_set(err, errno, "layer %s", r->cfg->layers[i]);
-    if (attach_tree(r->layer_fds[i], target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                    r->range_userns, IDMAP_MUST, err) < 0)
+    if (attach_tree(r->layer_fds[i], target,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, r->range_userns,
+                    IDMAP_MUST, err) < 0)
       return hutch_err_wrap(err, "layer %s", r->cfg->layers[i]);
     n += (size_t)snprintf(ovl + n, size - n, "%s:", name);
   }
@@ -443,10 +449,9 @@ static int mount_host_template(int root, struct hutch_err *err) {
 /* Beyond Docker's: config.gz and vmcoreinfo tell the host kernel's exact
  * build and the addresses of its symbols (what a kernel exploit needs to
  * aim without a leak of its own). */
-static const char *const proc_masked[] = {"kcore",     "keys",        "latency_stats",
-                                          "timer_list", "timer_stats", "sched_debug",
-                                          "interrupts", "acpi",        "asound",
-                                          "scsi",       "config.gz",   NULL};
+static const char *const proc_masked[] = {
+    "kcore",      "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug",
+    "interrupts", "acpi", "asound",        "scsi",       "config.gz",   NULL};
 static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger", NULL};
 static const char *const sys_masked[] = {"firmware", "devices/virtual/powercap",
                                          "kernel/vmcoreinfo", NULL};
@@ -499,8 +504,9 @@ static int readonly_path(int dirfd, const char *name, struct hutch_err *err) {
       open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
   if (tree < 0)
     return hutch_err_set(err, errno, "read-only /proc/%s", name);
-  if (attach_tree(tree, fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                  -1, IDMAP_NONE, err) < 0)
+  if (attach_tree(tree, fd,
+                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, -1,
+                  IDMAP_NONE, err) < 0)
     return hutch_err_wrap(err, "read-only /proc/%s", name);
   return 0;
 }
@@ -569,12 +575,14 @@ static int dev_in_storage(struct hutch_err *err) {
   static const struct {
     const char *name;
     unsigned maj, min;
-  } devs[] = {{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+  } devs[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
               {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
   static const struct {
     const char *name, *target;
-  } links[] = {{"fd", "/proc/self/fd"},        {"stdin", "/proc/self/fd/0"},
-               {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+  } links[] = {{"fd", "/proc/self/fd"},
+               {"stdin", "/proc/self/fd/0"},
+               {"stdout", "/proc/self/fd/1"},
+               {"stderr", "/proc/self/fd/2"},
                {"ptmx", "pts/ptmx"}};
   _cleanup_close_ int st = open(HUTCH_STAGING_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (st < 0)
@@ -611,7 +619,8 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
   _cleanup_close_ int target = open_in_root(root, "dev", true, true, err);
   if (target < 0)
     return hutch_err_wrap(err, "/dev");
-  if (storage_bind("devfs", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV, err) < 0)
+  if (storage_bind("devfs", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NODEV, err) <
+      0)
     return hutch_err_wrap(err, "/dev");
 
   _cleanup_close_ int mounted = open_mounted(root, "dev", err);
@@ -621,7 +630,8 @@ static int mount_dev(const struct hutch_rootfs *r, int root, struct hutch_err *e
   _cleanup_close_ int shm = openat(mounted, "shm", O_PATH | O_CLOEXEC | O_NOFOLLOW);
   if (pts < 0 || shm < 0)
     return hutch_err_set(err, errno, "/dev mount points");
-  if (storage_bind("shm", shm, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, err) < 0)
+  if (storage_bind("shm", shm, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, err) <
+      0)
     return hutch_err_wrap(err, "/dev/shm");
 
   /* max=: without it one sandbox could take every pty the kernel lets

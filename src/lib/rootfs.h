@@ -20,14 +20,14 @@ struct hutch_rootfs {
   const char *agent_path;   /* host path of hutch-agent */
   const char *hostname;
   uid_t uid_base;
-  const int *bind_fds;    /* per bind i: [2i] a detached copy of its source's mount
+  const int *bind_fds;  /* per bind i: [2i] a detached copy of its source's mount
                            * tree, [2i+1] the user namespace of its id map */
-  const int *layer_fds;   /* per cfg->layers[i], a detached copy of its mount */
-  int range_userns;       /* the id map of layers and volumes: 0.. onto the sandbox's ids */
-  int agent_fd;           /* out: the agent binary, on a read-only mount */
-  int runsc_fd;           /* out: the gvisor tier's runsc, likewise; -1 in the ns tier */
-  int storage_fd;         /* out: the storage tmpfs (O_PATH), for the agent to hold */
-  int root_fd;            /* the new root, between prepare and enter */
+  const int *layer_fds; /* per cfg->layers[i], a detached copy of its mount */
+  int range_userns;     /* the id map of layers and volumes: 0.. onto the sandbox's ids */
+  int agent_fd;         /* out: the agent binary, on a read-only mount */
+  int runsc_fd;         /* out: the gvisor tier's runsc, likewise; -1 in the ns tier */
+  int storage_fd;       /* out: the storage tmpfs (O_PATH), for the agent to hold */
+  int root_fd;          /* the new root, between prepare and enter */
 };
 
 /* Everything that does not depend on the network namespace: storage, the

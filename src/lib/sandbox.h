@@ -31,7 +31,7 @@ struct hutch_volume {
 enum hutch_isolation { HUTCH_ISOLATION_NS, HUTCH_ISOLATION_GVISOR };
 const char *hutch_isolation_name(enum hutch_isolation i);
 /* HUTCH_ISOLATION_* for "ns" or "gvisor"; -1 for anything else. */
-int hutch_isolation_parse(const char *name);
+int hutch_config_isolation_parse(const char *name);
 
 struct hutch_gvisor;
 struct hutch_spawner;
@@ -40,8 +40,8 @@ struct hutch_sandbox_config {
   const char *state_dir; /* templates live here */
   enum hutch_isolation isolation;
   const struct hutch_gvisor *gvisor; /* runsc as probed: the gvisor tier's */
-  const char *rootfs;    /* a directory used as the template; NULL: `host` */
-  const char *agent;     /* path of hutch-agent; NULL: beside this program */
+  const char *rootfs;                /* a directory used as the template; NULL: `host` */
+  const char *agent;                 /* path of hutch-agent; NULL: beside this program */
   uint64_t memory_bytes, pids, cpu_milli, disk_bytes;
   unsigned ptys; /* terminals its devpts may hold at once */
   const struct hutch_bind *binds;
@@ -68,7 +68,7 @@ struct hutch_sandbox_config {
    * server): DIR/<id>.sock, in a directory only root may enter. NULL: the
    * agent ends, and with it the sandbox, when its first connection does. */
   const char *listen_dir;
-  /* The caller collects the cgroups crashed runs left (hutch_gc_host, as
+  /* The caller collects the cgroups crashed runs left (hutch_shell_gc_host, as
    * hutch serve does every few seconds): a create then does not scan every
    * slot, which with thousands of sandboxes is most of its cost. */
   bool gc_elsewhere;
@@ -97,15 +97,15 @@ struct hutch_sandbox {
   uid_t uid_base; /* host uid of the sandbox's root; the user is +1000 */
   pid_t pid;      /* host pid of the agent */
   int pidfd;
-  int conn_fd;    /* our end of the agent protocol connection */
+  int conn_fd; /* our end of the agent protocol connection */
   /* root: the `hutch` cgroup, open only while the sandbox is made or ended.
    * A server holds thousands of sandboxes, and every descriptor it holds is
    * copied into, and closed by, each process it clones. */
   struct hutch_cgroup root, cg;
-  int lock_fd;    /* flock on the sandbox cgroup while we set it up or own it */
-  int storage_fd; /* the sandbox's storage tmpfs (O_PATH), -1 when not reached */
+  int lock_fd;           /* flock on the sandbox cgroup while we set it up or own it */
+  int storage_fd;        /* the sandbox's storage tmpfs (O_PATH), -1 when not reached */
   char listen_path[108]; /* the agent's socket, "" when it has none */
-  /* Few descriptors (hutch_sandbox_few_fds): cg, storage_fd and, for an
+  /* Few descriptors (hutch_shell_few_fds): cg, storage_fd and, for an
    * agent that is our child, pidfd are closed, and opened again for each
    * use from `shared` (the caller's hutch root cgroup), from the agent
    * (its storage, checked to be the one it was) and from pid. */
@@ -115,7 +115,7 @@ struct hutch_sandbox {
   ino_t storage_ino;
 };
 
-const char *hutch_default_state_dir(void);
+const char *hutch_config_default_state_dir(void);
 
 /* Fill in defaults and check every limit against the host. */
 int hutch_config_check(struct hutch_sandbox_config *cfg, struct hutch_err *err);
@@ -136,7 +136,7 @@ int hutch_sandbox_adopt(enum hutch_isolation tier, const char *id, unsigned slot
  * under RLIMIT_NOFILE. root is the hutch root cgroup (hutch_cgroup_open_root),
  * which the caller keeps open for as long as sb lives. A storage that
  * cannot be looked at now is left unmeasured and not captured. */
-void hutch_sandbox_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root);
+void hutch_shell_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root);
 /* A new descriptor of the sandbox's storage (O_PATH), or -1 (errno) when
  * it cannot be reached. */
 int hutch_sandbox_storage(const struct hutch_sandbox *sb);
@@ -155,8 +155,8 @@ int hutch_sandbox_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err
 /* A copy of the sandbox cgroup's fds, to freeze it from another thread
  * (hutch_shell_freeze_wait) with nothing of the sandbox's in use: it may
  * be destroyed meanwhile. Close it with hutch_cgroup_close. */
-int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
-                         struct hutch_err *err);
+int hutch_shell_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
+                       struct hutch_err *err);
 /* Freeze cg as hutch_sandbox_freeze does, waiting as long. */
 int hutch_shell_freeze_wait(const struct hutch_cgroup *cg, struct hutch_err *err);
 
@@ -178,6 +178,6 @@ int hutch_sandbox_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_
 
 /* Remove what crashed hutch processes left behind (hutch_slot_gc, slot.h),
  * opening the cgroup root itself (a server's periodic sweep). */
-void hutch_gc_host(void);
+void hutch_shell_gc_host(void);
 
 #endif

@@ -517,8 +517,8 @@ size_t hutch_seccomp_profile_unknown(const char **out, size_t max) {
 size_t hutch_seccomp_refused_names(const char **out, size_t max) {
   /* The calls refused for some of their arguments (add_clone and the other
    * add_* above), and i386's socketcall, which carries its socket rules. */
-  static const char *const split[] = {"clone",     "ioctl",   "personality", "socket",
-                                      "socketpair", "prlimit64", "unshare",   "socketcall"};
+  static const char *const split[] = {"clone",      "ioctl",     "personality", "socket",
+                                      "socketpair", "prlimit64", "unshare",     "socketcall"};
   size_t n = 0;
   for (size_t i = 0; i < ARRAY_SIZE(refused); i++, n++)
     if (n < max)

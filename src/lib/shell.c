@@ -109,8 +109,8 @@ static int finish_cgroup(const struct hutch_sandbox_config *cfg, struct hutch_sa
   const struct hutch_cgroup_ops *ops = sb->cg.ops;
   /* The agent is one of the cgroup's processes; the limit is the workload's
    * (under gVisor, kept inside it: gvisor.c). */
-  uint64_t pids = cfg->isolation == HUTCH_ISOLATION_GVISOR ? hutch_gvisor_host_pids(cfg->pids)
-                                                           : cfg->pids + 1;
+  uint64_t pids =
+      cfg->isolation == HUTCH_ISOLATION_GVISOR ? hutch_gvisor_host_pids(cfg->pids) : cfg->pids + 1;
   struct hutch_cg_limits lim = {cfg->memory_bytes, pids, cfg->cpu_milli};
   if (ops->set_limits(&sb->cg, &lim, err) < 0)
     return hutch_err_wrap(err, "sandbox cgroup");
@@ -192,7 +192,8 @@ static int open_binds(const struct hutch_sandbox_config *cfg, const struct hutch
     int src = hutch_config_open_bind(&cfg->binds[i], &st, err);
     if (src < 0)
       return -1;
-    int tree = open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int tree =
+        open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     int e = errno;
     close(src);
     if (tree < 0)
@@ -280,7 +281,8 @@ static int spawn_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
 static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sandbox *sb,
                        const struct hutch_cgroup *agent_cg, struct hutch_netns *net,
                        struct hutch_err *err) {
-  _cleanup_free_ char *tpl = cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_hostroot_skeleton(cfg->state_dir, err);
+  _cleanup_free_ char *tpl =
+      cfg->rootfs ? xstrdup(cfg->rootfs) : hutch_hostroot_skeleton(cfg->state_dir, err);
   _cleanup_free_ char *agent = agent_path(cfg, err);
   if (!tpl || !agent)
     return -1;
@@ -302,10 +304,21 @@ static int start_agent(const struct hutch_sandbox_config *cfg, struct hutch_sand
   }
 
   struct hutch_spawn s = {
-      .rootfs = {.cfg = cfg, .template_dir = tpl, .agent_path = agent, .hostname = sb->id,
-                 .uid_base = sb->uid_base, .bind_fds = fds, .layer_fds = layer_fds,
-                 .range_userns = *range_userns, .agent_fd = -1, .runsc_fd = -1, .storage_fd = -1},
-      .cg = &sb->cg, .agent_cg = agent_cg, .conn_fd = sv[1], .listen_fd = lfd,
+      .rootfs = {.cfg = cfg,
+                 .template_dir = tpl,
+                 .agent_path = agent,
+                 .hostname = sb->id,
+                 .uid_base = sb->uid_base,
+                 .bind_fds = fds,
+                 .layer_fds = layer_fds,
+                 .range_userns = *range_userns,
+                 .agent_fd = -1,
+                 .runsc_fd = -1,
+                 .storage_fd = -1},
+      .cg = &sb->cg,
+      .agent_cg = agent_cg,
+      .conn_fd = sv[1],
+      .listen_fd = lfd,
       .build = cfg->build,
   };
   int r = spawn_agent(cfg, sb, &s, net, err);
@@ -331,7 +344,7 @@ void hutch_shell_close_root(struct hutch_sandbox *sb) {
 }
 
 int hutch_shell_create(const struct hutch_sandbox_config *cfg, struct hutch_sandbox **out,
-                         struct hutch_err *err) {
+                       struct hutch_err *err) {
   struct hutch_sandbox *sb = xcalloc(1, sizeof *sb);
   struct hutch_cgroup leaf = {0};
   struct hutch_netns net;
@@ -375,7 +388,7 @@ static void close_storage(struct hutch_sandbox *sb) {
   sb->storage_fd = -1;
 }
 
-/* Few descriptors (hutch_sandbox_few_fds). Opening the sandbox's cgroup
+/* Few descriptors (hutch_shell_few_fds). Opening the sandbox's cgroup
  * again by its slot's name under the hutch root is as safe as holding it:
  * the root is host root's (a sandbox owns only its own directory, which it
  * can neither rename nor remove), and the slot is ours for as long as we
@@ -396,7 +409,7 @@ static int pidfd_of(const struct hutch_sandbox *sb) {
   return sb->child ? (int)syscall(SYS_pidfd_open, sb->pid, 0) : -1;
 }
 
-void hutch_sandbox_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root) {
+void hutch_shell_few_fds(struct hutch_sandbox *sb, const struct hutch_cgroup *root) {
   struct stat st;
   if (sb->storage_fd >= 0 && fstat(sb->storage_fd, &st) == 0) {
     sb->storage_dev = st.st_dev;
@@ -450,8 +463,8 @@ int hutch_shell_freeze(struct hutch_sandbox *sb, bool frozen, struct hutch_err *
   return r;
 }
 
-int hutch_sandbox_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
-                         struct hutch_err *err) {
+int hutch_shell_cgroup(const struct hutch_sandbox *sb, struct hutch_cgroup *out,
+                       struct hutch_err *err) {
   if (!sb->cg.ops)
     return cg_open(sb, out, err);
   *out = sb->cg;
@@ -500,7 +513,7 @@ int hutch_shell_usage(const struct hutch_sandbox *sb, bool disk, struct hutch_sa
  * Failing to return to our own namespace would leave every later socket
  * of this thread inside a sandbox: that is not survivable, so it aborts. */
 int hutch_shell_socket(const struct hutch_sandbox *sb, int own_netns, int domain, int type,
-                         struct hutch_err *err) {
+                       struct hutch_err *err) {
   int pidfd = pidfd_of(sb);
   if (pidfd < 0 || setns(pidfd, CLONE_NEWNET) < 0) {
     int e = errno;
@@ -532,7 +545,7 @@ void hutch_shell_release(struct hutch_sandbox *sb) {
   free(sb);
 }
 
-void hutch_gc_host(void) {
+void hutch_shell_gc_host(void) {
   struct hutch_cgroup root = {0};
   struct hutch_err ignored;
   if (hutch_cgroup_open_root(&root, &ignored) < 0)

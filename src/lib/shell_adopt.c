@@ -116,7 +116,7 @@ static int adopt_agent(struct hutch_sandbox *sb, const char *id, unsigned slot, 
 }
 
 int hutch_shell_adopt(const char *id, unsigned slot, pid_t pid, const char *listen_dir,
-                        struct hutch_sandbox **out, struct hutch_err *err) {
+                      struct hutch_sandbox **out, struct hutch_err *err) {
   if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || slot >= HUTCH_SLOTS)
     return hutch_err_invalid(err, "not a sandbox: %s in slot %u", id, slot);
 

@@ -23,7 +23,8 @@
 
 _Static_assert(HUTCH_UID_BASE + (uint64_t)HUTCH_SLOTS_LOW * HUTCH_ID_RANGE <= 0x7FFE0000u,
                "low slots end below systemd's foreign-uid range");
-_Static_assert(HUTCH_UID_HIGH + (uint64_t)(HUTCH_SLOTS - HUTCH_SLOTS_LOW) * HUTCH_ID_RANGE <= 0xFFFF0000u,
+_Static_assert(HUTCH_UID_HIGH + (uint64_t)(HUTCH_SLOTS - HUTCH_SLOTS_LOW) * HUTCH_ID_RANGE <=
+                   0xFFFF0000u,
                "high slots end below (uid_t)-2");
 
 int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *slot,
@@ -36,8 +37,9 @@ int hutch_slot_claim(const struct hutch_cgroup *root, unsigned ctls, unsigned *s
    * those are taken: host tools print ids past 2^31 as negative numbers,
    * and most hosts never need them. */
   for (unsigned i = 0; i < HUTCH_SLOTS; i++) {
-    unsigned s = i < HUTCH_SLOTS_LOW ? (start + i) % HUTCH_SLOTS_LOW
-                                     : HUTCH_SLOTS_LOW + (start + i) % (HUTCH_SLOTS - HUTCH_SLOTS_LOW);
+    unsigned s = i < HUTCH_SLOTS_LOW
+                     ? (start + i) % HUTCH_SLOTS_LOW
+                     : HUTCH_SLOTS_LOW + (start + i) % (HUTCH_SLOTS - HUTCH_SLOTS_LOW);
     char name[16];
     snprintf(name, sizeof name, "%u", s);
 

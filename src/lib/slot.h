@@ -21,8 +21,9 @@
 #define HUTCH_SLOTS (HUTCH_SLOTS_LOW + 32767u)
 
 static inline uint32_t hutch_slot_uid_base(unsigned slot) {
-  return slot < HUTCH_SLOTS_LOW ? HUTCH_UID_BASE + slot * (uint32_t)HUTCH_ID_RANGE
-                                : HUTCH_UID_HIGH + (slot - HUTCH_SLOTS_LOW) * (uint32_t)HUTCH_ID_RANGE;
+  return slot < HUTCH_SLOTS_LOW
+             ? HUTCH_UID_BASE + slot * (uint32_t)HUTCH_ID_RANGE
+             : HUTCH_UID_HIGH + (slot - HUTCH_SLOTS_LOW) * (uint32_t)HUTCH_ID_RANGE;
 }
 
 /* Create a free slot's cgroup under root, for the controllers in ctls, and

@@ -137,8 +137,8 @@ static int child_join_netns(int sync, struct hutch_err *err) {
     char buf[CMSG_SPACE(sizeof(int))];
   } u;
   struct iovec iov = {&c, 1};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                     .msg_controllen = sizeof u.buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   if (recvmsg(sync, &m, MSG_CMSG_CLOEXEC) != 1 || c != SYNC_NETNS)
     _exit(125); /* the parent is gone, or failed and will say why */
   struct cmsghdr *h = CMSG_FIRSTHDR(&m);
@@ -426,7 +426,8 @@ static void __attribute__((noreturn)) child_main(struct hutch_spawn *s, int sync
   }
 
   /* v1 has no CLONE_INTO_CGROUP: the child moves itself, first thing. */
-  if (s->agent_cg->ops == &hutch_cgroup_v1_ops && s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
+  if (s->agent_cg->ops == &hutch_cgroup_v1_ops &&
+      s->agent_cg->ops->enter_self(s->agent_cg, &err) < 0)
     child_fail(sync, &err);
 
   if (hutch_rootfs_prepare(&s->rootfs, &err) < 0)
@@ -504,8 +505,8 @@ static int send_netns(struct hutch_spawn *s, int fd, struct hutch_err *err) {
     char buf[CMSG_SPACE(sizeof(int))];
   } u = {0};
   struct iovec iov = {&c, 1};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                     .msg_controllen = sizeof u.buf};
+  struct msghdr m = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
   struct cmsghdr *h = CMSG_FIRSTHDR(&m);
   h->cmsg_level = SOL_SOCKET;
   h->cmsg_type = SCM_RIGHTS;
@@ -517,8 +518,8 @@ static int send_netns(struct hutch_spawn *s, int fd, struct hutch_err *err) {
 
 pid_t hutch_spawn_clone(struct hutch_spawn *s, int sync, uint64_t flags, int *pidfd) {
   int cgfd = s->agent_cg->ops == &hutch_cgroup_v2_ops ? s->agent_cg->fd[0] : -1;
-  pid_t pid = clone3_pidfd(flags | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd,
-                           pidfd);
+  pid_t pid =
+      clone3_pidfd(flags | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS, cgfd, pidfd);
   if (pid == 0)
     child_main(s, sync);
   return pid;

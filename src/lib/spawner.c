@@ -88,7 +88,9 @@ static size_t put(struct blob *b, const void *p, size_t n) {
   return at;
 }
 
-static void *off(size_t at) { return (void *)(uintptr_t)at; }
+static void *off(size_t at) {
+  return (void *)(uintptr_t)at;
+}
 #define AT(b, at, type) ((type *)((b)->buf + (at)))
 
 static const char *put_str(struct blob *b, const char *s) {
@@ -109,10 +111,10 @@ static const void *put_binds(struct blob *b, const struct hutch_bind *v, size_t 
 
 static size_t pack_cfg(struct blob *b, const struct hutch_sandbox_config *c) {
   size_t at = put(b, c, sizeof *c);
-#define SET(field, value)                                                                          \
-  do {                                                                                             \
-    __typeof__(c->field) v_ = (__typeof__(c->field))(value);                                       \
-    AT(b, at, struct hutch_sandbox_config)->field = v_;                                            \
+#define SET(field, value)                                    \
+  do {                                                       \
+    __typeof__(c->field) v_ = (__typeof__(c->field))(value); \
+    AT(b, at, struct hutch_sandbox_config)->field = v_;      \
   } while (0)
 
   SET(state_dir, put_str(b, c->state_dir));
@@ -170,11 +172,11 @@ static void pack(struct blob *b, const struct hutch_spawn *s) {
 
 /* The spawner's side: offsets back to pointers, each checked to fall in
  * the buffer. */
-#define REL(p)                                                                                     \
-  do {                                                                                             \
-    if ((p) && (uintptr_t)(p) >= len)                                                              \
-      return 0;                                                                                    \
-    (p) = (p) ? (__typeof__(p))(base + (uintptr_t)(p)) : NULL;                                     \
+#define REL(p)                                                 \
+  do {                                                         \
+    if ((p) && (uintptr_t)(p) >= len)                          \
+      return 0;                                                \
+    (p) = (p) ? (__typeof__(p))(base + (uintptr_t)(p)) : NULL; \
   } while (0)
 
 static bool rel_binds(char *base, size_t len, const struct hutch_bind *binds, size_t n) {
@@ -258,7 +260,9 @@ static int send_request(struct hutch_spawner *sp, struct spawner_req *req, struc
     char buf[CMSG_SPACE(SPAWNER_MAX_FDS * sizeof(int))];
   } u = {0};
   struct iovec iov[2] = {{req, sizeof *req}, {b->buf, b->len}};
-  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
+  struct msghdr m = {.msg_iov = iov,
+                     .msg_iovlen = 2,
+                     .msg_control = u.buf,
                      .msg_controllen = CMSG_SPACE(req->nfd * sizeof(int))};
   struct cmsghdr *h = CMSG_FIRSTHDR(&m);
   h->cmsg_level = SOL_SOCKET;
@@ -285,7 +289,9 @@ static int recv_answer(struct hutch_spawner *sp, struct hutch_spawn *s, struct h
   } u = {0};
   struct spawner_ans ans;
   struct iovec ai = {&ans, sizeof ans};
-  struct msghdr am = {.msg_iov = &ai, .msg_iovlen = 1, .msg_control = u.buf,
+  struct msghdr am = {.msg_iov = &ai,
+                      .msg_iovlen = 1,
+                      .msg_control = u.buf,
                       .msg_controllen = CMSG_SPACE(sizeof(int))};
 
   ssize_t n;
@@ -463,8 +469,8 @@ static void __attribute__((noreturn)) spawner_main(int sock, pid_t server) {
     } u;
     struct spawner_req req;
     struct iovec iov[2] = {{&req, sizeof req}, {blob, SPAWNER_MAX_BLOB}};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
     if (n == 0 || (n < 0 && errno != EINTR))
       _exit(0);

@@ -224,7 +224,7 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
     break;
   case O_ISOLATION:
   case O_ISOLATION_MIN: {
-    int i = hutch_isolation_parse(optarg);
+    int i = hutch_config_isolation_parse(optarg);
     if (i < 0) {
       fprintf(stderr, "hutch serve: --%s wants ns or gvisor, not '%s'\n",
               o == O_ISOLATION ? "isolation" : "isolation-min", optarg);

@@ -75,7 +75,7 @@ static int parse_create(struct http_conn *c, json_t *o, struct create_req *r) {
     return -1;
 
   if (isolation) {
-    r->isolation = hutch_isolation_parse(isolation);
+    r->isolation = hutch_config_isolation_parse(isolation);
     if (r->isolation < 0) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                  "isolation must be \"ns\" or \"gvisor\"");

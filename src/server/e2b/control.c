@@ -200,7 +200,7 @@ void e2b_sandboxes_create(struct http_conn *c, const struct principal *p) {
    * and stays in the metadata as the client gave it. */
   const char *tier = json_string_value(json_object_get(b.metadata, E2B_ISOLATION_KEY));
   if (tier) {
-    r.isolation = hutch_isolation_parse(tier);
+    r.isolation = hutch_config_isolation_parse(tier);
     if (r.isolation < 0) {
       http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                  "metadata " E2B_ISOLATION_KEY " must be \"ns\" or \"gvisor\"");

@@ -123,7 +123,7 @@ struct server {
   uv_signal_t sigterm, sigint;
   uv_timer_t reaper;
   unsigned reaper_ticks;
-  bool collecting; /* hutch_gc_host under way, off the loop (sbx_reaper.c) */
+  bool collecting; /* hutch_shell_gc_host under way, off the loop (sbx_reaper.c) */
   struct serve_config cfg;
   struct store *store;
   struct hutch_images images;       /* the template store, STATE/images */
@@ -133,7 +133,7 @@ struct server {
   char *metrics_token;              /* from --metrics-token-file; NULL: none */
   int netns_fd;                     /* the server's own network namespace (hutch_sandbox_socket) */
   /* The hutch root cgroup, open for the server's life: sandboxes hold no
-   * cgroup descriptor of their own (hutch_sandbox_few_fds). */
+   * cgroup descriptor of their own (hutch_shell_few_fds). */
   struct hutch_cgroup cg_root;
   /* runsc as probed at start (server_tiers); gvisor_why says why the
    * gvisor tier is unavailable when has_gvisor is false. */

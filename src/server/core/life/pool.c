@@ -56,7 +56,7 @@ struct pool {
 static int parse_limit(struct pool *p, const char *key, const char *value, struct hutch_err *err) {
   uint64_t v;
   if (strcmp(key, "isolation") == 0) {
-    int i = hutch_isolation_parse(value);
+    int i = hutch_config_isolation_parse(value);
     if (i < 0)
       return hutch_err_invalid(err, "--pool %s: isolation wants ns or gvisor, not '%s'", p->spec,
                                value);

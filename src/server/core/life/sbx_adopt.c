@@ -91,7 +91,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
    * is pinned again, or at once when it is not taken over. */
   _cleanup_free_ char *holder = xasprintf("sbx-%s", row->id);
   json_t *held = json_object_get(row->spec, "layers");
-  int tier = row->isolation ? hutch_isolation_parse(row->isolation) : HUTCH_ISOLATION_NS;
+  int tier = row->isolation ? hutch_config_isolation_parse(row->isolation) : HUTCH_ISOLATION_NS;
 
   if (tier < 0 || !(hutch_backend_of((enum hutch_isolation)tier)->can & HUTCH_CAN_ADOPT)) {
     lost_tier(srv, row, tier, holder, held);
@@ -111,7 +111,7 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     ctx->ended++;
     return;
   }
-  hutch_sandbox_few_fds(sb->hs, &srv->cg_root);
+  hutch_shell_few_fds(sb->hs, &srv->cg_root);
 
   /* What the store kept of it, back in its struct. */
   sb->srv = srv;

@@ -79,7 +79,7 @@ static int template_tier(struct creating *cr, struct hutch_err *err) {
   hutch_images_config(cr->tmpl, &ic);
   if (!ic.isolation)
     return 0;
-  cr->tier = hutch_isolation_parse(ic.isolation);
+  cr->tier = hutch_config_isolation_parse(ic.isolation);
   if (cr->tier < 0)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
                           "template %s: LABEL hutch.isolation is '%s', not ns or gvisor",
@@ -287,7 +287,7 @@ static int resolve_template(struct creating *cr, struct hutch_err *err) {
   json_t *snap = snapshots_get(srv, cr->p.tenant, cr->template);
   if (snap) {
     cr->layers = json_incref(json_object_get(snap, "layers"));
-    cr->tier = hutch_isolation_parse(json_string_value(json_object_get(snap, "isolation")));
+    cr->tier = hutch_config_isolation_parse(json_string_value(json_object_get(snap, "isolation")));
     json_decref(snap);
     /* A snapshot of a template's sandbox runs as the template does. */
     const char *tmpl = layers_template(cr->layers);

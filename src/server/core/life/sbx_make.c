@@ -115,7 +115,7 @@ static void making_run(struct offload *o) {
   uint64_t t0 = now_ns();
   m->r = hutch_sandbox_create(&m->cfg, &m->hs, &m->err);
   if (m->r == 0)
-    hutch_sandbox_few_fds(m->hs, m->cg_root);
+    hutch_shell_few_fds(m->hs, m->cg_root);
   m->took_ns = now_ns() - t0;
 
   if (renice)
@@ -193,7 +193,7 @@ static void make(struct server *srv, const struct hutch_sandbox_config *cfg, con
   if (!m->cfg.ptys)
     m->cfg.ptys = srv->cfg.sandbox_ptys;
   m->cfg.listen_dir = srv->agents_dir;
-  m->cfg.gc_elsewhere = true; /* the reaper's hutch_gc_host */
+  m->cfg.gc_elsewhere = true; /* the reaper's hutch_shell_gc_host */
   m->cfg.spawner = srv->spawner;
   m->cfg.cg_root = &srv->cg_root;
 

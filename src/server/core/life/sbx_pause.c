@@ -91,7 +91,7 @@ void sbx_freeze(struct sbx *sb, sbx_frozen_fn then, void *arg) {
   if (!f) {
     f = xcalloc(1, sizeof *f);
     struct hutch_err err = {0};
-    if (hutch_sandbox_cgroup(sb->hs, &f->cg, &err) < 0) {
+    if (hutch_shell_cgroup(sb->hs, &f->cg, &err) < 0) {
       free(f);
       free(w);
       then(sb, -1, &err, arg);

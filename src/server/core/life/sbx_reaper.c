@@ -35,7 +35,7 @@ static void audit_reaped(struct server *srv, const struct sbx *sb, const char *a
 
 static void collect_run(struct offload *o) {
   (void)o;
-  hutch_gc_host();
+  hutch_shell_gc_host();
 }
 
 static void collect_done(struct offload *o) {

@@ -21,7 +21,7 @@
 #define FDS_RESERVE 64
 /* The agent's connection, the egress proxy's listener and the slot's
  * lock, and the pidfd of an agent taken over after a restart: the rest is
- * opened for each use (hutch_sandbox_few_fds). */
+ * opened for each use (hutch_shell_few_fds). */
 #define FDS_SANDBOX 3
 
 void fds_init(struct server *srv) {

@@ -57,7 +57,7 @@ struct server *server_new(void) {
 
   srv->cfg.host = xstrdup("127.0.0.1");
   srv->cfg.domain = xstrdup("localhost");
-  srv->cfg.state_dir = xstrdup(hutch_default_state_dir());
+  srv->cfg.state_dir = xstrdup(hutch_config_default_state_dir());
 
   srv->loop = xmalloc(sizeof *srv->loop);
   uv_loop_init(srv->loop);
