@@ -316,9 +316,9 @@ static int gvisor_fds(const struct hutch_spawn *s, int *sync, int *runsc, int *n
 /* In runsc's process, before its exec: it dies with the first process,
  * gets a /proc of its own pid namespace, and leaves the storage behind.
  * The storage is the first process's to hold, not runsc's: the sentry,
- * the gofer and the stubs that run the workload's code would each have a
- * way to the sandbox's storage beside the root runsc serves them. 0, or
- * -1 with errno set. */
+ * the gofer and the ptrace platform's processes that run the workload's
+ * code would each have a way to the sandbox's storage beside the root
+ * runsc serves them. 0, or -1 with errno set. */
 static int runsc_prepare(void) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
     return -1;
