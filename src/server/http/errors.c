@@ -173,6 +173,8 @@ const char *http_status_text(int status) {
     return "OK";
   case 201:
     return "Created";
+  case 202:
+    return "Accepted";
   case 204:
     return "No Content";
   case 400:
@@ -193,6 +195,8 @@ const char *http_status_text(int status) {
     return "Length Required";
   case 413:
     return "Content Too Large";
+  case 406:
+    return "Not Acceptable";
   case 415:
     return "Unsupported Media Type";
   case 422:

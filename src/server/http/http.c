@@ -589,9 +589,14 @@ void http_json(struct http_conn *c, int status, json_t *j) {
 
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx) {
+  http_stream_start_with(c, status, ctype, NULL, ops, ctx);
+}
+
+void http_stream_start_with(struct http_conn *c, int status, const char *ctype, const char *extra,
+                            const struct http_stream_ops *ops, void *ctx) {
   c->last_status = status;
   own(c, c->tenant, ops, ctx);
-  head(c, status, ctype, "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n", NULL);
+  head(c, status, ctype, "Transfer-Encoding: chunked\r\nCache-Control: no-store\r\n", extra);
   if (c->state == HC_CLOSING)
     return;
   c->state = HC_STREAMING;

@@ -213,6 +213,9 @@ void http_body_resume(struct http_conn *c);
  * The handler owns the connection until http_stream_end or ops->abort. */
 void http_stream_start(struct http_conn *c, int status, const char *ctype,
                        const struct http_stream_ops *ops, void *ctx);
+/* The same with more header lines (each ending in CRLF). */
+void http_stream_start_with(struct http_conn *c, int status, const char *ctype, const char *extra,
+                            const struct http_stream_ops *ops, void *ctx);
 void http_stream_send(struct http_conn *c, const void *data, size_t len);
 void http_stream_end(struct http_conn *c);
 /* The last chunk (data, len) and the end, in one write. */
