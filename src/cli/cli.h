@@ -34,10 +34,11 @@ struct run_opts {
 
 int cli_run(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
-/* Run hutch-serve, the server, and hutch-template, the template tools,
- * from beside this program. */
+/* Run hutch-serve, the server, hutch-template, the template tools, and
+ * hutch-mcp, the MCP server over stdio, from beside this program. */
 int cli_serve(int argc, char **argv);
 int cli_template(int argc, char **argv);
+int cli_mcp(int argc, char **argv);
 int run_opts_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 /* Apply --template NAME to o: layers, environment, directory, user and,

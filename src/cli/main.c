@@ -14,6 +14,7 @@ static const char usage[] =
     "  serve [OPTIONS]                  serve the HTTP API (see hutch serve --help)\n"
     "  template VERB ...                import, pull, build and list templates (hutch template "
     "--help)\n"
+    "  mcp [--url URL] [--key KEY]      serve MCP over stdio for an agent (docs/mcp.md)\n"
     "  doctor [--json]                  check what hutch needs of this host\n"
     "  version                          print the version\n";
 
@@ -34,6 +35,8 @@ int main(int argc, char **argv) {
     return cli_serve(argc - 1, argv + 1);
   if (strcmp(verb, "template") == 0)
     return cli_template(argc - 1, argv + 1);
+  if (strcmp(verb, "mcp") == 0)
+    return cli_mcp(argc - 1, argv + 1);
   if (strcmp(verb, "doctor") == 0)
     return cli_doctor(argc - 1, argv + 1);
 

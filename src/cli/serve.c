@@ -1,7 +1,7 @@
-/* hutch serve and hutch template: each is its own program beside this one
- * (as hutch-agent is), hutch-serve and hutch-template. They link the HTTP,
- * database, archive and HTTP-client libraries; hutch run stays a small
- * static program that starts fast. */
+/* hutch serve, hutch template and hutch mcp: each is its own program
+ * beside this one (as hutch-agent is), hutch-serve, hutch-template and
+ * hutch-mcp. They link the HTTP, database, archive and HTTP-client
+ * libraries; hutch run stays a small static program that starts fast. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +30,11 @@ static int exec_beside(const char *verb, char **argv) {
 int cli_serve(int argc, char **argv) {
   (void)argc;
   return exec_beside("serve", argv);
+}
+
+int cli_mcp(int argc, char **argv) {
+  (void)argc;
+  return exec_beside("mcp", argv);
 }
 
 int cli_template(int argc, char **argv) {

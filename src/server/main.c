@@ -17,6 +17,7 @@
 #include "core/life/pool.h"
 #include "core/life/sbx_teardown.h"
 #include "core/serve/server_open.h"
+#include "mcp/sessions.h"
 
 #define EXIT_SERVE 125    /* as hutch run: the server itself failed */
 #define EXIT_STATE_DIR 78 /* the state dir may not be trusted (sysexits' EX_CONFIG) */
@@ -390,6 +391,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     sbx_release_all(srv);
   }
   http_close_all(&srv->http);
+  mcp_front_free(srv);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->sigint, NULL);
 }

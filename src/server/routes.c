@@ -54,6 +54,7 @@
 #include "http/errors.h"
 #include "http/http.h"
 #include "http/request.h"
+#include "mcp/transport.h"
 
 enum access {
   PUBLIC,      /* no key */
@@ -96,6 +97,10 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
     {HTTP_GET, "/metrics", PUBLIC, NULL, api_metrics},
+    /* MCP (mcp/transport.c): its handlers check the key and the Origin. */
+    {HTTP_POST, "/mcp", PUBLIC, NULL, mcp_transport_post},
+    {HTTP_GET, "/mcp", PUBLIC, NULL, mcp_transport_get},
+    {HTTP_DELETE, "/mcp", PUBLIC, NULL, mcp_transport_delete},
     {HTTP_POST, "/v1/keys", ADMIN, "key.create", api_keys_create},
     {HTTP_DELETE, "/v1/keys/{id}", ADMIN, "key.delete", api_keys_delete},
     {HTTP_POST, "/v1/sandboxes", TENANT, "sandbox.create", api_sandboxes_create},

@@ -114,6 +114,7 @@ struct serve_fronts {
 };
 
 struct volworker;
+struct mcp_front;
 
 struct server {
   uv_loop_t *loop;
@@ -148,6 +149,7 @@ struct server {
   struct audit *audit;               /* audit.c */
   struct http_server http;           /* the transport: listening socket and connections */
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
+  struct mcp_front *mcp;             /* MCP's sessions (src/server/mcp/); NULL until used */
   struct sbx *sandboxes;             /* tenants' sandboxes */
   unsigned nsandboxes;
   struct sbx **by_id; /* the same by id: nby_id chains (sbx.c) */

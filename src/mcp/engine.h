@@ -1,0 +1,40 @@
+/* The MCP protocol, transport aside: one JSON-RPC message of a session's
+ * client in, its answer out. serve_stdio.c and the HTTP front end
+ * (src/server/mcp/) read and write the messages; everything they mean
+ * is here and in tools.c.
+ *
+ * Revisions spoken: 2025-11-25 (with its tasks utility), and the earlier
+ * 2025-06-18 and 2025-03-26 a client may ask for. */
+#ifndef HUTCH_MCP_ENGINE_H
+#define HUTCH_MCP_ENGINE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "session.h"
+
+#define MCP_LATEST "2025-11-25"
+
+/* JSON-RPC's error codes. */
+#define RPC_PARSE_ERROR (-32700)
+#define RPC_INVALID_REQUEST (-32600)
+#define RPC_METHOD_NOT_FOUND (-32601)
+#define RPC_INVALID_PARAMS (-32602)
+#define RPC_INTERNAL (-32603)
+
+/* Answer msg (a request, a notification, or a response to us). Returns
+ * the response, or NULL when none is due (notifications). May block for
+ * as long as the tool runs: call it on a thread of its own. out carries
+ * what the request sends before its response (progress). */
+json_t *mcp_handle(struct mcp_session *s, json_t *msg, const struct mcp_sink *out);
+
+/* A JSON-RPC error response (id may be NULL: null). */
+json_t *mcp_rpc_error(json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether msg is a JSON-RPC request (has a method and an id). */
+bool mcp_is_request(const json_t *msg);
+/* The revision a client asked for, if hutch speaks it, else NULL. */
+const char *mcp_version_known(const char *v);
+
+#endif

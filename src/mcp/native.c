@@ -1,0 +1,191 @@
+/* The native API over HTTP (native.h): one curl easy handle per call. */
+#include "native.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct xfer {
+  const struct mcp_call *call;
+  struct mcp_answer *a;
+  char *buf; /* the body, or the partial NDJSON line */
+  size_t len, cap;
+  bool stopped; /* line() asked to stop */
+};
+
+static void buf_add(struct xfer *x, const char *p, size_t n) {
+  if (x->len + n + 1 > x->cap) {
+    size_t cap = x->cap ? x->cap : 4096;
+    while (cap < x->len + n + 1)
+      cap *= 2;
+    x->buf = realloc(x->buf, cap);
+    if (!x->buf)
+      abort();
+    x->cap = cap;
+  }
+  memcpy(x->buf + x->len, p, n);
+  x->len += n;
+  x->buf[x->len] = '\0';
+}
+
+/* Whole lines of buf to line(); what follows the last newline stays. */
+static void lines_out(struct xfer *x) {
+  size_t start = 0;
+  for (size_t i = 0; i < x->len && !x->stopped; i++) {
+    if (x->buf[i] != '\n')
+      continue;
+    json_t *obj = json_loadb(x->buf + start, i - start, 0, NULL);
+    if (obj) {
+      if (!x->call->line(x->call->arg, obj))
+        x->stopped = true;
+      json_decref(obj);
+    }
+    start = i + 1;
+  }
+  memmove(x->buf, x->buf + start, x->len - start);
+  x->len -= start;
+}
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *arg) {
+  struct xfer *x = arg;
+  size_t n = size * nmemb;
+
+  /* Errors come as one JSON body even on NDJSON routes: lines only for
+   * a success (the status is known once the body starts). */
+  bool as_lines = x->call->line && x->a->status < 300;
+  if (!as_lines && x->len + n > MCP_NATIVE_BODY_MAX) {
+    x->a->cut = true;
+    n = MCP_NATIVE_BODY_MAX > x->len ? MCP_NATIVE_BODY_MAX - x->len : 0;
+    buf_add(x, p, n);
+    return 0; /* stop: the rest is dropped */
+  }
+  buf_add(x, p, n);
+  if (as_lines) {
+    lines_out(x);
+    if (x->len > MCP_NATIVE_BODY_MAX) /* a line that never ends */
+      return 0;
+  }
+  return x->stopped ? 0 : size * nmemb;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *arg) {
+  struct xfer *x = arg;
+  size_t n = size * nmemb;
+  if (n > 9 && strncmp(p, "HTTP/", 5) == 0) {
+    const char *sp = memchr(p, ' ', n);
+    if (sp)
+      x->a->status = strtol(sp + 1, NULL, 10);
+  }
+  return n;
+}
+
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  (void)dt, (void)dn, (void)ut, (void)un;
+  struct xfer *x = arg;
+  return x->call->cancel && atomic_load(x->call->cancel) ? 1 : 0;
+}
+
+/* The native error's code and message, when the body is one. */
+static void error_of(struct mcp_answer *a) {
+  json_t *e = a->json ? json_object_get(a->json, "error") : NULL;
+  const char *code = json_string_value(json_object_get(e, "code"));
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  str_copy(a->code, sizeof a->code, code ? code : "http_error");
+  if (msg)
+    str_copy(a->message, sizeof a->message, msg);
+  else
+    snprintf(a->message, sizeof a->message, "the native API answered %ld", a->status);
+}
+
+bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
+                     struct mcp_answer *a) {
+  memset(a, 0, sizeof *a);
+  CURL *h = curl_easy_init();
+  if (!h) {
+    str_copy(a->message, sizeof a->message, "curl_easy_init failed");
+    return false;
+  }
+  struct xfer x = {.call = call, .a = a};
+  char url[4096], auth[320], ctype[128];
+  snprintf(url, sizeof url, "%s%s", n->url, call->path);
+  snprintf(auth, sizeof auth, "Authorization: Bearer %s", n->key);
+  snprintf(ctype, sizeof ctype, "Content-Type: %s", call->ctype ? call->ctype : "application/json");
+
+  struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+  hdrs = curl_slist_append(hdrs, ctype);
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  if (call->timeout_ms > 0)
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, call->timeout_ms);
+  if (call->body) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, call->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
+  } else if (strcmp(call->method, "GET") != 0 && strcmp(call->method, "DELETE") != 0) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+  }
+
+  CURLcode rc = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
+  curl_slist_free_all(hdrs);
+  curl_easy_cleanup(h);
+
+  bool stopped_on_purpose = x.stopped || a->cut;
+  if (rc != CURLE_OK && !stopped_on_purpose) {
+    free(x.buf);
+    bool cancelled = call->cancel && atomic_load(call->cancel);
+    if (cancelled)
+      str_copy(a->message, sizeof a->message, "cancelled");
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+      str_copy(a->message, sizeof a->message, "the native API did not answer in time");
+    else
+      snprintf(a->message, sizeof a->message, "the native API at %s: %s", n->url,
+               curl_easy_strerror(rc));
+    a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+    a->status = 0;
+    return false;
+  }
+
+  if (call->line && a->status < 300) {
+    free(x.buf);
+    return true;
+  }
+  a->body = x.buf ? x.buf : xstrdup("");
+  a->len = x.len;
+  a->json = json_loadb(a->body, a->len, 0, NULL);
+  if (a->status >= 400)
+    error_of(a);
+  return true;
+}
+
+void mcp_answer_free(struct mcp_answer *a) {
+  free(a->body);
+  json_decref(a->json);
+  a->body = NULL;
+  a->json = NULL;
+}
+
+char *mcp_native_escape(const char *s) {
+  char *e = curl_easy_escape(NULL, s, 0);
+  char *out = xstrdup(e ? e : "");
+  curl_free(e);
+  return out;
+}
+
+void mcp_native_init(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+}

@@ -1,0 +1,66 @@
+/* The MCP front end's way to hutch: a client of the native API
+ * (docs/openapi.yaml) over HTTP, with libcurl.
+ *
+ * Every tool is a native request made with the caller's own key, so a tool
+ * can do exactly what that key can and no more: the tenant checks, quotas,
+ * rate limits, the egress floor and the audit lines of the native routes
+ * are the MCP front end's too, and nothing here decides who may do what.
+ * Calls block; each MCP request runs on its own thread (serve_stdio.c, and
+ * src/server/mcp/ for /mcp). */
+#ifndef HUTCH_MCP_NATIVE_H
+#define HUTCH_MCP_NATIVE_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MCP_NATIVE_BODY_MAX (64u << 20) /* an answer's body held in memory */
+
+/* Where the native API is and whose key calls it. */
+struct mcp_native {
+  char url[256]; /* "http://127.0.0.1:7420", no trailing slash */
+  char key[256];
+};
+
+/* One request. */
+struct mcp_call {
+  const char *method; /* "GET", "POST", ... */
+  const char *path;   /* "/v1/sandboxes/ID/exec?x=y", its parts escaped */
+  const char *body;   /* NULL: none */
+  size_t body_len;
+  const char *ctype; /* the body's; default application/json */
+  /* NDJSON answers: each line as it comes (not kept in the answer's
+   * body); returns false to stop reading (the request is then cut, which
+   * for an exec kills the command). NULL: lines are kept in body. */
+  bool (*line)(void *arg, json_t *obj);
+  void *arg;
+  /* Set (by another thread) to give up: the transfer is cut. */
+  const atomic_bool *cancel;
+  long timeout_ms; /* 0: none */
+};
+
+/* What came back. */
+struct mcp_answer {
+  long status; /* 0: no answer (err says why) */
+  char *body;  /* malloc'd, NUL-terminated; NULL when lines took it */
+  size_t len;
+  bool cut;          /* more than MCP_NATIVE_BODY_MAX: the rest dropped */
+  bool timed_out;    /* the call's timeout_ms passed (what came is kept) */
+  json_t *json;      /* body parsed, when it was JSON */
+  char code[64];     /* the native error's code ("not_found"), when status >= 400 */
+  char message[512]; /* ... and its message; or the transport's failure */
+};
+
+/* Make the request; false only when no answer came (transport failure,
+ * cancelled: a->message says which). A 4xx or 5xx is an answer. */
+bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call, struct mcp_answer *a);
+void mcp_answer_free(struct mcp_answer *a);
+
+/* s escaped for a URL's path segment or query value (malloc'd). */
+char *mcp_native_escape(const char *s);
+
+/* Once per process, before any thread calls. */
+void mcp_native_init(void);
+
+#endif

@@ -1,0 +1,121 @@
+/* The stdio transport (serve_stdio.h). The main thread reads messages; each
+ * request runs on a thread of its own, so that a long exec does not hold
+ * up a ping, a cancellation or another call; replies and notifications
+ * go out whole, one line each, under one lock. */
+#include "serve_stdio.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "util.h"
+
+struct out {
+  pthread_mutex_t lock;
+  FILE *f;
+};
+
+static void send_line(void *arg, json_t *msg) {
+  struct out *o = arg;
+  char *s = json_dumps(msg, JSON_COMPACT);
+  json_decref(msg);
+  if (!s)
+    return;
+  pthread_mutex_lock(&o->lock);
+  fputs(s, o->f);
+  fputc('\n', o->f);
+  fflush(o->f);
+  pthread_mutex_unlock(&o->lock);
+  free(s);
+}
+
+struct job {
+  struct mcp_session *s;
+  const struct mcp_sink *sink;
+  json_t *msg;
+};
+
+static void *job_main(void *arg) {
+  struct job *j = arg;
+  json_t *res = mcp_handle(j->s, j->msg, j->sink);
+  if (res)
+    j->sink->send(j->sink->arg, res);
+  json_decref(j->msg);
+  pthread_mutex_lock(&j->s->lock);
+  j->s->running--;
+  pthread_cond_broadcast(&j->s->changed);
+  pthread_mutex_unlock(&j->s->lock);
+  free(j);
+  return NULL;
+}
+
+static void audit(void *arg, const char *tool, const char *sandbox, bool ok, const char *code) {
+  (void)arg;
+  fprintf(stderr, "hutch mcp: tool %s%s%s: %s%s%s\n", tool, sandbox ? " sandbox " : "",
+          sandbox ? sandbox : "", ok ? "ok" : "error", code ? " " : "", code ? code : "");
+}
+
+/* One message: answered on its own thread when it may take long (a
+ * request), here when it cannot (notifications, parse errors). */
+static void dispatch(struct mcp_session *s, const struct mcp_sink *sink, json_t *msg) {
+  if (!mcp_is_request(msg)) {
+    json_t *res = mcp_handle(s, msg, sink);
+    if (res)
+      sink->send(sink->arg, res);
+    json_decref(msg);
+    return;
+  }
+  struct job *j = xmalloc(sizeof *j);
+  *j = (struct job){.s = s, .sink = sink, .msg = msg};
+  pthread_mutex_lock(&s->lock);
+  s->running++;
+  pthread_mutex_unlock(&s->lock);
+  pthread_attr_t attr;
+  pthread_t th;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &attr, job_main, j) != 0)
+    job_main(j); /* no thread to spare: answer it here */
+  pthread_attr_destroy(&attr);
+}
+
+int mcp_stdio_serve(const struct mcp_native *n) {
+  struct out o = {.f = stdout};
+  pthread_mutex_init(&o.lock, NULL);
+  struct mcp_sink sink = {.send = send_line, .arg = &o, .lasting = true};
+  struct mcp_hooks hooks = {.tool_called = audit};
+  struct mcp_session s;
+  mcp_session_init(&s, n, &hooks);
+
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, stdin)) >= 0) {
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+      line[--len] = '\0';
+    if (len == 0)
+      continue;
+    if ((size_t)len > MCP_STDIO_LINE_MAX) {
+      sink.send(&o, mcp_rpc_error(NULL, RPC_INVALID_REQUEST, "a message of %zd bytes: at most %u",
+                                  len, MCP_STDIO_LINE_MAX));
+      continue;
+    }
+    json_error_t jerr;
+    json_t *msg = json_loadb(line, (size_t)len, 0, &jerr);
+    if (!msg) {
+      sink.send(&o, mcp_rpc_error(NULL, RPC_PARSE_ERROR, "not JSON: %s", jerr.text));
+      continue;
+    }
+    dispatch(&s, &sink, msg);
+  }
+  free(line);
+
+  /* The client closed its end: what runs is cancelled, and the
+   * sandboxes the session made go with it. */
+  mcp_session_end(&s);
+  pthread_mutex_destroy(&o.lock);
+  return 0;
+}
