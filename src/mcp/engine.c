@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "modern.h"
 #include "result.h"
 #include "schema.h"
 #include "tools.h"
@@ -31,7 +32,7 @@ json_t *mcp_rpc_error(json_t *id, int code, const char *fmt, ...) {
                    "error", "code", code, "message", msg);
 }
 
-static json_t *reply(json_t *id, json_t *result) {
+json_t *mcp_reply(json_t *id, json_t *result) {
   return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result);
 }
 
@@ -60,16 +61,15 @@ static json_t *initialize(struct mcp_session *s, json_t *params) {
 
 /* --- tools ----------------------------------------------------------------- */
 
-static json_t *tools_list(void) {
+json_t *mcp_tools_list(void) {
   json_t *list = json_array();
   for (size_t i = 0; i < mcp_ntools; i++)
     json_array_append_new(list, mcp_tool_json(&mcp_tools[i]));
   return json_pack("{s:o}", "tools", list);
 }
 
-/* Run t with args checked; its audit line goes to the hooks. */
-static json_t *run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
-                        json_t *progress, const atomic_bool *cancel, const struct mcp_sink *out) {
+json_t *mcp_run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
+                     json_t *progress, const atomic_bool *cancel, const struct mcp_sink *out) {
   char why[512];
   json_t *schema = json_loads(t->schema, 0, NULL);
   bool fits = mcp_schema_check(schema, args, why, sizeof why);
@@ -99,7 +99,7 @@ struct task_run {
 
 static void *task_main(void *arg) {
   struct task_run *tr = arg;
-  json_t *r = run_tool(tr->s, tr->tool, tr->args, NULL, &tr->task->cancel, NULL);
+  json_t *r = mcp_run_tool(tr->s, tr->tool, tr->args, NULL, &tr->task->cancel, NULL);
   json_object_set_new(
       r, "_meta",
       json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task", "taskId", tr->task->id));
@@ -122,21 +122,15 @@ static void *task_main(void *arg) {
   return NULL;
 }
 
-/* tools/call with params.task: the call runs on as a task, answered now. */
-static json_t *start_task(struct mcp_session *s, json_t *id, const struct mcp_tool *t, json_t *args,
-                          json_t *task, const struct mcp_sink *out) {
-  struct mcp_task *tk = mcp_task_new(s, json_integer_value(json_object_get(task, "ttl")));
+struct mcp_task *mcp_task_start(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
+                                int64_t ttl_ms, const struct mcp_sink *out) {
+  struct mcp_task *tk = mcp_task_new(s, ttl_ms);
   if (!tk)
-    return mcp_rpc_error(id, RPC_INVALID_REQUEST,
-                         "this session runs %d tasks already (or is ending): wait for one",
-                         MCP_TASKS_MAX);
+    return NULL;
   struct task_run *tr = xmalloc(sizeof *tr);
   *tr = (struct task_run){.s = s, .task = tk, .tool = t, .args = json_incref(args)};
   if (out && out->lasting)
     tr->out = *out;
-  pthread_mutex_lock(&s->lock);
-  json_t *tj = mcp_task_json(tk);
-  pthread_mutex_unlock(&s->lock);
 
   pthread_attr_t attr;
   pthread_t th;
@@ -145,13 +139,26 @@ static json_t *start_task(struct mcp_session *s, json_t *id, const struct mcp_to
   int rc = pthread_create(&th, &attr, task_main, tr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
-    json_decref(tj);
     json_decref(tr->args);
     free(tr);
     mcp_task_end(s, tk, mcp_result_error("unavailable", "no thread for the task"));
-    return mcp_rpc_error(id, RPC_INTERNAL, "no thread for the task");
   }
-  return reply(id, json_pack("{s:o}", "task", tj));
+  return tk;
+}
+
+/* tools/call with params.task: the call runs on as a task, answered now. */
+static json_t *start_task(struct mcp_session *s, json_t *id, const struct mcp_tool *t, json_t *args,
+                          json_t *task, const struct mcp_sink *out) {
+  struct mcp_task *tk =
+      mcp_task_start(s, t, args, json_integer_value(json_object_get(task, "ttl")), out);
+  if (!tk)
+    return mcp_rpc_error(id, RPC_INVALID_REQUEST,
+                         "this session runs %d tasks already (or is ending): wait for one",
+                         MCP_TASKS_MAX);
+  pthread_mutex_lock(&s->lock);
+  json_t *tj = mcp_task_json(tk);
+  pthread_mutex_unlock(&s->lock);
+  return mcp_reply(id, json_pack("{s:o}", "task", tj));
 }
 
 static json_t *tools_call(struct mcp_session *s, json_t *id, json_t *params,
@@ -174,7 +181,7 @@ static json_t *tools_call(struct mcp_session *s, json_t *id, json_t *params,
     res = start_task(s, id, t, owned, task, out);
   else {
     json_t *progress = json_object_get(json_object_get(params, "_meta"), "progressToken");
-    res = reply(id, run_tool(s, t, owned, progress, cancel, out));
+    res = mcp_reply(id, mcp_run_tool(s, t, owned, progress, cancel, out));
   }
   json_decref(owned);
   return res;
@@ -191,7 +198,7 @@ static json_t *tasks_method(struct mcp_session *s, const char *method, json_t *i
     for (struct mcp_task *t = s->tasks; t; t = t->next)
       json_array_append_new(list, mcp_task_json(t));
     mcp_task_find(s, ""); /* expire what is due */
-    res = reply(id, json_pack("{s:o}", "tasks", list));
+    res = mcp_reply(id, json_pack("{s:o}", "tasks", list));
     goto out;
   }
   struct mcp_task *t = mcp_task_find(s, tid);
@@ -200,7 +207,7 @@ static json_t *tasks_method(struct mcp_session *s, const char *method, json_t *i
     goto out;
   }
   if (strcmp(method, "tasks/get") == 0) {
-    res = reply(id, mcp_task_json(t));
+    res = mcp_reply(id, mcp_task_json(t));
   } else if (strcmp(method, "tasks/cancel") == 0) {
     if (t->status != TASK_WORKING) {
       res = mcp_rpc_error(id, RPC_INVALID_PARAMS, "task %s has ended (%s)", t->id,
@@ -210,11 +217,11 @@ static json_t *tasks_method(struct mcp_session *s, const char *method, json_t *i
     atomic_store(&t->cancel, true);
     t->status = TASK_CANCELLED; /* terminal at once; the thread's end keeps it */
     str_copy(t->message, sizeof t->message, "cancelled by request");
-    res = reply(id, mcp_task_json(t));
+    res = mcp_reply(id, mcp_task_json(t));
   } else { /* tasks/result: waits for the end */
     while (!t->result && !s->closing)
       pthread_cond_wait(&s->changed, &s->lock);
-    res = t->result ? reply(id, json_incref(t->result))
+    res = t->result ? mcp_reply(id, json_incref(t->result))
                     : mcp_rpc_error(id, RPC_INTERNAL, "the session ended");
   }
 out:
@@ -254,14 +261,16 @@ json_t *mcp_handle(struct mcp_session *s, json_t *msg, const struct mcp_sink *ou
     return NULL;
   }
 
+  if (mcp_modern_version(msg))
+    return mcp_modern_handle(s, msg, out);
   if (strcmp(method, "initialize") == 0)
-    return reply(id, initialize(s, params));
+    return mcp_reply(id, initialize(s, params));
   if (strcmp(method, "ping") == 0)
-    return reply(id, json_object());
+    return mcp_reply(id, json_object());
   if (!s->version[0])
     return mcp_rpc_error(id, RPC_INVALID_REQUEST, "initialize first");
   if (strcmp(method, "tools/list") == 0)
-    return reply(id, tools_list());
+    return mcp_reply(id, mcp_tools_list());
   if (strncmp(method, "tasks/", 6) == 0 &&
       (strcmp(method + 6, "get") == 0 || strcmp(method + 6, "result") == 0 ||
        strcmp(method + 6, "list") == 0 || strcmp(method + 6, "cancel") == 0))

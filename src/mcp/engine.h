@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "session.h"
+#include "tools.h"
 
 #define MCP_LATEST "2025-11-25"
 
@@ -31,6 +32,16 @@ json_t *mcp_handle(struct mcp_session *s, json_t *msg, const struct mcp_sink *ou
 /* A JSON-RPC error response (id may be NULL: null). */
 json_t *mcp_rpc_error(json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Shared by engine.c and modern.c. */
+json_t *mcp_reply(json_t *id, json_t *result); /* takes result's reference */
+json_t *mcp_tools_list(void);
+/* Run t with args checked against its schema; the audit hook hears it. */
+json_t *mcp_run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
+                     json_t *progress, const atomic_bool *cancel, const struct mcp_sink *out);
+/* t on a thread of its own as a task of s; NULL when s has its maximum. */
+struct mcp_task *mcp_task_start(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
+                                int64_t ttl_ms, const struct mcp_sink *out);
 
 /* Whether msg is a JSON-RPC request (has a method and an id). */
 bool mcp_is_request(const json_t *msg);

@@ -58,7 +58,7 @@ void mcp_session_end(struct mcp_session *s) {
 }
 
 void mcp_session_made(struct mcp_session *s, const char *id, bool keep) {
-  if (keep)
+  if (keep || s->stateless)
     return;
   pthread_mutex_lock(&s->lock);
   if (s->nmade < MCP_MADE_MAX)

@@ -64,6 +64,7 @@ struct mcp_session {
   char version[16]; /* the protocol revision agreed; "" before initialize */
   bool initialized; /* notifications/initialized came */
   bool closing;     /* ended: new requests and tasks are refused */
+  bool stateless;   /* the 2026-07-28 era's over HTTP: no end kills what it made */
   unsigned running; /* requests and tasks under way on threads */
   struct mcp_inflight *inflight;
   unsigned ninflight;

@@ -74,6 +74,15 @@ static void on_wake(uv_async_t *a) {
   }
 }
 
+static bool working_tasks(struct mcp_hsession *hs) {
+  pthread_mutex_lock(&hs->s.lock);
+  bool any = false;
+  for (struct mcp_task *t = hs->s.tasks; t; t = t->next)
+    any = any || t->status == TASK_WORKING;
+  pthread_mutex_unlock(&hs->s.lock);
+  return any;
+}
+
 /* Every MCP_KEEPALIVE_MS: a comment on each open stream (proxies keep it
  * open), and sessions idle past MCP_IDLE_MS end. */
 static void on_sweep(uv_timer_t *t) {
@@ -84,7 +93,7 @@ static void on_sweep(uv_timer_t *t) {
   int64_t now = wall_ms();
   for (struct mcp_hsession *hs = f->sessions, *next; hs; hs = next) {
     next = hs->next;
-    if (!hs->busy && now - hs->last_ms > MCP_IDLE_MS)
+    if (!hs->busy && now - hs->last_ms > MCP_IDLE_MS && !working_tasks(hs))
       mcp_hsession_end(hs);
   }
 }
@@ -209,9 +218,22 @@ struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, c
   return hs;
 }
 
+struct mcp_hsession *mcp_hsession_stateless(struct mcp_front *f, const char *tenant,
+                                            const char *key_id, const char *key) {
+  for (struct mcp_hsession *hs = f->sessions; hs; hs = hs->next)
+    if (hs->s.stateless && strcmp(hs->tenant, tenant) == 0 && strcmp(hs->key_id, key_id) == 0)
+      return hs;
+  struct mcp_hsession *hs = mcp_hsession_new(f, tenant, key);
+  if (hs) {
+    hs->s.stateless = true;
+    str_copy(hs->key_id, sizeof hs->key_id, key_id);
+  }
+  return hs;
+}
+
 struct mcp_hsession *mcp_hsession_find(struct mcp_front *f, const char *id, const char *tenant) {
   for (struct mcp_hsession *hs = f->sessions; id && hs; hs = hs->next)
-    if (strcmp(hs->id, id) == 0)
+    if (!hs->s.stateless && strcmp(hs->id, id) == 0)
       return strcmp(hs->tenant, tenant) == 0 ? hs : NULL;
   return NULL;
 }

@@ -33,6 +33,7 @@ struct mcp_front;
 struct mcp_hsession {
   char id[33];
   char tenant[65];
+  char key_id[65]; /* stateless: the key whose requests it holds */
   struct mcp_session s;
   int64_t last_ms; /* its last request began or ended */
   unsigned busy;   /* its requests under way */
@@ -50,6 +51,7 @@ struct mcp_hreq {
   json_t *id;
   bool sse;        /* answered as an event stream */
   bool initialize; /* its answer names the session */
+  bool modern;     /* a 2026-07-28 request: errors carry their HTTP status */
   struct mcp_sink sink;
   /* On the loop: a message for the client (final: the response, or NULL
    * when none is due; r is freed after). */
@@ -80,6 +82,10 @@ void mcp_front_free(struct server *srv);
 /* A new session for tenant, calling the native API with key; NULL when
  * the tenant (or the server) has its maximum. */
 struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key);
+/* The 2026-07-28 era's requests over HTTP carry no session: those of one
+ * key share one (its tasks), made at the first; NULL as for new. */
+struct mcp_hsession *mcp_hsession_stateless(struct mcp_front *f, const char *tenant,
+                                            const char *key_id, const char *key);
 /* The session id names, if it is tenant's and has not ended. */
 struct mcp_hsession *mcp_hsession_find(struct mcp_front *f, const char *id, const char *tenant);
 /* End it (DELETE, or idle too long): out of the table now; its requests

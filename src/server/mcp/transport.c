@@ -16,7 +16,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/evp.h>
+
 #include "engine.h"
+#include "modern.h"
 #include "mcp/sessions.h"
 #include "util.h"
 #include "api/keys.h"
@@ -122,6 +125,97 @@ static bool accepts(const struct http_req *req, const char *type) {
   return a && (strcasestr(a, type) || strstr(a, "*/*"));
 }
 
+/* --- the 2026-07-28 era --------------------------------------------------- */
+
+/* A header value as the revision encodes it: plain ASCII, or
+ * =?base64?...?= (decoded into out). false: malformed. */
+static bool header_value(const char *v, char *out, size_t n) {
+  size_t len = strlen(v);
+  if (len >= 12 && strncmp(v, "=?base64?", 9) == 0 && strcmp(v + len - 2, "?=") == 0) {
+    size_t b = len - 11;
+    if (b % 4 || b / 4 * 3 + 1 > n)
+      return false;
+    int got = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)v + 9, (int)b);
+    if (got < 0)
+      return false;
+    for (size_t i = b; i > 0 && v[9 + i - 1] == '='; i--)
+      got--;
+    out[got] = '\0';
+    return strlen(out) == (size_t)got;
+  }
+  for (const char *p = v; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+      return false;
+  str_copy(out, n, v);
+  return strlen(v) < n;
+}
+
+static void refuse_json(struct http_conn *c, int status, json_t *e) {
+  size_t len;
+  char *body = http_json_line(e, &len);
+  c->last_error = "mcp_refused";
+  http_respond(c, status, "application/json", body, len, NULL);
+  free(body);
+}
+
+static bool mismatch(struct http_conn *c, json_t *msg, const char *what) {
+  refuse_json(
+      c, 400,
+      mcp_rpc_error(json_object_get(msg, "id"), RPC_HEADER_MISMATCH, "Header mismatch: %s", what));
+  return false;
+}
+
+/* The headers the revision mirrors from the body must match it: a proxy
+ * that routes or limits by header must see what the server will run. */
+static bool modern_headers(struct http_conn *c, json_t *msg) {
+  const char *hv = http_header(&c->req, "Mcp-Protocol-Version");
+  const char *bv = mcp_modern_version(msg);
+  char what[256];
+  if (!hv || !bv || strcmp(hv, bv) != 0) {
+    snprintf(what, sizeof what, "MCP-Protocol-Version header '%.32s' and _meta's '%.32s'",
+             hv ? hv : "(none)", bv ? bv : "(none)");
+    return mismatch(c, msg, what);
+  }
+  const char *method = json_string_value(json_object_get(msg, "method"));
+  const char *hm = http_header(&c->req, "Mcp-Method");
+  if (method && (!hm || strcmp(hm, method) != 0)) {
+    snprintf(what, sizeof what, "Mcp-Method header '%.64s' does not match body value '%.64s'",
+             hm ? hm : "(none)", method);
+    return mismatch(c, msg, what);
+  }
+  if (method && strcmp(method, "tools/call") == 0) {
+    const char *name = json_string_value(json_object_get(json_object_get(msg, "params"), "name"));
+    const char *hn = http_header(&c->req, "Mcp-Name");
+    char decoded[256];
+    if (!hn || !header_value(hn, decoded, sizeof decoded) || !name || strcmp(decoded, name) != 0) {
+      snprintf(what, sizeof what, "Mcp-Name header '%.64s' does not match body value '%.64s'",
+               hn ? hn : "(none)", name ? name : "(none)");
+      return mismatch(c, msg, what);
+    }
+  }
+  if (strcmp(bv, MCP_MODERN) != 0) {
+    json_t *e = mcp_rpc_error(json_object_get(msg, "id"), RPC_UNSUPPORTED_VERSION,
+                              "Unsupported protocol version");
+    json_object_set_new(
+        json_object_get(e, "error"), "data",
+        json_pack("{s:[s,s], s:s}", "supported", MCP_MODERN, MCP_LATEST, "requested", bv));
+    refuse_json(c, 400, e);
+    return false;
+  }
+  return true;
+}
+
+/* A 2026-07-28 error's HTTP status. */
+static int modern_status(json_t *msg) {
+  json_int_t code = json_integer_value(json_object_get(json_object_get(msg, "error"), "code"));
+  if (code == RPC_METHOD_NOT_FOUND)
+    return 404;
+  if (code == RPC_HEADER_MISMATCH || code == RPC_UNSUPPORTED_VERSION ||
+      code == RPC_MISSING_CAPABILITY || code == RPC_INVALID_REQUEST || code == RPC_PARSE_ERROR)
+    return 400;
+  return 200;
+}
+
 /* --- answering --------------------------------------------------------- */
 
 static void gone(void *ctx) {
@@ -164,7 +258,8 @@ static void deliver(struct mcp_hreq *r, json_t *msg, bool final) {
         snprintf(extra, sizeof extra, "Mcp-Session-Id: %s\r\n", r->hs->id);
       size_t len;
       char *body = http_json_line(json_incref(msg), &len);
-      http_respond(c, 200, "application/json", body, len, extra[0] ? extra : NULL);
+      int status = r->modern ? modern_status(msg) : 200;
+      http_respond(c, status, "application/json", body, len, extra[0] ? extra : NULL);
       free(body);
     }
   }
@@ -212,8 +307,22 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
   struct mcp_front *f = mcp_front_get(c->srv);
   const char *method = json_string_value(json_object_get(msg, "method"));
   bool init = method && strcmp(method, "initialize") == 0;
+  const char *hv = http_header(&c->req, "Mcp-Protocol-Version");
+  bool modern = mcp_modern_version(msg) || (hv && strcmp(hv, MCP_MODERN) == 0);
   struct mcp_hsession *hs;
-  if (init) {
+  if (modern) {
+    /* No session: any Mcp-Session-Id is ignored (the revision's rule). */
+    if (!modern_headers(c, msg)) {
+      json_decref(msg);
+      return;
+    }
+    hs = mcp_hsession_stateless(f, p.tenant, p.key_id, key_of(&c->req));
+    if (!hs) {
+      refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n", "too many MCP sessions on the server");
+      json_decref(msg);
+      return;
+    }
+  } else if (init) {
     hs = mcp_hsession_new(f, p.tenant, key_of(&c->req));
     if (!hs) {
       refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n",
@@ -242,13 +351,14 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
   }
 
   struct mcp_hreq *r = mcp_hreq_new(hs, msg, deliver);
-  r->initialize = init;
+  r->initialize = init && !modern;
+  r->modern = modern;
   r->sse = streams(msg);
   r->c = c;
   if (!mcp_hreq_run(r)) {
     r->c = NULL;
     mcp_hreq_free(r);
-    if (init)
+    if (init && !modern)
       mcp_hsession_end(hs);
     refuse(c, 503, SERVER_ERROR, "Retry-After: 1\r\n", "overloaded: too many MCP requests run now");
     return;
@@ -261,10 +371,20 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
   }
 }
 
+/* A GET or DELETE of the 2026-07-28 era, which has neither. */
+static bool modern_method(struct http_conn *c) {
+  const char *hv = http_header(&c->req, "Mcp-Protocol-Version");
+  if (!hv || strcmp(hv, MCP_MODERN) != 0)
+    return false;
+  refuse(c, 405, SERVER_ERROR, "Allow: POST\r\n",
+         "method not allowed: the 2026-07-28 revision has no GET stream and no sessions");
+  return true;
+}
+
 void mcp_transport_get(struct http_conn *c, const struct principal *unused) {
   (void)unused;
   struct principal p;
-  if (!admitted(c, &p) || !session_of(c, &p))
+  if (!admitted(c, &p) || modern_method(c) || !session_of(c, &p))
     return;
   refuse(c, 405, SERVER_ERROR, "Allow: POST, DELETE\r\n",
          "method not allowed: this server opens no stream of its own (GET)");
@@ -273,7 +393,7 @@ void mcp_transport_get(struct http_conn *c, const struct principal *unused) {
 void mcp_transport_delete(struct http_conn *c, const struct principal *unused) {
   (void)unused;
   struct principal p;
-  if (!admitted(c, &p))
+  if (!admitted(c, &p) || modern_method(c))
     return;
   struct mcp_hsession *hs = session_of(c, &p);
   if (!hs)
