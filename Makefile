@@ -13,7 +13,7 @@ PY    ?= /usr/bin/python3
 FUZZ_SECONDS ?= 300
 FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
-  tests/fuzz_dockerfile tests/fuzz_scrub
+  tests/fuzz_dockerfile tests/fuzz_scrub tests/fuzz_mcp
 
 .PHONY: all deps run template test test-v2 test-fresh fuzz e2b-conformance bench bench-scale bench-tiers clean
 

@@ -17,10 +17,10 @@ build=${1:?usage: scripts/fuzz.sh BUILD SECONDS [TARGET...]}
 seconds=${2:?usage: scripts/fuzz.sh BUILD SECONDS [TARGET...]}
 shift 2
 # Inputs per second each target must at least reach, and its -timeout (s).
-declare -A floor=([request]=300 [connect]=2000 [body]=2000 [multipart]=500 [ws]=500 [dockerfile]=2000 [scrub]=800)
-declare -A timeout=([request]=10 [connect]=5 [body]=5 [multipart]=5 [ws]=5 [dockerfile]=5 [scrub]=5)
+declare -A floor=([request]=300 [connect]=2000 [body]=2000 [multipart]=500 [ws]=500 [dockerfile]=2000 [scrub]=800 [mcp]=2000)
+declare -A timeout=([request]=10 [connect]=5 [body]=5 [multipart]=5 [ws]=5 [dockerfile]=5 [scrub]=5 [mcp]=10)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request connect body multipart ws dockerfile scrub)
+[ ${#targets[@]} -gt 0 ] || targets=(request connect body multipart ws dockerfile scrub mcp)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 jobs=${FUZZ_JOBS:-1}

@@ -4,7 +4,6 @@
  * go out whole, one line each, under one lock. */
 #include "serve_stdio.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,21 +89,40 @@ int mcp_stdio_serve(const struct mcp_native *n) {
   struct mcp_session s;
   mcp_session_init(&s, n, &hooks);
 
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  while ((len = getline(&line, &cap, stdin)) >= 0) {
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-      line[--len] = '\0';
-    if (len == 0)
-      continue;
-    if ((size_t)len > MCP_STDIO_LINE_MAX) {
-      sink.send(&o, mcp_rpc_error(NULL, RPC_INVALID_REQUEST, "a message of %zd bytes: at most %u",
-                                  len, MCP_STDIO_LINE_MAX));
+  char *line = xmalloc(4096);
+  size_t cap = 4096, len;
+  bool eof = false;
+  while (!eof) {
+    /* One line, bounded: a longer one is read past, not held. */
+    bool too_long = false;
+    int ch;
+    len = 0;
+    while ((ch = getc_unlocked(stdin)) != EOF && ch != '\n') {
+      if (len >= MCP_STDIO_LINE_MAX) {
+        too_long = true;
+        continue;
+      }
+      if (len + 1 >= cap) {
+        cap *= 2;
+        line = realloc(line, cap);
+        if (!line)
+          abort();
+      }
+      line[len++] = (char)ch;
+    }
+    eof = ch == EOF;
+    while (len > 0 && line[len - 1] == '\r')
+      len--;
+    line[len] = '\0';
+    if (too_long) {
+      sink.send(&o, mcp_rpc_error(NULL, RPC_INVALID_REQUEST, "a message over %u bytes",
+                                  MCP_STDIO_LINE_MAX));
       continue;
     }
+    if (len == 0)
+      continue;
     json_error_t jerr;
-    json_t *msg = json_loadb(line, (size_t)len, 0, &jerr);
+    json_t *msg = json_loadb(line, len, 0, &jerr);
     if (!msg) {
       sink.send(&o, mcp_rpc_error(NULL, RPC_PARSE_ERROR, "not JSON: %s", jerr.text));
       continue;

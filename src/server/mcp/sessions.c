@@ -176,6 +176,14 @@ static void audit_tool(void *arg, const char *tool, const char *sandbox, bool ok
     post_new(hs->f, EV_AUDIT, NULL, NULL, j);
 }
 
+/* A session's start and end are audit lines, as its tool calls are. */
+static void audit_session(struct mcp_hsession *hs, const char *action) {
+  json_t *j = json_pack("{s:s, s:s, s:s, s:b}", "tenant", hs->tenant, "action", action, "session",
+                        hs->s.stateless ? "" : hs->id, "stateless", hs->s.stateless);
+  if (j)
+    audit_record(hs->f->srv, j);
+}
+
 /* The loopback address of this server's listener: its tools call it. */
 static void own_url(const struct server *srv, char *url, size_t n) {
   const struct sockaddr_storage *ss = &srv->listen_addr;
@@ -194,7 +202,8 @@ static void own_url(const struct server *srv, char *url, size_t n) {
   snprintf(url, n, "http://%s:%u", host, ntohs(a->sin_port));
 }
 
-struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key) {
+struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key,
+                                      bool stateless) {
   unsigned mine = 0;
   for (struct mcp_hsession *hs = f->sessions; hs; hs = hs->next)
     mine += strcmp(hs->tenant, tenant) == 0;
@@ -212,6 +221,8 @@ struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, c
   str_copy(n.key, sizeof n.key, key);
   struct mcp_hooks hooks = {.tool_called = audit_tool, .arg = hs};
   mcp_session_init(&hs->s, &n, &hooks);
+  hs->s.stateless = stateless;
+  audit_session(hs, "mcp.session");
   hs->next = f->sessions;
   f->sessions = hs;
   f->nsessions++;
@@ -223,11 +234,9 @@ struct mcp_hsession *mcp_hsession_stateless(struct mcp_front *f, const char *ten
   for (struct mcp_hsession *hs = f->sessions; hs; hs = hs->next)
     if (hs->s.stateless && strcmp(hs->tenant, tenant) == 0 && strcmp(hs->key_id, key_id) == 0)
       return hs;
-  struct mcp_hsession *hs = mcp_hsession_new(f, tenant, key);
-  if (hs) {
-    hs->s.stateless = true;
+  struct mcp_hsession *hs = mcp_hsession_new(f, tenant, key, true);
+  if (hs)
     str_copy(hs->key_id, sizeof hs->key_id, key_id);
-  }
   return hs;
 }
 
@@ -236,6 +245,14 @@ struct mcp_hsession *mcp_hsession_find(struct mcp_front *f, const char *id, cons
     if (!hs->s.stateless && strcmp(hs->id, id) == 0)
       return strcmp(hs->tenant, tenant) == 0 ? hs : NULL;
   return NULL;
+}
+
+bool mcp_tenant_room(struct mcp_front *f, const char *tenant) {
+  unsigned busy = 0;
+  for (struct mcp_hsession *hs = f->sessions; hs; hs = hs->next)
+    if (strcmp(hs->tenant, tenant) == 0)
+      busy += hs->busy;
+  return busy < MCP_TENANT_REQUESTS_MAX;
 }
 
 static void *end_main(void *arg) {
@@ -274,6 +291,7 @@ void mcp_hsession_end(struct mcp_hsession *hs) {
       break;
     }
   f->nsessions--;
+  audit_session(hs, "mcp.session_end");
   if (!spawn(f, end_main, hs)) {
     /* No thread: the sandboxes it made end with their timeout. */
     pthread_mutex_lock(&hs->s.lock);

@@ -23,6 +23,7 @@
 #define MCP_SESSIONS_MAX 1024        /* on the server */
 #define MCP_TENANT_SESSIONS_MAX 64   /* per tenant */
 #define MCP_THREADS_MAX 512          /* requests running at once, every session's */
+#define MCP_TENANT_REQUESTS_MAX 128  /* ... and one tenant's, every session of it */
 #define MCP_IDLE_MS (30 * 60 * 1000) /* a session with no request this long ends */
 #define MCP_KEEPALIVE_MS 15000       /* a comment on each open SSE stream */
 
@@ -81,7 +82,8 @@ void mcp_front_free(struct server *srv);
 
 /* A new session for tenant, calling the native API with key; NULL when
  * the tenant (or the server) has its maximum. */
-struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key);
+struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key,
+                                      bool stateless);
 /* The 2026-07-28 era's requests over HTTP carry no session: those of one
  * key share one (its tasks), made at the first; NULL as for new. */
 struct mcp_hsession *mcp_hsession_stateless(struct mcp_front *f, const char *tenant,
@@ -96,6 +98,8 @@ void mcp_hsession_end(struct mcp_hsession *hs);
  * list; deliver gets what it sends. */
 struct mcp_hreq *mcp_hreq_new(struct mcp_hsession *hs, json_t *msg,
                               void (*deliver)(struct mcp_hreq *r, json_t *msg, bool final));
+/* Whether tenant may start one more request now. */
+bool mcp_tenant_room(struct mcp_front *f, const char *tenant);
 /* Run r's message on a thread; what it sends reaches r->deliver on the
  * loop. false: no thread to spare (r is untouched: the caller answers
  * and frees it with mcp_hreq_free). */

@@ -323,7 +323,7 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
       return;
     }
   } else if (init) {
-    hs = mcp_hsession_new(f, p.tenant, key_of(&c->req));
+    hs = mcp_hsession_new(f, p.tenant, key_of(&c->req), false);
     if (!hs) {
       refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n",
              "too many MCP sessions (64 per tenant): end one (DELETE /mcp) or let one expire");
@@ -350,6 +350,14 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
     return;
   }
 
+  /* One tenant's flood waits its turn, with an answer, not a hang; the
+   * other tenants' requests still find threads. */
+  if (!mcp_tenant_room(f, p.tenant)) {
+    refuse(c, 429, SERVER_ERROR, "Retry-After: 1\r\n",
+           "too many MCP requests of this tenant run now (128): retry when some end");
+    json_decref(msg);
+    return;
+  }
   struct mcp_hreq *r = mcp_hreq_new(hs, msg, deliver);
   r->initialize = init && !modern;
   r->modern = modern;
