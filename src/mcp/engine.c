@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "modern.h"
+#include "resources.h"
 #include "result.h"
 #include "schema.h"
 #include "tools.h"
@@ -49,10 +50,10 @@ static json_t *initialize(struct mcp_session *s, json_t *params) {
   str_copy(s->version, sizeof s->version, v ? v : MCP_LATEST);
   pthread_mutex_unlock(&s->lock);
   return json_pack(
-      "{s:s, s:{s:{s:b}, s:{s:{}, s:{}, s:{s:{s:{}}}}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
-      s->version, "capabilities", "tools", "listChanged", 0, "tasks", "list", "cancel", "requests",
-      "tools", "call", "serverInfo", "name", "hutch", "title", "hutch sandboxes", "version",
-      HUTCH_VERSION, "instructions",
+      "{s:s, s:{s:{s:b}, s:{}, s:{s:{}, s:{}, s:{s:{s:{}}}}}, s:{s:s, s:s, s:s}, s:s}",
+      "protocolVersion", s->version, "capabilities", "tools", "listChanged", 0, "resources",
+      "tasks", "list", "cancel", "requests", "tools", "call", "serverInfo", "name", "hutch",
+      "title", "hutch sandboxes", "version", HUTCH_VERSION, "instructions",
       "hutch runs code in isolated Linux sandboxes. Call create first and pass its "
       "sandbox_id to the other tools; kill it when done (sandboxes made here also end with "
       "the session unless made with keep). exec runs shell commands, run_code runs Python "
@@ -229,6 +230,32 @@ out:
   return res;
 }
 
+/* --- resources --------------------------------------------------------- */
+
+json_t *mcp_resources_method(struct mcp_session *s, json_t *id, const char *method,
+                             json_t *params) {
+  bool is_error = false;
+  char why[768] = "";
+  json_t *r = NULL;
+  if (strcmp(method, "resources/list") == 0)
+    r = mcp_resources_list(s, &is_error, why, sizeof why);
+  else if (strcmp(method, "resources/templates/list") == 0)
+    r = mcp_resources_templates();
+  else if (strcmp(method, "resources/read") == 0)
+    r = mcp_resources_read(s, params, &is_error, why, sizeof why);
+  else
+    return mcp_rpc_error(id, RPC_METHOD_NOT_FOUND, "no method '%.64s' here", method);
+  /* A resource that is not there is -32002 (the spec's "resource not
+   * found"); a native refusal otherwise is the caller's to read. */
+  if (!r)
+    return mcp_rpc_error(id,
+                         strstr(why, "not_found") || strstr(why, "no such resource")
+                             ? RPC_RESOURCE_NOT_FOUND
+                             : RPC_INVALID_PARAMS,
+                         "%s", why[0] ? why : "the resource could not be read");
+  return mcp_reply(id, r);
+}
+
 /* --- dispatch ---------------------------------------------------------------- */
 
 json_t *mcp_handle(struct mcp_session *s, json_t *msg, const struct mcp_sink *out) {
@@ -271,6 +298,8 @@ json_t *mcp_handle(struct mcp_session *s, json_t *msg, const struct mcp_sink *ou
     return mcp_rpc_error(id, RPC_INVALID_REQUEST, "initialize first");
   if (strcmp(method, "tools/list") == 0)
     return mcp_reply(id, mcp_tools_list());
+  if (strncmp(method, "resources/", 10) == 0)
+    return mcp_resources_method(s, id, method, params);
   if (strncmp(method, "tasks/", 6) == 0 &&
       (strcmp(method + 6, "get") == 0 || strcmp(method + 6, "result") == 0 ||
        strcmp(method + 6, "list") == 0 || strcmp(method + 6, "cancel") == 0))

@@ -22,6 +22,7 @@
 #define RPC_METHOD_NOT_FOUND (-32601)
 #define RPC_INVALID_PARAMS (-32602)
 #define RPC_INTERNAL (-32603)
+#define RPC_RESOURCE_NOT_FOUND (-32002)
 
 /* Answer msg (a request, a notification, or a response to us). Returns
  * the response, or NULL when none is due (notifications). May block for
@@ -42,6 +43,9 @@ json_t *mcp_run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *ar
 /* t on a thread of its own as a task of s; NULL when s has its maximum. */
 struct mcp_task *mcp_task_start(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
                                 int64_t ttl_ms, const struct mcp_sink *out);
+
+/* resources/list, resources/templates/list, resources/read. */
+json_t *mcp_resources_method(struct mcp_session *s, json_t *id, const char *method, json_t *params);
 
 /* Whether msg is a JSON-RPC request (has a method and an id). */
 bool mcp_is_request(const json_t *msg);

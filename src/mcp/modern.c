@@ -43,10 +43,10 @@ static bool wants_tasks(const json_t *msg) {
 
 static json_t *discover(json_t *id) {
   return complete(
-      id, json_pack("{s:o, s:{s:{}, s:{s:{}}}, s:{s:{s:s, s:s}}, s:s, s:i, s:s}",
-                    "supportedVersions", supported_json(), "capabilities", "tools", "extensions",
-                    TASKS_EXT, "_meta", "io.modelcontextprotocol/serverInfo", "name", "hutch",
-                    "version", HUTCH_VERSION, "instructions",
+      id, json_pack("{s:o, s:{s:{}, s:{}, s:{s:{}}}, s:{s:{s:s, s:s}}, s:s, s:i, s:s}",
+                    "supportedVersions", supported_json(), "capabilities", "tools", "resources",
+                    "extensions", TASKS_EXT, "_meta", "io.modelcontextprotocol/serverInfo", "name",
+                    "hutch", "version", HUTCH_VERSION, "instructions",
                     "hutch runs code in isolated Linux sandboxes. Call create first and pass its "
                     "sandbox_id to the other tools; kill it when done (sandboxes made without a "
                     "session end with their timeout, 900 s unless given).",
@@ -170,6 +170,13 @@ json_t *mcp_modern_handle(struct mcp_session *s, json_t *msg, const struct mcp_s
     return complete(id, json_object());
   if (strcmp(method, "tools/list") == 0)
     return complete(id, mcp_tools_list());
+  if (strncmp(method, "resources/", 10) == 0) {
+    json_t *res = mcp_resources_method(s, id, method, json_object_get(msg, "params"));
+    json_t *r = json_object_get(res, "result");
+    if (r)
+      json_object_set_new(r, "resultType", json_string("complete"));
+    return res;
+  }
   if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/cancel") == 0 ||
       strcmp(method, "tasks/update") == 0)
     return tasks(s, method, id, msg);
