@@ -41,7 +41,7 @@ static void refuse(struct http_conn *c, int status, int code, const char *extra,
   free(body);
 }
 
-/* Whether host (a Host or Origin's host[:port]) is loopback. */
+/* Whether host (an Origin's host[:port]) is loopback, by name or address. */
 static bool loopback(const char *host, size_t n) {
   static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
   for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
@@ -49,26 +49,24 @@ static bool loopback(const char *host, size_t n) {
     if (n >= k && strncasecmp(host, names[i], k) == 0 && (n == k || host[k] == ':'))
       return true;
   }
-  size_t k = strlen(".localhost");
-  const char *colon = memchr(host, ':', n);
-  size_t hn = colon ? (size_t)(colon - host) : n;
-  return hn > k && strncasecmp(host + hn - k, ".localhost", k) == 0;
+  return false;
 }
 
-/* DNS rebinding: an Origin must be this server's host or loopback. */
+/* DNS rebinding: a page of another site whose name the attacker points
+ * at 127.0.0.1 sends its own name as Host and as Origin, so neither may
+ * be compared with the other. A browser's request is taken only from a
+ * page of loopback itself (by name or address); not from *.localhost
+ * either, which are the sandboxes' own ports' pages. Clients that are not
+ * browsers send no Origin. */
 static bool origin_ok(const struct http_req *req) {
   const char *origin = http_header(req, "Origin");
   if (!origin)
-    return true; /* not a browser: nothing to rebind */
+    return true;
   const char *host = strstr(origin, "://");
   if (!host)
     return false;
   host += 3;
-  size_t n = strcspn(host, "/");
-  const char *own = http_header(req, "Host");
-  if (own && strlen(own) == n && strncasecmp(own, host, n) == 0)
-    return true;
-  return loopback(host, n);
+  return loopback(host, strcspn(host, "/"));
 }
 
 /* The key the request presents (already authenticated), or NULL. */
@@ -112,8 +110,9 @@ static struct mcp_hsession *session_of(struct http_conn *c, const struct princip
   if (v && !mcp_version_known(v)) {
     char msg[160];
     snprintf(msg, sizeof msg,
-             "bad request: unsupported MCP-Protocol-Version '%.32s' (this server speaks %s)", v,
-             MCP_LATEST);
+             "bad request: unsupported MCP-Protocol-Version '%.32s' (this server speaks %s, "
+             "2025-11-25, 2025-06-18 and 2025-03-26)",
+             v, MCP_MODERN);
     refuse(c, 400, SERVER_ERROR, NULL, msg);
     return NULL;
   }
@@ -326,7 +325,7 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
     hs = mcp_hsession_new(f, p.tenant, key_of(&c->req), false);
     if (!hs) {
       refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n",
-             "too many MCP sessions (64 per tenant): end one (DELETE /mcp) or let one expire");
+             "too many MCP sessions with requests under way (64 per tenant): retry when one ends");
       json_decref(msg);
       return;
     }
