@@ -5,7 +5,8 @@
 # `make test-fresh` runs `make test` in a fresh Debian 12 root as CI does,
 # `make bench` measures against peers,
 # `make fuzz` runs each fuzz target for FUZZ_SECONDS (tests/fuzz/README.md),
-# `make e2b-conformance` runs E2B's own test suites against hutch.
+# `make e2b-conformance` runs E2B's own test suites against hutch,
+# `make mcp-conformance` MCP's conformance suite against hutch serve's /mcp.
 BUILD ?= build
 ASAN  ?= build-asan
 FUZZ  ?= build-fuzz
@@ -15,7 +16,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile tests/fuzz_scrub tests/fuzz_mcp
 
-.PHONY: all deps run template test test-v2 test-fresh fuzz e2b-conformance bench bench-scale bench-tiers clean
+.PHONY: all deps run template test test-v2 test-fresh fuzz e2b-conformance mcp-conformance bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -63,6 +64,12 @@ fuzz: DEPS = --test
 fuzz: deps $(FUZZ)/build.ninja
 	ninja -C $(FUZZ) $(FUZZ_EXES)
 	./scripts/fuzz.sh $(FUZZ) $(FUZZ_SECONDS) $(FUZZ_ONLY)
+
+# MCP's conformance suite, every server scenario (tests/mcp-conformance):
+# make test runs a pinned part.
+mcp-conformance: DEPS = --test
+mcp-conformance: all
+	tests/mcp-conformance/run
 
 # E2B's own suites at their pinned commits, unchanged (docs/e2b.md): E2B_GIT
 # and E2B_CI_GIT name clones of e2b-dev/E2B and e2b-dev/code-interpreter.

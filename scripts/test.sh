@@ -10,7 +10,7 @@
 # about a core busy), and the host's stages run beside it: the unit tests,
 # the tests that need the host to themselves one at a time, the fuzz
 # targets, the rest of the integration suite on several workers at once
-# (pytest-xdist), E2B's SDKs. Each stage prints its time against its
+# (pytest-xdist), E2B's SDKs, MCP's conformance scenarios. Each stage prints its time against its
 # budget; the budgets fit make test's twenty minutes.
 set -u
 build=${1:-build}
@@ -128,6 +128,24 @@ for tier in ns gvisor; do
   took "E2B's SDKs ($tier)" "$budget"
 done
 
+# MCP's conformance suite (@modelcontextprotocol/conformance, pinned), its
+# scenarios of the transport and the lifecycle that hutch's own tools
+# answer (make mcp-conformance runs all of them, with the misses listed).
+echo "== MCP conformance, pinned scenarios (tests/mcp-conformance) =="
+HUTCH_BUILD="$build" tests/mcp-conformance/run server-initialize ping tools-list \
+  server-sse-polling server-sse-multiple-streams dns-rebinding-protection resources-list \
+  >"$log/mcpc" 2>&1 || fail=1
+grep -E "^(pass|FAIL)|passed" "$log/mcpc"
+cpass=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log/mcpc" | tail -n 1)
+# The scenarios expected to miss (expected-misses) are not failures.
+cfail=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed (\([0-9]*\) of them.*/\1-\2/p' "$log/mcpc" | tail -n 1)
+cfail=$(( ${cfail:-1} ))
+if [ -z "$cpass" ]; then # it never ran (no npm registry, no node 22): say why
+  tail -n 20 "$log/mcpc"
+  cpass=0 cfail=1 fail=1
+fi
+took "MCP conformance" 30
+
 echo "== the integration suite's kernel-facing part, on a cgroup v2 guest (scripts/test-v2.sh) =="
 wait "$guest"
 vm=$?
@@ -166,5 +184,5 @@ upass=$(( $(count Ok "$log/unit") + $(count Ok "$log/asan") ))
 ufail=$(( $(count Fail "$log/unit") + $(count Fail "$log/asan") ))
 ppass=$(( $(passed "$log/serial") + $(passed "$log/pytest") + $(passed "$log/v2") ))
 pfail=$(( $(failed "$log/serial") + $(failed "$log/pytest") + $(failed "$log/v2") ))
-echo "$(( upass + ppass + fpass + epass )) passed, $(( ufail + pfail + ffail + efail )) failed"
+echo "$(( upass + ppass + fpass + epass + cpass )) passed, $(( ufail + pfail + ffail + efail + cfail )) failed"
 exit $fail
