@@ -217,6 +217,7 @@ static json_t *tasks_method(struct mcp_session *s, const char *method, json_t *i
     }
     atomic_store(&t->cancel, true);
     t->status = TASK_CANCELLED; /* terminal at once; the thread's end keeps it */
+    t->updated_ms = wall_ms();
     str_copy(t->message, sizeof t->message, "cancelled by request");
     res = mcp_reply(id, mcp_task_json(t));
   } else { /* tasks/result: waits for the end */

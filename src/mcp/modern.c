@@ -144,6 +144,7 @@ static json_t *tasks(struct mcp_session *s, const char *method, json_t *id, json
     atomic_store(&t->cancel, true);
     if (t->status == TASK_WORKING) {
       t->status = TASK_CANCELLED;
+      t->updated_ms = wall_ms();
       str_copy(t->message, sizeof t->message, "cancelled by request");
     }
     res = complete(id, json_object());

@@ -3,6 +3,8 @@
 
 #include <curl/curl.h>
 #include <stdio.h>
+#include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +15,15 @@ struct xfer {
   struct mcp_answer *a;
   char *buf; /* the body, or the partial NDJSON line */
   size_t len, cap;
-  bool stopped; /* line() asked to stop */
+  bool stopped;      /* line() asked to stop, or idle_ms passed */
+  int64_t last_line; /* ms (monotonic) of the last line; 0: none yet */
 };
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void buf_add(struct xfer *x, const char *p, size_t n) {
   if (x->len + n + 1 > x->cap) {
@@ -39,8 +48,11 @@ static void lines_out(struct xfer *x) {
       continue;
     json_t *obj = json_loadb(x->buf + start, i - start, 0, NULL);
     if (obj) {
-      if (!x->call->line(x->call->arg, obj))
+      int rc = x->call->line(x->call->arg, obj);
+      if (rc == MCP_LINE_STOP)
         x->stopped = true;
+      else if (rc == MCP_LINE_NEW)
+        x->last_line = mono_ms();
       json_decref(obj);
     }
     start = i + 1;
@@ -85,6 +97,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *arg) {
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
   (void)dt, (void)dn, (void)ut, (void)un;
   struct xfer *x = arg;
+  if (x->call->idle_ms && x->last_line && mono_ms() - x->last_line >= x->call->idle_ms) {
+    x->stopped = true; /* what was there is read */
+    return 1;
+  }
   return x->call->cancel && atomic_load(x->call->cancel) ? 1 : 0;
 }
 

@@ -21,7 +21,12 @@
 struct mcp_native {
   char url[256]; /* "http://127.0.0.1:7420", no trailing slash */
   char key[256];
+  /* Where the session's client reaches the same server (expose_port's
+   * URLs): url on stdio; the Host the client sent to /mcp. */
+  char public_url[256];
 };
+
+enum { MCP_LINE_STOP, MCP_LINE_MORE, MCP_LINE_NEW };
 
 /* One request. */
 struct mcp_call {
@@ -31,13 +36,18 @@ struct mcp_call {
   size_t body_len;
   const char *ctype; /* the body's; default application/json */
   /* NDJSON answers: each line as it comes (not kept in the answer's
-   * body); returns false to stop reading (the request is then cut, which
-   * for an exec kills the command). NULL: lines are kept in body. */
-  bool (*line)(void *arg, json_t *obj);
+   * body); returns MCP_LINE_STOP to stop reading (the request is then cut,
+   * which for an exec kills the command), MCP_LINE_NEW for a line that
+   * counts for idle_ms, else MCP_LINE_MORE. NULL: lines are kept in body. */
+  int (*line)(void *arg, json_t *obj);
   void *arg;
   /* Set (by another thread) to give up: the transfer is cut. */
   const atomic_bool *cancel;
   long timeout_ms; /* 0: none */
+  /* NDJSON answers: once a MCP_LINE_NEW line came, stop when no other
+   * came for this long (a read of what is there, not a wait for the
+   * end); 0: never. */
+  long idle_ms;
 };
 
 /* What came back. */

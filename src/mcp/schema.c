@@ -137,7 +137,12 @@ static bool check(const json_t *schema, const json_t *v, const char *at, char *w
   }
 
   if (json_is_string(v)) {
-    size_t len = json_string_length(v);
+    /* JSON Schema counts characters, not bytes: UTF-8's continuation
+     * bytes are not counted. */
+    size_t len = 0;
+    const unsigned char *p = (const unsigned char *)json_string_value(v);
+    for (size_t i = 0; i < json_string_length(v); i++)
+      len += (p[i] & 0xC0) != 0x80;
     const json_t *mx = json_object_get(schema, "maxLength");
     const json_t *mn = json_object_get(schema, "minLength");
     if (mx && len > (size_t)json_integer_value(mx)) {

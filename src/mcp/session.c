@@ -121,7 +121,8 @@ void mcp_session_cancel(struct mcp_session *s, json_t *id) {
 static void tasks_expire(struct mcp_session *s, int64_t now) {
   for (struct mcp_task **pp = &s->tasks; *pp;) {
     struct mcp_task *t = *pp;
-    if (t->status != TASK_WORKING && now - t->updated_ms > t->ttl_ms) {
+    /* A cancelled task's thread may still run: it goes only once ended. */
+    if (!t->running && now - t->updated_ms > t->ttl_ms) {
       *pp = t->next;
       json_decref(t->result);
       free(t);
@@ -144,6 +145,7 @@ struct mcp_task *mcp_task_new(struct mcp_session *s, int64_t ttl_ms) {
   memset(t, 0, sizeof *t);
   random_hex(t->id, 32);
   t->status = TASK_WORKING;
+  t->running = true;
   t->created_ms = t->updated_ms = now;
   t->ttl_ms = ttl_ms > 0 && ttl_ms < MCP_TASK_TTL_MS ? ttl_ms : MCP_TASK_TTL_MS;
   str_copy(t->message, sizeof t->message, "running");
@@ -167,6 +169,7 @@ void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result) {
            : is_error                  ? "the tool call failed"
                                        : "done");
   t->result = result;
+  t->running = false;
   t->updated_ms = wall_ms();
   s->running--;
   pthread_cond_broadcast(&s->changed);

@@ -46,6 +46,7 @@ struct mcp_task {
   char message[256];
   int64_t created_ms, updated_ms, ttl_ms;
   json_t *result; /* the tool's result, when it ended */
+  bool running;   /* its thread runs: its memory stays, whatever its status says */
   atomic_bool cancel;
   struct mcp_task *next;
 };

@@ -8,6 +8,8 @@
 #include "tools.h"
 #include "util.h"
 
+#define BINARY_INLINE_MAX (24u << 10) /* bytes of a binary file given whole, as base64 */
+
 /* "/v1/sandboxes/ID/files<what>?path=P<more>" */
 static void files_path(char *buf, size_t n, const char *id, const char *what, const char *file,
                        const char *more) {
@@ -79,9 +81,16 @@ json_t *mcp_tool_read_file(struct mcp_ctx *cx, json_t *args) {
       r = mcp_result_text("%s", s);
       free(s);
       mcp_output_free(&o);
-    } else {
+    } else if (a.len <= BINARY_INLINE_MAX) {
       char *b64 = base64(p, a.len);
       r = mcp_result_text("%s: %zu bytes that are not text, as base64:\n%s", file, a.len, b64);
+      free(b64);
+    } else {
+      /* A model reads no megabytes of base64: it is told how to take a part. */
+      char *b64 = base64(p, BINARY_INLINE_MAX);
+      r = mcp_result_text("%s: %zu bytes that are not text; the first %u as base64 below. Read "
+                          "other parts with exec (xxd -s OFFSET -l LEN, or dd | base64).\n%s",
+                          file, a.len, BINARY_INLINE_MAX, b64);
       free(b64);
     }
   }

@@ -54,22 +54,22 @@ struct exec_run {
   long long pid;
 };
 
-static bool exec_line(void *arg, json_t *obj) {
+static int exec_line(void *arg, json_t *obj) {
   struct exec_run *x = arg;
   const char *type = json_string_value(json_object_get(obj, "type"));
   if (!type)
-    return true;
+    return MCP_LINE_MORE;
   if (strcmp(type, "start") == 0) {
     x->pid = json_integer_value(json_object_get(obj, "pid"));
-    return true;
+    return MCP_LINE_MORE;
   }
   if (strcmp(type, "exit") == 0) {
     x->exit = json_incref(obj);
-    return true;
+    return MCP_LINE_MORE;
   }
   bool is_out = strcmp(type, "stdout") == 0;
   if (!is_out && strcmp(type, "stderr") != 0)
-    return true;
+    return MCP_LINE_MORE;
   const char *data = json_string_value(json_object_get(obj, "data"));
   size_t n = json_string_length(json_object_get(obj, "data"));
   if (!data) {
@@ -83,7 +83,7 @@ static bool exec_line(void *arg, json_t *obj) {
              (int)(n < PROGRESS_PIECE ? n : PROGRESS_PIECE), data);
     mcp_progress(x->cx, piece);
   }
-  return true;
+  return MCP_LINE_MORE;
 }
 
 json_t *mcp_tool_exec(struct mcp_ctx *cx, json_t *args) {
@@ -179,12 +179,12 @@ static void cell_image(struct cell_run *x, const char *b64, const char *mime, co
   json_array_append_new(x->blocks, mcp_block_text(line, strlen(line)));
 }
 
-static bool cell_line(void *arg, json_t *obj) {
+static int cell_line(void *arg, json_t *obj) {
   struct cell_run *x = arg;
   const char *type = json_string_value(json_object_get(obj, "type"));
   const char *text = json_string_value(json_object_get(obj, "text"));
   if (!type)
-    return true;
+    return MCP_LINE_MORE;
   if ((strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) && text) {
     mcp_output_add(type[3] == 'o' ? &x->out : &x->err, text, strlen(text));
     mcp_progress(x->cx, text);
@@ -203,7 +203,7 @@ static bool cell_line(void *arg, json_t *obj) {
     json_decref(x->error);
     x->error = json_incref(obj);
   }
-  return true;
+  return MCP_LINE_MORE;
 }
 
 json_t *mcp_tool_run_code(struct mcp_ctx *cx, json_t *args) {
@@ -303,22 +303,25 @@ struct reader {
   json_t *exit;
 };
 
-static bool read_line(void *arg, json_t *obj) {
+static int read_line(void *arg, json_t *obj) {
   struct reader *x = arg;
   const char *type = json_string_value(json_object_get(obj, "type"));
   if (type && strcmp(type, "exit") == 0) {
     x->exit = json_incref(obj);
-    return false;
+    return MCP_LINE_STOP;
   }
   const char *data = json_string_value(json_object_get(obj, "data"));
   if (!type || !data || (strcmp(type, "stdout") != 0 && strcmp(type, "stderr") != 0))
-    return true;
+    return MCP_LINE_MORE;
   long long n = (long long)json_string_length(json_object_get(obj, "data"));
   long long from = x->skip > x->seen ? x->skip - x->seen : 0;
-  if (from < n)
+  bool fresh = from < n;
+  if (fresh)
     mcp_output_add(&x->text, data + from, (size_t)(n - from));
   x->seen += n;
-  return x->text.total < MCP_TEXT_MAX; /* enough for one read */
+  if (x->text.total >= MCP_TEXT_MAX)
+    return MCP_LINE_STOP; /* enough for one read */
+  return fresh ? MCP_LINE_NEW : MCP_LINE_MORE;
 }
 
 json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
@@ -336,7 +339,8 @@ json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
                           .path = path,
                           .line = read_line,
                           .arg = &x,
-                          .timeout_ms = w ? json_integer_value(w) + 200 : 1200};
+                          .timeout_ms = w ? json_integer_value(w) + 200 : 1200,
+                          .idle_ms = 100};
   struct mcp_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r;

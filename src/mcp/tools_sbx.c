@@ -115,8 +115,9 @@ json_t *mcp_tool_fork(struct mcp_ctx *cx, json_t *args) {
   cx->sandbox = mcp_arg_str(args, "sandbox_id");
   mcp_sandbox_path(path, sizeof path, cx->sandbox, "/fork");
   struct mcp_answer a;
-  json_t *r = plain(cx, "POST", path, json_object(), &a);
-  const char *id = json_string_value(json_object_get(a.json, "id"));
+  json_t *r = plain(cx, "POST", path, json_pack("{s:i}", "count", 1), &a);
+  json_t *made = json_array_get(json_object_get(a.json, "sandboxes"), 0);
+  const char *id = json_string_value(json_object_get(made, "id"));
   if (id) {
     mcp_session_made(cx->s, id, json_is_true(json_object_get(args, "keep")));
     json_object_set_new(json_object_get(r, "structuredContent"), "sandbox_id", json_string(id));
@@ -139,7 +140,8 @@ json_t *mcp_tool_expose_port(struct mcp_ctx *cx, json_t *args) {
   const char *token = json_string_value(json_object_get(a.json, "traffic_token"));
   long long port = json_integer_value(json_object_get(args, "port"));
   char url[1024];
-  snprintf(url, sizeof url, "%s%s/ports/%lld/", cx->s->native.url, path, port);
+  const char *base = cx->s->native.public_url[0] ? cx->s->native.public_url : cx->s->native.url;
+  snprintf(url, sizeof url, "%s%s/ports/%lld/", base, path, port);
   json_t *v = json_pack("{s:s, s:I, s:s, s:s, s:s}", "url", url, "port", (json_int_t)port, "header",
                         "X-Hutch-Traffic-Token", "token", token ? token : "", "note",
                         "send the token in the header; the service must listen on the port");

@@ -204,33 +204,28 @@ static void own_url(const struct server *srv, char *url, size_t n) {
 
 struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key,
                                       bool stateless) {
-  /* At a maximum, the session idle longest (the tenant's own, or any at
-   * the server's) makes room: clients that close without DELETE (the
-   * SDK's close() sends none) leave sessions behind, which must not lock
-   * their tenant out until they expire. Sessions with requests under way
-   * are never taken. */
+  /* At the tenant's maximum, its own session idle longest makes room:
+   * clients that close without DELETE (the SDK's close() sends none)
+   * leave sessions behind, which must not lock their tenant out until
+   * they expire. Sessions with requests under way are never taken, and
+   * never another tenant's: at the server's maximum a new one is refused. */
   unsigned mine = 0;
-  struct mcp_hsession *idlest_mine = NULL, *idlest = NULL;
+  struct mcp_hsession *idlest = NULL;
   for (struct mcp_hsession *hs = f->sessions; hs; hs = hs->next) {
-    bool own = strcmp(hs->tenant, tenant) == 0;
-    mine += own;
-    if (hs->busy || hs->s.stateless)
+    if (strcmp(hs->tenant, tenant) != 0)
       continue;
-    if (own && (!idlest_mine || hs->last_ms < idlest_mine->last_ms))
-      idlest_mine = hs;
-    if (!idlest || hs->last_ms < idlest->last_ms)
+    mine++;
+    if (!hs->busy && !hs->s.stateless && (!idlest || hs->last_ms < idlest->last_ms))
       idlest = hs;
   }
   if (f->closing)
     return NULL;
-  if (mine >= MCP_TENANT_SESSIONS_MAX) {
-    if (!idlest_mine)
-      return NULL;
-    mcp_hsession_end(idlest_mine);
-  } else if (f->nsessions >= MCP_SESSIONS_MAX) {
+  if (mine >= MCP_TENANT_SESSIONS_MAX || f->nsessions >= MCP_SESSIONS_MAX) {
     if (!idlest)
       return NULL;
     mcp_hsession_end(idlest);
+    if (f->nsessions >= MCP_SESSIONS_MAX)
+      return NULL;
   }
 
   struct mcp_hsession *hs = xmalloc(sizeof *hs);

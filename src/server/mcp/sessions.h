@@ -80,9 +80,9 @@ struct mcp_front *mcp_front_get(struct server *srv);
 /* At the server's stop: cancel what runs, wait a little for it, free. */
 void mcp_front_free(struct server *srv);
 
-/* A new session for tenant, calling the native API with key; at the
- * tenant's (or the server's) maximum the session idle longest ends to make
- * room; NULL when every one has a request under way. */
+/* A new session for tenant, calling the native API with key; at a
+ * maximum the tenant's own session idle longest ends to make room; NULL
+ * when none can (all busy, or the server full of other tenants'). */
 struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, const char *key,
                                       bool stateless);
 /* The 2026-07-28 era's requests over HTTP carry no session: those of one

@@ -215,6 +215,18 @@ static int modern_status(json_t *msg) {
   return 200;
 }
 
+/* Where the client reaches this server, for the URLs tools give back
+ * (expose_port): the Host it sent, when that is a plain host[:port]. */
+static void public_url(struct http_conn *c, struct mcp_hsession *hs) {
+  const char *host = http_header(&c->req, "Host");
+  if (!host || !*host || strlen(host) > 200 || hs->s.native.public_url[0])
+    return;
+  for (const char *p = host; *p; p++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]", *p))
+      return;
+  snprintf(hs->s.native.public_url, sizeof hs->s.native.public_url, "http://%s", host);
+}
+
 /* --- answering --------------------------------------------------------- */
 
 static void gone(void *ctx) {
@@ -305,7 +317,9 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
 
   struct mcp_front *f = mcp_front_get(c->srv);
   const char *method = json_string_value(json_object_get(msg, "method"));
-  bool init = method && strcmp(method, "initialize") == 0;
+  /* An initialize sent as a notification makes no session: nothing
+   * could name or end it. */
+  bool init = method && strcmp(method, "initialize") == 0 && mcp_is_request(msg);
   const char *hv = http_header(&c->req, "Mcp-Protocol-Version");
   bool modern = mcp_modern_version(msg) || (hv && strcmp(hv, MCP_MODERN) == 0);
   struct mcp_hsession *hs;
@@ -317,7 +331,8 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
     }
     hs = mcp_hsession_stateless(f, p.tenant, p.key_id, key_of(&c->req));
     if (!hs) {
-      refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n", "too many MCP sessions on the server");
+      refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n",
+             "too many MCP sessions (64 per tenant, 1024 on the server)");
       json_decref(msg);
       return;
     }
@@ -325,7 +340,8 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
     hs = mcp_hsession_new(f, p.tenant, key_of(&c->req), false);
     if (!hs) {
       refuse(c, 429, SERVER_ERROR, "Retry-After: 60\r\n",
-             "too many MCP sessions with requests under way (64 per tenant): retry when one ends");
+             "too many MCP sessions with requests under way (64 per tenant, 1024 on the server): "
+             "retry when one ends");
       json_decref(msg);
       return;
     }
@@ -333,6 +349,8 @@ void mcp_transport_post(struct http_conn *c, const struct principal *unused) {
     json_decref(msg);
     return;
   }
+
+  public_url(c, hs);
 
   /* Notifications and responses are taken at once (202). */
   if (!mcp_is_request(msg)) {
