@@ -2,6 +2,7 @@
 #include "native.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <time.h>
@@ -9,6 +10,62 @@
 #include <string.h>
 
 #include "util.h"
+
+struct mcp_handles {
+  pthread_mutex_t lock;
+  CURL **idle;
+  unsigned n, max;
+};
+
+struct mcp_handles *mcp_handles_new(unsigned max) {
+  struct mcp_handles *hs = xmalloc(sizeof *hs);
+  pthread_mutex_init(&hs->lock, NULL);
+  hs->idle = xmalloc(max * sizeof *hs->idle);
+  hs->n = 0;
+  hs->max = max;
+  return hs;
+}
+
+void mcp_handles_free(struct mcp_handles *hs) {
+  if (!hs)
+    return;
+  for (unsigned i = 0; i < hs->n; i++)
+    curl_easy_cleanup(hs->idle[i]);
+  pthread_mutex_destroy(&hs->lock);
+  free(hs->idle);
+  free(hs);
+}
+
+/* A handle for one call: a kept one (reset, its connection kept), or new. */
+static CURL *handle_take(struct mcp_handles *hs) {
+  CURL *h = NULL;
+  if (hs) {
+    pthread_mutex_lock(&hs->lock);
+    if (hs->n)
+      h = hs->idle[--hs->n];
+    pthread_mutex_unlock(&hs->lock);
+  }
+  if (h) {
+    curl_easy_reset(h);
+    return h;
+  }
+  return curl_easy_init();
+}
+
+/* Kept for the next call, unless the call was cut (its connection is then
+ * in no state to be reused) or enough are kept. */
+static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
+  if (hs && reusable) {
+    pthread_mutex_lock(&hs->lock);
+    if (hs->n < hs->max) {
+      hs->idle[hs->n++] = h;
+      h = NULL;
+    }
+    pthread_mutex_unlock(&hs->lock);
+  }
+  if (h)
+    handle_give(n->handles, h, rc == CURLE_OK && !x.stopped && !a->cut);
+}
 
 struct xfer {
   const struct mcp_call *call;
@@ -119,7 +176,7 @@ static void error_of(struct mcp_answer *a) {
 bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
                      struct mcp_answer *a) {
   memset(a, 0, sizeof *a);
-  CURL *h = curl_easy_init();
+  CURL *h = handle_take(n->handles);
   if (!h) {
     str_copy(a->message, sizeof a->message, "curl_easy_init failed");
     return false;
@@ -158,7 +215,7 @@ bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
   CURLcode rc = curl_easy_perform(h);
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
   curl_slist_free_all(hdrs);
-  curl_easy_cleanup(h);
+  handle_give(n->handles, h, rc == CURLE_OK && !x.stopped && !a->cut);
 
   bool stopped_on_purpose = x.stopped || a->cut;
   if (rc != CURLE_OK && !stopped_on_purpose) {

@@ -13,6 +13,7 @@ void mcp_session_init(struct mcp_session *s, const struct mcp_native *n,
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->changed, NULL);
   s->native = *n;
+  s->native.handles = mcp_handles_new(MCP_HANDLES_KEPT);
   if (hooks)
     s->hooks = *hooks;
   s->made = xmalloc(MCP_MADE_MAX * sizeof *s->made);
@@ -52,6 +53,7 @@ void mcp_session_end(struct mcp_session *s) {
     json_decref(t->result);
     free(t);
   }
+  mcp_handles_free(s->native.handles);
   free(s->made);
   pthread_cond_destroy(&s->changed);
   pthread_mutex_destroy(&s->lock);

@@ -23,6 +23,7 @@
 #define MCP_TASK_TTL_MS (3600 * 1000) /* a finished task's result is kept this long */
 #define MCP_MADE_MAX 256              /* sandboxes a session tracks */
 #define MCP_INFLIGHT_MAX 64           /* requests of one session running at once */
+#define MCP_HANDLES_KEPT 8            /* connections to the native API kept open */
 
 /* How a session's messages reach its client (serve_stdio.c: a line on stdout;
  * the HTTP front end: its request's stream). Called from any thread. */
