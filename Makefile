@@ -89,6 +89,7 @@ bench: all
 	$(PY) bench/network --build $(BUILD)
 	$(PY) bench/templates --build $(BUILD)
 	$(PY) bench/events --build $(BUILD)
+	$(PY) bench/mcp --build $(BUILD)
 
 # Issue 19's figures in one table: bursts, idle ladder, churn, data (~10 min).
 bench-scale: DEPS = --bench
