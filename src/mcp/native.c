@@ -64,7 +64,7 @@ static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
     pthread_mutex_unlock(&hs->lock);
   }
   if (h)
-    handle_give(n->handles, h, rc == CURLE_OK && !x.stopped && !a->cut);
+    curl_easy_cleanup(h);
 }
 
 struct xfer {
