@@ -1,5 +1,6 @@
 # A thin front to meson: `make` builds, `make run` shows hutch at work,
 # `make template` makes the code-interpreter template,
+# `make mcp-gateway-template` the template of E2B's Sandbox.create({mcp}),
 # `make test` runs every test (on a cgroup v2 guest, a pinned part),
 # `make test-v2` runs all of the suite that guest can (~30 min under TCG),
 # `make test-fresh` runs `make test` in a fresh Debian 12 root as CI does,
@@ -16,7 +17,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile tests/fuzz_scrub tests/fuzz_mcp
 
-.PHONY: all deps run template test test-v2 test-fresh fuzz e2b-conformance mcp-conformance bench bench-scale bench-tiers clean
+.PHONY: all deps run template mcp-gateway-template test test-v2 test-fresh fuzz e2b-conformance mcp-conformance bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -45,6 +46,13 @@ run: all
 template: DEPS = --test
 template: all
 	./scripts/code-interpreter.sh $(BUILD)
+
+# The mcp-gateway template (docs/mcp-gateway.md): a Debian base with python3
+# and git, then share/templates/mcp-gateway/Dockerfile, which installs
+# share/mcp-gateway/mcp-gateway. E2B's Sandbox.create({mcp: ...}) uses it.
+mcp-gateway-template: DEPS = --test
+mcp-gateway-template: all
+	./scripts/mcp-gateway-template.sh $(BUILD)
 
 test: DEPS = --test
 test: all $(ASAN)/build.ninja $(FUZZ)/build.ninja

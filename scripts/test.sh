@@ -107,7 +107,7 @@ took "the integration suite" 420
 # E2B's official SDKs against hutch serve (tests/e2b/run: node's runner, TAP),
 # once with each isolation tier as the server's default (docs/isolation.md).
 # The Debian base the first run bootstraps, the second imports
-# (HUTCH_E2B_CACHE, tests/e2b/pandas.test.mjs).
+# (HUTCH_E2B_CACHE, tests/e2b/debian.mjs).
 epass=0 efail=0
 mkdir -p "$log/e2b"
 for tier in ns gvisor; do
