@@ -74,6 +74,8 @@ json_t *mcp_run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *ar
   char why[512];
   json_t *schema = json_loads(t->schema, 0, NULL);
   bool fits = mcp_schema_check(schema, args, why, sizeof why);
+  if (fits)
+    mcp_schema_integers(schema, args);
   json_decref(schema);
   struct mcp_ctx cx = {.s = s, .out = out, .progress_token = progress, .cancel = cancel};
   json_t *r = fits ? t->run(&cx, args) : mcp_result_error("invalid_argument", "%s", why);
@@ -104,22 +106,13 @@ static void *task_main(void *arg) {
   json_object_set_new(
       r, "_meta",
       json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task", "taskId", tr->task->id));
-  char id[33];
-  str_copy(id, sizeof id, tr->task->id);
-  json_t *note = NULL;
-  mcp_task_end(tr->s, tr->task, r);
-  if (tr->out.send) {
-    pthread_mutex_lock(&tr->s->lock);
-    struct mcp_task *t = mcp_task_find(tr->s, id);
-    if (t)
-      note = json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", "notifications/tasks/status",
-                       "params", mcp_task_json(t));
-    pthread_mutex_unlock(&tr->s->lock);
-    if (note)
-      tr->out.send(tr->out.arg, note);
-  }
-  json_decref(tr->args);
+  json_t *args = tr->args;
+  struct mcp_sink out = tr->out;
+  struct mcp_session *s = tr->s;
+  struct mcp_task *t = tr->task;
   free(tr);
+  json_decref(args);
+  mcp_task_end(s, t, r, out.send ? &out : NULL);
   return NULL;
 }
 
@@ -142,7 +135,7 @@ struct mcp_task *mcp_task_start(struct mcp_session *s, const struct mcp_tool *t,
   if (rc != 0) {
     json_decref(tr->args);
     free(tr);
-    mcp_task_end(s, tk, mcp_result_error("unavailable", "no thread for the task"));
+    mcp_task_end(s, tk, mcp_result_error("unavailable", "no thread for the task"), NULL);
   }
   return tk;
 }

@@ -194,6 +194,9 @@ bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  /* An id of "." or ".." is the server's to refuse, not curl's to fold
+   * into another route. */
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);

@@ -196,6 +196,49 @@ static bool check(const json_t *schema, const json_t *v, const char *at, char *w
   return true;
 }
 
+static bool wants_integer(const json_t *schema) {
+  const json_t *t = json_object_get(schema, "type");
+  if (json_is_string(t))
+    return strcmp(json_string_value(t), "integer") == 0;
+  size_t i;
+  const json_t *e;
+  json_array_foreach(t, i, e)
+    if (json_is_string(e) && strcmp(json_string_value(e), "integer") == 0)
+      return true;
+  return false;
+}
+
+void mcp_schema_integers(const json_t *schema, json_t *v) {
+  const json_t *props = json_object_get(schema, "properties");
+  const json_t *extra = json_object_get(schema, "additionalProperties");
+  const json_t *items = json_object_get(schema, "items");
+  if (json_is_object(v)) {
+    const char *key;
+    json_t *val;
+    void *tmp;
+    json_object_foreach_safe(v, tmp, key, val) {
+      const json_t *ps = json_object_get(props, key);
+      if (!ps && json_is_object(extra))
+        ps = extra;
+      if (!ps)
+        continue;
+      if (json_is_real(val) && wants_integer(ps))
+        json_object_set_new(v, key, json_integer((json_int_t)json_real_value(val)));
+      else
+        mcp_schema_integers(ps, val);
+    }
+  } else if (json_is_array(v) && items) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+      if (json_is_real(e) && wants_integer(items))
+        json_array_set_new(v, i, json_integer((json_int_t)json_real_value(e)));
+      else
+        mcp_schema_integers(items, e);
+    }
+  }
+}
+
 bool mcp_schema_check(const json_t *schema, const json_t *v, char *why, size_t n) {
   return check(schema, v, "arguments", why, n);
 }

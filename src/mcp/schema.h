@@ -14,5 +14,9 @@
 /* Whether v fits schema; why not in why ("arguments.timeout_s: must be a
  * number, not a string"). */
 bool mcp_schema_check(const json_t *schema, const json_t *v, char *why, size_t n);
+/* After a check: a whole number given as 5.0 where the schema wants an
+ * integer becomes the integer 5 (JSON Schema counts it as one; Python
+ * clients send it so), at any depth. */
+void mcp_schema_integers(const json_t *schema, json_t *v);
 
 #endif

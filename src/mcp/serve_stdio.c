@@ -4,10 +4,15 @@
  * go out whole, one line each, under one lock. */
 #include "serve_stdio.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "util.h"
@@ -81,7 +86,64 @@ static void dispatch(struct mcp_session *s, const struct mcp_sink *sink, json_t 
   pthread_attr_destroy(&attr);
 }
 
+/* The lines of stdin, each bounded: a longer one is read past, not held.
+ * Reading waits on stdin and on sigfd together, so that SIGTERM or SIGINT
+ * (a client's way to stop its server when closing stdin did not) ends the
+ * session as the end of stdin does. */
+struct reader {
+  int sigfd;
+  char buf[64 << 10];
+  size_t pos, end;
+  bool eof;
+};
+
+/* The next byte, or -1 at the end (of stdin, or by a signal). */
+static int next_byte(struct reader *rd) {
+  if (rd->pos < rd->end)
+    return (unsigned char)rd->buf[rd->pos++];
+  while (!rd->eof) {
+    struct pollfd fds[2] = {{.fd = 0, .events = POLLIN}, {.fd = rd->sigfd, .events = POLLIN}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      rd->eof = true;
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      if (read(rd->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        fprintf(stderr, "hutch mcp: signal %u: ending the session\n", si.ssi_signo);
+      rd->eof = true;
+      break;
+    }
+    ssize_t got = read(0, rd->buf, sizeof rd->buf);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (got <= 0) {
+      rd->eof = true;
+      break;
+    }
+    rd->pos = 1;
+    rd->end = (size_t)got;
+    return (unsigned char)rd->buf[0];
+  }
+  return -1;
+}
+
 int mcp_stdio_serve(const struct mcp_native *n) {
+  /* The signals are taken as events before any thread starts (threads
+   * inherit the mask): none of them ends the process under a request. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  struct reader *rd = xmalloc(sizeof *rd);
+  rd->sigfd = signalfd(-1, &stop, SFD_CLOEXEC);
+  rd->pos = rd->end = 0;
+  rd->eof = false;
+
   struct out o = {.f = stdout};
   pthread_mutex_init(&o.lock, NULL);
   struct mcp_sink sink = {.send = send_line, .arg = &o, .lasting = true};
@@ -91,13 +153,11 @@ int mcp_stdio_serve(const struct mcp_native *n) {
 
   char *line = xmalloc(4096);
   size_t cap = 4096, len;
-  bool eof = false;
-  while (!eof) {
-    /* One line, bounded: a longer one is read past, not held. */
+  int ch = 0;
+  while (ch != -1) {
     bool too_long = false;
-    int ch;
     len = 0;
-    while ((ch = getc_unlocked(stdin)) != EOF && ch != '\n') {
+    while ((ch = next_byte(rd)) != -1 && ch != '\n') {
       if (len >= MCP_STDIO_LINE_MAX) {
         too_long = true;
         continue;
@@ -110,12 +170,12 @@ int mcp_stdio_serve(const struct mcp_native *n) {
       }
       line[len++] = (char)ch;
     }
-    eof = ch == EOF;
     while (len > 0 && line[len - 1] == '\r')
       len--;
     line[len] = '\0';
     if (too_long) {
-      sink.send(&o, mcp_rpc_error(NULL, RPC_INVALID_REQUEST, "a message over %u bytes",
+      sink.send(&o, mcp_rpc_error(NULL, RPC_INVALID_REQUEST,
+                                  "a message over %u bytes (at most %u a line)", MCP_STDIO_LINE_MAX,
                                   MCP_STDIO_LINE_MAX));
       continue;
     }
@@ -130,9 +190,12 @@ int mcp_stdio_serve(const struct mcp_native *n) {
     dispatch(&s, &sink, msg);
   }
   free(line);
+  if (rd->sigfd >= 0)
+    close(rd->sigfd);
+  free(rd);
 
-  /* The client closed its end: what runs is cancelled, and the
-   * sandboxes the session made go with it. */
+  /* The client closed its end (or stopped us): what runs is cancelled,
+   * and the sandboxes the session made go with it. */
   mcp_session_end(&s);
   pthread_mutex_destroy(&o.lock);
   return 0;

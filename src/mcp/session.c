@@ -159,7 +159,8 @@ struct mcp_task *mcp_task_new(struct mcp_session *s, int64_t ttl_ms) {
   return t;
 }
 
-void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result) {
+void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result,
+                  const struct mcp_sink *out) {
   pthread_mutex_lock(&s->lock);
   bool is_error = json_is_true(json_object_get(result, "isError"));
   if (atomic_load(&t->cancel))
@@ -173,6 +174,17 @@ void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result) {
   t->result = result;
   t->running = false;
   t->updated_ms = wall_ms();
+  json_t *note = out && out->send
+                     ? json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+                                 "notifications/tasks/status", "params", mcp_task_json(t))
+                     : NULL;
+  pthread_mutex_unlock(&s->lock);
+
+  /* Sent while the task still counts as running: the session (and the
+   * sink, which its front end keeps as long) cannot end under it. */
+  if (note)
+    out->send(out->arg, note);
+  pthread_mutex_lock(&s->lock);
   s->running--;
   pthread_cond_broadcast(&s->changed);
   pthread_mutex_unlock(&s->lock);

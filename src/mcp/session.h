@@ -95,7 +95,10 @@ void mcp_session_cancel(struct mcp_session *s, json_t *id);
 
 /* Tasks (the 2025-11-25 revision's tasks utility). */
 struct mcp_task *mcp_task_new(struct mcp_session *s, int64_t ttl_ms);
-void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result);
+/* t ended with result (its reference taken); its status notification,
+ * when out is given, goes out before the session may end. */
+void mcp_task_end(struct mcp_session *s, struct mcp_task *t, json_t *result,
+                  const struct mcp_sink *out);
 /* With s->lock held. */
 struct mcp_task *mcp_task_find(struct mcp_session *s, const char *id);
 json_t *mcp_task_json(const struct mcp_task *t);
