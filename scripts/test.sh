@@ -144,7 +144,7 @@ if [ -z "$cpass" ]; then # it never ran (no npm registry, no node 22): say why
   tail -n 20 "$log/mcpc"
   cpass=0 cfail=1 fail=1
 fi
-took "MCP conformance" 30
+took "MCP conformance (and its first npm install)" 60
 
 echo "== the integration suite's kernel-facing part, on a cgroup v2 guest (scripts/test-v2.sh) =="
 wait "$guest"
