@@ -155,17 +155,28 @@ static json_t *start_task(struct mcp_session *s, json_t *id, const struct mcp_to
   return mcp_reply(id, json_pack("{s:o}", "task", tj));
 }
 
-static json_t *tools_call(struct mcp_session *s, json_t *id, json_t *params,
-                          const atomic_bool *cancel, const struct mcp_sink *out) {
+const struct mcp_tool *mcp_call_tool(json_t *id, json_t *params, json_t **args, json_t **error) {
   const char *name = json_string_value(json_object_get(params, "name"));
   const struct mcp_tool *t = mcp_tool_find(name);
+  json_t *given = json_object_get(params, "arguments");
   if (!t)
-    return mcp_rpc_error(id, RPC_INVALID_PARAMS, "unknown tool '%.64s' (tools/list names them)",
-                         name ? name : "");
-  json_t *args = json_object_get(params, "arguments");
-  if (args && !json_is_object(args))
-    return mcp_rpc_error(id, RPC_INVALID_PARAMS, "arguments must be an object");
-  json_t *owned = args ? json_incref(args) : json_object();
+    *error = mcp_rpc_error(id, RPC_INVALID_PARAMS, "unknown tool '%.64s' (tools/list names them)",
+                           name ? name : "");
+  else if (given && !json_is_object(given))
+    *error = mcp_rpc_error(id, RPC_INVALID_PARAMS, "arguments must be an object");
+  else {
+    *args = given ? json_incref(given) : json_object();
+    return t;
+  }
+  return NULL;
+}
+
+static json_t *tools_call(struct mcp_session *s, json_t *id, json_t *params,
+                          const atomic_bool *cancel, const struct mcp_sink *out) {
+  json_t *owned, *error;
+  const struct mcp_tool *t = mcp_call_tool(id, params, &owned, &error);
+  if (!t)
+    return error;
 
   json_t *task = json_object_get(params, "task");
   json_t *res;

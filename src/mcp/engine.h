@@ -37,6 +37,10 @@ json_t *mcp_rpc_error(json_t *id, int code, const char *fmt, ...)
 /* Shared by engine.c and modern.c. */
 json_t *mcp_reply(json_t *id, json_t *result); /* takes result's reference */
 json_t *mcp_tools_list(void);
+/* tools/call's tool and its arguments (a reference in *args); NULL with
+ * the error response in *error when there is no such tool or the
+ * arguments are not an object. */
+const struct mcp_tool *mcp_call_tool(json_t *id, json_t *params, json_t **args, json_t **error);
 /* Run t with args checked against its schema; the audit hook hears it. */
 json_t *mcp_run_tool(struct mcp_session *s, const struct mcp_tool *t, json_t *args,
                      json_t *progress, const atomic_bool *cancel, const struct mcp_sink *out);

@@ -79,15 +79,10 @@ static json_t *task_json(const struct mcp_task *t) {
 static json_t *call(struct mcp_session *s, json_t *id, json_t *msg, const atomic_bool *cancel,
                     const struct mcp_sink *out) {
   json_t *params = json_object_get(msg, "params");
-  const char *name = json_string_value(json_object_get(params, "name"));
-  const struct mcp_tool *t = mcp_tool_find(name);
+  json_t *owned, *error;
+  const struct mcp_tool *t = mcp_call_tool(id, params, &owned, &error);
   if (!t)
-    return mcp_rpc_error(id, RPC_INVALID_PARAMS, "unknown tool '%.64s' (tools/list names them)",
-                         name ? name : "");
-  json_t *args = json_object_get(params, "arguments");
-  if (args && !json_is_object(args))
-    return mcp_rpc_error(id, RPC_INVALID_PARAMS, "arguments must be an object");
-  json_t *owned = args ? json_incref(args) : json_object();
+    return error;
   json_t *progress = json_object_get(json_object_get(params, "_meta"), "progressToken");
 
   if (!t->task || !wants_tasks(msg)) {

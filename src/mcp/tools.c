@@ -188,6 +188,31 @@ bool mcp_tool_call(struct mcp_ctx *cx, struct mcp_call *call, struct mcp_answer 
   return mcp_native_call(&cx->s->native, call, a);
 }
 
+bool mcp_tool_post(struct mcp_ctx *cx, const char *rest, json_t *body,
+                   int (*line)(void *arg, json_t *obj), void *arg, long timeout_ms,
+                   struct mcp_answer *a) {
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  char path[512];
+  mcp_sandbox_path(path, sizeof path, cx->sandbox, rest);
+  struct mcp_call call = {.method = "POST",
+                          .path = path,
+                          .body = text,
+                          .body_len = strlen(text),
+                          .line = line,
+                          .arg = arg,
+                          .timeout_ms = timeout_ms};
+  bool ok = mcp_tool_call(cx, &call, a);
+  free(text);
+  return ok;
+}
+
+void mcp_copy_args(json_t *body, json_t *args, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (json_object_get(args, names[i]))
+      json_object_set(body, names[i], json_object_get(args, names[i]));
+}
+
 void mcp_sandbox_path(char *buf, size_t n, const char *id, const char *rest) {
   char *e = mcp_native_escape(id);
   snprintf(buf, n, "/v1/sandboxes/%s%s", e, rest);

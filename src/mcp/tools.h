@@ -72,6 +72,13 @@ json_t *mcp_tool_remove(struct mcp_ctx *cx, json_t *args);
 /* Helpers the handlers share (tools.c). */
 /* A native call with cx's cancel flag; the answer in *a. */
 bool mcp_tool_call(struct mcp_ctx *cx, struct mcp_call *call, struct mcp_answer *a);
+/* POST body (its reference taken; sent as compact JSON) to cx's sandbox's
+ * rest ("/exec"), with line and arg as struct mcp_call's. */
+bool mcp_tool_post(struct mcp_ctx *cx, const char *rest, json_t *body,
+                   int (*line)(void *arg, json_t *obj), void *arg, long timeout_ms,
+                   struct mcp_answer *a);
+/* The fields of args that names lists into body, those given. */
+void mcp_copy_args(json_t *body, json_t *args, const char *const *names, size_t n);
 /* "/v1/sandboxes/<escaped id><rest>" into buf. */
 void mcp_sandbox_path(char *buf, size_t n, const char *id, const char *rest);
 /* args' string field, or NULL. */

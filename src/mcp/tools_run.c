@@ -91,24 +91,10 @@ json_t *mcp_tool_exec(struct mcp_ctx *cx, json_t *args) {
   cx->sandbox = id;
   json_t *body = json_pack("{s:O}", "shell", json_object_get(args, "command"));
   static const char *const same[] = {"cwd", "env", "user", "timeout_s", "stdin"};
-  for (size_t i = 0; i < ARRAY_SIZE(same); i++)
-    if (json_object_get(args, same[i]))
-      json_object_set(body, same[i], json_object_get(args, same[i]));
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-
-  char path[256];
-  mcp_sandbox_path(path, sizeof path, id, "/exec");
+  mcp_copy_args(body, args, same, ARRAY_SIZE(same));
   struct exec_run x = {.cx = cx};
-  struct mcp_call call = {.method = "POST",
-                          .path = path,
-                          .body = text,
-                          .body_len = strlen(text),
-                          .line = exec_line,
-                          .arg = &x};
   struct mcp_answer a;
-  bool ok = mcp_tool_call(cx, &call, &a);
-  free(text);
+  bool ok = mcp_tool_post(cx, "/exec", body, exec_line, &x, 0, &a);
 
   json_t *r;
   if (!ok || a.status >= 300) {
@@ -211,24 +197,10 @@ json_t *mcp_tool_run_code(struct mcp_ctx *cx, json_t *args) {
   cx->sandbox = id;
   json_t *body = json_object();
   static const char *const same[] = {"code", "language", "context_id", "timeout_s", "env"};
-  for (size_t i = 0; i < ARRAY_SIZE(same); i++)
-    if (json_object_get(args, same[i]))
-      json_object_set(body, same[i], json_object_get(args, same[i]));
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-
-  char path[256];
-  mcp_sandbox_path(path, sizeof path, id, "/code");
+  mcp_copy_args(body, args, same, ARRAY_SIZE(same));
   struct cell_run x = {.cx = cx, .id = id, .blocks = json_array()};
-  struct mcp_call call = {.method = "POST",
-                          .path = path,
-                          .body = text,
-                          .body_len = strlen(text),
-                          .line = cell_line,
-                          .arg = &x};
   struct mcp_answer a;
-  bool ok = mcp_tool_call(cx, &call, &a);
-  free(text);
+  bool ok = mcp_tool_post(cx, "/code", body, cell_line, &x, 0, &a);
 
   json_t *r;
   if (!ok || a.status >= 300) {
@@ -278,18 +250,9 @@ json_t *mcp_tool_exec_start(struct mcp_ctx *cx, json_t *args) {
   json_t *body = json_pack("{s:O, s:b, s:b}", "shell", json_object_get(args, "command"),
                            "background", 1, "keep_stdin", 1);
   static const char *const same[] = {"cwd", "env", "user"};
-  for (size_t i = 0; i < ARRAY_SIZE(same); i++)
-    if (json_object_get(args, same[i]))
-      json_object_set(body, same[i], json_object_get(args, same[i]));
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-  char path[256];
-  mcp_sandbox_path(path, sizeof path, id, "/exec");
-  struct mcp_call call = {
-      .method = "POST", .path = path, .body = text, .body_len = strlen(text), .timeout_ms = 60000};
+  mcp_copy_args(body, args, same, ARRAY_SIZE(same));
   struct mcp_answer a;
-  bool ok = mcp_tool_call(cx, &call, &a);
-  free(text);
+  bool ok = mcp_tool_post(cx, "/exec", body, NULL, NULL, 60000, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_json(json_incref(a.json));
   mcp_answer_free(&a);
   return r;
@@ -364,19 +327,13 @@ json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
 json_t *mcp_tool_exec_write(struct mcp_ctx *cx, json_t *args) {
   const char *id = mcp_arg_str(args, "sandbox_id");
   cx->sandbox = id;
-  char rest[64], path[256];
+  char rest[64];
   snprintf(rest, sizeof rest, "/processes/%lld/stdin",
            json_integer_value(json_object_get(args, "pid")));
-  mcp_sandbox_path(path, sizeof path, id, rest);
   json_t *body = json_pack("{s:O, s:b}", "data", json_object_get(args, "data"), "eof",
                            json_is_true(json_object_get(args, "eof")));
-  char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
-  struct mcp_call call = {
-      .method = "POST", .path = path, .body = text, .body_len = strlen(text), .timeout_ms = 30000};
   struct mcp_answer a;
-  bool ok = mcp_tool_call(cx, &call, &a);
-  free(text);
+  bool ok = mcp_tool_post(cx, rest, body, NULL, NULL, 30000, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_text("written");
   mcp_answer_free(&a);
   return r;
