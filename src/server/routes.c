@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
+#include "api/console.h"
 #include "api/contexts.h"
 #include "api/exec.h"
 #include "api/files.h"
@@ -97,6 +98,9 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
     {HTTP_GET, "/metrics", PUBLIC, NULL, api_metrics},
+    /* The web console's files (api/console.c): a page, no key; it asks for one. */
+    {HTTP_GET, "/ui", PUBLIC, NULL, api_console_file},
+    {HTTP_GET, "/ui/{path}", PUBLIC, NULL, api_console_file},
     /* MCP (mcp/transport.c): its handlers check the key and the Origin. */
     {HTTP_POST, "/mcp", PUBLIC, NULL, mcp_transport_post},
     {HTTP_GET, "/mcp", PUBLIC, NULL, mcp_transport_get},

@@ -369,6 +369,7 @@ void server_free(struct server *srv) {
 
   netpolicy_floor_free(&srv->cfg.floor);
   free(srv->cfg.kernels_dir);
+  free(srv->cfg.ui_dir);
   free(srv->cfg.gvisor_platform);
   free(srv->cfg.host);
   free(srv->cfg.domain);
