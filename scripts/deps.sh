@@ -40,6 +40,7 @@ test="$test clang libclang-rt-dev"
 # (test_code, test_sdk, tests/e2b), JavaScript; npm for E2B's SDKs
 # (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
+test="$test chromium" # the console's browser test (tests/console), driven headless
 # the gvisor tier (docs/isolation.md): gVisor's runsc, which the posture
 # suite runs in as well as the ns tier
 test="$test runsc"
