@@ -44,6 +44,7 @@ function login(message) {
 function route() {
   leave();
   leave = () => {};
+  document.getElementById('errors').replaceChildren(); // a view's errors go with it
   const hash = location.hash || '#/';
   const m = hash.match(/^#\/sandbox\/([^/]+)$/);
   if (m) leave = sandboxView(root, decodeURIComponent(m[1]), live);

@@ -1,10 +1,13 @@
 // CPU and memory drawn on canvases, without a library: a sparkline for a
 // row of the list, a larger graph with its scale for a sandbox's page.
 
+// A canvas's drawing size: its data-w and data-h where it has them (the
+// list's sparklines: reading a size from layout there would lay out the
+// whole table again for each of hundreds of rows), else its laid-out size.
 function prepare(canvas) {
   const ratio = window.devicePixelRatio || 1;
-  const w = canvas.clientWidth || Number(canvas.getAttribute('width'));
-  const h = canvas.clientHeight || Number(canvas.getAttribute('height'));
+  const w = Number(canvas.dataset.w) || canvas.clientWidth;
+  const h = Number(canvas.dataset.h) || canvas.clientHeight;
   if (canvas.width !== Math.round(w * ratio)) canvas.width = Math.round(w * ratio);
   if (canvas.height !== Math.round(h * ratio)) canvas.height = Math.round(h * ratio);
   const g = canvas.getContext('2d');
@@ -19,6 +22,7 @@ function line(g, values, max, w, h, colour, fill) {
   const y = (v) => h - 1 - Math.min(1, Math.max(0, v / max)) * (h - 2);
   g.beginPath();
   values.forEach((v, i) => (i ? g.lineTo(i * step, y(v)) : g.moveTo(0, y(v))));
+  if (values.length === 1) g.lineTo(w, y(values[0])); // one sample: a level line
   g.strokeStyle = colour;
   g.lineWidth = 1.25;
   g.stroke();

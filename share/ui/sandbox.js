@@ -5,7 +5,7 @@
 // GET /v2/sandboxes/{id}/logs shows). A sandbox that is not the tenant's
 // is "not found", as the API says.
 
-import { api, enc, ApiError } from './api.js';
+import { api, enc, ndjson, ApiError } from './api.js';
 import { el, act, bytes, showError } from './dom.js';
 import { graph } from './graphs.js';
 import { fileBrowser } from './files.js';
@@ -43,6 +43,8 @@ export function sandboxView(root, id, live) {
   const cpu = el('canvas.graph', { id: 'cpu-graph', width: 480, height: 120 });
   const mem = el('canvas.graph', { id: 'mem-graph', width: 480, height: 120 });
   const procs = el('tbody', { id: 'procs' });
+  const execs = el('ol.audit', { id: 'execs', hidden: true });
+  let events = true; // until the server says it has no event stream
   const audit = el('ol.audit', { id: 'audit' });
 
   root.replaceChildren(
@@ -55,7 +57,7 @@ export function sandboxView(root, id, live) {
     el('section.card', {}, el('h2', {}, 'Files'), filesBox),
     el('div.grid', {},
       el('section.card', {}, el('h2', {}, 'Exec history'),
-        el('div.scroll', {}, el('table.list', {}, el('thead', {}, el('tr', {}, ...['pid', 'command', 'started', 'verdict'].map((h) => el('th', {}, h)))), procs))),
+        el('div.scroll', {}, el('table.list', {}, el('thead', {}, el('tr', {}, ...['pid', 'command', 'started', 'verdict'].map((h) => el('th', {}, h)))), procs)), execs),
       el('section.card', {}, el('h2', {}, 'Audit lines'), audit)),
   );
 
@@ -96,7 +98,7 @@ export function sandboxView(root, id, live) {
       showError(e);
       return;
     }
-    await Promise.all([metrics(), history(), logs()]);
+    await Promise.all([metrics(), history(), execEvents(), logs()]);
   }
 
   async function metrics() {
@@ -120,6 +122,27 @@ export function sandboxView(root, id, live) {
       if (!r.processes.length) procs.append(el('tr', {}, el('td.muted', { colspan: 4 }, 'No background process yet.')));
     } catch (e) {
       if (!gone) showError(e);
+    }
+  }
+
+  // Every exec, background or not, with its verdict: the event stream's
+  // exec.* events of this sandbox, where the server has one.
+  async function execEvents() {
+    if (!events) return;
+    try {
+      const r = await api('GET', `/v1/events?sandbox=${enc(id)}&type=exec.*`, { raw: true });
+      const lines = [];
+      for await (const ev of ndjson(r)) if (ev.type && ev.type.startsWith('exec.')) lines.push(ev);
+      execs.hidden = false;
+      execs.replaceChildren(...lines.slice(-200).reverse().map((ev) => {
+        const d = ev.data || {};
+        const what = [d.cmd && [].concat(d.cmd).join(' '), d.verdict || d.status, d.exit_code !== undefined && `exit ${d.exit_code}`,
+          d.signal && `signal ${d.signal}`, d.duration_ms !== undefined && `${d.duration_ms} ms`].filter(Boolean).join(', ');
+        return el('li', {}, el('time', {}, ev.time || ''), ' ', el('span', { 'data-verdict': d.verdict || d.status || '' }, `${ev.type} ${what}`));
+      }));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) events = false;
+      else if (!gone) showError(e);
     }
   }
 
@@ -164,6 +187,7 @@ export function sandboxView(root, id, live) {
     term = null;
     termStatus.textContent = 'starting…';
     term = await openTerminal(termBox, id, (t) => (termStatus.textContent = t));
+    await history(); // the shell is a background process of its own
   }));
 
   load();

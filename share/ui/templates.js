@@ -21,7 +21,10 @@ export function templatesView(root) {
   const log = el('pre.log', { id: 'build-log' });
   const list = async () => {
     const r = await api('GET', '/v1/templates');
-    tbody.replaceChildren(...r.templates.map((t) => {
+    // The store lists what was imported, pulled or built; "host", made from
+    // the host's own /usr, is always there beside them.
+    const host = el('tr', {}, el('td', {}, 'host'), el('td', {}, 'built in'), el('td', {}, 'public'), el('td'), el('td'), el('td'));
+    tbody.replaceChildren(host, ...r.templates.map((t) => {
       const del = el('button.link.danger', { type: 'button' }, 'delete');
       del.addEventListener('click', () => act(del, async () => {
         await api('DELETE', `/v1/templates/${enc(t.name)}`);

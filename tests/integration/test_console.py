@@ -164,6 +164,17 @@ def test_foreign_sandbox_not_found(report):
     assert "Sandbox not found" in step(report, "foreign")["text"]
 
 
+def test_templates_and_their_errors(report):
+    t = step(report, "templates")
+    assert "host" in t["names"], t
+    assert any("POST /v1/templates" in x for x in t["shown"]), t
+
+
+def test_keys_page_shows_the_refusal(report):
+    k = step(report, "keys_refused")
+    assert any("POST /v1/keys" in x and "admin" in x for x in k["shown"]), k
+
+
 def test_500_listed(report):
     assert step(report, "many")["rows"] == 500
 
@@ -173,11 +184,11 @@ def test_no_csp_violation_nor_page_error(report):
 
 
 def test_screenshots(report):
-    for name in ("list", "sandbox", "sandbox-phone", "foreign", "list-many"):
+    for name in ("list", "sandbox", "sandbox-phone", "foreign", "keys", "list-many"):
         p = SHOTS / f"{name}.png"
         assert p.stat().st_size > 1000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p
     assert sorted(report["shots"]) == sorted(str(SHOTS / f"{n}.png") for n in (
-        "list", "sandbox", "sandbox-phone", "foreign", "list-many"))
+        "list", "sandbox", "sandbox-phone", "foreign", "keys", "list-many"))
 
 
 # --- by hand ---------------------------------------------------------------
