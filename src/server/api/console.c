@@ -34,19 +34,20 @@ struct console {
  * injected string can never become code), it fetches only from this
  * server, no other site may frame it (clickjacking), and no URL it loads
  * tells another site where it came from. */
-#define UI_HEADERS                                                                              \
-  "Content-Security-Policy: default-src 'self'; script-src 'self'; style-src 'self'; "         \
-  "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "  \
-  "form-action 'none'\r\n"                                                                      \
+#define UI_HEADERS                                                                            \
+  "Content-Security-Policy: default-src 'self'; script-src 'self'; style-src 'self'; "        \
+  "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; " \
+  "form-action 'none'\r\n"                                                                    \
   "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nX-Frame-Options: DENY\r\n"
 
 static const struct {
   const char *ext, *type;
 } types[] = {
-    {".html", "text/html; charset=utf-8"},  {".js", "text/javascript; charset=utf-8"},
-    {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
-    {".svg", "image/svg+xml"},              {".png", "image/png"},
-    {".ico", "image/x-icon"},               {".json", "application/json"},
+    {".html", "text/html; charset=utf-8"},
+    {".js", "text/javascript; charset=utf-8"},
+    {".mjs", "text/javascript; charset=utf-8"},
+    {".css", "text/css; charset=utf-8"},
+    {".svg", "image/svg+xml"},
 };
 
 static const char *type_of(const char *path) {
@@ -149,8 +150,8 @@ static bool plain_path(const char *path) {
 
 static int open_beneath(int dir, const char *path) {
   struct open_how how = {.flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                    RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                    RESOLVE_NO_XDEV};
   return (int)syscall(SYS_openat2, dir, path, &how, sizeof how);
 }
 
