@@ -1,7 +1,9 @@
 // The admin's page (#/keys): API keys made for tenants (POST /v1/keys; the
 // key is shown once, here, and kept nowhere), keys removed by id
 // (DELETE /v1/keys/{id}), and the keys listed where the server lists them
-// (GET /v1/keys). A tenant's key gets the server's own refusal, shown.
+// (GET /v1/keys), and a tenant's usage (GET /v1/usage?tenant=: the
+// caller's own without one). A tenant's key gets the server's own
+// refusal, shown.
 
 import { api, enc, ApiError } from './api.js';
 import { el, act } from './dom.js';
@@ -15,6 +17,17 @@ export function keysView(root) {
   const tbody = el('tbody', { id: 'keys' });
   const delId = el('input', { type: 'text', placeholder: 'key id', 'aria-label': 'key id to delete' });
   const del = el('button.danger', { type: 'button' }, 'Delete key');
+  const who = el('input', { type: 'text', placeholder: 'tenant (yours if empty)', 'aria-label': 'tenant for usage', id: 'usage-tenant' });
+  const look = el('button', { type: 'button', id: 'usage-show' }, 'Show usage');
+  const usage = el('dl.info', { id: 'usage' });
+
+  async function showUsage(tenant) {
+    const u = await api('GET', `/v1/usage${tenant ? `?tenant=${enc(tenant)}` : ''}`);
+    usage.replaceChildren(...[['tenant', u.tenant], ['running', u.running], ['paused', u.paused],
+      ['CPU seconds', u.cpu_seconds?.toFixed(1)], ['memory GB·s', u.memory_gb_seconds?.toFixed(1)],
+      ['sandbox seconds', u.sandbox_seconds?.toFixed(0)]].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v ?? '—')]));
+  }
+  look.addEventListener('click', () => act(look, () => showUsage(who.value.trim())));
 
   async function list() {
     try {
@@ -25,7 +38,13 @@ export function keysView(root) {
           await api('DELETE', `/v1/keys/${enc(k.id)}`);
           await list();
         }));
-        return el('tr', {}, el('td', {}, k.id), el('td', {}, k.tenant), el('td', {}, k.created_at || ''), el('td', {}, b));
+        const t = el('a', { href: '#' }, k.tenant);
+        t.addEventListener('click', (e) => {
+          e.preventDefault();
+          who.value = k.tenant;
+          act(null, () => showUsage(k.tenant));
+        });
+        return el('tr', {}, el('td', {}, k.id), el('td', {}, t), el('td', {}, k.created_at || ''), el('td', {}, b));
       }));
     } catch (e) {
       if (!(e instanceof ApiError) || (e.status !== 404 && e.status !== 405)) throw e;
@@ -53,7 +72,9 @@ export function keysView(root) {
     el('section.card', {}, el('h2', {}, 'Keys'), el('div.scroll', {}, el('table.list', {},
       el('thead', {}, el('tr', {}, ...['id', 'tenant', 'created', ''].map((h) => el('th', {}, h)))), tbody)),
     el('div.form.row', {}, delId, del)),
+    el('section.card', {}, el('h2', {}, 'Tenant usage'), el('div.form.row', {}, who, look), usage),
   );
   act(null, list);
+  act(null, () => showUsage(''));
   return () => {};
 }

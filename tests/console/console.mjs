@@ -198,12 +198,14 @@ try {
 
   await step('keys_refused', async () => {
     await page.goto(`${url}/ui/#/keys`);
+    await page.locator('#usage dd').first().waitFor(); // its own usage, which a tenant may read
+    const usage = await page.locator('#usage').innerText();
     await page.evaluate(() => document.getElementById('errors').replaceChildren());
     await page.fill('#key-tenant', 'someone');
     await page.click('#key-create');
     await page.locator('#errors .error').first().waitFor();
     await shot('keys');
-    return { shown: await errorsShown() };
+    return { shown: await errorsShown(), usage };
   });
 
   await step('many', async () => {

@@ -173,6 +173,7 @@ def test_templates_and_their_errors(report):
 def test_keys_page_shows_the_refusal(report):
     k = step(report, "keys_refused")
     assert any("POST /v1/keys" in x and "admin" in x for x in k["shown"]), k
+    assert "console-" in k["usage"], k  # the tenant's own usage, by its name
 
 
 def test_500_listed(report):
