@@ -1,6 +1,7 @@
 """deploy/prometheus: hutch's alert rules against the series hutch serve's
 own /metrics writes. One server runs a sandbox with a foreground exec, a
-background one and an escape attempt, and is scraped with the metrics
+background one, a code cell and an escape attempt (and another its
+template's start command), and is scraped with the metrics
 token, as deploy/prometheus/prometheus.yml scrapes it; then:
 - every series a rule reads is in that scrape, with the labels the rule
   and its annotations use;
@@ -80,8 +81,8 @@ def series_text(name, labels):
 @pytest.fixture(scope="module")
 def scrape(tmp_path_factory):
     """The scrape, with its sandboxes' ids and tenant: taken while one
-    sandbox runs a foreground exec and a background one, after an escape
-    attempt, and another its template's start command."""
+    sandbox runs a foreground exec, a background one and a code cell, after
+    an escape attempt, and another its template's start command."""
     d = tmp_path_factory.mktemp("alerts")
     token_file = d / "metrics.token"
     token_file.write_text(TOKEN + "\n")
@@ -98,6 +99,9 @@ def scrape(tmp_path_factory):
         conn, resp = t.exec_stream(sid, {"cmd": ["sleep", "60"]})
         assert resp.status == 200
         assert '"start"' in resp.readline().decode()  # it runs
+        cell, resp = t.request_stream("POST", f"/v1/sandboxes/{sid}/code",
+                                      {"code": "import time\ntime.sleep(60)"})
+        assert resp.status == 200
         config = {"Env": ["PATH=/bin"], "Labels": {"hutch.start_cmd": "sleep 600"}}
         r = t.request("POST", "/v1/templates/import?name=alertsweb",
                       body=oci_archive([busybox_layer()], config),
@@ -111,7 +115,8 @@ def scrape(tmp_path_factory):
             ages = got.get("hutch_exec_oldest_running_seconds", [])
             seen = {l["sandbox"] for l, _ in got.get("hutch_sandbox_memory_bytes", [])}
             return ({sid, web} <= seen
-                    and {l["kind"] for l, _ in ages if l["sandbox"] == sid} == {"exec", "process"}
+                    and {l["kind"] for l, _ in ages if l["sandbox"] == sid}
+                    == {"exec", "process", "code"}
                     and {l["kind"] for l, _ in ages if l["sandbox"] == web} == {"start"}
                     and got.get("hutch_escape_attempts_seen_total", [({}, 0)])[0][1] >= 1)
         wait_for(sampled, 15)  # the usage sampler passes every 2 s
@@ -119,10 +124,13 @@ def scrape(tmp_path_factory):
         assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
         text = r.raw.decode()
         conn.close()
-        yield {"text": text, "series": parse_scrape(text), "sid": sid, "web": web,
-               "tenant": tenant_name, "token": token_file, "dir": d}
+        cell.close()
     finally:
+        # the server and its sandboxes go before the tests: they read the
+        # scrape alone, and no_leftovers sees nothing of this module's
         assert s.stop() == 0, s.log_text()
+    return {"text": text, "series": parse_scrape(text), "sid": sid, "web": web,
+            "tenant": tenant_name, "token": token_file, "dir": d}
 
 
 def test_each_sandbox_has_its_series(scrape):
@@ -140,9 +148,10 @@ def test_each_sandbox_has_its_series(scrape):
     assert value("hutch_sandbox_cpus") == 0.5
     assert value("hutch_sandbox_cpu_seconds_total") > 0  # python3 ran
     assert value("hutch_exec_oldest_running_seconds", kind="exec") >= 0
-    # the background sleep started first
+    # the background sleep started first, the cell last
     assert (value("hutch_exec_oldest_running_seconds", kind="process")
-            >= value("hutch_exec_oldest_running_seconds", kind="exec"))
+            >= value("hutch_exec_oldest_running_seconds", kind="exec")
+            >= value("hutch_exec_oldest_running_seconds", kind="code") >= 0)
     # the other sandbox's start command, apart, under its template's name
     web = {"sandbox": scrape["web"], "tenant": scrape["tenant"], "template": "alertsweb"}
     assert [l["kind"] for l, _ in got["hutch_exec_oldest_running_seconds"]

@@ -5,6 +5,7 @@
 #include "core/serve/metrics_sandboxes.h"
 
 #include "util.h"
+#include "core/run/contexts.h"
 #include "core/run/exec.h"
 #include "core/run/procs.h"
 #include "core/sandbox/sbx.h"
@@ -92,13 +93,15 @@ static void usage_family(FILE *f, const struct server *srv, enum usage_value whi
 /* The age of the longest running exec of each kind, in each sandbox that
  * runs one: "exec" a foreground exec (its caller follows it), "process" a
  * background one (the native API's background execs, envd's commands),
- * "start" its template's start command (a service, meant to run on). */
+ * "code" a code context's cell, "start" its template's start command (a
+ * service, meant to run on). */
 static void exec_ages(FILE *f, const struct server *srv) {
+  static const char *const kinds[] = {"exec", "process", "code", "start"};
   int64_t now = wall_ms();
   for (const struct sbx *sb = srv->sandboxes; sb; sb = sb->next) {
-    int64_t since[3] = {exec_oldest_ms(sb), procs_oldest_ms(sb, false), procs_oldest_ms(sb, true)};
-    static const char *const kinds[3] = {"exec", "process", "start"};
-    for (int i = 0; i < 3; i++) {
+    int64_t since[] = {exec_oldest_ms(sb), procs_oldest_ms(sb, false), contexts_oldest_ms(sb),
+                       procs_oldest_ms(sb, true)};
+    for (size_t i = 0; i < sizeof since / sizeof since[0]; i++) {
       if (!since[i])
         continue;
       series(f, "hutch_exec_oldest_running_seconds", sb, kinds[i]);
@@ -111,7 +114,7 @@ void metrics_sandboxes_write(FILE *f, const struct server *srv) {
   for (enum usage_value which = 0; which < USAGE_VALUES; which++)
     usage_family(f, srv, which);
   help(f, "hutch_exec_oldest_running_seconds", "gauge",
-       "How long the longest running exec of a kind (exec, process, start) in a sandbox has "
-       "run.");
+       "How long the longest running exec of a kind (exec, process, code, start) in a sandbox "
+       "has run.");
   exec_ages(f, srv);
 }

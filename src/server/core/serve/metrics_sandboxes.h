@@ -8,8 +8,8 @@ struct server;
 
 /* Each listed sandbox's memory, CPU and running execs, in Prometheus'
  * text format, labelled by sandbox, tenant and template: some 5 series a
- * sandbox, and one more for each kind of exec it runs (at most 8 each,
- * 8,000 at --max-sandboxes 1000). The operator's alone. */
+ * sandbox, and one more for each kind of exec it runs (at most 9 each,
+ * 9,000 at --max-sandboxes 1000). The operator's alone. */
 void metrics_sandboxes_write(FILE *f, const struct server *srv);
 
 #endif
