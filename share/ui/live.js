@@ -2,8 +2,9 @@
 // from GET /v1/sandboxes, kept current by the event stream
 // (GET /v1/events?follow=1, NDJSON, read with fetch so the key goes in a
 // header), or by polling the list every few seconds where the server has
-// no event stream. CPU and memory are polled in bulk (E2B's
-// GET /sandboxes/metrics, 100 ids a request) and kept as short series.
+// no event stream. CPU and memory are polled in bulk, every running
+// sandbox's newest sample in one request (GET /v1/sandboxes/metrics), and
+// kept as short series.
 
 import { api, ndjson, ApiError } from './api.js';
 import { showError } from './dom.js';
@@ -11,7 +12,6 @@ import { showError } from './dom.js';
 const POLL_MS = 3000;
 const METRICS_MS = 4000;
 const SERIES = 60; // points kept per sandbox
-const IDS_PER_REQUEST = 100; // E2B's bound on sandbox_ids
 const GONE = new Set(['sandbox.killed', 'sandbox.timed_out', 'sandbox.lost']);
 
 export class Live {
@@ -136,29 +136,23 @@ export class Live {
   }
 
   async metricsOnce() {
-    const ids = [...this.sandboxes.values()].filter((s) => s.state === 'running').map((s) => s.id);
-    const requests = [];
-    for (let i = 0; i < ids.length; i += IDS_PER_REQUEST) {
-      const part = ids.slice(i, i + IDS_PER_REQUEST).join(',');
-      requests.push(api('GET', `/sandboxes/metrics?sandbox_ids=${part}`, { signal: this.abort.signal }));
+    let r;
+    try {
+      r = await api('GET', '/v1/sandboxes/metrics', { signal: this.abort.signal });
+    } catch (e) {
+      if (e.name !== 'AbortError') showError(e);
+      return;
     }
-    const answers = await Promise.allSettled(requests);
-    let failed = null;
-    for (const a of answers) {
-      if (a.status === 'rejected') {
-        failed = a.reason;
-        continue;
-      }
-      for (const [id, m] of Object.entries(a.value.sandboxes || {})) {
-        const s = this.series.get(id) || { cpu: [], mem: [] };
-        s.cpu.push(m.cpuUsedPct || 0);
-        s.mem.push(m.memTotal ? m.memUsed / m.memTotal : 0);
-        if (s.cpu.length > SERIES) s.cpu.shift(), s.mem.shift();
-        this.series.set(id, s);
-      }
+    for (const [id, m] of Object.entries(r.sandboxes)) {
+      const s = this.series.get(id) || { cpu: [], mem: [], at: null };
+      if (s.at === m.time) continue; // the same sample as last time
+      s.at = m.time;
+      s.cpu.push(m.cpu_pct || 0);
+      s.mem.push(m.memory_limit_bytes ? m.memory_used_bytes / m.memory_limit_bytes : 0);
+      if (s.cpu.length > SERIES) s.cpu.shift(), s.mem.shift();
+      this.series.set(id, s);
     }
-    if (failed && failed.name !== 'AbortError') showError(failed);
-    if (answers.length) this.changed();
+    this.changed();
   }
 }
 

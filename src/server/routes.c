@@ -109,6 +109,8 @@ static const struct route native[] = {
     {HTTP_DELETE, "/v1/keys/{id}", ADMIN, "key.delete", api_keys_delete},
     {HTTP_POST, "/v1/sandboxes", TENANT, "sandbox.create", api_sandboxes_create},
     {HTTP_GET, "/v1/sandboxes", TENANT, NULL, api_sandboxes_list},
+    /* before /v1/sandboxes/{id}, which would take "metrics" for an id */
+    {HTTP_GET, "/v1/sandboxes/metrics", TENANT, NULL, api_sandboxes_metrics_all},
     {HTTP_GET, "/v1/sandboxes/{id}", TENANT, NULL, api_sandboxes_get},
     {HTTP_DELETE, "/v1/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import BUILD, ROOT, require
-from serveapi import Server, WebSocket, output
+from serveapi import Server, WebSocket, output, wait_for
 
 CONSOLE_DIR = ROOT / "tests" / "console"
 SHOTS = BUILD / "console-shots"
@@ -318,3 +318,24 @@ def test_ws_refusals(server, shell):
     c.request("GET", "/v1/sandboxes", headers={"Sec-WebSocket-Protocol": f"hutch.key.{key}"})
     assert c.getresponse().status == 401
     c.close()
+
+
+def test_bulk_metrics_only_the_tenants_own(server, shell):
+    """GET /v1/sandboxes/metrics, the list's sparklines: every running
+    sandbox of the caller with its newest sample, and no other tenant's."""
+    key, sid, _ = shell
+    _, other = new_tenant(server, "metrics-other-")
+    theirs = server.api(other).create()["id"]
+    try:
+        mine = server.api(key)
+        wait_for(lambda: sid in mine.get("/v1/sandboxes/metrics").json["sandboxes"])
+        got = mine.get("/v1/sandboxes/metrics").json["sandboxes"]
+        assert set(got) == {sid}, got
+        assert got[sid]["memory_limit_bytes"] > 0 and "cpu_pct" in got[sid], got
+        wait_for(lambda: theirs in server.api(other).get(
+            "/v1/sandboxes/metrics").json["sandboxes"])
+        assert sid not in server.api(other).get("/v1/sandboxes/metrics").json["sandboxes"]
+        # The admin is a tenant of its own here, as in GET /v1/sandboxes.
+        assert not {sid, theirs} & set(server.api().get("/v1/sandboxes/metrics").json["sandboxes"])
+    finally:
+        server.api(other).delete(f"/v1/sandboxes/{theirs}")
