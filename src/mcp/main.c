@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "native.h"
+#include "client.h"
 #include "serve_stdio.h"
 #include "util.h"
 
@@ -35,7 +35,7 @@ static bool local_key(char *key, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  struct mcp_native n = {0};
+  struct hc_client n = {0};
   const char *url = getenv("HUTCH_URL");
   const char *key = getenv("HUTCH_API_KEY");
   static const struct option opts[] = {
@@ -85,6 +85,6 @@ int main(int argc, char **argv) {
                     "local server is read only when this user may read it)\n");
     return EXIT_CONFIG;
   }
-  mcp_native_init();
+  hc_init();
   return mcp_stdio_serve(&n);
 }

@@ -1,5 +1,5 @@
-/* The native API over HTTP (native.h): one curl easy handle per call. */
-#include "native.h"
+/* The native API over HTTP (client.h): one curl easy handle per call. */
+#include "client.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -11,14 +11,14 @@
 
 #include "util.h"
 
-struct mcp_handles {
+struct hc_handles {
   pthread_mutex_t lock;
   CURL **idle;
   unsigned n, max;
 };
 
-struct mcp_handles *mcp_handles_new(unsigned max) {
-  struct mcp_handles *hs = xmalloc(sizeof *hs);
+struct hc_handles *hc_handles_new(unsigned max) {
+  struct hc_handles *hs = xmalloc(sizeof *hs);
   pthread_mutex_init(&hs->lock, NULL);
   hs->idle = xmalloc(max * sizeof *hs->idle);
   hs->n = 0;
@@ -26,7 +26,7 @@ struct mcp_handles *mcp_handles_new(unsigned max) {
   return hs;
 }
 
-void mcp_handles_free(struct mcp_handles *hs) {
+void hc_handles_free(struct hc_handles *hs) {
   if (!hs)
     return;
   for (unsigned i = 0; i < hs->n; i++)
@@ -37,7 +37,7 @@ void mcp_handles_free(struct mcp_handles *hs) {
 }
 
 /* A handle for one call: a kept one (reset, its connection kept), or new. */
-static CURL *handle_take(struct mcp_handles *hs) {
+static CURL *handle_take(struct hc_handles *hs) {
   CURL *h = NULL;
   if (hs) {
     pthread_mutex_lock(&hs->lock);
@@ -54,7 +54,7 @@ static CURL *handle_take(struct mcp_handles *hs) {
 
 /* Kept for the next call, unless the call was cut (its connection is then
  * in no state to be reused) or enough are kept. */
-static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
+static void handle_give(struct hc_handles *hs, CURL *h, bool reusable) {
   if (hs && reusable) {
     pthread_mutex_lock(&hs->lock);
     if (hs->n < hs->max) {
@@ -68,8 +68,8 @@ static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
 }
 
 struct xfer {
-  const struct mcp_call *call;
-  struct mcp_answer *a;
+  const struct hc_req *call;
+  struct hc_answer *a;
   char *buf; /* the body, or the partial NDJSON line */
   size_t len, cap;
   bool stopped;      /* line() asked to stop, or idle_ms passed */
@@ -106,9 +106,9 @@ static void lines_out(struct xfer *x) {
     json_t *obj = json_loadb(x->buf + start, i - start, 0, NULL);
     if (obj) {
       int rc = x->call->line(x->call->arg, obj);
-      if (rc == MCP_LINE_STOP)
+      if (rc == HC_LINE_STOP)
         x->stopped = true;
-      else if (rc == MCP_LINE_NEW)
+      else if (rc == HC_LINE_NEW)
         x->last_line = mono_ms();
       json_decref(obj);
     }
@@ -125,16 +125,16 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *arg) {
   /* Errors come as one JSON body even on NDJSON routes: lines only for
    * a success (the status is known once the body starts). */
   bool as_lines = x->call->line && x->a->status < 300;
-  if (!as_lines && x->len + n > MCP_NATIVE_BODY_MAX) {
+  if (!as_lines && x->len + n > HC_BODY_MAX) {
     x->a->cut = true;
-    n = MCP_NATIVE_BODY_MAX > x->len ? MCP_NATIVE_BODY_MAX - x->len : 0;
+    n = HC_BODY_MAX > x->len ? HC_BODY_MAX - x->len : 0;
     buf_add(x, p, n);
     return 0; /* stop: the rest is dropped */
   }
   buf_add(x, p, n);
   if (as_lines) {
     lines_out(x);
-    if (x->len > MCP_NATIVE_BODY_MAX) /* a line that never ends */
+    if (x->len > HC_BODY_MAX) /* a line that never ends */
       return 0;
   }
   return x->stopped ? 0 : size * nmemb;
@@ -162,7 +162,7 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 }
 
 /* The native error's code and message, when the body is one. */
-static void error_of(struct mcp_answer *a) {
+static void error_of(struct hc_answer *a) {
   json_t *e = a->json ? json_object_get(a->json, "error") : NULL;
   const char *code = json_string_value(json_object_get(e, "code"));
   const char *msg = json_string_value(json_object_get(e, "message"));
@@ -173,8 +173,8 @@ static void error_of(struct mcp_answer *a) {
     snprintf(a->message, sizeof a->message, "the native API answered %ld", a->status);
 }
 
-bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
-                     struct mcp_answer *a) {
+bool hc_call(const struct hc_client *n, const struct hc_req *call,
+                     struct hc_answer *a) {
   memset(a, 0, sizeof *a);
   CURL *h = handle_take(n->handles);
   if (!h) {
@@ -248,20 +248,20 @@ bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
   return true;
 }
 
-void mcp_answer_free(struct mcp_answer *a) {
+void hc_answer_free(struct hc_answer *a) {
   free(a->body);
   json_decref(a->json);
   a->body = NULL;
   a->json = NULL;
 }
 
-char *mcp_native_escape(const char *s) {
+char *hc_escape(const char *s) {
   char *e = curl_easy_escape(NULL, s, 0);
   char *out = xstrdup(e ? e : "");
   curl_free(e);
   return out;
 }
 
-void mcp_native_init(void) {
+void hc_init(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 }
