@@ -262,6 +262,51 @@ char *hc_escape(const char *s) {
   return out;
 }
 
+/* The admin key of a local server, when this user may read it. */
+static bool local_key(char *key, size_t n) {
+  const char *dir = getenv("HUTCH_STATE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/admin.key", dir && *dir ? dir : "/var/lib/hutch");
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool ok = fgets(key, (int)n, f) != NULL;
+  fclose(f);
+  key[strcspn(key, "\r\n")] = '\0';
+  return ok && key[0];
+}
+
+int hc_client_setup(struct hc_client *c, const char *url, const char *key, char *why, size_t n) {
+  if (!url || !*url)
+    url = getenv("HUTCH_URL");
+  if (!url || !*url)
+    url = "http://127.0.0.1:7420";
+  if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+    snprintf(why, n, "--url wants http://HOST:PORT or https://..., not '%s'", url);
+    return HC_SETUP_BAD_URL;
+  }
+  if (strlen(url) >= sizeof c->url) {
+    snprintf(why, n, "--url is longer than %zu bytes", sizeof c->url - 1);
+    return HC_SETUP_BAD_URL;
+  }
+  str_copy(c->url, sizeof c->url, url);
+  size_t len = strlen(c->url);
+  while (len && c->url[len - 1] == '/')
+    c->url[--len] = '\0';
+
+  if (!key || !*key)
+    key = getenv("HUTCH_API_KEY");
+  if (key && *key) {
+    str_copy(c->key, sizeof c->key, key);
+    return HC_SETUP_OK;
+  }
+  if (local_key(c->key, sizeof c->key))
+    return HC_SETUP_OK;
+  snprintf(why, n, "no API key: set HUTCH_API_KEY or --key (the admin key of a local server "
+                   "is read only when this user may read it)");
+  return HC_SETUP_NO_KEY;
+}
+
 void hc_init(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 }

@@ -69,6 +69,15 @@ struct hc_answer {
   char message[512]; /* ... and its message; or the transport's failure */
 };
 
+enum { HC_SETUP_OK, HC_SETUP_BAD_URL, HC_SETUP_NO_KEY };
+
+/* Fill c's url and key: url, else $HUTCH_URL, else http://127.0.0.1:7420
+ * (its trailing slashes dropped); key, else $HUTCH_API_KEY, else the admin
+ * key of a local server ($HUTCH_STATE_DIR/admin.key, else
+ * /var/lib/hutch/admin.key) when this user may read it. HC_SETUP_OK, or
+ * which is wrong with why[n] saying so. */
+int hc_client_setup(struct hc_client *c, const char *url, const char *key, char *why, size_t n);
+
 /* Make the request; false only when no answer came (transport failure,
  * cancelled: a->message says which). A 4xx or 5xx is an answer. */
 bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_answer *a);
