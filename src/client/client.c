@@ -173,8 +173,7 @@ static void error_of(struct hc_answer *a) {
     snprintf(a->message, sizeof a->message, "the native API answered %ld", a->status);
 }
 
-bool hc_call(const struct hc_client *n, const struct hc_req *call,
-                     struct hc_answer *a) {
+bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_answer *a) {
   memset(a, 0, sizeof *a);
   CURL *h = handle_take(n->handles);
   if (!h) {
@@ -231,6 +230,10 @@ bool hc_call(const struct hc_client *n, const struct hc_req *call,
     else
       snprintf(a->message, sizeof a->message, "the native API at %s: %s", n->url,
                curl_easy_strerror(rc));
+    if (rc == CURLE_COULDNT_CONNECT)
+      a->unreachable = "connection refused";
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST)
+      a->unreachable = "no such host";
     a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
     a->status = 0;
     return false;
@@ -302,8 +305,9 @@ int hc_client_setup(struct hc_client *c, const char *url, const char *key, char 
   }
   if (local_key(c->key, sizeof c->key))
     return HC_SETUP_OK;
-  snprintf(why, n, "no API key: set HUTCH_API_KEY or --key (the admin key of a local server "
-                   "is read only when this user may read it)");
+  snprintf(why, n,
+           "no API key: set HUTCH_API_KEY or --key (the admin key of a local server "
+           "is read only when this user may read it)");
   return HC_SETUP_NO_KEY;
 }
 

@@ -67,6 +67,9 @@ struct hc_answer {
   json_t *json;      /* body parsed, when it was JSON */
   char code[64];     /* the native error's code ("not_found"), when status >= 400 */
   char message[512]; /* ... and its message; or the transport's failure */
+  /* No server answered at the URL: why ("connection refused", "no such
+   * host"); NULL otherwise. */
+  const char *unreachable;
 };
 
 enum { HC_SETUP_OK, HC_SETUP_BAD_URL, HC_SETUP_NO_KEY };
