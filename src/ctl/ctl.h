@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h> /* optind */
 
 #include "client.h"
 
@@ -117,6 +118,8 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
 
 /* The verbs: a file each, or one for a family (life.c: kill, pause,
  * resume, ...). */
-extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps;
+extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_verb_create,
+    ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
+    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port;
 
 #endif
