@@ -73,6 +73,10 @@ int ctl_opt_next(struct ctl *ctl, int argc, char **argv, const char **arg);
  *   while ((c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) ...;
  *   if (!ctl_opts_end(ctl, c, argc, argv, 1, 1, &rc)) return rc; */
 bool ctl_opts_end(struct ctl *ctl, int c, int argc, char **argv, int min, int max, int *rc);
+/* A verb of subcommands (volume create, key ls): the subcommand, argv[1]
+ * unless that is an option (NULL then), with argc and argv moved on so
+ * that ctl_opt_next reads the options after it too. */
+const char *ctl_sub(int *argc, char ***argv);
 /* --url, --key and --help (for help and completion). */
 const struct ctl_opt *ctl_common_opts(void);
 
@@ -120,6 +124,6 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
  * resume, ...). */
 extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_verb_create,
     ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
-    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port;
+    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port, ctl_verb_volume, ctl_verb_key, ctl_verb_tenant;
 
 #endif

@@ -28,6 +28,11 @@ const struct ctl_verb *const ctl_verbs[] = {
     &ctl_verb_port,
     /* work in one */
     &ctl_verb_exec,
+    /* what they use */
+    &ctl_verb_volume,
+    /* the admin's */
+    &ctl_verb_key,
+    &ctl_verb_tenant,
     /* hutch itself */
     &run,
     &serve,
