@@ -28,6 +28,9 @@ const struct ctl_verb *const ctl_verbs[] = {
     &ctl_verb_port,
     /* work in one */
     &ctl_verb_exec,
+    /* what happens */
+    &ctl_verb_logs,
+    &ctl_verb_events,
     /* what they use */
     &ctl_verb_volume,
     /* the admin's */
