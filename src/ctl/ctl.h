@@ -125,6 +125,6 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
 extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_verb_create,
     ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
     ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port, ctl_verb_volume, ctl_verb_key, ctl_verb_tenant,
-    ctl_verb_events, ctl_verb_logs;
+    ctl_verb_events, ctl_verb_logs, ctl_verb_template;
 
 #endif

@@ -32,6 +32,7 @@ const struct ctl_verb *const ctl_verbs[] = {
     &ctl_verb_logs,
     &ctl_verb_events,
     /* what they use */
+    &ctl_verb_template,
     &ctl_verb_volume,
     /* the admin's */
     &ctl_verb_key,
