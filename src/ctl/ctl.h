@@ -92,6 +92,20 @@ int ctl_stream(struct ctl *ctl, const char *method, const char *path, json_t *bo
 /* A raw request (uploads, downloads) made as ctl_api makes it, for what
  * json bodies do not fit; a->body holds the answer. */
 int ctl_call(struct ctl *ctl, const struct hc_req *req, struct hc_answer *a);
+/* A table's columns: n headers, and a row of n cells made of an item. */
+struct ctl_table;
+struct ctl_columns {
+  size_t n;
+  const char *const *head;
+  void (*row)(json_t *item, struct ctl_table *t);
+};
+/* GET path and its array answer[field], printed as JSON when as_json,
+ * else as a table of cols. */
+int ctl_list(struct ctl *ctl, const char *path, const char *field, bool as_json,
+             const struct ctl_columns *cols);
+/* method on fmt (its one %s each operand, argv[optind..argc)), each
+ * operand printed once done; the exit code of the last that failed. */
+int ctl_each(struct ctl *ctl, const char *method, const char *fmt, int argc, char **argv);
 /* fmt with each %s replaced by its argument escaped for a URL (malloc'd):
  * ctl_path("/v1/sandboxes/%s/pause", id). Only %s is known. */
 char *ctl_path(const char *fmt, ...);

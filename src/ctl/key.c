@@ -55,32 +55,17 @@ static void quota_cell(json_t *k, const char *field, char out[32]) {
     str_copy(out, 32, "default");
 }
 
-static int key_ls(struct ctl *ctl, bool as_json) {
-  json_t *answer;
-  int rc = ctl_api(ctl, "GET", "/v1/keys", NULL, &answer);
-  if (rc)
-    return rc;
-  json_t *keys = json_object_get(answer, "keys"), *k;
-  if (as_json) {
-    ctl_print_json(keys);
-    json_decref(answer);
-    return 0;
-  }
-  static const char *const head[] = {"ID", "TENANT", "ADMIN", "AGE"};
-  struct ctl_table *t = ctl_table_new(ARRAY_SIZE(head), head);
-  size_t i;
-  json_array_foreach(keys, i, k) {
-    char age[32];
-    ctl_age(json_string_value(json_object_get(k, "created_at")), age);
-    const char *row[] = {json_string_value(json_object_get(k, "id")),
-                         json_string_value(json_object_get(k, "tenant")),
-                         json_is_true(json_object_get(k, "admin")) ? "yes" : "no", age};
-    ctl_table_row(t, row);
-  }
-  ctl_table_print(ctl, t);
-  json_decref(answer);
-  return 0;
+static void key_row(json_t *k, struct ctl_table *t) {
+  char age[32];
+  ctl_age(json_string_value(json_object_get(k, "created_at")), age);
+  const char *row[] = {json_string_value(json_object_get(k, "id")),
+                       json_string_value(json_object_get(k, "tenant")),
+                       json_is_true(json_object_get(k, "admin")) ? "yes" : "no", age};
+  ctl_table_row(t, row);
 }
+
+static const char *const key_head[] = {"ID", "TENANT", "ADMIN", "AGE"};
+static const struct ctl_columns key_cols = {ARRAY_SIZE(key_head), key_head, key_row};
 
 static int key_run(struct ctl *ctl, int argc, char **argv) {
   struct key_args ka = {.body = json_object()};
@@ -93,7 +78,7 @@ static int key_run(struct ctl *ctl, int argc, char **argv) {
   if (rc || !ctl_opts_end(ctl, c, argc, argv, 0, -1, &rc)) {
     /* the error is said */
   } else if (what && strcmp(what, "ls") == 0 && n == 0) {
-    rc = key_ls(ctl, ka.json);
+    rc = ctl_list(ctl, "/v1/keys", "keys", ka.json, &key_cols);
   } else if (what && strcmp(what, "create") == 0 && n == 0) {
     json_t *made;
     rc = ctl_api(ctl, "POST", "/v1/keys", ka.body, &made);
@@ -103,15 +88,7 @@ static int key_run(struct ctl *ctl, int argc, char **argv) {
       printf("%s\n", json_string_value(json_object_get(made, "key")));
     json_decref(made);
   } else if (what && strcmp(what, "rm") == 0 && n >= 1) {
-    for (int i = optind; i < argc; i++) {
-      char *path = ctl_path("/v1/keys/%s", argv[i]);
-      int one = ctl_api(ctl, "DELETE", path, NULL, NULL);
-      free(path);
-      if (one == 0)
-        printf("%s\n", argv[i]);
-      else
-        rc = one;
-    }
+    rc = ctl_each(ctl, "DELETE", "/v1/keys/%s", argc, argv);
   } else {
     rc = ctl_fail(ctl, CTL_EXIT_FAILED, "usage: hutch key %s", ctl->verb->args);
   }

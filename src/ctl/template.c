@@ -236,48 +236,20 @@ static int import(struct ctl *ctl, const struct tpl_args *ta, const char *file, 
   return job_end(ctl, j, rc);
 }
 
-static int ls(struct ctl *ctl, bool as_json) {
-  json_t *answer;
-  int rc = ctl_api(ctl, "GET", "/v1/templates", NULL, &answer);
-  if (rc)
-    return rc;
-  json_t *list = json_object_get(answer, "templates"), *t;
-  if (as_json) {
-    ctl_print_json(list);
-    json_decref(answer);
-    return 0;
-  }
-  static const char *const head[] = {"NAME", "ID", "SOURCE", "SIZE", "PUBLIC"};
-  struct ctl_table *tab = ctl_table_new(ARRAY_SIZE(head), head);
-  size_t i;
-  json_array_foreach(list, i, t) {
-    char size[32];
-    snprintf(size, sizeof size, "%.1fM",
-             (double)json_integer_value(json_object_get(t, "size_bytes")) / (1 << 20));
-    const char *row[] = {json_string_value(json_object_get(t, "name")),
-                         json_string_value(json_object_get(t, "id")),
-                         json_string_value(json_object_get(t, "source")), size,
-                         json_is_true(json_object_get(t, "public")) ? "yes" : "no"};
-    ctl_table_row(tab, row);
-  }
-  ctl_table_print(ctl, tab);
-  json_decref(answer);
-  return 0;
+static void template_row(json_t *t, struct ctl_table *tab) {
+  char size[32];
+  snprintf(size, sizeof size, "%.1fM",
+           (double)json_integer_value(json_object_get(t, "size_bytes")) / (1 << 20));
+  const char *row[] = {json_string_value(json_object_get(t, "name")),
+                       json_string_value(json_object_get(t, "id")),
+                       json_string_value(json_object_get(t, "source")), size,
+                       json_is_true(json_object_get(t, "public")) ? "yes" : "no"};
+  ctl_table_row(tab, row);
 }
 
-static int rm(struct ctl *ctl, int argc, char **argv) {
-  int rc = 0;
-  for (int i = optind; i < argc; i++) {
-    char *path = ctl_path("/v1/templates/%s", argv[i]);
-    int one = ctl_api(ctl, "DELETE", path, NULL, NULL);
-    free(path);
-    if (one == 0)
-      printf("%s\n", argv[i]);
-    else
-      rc = one;
-  }
-  return rc;
-}
+static const char *const template_head[] = {"NAME", "ID", "SOURCE", "SIZE", "PUBLIC"};
+static const struct ctl_columns template_cols = {ARRAY_SIZE(template_head), template_head,
+                                                 template_row};
 
 /* A pulled image's name by default: its repository's last part. */
 static char *name_of_ref(const char *ref) {
@@ -315,9 +287,9 @@ static int template_run(struct ctl *ctl, int argc, char **argv) {
   const char *operand = n > 0 ? argv[optind] : NULL;
   struct job j = {.ctl = ctl, .tty = isatty(STDERR_FILENO), .json = ta.json};
   if (what && strcmp(what, "ls") == 0 && n == 0)
-    return ls(ctl, ta.json);
+    return ctl_list(ctl, "/v1/templates", "templates", ta.json, &template_cols);
   if (what && strcmp(what, "rm") == 0 && n >= 1)
-    return rm(ctl, argc, argv);
+    return ctl_each(ctl, "DELETE", "/v1/templates/%s", argc, argv);
   if (what && n == 1 && !ta.name && (strcmp(what, "build") == 0 || strcmp(what, "import") == 0))
     return ctl_fail(ctl, CTL_EXIT_FAILED, "%s wants --name NAME", what);
   if (what && strcmp(what, "build") == 0 && n == 1)

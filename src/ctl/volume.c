@@ -31,48 +31,30 @@ static int volume_create(struct ctl *ctl, const struct volume_args *va, const ch
   return rc;
 }
 
-static int volume_ls(struct ctl *ctl, const struct volume_args *va) {
-  json_t *answer;
-  int rc = ctl_api(ctl, "GET", "/v1/volumes", NULL, &answer);
-  if (rc)
-    return rc;
-  json_t *list = json_object_get(answer, "volumes"), *v;
-  if (va->json) {
-    ctl_print_json(list);
-    json_decref(answer);
-    return 0;
-  }
-  static const char *const head[] = {"ID", "NAME", "SIZE", "AGE"};
-  struct ctl_table *t = ctl_table_new(ARRAY_SIZE(head), head);
-  size_t i;
-  json_array_foreach(list, i, v) {
-    char size[32], age[32];
-    snprintf(size, sizeof size, "%lldM",
-             (long long)json_integer_value(json_object_get(v, "size_mb")));
-    ctl_age(json_string_value(json_object_get(v, "created_at")), age);
-    const char *row[] = {json_string_value(json_object_get(v, "id")),
-                         json_string_value(json_object_get(v, "name")), size, age};
-    ctl_table_row(t, row);
-  }
-  ctl_table_print(ctl, t);
-  json_decref(answer);
-  return 0;
+static void volume_row(json_t *v, struct ctl_table *t) {
+  char size[32], age[32];
+  snprintf(size, sizeof size, "%lldM",
+           (long long)json_integer_value(json_object_get(v, "size_mb")));
+  ctl_age(json_string_value(json_object_get(v, "created_at")), age);
+  const char *row[] = {json_string_value(json_object_get(v, "id")),
+                       json_string_value(json_object_get(v, "name")), size, age};
+  ctl_table_row(t, row);
 }
 
-/* GET or DELETE /v1/volumes/NAME for each name (an id or a name). */
-static int volume_each(struct ctl *ctl, const char *method, int argc, char **argv) {
+static const char *const volume_head[] = {"ID", "NAME", "SIZE", "AGE"};
+static const struct ctl_columns volume_cols = {ARRAY_SIZE(volume_head), volume_head, volume_row};
+
+static int volume_inspect(struct ctl *ctl, int argc, char **argv) {
   int rc = 0;
   for (int i = optind; i < argc; i++) {
     char *path = ctl_path("/v1/volumes/%s", argv[i]);
     json_t *v = NULL;
-    int one = ctl_api(ctl, method, path, NULL, strcmp(method, "GET") == 0 ? &v : NULL);
+    int one = ctl_api(ctl, "GET", path, NULL, &v);
     free(path);
     if (one)
       rc = one;
-    else if (v)
-      ctl_print_json(v);
     else
-      printf("%s\n", argv[i]);
+      ctl_print_json(v);
     json_decref(v);
   }
   return rc;
@@ -94,13 +76,13 @@ static int volume_run(struct ctl *ctl, int argc, char **argv) {
 
   int n = argc - optind;
   if (what && strcmp(what, "ls") == 0 && n == 0)
-    return volume_ls(ctl, &va);
+    return ctl_list(ctl, "/v1/volumes", "volumes", va.json, &volume_cols);
   if (what && strcmp(what, "create") == 0 && n == 1)
     return volume_create(ctl, &va, argv[optind]);
   if (what && strcmp(what, "rm") == 0 && n >= 1)
-    return volume_each(ctl, "DELETE", argc, argv);
+    return ctl_each(ctl, "DELETE", "/v1/volumes/%s", argc, argv);
   if (what && strcmp(what, "inspect") == 0 && n >= 1)
-    return volume_each(ctl, "GET", argc, argv);
+    return volume_inspect(ctl, argc, argv);
   return ctl_fail(ctl, CTL_EXIT_FAILED, "usage: hutch volume %s", ctl->verb->args);
 }
 
