@@ -84,7 +84,8 @@ struct table {
 
 static void healthz(struct http_conn *c, const struct principal *p) {
   (void)p;
-  http_respond(c, 200, "application/json", "{\"status\":\"ok\"}\n", 16, NULL);
+  static const char ok[] = "{\"status\":\"ok\",\"version\":\"" HUTCH_VERSION "\"}\n";
+  http_respond(c, 200, "application/json", ok, sizeof ok - 1, NULL);
 }
 
 /* A sandbox's port (ports.c): any method, the rest of the path passed on
@@ -106,6 +107,7 @@ static const struct route native[] = {
     {HTTP_GET, "/mcp", PUBLIC, NULL, mcp_transport_get},
     {HTTP_DELETE, "/mcp", PUBLIC, NULL, mcp_transport_delete},
     {HTTP_POST, "/v1/keys", ADMIN, "key.create", api_keys_create},
+    {HTTP_GET, "/v1/keys", ADMIN, NULL, api_keys_list},
     {HTTP_DELETE, "/v1/keys/{id}", ADMIN, "key.delete", api_keys_delete},
     {HTTP_POST, "/v1/sandboxes", TENANT, "sandbox.create", api_sandboxes_create},
     {HTTP_GET, "/v1/sandboxes", TENANT, NULL, api_sandboxes_list},
