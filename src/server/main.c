@@ -49,6 +49,8 @@ static const char usage[] =
     "                            too_many_requests for a tenant holding most of the queue,\n"
     "                            else 503 at_capacity, with Retry-After (default 3000)\n"
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
+    "  --events-retention SECONDS  how long /v1/events keeps an event (default 3600)\n"
+    "  --events-max N            the most events kept at once (default 100000)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
     "                            no byte for this long ends (default 3600)\n"
     "  --ready-timeout SECONDS   how long a create waits for its template's ready command\n"
@@ -143,7 +145,9 @@ enum {
   O_ISOLATION,
   O_ISOLATION_MIN,
   O_GVISOR_PLATFORM,
-  O_ECA
+  O_ECA,
+  O_EV_RETENTION,
+  O_EV_MAX,
 };
 
 /* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
@@ -215,6 +219,16 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
     if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
       return -1;
     cfg->paused_retention_ms = (int64_t)v * 1000;
+    break;
+  case O_EV_RETENTION:
+    if (parse_count("--events-retention", optarg, 30 * 86400, &v) < 0)
+      return -1;
+    cfg->events_retention_s = (int64_t)v;
+    break;
+  case O_EV_MAX:
+    if (parse_count("--events-max", optarg, 1000000, &v) < 0)
+      return -1;
+    cfg->events_max = (unsigned)v;
     break;
   case O_METRICS_PUBLIC:
     cfg->metrics_public = true;
@@ -334,6 +348,8 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
+      {"events-retention", required_argument, NULL, O_EV_RETENTION},
+      {"events-max", required_argument, NULL, O_EV_MAX},
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"ready-timeout", required_argument, NULL, O_READY},

@@ -18,6 +18,7 @@
 
 #include "util.h"
 #include "api/contexts.h"
+#include "api/events.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/keys.h"
@@ -120,6 +121,7 @@ static const struct route native[] = {
     PORT(HTTP_OPTIONS),
     {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
     {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
+    {HTTP_GET, "/v1/events", TENANT, NULL, api_events},
     {HTTP_POST, "/v1/sandboxes/{id}/snapshots", TENANT, "snapshot.create", api_snapshots_create},
     {HTTP_POST, "/v1/sandboxes/{id}/fork", TENANT, "sandbox.fork", api_sandboxes_fork},
     {HTTP_GET, "/v1/snapshots", TENANT, NULL, api_snapshots_list},

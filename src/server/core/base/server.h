@@ -74,6 +74,12 @@ struct serve_config {
    * label or snapshot lowers (server_tier). */
   enum hutch_isolation isolation_min;
   char *gvisor_platform;
+  /* --events-retention, --events-max: what the event ring keeps
+   * (core/events/events.h); --webhook-allow: what lifts the deny floor
+   * for webhook targets (core/events/webhooks.h). */
+  int64_t events_retention_s;
+  unsigned events_max;
+  struct np_floor webhook_floor;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
@@ -147,6 +153,8 @@ struct server {
   size_t nown_addrs;
   uint64_t own_addrs_at;
   struct audit *audit;               /* audit.c */
+  struct events *events;             /* the event ring (core/events/events.c) */
+  struct webhooks *webhooks;         /* core/events/webhooks.c */
   struct http_server http;           /* the transport: listening socket and connections */
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
   struct mcp_front *mcp;             /* MCP's sessions (src/server/mcp/); NULL until used */

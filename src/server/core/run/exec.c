@@ -8,6 +8,7 @@
 
 #include "frame.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/sandbox/agentc.h"
 #include "core/run/ndjson.h"
 #include "core/sandbox/sbx.h"
@@ -18,6 +19,8 @@ struct exec {
   struct server *srv;
   struct exec_sink sink;
   uint64_t t0;
+  char tenant[SERVE_TENANT_LEN + 1], sandbox[17]; /* for its events */
+  json_t *argv;
   uint32_t owed; /* window to give back once the reader catches up */
   bool started;
   /* In a sink call: an exec_abandon from inside it leaves x to be freed
@@ -26,17 +29,33 @@ struct exec {
   bool abandoned;
 };
 
+/* exec.ended: how it ended (its exit line but the type) and how long
+ * it took. */
+static void report_end(struct exec *x, json_t *exit_line) {
+  json_t *data = exit_line ? json_deep_copy(exit_line) : json_pack("{s:b}", "abandoned", 1);
+  json_object_del(data, "type");
+  json_object_del(data, "changed"); /* the artifacts' paths: the exec's answer's business */
+  json_object_set_new(data, "duration_ms", json_integer((json_int_t)((now_ns() - x->t0) / 1000000)));
+  events_emit(x->srv, "exec.ended", x->tenant, x->sandbox, data);
+}
+
+static void exec_free(struct exec *x) {
+  json_decref(x->argv);
+  free(x);
+}
+
 static void end(struct exec *x, json_t *exit_line) {
+  report_end(x, exit_line);
   x->s = NULL;
   x->busy++;
   x->sink.end(exit_line, x->sink.arg);
-  free(x);
+  exec_free(x);
 }
 
 /* After a sink call: false when the exec was abandoned in it (x is gone). */
 static bool still_here(struct exec *x) {
   if (--x->busy == 0 && x->abandoned) {
-    free(x);
+    exec_free(x);
     return false;
   }
   return !x->abandoned;
@@ -50,6 +69,8 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->srv->metrics.execs++;
     counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                      (double)(now_ns() - x->t0) / 1e9);
+    events_emit(x->srv, "exec.started", x->tenant, x->sandbox,
+                json_pack("{s:O,s:O?}", "argv", x->argv, "pid", json_object_get(j, "pid")));
     x->busy++;
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
     still_here(x);
@@ -95,9 +116,14 @@ struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0
   x->srv = sb->srv;
   x->t0 = t0_ns;
   x->sink = *sink;
+  str_copy(x->tenant, sizeof x->tenant, sb->tenant);
+  str_copy(x->sandbox, sizeof x->sandbox, sb->id);
+  x->argv = json_incref(json_object_get(req, "argv"));
+  if (!x->argv)
+    x->argv = json_array();
   x->s = agentc_open(&sb->ac, req, on_frame, x);
   if (!x->s) {
-    free(x);
+    exec_free(x);
     hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
                    "the sandbox's agent is not reachable");
     return NULL;
@@ -118,10 +144,13 @@ void exec_resume(struct exec *x) {
 void exec_abandon(struct exec *x) {
   if (x->abandoned)
     return;
-  if (x->s)
+  if (x->s) {
     agentc_abandon(x->s); /* the agent kills what the exec started */
+    if (x->started)
+      report_end(x, NULL);
+  }
   x->s = NULL;
   x->abandoned = true;
   if (!x->busy)
-    free(x);
+    exec_free(x);
 }

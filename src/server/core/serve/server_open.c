@@ -21,6 +21,7 @@
 #include "mkdir.h"
 #include "util.h"
 #include "core/sandbox/audit.h"
+#include "core/events/events.h"
 #include "core/egress/egress_tls.h"
 #include "core/sandbox/fds.h"
 #include "core/tenancy/keys.h"
@@ -53,6 +54,8 @@ struct server *server_new(void) {
       .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
       .template_timeout_ms = 7200 * 1000,
       .max_create_wait_ms = 3000,
+      .events_max = EVENTS_DEFAULT_MAX,
+      .events_retention_s = EVENTS_DEFAULT_RETENTION_S,
   };
 
   srv->cfg.host = xstrdup("127.0.0.1");
@@ -151,6 +154,10 @@ static int open_state(struct server *srv, struct hutch_err *err) {
     r = hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "derive the volume token key");
   explicit_bzero(key, sizeof key);
   if (r < 0)
+    return -1;
+
+  /* Before adoption, which reports the sandboxes it finds lost. */
+  if (events_open(srv, srv->cfg.events_max, srv->cfg.events_retention_s, err) < 0)
     return -1;
 
   srv->agents_dir = xasprintf("%s/agents", dir);
@@ -345,6 +352,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
 
+  events_free(srv);
   store_close(srv->store);
   hutch_images_close(&srv->images);
   free(srv->key_cache);
