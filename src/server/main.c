@@ -16,6 +16,7 @@
 #include "routes.h"
 #include "core/life/pool.h"
 #include "core/life/sbx_teardown.h"
+#include "core/hooks/webhooks.h"
 #include "core/serve/server_open.h"
 #include "mcp/sessions.h"
 
@@ -51,6 +52,12 @@ static const char usage[] =
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
     "  --events-retention SECONDS  how long /v1/events keeps an event (default 3600)\n"
     "  --events-max N            the most events kept at once (default 100000)\n"
+    "  --webhook-allow CIDR[:PORT]\n"
+    "                            lift it from the deny floor for webhook targets (repeatable;\n"
+    "                            the floor refuses loopback, private, link-local, metadata\n"
+    "                            and the host's own addresses; IPv6 in [ ])\n"
+    "  --webhook-timeout-ms MS   one delivery attempt's time (default 10000)\n"
+    "  --webhook-backoff-ms MS   the first retry's wait, doubled at each (default 1000)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
     "                            no byte for this long ends (default 3600)\n"
     "  --ready-timeout SECONDS   how long a create waits for its template's ready command\n"
@@ -148,6 +155,9 @@ enum {
   O_ECA,
   O_EV_RETENTION,
   O_EV_MAX,
+  O_WH_ALLOW,
+  O_WH_TIMEOUT,
+  O_WH_BACKOFF,
 };
 
 /* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
@@ -229,6 +239,24 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
     if (parse_count("--events-max", optarg, 1000000, &v) < 0)
       return -1;
     cfg->events_max = (unsigned)v;
+    break;
+  case O_WH_ALLOW: {
+    char why[512];
+    if (netpolicy_floor_add(&cfg->webhook_floor, true, optarg, why, sizeof why) < 0) {
+      fprintf(stderr,
+              "hutch serve: --webhook-allow wants an address or CIDR block with an optional "
+              ":PORT (IPv6 in brackets), not '%s'\n",
+              optarg);
+      return -1;
+    }
+    break;
+  }
+  case O_WH_TIMEOUT:
+  case O_WH_BACKOFF:
+    if (parse_count(o == O_WH_TIMEOUT ? "--webhook-timeout-ms" : "--webhook-backoff-ms", optarg,
+                    600000, &v) < 0)
+      return -1;
+    *(o == O_WH_TIMEOUT ? &cfg->webhook_timeout_ms : &cfg->webhook_backoff_ms) = v;
     break;
   case O_METRICS_PUBLIC:
     cfg->metrics_public = true;
@@ -350,6 +378,9 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"kernels-dir", required_argument, NULL, O_KERNELS},
       {"events-retention", required_argument, NULL, O_EV_RETENTION},
       {"events-max", required_argument, NULL, O_EV_MAX},
+      {"webhook-allow", required_argument, NULL, O_WH_ALLOW},
+      {"webhook-timeout-ms", required_argument, NULL, O_WH_TIMEOUT},
+      {"webhook-backoff-ms", required_argument, NULL, O_WH_BACKOFF},
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"ready-timeout", required_argument, NULL, O_READY},
@@ -408,6 +439,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   }
   http_close_all(&srv->http);
   mcp_front_free(srv);
+  webhooks_stop(srv);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->sigint, NULL);
 }

@@ -167,10 +167,17 @@ void events_unsubscribe(struct server *srv, struct events_sub *s) {
 static bool type_ok(const char *t, size_t n) {
   if (n == 0 || n > EVENTS_TYPE_MAX)
     return false;
-  if (n >= 2 && strcmp(t + n - 2, ".*") == 0)
+  if (n >= 2 && t[n - 2] == '.' && t[n - 1] == '*')
     n -= 2;
-  return n > 0 && strspn(t, "abcdefghijklmnopqrstuvwxyz_.") >= n && t[0] != '.' &&
-         t[n - 1] != '.';
+  bool word = false; /* in a word: a dot may follow */
+  for (size_t i = 0; i < n; i++) {
+    if (t[i] == '.' && !word)
+      return false;
+    if (t[i] != '.' && t[i] != '_' && (t[i] < 'a' || t[i] > 'z'))
+      return false;
+    word = t[i] != '.';
+  }
+  return word;
 }
 
 int events_filter_types(struct events_filter *f, const char *list, struct hutch_err *err) {
