@@ -181,7 +181,8 @@ static bool type_ok(const char *t, size_t n) {
 }
 
 int events_filter_types(struct events_filter *f, const char *list, struct hutch_err *err) {
-  for (const char *p = list; *p;) {
+  /* Each piece between commas is a type: an empty one is refused. */
+  for (const char *p = list;; p++) {
     size_t n = strcspn(p, ",");
     if (!type_ok(p, n) || f->ntypes == EVENTS_TYPES_MAX)
       return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
@@ -189,9 +190,10 @@ int events_filter_types(struct events_filter *f, const char *list, struct hutch_
                             EVENTS_TYPES_MAX);
     memcpy(f->types[f->ntypes], p, n);
     f->types[f->ntypes++][n] = '\0';
-    p += n + (p[n] == ',');
+    p += n;
+    if (*p != ',')
+      return 0;
   }
-  return 0;
 }
 
 bool events_filter_type(const struct events_filter *f, const char *type) {
