@@ -101,6 +101,8 @@ void events_emit(struct server *srv, const char *type, const char *tenant, const
     json_decref(data);
     return;
   }
+  if (!data)
+    data = json_object();
   int64_t now = wall_ms();
   expire(ev, now);
   reserve(srv, ev);
@@ -109,7 +111,7 @@ void events_emit(struct server *srv, const char *type, const char *tenant, const
   str_copy(e.type, sizeof e.type, type);
   str_copy(e.tenant, sizeof e.tenant, tenant ? tenant : "");
   str_copy(e.sandbox, sizeof e.sandbox, sandbox ? sandbox : "");
-  e.line = render(&e, data ? data : json_object(), &e.len);
+  e.line = render(&e, data, &e.len);
   json_decref(data);
 
   while (ev->n == ev->cap || (ev->n && ev->bytes + e.len > EVENTS_BYTES_MAX))
