@@ -151,6 +151,14 @@ def test_follow_sse_and_filters(server, tenants):
     assert lines[0]["data"]["argv"] == ["sh", "-c", "exit 3"]
     assert lines[1]["data"]["exit_code"] == 3 and lines[1]["data"]["status"] == "nonzero"
     assert lines[1]["data"]["signal"] is None and lines[1]["data"]["duration_ms"] >= 0
+    assert lines[1]["data"]["background"] is False
+    # A background process reports as an exec does.
+    r = a.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["sh", "-c", "exit 4"], "background": True})
+    assert r.status == 201, r
+    bg = [json.loads(follow.readline()) for _ in range(2)]
+    assert [(e["type"], e["data"]["background"]) for e in bg] == [
+        ("exec.started", True), ("exec.ended", True)], bg
+    assert bg[0]["data"]["pid"] == r.json["pid"] and bg[1]["data"]["exit_code"] == 4
     a.post(f"/v1/sandboxes/{sid}/pause")  # not an exec: filtered out of the stream
     a.exec(sid, {"cmd": ["true"]})
     assert json.loads(follow.readline())["type"] == "exec.started"
@@ -162,11 +170,12 @@ def test_follow_sse_and_filters(server, tenants):
     assert sse.headers["Content-Type"] == "text/event-stream", sse
     blocks = [b for b in sse.raw.decode().split("\n\n") if b]
     parsed = [dict(line.split(": ", 1) for line in b.splitlines()) for b in blocks]
-    assert [p["event"] for p in parsed] == ["exec.ended", "sandbox.paused", "exec.ended"], parsed
+    assert [p["event"] for p in parsed] == ["exec.ended"] * 2 + ["sandbox.paused", "exec.ended"], parsed
     assert all(json.loads(p["data"])["seq"] == int(p["id"]) for p in parsed)
     later = a.get("/v1/events?type=exec.ended",
                   headers={"Accept": "text/event-stream", "Last-Event-ID": parsed[0]["id"]})
-    assert [b.split("\n")[0] for b in later.raw.decode().split("\n\n") if b] == [f"id: {parsed[2]['id']}"]
+    assert [b.split("\n")[0] for b in later.raw.decode().split("\n\n") if b] == [
+        f"id: {parsed[1]['id']}", f"id: {parsed[3]['id']}"]
 
     # The sandbox filter and prefixes; bad queries.
     other = a.create()["id"]

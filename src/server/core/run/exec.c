@@ -29,14 +29,25 @@ struct exec {
   bool abandoned;
 };
 
-/* exec.ended: how it ended (its exit line but the type) and how long
- * it took. */
-static void report_end(struct exec *x, json_t *exit_line) {
+void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                       json_t *pid, bool background) {
+  events_emit(srv, "exec.started", tenant, sandbox,
+              json_pack("{s:O,s:O?,s:b}", "argv", argv, "pid", pid, "background", background));
+}
+
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox,
+                     json_t *exit_line, int64_t duration_ms, bool background) {
   json_t *data = exit_line ? json_deep_copy(exit_line) : json_pack("{s:b}", "abandoned", 1);
   json_object_del(data, "type");
   json_object_del(data, "changed"); /* the artifacts' paths: the exec's answer's business */
-  json_object_set_new(data, "duration_ms", json_integer((json_int_t)((now_ns() - x->t0) / 1000000)));
-  events_emit(x->srv, "exec.ended", x->tenant, x->sandbox, data);
+  json_object_set_new(data, "duration_ms", json_integer(duration_ms));
+  json_object_set_new(data, "background", json_boolean(background));
+  events_emit(srv, "exec.ended", tenant, sandbox, data);
+}
+
+static void report_end(struct exec *x, json_t *exit_line) {
+  exec_report_end(x->srv, x->tenant, x->sandbox, exit_line,
+                  (int64_t)((now_ns() - x->t0) / 1000000), false);
 }
 
 static void exec_free(struct exec *x) {
@@ -69,8 +80,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->srv->metrics.execs++;
     counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                      (double)(now_ns() - x->t0) / 1e9);
-    events_emit(x->srv, "exec.started", x->tenant, x->sandbox,
-                json_pack("{s:O,s:O?}", "argv", x->argv, "pid", json_object_get(j, "pid")));
+    exec_report_start(x->srv, x->tenant, x->sandbox, x->argv, json_object_get(j, "pid"), false);
     x->busy++;
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
     still_here(x);

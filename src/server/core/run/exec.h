@@ -11,6 +11,7 @@
 #include "err.h"
 
 struct sbx;
+struct server;
 struct exec;
 
 /* Where an exec's events go, in order: start once it runs, its output,
@@ -36,5 +37,13 @@ void exec_resume(struct exec *x);
  * The sink hears nothing more; x is freed (once the sink call under way,
  * if it is called from one, has returned). */
 void exec_abandon(struct exec *x);
+
+/* The exec.started and exec.ended events of a command, a foreground exec
+ * or a background process (procs.c): its argv and pid; its exit line (NULL:
+ * abandoned, its client gone) and how long it ran. */
+void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                       json_t *pid, bool background);
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox,
+                     json_t *exit_line, int64_t duration_ms, bool background);
 
 #endif
