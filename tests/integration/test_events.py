@@ -134,6 +134,19 @@ def test_each_tenant_sees_its_own_events_in_order(server, tenants):
     assert r.status == 403 and r.json["error"]["code"] == "forbidden", r
 
 
+def test_a_quota_refusal_is_an_event(server, tenants):
+    key = server.api().post("/v1/keys", {"tenant": "ev-quota", "max_sandboxes": 1}).json["key"]
+    a = server.api(key)
+    tenants.append(a)
+    since = last_seq(server)
+    a.create()
+    assert a.post("/v1/sandboxes", {}).status == 429
+    refused = events(a, f"since={since}&type=quota.refused")
+    assert len(refused) == 1 and refused[0]["sandbox"] is None, refused
+    assert refused[0]["data"]["action"] == "sandbox.create"
+    assert refused[0]["data"]["code"] == "quota_exceeded" and "at most 1" in refused[0]["data"]["message"]
+
+
 def test_follow_sse_and_filters(server, tenants):
     a = new_tenant(server, tenants, "ev-follow")
     sid = a.create()["id"]

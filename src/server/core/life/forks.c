@@ -132,8 +132,11 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   if (count < 1 || count > SNAPSHOTS_MAX_FORKS)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "count must be from 1 to %d",
                           SNAPSHOTS_MAX_FORKS);
-  if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0)
+  if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0) {
+    if (err->kind == HUTCH_ERR_QUOTA)
+      sbx_create_refused(srv, p->tenant, err);
     return -1;
+  }
 
   struct fork *f = xcalloc(1, sizeof *f);
   f->srv = srv;

@@ -349,7 +349,7 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
 
 void sbx_create_refused(struct server *srv, const char *tenant, const struct hutch_err *err) {
   events_emit(srv, "quota.refused", tenant, NULL,
-              json_pack("{s:s,s:s,s:s}", "action", "sandbox.create", "quota",
+              json_pack("{s:s,s:s,s:s}", "action", "sandbox.create", "code",
                         err->code ? err->code : "quota", "message", err->msg));
 }
 
