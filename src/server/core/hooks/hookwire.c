@@ -185,6 +185,9 @@ static void on_async(uv_async_t *h) {
 
 struct hookwire *hookwire_start(uv_loop_t *loop, void (*done)(struct hook_attempt *a, void *arg),
                                 void *arg) {
+  /* Before the thread: curl's global set-up must not race a handle's
+   * use (it counts its callers, so MCP's own call later is harmless). */
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   struct hookwire *w = xcalloc(1, sizeof *w);
   w->done = done;
   w->arg = arg;
