@@ -117,7 +117,17 @@ static void on_drain(void *ctx) {
 }
 
 static void on_event(struct events_sub *s) {
-  pump((struct reader *)((char *)s - offsetof(struct reader, sub)));
+  struct reader *r = (struct reader *)((char *)s - offsetof(struct reader, sub));
+  /* pump runs once the connection drains: a follower that reads nothing
+   * while the ring moves past it is cut off here, its connection closed
+   * (a last line would wait behind what it does not read). */
+  if (http_queued(r->c) >= HTTP_STREAM_HIGH && !events_at(r->srv, r->next)) {
+    struct http_conn *c = r->c;
+    reader_free(r);
+    http_abort(c);
+    return;
+  }
+  pump(r);
 }
 
 static void on_heartbeat(uv_timer_t *t) {
