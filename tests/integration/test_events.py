@@ -134,6 +134,31 @@ def test_each_tenant_sees_its_own_events_in_order(server, tenants):
     assert r.status == 403 and r.json["error"]["code"] == "forbidden", r
 
 
+def test_timeouts_snapshots_and_forks(server, tenants):
+    a = new_tenant(server, tenants, "ev-life")
+    since = last_seq(server)
+    short = a.create(timeout_s=1)["id"]
+    wait_for(lambda: "sandbox.killed" in [e["type"] for e in events(a, f"since={since}&sandbox={short}")])
+    life = events(a, f"since={since}&sandbox={short}")
+    assert [e["type"] for e in life] == ["sandbox.created", "sandbox.started",
+                                         "sandbox.timed_out", "sandbox.killed"], life
+    assert life[2]["data"] == {"then": "kill"} and life[3]["data"] == {"reason": "timeout"}
+
+    sid = a.create()["id"]
+    snap = a.post(f"/v1/sandboxes/{sid}/snapshots", {"name": "s1"})
+    assert snap.status == 201, snap
+    fork = a.post(f"/v1/sandboxes/{sid}/fork", {"count": 2})
+    assert fork.status == 201, fork
+    copies = [f["id"] for f in fork.json["sandboxes"]]
+    seen = events(a, f"since={since}&sandbox={sid}&type=sandbox.snapshotted,sandbox.forked")
+    assert [e["type"] for e in seen] == ["sandbox.snapshotted", "sandbox.forked"], seen
+    assert seen[0]["data"] == {"snapshot": snap.json["id"], "name": "s1"}
+    assert seen[1]["data"] == {"snapshot": fork.json["snapshot_id"], "sandboxes": copies}
+    made = {e["sandbox"] for e in events(a, f"since={since}&type=sandbox.created")}
+    assert set(copies) <= made, made
+    a.delete(f"/v1/snapshots/{snap.json['id']}")
+
+
 def test_a_quota_refusal_is_an_event(server, tenants):
     key = server.api().post("/v1/keys", {"tenant": "ev-quota", "max_sandboxes": 1}).json["key"]
     a = server.api(key)
