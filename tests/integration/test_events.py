@@ -10,6 +10,8 @@ import hmac
 import http.client
 import http.server
 import json
+import os
+import signal
 import threading
 
 import pytest
@@ -157,6 +159,33 @@ def test_timeouts_snapshots_and_forks(server, tenants):
     made = {e["sandbox"] for e in events(a, f"since={since}&type=sandbox.created")}
     assert set(copies) <= made, made
     a.delete(f"/v1/snapshots/{snap.json['id']}")
+
+
+def agents_of(server):
+    """The pids of the server's sandboxes' agents (its children)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+        except (OSError, ValueError):
+            continue
+        comm, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        if comm == "hutch-agent" and int(rest.split()[1]) == server.proc.pid:
+            out.add(int(d))
+    return out
+
+
+def test_a_sandbox_whose_agent_dies_is_lost(server, tenants):
+    a = new_tenant(server, tenants, "ev-lost")
+    before = agents_of(server)
+    sid = a.create()["id"]
+    mine = agents_of(server) - before
+    assert len(mine) == 1, mine
+    os.kill(mine.pop(), signal.SIGKILL)
+    wait_for(lambda: a.get(f"/v1/sandboxes/{sid}").status == 404)
+    seen = events(a, f"sandbox={sid}&type=sandbox.lost,sandbox.killed")
+    assert [e["type"] for e in seen] == ["sandbox.lost", "sandbox.killed"], seen
+    assert "agent" in seen[0]["data"]["reason"] and seen[1]["data"] == {"reason": "lost"}
 
 
 def test_a_quota_refusal_is_an_event(server, tenants):
