@@ -52,10 +52,11 @@ static const char usage[] =
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
     "  --events-retention SECONDS  how long /v1/events keeps an event (default 3600)\n"
     "  --events-max N            the most events kept at once (default 100000)\n"
-    "  --webhook-allow CIDR[:PORT]\n"
+    "  --webhook-allow CIDR|HOST[:PORT]\n"
     "                            lift it from the deny floor for webhook targets (repeatable;\n"
     "                            the floor refuses loopback, private, link-local, metadata\n"
-    "                            and the host's own addresses; IPv6 in [ ])\n"
+    "                            and the host's own addresses; IPv6 in [ ]); a HOST is\n"
+    "                            trusted wherever it resolves to\n"
     "  --webhook-timeout-ms MS   one delivery attempt's time (default 10000)\n"
     "  --webhook-backoff-ms MS   the first retry's wait, doubled at each (default 1000)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
@@ -160,6 +161,35 @@ enum {
   O_WH_BACKOFF,
 };
 
+/* --webhook-allow SPEC: an address or block (the webhooks' floor's
+ * permits), else a host name with an optional port, kept as written
+ * canonically ("host" or "host:port"). */
+static int webhook_allow(struct serve_config *cfg, const char *spec) {
+  char why[512], canon[NETPOLICY_HOST_MAX + 1];
+  if (netpolicy_floor_add(&cfg->webhook_floor, true, spec, why, sizeof why) == 0)
+    return 0;
+  const char *colon = strrchr(spec, ':');
+  uint64_t port = 0;
+  if (colon && (!parse_u64(colon + 1, &port) || port == 0 || port > 65535))
+    return -1;
+  char *host = colon ? strndup(spec, (size_t)(colon - spec)) : xstrdup(spec);
+  bool ok = host && netpolicy_host_ok(host, canon) && !strchr(canon, ':');
+  free(host);
+  if (!ok)
+    return -1;
+
+  size_t n = 0;
+  while (cfg->webhook_hosts && cfg->webhook_hosts[n])
+    n++;
+  if (n == 64)
+    return -1;
+  cfg->webhook_hosts = xrealloc(cfg->webhook_hosts, (n + 2) * sizeof *cfg->webhook_hosts);
+  cfg->webhook_hosts[n] = port ? xasprintf("%s:%llu", canon, (unsigned long long)port)
+                               : xstrdup(canon);
+  cfg->webhook_hosts[n + 1] = NULL;
+  return 0;
+}
+
 /* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
  * routes), 0 to go on, -1 after saying what is wrong. */
 static int one_option(int o, char **argv, struct serve_config *cfg) {
@@ -240,17 +270,15 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
       return -1;
     cfg->events_max = (unsigned)v;
     break;
-  case O_WH_ALLOW: {
-    char why[512];
-    if (netpolicy_floor_add(&cfg->webhook_floor, true, optarg, why, sizeof why) < 0) {
+  case O_WH_ALLOW:
+    if (webhook_allow(cfg, optarg) < 0) {
       fprintf(stderr,
-              "hutch serve: --webhook-allow wants an address or CIDR block with an optional "
-              ":PORT (IPv6 in brackets), not '%s'\n",
+              "hutch serve: --webhook-allow wants an address, a CIDR block or a host name, with "
+              "an optional :PORT (IPv6 in brackets), not '%s'\n",
               optarg);
       return -1;
     }
     break;
-  }
   case O_WH_TIMEOUT:
   case O_WH_BACKOFF:
     if (parse_count(o == O_WH_TIMEOUT ? "--webhook-timeout-ms" : "--webhook-backoff-ms", optarg,

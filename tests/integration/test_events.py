@@ -76,6 +76,7 @@ def receiver():
 def server(tmp_path_factory, receiver):
     s = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("events") / "state",
                "--events-max", str(RING), "--webhook-allow", f"127.0.0.1:{receiver.port}",
+               "--webhook-allow", f"localhost:{receiver.port}",
                "--webhook-timeout-ms", "1000", "--webhook-backoff-ms", "10").start()
     yield s
     assert s.stop() == 0, s.log_text()
@@ -347,6 +348,10 @@ def test_targets_the_floor_refuses(server, receiver, tenants):
         r = a.post("/v1/webhooks", body)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_argument", (body, r)
     assert a.get("/v1/webhooks").json["webhooks"] == []
+    # A name the operator trusts (--webhook-allow localhost:PORT), at its port only.
+    trusted = a.post("/v1/webhooks", {"url": f"http://localhost:{receiver.port}/ok"})
+    assert trusted.status == 201, trusted
+    assert a.delete(f"/v1/webhooks/{trusted.json['id']}").status == 204
 
 
 def test_disabled_after_failing_events_and_kept_across_a_restart(server, receiver, tenants):

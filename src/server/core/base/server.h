@@ -81,6 +81,7 @@ struct serve_config {
   int64_t events_retention_s;
   unsigned events_max;
   struct np_floor webhook_floor;
+  char **webhook_hosts; /* --webhook-allow HOST[:PORT]: "host" or "host:port", NULL-terminated */
   uint64_t webhook_timeout_ms, webhook_backoff_ms;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */

@@ -65,7 +65,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
       .server = a->server.ss_family ? (const struct sockaddr *)&a->server : NULL,
   };
   char why[200];
-  if (!netpolicy_floor_check(a->floor, NULL, port_of(sa), &t, why, sizeof why)) {
+  if (!a->permitted && !netpolicy_floor_check(a->floor, NULL, port_of(sa), &t, why, sizeof why)) {
     a->refused = true;
     snprintf(a->error, sizeof a->error, "refused by the deny floor: %s", why);
     return CURL_SOCKET_BAD;

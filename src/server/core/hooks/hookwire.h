@@ -39,6 +39,7 @@ struct hook_attempt {
   struct sockaddr_storage *own; /* the host's addresses */
   size_t nown;
   struct sockaddr_storage server; /* where hutch listens (family 0: nowhere) */
+  bool permitted;                 /* the operator named its host (--webhook-allow HOST) */
   uint64_t t0_ns;
   /* The outcome: the HTTP status (0: none came), how long it took, and
    * why it failed (the floor's reason when refused). */

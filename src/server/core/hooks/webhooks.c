@@ -37,6 +37,8 @@ struct webhook {
   char tenant[SERVE_TENANT_LEN + 1];
   bool admin; /* hears every tenant's events */
   char *url;
+  char host[256]; /* the URL's, and its port */
+  uint16_t port;
   json_t *types; /* as asked, or NULL: all */
   struct events_filter f;
   char *secret;
@@ -60,6 +62,19 @@ struct webhooks {
 };
 
 static void pump(struct webhook *w);
+
+/* Whether the operator named host (and port) with --webhook-allow HOST:
+ * then wherever it resolves to is its business, not the floor's. */
+static bool host_permitted(const struct server *srv, const char *host, uint16_t port) {
+  char canon[NETPOLICY_HOST_MAX + 1], with_port[NETPOLICY_HOST_MAX + 8];
+  if (!netpolicy_host_ok(host, canon))
+    return false;
+  snprintf(with_port, sizeof with_port, "%s:%u", canon, port);
+  for (char **h = srv->cfg.webhook_hosts; h && *h; h++)
+    if (strcmp(*h, canon) == 0 || strcmp(*h, with_port) == 0)
+      return true;
+  return false;
+}
 
 /* ---- the store ---- */
 
@@ -185,6 +200,7 @@ static struct hook_attempt *attempt_of(struct webhook *w, const struct event *ev
     memcpy(a->own, own, n * sizeof *own);
   a->nown = n;
   a->server = srv->listen_addr;
+  a->permitted = host_permitted(srv, w->host, w->port);
   return a;
 }
 
@@ -275,6 +291,41 @@ static void attempt_done(struct hook_attempt *a, void *arg) {
 
 /* ---- the registry ---- */
 
+/* url's host (256 bytes) and port: http or https, no credentials. */
+static int parse_url(const char *url, char host_out[256], uint16_t *port_out,
+                     struct hutch_err *err) {
+  CURLU *u = curl_url();
+  char *scheme = NULL, *host = NULL, *port = NULL, *user = NULL;
+  int r = -1;
+  if (strlen(url) > WEBHOOK_URL_MAX || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                   "url: an http or https URL of at most %d bytes", WEBHOOK_URL_MAX);
+  else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "url: http or https only");
+  else if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
+                   "url: no credentials in the URL (the signature authenticates hutch)");
+  else
+    r = 0;
+
+  if (r == 0) {
+    size_t n = strlen(host);
+    bool v6 = n >= 2 && host[0] == '[' && host[n - 1] == ']';
+    snprintf(host_out, 256, "%.*s", (int)(v6 ? n - 2 : n), v6 ? host + 1 : host);
+    *port_out = (uint16_t)atoi(port);
+  }
+  curl_free(scheme);
+  curl_free(host);
+  curl_free(port);
+  curl_free(user);
+  curl_url_cleanup(u);
+  return r;
+}
+
+
 static void load_one(const struct store_webhook *row, void *arg) {
   struct server *srv = arg;
   json_t *spec = json_loads(row->spec, 0, NULL);
@@ -287,6 +338,8 @@ static void load_one(const struct store_webhook *row, void *arg) {
     return;
   }
   struct webhook *w = webhook_new(srv, row->id, row->tenant);
+  if (parse_url(url, w->host, &w->port, &err) < 0)
+    fprintf(stderr, "hutch serve: webhook %s: %s\n", row->id, err.msg);
   w->url = xstrdup(url);
   w->secret = xstrdup(row->secret);
   w->created_ms = row->created_ms;
@@ -413,6 +466,7 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   struct server *srv = w->srv;
   struct hutch_err err = {0};
   char why[256] = "";
+  bool permitted = host_permitted(srv, m->host, m->port);
 
   if (status < 0 || srv->stopping) {
     hutch_err_fail(&err, HUTCH_ERR_INVALID, "webhook_target_unresolvable",
@@ -421,7 +475,7 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
     made_fail(m, &err);
     return;
   }
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+  for (struct addrinfo *ai = res; ai && !permitted; ai = ai->ai_next) {
     size_t n;
     const struct sockaddr_storage *own = egress_own_addrs(srv, &n);
     struct np_target t = {
@@ -451,39 +505,6 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   free(m);
 }
 
-/* url's host and port into m: http or https, no credentials. */
-static int parse_url(const char *url, struct making *m, struct hutch_err *err) {
-  CURLU *u = curl_url();
-  char *scheme = NULL, *host = NULL, *port = NULL, *user = NULL;
-  int r = -1;
-  if (strlen(url) > WEBHOOK_URL_MAX || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                   "url: an http or https URL of at most %d bytes", WEBHOOK_URL_MAX);
-  else if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "url: http or https only");
-  else if (curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
-    hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument",
-                   "url: no credentials in the URL (the signature authenticates hutch)");
-  else
-    r = 0;
-
-  if (r == 0) {
-    size_t n = strlen(host);
-    bool v6 = n >= 2 && host[0] == '[' && host[n - 1] == ']';
-    snprintf(m->host, sizeof m->host, "%.*s", (int)(v6 ? n - 2 : n), v6 ? host + 1 : host);
-    m->port = (uint16_t)atoi(port);
-  }
-  curl_free(scheme);
-  curl_free(host);
-  curl_free(port);
-  curl_free(user);
-  curl_url_cleanup(u);
-  return r;
-}
-
 static int check_secret(const char *secret, struct hutch_err *err) {
   size_t n = strlen(secret);
   bool printable = true;
@@ -506,7 +527,7 @@ int webhooks_create(struct server *srv, const struct principal *p, const char *u
                           "tenant %s has %u webhooks, the most it may have", p->tenant, own);
 
   struct making *m = xcalloc(1, sizeof *m);
-  if (parse_url(url, m, err) < 0 || (secret && check_secret(secret, err) < 0)) {
+  if (parse_url(url, m->host, &m->port, err) < 0 || (secret && check_secret(secret, err) < 0)) {
     free(m);
     return -1;
   }
@@ -514,6 +535,8 @@ int webhooks_create(struct server *srv, const struct principal *p, const char *u
   random_hex(id, 16);
   struct webhook *w = webhook_new(srv, id, p->tenant);
   m->w = w;
+  str_copy(w->host, sizeof w->host, m->host);
+  w->port = m->port;
   if (set_types(w, types, err) < 0) {
     uv_close((uv_handle_t *)&w->retry, webhook_closed);
     free(m);

@@ -383,6 +383,9 @@ void server_free(struct server *srv) {
 
   netpolicy_floor_free(&srv->cfg.floor);
   netpolicy_floor_free(&srv->cfg.webhook_floor);
+  for (size_t i = 0; srv->cfg.webhook_hosts && srv->cfg.webhook_hosts[i]; i++)
+    free(srv->cfg.webhook_hosts[i]);
+  free(srv->cfg.webhook_hosts);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.gvisor_platform);
   free(srv->cfg.host);
