@@ -1,5 +1,5 @@
-"""The event stream and webhooks (docs/events.md) against one real hutch
-serve: each tenant sees only its own events, in order, kept, followed, as
+"""The event stream and webhooks (docs/events.md) against a real hutch
+serve of each build: each tenant sees only its own events, in order, kept, followed, as
 NDJSON or SSE, filtered; a reader asking for what the ring no longer keeps
 is told so; webhooks deliver signed events to a loopback receiver this
 module runs, retry a 500 and a receiver that hangs (while others are
@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from conftest import BUILD
-from serveapi import Server, free_port, wait_for
+from conftest import serve_each_build
+from serveapi import free_port, wait_for
 
 RING = 100  # --events-max: small enough for the gap test to pass it
 
@@ -64,22 +64,26 @@ class Receiver:
             return [s for s in self.seen if s[0] == path]
 
 
-@pytest.fixture(scope="module")
-def receiver():
-    r = Receiver()
-    yield r
-    r.release.set()
-    r.httpd.shutdown()
+@pytest.fixture(scope="module", params=["build", "asan"])
+def server(request, tmp_path_factory):
+    """A server of each build (the sanitizers watch the new parsers), with
+    a receiver of its own that its webhooks may reach."""
+    rec = Receiver()
+    try:
+        for s in serve_each_build(request, tmp_path_factory, "--events-max", str(RING),
+                                  "--webhook-allow", f"127.0.0.1:{rec.port}",
+                                  "--webhook-allow", f"localhost:{rec.port}",
+                                  "--webhook-timeout-ms", "1000", "--webhook-backoff-ms", "10"):
+            s.receiver = rec
+            yield s
+    finally:
+        rec.release.set()
+        rec.httpd.shutdown()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, receiver):
-    s = Server(BUILD / "hutch-serve", tmp_path_factory.mktemp("events") / "state",
-               "--events-max", str(RING), "--webhook-allow", f"127.0.0.1:{receiver.port}",
-               "--webhook-allow", f"localhost:{receiver.port}",
-               "--webhook-timeout-ms", "1000", "--webhook-backoff-ms", "10").start()
-    yield s
-    assert s.stop() == 0, s.log_text()
+@pytest.fixture
+def receiver(server):
+    return server.receiver
 
 
 @pytest.fixture(autouse=True)
@@ -141,7 +145,8 @@ def test_timeouts_snapshots_and_forks(server, tenants):
     a = new_tenant(server, tenants, "ev-life")
     since = last_seq(server)
     short = a.create(timeout_s=1)["id"]
-    wait_for(lambda: "sandbox.killed" in [e["type"] for e in events(a, f"since={since}&sandbox={short}")])
+    wait_for(lambda: "sandbox.killed" in [e["type"] for e in events(a, f"since={since}&sandbox={short}")],
+             30)
     life = events(a, f"since={since}&sandbox={short}")
     assert [e["type"] for e in life] == ["sandbox.created", "sandbox.started",
                                          "sandbox.timed_out", "sandbox.killed"], life
