@@ -45,6 +45,7 @@ cat <<MSG
 hutch serve is listening on $url/  (Ctrl-C stops it and its sandboxes)
   admin key:  $state/admin.key
   API:        docs/openapi.yaml
+  console:    $url/ui/  (log in with the admin key; docs/console.md)
 
 try, from another terminal:
   KEY=\$($read_key)

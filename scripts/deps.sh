@@ -40,9 +40,15 @@ test="$test clang libclang-rt-dev"
 # (test_code, test_sdk, tests/e2b), JavaScript; npm for E2B's SDKs
 # (tests/e2b), unless a node install brought its own
 test="$test python3-matplotlib python3-pandas nodejs"
+test="$test chromium" # the console's browser test (tests/console), driven headless
 # the gvisor tier (docs/isolation.md): gVisor's runsc, which the posture
 # suite runs in as well as the ns tier
 test="$test runsc"
+# the alert rules (deploy/prometheus, test_alerts): promtool, which checks
+# and tests them, comes in Debian's prometheus (it brings a few JavaScript
+# and font packages for its web page; on a host whose init runs services
+# it starts a Prometheus on :9090 too: `systemctl disable --now prometheus`)
+test="$test prometheus"
 # bench: the peers hutch is measured against (runc: bench/scale), a load generator, the
 # shell of the image bench/templates makes (busybox-static), and perf (bench/events)
 bench="bubblewrap runc runsc wrk socat tinyproxy buildah skopeo umoci busybox-static linux-perf"

@@ -12,6 +12,7 @@
 #include "hostlimits.h"
 #include "spawner.h"
 #include "util.h"
+#include "api/console.h"
 #include "core/disk/templates.h"
 #include "routes.h"
 #include "core/life/pool.h"
@@ -94,6 +95,9 @@ static const char usage[] =
     "  --gvisor-platform P       runsc's platform: ptrace (the default) or kvm (/dev/kvm)\n"
     "  --kernels-dir DIR         the code-interpreter kernels shown to sandboxes (default:\n"
     "                            share/kernels beside the build, else /usr/share/hutch/kernels)\n"
+    "  --no-ui                   no web console at /ui (docs/console.md)\n"
+    "  --ui-dir DIR              the console's files (default: share/hutch/ui beside the\n"
+    "                            program, else the source tree's share/ui)\n"
     "  --routes[=TABLE]          print the routes of a table and exit: native (default),\n"
     "                            e2b (E2B's REST API), envd, interpreter (docs/e2b.md)\n\n"
     "SIGTERM stops the server and leaves its sandboxes running: the next start takes them\n"
@@ -159,6 +163,8 @@ enum {
   O_WH_ALLOW,
   O_WH_TIMEOUT,
   O_WH_BACKOFF,
+  O_NO_UI,
+  O_UI_DIR,
 };
 
 /* --webhook-allow SPEC: an address or block (the webhooks' floor's
@@ -370,6 +376,13 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
     free(cfg->egress_ca);
     cfg->egress_ca = xstrdup(optarg);
     break;
+  case O_NO_UI:
+    cfg->no_ui = true;
+    break;
+  case O_UI_DIR:
+    free(cfg->ui_dir);
+    cfg->ui_dir = xstrdup(optarg);
+    break;
   case O_ROUTES:
     if (routes_print(stdout, optarg ? optarg : "native") < 0) {
       fprintf(stderr, "hutch serve: no route table '%s' (native, e2b, envd, interpreter)\n",
@@ -425,6 +438,8 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"isolation", required_argument, NULL, O_ISOLATION},
       {"isolation-min", required_argument, NULL, O_ISOLATION_MIN},
       {"gvisor-platform", required_argument, NULL, O_GVISOR_PLATFORM},
+      {"no-ui", no_argument, NULL, O_NO_UI},
+      {"ui-dir", required_argument, NULL, O_UI_DIR},
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
@@ -511,6 +526,11 @@ static int serve(struct server *srv) {
     return EXIT_SERVE;
   }
 
+  if (api_console_open(srv, &err) < 0) {
+    fprintf(stderr, "hutch serve: %s\n", err.msg);
+    return EXIT_SERVE;
+  }
+
   /* Forked now, while the server is small and has one thread. Without it
    * sandboxes are cloned from the server itself: slower with many. */
   srv->spawner = hutch_spawner_start(&err);
@@ -539,6 +559,7 @@ static int serve(struct server *srv) {
           strchr(srv->cfg.host, ':') ? "]" : "", srv->cfg.port, srv->cfg.state_dir);
 
   uv_run(srv->loop, UV_RUN_DEFAULT);
+  api_console_close(srv);
   hutch_spawner_free(srv->spawner);
   srv->spawner = NULL;
   return 0;

@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 
 #include "util.h"
+#include "api/console.h"
 #include "api/contexts.h"
 #include "api/events.h"
 #include "api/exec.h"
@@ -99,6 +100,9 @@ static void healthz(struct http_conn *c, const struct principal *p) {
 static const struct route native[] = {
     {HTTP_GET, "/healthz", PUBLIC, NULL, healthz},
     {HTTP_GET, "/metrics", PUBLIC, NULL, api_metrics},
+    /* The web console's files (api/console.c): a page, no key; it asks for one. */
+    {HTTP_GET, "/ui", PUBLIC, NULL, api_console_file},
+    {HTTP_GET, "/ui/{path}", PUBLIC, NULL, api_console_file},
     /* MCP (mcp/transport.c): its handlers check the key and the Origin. */
     {HTTP_POST, "/mcp", PUBLIC, NULL, mcp_transport_post},
     {HTTP_GET, "/mcp", PUBLIC, NULL, mcp_transport_get},
@@ -107,6 +111,8 @@ static const struct route native[] = {
     {HTTP_DELETE, "/v1/keys/{id}", ADMIN, "key.delete", api_keys_delete},
     {HTTP_POST, "/v1/sandboxes", TENANT, "sandbox.create", api_sandboxes_create},
     {HTTP_GET, "/v1/sandboxes", TENANT, NULL, api_sandboxes_list},
+    /* before /v1/sandboxes/{id}, which would take "metrics" for an id */
+    {HTTP_GET, "/v1/sandboxes/metrics", TENANT, NULL, api_sandboxes_metrics_all},
     {HTTP_GET, "/v1/sandboxes/{id}", TENANT, NULL, api_sandboxes_get},
     {HTTP_DELETE, "/v1/sandboxes/{id}", TENANT, "sandbox.delete", api_sandboxes_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/timeout", TENANT, "sandbox.timeout", api_sandboxes_timeout},

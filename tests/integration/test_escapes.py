@@ -207,6 +207,9 @@ def test_public_metrics_show_no_sandbox(tmp_path):
         anonymous = s.api(None).get("/metrics")
         assert anonymous.status == 200
         assert "hutch_escape_attempts_total{" not in anonymous.raw.decode()
+        # nor any other series of a sandbox or a tenant (metrics_sandboxes.c)
+        assert f'sandbox="{sid}"' not in anonymous.raw.decode()
+        assert 'tenant="' not in anonymous.raw.decode()
         assert f'sandbox="{sid}"' in s.api().get("/metrics").raw.decode()
     finally:
         assert s.stop() == 0

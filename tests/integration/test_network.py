@@ -9,6 +9,7 @@ end, with services on the host's loopback it must keep sandboxes from.
 Against both builds of the server."""
 import base64
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -350,6 +351,15 @@ def test_ports_are_reached_by_path_and_by_host(server, tenant):
     r = tenant.request("PATCH", f"/v1/sandboxes/{sid}/network", {"public": True})
     assert r.json["network"]["public"] is True and r.json["network"]["public_ports"] == [8000]
     assert error_of(anon.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
+    # A client that keeps connections (http.client, as Node's keep-alive
+    # agent) is told each ends, and makes a new one for its next request.
+    keep = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    for n in range(3):
+        keep.request("GET", f"{by_path}/again{n}", headers={"Authorization": f"Bearer {tenant.key}"})
+        r = keep.getresponse()
+        assert (r.status, r.read(), r.getheader("Connection")) == (
+            200, f"hello from /again{n}".encode(), "close")
+    keep.close()
     # Nothing listening: 502.
     assert error_of(tenant.get(f"/v1/sandboxes/{sid}/ports/8001/")) == "port_closed"
     # audit lines are written off the loop, moments after a connection ends
@@ -394,7 +404,8 @@ def test_a_service_gets_one_request_a_connection(server, tenant):
         chunk = s.recv(4096)
         assert chunk, first
         first += chunk
-    assert first.startswith(b"HTTP/1.1 200")
+    # The client is told the connection ends, before what the service says
+    assert first.startswith(b"HTTP/1.1 200 OK\r\nConnection: close\r\n"), first
     s.sendall(f"GET {path}/second HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
     try:
         rest = s.recv(4096)

@@ -3,6 +3,7 @@
 #include "api/keys.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include "core/tenancy/keys.h"
 #include "core/base/server.h"
@@ -11,8 +12,41 @@
 #include "http/http.h"
 #include "http/request.h"
 
+#define WS_KEY_PROTOCOL "hutch.key." /* the key offered as a WebSocket subprotocol */
+#define WS_KEY_MAX 128
+
+/* A browser's WebSocket can set no header but Sec-WebSocket-Protocol, so
+ * the web console offers its key as the subprotocol "hutch.key.KEY" beside
+ * "hutch.v1" (api/ws.c answers with hutch.v1 alone: the key is never sent
+ * back). It is taken only from a WebSocket handshake, where a page of
+ * another site cannot put it without knowing it; never from a URL (which
+ * ends in logs and histories) nor a cookie (which a browser sends for any
+ * site that makes it ask: CSRF). The copy lands in buf. */
+static const char *ws_key(const struct http_req *req, char buf[WS_KEY_MAX]) {
+  const char *upgrade = http_header(req, "Upgrade");
+  const char *offered = http_header(req, "Sec-WebSocket-Protocol");
+  if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !offered)
+    return NULL;
+  for (const char *s = offered; *s;) {
+    s += strspn(s, " \t,");
+    size_t n = strcspn(s, " \t,");
+    size_t k = sizeof WS_KEY_PROTOCOL - 1;
+    if (n > k && n - k < WS_KEY_MAX && strncmp(s, WS_KEY_PROTOCOL, k) == 0) {
+      memcpy(buf, s + k, n - k);
+      buf[n - k] = '\0';
+      return buf;
+    }
+    s += n;
+  }
+  return NULL;
+}
+
 int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
-  return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);
+  const char *key = http_header(req, "X-API-Key"), *auth = http_header(req, "Authorization");
+  char buf[WS_KEY_MAX];
+  if (!key && !auth)
+    key = ws_key(req, buf);
+  return keys_check(srv, key, auth, p);
 }
 
 /* A key request's {tenant, max_sandboxes, max_memory_mb, max_disk_mb}

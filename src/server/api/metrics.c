@@ -14,12 +14,13 @@
 #include "http/request.h"
 
 /* /metrics counts every tenant's sandboxes, requests and errors together:
- * the operator's view, which tells one tenant how busy the others are.
- * It carries no tenant's id (a tenant reads its own sandboxes' numbers at
- * /v1/sandboxes/{id}/metrics), and by default only the admin key or the
- * metrics token (what a Prometheus scraper holds) may read it; a tenant's
- * key is refused. The one series with sandbox ids, escape attempts, is
- * shown only to those two: --metrics-public opens the rest to anyone. */
+ * the operator's view, which tells one tenant how busy the others are (a
+ * tenant reads its own sandboxes' numbers at /v1/sandboxes/{id}/metrics).
+ * By default only the admin key or the metrics token (what a Prometheus
+ * scraper holds) may read it; a tenant's key is refused. The series that
+ * name sandboxes and tenants (escape attempts, each sandbox's memory, CPU
+ * and execs) are shown only to those two: --metrics-public opens the rest,
+ * which name none, to anyone. */
 enum reader { READER_NONE, READER_PUBLIC, READER_OPERATOR };
 
 static enum reader may_read(struct http_conn *c) {

@@ -150,15 +150,29 @@ void api_ports_close_all(struct sbx *sb) {
 
 /* ---- reaching the service ---- */
 
-/* The service's first bytes after an Upgrade on a checked connection:
- * "HTTP/1.1 101" switches it to the other protocol, and the client may
- * send as it likes from then on; any other answer leaves it at the one
- * request. */
-static void upgrade_answered(struct relay *r, const char *data, size_t n) {
+/* The service's status line, on a connection that carries one request.
+ * "HTTP/1.x 101" to an Upgrade switches it to the other protocol, and the
+ * client may send as it likes from then on. Any other answer leaves it at
+ * the one request, and the client is told so: "Connection: close" goes in
+ * after the status line, first of the headers, whatever the service says
+ * of the connection after it (a "close" token anywhere ends it, RFC 9110
+ * 7.6.1; clients that read one Connection header read the first). A
+ * client that pools connections (Node's keep-alive agent, Python's
+ * http.client) would otherwise send its next request on a connection the
+ * server is about to end, and lose it. */
+static void answered(struct relay *r, const char *data, size_t n) {
+  struct pconn *pc = (struct pconn *)r;
   static const char switching[] = "HTTP/1.x 101";
-  if (n == sizeof switching - 1 && memcmp(data, switching, 7) == 0 &&
-      (data[7] == '0' || data[7] == '1') && memcmp(data + 8, switching + 8, 4) == 0)
+  const char *nl = memchr(data, '\n', n);
+  size_t line = nl ? (size_t)(nl - data) + 1 : n;
+  bool upgraded = pc->upgrade && line >= sizeof switching - 1 && memcmp(data, switching, 7) == 0 &&
+                  (data[7] == '0' || data[7] == '1') && memcmp(data + 8, switching + 8, 4) == 0;
+  relay_send(r, 0, data, line);
+  if (upgraded)
     relay_limit(r, 0, UINT64_MAX);
+  else if (nl)
+    relay_send(r, 0, "Connection: close\r\n", strlen("Connection: close\r\n"));
+  relay_send(r, 0, data + line, n - line);
 }
 
 static void connect_in(struct pconn *pc, int family);
@@ -214,8 +228,7 @@ static void on_connected(struct relay *r, int status) {
     if (nrest > pc->one_body)
       nrest = (size_t)pc->one_body;
     relay_limit(&pc->relay, 0, pc->one_body - nrest);
-    if (pc->upgrade)
-      relay_first(&pc->relay, 1, strlen("HTTP/1.1 101"), upgrade_answered);
+    relay_first(&pc->relay, 1, answered);
   }
 
   pc->sent = strlen(pc->head) + nrest;

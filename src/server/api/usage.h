@@ -15,6 +15,7 @@ int api_usage_range(struct http_conn *c, int64_t *start_ms, int64_t *end_ms);
 
 /* The native API's route handlers (routes.c). */
 void api_sandboxes_metrics(struct http_conn *c, const struct principal *p);
+void api_sandboxes_metrics_all(struct http_conn *c, const struct principal *p);
 void api_usage(struct http_conn *c, const struct principal *p);
 
 #endif

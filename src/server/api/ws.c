@@ -255,12 +255,32 @@ static void queue_kept(struct ws *w, struct proc *pr) {
   }
 }
 
+/* A browser opens a WebSocket from any page, to any server, and no
+ * same-origin rule stops it: the page's own Origin is all the server
+ * learns. Only the console's own pages (the Origin this server's Host
+ * names) may open one; clients that are not browsers send no Origin.
+ * The key is still needed, so this guards a key a page got hold of. */
+static bool same_origin(const struct http_req *r) {
+  const char *origin = http_header(r, "Origin"), *host = http_header(r, "Host");
+  if (!origin)
+    return true;
+  const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+                     : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                           : NULL;
+  return rest && host && strcasecmp(rest, host) == 0;
+}
+
 void api_procs_ws(struct http_conn *c, const struct principal *p) {
   const char *key = handshake_key(&c->req);
   if (!key) {
     http_error(c, HUTCH_ERR_INVALID, "invalid_argument",
                "a WebSocket handshake is needed (Upgrade: websocket, Connection: Upgrade, "
                "Sec-WebSocket-Key, Sec-WebSocket-Version: 13)");
+    return;
+  }
+  if (!same_origin(&c->req)) {
+    http_error(c, HUTCH_ERR_FORBIDDEN, "forbidden",
+               "a WebSocket from a page of another origin than this server's");
     return;
   }
   struct proc *pr = api_proc(c, p);
@@ -276,9 +296,12 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
     abort();
   wslay_event_config_set_max_recv_msg_length(w->ctx, WS_MSG_MAX);
 
+  /* The console offers "hutch.v1" and its key (api/keys.c): the answer
+   * names only the first. */
+  bool v1 = has_token(http_header(&c->req, "Sec-WebSocket-Protocol"), "hutch.v1");
   char *head = xasprintf("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-                         accept);
+                         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
+                         accept, v1 ? "Sec-WebSocket-Protocol: hutch.v1\r\n" : "");
   w->busy++;
   http_own(c, &ws_ops, w);
   http_raw_send(c, head, strlen(head));

@@ -177,6 +177,10 @@ const char *http_status_text(int status) {
     return "Accepted";
   case 204:
     return "No Content";
+  case 304:
+    return "Not Modified";
+  case 308:
+    return "Permanent Redirect";
   case 400:
     return "Bad Request";
   case 401:

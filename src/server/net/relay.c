@@ -198,11 +198,9 @@ void relay_limit(struct relay *r, int i, uint64_t n) {
   r->limit[i] = n;
 }
 
-void relay_first(struct relay *r, int i, size_t n,
-                 void (*fn)(struct relay *r, const char *data, size_t n)) {
+void relay_first(struct relay *r, int i, void (*fn)(struct relay *r, const char *data, size_t n)) {
   r->first_fn = fn;
   r->first_side = i;
-  r->first_want = n < sizeof r->first_buf ? n : sizeof r->first_buf;
   r->first_got = 0;
 }
 
@@ -288,25 +286,24 @@ static int past_limit(struct relay *r, int d) {
 }
 
 /* relay_first's bytes of side d, read (not spliced: they are looked at)
- * and queued for the other side; fn once they are all there or side d
- * has ended. -1 after the relay closed. */
+ * and held; fn sends them on once the line is there, the buffer full or
+ * side d ended. -1 after the relay closed. */
 static int read_first(struct relay *r, int d) {
-  ssize_t n =
-      recv(r->fd[d], r->first_buf + r->first_got, r->first_want - r->first_got, MSG_DONTWAIT);
+  ssize_t n = recv(r->fd[d], r->first_buf + r->first_got, sizeof r->first_buf - r->first_got,
+                   MSG_DONTWAIT);
   if (n < 0 && errno == EAGAIN)
     return 0;
   if (n < 0) {
     relay_close(r);
     return -1;
   }
-  if (n > 0)
-    relay_send(r, 1 - d, r->first_buf + r->first_got, (size_t)n);
+  bool line = memchr(r->first_buf + r->first_got, '\n', (size_t)n) != NULL;
   r->first_got += (size_t)n;
   r->bytes[d] += (uint64_t)n;
   r->active = uv_now(r->poll[d].loop);
   if (n == 0)
     r->eof[d] = true;
-  if (n == 0 || r->first_got == r->first_want) {
+  if (n == 0 || line || r->first_got == sizeof r->first_buf) {
     void (*fn)(struct relay *, const char *, size_t) = r->first_fn;
     r->first_fn = NULL;
     fn(r, r->first_buf, r->first_got);

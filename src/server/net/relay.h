@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#define RELAY_FIRST_MAX 256 /* relay_first's bytes at most */
+
 struct relay;
 struct relay_attempt;
 typedef void (*relay_done_fn)(struct relay *r);
@@ -51,12 +53,12 @@ struct relay {
   bool started, closing;
   uint64_t active;               /* loop time (ms) bytes last moved */
   struct relay_attempt *attempt; /* a connect of side 1 under way */
-  /* relay_first: side first_side's first bytes, read into first_buf
-   * before any is spliced; first_fn sees them (NULL once it has). */
+  /* relay_first: side first_side's first line, read into first_buf
+   * before any byte is spliced; first_fn sends it on (NULL once it has). */
   void (*first_fn)(struct relay *r, const char *data, size_t n);
   int first_side;
-  size_t first_want, first_got;
-  char first_buf[32];
+  size_t first_got;
+  char first_buf[RELAY_FIRST_MAX];
   int open; /* handles not yet closed */
   relay_done_fn done;
   struct relay_set *set; /* the set it is in, if any */
@@ -80,11 +82,13 @@ void relay_adopt(struct relay *r, int i, int fd);
 /* Side i may send n bytes more, no more: one more from it ends the relay
  * (a request on a connection that was to carry one, ports.c). */
 void relay_limit(struct relay *r, int i, uint64_t n);
-/* The first n (at most 32) bytes side i sends are shown to fn before they
- * go on, as they would have (fewer when it ends first): ports.c lets a
- * client send more only once the service has answered 101 to an Upgrade. */
-void relay_first(struct relay *r, int i, size_t n,
-                 void (*fn)(struct relay *r, const char *data, size_t n));
+/* The first bytes side i sends, up to its first newline (or
+ * RELAY_FIRST_MAX bytes, or its end, whichever comes first; a few past the
+ * newline may come with them), are held and given to fn, which sends them
+ * on with relay_send as it likes: ports.c reads a service's status line,
+ * to let a client send more once the service has answered 101 to an
+ * Upgrade, and to tell the client the connection will not be kept. */
+void relay_first(struct relay *r, int i, void (*fn)(struct relay *r, const char *data, size_t n));
 /* Queue a copy of data for side i, sent when it starts. */
 void relay_send(struct relay *r, int i, const void *data, size_t n);
 /* Relay both ways from now on. */

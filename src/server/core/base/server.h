@@ -56,6 +56,8 @@ struct serve_config {
   unsigned create_lanes;        /* --create-lanes: sandboxes made at once (offload.h) */
   uint64_t max_create_wait_ms;  /* --max-create-wait-ms: admission of creates (sbx_create.c) */
   char *kernels_dir;            /* --kernels-dir; NULL: looked for (server_open.c) */
+  char *ui_dir;                 /* --ui-dir; NULL: looked for (api/console.c) */
+  bool no_ui;                   /* --no-ui: no console at /ui */
   int64_t paused_retention_ms;  /* --paused-retention: how long a paused sandbox is kept */
   char *domain;                 /* --domain: ports are reached as {port}-{id}.DOMAIN (ports.c) */
   uint64_t relay_idle_ms;       /* --relay-idle: a relayed connection idle this long ends */
@@ -124,6 +126,7 @@ struct serve_fronts {
 
 struct volworker;
 struct mcp_front;
+struct console;
 
 struct server {
   uv_loop_t *loop;
@@ -161,6 +164,7 @@ struct server {
   struct http_server http;           /* the transport: listening socket and connections */
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
   struct mcp_front *mcp;             /* MCP's sessions (src/server/mcp/); NULL until used */
+  struct console *console;           /* the web console's files (api/console.c); NULL: off */
   struct sbx *sandboxes;             /* tenants' sandboxes */
   unsigned nsandboxes;
   struct sbx **by_id; /* the same by id: nby_id chains (sbx.c) */

@@ -155,6 +155,7 @@ static void run_commands(struct startup *su, struct sbx *sb) {
       startup_end(su, sb, &err);
       return;
     }
+    procs_mark_start(pr);
   }
 
   if (!su->ready)

@@ -70,7 +70,8 @@ struct context {
   size_t err_len;
   struct cell *cells; /* the first is the running one once sent */
   unsigned ncells;
-  bool sent; /* the first cell went to the kernel */
+  bool sent;       /* the first cell went to the kernel */
+  int64_t sent_ms; /* ... then (ms since the epoch) */
   uint64_t next_cell;
   uv_timer_t timer; /* the running cell's timeout, then the grace */
   bool grace;
@@ -158,6 +159,7 @@ static void send_next(struct context *cx) {
   free(s);
 
   cx->sent = true;
+  cx->sent_ms = wall_ms();
   cx->grace = false;
   uv_timer_start(&cx->timer, on_timer, (uint64_t)(ce->timeout_s * 1000), 0);
 }
@@ -569,6 +571,14 @@ int contexts_restart(struct context *cx, struct hutch_err *err) {
 void contexts_interrupt(struct context *cx) {
   if (cx->sent)
     kernel_signal(cx, SIGINT);
+}
+
+int64_t contexts_oldest_ms(const struct sbx *sb) {
+  int64_t oldest = 0;
+  for (const struct context *cx = sb->contexts; cx; cx = cx->next)
+    if (cx->sent && (!oldest || cx->sent_ms < oldest))
+      oldest = cx->sent_ms;
+  return oldest;
 }
 
 struct context *contexts_next(struct sbx *sb, struct context *prev) {

@@ -27,6 +27,9 @@ struct context_info {
 void contexts_info(const struct context *cx, struct context_info *out);
 
 void contexts_free(struct sbx *sb);
+/* When the longest running of sb's cells started (ms since the epoch); 0:
+ * none runs. */
+int64_t contexts_oldest_ms(const struct sbx *sb);
 /* A new context of language (python, javascript or js, bash; NULL:
  * python) in cwd (NULL: the kernel's own) with env added to the
  * sandbox's. */

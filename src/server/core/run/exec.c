@@ -17,6 +17,11 @@
 struct exec {
   struct astream *s;
   struct server *srv;
+  /* Once it runs, until it ends: in its sandbox's list of running execs
+   * (sb->execs, which exec_oldest_ms reads), since started_ms. */
+  struct sbx *sb;
+  struct exec *next, **pprev;
+  int64_t started_ms;
   struct exec_sink sink;
   uint64_t t0;
   char tenant[SERVE_TENANT_LEN + 1], sandbox[17]; /* for its events */
@@ -55,7 +60,26 @@ static void exec_free(struct exec *x) {
   free(x);
 }
 
+static void link_running(struct exec *x) {
+  x->started_ms = wall_ms();
+  x->next = x->sb->execs;
+  if (x->next)
+    x->next->pprev = &x->next;
+  x->pprev = &x->sb->execs;
+  x->sb->execs = x;
+}
+
+static void unlink_running(struct exec *x) {
+  if (!x->pprev)
+    return;
+  *x->pprev = x->next;
+  if (x->next)
+    x->next->pprev = x->pprev;
+  x->pprev = NULL;
+}
+
 static void end(struct exec *x, json_t *exit_line) {
+  unlink_running(x);
   report_end(x, exit_line);
   x->s = NULL;
   x->busy++;
@@ -77,6 +101,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
   const char *ev = json_string_value(json_object_get(j, "event"));
   if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0 && !x->started) {
     x->started = true;
+    link_running(x);
     x->srv->metrics.execs++;
     counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                      (double)(now_ns() - x->t0) / 1e9);
@@ -124,6 +149,7 @@ struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0
                         const struct exec_sink *sink, struct hutch_err *err) {
   struct exec *x = xcalloc(1, sizeof *x);
   x->srv = sb->srv;
+  x->sb = sb;
   x->t0 = t0_ns;
   x->sink = *sink;
   str_copy(x->tenant, sizeof x->tenant, sb->tenant);
@@ -154,6 +180,7 @@ void exec_resume(struct exec *x) {
 void exec_abandon(struct exec *x) {
   if (x->abandoned)
     return;
+  unlink_running(x);
   if (x->s) {
     agentc_abandon(x->s); /* the agent kills what the exec started */
     if (x->started)
@@ -163,4 +190,12 @@ void exec_abandon(struct exec *x) {
   x->abandoned = true;
   if (!x->busy)
     exec_free(x);
+}
+
+int64_t exec_oldest_ms(const struct sbx *sb) {
+  int64_t oldest = 0;
+  for (const struct exec *x = sb->execs; x; x = x->next)
+    if (!oldest || x->started_ms < oldest)
+      oldest = x->started_ms;
+  return oldest;
 }

@@ -37,6 +37,9 @@ void exec_resume(struct exec *x);
  * The sink hears nothing more; x is freed (once the sink call under way,
  * if it is called from one, has returned). */
 void exec_abandon(struct exec *x);
+/* When the longest running of sb's foreground execs started (ms since the
+ * epoch); 0: none runs. */
+int64_t exec_oldest_ms(const struct sbx *sb);
 
 /* The exec.started and exec.ended events of a command, a foreground exec
  * or a background process (procs.c): its argv and pid; its exit line (NULL:

@@ -37,7 +37,8 @@ struct proc {
   procs_started_cb started; /* who waits for it to run, until told */
   void *started_arg;
   bool stdin_open;
-  bool pty; /* its output is a terminal's */
+  bool pty;           /* its output is a terminal's */
+  bool start_command; /* its template's start command (procs_mark_start) */
 };
 
 /* ---- output ---- */
@@ -301,6 +302,20 @@ struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err
   hutch_err_fail(err, HUTCH_ERR_NOT_FOUND, "not_found", "no background process %s in sandbox %s",
                  pid, sb->id);
   return NULL;
+}
+
+void procs_mark_start(struct proc *pr) {
+  pr->start_command = true;
+}
+
+int64_t procs_oldest_ms(const struct sbx *sb, bool start_command) {
+  int64_t oldest = 0;
+  for (const struct proc *pr = sb->procs; pr; pr = pr->next) {
+    bool running = pr->pid && !pr->exit;
+    if (running && pr->start_command == start_command && (!oldest || pr->started_ms < oldest))
+      oldest = pr->started_ms;
+  }
+  return oldest;
 }
 
 void procs_info(const struct proc *pr, struct proc_info *out) {

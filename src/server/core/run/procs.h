@@ -29,6 +29,13 @@ void procs_free(struct sbx *sb);
 /* After a restart: the execs the agent still runs become background
  * processes (output from now on; what was kept went with the old server). */
 void procs_adopt(struct sbx *sb, json_t *jobs);
+/* pr is its sandbox's template's start command (startup.c): a service
+ * meant to run as long as the sandbox, which procs_oldest_ms counts apart. */
+void procs_mark_start(struct proc *pr);
+/* When the longest running of sb's processes started (ms since the epoch;
+ * an adopted one: when it was adopted), of its start commands or of the
+ * others; 0: none runs. */
+int64_t procs_oldest_ms(const struct sbx *sb, bool start_command);
 
 /* The process pid (a decimal string, from a path) names in sb: not_found. */
 struct proc *procs_lookup(struct sbx *sb, const char *pid, struct hutch_err *err);

@@ -19,6 +19,7 @@ struct hutch_err;
 
 struct pool;
 struct proc;
+struct exec;
 struct samples;
 struct context;
 struct watch;
@@ -48,6 +49,7 @@ struct sbx {
   json_t *metadata;         /* object of strings */
   json_t *env;              /* object of strings, given to every exec */
   struct proc *procs;       /* background processes, newest first */
+  struct exec *execs;       /* foreground execs that are running (exec.c) */
   struct context *contexts; /* code contexts (contexts.c) */
   struct watch *watches;    /* E2B's polled watchers (e2b/fs.c) */
   unsigned ncontexts;

@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "util.h"
 #include "core/sandbox/escapes.h"
+#include "core/serve/metrics_sandboxes.h"
 #include "core/life/pool.h"
 #include "core/base/counters.h"
 #include "core/base/server.h"
@@ -127,8 +128,10 @@ void metrics_write(FILE *f, const struct server *srv, bool operator, size_t queu
           "hutch_egress_connections_total{verdict=\"denied\"} %llu\n",
           (unsigned long long)m->egress_allowed, (unsigned long long)m->egress_denied);
   pool_metrics(f, srv);
-  if (operator)
+  if (operator) {
     escapes_metrics(f, srv);
+    metrics_sandboxes_write(f, srv);
+  }
 
   histogram(f, "hutch_create_seconds", "Time to create a sandbox, request to response.",
             m->create_hist, m->create_sum_s);

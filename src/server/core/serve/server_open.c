@@ -387,6 +387,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.webhook_hosts[i]);
   free(srv->cfg.webhook_hosts);
   free(srv->cfg.kernels_dir);
+  free(srv->cfg.ui_dir);
   free(srv->cfg.gvisor_platform);
   free(srv->cfg.host);
   free(srv->cfg.domain);

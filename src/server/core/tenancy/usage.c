@@ -213,6 +213,8 @@ static struct usage_point point_of(const struct sbx *sb, const struct sample *s)
   return (struct usage_point){.ms = s->ms,
                               .cpu_pct = s->v.cpu_pct,
                               .cpus = (unsigned)(cpus_of(sb) + 0.999),
+                              .cpu_limit = cpus_of(sb),
+                              .cpu_ns = s->v.cpu_ns,
                               .memory_used = s->v.memory,
                               .memory_cache = s->v.cache,
                               .memory_limit = sb->memory_mb << 20,
@@ -247,6 +249,14 @@ void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
     struct usage_point pt = point_of(sb, &now);
     fn(&pt, arg);
   }
+}
+
+bool usage_last(const struct sbx *sb, struct usage_point *out) {
+  struct sample x;
+  const struct sample *last = last_of(sb->samples, &x);
+  if (last)
+    *out = point_of(sb, last);
+  return last != NULL;
 }
 
 int usage_of(struct server *srv, const struct principal *p, const char *tenant,

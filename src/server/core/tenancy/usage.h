@@ -2,6 +2,7 @@
 #ifndef HUTCH_CORE_TENANCY_USAGE_H
 #define HUTCH_CORE_TENANCY_USAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -22,12 +23,17 @@ void usage_free(struct sbx *sb);
  * one taken now at the end, each passed to fn. */
 struct usage_point {
   int64_t ms;
-  double cpu_pct; /* of the CPUs it may use */
-  unsigned cpus;
+  double cpu_pct;   /* of the CPUs it may use */
+  unsigned cpus;    /* those CPUs, rounded up */
+  double cpu_limit; /* the same, as many as its limit says (or the host's) */
+  uint64_t cpu_ns;  /* the CPU time it has used since it was made */
   uint64_t memory_used, memory_cache, memory_limit, disk_used, disk_limit, pids;
 };
 void usage_points(struct sbx *sb, int64_t start_ms, int64_t end_ms,
                   void (*fn)(const struct usage_point *pt, void *arg), void *arg);
+/* The newest sample kept (no reading now: /metrics reads every sandbox's,
+ * and the sampler has read them lately); false when there is none yet. */
+bool usage_last(const struct sbx *sb, struct usage_point *out);
 /* What a tenant's sandboxes used while running, sandboxes that ended
  * included, and how many it has now. tenant NULL: the caller's own;
  * another's only for the admin (forbidden else). */
