@@ -129,7 +129,7 @@ def test_each_tenant_sees_its_own_events_in_order(server, tenants):
     assert created == mine, seen
     first = [e for e in seen if e["sandbox"] == mine[0]]
     assert [e["type"] for e in first] == ["sandbox.created", "sandbox.started", "sandbox.killed"]
-    assert first[0]["data"]["template"] == "host" and first[0]["data"]["isolation"] == "ns"
+    assert first[0]["data"]["template"] == "host" and first[0]["data"]["tier"] == "ns"
     assert first[2]["data"]["reason"] == "request"
 
     assert {e["sandbox"] for e in events(b, f"since={since}")} == {theirs}
@@ -221,7 +221,7 @@ def test_follow_sse_and_filters(server, tenants):
     assert out[-1]["exit_code"] == 3
     lines = [json.loads(follow.readline()) for _ in range(2)]
     assert [e["type"] for e in lines] == ["exec.started", "exec.ended"], lines
-    assert lines[0]["data"]["argv"] == ["sh", "-c", "exit 3"]
+    assert lines[0]["data"]["cmd"] == lines[1]["data"]["cmd"] == ["sh", "-c", "exit 3"]
     assert lines[1]["data"]["exit_code"] == 3 and lines[1]["data"]["status"] == "nonzero"
     assert lines[1]["data"]["signal"] is None and lines[1]["data"]["duration_ms"] >= 0
     assert lines[1]["data"]["background"] is False

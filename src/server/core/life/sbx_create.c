@@ -145,7 +145,7 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_
 
   json_t *view = sbx_json(sb);
   events_emit(srv, "sandbox.created", sb->tenant, sb->id,
-              json_pack("{s:s,s:O?,s:O?,s:I,s:f}", "template", sb->template, "isolation",
+              json_pack("{s:s,s:O?,s:O?,s:I,s:f}", "template", sb->template, "tier",
                         json_object_get(view, "isolation"), "metadata", sb->metadata, "memory_mb",
                         (json_int_t)sb->memory_mb, "timeout_s", (double)sb->timeout_ms / 1000));
   json_decref(view);

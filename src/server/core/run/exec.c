@@ -37,21 +37,22 @@ struct exec {
 void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
                        json_t *pid, bool background) {
   events_emit(srv, "exec.started", tenant, sandbox,
-              json_pack("{s:O,s:O?,s:b}", "argv", argv, "pid", pid, "background", background));
+              json_pack("{s:O,s:O?,s:b}", "cmd", argv, "pid", pid, "background", background));
 }
 
-void exec_report_end(struct server *srv, const char *tenant, const char *sandbox,
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
                      json_t *exit_line, int64_t duration_ms, bool background) {
   json_t *data = exit_line ? json_deep_copy(exit_line) : json_pack("{s:b}", "abandoned", 1);
   json_object_del(data, "type");
   json_object_del(data, "changed"); /* the artifacts' paths: the exec's answer's business */
   json_object_set_new(data, "duration_ms", json_integer(duration_ms));
   json_object_set_new(data, "background", json_boolean(background));
+  json_object_set(data, "cmd", argv);
   events_emit(srv, "exec.ended", tenant, sandbox, data);
 }
 
 static void report_end(struct exec *x, json_t *exit_line) {
-  exec_report_end(x->srv, x->tenant, x->sandbox, exit_line,
+  exec_report_end(x->srv, x->tenant, x->sandbox, x->argv, exit_line,
                   (int64_t)((now_ns() - x->t0) / 1000000), false);
 }
 

@@ -42,11 +42,11 @@ void exec_abandon(struct exec *x);
 int64_t exec_oldest_ms(const struct sbx *sb);
 
 /* The exec.started and exec.ended events of a command, a foreground exec
- * or a background process (procs.c): its argv and pid; its exit line (NULL:
- * abandoned, its client gone) and how long it ran. */
+ * or a background process (procs.c): its argv (as "cmd") and pid; its exit
+ * line (NULL: abandoned, its client gone) and how long it ran. */
 void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
                        json_t *pid, bool background);
-void exec_report_end(struct server *srv, const char *tenant, const char *sandbox,
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
                      json_t *exit_line, int64_t duration_ms, bool background);
 
 #endif

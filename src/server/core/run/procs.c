@@ -102,8 +102,8 @@ static void ended(struct proc *pr, json_t *exit_line) {
   pr->exit = exit_line;
   pr->s = NULL;
   pr->stdin_open = false;
-  exec_report_end(pr->sb->srv, pr->sb->tenant, pr->sb->id, exit_line, wall_ms() - pr->started_ms,
-                  true);
+  exec_report_end(pr->sb->srv, pr->sb->tenant, pr->sb->id, pr->cmd, exit_line,
+                  wall_ms() - pr->started_ms, true);
 
   char *line = http_json_line(json_incref(exit_line), &n);
   while (pr->subs) {
