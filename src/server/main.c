@@ -17,6 +17,7 @@
 #include "routes.h"
 #include "core/life/pool.h"
 #include "core/life/sbx_teardown.h"
+#include "core/hooks/webhooks.h"
 #include "core/serve/server_open.h"
 #include "mcp/sessions.h"
 
@@ -50,6 +51,15 @@ static const char usage[] =
     "                            too_many_requests for a tenant holding most of the queue,\n"
     "                            else 503 at_capacity, with Retry-After (default 3000)\n"
     "  --paused-retention SECONDS  how long a paused sandbox is kept (default 86400)\n"
+    "  --events-retention SECONDS  how long /v1/events keeps an event (default 3600)\n"
+    "  --events-max N            the most events kept at once (default 100000)\n"
+    "  --webhook-allow CIDR|HOST[:PORT]\n"
+    "                            lift it from the deny floor for webhook targets (repeatable;\n"
+    "                            the floor refuses loopback, private, link-local, metadata\n"
+    "                            and the host's own addresses; IPv6 in [ ]); a HOST is\n"
+    "                            trusted wherever it resolves to\n"
+    "  --webhook-timeout-ms MS   one delivery attempt's time (default 10000)\n"
+    "  --webhook-backoff-ms MS   the first retry's wait, doubled at each (default 1000)\n"
     "  --relay-idle SECONDS      a connection through a sandbox's proxy or ports that moves\n"
     "                            no byte for this long ends (default 3600)\n"
     "  --ready-timeout SECONDS   how long a create waits for its template's ready command\n"
@@ -148,9 +158,43 @@ enum {
   O_ISOLATION_MIN,
   O_GVISOR_PLATFORM,
   O_ECA,
+  O_EV_RETENTION,
+  O_EV_MAX,
+  O_WH_ALLOW,
+  O_WH_TIMEOUT,
+  O_WH_BACKOFF,
   O_NO_UI,
-  O_UI_DIR
+  O_UI_DIR,
 };
+
+/* --webhook-allow SPEC: an address or block (the webhooks' floor's
+ * permits), else a host name with an optional port, kept as written
+ * canonically ("host" or "host:port"). */
+static int webhook_allow(struct serve_config *cfg, const char *spec) {
+  char why[512], canon[NETPOLICY_HOST_MAX + 1];
+  if (netpolicy_floor_add(&cfg->webhook_floor, true, spec, why, sizeof why) == 0)
+    return 0;
+  const char *colon = strrchr(spec, ':');
+  uint64_t port = 0;
+  if (colon && (!parse_u64(colon + 1, &port) || port == 0 || port > 65535))
+    return -1;
+  char *host = colon ? strndup(spec, (size_t)(colon - spec)) : xstrdup(spec);
+  bool ok = host && netpolicy_host_ok(host, canon) && !strchr(canon, ':');
+  free(host);
+  if (!ok)
+    return -1;
+
+  size_t n = 0;
+  while (cfg->webhook_hosts && cfg->webhook_hosts[n])
+    n++;
+  if (n == 64)
+    return -1;
+  cfg->webhook_hosts = xrealloc(cfg->webhook_hosts, (n + 2) * sizeof *cfg->webhook_hosts);
+  cfg->webhook_hosts[n] = port ? xasprintf("%s:%llu", canon, (unsigned long long)port)
+                               : xstrdup(canon);
+  cfg->webhook_hosts[n + 1] = NULL;
+  return 0;
+}
 
 /* One option o (its argument in optarg) into cfg: 1 to exit 0 (help,
  * routes), 0 to go on, -1 after saying what is wrong. */
@@ -221,6 +265,32 @@ static int one_option(int o, char **argv, struct serve_config *cfg) {
     if (parse_count("--paused-retention", optarg, 365 * 86400, &v) < 0)
       return -1;
     cfg->paused_retention_ms = (int64_t)v * 1000;
+    break;
+  case O_EV_RETENTION:
+    if (parse_count("--events-retention", optarg, 30 * 86400, &v) < 0)
+      return -1;
+    cfg->events_retention_s = (int64_t)v;
+    break;
+  case O_EV_MAX:
+    if (parse_count("--events-max", optarg, 1000000, &v) < 0)
+      return -1;
+    cfg->events_max = (unsigned)v;
+    break;
+  case O_WH_ALLOW:
+    if (webhook_allow(cfg, optarg) < 0) {
+      fprintf(stderr,
+              "hutch serve: --webhook-allow wants an address, a CIDR block or a host name, with "
+              "an optional :PORT (IPv6 in brackets), not '%s'\n",
+              optarg);
+      return -1;
+    }
+    break;
+  case O_WH_TIMEOUT:
+  case O_WH_BACKOFF:
+    if (parse_count(o == O_WH_TIMEOUT ? "--webhook-timeout-ms" : "--webhook-backoff-ms", optarg,
+                    600000, &v) < 0)
+      return -1;
+    *(o == O_WH_TIMEOUT ? &cfg->webhook_timeout_ms : &cfg->webhook_backoff_ms) = v;
     break;
   case O_METRICS_PUBLIC:
     cfg->metrics_public = true;
@@ -347,6 +417,11 @@ static int parse(int argc, char **argv, struct serve_config *cfg) {
       {"pool", required_argument, NULL, O_POOL},
       {"paused-retention", required_argument, NULL, O_RETENTION},
       {"kernels-dir", required_argument, NULL, O_KERNELS},
+      {"events-retention", required_argument, NULL, O_EV_RETENTION},
+      {"events-max", required_argument, NULL, O_EV_MAX},
+      {"webhook-allow", required_argument, NULL, O_WH_ALLOW},
+      {"webhook-timeout-ms", required_argument, NULL, O_WH_TIMEOUT},
+      {"webhook-backoff-ms", required_argument, NULL, O_WH_BACKOFF},
       {"domain", required_argument, NULL, O_DOMAIN},
       {"relay-idle", required_argument, NULL, O_IDLE},
       {"ready-timeout", required_argument, NULL, O_READY},
@@ -407,6 +482,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   }
   http_close_all(&srv->http);
   mcp_front_free(srv);
+  webhooks_stop(srv);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->sigint, NULL);
 }

@@ -19,6 +19,7 @@
 #include "util.h"
 #include "api/console.h"
 #include "api/contexts.h"
+#include "api/events.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/keys.h"
@@ -32,6 +33,7 @@
 #include "api/templates.h"
 #include "api/usage.h"
 #include "api/volumes.h"
+#include "api/webhooks.h"
 #include "api/ws.h"
 #include "core/sandbox/audit.h"
 #include "core/sandbox/fds.h"
@@ -128,6 +130,11 @@ static const struct route native[] = {
     PORT(HTTP_OPTIONS),
     {HTTP_GET, "/v1/sandboxes/{id}/metrics", TENANT, NULL, api_sandboxes_metrics},
     {HTTP_GET, "/v1/usage", TENANT, NULL, api_usage},
+    {HTTP_GET, "/v1/events", TENANT, NULL, api_events},
+    {HTTP_POST, "/v1/webhooks", TENANT, "webhook.create", api_webhooks_create},
+    {HTTP_GET, "/v1/webhooks", TENANT, NULL, api_webhooks_list},
+    {HTTP_GET, "/v1/webhooks/{id}", TENANT, NULL, api_webhooks_get},
+    {HTTP_DELETE, "/v1/webhooks/{id}", TENANT, "webhook.delete", api_webhooks_delete},
     {HTTP_POST, "/v1/sandboxes/{id}/snapshots", TENANT, "snapshot.create", api_snapshots_create},
     {HTTP_POST, "/v1/sandboxes/{id}/fork", TENANT, "sandbox.fork", api_sandboxes_fork},
     {HTTP_GET, "/v1/snapshots", TENANT, NULL, api_snapshots_list},

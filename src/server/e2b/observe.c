@@ -230,6 +230,19 @@ void e2b_sandboxes_logs(struct http_conn *c, const struct principal *p) {
   free(q.search);
 }
 
+/* An entry as E2B's older SandboxLog line: a JSON object's text, as
+ * E2B's own sandboxes' log lines are ({"level", "logger", "message", and
+ * the fields}), which its CLI (`e2b sandbox logs`) parses (malloc'd). */
+static char *log_line(json_t *entry) {
+  json_t *o = json_deep_copy(json_object_get(entry, "fields"));
+  json_object_set(o, "level", json_object_get(entry, "level"));
+  json_object_set_new(o, "logger", json_string("hutch"));
+  json_object_set(o, "message", json_object_get(entry, "message"));
+  char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(o);
+  return s;
+}
+
 /* E2B's older form: ?start (ms), limit; {logs: [{timestamp, line}],
  * logEntries}. */
 void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p) {
@@ -240,9 +253,10 @@ void e2b_sandboxes_logs_v1(struct http_conn *c, const struct principal *p) {
   json_t *entries = logs_of(sb, &q), *lines = json_array(), *v;
   size_t i;
   json_array_foreach(entries, i, v) {
-    json_array_append_new(lines,
-                          json_pack("{s:O,s:O}", "timestamp", json_object_get(v, "timestamp"),
-                                    "line", json_object_get(v, "message")));
+    char *line = log_line(v);
+    json_array_append_new(lines, json_pack("{s:O,s:s}", "timestamp",
+                                           json_object_get(v, "timestamp"), "line", line));
+    free(line);
   }
   http_json(c, 200, json_pack("{s:o,s:o}", "logs", lines, "logEntries", entries));
 }

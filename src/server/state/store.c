@@ -64,7 +64,12 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS secrets ("
     "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL,"
     "  metadata TEXT NOT NULL, value TEXT NOT NULL, created_at INTEGER NOT NULL,"
-    "  updated_at INTEGER NOT NULL, UNIQUE (tenant, name));";
+    "  updated_at INTEGER NOT NULL, UNIQUE (tenant, name));"
+    /* store_hooks.c's: webhooks, and counters (the events' numbers). */
+    "CREATE TABLE IF NOT EXISTS webhooks ("
+    "  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, spec TEXT NOT NULL, secret TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
 static int fail(struct store *st, struct hutch_err *err, const char *what) {
   return hutch_err_set(err, 0, "state store: %s: %s", what, sqlite3_errmsg(st->db));
@@ -324,6 +329,23 @@ static sqlite3_stmt *prep_text(struct store *st, const char *sql, const char *te
 static int with_text(struct store *st, const char *sql, const char *text, struct hutch_err *err) {
   sqlite3_stmt *s = prep_text(st, sql, text, err);
   return s ? step_done(st, s, err) : -1;
+}
+
+/* For the store's other files (store_hooks.c): the same, by name. */
+sqlite3_stmt *store_prep(struct store *st, const char *sql, struct hutch_err *err) {
+  return prep(st, sql, err);
+}
+
+int store_step_done(struct store *st, sqlite3_stmt *s, struct hutch_err *err) {
+  return step_done(st, s, err);
+}
+
+void store_done(struct store *st, sqlite3_stmt *s) {
+  done(st, s);
+}
+
+const unsigned char *store_seal_key(const struct store *st) {
+  return st->key;
 }
 
 int store_key_find(struct store *st, const char *hash, struct principal *p, struct hutch_err *err) {

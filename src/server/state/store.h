@@ -10,6 +10,7 @@
 #include "err.h"
 
 struct store;
+struct sqlite3_stmt;
 
 #define SERVE_TENANT_LEN 64
 #define SERVE_KEY_ID_LEN 16
@@ -26,6 +27,14 @@ struct principal {
 int store_open(const char *path, const unsigned char *key, struct store **out,
                struct hutch_err *err);
 void store_close(struct store *st);
+
+/* For the store's own files only (store_hooks.c): a cached prepared
+ * statement (NULL with err set), its step as a write, its end; the key
+ * that seals what the store keeps sealed. */
+struct sqlite3_stmt *store_prep(struct store *st, const char *sql, struct hutch_err *err);
+int store_step_done(struct store *st, struct sqlite3_stmt *s, struct hutch_err *err);
+void store_done(struct store *st, struct sqlite3_stmt *s);
+const unsigned char *store_seal_key(const struct store *st);
 
 /* Commits append to the WAL and wait for no disk (journal_mode=WAL,
  * synchronous=NORMAL); a checkpoint, which copies the WAL into the

@@ -76,6 +76,15 @@ struct serve_config {
    * label or snapshot lowers (server_tier). */
   enum hutch_isolation isolation_min;
   char *gvisor_platform;
+  /* --events-retention, --events-max: what the event ring keeps
+   * (core/events/events.h); --webhook-allow: what lifts the deny floor
+   * for webhook targets, --webhook-timeout-ms and --webhook-backoff-ms:
+   * an attempt's time and the first retry's wait (core/hooks/webhooks.h). */
+  int64_t events_retention_s;
+  unsigned events_max;
+  struct np_floor webhook_floor;
+  char **webhook_hosts; /* --webhook-allow HOST[:PORT]: "host" or "host:port", NULL-terminated */
+  uint64_t webhook_timeout_ms, webhook_backoff_ms;
   bool metrics_public;      /* --metrics-public: /metrics for anyone */
   char *metrics_token_file; /* --metrics-token-file (metrics.c) */
 };
@@ -150,6 +159,8 @@ struct server {
   size_t nown_addrs;
   uint64_t own_addrs_at;
   struct audit *audit;               /* audit.c */
+  struct events *events;             /* the event ring (core/events/events.c) */
+  struct webhooks *webhooks;         /* core/hooks/webhooks.c */
   struct http_server http;           /* the transport: listening socket and connections */
   const struct serve_fronts *fronts; /* NULL: none (tests that drive actions alone) */
   struct mcp_front *mcp;             /* MCP's sessions (src/server/mcp/); NULL until used */

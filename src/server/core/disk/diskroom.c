@@ -24,6 +24,7 @@
 #include <sys/statvfs.h>
 
 #include "core/base/server.h"
+#include "core/events/events.h"
 #include "core/sandbox/tally.h"
 #include "core/disk/templates.h"
 #include "core/disk/tplcache.h"
@@ -134,13 +135,17 @@ static int room(struct server *srv, const struct principal *p, uint64_t bytes, b
     used = used > freed ? used - freed : 0;
   }
 
-  if (used + bytes > quota)
-    return hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
-                          "tenant %s may keep at most %llu MiB of volumes, snapshots, "
-                          "templates, build cache and uploads (%llu in use, %llu more asked)",
-                          p->tenant, (unsigned long long)(quota >> 20),
-                          (unsigned long long)(used >> 20),
-                          (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
+  if (used + bytes > quota) {
+    hutch_err_fail(err, HUTCH_ERR_QUOTA, "quota_exceeded",
+                   "tenant %s may keep at most %llu MiB of volumes, snapshots, "
+                   "templates, build cache and uploads (%llu in use, %llu more asked)",
+                   p->tenant, (unsigned long long)(quota >> 20), (unsigned long long)(used >> 20),
+                   (unsigned long long)((bytes + (1 << 20) - 1) >> 20));
+    events_emit(srv, "quota.refused", p->tenant, NULL,
+                json_pack("{s:s,s:s,s:s}", "action", "disk", "code", err->code, "message",
+                          err->msg));
+    return -1;
+  }
 
   /* The filesystem keeps its reserve beside the writes under way. */
   uint64_t making = volumes_pending_bytes(srv, NULL) + srv->disk_reserved;

@@ -22,6 +22,7 @@
 #include "cleanup.h"
 #include "layer.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/disk/diskroom.h"
 #include "core/base/server.h"
 #include "core/sandbox/tally.h"
@@ -514,6 +515,10 @@ static void job_ended(struct template_job *j) {
   json_object_set_new(last, "time", json_integer(j->ended_ms));
   job_event(j, last, true);
   json_decref(last);
+  events_emit(j->srv, "template.build", j->tenant, NULL,
+              json_pack("{s:s,s:s,s:s,s:s,s:s?}", "state", j->record ? "succeeded" : "failed",
+                        "name", j->name, "job", j->id, "kind", j->kind, "error",
+                        j->record ? NULL : err_code(&j->err)));
 
   /* What it held goes: its steps, its workdir and its disk. */
   tplspec_steps_free(j);
@@ -612,6 +617,9 @@ int templates_launch(struct template_job *j, struct hutch_err *err) {
   if (job_spawn(j, err) < 0)
     return -1;
   j->state = TJOB_BUILDING;
+  events_emit(srv, "template.build", j->tenant, NULL,
+              json_pack("{s:s,s:s,s:s,s:s}", "state", "started", "name", j->name, "job", j->id,
+                        "kind", j->kind));
   return 0;
 }
 

@@ -279,7 +279,7 @@ static void on_accept(uv_stream_t *listener, int status) {
 /* The addresses of the host's interfaces, looked up again after 5 s: a
  * public one of them reaches whatever listens on the host's every
  * address (hutch's own API, if so started), so it counts as private. */
-bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
+const struct sockaddr_storage *egress_own_addrs(struct server *srv, size_t *n) {
   uint64_t now = uv_now(srv->loop);
 
   if (!srv->own_addrs_at || now - srv->own_addrs_at > 5000) {
@@ -299,7 +299,11 @@ bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
     }
     srv->own_addrs_at = now ? now : 1;
   }
+  *n = srv->nown_addrs;
+  return srv->own_addrs;
+}
 
+bool egress_addr_among(const struct sockaddr *sa, const struct sockaddr_storage *list, size_t n) {
   /* Addresses are compared unwrapped: [::ffff:203.0.113.5] is the host's
    * 203.0.113.5. */
   int family, ofamily;
@@ -307,11 +311,17 @@ bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
   if (!netpolicy_addr_of(sa, &family, a))
     return false;
 
-  for (size_t i = 0; i < srv->nown_addrs; i++)
-    if (netpolicy_addr_of((const struct sockaddr *)&srv->own_addrs[i], &ofamily, o) &&
-        ofamily == family && memcmp(a, o, 16) == 0)
+  for (size_t i = 0; i < n; i++)
+    if (netpolicy_addr_of((const struct sockaddr *)&list[i], &ofamily, o) && ofamily == family &&
+        memcmp(a, o, 16) == 0)
       return true;
   return false;
+}
+
+bool egress_host_own(struct server *srv, const struct sockaddr *sa) {
+  size_t n;
+  const struct sockaddr_storage *own = egress_own_addrs(srv, &n);
+  return egress_addr_among(sa, own, n);
 }
 
 /* ---- a sandbox's proxy ---- */

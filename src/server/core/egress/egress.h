@@ -21,5 +21,10 @@ void egress_recheck(struct sbx *sb);
 void egress_sweep(struct sbx *sb, uint64_t idle_ms);
 /* Whether sa is an address of the server's own host. */
 bool egress_host_own(struct server *srv, const struct sockaddr *sa);
+/* The host's addresses (n of them) as egress_host_own judges by: the
+ * server's own list, valid until the next call. */
+const struct sockaddr_storage *egress_own_addrs(struct server *srv, size_t *n);
+/* Whether sa is one of the n addresses of list; pure (any thread). */
+bool egress_addr_among(const struct sockaddr *sa, const struct sockaddr_storage *list, size_t n);
 
 #endif

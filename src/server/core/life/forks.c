@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/events/events.h"
 #include "core/life/sbx_create.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
@@ -20,6 +21,7 @@ struct fork {
   struct principal p;
   struct create_req r; /* each copy's: sb's limits and life; JSON held */
   char template[22];   /* the snapshot's id */
+  char from[17];       /* the sandbox forked */
   json_t *snap_id;
   json_t *ids; /* the copies made so far */
   uint64_t count;
@@ -68,6 +70,8 @@ static void copy_ended(struct fork *f) {
     fork_fail(f, &f->err);
     return;
   }
+  events_emit(f->srv, "sandbox.forked", f->p.tenant, f->from,
+              json_pack("{s:O,s:O}", "snapshot", f->snap_id, "sandboxes", f->ids));
   f->ops->done(f->snap_id, f->ids, NULL, f->arg);
   fork_free(f);
 }
@@ -128,8 +132,11 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   if (count < 1 || count > SNAPSHOTS_MAX_FORKS)
     return hutch_err_fail(err, HUTCH_ERR_INVALID, "invalid_argument", "count must be from 1 to %d",
                           SNAPSHOTS_MAX_FORKS);
-  if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0)
+  if (tally_check_room(srv, p, sb->memory_mb, (unsigned)count, err) < 0) {
+    if (err->kind == HUTCH_ERR_QUOTA)
+      sbx_create_refused(srv, p->tenant, err);
     return -1;
+  }
 
   struct fork *f = xcalloc(1, sizeof *f);
   f->srv = srv;
@@ -138,6 +145,7 @@ int forks_start(struct server *srv, const struct principal *p, struct sbx *sb, u
   f->ops = ops;
   f->arg = arg;
   f->ids = json_array();
+  str_copy(f->from, sizeof f->from, sb->id);
 
   /* Each copy is made as the sandbox was. */
   sbx_create_req_init(&f->r);

@@ -16,6 +16,7 @@
 #include "cleanup.h"
 #include "backend.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/run/contexts.h"
 #include "core/disk/layers.h"
 #include "core/egress/network.h"
@@ -74,6 +75,9 @@ static void lost_tier(struct server *srv, const struct store_sandbox *row, int t
 
   fprintf(stderr, "hutch serve: sandbox %s (%s) was lost with the last server: ended\n", row->id,
           row->isolation);
+  events_emit(srv, "sandbox.lost", row->tenant, row->id,
+              json_pack("{s:s,s:s?}", "reason", "its tier cannot be taken over", "isolation",
+                        row->isolation));
   layers_hold(srv, held, holder, false);
   store_sandbox_delete(srv->store, row->id, &err);
 }
@@ -107,6 +111,8 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
             json_is_integer(slot) ? err.msg : "no slot recorded");
     layers_hold(srv, held, holder, false);
     free(sb);
+    events_emit(srv, "sandbox.lost", row->tenant, row->id,
+                json_pack("{s:s}", "reason", "not taken over at the server's start"));
     store_sandbox_delete(srv->store, row->id, &err);
     ctx->ended++;
     return;
@@ -188,11 +194,17 @@ static void adopt_one(const struct store_sandbox *row, void *arg) {
     fprintf(stderr, "hutch serve: sandbox %s: thaw: %s\n", sb->id, err.msg);
   if (sbx_connect_agent(sb) < 0) {
     fprintf(stderr, "hutch serve: sandbox %s: its agent did not answer; destroying it\n", sb->id);
+    events_emit(srv, "sandbox.lost", sb->tenant, sb->id,
+                json_pack("{s:s}", "reason", "its agent did not answer at the server's start"));
+    sb->end_reason = "lost";
     sbx_destroy(sb);
     ctx->ended++;
     return;
   }
   if (sb->expires_ms <= ctx->now) { /* It expired while no server watched. */
+    events_emit(srv, "sandbox.timed_out", sb->tenant, sb->id,
+                json_pack("{s:s}", "then", "kill"));
+    sb->end_reason = "timeout";
     sbx_destroy(sb);
     ctx->ended++;
     return;

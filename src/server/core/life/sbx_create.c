@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/events/events.h"
 #include "cleanup.h"
 #include "core/sandbox/fds.h"
 #include "core/disk/layers.h"
@@ -142,6 +143,12 @@ static struct sbx *adopt_made(struct creating *cr, struct sbx *sb, struct hutch_
     return NULL;
   }
 
+  json_t *view = sbx_json(sb);
+  events_emit(srv, "sandbox.created", sb->tenant, sb->id,
+              json_pack("{s:s,s:O?,s:O?,s:I,s:f}", "template", sb->template, "tier",
+                        json_object_get(view, "isolation"), "metadata", sb->metadata, "memory_mb",
+                        (json_int_t)sb->memory_mb, "timeout_s", (double)sb->timeout_ms / 1000));
+  json_decref(view);
   srv->metrics.creates++;
   counters_observe(srv->metrics.create_hist, &srv->metrics.create_sum_s,
                    (double)(now_ns() - cr->t0) / 1e9);
@@ -187,8 +194,13 @@ static void create_made(struct server *srv, struct sbx *sb, const struct hutch_e
 
   /* A template's start command runs, and its ready command passes, before
    * the create ends. */
-  if (!sb || !startup_begin(srv, &p, sb, tmpl, ops, ops_arg))
+  if (!sb || !startup_begin(srv, &p, sb, tmpl, ops, ops_arg)) {
+    if (sb)
+      startup_ready(sb);
+    else if (err.kind == HUTCH_ERR_QUOTA)
+      sbx_create_refused(srv, p.tenant, &err);
     ops->made(sb, sb ? NULL : &err, ops_arg);
+  }
   json_decref(tmpl);
 }
 
@@ -335,6 +347,12 @@ static void template_config(struct sbx *sb, json_t *tmpl) {
   sbx_set_defaults(sb, ic.user, ic.workdir);
 }
 
+void sbx_create_refused(struct server *srv, const char *tenant, const struct hutch_err *err) {
+  events_emit(srv, "quota.refused", tenant, NULL,
+              json_pack("{s:s,s:s,s:s}", "action", "sandbox.create", "code",
+                        err->code ? err->code : "quota", "message", err->msg));
+}
+
 int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
                const struct create_ops *ops, void *arg, struct hutch_err *err) {
   if (network_check(r->network, r->secrets, err) < 0)
@@ -392,5 +410,7 @@ int sbx_create(struct server *srv, const struct principal *p, const struct creat
 
 fail:
   creating_free(cr);
+  if (err->kind == HUTCH_ERR_QUOTA)
+    sbx_create_refused(srv, p->tenant, err);
   return -1;
 }

@@ -42,6 +42,8 @@ struct create_ops {
   bool (*wanted)(void *arg);
   void (*made)(struct sbx *sb, const struct hutch_err *err, void *arg);
 };
+/* A create the tenant's quota refused (err): its quota.refused event. */
+void sbx_create_refused(struct server *srv, const char *tenant, const struct hutch_err *err);
 /* -1 and err at once (made is not called), else 0 and made later. */
 int sbx_create(struct server *srv, const struct principal *p, const struct create_req *r,
                const struct create_ops *ops, void *arg, struct hutch_err *err);

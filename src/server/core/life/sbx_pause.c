@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/events/events.h"
 #include "core/base/offload.h"
 #include "core/sandbox/sbx.h"
 #include "core/base/server.h"
@@ -125,6 +126,7 @@ static void mark_paused(struct sbx *sb) {
   sb->left_ms = sb->expires_ms > now ? sb->expires_ms - now : sb->timeout_ms;
 
   save(sb);
+  events_emit(sb->srv, "sandbox.paused", sb->tenant, sb->id, NULL);
 }
 
 /* What a pause waits with: who hears its end. */
@@ -181,5 +183,6 @@ int sbx_resume(struct sbx *sb, int64_t timeout_ms, struct hutch_err *err) {
   tally_paused(sb, false);
   sb->expires_ms = wall_ms() + (timeout_ms >= 0 ? timeout_ms : sb->left_ms);
   save(sb);
+  events_emit(sb->srv, "sandbox.resumed", sb->tenant, sb->id, NULL);
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "backend.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/sandbox/audit.h"
 #include "core/run/contexts.h"
 #include "core/life/pool.h"
@@ -58,6 +59,7 @@ static void paused_at_timeout(struct sbx *sb, int r, struct hutch_err *err, void
           err->msg);
   sb->srv->metrics.expired++;
   audit_reaped(sb->srv, sb, "sandbox.expire");
+  sb->end_reason = "timeout";
   sbx_destroy(sb);
 }
 
@@ -90,15 +92,21 @@ static void reap(uv_timer_t *t) {
       continue; /* A pause or a snapshot is under way: its end decides. */
     if (sb->paused) {
       if (sb->paused_ms + srv->cfg.paused_retention_ms <= now) {
+        events_emit(srv, "sandbox.timed_out", sb->tenant, sb->id,
+                    json_pack("{s:s,s:b}", "then", "kill", "paused", 1));
+        sb->end_reason = "retention";
         srv->metrics.expired++;
         audit_reaped(srv, sb, "sandbox.expire");
         sbx_destroy(sb);
       }
     } else if (sb->expires_ms <= now) {
+      events_emit(srv, "sandbox.timed_out", sb->tenant, sb->id,
+                  json_pack("{s:s}", "then", sb->pause_on_timeout ? "pause" : "kill"));
       if (sb->pause_on_timeout) {
         sbx_pause(sb, paused_at_timeout, NULL);
         continue;
       }
+      sb->end_reason = "timeout";
       srv->metrics.expired++;
       audit_reaped(srv, sb, "sandbox.expire");
       sbx_destroy(sb);

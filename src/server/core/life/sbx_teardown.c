@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "backend.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/run/contexts.h"
 #include "core/disk/layers.h"
 #include "core/egress/network.h"
@@ -60,6 +61,10 @@ static void sbx_free(struct agentc *ac) {
 void sbx_agent_dead(struct agentc *ac) {
   struct sbx *sb = (struct sbx *)((char *)ac - offsetof(struct sbx, ac));
   fprintf(stderr, "hutch serve: sandbox %s: agent connection lost; destroying it\n", sb->id);
+  if (!sb->pool)
+    events_emit(sb->srv, "sandbox.lost", sb->tenant, sb->id,
+                json_pack("{s:s}", "reason", "its agent's connection was lost"));
+  sb->end_reason = "lost";
   sbx_destroy(sb);
 }
 
@@ -154,6 +159,8 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
     if (sbx_unregister(srv, sb)) {
       srv->metrics.destroys++;
       usage_sample(sb); /* Its last use is counted. */
+      events_emit(srv, "sandbox.killed", sb->tenant, sb->id,
+                  json_pack("{s:s}", "reason", sb->end_reason ? sb->end_reason : "request"));
       if (store_sandbox_delete(srv->store, sb->id, &err) < 0)
         fprintf(stderr, "hutch serve: %s\n", err.msg);
     }
@@ -179,8 +186,10 @@ void sbx_destroy_then(struct sbx *sb, void (*gone)(void *arg), void *arg) {
 }
 
 void sbx_destroy_all(struct server *srv) {
-  while (srv->sandboxes)
+  while (srv->sandboxes) {
+    srv->sandboxes->end_reason = "server_stop";
     sbx_destroy(srv->sandboxes);
+  }
 }
 
 /* Let go of every sandbox without ending it: its agent, losing us, waits

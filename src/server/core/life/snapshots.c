@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "layer.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/life/sbx_create.h"
 #include "core/disk/diskroom.h"
 #include "core/disk/layers.h"
@@ -325,6 +326,11 @@ static void capture_after(uv_work_t *w, int status) {
   }
 
   json_t *snap = capture_keep(cap, &err);
+  /* A fork's capture is reported as the fork (forks.c). */
+  if (snap && !cap->ephemeral)
+    events_emit(srv, "sandbox.snapshotted", cap->tenant, cap->sandbox,
+                json_pack("{s:O,s:O?}", "snapshot", json_object_get(snap, "id"), "name",
+                          json_object_get(snap, "name")));
   cap->done(snap, snap ? NULL : &err, cap->arg);
   json_decref(snap);
   capture_free(cap);

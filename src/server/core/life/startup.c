@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/events/events.h"
 #include "core/run/exec.h"
 #include "core/run/procs.h"
 #include "core/life/sbx_create.h"
@@ -70,6 +71,8 @@ static void startup_end(struct startup *su, struct sbx *sb, const struct hutch_e
   free(su->start);
   free(su->ready);
   uv_close((uv_handle_t *)&su->timer, timer_closed);
+  if (!err)
+    startup_ready(sb);
   ops->made(err ? NULL : sb, err, arg);
 }
 
@@ -182,6 +185,10 @@ static void trusted(const struct hutch_err *err, void *arg) {
   if (err)
     fprintf(stderr, "hutch serve: %s\n", err->msg);
   uv_timer_start(&su->timer, trusted_due, 0, 0);
+}
+
+void startup_ready(struct sbx *sb) {
+  events_emit(sb->srv, "sandbox.started", sb->tenant, sb->id, NULL);
 }
 
 int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb, json_t *tmpl,

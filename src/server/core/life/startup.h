@@ -23,6 +23,9 @@ struct create_ops;
  * command passed, or with the error (the start command could not start,
  * the ready command did not pass in time, the sandbox ended, the client
  * left), the sandbox destroyed. */
+/* The sandbox is ready (its start and ready commands done, if any):
+ * its sandbox.started event. */
+void startup_ready(struct sbx *sb);
 int startup_begin(struct server *srv, const struct principal *p, struct sbx *sb, json_t *tmpl,
                   const struct create_ops *ops, void *arg);
 

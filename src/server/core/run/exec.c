@@ -8,6 +8,7 @@
 
 #include "frame.h"
 #include "util.h"
+#include "core/events/events.h"
 #include "core/sandbox/agentc.h"
 #include "core/run/ndjson.h"
 #include "core/sandbox/sbx.h"
@@ -23,6 +24,8 @@ struct exec {
   int64_t started_ms;
   struct exec_sink sink;
   uint64_t t0;
+  char tenant[SERVE_TENANT_LEN + 1], sandbox[17]; /* for its events */
+  json_t *argv;
   uint32_t owed; /* window to give back once the reader catches up */
   bool started;
   /* In a sink call: an exec_abandon from inside it leaves x to be freed
@@ -30,6 +33,33 @@ struct exec {
   int busy;
   bool abandoned;
 };
+
+void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                       json_t *pid, bool background) {
+  events_emit(srv, "exec.started", tenant, sandbox,
+              json_pack("{s:O,s:O?,s:b}", "cmd", argv, "pid", pid, "background", background));
+}
+
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                     json_t *exit_line, int64_t duration_ms, bool background) {
+  json_t *data = exit_line ? json_deep_copy(exit_line) : json_pack("{s:b}", "abandoned", 1);
+  json_object_del(data, "type");
+  json_object_del(data, "changed"); /* the artifacts' paths: the exec's answer's business */
+  json_object_set_new(data, "duration_ms", json_integer(duration_ms));
+  json_object_set_new(data, "background", json_boolean(background));
+  json_object_set(data, "cmd", argv);
+  events_emit(srv, "exec.ended", tenant, sandbox, data);
+}
+
+static void report_end(struct exec *x, json_t *exit_line) {
+  exec_report_end(x->srv, x->tenant, x->sandbox, x->argv, exit_line,
+                  (int64_t)((now_ns() - x->t0) / 1000000), false);
+}
+
+static void exec_free(struct exec *x) {
+  json_decref(x->argv);
+  free(x);
+}
 
 static void link_running(struct exec *x) {
   x->started_ms = wall_ms();
@@ -51,16 +81,17 @@ static void unlink_running(struct exec *x) {
 
 static void end(struct exec *x, json_t *exit_line) {
   unlink_running(x);
+  report_end(x, exit_line);
   x->s = NULL;
   x->busy++;
   x->sink.end(exit_line, x->sink.arg);
-  free(x);
+  exec_free(x);
 }
 
 /* After a sink call: false when the exec was abandoned in it (x is gone). */
 static bool still_here(struct exec *x) {
   if (--x->busy == 0 && x->abandoned) {
-    free(x);
+    exec_free(x);
     return false;
   }
   return !x->abandoned;
@@ -75,6 +106,7 @@ static void on_event(struct exec *x, const struct hutch_frame *f) {
     x->srv->metrics.execs++;
     counters_observe(x->srv->metrics.exec_hist, &x->srv->metrics.exec_sum_s,
                      (double)(now_ns() - x->t0) / 1e9);
+    exec_report_start(x->srv, x->tenant, x->sandbox, x->argv, json_object_get(j, "pid"), false);
     x->busy++;
     x->sink.start(json_object_get(j, "pid"), x->sink.arg);
     still_here(x);
@@ -121,9 +153,14 @@ struct exec *exec_start(struct sbx *sb, json_t *req, const char *in, uint64_t t0
   x->sb = sb;
   x->t0 = t0_ns;
   x->sink = *sink;
+  str_copy(x->tenant, sizeof x->tenant, sb->tenant);
+  str_copy(x->sandbox, sizeof x->sandbox, sb->id);
+  x->argv = json_incref(json_object_get(req, "argv"));
+  if (!x->argv)
+    x->argv = json_array();
   x->s = agentc_open(&sb->ac, req, on_frame, x);
   if (!x->s) {
-    free(x);
+    exec_free(x);
     hutch_err_fail(err, HUTCH_ERR_UNAVAILABLE, "sandbox_error",
                    "the sandbox's agent is not reachable");
     return NULL;
@@ -145,12 +182,15 @@ void exec_abandon(struct exec *x) {
   if (x->abandoned)
     return;
   unlink_running(x);
-  if (x->s)
+  if (x->s) {
     agentc_abandon(x->s); /* the agent kills what the exec started */
+    if (x->started)
+      report_end(x, NULL);
+  }
   x->s = NULL;
   x->abandoned = true;
   if (!x->busy)
-    free(x);
+    exec_free(x);
 }
 
 int64_t exec_oldest_ms(const struct sbx *sb) {

@@ -11,6 +11,7 @@
 #include "err.h"
 
 struct sbx;
+struct server;
 struct exec;
 
 /* Where an exec's events go, in order: start once it runs, its output,
@@ -39,5 +40,13 @@ void exec_abandon(struct exec *x);
 /* When the longest running of sb's foreground execs started (ms since the
  * epoch); 0: none runs. */
 int64_t exec_oldest_ms(const struct sbx *sb);
+
+/* The exec.started and exec.ended events of a command, a foreground exec
+ * or a background process (procs.c): its argv (as "cmd") and pid; its exit
+ * line (NULL: abandoned, its client gone) and how long it ran. */
+void exec_report_start(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                       json_t *pid, bool background);
+void exec_report_end(struct server *srv, const char *tenant, const char *sandbox, json_t *argv,
+                     json_t *exit_line, int64_t duration_ms, bool background);
 
 #endif

@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "util.h"
 #include "core/sandbox/agentc.h"
+#include "core/run/exec.h"
 #include "core/run/ndjson.h"
 #include "core/sandbox/sbx.h"
 #include "http/http.h"
@@ -101,6 +102,8 @@ static void ended(struct proc *pr, json_t *exit_line) {
   pr->exit = exit_line;
   pr->s = NULL;
   pr->stdin_open = false;
+  exec_report_end(pr->sb->srv, pr->sb->tenant, pr->sb->id, pr->cmd, exit_line,
+                  wall_ms() - pr->started_ms, true);
 
   char *line = http_json_line(json_incref(exit_line), &n);
   while (pr->subs) {
@@ -136,6 +139,8 @@ static void on_frame(struct astream *s, const struct hutch_frame *f) {
   if (f->type == HUTCH_F_EVENT && ev && strcmp(ev, "started") == 0) {
     pr->pid = (int)json_integer_value(json_object_get(j, "pid"));
     pr->sb->srv->metrics.execs++;
+    exec_report_start(pr->sb->srv, pr->sb->tenant, pr->sb->id, pr->cmd, json_object_get(j, "pid"),
+                      true);
     struct sub *next;
     for (struct sub *u = pr->subs; u; u = next) {
       next = u->next;

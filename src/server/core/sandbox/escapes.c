@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "core/events/events.h"
 #include "core/sandbox/audit.h"
 #include "core/sandbox/sbx.h"
 
@@ -41,6 +42,9 @@ static void audit_line(struct sbx *sb, struct escape_call *c, int64_t now_ms) {
                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "tenant", sb->tenant, "action",
                          "sandbox.escape_attempt", "sandbox", sb->id, "syscall", c->name, "count",
                          (json_int_t)(c->n - c->audited), "total", (json_int_t)c->n));
+  events_emit(sb->srv, "escape.attempt", sb->tenant, sb->id,
+              json_pack("{s:s,s:I,s:I}", "syscall", c->name, "count",
+                        (json_int_t)(c->n - c->audited), "total", (json_int_t)c->n));
   c->audited = c->n;
   c->audited_ms = now_ms;
 }

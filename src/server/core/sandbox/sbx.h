@@ -93,6 +93,9 @@ struct sbx {
   const char *file_root;
   struct escapes escapes; /* refused syscalls (escapes.c) */
   json_t *log;            /* its audit lines, the last SBX_LOG_MAX (audit.c); NULL: none yet */
+  /* Why it ends, for its sandbox.killed event: a string literal set by
+   * whoever destroys it other than a request (NULL: "request"). */
+  const char *end_reason;
   bool dying;
 };
 

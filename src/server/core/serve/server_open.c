@@ -21,6 +21,8 @@
 #include "mkdir.h"
 #include "util.h"
 #include "core/sandbox/audit.h"
+#include "core/events/events.h"
+#include "core/hooks/webhooks.h"
 #include "core/egress/egress_tls.h"
 #include "core/sandbox/fds.h"
 #include "core/tenancy/keys.h"
@@ -53,6 +55,10 @@ struct server *server_new(void) {
       .ready_timeout_ms = STARTUP_READY_TIMEOUT_MS,
       .template_timeout_ms = 7200 * 1000,
       .max_create_wait_ms = 3000,
+      .events_max = EVENTS_DEFAULT_MAX,
+      .events_retention_s = EVENTS_DEFAULT_RETENTION_S,
+      .webhook_timeout_ms = WEBHOOK_TIMEOUT_MS,
+      .webhook_backoff_ms = WEBHOOK_BACKOFF_MS,
   };
 
   srv->cfg.host = xstrdup("127.0.0.1");
@@ -151,6 +157,12 @@ static int open_state(struct server *srv, struct hutch_err *err) {
     r = hutch_err_fail(err, HUTCH_ERR_SYSTEM, "internal", "derive the volume token key");
   explicit_bzero(key, sizeof key);
   if (r < 0)
+    return -1;
+
+  /* Before adoption, which reports the sandboxes it finds lost. */
+  if (events_open(srv, srv->cfg.events_max, srv->cfg.events_retention_s, err) < 0)
+    return -1;
+  if (webhooks_open(srv, err) < 0)
     return -1;
 
   srv->agents_dir = xasprintf("%s/agents", dir);
@@ -333,6 +345,7 @@ static void close_handle(uv_handle_t *h, void *arg) {
 void server_free(struct server *srv) {
   /* What is still open (after a failed start) closes first. */
   srv->stopping = true;
+  webhooks_stop(srv);
   uv_walk(srv->loop, close_handle, NULL);
   uv_run(srv->loop, UV_RUN_DEFAULT);
   uv_loop_close(srv->loop);
@@ -345,6 +358,7 @@ void server_free(struct server *srv) {
     free(srv->cfg.pool_specs[i]);
   free(srv->cfg.pool_specs);
 
+  events_free(srv);
   store_close(srv->store);
   hutch_images_close(&srv->images);
   free(srv->key_cache);
@@ -368,6 +382,10 @@ void server_free(struct server *srv) {
   tally_free_all(srv);
 
   netpolicy_floor_free(&srv->cfg.floor);
+  netpolicy_floor_free(&srv->cfg.webhook_floor);
+  for (size_t i = 0; srv->cfg.webhook_hosts && srv->cfg.webhook_hosts[i]; i++)
+    free(srv->cfg.webhook_hosts[i]);
+  free(srv->cfg.webhook_hosts);
   free(srv->cfg.kernels_dir);
   free(srv->cfg.ui_dir);
   free(srv->cfg.gvisor_platform);
