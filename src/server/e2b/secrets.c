@@ -23,6 +23,7 @@
 #include "http/http.h"
 #include "http/request.h"
 #include "state/store.h"
+#include "state/store_secrets.h"
 
 #define SECRET_NAME_MAX 128
 #define SECRET_VALUE_MAX (8u << 10) /* as a header hutch adds (netpolicy.c) */

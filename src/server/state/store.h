@@ -28,13 +28,15 @@ int store_open(const char *path, const unsigned char *key, struct store **out,
                struct hutch_err *err);
 void store_close(struct store *st);
 
-/* For the store's own files only (store_hooks.c): a cached prepared
+/* For the store's own files only (store_hooks.c, store_secrets.c): a cached prepared
  * statement (NULL with err set), its step as a write, its end; the key
  * that seals what the store keeps sealed. */
 struct sqlite3_stmt *store_prep(struct store *st, const char *sql, struct hutch_err *err);
 int store_step_done(struct store *st, struct sqlite3_stmt *s, struct hutch_err *err);
 void store_done(struct store *st, struct sqlite3_stmt *s);
 const unsigned char *store_seal_key(const struct store *st);
+/* err set to "state store: WHAT: " and SQLite's last message; -1. */
+int store_fail(struct store *st, struct hutch_err *err, const char *what);
 
 /* Commits append to the WAL and wait for no disk (journal_mode=WAL,
  * synchronous=NORMAL); a checkpoint, which copies the WAL into the
@@ -134,24 +136,6 @@ int store_volume_put(struct store *st, const struct store_volume *v, struct hutc
 int store_volume_delete(struct store *st, const char *id, struct hutch_err *err);
 int store_volume_each(struct store *st, const char *tenant,
                       void (*fn)(const struct store_volume *, void *), void *arg,
-                      struct hutch_err *err);
-
-/* E2B's secrets (e2b/secrets.c), per tenant: the value sealed. */
-struct store_secret {
-  const char *id, *tenant, *name;
-  int64_t version;
-  const char *metadata; /* a JSON object's text */
-  const char *value;    /* in the clear; NULL when it cannot be opened */
-  int64_t created_ms, updated_ms;
-};
-/* Insert (or, update, replace version, metadata, value and updated_ms of
- * the tenant's secret id): 0, 1 when the tenant has one of that name
- * already, -1 error. */
-int store_secret_put(struct store *st, const struct store_secret *v, bool update,
-                     struct hutch_err *err);
-int store_secret_delete(struct store *st, const char *id, struct hutch_err *err);
-int store_secret_each(struct store *st, const char *tenant,
-                      void (*fn)(const struct store_secret *, void *), void *arg,
                       struct hutch_err *err);
 
 struct store_sandbox {

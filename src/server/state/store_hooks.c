@@ -69,9 +69,7 @@ int store_webhook_each(struct store *st, void (*fn)(const struct store_webhook *
     }
   }
   store_done(st, s);
-  if (r == SQLITE_DONE)
-    return 0;
-  return hutch_err_set(err, 0, "state store: read webhooks: error %d", r);
+  return r == SQLITE_DONE ? 0 : store_fail(st, err, "read webhooks");
 }
 
 int store_counter_get(struct store *st, const char *name, uint64_t *v, struct hutch_err *err) {
@@ -82,9 +80,7 @@ int store_counter_get(struct store *st, const char *name, uint64_t *v, struct hu
   int r = sqlite3_step(s);
   *v = r == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(s, 0) : 0;
   store_done(st, s);
-  if (r == SQLITE_ROW || r == SQLITE_DONE)
-    return 0;
-  return hutch_err_set(err, 0, "state store: read counter %s: error %d", name, r);
+  return r == SQLITE_ROW || r == SQLITE_DONE ? 0 : store_fail(st, err, "read a counter");
 }
 
 int store_counter_put(struct store *st, const char *name, uint64_t v, struct hutch_err *err) {
