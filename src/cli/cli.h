@@ -39,6 +39,9 @@ int cli_doctor(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_template(int argc, char **argv);
 int cli_mcp(int argc, char **argv);
+/* Run hutch-ctl, the operator's verbs over the API (src/ctl/), with
+ * argv whole: argv[1] is its verb. */
+int cli_ctl(int argc, char **argv);
 int run_opts_parse(int argc, char **argv, struct run_opts *o);
 void run_opts_free(struct run_opts *o);
 /* Apply --template NAME to o: layers, environment, directory, user and,

@@ -1,7 +1,8 @@
-/* hutch serve, hutch template and hutch mcp: each is its own program
- * beside this one (as hutch-agent is), hutch-serve, hutch-template and
- * hutch-mcp. They link the HTTP, database, archive and HTTP-client
- * libraries; hutch run stays a small static program that starts fast. */
+/* hutch serve, hutch template, hutch mcp and the operator's verbs: each
+ * is its own program beside this one (as hutch-agent is), hutch-serve,
+ * hutch-template, hutch-mcp and hutch-ctl. They link the HTTP, database,
+ * archive and HTTP-client libraries; hutch run stays a small static
+ * program that starts fast. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -40,4 +41,9 @@ int cli_mcp(int argc, char **argv) {
 int cli_template(int argc, char **argv) {
   (void)argc;
   return exec_beside("template", argv);
+}
+
+int cli_ctl(int argc, char **argv) {
+  (void)argc;
+  return exec_beside("ctl", argv);
 }

@@ -3,12 +3,9 @@
  * (docs/mcp.md). The same tools are on hutch serve's /mcp over HTTP. */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "native.h"
+#include "client.h"
 #include "serve_stdio.h"
-#include "util.h"
 
 #define EXIT_USAGE 2
 #define EXIT_CONFIG 78
@@ -20,24 +17,9 @@ static const char usage[] =
     "  --key KEY   its API key (default $HUTCH_API_KEY, else the admin key in\n"
     "              $HUTCH_STATE_DIR/admin.key or /var/lib/hutch/admin.key when readable)\n";
 
-/* The admin key of a local server, when this user may read it. */
-static bool local_key(char *key, size_t n) {
-  const char *dir = getenv("HUTCH_STATE_DIR");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/admin.key", dir && *dir ? dir : "/var/lib/hutch");
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return false;
-  bool ok = fgets(key, (int)n, f) != NULL;
-  fclose(f);
-  key[strcspn(key, "\r\n")] = '\0';
-  return ok && key[0];
-}
-
 int main(int argc, char **argv) {
-  struct mcp_native n = {0};
-  const char *url = getenv("HUTCH_URL");
-  const char *key = getenv("HUTCH_API_KEY");
+  struct hc_client n = {0};
+  const char *url = NULL, *key = NULL;
   static const struct option opts[] = {
       {"url", required_argument, NULL, 'u'},
       {"key", required_argument, NULL, 'k'},
@@ -63,28 +45,12 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
 
-  if (!url || !*url)
-    url = "http://127.0.0.1:7420";
-  if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-    fprintf(stderr, "hutch mcp: --url wants http://HOST:PORT or https://..., not '%s'\n", url);
-    return EXIT_USAGE;
+  char why[512];
+  int rc = hc_client_setup(&n, url, key, why, sizeof why);
+  if (rc != HC_SETUP_OK) {
+    fprintf(stderr, "hutch mcp: %s\n", why);
+    return rc == HC_SETUP_BAD_URL ? EXIT_USAGE : EXIT_CONFIG;
   }
-  if (strlen(url) >= sizeof n.url) {
-    fprintf(stderr, "hutch mcp: --url is longer than %zu bytes\n", sizeof n.url - 1);
-    return EXIT_USAGE;
-  }
-  str_copy(n.url, sizeof n.url, url);
-  size_t len = strlen(n.url);
-  while (len && n.url[len - 1] == '/')
-    n.url[--len] = '\0';
-
-  if (key && *key)
-    str_copy(n.key, sizeof n.key, key);
-  else if (!local_key(n.key, sizeof n.key)) {
-    fprintf(stderr, "hutch mcp: no API key: set HUTCH_API_KEY or --key (the admin key of a "
-                    "local server is read only when this user may read it)\n");
-    return EXIT_CONFIG;
-  }
-  mcp_native_init();
+  hc_init();
   return mcp_stdio_serve(&n);
 }

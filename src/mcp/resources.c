@@ -11,7 +11,7 @@
 
 #define PREFIX "hutch://sandboxes/"
 
-static bool failed(const struct mcp_answer *a, bool *is_error, char *why, size_t n) {
+static bool failed(const struct hc_answer *a, bool *is_error, char *why, size_t n) {
   if (a->status && a->status < 300)
     return false;
   *is_error = true;
@@ -20,10 +20,10 @@ static bool failed(const struct mcp_answer *a, bool *is_error, char *why, size_t
 }
 
 json_t *mcp_resources_list(struct mcp_session *s, bool *is_error, char *why, size_t n) {
-  struct mcp_call call = {.method = "GET", .path = "/v1/sandboxes", .timeout_ms = 30000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "GET", .path = "/v1/sandboxes", .timeout_ms = 30000};
+  struct hc_answer a;
   json_t *res = NULL;
-  if (!mcp_native_call(&s->native, &call, &a) || failed(&a, is_error, why, n))
+  if (!hc_call(&s->native, &call, &a) || failed(&a, is_error, why, n))
     goto out;
   json_t *list = json_array();
   size_t i;
@@ -47,7 +47,7 @@ out:
     *is_error = true;
     snprintf(why, n, "%s", a.message);
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return res;
 }
 
@@ -90,19 +90,19 @@ json_t *mcp_resources_read(struct mcp_session *s, json_t *params, bool *is_error
     return NULL;
   }
   char path[8192];
-  char *eid = mcp_native_escape(id);
+  char *eid = hc_escape(id);
   if (file) {
-    char *q = mcp_native_escape(file);
+    char *q = hc_escape(file);
     snprintf(path, sizeof path, "/v1/sandboxes/%s/files?path=%s", eid, q);
     free(q);
   } else {
     snprintf(path, sizeof path, "/v1/sandboxes/%s", eid);
   }
   free(eid);
-  struct mcp_call call = {.method = "GET", .path = path, .timeout_ms = 120000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "GET", .path = path, .timeout_ms = 120000};
+  struct hc_answer a;
   json_t *res = NULL;
-  if (!mcp_native_call(&s->native, &call, &a)) {
+  if (!hc_call(&s->native, &call, &a)) {
     *is_error = true;
     snprintf(why, n, "%s", a.message);
   } else if (!failed(&a, is_error, why, n)) {
@@ -125,6 +125,6 @@ json_t *mcp_resources_read(struct mcp_session *s, json_t *params, bool *is_error
       res = json_pack("{s:[o]}", "contents", item);
     }
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return res;
 }

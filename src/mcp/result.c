@@ -55,7 +55,7 @@ json_t *mcp_result_error(const char *code, const char *fmt, ...) {
   return r;
 }
 
-json_t *mcp_result_native(const struct mcp_answer *a) {
+json_t *mcp_result_native(const struct hc_answer *a) {
   if (a->status == 0)
     return mcp_result_error("unavailable", "%s", a->message);
   json_t *r = mcp_result_error(a->code, "%s (HTTP %ld)", a->message, a->status);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "native.h"
+#include "client.h"
 
 /* {"content":[{"type":"text","text":...}],"isError":false} */
 json_t *mcp_result_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -15,7 +15,7 @@ json_t *mcp_result_text(const char *fmt, ...) __attribute__((format(printf, 1, 2
 json_t *mcp_result_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The native API's refusal as such an error (its code, status and message). */
-json_t *mcp_result_native(const struct mcp_answer *a);
+json_t *mcp_result_native(const struct hc_answer *a);
 /* A JSON value as the result's text (pretty, for a model to read) and as
  * structuredContent. Takes v's reference. */
 json_t *mcp_result_json(json_t *v);

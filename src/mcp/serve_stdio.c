@@ -130,7 +130,7 @@ static int next_byte(struct reader *rd) {
   return -1;
 }
 
-int mcp_stdio_serve(const struct mcp_native *n) {
+int mcp_stdio_serve(const struct hc_client *n) {
   /* The signals are taken as events before any thread starts (threads
    * inherit the mask): none of them ends the process under a request. */
   sigset_t stop;

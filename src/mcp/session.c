@@ -7,13 +7,13 @@
 
 #include "util.h"
 
-void mcp_session_init(struct mcp_session *s, const struct mcp_native *n,
+void mcp_session_init(struct mcp_session *s, const struct hc_client *n,
                       const struct mcp_hooks *hooks) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->changed, NULL);
   s->native = *n;
-  s->native.handles = mcp_handles_new(MCP_HANDLES_KEPT);
+  s->native.handles = hc_handles_new(MCP_HANDLES_KEPT);
   if (hooks)
     s->hooks = *hooks;
   s->made = xmalloc(MCP_MADE_MAX * sizeof *s->made);
@@ -25,11 +25,11 @@ static void kill_made(struct mcp_session *s) {
   for (unsigned i = 0; i < s->nmade; i++) {
     char path[64];
     snprintf(path, sizeof path, "/v1/sandboxes/%s", s->made[i]);
-    struct mcp_call call = {.method = "DELETE", .path = path, .timeout_ms = 30000};
-    struct mcp_answer a;
-    if (mcp_native_call(&s->native, &call, &a) && a.status >= 300 && a.status != 404)
+    struct hc_req call = {.method = "DELETE", .path = path, .timeout_ms = 30000};
+    struct hc_answer a;
+    if (hc_call(&s->native, &call, &a) && a.status >= 300 && a.status != 404)
       fprintf(stderr, "hutch mcp: session end: sandbox %s not killed: %s\n", s->made[i], a.message);
-    mcp_answer_free(&a);
+    hc_answer_free(&a);
   }
   s->nmade = 0;
 }
@@ -53,7 +53,7 @@ void mcp_session_end(struct mcp_session *s) {
     json_decref(t->result);
     free(t);
   }
-  mcp_handles_free(s->native.handles);
+  hc_handles_free(s->native.handles);
   free(s->made);
   pthread_cond_destroy(&s->changed);
   pthread_mutex_destroy(&s->lock);

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "native.h"
+#include "client.h"
 
 /* The limits that keep a model's context and the server whole. */
 #define MCP_TEXT_MAX (32u << 10)      /* output shown in a result, head and tail */
@@ -61,7 +61,7 @@ struct mcp_inflight {
 struct mcp_session {
   pthread_mutex_t lock;
   pthread_cond_t changed; /* a task ended, a request ended */
-  struct mcp_native native;
+  struct hc_client native;
   struct mcp_hooks hooks;
   char version[16]; /* the protocol revision agreed; "" before initialize */
   bool initialized; /* notifications/initialized came */
@@ -76,7 +76,7 @@ struct mcp_session {
   unsigned nmade;
 };
 
-void mcp_session_init(struct mcp_session *s, const struct mcp_native *n,
+void mcp_session_init(struct mcp_session *s, const struct hc_client *n,
                       const struct mcp_hooks *hooks);
 /* End it: cancel what runs, wait for it, kill the sandboxes it made
  * without keep; then free. */

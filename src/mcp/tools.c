@@ -183,19 +183,19 @@ void mcp_progress(struct mcp_ctx *cx, const char *message) {
     cx->out->send(cx->out->arg, n);
 }
 
-bool mcp_tool_call(struct mcp_ctx *cx, struct mcp_call *call, struct mcp_answer *a) {
+bool mcp_tool_call(struct mcp_ctx *cx, struct hc_req *call, struct hc_answer *a) {
   call->cancel = cx->cancel;
-  return mcp_native_call(&cx->s->native, call, a);
+  return hc_call(&cx->s->native, call, a);
 }
 
 bool mcp_tool_post(struct mcp_ctx *cx, const char *rest, json_t *body,
                    int (*line)(void *arg, json_t *obj), void *arg, long timeout_ms,
-                   struct mcp_answer *a) {
+                   struct hc_answer *a) {
   char *text = json_dumps(body, JSON_COMPACT);
   json_decref(body);
   char path[512];
   mcp_sandbox_path(path, sizeof path, cx->sandbox, rest);
-  struct mcp_call call = {.method = "POST",
+  struct hc_req call = {.method = "POST",
                           .path = path,
                           .body = text,
                           .body_len = strlen(text),
@@ -214,7 +214,7 @@ void mcp_copy_args(json_t *body, json_t *args, const char *const *names, size_t 
 }
 
 void mcp_sandbox_path(char *buf, size_t n, const char *id, const char *rest) {
-  char *e = mcp_native_escape(id);
+  char *e = hc_escape(id);
   snprintf(buf, n, "/v1/sandboxes/%s%s", e, rest);
   free(e);
 }

@@ -1,6 +1,6 @@
 /* The tools hutch offers over MCP: each a name, a description a model
  * reads, a strict input schema, honest annotations, and a handler that
- * makes native API calls (native.h) with the session's key.
+ * makes native API calls (client.h) with the session's key.
  *
  * Every tool that touches a sandbox takes its id as `sandbox_id`: there is
  * no hidden "current sandbox" a model could lose track of. */
@@ -71,12 +71,12 @@ json_t *mcp_tool_remove(struct mcp_ctx *cx, json_t *args);
 
 /* Helpers the handlers share (tools.c). */
 /* A native call with cx's cancel flag; the answer in *a. */
-bool mcp_tool_call(struct mcp_ctx *cx, struct mcp_call *call, struct mcp_answer *a);
+bool mcp_tool_call(struct mcp_ctx *cx, struct hc_req *call, struct hc_answer *a);
 /* POST body (its reference taken; sent as compact JSON) to cx's sandbox's
- * rest ("/exec"), with line and arg as struct mcp_call's. */
+ * rest ("/exec"), with line and arg as struct hc_req's. */
 bool mcp_tool_post(struct mcp_ctx *cx, const char *rest, json_t *body,
                    int (*line)(void *arg, json_t *obj), void *arg, long timeout_ms,
-                   struct mcp_answer *a);
+                   struct hc_answer *a);
 /* The fields of args that names lists into body, those given. */
 void mcp_copy_args(json_t *body, json_t *args, const char *const *names, size_t n);
 /* "/v1/sandboxes/<escaped id><rest>" into buf. */

@@ -13,7 +13,7 @@
 /* "/v1/sandboxes/ID/files<what>?path=P<more>" */
 static void files_path(char *buf, size_t n, const char *id, const char *what, const char *file,
                        const char *more) {
-  char *q = mcp_native_escape(file);
+  char *q = hc_escape(file);
   char *rest = NULL;
   if (asprintf(&rest, "/files%s?path=%s%s", what, q, more) < 0)
     abort();
@@ -55,8 +55,8 @@ json_t *mcp_tool_read_file(struct mcp_ctx *cx, json_t *args) {
   cx->sandbox = id;
   char path[8192];
   files_path(path, sizeof path, id, "", file, "");
-  struct mcp_call call = {.method = "GET", .path = path, .timeout_ms = 120000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "GET", .path = path, .timeout_ms = 120000};
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r;
   if (!ok || a.status >= 300) {
@@ -94,7 +94,7 @@ json_t *mcp_tool_read_file(struct mcp_ctx *cx, json_t *args) {
       free(b64);
     }
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -126,17 +126,17 @@ json_t *mcp_tool_write_file(struct mcp_ctx *cx, json_t *args) {
   }
   char path[8192];
   files_path(path, sizeof path, id, "", file, "");
-  struct mcp_call call = {.method = "PUT",
+  struct hc_req call = {.method = "PUT",
                           .path = path,
                           .body = data,
                           .body_len = len,
                           .ctype = "application/octet-stream",
                           .timeout_ms = 120000};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   free(bytes);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_json(json_incref(a.json));
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -149,11 +149,11 @@ json_t *mcp_tool_list_files(struct mcp_ctx *cx, json_t *args) {
   if (depth)
     snprintf(more, sizeof more, "&depth=%lld", json_integer_value(depth));
   files_path(path, sizeof path, id, "/list", dir ? dir : "/home/user", more);
-  struct mcp_call call = {.method = "GET", .path = path, .timeout_ms = 60000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "GET", .path = path, .timeout_ms = 60000};
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_json(json_incref(a.json));
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -162,10 +162,10 @@ json_t *mcp_tool_remove(struct mcp_ctx *cx, json_t *args) {
   cx->sandbox = id;
   char path[8192];
   files_path(path, sizeof path, id, "", mcp_arg_str(args, "path"), "&recursive=true");
-  struct mcp_call call = {.method = "DELETE", .path = path, .timeout_ms = 60000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "DELETE", .path = path, .timeout_ms = 60000};
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_text("removed");
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }

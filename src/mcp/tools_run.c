@@ -19,20 +19,20 @@ static char *save_output(struct mcp_ctx *cx, const char *id, const char *what,
   char hex[13], file[96], path[512];
   random_hex(hex, 12);
   snprintf(file, sizeof file, "/tmp/hutch-mcp/%s-%s.txt", what, hex);
-  char *q = mcp_native_escape(file);
+  char *q = hc_escape(file);
   char rest[256];
   snprintf(rest, sizeof rest, "/files?path=%s", q);
   free(q);
   mcp_sandbox_path(path, sizeof path, id, rest);
-  struct mcp_call call = {.method = "PUT",
+  struct hc_req call = {.method = "PUT",
                           .path = path,
                           .body = o->data ? o->data : "",
                           .body_len = o->len,
                           .ctype = "application/octet-stream",
                           .timeout_ms = 120000};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a) && a.status < 300;
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return ok ? xstrdup(file) : NULL;
 }
 
@@ -58,18 +58,18 @@ static int exec_line(void *arg, json_t *obj) {
   struct exec_run *x = arg;
   const char *type = json_string_value(json_object_get(obj, "type"));
   if (!type)
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   if (strcmp(type, "start") == 0) {
     x->pid = json_integer_value(json_object_get(obj, "pid"));
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   }
   if (strcmp(type, "exit") == 0) {
     x->exit = json_incref(obj);
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   }
   bool is_out = strcmp(type, "stdout") == 0;
   if (!is_out && strcmp(type, "stderr") != 0)
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   const char *data = json_string_value(json_object_get(obj, "data"));
   size_t n = json_string_length(json_object_get(obj, "data"));
   if (!data) {
@@ -83,7 +83,7 @@ static int exec_line(void *arg, json_t *obj) {
              (int)(n < PROGRESS_PIECE ? n : PROGRESS_PIECE), data);
     mcp_progress(x->cx, piece);
   }
-  return MCP_LINE_MORE;
+  return HC_LINE_MORE;
 }
 
 json_t *mcp_tool_exec(struct mcp_ctx *cx, json_t *args) {
@@ -93,7 +93,7 @@ json_t *mcp_tool_exec(struct mcp_ctx *cx, json_t *args) {
   static const char *const same[] = {"cwd", "env", "user", "timeout_s", "stdin"};
   mcp_copy_args(body, args, same, ARRAY_SIZE(same));
   struct exec_run x = {.cx = cx};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_post(cx, "/exec", body, exec_line, &x, 0, &a);
 
   json_t *r;
@@ -124,7 +124,7 @@ json_t *mcp_tool_exec(struct mcp_ctx *cx, json_t *args) {
     free(out);
     free(err);
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   json_decref(x.exit);
   mcp_output_free(&x.out);
   mcp_output_free(&x.err);
@@ -170,7 +170,7 @@ static int cell_line(void *arg, json_t *obj) {
   const char *type = json_string_value(json_object_get(obj, "type"));
   const char *text = json_string_value(json_object_get(obj, "text"));
   if (!type)
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   if ((strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) && text) {
     mcp_output_add(type[3] == 'o' ? &x->out : &x->err, text, strlen(text));
     mcp_progress(x->cx, text);
@@ -189,7 +189,7 @@ static int cell_line(void *arg, json_t *obj) {
     json_decref(x->error);
     x->error = json_incref(obj);
   }
-  return MCP_LINE_MORE;
+  return HC_LINE_MORE;
 }
 
 json_t *mcp_tool_run_code(struct mcp_ctx *cx, json_t *args) {
@@ -199,7 +199,7 @@ json_t *mcp_tool_run_code(struct mcp_ctx *cx, json_t *args) {
   static const char *const same[] = {"code", "language", "context_id", "timeout_s", "env"};
   mcp_copy_args(body, args, same, ARRAY_SIZE(same));
   struct cell_run x = {.cx = cx, .id = id, .blocks = json_array()};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_post(cx, "/code", body, cell_line, &x, 0, &a);
 
   json_t *r;
@@ -233,7 +233,7 @@ json_t *mcp_tool_run_code(struct mcp_ctx *cx, json_t *args) {
     free(res);
     free(trace);
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   json_decref(x.blocks);
   json_decref(x.error);
   mcp_output_free(&x.out);
@@ -251,10 +251,10 @@ json_t *mcp_tool_exec_start(struct mcp_ctx *cx, json_t *args) {
                            "background", 1, "keep_stdin", 1);
   static const char *const same[] = {"cwd", "env", "user"};
   mcp_copy_args(body, args, same, ARRAY_SIZE(same));
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_post(cx, "/exec", body, NULL, NULL, 60000, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_json(json_incref(a.json));
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -271,11 +271,11 @@ static int read_line(void *arg, json_t *obj) {
   const char *type = json_string_value(json_object_get(obj, "type"));
   if (type && strcmp(type, "exit") == 0) {
     x->exit = json_incref(obj);
-    return MCP_LINE_STOP;
+    return HC_LINE_STOP;
   }
   const char *data = json_string_value(json_object_get(obj, "data"));
   if (!type || !data || (strcmp(type, "stdout") != 0 && strcmp(type, "stderr") != 0))
-    return MCP_LINE_MORE;
+    return HC_LINE_MORE;
   long long n = (long long)json_string_length(json_object_get(obj, "data"));
   long long from = x->skip > x->seen ? x->skip - x->seen : 0;
   bool fresh = from < n;
@@ -283,8 +283,8 @@ static int read_line(void *arg, json_t *obj) {
     mcp_output_add(&x->text, data + from, (size_t)(n - from));
   x->seen += n;
   if (x->text.total >= MCP_TEXT_MAX)
-    return MCP_LINE_STOP; /* enough for one read */
-  return fresh ? MCP_LINE_NEW : MCP_LINE_MORE;
+    return HC_LINE_STOP; /* enough for one read */
+  return fresh ? HC_LINE_NEW : HC_LINE_MORE;
 }
 
 json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
@@ -298,13 +298,13 @@ json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
   struct reader x = {.cx = cx, .skip = json_integer_value(json_object_get(args, "offset"))};
   /* The attach streams until the process ends: what came within wait_ms
    * is this read's. */
-  struct mcp_call call = {.method = "GET",
+  struct hc_req call = {.method = "GET",
                           .path = path,
                           .line = read_line,
                           .arg = &x,
                           .timeout_ms = w ? json_integer_value(w) + 200 : 1200,
                           .idle_ms = 100};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r;
   if (!ok && !a.timed_out) {
@@ -318,7 +318,7 @@ json_t *mcp_tool_exec_read(struct mcp_ctx *cx, json_t *args) {
                   "next_offset", (json_int_t)next, "running", !x.exit, "exit", x.exit);
     r = v ? mcp_result_json(v) : mcp_result_error("invalid_output", "output is not UTF-8");
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   mcp_output_free(&x.text);
   json_decref(x.exit);
   return r;
@@ -332,10 +332,10 @@ json_t *mcp_tool_exec_write(struct mcp_ctx *cx, json_t *args) {
            json_integer_value(json_object_get(args, "pid")));
   json_t *body = json_pack("{s:O, s:b}", "data", json_object_get(args, "data"), "eof",
                            json_is_true(json_object_get(args, "eof")));
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_post(cx, rest, body, NULL, NULL, 30000, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_text("written");
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -349,11 +349,11 @@ json_t *mcp_tool_exec_signal(struct mcp_ctx *cx, json_t *args) {
   json_t *sig = json_object_get(args, "signal");
   char body[64];
   snprintf(body, sizeof body, "{\"signal\":%lld}", sig ? json_integer_value(sig) : 15);
-  struct mcp_call call = {
+  struct hc_req call = {
       .method = "POST", .path = path, .body = body, .body_len = strlen(body), .timeout_ms = 30000};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   json_t *r = !ok || a.status >= 300 ? mcp_result_native(&a) : mcp_result_text("signalled");
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }

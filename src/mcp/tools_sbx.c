@@ -11,15 +11,15 @@
 /* A native call with a JSON body (NULL: none) whose answer is the tool's
  * result: the answer's JSON, or its refusal. */
 static json_t *plain(struct mcp_ctx *cx, const char *method, const char *path, json_t *body,
-                     struct mcp_answer *keep) {
+                     struct hc_answer *keep) {
   char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
   json_decref(body);
-  struct mcp_call call = {.method = method,
+  struct hc_req call = {.method = method,
                           .path = path,
                           .body = text,
                           .body_len = text ? strlen(text) : 0,
                           .timeout_ms = 600000};
-  struct mcp_answer a;
+  struct hc_answer a;
   bool ok = mcp_tool_call(cx, &call, &a);
   free(text);
   json_t *r;
@@ -33,7 +33,7 @@ static json_t *plain(struct mcp_ctx *cx, const char *method, const char *path, j
     *keep = a; /* the caller reads and frees it */
     return r;
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   if (keep)
     memset(keep, 0, sizeof *keep);
   return r;
@@ -65,7 +65,7 @@ json_t *mcp_tool_create(struct mcp_ctx *cx, json_t *args) {
                         json_pack("{s:s, s:O}", "mode", "allowlist", "allow", allow));
   json_object_set_new(body, "metadata", json_pack("{s:s}", "made_by", "mcp"));
 
-  struct mcp_answer a;
+  struct hc_answer a;
   json_t *r = plain(cx, "POST", "/v1/sandboxes", body, &a);
   const char *id = json_string_value(json_object_get(a.json, "id"));
   if (id) {
@@ -77,7 +77,7 @@ json_t *mcp_tool_create(struct mcp_ctx *cx, json_t *args) {
     json_object_set_new(sc, "killed_with_session",
                         json_boolean(!json_is_true(json_object_get(args, "keep"))));
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -114,7 +114,7 @@ json_t *mcp_tool_fork(struct mcp_ctx *cx, json_t *args) {
   char path[256];
   cx->sandbox = mcp_arg_str(args, "sandbox_id");
   mcp_sandbox_path(path, sizeof path, cx->sandbox, "/fork");
-  struct mcp_answer a;
+  struct hc_answer a;
   json_t *r = plain(cx, "POST", path, json_pack("{s:i}", "count", 1), &a);
   json_t *made = json_array_get(json_object_get(a.json, "sandboxes"), 0);
   const char *id = json_string_value(json_object_get(made, "id"));
@@ -122,7 +122,7 @@ json_t *mcp_tool_fork(struct mcp_ctx *cx, json_t *args) {
     mcp_session_made(cx->s, id, json_is_true(json_object_get(args, "keep")));
     json_object_set_new(json_object_get(r, "structuredContent"), "sandbox_id", json_string(id));
   }
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return r;
 }
 
@@ -130,11 +130,11 @@ json_t *mcp_tool_expose_port(struct mcp_ctx *cx, json_t *args) {
   char path[256];
   cx->sandbox = mcp_arg_str(args, "sandbox_id");
   mcp_sandbox_path(path, sizeof path, cx->sandbox, "");
-  struct mcp_call call = {.method = "GET", .path = path, .timeout_ms = 30000};
-  struct mcp_answer a;
+  struct hc_req call = {.method = "GET", .path = path, .timeout_ms = 30000};
+  struct hc_answer a;
   if (!mcp_tool_call(cx, &call, &a) || a.status >= 300) {
     json_t *r = mcp_result_native(&a);
-    mcp_answer_free(&a);
+    hc_answer_free(&a);
     return r;
   }
   const char *token = json_string_value(json_object_get(a.json, "traffic_token"));
@@ -145,6 +145,6 @@ json_t *mcp_tool_expose_port(struct mcp_ctx *cx, json_t *args) {
   json_t *v = json_pack("{s:s, s:I, s:s, s:s, s:s}", "url", url, "port", (json_int_t)port, "header",
                         "X-Hutch-Traffic-Token", "token", token ? token : "", "note",
                         "send the token in the header; the service must listen on the port");
-  mcp_answer_free(&a);
+  hc_answer_free(&a);
   return mcp_result_json(v);
 }

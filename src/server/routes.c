@@ -83,7 +83,8 @@ struct table {
 
 static void healthz(struct http_conn *c, const struct principal *p) {
   (void)p;
-  http_respond(c, 200, "application/json", "{\"status\":\"ok\"}\n", 16, NULL);
+  static const char ok[] = "{\"status\":\"ok\",\"version\":\"" HUTCH_VERSION "\"}\n";
+  http_respond(c, 200, "application/json", ok, sizeof ok - 1, NULL);
 }
 
 /* A sandbox's port (ports.c): any method, the rest of the path passed on

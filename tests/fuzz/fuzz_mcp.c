@@ -48,14 +48,14 @@ static void check_answer(json_t *msg, json_t *res) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static bool once;
   if (!once) {
-    mcp_native_init();
+    hc_init();
     once = true;
   }
   json_t *msg = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
   if (!msg)
     return 0;
 
-  struct mcp_native n = {.url = "http://127.0.0.1:1", .key = "k"};
+  struct hc_client n = {.url = "http://127.0.0.1:1", .key = "k"};
   struct mcp_session s;
   mcp_session_init(&s, &n, NULL);
   unsigned notes = 0;

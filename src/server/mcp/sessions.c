@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "engine.h"
-#include "native.h"
+#include "client.h"
 #include "util.h"
 #include "core/base/server.h"
 #include "core/sandbox/audit.h"
@@ -110,7 +110,7 @@ struct mcp_front *mcp_front_get(struct server *srv) {
   uv_timer_init(srv->loop, &f->sweep);
   f->sweep.data = f;
   uv_timer_start(&f->sweep, on_sweep, MCP_KEEPALIVE_MS, MCP_KEEPALIVE_MS);
-  mcp_native_init();
+  hc_init();
   srv->mcp = f;
   return f;
 }
@@ -234,7 +234,7 @@ struct mcp_hsession *mcp_hsession_new(struct mcp_front *f, const char *tenant, c
   str_copy(hs->tenant, sizeof hs->tenant, tenant);
   hs->f = f;
   hs->last_ms = wall_ms();
-  struct mcp_native n = {0};
+  struct hc_client n = {0};
   own_url(f->srv, n.url, sizeof n.url);
   str_copy(n.key, sizeof n.key, key);
   struct mcp_hooks hooks = {.tool_called = audit_tool, .arg = hs};

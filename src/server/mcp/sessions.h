@@ -1,7 +1,7 @@
 /* hutch serve's MCP sessions (Streamable HTTP, /mcp): the table of them,
  * and the bridge between the loop and the threads their requests run on.
  *
- * A request's tools make native API calls that block (src/mcp/native.h),
+ * A request's tools make native API calls that block (src/client/client.h),
  * to this same server over loopback with the caller's own key: they run on
  * a thread per request, never on the loop, and what they send (progress,
  * the response, audit lines) comes back to the loop through one queue and

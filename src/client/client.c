@@ -1,5 +1,5 @@
-/* The native API over HTTP (native.h): one curl easy handle per call. */
-#include "native.h"
+/* The native API over HTTP (client.h): one curl easy handle per call. */
+#include "client.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -11,14 +11,14 @@
 
 #include "util.h"
 
-struct mcp_handles {
+struct hc_handles {
   pthread_mutex_t lock;
   CURL **idle;
   unsigned n, max;
 };
 
-struct mcp_handles *mcp_handles_new(unsigned max) {
-  struct mcp_handles *hs = xmalloc(sizeof *hs);
+struct hc_handles *hc_handles_new(unsigned max) {
+  struct hc_handles *hs = xmalloc(sizeof *hs);
   pthread_mutex_init(&hs->lock, NULL);
   hs->idle = xmalloc(max * sizeof *hs->idle);
   hs->n = 0;
@@ -26,7 +26,7 @@ struct mcp_handles *mcp_handles_new(unsigned max) {
   return hs;
 }
 
-void mcp_handles_free(struct mcp_handles *hs) {
+void hc_handles_free(struct hc_handles *hs) {
   if (!hs)
     return;
   for (unsigned i = 0; i < hs->n; i++)
@@ -37,7 +37,7 @@ void mcp_handles_free(struct mcp_handles *hs) {
 }
 
 /* A handle for one call: a kept one (reset, its connection kept), or new. */
-static CURL *handle_take(struct mcp_handles *hs) {
+static CURL *handle_take(struct hc_handles *hs) {
   CURL *h = NULL;
   if (hs) {
     pthread_mutex_lock(&hs->lock);
@@ -54,7 +54,7 @@ static CURL *handle_take(struct mcp_handles *hs) {
 
 /* Kept for the next call, unless the call was cut (its connection is then
  * in no state to be reused) or enough are kept. */
-static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
+static void handle_give(struct hc_handles *hs, CURL *h, bool reusable) {
   if (hs && reusable) {
     pthread_mutex_lock(&hs->lock);
     if (hs->n < hs->max) {
@@ -68,8 +68,8 @@ static void handle_give(struct mcp_handles *hs, CURL *h, bool reusable) {
 }
 
 struct xfer {
-  const struct mcp_call *call;
-  struct mcp_answer *a;
+  const struct hc_req *call;
+  struct hc_answer *a;
   char *buf; /* the body, or the partial NDJSON line */
   size_t len, cap;
   bool stopped;      /* line() asked to stop, or idle_ms passed */
@@ -106,9 +106,9 @@ static void lines_out(struct xfer *x) {
     json_t *obj = json_loadb(x->buf + start, i - start, 0, NULL);
     if (obj) {
       int rc = x->call->line(x->call->arg, obj);
-      if (rc == MCP_LINE_STOP)
+      if (rc == HC_LINE_STOP)
         x->stopped = true;
-      else if (rc == MCP_LINE_NEW)
+      else if (rc == HC_LINE_NEW)
         x->last_line = mono_ms();
       json_decref(obj);
     }
@@ -125,16 +125,16 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *arg) {
   /* Errors come as one JSON body even on NDJSON routes: lines only for
    * a success (the status is known once the body starts). */
   bool as_lines = x->call->line && x->a->status < 300;
-  if (!as_lines && x->len + n > MCP_NATIVE_BODY_MAX) {
+  if (!as_lines && x->len + n > HC_BODY_MAX) {
     x->a->cut = true;
-    n = MCP_NATIVE_BODY_MAX > x->len ? MCP_NATIVE_BODY_MAX - x->len : 0;
+    n = HC_BODY_MAX > x->len ? HC_BODY_MAX - x->len : 0;
     buf_add(x, p, n);
     return 0; /* stop: the rest is dropped */
   }
   buf_add(x, p, n);
   if (as_lines) {
     lines_out(x);
-    if (x->len > MCP_NATIVE_BODY_MAX) /* a line that never ends */
+    if (x->len > HC_BODY_MAX) /* a line that never ends */
       return 0;
   }
   return x->stopped ? 0 : size * nmemb;
@@ -162,7 +162,7 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 }
 
 /* The native error's code and message, when the body is one. */
-static void error_of(struct mcp_answer *a) {
+static void error_of(struct hc_answer *a) {
   json_t *e = a->json ? json_object_get(a->json, "error") : NULL;
   const char *code = json_string_value(json_object_get(e, "code"));
   const char *msg = json_string_value(json_object_get(e, "message"));
@@ -173,8 +173,7 @@ static void error_of(struct mcp_answer *a) {
     snprintf(a->message, sizeof a->message, "the native API answered %ld", a->status);
 }
 
-bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
-                     struct mcp_answer *a) {
+bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_answer *a) {
   memset(a, 0, sizeof *a);
   CURL *h = handle_take(n->handles);
   if (!h) {
@@ -231,6 +230,10 @@ bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
     else
       snprintf(a->message, sizeof a->message, "the native API at %s: %s", n->url,
                curl_easy_strerror(rc));
+    if (rc == CURLE_COULDNT_CONNECT)
+      a->unreachable = "connection refused";
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST)
+      a->unreachable = "no such host";
     a->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
     a->status = 0;
     return false;
@@ -248,20 +251,66 @@ bool mcp_native_call(const struct mcp_native *n, const struct mcp_call *call,
   return true;
 }
 
-void mcp_answer_free(struct mcp_answer *a) {
+void hc_answer_free(struct hc_answer *a) {
   free(a->body);
   json_decref(a->json);
   a->body = NULL;
   a->json = NULL;
 }
 
-char *mcp_native_escape(const char *s) {
+char *hc_escape(const char *s) {
   char *e = curl_easy_escape(NULL, s, 0);
   char *out = xstrdup(e ? e : "");
   curl_free(e);
   return out;
 }
 
-void mcp_native_init(void) {
+/* The admin key of a local server, when this user may read it. */
+static bool local_key(char *key, size_t n) {
+  const char *dir = getenv("HUTCH_STATE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/admin.key", dir && *dir ? dir : "/var/lib/hutch");
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool ok = fgets(key, (int)n, f) != NULL;
+  fclose(f);
+  key[strcspn(key, "\r\n")] = '\0';
+  return ok && key[0];
+}
+
+int hc_client_setup(struct hc_client *c, const char *url, const char *key, char *why, size_t n) {
+  if (!url || !*url)
+    url = getenv("HUTCH_URL");
+  if (!url || !*url)
+    url = "http://127.0.0.1:7420";
+  if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+    snprintf(why, n, "--url wants http://HOST:PORT or https://..., not '%s'", url);
+    return HC_SETUP_BAD_URL;
+  }
+  if (strlen(url) >= sizeof c->url) {
+    snprintf(why, n, "--url is longer than %zu bytes", sizeof c->url - 1);
+    return HC_SETUP_BAD_URL;
+  }
+  str_copy(c->url, sizeof c->url, url);
+  size_t len = strlen(c->url);
+  while (len && c->url[len - 1] == '/')
+    c->url[--len] = '\0';
+
+  if (!key || !*key)
+    key = getenv("HUTCH_API_KEY");
+  if (key && *key) {
+    str_copy(c->key, sizeof c->key, key);
+    return HC_SETUP_OK;
+  }
+  if (local_key(c->key, sizeof c->key))
+    return HC_SETUP_OK;
+  snprintf(why, n,
+           "no API key: set HUTCH_API_KEY or --key (the admin key of a local server "
+           "is read only when this user may read it)");
+  return HC_SETUP_NO_KEY;
+}
+
+void hc_init(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
 }
