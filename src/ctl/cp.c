@@ -41,7 +41,7 @@ static char *last_name(const char *path) {
   size_t start = n;
   while (start > 0 && path[start - 1] != '/')
     start--;
-  return xstrndup(path + start, n - start);
+  return xasprintf("%.*s", (int)(n - start), path + start);
 }
 
 /* ---- the walk of the sandbox's tree ---- */
@@ -57,7 +57,8 @@ int cp_resolve(const struct cp_remote *r, const struct cp_entry *link, struct cp
     int r1 = cp_stat(r, cur.target, &next);
     if (r1 != 0) {
       if (r1 == 1)
-        ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: a link to %s, which is not there", link->path, cur.target);
+        ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: a link to %s, which is not there", link->path,
+                 cur.target);
       break;
     }
     cp_entry_free(&cur);
@@ -81,7 +82,8 @@ static void walk_dir(struct cp_walk *w, void *dir, const char *rel, const struct
   }
   for (size_t i = 0; i < n; i++) {
     if (!name_ok(es[i].name)) {
-      ctl_fail(w->r->ctl, CTL_EXIT_FAILED, "%s: refused an entry named \"%s\" (not one file name)", e->path, es[i].name);
+      ctl_fail(w->r->ctl, CTL_EXIT_FAILED, "%s: refused an entry named \"%s\" (not one file name)",
+               e->path, es[i].name);
       w->failed = true;
       continue;
     }
@@ -96,14 +98,16 @@ static void walk_dir(struct cp_walk *w, void *dir, const char *rel, const struct
 void cp_walk(struct cp_walk *w, void *dir, const char *name, const char *rel,
              const struct cp_entry *e, int depth) {
   if (depth > CP_DEPTH_MAX) {
-    ctl_fail(w->r->ctl, CTL_EXIT_FAILED, "%s: deeper than %d directories: not copied", e->path, CP_DEPTH_MAX);
+    ctl_fail(w->r->ctl, CTL_EXIT_FAILED, "%s: deeper than %d directories: not copied", e->path,
+             CP_DEPTH_MAX);
     w->failed = true;
     return;
   }
   if (e->type == CP_LINK) {
     struct cp_entry end;
     if (!w->follow) {
-      ctl_fail(w->r->ctl, 0, "warning: %s is a link: skipped (-L copies what it points to)", e->path);
+      ctl_fail(w->r->ctl, 0, "warning: %s is a link: skipped (-L copies what it points to)",
+               e->path);
     } else if (cp_resolve(w->r, e, &end) == 0) {
       cp_walk(w, dir, name, rel, &end, depth + 1);
       cp_entry_free(&end);
@@ -153,7 +157,8 @@ static void *host_enter(void *out, void *dir, const char *name, const char *rel,
   /* O_NOFOLLOW: a link already there under that name is not gone through. */
   int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    ctl_fail(h->ctl, CTL_EXIT_FAILED, "%s: %s", rel, errno == ELOOP ? "a link is there: not written through" : strerror(errno));
+    ctl_fail(h->ctl, CTL_EXIT_FAILED, "%s: %s", rel,
+             errno == ELOOP ? "a link is there: not written through" : strerror(errno));
     return NULL;
   }
   int *box = xmalloc(sizeof *box);
@@ -173,7 +178,8 @@ static bool host_begin(void *out, void *dir, const char *name, const char *rel,
   mode_t mode = e->mode & 0777 ? e->mode & 0777 : 0644;
   h->fd = openat(*(int *)dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
   if (h->fd < 0) {
-    ctl_fail(h->ctl, CTL_EXIT_FAILED, "%s: %s", rel, errno == ELOOP ? "a link is there: not written through" : strerror(errno));
+    ctl_fail(h->ctl, CTL_EXIT_FAILED, "%s: %s", rel,
+             errno == ELOOP ? "a link is there: not written through" : strerror(errno));
     return false;
   }
   return true;
@@ -181,16 +187,9 @@ static bool host_begin(void *out, void *dir, const char *name, const char *rel,
 
 static bool host_write(void *out, const char *data, size_t n) {
   struct host_out *h = out;
-  while (n) {
-    ssize_t w = write(h->fd, data, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0) {
-      ctl_fail(h->ctl, CTL_EXIT_FAILED, "writing: %s", strerror(errno));
-      return false;
-    }
-    data += w;
-    n -= (size_t)w;
+  if (write_all(h->fd, data, n) < 0) {
+    ctl_fail(h->ctl, CTL_EXIT_FAILED, "writing: %s", strerror(errno));
+    return false;
   }
   return true;
 }
@@ -203,9 +202,11 @@ static bool host_end(void *out, bool ok) {
   return r == 0;
 }
 
-static const struct cp_out host_ops = {
-    .enter = host_enter, .leave = host_leave, .begin = host_begin, .write = host_write,
-    .end = host_end};
+static const struct cp_out host_ops = {.enter = host_enter,
+                                       .leave = host_leave,
+                                       .begin = host_begin,
+                                       .write = host_write,
+                                       .end = host_end};
 
 /* ID:SRC to the host path dst: into dst when it is a directory, else as dst. */
 static int copy_out(const struct cp_remote *r, const char *src, const char *dst, bool follow) {
@@ -219,7 +220,8 @@ static int copy_out(const struct cp_remote *r, const char *src, const char *dst,
     return CTL_EXIT_FAILED;
   if (e.type == CP_LINK) {
     if (!follow) {
-      ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s is a link: -L copies what it points to", r->sandbox, src);
+      ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s is a link: -L copies what it points to", r->sandbox,
+               src);
       cp_entry_free(&e);
       return CTL_EXIT_FAILED;
     }
@@ -333,7 +335,8 @@ static void put_tree(struct put *p, int dfd, const char *name, const char *host,
   struct stat sb;
   int nofollow = p->follow ? 0 : AT_SYMLINK_NOFOLLOW;
   if (depth > CP_DEPTH_MAX) {
-    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: deeper than %d directories: not copied", host, CP_DEPTH_MAX);
+    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: deeper than %d directories: not copied", host,
+             CP_DEPTH_MAX);
     p->failed = true;
     return;
   }
@@ -354,7 +357,8 @@ static void put_tree(struct put *p, int dfd, const char *name, const char *host,
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (p->follow ? 0 : O_NOFOLLOW);
   int fd = openat(dfd, name, flags);
   if (fd < 0 || fstat(fd, &sb) < 0 || (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))) {
-    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: %s", host, fd < 0 ? strerror(errno) : "changed while it was copied");
+    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: %s", host,
+             fd < 0 ? strerror(errno) : "changed while it was copied");
     p->failed = true;
   } else if (S_ISDIR(sb.st_mode)) {
     put_dir(p, fd, host, dst, depth);
@@ -397,8 +401,8 @@ static int copy_in(const struct cp_remote *r, const char *src, const char *dst, 
   if (st == 0 && e.type == CP_DIR)
     target = xasprintf("%s/%s", strcmp(e.path, "/") == 0 ? "" : e.path, name);
   else if (st == 0 && S_ISDIR(sb.st_mode))
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s is not a directory: a directory cannot be copied over it", r->sandbox,
-            dst);
+    ctl_fail(r->ctl, CTL_EXIT_FAILED,
+             "%s:%s is not a directory: a directory cannot be copied over it", r->sandbox, dst);
   else
     target = xstrdup(dst);
   if (st == 0)
@@ -424,7 +428,7 @@ static bool remote_of(const char *arg, char **id, const char **path) {
   const char *slash = strchr(arg, '/');
   if (!colon || colon == arg || (slash && slash < colon))
     return false;
-  *id = xstrndup(arg, (size_t)(colon - arg));
+  *id = xasprintf("%.*s", (int)(colon - arg), arg);
   *path = colon[1] ? colon + 1 : "/home/user";
   return true;
 }
@@ -438,30 +442,29 @@ static const struct ctl_opt opts[] = {
 static int cp_run(struct ctl *ctl, int argc, char **argv) {
   bool follow = false, quiet = false;
   const char *arg;
-  for (int c; (c = ctl_opt_next(ctl, argc, argv, &arg)) != CTL_OPT_END;) {
+  int c, rc;
+  while ((c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == 'L')
       follow = true;
     else if (c == 'q')
       quiet = true;
-    else
-      return ctl_opt_rc(c);
   }
-  if (!ctl_operands(ctl, argc, 2, 2))
-    return CTL_EXIT_FAILED;
+  if (!ctl_opts_end(ctl, c, argc, argv, 2, 2, &rc))
+    return rc;
 
   const char *src = argv[optind], *dst = argv[optind + 1], *spath, *dpath;
   char *sid = NULL, *did = NULL;
   bool from = remote_of(src, &sid, &spath), to = remote_of(dst, &did, &dpath);
   int code;
   if (from == to) {
-    code = ctl_fail(ctl, CTL_EXIT_FAILED, "one of SRC and DST is ID:PATH, the other a host path or -");
+    code =
+        ctl_fail(ctl, CTL_EXIT_FAILED, "one of SRC and DST is ID:PATH, the other a host path or -");
   } else {
     /* The sandbox first: a wrong id or key is said as such, once. */
     char *path = ctl_path("/v1/sandboxes/%s", from ? sid : did);
     code = ctl_api(ctl, "GET", path, NULL, NULL);
     free(path);
-    struct cp_remote r = {.ctl = ctl, .sandbox = from ? sid : did,
-                          .progress = !quiet && isatty(2)};
+    struct cp_remote r = {.ctl = ctl, .sandbox = from ? sid : did, .progress = !quiet && isatty(2)};
     if (code == 0)
       code = from ? copy_out(&r, spath, dst, follow) : copy_in(&r, src, dpath, follow);
   }

@@ -16,13 +16,11 @@
 struct cp_out {
   /* A directory: what its entries go in, or NULL when it cannot be made
    * (said). */
-  void *(*enter)(void *out, void *dir, const char *name, const char *rel,
-                 const struct cp_entry *e);
+  void *(*enter)(void *out, void *dir, const char *name, const char *rel, const struct cp_entry *e);
   void (*leave)(void *out, void *dir);
   /* A file: false when it cannot be made (said); then its bytes through
    * write, and end (ok: all of them came; false when it failed). */
-  bool (*begin)(void *out, void *dir, const char *name, const char *rel,
-                const struct cp_entry *e);
+  bool (*begin)(void *out, void *dir, const char *name, const char *rel, const struct cp_entry *e);
   cp_sink_fn *write; /* its arg is out */
   bool (*end)(void *out, bool ok);
 };
@@ -45,8 +43,7 @@ int cp_resolve(const struct cp_remote *r, const struct cp_entry *link, struct cp
 
 /* The sandbox's tree at e written to stdout as a tar (pax); the CLI's
  * exit code. */
-int cp_tar_out(const struct cp_remote *r, const struct cp_entry *e, const char *name,
-               bool follow);
+int cp_tar_out(const struct cp_remote *r, const struct cp_entry *e, const char *name, bool follow);
 
 /* A tar read from stdin, its entries made under dir in the sandbox; the
  * CLI's exit code. */

@@ -27,8 +27,7 @@ static void entry_of(json_t *j, struct cp_entry *e) {
   e->name = xstrdup(json_string_value(json_object_get(j, "name")) ?: "");
   e->path = xstrdup(json_string_value(json_object_get(j, "path")) ?: "");
   e->target = target ? xstrdup(target) : NULL;
-  static const char *const names[] = {[CP_FILE] = "file", [CP_DIR] = "dir",
-                                      [CP_LINK] = "symlink"};
+  static const char *const names[] = {[CP_FILE] = "file", [CP_DIR] = "dir", [CP_LINK] = "symlink"};
   e->type = CP_OTHER;
   for (int t = CP_FILE; t <= CP_LINK; t++)
     if (type && strcmp(type, names[t]) == 0)
@@ -86,7 +85,9 @@ int cp_list(const struct cp_remote *r, const char *path, struct cp_entry **es, s
 int cp_mkdir(const struct cp_remote *r, const char *path) {
   char *sid = hc_escape(r->sandbox);
   char *url = xasprintf("/v1/sandboxes/%s/files/mkdir", sid);
-  char *body = json_dumps(json_pack("{s:s,s:b}", "path", path, "parents", 1), JSON_COMPACT);
+  json_t *j = json_pack("{s:s,s:b}", "path", path, "parents", 1);
+  char *body = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
   struct hc_req req = {.method = "POST", .path = url, .body = body, .body_len = strlen(body)};
   struct hc_answer a;
   int ret = ctl_call(r->ctl, &req, &a) == 0 ? 0 : -1;
@@ -202,12 +203,13 @@ static int transfer(struct xfer *x, const char *route) {
   } else if (status >= 300) {
     json_t *j = json_loadb(x->err ? x->err : "", x->err_len, 0, NULL);
     json_t *e = json_object_get(j, "error");
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: %s: %s", x->path, json_string_value(json_object_get(e, "code")) ?: "error",
-            json_string_value(json_object_get(e, "message")) ?: "the server refused");
+    ctl_fail(x->r->ctl, CTL_EXIT_FAILED, "%s: %s: %s", x->path,
+             json_string_value(json_object_get(e, "code")) ?: "error",
+             json_string_value(json_object_get(e, "message")) ?: "the server refused");
     json_decref(j);
     ret = -1;
   } else if (rc != CURLE_OK) {
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: %s", x->path, curl_easy_strerror(rc));
+    ctl_fail(x->r->ctl, CTL_EXIT_FAILED, "%s: %s", x->path, curl_easy_strerror(rc));
     ret = -1;
   }
   curl_easy_cleanup(x->h);

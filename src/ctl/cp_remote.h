@@ -42,8 +42,7 @@ int cp_mkdir(const struct cp_remote *r, const char *path);
 /* A file's bytes to sink (false from it: stop, a local failure it said);
  * -1 (said) on failure. size: what stat said, for the bar. */
 typedef bool cp_sink_fn(void *arg, const char *data, size_t n);
-int cp_get(const struct cp_remote *r, const char *path, uint64_t size, cp_sink_fn *sink,
-           void *arg);
+int cp_get(const struct cp_remote *r, const char *path, uint64_t size, cp_sink_fn *sink, void *arg);
 
 /* A file written from source (its bytes, 0 at the end, (size_t)-1 on a
  * local failure it said), size bytes; -1 (said) on failure. */

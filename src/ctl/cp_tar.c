@@ -79,11 +79,9 @@ static bool tar_end(void *out, bool ok) {
 }
 
 static const struct cp_out tar_ops = {
-    .enter = tar_enter, .leave = tar_leave, .begin = tar_begin, .write = tar_write,
-    .end = tar_end};
+    .enter = tar_enter, .leave = tar_leave, .begin = tar_begin, .write = tar_write, .end = tar_end};
 
-int cp_tar_out(const struct cp_remote *r, const struct cp_entry *e, const char *name,
-               bool follow) {
+int cp_tar_out(const struct cp_remote *r, const struct cp_entry *e, const char *name, bool follow) {
   struct archive *a = archive_write_new();
   archive_write_set_format_pax_restricted(a);
   archive_write_set_bytes_in_last_block(a, 1);
@@ -174,7 +172,7 @@ int cp_tar_in(const struct cp_remote *r, const char *dir) {
     const char *rel = inside(archive_entry_pathname(ae));
     if (!rel) {
       ctl_fail(r->ctl, CTL_EXIT_FAILED, "refused the tar's entry %s: it leads out of %s",
-              archive_entry_pathname(ae) ?: "(no name)", dir);
+               archive_entry_pathname(ae) ?: "(no name)", dir);
       code = CTL_EXIT_FAILED;
       break;
     }

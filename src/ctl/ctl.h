@@ -118,5 +118,6 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
 /* The verbs: a file each, or one for a family (life.c: kill, pause,
  * resume, ...). */
 extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps;
+extern const struct ctl_verb ctl_verb_shell, ctl_verb_cp, ctl_verb_top;
 
 #endif

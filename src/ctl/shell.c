@@ -10,6 +10,7 @@
 
 #include "ctl.h"
 #include "term_session.h"
+#include "util.h"
 
 #define DEFAULT_SHELL "if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh"
 
@@ -20,7 +21,7 @@ bool term_env_add(struct ctl *ctl, json_t *env, const char *kv) {
     ctl_fail(ctl, CTL_EXIT_FAILED, "-e takes NAME=VALUE: not %s", kv);
     return false;
   }
-  char *name = strndup(kv, (size_t)(eq - kv));
+  char *name = xasprintf("%.*s", (int)(eq - kv), kv);
   json_object_set_new(env, name, json_string(eq + 1));
   free(name);
   return true;
@@ -34,41 +35,41 @@ static const struct ctl_opt opts[] = {
 };
 
 static int shell_run(struct ctl *ctl, int argc, char **argv) {
-  json_t *env = json_object();
-  struct term_session_opts o = {.in = true, .tty = isatty(0)};
+  json_t *env = json_object(), *body = json_object();
   const char *arg;
-  int code = 0;
-  for (int c; !code && (c = ctl_opt_next(ctl, argc, argv, &arg)) != CTL_OPT_END;) {
+  int c, rc = 0;
+  while (!rc && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == 'e')
-      code = term_env_add(ctl, env, arg) ? 0 : CTL_EXIT_FAILED;
+      rc = term_env_add(ctl, env, arg) ? 0 : CTL_EXIT_FAILED;
     else if (c == 'w')
-      o.cwd = arg;
+      json_object_set_new(body, "cwd", json_string(arg));
     else if (c == 'u')
-      o.user = arg;
-    else
-      code = ctl_opt_rc(c);
+      json_object_set_new(body, "user", json_string(arg));
   }
-  if (!code && !ctl_operands(ctl, argc, 1, -1))
-    code = CTL_EXIT_FAILED;
-  if (code) {
+  if (rc || !ctl_opts_end(ctl, c, argc, argv, 1, -1, &rc)) {
     json_decref(env);
-    return code;
+    json_decref(body);
+    return rc;
   }
 
-  o.sandbox = argv[optind];
-  o.env = json_object_size(env) ? env : NULL;
-  o.cmd = json_array();
+  json_t *cmd = json_array();
   if (optind + 1 == argc)
-    json_array_extend_new(o.cmd, json_pack("[sss]", "/bin/sh", "-c", DEFAULT_SHELL));
+    for (const char *const *w = (const char *const[]){"/bin/sh", "-c", DEFAULT_SHELL, NULL}; *w;
+         w++)
+      json_array_append_new(cmd, json_string(*w));
   for (int i = optind + 1; i < argc; i++)
-    json_array_append_new(o.cmd, json_string(argv[i]));
-  code = term_session_run(ctl, &o);
-  json_decref(o.cmd);
+    json_array_append_new(cmd, json_string(argv[i]));
+  json_object_set_new(body, "cmd", cmd);
+  if (json_object_size(env))
+    json_object_set(body, "env", env);
+  struct term_session_opts o = {
+      .sandbox = argv[optind], .body = body, .in = true, .tty = isatty(0)};
+  rc = term_session_run(ctl, &o);
   json_decref(env);
-  return code;
+  json_decref(body);
+  return rc;
 }
 
 const struct ctl_verb ctl_verb_shell = {
     "shell", "[OPTIONS] ID [CMD [ARGS...]]",
-    "an interactive shell in a sandbox (its bash, else sh; or CMD) on a terminal", opts,
-    shell_run};
+    "an interactive shell in a sandbox (its bash, else sh; or CMD) on a terminal", opts, shell_run};

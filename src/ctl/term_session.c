@@ -39,18 +39,6 @@ struct session {
 
 /* ---- what the server sends ---- */
 
-static void write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return; /* our own output is gone: nothing left to tell */
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
 static void write_b64(int fd, const char *b64) {
   size_t n = strlen(b64);
   unsigned char *out = xmalloc(n / 4 * 3 + 3);
@@ -59,7 +47,7 @@ static void write_b64(int fd, const char *b64) {
     /* EVP_DecodeBlock counts the padding's bytes as zeros */
     for (size_t i = n; i > 0 && b64[i - 1] == '='; i--)
       len--;
-    write_all(fd, (const char *)out, (size_t)len);
+    write_all(fd, out, (size_t)len); /* our own output gone: nothing left to tell */
   }
   free(out);
 }
@@ -195,13 +183,9 @@ static int loop(struct session *s, int sfd) {
 /* Start the command as a background process; its pid, or -1 with *code
  * (said). */
 static long start(struct ctl *ctl, const struct term_session_opts *o, int *code) {
-  json_t *body = json_pack("{s:O,s:b,s:b}", "cmd", o->cmd, "background", 1, "keep_stdin", o->in);
-  if (o->env)
-    json_object_set(body, "env", o->env);
-  if (o->cwd)
-    json_object_set_new(body, "cwd", json_string(o->cwd));
-  if (o->user)
-    json_object_set_new(body, "user", json_string(o->user));
+  json_t *body = json_copy(o->body);
+  json_object_set_new(body, "background", json_true());
+  json_object_set_new(body, "keep_stdin", json_boolean(o->in));
   if (o->tty) {
     int rows = 24, cols = 80;
     term_tty_size(0, &rows, &cols);

@@ -12,11 +12,9 @@
 
 struct term_session_opts {
   const char *sandbox;
-  json_t *cmd;  /* an argv (JSON array); borrowed */
-  json_t *env;  /* an object, or NULL; borrowed */
-  const char *cwd, *user;
-  bool in;  /* -i: our stdin goes to the command */
-  bool tty; /* -t: a terminal of our terminal's size */
+  json_t *body; /* the exec's: cmd, env, cwd, user (borrowed) */
+  bool in;      /* -i: our stdin goes to the command */
+  bool tty;     /* -t: a terminal of our terminal's size */
 };
 
 /* Run the session; the command's exit status (128+N for a signal), or

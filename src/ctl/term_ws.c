@@ -237,12 +237,12 @@ static char *upgrade_request(const char *url, const char *key, const char *path,
   if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK)
     curl_url_get(u, CURLUPART_HOST, &host, 0);
   curl_url_get(u, CURLUPART_PORT, &port, 0);
-  char *req = xasprintf("GET %s HTTP/1.1\r\nHost: %s%s%s\r\nUpgrade: websocket\r\n"
-                        "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                        "Sec-WebSocket-Version: 13\r\nAuthorization: Bearer %s\r\n"
-                        "User-Agent: hutch-ctl\r\n\r\n",
-                        path, host ? host : "localhost", port ? ":" : "", port ? port : "",
-                        ws_key, key);
+  char *req =
+      xasprintf("GET %s HTTP/1.1\r\nHost: %s%s%s\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                "Sec-WebSocket-Version: 13\r\nAuthorization: Bearer %s\r\n"
+                "User-Agent: hutch-ctl\r\n\r\n",
+                path, host ? host : "localhost", port ? ":" : "", port ? port : "", ws_key, key);
   curl_free(host);
   curl_free(port);
   curl_url_cleanup(u);
@@ -267,8 +267,7 @@ static bool upgrade(struct term_ws *w, const char *url, const char *key, const c
   ssize_t got = sent ? recv_until(w, buf, TERM_WS_HEAD_MAX, 0, "\r\n\r\n") : -1;
   const char *blank = got > 0 ? memmem(buf, (size_t)got, "\r\n\r\n", 4) : NULL;
   if (!blank) {
-    snprintf(err->message, sizeof err->message, "no answer to the WebSocket upgrade from %s",
-             url);
+    snprintf(err->message, sizeof err->message, "no answer to the WebSocket upgrade from %s", url);
     free(buf);
     return false;
   }

@@ -6,7 +6,6 @@
  * --json prints the API's answers ({id, state, current}) as one array,
  * a line per refresh. */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,55 +19,53 @@
 #include "util.h"
 
 struct top {
-  const struct hc_client *cl;
+  struct ctl *ctl;
   char **ids; /* NULL: every sandbox of the caller */
   int nids;
   bool json;
 };
 
-/* One sandbox's answer without its samples; NULL when it is gone. */
+/* One sandbox's answer without its samples (start=now: none); NULL when
+ * it failed (*code said) or, listed, is gone since. */
 static json_t *metrics_of(const struct top *t, const char *id, int *code) {
-  char *sid = hc_escape(id);
-  char *path = xasprintf("/v1/sandboxes/%s/metrics?start=%lld", sid, (long long)time(NULL));
-  struct hc_req req = {.method = "GET", .path = path};
-  struct hc_answer a;
+  char *path = ctl_path("/v1/sandboxes/%s/metrics", id);
+  char *query = xasprintf("%s?start=%lld", path, (long long)time(NULL));
+  struct hc_req req = {.method = "GET", .path = query};
+  struct hc_answer a = {0};
   json_t *m = NULL;
-  if (!hc_call(t->cl, &req, &a)) {
-    *code = ctl_fail_status("top", 0, "unreachable", a.message);
-  } else if (a.status == 404 && !t->ids) {
+  bool answered = hc_call(&t->ctl->client, &req, &a);
+  if (answered && a.status == 404 && !t->ids) {
     /* ended since the list was read: not shown */
-  } else if (ctl_answer_ok("top", &a)) {
+  } else if (answered && a.status == 200) {
     m = json_pack("{s:O?,s:O?,s:O?}", "id", json_object_get(a.json, "id"), "state",
-                  json_object_get(a.json, "state"), "current",
-                  json_object_get(a.json, "current"));
+                  json_object_get(a.json, "state"), "current", json_object_get(a.json, "current"));
   } else {
-    *code = ctl_answer_status(&a);
+    /* Said as every call says it (the client is set up: the list, or
+     * the check of the named ones, came first). */
+    hc_answer_free(&a);
+    *code = ctl_call(t->ctl, &req, &a);
   }
   hc_answer_free(&a);
+  free(query);
   free(path);
-  free(sid);
   return m;
 }
 
 /* The ids to show: those named, else the caller's sandboxes now. */
 static json_t *ids_now(const struct top *t, int *code) {
   json_t *ids = json_array();
+  json_t *list = NULL;
+  *code = ctl_api(t->ctl, "GET", "/v1/sandboxes", NULL, &list);
   if (t->ids) {
     for (int i = 0; i < t->nids; i++)
       json_array_append_new(ids, json_string(t->ids[i]));
-    return ids;
-  }
-  struct hc_req req = {.method = "GET", .path = "/v1/sandboxes"};
-  struct hc_answer a;
-  if (ctl_call(t->cl, "top", &req, &a)) {
+  } else {
     size_t i;
     json_t *sb;
-    json_array_foreach(json_object_get(a.json, "sandboxes"), i, sb)
+    json_array_foreach(json_object_get(list, "sandboxes"), i, sb)
       json_array_append(ids, json_object_get(sb, "id"));
-  } else {
-    *code = ctl_answer_status(&a);
   }
-  hc_answer_free(&a);
+  json_decref(list);
   return ids;
 }
 
@@ -159,31 +156,35 @@ static int live(const struct top *t, int interval_ms) {
   return 0;
 }
 
-int ctl_top(const struct hc_client *cl, int argc, char **argv) {
-  static const struct option opts[] = {{"once", no_argument, NULL, 'o'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"interval", required_argument, NULL, 'd'},
-                                       {NULL, 0, NULL, 0}};
-  struct top t = {.cl = cl};
+enum { OPT_ONCE = 256, OPT_JSON };
+
+static const struct ctl_opt opts[] = {
+    {OPT_ONCE, "once", NULL, "print one table and end (what a non-terminal stdout gets)"},
+    {OPT_JSON, "json", NULL, "the API's answers ({id, state, current}) as a JSON array"},
+    {'d', "interval", "SECONDS", "between refreshes (default 2, the server's sampling period)"},
+    {0},
+};
+
+static int top_run(struct ctl *ctl, int argc, char **argv) {
+  struct top t = {.ctl = ctl};
   bool once = false;
   double interval = 2;
-  optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "+d:", opts, NULL)) != -1;) {
+  const char *arg;
+  int c, rc;
+  while ((c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     char *end;
-    if (c == 'o') {
+    if (c == OPT_ONCE) {
       once = true;
-    } else if (c == 'j') {
+    } else if (c == OPT_JSON) {
       t.json = true;
     } else if (c == 'd') {
-      interval = strtod(optarg, &end);
-      if (*end || !(interval >= 0.1 && interval <= 3600)) {
-        ctl_say("top", "-d takes seconds, from 0.1 to 3600: not %s", optarg);
-        return CTL_EXIT_USAGE;
-      }
-    } else {
-      return CTL_EXIT_USAGE;
+      interval = strtod(arg, &end);
+      if (*end || !(interval >= 0.1 && interval <= 3600))
+        return ctl_fail(ctl, CTL_EXIT_FAILED, "-d takes seconds, from 0.1 to 3600: not %s", arg);
     }
   }
+  if (!ctl_opts_end(ctl, c, argc, argv, 0, -1, &rc))
+    return rc;
   if (optind < argc) {
     t.ids = argv + optind;
     t.nids = argc - optind;
@@ -198,3 +199,7 @@ int ctl_top(const struct hc_client *cl, int argc, char **argv) {
   json_decref(rows);
   return code;
 }
+
+const struct ctl_verb ctl_verb_top = {
+    "top", "[--once] [--json] [-d SECONDS] [ID...]",
+    "CPU and memory of sandboxes, refreshed in place on a terminal", opts, top_run};

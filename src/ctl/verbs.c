@@ -16,7 +16,8 @@ static const struct ctl_verb mcp = {"mcp", "[--url URL] [--key KEY]",
 static const struct ctl_verb doctor = {"doctor", "[--json]", "check what hutch needs of this host"};
 
 const struct ctl_verb *const ctl_verbs[] = {
-    &ctl_verb_ps, &run, &serve, &mcp, &doctor, &ctl_verb_version, &ctl_verb_help, NULL,
+    &ctl_verb_ps, &ctl_verb_shell, &ctl_verb_cp,      &ctl_verb_top,  &run, &serve,
+    &mcp,         &doctor,         &ctl_verb_version, &ctl_verb_help, NULL,
 };
 
 const struct ctl_verb *ctl_verb_find(const char *name) {
