@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h> /* optind */
 
 #include "client.h"
 
@@ -117,7 +118,16 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
 
 /* The verbs: a file each, or one for a family (life.c: kill, pause,
  * resume, ...). */
-extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps;
+extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_verb_create,
+    ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
+    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port;
 extern const struct ctl_verb ctl_verb_shell, ctl_verb_cp, ctl_verb_top;
+
+/* exec.c: the exit status for an exec's verdict (hutch run's rule:
+ * src/cli/run.c), why hutch ended it said. */
+int ctl_exit_status(struct ctl *ctl, json_t *exit);
+/* term_session.c: exec -t, an interactive session on a terminal (with
+ * -i, our stdin its input) of the exec's body (cmd, env, cwd, user). */
+int ctl_exec_tty(struct ctl *ctl, const char *id, json_t *body, bool in);
 
 #endif

@@ -217,29 +217,6 @@ static int refused(struct ctl *ctl, const struct term_ws_err *err) {
   return ctl_fail(ctl, code, "%s: %s", err->code, err->message);
 }
 
-/* The command's end as an exit status: its own, 128+N for a signal,
- * 128+SIGKILL for hutch's limits (as hutch run), hutch's failure for a
- * sandbox_error (said). */
-static int exit_status(struct ctl *ctl, json_t *exit) {
-  const char *status = json_string_value(json_object_get(exit, "status"));
-  json_int_t code = json_integer_value(json_object_get(exit, "exit_code"));
-  json_int_t sig = json_integer_value(json_object_get(exit, "signal"));
-  if (!status || strcmp(status, "sandbox_error") == 0) {
-    const char *msg = json_string_value(json_object_get(exit, "message"));
-    return ctl_fail(ctl, CTL_EXIT_FAILED, "sandbox_error: %s", msg ? msg : "the sandbox ended");
-  }
-  if (strcmp(status, "ok") == 0)
-    return 0;
-  if (strcmp(status, "timeout") == 0 || strcmp(status, "oom") == 0 ||
-      strcmp(status, "output_limit") == 0) {
-    ctl_fail(ctl, 0, "%s", status);
-    return 128 + SIGKILL;
-  }
-  if (sig > 0)
-    return 128 + (int)sig;
-  return code >= 0 && code < 256 ? (int)code : CTL_EXIT_FAILED;
-}
-
 int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   if (o->tty && o->in && !isatty(0))
     return ctl_fail(ctl, CTL_EXIT_FAILED,
@@ -282,10 +259,15 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   if (end > 0)
     code = end;
   else if (s.exit)
-    code = exit_status(ctl, s.exit);
+    code = ctl_exit_status(ctl, s.exit);
   else
     code = ctl_fail(ctl, CTL_EXIT_UNREACHABLE,
                     "the connection to the server ended before the command did");
   json_decref(s.exit);
   return code;
+}
+
+int ctl_exec_tty(struct ctl *ctl, const char *id, json_t *body, bool in) {
+  struct term_session_opts o = {.sandbox = id, .body = body, .in = in, .tty = true};
+  return term_session_run(ctl, &o);
 }

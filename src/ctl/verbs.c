@@ -16,8 +16,29 @@ static const struct ctl_verb mcp = {"mcp", "[--url URL] [--key KEY]",
 static const struct ctl_verb doctor = {"doctor", "[--json]", "check what hutch needs of this host"};
 
 const struct ctl_verb *const ctl_verbs[] = {
-    &ctl_verb_ps, &ctl_verb_shell, &ctl_verb_cp,      &ctl_verb_top,  &run, &serve,
-    &mcp,         &doctor,         &ctl_verb_version, &ctl_verb_help, NULL,
+    /* a sandbox's life */
+    &ctl_verb_ps,
+    &ctl_verb_create,
+    &ctl_verb_inspect,
+    &ctl_verb_kill,
+    &ctl_verb_pause,
+    &ctl_verb_resume,
+    &ctl_verb_snapshot,
+    &ctl_verb_fork,
+    &ctl_verb_port,
+    /* work in one */
+    &ctl_verb_exec,
+    &ctl_verb_shell,
+    &ctl_verb_cp,
+    &ctl_verb_top,
+    /* hutch itself */
+    &run,
+    &serve,
+    &mcp,
+    &doctor,
+    &ctl_verb_version,
+    &ctl_verb_help,
+    NULL,
 };
 
 const struct ctl_verb *ctl_verb_find(const char *name) {
