@@ -15,9 +15,8 @@
 #include <sys/random.h>
 #include <wslay/wslay.h>
 
+#include "digest.h"
 #include "util.h"
-
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
 
 struct term_ws {
   CURL *h;
@@ -97,16 +96,6 @@ static const struct wslay_event_callbacks callbacks = {
 };
 
 /* ---- the upgrade ---- */
-
-void term_ws_accept_of(const char *key, char accept[32]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned mdlen = 0;
-  char *both = xasprintf("%s%s", key, WS_GUID);
-  if (!EVP_Digest(both, strlen(both), md, &mdlen, EVP_sha1(), NULL))
-    abort();
-  free(both);
-  EVP_EncodeBlock((unsigned char *)accept, md, (int)mdlen);
-}
 
 /* The value of header name in head (its lines after the first), NUL
  * ended in out; false when absent. */
@@ -258,7 +247,7 @@ static bool upgrade(struct term_ws *w, const char *url, const char *key, const c
   if (getrandom(raw, sizeof raw, 0) != sizeof raw)
     abort();
   EVP_EncodeBlock((unsigned char *)ws_key, raw, sizeof raw);
-  term_ws_accept_of(ws_key, accept);
+  digest_ws_accept(ws_key, accept);
 
   char *req = upgrade_request(url, key, path, ws_key);
   bool sent = send_all(w, req, strlen(req));

@@ -57,8 +57,4 @@ void term_ws_close(struct term_ws *w);
  * none could be read). */
 int term_ws_check_head(const char *head, size_t n, const char *accept, long *status);
 
-/* The Sec-WebSocket-Accept value a key asks for (base64 of SHA-1 of key
- * and RFC 6455's GUID: 28 characters and the NUL). */
-void term_ws_accept_of(const char *key, char accept[32]);
-
 #endif
