@@ -88,6 +88,10 @@ int ctl_stream(struct ctl *ctl, const char *method, const char *path, json_t *bo
 /* A raw request (uploads, downloads) made as ctl_api makes it, for what
  * json bodies do not fit; a->body holds the answer. */
 int ctl_call(struct ctl *ctl, const struct hc_req *req, struct hc_answer *a);
+/* A server's refusal (status >= 400, its error's code and message) said,
+ * and its exit code: what ctl_call does with one, for answers that come
+ * another way (the WebSocket's upgrade). */
+int ctl_refused(struct ctl *ctl, long status, const char *code, const char *message);
 /* fmt with each %s replaced by its argument escaped for a URL (malloc'd):
  * ctl_path("/v1/sandboxes/%s/pause", id). Only %s is known. */
 char *ctl_path(const char *fmt, ...);

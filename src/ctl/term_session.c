@@ -205,18 +205,6 @@ static long start(struct ctl *ctl, const struct term_session_opts *o, int *code)
   return n;
 }
 
-/* The CLI's code for a refused upgrade (as ctl_api maps an answer's). */
-static int refused(struct ctl *ctl, const struct term_ws_err *err) {
-  if (err->status == 0)
-    return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "%s", err->message);
-  int code = CTL_EXIT_FAILED;
-  if (err->status == 401 || err->status == 403)
-    code = CTL_EXIT_DENIED;
-  else if (err->status == 404)
-    code = CTL_EXIT_NOT_FOUND;
-  return ctl_fail(ctl, code, "%s: %s", err->code, err->message);
-}
-
 int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   if (o->tty && o->in && !isatty(0))
     return ctl_fail(ctl, CTL_EXIT_FAILED,
@@ -233,8 +221,10 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   struct session s = {.ctl = ctl, .o = o, .in_open = o->in};
   s.ws = term_ws_open(ctl->client.url, ctl->client.key, ws_path, &err);
   free(ws_path);
+  if (!s.ws && err.status == 0)
+    return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "%s", err.message);
   if (!s.ws)
-    return refused(ctl, &err);
+    return ctl_refused(ctl, err.status, err.code, err.message);
 
   /* The signals are the loop's from before raw mode to after it is
    * undone, so none can end hutch with the terminal raw. */
