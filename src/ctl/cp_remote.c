@@ -34,6 +34,7 @@ static void entry_of(json_t *j, struct cp_entry *e) {
       e->type = (enum cp_type)t;
   e->size = (uint64_t)json_integer_value(json_object_get(j, "size"));
   e->mode = (unsigned)json_integer_value(json_object_get(j, "mode"));
+  e->mtime = json_number_value(json_object_get(j, "mtime"));
 }
 
 static char *files_path(const struct cp_remote *r, const char *route, const char *path) {

@@ -18,6 +18,7 @@ struct cp_entry {
   enum cp_type type;
   uint64_t size;
   unsigned mode;
+  double mtime; /* seconds since the epoch */
 };
 
 void cp_entry_free(struct cp_entry *e);

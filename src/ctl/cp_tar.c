@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "ctl.h"
 #include "util.h"
@@ -31,7 +30,7 @@ static struct archive_entry *header(const char *rel, const struct cp_entry *e, m
   archive_entry_set_pathname(ae, rel);
   archive_entry_set_filetype(ae, type);
   archive_entry_set_perm(ae, e->mode & 07777 ? e->mode & 0777 : (type == AE_IFDIR ? 0755 : 0644));
-  archive_entry_set_mtime(ae, time(NULL), 0);
+  archive_entry_set_mtime(ae, (time_t)e->mtime, 0);
   if (type == AE_IFREG)
     archive_entry_set_size(ae, (la_int64_t)e->size);
   return ae;
