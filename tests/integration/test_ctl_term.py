@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import BUILD
-from serveapi import Server
+from serveapi import Server, WebSocket
 
 HUTCH = BUILD / "hutch"
 
@@ -205,6 +205,30 @@ def test_terminal_restored_on_sigterm_and_sighup(env, sandbox, term):
 def test_exec_t_without_a_terminal_is_refused(env, sandbox):
     p = hutch(env, "exec", "-it", sandbox, "true", input=b"", check=False)
     assert p.returncode == 125 and b"terminal" in p.stderr, p
+
+
+def test_server_refuses_sizes_out_of_bounds(server, api, sandbox):
+    """What hutch-ctl never sends (it clamps), a client of its own may:
+    each out-of-bounds resize is refused and the session lives on."""
+    r = api.post(f"/v1/sandboxes/{sandbox}/exec", {
+        "cmd": ["sh"], "background": True, "keep_stdin": True, "pty": {"rows": 24, "cols": 80}})
+    assert r.status == 201, r
+    ws = WebSocket(server.port, f"/v1/sandboxes/{sandbox}/exec/{r.json['pid']}/ws", api.key)
+    assert ws.status == 101 and ws.accepted, ws.head
+    msgs = ws.messages()
+    for rows, cols in ((0, 0), (65535, 65535), (1 << 40, 5), (-1, 80), ("24", 80)):
+        ws.send_json({"type": "resize", "rows": rows, "cols": cols})
+        m = next(m for m in msgs if m["type"] != "stdout")
+        assert (m["type"], m["code"]) == ("error", "invalid_argument"), (rows, cols, m)
+    ws.send(b"stty size | tr ' ' x; exit\n", opcode=2)
+    seen = ""
+    for m in msgs:
+        seen += m.get("data", "")
+        if m["type"] == "exit":
+            break
+    assert "24x80" in seen and m["status"] == "ok", (seen, m)
+    ws.close()
+    assert server.api(None).get("/healthz").status == 200
 
 
 # ---- cp ----
