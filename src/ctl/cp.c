@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -142,7 +143,8 @@ void cp_walk(struct cp_walk *w, void *dir, const char *name, const char *rel,
 
 struct host_out {
   struct ctl *ctl;
-  int fd; /* the file being written */
+  int fd;       /* the file being written */
+  double mtime; /* ... and its time in the sandbox, given it at its end */
 };
 
 static void *host_enter(void *out, void *dir, const char *name, const char *rel,
@@ -176,6 +178,7 @@ static bool host_begin(void *out, void *dir, const char *name, const char *rel,
                        const struct cp_entry *e) {
   struct host_out *h = out;
   mode_t mode = e->mode & 0777 ? e->mode & 0777 : 0644;
+  h->mtime = e->mtime;
   h->fd = openat(*(int *)dir, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
   if (h->fd < 0) {
     ctl_fail(h->ctl, CTL_EXIT_FAILED, "%s: %s", rel,
@@ -196,7 +199,11 @@ static bool host_write(void *out, const char *data, size_t n) {
 
 static bool host_end(void *out, bool ok) {
   struct host_out *h = out;
-  (void)ok;
+  if (ok && h->mtime > 0) {
+    struct timespec t = {.tv_sec = (time_t)h->mtime,
+                         .tv_nsec = (long)((h->mtime - (double)(time_t)h->mtime) * 1e9)};
+    futimens(h->fd, (struct timespec[]){{.tv_nsec = UTIME_OMIT}, t});
+  }
   int r = close(h->fd);
   h->fd = -1;
   return r == 0;

@@ -205,6 +205,20 @@ static long start(struct ctl *ctl, const struct term_session_opts *o, int *code)
   return n;
 }
 
+/* A session whose connection broke leaves its process waiting on a stdin
+ * nobody will write again: it is killed, when the server still answers
+ * (a connection it cut, say for a client too far behind). */
+static void kill_left(struct ctl *ctl, const char *sandbox, long pid) {
+  char *base = ctl_path("/v1/sandboxes/%s/processes/", sandbox);
+  char *path = xasprintf("%s%ld", base, pid);
+  struct hc_req req = {.method = "DELETE", .path = path, .timeout_ms = 5000};
+  struct hc_answer a;
+  hc_call(&ctl->client, &req, &a);
+  hc_answer_free(&a);
+  free(path);
+  free(base);
+}
+
 int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   if (o->tty && o->in && !isatty(0))
     return ctl_fail(ctl, CTL_EXIT_FAILED,
@@ -253,6 +267,8 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   else
     code = ctl_fail(ctl, CTL_EXIT_UNREACHABLE,
                     "the connection to the server ended before the command did");
+  if (end < 0 && !s.exit)
+    kill_left(ctl, o->sandbox, pid);
   json_decref(s.exit);
   return code;
 }
