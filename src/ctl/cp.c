@@ -132,7 +132,8 @@ void cp_walk(struct cp_walk *w, void *dir, const char *name, const char *rel,
       return;
     }
     bool ok = cp_get(w->r, e->path, e->size, w->ops->write, w->out) == 0;
-    if (!w->ops->end(w->out, ok) || !ok)
+    bool ended = w->ops->end(w->out, ok);
+    if (!ok || !ended)
       w->failed = true;
   } else {
     ctl_fail(w->r->ctl, 0, "warning: %s is not a file, directory or link: skipped", e->path);
@@ -215,50 +216,43 @@ static const struct cp_out host_ops = {.enter = host_enter,
                                        .write = host_write,
                                        .end = host_end};
 
-/* ID:SRC to the host path dst: into dst when it is a directory, else as dst. */
-static int copy_out(const struct cp_remote *r, const char *src, const char *dst, bool follow) {
-  struct cp_entry e, end;
-  int st = cp_stat(r, src, &e);
-  if (st == 1) {
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s: no such file or directory", r->sandbox, src);
-    return CTL_EXIT_NOT_FOUND;
-  }
+/* SRC's entry in the sandbox, a link resolved with -L (refused without):
+ * 0, else the exit code (said). */
+static int src_entry(const struct cp_remote *r, const char *src, bool follow, struct cp_entry *e) {
+  int st = cp_stat(r, src, e);
+  if (st == 1)
+    return ctl_fail(r->ctl, CTL_EXIT_NOT_FOUND, "%s:%s: no such file or directory", r->sandbox,
+                    src);
   if (st < 0)
     return CTL_EXIT_FAILED;
-  if (e.type == CP_LINK) {
-    if (!follow) {
-      ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s is a link: -L copies what it points to", r->sandbox,
-               src);
-      cp_entry_free(&e);
-      return CTL_EXIT_FAILED;
-    }
-    st = cp_resolve(r, &e, &end);
-    cp_entry_free(&e);
-    if (st < 0)
-      return CTL_EXIT_FAILED;
-    e = end;
-  }
+  if (e->type != CP_LINK)
+    return 0;
 
-  char *name = last_name(src);
-  int code = CTL_EXIT_FAILED;
-  if (strcmp(dst, "-") == 0) {
-    code = name_ok(name) ? cp_tar_out(r, &e, name, follow) : CTL_EXIT_FAILED;
-    if (!name_ok(name))
-      ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: name a file or directory to put in the tar", src);
-    free(name);
-    cp_entry_free(&e);
-    return code;
-  }
+  struct cp_entry end;
+  if (!follow)
+    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s:%s is a link: -L copies what it points to", r->sandbox,
+             src);
+  st = follow ? cp_resolve(r, e, &end) : -1;
+  cp_entry_free(e);
+  if (st < 0)
+    return CTL_EXIT_FAILED;
+  *e = end;
+  return 0;
+}
 
-  /* dst itself is the user's to name, links and all; what is made under
-   * it is made by descriptor, nothing followed. */
+/* Where SRC goes on the host: the directory dst names (then under src's
+ * name), else dst's parent (then as dst's name). dst itself is the user's
+ * to name, links and all; what is made under it is made by descriptor,
+ * nothing followed. The directory's descriptor and *name (malloc'd), or
+ * -1 (said). */
+static int host_dest(const struct cp_remote *r, const char *src, const char *dst, char **name) {
   struct stat sb;
   int dfd;
   if (stat(dst, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    *name = last_name(src);
     dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   } else {
-    free(name);
-    name = last_name(dst);
+    *name = last_name(dst);
     char *parent = xstrdup(dst);
     char *slash = strrchr(parent, '/');
     if (slash)
@@ -266,18 +260,45 @@ static int copy_out(const struct cp_remote *r, const char *src, const char *dst,
     dfd = open(slash ? parent : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     free(parent);
   }
-  if (dfd < 0)
+  if (dfd < 0) {
     ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: %s", dst, strerror(errno));
-  else if (!name_ok(name))
+  } else if (!name_ok(*name)) {
     ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: name the file or directory to write", dst);
-  else {
-    struct host_out h = {.ctl = r->ctl, .fd = -1};
-    struct cp_walk w = {.r = r, .ops = &host_ops, .out = &h, .follow = follow};
-    cp_walk(&w, &dfd, name, name, &e, 0);
-    code = w.failed ? CTL_EXIT_FAILED : 0;
-  }
-  if (dfd >= 0)
     close(dfd);
+    dfd = -1;
+  }
+  if (dfd < 0) {
+    free(*name);
+    *name = NULL;
+  }
+  return dfd;
+}
+
+/* ID:SRC to the host path dst, or to stdout as a tar (-). */
+static int copy_out(const struct cp_remote *r, const char *src, const char *dst, bool follow) {
+  struct cp_entry e;
+  int code = src_entry(r, src, follow, &e);
+  if (code)
+    return code;
+
+  char *name = NULL;
+  code = CTL_EXIT_FAILED;
+  if (strcmp(dst, "-") == 0) {
+    name = last_name(src);
+    if (name_ok(name))
+      code = cp_tar_out(r, &e, name, follow);
+    else
+      ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: name a file or directory to put in the tar", src);
+  } else {
+    int dfd = host_dest(r, src, dst, &name);
+    if (dfd >= 0) {
+      struct host_out h = {.ctl = r->ctl, .fd = -1};
+      struct cp_walk w = {.r = r, .ops = &host_ops, .out = &h, .follow = follow};
+      cp_walk(&w, &dfd, name, name, &e, 0);
+      code = w.failed ? CTL_EXIT_FAILED : 0;
+      close(dfd);
+    }
+  }
   free(name);
   cp_entry_free(&e);
   return code;
@@ -334,9 +355,25 @@ static void put_dir(struct put *p, int fd, const char *host, const char *dst, in
   closedir(d);
 }
 
-/* name under dfd (host, to say it) to dst in the sandbox. What is opened
- * is checked again on its descriptor: a file swapped for a link or a FIFO
- * between the look and the open is neither followed nor waited on. */
+/* name under dfd opened, and checked again on its descriptor to be a file
+ * or a directory: one swapped for a link or a FIFO since it was looked at
+ * is neither followed (O_NOFOLLOW) nor waited on (O_NONBLOCK). -1 (said)
+ * when it cannot be. */
+static int open_checked(struct put *p, int dfd, const char *name, const char *host,
+                        struct stat *sb) {
+  int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (p->follow ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: %s", host, strerror(errno));
+    return -1;
+  }
+  if (fstat(fd, sb) == 0 && (S_ISREG(sb->st_mode) || S_ISDIR(sb->st_mode)))
+    return fd;
+  ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: changed while it was copied", host);
+  close(fd);
+  return -1;
+}
+
+/* name under dfd (host, to say it) to dst in the sandbox. */
 static void put_tree(struct put *p, int dfd, const char *name, const char *host, const char *dst,
                      int depth) {
   struct stat sb;
@@ -361,13 +398,12 @@ static void put_tree(struct put *p, int dfd, const char *name, const char *host,
     return;
   }
 
-  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (p->follow ? 0 : O_NOFOLLOW);
-  int fd = openat(dfd, name, flags);
-  if (fd < 0 || fstat(fd, &sb) < 0 || (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))) {
-    ctl_fail(p->r->ctl, CTL_EXIT_FAILED, "%s: %s", host,
-             fd < 0 ? strerror(errno) : "changed while it was copied");
+  int fd = open_checked(p, dfd, name, host, &sb);
+  if (fd < 0) {
     p->failed = true;
-  } else if (S_ISDIR(sb.st_mode)) {
+    return;
+  }
+  if (S_ISDIR(sb.st_mode)) {
     put_dir(p, fd, host, dst, depth);
   } else {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -375,55 +411,60 @@ static void put_tree(struct put *p, int dfd, const char *name, const char *host,
     if (cp_put(p->r, dst, (uint64_t)sb.st_size, read_fd, &in) < 0)
       p->failed = true;
   }
-  if (fd >= 0)
-    close(fd);
+  close(fd);
 }
 
-/* The host path src to ID:DST: into DST when it is a directory there,
- * else as DST. */
+/* Where SRC goes in the sandbox: into the directory DST names (a link to
+ * one too), else DST itself; NULL (said) when a directory would go over
+ * something else. */
+static char *sandbox_dest(const struct cp_remote *r, const char *dst, const char *src, bool dir) {
+  struct cp_entry e, end;
+  int st = cp_stat(r, dst, &e);
+  if (st < 0)
+    return NULL;
+  if (st == 1)
+    return xstrdup(dst);
+  if (e.type == CP_LINK && e.target && cp_stat(r, e.target, &end) == 0) {
+    cp_entry_free(&e);
+    e = end;
+  }
+
+  char *target = NULL;
+  if (e.type == CP_DIR) {
+    char *name = last_name(src);
+    target = xasprintf("%s/%s", strcmp(e.path, "/") == 0 ? "" : e.path, name);
+    free(name);
+  } else if (dir) {
+    ctl_fail(r->ctl, CTL_EXIT_FAILED,
+             "%s:%s is not a directory: a directory cannot be copied over it", r->sandbox, dst);
+  } else {
+    target = xstrdup(dst);
+  }
+  cp_entry_free(&e);
+  return target;
+}
+
+/* The host path src (or a tar on stdin: -) to ID:DST. */
 static int copy_in(const struct cp_remote *r, const char *src, const char *dst, bool follow) {
   if (strcmp(src, "-") == 0)
     return cp_tar_in(r, dst);
 
   struct stat sb;
   if ((follow ? stat(src, &sb) : lstat(src, &sb)) < 0) {
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s: %s", src, strerror(errno));
-    return errno == ENOENT ? CTL_EXIT_NOT_FOUND : CTL_EXIT_FAILED;
+    int e = errno;
+    return ctl_fail(r->ctl, e == ENOENT ? CTL_EXIT_NOT_FOUND : CTL_EXIT_FAILED, "%s: %s", src,
+                    strerror(e));
   }
-  if (S_ISLNK(sb.st_mode)) {
-    ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s is a link: -L copies what it points to", src);
-    return CTL_EXIT_FAILED;
-  }
+  if (S_ISLNK(sb.st_mode))
+    return ctl_fail(r->ctl, CTL_EXIT_FAILED, "%s is a link: -L copies what it points to", src);
 
-  struct cp_entry e, end;
-  char *target = NULL;
-  int st = cp_stat(r, dst, &e);
-  if (st < 0)
+  char *target = sandbox_dest(r, dst, src, S_ISDIR(sb.st_mode));
+  if (!target)
     return CTL_EXIT_FAILED;
-  if (st == 0 && e.type == CP_LINK && cp_resolve(r, &e, &end) == 0) {
-    cp_entry_free(&e);
-    e = end;
-  }
-  char *name = last_name(src);
-  if (st == 0 && e.type == CP_DIR)
-    target = xasprintf("%s/%s", strcmp(e.path, "/") == 0 ? "" : e.path, name);
-  else if (st == 0 && S_ISDIR(sb.st_mode))
-    ctl_fail(r->ctl, CTL_EXIT_FAILED,
-             "%s:%s is not a directory: a directory cannot be copied over it", r->sandbox, dst);
-  else
-    target = xstrdup(dst);
-  if (st == 0)
-    cp_entry_free(&e);
-
-  int code = CTL_EXIT_FAILED;
-  if (target) {
-    struct put p = {.r = r, .follow = follow};
-    put_tree(&p, AT_FDCWD, src, src, target, 0);
-    code = p.failed ? CTL_EXIT_FAILED : 0;
-  }
+  struct put p = {.r = r, .follow = follow};
+  put_tree(&p, AT_FDCWD, src, src, target, 0);
   free(target);
-  free(name);
-  return code;
+  return p.failed ? CTL_EXIT_FAILED : 0;
 }
 
 /* ---- the verb ---- */
