@@ -38,9 +38,25 @@ int cli_mcp(int argc, char **argv) {
   return exec_beside("mcp", argv);
 }
 
+/* hutch template is the API's (hutch-ctl) unless it names a store of its
+ * own: --local (the default store, taken off) or --state-dir DIR. */
 int cli_template(int argc, char **argv) {
-  (void)argc;
-  return exec_beside("template", argv);
+  bool local = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0)
+      break;
+    if (strcmp(argv[i], "--local") == 0) {
+      memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof *argv);
+      argc--;
+      i--;
+      local = true;
+    } else if (strcmp(argv[i], "--state-dir") == 0 || strncmp(argv[i], "--state-dir=", 12) == 0) {
+      local = true;
+    }
+  }
+  if (local)
+    return exec_beside("template", argv);
+  return exec_beside("ctl", argv - 1); /* hutch's own argv: "template" is its verb */
 }
 
 int cli_ctl(int argc, char **argv) {

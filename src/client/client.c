@@ -2,6 +2,8 @@
 #include "client.h"
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -151,9 +153,20 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *arg) {
   return n;
 }
 
-static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
-  (void)dt, (void)dn, (void)ut, (void)un;
+static size_t on_read(char *p, size_t size, size_t nmemb, void *arg) {
   struct xfer *x = arg;
+  ssize_t n;
+  do
+    n = read(x->call->upload_fd, p, size * nmemb);
+  while (n < 0 && errno == EINTR);
+  return n < 0 ? CURL_READFUNC_ABORT : (size_t)n;
+}
+
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  (void)dt, (void)dn, (void)ut;
+  struct xfer *x = arg;
+  if (x->call->sent && x->call->upload)
+    x->call->sent(x->call->arg, (uint64_t)un, x->call->upload_len);
   if (x->call->idle_ms && x->last_line && mono_ms() - x->last_line >= x->call->idle_ms) {
     x->stopped = true; /* what was there is read */
     return 1;
@@ -181,7 +194,7 @@ bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_ans
     return false;
   }
   struct xfer x = {.call = call, .a = a};
-  char url[4096], auth[320], ctype[128];
+  char url[4096], auth[320], ctype[128], accept[128];
   snprintf(url, sizeof url, "%s%s", n->url, call->path);
   snprintf(auth, sizeof auth, "Authorization: Bearer %s", n->key);
   snprintf(ctype, sizeof ctype, "Content-Type: %s", call->ctype ? call->ctype : "application/json");
@@ -189,6 +202,10 @@ bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_ans
   struct curl_slist *hdrs = curl_slist_append(NULL, auth);
   hdrs = curl_slist_append(hdrs, ctype);
   hdrs = curl_slist_append(hdrs, "Expect:");
+  if (call->accept) {
+    snprintf(accept, sizeof accept, "Accept: %s", call->accept);
+    hdrs = curl_slist_append(hdrs, accept);
+  }
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -206,7 +223,12 @@ bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_ans
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   if (call->timeout_ms > 0)
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, call->timeout_ms);
-  if (call->body) {
+  if (call->upload) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &x);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->upload_len);
+  } else if (call->body) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, call->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->body_len);
   } else if (strcmp(call->method, "GET") != 0 && strcmp(call->method, "DELETE") != 0) {

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define HC_BODY_MAX (64u << 20) /* an answer's body held in memory */
 
@@ -42,6 +43,14 @@ struct hc_req {
   const char *body;   /* NULL: none */
   size_t body_len;
   const char *ctype; /* the body's; default application/json */
+  /* The body streamed from upload_fd instead, upload_len bytes of it
+   * (image archives, build contexts: too large to hold). */
+  bool upload;
+  int upload_fd;
+  uint64_t upload_len;
+  /* As the upload goes: bytes sent of upload_len. NULL: not told. */
+  void (*sent)(void *arg, uint64_t done, uint64_t total);
+  const char *accept; /* the Accept header; NULL: none */
   /* NDJSON answers: each line as it comes (not kept in the answer's
    * body); returns HC_LINE_STOP to stop reading (the request is then cut,
    * which for an exec kills the command), HC_LINE_NEW for a line that

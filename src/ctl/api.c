@@ -98,3 +98,37 @@ char *ctl_path(const char *fmt, ...) {
   va_end(ap);
   return out;
 }
+
+int ctl_list(struct ctl *ctl, const char *path, const char *field, bool as_json,
+             const struct ctl_columns *cols) {
+  json_t *answer;
+  int rc = ctl_api(ctl, "GET", path, NULL, &answer);
+  if (rc)
+    return rc;
+  json_t *list = json_object_get(answer, field), *item;
+  if (as_json) {
+    ctl_print_json(list);
+  } else {
+    struct ctl_table *t = ctl_table_new(cols->n, cols->head);
+    size_t i;
+    json_array_foreach(list, i, item)
+      cols->row(item, t);
+    ctl_table_print(ctl, t);
+  }
+  json_decref(answer);
+  return 0;
+}
+
+int ctl_each(struct ctl *ctl, const char *method, const char *fmt, int argc, char **argv) {
+  int rc = 0;
+  for (int i = optind; i < argc; i++) {
+    char *path = ctl_path(fmt, argv[i]);
+    int one = ctl_api(ctl, method, path, NULL, NULL);
+    free(path);
+    if (one == 0)
+      printf("%s\n", argv[i]);
+    else
+      rc = one;
+  }
+  return rc;
+}

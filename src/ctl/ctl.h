@@ -73,6 +73,10 @@ int ctl_opt_next(struct ctl *ctl, int argc, char **argv, const char **arg);
  *   while ((c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) ...;
  *   if (!ctl_opts_end(ctl, c, argc, argv, 1, 1, &rc)) return rc; */
 bool ctl_opts_end(struct ctl *ctl, int c, int argc, char **argv, int min, int max, int *rc);
+/* A verb of subcommands (volume create, key ls): the subcommand, argv[1]
+ * unless that is an option (NULL then), with argc and argv moved on so
+ * that ctl_opt_next reads the options after it too. */
+const char *ctl_sub(int *argc, char ***argv);
 /* --url, --key and --help (for help and completion). */
 const struct ctl_opt *ctl_common_opts(void);
 
@@ -92,6 +96,20 @@ int ctl_call(struct ctl *ctl, const struct hc_req *req, struct hc_answer *a);
  * and its exit code: what ctl_call does with one, for answers that come
  * another way (the WebSocket's upgrade). */
 int ctl_refused(struct ctl *ctl, long status, const char *code, const char *message);
+/* A table's columns: n headers, and a row of n cells made of an item. */
+struct ctl_table;
+struct ctl_columns {
+  size_t n;
+  const char *const *head;
+  void (*row)(json_t *item, struct ctl_table *t);
+};
+/* GET path and its array answer[field], printed as JSON when as_json,
+ * else as a table of cols. */
+int ctl_list(struct ctl *ctl, const char *path, const char *field, bool as_json,
+             const struct ctl_columns *cols);
+/* method on fmt (its one %s each operand, argv[optind..argc)), each
+ * operand printed once done; the exit code of the last that failed. */
+int ctl_each(struct ctl *ctl, const char *method, const char *fmt, int argc, char **argv);
 /* fmt with each %s replaced by its argument escaped for a URL (malloc'd):
  * ctl_path("/v1/sandboxes/%s/pause", id). Only %s is known. */
 char *ctl_path(const char *fmt, ...);
@@ -124,7 +142,8 @@ void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);
  * resume, ...). */
 extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_verb_create,
     ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
-    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port;
+    ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port, ctl_verb_volume, ctl_verb_key, ctl_verb_tenant,
+    ctl_verb_events, ctl_verb_logs, ctl_verb_template;
 extern const struct ctl_verb ctl_verb_shell, ctl_verb_cp, ctl_verb_top;
 
 /* exec.c: the exit status for an exec's verdict (hutch run's rule:

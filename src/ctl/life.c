@@ -17,36 +17,24 @@ static bool plain_args(struct ctl *ctl, int argc, char **argv, int min, int max,
   return ctl_opts_end(ctl, c, argc, argv, min, max, rc);
 }
 
-/* method on /v1/sandboxes/ID + tail for each ID, each printed once done;
- * the exit code of the last that failed. */
-static int each_id(struct ctl *ctl, int argc, char **argv, const char *method, const char *tail) {
+/* method on fmt for each ID operand (ctl_each). */
+static int each_id(struct ctl *ctl, int argc, char **argv, const char *method, const char *fmt) {
   int rc;
   if (!plain_args(ctl, argc, argv, 1, -1, &rc))
     return rc;
-  for (int i = optind; i < argc; i++) {
-    char *fmt = xasprintf("/v1/sandboxes/%%s%s", tail);
-    char *path = ctl_path(fmt, argv[i]);
-    int one = ctl_api(ctl, method, path, NULL, NULL);
-    free(path);
-    free(fmt);
-    if (one == 0)
-      printf("%s\n", argv[i]);
-    else
-      rc = one;
-  }
-  return rc;
+  return ctl_each(ctl, method, fmt, argc, argv);
 }
 
 static int kill_run(struct ctl *ctl, int argc, char **argv) {
-  return each_id(ctl, argc, argv, "DELETE", "");
+  return each_id(ctl, argc, argv, "DELETE", "/v1/sandboxes/%s");
 }
 
 static int pause_run(struct ctl *ctl, int argc, char **argv) {
-  return each_id(ctl, argc, argv, "POST", "/pause");
+  return each_id(ctl, argc, argv, "POST", "/v1/sandboxes/%s/pause");
 }
 
 static int resume_run(struct ctl *ctl, int argc, char **argv) {
-  return each_id(ctl, argc, argv, "POST", "/resume");
+  return each_id(ctl, argc, argv, "POST", "/v1/sandboxes/%s/resume");
 }
 
 static int inspect_run(struct ctl *ctl, int argc, char **argv) {

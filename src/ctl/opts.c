@@ -102,3 +102,11 @@ bool ctl_opts_end(struct ctl *ctl, int c, int argc, char **argv, int min, int ma
   *rc = 0;
   return true;
 }
+
+const char *ctl_sub(int *argc, char ***argv) {
+  if (*argc < 2 || (*argv)[1][0] == '-')
+    return NULL;
+  (*argc)--;
+  (*argv)++;
+  return (*argv)[0];
+}

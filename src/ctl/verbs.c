@@ -31,6 +31,15 @@ const struct ctl_verb *const ctl_verbs[] = {
     &ctl_verb_shell,
     &ctl_verb_cp,
     &ctl_verb_top,
+    /* what happens */
+    &ctl_verb_logs,
+    &ctl_verb_events,
+    /* what they use */
+    &ctl_verb_template,
+    &ctl_verb_volume,
+    /* the admin's */
+    &ctl_verb_key,
+    &ctl_verb_tenant,
     /* hutch itself */
     &run,
     &serve,

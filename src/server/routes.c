@@ -103,6 +103,7 @@ static const struct route native[] = {
     {HTTP_GET, "/mcp", PUBLIC, NULL, mcp_transport_get},
     {HTTP_DELETE, "/mcp", PUBLIC, NULL, mcp_transport_delete},
     {HTTP_POST, "/v1/keys", ADMIN, "key.create", api_keys_create},
+    {HTTP_GET, "/v1/keys", ADMIN, NULL, api_keys_list},
     {HTTP_DELETE, "/v1/keys/{id}", ADMIN, "key.delete", api_keys_delete},
     {HTTP_POST, "/v1/sandboxes", TENANT, "sandbox.create", api_sandboxes_create},
     {HTTP_GET, "/v1/sandboxes", TENANT, NULL, api_sandboxes_list},

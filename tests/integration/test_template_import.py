@@ -351,12 +351,12 @@ def test_run_imported_busybox_template(tmp_path, run):
         "Env": ["PATH=/bin", "HELLO=world"], "WorkingDir": "/etc",
         "Cmd": ["/bin/cat", "/etc/os-release"]})
     name = f"bb-{os.getpid()}"
-    p = subprocess.run([str(build_binary("build", "hutch")), "template", "import", str(lay),
+    p = subprocess.run([str(build_binary("build", "hutch")), "template", "--local", "import", str(lay),
                         "--name", name, "--replace"], capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr
     try:
         rec = json.loads(subprocess.run([str(build_binary("build", "hutch")), "template",
-                                         "inspect", name], capture_output=True).stdout)
+                                         "--local", "inspect", name], capture_output=True).stdout)
         assert rec["layers"] == [sha(raw), sha(empty)]
         r = run(["--template", name, "--", "/bin/sh", "-c", "cat /etc/os-release; pwd; echo $HELLO"])
         assert r.code == 0, r
@@ -364,7 +364,7 @@ def test_run_imported_busybox_template(tmp_path, run):
         r = run(["--template", name])
         assert r.code == 0 and "ID=hutchbox" in r.out, r
     finally:
-        subprocess.run([str(build_binary("build", "hutch")), "template", "rm", name],
+        subprocess.run([str(build_binary("build", "hutch")), "template", "--local", "rm", name],
                        capture_output=True, timeout=60)
 
 

@@ -107,14 +107,14 @@ def test_run_pulled_template(registry, run):
     honoured (the session's store: hutch run's own)."""
     hutch = str(build_binary("build", "hutch"))
     name = f"busy-{os.getpid()}"
-    p = subprocess.run([hutch, "template", "pull", "--insecure", "--replace", "--name", name,
+    p = subprocess.run([hutch, "template", "--local", "pull", "--insecure", "--replace", "--name", name,
                         f"{registry.host}/tools/busy:1.0"], capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr
     try:
         r = run(["--template", name, "--", "/bin/sh", "-c", "cat /etc/note; echo $NOTE"])
         assert r.code == 0 and r.out.splitlines() == ["pulled", "registry"], r
     finally:
-        subprocess.run([hutch, "template", "rm", name], capture_output=True, timeout=60)
+        subprocess.run([hutch, "template", "--local", "rm", name], capture_output=True, timeout=60)
 
 
 def test_pull_picks_linux_amd64_and_by_digest(tpl, registry):

@@ -1,4 +1,4 @@
-/* POST /v1/keys and DELETE /v1/keys/{id} (the admin's), and the caller's
+/* POST /v1/keys, GET /v1/keys and DELETE /v1/keys/{id} (the admin's), and the caller's
  * key read from a request's headers, on core/keys.c. */
 #include "api/keys.h"
 
@@ -73,4 +73,16 @@ void api_keys_delete(struct http_conn *c, const struct principal *p) {
     http_fail(c, &err);
   else
     http_respond(c, 204, "application/json", "", 0, NULL);
+}
+
+/* The route is the admin's only (routes.c): a tenant's key must not
+ * learn of other tenants. No secret is listed: the store keeps hashes. */
+void api_keys_list(struct http_conn *c, const struct principal *p) {
+  (void)p;
+  struct hutch_err err = {0};
+  json_t *keys = keys_list(c->srv, &err);
+  if (!keys)
+    http_fail(c, &err);
+  else
+    http_json(c, 200, json_pack("{s:o}", "keys", keys));
 }

@@ -1,5 +1,5 @@
 /* API keys over HTTP (keys.c): the caller's key read from a request's
- * headers, and the admin's POST /v1/keys and DELETE /v1/keys/{id}. */
+ * headers, and the admin's POST /v1/keys, GET /v1/keys and DELETE /v1/keys/{id}. */
 #ifndef HUTCH_API_KEYS_H
 #define HUTCH_API_KEYS_H
 
@@ -14,5 +14,6 @@ int api_keys_authenticate(struct server *srv, const struct http_req *req, struct
 /* The native API's route handlers (routes.c). */
 void api_keys_create(struct http_conn *c, const struct principal *p);
 void api_keys_delete(struct http_conn *c, const struct principal *p);
+void api_keys_list(struct http_conn *c, const struct principal *p);
 
 #endif

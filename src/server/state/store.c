@@ -368,6 +368,37 @@ int store_key_delete(struct store *st, const char *id, struct hutch_err *err) {
   return sqlite3_changes(st->db) > 0;
 }
 
+json_t *store_keys_list(struct store *st, struct hutch_err *err) {
+  sqlite3_stmt *s = prep(st,
+                         "SELECT k.id, k.tenant, k.admin, k.created_at, t.max_sandboxes,"
+                         " t.max_memory_mb, t.max_disk_mb FROM keys k"
+                         " LEFT JOIN tenants t ON t.name = k.tenant ORDER BY k.created_at, k.id",
+                         err);
+  if (!s)
+    return NULL;
+  json_t *a = json_array();
+  int r;
+  while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    json_t *k = json_pack("{s:s,s:s,s:b,s:I}", "id", sqlite3_column_text(s, 0), "tenant",
+                          sqlite3_column_text(s, 1), "admin", sqlite3_column_int(s, 2),
+                          "created_at", (json_int_t)sqlite3_column_int64(s, 3));
+    static const char *const quota[] = {"max_sandboxes", "max_memory_mb", "max_disk_mb"};
+    for (int i = 0; i < 3; i++) {
+      bool set =
+          sqlite3_column_type(s, 4 + i) != SQLITE_NULL && sqlite3_column_int64(s, 4 + i) >= 0;
+      json_object_set_new(k, quota[i],
+                          set ? json_integer(sqlite3_column_int64(s, 4 + i)) : json_null());
+    }
+    json_array_append_new(a, k);
+  }
+  done(st, s);
+  if (r == SQLITE_DONE)
+    return a;
+  json_decref(a);
+  fail(st, err, "list keys");
+  return NULL;
+}
+
 int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err) {
   sqlite3_stmt *s = prep(st, "DELETE FROM keys WHERE admin = 1 AND hash != ?", err);
   if (!s)

@@ -56,6 +56,10 @@ int store_key_add(struct store *st, const char *id, const char *tenant, const ch
                   bool admin, struct hutch_err *err);
 /* 1 removed, 0 no such key (or it is an admin key, which stays), -1 error. */
 int store_key_delete(struct store *st, const char *id, struct hutch_err *err);
+/* Every key, oldest first, as {id, tenant, admin, created_at (seconds),
+ * max_sandboxes, max_memory_mb, max_disk_mb (null: the server's
+ * default)}: never its secret nor its hash. NULL with err. */
+json_t *store_keys_list(struct store *st, struct hutch_err *err);
 /* Remove every admin key but the one with this hash. */
 int store_admin_keep_only(struct store *st, const char *hash, struct hutch_err *err);
 

@@ -261,3 +261,14 @@ int keys_delete(struct server *srv, const char *id, struct hutch_err *err) {
                           "no key %s (the admin key cannot be deleted)", id);
   return r < 0 ? -1 : 0;
 }
+
+json_t *keys_list(struct server *srv, struct hutch_err *err) {
+  json_t *a = store_keys_list(srv->store, err), *k;
+  size_t i;
+  json_array_foreach(a, i, k) {
+    char when[32];
+    iso8601(json_integer_value(json_object_get(k, "created_at")) * 1000, when);
+    json_object_set_new(k, "created_at", json_string(when));
+  }
+  return a;
+}

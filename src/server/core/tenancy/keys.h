@@ -2,6 +2,7 @@
 #ifndef HUTCH_CORE_TENANCY_KEYS_H
 #define HUTCH_CORE_TENANCY_KEYS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,10 @@ struct key_made {
 };
 int keys_create(struct server *srv, const struct key_request *r, struct key_made *out,
                 struct hutch_err *err);
+/* Every key as the admin may see it: id, tenant, admin, created_at and
+ * the tenant's quotas (null: the server's default); never a secret. NULL
+ * with err. */
+json_t *keys_list(struct server *srv, struct hutch_err *err);
 /* Key id no longer lets anyone in (the admin key cannot go: not_found). */
 int keys_delete(struct server *srv, const char *id, struct hutch_err *err);
 /* Whether an Authorization value carries something shaped as a key of
