@@ -1,4 +1,5 @@
-# A thin front to meson: `make` builds, `make run` shows hutch at work,
+# A thin front to meson: `make` builds, `make install` installs (the bash
+# completion), `make run` shows hutch at work,
 # `make template` makes the code-interpreter template,
 # `make mcp-gateway-template` the template of E2B's Sandbox.create({mcp}),
 # `make test` runs every test (on a cgroup v2 guest, a pinned part),
@@ -17,7 +18,7 @@ FUZZ_ONLY ?=
 FUZZ_EXES = tests/fuzz_request tests/fuzz_connect tests/fuzz_body tests/fuzz_multipart tests/fuzz_ws \
   tests/fuzz_dockerfile tests/fuzz_scrub tests/fuzz_mcp
 
-.PHONY: all deps run template mcp-gateway-template test test-v2 test-fresh fuzz e2b-conformance mcp-conformance bench bench-scale bench-tiers clean
+.PHONY: all deps install run template mcp-gateway-template test test-v2 test-fresh fuzz e2b-conformance mcp-conformance bench bench-scale bench-tiers clean
 
 all: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -35,6 +36,11 @@ $(ASAN)/build.ninja:
 
 $(FUZZ)/build.ninja:
 	CC=clang meson setup $(FUZZ) -Dfuzz=true >/dev/null
+
+# What meson installs (the bash completion, under its --prefix; DESTDIR
+# is honoured).
+install: all
+	meson install -C $(BUILD)
 
 run: all
 	@./scripts/demo.sh $(BUILD)

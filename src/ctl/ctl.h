@@ -50,6 +50,7 @@ struct ctl_verb {
   /* argv[0] is the verb; returns the exit code. NULL: a verb hutch itself
    * runs (run, serve, mcp, doctor), listed for help only. */
   int (*run)(struct ctl *ctl, int argc, char **argv);
+  const char *subs; /* its subcommands ("create ls rm"), for completion; NULL: none */
 };
 
 /* verbs.c: every verb in help's order, the last NULL. A verb's file

@@ -204,9 +204,16 @@ static const struct ctl_opt tenant_opts[] = {
 };
 
 const struct ctl_verb ctl_verb_key = {
-    "key", "create --tenant NAME [--max-...] | ls | rm ID...",
-    "make (prints its secret, shown once), list and remove API keys (admin)", key_opts, key_run};
-const struct ctl_verb ctl_verb_tenant = {"tenant", "ls | usage [TENANT]",
+    "key",
+    "create --tenant NAME [--max-...] | ls | rm ID...",
+    "make (prints its secret, shown once), list and remove API keys (admin)",
+    key_opts,
+    key_run,
+    "create ls rm"};
+const struct ctl_verb ctl_verb_tenant = {"tenant",
+                                         "ls | usage [TENANT]",
                                          "the tenants, their quotas and use (admin; usage: "
                                          "your own without TENANT)",
-                                         tenant_opts, tenant_run};
+                                         tenant_opts,
+                                         tenant_run,
+                                         "ls usage"};

@@ -311,5 +311,7 @@ static int template_run(struct ctl *ctl, int argc, char **argv) {
 const struct ctl_verb ctl_verb_template = {
     "template",
     "ls | rm NAME... | pull [--name NAME] REF | build --name NAME DIR | import --name NAME FILE|-",
-    "the templates over the API, builds' progress streamed (--local: the store's own tool)", opts,
-    template_run};
+    "the templates over the API, builds' progress streamed (--local: the store's own tool)",
+    opts,
+    template_run,
+    "ls rm pull build import"};

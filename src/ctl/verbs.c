@@ -78,7 +78,8 @@ void ctl_help(const struct ctl_verb *v, FILE *to) {
   help_opts(ctl_common_opts(), to);
 }
 
-/* The bash completion's questions: the verbs, or a verb's options. */
+/* The bash completion's questions: the verbs, or a verb's subcommands
+ * and options. */
 static void complete(const char *verb) {
   if (!verb) {
     for (size_t i = 0; ctl_verbs[i]; i++)
@@ -88,6 +89,11 @@ static void complete(const char *verb) {
   const struct ctl_verb *v = ctl_verb_find(verb);
   if (!v || !v->run)
     return;
+  for (const char *s = v->subs; s && *s; s += strspn(s, " ")) {
+    size_t n = strcspn(s, " ");
+    printf("%.*s\n", (int)n, s);
+    s += n;
+  }
   const struct ctl_opt *lists[] = {v->opts, ctl_common_opts()};
   for (size_t k = 0; k < 2; k++)
     for (const struct ctl_opt *o = lists[k]; o && o->id; o++)

@@ -87,5 +87,9 @@ static int volume_run(struct ctl *ctl, int argc, char **argv) {
 }
 
 const struct ctl_verb ctl_verb_volume = {
-    "volume", "create [--size MB] NAME | ls [--json] | rm NAME... | inspect NAME...",
-    "make, list, remove and show your volumes", opts, volume_run};
+    "volume",
+    "create [--size MB] NAME | ls [--json] | rm NAME... | inspect NAME...",
+    "make, list, remove and show your volumes",
+    opts,
+    volume_run,
+    "create ls rm inspect"};
