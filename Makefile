@@ -104,6 +104,7 @@ bench: all
 	$(PY) bench/templates --build $(BUILD)
 	$(PY) bench/events --build $(BUILD)
 	$(PY) bench/mcp --build $(BUILD)
+	$(PY) bench/ctl --build $(BUILD)
 
 # Issue 19's figures in one table: bursts, idle ladder, churn, data (~10 min).
 bench-scale: DEPS = --bench

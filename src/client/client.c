@@ -105,7 +105,9 @@ static void lines_out(struct xfer *x) {
   for (size_t i = 0; i < x->len && !x->stopped; i++) {
     if (x->buf[i] != '\n')
       continue;
-    json_t *obj = json_loadb(x->buf + start, i - start, 0, NULL);
+    /* An exec's output may hold NUL bytes (\u0000 in its data): such a
+     * line is taken, not dropped. */
+    json_t *obj = json_loadb(x->buf + start, i - start, JSON_ALLOW_NUL, NULL);
     if (obj) {
       int rc = x->call->line(x->call->arg, obj);
       if (rc == HC_LINE_STOP)

@@ -195,7 +195,7 @@ static int create_run(struct ctl *ctl, int argc, char **argv) {
     rc = ctl_api(ctl, "POST", "/v1/sandboxes", body, &sb);
   }
   json_decref(body);
-  if (rc)
+  if (!sb) /* a failure, or --help */
     return rc;
 
   if (as_json)

@@ -75,9 +75,9 @@ static int snapshot_run(struct ctl *ctl, int argc, char **argv) {
     free(path);
   }
   json_decref(body);
-  if (rc == 0 && as_json)
+  if (snap && as_json)
     ctl_print_json(snap);
-  else if (rc == 0)
+  else if (snap)
     printf("%s\n", json_string_value(json_object_get(snap, "id")));
   json_decref(snap);
   return rc;
@@ -122,9 +122,9 @@ static int fork_run(struct ctl *ctl, int argc, char **argv) {
     free(path);
   }
   json_decref(body);
-  if (rc == 0 && as_json) {
+  if (made && as_json) {
     ctl_print_json(made);
-  } else if (rc == 0) {
+  } else if (made) {
     size_t i;
     json_t *sb;
     json_array_foreach(json_object_get(made, "sandboxes"), i, sb) {

@@ -112,7 +112,7 @@ static int ps_run(struct ctl *ctl, int argc, char **argv) {
     free(path);
   }
   free(ps.query);
-  if (rc)
+  if (!answer) /* a failure, or --help */
     return rc;
 
   json_t *list = json_array(), *sb;

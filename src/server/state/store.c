@@ -372,7 +372,7 @@ json_t *store_keys_list(struct store *st, struct hutch_err *err) {
   sqlite3_stmt *s = prep(st,
                          "SELECT k.id, k.tenant, k.admin, k.created_at, t.max_sandboxes,"
                          " t.max_memory_mb, t.max_disk_mb FROM keys k"
-                         " LEFT JOIN tenants t ON t.name = k.tenant ORDER BY k.created_at, k.id",
+                         " LEFT JOIN tenants t ON t.name = k.tenant ORDER BY k.created_at, k.rowid",
                          err);
   if (!s)
     return NULL;
