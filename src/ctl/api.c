@@ -25,8 +25,10 @@ static int judged(struct ctl *ctl, bool answered, const struct hc_answer *a) {
   if (!answered && a->unreachable)
     return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "no server at %s (%s): start one with hutch serve",
                     ctl->client.url, a->unreachable);
+  /* A connection made and then lost (the server ended mid-answer) is no
+   * "no server": hutch failed with what it was doing. */
   if (!answered)
-    return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "%s", a->message);
+    return ctl_fail(ctl, CTL_EXIT_FAILED, "%s", a->message);
   if (a->status < 400)
     return 0;
   return ctl_refused(ctl, a->status, a->code, a->message);

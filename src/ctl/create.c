@@ -180,7 +180,7 @@ static int option(struct ctl *ctl, json_t *body, int c, const char *arg) {
 static int create_run(struct ctl *ctl, int argc, char **argv) {
   json_t *body = json_object();
   bool as_json = false;
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == OPT_JSON)

@@ -123,16 +123,11 @@ void ctl_print_json(const json_t *j);
 /* sgr (CTL_BOLD, ...) when ctl->color, else "". */
 #define CTL_RESET "\033[0m"
 #define CTL_BOLD "\033[1m"
-#define CTL_DIM "\033[2m"
-#define CTL_RED "\033[31m"
-#define CTL_GREEN "\033[32m"
-#define CTL_YELLOW "\033[33m"
 const char *ctl_sgr(const struct ctl *ctl, const char *sgr);
 /* An ISO 8601 time as an age ("12s", "5m", "3h", "2d"); "-" if unknown. */
 void ctl_age(const char *iso, char out[32]);
 
 /* A table printed in aligned columns, the header bold on a terminal. */
-struct ctl_table;
 struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers);
 /* One row of ncols cells (copied; NULL prints as "-"). */
 void ctl_table_row(struct ctl_table *t, const char *const *cells);

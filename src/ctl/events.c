@@ -67,7 +67,7 @@ static int stream_run(struct ctl *ctl, int argc, char **argv, bool logs) {
   struct stream s = {.ctl = ctl, .one_sandbox = logs};
   char *q = NULL, *types = NULL;
   const char *sandbox = NULL;
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == 'f') {

@@ -180,7 +180,7 @@ static int option(struct ctl *ctl, struct exec_opts *o, int c, const char *arg) 
 
 static int exec_run(struct ctl *ctl, int argc, char **argv) {
   struct exec_opts o = {.body = json_object()};
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0)
     rc = option(ctl, &o, c, arg);

@@ -70,7 +70,7 @@ static const struct ctl_columns key_cols = {ARRAY_SIZE(key_head), key_head, key_
 static int key_run(struct ctl *ctl, int argc, char **argv) {
   struct key_args ka = {.body = json_object()};
   const char *what = ctl_sub(&argc, &argv);
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0)
     rc = key_option(ctl, &ka, c, arg);

@@ -111,7 +111,7 @@ static int fork_option(struct ctl *ctl, json_t *body, int c, const char *arg, bo
 static int fork_run(struct ctl *ctl, int argc, char **argv) {
   json_t *body = json_pack("{s:i}", "count", 1);
   bool as_json = false;
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0)
     rc = fork_option(ctl, body, c, arg, &as_json);

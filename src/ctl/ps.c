@@ -93,7 +93,7 @@ static void print_table(struct ctl *ctl, json_t *list) {
 
 static int ps_run(struct ctl *ctl, int argc, char **argv) {
   struct ps ps = {0};
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == 'a')

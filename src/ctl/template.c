@@ -276,7 +276,7 @@ static void option(struct tpl_args *ta, int c, const char *arg) {
 static int template_run(struct ctl *ctl, int argc, char **argv) {
   struct tpl_args ta = {0};
   const char *what = ctl_sub(&argc, &argv);
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while ((c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0)
     option(&ta, c, arg);

@@ -63,7 +63,7 @@ static int volume_inspect(struct ctl *ctl, int argc, char **argv) {
 static int volume_run(struct ctl *ctl, int argc, char **argv) {
   struct volume_args va = {.size_mb = 1024};
   const char *what = ctl_sub(&argc, &argv);
-  int c, rc = 0;
+  int c = CTL_OPT_END, rc = 0;
   const char *arg;
   while (rc == 0 && (c = ctl_opt_next(ctl, argc, argv, &arg)) >= 0) {
     if (c == OPT_JSON)

@@ -183,6 +183,10 @@ def test_lifecycle_verbs(server, tenant):
     assert r.returncode == EXIT_NOT_FOUND and r.stdout.split() == forks, r
     listed = {s["id"] for s in tenant.get("/v1/sandboxes").json["sandboxes"]}
     assert not set(forks) & listed
+    # IDs that would be other paths reach the server as one segment each.
+    for hostile in ("..", ".", f"{sid}/pause", f"{sid}?x=1", "%2e%2e"):
+        one_line_error(hutch(server, "kill", hostile, key=tenant.key), EXIT_NOT_FOUND, "not_found")
+    assert tenant.get(f"/v1/sandboxes/{sid}").json["state"] == "running"
 
 
 def test_volumes(server, tenant):

@@ -6,13 +6,14 @@ import http.client
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import time
 
 import pytest
 
-from conftest import BUILD, leftovers, serve_each_build
+from conftest import BUILD, ROOT, leftovers, serve_each_build
 from serveapi import Server, WebSocket, audit_log, error_of, output, wait_for
 
 
@@ -38,7 +39,9 @@ def sandbox(api):
 
 def test_healthz_needs_no_key(server):
     r = server.api(None).get("/healthz")
-    assert r.status == 200 and r.json == {"status": "ok"}
+    # It says the server's version (hutch version shows it): meson.build's.
+    version = re.search(r"version: '([^']+)'", (ROOT / "meson.build").read_text()).group(1)
+    assert r.status == 200 and r.json == {"status": "ok", "version": version}
 
 
 def test_create_get_list_delete(api):
