@@ -265,7 +265,7 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   else if (s.exit)
     code = ctl_exit_status(ctl, s.exit);
   else
-    code = ctl_fail(ctl, CTL_EXIT_UNREACHABLE,
+    code = ctl_fail(ctl, CTL_EXIT_FAILED,
                     "the connection to the server ended before the command did");
   if (end < 0 && !s.exit)
     kill_left(ctl, o->sandbox, pid);
