@@ -249,7 +249,10 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
     sigaddset(&set, sigs[i]);
   sigprocmask(SIG_BLOCK, &set, &old);
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  s.raw = o->tty && o->in && term_tty_raw(0) == 0;
+  if (o->tty && o->in)
+    s.raw = term_tty_raw(0, true) == 0;
+  else if (o->tty)
+    s.raw = term_tty_raw(1, false) == 0;
   send_size(&s); /* the size may have changed since the start */
 
   int end = sfd < 0 ? -1 : loop(&s, sfd);
@@ -265,8 +268,8 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   else if (s.exit)
     code = ctl_exit_status(ctl, s.exit);
   else
-    code = ctl_fail(ctl, CTL_EXIT_FAILED,
-                    "the connection to the server ended before the command did");
+    code =
+        ctl_fail(ctl, CTL_EXIT_FAILED, "the connection to the server ended before the command did");
   if (end < 0 && !s.exit)
     kill_left(ctl, o->sandbox, pid);
   json_decref(s.exit);

@@ -43,7 +43,7 @@ static void restore_on_crash(void) {
     sigaction(crashes[i], &sa, NULL);
 }
 
-int term_tty_raw(int fd) {
+int term_tty_raw(int fd, bool keys) {
   static bool hooked;
   struct termios t;
   if (!isatty(fd) || tcgetattr(fd, &t) < 0)
@@ -55,7 +55,10 @@ int term_tty_raw(int fd) {
   }
   saved = t;
   saved_fd = fd;
-  cfmakeraw(&t);
+  if (keys)
+    cfmakeraw(&t);
+  else
+    t.c_oflag &= ~(tcflag_t)OPOST;
   while (tcsetattr(fd, TCSADRAIN, &t) < 0) {
     if (errno != EINTR) {
       saved_fd = -1;

@@ -10,8 +10,11 @@
 #define TERM_TTY_DIM_MAX 9999
 
 /* Put fd (a terminal) in raw mode, its settings saved; -1 (errno) when
- * it is not a terminal. One terminal at a time per process. */
-int term_tty_raw(int fd);
+ * it is not a terminal. keys: all of it (the keys are the remote
+ * terminal's); else only its output (the remote terminal has already
+ * turned each newline into CR LF), the keys still signals here. One
+ * terminal at a time per process. */
+int term_tty_raw(int fd, bool keys);
 
 /* The saved settings back; nothing when none were saved. Safe in a signal
  * handler. */

@@ -187,6 +187,14 @@ def test_exec_it_is_a_terminal_session(env, sandbox, term):
     assert t.restored()
 
 
+def test_exec_t_alone_is_a_terminal_for_output(env, sandbox, term):
+    t = term(env, "exec", "-t", sandbox, "sh", "-c", "test -t 1 && echo out-is-tty; exit 2")
+    seen = t.expect("out-is-tty\r\n")  # the remote terminal's CR LF, not one more CR here
+    assert b"\r\r\n" not in seen, seen
+    assert t.wait() == 2
+    assert t.restored()
+
+
 def test_terminal_restored_when_the_sandbox_is_killed(env, api, term):
     sid = api.create(timeout_s=300)["id"]
     t = term(env, "shell", sid)
