@@ -31,13 +31,16 @@ static int judged(struct ctl *ctl, bool answered, const struct hc_answer *a) {
     return ctl_fail(ctl, CTL_EXIT_FAILED, "%s", a->message);
   if (a->status < 400)
     return 0;
+  return ctl_refused(ctl, a->status, a->code, a->message);
+}
 
-  int code = CTL_EXIT_FAILED;
-  if (a->status == 401 || a->status == 403)
-    code = CTL_EXIT_DENIED;
-  else if (a->status == 404)
-    code = CTL_EXIT_NOT_FOUND;
-  return ctl_fail(ctl, code, "%s: %s", a->code, a->message);
+int ctl_refused(struct ctl *ctl, long status, const char *code, const char *message) {
+  int rc = CTL_EXIT_FAILED;
+  if (status == 401 || status == 403)
+    rc = CTL_EXIT_DENIED;
+  else if (status == 404)
+    rc = CTL_EXIT_NOT_FOUND;
+  return ctl_fail(ctl, rc, "%s: %s", code, message);
 }
 
 int ctl_call(struct ctl *ctl, const struct hc_req *req, struct hc_answer *a) {

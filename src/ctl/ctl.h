@@ -93,6 +93,10 @@ int ctl_stream(struct ctl *ctl, const char *method, const char *path, json_t *bo
 /* A raw request (uploads, downloads) made as ctl_api makes it, for what
  * json bodies do not fit; a->body holds the answer. */
 int ctl_call(struct ctl *ctl, const struct hc_req *req, struct hc_answer *a);
+/* A server's refusal (status >= 400, its error's code and message) said,
+ * and its exit code: what ctl_call does with one, for answers that come
+ * another way (the WebSocket's upgrade). */
+int ctl_refused(struct ctl *ctl, long status, const char *code, const char *message);
 /* A table's columns: n headers, and a row of n cells made of an item. */
 struct ctl_table;
 struct ctl_columns {
@@ -136,5 +140,13 @@ extern const struct ctl_verb ctl_verb_help, ctl_verb_version, ctl_verb_ps, ctl_v
     ctl_verb_exec, ctl_verb_inspect, ctl_verb_kill, ctl_verb_pause, ctl_verb_resume,
     ctl_verb_snapshot, ctl_verb_fork, ctl_verb_port, ctl_verb_volume, ctl_verb_key, ctl_verb_tenant,
     ctl_verb_events, ctl_verb_logs, ctl_verb_template;
+extern const struct ctl_verb ctl_verb_shell, ctl_verb_cp, ctl_verb_top;
+
+/* exec.c: the exit status for an exec's verdict (hutch run's rule:
+ * src/cli/run.c), why hutch ended it said. */
+int ctl_exit_status(struct ctl *ctl, json_t *exit);
+/* term_session.c: exec -t, an interactive session on a terminal (with
+ * -i, our stdin its input) of the exec's body (cmd, env, cwd, user). */
+int ctl_exec_tty(struct ctl *ctl, const char *id, json_t *body, bool in);
 
 #endif

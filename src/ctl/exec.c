@@ -86,8 +86,7 @@ static int on_line(void *arg, json_t *line) {
   return HC_LINE_MORE;
 }
 
-/* The exit status for the verdict (hutch run's rule: src/cli/run.c). */
-static int status_of(struct ctl *ctl, json_t *exit) {
+int ctl_exit_status(struct ctl *ctl, json_t *exit) {
   const char *status = json_string_value(json_object_get(exit, "status"));
   const char *message = json_string_value(json_object_get(exit, "message"));
   json_int_t code = json_integer_value(json_object_get(exit, "exit_code"));
@@ -196,8 +195,9 @@ static int exec_run(struct ctl *ctl, int argc, char **argv) {
     json_array_append_new(cmd, json_string(argv[i]));
   json_object_set_new(o.body, "cmd", cmd);
   if (o.tty) {
+    rc = ctl_exec_tty(ctl, id, o.body, o.interactive);
     json_decref(o.body);
-    return ctl_fail(ctl, CTL_EXIT_FAILED, "-t is not built yet");
+    return rc;
   }
   if (o.interactive) {
     json_t *in = read_stdin(ctl);
@@ -218,7 +218,7 @@ static int exec_run(struct ctl *ctl, int argc, char **argv) {
   else if (rc == 0 && !r.exit)
     rc = ctl_fail(ctl, CTL_EXIT_FAILED, "the output ended before the command did");
   else if (rc == 0)
-    rc = status_of(ctl, r.exit);
+    rc = ctl_exit_status(ctl, r.exit);
   json_decref(r.exit);
   return rc;
 }

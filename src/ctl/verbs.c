@@ -28,6 +28,9 @@ const struct ctl_verb *const ctl_verbs[] = {
     &ctl_verb_port,
     /* work in one */
     &ctl_verb_exec,
+    &ctl_verb_shell,
+    &ctl_verb_cp,
+    &ctl_verb_top,
     /* what happens */
     &ctl_verb_logs,
     &ctl_verb_events,

@@ -227,7 +227,7 @@ class WebSocket:
         head, _, self.buf = self.buf.partition(b"\r\n\r\n")
         self.status = int(head.split()[1])
         want = base64.b64encode(hashlib.sha1(
-            (nonce + "258EAFA5-E914-47DA-95CA-C5AB0DC11B65").encode()).digest())
+            (nonce + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         self.accepted = want in head
         self.head = head
 

@@ -56,7 +56,7 @@ class H(BaseHTTPRequestHandler):
             left -= len(piece)
         self.reply(json.dumps({"len": n, "sha256": h.hexdigest()}).encode())
     def ws(self):
-        key = self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
+        key = self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
         self.send_response(101)
         self.send_header("Upgrade", "websocket")
         self.send_header("Connection", "Upgrade")

@@ -11,12 +11,12 @@
  * command that cannot be followed gets {"type":"error","code","message"}. */
 #include "api/ws.h"
 
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <wslay/wslay.h>
 
+#include "digest.h"
 #include "util.h"
 #include "api/procs.h"
 #include "core/run/procs.h"
@@ -24,7 +24,6 @@
 #include "http/http.h"
 #include "http/request.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
 #define WS_MSG_MAX (1u << 20) /* largest message taken from a client */
 #define WS_BACKLOG (8u << 20) /* output queued for a client before it is dropped */
 
@@ -232,17 +231,6 @@ static const char *handshake_key(const struct http_req *r) {
   return key;
 }
 
-/* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)) */
-static void handshake_accept(const char *key, char accept[64]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned mdlen = 0;
-  char *both = xasprintf("%s%s", key, WS_GUID);
-  if (!EVP_Digest(both, strlen(both), md, &mdlen, EVP_sha1(), NULL))
-    abort();
-  free(both);
-  EVP_EncodeBlock((unsigned char *)accept, md, (int)mdlen);
-}
-
 /* The lines the process kept, queued for the client before what comes. */
 static void queue_kept(struct ws *w, struct proc *pr) {
   size_t n;
@@ -287,8 +275,8 @@ void api_procs_ws(struct http_conn *c, const struct principal *p) {
   if (!pr)
     return;
 
-  char accept[64];
-  handshake_accept(key, accept);
+  char accept[32];
+  digest_ws_accept(key, accept);
   struct ws *w = xcalloc(1, sizeof *w);
   w->c = c;
   w->pr = pr;
