@@ -12,7 +12,10 @@ import { showError } from './dom.js';
 const POLL_MS = 3000;
 const METRICS_MS = 4000;
 const SERIES = 60; // points kept per sandbox
-const GONE = new Set(['sandbox.killed', 'sandbox.timed_out', 'sandbox.lost']);
+// The events after which a sandbox is no more. Not sandbox.timed_out: one
+// that pauses at its timeout lives on (sandbox.paused follows); one that
+// ends there is sandbox.killed next.
+const GONE = new Set(['sandbox.killed', 'sandbox.lost']);
 
 export class Live {
   constructor() {
