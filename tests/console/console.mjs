@@ -9,8 +9,6 @@
 // the report (and a screenshot of the page as it was).
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
-import { createHash } from 'node:crypto';
-import { createServer } from 'node:http';
 
 const url = process.env.HUTCH_URL;
 const key = process.env.HUTCH_API_KEY;
@@ -65,37 +63,8 @@ async function step(name, fn) {
 
 const errorsShown = () => page.locator('#errors .error, #login-error').allInnerTexts();
 
-// Whether this browser completes a WebSocket handshake at all, with the
-// few lines of RFC 6455 a server needs (on loopback, a port of its own):
-// the console's terminal falls back to HTTP where it cannot, and the test
-// must know which to expect.
-async function probeWebSocket() {
-  const srv = createServer((q, r) => r.end('<!doctype html><title>probe</title>'));
-  srv.on('upgrade', (req, sock) => {
-    sock.on('error', () => {});
-    const accept = createHash('sha1').update(`${req.headers['sec-websocket-key']}258EAFA5-E914-47DA-95CA-C5AB0DC11B65`).digest('base64');
-    sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
-    sock.end(Buffer.from([0x81, 2, 0x68, 0x69]));
-  });
-  await new Promise((ok) => srv.listen(0, '127.0.0.1', ok));
-  const probe = await context.newPage();
-  try {
-    await probe.goto(`http://127.0.0.1:${srv.address().port}/`);
-    return await probe.evaluate((port) => new Promise((ok) => {
-      const w = new WebSocket(`ws://127.0.0.1:${port}/`);
-      w.onmessage = (m) => ok(m.data === 'hi');
-      w.onerror = () => ok(false);
-    }), srv.address().port);
-  } finally {
-    await probe.close();
-    srv.close();
-  }
-}
-
 let sid = null;
 try {
-  report.browser_websocket = await probeWebSocket();
-
   await step('login_refused', async () => {
     await page.goto(`${url}/ui/`);
     await page.fill('#key', 'hk_0000000000000000000000000000000000000000');
