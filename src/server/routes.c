@@ -510,7 +510,10 @@ static bool key_route(struct server *srv, struct http_conn *c, const struct rout
   match(found->pattern, req->pbuf, req);
   cut_params(req);
 
-  if (found->access != PUBLIC && !api_keys_authenticate(srv, req, p)) {
+  /* The key as a WebSocket subprotocol: the terminal's route alone. */
+  int (*authenticate)(struct server *, const struct http_req *, struct principal *) =
+      found->handler == api_procs_ws ? api_keys_authenticate_ws : api_keys_authenticate;
+  if (found->access != PUBLIC && !authenticate(srv, req, p)) {
     http_error(c, HUTCH_ERR_UNAUTHENTICATED, "unauthorized",
                "a valid API key is required (Authorization: Bearer KEY or X-API-Key: KEY)");
     return false;

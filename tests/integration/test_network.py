@@ -385,16 +385,24 @@ while True:
 '''
 
 
+def serving(tenant, script, port):
+    """A new sandbox of tenant's running the Python service script, which
+    listens on port: the sandbox and the port's path, once it answers."""
+    sb = tenant.create()
+    sid = sb["id"]
+    tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/service{port}.py", script)
+    tenant.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", f"/tmp/service{port}.py"],
+                                              "background": True})
+    path = f"/v1/sandboxes/{sid}/ports/{port}"
+    wait_for(lambda: tenant.get(f"{path}/up").status == 200, 20)
+    return sb, path
+
+
 def test_a_service_gets_one_request_a_connection(server, tenant):
     """A private port's service that keeps the connection open gets no
     second request on it (that would carry the caller's key unchecked)."""
-    sb = tenant.create()
+    sb, path = serving(tenant, GREEDY, 8500)
     sid = sb["id"]
-    tenant.request("PUT", f"/v1/sandboxes/{sid}/files?path=/tmp/greedy.py", GREEDY)
-    tenant.post(f"/v1/sandboxes/{sid}/exec", {"cmd": ["python3", "/tmp/greedy.py"],
-                                              "background": True})
-    path = f"/v1/sandboxes/{sid}/ports/8500"
-    wait_for(lambda: tenant.get(f"{path}/up").status == 200, 20)
     s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     auth = f"Authorization: Bearer {tenant.key}\r\nX-API-Key: {tenant.key}\r\n"
     s.sendall(f"POST {path}/first HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5\r\n\r\nhello"
@@ -425,6 +433,88 @@ def test_a_service_gets_one_request_a_connection(server, tenant):
         answer += chunk
     s.close()
     assert answer.startswith(b"HTTP/1.1 411") and b"length_required" in answer, answer
+
+
+# A service that records each request's head in /tmp/heads and answers as
+# its path asks: /interim a 100 with a page after it, /long a status line
+# longer than hutch reads for one, else a small page.
+SHOWN = r'''
+import socket
+srv = socket.create_server(("127.0.0.1", 8600))
+page = b"<script>alert(1)</script>"
+while True:
+    c, _ = srv.accept()
+    head = b""
+    while b"\r\n\r\n" not in head and (data := c.recv(65536)):
+        head += data
+    with open("/tmp/heads", "ab") as log:
+        log.write(head + b"\0")
+    if b" /interim" in head:
+        c.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(page), page))
+    elif b" /long" in head:
+        c.sendall(b"HTTP/1.1 200 " + b"x" * 300 + b"\r\nContent-Length: 2\r\n\r\nok")
+    else:
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(page), page))
+    c.close()
+'''
+
+
+def raw(port, request, head_only=False):
+    """request's bytes to the server; all it answers (until it closes, or
+    with head_only its answer's head)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(request)
+    got = b""
+    try:
+        while not (head_only and b"\r\n\r\n" in got) and (chunk := s.recv(65536)):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    s.close()
+    return got
+
+
+def test_a_port_by_path_is_no_page_of_the_consoles_origin(server, tenant):
+    """A port named by its path answers from the API's origin, the web
+    console's: its pages get a sandboxed origin of their own, an answer
+    that could slip past that policy ends the connection, and the key a
+    browser's WebSocket offers as a subprotocol neither opens the port nor
+    reaches the service."""
+    sb, path = serving(tenant, SHOWN, 8600)
+    sid = sb["id"]
+    r = tenant.get(f"{path}/page")
+    assert r.headers["Content-Security-Policy"].startswith("sandbox allow-scripts"), r.headers
+    host = f"8600-{sid}.{sb['domain']}:{server.port}"
+    r = tenant.get("/page", headers={"Host": host})  # an origin of its own already
+    assert r.status == 200 and "Content-Security-Policy" not in r.headers, r.headers
+    auth = f"Authorization: Bearer {tenant.key}\r\n"
+    # An interim answer with the real one behind it, and a status line too
+    # long to read, end the connection; Expect is not passed in.
+    got = raw(server.port, f"POST {path}/interim HTTP/1.1\r\nHost: x\r\n{auth}"
+              "Expect: 100-continue\r\nContent-Length: 2\r\n\r\nhi".encode())
+    assert b"alert" not in got and not got.startswith(b"HTTP/1.1 100"), got
+    got = raw(server.port, f"GET {path}/long HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    assert got == b"", got
+    # The subprotocol key: not a credential here (401), and taken off the
+    # header on its way in whatever else opens the port.
+    upgrade = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               f"Sec-WebSocket-Protocol: chat, hutch.key.{tenant.key}, hutch.v1\r\n")
+    got = raw(server.port, f"GET {path}/ws HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n".encode())
+    assert got.startswith(b"HTTP/1.1 401"), got
+    got = raw(server.port, f"GET {path}/ws HTTP/1.1\r\nHost: x\r\n{auth}{upgrade}\r\n".encode())
+    assert got.startswith(b"HTTP/1.1 200"), got
+    heads = tenant.get(f"/v1/sandboxes/{sid}/files?path=/tmp/heads").raw.split(b"\0")
+    ws = [h for h in heads if b" /ws " in h]
+    assert len(ws) == 1 and b"Sec-WebSocket-Protocol: chat, hutch.v1\r\n" in ws[0], ws
+    assert tenant.key.encode() not in b"".join(heads)
+    assert not any(b"Expect" in h for h in heads), heads
+    # Nor is it a key for the rest of the API.
+    got = raw(server.port, f"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n".encode(),
+              head_only=True)
+    assert got.startswith(b"HTTP/1.1 401"), got
 
 
 def test_a_public_port_never_sees_hutchs_credentials(server, tenant):

@@ -42,11 +42,24 @@ static const char *ws_key(const struct http_req *req, char buf[WS_KEY_MAX]) {
 }
 
 int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p) {
+  return keys_check(srv, http_header(req, "X-API-Key"), http_header(req, "Authorization"), p);
+}
+
+/* The subprotocol's key is the terminal's WebSocket's alone (routes.c):
+ * anywhere else it would widen what a key in that header opens, and a
+ * port's route passes the header on to the sandbox's service (ports.c
+ * takes such a key off it). */
+int api_keys_authenticate_ws(struct server *srv, const struct http_req *req, struct principal *p) {
   const char *key = http_header(req, "X-API-Key"), *auth = http_header(req, "Authorization");
   char buf[WS_KEY_MAX];
   if (!key && !auth)
     key = ws_key(req, buf);
   return keys_check(srv, key, auth, p);
+}
+
+bool api_keys_ws_protocol(const char *token, size_t n) {
+  return n >= sizeof WS_KEY_PROTOCOL - 1 &&
+         strncasecmp(token, WS_KEY_PROTOCOL, sizeof WS_KEY_PROTOCOL - 1) == 0;
 }
 
 /* A key request's {tenant, max_sandboxes, max_memory_mb, max_disk_mb}

@@ -8,8 +8,17 @@ struct http_conn;
 struct http_req;
 struct principal;
 
-/* 1 and *p filled when the request carries a valid key, 0 otherwise. */
+#include <stdbool.h>
+#include <stddef.h>
+
+/* 1 and *p filled when the request carries a valid key (X-API-Key or
+ * Authorization), 0 otherwise. */
 int api_keys_authenticate(struct server *srv, const struct http_req *req, struct principal *p);
+/* The same, or the key a browser's WebSocket handshake offers as the
+ * subprotocol hutch.key.KEY: for the terminal's WebSocket route only. */
+int api_keys_authenticate_ws(struct server *srv, const struct http_req *req, struct principal *p);
+/* Whether the subprotocol token (n bytes) is one that carries a key. */
+bool api_keys_ws_protocol(const char *token, size_t n);
 
 /* The native API's route handlers (routes.c). */
 void api_keys_create(struct http_conn *c, const struct principal *p);

@@ -61,6 +61,7 @@ struct pconn {
   uint16_t port;
   bool tried_v6, relayed;
   bool upgrade; /* an Upgrade on a checked connection: one request until a 101 */
+  bool by_path; /* named by its path: served from the API's (the console's) origin */
   /* One request only (see the top): its body's length, all the client
    * may send; else UINT64_MAX. */
   uint64_t one_body;
@@ -159,20 +160,46 @@ void api_ports_close_all(struct sbx *sb) {
  * 7.6.1; clients that read one Connection header read the first). A
  * client that pools connections (Node's keep-alive agent, Python's
  * http.client) would otherwise send its next request on a connection the
- * server is about to end, and lose it. */
-static void answered(struct relay *r, const char *data, size_t n) {
+ * server is about to end, and lose it.
+ *
+ * A port named by its path is served from the API's own origin, the web
+ * console's (/ui, whose page keeps its key in the origin's session
+ * storage). A hostile service's page there could read that storage, or
+ * register a service worker over the whole origin and see every request
+ * the console makes after, its key among them. So such an answer comes
+ * with "Content-Security-Policy: sandbox ...": the browser gives the page
+ * an origin of its own (opaque: no storage, no worker, no cookie of
+ * hutch's origin), scripts and forms still running. A service that needs
+ * an origin of its own is reached by its host, {port}-{id}.DOMAIN, which
+ * is one. The policy must be in the final answer, so an interim one (1xx
+ * but an asked-for 101; Expect is not passed in, nothing asks for 100) or
+ * a status line that does not end within RELAY_FIRST_MAX bytes ends the
+ * connection instead: it could carry the real answer unmarked after it. */
+static bool answered(struct relay *r, const char *data, size_t n) {
   struct pconn *pc = (struct pconn *)r;
-  static const char switching[] = "HTTP/1.x 101";
+  static const char close_it[] = "Connection: close\r\n";
+  static const char sandbox_it[] = "Content-Security-Policy: sandbox allow-scripts allow-forms "
+                                   "allow-popups allow-modals allow-downloads\r\n";
   const char *nl = memchr(data, '\n', n);
-  size_t line = nl ? (size_t)(nl - data) + 1 : n;
-  bool upgraded = pc->upgrade && line >= sizeof switching - 1 && memcmp(data, switching, 7) == 0 &&
-                  (data[7] == '0' || data[7] == '1') && memcmp(data + 8, switching + 8, 4) == 0;
+  if (!nl)
+    return n == 0; /* nothing came: the relay ends as it would */
+  size_t line = (size_t)(nl - data) + 1;
+  bool http = line >= 13 && memcmp(data, "HTTP/1.", 7) == 0 && data[8] == ' ';
+  bool interim = !http || data[9] == '1';
+  bool upgraded = pc->upgrade && http && memcmp(data + 9, "101", 3) == 0;
+  if (interim && !upgraded)
+    return false;
+
   relay_send(r, 0, data, line);
-  if (upgraded)
+  if (upgraded) {
     relay_limit(r, 0, UINT64_MAX);
-  else if (nl)
-    relay_send(r, 0, "Connection: close\r\n", strlen("Connection: close\r\n"));
+  } else {
+    relay_send(r, 0, close_it, sizeof close_it - 1);
+    if (pc->by_path)
+      relay_send(r, 0, sandbox_it, sizeof sandbox_it - 1);
+  }
   relay_send(r, 0, data + line, n - line);
+  return true;
 }
 
 static void connect_in(struct pconn *pc, int family);
@@ -300,14 +327,44 @@ struct inner {
 };
 
 /* What of the client's head does not go in: hutch's credentials, for one
- * request only what would keep the connection, and Host when the sandbox
- * masks it. */
+ * request only what would keep the connection or ask for an interim
+ * answer (Expect: answered() refuses a 1xx but 101), Host when the sandbox
+ * masks it, and the subprotocols (they go in again without a key,
+ * protocols_in). */
 static bool dropped(const struct http_header *h, void *arg) {
   const struct inner *in = arg;
-  return credential(h) ||
+  return credential(h) || strcasecmp(h->name, "Sec-WebSocket-Protocol") == 0 ||
          (in->one_request &&
-          (strcasecmp(h->name, "Connection") == 0 || strcasecmp(h->name, "Keep-Alive") == 0)) ||
+          (strcasecmp(h->name, "Connection") == 0 || strcasecmp(h->name, "Keep-Alive") == 0 ||
+           strcasecmp(h->name, "Expect") == 0)) ||
          (in->masked && strcasecmp(h->name, "Host") == 0);
+}
+
+/* The client's WebSocket subprotocols as one header line, less any that
+ * carries an API key (hutch.key.KEY, the web console's way to its
+ * terminal: a console's page could be made to offer it to a sandbox's
+ * port, whose service must never see it); "" when none is left. */
+static char *protocols_in(const struct http_req *req) {
+  char *line = xstrdup("");
+  for (size_t i = 0; i < req->nheaders; i++) {
+    if (strcasecmp(req->headers[i].name, "Sec-WebSocket-Protocol") != 0)
+      continue;
+    for (const char *s = req->headers[i].value; *s;) {
+      s += strspn(s, " \t,");
+      size_t n = strcspn(s, " \t,");
+      if (n && !api_keys_ws_protocol(s, n)) {
+        char *more = xasprintf("%s%s%.*s", line, line[0] ? ", " : "", (int)n, s);
+        free(line);
+        line = more;
+      }
+      s += n;
+    }
+  }
+  if (!line[0])
+    return line;
+  char *out = xasprintf("Sec-WebSocket-Protocol: %s\r\n", line);
+  free(line);
+  return out;
 }
 
 /* The head the service gets: the client's, with target as the target,
@@ -318,7 +375,9 @@ static char *inner_head(struct http_conn *c, const struct sbx *sb, unsigned port
   struct inner in = {one_request, mask != NULL};
   char *line = xasprintf("%s %s HTTP/%d.%d", http_method_str(c->req.method), target,
                          c->parser.http_major, c->parser.http_minor);
-  char *extra = xstrdup(one_request ? "Connection: close\r\n" : "");
+  char *protocols = protocols_in(&c->req);
+  char *extra = xasprintf("%s%s", one_request ? "Connection: close\r\n" : "", protocols);
+  free(protocols);
   if (mask) {
     const char *at = strstr(mask, "${PORT}");
     char *more = at ? xasprintf("%sHost: %.*s%u%s\r\n", extra, (int)(at - mask), mask, port, at + 7)
@@ -442,12 +501,13 @@ static uint64_t one_body(const struct http_conn *c, bool checked) {
 
 /* The request goes in: its relay joins the sandbox's, and the client waits
  * while the service is reached (connect_in). */
-static void enter(struct http_conn *c, struct sbx *sb, unsigned port, const char *target) {
+static void enter(struct http_conn *c, struct sbx *sb, unsigned port, const char *target,
+                  bool by_path) {
   /* A private port, or a path to rewrite: one request a connection, so that
    * every request is checked and rewritten. An Upgrade turns it into
    * another protocol, nothing follows in HTTP, but only once the service
    * has agreed: until then the client may send the one request and no
-   * more (upgrade_answered). Even a public port named by its host, with
+   * more (answered). Even a public port named by its host, with
    * nothing to check or rewrite, gets one request a connection: the relay
    * does not read what follows the first head, so a later request's
    * credentials (an SDK's or a browser's, on a connection its pool reuses)
@@ -467,6 +527,7 @@ static void enter(struct http_conn *c, struct sbx *sb, unsigned port, const char
   str_copy(pc->sandbox, sizeof pc->sandbox, sb->id);
   pc->head = inner_head(c, sb, port, target, one_request);
   pc->upgrade = upgrade;
+  pc->by_path = by_path;
   pc->one_body = one_body(c, checked);
 
   relay_init(&pc->relay, c->srv->loop, relay_done);
@@ -498,6 +559,6 @@ void api_ports_forward(struct http_conn *c, const struct principal *unused) {
     sb = NULL;
 
   if (!refused(c, sb, port, id, native))
-    enter(c, sb, port, target);
+    enter(c, sb, port, target, !by_host);
   free(target);
 }

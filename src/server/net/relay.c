@@ -198,7 +198,7 @@ void relay_limit(struct relay *r, int i, uint64_t n) {
   r->limit[i] = n;
 }
 
-void relay_first(struct relay *r, int i, void (*fn)(struct relay *r, const char *data, size_t n)) {
+void relay_first(struct relay *r, int i, bool (*fn)(struct relay *r, const char *data, size_t n)) {
   r->first_fn = fn;
   r->first_side = i;
   r->first_got = 0;
@@ -289,8 +289,8 @@ static int past_limit(struct relay *r, int d) {
  * and held; fn sends them on once the line is there, the buffer full or
  * side d ended. -1 after the relay closed. */
 static int read_first(struct relay *r, int d) {
-  ssize_t n = recv(r->fd[d], r->first_buf + r->first_got, sizeof r->first_buf - r->first_got,
-                   MSG_DONTWAIT);
+  ssize_t n =
+      recv(r->fd[d], r->first_buf + r->first_got, sizeof r->first_buf - r->first_got, MSG_DONTWAIT);
   if (n < 0 && errno == EAGAIN)
     return 0;
   if (n < 0) {
@@ -304,9 +304,12 @@ static int read_first(struct relay *r, int d) {
   if (n == 0)
     r->eof[d] = true;
   if (n == 0 || line || r->first_got == sizeof r->first_buf) {
-    void (*fn)(struct relay *, const char *, size_t) = r->first_fn;
+    bool (*fn)(struct relay *, const char *, size_t) = r->first_fn;
     r->first_fn = NULL;
-    fn(r, r->first_buf, r->first_got);
+    if (!fn(r, r->first_buf, r->first_got)) {
+      relay_close(r);
+      return -1;
+    }
   }
   return flush_to(r, 1 - d);
 }

@@ -55,7 +55,7 @@ struct relay {
   struct relay_attempt *attempt; /* a connect of side 1 under way */
   /* relay_first: side first_side's first line, read into first_buf
    * before any byte is spliced; first_fn sends it on (NULL once it has). */
-  void (*first_fn)(struct relay *r, const char *data, size_t n);
+  bool (*first_fn)(struct relay *r, const char *data, size_t n);
   int first_side;
   size_t first_got;
   char first_buf[RELAY_FIRST_MAX];
@@ -85,10 +85,9 @@ void relay_limit(struct relay *r, int i, uint64_t n);
 /* The first bytes side i sends, up to its first newline (or
  * RELAY_FIRST_MAX bytes, or its end, whichever comes first; a few past the
  * newline may come with them), are held and given to fn, which sends them
- * on with relay_send as it likes: ports.c reads a service's status line,
- * to let a client send more once the service has answered 101 to an
- * Upgrade, and to tell the client the connection will not be kept. */
-void relay_first(struct relay *r, int i, void (*fn)(struct relay *r, const char *data, size_t n));
+ * on with relay_send as it likes, or returns false to end the relay:
+ * ports.c reads a service's status line. */
+void relay_first(struct relay *r, int i, bool (*fn)(struct relay *r, const char *data, size_t n));
 /* Queue a copy of data for side i, sent when it starts. */
 void relay_send(struct relay *r, int i, const void *data, size_t n);
 /* Relay both ways from now on. */
