@@ -69,12 +69,18 @@ def server(request, tmp_path_factory):
     """A server of each build (the sanitizers watch the new parsers), with
     a receiver of its own that its webhooks may reach."""
     rec = Receiver()
+    denied = free_port()  # the operator's --egress-deny, which its --webhook-allow does not lift
     try:
         for s in serve_each_build(request, tmp_path_factory, "--events-max", str(RING),
                                   "--webhook-allow", f"127.0.0.1:{rec.port}",
                                   "--webhook-allow", f"localhost:{rec.port}",
+                                  "--egress-deny", f"127.0.0.1:{denied}",
+                                  "--egress-deny", "denied.invalid",
+                                  "--webhook-allow", f"127.0.0.1:{denied}",
+                                  "--webhook-allow", f"localhost:{denied}",
+                                  "--webhook-allow", "denied.invalid",
                                   "--webhook-timeout-ms", "1000", "--webhook-backoff-ms", "10"):
-            s.receiver = rec
+            s.receiver, s.denied = rec, denied
             yield s
     finally:
         rec.release.set()
@@ -353,10 +359,42 @@ def test_targets_the_floor_refuses(server, receiver, tenants):
         r = a.post("/v1/webhooks", body)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_argument", (body, r)
     assert a.get("/v1/webhooks").json["webhooks"] == []
+    # The operator's --egress-deny wins over its --webhook-allow: by address
+    # (after DNS), and by name (before it is resolved: .invalid never is).
+    for url in [f"http://127.0.0.1:{server.denied}/x", f"http://localhost:{server.denied}/x",
+                "http://denied.invalid/x"]:
+        r = a.post("/v1/webhooks", {"url": url})
+        assert r.status == 400 and r.json["error"]["code"] == "webhook_target_refused", (url, r)
+        assert "--egress-deny" in r.json["error"]["message"], r
     # A name the operator trusts (--webhook-allow localhost:PORT), at its port only.
     trusted = a.post("/v1/webhooks", {"url": f"http://localhost:{receiver.port}/ok"})
     assert trusted.status == 201, trusted
     assert a.delete(f"/v1/webhooks/{trusted.json['id']}").status == 204
+
+
+def test_parallel_creates_stay_within_the_cap(server, receiver, tenants):
+    """Creates waiting on DNS count against the cap of 16: 40 at once from
+    one tenant make exactly 16, the rest refused with the quota's code."""
+    a = new_tenant(server, tenants, "wh-cap")
+    go, answers = threading.Barrier(40), []
+
+    def create():
+        go.wait()
+        answers.append(a.post("/v1/webhooks", {"url": f"http://127.0.0.1:{receiver.port}/ok"}))
+
+    threads = [threading.Thread(target=create) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = [r for r in answers if r.status == 201]
+    refused = [r for r in answers if r.status != 201]
+    assert len(made) == 16, [r.status for r in answers]
+    assert all(r.status == 429 and r.json["error"]["code"] == "too_many_webhooks" for r in refused)
+    listed = a.get("/v1/webhooks").json["webhooks"]
+    assert sorted(w["id"] for w in listed) == sorted(r.json["id"] for r in made)
+    for r in made:
+        assert a.delete(f"/v1/webhooks/{r.json['id']}").status == 204
 
 
 def test_disabled_after_failing_events_and_kept_across_a_restart(server, receiver, tenants):
