@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import threading
 
 import pytest
@@ -373,28 +374,32 @@ def test_targets_the_floor_refuses(server, receiver, tenants):
 
 
 def test_parallel_creates_stay_within_the_cap(server, receiver, tenants):
-    """Creates waiting on DNS count against the cap of 16: 40 at once from
-    one tenant make exactly 16, the rest refused with the quota's code."""
+    """Creates waiting on DNS count against the cap of 16: 40 sent at once
+    from one tenant (each whole request written before any answer is read,
+    so the server reads them all before one resolve ends) make exactly 16,
+    the rest refused with the quota's code."""
     a = new_tenant(server, tenants, "wh-cap")
-    go, answers = threading.Barrier(40), []
-
-    def create():
-        go.wait()
-        answers.append(a.post("/v1/webhooks", {"url": f"http://127.0.0.1:{receiver.port}/ok"}))
-
-    threads = [threading.Thread(target=create) for _ in range(40)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    made = [r for r in answers if r.status == 201]
-    refused = [r for r in answers if r.status != 201]
-    assert len(made) == 16, [r.status for r in answers]
-    assert all(r.status == 429 and r.json["error"]["code"] == "too_many_webhooks" for r in refused)
+    body = json.dumps({"url": f"http://127.0.0.1:{receiver.port}/ok"}).encode()
+    request = (f"POST /v1/webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {a.key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+               "Connection: close\r\n\r\n").encode() + body
+    conns = [socket.create_connection(("127.0.0.1", server.port), timeout=60) for _ in range(40)]
+    for c in conns:
+        c.sendall(request)
+    answers = []
+    for c in conns:
+        r = http.client.HTTPResponse(c)
+        r.begin()
+        answers.append((r.status, json.loads(r.read())))
+        c.close()
+    made = [j for st, j in answers if st == 201]
+    refused = [(st, j) for st, j in answers if st != 201]
+    assert len(made) == 16, [st for st, _ in answers]
+    assert all(st == 429 and j["error"]["code"] == "too_many_webhooks" for st, j in refused), refused
     listed = a.get("/v1/webhooks").json["webhooks"]
-    assert sorted(w["id"] for w in listed) == sorted(r.json["id"] for r in made)
-    for r in made:
-        assert a.delete(f"/v1/webhooks/{r.json['id']}").status == 204
+    assert sorted(w["id"] for w in listed) == sorted(j["id"] for j in made)
+    for j in made:
+        assert a.delete(f"/v1/webhooks/{j['id']}").status == 204
 
 
 def test_disabled_after_failing_events_and_kept_across_a_restart(server, receiver, tenants):
