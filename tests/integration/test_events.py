@@ -279,6 +279,21 @@ def test_a_reader_behind_the_ring_is_told(server, tenants):
     assert len([e for e in events(server.api()) if e["seq"]]) == RING
 
 
+def test_what_an_event_carries_is_bounded(server, tenants):
+    """An exec's argv is cut to 1 KiB in its events (cmd_cut), so one
+    tenant's long command lines take no more of the shared ring than that."""
+    a = new_tenant(server, tenants, "ev-big")
+    sid = a.create()["id"]
+    since = last_seq(server)
+    a.exec(sid, {"cmd": ["true", "x" * 7000, "y" * 100]})
+    mine = [e for e in events(a, f"since={since}") if e["type"].startswith("exec.")]
+    assert [e["type"] for e in mine] == ["exec.started", "exec.ended"], mine
+    for e in mine:
+        cmd = e["data"]["cmd"]
+        assert cmd[0] == "true" and sum(len(c) for c in cmd) == 1024, cmd
+        assert e["data"]["cmd_cut"] is True and len(cmd) == 2
+
+
 def webhook(api, path, receiver, **more):
     r = api.post("/v1/webhooks", {"url": f"http://127.0.0.1:{receiver.port}{path}", **more})
     assert r.status == 201, r
