@@ -88,9 +88,7 @@ static bool cut_strings(json_t *v, int depth) {
     size_t len = json_string_length(v), keep = utf8_cut(json_string_value(v), len,
                                                          EVENTS_STRING_MAX);
     if (keep < len) {
-      char *head = strndup(json_string_value(v), keep);
-      json_string_setn(v, head, keep);
-      free(head);
+      json_string_setn(v, json_string_value(v), keep); /* jansson copies it first */
       cut = true;
     }
   } else if (json_is_object(v) && depth < 8) {
