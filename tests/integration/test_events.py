@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import threading
 
 import pytest
@@ -69,12 +70,18 @@ def server(request, tmp_path_factory):
     """A server of each build (the sanitizers watch the new parsers), with
     a receiver of its own that its webhooks may reach."""
     rec = Receiver()
+    denied = free_port()  # the operator's --egress-deny, which its --webhook-allow does not lift
     try:
         for s in serve_each_build(request, tmp_path_factory, "--events-max", str(RING),
                                   "--webhook-allow", f"127.0.0.1:{rec.port}",
                                   "--webhook-allow", f"localhost:{rec.port}",
+                                  "--egress-deny", f"127.0.0.1:{denied}",
+                                  "--egress-deny", "denied.invalid",
+                                  "--webhook-allow", f"127.0.0.1:{denied}",
+                                  "--webhook-allow", f"localhost:{denied}",
+                                  "--webhook-allow", "denied.invalid",
                                   "--webhook-timeout-ms", "1000", "--webhook-backoff-ms", "10"):
-            s.receiver = rec
+            s.receiver, s.denied = rec, denied
             yield s
     finally:
         rec.release.set()
@@ -272,6 +279,21 @@ def test_a_reader_behind_the_ring_is_told(server, tenants):
     assert len([e for e in events(server.api()) if e["seq"]]) == RING
 
 
+def test_what_an_event_carries_is_bounded(server, tenants):
+    """An exec's argv is cut to 1 KiB in its events (cmd_cut), so one
+    tenant's long command lines take no more of the shared ring than that."""
+    a = new_tenant(server, tenants, "ev-big")
+    sid = a.create()["id"]
+    since = last_seq(server)
+    a.exec(sid, {"cmd": ["true", "x" * 7000, "y" * 100]})
+    mine = [e for e in events(a, f"since={since}") if e["type"].startswith("exec.")]
+    assert [e["type"] for e in mine] == ["exec.started", "exec.ended"], mine
+    for e in mine:
+        cmd = e["data"]["cmd"]
+        assert cmd[0] == "true" and sum(len(c) for c in cmd) == 1024, cmd
+        assert e["data"]["cmd_cut"] is True and len(cmd) == 2
+
+
 def webhook(api, path, receiver, **more):
     r = api.post("/v1/webhooks", {"url": f"http://127.0.0.1:{receiver.port}{path}", **more})
     assert r.status == 201, r
@@ -353,10 +375,46 @@ def test_targets_the_floor_refuses(server, receiver, tenants):
         r = a.post("/v1/webhooks", body)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_argument", (body, r)
     assert a.get("/v1/webhooks").json["webhooks"] == []
+    # The operator's --egress-deny wins over its --webhook-allow: by address
+    # (after DNS), and by name (before it is resolved: .invalid never is).
+    for url in [f"http://127.0.0.1:{server.denied}/x", f"http://localhost:{server.denied}/x",
+                "http://denied.invalid/x"]:
+        r = a.post("/v1/webhooks", {"url": url})
+        assert r.status == 400 and r.json["error"]["code"] == "webhook_target_refused", (url, r)
+        assert "--egress-deny" in r.json["error"]["message"], r
     # A name the operator trusts (--webhook-allow localhost:PORT), at its port only.
     trusted = a.post("/v1/webhooks", {"url": f"http://localhost:{receiver.port}/ok"})
     assert trusted.status == 201, trusted
     assert a.delete(f"/v1/webhooks/{trusted.json['id']}").status == 204
+
+
+def test_parallel_creates_stay_within_the_cap(server, receiver, tenants):
+    """Creates waiting on DNS count against the cap of 16: 40 sent at once
+    from one tenant (each whole request written before any answer is read,
+    so the server reads them all before one resolve ends) make exactly 16,
+    the rest refused with the quota's code."""
+    a = new_tenant(server, tenants, "wh-cap")
+    body = json.dumps({"url": f"http://127.0.0.1:{receiver.port}/ok"}).encode()
+    request = (f"POST /v1/webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {a.key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+               "Connection: close\r\n\r\n").encode() + body
+    conns = [socket.create_connection(("127.0.0.1", server.port), timeout=60) for _ in range(40)]
+    for c in conns:
+        c.sendall(request)
+    answers = []
+    for c in conns:
+        r = http.client.HTTPResponse(c)
+        r.begin()
+        answers.append((r.status, json.loads(r.read())))
+        c.close()
+    made = [j for st, j in answers if st == 201]
+    refused = [(st, j) for st, j in answers if st != 201]
+    assert len(made) == 16, [st for st, _ in answers]
+    assert all(st == 429 and j["error"]["code"] == "too_many_webhooks" for st, j in refused), refused
+    listed = a.get("/v1/webhooks").json["webhooks"]
+    assert sorted(w["id"] for w in listed) == sorted(j["id"] for j in made)
+    for j in made:
+        assert a.delete(f"/v1/webhooks/{j['id']}").status == 204
 
 
 def test_disabled_after_failing_events_and_kept_across_a_restart(server, receiver, tenants):

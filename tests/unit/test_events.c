@@ -1,6 +1,7 @@
 /* The event ring (src/server/core/events/events.c) and a webhook's
  * signature (core/hooks/hooksign.c): events kept in order and found by
- * their number, the oldest dropped past the ring's size, the type filters,
+ * their number, the oldest dropped past the ring's size, what one carries
+ * bounded, the type filters,
  * the numbers going on past a restart (a real store), and the signature
  * against one computed by Python's hmac module. */
 #include <stdlib.h>
@@ -69,6 +70,49 @@ static void ring(void) {
   events_free(&srv);
 }
 
+/* What an event carries is bounded: an exec's argv to EVENTS_CMD_MAX in
+ * all (cmd_cut), any other string to EVENTS_STRING_MAX (cut), at a
+ * character's start; the caller's values are left as they were. */
+static void bounded(void) {
+  struct server srv = {0};
+  struct hutch_err err = {0};
+  ok(events_open(&srv, 8, 3600, &err) == 0, "a ring opens");
+  char big[801];
+  memset(big, 'a', 800);
+  big[800] = '\0';
+  json_t *argv = json_pack("[s,s,s]", big, big, big);
+  events_emit(&srv, "exec.started", "t", "abc", json_pack("{s:O}", "cmd", argv));
+  const struct event *e = events_at(&srv, 1);
+  json_t *o = e ? json_loads(e->line, 0, NULL) : NULL;
+  json_t *cmd = json_object_get(json_object_get(o, "data"), "cmd");
+  size_t total = 0, i;
+  json_t *a;
+  json_array_foreach(cmd, i, a) total += json_string_length(a);
+  is_int((int)json_array_size(cmd), 2, "the argv past the cap is left out");
+  is_int((int)total, EVENTS_CMD_MAX, "what is kept is the cap's worth");
+  ok(json_is_true(json_object_get(json_object_get(o, "data"), "cmd_cut")), "and it says so");
+  is_int((int)json_array_size(argv), 3, "the caller's argv is untouched");
+  ok(json_string_length(json_array_get(argv, 1)) == 800, "its arguments too");
+  json_decref(o);
+
+  /* 1023 ASCII bytes, then a two-byte character across the cap. */
+  char *s = xmalloc(EVENTS_STRING_MAX + 8);
+  memset(s, 'b', EVENTS_STRING_MAX - 1);
+  strcpy(s + EVENTS_STRING_MAX - 1, "\xc3\xa9tail");
+  events_emit(&srv, "sandbox.created", "t", "abc",
+              json_pack("{s:{s:s}}", "metadata", "note", s));
+  e = events_at(&srv, 2);
+  o = e ? json_loads(e->line, 0, NULL) : NULL;
+  json_t *data = json_object_get(o, "data");
+  is_int((int)json_string_length(json_object_get(json_object_get(data, "metadata"), "note")),
+         EVENTS_STRING_MAX - 1, "a long string is cut at a character's start");
+  ok(json_is_true(json_object_get(data, "cut")), "and the event says so");
+  json_decref(o);
+  free(s);
+  json_decref(argv);
+  events_free(&srv);
+}
+
 /* Numbers are reserved a block at a time: a server killed at any point
  * leaves the next start past every number it handed out. */
 static void restart(void) {
@@ -114,6 +158,7 @@ static void signature(void) {
 
 int main(void) {
   ring();
+  bounded();
   restart();
   signature();
   return done_testing();

@@ -135,6 +135,15 @@ struct np_target {
 bool netpolicy_floor_check(const struct np_floor *f, const char *host, uint16_t port,
                            const struct np_target *t, char *why, size_t whylen);
 
+/* Whether the operator's own --egress-deny entries in f (not the
+ * built-in floor) hold host (as named; NULL: not checked) or addr (NULL:
+ * not yet resolved) at port, an address unless f's --egress-permit
+ * entries lift it, as netpolicy_floor_check judges them. why gets the
+ * reason when they do. What else connects out for the server (webhooks)
+ * is bound by them too, whatever its own floor permits. */
+bool netpolicy_floor_denies(const struct np_floor *f, const char *host, uint16_t port,
+                            const struct sockaddr *addr, char *why, size_t whylen);
+
 /* The address in sa (AF_INET or AF_INET6; else false), IPv4 carried in
  * IPv6 unwrapped: what it really reaches. */
 bool netpolicy_addr_of(const struct sockaddr *sa, int *family, unsigned char a[16]);

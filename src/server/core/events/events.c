@@ -70,6 +70,80 @@ static void reserve(struct server *srv, struct events *ev) {
     fprintf(stderr, "hutch serve: events: %s\n", err.msg);
 }
 
+/* s cut to at most max bytes, at a character's start (the ring's strings
+ * are UTF-8): how many bytes are kept. */
+static size_t utf8_cut(const char *s, size_t len, size_t max) {
+  if (len <= max)
+    return len;
+  while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+    max--;
+  return max;
+}
+
+/* Every string in v (nested objects and arrays too) at most
+ * EVENTS_STRING_MAX bytes: whether one was cut. */
+static bool cut_strings(json_t *v, int depth) {
+  bool cut = false;
+  if (json_is_string(v)) {
+    size_t len = json_string_length(v), keep = utf8_cut(json_string_value(v), len,
+                                                         EVENTS_STRING_MAX);
+    if (keep < len) {
+      json_string_setn(v, json_string_value(v), keep); /* jansson copies it first */
+      cut = true;
+    }
+  } else if (json_is_object(v) && depth < 8) {
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) cut = cut_strings(x, depth + 1) || cut;
+  } else if (json_is_array(v) && depth < 8) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) cut = cut_strings(x, depth + 1) || cut;
+  }
+  return cut;
+}
+
+/* An exec's argv (data.cmd) kept to EVENTS_CMD_MAX bytes in all, the
+ * argument that crosses it cut and those after it left out: whether it
+ * was cut. */
+static bool cut_cmd(json_t *cmd) {
+  size_t used = 0, i;
+  json_t *arg;
+  json_array_foreach(cmd, i, arg) {
+    const char *s = json_string_value(arg);
+    size_t len = s ? json_string_length(arg) : 0, keep = utf8_cut(s, len, EVENTS_CMD_MAX - used);
+    used += keep;
+    if (keep == len)
+      continue;
+    if (keep) {
+      json_string_setn(arg, s, keep);
+      i++;
+    }
+    while (json_array_size(cmd) > i)
+      json_array_remove(cmd, i);
+    return true;
+  }
+  return false;
+}
+
+/* The size of what one event carries is bounded before it is kept: the
+ * ring is every tenant's, and one tenant's large events (an exec's whole
+ * argv, long strings in metadata or messages) would push the others'
+ * out sooner. An exec's argv is cut to EVENTS_CMD_MAX ("cmd_cut": true),
+ * any other string to EVENTS_STRING_MAX ("cut": true). It is cut in a
+ * copy: data's values may be the caller's (an exec's argv, a sandbox's
+ * metadata). Takes data's reference, returns the copy's. */
+static json_t *bound(json_t *data) {
+  json_t *d = json_deep_copy(data);
+  json_decref(data);
+  json_t *cmd = json_object_get(d, "cmd");
+  if (json_is_array(cmd) && cut_cmd(cmd))
+    json_object_set_new(d, "cmd_cut", json_true());
+  if (cut_strings(d, 0))
+    json_object_set_new(d, "cut", json_true());
+  return d;
+}
+
 /* The event's line; data too large for EVENTS_LINE_MAX is replaced by
  * {"truncated":true} (metadata a tenant chose may be large). */
 static char *render(const struct event *e, json_t *data, size_t *len) {
@@ -111,6 +185,7 @@ void events_emit(struct server *srv, const char *type, const char *tenant, const
   str_copy(e.type, sizeof e.type, type);
   str_copy(e.tenant, sizeof e.tenant, tenant ? tenant : "");
   str_copy(e.sandbox, sizeof e.sandbox, sandbox ? sandbox : "");
+  data = bound(data);
   e.line = render(&e, data, &e.len);
   json_decref(data);
 

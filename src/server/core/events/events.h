@@ -32,6 +32,8 @@ struct server;
 #define EVENTS_DEFAULT_RETENTION_S 3600
 #define EVENTS_BYTES_MAX (64u << 20) /* of lines kept, every tenant's */
 #define EVENTS_LINE_MAX (8u << 10)   /* one event's line; longer data is cut */
+#define EVENTS_CMD_MAX 1024     /* bytes of an exec's argv an event keeps */
+#define EVENTS_STRING_MAX 1024  /* bytes of any other string in an event's data */
 #define EVENTS_TYPE_MAX 31
 #define EVENTS_SEQ_BLOCK 10000 /* sequence numbers reserved in the store at a time */
 

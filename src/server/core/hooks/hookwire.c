@@ -40,6 +40,7 @@ void hook_attempt_free(struct hook_attempt *a) {
   for (size_t i = 0; i < HOOKWIRE_HEADERS; i++)
     free(a->headers[i]);
   free(a->body);
+  free(a->host);
   free(a->own);
   free(a);
 }
@@ -65,7 +66,12 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
       .server = a->server.ss_family ? (const struct sockaddr *)&a->server : NULL,
   };
   char why[200];
-  if (!a->permitted && !netpolicy_floor_check(a->floor, NULL, port_of(sa), &t, why, sizeof why)) {
+  /* The operator's --egress-deny entries bind every connection out, a
+   * webhook's too: no --webhook-allow lifts them. */
+  bool refused = netpolicy_floor_denies(a->deny, a->host, port_of(sa), sa, why, sizeof why);
+  if (!refused && !a->permitted)
+    refused = !netpolicy_floor_check(a->floor, NULL, port_of(sa), &t, why, sizeof why);
+  if (refused) {
     a->refused = true;
     snprintf(a->error, sizeof a->error, "refused by the deny floor: %s", why);
     return CURL_SOCKET_BAD;

@@ -35,11 +35,13 @@ struct hook_attempt {
   char *body;
   size_t len;
   long timeout_ms;
-  const struct np_floor *floor;
+  const struct np_floor *floor;   /* the webhooks' floor */
+  const struct np_floor *deny;    /* the egress floor: its --egress-deny entries bind too */
+  char *host;                     /* the URL's, as named (for deny entries naming it) */
   struct sockaddr_storage *own; /* the host's addresses */
   size_t nown;
   struct sockaddr_storage server; /* where hutch listens (family 0: nowhere) */
-  bool permitted;                 /* the operator named its host (--webhook-allow HOST) */
+  bool permitted; /* the operator named its host (--webhook-allow HOST): floor not checked */
   uint64_t t0_ns;
   /* The outcome: the HTTP status (0: none came), how long it took, and
    * why it failed (the floor's reason when refused). */

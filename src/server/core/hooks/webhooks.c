@@ -55,13 +55,19 @@ struct webhook {
   uint64_t delivered, failed, skipped;
 };
 
+struct making;
+
 struct webhooks {
   struct webhook *list;
+  struct making *making; /* creates waiting on DNS: they count against the cap */
   struct hookwire *wire;
   struct np_floor *floor;
 };
 
 static void pump(struct webhook *w);
+
+/* The tenant's webhooks: listed, and (with pending) those being made. */
+static unsigned tenant_count(const struct webhooks *hs, const char *tenant, bool pending);
 
 /* Whether the operator named host (and port) with --webhook-allow HOST:
  * then wherever it resolves to is its business, not the floor's. */
@@ -193,6 +199,8 @@ static struct hook_attempt *attempt_of(struct webhook *w, const struct event *ev
 
   a->timeout_ms = (long)srv->cfg.webhook_timeout_ms;
   a->floor = &srv->cfg.webhook_floor;
+  a->deny = &srv->cfg.floor;
+  a->host = xstrdup(w->host);
   size_t n;
   const struct sockaddr_storage *own = egress_own_addrs(srv, &n);
   a->own = n ? xmalloc(n * sizeof *own) : NULL;
@@ -337,6 +345,15 @@ static void load_one(const struct store_webhook *row, void *arg) {
     json_decref(spec);
     return;
   }
+  /* The cap binds what a store holds too: one written by an older server
+   * (which did not count creates waiting on DNS) may hold more. */
+  if (tenant_count(srv->webhooks, row->tenant, false) >= WEBHOOKS_TENANT_MAX) {
+    fprintf(stderr, "hutch serve: webhook %s: tenant %s already has %d webhooks, the most "
+                    "it may have: not loaded (delete it or another)\n", row->id, row->tenant,
+            WEBHOOKS_TENANT_MAX);
+    json_decref(spec);
+    return;
+  }
   struct webhook *w = webhook_new(srv, row->id, row->tenant);
   if (parse_url(url, w->host, &w->port, &err) < 0)
     fprintf(stderr, "hutch serve: webhook %s: %s\n", row->id, err.msg);
@@ -443,6 +460,7 @@ int webhooks_delete(struct server *srv, const struct principal *p, const char *i
 /* ---- a new webhook ---- */
 
 struct making {
+  struct making *next; /* in the registry's making */
   uv_getaddrinfo_t req;
   struct webhook *w;
   char host[256];
@@ -451,7 +469,28 @@ struct making {
   void *arg;
 };
 
+static unsigned tenant_count(const struct webhooks *hs, const char *tenant, bool pending) {
+  unsigned n = 0;
+  for (const struct webhook *w = hs->list; w; w = w->next)
+    n += strcmp(w->tenant, tenant) == 0;
+  for (const struct making *m = pending ? hs->making : NULL; m; m = m->next)
+    n += strcmp(m->w->tenant, tenant) == 0;
+  return n;
+}
+
+/* m's resolve is over, either way: it no longer counts as being made (the
+ * registry is gone when the server stopped meanwhile). */
+static void made_end(struct making *m) {
+  struct webhooks *hs = m->w->srv->webhooks;
+  for (struct making **pp = hs ? &hs->making : NULL; pp && *pp; pp = &(*pp)->next)
+    if (*pp == m) {
+      *pp = m->next;
+      break;
+    }
+}
+
 static void made_fail(struct making *m, const struct hutch_err *err) {
+  made_end(m);
   m->done(NULL, err, m->arg);
   uv_close((uv_handle_t *)&m->w->retry, webhook_closed);
   free(m);
@@ -475,7 +514,11 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
     made_fail(m, &err);
     return;
   }
-  for (struct addrinfo *ai = res; ai && !permitted; ai = ai->ai_next) {
+  /* The operator's --egress-deny entries are judged first and no
+   * --webhook-allow lifts them: an explicit deny wins over a permit (the
+   * name was judged before it was resolved). */
+  bool refused = false;
+  for (struct addrinfo *ai = res; ai && !refused; ai = ai->ai_next) {
     size_t n;
     const struct sockaddr_storage *own = egress_own_addrs(srv, &n);
     struct np_target t = {
@@ -483,19 +526,22 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
         .host_own = egress_addr_among(ai->ai_addr, own, n),
         .server = srv->listen_addr.ss_family ? (const struct sockaddr *)&srv->listen_addr : NULL,
     };
-    if (!netpolicy_floor_check(&srv->cfg.webhook_floor, m->host, m->port, &t, why, sizeof why))
-      break;
-    why[0] = '\0';
+    refused = netpolicy_floor_denies(&srv->cfg.floor, NULL, m->port, ai->ai_addr, why, sizeof why);
+    if (!refused && !permitted)
+      refused = !netpolicy_floor_check(&srv->cfg.webhook_floor, m->host, m->port, &t, why,
+                                       sizeof why);
   }
   uv_freeaddrinfo(res);
-  if (why[0]) {
+  if (refused) {
     hutch_err_fail(&err, HUTCH_ERR_INVALID, "webhook_target_refused",
-                   "url: %.200s is refused: %s (an operator may permit it with --webhook-allow)",
+                   "url: %.200s is refused: %s (an operator may permit it with --webhook-allow, "
+                   "unless --egress-deny lists it)",
                    m->host, why);
     made_fail(m, &err);
     return;
   }
 
+  made_end(m);
   save(w);
   webhook_start(srv, w);
   json_t *view = view_of(w);
@@ -519,15 +565,22 @@ static int check_secret(const char *secret, struct hutch_err *err) {
 
 int webhooks_create(struct server *srv, const struct principal *p, const char *url, json_t *types,
                     const char *secret, webhook_made_fn done, void *arg, struct hutch_err *err) {
-  unsigned own = 0;
-  for (struct webhook *w = srv->webhooks->list; w; w = w->next)
-    own += strcmp(w->tenant, p->tenant) == 0;
+  /* The cap counts the creates still waiting on DNS: else parallel
+   * creates would each see the list before any of them is in it. */
+  unsigned own = tenant_count(srv->webhooks, p->tenant, true);
   if (own >= WEBHOOKS_TENANT_MAX)
     return hutch_err_fail(err, HUTCH_ERR_QUOTA, "too_many_webhooks",
                           "tenant %s has %u webhooks, the most it may have", p->tenant, own);
 
   struct making *m = xcalloc(1, sizeof *m);
   if (parse_url(url, m->host, &m->port, err) < 0 || (secret && check_secret(secret, err) < 0)) {
+    free(m);
+    return -1;
+  }
+  char why[256];
+  if (netpolicy_floor_denies(&srv->cfg.floor, m->host, m->port, NULL, why, sizeof why)) {
+    hutch_err_fail(err, HUTCH_ERR_INVALID, "webhook_target_refused", "url: %.200s is refused: %s",
+                   m->host, why);
     free(m);
     return -1;
   }
@@ -556,6 +609,8 @@ int webhooks_create(struct server *srv, const struct principal *p, const char *u
   m->done = done;
   m->arg = arg;
   m->req.data = m;
+  m->next = srv->webhooks->making;
+  srv->webhooks->making = m;
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
   int r = uv_getaddrinfo(srv->loop, &m->req, resolved, m->host, NULL, &hints);
   if (r < 0) {
