@@ -178,9 +178,8 @@ static int transfer(struct xfer *x, const char *route) {
   x->h = curl_easy_init();
   curl_easy_setopt(x->h, CURLOPT_URL, url);
   curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(x->h, CURLOPT_NOSIGNAL, 1L);
+  hc_curl_opts(&x->r->ctl->client, x->h);
   curl_easy_setopt(x->h, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(x->h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
   curl_easy_setopt(x->h, CURLOPT_XFERINFOFUNCTION, on_progress);

@@ -233,7 +233,7 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   free(path);
   struct term_ws_err err;
   struct session s = {.ctl = ctl, .o = o, .in_open = o->in};
-  s.ws = term_ws_open(ctl->client.url, ctl->client.key, ws_path, &err);
+  s.ws = term_ws_open(&ctl->client, ws_path, &err);
   free(ws_path);
   if (!s.ws && err.status == 0)
     return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "%s", err.message);

@@ -77,6 +77,37 @@ def test_unreachable_denied_and_version(server, tmp_path):
     assert v[0].startswith("hutch ") and v[1].endswith(f": hutch {said}"), v
 
 
+def test_admin_key_file_goes_to_loopback_only(server):
+    """The admin.key file is sent to a loopback server and to no other:
+    for any other URL hutch refuses before it connects. Should it ever
+    try, the proxy set here (a closed loopback port) is where it would
+    go, and the test fails: no other address is contacted (192.0.2.0/24
+    is TEST-NET-1, .invalid is never a name)."""
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {"HUTCH_STATE_DIR": str(server.state_dir), "http_proxy": proxy, "HTTPS_PROXY": proxy,
+           "ALL_PROXY": proxy}
+    local = f"http://127.0.0.1:{server.port}"
+    for url in ("http://192.0.2.1:9", "https://192.0.2.1:9/", "http://127.0.0.1@192.0.2.1:9",
+                "http://127.0.0.1.example.invalid:9", "http://[2001:db8::1]:9"):
+        said = (f"no API key for {url.rstrip('/')} (set HUTCH_API_KEY or --key; the local admin "
+                "key goes to a loopback server only)")
+        one_line_error(hutch(server, "ps", key="", env={**env, "HUTCH_URL": url}), EXIT_DENIED,
+                       said)
+        one_line_error(hutch(server, "ps", "--url", url, key="", env={**env, "HUTCH_URL": local}),
+                       EXIT_DENIED, said)
+    # hutch mcp shares the client, and its refusal (78: its configuration's exit).
+    r = subprocess.run([str(BUILD / "hutch"), "mcp", "--url", "http://192.0.2.1:9"],
+                       capture_output=True, text=True, timeout=60, input="",
+                       env={"PATH": os.environ["PATH"], **env})
+    assert r.returncode == 78 and "loopback server only" in r.stderr, r
+
+    # Loopback, by address or by name, still gets it, straight and not
+    # through the proxy the environment names.
+    for host in ("127.0.0.1", "localhost"):
+        r = hutch(server, "ps", "-q", key="", env={**env, "HUTCH_URL": f"http://{host}:{server.port}"})
+        assert r.returncode == 0, r
+
+
 def test_create_ps_inspect_json_are_the_apis(server, tenant):
     sb = json.loads(ok(hutch(server, "create", "-m", "256", "--cpus", "0.5", "-e", "A=b",
                              "-l", "team=x", "--timeout", "120", "--json", key=tenant.key)))
