@@ -133,8 +133,16 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
   memset(bar, '#', (size_t)pct / 5);
   memset(bar + pct / 5, '.', 20 - (size_t)pct / 5);
   bar[20] = '\0';
-  fprintf(stderr, "\r\033[K%-40.40s [%s] %3d%% %.1f MiB", x->path, bar, pct,
+  /* The sandbox named the file (ctl_clean), cut to 40 bytes where a
+   * character ends. */
+  char *name = ctl_clean(x->path, CTL_CLEAN_TEXT);
+  size_t cut = strlen(name);
+  if (cut > 40)
+    for (cut = 40; cut && (name[cut] & 0xc0) == 0x80; cut--)
+      ;
+  fprintf(stderr, "\r\033[K%-40.*s [%s] %3d%% %.1f MiB", (int)cut, name, bar, pct,
           (double)done / (1 << 20));
+  free(name);
   return 0;
 }
 

@@ -55,8 +55,11 @@ static void write_b64(int fd, const char *b64) {
 /* A line on stderr in the midst of the session: at the start of a line
  * when the terminal is raw (its \n does not return the carriage). */
 static void say(const struct session *s, const char *code, const char *msg) {
-  fprintf(stderr, "%shutch %s: %s: %s%s", s->raw ? "\r\n" : "", s->ctl->verb->name, code, msg,
+  char *c = ctl_clean(code, CTL_CLEAN_TEXT), *m = ctl_clean(msg, CTL_CLEAN_TEXT);
+  fprintf(stderr, "%shutch %s: %s: %s%s", s->raw ? "\r\n" : "", s->ctl->verb->name, c, m,
           s->raw ? "\r\n" : "\n");
+  free(m);
+  free(c);
 }
 
 static void on_msg(void *arg, bool text, const uint8_t *data, size_t n) {
