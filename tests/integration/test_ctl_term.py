@@ -355,6 +355,39 @@ def test_cp_names_reach_the_terminal_escaped(env, api, sandbox, tmp_path, term):
     assert re.search(re.escape(b"/tmp/d/f" + shown) + rb" +\[[.#]{20}\]", said), t.out
 
 
+def test_cp_L_copies_each_directory_once(env, api, sandbox, tmp_path):
+    """-L through links that loop (a -> ., b -> .: 2^64 walks before) or
+    lead to one directory twice: each directory is copied once, the rest
+    skipped with a warning, on both sides."""
+    sh(api, sandbox, "mkdir -p /tmp/loop/s && echo f > /tmp/loop/f && echo g > /tmp/loop/s/g && "
+                     "cd /tmp/loop && ln -s . a && ln -s . b && ln -s s t1 && ln -s /tmp/loop/s t2")
+    out = tmp_path / "out"
+    out.mkdir()
+    p = hutch(env, "cp", "-L", f"{sandbox}:/tmp/loop", out)
+    files = sorted(x.relative_to(out).as_posix() for x in out.rglob("*") if x.is_file())
+    assert len(files) == 2 and files[0] == "loop/f" and files[1] in \
+        ("loop/s/g", "loop/t1/g", "loop/t2/g"), (files, p.stderr)
+    assert p.stderr.count(b"a directory copied already") == 4, p.stderr
+    for name in (b"loop/a:", b"loop/b:"):
+        assert name in p.stderr, p.stderr
+    p = hutch(env, "cp", "-L", f"{sandbox}:/tmp/loop", "-")
+    with tarfile.open(fileobj=io.BytesIO(p.stdout)) as tar:
+        assert len([m for m in tar if m.isfile()]) == 2
+
+    src = tmp_path / "src"
+    (src / "s").mkdir(parents=True)
+    (src / "f").write_text("f\n")
+    (src / "s" / "g").write_text("g\n")
+    # up is src by another path: known by its inode, not its name.
+    for name, to in (("a", "."), ("b", "."), ("t", "s"), ("up", "../src")):
+        os.symlink(to, src / name)
+    p = hutch(env, "cp", "-L", src, f"{sandbox}:/home/user/loopin")
+    listing = sh(api, sandbox, "cd /home/user/loopin && find . -type f | sort").split()
+    assert len(listing) == 2 and listing[0] == "./f" and listing[1] in ("./s/g", "./t/g"), \
+        (listing, p.stderr)
+    assert p.stderr.count(b"a directory copied already") == 4, p.stderr
+
+
 def test_cp_dash_is_a_tar(env, api, sandbox, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
