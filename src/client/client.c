@@ -1,6 +1,7 @@
 /* The native API over HTTP (client.h): one curl easy handle per call. */
 #include "client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util.h"
 
@@ -211,11 +213,10 @@ bool hc_call(const struct hc_client *n, const struct hc_req *call, struct hc_ans
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call->method);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  hc_curl_opts(n, h);
   /* An id of "." or ".." is the server's to refuse, not curl's to fold
    * into another route. */
   curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -303,6 +304,34 @@ static bool local_key(char *key, size_t n) {
   return ok && key[0];
 }
 
+/* Whether url's host is this machine's loopback: 127.0.0.0/8, ::1 or
+ * localhost. The host is taken by curl's own parser, the one the call
+ * connects with, so that no spelling (user@host, a bracket, a port) reads
+ * as loopback here and as another host there; anything else, or what
+ * does not parse, is not loopback. */
+static bool loopback_url(const char *url) {
+  CURLU *u = curl_url();
+  char *host = NULL;
+  bool lo = false;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    size_t n = strlen(host);
+    if (strcasecmp(host, "localhost") == 0)
+      lo = true;
+    else if (inet_pton(AF_INET, host, &a4) == 1)
+      lo = (ntohl(a4.s_addr) >> 24) == 127;
+    else if (n > 2 && host[0] == '[' && host[n - 1] == ']') {
+      host[n - 1] = '\0';
+      lo = inet_pton(AF_INET6, host + 1, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    }
+  }
+  curl_free(host);
+  curl_url_cleanup(u);
+  return lo;
+}
+
 int hc_client_setup(struct hc_client *c, const char *url, const char *key, char *why, size_t n) {
   if (!url || !*url)
     url = getenv("HUTCH_URL");
@@ -320,6 +349,7 @@ int hc_client_setup(struct hc_client *c, const char *url, const char *key, char 
   size_t len = strlen(c->url);
   while (len && c->url[len - 1] == '/')
     c->url[--len] = '\0';
+  c->loopback = loopback_url(c->url);
 
   if (!key || !*key)
     key = getenv("HUTCH_API_KEY");
@@ -327,12 +357,35 @@ int hc_client_setup(struct hc_client *c, const char *url, const char *key, char 
     str_copy(c->key, sizeof c->key, key);
     return HC_SETUP_OK;
   }
+  /* The admin key file is the key of the server on this machine, and of
+   * no other: it is sent only to a loopback URL, and then past no proxy
+   * (hc_curl_opts). A URL that names any other host (set by mistake, or
+   * by whoever wrote the environment the operator runs hutch in) would
+   * otherwise be handed the whole server's admin key, maybe in plain
+   * http: there the operator must name a key, and nothing is read or
+   * sent before. */
+  if (!c->loopback) {
+    snprintf(why, n,
+             "no API key for %s (set HUTCH_API_KEY or --key; the local admin key goes to a "
+             "loopback server only)",
+             c->url);
+    return HC_SETUP_NO_KEY;
+  }
   if (local_key(c->key, sizeof c->key))
     return HC_SETUP_OK;
   snprintf(why, n,
            "no API key: set HUTCH_API_KEY or --key (the admin key of a local server "
            "is read only when this user may read it)");
   return HC_SETUP_NO_KEY;
+}
+
+void hc_curl_opts(const struct hc_client *c, void *curl) {
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  /* A proxy between hutch and a loopback server would be handed the
+   * key: none is used for one, whatever http_proxy says. */
+  if (c->loopback)
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
 }
 
 void hc_init(void) {

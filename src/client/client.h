@@ -28,6 +28,7 @@ struct hc_handles;
 struct hc_client {
   char url[256]; /* "http://127.0.0.1:7420", no trailing slash */
   char key[256];
+  bool loopback; /* url's host is this machine's loopback (hc_client_setup) */
   /* Where an MCP session's client reaches the same server (expose_port's
    * URLs): url on stdio; the Host the client sent to /mcp. */
   char public_url[256];
@@ -86,9 +87,13 @@ enum { HC_SETUP_OK, HC_SETUP_BAD_URL, HC_SETUP_NO_KEY };
 /* Fill c's url and key: url, else $HUTCH_URL, else http://127.0.0.1:7420
  * (its trailing slashes dropped); key, else $HUTCH_API_KEY, else the admin
  * key of a local server ($HUTCH_STATE_DIR/admin.key, else
- * /var/lib/hutch/admin.key) when this user may read it. HC_SETUP_OK, or
- * which is wrong with why[n] saying so. */
+ * /var/lib/hutch/admin.key) when this user may read it and url is a
+ * loopback one. HC_SETUP_OK, or which is wrong with why[n] saying so. */
 int hc_client_setup(struct hc_client *c, const char *url, const char *key, char *why, size_t n);
+
+/* The options of every curl handle (a CURL *) made to reach c's server:
+ * http and https only, no signals, no proxy to a loopback server. */
+void hc_curl_opts(const struct hc_client *c, void *curl);
 
 /* Make the request; false only when no answer came (transport failure,
  * cancelled: a->message says which). A 4xx or 5xx is an answer. */

@@ -226,37 +226,40 @@ void random_hex(char *out, size_t nhex) {
   out[nhex] = '\0';
 }
 
-bool utf8_valid(const char *s, size_t n) {
+size_t utf8_seq(const char *s, size_t n, unsigned *cp) {
   const unsigned char *p = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    unsigned c = p[i], len, cp;
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-
-    if (c >= 0xc2 && c <= 0xdf)
-      len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-      len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-      len = 4, cp = c & 0x07;
-    else
-      return false; /* a continuation byte first, an overlong lead, or past 0xf4 */
-
-    if (n - i < len)
-      return false;
-    for (unsigned k = 1; k < len; k++) {
-      if ((p[i + k] & 0xc0) != 0x80)
-        return false;
-      cp = cp << 6 | (p[i + k] & 0x3f);
-    }
-
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return false;
-    i += len;
+  unsigned c = p[0], len;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
   }
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2, *cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    len = 3, *cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    len = 4, *cp = c & 0x07;
+  else
+    return 0; /* a continuation byte first, an overlong lead, or past 0xf4 */
+
+  if (n < len)
+    return 0;
+  for (unsigned k = 1; k < len; k++) {
+    if ((p[k] & 0xc0) != 0x80)
+      return 0;
+    *cp = *cp << 6 | (p[k] & 0x3f);
+  }
+  if ((len == 3 && *cp < 0x800) || (len == 4 && (*cp < 0x10000 || *cp > 0x10ffff)) ||
+      (*cp >= 0xd800 && *cp <= 0xdfff))
+    return 0;
+  return len;
+}
+
+bool utf8_valid(const char *s, size_t n) {
+  unsigned cp;
+  for (size_t i = 0, len; i < n; i += len)
+    if ((len = utf8_seq(s + i, n - i, &cp)) == 0)
+      return false;
   return true;
 }
 

@@ -44,6 +44,9 @@ void str_copy(char *dst, size_t size, const char *src);
 /* Whether s[0..n) is UTF-8 as JSON (jansson) takes it: no overlong forms,
  * no surrogates, nothing past U+10FFFF. */
 bool utf8_valid(const char *s, size_t n);
+/* The length of the UTF-8 sequence s[0..n) starts with (n > 0), as
+ * utf8_valid takes one, and its code point in *cp; 0 when it is none. */
+size_t utf8_seq(const char *s, size_t n, unsigned *cp);
 
 /* Append n bytes of at to the malloc'd string *s (NULL: empty so far). */
 void str_append(char **s, const char *at, size_t n);

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,74 @@ static char *last_name(const char *path) {
   while (start > 0 && path[start - 1] != '/')
     start--;
   return xasprintf("%.*s", (int)(n - start), path + start);
+}
+
+/* ---- directories copied once ---- */
+
+/* With -L a tree can reach a directory again through a link: a cycle (a
+ * link to . or to a parent) would be walked until CP_DEPTH_MAX, and two
+ * such links in a directory make that 2^64 walks, each writing files on
+ * the host; links that each lead to the next level twice do the same
+ * without a cycle. Whoever wrote the tree (a sandbox, for a copy out)
+ * would fill the host's disk. So each directory is copied once per run,
+ * known by what names it whatever the path it was reached by: its device
+ * and inode on the host; in the sandbox its path, which the server gives
+ * resolved (a link's end is its realpath). A directory seen again is
+ * skipped with a warning. (cp.h's struct cp_seen) */
+static size_t key_hash(const char *k) {
+  size_t h = 14695981039346656037u;
+  for (; *k; k++)
+    h = (h ^ (unsigned char)*k) * 1099511628211u;
+  return h;
+}
+
+/* Adds key (taken); false when it was there already (key freed). */
+static bool seen_add(struct cp_seen *s, char *key) {
+  if (s->n * 2 >= s->cap) {
+    struct cp_seen grown = {.cap = s->cap ? s->cap * 2 : 64};
+    grown.keys = xcalloc(grown.cap, sizeof *grown.keys);
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->keys[i])
+        seen_add(&grown, s->keys[i]);
+    free(s->keys);
+    *s = grown;
+  }
+  size_t i = key_hash(key) & (s->cap - 1);
+  for (; s->keys[i]; i = (i + 1) & (s->cap - 1))
+    if (strcmp(s->keys[i], key) == 0) {
+      free(key);
+      return false;
+    }
+  s->keys[i] = key;
+  s->n++;
+  return true;
+}
+
+void cp_seen_free(struct cp_seen *s) {
+  for (size_t i = 0; i < s->cap; i++)
+    free(s->keys[i]);
+  free(s->keys);
+}
+
+/* A sandbox path as a key: its repeated slashes, "." parts and trailing
+ * slash gone ("/a//./b/" is "/a/b"); ".." is left (a link may precede it). */
+static char *path_key(const char *path) {
+  char *k = xmalloc(strlen(path) + 2), *o = k;
+  for (const char *p = path; *p;) {
+    while (*p == '/')
+      p++;
+    size_t n = strcspn(p, "/");
+    if (n && !(n == 1 && p[0] == '.')) {
+      *o++ = '/';
+      memcpy(o, p, n);
+      o += n;
+    }
+    p += n;
+  }
+  if (o == k)
+    *o++ = '/';
+  *o = '\0';
+  return k;
 }
 
 /* ---- the walk of the sandbox's tree ---- */
@@ -118,7 +187,10 @@ void cp_walk(struct cp_walk *w, void *dir, const char *name, const char *rel,
     return;
   }
 
-  if (e->type == CP_DIR) {
+  if (e->type == CP_DIR && !seen_add(&w->seen, path_key(e->path))) {
+    ctl_fail(w->r->ctl, 0, "warning: %s: a directory copied already (through a link): skipped",
+             rel);
+  } else if (e->type == CP_DIR) {
     void *sub = w->ops->enter(w->out, dir, name, rel, e);
     if (!sub) {
       w->failed = true;
@@ -295,6 +367,7 @@ static int copy_out(const struct cp_remote *r, const char *src, const char *dst,
       struct host_out h = {.ctl = r->ctl, .fd = -1};
       struct cp_walk w = {.r = r, .ops = &host_ops, .out = &h, .follow = follow};
       cp_walk(&w, &dfd, name, name, &e, 0);
+      cp_seen_free(&w.seen);
       code = w.failed ? CTL_EXIT_FAILED : 0;
       close(dfd);
     }
@@ -327,6 +400,7 @@ static size_t read_fd(void *arg, char *buf, size_t cap) {
 struct put {
   const struct cp_remote *r;
   bool follow, failed;
+  struct cp_seen seen; /* the directories copied */
 };
 
 static void put_tree(struct put *p, int dfd, const char *name, const char *host, const char *dst,
@@ -403,7 +477,11 @@ static void put_tree(struct put *p, int dfd, const char *name, const char *host,
     p->failed = true;
     return;
   }
-  if (S_ISDIR(sb.st_mode)) {
+  if (S_ISDIR(sb.st_mode) &&
+      !seen_add(&p->seen, xasprintf("%ju:%ju", (uintmax_t)sb.st_dev, (uintmax_t)sb.st_ino))) {
+    ctl_fail(p->r->ctl, 0, "warning: %s: a directory copied already (through a link): skipped",
+             host);
+  } else if (S_ISDIR(sb.st_mode)) {
     put_dir(p, fd, host, dst, depth);
   } else {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -463,6 +541,7 @@ static int copy_in(const struct cp_remote *r, const char *src, const char *dst, 
     return CTL_EXIT_FAILED;
   struct put p = {.r = r, .follow = follow};
   put_tree(&p, AT_FDCWD, src, src, target, 0);
+  cp_seen_free(&p.seen);
   free(target);
   return p.failed ? CTL_EXIT_FAILED : 0;
 }

@@ -5,6 +5,7 @@
 #define HUTCH_CP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "cp_remote.h"
 
@@ -25,12 +26,20 @@ struct cp_out {
   bool (*end)(void *out, bool ok);
 };
 
+/* The directories a copy went into, each copied once (cp.c says why). */
+struct cp_seen {
+  char **keys; /* open addressing, NULL: free */
+  size_t n, cap;
+};
+void cp_seen_free(struct cp_seen *s);
+
 struct cp_walk {
   const struct cp_remote *r;
   const struct cp_out *ops;
   void *out;
   bool follow; /* -L: links followed, inside the sandbox */
   bool failed; /* something was not copied */
+  struct cp_seen seen; /* zeroed at the start; cp_seen_free at the end */
 };
 
 /* e (at rel under dir) and what it holds, written out. */

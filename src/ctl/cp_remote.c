@@ -133,8 +133,16 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
   memset(bar, '#', (size_t)pct / 5);
   memset(bar + pct / 5, '.', 20 - (size_t)pct / 5);
   bar[20] = '\0';
-  fprintf(stderr, "\r\033[K%-40.40s [%s] %3d%% %.1f MiB", x->path, bar, pct,
+  /* The sandbox named the file (ctl_clean), cut to 40 bytes where a
+   * character ends. */
+  char *name = ctl_clean(x->path, CTL_CLEAN_TEXT);
+  size_t cut = strlen(name);
+  if (cut > 40)
+    for (cut = 40; cut && (name[cut] & 0xc0) == 0x80; cut--)
+      ;
+  fprintf(stderr, "\r\033[K%-40.*s [%s] %3d%% %.1f MiB", (int)cut, name, bar, pct,
           (double)done / (1 << 20));
+  free(name);
   return 0;
 }
 
@@ -178,9 +186,8 @@ static int transfer(struct xfer *x, const char *route) {
   x->h = curl_easy_init();
   curl_easy_setopt(x->h, CURLOPT_URL, url);
   curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(x->h, CURLOPT_NOSIGNAL, 1L);
+  hc_curl_opts(&x->r->ctl->client, x->h);
   curl_easy_setopt(x->h, CURLOPT_PATH_AS_IS, 1L);
-  curl_easy_setopt(x->h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
   curl_easy_setopt(x->h, CURLOPT_XFERINFOFUNCTION, on_progress);

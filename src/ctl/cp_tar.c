@@ -94,6 +94,7 @@ int cp_tar_out(const struct cp_remote *r, const struct cp_entry *e, const char *
   struct tar t = {.ctl = r->ctl, .a = a};
   struct cp_walk w = {.r = &quiet, .ops = &tar_ops, .out = &t, .follow = follow};
   cp_walk(&w, NULL, name, name, e, 0);
+  cp_seen_free(&w.seen);
   if (archive_write_close(a) != ARCHIVE_OK) {
     ctl_fail(r->ctl, CTL_EXIT_FAILED, "writing the tar: %s", archive_error_string(a));
     w.failed = true;

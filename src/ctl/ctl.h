@@ -116,10 +116,19 @@ int ctl_each(struct ctl *ctl, const char *method, const char *fmt, int argc, cha
 char *ctl_path(const char *fmt, ...);
 
 /* out.c */
-/* "hutch VERB: " and the message on stderr; returns code. */
+/* s made safe to print (malloc'd): the control characters a terminal
+ * would act on, and bytes that are not UTF-8, escaped. TEXT: a byte as
+ * \xNN, a C1 character as \u00NN; JSON (s is jansson's output, its
+ * newlines kept): each as \u00NN, the same JSON. What hutch prints that it did not write itself
+ * (names, messages, labels, events) goes through it. */
+enum ctl_clean { CTL_CLEAN_TEXT, CTL_CLEAN_JSON };
+char *ctl_clean(const char *s, enum ctl_clean style);
+/* "hutch VERB: " and the message (ctl_clean'd) on stderr; returns code. */
 int ctl_fail(struct ctl *ctl, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* j as indented JSON and a newline on stdout. */
+/* j as indented JSON and a newline on stdout (ctl_clean'd). */
 void ctl_print_json(const json_t *j);
+/* ... as one compact line. */
+void ctl_print_json_line(const json_t *j);
 /* sgr (CTL_BOLD, ...) when ctl->color, else "". */
 #define CTL_RESET "\033[0m"
 #define CTL_BOLD "\033[1m"
@@ -129,7 +138,7 @@ void ctl_age(const char *iso, char out[32]);
 
 /* A table printed in aligned columns, the header bold on a terminal. */
 struct ctl_table *ctl_table_new(size_t ncols, const char *const *headers);
-/* One row of ncols cells (copied; NULL prints as "-"). */
+/* One row of ncols cells (copied, ctl_clean'd; NULL prints as "-"). */
 void ctl_table_row(struct ctl_table *t, const char *const *cells);
 /* Print and free. */
 void ctl_table_print(const struct ctl *ctl, struct ctl_table *t);

@@ -37,19 +37,26 @@ static int on_event(void *arg, json_t *ev) {
   if (!type || strcmp(type, "heartbeat") == 0)
     return HC_LINE_MORE;
   if (s->json) {
-    char *line = json_dumps(ev, JSON_COMPACT);
-    printf("%s\n", line);
-    free(line);
+    ctl_print_json_line(ev);
   } else if (strcmp(type, "events.gap") == 0) {
     fprintf(stderr, "hutch %s: events missed here (no longer kept)\n", s->ctl->verb->name);
   } else {
+    /* An event's data holds what the sandbox or a tenant said (labels,
+     * commands, paths): ctl_clean'd, as all of the line. */
     char *data = json_dumps(json_object_get(ev, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
     const char *sandbox = json_string_value(json_object_get(ev, "sandbox"));
-    printf("%s %s%-22s%s", json_string_value(json_object_get(ev, "time")),
-           ctl_sgr(s->ctl, CTL_BOLD), type, ctl_sgr(s->ctl, CTL_RESET));
+    char *time = ctl_clean(json_string_value(json_object_get(ev, "time")) ?: "-", CTL_CLEAN_TEXT);
+    char *t = ctl_clean(type, CTL_CLEAN_TEXT);
+    char *sb = ctl_clean(sandbox ? sandbox : "-", CTL_CLEAN_TEXT);
+    char *d = ctl_clean(data ? data : "", CTL_CLEAN_JSON);
+    printf("%s %s%-22s%s", time, ctl_sgr(s->ctl, CTL_BOLD), t, ctl_sgr(s->ctl, CTL_RESET));
     if (!s->one_sandbox)
-      printf(" %-16s", sandbox ? sandbox : "-");
-    printf(" %s\n", data ? data : "");
+      printf(" %-16s", sb);
+    printf(" %s\n", d);
+    free(d);
+    free(sb);
+    free(t);
+    free(time);
     free(data);
   }
   /* Lines appear as they come, even into a pipe. */

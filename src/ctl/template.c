@@ -68,18 +68,22 @@ static int on_event(void *arg, json_t *ev) {
   } else if (strcmp(name, "error") == 0) {
     /* said once, by the "failed" that follows */
   } else if (strcmp(name, "step") == 0) {
+    char *step = ctl_clean(json_string_value(json_object_get(ev, "instruction")) ?: "",
+                           CTL_CLEAN_TEXT);
     fprintf(stderr, "%sStep %lld/%lld : %s%s\n", ctl_sgr(j->ctl, CTL_BOLD),
             (long long)json_integer_value(json_object_get(ev, "step")),
-            (long long)json_integer_value(json_object_get(ev, "steps")),
-            json_string_value(json_object_get(ev, "instruction")) ?: "",
+            (long long)json_integer_value(json_object_get(ev, "steps")), step,
             ctl_sgr(j->ctl, CTL_RESET));
+    free(step);
   } else if (strcmp(name, "log") == 0 && line) {
-    fprintf(stderr, "  %s\n", line);
+    fprintf(stderr, "  %s\n", line); /* a RUN's own output, as it wrote it */
   } else if (strcmp(name, "pull_layer") == 0 && j->tty) {
     bar("layer", (uint64_t)json_integer_value(json_object_get(ev, "done")),
         (uint64_t)json_integer_value(json_object_get(ev, "total")));
   } else if (message) {
-    fprintf(stderr, "%s\n", message);
+    char *said = ctl_clean(message, CTL_CLEAN_TEXT);
+    fprintf(stderr, "%s\n", said);
+    free(said);
   }
   return HC_LINE_MORE;
 }

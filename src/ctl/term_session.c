@@ -55,8 +55,11 @@ static void write_b64(int fd, const char *b64) {
 /* A line on stderr in the midst of the session: at the start of a line
  * when the terminal is raw (its \n does not return the carriage). */
 static void say(const struct session *s, const char *code, const char *msg) {
-  fprintf(stderr, "%shutch %s: %s: %s%s", s->raw ? "\r\n" : "", s->ctl->verb->name, code, msg,
+  char *c = ctl_clean(code, CTL_CLEAN_TEXT), *m = ctl_clean(msg, CTL_CLEAN_TEXT);
+  fprintf(stderr, "%shutch %s: %s: %s%s", s->raw ? "\r\n" : "", s->ctl->verb->name, c, m,
           s->raw ? "\r\n" : "\n");
+  free(m);
+  free(c);
 }
 
 static void on_msg(void *arg, bool text, const uint8_t *data, size_t n) {
@@ -233,7 +236,7 @@ int term_session_run(struct ctl *ctl, const struct term_session_opts *o) {
   free(path);
   struct term_ws_err err;
   struct session s = {.ctl = ctl, .o = o, .in_open = o->in};
-  s.ws = term_ws_open(ctl->client.url, ctl->client.key, ws_path, &err);
+  s.ws = term_ws_open(&ctl->client, ws_path, &err);
   free(ws_path);
   if (!s.ws && err.status == 0)
     return ctl_fail(ctl, CTL_EXIT_UNREACHABLE, "%s", err.message);

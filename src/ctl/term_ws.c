@@ -277,15 +277,14 @@ static bool upgrade(struct term_ws *w, const char *url, const char *key, const c
   return true;
 }
 
-struct term_ws *term_ws_open(const char *url, const char *key, const char *path,
+struct term_ws *term_ws_open(const struct hc_client *c, const char *path,
                              struct term_ws_err *err) {
   memset(err, 0, sizeof *err);
   struct term_ws *w = xcalloc(1, sizeof *w);
   w->h = curl_easy_init();
-  curl_easy_setopt(w->h, CURLOPT_URL, url);
+  curl_easy_setopt(w->h, CURLOPT_URL, c->url);
   curl_easy_setopt(w->h, CURLOPT_CONNECT_ONLY, 1L);
-  curl_easy_setopt(w->h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(w->h, CURLOPT_PROTOCOLS_STR, "http,https");
+  hc_curl_opts(c, w->h);
   curl_easy_setopt(w->h, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
 
   CURLcode rc = curl_easy_perform(w->h);
@@ -299,7 +298,7 @@ struct term_ws *term_ws_open(const char *url, const char *key, const char *path,
   }
   w->fd = fd;
 
-  if (!upgrade(w, url, key, path, err)) {
+  if (!upgrade(w, c->url, c->key, path, err)) {
     term_ws_close(w);
     return NULL;
   }

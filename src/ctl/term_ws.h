@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "client.h"
+
 #define TERM_WS_MSG_MAX (16u << 20) /* the largest message taken from the server */
 #define TERM_WS_HEAD_MAX 16384      /* the upgrade's answer: its head */
 #define TERM_WS_BODY_MAX 65536      /* ... and the body of a refusal */
@@ -24,9 +26,9 @@ struct term_ws_err {
   char message[512];
 };
 
-/* Connect to url ("http://host:port", no trailing slash) and upgrade
- * path (escaped) with the key as the bearer; NULL and err on failure. */
-struct term_ws *term_ws_open(const char *url, const char *key, const char *path,
+/* Connect to c's server and upgrade path (escaped) with c's key as the
+ * bearer; NULL and err on failure. */
+struct term_ws *term_ws_open(const struct hc_client *c, const char *path,
                              struct term_ws_err *err);
 
 /* The socket, to poll; POLLOUT too while term_ws_want_write. */

@@ -113,9 +113,7 @@ static void print_table(json_t *rows, bool live) {
 
 static void show(const struct top *t, json_t *rows, bool live) {
   if (t->json) {
-    char *s = json_dumps(rows, JSON_COMPACT);
-    printf("%s\n", s);
-    free(s);
+    ctl_print_json_line(rows);
   } else {
     if (live)
       printf("\033[H");

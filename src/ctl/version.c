@@ -23,11 +23,13 @@ static int version_run(struct ctl *ctl, int argc, char **argv) {
   struct hc_req req = {.method = "GET", .path = "/healthz", .timeout_ms = 5000};
   struct hc_answer a;
   bool answered = hc_call(&ctl->client, &req, &a);
-  const char *v = json_string_value(json_object_get(a.json, "version"));
+  char *v = ctl_clean(json_string_value(json_object_get(a.json, "version")) ?: "(version not said)",
+                      CTL_CLEAN_TEXT);
   if (answered && a.status == 200)
-    printf("server %s: hutch %s\n", ctl->client.url, v ? v : "(version not said)");
+    printf("server %s: hutch %s\n", ctl->client.url, v);
   else
     printf("server %s: not reachable\n", ctl->client.url);
+  free(v);
   hc_answer_free(&a);
   return 0;
 }

@@ -22,40 +22,16 @@ const char *hutch_status_name(enum hutch_status s) {
   return (unsigned)s < ARRAY_SIZE(status_names) ? status_names[s] : "sandbox_error";
 }
 
-/* Length of the valid UTF-8 sequence at s, 0 if there is none. */
-static size_t utf8_seq(const unsigned char *s) {
-  unsigned c = s[0];
-  size_t n = 0;
-  if (c < 0x80)
-    n = 1;
-  else if (c >= 0xc2 && c <= 0xdf)
-    n = 2;
-  else if (c >= 0xe0 && c <= 0xef)
-    n = 3;
-  else if (c >= 0xf0 && c <= 0xf4)
-    n = 4;
-
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xc0) != 0x80)
-      return 0;
-
-  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || /* overlong, surrogate */
-      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))   /* overlong, > U+10FFFF */
-    return 0;
-  return n;
-}
-
 json_t *hutch_json_text(const char *s) {
   json_t *j = json_string(s);
   if (j)
     return j;
   char *copy = xstrdup(s);
-  for (unsigned char *p = (unsigned char *)copy; *p;) {
-    size_t n = utf8_seq(p);
-    if (n == 0)
-      *p = '?', n = 1;
-    p += n;
-  }
+  size_t len = strlen(copy);
+  unsigned cp;
+  for (size_t i = 0, n; i < len; i += n)
+    if ((n = utf8_seq(copy + i, len - i, &cp)) == 0)
+      copy[i] = '?', n = 1;
   j = json_string(copy);
   free(copy);
   return j;

@@ -4,6 +4,7 @@ object, and the exit codes (the command's own for exec; 120 no server,
 121 not authorised, 122 not found, 125 hutch failed)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,6 +15,10 @@ from conftest import BUILD, ROOT, require
 from serveapi import Server, free_port, wait_for
 
 EXIT_FAILED, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_NOT_FOUND = 125, 120, 121, 122
+# Text a sandbox or a tenant may write: commands to a terminal (a title,
+# a clear screen, CSI as a C1 character), and DEL.
+HOSTILE = "x\x1b]0;pwned\x07\x1b[2J\u009b2J\x7f"
+SHOWN = "x\\x1b]0;pwned\\x07\\x1b[2J\\u009b2J\\x7f"  # ... as hutch prints it in text
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +80,61 @@ def test_unreachable_denied_and_version(server, tmp_path):
     v = ok(hutch(server, "version")).splitlines()
     said = server.api(None).get("/healthz").json["version"]
     assert v[0].startswith("hutch ") and v[1].endswith(f": hutch {said}"), v
+
+
+def test_admin_key_file_goes_to_loopback_only(server):
+    """The admin.key file is sent to a loopback server and to no other:
+    for any other URL hutch refuses before it connects. Should it ever
+    try, the proxy set here (a closed loopback port) is where it would
+    go, and the test fails: no other address is contacted (192.0.2.0/24
+    is TEST-NET-1, .invalid is never a name)."""
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {"HUTCH_STATE_DIR": str(server.state_dir), "http_proxy": proxy, "HTTPS_PROXY": proxy,
+           "ALL_PROXY": proxy}
+    local = f"http://127.0.0.1:{server.port}"
+    for url in ("http://192.0.2.1:9", "https://192.0.2.1:9/", "http://127.0.0.1@192.0.2.1:9",
+                "http://127.0.0.1.example.invalid:9", "http://[2001:db8::1]:9"):
+        said = (f"no API key for {url.rstrip('/')} (set HUTCH_API_KEY or --key; the local admin "
+                "key goes to a loopback server only)")
+        one_line_error(hutch(server, "ps", key="", env={**env, "HUTCH_URL": url}), EXIT_DENIED,
+                       said)
+        one_line_error(hutch(server, "ps", "--url", url, key="", env={**env, "HUTCH_URL": local}),
+                       EXIT_DENIED, said)
+    # hutch mcp shares the client, and its refusal (78: its configuration's exit).
+    r = subprocess.run([str(BUILD / "hutch"), "mcp", "--url", "http://192.0.2.1:9"],
+                       capture_output=True, text=True, timeout=60, input="",
+                       env={"PATH": os.environ["PATH"], **env})
+    assert r.returncode == 78 and "loopback server only" in r.stderr, r
+
+    # Loopback, by address or by name, still gets it, straight and not
+    # through the proxy the environment names.
+    for host in ("127.0.0.1", "localhost"):
+        r = hutch(server, "ps", "-q", key="", env={**env, "HUTCH_URL": f"http://{host}:{server.port}"})
+        assert r.returncode == 0, r
+
+
+def terminal_safe(text):
+    """No control character but hutch's own newlines: nothing a terminal acts on."""
+    return not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", text)
+
+
+def test_others_text_reaches_the_terminal_escaped(server, tenant):
+    sid = tenant.create(metadata={"note": HOSTILE})["id"]
+    ok(hutch(server, "exec", sid, "true", HOSTILE, key=tenant.key))
+    for args in (["ps", "--json"], ["inspect", sid], ["events", "--sandbox", sid],
+                 ["events", "--json", "--sandbox", sid], ["logs", sid]):
+        out = ok(hutch(server, *args, key=tenant.key))
+        assert terminal_safe(out) and "\\u009b2J" in out, (args, out)
+    # JSON escaped so is the same JSON.
+    assert json.loads(ok(hutch(server, "inspect", sid, key=tenant.key))) == \
+        tenant.get(f"/v1/sandboxes/{sid}").json
+    assert json.loads(ok(hutch(server, "events", "--json", "--sandbox", sid, key=tenant.key))
+                      .splitlines()[0])["data"]["metadata"] == {"note": HOSTILE}
+
+    # A server's error naming what it was given (a table's cells:
+    # tests/unit/test_ctl_out.c; the names tables show are checked).
+    r = hutch(server, "exec", sid, HOSTILE, key=tenant.key)
+    assert r.returncode == 127 and terminal_safe(r.stderr[:-1]) and SHOWN in r.stderr, r
 
 
 def test_create_ps_inspect_json_are_the_apis(server, tenant):

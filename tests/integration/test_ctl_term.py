@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import select
 import signal
 import struct
@@ -326,6 +327,65 @@ def test_cp_links_in_the_sandbox_do_not_lead_out(env, api, sandbox, tmp_path):
     assert p.returncode == 125 and not (tmp_path / "pw").exists()
     hutch(env, "cp", "-L", f"{sandbox}:/home/user/passwd", tmp_path / "pw")
     assert (tmp_path / "pw").read_text() == sh(api, sandbox, "cat /etc/passwd")
+
+
+def test_cp_names_reach_the_terminal_escaped(env, api, sandbox, tmp_path, term):
+    """File names are the sandbox's to choose: one that is a title and a
+    clear screen to a terminal (and a C1 CSI) is shown escaped, in the
+    warnings and in the bar."""
+    sh(api, sandbox, "mkdir -p /tmp/d && n=$(printf '\\033]0;pwned\\007\\033[2J') && "
+                     "echo hi > /tmp/d/f$n && ln -s /nowhere \"/tmp/d/l$n$(printf '\\302\\233')2J\"")
+    hostile = b"\x1b]0;pwned\x07\x1b[2J"
+    shown = b"\\x1b]0;pwned\\x07\\x1b[2J"
+
+    out = tmp_path / "out"
+    out.mkdir()
+    p = hutch(env, "cp", f"{sandbox}:/tmp/d", out)
+    assert (out / "d" / f"f{hostile.decode()}").read_text() == "hi\n"  # the name kept on disk
+    assert b"\x1b" not in p.stderr and b"\xc2\x9b" not in p.stderr, p.stderr
+    assert b"/tmp/d/l" + shown + b"\\u009b2J is a link" in p.stderr, p.stderr
+
+    # On a terminal, with the bar: only the bar's own \r\033[K is a command.
+    t = term(env, "cp", f"{sandbox}:/tmp/d", tmp_path / "again")
+    assert t.wait() == 0
+    while select.select([t.master], [], [], 0)[0]:
+        t.out += os.read(t.master, 65536)
+    said = t.out.replace(b"\r\x1b[K", b"")
+    assert b"\x1b" not in said and b"\x07" not in said and b"\xc2\x9b" not in said, t.out
+    assert re.search(re.escape(b"/tmp/d/f" + shown) + rb" +\[[.#]{20}\]", said), t.out
+
+
+def test_cp_L_copies_each_directory_once(env, api, sandbox, tmp_path):
+    """-L through links that loop (a -> ., b -> .: 2^64 walks before) or
+    lead to one directory twice: each directory is copied once, the rest
+    skipped with a warning, on both sides."""
+    sh(api, sandbox, "mkdir -p /tmp/loop/s && echo f > /tmp/loop/f && echo g > /tmp/loop/s/g && "
+                     "cd /tmp/loop && ln -s . a && ln -s . b && ln -s s t1 && ln -s /tmp/loop/s t2")
+    out = tmp_path / "out"
+    out.mkdir()
+    p = hutch(env, "cp", "-L", f"{sandbox}:/tmp/loop", out)
+    files = sorted(x.relative_to(out).as_posix() for x in out.rglob("*") if x.is_file())
+    assert len(files) == 2 and files[0] == "loop/f" and files[1] in \
+        ("loop/s/g", "loop/t1/g", "loop/t2/g"), (files, p.stderr)
+    assert p.stderr.count(b"a directory copied already") == 4, p.stderr
+    for name in (b"loop/a:", b"loop/b:"):
+        assert name in p.stderr, p.stderr
+    p = hutch(env, "cp", "-L", f"{sandbox}:/tmp/loop", "-")
+    with tarfile.open(fileobj=io.BytesIO(p.stdout)) as tar:
+        assert len([m for m in tar if m.isfile()]) == 2
+
+    src = tmp_path / "src"
+    (src / "s").mkdir(parents=True)
+    (src / "f").write_text("f\n")
+    (src / "s" / "g").write_text("g\n")
+    # up is src by another path: known by its inode, not its name.
+    for name, to in (("a", "."), ("b", "."), ("t", "s"), ("up", "../src")):
+        os.symlink(to, src / name)
+    p = hutch(env, "cp", "-L", src, f"{sandbox}:/home/user/loopin")
+    listing = sh(api, sandbox, "cd /home/user/loopin && find . -type f | sort").split()
+    assert len(listing) == 2 and listing[0] == "./f" and listing[1] in ("./s/g", "./t/g"), \
+        (listing, p.stderr)
+    assert p.stderr.count(b"a directory copied already") == 4, p.stderr
 
 
 def test_cp_dash_is_a_tar(env, api, sandbox, tmp_path):

@@ -132,9 +132,9 @@ static struct term_ws *connect_fake(enum mode mode, struct fake *f, pthread_t *t
       getsockname(f->lfd, (struct sockaddr *)&a, &alen) < 0)
     abort();
   pthread_create(t, NULL, serve, f);
-  char url[64];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
-  return term_ws_open(url, "hk_test", "/v1/sandboxes/x/exec/1/ws", err);
+  struct hc_client c = {.key = "hk_test", .loopback = true};
+  snprintf(c.url, sizeof c.url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+  return term_ws_open(&c, "/v1/sandboxes/x/exec/1/ws", err);
 }
 
 static void end_fake(struct fake *f, pthread_t t) {
