@@ -12,6 +12,12 @@ int main(int argc, char **argv) {
   /* A reader of our output that goes away (hutch ps | head) is a write
    * error, not a signal that ends us mid-request. */
   signal(SIGPIPE, SIG_IGN);
+  /* Ctrl-C ends a verb (an exec streaming, logs -f), and with it what the
+   * verb holds on the server, even when whatever started us ignored
+   * SIGINT (a shell's background job, a CI runner): an operator who sends
+   * it means it. The verbs that read it themselves (shell, top) block it
+   * for their signalfd. */
+  signal(SIGINT, SIG_DFL);
 
   const char *no_color = getenv("NO_COLOR");
   struct ctl ctl = {.color = isatty(STDOUT_FILENO) && !(no_color && *no_color)};

@@ -69,7 +69,7 @@ class Gateway:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue
-            for _ in range(200):
+            for _ in range(600):  # its servers' own ends first, on a busy host too
                 if not alive(pid):
                     break
                 time.sleep(0.05)

@@ -171,12 +171,17 @@ def test_an_execs_artifacts_are_only_what_its_user_can_see(api, sandbox):
     sid = sandbox["id"]
     assert api.exec(sid, {"shell": "mkdir -m 700 /tmp/priv", "user": "root"})[-1]["status"] == "ok"
     r = api.post(f"/v1/sandboxes/{sid}/exec", {
-        "shell": "while :; do date > /tmp/priv/x; sleep 0.02; done", "user": "root",
+        "shell": "while :; do date +%s%N > /tmp/priv/x; sleep 0.02; done", "user": "root",
         "background": True})
     assert r.status == 201, r
     mine = api.exec(sid, {"shell": "sleep 0.2; echo u > /tmp/u.txt"})[-1]
     assert [a["path"] for a in mine["artifacts"]] == ["/tmp/u.txt"], mine
-    roots = api.exec(sid, {"shell": "sleep 0.2", "user": "root", "cwd": "/root"})[-1]
+    # (the root exec lasts until the loop has written the file again, however
+    # busy the host)
+    roots = api.exec(sid, {"shell": 'until [ -s /tmp/priv/x ]; do sleep 0.02; done; '
+                                    't=$(cat /tmp/priv/x); '
+                                    'while [ "$(cat /tmp/priv/x)" = "$t" ]; do sleep 0.02; done',
+                           "user": "root", "cwd": "/root"})[-1]
     assert [a["path"] for a in roots["artifacts"]] == ["/tmp/priv/x"], roots
     # the kernel's file systems are not looked in, the agent's /proc/1 above all
     assert "artifacts" not in api.exec(sid, {"shell": "true", "cwd": "/proc/1"})[-1]
