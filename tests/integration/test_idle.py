@@ -207,18 +207,20 @@ def test_a_leftover_process_keeps_no_leaf_for_the_next_exec(server, tenant):
     wait_for(lambda: len(children(agent)) == 1)
     tenant.exec(sid, {"cmd": ["sh", "-c",
                               "setsid sh -c 'while :; do :; done' >/dev/null 2>&1 &"]})
-    # Until the daemon's leaf has counted a second: were its CPU time in an
-    # exec's verdict, half of that is the line (true's own costs a few ms
-    # on the host, up to a few hundred on the cgroup v2 guest).
-    wait_for(lambda: max(leaf_cpu_ms(agent, l) for l in leaves(agent)) >= 1000, 30)
+    # Until the daemon's leaf has counted two seconds: were its CPU time in
+    # an exec's verdict (a leaf's count is all its processes'), the verdict
+    # would say at least that, so 1.5 s is the line (true's own costs a few
+    # ms on the host, up to a few hundred on the cgroup v2 guest, and once
+    # 730 under the sanitizers on a host busy with the whole suite).
+    wait_for(lambda: max(leaf_cpu_ms(agent, l) for l in leaves(agent)) >= 2000, 30)
     for _ in range(3):
         v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
-        assert v["status"] == "ok" and v["cpu_ms"] < 500, v
+        assert v["status"] == "ok" and v["cpu_ms"] < 1500, v
     wait_for(lambda: len(leaves(agent)) == 1)  # the daemon's: none kept beside it
     tenant.exec(sid, {"cmd": ["pkill", "-f", "while"]})
     wait_for(lambda: len(children(agent)) == 1)
     v = verdict(tenant.exec(sid, {"cmd": ["true"]}))
-    assert v["status"] == "ok" and v["cpu_ms"] < 500, v
+    assert v["status"] == "ok" and v["cpu_ms"] < 1500, v
 
 
 def test_kept_leaf_after_kills_and_execs_at_once(server, tenant):
